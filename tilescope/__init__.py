@@ -1,0 +1,1 @@
+"""tilescope: command-line entry point composing profiler, report_format and app."""
