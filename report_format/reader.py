@@ -333,7 +333,9 @@ class Report:
                 take = min(last_row - row, batch.num_rows - start)
                 if take <= 0:
                     raise ReportError(fpath, f"batch {b} holds {batch.num_rows} rows; expected {batch_rows}")
-                col = batch.column(3).slice(start, take)
+                col = batch.column(3)
+                # Fast path: a whole batch's values are contiguous (rows have fixed width).
+                col = col if (start == 0 and take == batch.num_rows) else col.slice(start, take)
                 values = col.flatten().to_numpy(zero_copy_only=False)
                 if values.size != take * width:
                     raise ReportError(fpath, f"a row's cycles do not hold tiles_per_ipu={width} values")

@@ -206,7 +206,7 @@ def synthetic_report(
             "engine_options",
             {
                 "name": ["autoReport.all", "autoReport.directory", "autoReport.executionProfileProgramRunCount"],
-                "value": ["true", str(path), str(runs)],
+                "value": ["true", "./report", str(runs)],
                 "source": ["environment", "environment", "default"],
             },
         )
