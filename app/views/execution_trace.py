@@ -1,0 +1,244 @@
+"""The execution trace view: the BSP timeline of executed steps per IPU (flat and flame), the
+tiles x steps cycles picture, and the run summary.
+
+Level of detail: a timeline never returns more than ``max_per_row`` spans per row. When more
+steps fall in the visible cycle range, the range is cut into that many equal bins and each bin
+shows the kind of step that used most of its cycles; zooming in re-queries with a smaller range
+and so shows finer detail, down to exact steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from report_format.reader import Report
+
+#: Step kinds shown in the trace, in legend order, from the program step type.
+KINDS = ("compute", "exchange", "global exchange", "stream copy", "sync", "other")
+_KIND_OF_TYPE = {
+    "OnTileExecute": "compute",
+    "DoExchange": "exchange",
+    "GlobalExchange": "global exchange",
+    "StreamCopyBegin": "stream copy",
+    "StreamCopyMid": "stream copy",
+    "StreamCopyEnd": "stream copy",
+    "Sync": "sync",
+}
+
+
+def kind_of(step_type: pd.Series) -> pd.Series:
+    return step_type.map(_KIND_OF_TYPE).fillna("other")
+
+
+@lru_cache(maxsize=8)
+def trace_steps(report: Report, run: int) -> pd.DataFrame:
+    """Executed steps of ``run`` (all IPUs) with their program's type, name and kind."""
+    es = report.execution_steps(run)
+    p = report.programs().set_index("program_id")
+    es["type"] = p["type"].reindex(es["program_id"]).to_numpy()
+    es["name"] = p["name"].reindex(es["program_id"]).to_numpy()
+    es["kind"] = kind_of(es["type"]).to_numpy()
+    es["cycles"] = es["cycles_to"] - es["cycles_from"]
+    return es
+
+
+@dataclass(frozen=True)
+class Spans:
+    """Spans to draw: columns row, start, end, kind, label, step (-1 for a bin), steps (in the span)."""
+
+    table: pd.DataFrame
+    exact: bool
+    visible_steps: int
+    x0: int
+    x1: int
+
+    @property
+    def detail(self) -> str:
+        if self.exact:
+            return f"exact: {self.visible_steps:,} step spans in cycles {self.x0:,}..{self.x1:,}"
+        return (f"binned: {self.visible_steps:,} step spans in cycles {self.x0:,}..{self.x1:,} shown as "
+                f"{len(self.table):,} bins (zoom in for exact steps)")
+
+
+def level_of_detail(spans: pd.DataFrame, x0: int, x1: int, max_per_row: int = 1500) -> Spans:
+    """Keep spans overlapping [x0, x1]; if a row has more than ``max_per_row``, bin that range.
+
+    ``spans`` has columns row, start, end, kind, label, step.
+    """
+    vis = spans[(spans["end"] > x0) & (spans["start"] < x1)]
+    n = len(vis)
+    per_row = vis.groupby("row").size()
+    if n == 0 or per_row.max() <= max_per_row:
+        return Spans(vis.assign(steps=1).reset_index(drop=True), True, n, x0, x1)
+    width = max((x1 - x0) / max_per_row, 1.0)
+    start = vis["start"].to_numpy()
+    end = vis["end"].to_numpy()
+    b = np.clip(((np.maximum(start, x0) - x0) / width).astype(np.int64), 0, max_per_row - 1)
+    dur = np.minimum(end, x1) - np.maximum(start, x0)
+    g = pd.DataFrame({"row": vis["row"].to_numpy(), "bin": b, "kind": vis["kind"].to_numpy(), "dur": dur})
+    by_kind = g.groupby(["row", "bin", "kind"], as_index=False)["dur"].sum()
+    dominant = by_kind.sort_values("dur", ascending=False, kind="stable").drop_duplicates(["row", "bin"])
+    counts = g.groupby(["row", "bin"]).size().rename("steps")
+    dominant = dominant.join(counts, on=["row", "bin"]).sort_values(["row", "bin"])
+    bins = dominant["bin"].to_numpy()
+    out = pd.DataFrame(
+        {
+            "row": dominant["row"].to_numpy(),
+            "start": (x0 + bins * width).astype(np.int64),
+            "end": (x0 + (bins + 1) * width).astype(np.int64),
+            "kind": dominant["kind"].to_numpy(),
+            "label": [f"{c} steps, mostly {k}" for c, k in zip(dominant["steps"], dominant["kind"], strict=True)],
+            "step": -1,
+            "steps": dominant["steps"].to_numpy(),
+        }
+    )
+    return Spans(out, False, n, x0, x1)
+
+
+def flat_spans(report: Report, run: int) -> pd.DataFrame:
+    """Flat view: one row per IPU, one span per executed step."""
+    es = trace_steps(report, run)
+    return pd.DataFrame(
+        {
+            "row": es["ipu"].to_numpy(),
+            "start": es["cycles_from"].to_numpy(),
+            "end": es["cycles_to"].to_numpy(),
+            "kind": es["kind"].to_numpy(),
+            "label": (es["type"] + " " + es["name"]).to_numpy(),
+            "step": es["step"].to_numpy(),
+        }
+    )
+
+
+@lru_cache(maxsize=16)
+def flame_spans(report: Report, run: int, ipu: int) -> pd.DataFrame:
+    """Flame view of one IPU: row d holds the program-tree nodes at depth d; consecutive executed
+    steps under the same node merge into one span (a Repeat iteration or a whole Sequence)."""
+    p = report.programs().sort_values("program_id")
+    parent = p["parent_id"].to_numpy()
+    n = len(parent)
+    depth = np.zeros(n, dtype=np.int64)
+    for i in range(n):  # pre-order: a parent precedes its children
+        depth[i] = depth[parent[i]] + 1 if parent[i] >= 0 else 0
+    max_depth = int(depth.max()) if n else 0
+    # ancestor[d][pid] = the node at depth d on the path to pid (-1 if pid is shallower)
+    ancestor = np.full((max_depth + 1, n), -1, dtype=np.int64)
+    for i in range(n):
+        d = depth[i]
+        if parent[i] >= 0:
+            ancestor[:d, i] = ancestor[:d, parent[i]]
+        ancestor[d, i] = i
+    es = trace_steps(report, run)
+    es = es[es["ipu"] == ipu].sort_values("step")
+    pid = es["program_id"].to_numpy()
+    start, end = es["cycles_from"].to_numpy(), es["cycles_to"].to_numpy()
+    types, names = p["type"].to_numpy(), p["name"].to_numpy()
+    kinds = kind_of(p["type"]).to_numpy()
+    steps_of = p["step"].to_numpy()
+    parts = []
+    for d in range(max_depth + 1):
+        node = ancestor[d, pid]
+        if not (node >= 0).any():
+            continue
+        # a new span starts where the node changes (or after a gap in depth)
+        change = np.ones(len(node), dtype=bool)
+        change[1:] = node[1:] != node[:-1]
+        first = np.flatnonzero(change)
+        last = np.r_[first[1:], len(node)] - 1
+        keep = node[first] >= 0
+        first, last = first[keep], last[keep]
+        nd = node[first]
+        is_leaf = steps_of[nd] >= 0
+        leaf_kind = np.where(np.isin(types[nd], list(_KIND_OF_TYPE)), kinds[nd], "other")
+        parts.append(
+            pd.DataFrame(
+                {
+                    "row": d,
+                    "start": start[first],
+                    "end": end[last],
+                    "kind": np.where(is_leaf, leaf_kind, "control"),
+                    "label": [f"{t} {nm}" for t, nm in zip(types[nd], names[nd], strict=True)],
+                    "step": np.where(last == first, es["step"].to_numpy()[first], -1),
+                }
+            )
+        )
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+        columns=["row", "start", "end", "kind", "label", "step"])
+
+
+def run_length(report: Report, run: int) -> int:
+    es = trace_steps(report, run)
+    return int(es["cycles_to"].max()) if len(es) else 0
+
+
+def steps_in_cycle_range(report: Report, run: int, ipu: int, x0: int, x1: int) -> tuple[int, int]:
+    """Executed steps [first, last) of one IPU that overlap cycles [x0, x1]."""
+    es = trace_steps(report, run)
+    es = es[es["ipu"] == ipu]
+    hit = es.loc[(es["cycles_to"] > x0) & (es["cycles_from"] < x1), "step"]
+    if hit.empty:
+        return 0, 0
+    return int(hit.min()), int(hit.max()) + 1
+
+
+def tile_step_cycles(
+    report: Report, run: int, ipu: int, first: int, last: int, max_steps: int = 96, max_tiles: int = 368
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The BSP picture of one IPU: cycles of each tile (rows) in each executed step (columns).
+
+    At most ``max_steps`` steps are read (evenly sampled from [first, last) when there are more)
+    and tiles are binned to at most ``max_tiles`` rows showing the busiest tile of the bin.
+    Returns (cycles[tile_bins, steps], step indices, first tile of each bin, tiles per bin).
+    """
+    n = last - first
+    if n <= 0:
+        return np.zeros((0, 0), np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64), 1
+    if n <= max_steps:
+        steps = np.arange(first, last)
+        cyc = report.tile_cycles_range(run, first, last, ipu)
+    else:
+        steps = np.unique(np.linspace(first, last - 1, max_steps).round().astype(np.int64))
+        cyc = np.stack([report.tile_cycles(run, int(s), ipu) for s in steps])
+    tiles = cyc.shape[1]
+    width = max(1, -(-tiles // max_tiles))
+    if width > 1:
+        pad = (-tiles) % width
+        cyc = np.pad(cyc, ((0, 0), (0, pad))).reshape(len(steps), -1, width).max(axis=2)
+    return cyc.T, steps, np.arange(0, tiles, width), width
+
+
+def trace_summary(report: Report, run: int) -> dict[str, float | int]:
+    """Run totals: cycles, FLOPs, cycle proportions by kind (cycles summed over IPUs), tile balance
+    and utilisation of compute steps (cycle-weighted), stream-copy and global-exchange bytes."""
+    es = trace_steps(report, run)
+    runs = report.runs().set_index("run")
+    tiles = report.target_info.tiles_per_ipu
+    cyc = es["cycles"].to_numpy(dtype=np.float64)
+    total = cyc.sum()
+    out: dict[str, float | int] = {
+        "run": run,
+        "cycles": int(runs.loc[run, "cycles"]),
+        "flops": int(runs.loc[run, "flops"]),
+        "steps": int(runs.loc[run, "steps"]),
+    }
+    by_kind = es.groupby("kind")["cycles"].sum()
+    for k in KINDS:
+        out[f"proportion.{k}"] = float(by_kind.get(k, 0) / total) if total else 0.0
+    comp = es[es["kind"] == "compute"]
+    w = comp["cycles"].to_numpy(dtype=np.float64)
+    if w.sum() > 0:
+        out["tile_balance"] = float(np.average(comp["tile_balance"], weights=w))
+        out["active_tile_balance"] = float(np.average(comp["active_tile_balance"], weights=w))
+        out["tile_utilisation"] = float(np.average(comp["active_tiles"] / tiles, weights=w))
+    else:
+        out["tile_balance"] = out["active_tile_balance"] = out["tile_utilisation"] = 0.0
+    for k, key in (("stream copy", "stream_copy"), ("global exchange", "global_exchange"), ("exchange", "exchange")):
+        sub = es[es["kind"] == k]
+        out[f"{key}_bytes_in"] = int(sub["data_in_bytes"].sum())
+        out[f"{key}_bytes_out"] = int(sub["data_out_bytes"].sum())
+    out["flops_per_cycle"] = out["flops"] / out["cycles"] if out["cycles"] else 0.0
+    return out

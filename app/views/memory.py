@@ -1,0 +1,223 @@
+"""The memory view: memory of every tile, split by category / region / liveness, and what the
+selected tiles hold (details, compute sets, vertices, exchanges, variables).
+
+Every function is pure (Report -> DataFrame). Per-tile series are keyed by the global tile id.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from report_format.reader import Report
+
+BREAKDOWNS = ("category", "region", "liveness")
+GAPS = "gaps"
+
+
+@lru_cache(maxsize=32)
+def tile_memory_breakdown(report: Report, by: str = "category", include_gaps: bool = True) -> pd.DataFrame:
+    """One row per tile (index: tile id), one column per series of the breakdown, bytes.
+
+    With ``include_gaps`` a ``gaps`` column adds the bytes between allocations, so a row sums to
+    total_bytes_including_gaps; without it a row sums to total_bytes_excluding_gaps.
+    """
+    if by not in BREAKDOWNS:
+        raise ValueError(f"breakdown {by!r} is not one of {BREAKDOWNS}")
+    tm = report.tile_memory().set_index("tile").sort_index()
+    if by == "category":
+        cat = report.table("tile_memory_by_category", ["tile", "category", "bytes"]).to_pandas()
+        out = cat.pivot_table(index="tile", columns="category", values="bytes", aggfunc="sum", fill_value=0)
+        out = out.reindex(tm.index, fill_value=0)
+        out = out[out.sum().sort_values(ascending=False).index]  # biggest category at the bottom of the stack
+        out.columns = list(out.columns)
+    elif by == "region":
+        out = pd.DataFrame(
+            {
+                "non_interleaved": tm["non_interleaved_bytes_excluding_gaps"],
+                "interleaved": tm["interleaved_bytes_excluding_gaps"],
+                "overflowed": tm["overflowed_bytes"],
+            }
+        )
+    else:
+        out = pd.DataFrame({"always_live": tm["always_live_bytes"], "not_always_live": tm["not_always_live_bytes"]})
+    if include_gaps:
+        out[GAPS] = tm["total_bytes_including_gaps"] - tm["total_bytes_excluding_gaps"]
+    out = out.loc[:, (out != 0).any(axis=0)] if len(out) else out
+    out.index.name = "tile"
+    return out.astype(np.int64)
+
+
+def bin_tiles(df: pd.DataFrame, max_columns: int = 2000) -> tuple[pd.DataFrame, np.ndarray, int]:
+    """Level of detail for the tile axis: at most ``max_columns`` columns.
+
+    Returns (per-bin mean of each series, per-bin max of the row total, tiles per bin). With one
+    tile per bin the means are the tiles' own values and the max equals the total.
+    """
+    n = len(df)
+    width = max(1, -(-n // max_columns))
+    if width == 1:
+        return df, df.sum(axis=1).to_numpy(), 1
+    values = df.to_numpy(dtype=np.float64)
+    bins = n // width
+    pad = bins * width < n
+    groups = np.arange(n) // width
+    counts = np.bincount(groups)
+    sums = np.zeros((bins + pad, values.shape[1]))
+    np.add.at(sums, groups, values)
+    means = sums / counts[:, None]
+    totals = values.sum(axis=1)
+    maxes = np.full(bins + pad, -np.inf)
+    np.maximum.at(maxes, groups, totals)
+    first_tile = df.index.to_numpy()[:: width]
+    binned = pd.DataFrame(means, columns=df.columns, index=pd.Index(first_tile, name="tile"))
+    return binned, maxes, width
+
+
+def order_tiles(df: pd.DataFrame, order: str) -> pd.DataFrame:
+    """'tile' keeps tile id order; 'sorted' puts the fullest tile first."""
+    if order == "sorted":
+        return df.iloc[np.argsort(-df.sum(axis=1).to_numpy(), kind="stable")]
+    return df
+
+
+def parse_tiles(text: str, num_tiles: int) -> list[int]:
+    """'0, 3, 8-10' -> [0, 3, 8, 9, 10]. Raises ValueError naming the bad part."""
+    tiles: set[int] = set()
+    for part in (p.strip() for p in text.replace(";", ",").split(",")):
+        if not part:
+            continue
+        try:
+            if "-" in part:
+                a, b = (int(x) for x in part.split("-", 1))
+                tiles.update(range(min(a, b), max(a, b) + 1))
+            else:
+                tiles.add(int(part))
+        except ValueError:
+            raise ValueError(f"not a tile or range: {part!r}") from None
+    bad = [t for t in tiles if not 0 <= t < num_tiles]
+    if bad:
+        raise ValueError(f"tile {min(bad)} is out of range (0..{num_tiles - 1})")
+    return sorted(tiles)
+
+
+def tile_details(report: Report, tiles: list[int]) -> dict[str, pd.DataFrame]:
+    """Details tab: bytes by region (including and excluding gaps) and by category, summed over ``tiles``."""
+    tm = report.tile_memory()
+    tm = tm[tm["tile"].isin(tiles)]
+    regions = pd.DataFrame(
+        {
+            "region": ["non_interleaved", "interleaved", "overflowed", "total"],
+            "including_gaps": [
+                tm["non_interleaved_bytes_including_gaps"].sum(),
+                tm["interleaved_bytes_including_gaps"].sum(),
+                tm["overflowed_bytes"].sum(),
+                tm["total_bytes_including_gaps"].sum(),
+            ],
+            "excluding_gaps": [
+                tm["non_interleaved_bytes_excluding_gaps"].sum(),
+                tm["interleaved_bytes_excluding_gaps"].sum(),
+                tm["overflowed_bytes"].sum(),
+                tm["total_bytes_excluding_gaps"].sum(),
+            ],
+        }
+    )
+    cat = report.tile_memory_by_category(tiles)
+    by_cat = (
+        cat.groupby(["category", "always_live"], as_index=False)["bytes"].sum().sort_values("bytes", ascending=False)
+    )
+    return {"regions": regions, "categories": by_cat.reset_index(drop=True)}
+
+
+def tile_compute_sets(report: Report, tiles: list[int]) -> pd.DataFrame:
+    """Compute Sets tab: compute sets with vertices on the selected tiles."""
+    v = report.vertices(tiles)
+    if v.empty:
+        return pd.DataFrame(columns=["compute_set_id", "name", "vertices", "state_bytes", "cycles", "flops", "tiles"])
+    g = v.groupby("compute_set_id").agg(
+        vertices=("count", "sum"), state_bytes=("state_bytes", "sum"), cycles=("cycles", "max"),
+        flops=("flops", "sum"), tiles=("tile", "nunique"),
+    )
+    cs = report.compute_sets().set_index("compute_set_id")["name"]
+    g.insert(0, "name", cs.reindex(g.index).to_numpy())
+    return g.reset_index().sort_values("state_bytes", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def tile_vertices(report: Report, tiles: list[int]) -> pd.DataFrame:
+    """Vertices tab: per codelet on the selected tiles, instances, state bytes and code bytes
+    (a codelet's code is stored once on every tile that uses it)."""
+    v = report.vertices(tiles)
+    cod = report.codelets().set_index("codelet_id")
+    if v.empty:
+        return pd.DataFrame(columns=["codelet_id", "name", "count", "state_bytes", "code_bytes", "tiles"])
+    g = v.groupby("codelet_id").agg(count=("count", "sum"), state_bytes=("state_bytes", "sum"))
+    tiles_using = v.drop_duplicates(["codelet_id", "tile"]).groupby("codelet_id").size()
+    g["tiles"] = tiles_using
+    g["code_bytes"] = cod["code_bytes"].reindex(g.index).to_numpy() * g["tiles"]
+    g.insert(0, "name", cod["name"].reindex(g.index).to_numpy())
+    return g.reset_index().sort_values("state_bytes", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def tile_exchanges(report: Report, tiles: list[int]) -> pd.DataFrame:
+    """Exchanges tab: exchange and stream-copy steps touching the selected tiles."""
+    x = report.exchanges(tiles)
+    cols = ["program_id", "type", "name", "bytes_in", "bytes_out", "code_bytes", "tiles"]
+    if x.empty:
+        return pd.DataFrame(columns=cols)
+    g = x.groupby("program_id").agg(
+        bytes_in=("bytes_in", "sum"), bytes_out=("bytes_out", "sum"), code_bytes=("code_bytes", "sum"),
+        tiles=("tile", "nunique"),
+    )
+    p = report.programs().set_index("program_id")
+    g["type"] = p["type"].reindex(g.index).to_numpy()
+    g["name"] = p["name"].reindex(g.index).to_numpy()
+    return g.reset_index()[cols].sort_values("code_bytes", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def tile_variables(report: Report, tiles: list[int]) -> pd.DataFrame:
+    """Variables tab: variables with bytes on the selected tiles (bytes = on those tiles)."""
+    pl = report.variable_placements(tiles)
+    cols = ["variable_id", "name", "bytes", "total_bytes", "tiles", "region", "always_live", "category", "dtype", "shape"]
+    if pl.empty:
+        return pd.DataFrame(columns=cols)
+    g = pl.groupby("variable_id").agg(bytes=("bytes", "sum"), tiles=("tile", "nunique"), region=("region", "first"))
+    var = report.variables().set_index("variable_id")
+    var = var.reindex(g.index)
+    g["name"] = var["name"].to_numpy()
+    g["total_bytes"] = var["bytes"].to_numpy()
+    g["always_live"] = var["always_live"].to_numpy()
+    g["category"] = var["category"].to_numpy()
+    g["dtype"] = var["dtype"].to_numpy()
+    g["shape"] = [str([int(x) for x in s]) for s in var["shape"]]
+    return g.reset_index()[cols].sort_values("bytes", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def variable_bytes_by_tile(report: Report, variable_ids: list[int]) -> pd.DataFrame:
+    """Variables graph: bytes of each chosen variable on each tile (columns: variable_id, name, tile, bytes)."""
+    pl = report.table("variable_placements", ["variable_id", "tile", "bytes"])
+    pl = pl.filter(pc.is_in(pl["variable_id"], value_set=pa.array(variable_ids, type=pa.int32()))).to_pandas()
+    names = report.variables().set_index("variable_id")["name"]
+    pl["name"] = names.reindex(pl["variable_id"]).to_numpy()
+    return pl.sort_values(["variable_id", "tile"]).reset_index(drop=True)
+
+
+def tile_map(report: Report, include_gaps: bool = True) -> pd.DataFrame:
+    """Tile map: total bytes per tile with a grid position per IPU (software tile order, in rows
+    of ``ceil(sqrt(tiles_per_ipu))``; the physical floor plan is not in the report)."""
+    tm = report.tile_memory()
+    t = report.target_info
+    width = int(np.ceil(np.sqrt(t.tiles_per_ipu)))
+    col = "total_bytes_including_gaps" if include_gaps else "total_bytes_excluding_gaps"
+    return pd.DataFrame(
+        {
+            "tile": tm["tile"],
+            "ipu": tm["ipu"],
+            "row": tm["tile_in_ipu"] // width,
+            "col": tm["tile_in_ipu"] % width,
+            "bytes": tm[col],
+        }
+    )

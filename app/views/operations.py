@@ -1,0 +1,159 @@
+"""The operations view: per operation of a layer (poplibs / onnx / user), its cycles, FLOPs,
+memory, code and tiles.
+
+An operation is a debug context of the chosen layer. Programs, compute sets and variables point
+at debug contexts; each is attributed to its nearest enclosing context of the layer (itself
+included), so a PopLibs matmul inside an ONNX MatMul counts for both layers' views.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from report_format.reader import Report
+
+COLUMNS = ("cycles", "flops", "flops_per_cycle", "memory_bytes", "code_bytes", "tiles", "steps", "variables")
+
+
+def op_of_context(report: Report, layer: str) -> np.ndarray:
+    """For every debug context id, the id of its nearest enclosing context in ``layer`` (or -1)."""
+    dc = report.debug_contexts().sort_values("debug_context_id")
+    n = len(dc)
+    parent = dc["parent_id"].to_numpy()
+    is_layer = (dc["layer"] == layer).to_numpy()
+    out = np.where(is_layer, np.arange(n), -1)
+    # follow parents until every context resolved (depth of nesting is small)
+    cur = parent.copy()
+    for _ in range(64):
+        todo = (out < 0) & (cur >= 0)
+        if not todo.any():
+            break
+        hit = todo.copy()
+        hit[todo] = is_layer[cur[todo]]
+        out[hit] = cur[hit]
+        cur = np.where(todo & ~hit, parent[np.maximum(cur, 0)], -1)
+    return out
+
+
+def _map(ids: np.ndarray, op_of: np.ndarray) -> np.ndarray:
+    ids = np.asarray(ids, dtype=np.int64)
+    ok = (ids >= 0) & (ids < len(op_of))
+    return np.where(ok, op_of[np.clip(ids, 0, max(len(op_of) - 1, 0))] if len(op_of) else -1, -1)
+
+
+@lru_cache(maxsize=16)
+def operations(report: Report, layer: str = "poplibs", run: int | None = None) -> pd.DataFrame:
+    """One row per operation of ``layer``.
+
+    cycles: executed cycles of its steps in ``run`` (all runs if None), max over IPUs per step; a
+    report without an execution profile uses the compile-time estimates (``cycles_source`` says so).
+    flops: estimated FLOPs of its compute sets' vertices per execution, summed over executions.
+    memory_bytes: bytes of the variables it created; code_bytes: control/exchange code of its
+    programs plus vertex state of its compute sets; tiles: tiles running its vertices.
+    """
+    cols = ["op_id", "name", "op_type", "file", "line", *COLUMNS]
+    dc = report.debug_contexts()
+    if dc.empty:
+        return pd.DataFrame(columns=cols)
+    op_of = op_of_context(report, layer)
+    ops = dc[dc["layer"] == layer].set_index("debug_context_id")
+    idx = ops.index
+    prog = report.programs()
+    prog_op = _map(prog["debug_context_id"].to_numpy(), op_of)
+    cs = report.compute_sets()
+    cs_op = pd.Series(_map(cs["debug_context_id"].to_numpy(), op_of), index=cs["compute_set_id"].to_numpy())
+    out = pd.DataFrame(index=idx)
+    # executions of each program leaf and its cycles
+    if report.has_execution_profile:
+        es = report.table("execution_steps", ["run", "step", "program_id", "cycles_from", "cycles_to"]).to_pandas()
+        if run is not None:
+            es = es[es["run"] == run]
+        es["cycles"] = es["cycles_to"] - es["cycles_from"]
+        per_step = es.groupby(["run", "step", "program_id"], as_index=False)["cycles"].max()
+        by_prog = per_step.groupby("program_id")["cycles"].agg(["sum", "size"])
+        execs = by_prog["size"].reindex(prog["program_id"]).fillna(0).to_numpy()
+        cyc = by_prog["sum"].reindex(prog["program_id"]).fillna(0).to_numpy()
+        source = "executed (simulated)"
+    else:
+        execs = np.ones(len(prog))
+        cyc = prog["estimated_cycles"].to_numpy()
+        source = "compile-time estimate (no execution profile)"
+    pf = pd.DataFrame({"op": prog_op, "cycles": cyc, "code": prog["code_bytes"].to_numpy(),
+                       "steps": (prog["step"] >= 0).to_numpy(), "execs": execs, "cs": prog["compute_set_id"].to_numpy()})
+    pf = pf[pf["op"] >= 0]
+    g = pf.groupby("op").agg(cycles=("cycles", "sum"), code_bytes=("code", "sum"), steps=("steps", "sum"))
+    out = out.join(g)
+    # FLOPs: per compute set per execution, times how often its programs executed
+    v = report.table("vertices", ["compute_set_id", "tile", "flops", "state_bytes"]).to_pandas()
+    cs_flops = v.groupby("compute_set_id")["flops"].sum()
+    cs_execs = pf[pf["cs"] >= 0].groupby("cs")["execs"].sum() if len(pf) else pd.Series(dtype=float)
+    flops = (cs_flops.reindex(cs_execs.index).fillna(0) * cs_execs).rename("flops")
+    flops_by_op = flops.groupby(cs_op.reindex(flops.index).to_numpy()).sum()
+    out["flops"] = flops_by_op.reindex(out.index).to_numpy()
+    v["op"] = cs_op.reindex(v["compute_set_id"]).to_numpy()
+    v = v[v["op"] >= 0]
+    out["tiles"] = v.groupby("op")["tile"].nunique().reindex(out.index).to_numpy()
+    out["code_bytes"] = out["code_bytes"].fillna(0) + v.groupby("op")["state_bytes"].sum().reindex(out.index).fillna(0)
+    var = report.table("variables", ["variable_id", "bytes", "debug_context_id"]).to_pandas()
+    var["op"] = _map(var["debug_context_id"].to_numpy(), op_of)
+    vg = var[var["op"] >= 0].groupby("op").agg(memory_bytes=("bytes", "sum"), variables=("variable_id", "size"))
+    out = out.join(vg)
+    out = out.fillna(0)
+    for c in ("cycles", "flops", "memory_bytes", "code_bytes", "tiles", "steps", "variables"):
+        out[c] = out[c].astype(np.int64)
+    out["flops_per_cycle"] = np.where(out["cycles"] > 0, out["flops"] / out["cycles"].clip(lower=1), 0.0).round(3)
+    out["name"] = ops["name"]
+    out["op_type"] = ops["op_type"]
+    out["file"] = ops["file"]
+    out["line"] = ops["line"]
+    out.index.name = "op_id"
+    res = out.reset_index()[cols].sort_values("cycles", ascending=False, kind="stable").reset_index(drop=True)
+    res.attrs["cycles_source"] = source
+    return res
+
+
+def operation_programs(report: Report, layer: str, op_id: int) -> pd.DataFrame:
+    """Program steps of one operation."""
+    op_of = op_of_context(report, layer)
+    p = report.programs()
+    mine = p[_map(p["debug_context_id"].to_numpy(), op_of) == op_id]
+    return mine[["program_id", "type", "name", "step", "estimated_cycles", "code_bytes"]].reset_index(drop=True)
+
+
+def operation_variables(report: Report, layer: str, op_id: int) -> pd.DataFrame:
+    op_of = op_of_context(report, layer)
+    var = report.variables()
+    mine = var[_map(var["debug_context_id"].to_numpy(), op_of) == op_id]
+    return mine[["variable_id", "name", "bytes", "tiles", "always_live", "dtype"]].sort_values(
+        "bytes", ascending=False).reset_index(drop=True)
+
+
+def operation_tile_cycles(report: Report, layer: str, op_id: int) -> pd.DataFrame:
+    """Estimated cycles by tile of an operation's compute sets (sum of its vertices' cycle estimates)."""
+    op_of = op_of_context(report, layer)
+    cs = report.compute_sets()
+    mine = cs.loc[_map(cs["debug_context_id"].to_numpy(), op_of) == op_id, "compute_set_id"].to_numpy()
+    v = report.table("vertices", ["compute_set_id", "tile", "cycles"]).to_pandas()
+    v = v[v["compute_set_id"].isin(mine)]
+    return v.groupby("tile", as_index=False)["cycles"].sum()
+
+
+def operations_graph(report: Report, layer: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Nodes (the operations table) and edges of the operations graph.
+
+    The report holds no data-flow edges between operations, so an edge joins each operation to the
+    next one to start executing (program order of first step), i.e. the order the IPU ran them.
+    """
+    nodes = operations(report, layer)
+    op_of = op_of_context(report, layer)
+    p = report.programs()
+    p = p[p["step"] >= 0]
+    first = pd.Series(_map(p["debug_context_id"].to_numpy(), op_of), index=p["step"].to_numpy())
+    first = first[first >= 0].sort_index()
+    order = first.drop_duplicates().to_numpy()
+    edges = pd.DataFrame({"source": order[:-1], "target": order[1:]}) if len(order) > 1 else pd.DataFrame(
+        columns=["source", "target"])
+    return nodes, edges

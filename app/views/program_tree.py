@@ -1,0 +1,98 @@
+"""The program tree view: the compiled control program with, per node, its type, name, estimated
+cycles, executed cycles (summed over runs and over every execution) and code bytes."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from report_format.reader import Report
+
+
+@lru_cache(maxsize=8)
+def program_tree(report: Report) -> pd.DataFrame:
+    """Programs in pre-order with ``depth``, ``children``, and cycles/code rolled up to control nodes.
+
+    ``executed_cycles`` of a leaf is the sum over every run and every execution of the step's
+    length (max over IPUs of cycles_to - cycles_from); a control node sums its subtree.
+    """
+    p = report.programs().sort_values("program_id").reset_index(drop=True)
+    parent = p["parent_id"].to_numpy()
+    n = len(p)
+    depth = np.zeros(n, dtype=np.int64)
+    for i in range(n):  # pre-order: a parent precedes its children
+        depth[i] = depth[parent[i]] + 1 if parent[i] >= 0 else 0
+    children = np.bincount(parent[parent >= 0], minlength=n) if n else np.zeros(0, np.int64)
+    executed = np.zeros(n, dtype=np.int64)
+    executions = np.zeros(n, dtype=np.int64)
+    if report.has_execution_profile:
+        es = report.table("execution_steps", ["run", "step", "program_id", "cycles_from", "cycles_to"]).to_pandas()
+        es["cycles"] = es["cycles_to"] - es["cycles_from"]
+        per_step = es.groupby(["run", "step", "program_id"], as_index=False)["cycles"].max()
+        np.add.at(executed, per_step["program_id"].to_numpy(), per_step["cycles"].to_numpy())
+        np.add.at(executions, per_step["program_id"].to_numpy(), 1)
+    est = p["estimated_cycles"].to_numpy().astype(np.int64).copy()
+    code = p["code_bytes"].to_numpy().astype(np.int64).copy()
+    rolled_exec, rolled_est, rolled_code = executed.copy(), est.copy(), code.copy()
+    for i in range(n - 1, -1, -1):  # reverse pre-order: children before parents
+        if parent[i] >= 0:
+            rolled_exec[parent[i]] += rolled_exec[i]
+            rolled_est[parent[i]] += rolled_est[i] * max(int(p["repeat_count"].iat[parent[i]]), 1)
+            rolled_code[parent[i]] += rolled_code[i]
+    out = p.assign(
+        depth=depth,
+        children=children,
+        executions=executions,
+        executed_cycles=rolled_exec,
+        estimated_cycles=rolled_est,
+        code_bytes=rolled_code,
+    )
+    return out
+
+
+def visible_rows(tree: pd.DataFrame, expanded: set[int]) -> pd.DataFrame:
+    """Rows whose every ancestor is expanded (top-level programs are always visible)."""
+    parent = tree["parent_id"].to_numpy()
+    shown = np.zeros(len(tree), dtype=bool)
+    exp = np.zeros(len(tree), dtype=bool)
+    if expanded:
+        idx = np.fromiter((e for e in expanded if 0 <= e < len(tree)), dtype=np.int64)
+        exp[idx] = True
+    for i in range(len(tree)):  # pre-order: parent decided first
+        shown[i] = parent[i] < 0 or (shown[parent[i]] and exp[parent[i]])
+    return tree[shown]
+
+
+def default_expanded(tree: pd.DataFrame, depth: int = 2) -> set[int]:
+    """Control nodes down to ``depth`` open at first."""
+    return set(tree.loc[(tree["children"] > 0) & (tree["depth"] < depth), "program_id"].astype(int))
+
+
+def program_details(report: Report, program_id: int) -> dict[str, object]:
+    """What the details panel shows for one node."""
+    tree = program_tree(report)
+    row = tree[tree["program_id"] == program_id].iloc[0]
+    out: dict[str, object] = {
+        "program_id": int(program_id), "type": row["type"], "name": row["name"], "step": int(row["step"]),
+        "estimated_cycles": int(row["estimated_cycles"]), "executed_cycles": int(row["executed_cycles"]),
+        "executions": int(row["executions"]), "code_bytes": int(row["code_bytes"]),
+        "code_tiles": int(row["code_tiles"]), "repeat_count": int(row["repeat_count"]),
+    }
+    cs = int(row["compute_set_id"])
+    if cs >= 0:
+        c = report.compute_sets().set_index("compute_set_id").loc[cs]
+        out.update(compute_set=c["name"], vertices=int(c["vertices"]), tiles=int(c["tiles"]))
+    x = report.exchanges()
+    x = x[x["program_id"] == program_id]
+    if len(x):
+        out.update(exchange_tiles=int(x["tile"].nunique()), bytes_in=int(x["bytes_in"].sum()),
+                   bytes_out=int(x["bytes_out"].sum()))
+    dc = int(row["debug_context_id"])
+    if dc >= 0 and report.num_rows("debug_contexts"):
+        d = report.debug_contexts().set_index("debug_context_id").loc[dc]
+        out.update(debug_context=f"{d['layer']}: {d['name']} ({d['op_type']})")
+        if d["file"]:
+            out.update(source=f"{d['file']}:{d['line']}")
+    return out

@@ -1,0 +1,18 @@
+"""Fixtures: the hand-made small report (with and without an execution profile)."""
+
+from __future__ import annotations
+
+import pytest
+
+from report_format.reader import Report, open_report
+from tests.app.small_report import write_small_report
+
+
+@pytest.fixture(scope="session")
+def small_report(tmp_path_factory: pytest.TempPathFactory) -> Report:
+    return open_report(write_small_report(tmp_path_factory.mktemp("small") / "report"))
+
+
+@pytest.fixture(scope="session")
+def compile_only_report(tmp_path_factory: pytest.TempPathFactory) -> Report:
+    return open_report(write_small_report(tmp_path_factory.mktemp("compile") / "report", execution=False))
