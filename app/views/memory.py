@@ -105,10 +105,12 @@ def parse_tiles(text: str, num_tiles: int) -> list[int]:
     return sorted(tiles)
 
 
-def tile_details(report: Report, tiles: list[int]) -> dict[str, pd.DataFrame]:
-    """Details tab: bytes by region (including and excluding gaps) and by category, summed over ``tiles``."""
+def tile_details(report: Report, tiles: list[int] | None) -> dict[str, pd.DataFrame]:
+    """Details tab: bytes by region (including and excluding gaps) and by category, summed over ``tiles``
+    (None: all tiles)."""
     tm = report.tile_memory()
-    tm = tm[tm["tile"].isin(tiles)]
+    if tiles is not None:
+        tm = tm[tm["tile"].isin(tiles)]
     regions = pd.DataFrame(
         {
             "region": ["non_interleaved", "interleaved", "overflowed", "total"],
@@ -133,7 +135,7 @@ def tile_details(report: Report, tiles: list[int]) -> dict[str, pd.DataFrame]:
     return {"regions": regions, "categories": by_cat.reset_index(drop=True)}
 
 
-def tile_compute_sets(report: Report, tiles: list[int]) -> pd.DataFrame:
+def tile_compute_sets(report: Report, tiles: list[int] | None) -> pd.DataFrame:
     """Compute Sets tab: compute sets with vertices on the selected tiles."""
     v = report.vertices(tiles)
     if v.empty:
@@ -147,7 +149,7 @@ def tile_compute_sets(report: Report, tiles: list[int]) -> pd.DataFrame:
     return g.reset_index().sort_values("state_bytes", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def tile_vertices(report: Report, tiles: list[int]) -> pd.DataFrame:
+def tile_vertices(report: Report, tiles: list[int] | None) -> pd.DataFrame:
     """Vertices tab: per codelet on the selected tiles, instances, state bytes and code bytes
     (a codelet's code is stored once on every tile that uses it)."""
     v = report.vertices(tiles)
@@ -162,7 +164,7 @@ def tile_vertices(report: Report, tiles: list[int]) -> pd.DataFrame:
     return g.reset_index().sort_values("state_bytes", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def tile_exchanges(report: Report, tiles: list[int]) -> pd.DataFrame:
+def tile_exchanges(report: Report, tiles: list[int] | None) -> pd.DataFrame:
     """Exchanges tab: exchange and stream-copy steps touching the selected tiles."""
     x = report.exchanges(tiles)
     cols = ["program_id", "type", "name", "bytes_in", "bytes_out", "code_bytes", "tiles"]
@@ -178,7 +180,7 @@ def tile_exchanges(report: Report, tiles: list[int]) -> pd.DataFrame:
     return g.reset_index()[cols].sort_values("code_bytes", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def tile_variables(report: Report, tiles: list[int]) -> pd.DataFrame:
+def tile_variables(report: Report, tiles: list[int] | None) -> pd.DataFrame:
     """Variables tab: variables with bytes on the selected tiles (bytes = on those tiles)."""
     pl = report.variable_placements(tiles)
     cols = ["variable_id", "name", "bytes", "total_bytes", "tiles", "region", "always_live", "category", "dtype", "shape"]

@@ -1,0 +1,47 @@
+"""Small layout helpers shared by pages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash_bootstrap_components as dbc
+from dash import html
+
+from app import state
+
+
+def stat_card(label: str, value: str, hint: str | None = None) -> dbc.Col:
+    return dbc.Col(
+        dbc.Card(
+            dbc.CardBody([
+                html.Div(label, className="text-muted small"),
+                html.Div(value, className="fs-5 fw-semibold"),
+                html.Div(hint, className="text-muted small") if hint else None,
+            ]),
+            className="h-100",
+        ),
+        xs=6, md=3, xl=2, className="mb-2",
+    )
+
+
+def key_values(items: dict[str, Any]) -> html.Table:
+    return html.Table(
+        html.Tbody([html.Tr([html.Th(k, className="pe-3 fw-normal text-muted"), html.Td(str(v))])
+                    for k, v in items.items()]),
+        className="table table-sm w-auto mb-2",
+    )
+
+
+def no_execution_profile(page: str) -> dbc.Alert:
+    """Why a page that needs the execution profile is empty, in the report's own words."""
+    notes = state.report().notes
+    reason = " ".join(notes) if notes else "The report was written without an execution profile."
+    return dbc.Alert(
+        [html.Strong(f"{page} needs an execution profile, and this report has none. "), reason,
+         html.Br(), "Memory, Liveness, Program Tree and Operations (with compile-time estimates) still apply."],
+        color="warning",
+    )
+
+
+def section(title: str, *children: Any) -> html.Div:
+    return html.Div([html.H5(title, className="mt-3"), *children])

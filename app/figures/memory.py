@@ -1,0 +1,96 @@
+"""Memory figures: total memory by tile (stacked, with the max-memory line), variables graph, tile map."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from app.figures.common import GAPS_COLOUR, PALETTE, base_layout, empty_figure
+
+
+def tile_memory_figure(
+    binned: pd.DataFrame, bin_max: np.ndarray, tiles_per_bin: int, bytes_per_tile: int, *, show_max_memory: bool = True,
+    selected: list[int] | None = None, sorted_order: bool = False,
+) -> go.Figure:
+    """Stacked bars of bytes per tile (or per bin of ``tiles_per_bin`` tiles: bar = mean of the bin,
+    marker = fullest tile of the bin). x is the tile id, or the rank when sorted."""
+    if binned.empty:
+        return empty_figure("No tile memory in this report.")
+    x = np.arange(len(binned)) if sorted_order else binned.index.to_numpy()
+    tiles = binned.index.to_numpy()
+    fig = go.Figure()
+    for i, col in enumerate(binned.columns):
+        colour = GAPS_COLOUR if col == "gaps" else PALETTE[i % len(PALETTE)]
+        fig.add_bar(
+            x=x, y=binned[col].to_numpy(), name=col, marker_color=colour, marker_line_width=0,
+            customdata=tiles, hovertemplate=f"{col}: %{{y:,.0f}} B<br>tile %{{customdata}}<extra></extra>",
+        )
+    if tiles_per_bin > 1:
+        fig.add_trace(go.Scattergl(
+            x=x, y=bin_max, mode="markers", name=f"fullest tile of each {tiles_per_bin} tiles",
+            marker={"symbol": "line-ew-open", "size": 6, "color": "#333"},
+            hovertemplate="max %{y:,.0f} B<extra></extra>",
+        ))
+    if show_max_memory:
+        fig.add_hline(y=bytes_per_tile, line_dash="dash", line_color="#C0392B",
+                      annotation_text=f"max memory per tile ({bytes_per_tile:,} B)", annotation_position="top left")
+    if selected:
+        sel = set(selected)
+        hit = [xx for xx, t in zip(x, tiles, strict=True) if t in sel or any(t <= s < t + tiles_per_bin for s in sel)]
+        if hit and len(hit) <= 200:
+            for xx in hit:
+                fig.add_vrect(x0=xx - 0.5, x1=xx + 0.5, fillcolor="#F1C40F", opacity=0.35, line_width=0)
+    fig.update_layout(barmode="stack", bargap=0, clickmode="event+select", dragmode="select", selectdirection="h")
+    xlabel = "tiles, fullest first" if sorted_order else "tile"
+    if tiles_per_bin > 1:
+        xlabel += f" (each bar: mean of {tiles_per_bin} tiles)"
+    fig.update_xaxes(title=xlabel)
+    fig.update_yaxes(title="bytes", tickformat="~s")
+    return base_layout(fig, height=430)
+
+
+def variables_figure(by_tile: pd.DataFrame) -> go.Figure:
+    """Bytes of each chosen variable on each tile."""
+    if by_tile.empty:
+        return empty_figure("Pick variables in the table (tick boxes) to plot their bytes across tiles.", height=260)
+    fig = go.Figure()
+    for i, (vid, g) in enumerate(by_tile.groupby("variable_id", sort=True)):
+        fig.add_trace(go.Scattergl(
+            x=g["tile"], y=g["bytes"], mode="markers", name=f"{g['name'].iat[0]} (#{vid})",
+            marker={"color": PALETTE[i % len(PALETTE)], "size": 5},
+            hovertemplate="tile %{x}: %{y:,} B<extra></extra>",
+        ))
+    fig.update_xaxes(title="tile")
+    fig.update_yaxes(title="bytes", tickformat="~s")
+    return base_layout(fig, title="Variables graph", height=300)
+
+
+def tile_map_figure(tm: pd.DataFrame, bytes_per_tile: int) -> go.Figure:
+    """One heatmap panel per IPU (up to 16), tiles in software order, coloured by bytes."""
+    if tm.empty:
+        return empty_figure("No tile memory in this report.")
+    ipus = sorted(tm["ipu"].unique())
+    cols = min(len(ipus), 4)
+    rows = -(-len(ipus) // cols)
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[f"IPU {i}" for i in ipus],
+                        horizontal_spacing=0.03, vertical_spacing=0.08)
+    zmax = max(int(tm["bytes"].max()), bytes_per_tile)
+    for k, ipu in enumerate(ipus):
+        g = tm[tm["ipu"] == ipu]
+        nr, nc = int(g["row"].max()) + 1, int(g["col"].max()) + 1
+        z = np.full((nr, nc), np.nan)
+        z[g["row"].to_numpy(), g["col"].to_numpy()] = g["bytes"].to_numpy()
+        tid = np.full((nr, nc), -1)
+        tid[g["row"].to_numpy(), g["col"].to_numpy()] = g["tile"].to_numpy()
+        fig.add_trace(
+            go.Heatmap(z=z, customdata=tid, zmin=0, zmax=zmax, colorscale="Viridis", showscale=k == 0,
+                       colorbar={"title": "bytes"}, hovertemplate="tile %{customdata}: %{z:,.0f} B<extra></extra>"),
+            row=k // cols + 1, col=k % cols + 1,
+        )
+    fig.update_xaxes(showticklabels=False)
+    fig.update_yaxes(showticklabels=False, autorange="reversed")
+    return base_layout(fig, title="Tile map (tiles in software order, one panel per IPU; colour scale tops at max memory)",
+                       height=260 * rows + 60)

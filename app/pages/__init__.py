@@ -1,0 +1,1 @@
+"""Dash Pages, one module per view; each only lays out components and connects views to figures."""

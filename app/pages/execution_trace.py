@@ -1,0 +1,144 @@
+"""Execution Trace: per IPU, the BSP timeline of executed steps (flat: a row per IPU; flame: the
+program tree over time for one IPU) coloured compute / exchange / sync / stream copy; the tiles x
+steps cycles view; a run selector; the run summary. Zooming re-queries the server for the
+visible cycle range, so detail becomes finer (down to exact steps) as you zoom in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import Input, Output, State, callback, ctx, dcc, html
+
+from app import ids, state
+from app.components import no_execution_profile, stat_card
+from app.figures.execution_trace import proportions_figure, tile_steps_figure, timeline_figure
+from app.units import format_bytes, format_si
+from app.views import execution_trace as view
+
+
+#: At most this many spans per timeline row reach the browser (level of detail).
+MAX_PER_ROW = 1500
+#: The tiles x steps view reads at most this many steps (sampled evenly beyond that).
+MAX_TILE_STEPS = 120
+
+
+def layout(**_: object) -> html.Div:
+    report = state.report()
+    if not report.has_execution_profile:
+        return html.Div([html.H3("Execution Trace"), no_execution_profile("The execution trace")])
+    runs = report.runs()
+    n_ipus = report.target_info.num_ipus
+    return html.Div([
+        html.H3("Execution Trace"),
+        dbc.Row([
+            dbc.Col([dbc.Label("Run", className="small"),
+                     dbc.Select(id=ids.TRACE_RUN, value=str(int(runs["run"].iat[0])),
+                                options=[{"label": f"run {r}: {n} ({c:,} cycles)", "value": str(int(r))}
+                                         for r, n, c in zip(runs["run"], runs["name"], runs["cycles"], strict=True)])],
+                    md=3),
+            dbc.Col([dbc.Label("View", className="small"),
+                     dbc.RadioItems(id=ids.TRACE_VIEW, inline=True, value="flat",
+                                    options=[{"label": "Flat (all IPUs)", "value": "flat"},
+                                             {"label": "Flame (one IPU)", "value": "flame"}])], md=3),
+            dbc.Col([dbc.Label("IPU (flame, tiles x steps)", className="small"),
+                     dbc.Select(id=ids.TRACE_IPU, value="0",
+                                options=[{"label": f"IPU {i}", "value": str(i)} for i in range(n_ipus)])], md=2),
+            dbc.Col(dbc.Button("Reset zoom", id=ids.TRACE_RESET, size="sm", color="secondary", outline=True, className="mt-4"), md=2),
+        ], className="g-3 mb-2"),
+        dcc.Store(id=ids.TRACE_RANGE, data=None),
+        html.Div(id=ids.TRACE_SUMMARY),
+        html.Div(id=ids.TRACE_DETAIL, className="small text-muted"),
+        dcc.Loading(dcc.Graph(id=ids.TRACE_TIMELINE, config={"displaylogo": False, "scrollZoom": True}), type="dot"),
+        dcc.Loading(dcc.Graph(id=ids.TRACE_TILES, config={"displaylogo": False}), type="dot"),
+    ])
+
+
+@callback(
+    Output(ids.TRACE_RANGE, "data"),
+    Input(ids.TRACE_TIMELINE, "relayoutData"),
+    Input(ids.TRACE_RESET, "n_clicks"),
+    Input(ids.TRACE_RUN, "value"),
+    State(ids.TRACE_RANGE, "data"),
+    prevent_initial_call=True,
+)
+def zoom(relayout: dict | None, _reset: Any, _run: Any, current: list[int] | None) -> Any:
+    if ctx.triggered_id in (ids.TRACE_RESET, ids.TRACE_RUN):
+        return None
+    return range_from_relayout(relayout, current)
+
+
+def range_from_relayout(relayout: dict | None, current: list[int] | None) -> Any:
+    """Plotly relayout event -> visible cycle range [x0, x1] (None = whole run)."""
+    r = relayout or {}
+    if r.get("xaxis.autorange"):
+        return None
+    if "xaxis.range[0]" in r and "xaxis.range[1]" in r:
+        return [int(float(r["xaxis.range[0]"])), int(float(r["xaxis.range[1]"])) + 1]
+    if isinstance(r.get("xaxis.range"), list):
+        a, b = r["xaxis.range"]
+        return [int(float(a)), int(float(b)) + 1]
+    return dash.no_update if current is not None or r else dash.no_update
+
+
+@callback(
+    Output(ids.TRACE_TIMELINE, "figure"),
+    Output(ids.TRACE_DETAIL, "children"),
+    Output(ids.TRACE_TILES, "figure"),
+    Input(ids.TRACE_RUN, "value"),
+    Input(ids.TRACE_VIEW, "value"),
+    Input(ids.TRACE_IPU, "value"),
+    Input(ids.TRACE_RANGE, "data"),
+)
+def timeline(run: Any, mode: str, ipu: Any, cycle_range: list[int] | None) -> tuple[Any, str, Any]:
+    return render_trace(int(run), mode, int(ipu), cycle_range)
+
+
+def render_trace(run: int, mode: str, ipu: int, cycle_range: list[int] | None) -> tuple[Any, str, Any]:
+    """The timeline figure, its level-of-detail sentence and the tiles x steps figure."""
+    report = state.report()
+    length = view.run_length(report, run)
+    x0, x1 = (0, max(length, 1)) if cycle_range is None else (max(0, cycle_range[0]), min(length, cycle_range[1]))
+    if mode == "flame":
+        spans = view.flame_spans(report, run, ipu)
+        rows = sorted(spans["row"].unique().tolist())
+        lod = view.level_of_detail(spans, x0, x1, MAX_PER_ROW)
+        fig = timeline_figure(lod.table, row_label="depth", rows=rows, x_range=(x0, x1))
+    else:
+        lod = view.level_of_detail(view.flat_spans(report, run), x0, x1, MAX_PER_ROW)
+        rows = list(range(report.target_info.num_ipus))
+        fig = timeline_figure(lod.table, row_label="IPU", rows=rows, x_range=(x0, x1))
+    first, last = view.steps_in_cycle_range(report, run, ipu, x0, x1)
+    cyc, steps, tile_starts, width = view.tile_step_cycles(report, run, ipu, first, last, MAX_TILE_STEPS)
+    es = view.trace_steps(report, run)
+    names = es[es["ipu"] == ipu].set_index("step")
+    labels = (names["type"] + " " + names["name"]).reindex(steps).fillna("").tolist()
+    tiles_fig = tile_steps_figure(cyc, steps, tile_starts, width, labels)
+    sampled = last - first > len(steps)
+    detail = lod.detail + f". Tiles x steps: IPU {ipu}, steps {first:,}..{max(last - 1, first):,}" + (
+        f" ({len(steps)} sampled of {last - first:,}; zoom in for every step)." if sampled else ".")
+    return fig, detail, tiles_fig
+
+
+@callback(Output(ids.TRACE_SUMMARY, "children"), Input(ids.TRACE_RUN, "value"))
+def summary(run: Any) -> Any:
+    s = view.trace_summary(state.report(), int(run))
+    clock = state.report().target_info.clock_hz
+    cards = dbc.Row([
+        stat_card("Total cycles", f"{s['cycles']:,}", f"{s['cycles'] / clock * 1e3:.4g} ms"),
+        stat_card("FLOPs", format_si(s["flops"], "FLOP"), f"{s['flops_per_cycle']:.3g} FLOPs/cycle"),
+        stat_card("Tile balance", f"{100 * s['tile_balance']:.0f}%",
+                  f"active tiles: {100 * s['active_tile_balance']:.0f}% (compute, cycle-weighted)"),
+        stat_card("Tile utilisation", f"{100 * s['tile_utilisation']:.0f}%", "tiles active in compute steps"),
+        stat_card("Stream copy in / out",
+                  f"{format_bytes(s['stream_copy_bytes_in'])} / {format_bytes(s['stream_copy_bytes_out'])}"),
+        stat_card("Global exchange in / out",
+                  f"{format_bytes(s['global_exchange_bytes_in'])} / {format_bytes(s['global_exchange_bytes_out'])}"),
+    ], className="g-2")
+    return dbc.Row([dbc.Col(cards, lg=8), dbc.Col(dcc.Graph(figure=proportions_figure(s),
+                                                            config={"displayModeBar": False}), lg=4)])
+
+
+dash.register_page(__name__, path="/execution-trace", name="Execution Trace", order=7,
+                   title="tilescope · Execution Trace", layout=layout)

@@ -1,0 +1,132 @@
+"""Liveness: not-always-live bytes per program step (total or per IPU, always-live toggle, peak
+marked). Clicking a step shows its live variables, vertices and cycle estimates; clicking a second
+step shows the difference between the two."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import Input, Output, State, callback, dcc, html
+
+from app import grid, ids, state
+from app.components import key_values
+from app.figures.liveness import liveness_figure
+from app.units import format_bytes
+from app.views import liveness as view
+
+
+LIVE_KIND = "liveness-live"
+ALWAYS_KIND = "liveness-always"
+DIFF_KIND = "liveness-difference"
+
+
+@grid.producer(LIVE_KIND)
+def _live_rows(step: int) -> Any:
+    return view.live_variables(state.report(), step)
+
+
+@grid.producer(ALWAYS_KIND)
+def _always_rows() -> Any:
+    return view.always_live_variables(state.report())
+
+
+@grid.producer(DIFF_KIND)
+def _diff_rows(a: int, b: int) -> Any:
+    return view.step_difference(state.report(), a, b)
+
+
+def layout(**_: object) -> html.Div:
+    report = state.report()
+    by_step = view.liveness_by_step(report)
+    peak = view.peak_step(by_step)
+    headline = (f"Peak not-always-live memory {format_bytes(by_step['not_always_live'].max())} at program step {peak}; "
+                f"always-live memory {format_bytes(by_step['always_live'].iat[0])}." if len(by_step) else "")
+    return html.Div([
+        html.H3("Liveness"),
+        html.Div(headline, className="mb-2"),
+        dbc.Checklist(id=ids.LIVENESS_ALWAYS_LIVE, switch=True, inline=True, value=[],
+                      options=[{"label": "Include always-live", "value": "always"}]),
+        dbc.Checklist(id=ids.LIVENESS_PER_IPU, switch=True, inline=True, value=[],
+                      options=[{"label": "Per IPU", "value": "ipu"}]),
+        dcc.Graph(id=ids.LIVENESS_GRAPH, config={"displaylogo": False}),
+        html.Div("Click a step to see what is live; click a second step to compare the two.",
+                 className="small text-muted"),
+        dcc.Store(id=ids.LIVENESS_SELECTION, data=[]),
+        html.Div(id=ids.LIVENESS_SELECTION_TEXT, className="fw-semibold my-2"),
+        dbc.Tabs([dbc.Tab(label=lab, tab_id=tid) for lab, tid in (
+            ("Not Always Live Variables", "live"), ("Always Live Variables", "always"), ("Vertices", "vertices"),
+            ("Cycle Estimates", "cycles"), ("Difference", "difference"))], id=ids.LIVENESS_TABS, active_tab="live"),
+        dcc.Loading(html.Div(id=ids.LIVENESS_TAB_BODY, className="pt-2"), type="dot"),
+    ])
+
+
+@callback(
+    Output(ids.LIVENESS_SELECTION, "data"),
+    Input(ids.LIVENESS_GRAPH, "clickData"),
+    State(ids.LIVENESS_SELECTION, "data"),
+    prevent_initial_call=True,
+)
+def select_step(click: dict | None, selected: list[int]) -> list[int]:
+    points = (click or {}).get("points", [])
+    if not points:
+        return selected
+    step = int(round(points[0]["x"]))
+    return next_selection(selected, step)
+
+
+def next_selection(selected: list[int], step: int) -> list[int]:
+    """Keep at most the two most recent steps (the second click compares)."""
+    return [s for s in selected if s != step][-1:] + [step]
+
+
+@callback(
+    Output(ids.LIVENESS_GRAPH, "figure"),
+    Input(ids.LIVENESS_ALWAYS_LIVE, "value"),
+    Input(ids.LIVENESS_PER_IPU, "value"),
+    Input(ids.LIVENESS_SELECTION, "data"),
+)
+def figure(always: list[str], per_ipu: list[str], selected: list[int]) -> Any:
+    return liveness_figure(view.liveness_by_step(state.report()), include_always_live=bool(always),
+                           per_ipu=bool(per_ipu), selected=selected)
+
+
+@callback(
+    Output(ids.LIVENESS_TAB_BODY, "children"),
+    Output(ids.LIVENESS_SELECTION_TEXT, "children"),
+    Input(ids.LIVENESS_TABS, "active_tab"),
+    Input(ids.LIVENESS_SELECTION, "data"),
+)
+def tab_body(tab: str, selected: list[int]) -> tuple[Any, Any]:
+    report = state.report()
+    by_step = view.liveness_by_step(report)
+    if not selected:
+        if tab == "always":
+            return grid.big_grid(ALWAYS_KIND, {}, row_id="variable_id"), "No step selected"
+        return html.Div("Select a program step in the graph.", className="text-muted"), "No step selected"
+    step = selected[-1]
+    row = by_step.loc[step]
+    text = (f"Step {step}: {row['type']} {row['name']} — not-always-live {format_bytes(row['not_always_live'])}")
+    if len(selected) == 2:
+        a, b = selected
+        text += (f"; step {a}: {format_bytes(by_step.at[a, 'not_always_live'])} "
+                 f"(difference {format_bytes(row['not_always_live'] - by_step.at[a, 'not_always_live'])})")
+    if tab == "live":
+        return grid.big_grid(LIVE_KIND, {"step": step}, row_id="variable_id"), text
+    if tab == "always":
+        return grid.big_grid(ALWAYS_KIND, {}, row_id="variable_id"), text
+    if tab == "vertices":
+        v = view.step_vertices(report, step)
+        body = grid.small_grid(v, height=360) if len(v) else html.Div(
+            f"Step {step} is a {row['type']} step: it runs no vertices.", className="text-muted")
+        return body, text
+    if tab == "cycles":
+        return key_values(view.step_cycle_estimates(report, step)), text
+    if len(selected) < 2:
+        return html.Div("Click a second step to see the variables live in only one of the two.",
+                        className="text-muted"), text
+    return grid.big_grid(DIFF_KIND, {"a": selected[0], "b": selected[1]}, row_id="variable_id"), text
+
+
+dash.register_page(__name__, path="/liveness", name="Liveness", order=3, title="tilescope · Liveness", layout=layout)

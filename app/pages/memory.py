@@ -1,0 +1,178 @@
+"""Memory: total memory by tile (stacked by category / region / liveness), tile selection and the
+Details, Compute Sets, Vertices, Exchanges and Variables tabs, the variables graph and the tile map."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import ALL, Input, Output, State, callback, ctx, dcc, html
+
+from app import grid, ids, state
+from app.components import section
+from app.figures.memory import tile_map_figure, tile_memory_figure, variables_figure
+from app.units import format_bytes
+from app.views import memory as view
+
+
+#: Tile-axis level of detail: at most this many bars (the rest are binned, see views.memory.bin_tiles).
+MAX_COLUMNS = 1500
+VARIABLES_KIND = "memory-variables"
+
+
+@grid.producer(VARIABLES_KIND)
+def _variables_rows(tiles: list[int] | None) -> Any:
+    return view.tile_variables(state.report(), tiles)
+
+
+def layout(**_: object) -> html.Div:
+    controls = dbc.Row(
+        [
+            dbc.Col([dbc.Label("Breakdown", className="me-2 small"),
+                     dbc.RadioItems(id=ids.MEMORY_BREAKDOWN, inline=True, value="category",
+                                    options=[{"label": "by category", "value": "category"},
+                                             {"label": "by region", "value": "region"},
+                                             {"label": "by liveness", "value": "liveness"}])], width="auto"),
+            dbc.Col(dbc.Checklist(id=ids.MEMORY_INCLUDE_GAPS, switch=True, inline=True, value=["gaps", "max"],
+                                  options=[{"label": "Include gaps", "value": "gaps"},
+                                           {"label": "Show max memory", "value": "max"}]), width="auto"),
+            dbc.Col(dbc.RadioItems(id=ids.MEMORY_ORDER, inline=True, value="tile",
+                                   options=[{"label": "by tile id", "value": "tile"},
+                                            {"label": "sorted by size", "value": "sorted"}]), width="auto"),
+            dbc.Col(dbc.InputGroup([dbc.InputGroupText("Tiles"),
+                                    dbc.Input(id=ids.MEMORY_TILES_INPUT, placeholder="e.g. 0, 5, 100-120 (Enter)",
+                                              debounce=True, type="text")], size="sm"), md=3),
+        ],
+        className="g-3 align-items-center mb-2",
+    )
+    tabs = dbc.Tabs(
+        [dbc.Tab(label=lab, tab_id=tid) for lab, tid in (
+            ("Details", "details"), ("Compute Sets", "compute_sets"), ("Vertices", "vertices"),
+            ("Exchanges", "exchanges"), ("Variables", "variables"), ("Tile map", "tile_map"))],
+        id=ids.MEMORY_TABS, active_tab="details",
+    )
+    return html.Div([
+        html.H3("Memory"),
+        controls,
+        dcc.Loading(dcc.Graph(id=ids.MEMORY_GRAPH, config={"displaylogo": False}), type="dot"),
+        html.Div(className="small text-muted mb-2",
+                 children="Click a bar to select a tile, drag across bars to select a range, or type tiles above."),
+        dcc.Store(id=ids.MEMORY_SELECTION, data=None),
+        html.Div(id=ids.MEMORY_SELECTION_TEXT, className="fw-semibold mb-2"),
+        tabs,
+        dcc.Loading(html.Div(id=ids.MEMORY_TAB_BODY, className="pt-2"), type="dot"),
+    ])
+
+
+def _tiles_of_points(points: list[dict[str, Any]], width: int) -> list[int]:
+    tiles: set[int] = set()
+    for p in points:
+        first = p.get("customdata")
+        if isinstance(first, list):
+            first = first[0]
+        if first is not None:
+            tiles.update(range(int(first), int(first) + width))
+    n = state.report().target_info.num_tiles
+    return sorted(t for t in tiles if t < n)
+
+
+@callback(
+    Output(ids.MEMORY_SELECTION, "data"),
+    Output(ids.MEMORY_SELECTION_TEXT, "children"),
+    Input(ids.MEMORY_GRAPH, "clickData"),
+    Input(ids.MEMORY_GRAPH, "selectedData"),
+    Input(ids.MEMORY_TILES_INPUT, "value"),
+    State(ids.MEMORY_BREAKDOWN, "value"),
+    prevent_initial_call=True,
+)
+def select_tiles(click: dict | None, selected: dict | None, typed: str | None, breakdown: str) -> tuple[Any, Any]:
+    report = state.report()
+    width = view.bin_tiles(view.tile_memory_breakdown(report, breakdown, True), MAX_COLUMNS)[2]
+    try:
+        if ctx.triggered_id == ids.MEMORY_TILES_INPUT:
+            tiles = view.parse_tiles(typed or "", report.target_info.num_tiles)
+        elif ctx.triggered_id == ids.MEMORY_GRAPH and ctx.triggered[0]["prop_id"].endswith("selectedData"):
+            tiles = _tiles_of_points((selected or {}).get("points", []), width)
+        else:
+            tiles = _tiles_of_points((click or {}).get("points", [])[:1], width)
+    except ValueError as exc:
+        return dash.no_update, dbc.Alert(str(exc), color="danger", className="py-1")
+    return (tiles or None), selection_text(tiles)
+
+
+def selection_text(tiles: list[int] | None) -> str:
+    if not tiles:
+        return "All tiles"
+    if len(tiles) <= 12:
+        return "Selected tiles: " + ", ".join(map(str, tiles))
+    return f"Selected {len(tiles):,} tiles ({tiles[0]}..{tiles[-1]})"
+
+
+@callback(
+    Output(ids.MEMORY_GRAPH, "figure"),
+    Input(ids.MEMORY_BREAKDOWN, "value"),
+    Input(ids.MEMORY_INCLUDE_GAPS, "value"),
+    Input(ids.MEMORY_ORDER, "value"),
+    Input(ids.MEMORY_SELECTION, "data"),
+)
+def memory_figure(breakdown: str, options: list[str], order: str, tiles: list[int] | None) -> Any:
+    report = state.report()
+    df = view.order_tiles(view.tile_memory_breakdown(report, breakdown, "gaps" in options), order)
+    binned, maxes, width = view.bin_tiles(df, MAX_COLUMNS)
+    return tile_memory_figure(binned, maxes, width, report.target_info.bytes_per_tile,
+                              show_max_memory="max" in options, selected=tiles, sorted_order=order == "sorted")
+
+
+@callback(
+    Output(ids.MEMORY_TAB_BODY, "children"),
+    Input(ids.MEMORY_TABS, "active_tab"),
+    Input(ids.MEMORY_SELECTION, "data"),
+    Input(ids.MEMORY_INCLUDE_GAPS, "value"),
+)
+def tab_body(tab: str, tiles: list[int] | None, options: list[str]) -> Any:
+    report = state.report()
+    if tab == "details":
+        d = view.tile_details(report, tiles)
+        gaps = "including_gaps" if "gaps" in options else "excluding_gaps"
+        reg = d["regions"][["region", gaps]].rename(columns={gaps: "bytes"})
+        reg["size"] = reg["bytes"].map(format_bytes)
+        cat = d["categories"].assign(size=d["categories"]["bytes"].map(format_bytes))
+        return dbc.Row([
+            dbc.Col(section(f"By region ({gaps.replace('_', ' ')})", grid.small_grid(reg)), md=5),
+            dbc.Col(section("By category (excluding gaps)", grid.small_grid(cat, height=360)), md=7),
+        ])
+    if tab == "compute_sets":
+        return grid.small_grid(view.tile_compute_sets(report, tiles), height=400)
+    if tab == "vertices":
+        return grid.small_grid(view.tile_vertices(report, tiles), height=400)
+    if tab == "exchanges":
+        return grid.small_grid(view.tile_exchanges(report, tiles), height=400)
+    if tab == "variables":
+        return html.Div([
+            html.Div("Filter and sort in the column headers; tick variables to plot them across tiles.",
+                     className="small text-muted mb-1"),
+            grid.big_grid(VARIABLES_KIND, {"tiles": tiles}, row_id="variable_id", checkbox="name",
+                          multi_select=True, height=360),
+            dcc.Graph(id=ids.MEMORY_VARIABLES_GRAPH, figure=variables_figure(view.variable_bytes_by_tile(report, [])),
+                      config={"displaylogo": False}),
+        ])
+    if tab == "tile_map":
+        return dcc.Graph(id=ids.MEMORY_TILE_MAP, config={"displaylogo": False},
+                         figure=tile_map_figure(view.tile_map(report, "gaps" in options),
+                                                report.target_info.bytes_per_tile))
+    return html.Div()
+
+
+@callback(
+    Output(ids.MEMORY_VARIABLES_GRAPH, "figure"),
+    Input({"type": grid.GRID_TYPE, "kind": VARIABLES_KIND, "args": ALL}, "selectedRows"),
+    prevent_initial_call=True,
+)
+def variables_graph(selected: list[list[dict] | None]) -> Any:
+    rows = (selected or [None])[0] or []
+    vids = [int(r["variable_id"]) for r in rows[:12]]
+    return variables_figure(view.variable_bytes_by_tile(state.report(), vids))
+
+
+dash.register_page(__name__, path="/memory", name="Memory", order=2, title="tilescope · Memory", layout=layout)

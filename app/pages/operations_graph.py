@@ -1,0 +1,49 @@
+"""Operations Graph: the operations of a layer as a graph in execution order, coloured by cycles,
+memory or FLOPs. (The report holds no data-flow edges; see app.views.operations.operations_graph.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import Input, Output, callback, dcc, html
+
+from app import ids, state
+from app.figures.operations import operations_graph_figure
+from app.pages.operations import LAYER_NAMES, layers
+from app.views import operations as view
+
+
+
+def layout(**_: object) -> html.Div:
+    lays = layers()
+    return html.Div([
+        html.H3("Operations Graph"),
+        html.Div("Operations joined in the order they first executed; colour shows the chosen measure. "
+                 "The report records no tensor data flow between operations, so edges are execution order.",
+                 className="small text-muted mb-2"),
+        dbc.Row([
+            dbc.Col(dbc.Select(id=ids.OPERATIONS_GRAPH_LAYER, value=lays[0],
+                               options=[{"label": LAYER_NAMES[lay], "value": lay} for lay in lays]), md=3),
+            dbc.Col(dbc.RadioItems(id=ids.OPERATIONS_GRAPH_COLOUR, inline=True, value="cycles",
+                                   options=[{"label": "cycles", "value": "cycles"},
+                                            {"label": "memory", "value": "memory_bytes"},
+                                            {"label": "FLOPs", "value": "flops"}]), md=5),
+        ], className="g-3 mb-2"),
+        dcc.Graph(id=ids.OPERATIONS_GRAPH, config={"displaylogo": False}),
+    ])
+
+
+@callback(
+    Output(ids.OPERATIONS_GRAPH, "figure"),
+    Input(ids.OPERATIONS_GRAPH_LAYER, "value"),
+    Input(ids.OPERATIONS_GRAPH_COLOUR, "value"),
+)
+def graph(layer: str, colour: str) -> Any:
+    nodes, edges = view.operations_graph(state.report(), layer)
+    return operations_graph_figure(nodes, edges, colour)
+
+
+dash.register_page(__name__, path="/operations-graph", name="Operations Graph", order=6,
+                   title="tilescope · Operations Graph", layout=layout)

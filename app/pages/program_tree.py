@@ -1,0 +1,88 @@
+"""Program Tree: the compiled control program as an expandable tree (type, name, cycles, code
+bytes). Clicking a control node opens or closes it; clicking any node shows its details."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import dash_ag_grid as dag
+import dash_bootstrap_components as dbc
+import pandas as pd
+from dash import Input, Output, State, callback, ctx, dcc, html
+
+from app import ids, state
+from app.components import key_values
+from app.grid import column_defs, to_records
+from app.views import program_tree as view
+
+
+COLUMNS = ["program_id", "tree", "type", "step", "executions", "executed_cycles", "estimated_cycles", "code_bytes"]
+
+
+def tree_rows(tree: pd.DataFrame, expanded: set[int]) -> pd.DataFrame:
+    vis = view.visible_rows(tree, expanded)
+    marker = [("▾ " if pid in expanded else "▸ ") if ch else "  " for pid, ch in
+              zip(vis["program_id"], vis["children"], strict=True)]
+    label = ["\u2003" * int(d) + m + (n or t) for d, m, n, t in
+             zip(vis["depth"], marker, vis["name"], vis["type"], strict=True)]
+    return vis.assign(tree=label)[COLUMNS]
+
+
+def layout(**_: object) -> html.Div:
+    report = state.report()
+    tree = view.program_tree(report)
+    expanded = view.default_expanded(tree)
+    rows = tree_rows(tree, expanded)
+    defs = column_defs(rows, headers={"tree": "program", "program_id": "id"})
+    for d in defs:
+        d["sortable"] = False
+        if d["field"] == "tree":
+            d.update(flex=3, cellStyle={"whiteSpace": "pre", "fontFamily": "monospace"})
+    note = "" if report.has_execution_profile else (
+        "No execution profile: executed cycles are 0; estimated cycles come from the compiler's cost model.")
+    return html.Div([
+        html.H3("Program Tree"),
+        html.Div(note, className="text-muted small"),
+        dbc.ButtonGroup([dbc.Button("Expand all", id=ids.PROGRAM_TREE_EXPAND_ALL, size="sm", color="secondary", outline=True),
+                         dbc.Button("Collapse all", id=ids.PROGRAM_TREE_COLLAPSE_ALL, size="sm", color="secondary", outline=True)],
+                        className="mb-2"),
+        dcc.Store(id=ids.PROGRAM_TREE_EXPANDED, data=sorted(expanded)),
+        dag.AgGrid(id=ids.PROGRAM_TREE_GRID, columnDefs=defs, rowData=to_records(rows),
+                   getRowId="params.data.program_id",
+                   defaultColDef={"flex": 1, "minWidth": 80, "resizable": True},
+                   dashGridOptions={"rowSelection": "single", "animateRows": False},
+                   style={"height": "460px"}, className="ag-theme-alpine"),
+        html.Div(id=ids.PROGRAM_TREE_DETAILS, className="mt-3"),
+    ])
+
+
+@callback(
+    Output(ids.PROGRAM_TREE_EXPANDED, "data"),
+    Output(ids.PROGRAM_TREE_GRID, "rowData"),
+    Output(ids.PROGRAM_TREE_DETAILS, "children"),
+    Input(ids.PROGRAM_TREE_GRID, "cellClicked"),
+    Input(ids.PROGRAM_TREE_EXPAND_ALL, "n_clicks"),
+    Input(ids.PROGRAM_TREE_COLLAPSE_ALL, "n_clicks"),
+    State(ids.PROGRAM_TREE_EXPANDED, "data"),
+    prevent_initial_call=True,
+)
+def click(cell: dict | None, _all: Any, _none: Any, expanded: list[int]) -> tuple[Any, Any, Any]:
+    report = state.report()
+    tree = view.program_tree(report)
+    exp = set(expanded or [])
+    details: Any = dash.no_update
+    if ctx.triggered_id == ids.PROGRAM_TREE_EXPAND_ALL:
+        exp = set(tree.loc[tree["children"] > 0, "program_id"].astype(int))
+    elif ctx.triggered_id == ids.PROGRAM_TREE_COLLAPSE_ALL:
+        exp = set()
+    elif cell and cell.get("rowId") is not None:
+        pid = int(cell["rowId"])
+        if int(tree.loc[tree["program_id"] == pid, "children"].iat[0]):
+            exp ^= {pid}
+        d = view.program_details(report, pid)
+        details = dbc.Card(dbc.CardBody([html.H5(f"{d['type']} {d['name']}"), key_values(d)]))
+    return sorted(exp), to_records(tree_rows(tree, exp)), details
+
+
+dash.register_page(__name__, path="/program-tree", name="Program Tree", order=4, title="tilescope · Program Tree", layout=layout)

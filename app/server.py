@@ -1,0 +1,75 @@
+"""The Dash app: a navbar shell around Dash Pages, one page per PopVision view.
+
+``create_app(report_path, baseline_path=None)`` validates and loads the reports server-side
+(app.state), then builds the app. Everything the browser loads (Bootstrap CSS, Plotly, AG Grid)
+is served by the app itself, so it works offline.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import Dash, dcc, html
+
+from app import ids, state
+
+#: Page modules, in navbar order.
+PAGES = ("summary", "insights", "memory", "liveness", "program_tree", "operations", "operations_graph",
+         "execution_trace")
+ASSETS = Path(__file__).parent / "assets"
+
+
+def create_app(report_path: str | Path, baseline_path: str | Path | None = None) -> Dash:
+    state.configure(report_path, baseline_path)
+    app = Dash(
+        __name__,
+        use_pages=True,
+        pages_folder="",
+        assets_folder=str(ASSETS),
+        serve_locally=True,
+        suppress_callback_exceptions=True,
+        title="tilescope",
+        update_title=None,
+    )
+    for name in PAGES:  # pages register themselves on import (after the app exists)
+        importlib.import_module(f"app.pages.{name}")
+    from app import grid
+
+    grid.register_callbacks()
+    app.layout = shell()
+    return app
+
+
+def shell() -> html.Div:
+    report = state.report()
+    t = report.target_info
+    nav = [
+        dbc.NavItem(dbc.NavLink(page["name"], href=page["relative_path"], active="exact"))
+        for page in sorted(dash.page_registry.values(), key=lambda p: p.get("order", 99))
+    ]
+    title = f"{report.path.name} · {t.name} · {t.num_ipus} IPU × {t.tiles_per_ipu:,} tiles"
+    baseline = state.baseline()
+    if baseline is not None:
+        title += f"  (baseline: {baseline.path.name})"
+    return html.Div(
+        [
+            dbc.Navbar(
+                dbc.Container(
+                    [
+                        dbc.NavbarBrand("tilescope", href="/", className="fw-bold"),
+                        dbc.Nav(nav, id=ids.NAV, navbar=True, className="me-auto"),
+                        html.Span(title, id=ids.REPORT_TITLE, className="navbar-text small text-light"),
+                    ],
+                    fluid=True,
+                ),
+                color="dark",
+                dark=True,
+                className="mb-3",
+            ),
+            dbc.Container(dash.page_container, fluid=True),
+            dcc.Location(id="shell-location"),
+        ]
+    )

@@ -1,0 +1,40 @@
+"""Open a report in the viewer (a local web app; everything is served offline by the app itself).
+
+The report is validated first: a path that is not a report stops here with a one-line reason.
+With --compare, a baseline report is loaded too (compare views use it).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "open a report (and optionally a baseline) in the browser viewer"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("report", help="report directory (holds manifest.json)")
+    p.add_argument("--compare", metavar="BASELINE", help="a baseline report to compare against")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
+    p.add_argument("--no-browser", action="store_true", help="do not open a web browser")
+    p.add_argument("--debug", action="store_true", help="Dash debug mode (reloader off)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from report_format.reader import open_report
+
+    open_report(args.report)  # one-line ReportError (exit 2) before anything starts
+    if args.compare:
+        open_report(args.compare)
+    from app.server import create_app
+
+    app = create_app(args.report, args.compare)
+    url = f"http://{args.host}:{args.port}/"
+    print(f"tilescope viewer on {url}  (Ctrl+C to stop)", flush=True)
+    if not args.no_browser:
+        import threading
+        import webbrowser
+
+        threading.Timer(1.0, webbrowser.open, args=(url,)).start()
+    app.run(host=args.host, port=args.port, debug=args.debug, use_reloader=False)
+    return 0
