@@ -200,7 +200,11 @@ def synthetic_report(
 
     target = _target(num_ipus, tiles_per_ipu, bytes_per_tile)
     with ReportWriter(path, engine="synthetic") as w:
-        w.info["synthetic"] = {"seed": seed, "program_steps": int(n_leaves), "repeat": int(repeat)}
+        w.info["synthetic"] = {  # the arguments, so a test can regenerate the same report
+            "num_ipus": num_ipus, "tiles_per_ipu": tiles_per_ipu, "program_steps": program_steps,
+            "executed_steps": executed_steps, "variables": variables, "runs": runs, "oom_tiles": oom_tiles,
+            "bytes_per_tile": bytes_per_tile, "seed": seed,
+        }
         w.write("target", target)
         w.write(
             "engine_options",
