@@ -76,8 +76,10 @@ def main() -> int:
         for label, path in (("20k steps", big), ("2k steps", small)):
             t_open, t_mem = _open_and_read_memory(path)
             ex = sum(open_report(path).manifest.tables[n].bytes for n in ("tile_cycles", "execution_steps"))
-            print(f"open [{label:>9}]  {t_open * 1e3:8.2f} ms   open+target+tile_memory {t_mem * 1e3:8.2f} ms"
-                  f"   (execution tables on disk {ex / 2**20:7.1f} MiB)")
+            print(
+                f"open [{label:>9}]  {t_open * 1e3:8.2f} ms   open+target+tile_memory {t_mem * 1e3:8.2f} ms"
+                f"   (execution tables on disk {ex / 2**20:7.1f} MiB)"
+            )
         t_one, one = _timed(lambda: open_report(big).tile_cycles(0, steps // 2))
         print(f"per-tile cycles of one step   {t_one * 1e3:8.2f} ms  shape {one.shape}")
         t_all, allc = _timed(lambda: open_report(big).tile_cycles_range(0, 0, steps), repeat=1)
