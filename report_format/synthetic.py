@@ -139,7 +139,9 @@ def synthetic_report(
 
     # -- variables and placements ---------------------------------------------------------------
     var_big = rng.random(variables) < 0.01
-    var_ntiles = np.where(var_big, rng.integers(min(64, tiles_per_ipu), tiles_per_ipu + 1, variables), rng.integers(1, 9, variables))
+    var_ntiles = np.where(
+        var_big, rng.integers(min(64, tiles_per_ipu), tiles_per_ipu + 1, variables), rng.integers(1, 9, variables)
+    )
     var_ntiles = np.minimum(var_ntiles, tiles_per_ipu)
     var_ipu = rng.integers(0, num_ipus, variables)
     var_start = var_ipu * tiles_per_ipu + rng.integers(0, tiles_per_ipu - var_ntiles + 1)
@@ -178,8 +180,9 @@ def synthetic_report(
         for region, where in (("interleaved", interleaved), ("non_interleaved", ~interleaved)):
             m = sel[p_var] & where[p_var]
             cat_rows.append((per_tile(p_tile[m], p_bytes[m]), cat, region, True, None))
-    nal_peak = _peak_per_tile(p_tile[nal[p_var]], first[p_var][nal[p_var]], last[p_var][nal[p_var]],
-                              p_bytes[nal[p_var]], n_tiles)
+    nal_peak = _peak_per_tile(
+        p_tile[nal[p_var]], first[p_var][nal[p_var]], last[p_var][nal[p_var]], p_bytes[nal[p_var]], n_tiles
+    )
     cat_rows.append((nal_peak, "variable", "non_interleaved", False, None))
 
     totals = np.sum([r[0] for r in cat_rows], axis=0)
@@ -200,7 +203,17 @@ def synthetic_report(
 
     target = _target(num_ipus, tiles_per_ipu, bytes_per_tile)
     with ReportWriter(path, engine="synthetic") as w:
-        w.info["synthetic"] = {"seed": seed, "program_steps": int(n_leaves), "repeat": int(repeat)}
+        w.info["synthetic"] = {  # the arguments, so a test can regenerate the same report
+            "num_ipus": num_ipus,
+            "tiles_per_ipu": tiles_per_ipu,
+            "program_steps": program_steps,
+            "executed_steps": executed_steps,
+            "variables": variables,
+            "runs": runs,
+            "oom_tiles": oom_tiles,
+            "bytes_per_tile": bytes_per_tile,
+            "seed": seed,
+        }
         w.write("target", target)
         w.write(
             "engine_options",
@@ -253,8 +266,10 @@ def synthetic_report(
             "variables",
             {
                 "variable_id": np.arange(variables),
-                "name": [f"{dc_name[n_nodes + i % n_ops] if n_ops else 'v'}/{'weights' if a else 'tmp'}_{i}"
-                         for i, a in enumerate(always_live)],
+                "name": [
+                    f"{dc_name[n_nodes + i % n_ops] if n_ops else 'v'}/{'weights' if a else 'tmp'}_{i}"
+                    for i, a in enumerate(always_live)
+                ],
                 "dtype": var_dtype.astype(object),
                 "shape": [[int(n), int(b // e)] for n, b, e in zip(var_ntiles, var_tile_bytes, elem, strict=True)],
                 "bytes": var_ntiles * var_tile_bytes,
@@ -395,17 +410,42 @@ def synthetic_report(
         exec_leaf = np.concatenate([np.arange(3), 3 + np.tile(np.arange(body), repeat)])
         run_rows = {k: [] for k in ("run", "program_id", "name", "cycles", "flops", "steps")}
         for r in range(runs):
-            cycles, flops = _write_run(w, r, exec_leaf, leaf_kind, leaf_start, leaf_end, leaf_base, leaf_bytes,
-                                       leaf_flops, leaf_prog, num_ipus, tiles_per_ipu, chunk_steps)
+            cycles, flops = _write_run(
+                w,
+                r,
+                exec_leaf,
+                leaf_kind,
+                leaf_start,
+                leaf_end,
+                leaf_base,
+                leaf_bytes,
+                leaf_flops,
+                leaf_prog,
+                num_ipus,
+                tiles_per_ipu,
+                chunk_steps,
+            )
             for k, v in zip(run_rows, (r, 0, f"run {r}", cycles, flops, exec_leaf.size), strict=True):
                 run_rows[k].append(v)
         w.write("runs", run_rows)
     return Path(path)
 
 
-def _write_run(w: ReportWriter, run: int, exec_leaf: np.ndarray, kind: np.ndarray, start: np.ndarray,
-               end: np.ndarray, base: np.ndarray, nbytes: np.ndarray, flops: np.ndarray, leaf_prog: np.ndarray,
-               num_ipus: int, tpi: int, chunk: int) -> tuple[int, int]:
+def _write_run(
+    w: ReportWriter,
+    run: int,
+    exec_leaf: np.ndarray,
+    kind: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    base: np.ndarray,
+    nbytes: np.ndarray,
+    flops: np.ndarray,
+    leaf_prog: np.ndarray,
+    num_ipus: int,
+    tpi: int,
+    chunk: int,
+) -> tuple[int, int]:
     n_tiles = num_ipus * tpi
     tiles = np.arange(n_tiles)
     clock = np.zeros(num_ipus, dtype=np.int64)
@@ -487,8 +527,9 @@ def _ranges_offset(tile: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
     return out
 
 
-def _peak_per_tile(tile: np.ndarray, first: np.ndarray, last: np.ndarray, nbytes: np.ndarray,
-                   n_tiles: int) -> np.ndarray:
+def _peak_per_tile(
+    tile: np.ndarray, first: np.ndarray, last: np.ndarray, nbytes: np.ndarray, n_tiles: int
+) -> np.ndarray:
     """Max over program steps of live bytes per tile (what a perfect allocator needs)."""
     if tile.size == 0:
         return np.zeros(n_tiles, dtype=np.int64)

@@ -39,15 +39,26 @@ def memory_summary(report: Report) -> dict[str, Any]:
     """Totals over tiles; max_tile_bytes and out-of-memory use bytes *including* gaps (what a tile needs)."""
     tm = report.table(
         "tile_memory",
-        ["tile", "total_bytes_including_gaps", "total_bytes_excluding_gaps", "always_live_bytes",
-         "not_always_live_bytes", "overflowed_bytes"],
+        [
+            "tile",
+            "total_bytes_including_gaps",
+            "total_bytes_excluding_gaps",
+            "always_live_bytes",
+            "not_always_live_bytes",
+            "overflowed_bytes",
+        ],
     )
     bytes_per_tile = report.target_info.bytes_per_tile
     incl = tm["total_bytes_including_gaps"].to_numpy()
     if incl.size == 0:
         return {
-            "total_bytes_including_gaps": 0, "total_bytes_excluding_gaps": 0, "always_live_bytes": 0,
-            "not_always_live_bytes": 0, "max_tile_bytes": 0, "max_tile": -1, "out_of_memory_tiles": 0,
+            "total_bytes_including_gaps": 0,
+            "total_bytes_excluding_gaps": 0,
+            "always_live_bytes": 0,
+            "not_always_live_bytes": 0,
+            "max_tile_bytes": 0,
+            "max_tile": -1,
+            "out_of_memory_tiles": 0,
             "bytes_per_tile": bytes_per_tile,
         }
     worst = int(np.argmax(incl))

@@ -47,20 +47,35 @@ def _foreign(path: Path) -> None:
 
 CASES: list[tuple[str, Callable[[Path], None], str]] = [
     ("no manifest", lambda p: (p / "manifest.json").unlink(), r"manifest\.json: missing"),
-    ("truncated manifest", lambda p: (p / "manifest.json").write_text((p / "manifest.json").read_text()[:100]),
-     r"manifest\.json: not valid JSON \(line"),
+    (
+        "truncated manifest",
+        lambda p: (p / "manifest.json").write_text((p / "manifest.json").read_text()[:100]),
+        r"manifest\.json: not valid JSON \(line",
+    ),
     ("manifest not utf-8", lambda p: (p / "manifest.json").write_bytes(b"\xff\xfe\x00"), r"manifest\.json: not valid"),
     ("other json", lambda p: (p / "manifest.json").write_text('{"hello": 1}'), "not a tilescope report manifest"),
-    ("future version", lambda p: _edit_manifest(p, lambda m: m.update(format_version=99)),
-     "version 99 is newer than this tilescope reads"),
+    (
+        "future version",
+        lambda p: _edit_manifest(p, lambda m: m.update(format_version=99)),
+        "version 99 is newer than this tilescope reads",
+    ),
     ("old version", lambda p: _edit_manifest(p, lambda m: m.update(format_version=0)), "version 0 is not supported"),
-    ("table missing from manifest", lambda p: _edit_manifest(p, lambda m: m["tables"].pop("liveness")),
-     "table 'liveness' is missing from the manifest"),
+    (
+        "table missing from manifest",
+        lambda p: _edit_manifest(p, lambda m: m["tables"].pop("liveness")),
+        "table 'liveness' is missing from the manifest",
+    ),
     ("table file missing", lambda p: (p / "vertices.arrow").unlink(), r"vertices\.arrow: table file is missing"),
-    ("truncated table", lambda p: (p / "programs.arrow").write_bytes((p / "programs.arrow").read_bytes()[:200]),
-     r"programs\.arrow: file is 200 bytes but the manifest says"),
-    ("bytes that are not arrow", lambda p: _rewrite_bytes(p, "streams", b"not arrow at all" * 10),
-     r"streams\.arrow: not a readable Arrow IPC file"),
+    (
+        "truncated table",
+        lambda p: (p / "programs.arrow").write_bytes((p / "programs.arrow").read_bytes()[:200]),
+        r"programs\.arrow: file is 200 bytes but the manifest says",
+    ),
+    (
+        "bytes that are not arrow",
+        lambda p: _rewrite_bytes(p, "streams", b"not arrow at all" * 10),
+        r"streams\.arrow: not a readable Arrow IPC file",
+    ),
     ("foreign arrow file", _foreign, r"runs\.arrow: an Arrow file, but not a tilescope table"),
     ("missing column", _drop_column, r"runs\.arrow: .*column 'cycles' is missing|no 'tilescope:report'"),
 ]
@@ -72,9 +87,14 @@ def _rewrite_bytes(path: Path, name: str, data: bytes) -> None:
 
 
 @pytest.mark.parametrize("label,damage,message", CASES, ids=[c[0] for c in CASES])
-def test_bad_report_gives_one_clear_line(small_report: Path, tmp_path: Path, label: str,
-                                         damage: Callable[[Path], None], message: str,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_report_gives_one_clear_line(
+    small_report: Path,
+    tmp_path: Path,
+    label: str,
+    damage: Callable[[Path], None],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     path = _copy(small_report, tmp_path)
     damage(path)
     with pytest.raises(ReportError, match=message) as info:
@@ -123,8 +143,12 @@ def test_paths_that_are_not_reports(tmp_path: Path, small_report: Path, make: st
         target.mkdir()
     elif make == "arrow_file":
         target = small_report / "runs.arrow"
-    expected = {"missing": "no such file", "file": "not a tilescope report", "empty_dir": "manifest.json: missing",
-                "arrow_file": "not a tilescope report"}[make]
+    expected = {
+        "missing": "no such file",
+        "file": "not a tilescope report",
+        "empty_dir": "manifest.json: missing",
+        "arrow_file": "not a tilescope report",
+    }[make]
     with pytest.raises(ReportError, match=expected):
         open_report(target)
 

@@ -74,10 +74,21 @@ def test_writer_names_missing_and_extra_columns(tmp_path: Path) -> None:
 
 def _target(num_ipus: int = 1, tiles_per_ipu: int = 4) -> dict[str, list]:
     return {
-        "name": ["IPUModel"], "type": ["IPUModel"], "architecture": ["ipu2"], "num_ipus": [num_ipus],
-        "tiles_per_ipu": [tiles_per_ipu], "num_tiles": [num_ipus * tiles_per_ipu], "bytes_per_tile": [1024],
-        "bytes_per_ipu": [1024 * tiles_per_ipu], "total_memory": [1024 * tiles_per_ipu * num_ipus],
-        "clock_hz": [1.33e9], "num_replicas": [1], "ipus_per_replica": [num_ipus], "num_worker_contexts": [6],
-        "exchange_bytes_per_cycle": [4.0], "interleaved_memory_start": [512], "fp16_flops_per_cycle": [128.0],
+        "name": ["IPUModel"],
+        "type": ["IPUModel"],
+        "architecture": ["ipu2"],
+        "num_ipus": [num_ipus],
+        "tiles_per_ipu": [tiles_per_ipu],
+        "num_tiles": [num_ipus * tiles_per_ipu],
+        "bytes_per_tile": [1024],
+        "bytes_per_ipu": [1024 * tiles_per_ipu],
+        "total_memory": [1024 * tiles_per_ipu * num_ipus],
+        "clock_hz": [1.33e9],
+        "num_replicas": [1],
+        "ipus_per_replica": [num_ipus],
+        "num_worker_contexts": [6],
+        "exchange_bytes_per_cycle": [4.0],
+        "interleaved_memory_start": [512],
+        "fp16_flops_per_cycle": [128.0],
         "fp32_flops_per_cycle": [32.0],
     }
