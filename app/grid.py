@@ -40,8 +40,7 @@ def _bytes_like(col: str) -> bool:
     return "bytes" in col
 
 
-def column_defs(df: pd.DataFrame, *, hidden: tuple[str, ...] = (), headers: dict[str, str] | None = None,
-                checkbox: str | None = None) -> list[dict[str, Any]]:
+def column_defs(df: pd.DataFrame, *, hidden: tuple[str, ...] = (), headers: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Column definitions: number filter and thousands separators for numeric columns, full names on hover."""
     defs = []
     for c in df.columns:
@@ -61,26 +60,24 @@ def column_defs(df: pd.DataFrame, *, hidden: tuple[str, ...] = (), headers: dict
                 d["valueFormatter"] = {"function": "params.value == null ? '' : d3.format(',.3~f')(params.value)"}
             else:
                 d["valueFormatter"] = {"function": "params.value == null ? '' : d3.format(',')(params.value)"}
-        if c == checkbox:
-            d["checkboxSelection"] = True
         defs.append(d)
     return defs
 
 
 def big_grid(kind: str, args: dict[str, Any], *, sample: pd.DataFrame | None = None, height: int = 380,
-             row_id: str | None = None, hidden: tuple[str, ...] = (), checkbox: str | None = None,
-             multi_select: bool = False) -> dag.AgGrid:
+             row_id: str | None = None, hidden: tuple[str, ...] = (), multi_select: bool = False) -> dag.AgGrid:
     """A server-side (infinite row model) grid over ``frame(kind, args)``."""
     args_json = json.dumps(args, sort_keys=True)
     df = frame(kind, args_json) if sample is None else sample
     options: dict[str, Any] = {
         "rowModelType": "infinite", "cacheBlockSize": 100, "maxBlocksInCache": 20, "infiniteInitialRowCount": 100,
-        "rowSelection": "multiple" if multi_select else "single", "tooltipShowDelay": 300,
-        "suppressRowClickSelection": bool(multi_select),
+        "rowSelection": {"mode": "multiRow"} if multi_select else {"mode": "singleRow", "checkboxes": False,
+                                                                   "enableClickSelection": True},
+        "tooltipShowDelay": 300,
     }
     return dag.AgGrid(
         id={"type": GRID_TYPE, "kind": kind, "args": args_json},
-        columnDefs=column_defs(df, hidden=hidden, checkbox=checkbox),
+        columnDefs=column_defs(df, hidden=hidden),
         defaultColDef={"flex": 1, "minWidth": 90, "floatingFilter": True,
                        "filterParams": {"maxNumConditions": 1, "buttons": ["reset"]}},
         rowModelType="infinite",
@@ -100,7 +97,8 @@ def small_grid(df: pd.DataFrame, *, height: int | None = None, grid_id: str | No
         columnDefs=column_defs(df),
         rowData=to_records(df),
         defaultColDef={"flex": 1, "minWidth": 90},
-        dashGridOptions={"domLayout": "normal", "rowSelection": "single", "tooltipShowDelay": 300},
+        dashGridOptions={"tooltipShowDelay": 300,
+                         "rowSelection": {"mode": "singleRow", "checkboxes": False, "enableClickSelection": True}},
         getRowId=f"params.data.{row_id}" if row_id else None,
         style={"height": f"{h}px", "width": "100%"},
         className="ag-theme-alpine",

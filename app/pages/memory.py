@@ -65,14 +65,14 @@ def layout(**_: object) -> html.Div:
     ])
 
 
-def _tiles_of_points(points: list[dict[str, Any]], width: int) -> list[int]:
+def _tiles_of_points(points: list[dict[str, Any]], first_tiles: Any, width: int) -> list[int]:
+    """Bar points -> tiles: a point's index is its bar; a bar covers ``width`` tiles from its first."""
     tiles: set[int] = set()
     for p in points:
-        first = p.get("customdata")
-        if isinstance(first, list):
-            first = first[0]
-        if first is not None:
-            tiles.update(range(int(first), int(first) + width))
+        i = p.get("pointIndex", p.get("pointNumber"))
+        if i is not None and p.get("curveNumber", 0) >= 0 and 0 <= int(i) < len(first_tiles):
+            first = int(first_tiles[int(i)])
+            tiles.update(range(first, first + width))
     n = state.report().target_info.num_tiles
     return sorted(t for t in tiles if t < n)
 
@@ -84,18 +84,26 @@ def _tiles_of_points(points: list[dict[str, Any]], width: int) -> list[int]:
     Input(ids.MEMORY_GRAPH, "selectedData"),
     Input(ids.MEMORY_TILES_INPUT, "value"),
     State(ids.MEMORY_BREAKDOWN, "value"),
+    State(ids.MEMORY_INCLUDE_GAPS, "value"),
+    State(ids.MEMORY_ORDER, "value"),
     prevent_initial_call=True,
 )
-def select_tiles(click: dict | None, selected: dict | None, typed: str | None, breakdown: str) -> tuple[Any, Any]:
+def select_tiles(click: dict | None, selected: dict | None, typed: str | None, breakdown: str, options: list[str],
+                 order: str) -> tuple[Any, Any]:
     report = state.report()
-    width = view.bin_tiles(view.tile_memory_breakdown(report, breakdown, True), MAX_COLUMNS)[2]
+    df = view.order_tiles(view.tile_memory_breakdown(report, breakdown, "gaps" in options), order)
+    binned, _, width = view.bin_tiles(df, MAX_COLUMNS)
+    first_tiles = binned.index.to_numpy()
+    props = ctx.triggered_prop_ids
     try:
-        if ctx.triggered_id == ids.MEMORY_TILES_INPUT:
+        if f"{ids.MEMORY_TILES_INPUT}.value" in props:
             tiles = view.parse_tiles(typed or "", report.target_info.num_tiles)
-        elif ctx.triggered_id == ids.MEMORY_GRAPH and ctx.triggered[0]["prop_id"].endswith("selectedData"):
-            tiles = _tiles_of_points((selected or {}).get("points", []), width)
+        elif f"{ids.MEMORY_GRAPH}.selectedData" in props and (selected or {}).get("points"):
+            tiles = _tiles_of_points(selected["points"], first_tiles, width)
+        elif f"{ids.MEMORY_GRAPH}.clickData" in props:
+            tiles = _tiles_of_points((click or {}).get("points", [])[:1], first_tiles, width)
         else:
-            tiles = _tiles_of_points((click or {}).get("points", [])[:1], width)
+            return dash.no_update, dash.no_update
     except ValueError as exc:
         return dash.no_update, dbc.Alert(str(exc), color="danger", className="py-1")
     return (tiles or None), selection_text(tiles)
@@ -152,7 +160,7 @@ def tab_body(tab: str, tiles: list[int] | None, options: list[str]) -> Any:
         return html.Div([
             html.Div("Filter and sort in the column headers; tick variables to plot them across tiles.",
                      className="small text-muted mb-1"),
-            grid.big_grid(VARIABLES_KIND, {"tiles": tiles}, row_id="variable_id", checkbox="name",
+            grid.big_grid(VARIABLES_KIND, {"tiles": tiles}, row_id="variable_id",
                           multi_select=True, height=360),
             dcc.Graph(id=ids.MEMORY_VARIABLES_GRAPH, figure=variables_figure(view.variable_bytes_by_tile(report, [])),
                       config={"displaylogo": False}),

@@ -51,7 +51,8 @@ def layout(**_: object) -> html.Div:
         dag.AgGrid(id=ids.PROGRAM_TREE_GRID, columnDefs=defs, rowData=to_records(rows),
                    getRowId="params.data.program_id",
                    defaultColDef={"flex": 1, "minWidth": 80, "resizable": True},
-                   dashGridOptions={"rowSelection": "single", "animateRows": False},
+                   dashGridOptions={"animateRows": False, "rowSelection": {"mode": "singleRow", "checkboxes": False,
+                                                                             "enableClickSelection": True}},
                    style={"height": "460px"}, className="ag-theme-alpine"),
         html.Div(id=ids.PROGRAM_TREE_DETAILS, className="mt-3"),
     ])

@@ -16,3 +16,20 @@ def small_report(tmp_path_factory: pytest.TempPathFactory) -> Report:
 @pytest.fixture(scope="session")
 def compile_only_report(tmp_path_factory: pytest.TempPathFactory) -> Report:
     return open_report(write_small_report(tmp_path_factory.mktemp("compile") / "report", execution=False))
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """A headless Debian Chromium driven by Playwright (skipped where Chromium is not installed)."""
+    from pathlib import Path
+
+    from tests.app.browser import CHROMIUM, CHROMIUM_ARGS
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} not installed")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()

@@ -1,0 +1,108 @@
+"""The viewer in real headless Chromium on the golden report: every page loads with no console
+error and no request leaving the app; select a tile -> details; click a liveness step -> live
+variables; filter and sort the operations table."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from app.views import operations as ops_view
+from report_format.reader import open_report
+from tests.app.browser import PAGES, ROOT, PageWatch, click_centre, served, settle
+
+pytestmark = pytest.mark.browser
+GOLDEN = ROOT / "sample_reports" / "golden" / "v1" / "synthetic"
+
+
+@pytest.fixture(scope="module")
+def base():
+    with served(GOLDEN) as url:
+        yield url
+
+
+@pytest.fixture
+def page(chromium, base):
+    ctx = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    pg = ctx.new_page()
+    pg.watch = PageWatch(pg, base)
+    yield pg
+    ctx.close()
+
+
+def test_every_page_loads_without_errors_or_external_requests(page, base):
+    for path in PAGES:
+        page.goto(base + path)
+        settle(page)
+        assert page.locator("h3").first.inner_text(), path
+        assert page.watch.errors == [], (path, page.watch.errors)
+    assert page.watch.external == []
+    assert page.locator(".navbar .nav-link").count() == len(PAGES)
+
+
+def test_select_a_tile_shows_its_details(page, base):
+    page.goto(base + "/memory")
+    settle(page)
+    click_centre(page, page.locator("#memory-graph .bars").first.locator("path").nth(5))  # the bar of tile 5
+    settle(page)
+    assert page.locator("#memory-selection-text").inner_text() == "Selected tiles: 5"
+    tm = open_report(GOLDEN).tile_memory().set_index("tile")
+    details = page.locator("#memory-tab-body").inner_text()
+    assert f"{tm.loc[5, 'total_bytes_including_gaps']:,}" in details
+    page.fill("#memory-tiles-input", "1, 3-4")
+    page.press("#memory-tiles-input", "Enter")
+    settle(page)
+    assert page.locator("#memory-selection-text").inner_text() == "Selected tiles: 1, 3, 4"
+    page.get_by_role("tab", name="Variables").click()
+    settle(page)
+    assert page.locator("#memory-tab-body .ag-row").count() > 0
+    assert page.watch.errors == []
+
+
+def test_click_a_liveness_step_shows_live_variables(page, base):
+    page.goto(base + "/liveness")
+    settle(page)
+    click_centre(page, page.locator("#liveness-graph .scatterlayer .point").last)  # the peak marker
+    settle(page)
+    text = page.locator("#liveness-selection-text").inner_text()
+    step = int(re.match(r"Step (\d+):", text).group(1))
+    from app.views import liveness as lv
+
+    report = open_report(GOLDEN)
+    assert step == lv.peak_step(lv.liveness_by_step(report))
+    expected = lv.live_variables(report, step)
+    first = page.locator("#liveness-tab-body .ag-row[row-index='0'] [col-id='name']").first
+    expect(first).to_have_text(expected["name"].iat[0])  # biggest live variable first
+    shown = page.locator("#liveness-tab-body .ag-center-cols-container .ag-row [col-id='name']").all_inner_texts()
+    assert shown and set(shown) <= set(expected["name"])  # only variables live at that step
+    assert page.watch.errors == []
+
+
+def test_filter_and_sort_the_operations_table(page, base):
+    page.goto(base + "/operations")
+    settle(page)
+    report = open_report(GOLDEN)
+    ops = ops_view.operations(report, "onnx")
+    grid = page.locator("#operations-table")
+    names = lambda: grid.locator(".ag-center-cols-container .ag-row [col-id='name']").all_inner_texts()  # noqa: E731
+    pops = ops_view.operations(report, "poplibs")
+    expect(grid.locator(".ag-row[row-index='0'] [col-id='name']")).to_have_text(pops["name"].iat[0])  # most cycles
+    page.select_option("#operations-layer", "onnx")
+    settle(page)
+    expect(grid.locator(".ag-row[row-index='0'] [col-id='name']")).to_have_text(ops["name"].iat[0])
+    page.select_option("#operations-layer", "poplibs")
+    settle(page)
+    grid.locator(".ag-floating-filter[col-id='name'] input").fill("relu")  # the name column's filter
+    settle(page, 900)
+    want = pops[pops["name"].str.contains("relu")]
+    assert sorted(names()) == sorted(want["name"])
+    grid.locator(".ag-header-cell[col-id='memory_bytes'] .ag-header-cell-label").click()  # ascending
+    settle(page, 900)
+    assert names() == want.sort_values("memory_bytes", kind="stable")["name"].tolist()
+    grid.locator(".ag-center-cols-container .ag-row").first.click()
+    settle(page)
+    assert "Program steps" in page.locator("#operations-details").inner_text()
+    assert page.watch.errors == []

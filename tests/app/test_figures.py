@@ -1,0 +1,59 @@
+"""Figures from view tables: the right traces, level of detail and sizes."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from app.figures.execution_trace import proportions_figure, tile_steps_figure, timeline_figure
+from app.figures.liveness import liveness_figure
+from app.figures.memory import tile_map_figure, tile_memory_figure, variables_figure
+from app.figures.operations import operations_graph_figure
+from app.views import execution_trace as et
+from app.views import liveness as lv
+from app.views import memory as mem
+from app.views import operations as ops
+
+
+def test_tile_memory_figure_stacks_series_and_marks_max_memory(small_report):
+    df = mem.tile_memory_breakdown(small_report, "category", True)
+    fig = tile_memory_figure(df, df.sum(axis=1).to_numpy(), 1, 1000, selected=[3])
+    bars = [t for t in fig.data if isinstance(t, go.Bar)]
+    assert [b.name for b in bars] == list(df.columns) and fig.layout.barmode == "stack"
+    assert list(bars[0].x) == list(range(8))
+    shapes = fig.layout.shapes
+    assert any(s.y0 == 1000 for s in shapes)  # max-memory line
+    assert any(s.x0 == 2.5 and s.x1 == 3.5 for s in shapes)  # selected tile highlighted
+    binned, maxes, width = mem.bin_tiles(df, 3)
+    fig = tile_memory_figure(binned, maxes, width, 1000)
+    assert any(isinstance(t, go.Scattergl) and list(t.y) == list(maxes) for t in fig.data)
+
+
+def test_liveness_figure_marks_peak(small_report):
+    fig = liveness_figure(lv.liveness_by_step(small_report), include_always_live=True)
+    peak = [t for t in fig.data if t.name == "peak"][0]
+    assert list(peak.x) == [3] and list(peak.y) == [96 + 1196]
+    per_ipu = liveness_figure(lv.liveness_by_step(small_report), per_ipu=True)
+    assert [t.name for t in per_ipu.data][:2] == ["IPU 0", "IPU 1"]
+
+
+def test_timeline_figure_one_webgl_trace_per_kind(small_report):
+    lod = et.level_of_detail(et.flat_spans(small_report, 0), 0, 230)
+    fig = timeline_figure(lod.table, row_label="IPU", rows=[0, 1], x_range=(0, 230))
+    lines = [t for t in fig.data if t.mode == "lines"]
+    assert all(isinstance(t, go.Scattergl) for t in fig.data)
+    assert sorted(t.name for t in lines) == ["compute", "exchange", "stream copy", "sync"]
+    compute = [t for t in lines if t.name == "compute"][0]
+    assert len(compute.x) == 3 * 8  # 4 compute steps per IPU, 3 points per segment
+    assert list(fig.layout.xaxis.range) == [0, 230]
+
+
+def test_other_figures_build(small_report):
+    cyc, steps, starts, width = et.tile_step_cycles(small_report, 0, 0, 0, 10)
+    hm = tile_steps_figure(cyc, steps, starts, width)
+    assert hm.data[0].z.shape == (4, 10)
+    prop = proportions_figure(et.trace_summary(small_report, 0))
+    assert list(prop.data[0].y)[0] == "compute"
+    assert len(variables_figure(mem.variable_bytes_by_tile(small_report, [0, 2])).data) == 2
+    assert len(tile_map_figure(mem.tile_map(small_report), 1000).data) == 2  # one panel per IPU
+    nodes, edges = ops.operations_graph(small_report, "onnx")
+    assert list(operations_graph_figure(nodes, edges).data[1].customdata) == [0, 2]

@@ -1,0 +1,78 @@
+"""Memory view on the hand-made small report (numbers worked out in small_report's docstring)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.views import memory as view
+
+
+def test_category_breakdown_sums_to_tile_totals_with_gaps(small_report):
+    df = view.tile_memory_breakdown(small_report, "category", True)
+    # tile 0: vertex code 100 + 50, control code 20, variables w 16 + x 4 + y 8, constant c 4, gaps 8
+    assert df.loc[0].to_dict() == {"vertexCode": 150, "controlCode": 20, "variable": 28, "constant": 4, "gaps": 8}
+    assert df.loc[7, "variable"] == 4 + 8 + 8
+    tm = small_report.tile_memory().set_index("tile")
+    np.testing.assert_array_equal(df.sum(axis=1).to_numpy(), tm["total_bytes_including_gaps"].to_numpy())
+
+
+def test_region_and_liveness_breakdowns_exclude_gaps_when_asked(small_report):
+    reg = view.tile_memory_breakdown(small_report, "region", False)
+    assert "gaps" not in reg.columns and "overflowed" not in reg.columns  # all-zero series are dropped
+    assert reg.loc[0, "non_interleaved"] == 194 and reg.loc[0, "interleaved"] == 8
+    live = view.tile_memory_breakdown(small_report, "liveness", False)
+    assert live.loc[0, "always_live"] == 150 + 20 + 16 + 4 and live.loc[0, "not_always_live"] == 12
+    with pytest.raises(ValueError, match="breakdown"):
+        view.tile_memory_breakdown(small_report, "colour", False)
+
+
+def test_bin_tiles_means_and_max_per_bin(small_report):
+    df = view.tile_memory_breakdown(small_report, "liveness", False)
+    binned, maxes, width = view.bin_tiles(df, max_columns=3)
+    assert width == 3 and list(binned.index) == [0, 3, 6]
+    totals = df.sum(axis=1).to_numpy()
+    np.testing.assert_allclose(maxes, [totals[0:3].max(), totals[3:6].max(), totals[6:8].max()])
+    np.testing.assert_allclose(binned["always_live"].to_numpy()[2], df["always_live"].to_numpy()[6:8].mean())
+    same, same_max, one = view.bin_tiles(df, max_columns=100)
+    assert one == 1 and same is df and list(same_max) == list(totals)
+
+
+def test_order_sorted_puts_fullest_tile_first(small_report):
+    df = view.order_tiles(view.tile_memory_breakdown(small_report, "category", True), "sorted")
+    assert df.index[0] == 0 and df.index[-1] == 6  # tile 6 (82 B) is the emptiest
+
+
+def test_parse_tiles():
+    assert view.parse_tiles("0, 3, 6-5", 8) == [0, 3, 5, 6]
+    assert view.parse_tiles("", 8) == []
+    with pytest.raises(ValueError, match="out of range"):
+        view.parse_tiles("8", 8)
+    with pytest.raises(ValueError, match="not a tile"):
+        view.parse_tiles("x", 8)
+
+
+def test_selected_tiles_tabs(small_report):
+    d = view.tile_details(small_report, [0, 1])
+    reg = d["regions"].set_index("region")
+    assert reg.loc["total", "including_gaps"] == 210 + 198 and reg.loc["total", "excluding_gaps"] == 202 + 198
+    cat = d["categories"].set_index(["category", "always_live"])["bytes"]
+    assert cat[("vertexCode", True)] == 300 and cat[("variable", False)] == 24  # x 4 + y 8 on each tile
+    cs = view.tile_compute_sets(small_report, [0, 7]).set_index("name")
+    assert cs.loc["matmul", "vertices"] == 1 and cs.loc["add", "vertices"] == 2 and cs.loc["add", "state_bytes"] == 16
+    vx = view.tile_vertices(small_report, [0, 7]).set_index("name")
+    assert vx.loc["popops::Add<float>", "code_bytes"] == 2 * 50  # code once per tile using the codelet
+    ex = view.tile_exchanges(small_report, [0]).set_index("program_id")
+    assert ex.loc[7, "bytes_in"] == 8 and ex.loc[7, "code_bytes"] == 12 and ex.loc[3, "type"] == "StreamCopyMid"
+    var = view.tile_variables(small_report, [7]).set_index("name")
+    assert var["bytes"].to_dict() == {"y": 8, "z": 8, "x": 4} and var.loc["y", "total_bytes"] == 64
+    assert var.loc["y", "shape"] == "[16]"
+    assert len(view.tile_variables(small_report, None)) == 5
+
+
+def test_variable_bytes_by_tile_and_tile_map(small_report):
+    w = view.variable_bytes_by_tile(small_report, [0])
+    assert w[["tile", "bytes"]].values.tolist() == [[0, 16], [1, 16]] and set(w["name"]) == {"w"}
+    tm = view.tile_map(small_report).set_index("tile")
+    assert (tm.loc[5, "ipu"], tm.loc[5, "row"], tm.loc[5, "col"]) == (1, 0, 1)  # 4 tiles per IPU: rows of 2
+    assert tm.loc[0, "bytes"] == 210

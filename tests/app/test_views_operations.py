@@ -1,0 +1,40 @@
+"""Operations view on the small report: onnx MatMul_0 encloses poplibs matMul (matmul compute set,
+exchange); onnx Add_1 encloses poplibs add."""
+
+from __future__ import annotations
+
+from app.views import operations as view
+
+
+def test_op_of_context_follows_parents(small_report):
+    assert view.op_of_context(small_report, "onnx").tolist() == [0, 0, 2, 2, -1]
+    assert view.op_of_context(small_report, "poplibs").tolist() == [-1, 1, -1, 3, -1]
+
+
+def test_onnx_operations_all_runs(small_report):
+    ops = view.operations(small_report, "onnx").set_index("name")
+    mm = ops.loc["MatMul_0"]
+    # matmul (60, 120) + exchange (20, 40), twice per run, runs 0 and 1
+    assert mm["cycles"] == 2 * (60 + 20) + 2 * (120 + 40)
+    assert mm["flops"] == 4 * 2 * (10 + 20 + 30 + 40 + 50 + 60)  # 4 executions of the matmul compute set
+    assert mm["memory_bytes"] == 32 + 64 and mm["variables"] == 2  # w and y
+    assert mm["tiles"] == 6 and mm["steps"] == 2
+    assert mm["code_bytes"] == 8 * 12 + 6 * 24  # exchange code + vertex state
+    assert mm["flops_per_cycle"] == round(mm["flops"] / mm["cycles"], 3)
+    assert ops.index.tolist() == ["MatMul_0", "Add_1"]  # most cycles first
+
+
+def test_one_run_and_estimates_without_execution(small_report, compile_only_report):
+    ops = view.operations(small_report, "poplibs", 0).set_index("name")
+    assert ops.loc["matMul", "cycles"] == 2 * (60 + 20) and ops.loc["add", "cycles"] == 2 * 5
+    est = view.operations(compile_only_report, "poplibs").set_index("name")
+    assert est.loc["matMul", "cycles"] == 60 + 20 and est.attrs["cycles_source"].startswith("compile-time")
+
+
+def test_operation_drill_down_and_graph(small_report):
+    assert view.operation_programs(small_report, "onnx", 0)["program_id"].tolist() == [6, 7]
+    assert view.operation_variables(small_report, "onnx", 0)["name"].tolist() == ["y", "w"]
+    tc = view.operation_tile_cycles(small_report, "poplibs", 1)
+    assert tc["cycles"].tolist() == [10, 20, 30, 40, 50, 60]
+    nodes, edges = view.operations_graph(small_report, "onnx")
+    assert edges.values.tolist() == [[0, 2]] and len(nodes) == 2
