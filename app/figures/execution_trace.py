@@ -41,16 +41,15 @@ def timeline_figure(spans: pd.DataFrame, *, row_label: str, rows: list[int], x_r
     return base_layout(fig, height=max(180, 60 + len(rows) * (height_px + 10)))
 
 
-def tile_steps_figure(cycles: np.ndarray, steps: np.ndarray, tile_starts: np.ndarray, tiles_per_bin: int,
-                      labels: list[str] | None = None) -> go.Figure:
-    """Heatmap: tiles (rows) x executed steps (columns), colour = busy cycles of the tile."""
+def tile_steps_figure(cycles: np.ndarray, steps: np.ndarray, tile_starts: np.ndarray, tiles_per_bin: int) -> go.Figure:
+    """Heatmap: tiles (rows) x executed steps (columns), colour = busy cycles of the tile. (No per-cell
+    text: step names are on the timeline, and per-cell strings would multiply the figure's size.)"""
     if cycles.size == 0:
         return empty_figure("No per-tile cycles in this range.", height=260)
     ylab = "tile" if tiles_per_bin == 1 else f"tile (busiest of each {tiles_per_bin})"
     fig = go.Figure(go.Heatmap(
         z=cycles, x=[str(s) for s in steps], y=tile_starts, colorscale="Blues", colorbar={"title": "cycles"},
-        customdata=np.broadcast_to(np.array(labels or [""] * len(steps), dtype=object), cycles.shape),
-        hovertemplate="step %{x}, tile %{y}: %{z:,} cycles<br>%{customdata}<extra></extra>",
+        hovertemplate="step %{x}, tile %{y}: %{z:,} cycles<extra></extra>",
     ))
     fig.update_xaxes(title="executed step", type="category", nticks=20)
     fig.update_yaxes(title=ylab, autorange="reversed")

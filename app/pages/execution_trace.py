@@ -18,8 +18,9 @@ from app.units import format_bytes, format_si
 from app.views import execution_trace as view
 
 
-#: At most this many spans per timeline row reach the browser (level of detail).
+#: At most this many spans per timeline row, and in all rows, reach the browser (level of detail).
 MAX_PER_ROW = 1500
+MAX_SPANS = 6000
 #: The tiles x steps view reads at most this many steps (sampled evenly beyond that).
 MAX_TILE_STEPS = 120
 
@@ -95,6 +96,10 @@ def timeline(run: Any, mode: str, ipu: Any, cycle_range: list[int] | None) -> tu
     return render_trace(int(run), mode, int(ipu), cycle_range)
 
 
+def per_row(rows: int) -> int:
+    return max(200, min(MAX_PER_ROW, MAX_SPANS // max(rows, 1)))
+
+
 def render_trace(run: int, mode: str, ipu: int, cycle_range: list[int] | None) -> tuple[Any, str, Any]:
     """The timeline figure, its level-of-detail sentence and the tiles x steps figure."""
     report = state.report()
@@ -103,18 +108,15 @@ def render_trace(run: int, mode: str, ipu: int, cycle_range: list[int] | None) -
     if mode == "flame":
         spans = view.flame_spans(report, run, ipu)
         rows = sorted(spans["row"].unique().tolist())
-        lod = view.level_of_detail(spans, x0, x1, MAX_PER_ROW)
+        lod = view.level_of_detail(spans, x0, x1, per_row(len(rows)))
         fig = timeline_figure(lod.table, row_label="depth", rows=rows, x_range=(x0, x1))
     else:
-        lod = view.level_of_detail(view.flat_spans(report, run), x0, x1, MAX_PER_ROW)
         rows = list(range(report.target_info.num_ipus))
+        lod = view.level_of_detail(view.flat_spans(report, run), x0, x1, per_row(len(rows)))
         fig = timeline_figure(lod.table, row_label="IPU", rows=rows, x_range=(x0, x1))
     first, last = view.steps_in_cycle_range(report, run, ipu, x0, x1)
     cyc, steps, tile_starts, width = view.tile_step_cycles(report, run, ipu, first, last, MAX_TILE_STEPS)
-    es = view.trace_steps(report, run)
-    names = es[es["ipu"] == ipu].set_index("step")
-    labels = (names["type"] + " " + names["name"]).reindex(steps).fillna("").tolist()
-    tiles_fig = tile_steps_figure(cyc, steps, tile_starts, width, labels)
+    tiles_fig = tile_steps_figure(cyc, steps, tile_starts, width)
     sampled = last - first > len(steps)
     detail = lod.detail + f". Tiles x steps: IPU {ipu}, steps {first:,}..{max(last - 1, first):,}" + (
         f" ({len(steps)} sampled of {last - first:,}; zoom in for every step)." if sampled else ".")

@@ -1,0 +1,78 @@
+"""Execution trace in real headless Chromium on a synthetic report long enough to be binned:
+switch run -> the summary changes; zoom (drag) -> the server re-queries and detail gets finer,
+down to exact steps."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from app.views import execution_trace as et
+from report_format.reader import open_report
+from report_format.synthetic import synthetic_report
+from tests.app.browser import PageWatch, served, settle
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def report_path(tmp_path_factory):
+    return synthetic_report(tmp_path_factory.mktemp("trace") / "report", num_ipus=2, tiles_per_ipu=16,
+                            executed_steps=4000, runs=2, seed=3)
+
+
+@pytest.fixture(scope="module")
+def base(report_path):
+    with served(report_path) as url:
+        yield url
+
+
+@pytest.fixture
+def page(chromium, base):
+    ctx = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    pg = ctx.new_page()
+    pg.watch = PageWatch(pg, base)
+    pg.goto(base + "/execution-trace")
+    settle(pg)
+    yield pg
+    ctx.close()
+
+
+def test_switch_run_updates_summary(page, report_path):
+    runs = open_report(report_path).runs()
+    summary = page.locator("#trace-summary")
+    expect(summary).to_contain_text(f"{runs['cycles'].iat[0]:,}")
+    page.select_option("#trace-run", "1")
+    settle(page)
+    expect(summary).to_contain_text(f"{runs['cycles'].iat[1]:,}")
+    assert page.watch.errors == []
+
+
+def test_zoom_gives_finer_detail(page, report_path):
+    detail = page.locator("#trace-detail")
+    expect(detail).to_contain_text("binned")
+    before = int(re.search(r"binned: ([\d,]+) step spans", detail.inner_text()).group(1).replace(",", ""))
+    box = page.locator("#trace-timeline .nsewdrag").first.bounding_box()
+    y = box["y"] + box["height"] / 2
+    for _ in range(3):  # drag-zoom three times into the left part of the plot
+        page.mouse.move(box["x"] + 5, y)
+        page.mouse.down()
+        page.mouse.move(box["x"] + box["width"] * 0.08, y, steps=5)
+        page.mouse.up()
+        settle(page, 600)
+        if "exact" in detail.inner_text():
+            break
+    text = detail.inner_text()
+    assert text.startswith("exact"), text
+    m = re.search(r"exact: ([\d,]+) step spans in cycles ([\d,]+)\.\.([\d,]+)", text)
+    spans, x0, x1 = (int(g.replace(",", "")) for g in m.groups())
+    assert spans < before
+    # the server's answer matches the view for that range
+    lod = et.level_of_detail(et.flat_spans(open_report(report_path), 0), x0, x1)
+    assert lod.exact and lod.visible_steps == spans
+    assert page.watch.errors == []
+    page.click("#trace-reset")
+    settle(page)
+    expect(detail).to_contain_text("binned")
