@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import dash_bootstrap_components as dbc
+import numpy as np
 from dash import html
 
 from app import state
@@ -13,21 +14,41 @@ from app import state
 def stat_card(label: str, value: str, hint: str | None = None) -> dbc.Col:
     return dbc.Col(
         dbc.Card(
-            dbc.CardBody([
-                html.Div(label, className="text-muted small"),
-                html.Div(value, className="fs-5 fw-semibold"),
-                html.Div(hint, className="text-muted small") if hint else None,
-            ]),
+            dbc.CardBody(
+                [
+                    html.Div(label, className="text-muted small"),
+                    html.Div(value, className=("fs-5" if len(value) <= 12 else "fs-6") + " fw-semibold"),
+                    html.Div(hint, className="text-muted small") if hint else None,
+                ]
+            ),
             className="h-100",
         ),
-        xs=6, md=3, xl=2, className="mb-2",
+        xs=6,
+        md=3,
+        xl=2,
+        className="mb-2",
     )
 
 
+def _value(v: Any) -> str:
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, (int, np.integer)):
+        return f"{int(v):,}"
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):,.4g}"
+    return str(v)
+
+
 def key_values(items: dict[str, Any]) -> html.Table:
+    """A two-column table; keys with underscores read as words, numbers get thousands separators."""
     return html.Table(
-        html.Tbody([html.Tr([html.Th(k, className="pe-3 fw-normal text-muted"), html.Td(str(v))])
-                    for k, v in items.items()]),
+        html.Tbody(
+            [
+                html.Tr([html.Th(str(k).replace("_", " "), className="pe-3 fw-normal text-muted"), html.Td(_value(v))])
+                for k, v in items.items()
+            ]
+        ),
         className="table table-sm w-auto mb-2",
     )
 
@@ -37,8 +58,12 @@ def no_execution_profile(page: str) -> dbc.Alert:
     notes = state.report().notes
     reason = " ".join(notes) if notes else "The report was written without an execution profile."
     return dbc.Alert(
-        [html.Strong(f"{page} needs an execution profile, and this report has none. "), reason,
-         html.Br(), "Memory, Liveness, Program Tree and Operations (with compile-time estimates) still apply."],
+        [
+            html.Strong(f"{page} needs an execution profile, and this report has none. "),
+            reason,
+            html.Br(),
+            "Memory, Liveness, Program Tree and Operations (with compile-time estimates) still apply.",
+        ],
         color="warning",
     )
 

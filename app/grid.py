@@ -40,7 +40,9 @@ def _bytes_like(col: str) -> bool:
     return "bytes" in col
 
 
-def column_defs(df: pd.DataFrame, *, hidden: tuple[str, ...] = (), headers: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def column_defs(
+    df: pd.DataFrame, *, hidden: tuple[str, ...] = (), headers: dict[str, str] | None = None, filters: bool = True
+) -> list[dict[str, Any]]:
     """Column definitions: number filter and thousands separators for numeric columns, full names on hover."""
     defs = []
     for c in df.columns:
@@ -49,11 +51,13 @@ def column_defs(df: pd.DataFrame, *, hidden: tuple[str, ...] = (), headers: dict
             "field": c,
             "headerName": (headers or {}).get(c, c.replace("_", " ")),
             "headerTooltip": c,
-            "filter": "agNumberColumnFilter" if numeric else "agTextColumnFilter",
+            "filter": (("agNumberColumnFilter" if numeric else "agTextColumnFilter") if filters else False),
             "sortable": True,
             "resizable": True,
             "hide": c in hidden,
         }
+        if c == "name":  # names (codelets, variables, ops) are long: give them room
+            d.update(flex=3, minWidth=220, tooltipField="name")
         if numeric:
             d["type"] = "rightAligned"
             if pd.api.types.is_float_dtype(df[c]):
@@ -64,22 +68,38 @@ def column_defs(df: pd.DataFrame, *, hidden: tuple[str, ...] = (), headers: dict
     return defs
 
 
-def big_grid(kind: str, args: dict[str, Any], *, sample: pd.DataFrame | None = None, height: int = 380,
-             row_id: str | None = None, hidden: tuple[str, ...] = (), multi_select: bool = False) -> dag.AgGrid:
+def big_grid(
+    kind: str,
+    args: dict[str, Any],
+    *,
+    sample: pd.DataFrame | None = None,
+    height: int = 380,
+    row_id: str | None = None,
+    hidden: tuple[str, ...] = (),
+    multi_select: bool = False,
+) -> dag.AgGrid:
     """A server-side (infinite row model) grid over ``frame(kind, args)``."""
     args_json = json.dumps(args, sort_keys=True)
     df = frame(kind, args_json) if sample is None else sample
     options: dict[str, Any] = {
-        "rowModelType": "infinite", "cacheBlockSize": 100, "maxBlocksInCache": 20, "infiniteInitialRowCount": 100,
-        "rowSelection": {"mode": "multiRow"} if multi_select else {"mode": "singleRow", "checkboxes": False,
-                                                                   "enableClickSelection": True},
+        "rowModelType": "infinite",
+        "cacheBlockSize": 100,
+        "maxBlocksInCache": 20,
+        "infiniteInitialRowCount": 100,
+        "rowSelection": {"mode": "multiRow"}
+        if multi_select
+        else {"mode": "singleRow", "checkboxes": False, "enableClickSelection": True},
         "tooltipShowDelay": 300,
     }
     return dag.AgGrid(
         id={"type": GRID_TYPE, "kind": kind, "args": args_json},
         columnDefs=column_defs(df, hidden=hidden),
-        defaultColDef={"flex": 1, "minWidth": 90, "floatingFilter": True,
-                       "filterParams": {"maxNumConditions": 1, "buttons": ["reset"]}},
+        defaultColDef={
+            "flex": 1,
+            "minWidth": 90,
+            "floatingFilter": True,
+            "filterParams": {"maxNumConditions": 1, "buttons": ["reset"]},
+        },
         rowModelType="infinite",
         dashGridOptions=options,
         getRowId=f"params.data.{row_id}" if row_id else None,
@@ -88,17 +108,20 @@ def big_grid(kind: str, args: dict[str, Any], *, sample: pd.DataFrame | None = N
     )
 
 
-def small_grid(df: pd.DataFrame, *, height: int | None = None, grid_id: str | None = None,
-               row_id: str | None = None) -> dag.AgGrid:
+def small_grid(
+    df: pd.DataFrame, *, height: int | None = None, grid_id: str | None = None, row_id: str | None = None
+) -> dag.AgGrid:
     """A client-side grid for small tables (details, top-N lists)."""
     h = height or min(60 + 42 * max(len(df), 1), 420)
     kwargs: dict[str, Any] = {"id": grid_id} if grid_id else {}
     return dag.AgGrid(
-        columnDefs=column_defs(df),
+        columnDefs=column_defs(df, filters=False),
         rowData=to_records(df),
         defaultColDef={"flex": 1, "minWidth": 90},
-        dashGridOptions={"tooltipShowDelay": 300,
-                         "rowSelection": {"mode": "singleRow", "checkboxes": False, "enableClickSelection": True}},
+        dashGridOptions={
+            "tooltipShowDelay": 300,
+            "rowSelection": {"mode": "singleRow", "checkboxes": False, "enableClickSelection": True},
+        },
         getRowId=f"params.data.{row_id}" if row_id else None,
         style={"height": f"{h}px", "width": "100%"},
         className="ag-theme-alpine",
@@ -164,8 +187,9 @@ def apply_request(df: pd.DataFrame, request: dict[str, Any] | None) -> dict[str,
     out = df[mask.to_numpy()]
     sort = [s for s in (request.get("sortModel") or []) if s.get("colId") in df.columns]
     if sort:
-        out = out.sort_values([s["colId"] for s in sort], ascending=[s.get("sort") != "desc" for s in sort],
-                              kind="stable")
+        out = out.sort_values(
+            [s["colId"] for s in sort], ascending=[s.get("sort") != "desc" for s in sort], kind="stable"
+        )
     start = int(request.get("startRow", 0))
     end = int(request.get("endRow", start + 100))
     return {"rowData": to_records(out.iloc[start:end]), "rowCount": len(out)}

@@ -17,8 +17,16 @@ from dash import Dash, dcc, html
 from app import ids, state
 
 #: Page modules, in navbar order.
-PAGES = ("summary", "insights", "memory", "liveness", "program_tree", "operations", "operations_graph",
-         "execution_trace")
+PAGES = (
+    "summary",
+    "insights",
+    "memory",
+    "liveness",
+    "program_tree",
+    "operations",
+    "operations_graph",
+    "execution_trace",
+)
 ASSETS = Path(__file__).parent / "assets"
 
 

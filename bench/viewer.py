@@ -77,33 +77,55 @@ def main() -> int:
 
     report = state.report()
     t = report.target_info
-    print(f"report: {t.num_ipus} IPUs x {t.tiles_per_ipu} tiles, {report.num_rows('variables'):,} variables, "
-          f"{report.num_rows('execution_steps'):,} execution step rows, {report.num_rows('tile_cycles'):,} tile-cycle rows")
+    print(
+        f"report: {t.num_ipus} IPUs x {t.tiles_per_ipu} tiles, {report.num_rows('variables'):,} variables, "
+        f"{report.num_rows('execution_steps'):,} execution step rows, {report.num_rows('tile_cycles'):,} tile-cycle rows"
+    )
     print(f"{'page':16s} {'what':58s} {'server':>11s} {'to browser':>13s}")
 
     measure("Summary", "first render (layout)", summary_page.layout)
     measure("Insights", "first render (layout)", insights.layout)
 
     opts = ["gaps", "max"]
-    measure("Memory", "first render: layout + figure by category", lambda: (memory.layout(), memory.memory_figure(
-        "category", opts, "tile", None)))
+    measure(
+        "Memory",
+        "first render: layout + figure by category",
+        lambda: (memory.layout(), memory.memory_figure("category", opts, "tile", None)),
+    )
     measure("Memory", "figure by region", lambda: memory.memory_figure("region", opts, "tile", None))
     measure("Memory", "figure by liveness, excluding gaps", lambda: memory.memory_figure("liveness", [], "tile", None))
     measure("Memory", "figure sorted by size", lambda: memory.memory_figure("category", opts, "sorted", None))
     sel = mem.parse_tiles("1000-1099", t.num_tiles)
-    measure("Memory", "select 100 tiles -> figure with selection", lambda: memory.memory_figure(
-        "category", opts, "tile", sel))
+    measure(
+        "Memory",
+        "select 100 tiles -> figure with selection",
+        lambda: memory.memory_figure("category", opts, "tile", sel),
+    )
     for tab in ("details", "compute_sets", "vertices", "exchanges", "variables", "tile_map"):
         measure("Memory", f"tab {tab}, 100 tiles", lambda tab=tab: memory.tab_body(tab, sel, opts))
     for tab in ("details", "compute_sets", "vertices", "exchanges", "variables"):
         measure("Memory", f"tab {tab}, all tiles", lambda tab=tab: memory.tab_body(tab, None, opts))
     vkey = json.dumps({"tiles": None}, sort_keys=True)
-    measure("Memory", "variables grid: sort by bytes, rows 0-100 (all tiles)", lambda: grid.apply_request(
-        grid.frame(memory.VARIABLES_KIND, vkey), {"startRow": 0, "endRow": 100,
-                                                  "sortModel": [{"colId": "bytes", "sort": "desc"}]}))
-    measure("Memory", "variables grid: filter name contains 'grad'", lambda: grid.apply_request(
-        grid.frame(memory.VARIABLES_KIND, vkey), {"startRow": 0, "endRow": 100, "filterModel": {
-            "name": {"filterType": "text", "type": "contains", "filter": "grad"}}}))
+    measure(
+        "Memory",
+        "variables grid: sort by bytes, rows 0-100 (all tiles)",
+        lambda: grid.apply_request(
+            grid.frame(memory.VARIABLES_KIND, vkey),
+            {"startRow": 0, "endRow": 100, "sortModel": [{"colId": "bytes", "sort": "desc"}]},
+        ),
+    )
+    measure(
+        "Memory",
+        "variables grid: filter name contains 'grad'",
+        lambda: grid.apply_request(
+            grid.frame(memory.VARIABLES_KIND, vkey),
+            {
+                "startRow": 0,
+                "endRow": 100,
+                "filterModel": {"name": {"filterType": "text", "type": "contains", "filter": "grad"}},
+            },
+        ),
+    )
     vids = [{"variable_id": int(v)} for v in report.variables()["variable_id"].head(5)]
     measure("Memory", "variables graph, 5 variables", lambda: memory.variables_graph([vids]))
 
@@ -111,36 +133,74 @@ def main() -> int:
     peak = lv.peak_step(lv.liveness_by_step(report))
     measure("Liveness", "figure per IPU with always-live", lambda: liveness.figure(["always"], ["ipu"], [peak]))
     measure("Liveness", "click peak step -> live variables tab", lambda: liveness.tab_body("live", [peak]))
-    measure("Liveness", "live variables grid rows 0-100", lambda: grid.apply_request(
-        grid.frame(liveness.LIVE_KIND, json.dumps({"step": peak})), {"startRow": 0, "endRow": 100}))
+    measure(
+        "Liveness",
+        "live variables grid rows 0-100",
+        lambda: grid.apply_request(
+            grid.frame(liveness.LIVE_KIND, json.dumps({"step": peak})), {"startRow": 0, "endRow": 100}
+        ),
+    )
     measure("Liveness", "vertices tab", lambda: liveness.tab_body("vertices", [peak]))
     measure("Liveness", "cycle estimates tab", lambda: liveness.tab_body("cycles", [peak]))
-    measure("Liveness", "second step -> difference rows 0-100", lambda: grid.apply_request(
-        grid.frame(liveness.DIFF_KIND, json.dumps({"a": 0, "b": peak}, sort_keys=True)), {"startRow": 0, "endRow": 100}))
+    measure(
+        "Liveness",
+        "second step -> difference rows 0-100",
+        lambda: grid.apply_request(
+            grid.frame(liveness.DIFF_KIND, json.dumps({"a": 0, "b": peak}, sort_keys=True)),
+            {"startRow": 0, "endRow": 100},
+        ),
+    )
 
     measure("Program Tree", "first render (layout)", program_tree.layout)
     tree = pt.program_tree(report)
-    measure("Program Tree", "expand all", lambda: grid.to_records(program_tree.tree_rows(
-        tree, set(tree["program_id"].astype(int)))))
+    measure(
+        "Program Tree",
+        "expand all",
+        lambda: grid.to_records(program_tree.tree_rows(tree, set(tree["program_id"].astype(int)))),
+    )
     leaf = int(tree.loc[tree["step"] >= 0, "program_id"].iat[0])
     measure("Program Tree", "select a step -> details", lambda: pt.program_details(report, leaf))
 
-    measure("Operations", "first render: layout + table (poplibs, all runs)", lambda: (
-        operations.layout(), operations.table("poplibs", "-1", operations.DEFAULT_COLUMNS)))
+    measure(
+        "Operations",
+        "first render: layout + table (poplibs, all runs)",
+        lambda: (operations.layout(), operations.table("poplibs", "-1", operations.DEFAULT_COLUMNS)),
+    )
     okey = json.dumps({"layer": "poplibs", "run": None}, sort_keys=True)
-    measure("Operations", "grid: filter + sort", lambda: grid.apply_request(grid.frame(operations.KIND, okey), {
-        "startRow": 0, "endRow": 100, "sortModel": [{"colId": "cycles", "sort": "desc"}],
-        "filterModel": {"name": {"filterType": "text", "type": "contains", "filter": "matmul"}}}))
-    measure("Operations", "switch layer (onnx, run 1)", lambda: operations.table("onnx", "1", operations.DEFAULT_COLUMNS))
+    measure(
+        "Operations",
+        "grid: filter + sort",
+        lambda: grid.apply_request(
+            grid.frame(operations.KIND, okey),
+            {
+                "startRow": 0,
+                "endRow": 100,
+                "sortModel": [{"colId": "cycles", "sort": "desc"}],
+                "filterModel": {"name": {"filterType": "text", "type": "contains", "filter": "matmul"}},
+            },
+        ),
+    )
+    measure(
+        "Operations", "switch layer (onnx, run 1)", lambda: operations.table("onnx", "1", operations.DEFAULT_COLUMNS)
+    )
     op = int(ops.operations(report, "poplibs")["op_id"].iat[0])
     measure("Operations", "select an op -> details", lambda: operations.details([{"rowId": str(op)}], "poplibs"))
-    measure("Operations Graph", "first render: layout + graph", lambda: (operations_graph.layout(),
-                                                                        operations_graph.graph("poplibs", "cycles")))
+    measure(
+        "Operations Graph",
+        "first render: layout + graph",
+        lambda: (operations_graph.layout(), operations_graph.graph("poplibs", "cycles")),
+    )
 
-    measure("Execution Trace", "first render: layout + summary", lambda: (execution_trace.layout(),
-                                                                         execution_trace.summary("0")))
-    full = measure("Execution Trace", "timeline flat, whole run (+ tiles x steps)",
-                   lambda: execution_trace.render_trace(0, "flat", 0, None))
+    measure(
+        "Execution Trace",
+        "first render: layout + summary",
+        lambda: (execution_trace.layout(), execution_trace.summary("0")),
+    )
+    full = measure(
+        "Execution Trace",
+        "timeline flat, whole run (+ tiles x steps)",
+        lambda: execution_trace.render_trace(0, "flat", 0, None),
+    )
     print(f"{'':16s}   {full[1]}")
     measure("Execution Trace", "switch run -> summary", lambda: execution_trace.summary("1"))
     measure("Execution Trace", "switch run -> timeline", lambda: execution_trace.render_trace(1, "flat", 0, None))
@@ -148,17 +208,27 @@ def main() -> int:
 
     length = et.run_length(report, 0)
     for frac in (0.1, 0.01, 0.001):
-        out = measure("Execution Trace", f"zoom to {frac:.1%} of the run", lambda frac=frac: execution_trace.render_trace(
-            0, "flat", 3, [int(length * 0.4), int(length * (0.4 + frac))]))
+        out = measure(
+            "Execution Trace",
+            f"zoom to {frac:.1%} of the run",
+            lambda frac=frac: execution_trace.render_trace(
+                0, "flat", 3, [int(length * 0.4), int(length * (0.4 + frac))]
+            ),
+        )
         print(f"{'':16s}   {out[1]}")
     measure("Execution Trace", "flame view IPU 5, whole run", lambda: execution_trace.render_trace(0, "flame", 5, None))
-    measure("Execution Trace", "flame view zoom to 1%", lambda: execution_trace.render_trace(
-        0, "flame", 5, [int(length * 0.4), int(length * 0.41)]))
+    measure(
+        "Execution Trace",
+        "flame view zoom to 1%",
+        lambda: execution_trace.render_trace(0, "flame", 5, [int(length * 0.4), int(length * 0.41)]),
+    )
 
     worst_t = max(rows, key=lambda r: r[2])
     worst_s = max(rows, key=lambda r: r[3])
-    print(f"\nslowest: {worst_t[0]} / {worst_t[1]}: {worst_t[2] * 1000:.0f} ms; "
-          f"largest: {worst_s[0]} / {worst_s[1]}: {worst_s[3] / 2**20:.2f} MiB")
+    print(
+        f"\nslowest: {worst_t[0]} / {worst_t[1]}: {worst_t[2] * 1000:.0f} ms; "
+        f"largest: {worst_s[0]} / {worst_s[1]}: {worst_s[3] / 2**20:.2f} MiB"
+    )
     over = [r for r in rows if r[2] >= TARGET_S or r[3] >= TARGET_BYTES]
     print(f"{len(rows)} measurements, {len(over)} over target")
     return 0

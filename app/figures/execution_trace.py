@@ -10,8 +10,14 @@ import plotly.graph_objects as go
 from app.figures.common import KIND_COLOURS, base_layout, empty_figure
 
 
-def timeline_figure(spans: pd.DataFrame, *, row_label: str, rows: list[int], x_range: tuple[int, int],
-                    row_names: dict[int, str] | None = None) -> go.Figure:
+def timeline_figure(
+    spans: pd.DataFrame,
+    *,
+    row_label: str,
+    rows: list[int],
+    x_range: tuple[int, int],
+    row_names: dict[int, str] | None = None,
+) -> go.Figure:
     """``spans`` columns: row, start, end, kind, label, step, steps. One Scattergl per kind, each span
     a horizontal segment (segments separated by gaps), so 10^4 spans stay one WebGL draw."""
     if spans.empty:
@@ -25,17 +31,43 @@ def timeline_figure(spans: pd.DataFrame, *, row_label: str, rows: list[int], x_r
         ys = np.repeat(g["row"].to_numpy().astype(float), 3)
         ys[2::3] = np.nan
         mid = (g["start"].to_numpy() + g["end"].to_numpy()) / 2
-        text = [f"{lab}<br>cycles {s:,}..{e:,} ({e - s:,})" for lab, s, e in
-                zip(g["label"], g["start"], g["end"], strict=True)]
-        fig.add_trace(go.Scattergl(x=xs, y=ys, mode="lines", name=kind, hoverinfo="skip",
-                                   line={"color": KIND_COLOURS.get(kind, "#999"), "width": height_px}))
+        text = [
+            f"{lab}<br>cycles {s:,}..{e:,} ({e - s:,})"
+            for lab, s, e in zip(g["label"], g["start"], g["end"], strict=True)
+        ]
+        fig.add_trace(
+            go.Scattergl(
+                x=xs,
+                y=ys,
+                mode="lines",
+                name=kind,
+                hoverinfo="skip",
+                line={"color": KIND_COLOURS.get(kind, "#999"), "width": height_px},
+            )
+        )
         # invisible midpoints carry the hover text
-        fig.add_trace(go.Scattergl(x=mid, y=g["row"].to_numpy(), mode="markers", showlegend=False, name=kind,
-                                   marker={"size": height_px, "opacity": 0}, text=text,
-                                   hovertemplate="%{text}<extra>" + str(kind) + "</extra>"))
+        fig.add_trace(
+            go.Scattergl(
+                x=mid,
+                y=g["row"].to_numpy(),
+                mode="markers",
+                showlegend=False,
+                name=kind,
+                marker={"size": height_px, "opacity": 0},
+                text=text,
+                hovertemplate="%{text}<extra>" + str(kind) + "</extra>",
+            )
+        )
     names = row_names or {}
-    fig.update_yaxes(tickvals=rows, ticktext=[names.get(r, f"{row_label} {r}") for r in rows],
-                     autorange="reversed", range=None, fixedrange=True, showgrid=False, zeroline=False)
+    fig.update_yaxes(
+        tickvals=rows,
+        ticktext=[names.get(r, f"{row_label} {r}") for r in rows],
+        autorange="reversed",
+        range=None,
+        fixedrange=True,
+        showgrid=False,
+        zeroline=False,
+    )
     fig.update_xaxes(title="cycles", range=list(x_range), tickformat=",d")
     fig.update_layout(dragmode="zoom", hovermode="closest", uirevision=None)
     return base_layout(fig, height=max(180, 60 + len(rows) * (height_px + 10)))
@@ -47,10 +79,16 @@ def tile_steps_figure(cycles: np.ndarray, steps: np.ndarray, tile_starts: np.nda
     if cycles.size == 0:
         return empty_figure("No per-tile cycles in this range.", height=260)
     ylab = "tile" if tiles_per_bin == 1 else f"tile (busiest of each {tiles_per_bin})"
-    fig = go.Figure(go.Heatmap(
-        z=cycles, x=[str(s) for s in steps], y=tile_starts, colorscale="Blues", colorbar={"title": "cycles"},
-        hovertemplate="step %{x}, tile %{y}: %{z:,} cycles<extra></extra>",
-    ))
+    fig = go.Figure(
+        go.Heatmap(
+            z=cycles,
+            x=[str(s) for s in steps],
+            y=tile_starts,
+            colorscale="Blues",
+            colorbar={"title": "cycles"},
+            hovertemplate="step %{x}, tile %{y}: %{z:,} cycles<extra></extra>",
+        )
+    )
     fig.update_xaxes(title="executed step", type="category", nticks=20)
     fig.update_yaxes(title=ylab, autorange="reversed")
     return base_layout(fig, title="Tiles x steps: cycles of each tile in each step (BSP)", height=360)
@@ -59,9 +97,17 @@ def tile_steps_figure(cycles: np.ndarray, steps: np.ndarray, tile_starts: np.nda
 def proportions_figure(summary: dict[str, float | int]) -> go.Figure:
     kinds = [k.split(".", 1)[1] for k in summary if k.startswith("proportion.")]
     vals = [100 * float(summary[f"proportion.{k}"]) for k in kinds]
-    fig = go.Figure(go.Bar(x=vals, y=kinds, orientation="h", marker_color=[KIND_COLOURS[k] for k in kinds],
-                           text=[f"{v:.1f}%" for v in vals], textposition="outside",
-                           hovertemplate="%{y}: %{x:.1f}% of cycles<extra></extra>"))
+    fig = go.Figure(
+        go.Bar(
+            x=vals,
+            y=kinds,
+            orientation="h",
+            marker_color=[KIND_COLOURS[k] for k in kinds],
+            text=[f"{v:.1f}%" for v in vals],
+            textposition="outside",
+            hovertemplate="%{y}: %{x:.1f}% of cycles<extra></extra>",
+        )
+    )
     fig.update_xaxes(title="% of cycles (summed over IPUs)", range=[0, 110])
     fig.update_yaxes(autorange="reversed")
     return base_layout(fig, title="Cycle proportions", height=240)

@@ -8,8 +8,13 @@ import plotly.graph_objects as go
 from app.figures.common import PALETTE, base_layout, empty_figure
 
 
-def liveness_figure(by_step: pd.DataFrame, *, include_always_live: bool = False, per_ipu: bool = False,
-                    selected: list[int] | None = None) -> go.Figure:
+def liveness_figure(
+    by_step: pd.DataFrame,
+    *,
+    include_always_live: bool = False,
+    per_ipu: bool = False,
+    selected: list[int] | None = None,
+) -> go.Figure:
     if by_step.empty:
         return empty_figure("No liveness in this report.")
     steps = by_step.index.to_numpy()
@@ -21,22 +26,47 @@ def liveness_figure(by_step: pd.DataFrame, *, include_always_live: bool = False,
         ipu_cols = [c for c in by_step.columns if c.startswith("ipu")]
         n_ipus = len(ipu_cols)
         for i, c in enumerate(ipu_cols):
-            fig.add_trace(go.Scattergl(
-                x=steps, y=by_step[c].to_numpy() + (extra / n_ipus if include_always_live else 0), mode="lines",
-                name=f"IPU {c[3:]}", line={"color": PALETTE[i % len(PALETTE)], "width": 1.5}, customdata=custom,
-                hovertemplate="step %{x}: %{y:,.0f} B<br>%{customdata}<extra>IPU " + c[3:] + "</extra>",
-            ))
+            fig.add_trace(
+                go.Scattergl(
+                    x=steps,
+                    y=by_step[c].to_numpy() + (extra / n_ipus if include_always_live else 0),
+                    mode="lines",
+                    name=f"IPU {c[3:]}",
+                    line={"color": PALETTE[i % len(PALETTE)], "width": 1.5},
+                    customdata=custom,
+                    hovertemplate="step %{x}: %{y:,.0f} B<br>%{customdata}<extra>IPU " + c[3:] + "</extra>",
+                )
+            )
     else:
-        fig.add_trace(go.Scattergl(
-            x=steps, y=by_step["not_always_live"].to_numpy() + extra, mode="lines+markers" if len(steps) < 400 else "lines",
-            name=label, line={"color": PALETTE[0], "width": 2}, marker={"size": 5}, fill="tozeroy", customdata=custom,
-            hovertemplate="step %{x}: %{y:,.0f} B<br>%{customdata}<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Scattergl(
+                x=steps,
+                y=by_step["not_always_live"].to_numpy() + extra,
+                mode="lines+markers" if len(steps) < 400 else "lines",
+                name=label,
+                line={"color": PALETTE[0], "width": 2},
+                marker={"size": 5},
+                fill="tozeroy",
+                customdata=custom,
+                hovertemplate="step %{x}: %{y:,.0f} B<br>%{customdata}<extra></extra>",
+            )
+        )
     peak = int(by_step["not_always_live"].to_numpy().argmax())
-    peak_y = int(by_step["not_always_live"].iat[peak] + (by_step["always_live"].iat[peak] if include_always_live else 0))
-    fig.add_trace(go.Scatter(x=[peak], y=[peak_y], mode="markers+text", name="peak", text=[f"peak: step {peak}"],
-                             textposition="top center", marker={"symbol": "triangle-down", "size": 12, "color": "#C0392B"},
-                             hovertemplate="peak at step %{x}: %{y:,.0f} B<extra></extra>"))
+    peak_y = int(
+        by_step["not_always_live"].iat[peak] + (by_step["always_live"].iat[peak] if include_always_live else 0)
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[peak],
+            y=[peak_y],
+            mode="markers+text",
+            name="peak",
+            text=[f"peak: step {peak}"],
+            textposition="top center",
+            marker={"symbol": "triangle-down", "size": 12, "color": "#C0392B"},
+            hovertemplate="peak at step %{x}: %{y:,.0f} B<extra></extra>",
+        )
+    )
     for s in selected or []:
         fig.add_vline(x=s, line_color="#F39C12", line_width=2)
     fig.update_xaxes(title="program step")

@@ -10,8 +10,15 @@ from app.figures.common import GAPS_COLOUR, PALETTE, base_layout, empty_figure
 
 
 def tile_memory_figure(
-    binned: pd.DataFrame, bin_max: np.ndarray, tiles_per_bin: int, bytes_per_tile: int, *, show_max_memory: bool = True,
-    selected: list[int] | None = None, sorted_order: bool = False,
+    binned: pd.DataFrame,
+    bin_max: np.ndarray,
+    tiles_per_bin: int,
+    bytes_per_tile: int,
+    *,
+    show_max_memory: bool = True,
+    selected: list[int] | None = None,
+    sorted_order: bool = False,
+    tiles_per_ipu: int | None = None,
 ) -> go.Figure:
     """Stacked bars of bytes per tile (or per bin of ``tiles_per_bin`` tiles: bar = mean of the bin,
     marker = fullest tile of the bin). x is the tile id, or the rank when sorted."""
@@ -23,18 +30,36 @@ def tile_memory_figure(
     for i, col in enumerate(binned.columns):
         colour = GAPS_COLOUR if col == "gaps" else PALETTE[i % len(PALETTE)]
         fig.add_bar(
-            x=x, y=binned[col].to_numpy(), name=col, marker_color=colour, marker_line_width=0,
-            customdata=tiles, hovertemplate=f"{col}: %{{y:,.0f}} B<br>tile %{{customdata}}<extra></extra>",
+            x=x,
+            y=binned[col].to_numpy(),
+            name=col,
+            marker_color=colour,
+            marker_line_width=0,
+            customdata=tiles,
+            hovertemplate=f"{col}: %{{y:,.0f}} B<br>tile %{{customdata}}<extra></extra>",
         )
     if tiles_per_bin > 1:
-        fig.add_trace(go.Scattergl(
-            x=x, y=bin_max, mode="markers", name=f"fullest tile of each {tiles_per_bin} tiles",
-            marker={"symbol": "line-ew-open", "size": 6, "color": "#333"},
-            hovertemplate="max %{y:,.0f} B<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Scattergl(
+                x=x,
+                y=bin_max,
+                mode="lines",
+                name=f"fullest tile of each {tiles_per_bin}",
+                line={"color": "rgba(40,40,40,0.55)", "width": 1, "shape": "hvh"},
+                hovertemplate="fullest tile: %{y:,.0f} B<extra></extra>",
+            )
+        )
     if show_max_memory:
-        fig.add_hline(y=bytes_per_tile, line_dash="dash", line_color="#C0392B",
-                      annotation_text=f"max memory per tile ({bytes_per_tile:,} B)", annotation_position="top left")
+        fig.add_hline(
+            y=bytes_per_tile,
+            line_dash="dash",
+            line_color="#C0392B",
+            annotation_text=f"max memory per tile ({bytes_per_tile:,} B)",
+            annotation_position="top left",
+        )
+    if tiles_per_ipu and not sorted_order and tiles[-1] >= tiles_per_ipu:
+        for ipu in range(1, int(tiles[-1]) // tiles_per_ipu + 1):  # IPU boundaries, as PopVision's x axis
+            fig.add_vline(x=ipu * tiles_per_ipu - 0.5 * tiles_per_bin, line_dash="dot", line_color="#888", line_width=1)
     if selected:
         sel = set(selected)
         hit = [xx for xx, t in zip(x, tiles, strict=True) if t in sel or any(t <= s < t + tiles_per_bin for s in sel)]
@@ -56,11 +81,16 @@ def variables_figure(by_tile: pd.DataFrame) -> go.Figure:
         return empty_figure("Pick variables in the table (tick boxes) to plot their bytes across tiles.", height=260)
     fig = go.Figure()
     for i, (vid, g) in enumerate(by_tile.groupby("variable_id", sort=True)):
-        fig.add_trace(go.Scattergl(
-            x=g["tile"], y=g["bytes"], mode="markers", name=f"{g['name'].iat[0]} (#{vid})",
-            marker={"color": PALETTE[i % len(PALETTE)], "size": 5},
-            hovertemplate="tile %{x}: %{y:,} B<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Scattergl(
+                x=g["tile"],
+                y=g["bytes"],
+                mode="markers",
+                name=f"{g['name'].iat[0]} (#{vid})",
+                marker={"color": PALETTE[i % len(PALETTE)], "size": 5},
+                hovertemplate="tile %{x}: %{y:,} B<extra></extra>",
+            )
+        )
     fig.update_xaxes(title="tile")
     fig.update_yaxes(title="bytes", tickformat="~s")
     return base_layout(fig, title="Variables graph", height=300)
@@ -75,8 +105,9 @@ def tile_map_figure(tm: pd.DataFrame, bytes_per_tile: int) -> go.Figure:
     rows = -(-len(ipus) // cols)
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[f"IPU {i}" for i in ipus],
-                        horizontal_spacing=0.03, vertical_spacing=0.08)
+    fig = make_subplots(
+        rows=rows, cols=cols, subplot_titles=[f"IPU {i}" for i in ipus], horizontal_spacing=0.03, vertical_spacing=0.08
+    )
     zmax = max(int(tm["bytes"].max()), bytes_per_tile)
     for k, ipu in enumerate(ipus):
         g = tm[tm["ipu"] == ipu]
@@ -86,11 +117,23 @@ def tile_map_figure(tm: pd.DataFrame, bytes_per_tile: int) -> go.Figure:
         tid = np.full((nr, nc), -1)
         tid[g["row"].to_numpy(), g["col"].to_numpy()] = g["tile"].to_numpy()
         fig.add_trace(
-            go.Heatmap(z=z, customdata=tid, zmin=0, zmax=zmax, colorscale="Viridis", showscale=k == 0,
-                       colorbar={"title": "bytes"}, hovertemplate="tile %{customdata}: %{z:,.0f} B<extra></extra>"),
-            row=k // cols + 1, col=k % cols + 1,
+            go.Heatmap(
+                z=z,
+                customdata=tid,
+                zmin=0,
+                zmax=zmax,
+                colorscale="Viridis",
+                showscale=k == 0,
+                colorbar={"title": "bytes"},
+                hovertemplate="tile %{customdata}: %{z:,.0f} B<extra></extra>",
+            ),
+            row=k // cols + 1,
+            col=k % cols + 1,
         )
     fig.update_xaxes(showticklabels=False)
     fig.update_yaxes(showticklabels=False, autorange="reversed")
-    return base_layout(fig, title="Tile map (tiles in software order, one panel per IPU; colour scale tops at max memory)",
-                       height=260 * rows + 60)
+    return base_layout(
+        fig,
+        title="Tile map (tiles in software order, one panel per IPU; colour scale tops at max memory)",
+        height=260 * rows + 60,
+    )

@@ -12,9 +12,15 @@ from app.figures.common import base_layout, empty_figure
 def operation_tile_cycles_figure(by_tile: pd.DataFrame, name: str) -> go.Figure:
     if by_tile.empty:
         return empty_figure(f"{name}: no vertices, so no cycles by tile.", height=260)
-    fig = go.Figure(go.Scattergl(x=by_tile["tile"], y=by_tile["cycles"], mode="markers",
-                                 marker={"size": 4, "color": "#2E86C1"},
-                                 hovertemplate="tile %{x}: %{y:,} cycles<extra></extra>"))
+    fig = go.Figure(
+        go.Scattergl(
+            x=by_tile["tile"],
+            y=by_tile["cycles"],
+            mode="markers",
+            marker={"size": 4, "color": "#2E86C1"},
+            hovertemplate="tile %{x}: %{y:,} cycles<extra></extra>",
+        )
+    )
     fig.update_xaxes(title="tile")
     fig.update_yaxes(title="estimated cycles (all vertices)", tickformat="~s", rangemode="tozero")
     return base_layout(fig, title=f"{name}: estimated cycles by tile", height=280)
@@ -27,26 +33,47 @@ def operations_graph_figure(nodes: pd.DataFrame, edges: pd.DataFrame, colour_by:
     order = list(dict.fromkeys([*edges["source"].tolist(), *edges["target"].tolist()]))
     order += [o for o in nodes["op_id"] if o not in set(order)]
     per_row = max(1, int(np.ceil(np.sqrt(len(order) * 3))))
-    pos = {op: (i % per_row if (i // per_row) % 2 == 0 else per_row - 1 - i % per_row, -(i // per_row))
-           for i, op in enumerate(order)}
+    pos = {
+        op: (i % per_row if (i // per_row) % 2 == 0 else per_row - 1 - i % per_row, -(i // per_row))
+        for i, op in enumerate(order)
+    }
     n = nodes.set_index("op_id")
     ex, ey = [], []
     for s, t in zip(edges["source"], edges["target"], strict=True):
         ex += [pos[s][0], pos[t][0], None]
         ey += [pos[s][1], pos[t][1], None]
-    fig = go.Figure(go.Scatter(x=ex, y=ey, mode="lines", line={"color": "#BBB", "width": 1}, hoverinfo="skip",
-                               showlegend=False))
+    fig = go.Figure(
+        go.Scatter(x=ex, y=ey, mode="lines", line={"color": "#BBB", "width": 1}, hoverinfo="skip", showlegend=False)
+    )
     xs = [pos[o][0] for o in order]
     ys = [pos[o][1] for o in order]
     vals = n.loc[order, colour_by].to_numpy(dtype=float)
-    text = [f"{n.at[o, 'name']} ({n.at[o, 'op_type']})<br>cycles {n.at[o, 'cycles']:,}<br>"
-            f"memory {n.at[o, 'memory_bytes']:,} B<br>FLOPs {n.at[o, 'flops']:,}" for o in order]
-    fig.add_trace(go.Scatter(
-        x=xs, y=ys, mode="markers+text" if len(order) <= 60 else "markers", text=[n.at[o, "name"] for o in order],
-        textposition="bottom center", hovertext=text, hoverinfo="text", customdata=order, showlegend=False,
-        marker={"size": 18, "color": vals, "colorscale": "YlOrRd", "showscale": True, "line": {"width": 1, "color": "#555"},
-                "colorbar": {"title": colour_by.replace("_", " ")}},
-    ))
+    text = [
+        f"{n.at[o, 'name']} ({n.at[o, 'op_type']})<br>cycles {n.at[o, 'cycles']:,}<br>"
+        f"memory {n.at[o, 'memory_bytes']:,} B<br>FLOPs {n.at[o, 'flops']:,}"
+        for o in order
+    ]
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=ys,
+            mode="markers+text" if len(order) <= 60 else "markers",
+            text=[n.at[o, "name"] for o in order],
+            textposition="bottom center",
+            hovertext=text,
+            hoverinfo="text",
+            customdata=order,
+            showlegend=False,
+            marker={
+                "size": 18,
+                "color": vals,
+                "colorscale": "YlOrRd",
+                "showscale": True,
+                "line": {"width": 1, "color": "#555"},
+                "colorbar": {"title": colour_by.replace("_", " ")},
+            },
+        )
+    )
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return base_layout(fig, height=max(360, 90 * (len(order) // per_row + 1)))

@@ -17,7 +17,6 @@ from app.figures.execution_trace import proportions_figure, tile_steps_figure, t
 from app.units import format_bytes, format_si
 from app.views import execution_trace as view
 
-
 #: At most this many spans per timeline row, and in all rows, reach the browser (level of detail).
 MAX_PER_ROW = 1500
 MAX_SPANS = 6000
@@ -31,29 +30,74 @@ def layout(**_: object) -> html.Div:
         return html.Div([html.H3("Execution Trace"), no_execution_profile("The execution trace")])
     runs = report.runs()
     n_ipus = report.target_info.num_ipus
-    return html.Div([
-        html.H3("Execution Trace"),
-        dbc.Row([
-            dbc.Col([dbc.Label("Run", className="small"),
-                     dbc.Select(id=ids.TRACE_RUN, value=str(int(runs["run"].iat[0])),
-                                options=[{"label": f"run {r}: {n} ({c:,} cycles)", "value": str(int(r))}
-                                         for r, n, c in zip(runs["run"], runs["name"], runs["cycles"], strict=True)])],
-                    md=3),
-            dbc.Col([dbc.Label("View", className="small"),
-                     dbc.RadioItems(id=ids.TRACE_VIEW, inline=True, value="flat",
-                                    options=[{"label": "Flat (all IPUs)", "value": "flat"},
-                                             {"label": "Flame (one IPU)", "value": "flame"}])], md=3),
-            dbc.Col([dbc.Label("IPU (flame, tiles x steps)", className="small"),
-                     dbc.Select(id=ids.TRACE_IPU, value="0",
-                                options=[{"label": f"IPU {i}", "value": str(i)} for i in range(n_ipus)])], md=2),
-            dbc.Col(dbc.Button("Reset zoom", id=ids.TRACE_RESET, size="sm", color="secondary", outline=True, className="mt-4"), md=2),
-        ], className="g-3 mb-2"),
-        dcc.Store(id=ids.TRACE_RANGE, data=None),
-        html.Div(id=ids.TRACE_SUMMARY),
-        html.Div(id=ids.TRACE_DETAIL, className="small text-muted"),
-        dcc.Loading(dcc.Graph(id=ids.TRACE_TIMELINE, config={"displaylogo": False, "scrollZoom": True}), type="dot"),
-        dcc.Loading(dcc.Graph(id=ids.TRACE_TILES, config={"displaylogo": False}), type="dot"),
-    ])
+    return html.Div(
+        [
+            html.H3("Execution Trace"),
+            dbc.Row(
+                [
+                    dbc.Col(
+                        [
+                            dbc.Label("Run", className="small"),
+                            dbc.Select(
+                                id=ids.TRACE_RUN,
+                                value=str(int(runs["run"].iat[0])),
+                                options=[
+                                    {"label": f"run {r}: {n} ({c:,} cycles)", "value": str(int(r))}
+                                    for r, n, c in zip(runs["run"], runs["name"], runs["cycles"], strict=True)
+                                ],
+                            ),
+                        ],
+                        md=3,
+                    ),
+                    dbc.Col(
+                        [
+                            dbc.Label("View", className="small"),
+                            dbc.RadioItems(
+                                id=ids.TRACE_VIEW,
+                                inline=True,
+                                value="flat",
+                                options=[
+                                    {"label": "Flat (all IPUs)", "value": "flat"},
+                                    {"label": "Flame (one IPU)", "value": "flame"},
+                                ],
+                            ),
+                        ],
+                        md=3,
+                    ),
+                    dbc.Col(
+                        [
+                            dbc.Label("IPU (flame, tiles x steps)", className="small"),
+                            dbc.Select(
+                                id=ids.TRACE_IPU,
+                                value="0",
+                                options=[{"label": f"IPU {i}", "value": str(i)} for i in range(n_ipus)],
+                            ),
+                        ],
+                        md=2,
+                    ),
+                    dbc.Col(
+                        dbc.Button(
+                            "Reset zoom",
+                            id=ids.TRACE_RESET,
+                            size="sm",
+                            color="secondary",
+                            outline=True,
+                            className="mt-4",
+                        ),
+                        md=2,
+                    ),
+                ],
+                className="g-3 mb-2",
+            ),
+            dcc.Store(id=ids.TRACE_RANGE, data=None),
+            html.Div(id=ids.TRACE_SUMMARY),
+            html.Div(id=ids.TRACE_DETAIL, className="small text-muted"),
+            dcc.Loading(
+                dcc.Graph(id=ids.TRACE_TIMELINE, config={"displaylogo": False, "scrollZoom": True}), type="dot"
+            ),
+            dcc.Loading(dcc.Graph(id=ids.TRACE_TILES, config={"displaylogo": False}), type="dot"),
+        ]
+    )
 
 
 @callback(
@@ -118,8 +162,11 @@ def render_trace(run: int, mode: str, ipu: int, cycle_range: list[int] | None) -
     cyc, steps, tile_starts, width = view.tile_step_cycles(report, run, ipu, first, last, MAX_TILE_STEPS)
     tiles_fig = tile_steps_figure(cyc, steps, tile_starts, width)
     sampled = last - first > len(steps)
-    detail = lod.detail + f". Tiles x steps: IPU {ipu}, steps {first:,}..{max(last - 1, first):,}" + (
-        f" ({len(steps)} sampled of {last - first:,}; zoom in for every step)." if sampled else ".")
+    detail = (
+        lod.detail
+        + f". Tiles x steps: IPU {ipu}, steps {first:,}..{max(last - 1, first):,}"
+        + (f" ({len(steps)} sampled of {last - first:,}; zoom in for every step)." if sampled else ".")
+    )
     return fig, detail, tiles_fig
 
 
@@ -127,20 +174,37 @@ def render_trace(run: int, mode: str, ipu: int, cycle_range: list[int] | None) -
 def summary(run: Any) -> Any:
     s = view.trace_summary(state.report(), int(run))
     clock = state.report().target_info.clock_hz
-    cards = dbc.Row([
-        stat_card("Total cycles", f"{s['cycles']:,}", f"{s['cycles'] / clock * 1e3:.4g} ms"),
-        stat_card("FLOPs", format_si(s["flops"], "FLOP"), f"{s['flops_per_cycle']:.3g} FLOPs/cycle"),
-        stat_card("Tile balance", f"{100 * s['tile_balance']:.0f}%",
-                  f"active tiles: {100 * s['active_tile_balance']:.0f}% (compute, cycle-weighted)"),
-        stat_card("Tile utilisation", f"{100 * s['tile_utilisation']:.0f}%", "tiles active in compute steps"),
-        stat_card("Stream copy in / out",
-                  f"{format_bytes(s['stream_copy_bytes_in'])} / {format_bytes(s['stream_copy_bytes_out'])}"),
-        stat_card("Global exchange in / out",
-                  f"{format_bytes(s['global_exchange_bytes_in'])} / {format_bytes(s['global_exchange_bytes_out'])}"),
-    ], className="g-2")
-    return dbc.Row([dbc.Col(cards, lg=8), dbc.Col(dcc.Graph(figure=proportions_figure(s),
-                                                            config={"displayModeBar": False}), lg=4)])
+    cards = dbc.Row(
+        [
+            stat_card("Total cycles", f"{s['cycles']:,}", f"{s['cycles'] / clock * 1e3:.4g} ms"),
+            stat_card("FLOPs", format_si(s["flops"], "FLOP"), f"{s['flops_per_cycle']:.3g} FLOPs/cycle"),
+            stat_card(
+                "Tile balance",
+                f"{100 * s['tile_balance']:.0f}%",
+                f"active tiles: {100 * s['active_tile_balance']:.0f}% (compute, cycle-weighted)",
+            ),
+            stat_card("Tile utilisation", f"{100 * s['tile_utilisation']:.0f}%", "tiles active in compute steps"),
+            stat_card(
+                "Stream copy in / out",
+                f"{format_bytes(s['stream_copy_bytes_in'])} / {format_bytes(s['stream_copy_bytes_out'])}",
+            ),
+            stat_card(
+                "Global exchange in / out",
+                f"{format_bytes(s['global_exchange_bytes_in'])} / {format_bytes(s['global_exchange_bytes_out'])}",
+            ),
+        ],
+        className="g-2",
+    )
+    return dbc.Row(
+        [dbc.Col(cards, lg=8), dbc.Col(dcc.Graph(figure=proportions_figure(s), config={"displayModeBar": False}), lg=4)]
+    )
 
 
-dash.register_page(__name__, path="/execution-trace", name="Execution Trace", order=7,
-                   title="tilescope · Execution Trace", layout=layout)
+dash.register_page(
+    __name__,
+    path="/execution-trace",
+    name="Execution Trace",
+    order=7,
+    title="tilescope · Execution Trace",
+    layout=layout,
+)

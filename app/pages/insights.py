@@ -12,24 +12,39 @@ from app.grid import small_grid
 from app.views import insights as view
 
 
-
 def layout(**_: object) -> html.Div:
     report = state.report()
     oom = view.over_memory_tiles(report)
-    oom_block = (small_grid(oom.head(200)) if len(oom) else
-                 html.Div("No tile is over its memory.", className="text-success"))
-    return html.Div([
-        html.H3("Insights"),
-        html.Div([dbc.Alert(h, color="info", className="py-2 mb-1") for h in view.hints(report)], id=ids.INSIGHTS_BODY),
-        dbc.Row([
-            dbc.Col(section("Tiles using the most memory", small_grid(view.top_tiles(report))), lg=6),
-            dbc.Col(section(f"Over-memory tiles ({len(oom):,})", oom_block), lg=6),
-        ]),
-        dbc.Row([
-            dbc.Col(section("Vertices (codelets) using the most memory", small_grid(view.top_vertices(report))), lg=6),
-            dbc.Col(section("Exchanges with the most code", small_grid(view.top_exchanges(report))), lg=6),
-        ]),
-    ])
+    oom_block = (
+        small_grid(oom.head(200)) if len(oom) else html.Div("No tile is over its memory.", className="text-success")
+    )
+    return html.Div(
+        [
+            html.H3("Insights"),
+            html.Div(
+                [
+                    dbc.Alert(h, color="danger" if "out of memory" in h else "info", className="py-2 mb-1")
+                    for h in view.hints(report)
+                ],
+                id=ids.INSIGHTS_BODY,
+            ),
+            dbc.Row(
+                [
+                    dbc.Col(section("Tiles using the most memory", small_grid(view.top_tiles(report))), lg=6),
+                    dbc.Col(section(f"Over-memory tiles ({len(oom):,})", oom_block), lg=6),
+                ]
+            ),
+            dbc.Row(
+                [
+                    dbc.Col(
+                        section("Vertices (codelets) using the most memory", small_grid(view.top_vertices(report))),
+                        lg=6,
+                    ),
+                    dbc.Col(section("Exchanges with the most code", small_grid(view.top_exchanges(report))), lg=6),
+                ]
+            ),
+        ]
+    )
 
 
 dash.register_page(__name__, path="/insights", name="Insights", order=1, title="tilescope · Insights", layout=layout)

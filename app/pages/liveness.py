@@ -16,7 +16,6 @@ from app.figures.liveness import liveness_figure
 from app.units import format_bytes
 from app.views import liveness as view
 
-
 LIVE_KIND = "liveness-live"
 ALWAYS_KIND = "liveness-always"
 DIFF_KIND = "liveness-difference"
@@ -41,25 +40,59 @@ def layout(**_: object) -> html.Div:
     report = state.report()
     by_step = view.liveness_by_step(report)
     peak = view.peak_step(by_step)
-    headline = (f"Peak not-always-live memory {format_bytes(by_step['not_always_live'].max())} at program step {peak}; "
-                f"always-live memory {format_bytes(by_step['always_live'].iat[0])}." if len(by_step) else "")
-    return html.Div([
-        html.H3("Liveness"),
-        html.Div(headline, className="mb-2"),
-        dbc.Checklist(id=ids.LIVENESS_ALWAYS_LIVE, switch=True, inline=True, value=[],
-                      options=[{"label": "Include always-live", "value": "always"}]),
-        dbc.Checklist(id=ids.LIVENESS_PER_IPU, switch=True, inline=True, value=[],
-                      options=[{"label": "Per IPU", "value": "ipu"}]),
-        dcc.Graph(id=ids.LIVENESS_GRAPH, config={"displaylogo": False}),
-        html.Div("Click a step to see what is live; click a second step to compare the two.",
-                 className="small text-muted"),
-        dcc.Store(id=ids.LIVENESS_SELECTION, data=[]),
-        html.Div(id=ids.LIVENESS_SELECTION_TEXT, className="fw-semibold my-2"),
-        dbc.Tabs([dbc.Tab(label=lab, tab_id=tid) for lab, tid in (
-            ("Not Always Live Variables", "live"), ("Always Live Variables", "always"), ("Vertices", "vertices"),
-            ("Cycle Estimates", "cycles"), ("Difference", "difference"))], id=ids.LIVENESS_TABS, active_tab="live"),
-        dcc.Loading(html.Div(id=ids.LIVENESS_TAB_BODY, className="pt-2"), type="dot"),
-    ])
+    headline = (
+        f"Peak not-always-live memory {format_bytes(by_step['not_always_live'].max())} at program step {peak}; "
+        f"always-live memory {format_bytes(by_step['always_live'].iat[0])}."
+        if len(by_step)
+        else ""
+    )
+    return html.Div(
+        [
+            html.H3("Liveness"),
+            html.Div(headline, className="mb-2"),
+            html.Div(
+                [
+                    dbc.Checklist(
+                        id=ids.LIVENESS_ALWAYS_LIVE,
+                        switch=True,
+                        inline=True,
+                        value=[],
+                        options=[{"label": "Include always-live", "value": "always"}],
+                    ),
+                    dbc.Checklist(
+                        id=ids.LIVENESS_PER_IPU,
+                        switch=True,
+                        inline=True,
+                        value=[],
+                        options=[{"label": "Per IPU", "value": "ipu"}],
+                    ),
+                ],
+                className="d-flex gap-3",
+            ),
+            dcc.Graph(id=ids.LIVENESS_GRAPH, config={"displaylogo": False}),
+            html.Div(
+                "Click a step to see what is live; click a second step to compare the two.",
+                className="small text-muted",
+            ),
+            dcc.Store(id=ids.LIVENESS_SELECTION, data=[]),
+            html.Div(id=ids.LIVENESS_SELECTION_TEXT, className="fw-semibold my-2"),
+            dbc.Tabs(
+                [
+                    dbc.Tab(label=lab, tab_id=tid)
+                    for lab, tid in (
+                        ("Not Always Live Variables", "live"),
+                        ("Always Live Variables", "always"),
+                        ("Vertices", "vertices"),
+                        ("Cycle Estimates", "cycles"),
+                        ("Difference", "difference"),
+                    )
+                ],
+                id=ids.LIVENESS_TABS,
+                active_tab="live",
+            ),
+            dcc.Loading(html.Div(id=ids.LIVENESS_TAB_BODY, className="pt-2"), type="dot"),
+        ]
+    )
 
 
 @callback(
@@ -88,8 +121,12 @@ def next_selection(selected: list[int], step: int) -> list[int]:
     Input(ids.LIVENESS_SELECTION, "data"),
 )
 def figure(always: list[str], per_ipu: list[str], selected: list[int]) -> Any:
-    return liveness_figure(view.liveness_by_step(state.report()), include_always_live=bool(always),
-                           per_ipu=bool(per_ipu), selected=selected)
+    return liveness_figure(
+        view.liveness_by_step(state.report()),
+        include_always_live=bool(always),
+        per_ipu=bool(per_ipu),
+        selected=selected,
+    )
 
 
 @callback(
@@ -107,25 +144,31 @@ def tab_body(tab: str, selected: list[int]) -> tuple[Any, Any]:
         return html.Div("Select a program step in the graph.", className="text-muted"), "No step selected"
     step = selected[-1]
     row = by_step.loc[step]
-    text = (f"Step {step}: {row['type']} {row['name']} — not-always-live {format_bytes(row['not_always_live'])}")
+    text = f"Step {step}: {row['type']} {row['name']} — not-always-live {format_bytes(row['not_always_live'])}"
     if len(selected) == 2:
         a, b = selected
-        text += (f"; step {a}: {format_bytes(by_step.at[a, 'not_always_live'])} "
-                 f"(difference {format_bytes(row['not_always_live'] - by_step.at[a, 'not_always_live'])})")
+        text += (
+            f"; step {a}: {format_bytes(by_step.at[a, 'not_always_live'])} "
+            f"(difference {format_bytes(row['not_always_live'] - by_step.at[a, 'not_always_live'])})"
+        )
     if tab == "live":
         return grid.big_grid(LIVE_KIND, {"step": step}, row_id="variable_id"), text
     if tab == "always":
         return grid.big_grid(ALWAYS_KIND, {}, row_id="variable_id"), text
     if tab == "vertices":
         v = view.step_vertices(report, step)
-        body = grid.small_grid(v, height=360) if len(v) else html.Div(
-            f"Step {step} is a {row['type']} step: it runs no vertices.", className="text-muted")
+        body = (
+            grid.small_grid(v, height=360)
+            if len(v)
+            else html.Div(f"Step {step} is a {row['type']} step: it runs no vertices.", className="text-muted")
+        )
         return body, text
     if tab == "cycles":
         return key_values(view.step_cycle_estimates(report, step)), text
     if len(selected) < 2:
-        return html.Div("Click a second step to see the variables live in only one of the two.",
-                        className="text-muted"), text
+        return html.Div(
+            "Click a second step to see the variables live in only one of the two.", className="text-muted"
+        ), text
     return grid.big_grid(DIFF_KIND, {"a": selected[0], "b": selected[1]}, row_id="variable_id"), text
 
 

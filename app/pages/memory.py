@@ -15,7 +15,6 @@ from app.figures.memory import tile_map_figure, tile_memory_figure, variables_fi
 from app.units import format_bytes
 from app.views import memory as view
 
-
 #: Tile-axis level of detail: at most this many bars (the rest are binned, see views.memory.bin_tiles).
 MAX_COLUMNS = 1500
 VARIABLES_KIND = "memory-variables"
@@ -29,40 +28,89 @@ def _variables_rows(tiles: list[int] | None) -> Any:
 def layout(**_: object) -> html.Div:
     controls = dbc.Row(
         [
-            dbc.Col([dbc.Label("Breakdown", className="me-2 small"),
-                     dbc.RadioItems(id=ids.MEMORY_BREAKDOWN, inline=True, value="category",
-                                    options=[{"label": "by category", "value": "category"},
-                                             {"label": "by region", "value": "region"},
-                                             {"label": "by liveness", "value": "liveness"}])], width="auto"),
-            dbc.Col(dbc.Checklist(id=ids.MEMORY_INCLUDE_GAPS, switch=True, inline=True, value=["gaps", "max"],
-                                  options=[{"label": "Include gaps", "value": "gaps"},
-                                           {"label": "Show max memory", "value": "max"}]), width="auto"),
-            dbc.Col(dbc.RadioItems(id=ids.MEMORY_ORDER, inline=True, value="tile",
-                                   options=[{"label": "by tile id", "value": "tile"},
-                                            {"label": "sorted by size", "value": "sorted"}]), width="auto"),
-            dbc.Col(dbc.InputGroup([dbc.InputGroupText("Tiles"),
-                                    dbc.Input(id=ids.MEMORY_TILES_INPUT, placeholder="e.g. 0, 5, 100-120 (Enter)",
-                                              debounce=True, type="text")], size="sm"), md=3),
+            dbc.Col(
+                [
+                    dbc.Label("Breakdown", className="me-2 small"),
+                    dbc.RadioItems(
+                        id=ids.MEMORY_BREAKDOWN,
+                        inline=True,
+                        value="category",
+                        options=[
+                            {"label": "by category", "value": "category"},
+                            {"label": "by region", "value": "region"},
+                            {"label": "by liveness", "value": "liveness"},
+                        ],
+                    ),
+                ],
+                width="auto",
+            ),
+            dbc.Col(
+                dbc.Checklist(
+                    id=ids.MEMORY_INCLUDE_GAPS,
+                    switch=True,
+                    inline=True,
+                    value=["gaps", "max"],
+                    options=[{"label": "Include gaps", "value": "gaps"}, {"label": "Show max memory", "value": "max"}],
+                ),
+                width="auto",
+            ),
+            dbc.Col(
+                dbc.RadioItems(
+                    id=ids.MEMORY_ORDER,
+                    inline=True,
+                    value="tile",
+                    options=[{"label": "by tile id", "value": "tile"}, {"label": "sorted by size", "value": "sorted"}],
+                ),
+                width="auto",
+            ),
+            dbc.Col(
+                dbc.InputGroup(
+                    [
+                        dbc.InputGroupText("Tiles"),
+                        dbc.Input(
+                            id=ids.MEMORY_TILES_INPUT,
+                            placeholder="e.g. 0, 5, 100-120 (Enter)",
+                            debounce=True,
+                            type="text",
+                        ),
+                    ],
+                    size="sm",
+                ),
+                md=3,
+            ),
         ],
         className="g-3 align-items-center mb-2",
     )
     tabs = dbc.Tabs(
-        [dbc.Tab(label=lab, tab_id=tid) for lab, tid in (
-            ("Details", "details"), ("Compute Sets", "compute_sets"), ("Vertices", "vertices"),
-            ("Exchanges", "exchanges"), ("Variables", "variables"), ("Tile map", "tile_map"))],
-        id=ids.MEMORY_TABS, active_tab="details",
+        [
+            dbc.Tab(label=lab, tab_id=tid)
+            for lab, tid in (
+                ("Details", "details"),
+                ("Compute Sets", "compute_sets"),
+                ("Vertices", "vertices"),
+                ("Exchanges", "exchanges"),
+                ("Variables", "variables"),
+                ("Tile map", "tile_map"),
+            )
+        ],
+        id=ids.MEMORY_TABS,
+        active_tab="details",
     )
-    return html.Div([
-        html.H3("Memory"),
-        controls,
-        dcc.Loading(dcc.Graph(id=ids.MEMORY_GRAPH, config={"displaylogo": False}), type="dot"),
-        html.Div(className="small text-muted mb-2",
-                 children="Click a bar to select a tile, drag across bars to select a range, or type tiles above."),
-        dcc.Store(id=ids.MEMORY_SELECTION, data=None),
-        html.Div(id=ids.MEMORY_SELECTION_TEXT, className="fw-semibold mb-2"),
-        tabs,
-        dcc.Loading(html.Div(id=ids.MEMORY_TAB_BODY, className="pt-2"), type="dot"),
-    ])
+    return html.Div(
+        [
+            html.H3("Memory"),
+            controls,
+            dcc.Loading(dcc.Graph(id=ids.MEMORY_GRAPH, config={"displaylogo": False}), type="dot"),
+            html.Div(
+                className="small text-muted mb-2",
+                children="Click a bar to select a tile, drag across bars to select a range, or type tiles above.",
+            ),
+            dcc.Store(id=ids.MEMORY_SELECTION, data=None),
+            html.Div(id=ids.MEMORY_SELECTION_TEXT, className="fw-semibold mb-2"),
+            tabs,
+            dcc.Loading(html.Div(id=ids.MEMORY_TAB_BODY, className="pt-2"), type="dot"),
+        ]
+    )
 
 
 def _tiles_of_points(points: list[dict[str, Any]], first_tiles: Any, width: int) -> list[int]:
@@ -88,8 +136,9 @@ def _tiles_of_points(points: list[dict[str, Any]], first_tiles: Any, width: int)
     State(ids.MEMORY_ORDER, "value"),
     prevent_initial_call=True,
 )
-def select_tiles(click: dict | None, selected: dict | None, typed: str | None, breakdown: str, options: list[str],
-                 order: str) -> tuple[Any, Any]:
+def select_tiles(
+    click: dict | None, selected: dict | None, typed: str | None, breakdown: str, options: list[str], order: str
+) -> tuple[Any, Any]:
     report = state.report()
     df = view.order_tiles(view.tile_memory_breakdown(report, breakdown, "gaps" in options), order)
     binned, _, width = view.bin_tiles(df, MAX_COLUMNS)
@@ -128,8 +177,16 @@ def memory_figure(breakdown: str, options: list[str], order: str, tiles: list[in
     report = state.report()
     df = view.order_tiles(view.tile_memory_breakdown(report, breakdown, "gaps" in options), order)
     binned, maxes, width = view.bin_tiles(df, MAX_COLUMNS)
-    return tile_memory_figure(binned, maxes, width, report.target_info.bytes_per_tile,
-                              show_max_memory="max" in options, selected=tiles, sorted_order=order == "sorted")
+    return tile_memory_figure(
+        binned,
+        maxes,
+        width,
+        report.target_info.bytes_per_tile,
+        show_max_memory="max" in options,
+        selected=tiles,
+        sorted_order=order == "sorted",
+        tiles_per_ipu=report.target_info.tiles_per_ipu,
+    )
 
 
 @callback(
@@ -146,10 +203,12 @@ def tab_body(tab: str, tiles: list[int] | None, options: list[str]) -> Any:
         reg = d["regions"][["region", gaps]].rename(columns={gaps: "bytes"})
         reg["size"] = reg["bytes"].map(format_bytes)
         cat = d["categories"].assign(size=d["categories"]["bytes"].map(format_bytes))
-        return dbc.Row([
-            dbc.Col(section(f"By region ({gaps.replace('_', ' ')})", grid.small_grid(reg)), md=5),
-            dbc.Col(section("By category (excluding gaps)", grid.small_grid(cat, height=360)), md=7),
-        ])
+        return dbc.Row(
+            [
+                dbc.Col(section(f"By region ({gaps.replace('_', ' ')})", grid.small_grid(reg)), md=5),
+                dbc.Col(section("By category (excluding gaps)", grid.small_grid(cat, height=360)), md=7),
+            ]
+        )
     if tab == "compute_sets":
         return grid.small_grid(view.tile_compute_sets(report, tiles), height=400)
     if tab == "vertices":
@@ -157,18 +216,26 @@ def tab_body(tab: str, tiles: list[int] | None, options: list[str]) -> Any:
     if tab == "exchanges":
         return grid.small_grid(view.tile_exchanges(report, tiles), height=400)
     if tab == "variables":
-        return html.Div([
-            html.Div("Filter and sort in the column headers; tick variables to plot them across tiles.",
-                     className="small text-muted mb-1"),
-            grid.big_grid(VARIABLES_KIND, {"tiles": tiles}, row_id="variable_id",
-                          multi_select=True, height=360),
-            dcc.Graph(id=ids.MEMORY_VARIABLES_GRAPH, figure=variables_figure(view.variable_bytes_by_tile(report, [])),
-                      config={"displaylogo": False}),
-        ])
+        return html.Div(
+            [
+                html.Div(
+                    "Filter and sort in the column headers; tick variables to plot them across tiles.",
+                    className="small text-muted mb-1",
+                ),
+                grid.big_grid(VARIABLES_KIND, {"tiles": tiles}, row_id="variable_id", multi_select=True, height=360),
+                dcc.Graph(
+                    id=ids.MEMORY_VARIABLES_GRAPH,
+                    figure=variables_figure(view.variable_bytes_by_tile(report, [])),
+                    config={"displaylogo": False},
+                ),
+            ]
+        )
     if tab == "tile_map":
-        return dcc.Graph(id=ids.MEMORY_TILE_MAP, config={"displaylogo": False},
-                         figure=tile_map_figure(view.tile_map(report, "gaps" in options),
-                                                report.target_info.bytes_per_tile))
+        return dcc.Graph(
+            id=ids.MEMORY_TILE_MAP,
+            config={"displaylogo": False},
+            figure=tile_map_figure(view.tile_map(report, "gaps" in options), report.target_info.bytes_per_tile),
+        )
     return html.Div()
 
 

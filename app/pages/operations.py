@@ -15,7 +15,6 @@ from app.components import key_values
 from app.figures.operations import operation_tile_cycles_figure
 from app.views import operations as view
 
-
 KIND = "operations"
 LAYER_NAMES = {"poplibs": "Poplar and PopLibs", "onnx": "ONNX", "user": "User (application)"}
 DEFAULT_COLUMNS = ["cycles", "flops", "flops_per_cycle", "memory_bytes", "code_bytes", "tiles"]
@@ -37,25 +36,53 @@ def layout(**_: object) -> html.Div:
     lays = layers()
     run_opts = [{"label": "all runs", "value": "-1"}]
     if report.has_execution_profile:
-        run_opts += [{"label": f"run {r}: {n}", "value": str(int(r))} for r, n in zip(report.runs()["run"],
-                                                                                 report.runs()["name"], strict=True)]
-    return html.Div([
-        html.H3("Operations"),
-        dbc.Row([
-            dbc.Col([dbc.Label("Layer", className="small"),
-                     dbc.Select(id=ids.OPERATIONS_LAYER, value=lays[0],
-                                options=[{"label": LAYER_NAMES[lay], "value": lay} for lay in lays])], md=3),
-            dbc.Col([dbc.Label("Cycles of", className="small"),
-                     dbc.Select(id=ids.OPERATIONS_RUN, value="-1", options=run_opts)], md=2),
-            dbc.Col([dbc.Label("Columns", className="small"),
-                     dbc.Checklist(id=ids.OPERATIONS_COLUMNS, inline=True, value=DEFAULT_COLUMNS,
-                                   options=[{"label": c.replace("_", " "), "value": c} for c in view.COLUMNS])],
-                    md=7),
-        ], className="g-3 mb-2"),
-        html.Div(id="operations-source", className="small text-muted mb-1"),
-        dcc.Loading(html.Div(id="operations-table"), type="dot"),
-        html.Div(id=ids.OPERATIONS_DETAILS, className="mt-3"),
-    ])
+        run_opts += [
+            {"label": f"run {r}: {n}", "value": str(int(r))}
+            for r, n in zip(report.runs()["run"], report.runs()["name"], strict=True)
+        ]
+    return html.Div(
+        [
+            html.H3("Operations"),
+            dbc.Row(
+                [
+                    dbc.Col(
+                        [
+                            dbc.Label("Layer", className="small"),
+                            dbc.Select(
+                                id=ids.OPERATIONS_LAYER,
+                                value=lays[0],
+                                options=[{"label": LAYER_NAMES[lay], "value": lay} for lay in lays],
+                            ),
+                        ],
+                        md=3,
+                    ),
+                    dbc.Col(
+                        [
+                            dbc.Label("Cycles of", className="small"),
+                            dbc.Select(id=ids.OPERATIONS_RUN, value="-1", options=run_opts),
+                        ],
+                        md=2,
+                    ),
+                    dbc.Col(
+                        [
+                            dbc.Label("Columns", className="small"),
+                            dbc.Checklist(
+                                id=ids.OPERATIONS_COLUMNS,
+                                inline=True,
+                                value=DEFAULT_COLUMNS,
+                                options=[{"label": c.replace("_", " "), "value": c} for c in view.COLUMNS],
+                            ),
+                        ],
+                        md=7,
+                    ),
+                ],
+                className="g-3 mb-2",
+            ),
+            html.Div(id="operations-source", className="small text-muted mb-1"),
+            dcc.Loading(html.Div(id="operations-table"), type="dot"),
+            html.Div(id=ids.OPERATIONS_DETAILS, className="mt-3"),
+        ]
+    )
 
 
 @callback(
@@ -70,8 +97,10 @@ def table(layer: str, run: Any, columns: list[str]) -> tuple[Any, str]:
     args = {"layer": layer, "run": run_arg}
     df = grid.frame(KIND, grid.json.dumps(args, sort_keys=True))
     hidden = tuple(c for c in view.COLUMNS if c not in (columns or []))
-    src = (f"{len(df):,} operations. Cycles: {df.attrs.get('cycles_source', '')}. "
-           "Filter in the row under the headers; click a header to sort; click a row for details.")
+    src = (
+        f"{len(df):,} operations. Cycles: {df.attrs.get('cycles_source', '')}. "
+        "Filter in the row under the headers; click a header to sort; click a row for details."
+    )
     return grid.big_grid(KIND, args, sample=df, row_id="op_id", hidden=(*hidden, "file", "line"), height=420), src
 
 
@@ -89,22 +118,58 @@ def details(cells: list[dict | None], layer: str) -> Any:
     op = int(cell["rowId"])
     ops = view.operations(report, layer, None).set_index("op_id")
     row = ops.loc[op]
-    summary = {k: row[k] for k in ("name", "op_type", "cycles", "flops", "flops_per_cycle", "memory_bytes",
-                                   "code_bytes", "tiles", "steps", "variables")}
+    summary = {
+        k: row[k]
+        for k in (
+            "name",
+            "op_type",
+            "cycles",
+            "flops",
+            "flops_per_cycle",
+            "memory_bytes",
+            "code_bytes",
+            "tiles",
+            "steps",
+            "variables",
+        )
+    }
     if row["file"]:
         summary["source"] = f"{row['file']}:{row['line']}"
-    return dbc.Card(dbc.CardBody([
-        html.H5(f"{row['name']} ({row['op_type']})"),
-        dbc.Tabs([
-            dbc.Tab(key_values(summary), label="Summary"),
-            dbc.Tab(grid.small_grid(view.operation_programs(report, layer, op), height=300), label="Program steps"),
-            dbc.Tab(grid.small_grid(view.operation_variables(report, layer, op).head(2000), height=300),
-                    label="Variables"),
-            dbc.Tab(dcc.Graph(figure=operation_tile_cycles_figure(view.operation_tile_cycles(report, layer, op),
-                                                                  str(row["name"])), config={"displaylogo": False}),
-                    label="Cycles by tile"),
-        ]),
-    ]))
+    return dbc.Card(
+        dbc.CardBody(
+            [
+                html.H5(f"{row['name']} ({row['op_type']})"),
+                dbc.Tabs(
+                    active_tab="summary",
+                    children=[
+                        dbc.Tab(key_values(summary), label="Summary", tab_id="summary"),
+                        dbc.Tab(
+                            grid.small_grid(view.operation_programs(report, layer, op), height=300),
+                            label="Program steps",
+                            tab_id="steps",
+                        ),
+                        dbc.Tab(
+                            grid.small_grid(view.operation_variables(report, layer, op).head(2000), height=300),
+                            label="Variables",
+                            tab_id="variables",
+                        ),
+                        dbc.Tab(
+                            dcc.Graph(
+                                figure=operation_tile_cycles_figure(
+                                    view.operation_tile_cycles(report, layer, op), str(row["name"])
+                                ),
+                                config={"displaylogo": False},
+                            ),
+                            label="Cycles by tile",
+                            tab_id="cycles",
+                        ),
+                    ],
+                ),
+            ]
+        )
+    )
 
 
-dash.register_page(__name__, path="/operations", name="Operations", order=5, title="tilescope · Operations", layout=layout)
+dash.register_page(
+    __name__, path="/operations", name="Operations", order=5, title="tilescope · Operations", layout=layout
+)

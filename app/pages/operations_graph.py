@@ -15,24 +15,45 @@ from app.pages.operations import LAYER_NAMES, layers
 from app.views import operations as view
 
 
-
 def layout(**_: object) -> html.Div:
     lays = layers()
-    return html.Div([
-        html.H3("Operations Graph"),
-        html.Div("Operations joined in the order they first executed; colour shows the chosen measure. "
-                 "The report records no tensor data flow between operations, so edges are execution order.",
-                 className="small text-muted mb-2"),
-        dbc.Row([
-            dbc.Col(dbc.Select(id=ids.OPERATIONS_GRAPH_LAYER, value=lays[0],
-                               options=[{"label": LAYER_NAMES[lay], "value": lay} for lay in lays]), md=3),
-            dbc.Col(dbc.RadioItems(id=ids.OPERATIONS_GRAPH_COLOUR, inline=True, value="cycles",
-                                   options=[{"label": "cycles", "value": "cycles"},
-                                            {"label": "memory", "value": "memory_bytes"},
-                                            {"label": "FLOPs", "value": "flops"}]), md=5),
-        ], className="g-3 mb-2"),
-        dcc.Graph(id=ids.OPERATIONS_GRAPH, config={"displaylogo": False}),
-    ])
+    return html.Div(
+        [
+            html.H3("Operations Graph"),
+            html.Div(
+                "Operations joined in the order they first executed; colour shows the chosen measure. "
+                "The report records no tensor data flow between operations, so edges are execution order.",
+                className="small text-muted mb-2",
+            ),
+            dbc.Row(
+                [
+                    dbc.Col(
+                        dbc.Select(
+                            id=ids.OPERATIONS_GRAPH_LAYER,
+                            value=lays[0],
+                            options=[{"label": LAYER_NAMES[lay], "value": lay} for lay in lays],
+                        ),
+                        md=3,
+                    ),
+                    dbc.Col(
+                        dbc.RadioItems(
+                            id=ids.OPERATIONS_GRAPH_COLOUR,
+                            inline=True,
+                            value="cycles",
+                            options=[
+                                {"label": "cycles", "value": "cycles"},
+                                {"label": "memory", "value": "memory_bytes"},
+                                {"label": "FLOPs", "value": "flops"},
+                            ],
+                        ),
+                        md=5,
+                    ),
+                ],
+                className="g-3 mb-2",
+            ),
+            dcc.Graph(id=ids.OPERATIONS_GRAPH, config={"displaylogo": False}),
+        ]
+    )
 
 
 @callback(
@@ -45,5 +66,11 @@ def graph(layer: str, colour: str) -> Any:
     return operations_graph_figure(nodes, edges, colour)
 
 
-dash.register_page(__name__, path="/operations-graph", name="Operations Graph", order=6,
-                   title="tilescope · Operations Graph", layout=layout)
+dash.register_page(
+    __name__,
+    path="/operations-graph",
+    name="Operations Graph",
+    order=6,
+    title="tilescope · Operations Graph",
+    layout=layout,
+)

@@ -16,16 +16,19 @@ from app.components import key_values
 from app.grid import column_defs, to_records
 from app.views import program_tree as view
 
-
 COLUMNS = ["program_id", "tree", "type", "step", "executions", "executed_cycles", "estimated_cycles", "code_bytes"]
 
 
 def tree_rows(tree: pd.DataFrame, expanded: set[int]) -> pd.DataFrame:
     vis = view.visible_rows(tree, expanded)
-    marker = [("▾ " if pid in expanded else "▸ ") if ch else "  " for pid, ch in
-              zip(vis["program_id"], vis["children"], strict=True)]
-    label = ["\u2003" * int(d) + m + (n or t) for d, m, n, t in
-             zip(vis["depth"], marker, vis["name"], vis["type"], strict=True)]
+    marker = [
+        ("▾ " if pid in expanded else "▸ ") if ch else "  "
+        for pid, ch in zip(vis["program_id"], vis["children"], strict=True)
+    ]
+    label = [
+        "\u2003" * int(d) + m + (n or t)
+        for d, m, n, t in zip(vis["depth"], marker, vis["name"], vis["type"], strict=True)
+    ]
     return vis.assign(tree=label)[COLUMNS]
 
 
@@ -39,23 +42,43 @@ def layout(**_: object) -> html.Div:
         d["sortable"] = False
         if d["field"] == "tree":
             d.update(flex=3, cellStyle={"whiteSpace": "pre", "fontFamily": "monospace"})
-    note = "" if report.has_execution_profile else (
-        "No execution profile: executed cycles are 0; estimated cycles come from the compiler's cost model.")
-    return html.Div([
-        html.H3("Program Tree"),
-        html.Div(note, className="text-muted small"),
-        dbc.ButtonGroup([dbc.Button("Expand all", id=ids.PROGRAM_TREE_EXPAND_ALL, size="sm", color="secondary", outline=True),
-                         dbc.Button("Collapse all", id=ids.PROGRAM_TREE_COLLAPSE_ALL, size="sm", color="secondary", outline=True)],
-                        className="mb-2"),
-        dcc.Store(id=ids.PROGRAM_TREE_EXPANDED, data=sorted(expanded)),
-        dag.AgGrid(id=ids.PROGRAM_TREE_GRID, columnDefs=defs, rowData=to_records(rows),
-                   getRowId="params.data.program_id",
-                   defaultColDef={"flex": 1, "minWidth": 80, "resizable": True},
-                   dashGridOptions={"animateRows": False, "rowSelection": {"mode": "singleRow", "checkboxes": False,
-                                                                             "enableClickSelection": True}},
-                   style={"height": "460px"}, className="ag-theme-alpine"),
-        html.Div(id=ids.PROGRAM_TREE_DETAILS, className="mt-3"),
-    ])
+    note = (
+        ""
+        if report.has_execution_profile
+        else ("No execution profile: executed cycles are 0; estimated cycles come from the compiler's cost model.")
+    )
+    return html.Div(
+        [
+            html.H3("Program Tree"),
+            html.Div(note, className="text-muted small"),
+            dbc.ButtonGroup(
+                [
+                    dbc.Button(
+                        "Expand all", id=ids.PROGRAM_TREE_EXPAND_ALL, size="sm", color="secondary", outline=True
+                    ),
+                    dbc.Button(
+                        "Collapse all", id=ids.PROGRAM_TREE_COLLAPSE_ALL, size="sm", color="secondary", outline=True
+                    ),
+                ],
+                className="mb-2",
+            ),
+            dcc.Store(id=ids.PROGRAM_TREE_EXPANDED, data=sorted(expanded)),
+            dag.AgGrid(
+                id=ids.PROGRAM_TREE_GRID,
+                columnDefs=defs,
+                rowData=to_records(rows),
+                getRowId="params.data.program_id",
+                defaultColDef={"flex": 1, "minWidth": 80, "resizable": True},
+                dashGridOptions={
+                    "animateRows": False,
+                    "rowSelection": {"mode": "singleRow", "checkboxes": False, "enableClickSelection": True},
+                },
+                style={"height": "460px"},
+                className="ag-theme-alpine",
+            ),
+            html.Div(id=ids.PROGRAM_TREE_DETAILS, className="mt-3"),
+        ]
+    )
 
 
 @callback(
@@ -86,4 +109,6 @@ def click(cell: dict | None, _all: Any, _none: Any, expanded: list[int]) -> tupl
     return sorted(exp), to_records(tree_rows(tree, exp)), details
 
 
-dash.register_page(__name__, path="/program-tree", name="Program Tree", order=4, title="tilescope · Program Tree", layout=layout)
+dash.register_page(
+    __name__, path="/program-tree", name="Program Tree", order=4, title="tilescope · Program Tree", layout=layout
+)

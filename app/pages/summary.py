@@ -15,52 +15,82 @@ from app.units import format_bytes, format_count, format_si
 from app.views.summary import summary
 
 
-
 def layout(**_: object) -> html.Div:
     report = state.report()
     doc = summary(report)
     t, g, m, lv, ex = doc["target"], doc["graph"], doc["memory"], doc["liveness"], doc["execution"]
     cards = [
-        stat_card("Total memory (incl. gaps)", format_bytes(m["total_bytes_including_gaps"]),
-                  f"of {format_bytes(t['total_memory'])}"),
-        stat_card("Fullest tile", format_bytes(m["max_tile_bytes"]),
-                  f"tile {m['max_tile']} of {format_bytes(m['bytes_per_tile'])}"),
+        stat_card(
+            "Total memory (incl. gaps)",
+            format_bytes(m["total_bytes_including_gaps"]),
+            f"of {format_bytes(t['total_memory'])}",
+        ),
+        stat_card(
+            "Fullest tile",
+            format_bytes(m["max_tile_bytes"]),
+            f"tile {m['max_tile']} of {format_bytes(m['bytes_per_tile'])}",
+        ),
         stat_card("Out-of-memory tiles", format_count(m["out_of_memory_tiles"])),
-        stat_card("Peak not-always-live", format_bytes(lv["peak_not_always_live_bytes"]),
-                  f"at program step {lv['peak_step']}"),
+        stat_card(
+            "Peak not-always-live", format_bytes(lv["peak_not_always_live_bytes"]), f"at program step {lv['peak_step']}"
+        ),
     ]
     if ex["captured"]:
         cards += [
-            stat_card("Total cycles", format_si(ex["total_cycles"]),
-                      f"{ex['runs']} runs, {ex['total_seconds'] * 1e3:.4g} ms at {t['clock_hz'] / 1e9:.3g} GHz"),
+            stat_card(
+                "Total cycles",
+                format_si(ex["total_cycles"]),
+                f"{ex['runs']} runs, {ex['total_seconds'] * 1e3:.4g} ms at {t['clock_hz'] / 1e9:.3g} GHz",
+            ),
             stat_card("Total FLOPs", format_si(ex["total_flops"], "FLOP")),
         ]
     else:
         cards.append(stat_card("Execution", "not captured"))
     target_block = {
-        "Name": t["name"], "Type": t["type"], "Architecture": t["architecture"],
-        "IPUs": t["num_ipus"], "Tiles per IPU": format_count(t["tiles_per_ipu"]),
+        "Name": t["name"],
+        "Type": t["type"],
+        "Architecture": t["architecture"],
+        "IPUs": t["num_ipus"],
+        "Tiles per IPU": format_count(t["tiles_per_ipu"]),
         "Total tiles": format_count(t["num_tiles"]),
-        "Memory per tile": format_bytes(t["bytes_per_tile"]), "Memory per IPU": format_bytes(t["bytes_per_ipu"]),
-        "Total memory": format_bytes(t["total_memory"]), "Clock": f"{t['clock_hz'] / 1e9:.3g} GHz",
+        "Memory per tile": format_bytes(t["bytes_per_tile"]),
+        "Memory per IPU": format_bytes(t["bytes_per_ipu"]),
+        "Total memory": format_bytes(t["total_memory"]),
+        "Clock": f"{t['clock_hz'] / 1e9:.3g} GHz",
         "Worker contexts": t["num_worker_contexts"],
     }
     if t["num_replicas"] > 1:
         target_block.update({"Replicas": t["num_replicas"], "IPUs per replica": t["ipus_per_replica"]})
     graph_block = {
-        "Variables": format_count(g["variables"]), "Compute sets": format_count(g["compute_sets"]),
-        "Vertices": format_count(g["vertices"]), "Codelets": format_count(g["codelets"]),
-        "Program steps": format_count(g["program_steps"]), "Program nodes": format_count(g["programs"]),
+        "Variables": format_count(g["variables"]),
+        "Compute sets": format_count(g["compute_sets"]),
+        "Vertices": format_count(g["vertices"]),
+        "Codelets": format_count(g["codelets"]),
+        "Program steps": format_count(g["program_steps"]),
+        "Program nodes": format_count(g["programs"]),
     }
     runs = []
     if ex["captured"]:
         r = report.runs()
-        runs = [section("Runs", small_grid(r.assign(
-            seconds=(r["cycles"] / t["clock_hz"]).round(9)
-        )[["run", "name", "steps", "cycles", "seconds", "flops"]]))]
+        runs = [
+            section(
+                "Runs",
+                small_grid(
+                    r.assign(seconds=(r["cycles"] / t["clock_hz"]).round(9))[
+                        ["run", "name", "steps", "cycles", "seconds", "flops"]
+                    ]
+                ),
+            )
+        ]
     notes = [dbc.Alert(n, color="warning", className="py-2 mb-1") for n in doc["notes"]]
-    notes += [dbc.Alert(f"Truncated {tr['kind']}: captured {tr['captured']:,} of {tr['total']:,} — {tr['reason']}",
-                        color="warning", className="py-2 mb-1") for tr in doc["truncations"]]
+    notes += [
+        dbc.Alert(
+            f"Truncated {tr['kind']}: captured {tr['captured']:,} of {tr['total']:,} — {tr['reason']}",
+            color="warning",
+            className="py-2 mb-1",
+        )
+        for tr in doc["truncations"]
+    ]
     files = pd.DataFrame(report.files(), columns=["file", "bytes"])
     return html.Div(
         [
@@ -71,12 +101,22 @@ def layout(**_: object) -> html.Div:
                 [
                     dbc.Col(section("Target", key_values(target_block)), md=4),
                     dbc.Col(section("Graph", key_values(graph_block)), md=4),
-                    dbc.Col(section("Report", key_values({
-                        "Path": str(report.path), "Format version": doc["format_version"],
-                        "Producer": f"{doc['producer'].get('name', '')} {doc['producer'].get('version', '')}",
-                        "Created": doc["created"], "Engine": doc["engine"] or "-",
-                        "Profiles": ", ".join(k for k, v in doc["profiles"].items() if v) or "none",
-                    })), md=4),
+                    dbc.Col(
+                        section(
+                            "Report",
+                            key_values(
+                                {
+                                    "Path": str(report.path),
+                                    "Format version": doc["format_version"],
+                                    "Producer": f"{doc['producer'].get('name', '')} {doc['producer'].get('version', '')}",
+                                    "Created": doc["created"],
+                                    "Engine": doc["engine"] or "-",
+                                    "Profiles": ", ".join(k for k, v in doc["profiles"].items() if v) or "none",
+                                }
+                            ),
+                        ),
+                        md=4,
+                    ),
                 ]
             ),
             *runs,

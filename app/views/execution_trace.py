@@ -60,8 +60,10 @@ class Spans:
     def detail(self) -> str:
         if self.exact:
             return f"exact: {self.visible_steps:,} step spans in cycles {self.x0:,}..{self.x1:,}"
-        return (f"binned: {self.visible_steps:,} step spans in cycles {self.x0:,}..{self.x1:,} shown as "
-                f"{len(self.table):,} bins (zoom in for exact steps)")
+        return (
+            f"binned: {self.visible_steps:,} step spans in cycles {self.x0:,}..{self.x1:,} shown as "
+            f"{len(self.table):,} bins (zoom in for exact steps)"
+        )
 
 
 def level_of_detail(spans: pd.DataFrame, x0: int, x1: int, max_per_row: int = 1500) -> Spans:
@@ -166,8 +168,11 @@ def flame_spans(report: Report, run: int, ipu: int) -> pd.DataFrame:
                 }
             )
         )
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
-        columns=["row", "start", "end", "kind", "label", "step"])
+    return (
+        pd.concat(parts, ignore_index=True)
+        if parts
+        else pd.DataFrame(columns=["row", "start", "end", "kind", "label", "step"])
+    )
 
 
 def run_length(report: Report, run: int) -> int:

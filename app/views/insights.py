@@ -21,19 +21,27 @@ def top_tiles(report: Report, n: int = 10) -> pd.DataFrame:
     tm = report.tile_memory()
     bpt = report.target_info.bytes_per_tile
     top = tm.nlargest(n, "total_bytes_including_gaps")
-    return pd.DataFrame({
-        "tile": top["tile"], "ipu": top["ipu"], "bytes": top["total_bytes_including_gaps"],
-        "percent_of_tile": (100 * top["total_bytes_including_gaps"] / bpt).round(1),
-        "always_live": top["always_live_bytes"], "not_always_live": top["not_always_live_bytes"],
-    }).reset_index(drop=True)
+    return pd.DataFrame(
+        {
+            "tile": top["tile"],
+            "ipu": top["ipu"],
+            "bytes": top["total_bytes_including_gaps"],
+            "percent_of_tile": (100 * top["total_bytes_including_gaps"] / bpt).round(1),
+            "always_live": top["always_live_bytes"],
+            "not_always_live": top["not_always_live_bytes"],
+        }
+    ).reset_index(drop=True)
 
 
 def over_memory_tiles(report: Report) -> pd.DataFrame:
     tm = report.tile_memory()
     bpt = report.target_info.bytes_per_tile
     oom = tm[(tm["total_bytes_including_gaps"] > bpt) | (tm["overflowed_bytes"] > 0)]
-    return oom[["tile", "ipu", "total_bytes_including_gaps", "overflowed_bytes"]].sort_values(
-        "total_bytes_including_gaps", ascending=False).reset_index(drop=True)
+    return (
+        oom[["tile", "ipu", "total_bytes_including_gaps", "overflowed_bytes"]]
+        .sort_values("total_bytes_including_gaps", ascending=False)
+        .reset_index(drop=True)
+    )
 
 
 def top_vertices(report: Report, n: int = 10) -> pd.DataFrame:
@@ -42,8 +50,9 @@ def top_vertices(report: Report, n: int = 10) -> pd.DataFrame:
     cod = report.codelets().set_index("codelet_id")
     if v.empty:
         return pd.DataFrame(columns=["name", "count", "state_bytes", "code_bytes", "bytes"])
-    g = v.groupby("codelet_id").agg(count=("count", "sum"), state_bytes=("state_bytes", "sum"),
-                                    tiles=("tile", "nunique"))
+    g = v.groupby("codelet_id").agg(
+        count=("count", "sum"), state_bytes=("state_bytes", "sum"), tiles=("tile", "nunique")
+    )
     g["code_bytes"] = cod["code_bytes"].reindex(g.index).to_numpy() * g["tiles"]
     g["bytes"] = g["state_bytes"] + g["code_bytes"]
     g.insert(0, "name", cod["name"].reindex(g.index).to_numpy())
@@ -54,8 +63,12 @@ def top_exchanges(report: Report, n: int = 10) -> pd.DataFrame:
     x = report.table("exchanges", ["program_id", "tile", "bytes_in", "bytes_out", "code_bytes"]).to_pandas()
     if x.empty:
         return pd.DataFrame(columns=["program_id", "type", "name", "code_bytes", "bytes_in", "bytes_out", "tiles"])
-    g = x.groupby("program_id").agg(code_bytes=("code_bytes", "sum"), bytes_in=("bytes_in", "sum"),
-                                    bytes_out=("bytes_out", "sum"), tiles=("tile", "nunique"))
+    g = x.groupby("program_id").agg(
+        code_bytes=("code_bytes", "sum"),
+        bytes_in=("bytes_in", "sum"),
+        bytes_out=("bytes_out", "sum"),
+        tiles=("tile", "nunique"),
+    )
     p = report.programs().set_index("program_id")
     g.insert(0, "name", p["name"].reindex(g.index).to_numpy())
     g.insert(0, "type", p["type"].reindex(g.index).to_numpy())
@@ -73,21 +86,28 @@ def hints(report: Report) -> list[str]:
     oom = over_memory_tiles(report)
     if len(oom):
         worst = oom.iloc[0]
-        out.append(f"{len(oom):,} tiles are out of memory; the worst, tile {int(worst['tile'])}, needs "
-                   f"{format_bytes(worst['total_bytes_including_gaps'])} of {format_bytes(bpt)}.")
+        out.append(
+            f"{len(oom):,} tiles are out of memory; the worst, tile {int(worst['tile'])}, needs "
+            f"{format_bytes(worst['total_bytes_including_gaps'])} of {format_bytes(bpt)}."
+        )
     cat = report.table("tile_memory_by_category", ["category", "bytes"]).to_pandas()
     total = cat["bytes"].sum()
     if total:
-        exch = cat.loc[cat["category"].isin(["internalExchangeCode", "globalExchangeCode", "hostExchangeCode"]),
-                       "bytes"].sum()
+        exch = cat.loc[
+            cat["category"].isin(["internalExchangeCode", "globalExchangeCode", "hostExchangeCode"]), "bytes"
+        ].sum()
         if exch / total > EXCHANGE_CODE_SHARE:
-            out.append(f"Exchange code is {100 * exch / total:.0f}% of all memory ({format_bytes(exch)}): consider "
-                       "fewer, larger exchanges (e.g. re-mapping tensors so producers and consumers share tiles).")
+            out.append(
+                f"Exchange code is {100 * exch / total:.0f}% of all memory ({format_bytes(exch)}): consider "
+                "fewer, larger exchanges (e.g. re-mapping tensors so producers and consumers share tiles)."
+            )
     mean = incl.mean()
     if mean and incl.max() > MEMORY_IMBALANCE * mean:
         t = int(tm["tile"].to_numpy()[incl.argmax()])
-        out.append(f"Memory is unbalanced: tile {t} holds {format_bytes(incl.max())}, {incl.max() / mean:.1f}x the "
-                   f"mean tile ({format_bytes(mean)}); spreading its variables would lower the peak.")
+        out.append(
+            f"Memory is unbalanced: tile {t} holds {format_bytes(incl.max())}, {incl.max() / mean:.1f}x the "
+            f"mean tile ({format_bytes(mean)}); spreading its variables would lower the peak."
+        )
     gaps = (tm["total_bytes_including_gaps"] - tm["total_bytes_excluding_gaps"]).to_numpy()
     if incl.sum() and gaps.sum() / incl.sum() > 0.05:
         out.append(f"Gaps between allocations are {100 * gaps.sum() / incl.sum():.0f}% of memory.")
@@ -99,8 +119,10 @@ def hints(report: Report) -> list[str]:
         if w.sum() > 0:
             bal = float(np.average(comp["tile_balance"], weights=w))
             if bal < LOW_TILE_BALANCE:
-                out.append(f"Low tile balance: compute steps keep tiles busy {100 * bal:.0f}% of the time on "
-                           "average (cycle-weighted); the slowest tile sets each step's length.")
+                out.append(
+                    f"Low tile balance: compute steps keep tiles busy {100 * bal:.0f}% of the time on "
+                    "average (cycle-weighted); the slowest tile sets each step's length."
+                )
     if not out:
         out.append("No memory or balance problems stand out.")
     return out

@@ -72,8 +72,11 @@ def step_vertices(report: Report, step: int) -> pd.DataFrame:
     if v.empty:
         return pd.DataFrame(columns=["codelet_id", "name", "count", "tiles", "state_bytes", "cycles", "flops"])
     g = v.groupby("codelet_id").agg(
-        count=("count", "sum"), tiles=("tile", "nunique"), state_bytes=("state_bytes", "sum"),
-        cycles=("cycles", "sum"), flops=("flops", "sum"),
+        count=("count", "sum"),
+        tiles=("tile", "nunique"),
+        state_bytes=("state_bytes", "sum"),
+        cycles=("cycles", "sum"),
+        flops=("flops", "sum"),
     )
     g.insert(0, "name", report.codelets().set_index("codelet_id")["name"].reindex(g.index).to_numpy())
     return g.reset_index()
@@ -87,15 +90,24 @@ def step_cycle_estimates(report: Report, step: int) -> dict[str, float | int | s
     if row.empty:
         raise ValueError(f"no program step {step}")
     r = row.iloc[0]
-    out: dict[str, float | int | str] = {"step": step, "type": r["type"], "name": r["name"],
-                                         "estimated_cycles": int(r["estimated_cycles"])}
+    out: dict[str, float | int | str] = {
+        "step": step,
+        "type": r["type"],
+        "name": r["name"],
+        "estimated_cycles": int(r["estimated_cycles"]),
+    }
     cs = int(r["compute_set_id"])
     if cs >= 0:
         v = report.vertices()
         per_tile = v[v["compute_set_id"] == cs].groupby("tile")["cycles"].sum()
         if len(per_tile):
-            out.update(tiles=len(per_tile), max_tile_cycles=int(per_tile.max()), mean_tile_cycles=float(per_tile.mean()),
-                       min_tile_cycles=int(per_tile.min()), busiest_tile=int(per_tile.idxmax()))
+            out.update(
+                tiles=len(per_tile),
+                max_tile_cycles=int(per_tile.max()),
+                mean_tile_cycles=float(per_tile.mean()),
+                min_tile_cycles=int(per_tile.min()),
+                busiest_tile=int(per_tile.idxmax()),
+            )
     return out
 
 

@@ -73,7 +73,7 @@ def bin_tiles(df: pd.DataFrame, max_columns: int = 2000) -> tuple[pd.DataFrame, 
     totals = values.sum(axis=1)
     maxes = np.full(bins + pad, -np.inf)
     np.maximum.at(maxes, groups, totals)
-    first_tile = df.index.to_numpy()[:: width]
+    first_tile = df.index.to_numpy()[::width]
     binned = pd.DataFrame(means, columns=df.columns, index=pd.Index(first_tile, name="tile"))
     return binned, maxes, width
 
@@ -141,8 +141,11 @@ def tile_compute_sets(report: Report, tiles: list[int] | None) -> pd.DataFrame:
     if v.empty:
         return pd.DataFrame(columns=["compute_set_id", "name", "vertices", "state_bytes", "cycles", "flops", "tiles"])
     g = v.groupby("compute_set_id").agg(
-        vertices=("count", "sum"), state_bytes=("state_bytes", "sum"), cycles=("cycles", "max"),
-        flops=("flops", "sum"), tiles=("tile", "nunique"),
+        vertices=("count", "sum"),
+        state_bytes=("state_bytes", "sum"),
+        cycles=("cycles", "max"),
+        flops=("flops", "sum"),
+        tiles=("tile", "nunique"),
     )
     cs = report.compute_sets().set_index("compute_set_id")["name"]
     g.insert(0, "name", cs.reindex(g.index).to_numpy())
@@ -171,7 +174,9 @@ def tile_exchanges(report: Report, tiles: list[int] | None) -> pd.DataFrame:
     if x.empty:
         return pd.DataFrame(columns=cols)
     g = x.groupby("program_id").agg(
-        bytes_in=("bytes_in", "sum"), bytes_out=("bytes_out", "sum"), code_bytes=("code_bytes", "sum"),
+        bytes_in=("bytes_in", "sum"),
+        bytes_out=("bytes_out", "sum"),
+        code_bytes=("code_bytes", "sum"),
         tiles=("tile", "nunique"),
     )
     p = report.programs().set_index("program_id")
@@ -182,7 +187,18 @@ def tile_exchanges(report: Report, tiles: list[int] | None) -> pd.DataFrame:
 
 def tile_variables(report: Report, tiles: list[int] | None) -> pd.DataFrame:
     """Variables tab: variables with bytes on the selected tiles (bytes = on those tiles)."""
-    cols = ["variable_id", "name", "bytes", "total_bytes", "tiles", "region", "always_live", "category", "dtype", "shape"]
+    cols = [
+        "variable_id",
+        "name",
+        "bytes",
+        "total_bytes",
+        "tiles",
+        "region",
+        "always_live",
+        "category",
+        "dtype",
+        "shape",
+    ]
     pl = report.table("variable_placements", ["variable_id", "tile", "bytes", "region"])
     if tiles is not None:
         pl = pl.filter(pc.is_in(pl["tile"], value_set=pa.array(tiles, type=pa.int32())))

@@ -81,8 +81,16 @@ def operations(report: Report, layer: str = "poplibs", run: int | None = None) -
         execs = np.ones(len(prog))
         cyc = prog["estimated_cycles"].to_numpy()
         source = "compile-time estimate (no execution profile)"
-    pf = pd.DataFrame({"op": prog_op, "cycles": cyc, "code": prog["code_bytes"].to_numpy(),
-                       "steps": (prog["step"] >= 0).to_numpy(), "execs": execs, "cs": prog["compute_set_id"].to_numpy()})
+    pf = pd.DataFrame(
+        {
+            "op": prog_op,
+            "cycles": cyc,
+            "code": prog["code_bytes"].to_numpy(),
+            "steps": (prog["step"] >= 0).to_numpy(),
+            "execs": execs,
+            "cs": prog["compute_set_id"].to_numpy(),
+        }
+    )
     pf = pf[pf["op"] >= 0]
     g = pf.groupby("op").agg(cycles=("cycles", "sum"), code_bytes=("code", "sum"), steps=("steps", "sum"))
     out = out.join(g)
@@ -127,8 +135,11 @@ def operation_variables(report: Report, layer: str, op_id: int) -> pd.DataFrame:
     op_of = op_of_context(report, layer)
     var = report.variables()
     mine = var[_map(var["debug_context_id"].to_numpy(), op_of) == op_id]
-    return mine[["variable_id", "name", "bytes", "tiles", "always_live", "dtype"]].sort_values(
-        "bytes", ascending=False).reset_index(drop=True)
+    return (
+        mine[["variable_id", "name", "bytes", "tiles", "always_live", "dtype"]]
+        .sort_values("bytes", ascending=False)
+        .reset_index(drop=True)
+    )
 
 
 def operation_tile_cycles(report: Report, layer: str, op_id: int) -> pd.DataFrame:
@@ -154,6 +165,9 @@ def operations_graph(report: Report, layer: str) -> tuple[pd.DataFrame, pd.DataF
     first = pd.Series(_map(p["debug_context_id"].to_numpy(), op_of), index=p["step"].to_numpy())
     first = first[first >= 0].sort_index()
     order = first.drop_duplicates().to_numpy()
-    edges = pd.DataFrame({"source": order[:-1], "target": order[1:]}) if len(order) > 1 else pd.DataFrame(
-        columns=["source", "target"])
+    edges = (
+        pd.DataFrame({"source": order[:-1], "target": order[1:]})
+        if len(order) > 1
+        else pd.DataFrame(columns=["source", "target"])
+    )
     return nodes, edges

@@ -75,10 +75,16 @@ def program_details(report: Report, program_id: int) -> dict[str, object]:
     tree = program_tree(report)
     row = tree[tree["program_id"] == program_id].iloc[0]
     out: dict[str, object] = {
-        "program_id": int(program_id), "type": row["type"], "name": row["name"], "step": int(row["step"]),
-        "estimated_cycles": int(row["estimated_cycles"]), "executed_cycles": int(row["executed_cycles"]),
-        "executions": int(row["executions"]), "code_bytes": int(row["code_bytes"]),
-        "code_tiles": int(row["code_tiles"]), "repeat_count": int(row["repeat_count"]),
+        "program_id": int(program_id),
+        "type": row["type"],
+        "name": row["name"],
+        "step": int(row["step"]),
+        "estimated_cycles": int(row["estimated_cycles"]),
+        "executed_cycles": int(row["executed_cycles"]),
+        "executions": int(row["executions"]),
+        "code_bytes": int(row["code_bytes"]),
+        "code_tiles": int(row["code_tiles"]),
+        "repeat_count": int(row["repeat_count"]),
     }
     cs = int(row["compute_set_id"])
     if cs >= 0:
@@ -87,8 +93,11 @@ def program_details(report: Report, program_id: int) -> dict[str, object]:
     x = report.exchanges()
     x = x[x["program_id"] == program_id]
     if len(x):
-        out.update(exchange_tiles=int(x["tile"].nunique()), bytes_in=int(x["bytes_in"].sum()),
-                   bytes_out=int(x["bytes_out"].sum()))
+        out.update(
+            exchange_tiles=int(x["tile"].nunique()),
+            bytes_in=int(x["bytes_in"].sum()),
+            bytes_out=int(x["bytes_out"].sum()),
+        )
     dc = int(row["debug_context_id"])
     if dc >= 0 and report.num_rows("debug_contexts"):
         d = report.debug_contexts().set_index("debug_context_id").loc[dc]

@@ -15,12 +15,26 @@ from pathlib import Path
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
 ]
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = ("/", "/insights", "/memory", "/liveness", "/program-tree", "/operations", "/operations-graph",
-         "/execution-trace")
+PAGES = (
+    "/",
+    "/insights",
+    "/memory",
+    "/liveness",
+    "/program-tree",
+    "/operations",
+    "/operations-graph",
+    "/execution-trace",
+)
 
 
 def free_port() -> int:
@@ -35,7 +49,10 @@ def served(report: Path) -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tilescope", "serve", str(report), "--no-browser", "--port", str(port)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -63,7 +80,9 @@ class PageWatch:
         self.external: list[str] = []
         page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: self.errors.append(str(e)))
-        page.on("request", lambda r: None if r.url.startswith((base, "data:", "blob:")) else self.external.append(r.url))
+        page.on(
+            "request", lambda r: None if r.url.startswith((base, "data:", "blob:")) else self.external.append(r.url)
+        )
 
 
 def settle(page, ms: int = 400) -> None:

@@ -5,7 +5,6 @@ variables; filter and sort the operations table."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect

@@ -19,8 +19,9 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def report_path(tmp_path_factory):
-    return synthetic_report(tmp_path_factory.mktemp("trace") / "report", num_ipus=2, tiles_per_ipu=16,
-                            executed_steps=4000, runs=2, seed=3)
+    return synthetic_report(
+        tmp_path_factory.mktemp("trace") / "report", num_ipus=2, tiles_per_ipu=16, executed_steps=4000, runs=2, seed=3
+    )
 
 
 @pytest.fixture(scope="module")

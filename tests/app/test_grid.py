@@ -15,16 +15,41 @@ def test_sort_and_page():
 
 
 def test_text_and_number_filters():
-    r = apply_request(DF, {"startRow": 0, "endRow": 100, "filterModel": {
-        "name": {"filterType": "text", "type": "contains", "filter": "ALPHA"}}})
+    r = apply_request(
+        DF,
+        {
+            "startRow": 0,
+            "endRow": 100,
+            "filterModel": {"name": {"filterType": "text", "type": "contains", "filter": "ALPHA"}},
+        },
+    )
     assert [x["name"] for x in r["rowData"]] == ["alpha", "alphabet"]
-    r = apply_request(DF, {"startRow": 0, "endRow": 100, "filterModel": {
-        "bytes": {"filterType": "number", "type": "inRange", "filter": 20, "filterTo": 40}}})
+    r = apply_request(
+        DF,
+        {
+            "startRow": 0,
+            "endRow": 100,
+            "filterModel": {"bytes": {"filterType": "number", "type": "inRange", "filter": 20, "filterTo": 40}},
+        },
+    )
     assert sorted(x["bytes"] for x in r["rowData"]) == [20, 30, 40]
-    r = apply_request(DF, {"startRow": 0, "endRow": 100, "filterModel": {
-        "bytes": {"filterType": "number", "operator": "OR", "conditions": [
-            {"filterType": "number", "type": "lessThan", "filter": 15},
-            {"filterType": "number", "type": "greaterThan", "filter": 45}]}}})
+    r = apply_request(
+        DF,
+        {
+            "startRow": 0,
+            "endRow": 100,
+            "filterModel": {
+                "bytes": {
+                    "filterType": "number",
+                    "operator": "OR",
+                    "conditions": [
+                        {"filterType": "number", "type": "lessThan", "filter": 15},
+                        {"filterType": "number", "type": "greaterThan", "filter": 45},
+                    ],
+                }
+            },
+        },
+    )
     assert sorted(x["bytes"] for x in r["rowData"]) == [10, 50] and r["rowCount"] == 2
 
 

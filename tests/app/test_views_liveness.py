@@ -20,7 +20,10 @@ def test_live_variables_and_difference(small_report):
     assert set(view.always_live_variables(small_report)["name"]) == {"w", "c"}
     diff = view.step_difference(small_report, 1, 5)
     assert dict(zip(diff["name"], diff["live_in"], strict=True)) == {
-        "x": "step 1 only", "y": "step 5 only", "z": "step 5 only"}
+        "x": "step 1 only",
+        "y": "step 5 only",
+        "z": "step 5 only",
+    }
 
 
 def test_step_vertices_and_cycle_estimates(small_report):
@@ -29,4 +32,8 @@ def test_step_vertices_and_cycle_estimates(small_report):
     assert view.step_vertices(small_report, 4).empty  # an exchange runs no vertices
     est = view.step_cycle_estimates(small_report, 3)
     assert (est["estimated_cycles"], est["max_tile_cycles"], est["min_tile_cycles"], est["busiest_tile"]) == (
-        60, 60, 10, 5)
+        60,
+        60,
+        10,
+        5,
+    )

@@ -1,0 +1,97 @@
+"""Regenerate docs/screenshots/<page>.png: the viewer in headless Debian Chromium on a synthetic
+report (2 IPUs x 1472 tiles, 2,000 executed steps), each page in a typical state (a tile
+selected, the peak liveness step clicked, an operation selected, a zoomed trace).
+
+    python docs/make_screenshots.py [--report PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.app.browser import CHROMIUM, CHROMIUM_ARGS, click_centre, served, settle  # noqa: E402
+
+OUT = ROOT / "docs" / "screenshots"
+
+
+def shoot(page, name: str) -> None:
+    settle(page, 1200)
+    page.screenshot(path=str(OUT / f"{name}.png"), full_page=True)
+    print(f"wrote docs/screenshots/{name}.png")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--report", type=Path, help="report to show (default: a synthetic one in a temp directory)")
+    args = ap.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp:
+        report = args.report
+        if report is None:
+            from report_format.synthetic import synthetic_report
+
+            report = synthetic_report(
+                Path(tmp) / "synthetic_2ipu",
+                num_ipus=2,
+                tiles_per_ipu=1472,
+                executed_steps=2000,
+                variables=5000,
+                oom_tiles=3,
+                seed=1,
+            )
+        OUT.mkdir(parents=True, exist_ok=True)
+        with served(report) as base, sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1440, "height": 900})
+            page.goto(base + "/")
+            shoot(page, "summary")
+            page.goto(base + "/insights")
+            shoot(page, "insights")
+            page.goto(base + "/memory")
+            settle(page)
+            page.fill("#memory-tiles-input", "1470-1475")
+            page.press("#memory-tiles-input", "Enter")
+            settle(page)
+            shoot(page, "memory")
+            page.get_by_role("tab", name="Tile map").click()
+            shoot(page, "memory_tile_map")
+            page.goto(base + "/liveness")
+            settle(page)
+            click_centre(page, page.locator("#liveness-graph .scatterlayer .point").last)  # the peak
+            shoot(page, "liveness")
+            page.goto(base + "/program-tree")
+            settle(page)
+            page.click("#program-tree-expand-all")
+            settle(page)
+            page.locator("#program-tree-grid .ag-row[row-index='8']").first.click()  # a step inside the Repeat
+            shoot(page, "program_tree")
+            page.goto(base + "/operations")
+            settle(page)
+            page.locator("#operations-table .ag-row[row-index='0']").first.click()
+            shoot(page, "operations")
+            page.goto(base + "/operations-graph")
+            shoot(page, "operations_graph")
+            page.goto(base + "/execution-trace")
+            shoot(page, "execution_trace")
+            box = page.locator("#trace-timeline .nsewdrag").first.bounding_box()
+            y = box["y"] + box["height"] / 2
+            page.mouse.move(box["x"] + box["width"] * 0.30, y)
+            page.mouse.down()
+            page.mouse.move(box["x"] + box["width"] * 0.33, y, steps=5)
+            page.mouse.up()
+            shoot(page, "execution_trace_zoomed")
+            page.check("#trace-view input[value='flame']", force=True)
+            shoot(page, "execution_trace_flame")
+            browser.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
