@@ -86,7 +86,7 @@ def big_grid(
         "cacheBlockSize": 100,
         "maxBlocksInCache": 20,
         "infiniteInitialRowCount": 100,
-        "rowSelection": {"mode": "multiRow"}
+        "rowSelection": {"mode": "multiRow", "headerCheckbox": False}
         if multi_select
         else {"mode": "singleRow", "checkboxes": False, "enableClickSelection": True},
         "tooltipShowDelay": 300,
@@ -102,7 +102,7 @@ def big_grid(
         },
         rowModelType="infinite",
         dashGridOptions=options,
-        getRowId=f"params.data.{row_id}" if row_id else None,
+        getRowId=f'"" + params.data.{row_id}' if row_id else None,
         style={"height": f"{height}px", "width": "100%"},
         className="ag-theme-alpine",
     )
@@ -122,7 +122,7 @@ def small_grid(
             "tooltipShowDelay": 300,
             "rowSelection": {"mode": "singleRow", "checkboxes": False, "enableClickSelection": True},
         },
-        getRowId=f"params.data.{row_id}" if row_id else None,
+        getRowId=f'"" + params.data.{row_id}' if row_id else None,
         style={"height": f"{h}px", "width": "100%"},
         className="ag-theme-alpine",
         **kwargs,

@@ -58,6 +58,7 @@ def timeline_figure(
                 hovertemplate="%{text}<extra>" + str(kind) + "</extra>",
             )
         )
+    _add_labels(fig, spans, x_range)
     names = row_names or {}
     fig.update_yaxes(
         tickvals=rows,
@@ -111,3 +112,29 @@ def proportions_figure(summary: dict[str, float | int]) -> go.Figure:
     fig.update_xaxes(title="% of cycles (summed over IPUs)", range=[0, 110])
     fig.update_yaxes(autorange="reversed")
     return base_layout(fig, title="Cycle proportions", height=240)
+
+
+def _add_labels(fig: go.Figure, spans: pd.DataFrame, x_range: tuple[int, int], max_labels: int = 80) -> None:
+    """Name the spans wide enough to hold text (as PopVision labels its flame boxes)."""
+    width = max(x_range[1] - x_range[0], 1)
+    lo = np.maximum(spans["start"].to_numpy(), x_range[0])
+    hi = np.minimum(spans["end"].to_numpy(), x_range[1])
+    frac = (hi - lo) / width
+    wide = np.flatnonzero(frac > 0.04)
+    wide = wide[np.argsort(-frac[wide], kind="stable")][:max_labels]
+    if not len(wide):
+        return
+    chars = np.maximum((frac[wide] * 150).astype(int), 4)  # ~150 characters across the plot
+    labels = spans["label"].to_numpy()[wide]
+    text = [lab if len(lab) <= c else lab[: c - 1] + "…" for lab, c in zip(labels, chars, strict=True)]
+    fig.add_trace(
+        go.Scatter(
+            x=(lo[wide] + hi[wide]) / 2,
+            y=spans["row"].to_numpy()[wide],
+            mode="text",
+            text=text,
+            textfont={"size": 10, "color": "white"},
+            hoverinfo="skip",
+            showlegend=False,
+        )
+    )

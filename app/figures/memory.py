@@ -75,8 +75,8 @@ def tile_memory_figure(
     return base_layout(fig, height=430)
 
 
-def variables_figure(by_tile: pd.DataFrame) -> go.Figure:
-    """Bytes of each chosen variable on each tile."""
+def variables_figure(by_tile: pd.DataFrame, num_tiles: int | None = None) -> go.Figure:
+    """Bytes of each chosen variable on each tile (x spans every tile of the device)."""
     if by_tile.empty:
         return empty_figure("Pick variables in the table (tick boxes) to plot their bytes across tiles.", height=260)
     fig = go.Figure()
@@ -87,12 +87,13 @@ def variables_figure(by_tile: pd.DataFrame) -> go.Figure:
                 y=g["bytes"],
                 mode="markers",
                 name=f"{g['name'].iat[0]} (#{vid})",
+                showlegend=True,
                 marker={"color": PALETTE[i % len(PALETTE)], "size": 5},
                 hovertemplate="tile %{x}: %{y:,} B<extra></extra>",
             )
         )
-    fig.update_xaxes(title="tile")
-    fig.update_yaxes(title="bytes", tickformat="~s")
+    fig.update_xaxes(title="tile", range=[-0.5, num_tiles - 0.5] if num_tiles else None)
+    fig.update_yaxes(title="bytes on the tile", tickformat="~s", rangemode="tozero")
     return base_layout(fig, title="Variables graph", height=300)
 
 

@@ -106,6 +106,7 @@ def layout(**_: object) -> html.Div:
                 children="Click a bar to select a tile, drag across bars to select a range, or type tiles above.",
             ),
             dcc.Store(id=ids.MEMORY_SELECTION, data=None),
+            dcc.Store(id=ids.MEMORY_VARIABLES_PICK, data=[]),
             html.Div(id=ids.MEMORY_SELECTION_TEXT, className="fw-semibold mb-2"),
             tabs,
             dcc.Loading(html.Div(id=ids.MEMORY_TAB_BODY, className="pt-2"), type="dot"),
@@ -194,8 +195,9 @@ def memory_figure(breakdown: str, options: list[str], order: str, tiles: list[in
     Input(ids.MEMORY_TABS, "active_tab"),
     Input(ids.MEMORY_SELECTION, "data"),
     Input(ids.MEMORY_INCLUDE_GAPS, "value"),
+    State(ids.MEMORY_VARIABLES_PICK, "data"),
 )
-def tab_body(tab: str, tiles: list[int] | None, options: list[str]) -> Any:
+def tab_body(tab: str, tiles: list[int] | None, options: list[str], picked: list[int] | None = None) -> Any:
     report = state.report()
     if tab == "details":
         d = view.tile_details(report, tiles)
@@ -219,13 +221,14 @@ def tab_body(tab: str, tiles: list[int] | None, options: list[str]) -> Any:
         return html.Div(
             [
                 html.Div(
-                    "Filter and sort in the column headers; tick variables to plot them across tiles.",
+                    "Filter and sort in the column headers; click a variable's name to add it to (or remove it "
+                    "from) the variables graph.",
                     className="small text-muted mb-1",
                 ),
-                grid.big_grid(VARIABLES_KIND, {"tiles": tiles}, row_id="variable_id", multi_select=True, height=360),
+                grid.big_grid(VARIABLES_KIND, {"tiles": tiles}, row_id="variable_id", height=360),
                 dcc.Graph(
                     id=ids.MEMORY_VARIABLES_GRAPH,
-                    figure=variables_figure(view.variable_bytes_by_tile(report, [])),
+                    figure=variables_figure(view.variable_bytes_by_tile(report, picked or [])),
                     config={"displaylogo": False},
                 ),
             ]
@@ -240,14 +243,33 @@ def tab_body(tab: str, tiles: list[int] | None, options: list[str]) -> Any:
 
 
 @callback(
-    Output(ids.MEMORY_VARIABLES_GRAPH, "figure"),
-    Input({"type": grid.GRID_TYPE, "kind": VARIABLES_KIND, "args": ALL}, "selectedRows"),
+    Output(ids.MEMORY_VARIABLES_PICK, "data"),
+    Input({"type": grid.GRID_TYPE, "kind": VARIABLES_KIND, "args": ALL}, "cellClicked"),
+    State(ids.MEMORY_VARIABLES_PICK, "data"),
     prevent_initial_call=True,
 )
-def variables_graph(selected: list[list[dict] | None]) -> Any:
-    rows = (selected or [None])[0] or []
-    vids = [int(r["variable_id"]) for r in rows[:12]]
-    return variables_figure(view.variable_bytes_by_tile(state.report(), vids))
+def pick_variable(cells: list[dict | None], picked: list[int] | None) -> Any:
+    cell = (cells or [None])[0]
+    if not cell or cell.get("colId") != "name" or cell.get("rowId") is None:
+        return dash.no_update
+    return toggle_pick(picked or [], int(cell["rowId"]))
+
+
+def toggle_pick(picked: list[int], variable_id: int, limit: int = 12) -> list[int]:
+    """Add a variable to the graph, or remove it if it is there; keep the ``limit`` most recent."""
+    if variable_id in picked:
+        return [v for v in picked if v != variable_id]
+    return [*picked, variable_id][-limit:]
+
+
+@callback(
+    Output(ids.MEMORY_VARIABLES_GRAPH, "figure"),
+    Input(ids.MEMORY_VARIABLES_PICK, "data"),
+    prevent_initial_call=True,
+)
+def variables_graph(picked: list[int] | None) -> Any:
+    report = state.report()
+    return variables_figure(view.variable_bytes_by_tile(report, picked or []), report.target_info.num_tiles)
 
 
 dash.register_page(__name__, path="/memory", name="Memory", order=2, title="tilescope · Memory", layout=layout)

@@ -67,7 +67,7 @@ def layout(**_: object) -> html.Div:
                 id=ids.PROGRAM_TREE_GRID,
                 columnDefs=defs,
                 rowData=to_records(rows),
-                getRowId="params.data.program_id",
+                getRowId='"" + params.data.program_id',
                 defaultColDef={"flex": 1, "minWidth": 80, "resizable": True},
                 dashGridOptions={
                     "animateRows": False,

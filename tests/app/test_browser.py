@@ -57,7 +57,15 @@ def test_select_a_tile_shows_its_details(page, base):
     assert page.locator("#memory-selection-text").inner_text() == "Selected tiles: 1, 3, 4"
     page.get_by_role("tab", name="Variables").click()
     settle(page)
-    assert page.locator("#memory-tab-body .ag-row").count() > 0
+    expect(page.locator("#memory-tab-body .ag-row[row-index='1'] [col-id='name']").first).not_to_have_text("")
+    names = page.locator("#memory-tab-body .ag-center-cols-container .ag-row [col-id='name']")
+    chosen = [names.nth(0).inner_text(), names.nth(1).inner_text()]
+    names.nth(0).click()
+    names.nth(1).click()
+    settle(page)
+    expect(page.locator("#memory-variables-graph .legendtext")).to_have_count(2)
+    legend = page.locator("#memory-variables-graph .legendtext").all_text_contents()
+    assert len(chosen) == 2 and sorted(t.split(" (#")[0] for t in legend) == sorted(chosen)  # variables graph
     assert page.watch.errors == []
 
 
