@@ -126,8 +126,8 @@ def main() -> int:
             },
         ),
     )
-    vids = [{"variable_id": int(v)} for v in report.variables()["variable_id"].head(5)]
-    measure("Memory", "variables graph, 5 variables", lambda: memory.variables_graph([vids]))
+    vids = [int(v) for v in report.variables()["variable_id"].head(5)]
+    measure("Memory", "variables graph, 5 variables", lambda: memory.variables_graph(vids))
 
     measure("Liveness", "first render: layout + figure", lambda: (liveness.layout(), liveness.figure([], [], [])))
     peak = lv.peak_step(lv.liveness_by_step(report))

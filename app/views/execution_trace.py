@@ -36,12 +36,23 @@ def kind_of(step_type: pd.Series) -> pd.Series:
 
 @lru_cache(maxsize=8)
 def trace_steps(report: Report, run: int) -> pd.DataFrame:
-    """Executed steps of ``run`` (all IPUs) with their program's type, name and kind."""
+    """Executed steps of ``run`` (all IPUs) with their program's type, name, kind and label.
+
+    Text columns are categoricals built from the (small) programs table, so filtering and grouping
+    10^5..10^6 executed steps never touches per-row strings.
+    """
     es = report.execution_steps(run)
-    p = report.programs().set_index("program_id")
-    es["type"] = p["type"].reindex(es["program_id"]).to_numpy()
-    es["name"] = p["name"].reindex(es["program_id"]).to_numpy()
-    es["kind"] = kind_of(es["type"]).to_numpy()
+    p = report.programs().sort_values("program_id")
+    pos = np.searchsorted(p["program_id"].to_numpy(), es["program_id"].to_numpy())
+    per_program = {
+        "type": p["type"].to_numpy(dtype=object),
+        "name": p["name"].to_numpy(dtype=object),
+        "kind": kind_of(p["type"]).to_numpy(dtype=object),
+        "label": (p["type"] + " " + p["name"]).to_numpy(dtype=object),
+    }
+    for col, values in per_program.items():
+        cats, codes = np.unique(values.astype(str), return_inverse=True)
+        es[col] = pd.Categorical.from_codes(codes[pos], categories=cats)
     es["cycles"] = es["cycles_to"] - es["cycles_from"]
     return es
 
@@ -101,6 +112,7 @@ def level_of_detail(spans: pd.DataFrame, x0: int, x1: int, max_per_row: int = 15
     return Spans(out, False, n, x0, x1)
 
 
+@lru_cache(maxsize=8)
 def flat_spans(report: Report, run: int) -> pd.DataFrame:
     """Flat view: one row per IPU, one span per executed step."""
     es = trace_steps(report, run)
@@ -109,8 +121,8 @@ def flat_spans(report: Report, run: int) -> pd.DataFrame:
             "row": es["ipu"].to_numpy(),
             "start": es["cycles_from"].to_numpy(),
             "end": es["cycles_to"].to_numpy(),
-            "kind": es["kind"].to_numpy(),
-            "label": (es["type"] + " " + es["name"]).to_numpy(),
+            "kind": es["kind"],
+            "label": es["label"],
             "step": es["step"].to_numpy(),
         }
     )

@@ -11,6 +11,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from app.views import tables
 from report_format.reader import Report
 
 
@@ -45,15 +46,16 @@ def live_variables(report: Report, step: int) -> pd.DataFrame:
 
 
 def always_live_variables(report: Report) -> pd.DataFrame:
-    var = report.variables()
+    var = tables.variables(report)
     return _variables(report, var.loc[var["always_live"], "variable_id"].to_numpy())
 
 
 def _variables(report: Report, ids: np.ndarray) -> pd.DataFrame:
-    var = report.variables().set_index("variable_id")
-    out = var.loc[np.asarray(ids, dtype=np.int64), ["name", "bytes", "tiles", "category", "dtype", "shape"]]
-    out = out.assign(shape=[str([int(x) for x in s]) for s in out["shape"]])
-    return out.reset_index().sort_values("bytes", ascending=False, kind="stable").reset_index(drop=True)
+    var = tables.variables(report)
+    out = var.loc[
+        np.asarray(ids, dtype=np.int64), ["variable_id", "name", "bytes", "tiles", "category", "dtype", "shape"]
+    ]
+    return out.sort_values("bytes", ascending=False, kind="stable").reset_index(drop=True)
 
 
 def step_difference(report: Report, a: int, b: int) -> pd.DataFrame:

@@ -13,6 +13,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from app.views import tables
 from report_format.reader import Report
 
 BREAKDOWNS = ("category", "region", "liveness")
@@ -212,13 +213,10 @@ def tile_variables(report: Report, tiles: list[int] | None) -> pd.DataFrame:
     region = pc.take(pl["region"], pa.array(first)).to_pylist()
     g = pd.DataFrame({"variable_id": ids, "bytes": sums.astype(np.int64), "tiles": counts, "region": region})
     g = g.set_index("variable_id")
-    var = report.variables().set_index("variable_id").reindex(g.index)
-    g["name"] = var["name"].to_numpy()
+    var = tables.variables(report).reindex(g.index)
+    for col in ("name", "always_live", "category", "dtype", "shape"):
+        g[col] = var[col].to_numpy()
     g["total_bytes"] = var["bytes"].to_numpy()
-    g["always_live"] = var["always_live"].to_numpy()
-    g["category"] = var["category"].to_numpy()
-    g["dtype"] = var["dtype"].to_numpy()
-    g["shape"] = [str([int(x) for x in s]) for s in var["shape"]]
     return g.reset_index()[cols].sort_values("bytes", ascending=False, kind="stable").reset_index(drop=True)
 
 
