@@ -127,14 +127,15 @@ def _add_labels(fig: go.Figure, spans: pd.DataFrame, x_range: tuple[int, int], m
     chars = np.maximum((frac[wide] * 150).astype(int), 4)  # ~150 characters across the plot
     labels = spans["label"].to_numpy()[wide]
     text = [lab if len(lab) <= c else lab[: c - 1] + "…" for lab, c in zip(labels, chars, strict=True)]
-    fig.add_trace(
-        go.Scatter(
-            x=(lo[wide] + hi[wide]) / 2,
-            y=spans["row"].to_numpy()[wide],
-            mode="text",
-            text=text,
-            textfont={"size": 10, "color": "white"},
-            hoverinfo="skip",
-            showlegend=False,
+    kinds = spans["kind"].to_numpy()[wide]
+    rows = spans["row"].to_numpy()[wide]
+    mids = (lo[wide] + hi[wide]) / 2
+    # annotations, not a text trace: WebGL traces are drawn above SVG text, below annotations
+    for x, y, t, k in zip(mids, rows, text, kinds, strict=True):
+        fig.add_annotation(
+            x=x,
+            y=y,
+            text=t,
+            showarrow=False,
+            font={"size": 10, "color": "#222" if k in ("control", "sync", "other") else "white"},
         )
-    )

@@ -48,7 +48,7 @@ def trace_steps(report: Report, run: int) -> pd.DataFrame:
         "type": p["type"].to_numpy(dtype=object),
         "name": p["name"].to_numpy(dtype=object),
         "kind": kind_of(p["type"]).to_numpy(dtype=object),
-        "label": (p["type"] + " " + p["name"]).to_numpy(dtype=object),
+        "label": (p["name"] + " (" + p["type"] + ")").to_numpy(dtype=object),
     }
     for col, values in per_program.items():
         cats, codes = np.unique(values.astype(str), return_inverse=True)
@@ -175,7 +175,7 @@ def flame_spans(report: Report, run: int, ipu: int) -> pd.DataFrame:
                     "start": start[first],
                     "end": end[last],
                     "kind": np.where(is_leaf, leaf_kind, "control"),
-                    "label": [f"{t} {nm}" for t, nm in zip(types[nd], names[nd], strict=True)],
+                    "label": [f"{nm} ({t})" for t, nm in zip(types[nd], names[nd], strict=True)],
                     "step": np.where(last == first, es["step"].to_numpy()[first], -1),
                 }
             )

@@ -36,9 +36,9 @@ def test_level_of_detail_exact_then_binned(small_report):
 
 def test_flame_merges_repeat_iterations(small_report):
     fl = view.flame_spans(small_report, 0, 1).set_index("label")
-    assert (fl.loc["Repeat loop", "start"], fl.loc["Repeat loop", "end"]) == (50, 220)
-    assert fl.loc["Repeat loop", "kind"] == "control" and fl.loc["Sync sync", "kind"] == "sync"
-    assert (fl.loc["Program main program", "row"], fl.loc["Sync sync", "row"]) == (0, 2)
+    assert (fl.loc["loop (Repeat)", "start"], fl.loc["loop (Repeat)", "end"]) == (50, 220)
+    assert fl.loc["loop (Repeat)", "kind"] == "control" and fl.loc["sync (Sync)", "kind"] == "sync"
+    assert (fl.loc["main program (Program)", "row"], fl.loc["sync (Sync)", "row"]) == (0, 2)
 
 
 def test_tile_step_cycles_reads_range_or_samples(small_report):
