@@ -63,7 +63,11 @@ def column_defs(
             if pd.api.types.is_float_dtype(df[c]):
                 d["valueFormatter"] = {"function": "params.value == null ? '' : d3.format(',.3~f')(params.value)"}
             else:
-                d["valueFormatter"] = {"function": "params.value == null ? '' : d3.format(',')(params.value)"}
+                # FLOPs run to 10^12 and more: SI prefixes keep the column readable (exact value on hover)
+                fmt = "'.4~s'" if "flops" in c else "','"
+                d["valueFormatter"] = {"function": f"params.value == null ? '' : d3.format({fmt})(params.value)"}
+                if "flops" in c:
+                    d["tooltipValueGetter"] = {"function": "d3.format(',')(params.value)"}
         defs.append(d)
     return defs
 

@@ -26,10 +26,16 @@ def tree_rows(tree: pd.DataFrame, expanded: set[int]) -> pd.DataFrame:
         for pid, ch in zip(vis["program_id"], vis["children"], strict=True)
     ]
     label = [
-        "\u2003" * int(d) + m + (n or t)
-        for d, m, n, t in zip(vis["depth"], marker, vis["name"], vis["type"], strict=True)
+        "\u2003" * int(d) + m + (n or t) + (f"  ×{r:,}" if r else "")
+        for d, m, n, t, r in zip(vis["depth"], marker, vis["name"], vis["type"], vis["repeat_count"], strict=True)
     ]
-    return vis.assign(tree=label)[COLUMNS]
+    leaf = vis["step"] >= 0
+    # control nodes have no program step and are not executed themselves: blank, not -1 / 0
+    return vis.assign(
+        tree=label,
+        step=vis["step"].where(leaf).astype("Int64"),
+        executions=vis["executions"].where(leaf).astype("Int64"),
+    )[COLUMNS]
 
 
 def layout(**_: object) -> html.Div:
@@ -37,7 +43,7 @@ def layout(**_: object) -> html.Div:
     tree = view.program_tree(report)
     expanded = view.default_expanded(tree)
     rows = tree_rows(tree, expanded)
-    defs = column_defs(rows, headers={"tree": "program", "program_id": "id"})
+    defs = column_defs(rows, headers={"tree": "program", "program_id": "id"}, filters=False)
     for d in defs:
         d["sortable"] = False
         if d["field"] == "tree":
