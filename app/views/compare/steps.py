@@ -1,0 +1,116 @@
+"""Program steps of one report with what happened at each (liveness, executed cycles, FLOPs, tile
+balance), and two such tables joined along the step alignment.
+
+Executed figures come from ``execution_steps`` only (one row per executed step and IPU), never from
+the per-tile ``tile_cycles`` table, so a diff stays cheap on a POD-size report.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from app.views.compare.align import Alignment, align_sequences
+from app.views.compare.keys import factorize_pair, step_keys
+from report_format.reader import Report
+
+STEP_FIGURES = ("not_always_live_bytes", "executions", "cycles", "flops", "tile_balance")
+
+
+def executed_steps(report: Report, run: int | None = None) -> pd.DataFrame:
+    """One row per executed step (all runs, or ``run``): run, step, program_id, cycles (max over IPUs
+    of cycles_to - cycles_from: the step lasts until the slowest IPU ends it), flops (sum over IPUs),
+    tile_balance (mean over IPUs)."""
+    cols = ["run", "step", "program_id", "cycles_from", "cycles_to", "flops", "tile_balance"]
+    t = report.table("execution_steps", cols)
+    if t.num_rows == 0:
+        return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in ("run", "step", "program_id", "cycles", "flops")})
+    run_ = t["run"].to_numpy()
+    step = t["step"].to_numpy()
+    # rows are ordered by (run, step, ipu): a new executed step starts wherever (run, step) changes
+    starts = np.flatnonzero(np.r_[True, (run_[1:] != run_[:-1]) | (step[1:] != step[:-1])])
+    dur = t["cycles_to"].to_numpy() - t["cycles_from"].to_numpy()
+    counts = np.diff(np.r_[starts, run_.size])
+    out = pd.DataFrame(
+        {
+            "run": run_[starts],
+            "step": step[starts],
+            "program_id": t["program_id"].to_numpy()[starts],
+            "cycles": np.maximum.reduceat(dur, starts),
+            "flops": np.add.reduceat(t["flops"].to_numpy(), starts),
+            "tile_balance": np.add.reduceat(t["tile_balance"].to_numpy().astype(np.float64), starts) / counts,
+        }
+    )
+    if run is not None:
+        out = out[out["run"] == run].reset_index(drop=True)
+    return out
+
+
+def step_table(report: Report, run: int | None = None) -> pd.DataFrame:
+    """One row per program step (leaf of the program tree), in step order: step, program_id, type,
+    name, key, not_always_live_bytes (liveness summed over IPUs), and from the executed steps of
+    ``run`` (all runs if None): executions, cycles and flops summed over executions, tile_balance
+    (cycle-weighted mean over executions)."""
+    out = step_keys(report)
+    lv = report.table("liveness", ["step", "not_always_live_bytes"])
+    live = np.bincount(
+        lv["step"].to_numpy(), weights=lv["not_always_live_bytes"].to_numpy().astype(np.float64), minlength=len(out)
+    )
+    out["not_always_live_bytes"] = live[out["step"].to_numpy()].astype(np.int64)
+    ex = executed_steps(report, run)
+    g = (
+        ex.assign(weighted=ex["tile_balance"] * ex["cycles"])
+        .groupby("program_id")
+        .agg(
+            executions=("step", "size"), cycles=("cycles", "sum"), flops=("flops", "sum"), weighted=("weighted", "sum")
+        )
+        if len(ex)
+        else pd.DataFrame(columns=["executions", "cycles", "flops", "weighted"])
+    )
+    g = g.reindex(out["program_id"].to_numpy())
+    out["executions"] = g["executions"].fillna(0).to_numpy(dtype=np.int64)
+    out["cycles"] = g["cycles"].fillna(0).to_numpy(dtype=np.int64)
+    out["flops"] = g["flops"].fillna(0).to_numpy(dtype=np.int64)
+    w = g["weighted"].fillna(0).to_numpy(dtype=np.float64)
+    out["tile_balance"] = np.where(out["cycles"] > 0, w / np.maximum(out["cycles"].to_numpy(), 1), np.nan)
+    return out
+
+
+def align_steps(baseline: pd.DataFrame, active: pd.DataFrame) -> Alignment:
+    """Align two step tables (``step_table`` or ``keys.step_keys``) on their keys."""
+    kb, ka = factorize_pair(baseline["key"].to_numpy(), active["key"].to_numpy())
+    return align_sequences(kb, ka)
+
+
+def step_comparison(baseline: pd.DataFrame, active: pd.DataFrame, alignment: Alignment | None = None) -> pd.DataFrame:
+    """Two step tables joined along the alignment: one row per aligned position with
+    ``baseline_step``/``active_step`` (-1 where the step exists in one report only), ``status``
+    (same, added, removed), type, name, key, and for each figure ``baseline_<f>``, ``active_<f>``,
+    ``delta_<f>`` (a missing side counts as 0 for deltas of additive figures; tile balance is NaN)."""
+    al = alignment if alignment is not None else align_steps(baseline, active)
+    ib, ia = al.baseline, al.active
+    has_b, has_a = ib >= 0, ia >= 0
+    pick_b = np.maximum(ib, 0)
+    pick_a = np.maximum(ia, 0)
+    out = pd.DataFrame(
+        {
+            "baseline_step": np.where(has_b, baseline["step"].to_numpy()[pick_b] if len(baseline) else -1, -1),
+            "active_step": np.where(has_a, active["step"].to_numpy()[pick_a] if len(active) else -1, -1),
+            "status": np.where(has_b & has_a, "same", np.where(has_b, "removed", "added")),
+        }
+    )
+    for col in ("type", "name", "key"):
+        vb = baseline[col].to_numpy(dtype=object)[pick_b] if len(baseline) else np.full(len(al), "", dtype=object)
+        va = active[col].to_numpy(dtype=object)[pick_a] if len(active) else np.full(len(al), "", dtype=object)
+        out[col] = np.where(has_a, va, vb)
+    for f in STEP_FIGURES:
+        if f not in baseline.columns or f not in active.columns:
+            continue
+        additive = f != "tile_balance"
+        fill = 0 if additive else np.nan
+        vb = np.where(has_b, baseline[f].to_numpy()[pick_b] if len(baseline) else fill, fill)
+        va = np.where(has_a, active[f].to_numpy()[pick_a] if len(active) else fill, fill)
+        out[f"baseline_{f}"] = vb
+        out[f"active_{f}"] = va
+        out[f"delta_{f}"] = va - vb
+    return out

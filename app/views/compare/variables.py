@@ -1,0 +1,88 @@
+"""Variables of two reports matched by name: the Source / Target / Diff table of PopVision's
+comparison (seed 002, "Variable / Source / Target / Diff"), with added and removed variables.
+
+PopVision's percentage is the difference over the larger of the two sizes (so an added or removed
+variable shows +/-100%); ``diff_percent`` follows it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from app.views.compare.keys import variable_keys
+from report_format.reader import Report
+
+VARIABLE_COLUMNS = ("name", "status", "baseline_bytes", "active_bytes", "delta_bytes", "diff_percent", "always_live")
+
+
+def variable_table(report: Report) -> pd.DataFrame:
+    """One row per variable: key (name, made unique), bytes, always_live, category, tiles."""
+    v = report.table("variables", ["variable_id", "name", "bytes", "always_live", "category", "tiles"]).to_pandas()
+    v["key"] = variable_keys(v)
+    return v
+
+
+def diff_percent(baseline: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """(active - baseline) / max(baseline, active) * 100, 0 where both are 0 (PopVision's Diff %)."""
+    b = np.asarray(baseline, dtype=np.float64)
+    a = np.asarray(active, dtype=np.float64)
+    den = np.maximum(np.abs(a), np.abs(b))
+    return np.where(den > 0, (a - b) / np.where(den > 0, den, 1) * 100, 0.0)
+
+
+def variable_comparison(baseline: Report, active: Report) -> pd.DataFrame:
+    """One row per variable name in either report: status (same, changed, added, removed),
+    baseline_bytes / active_bytes (0 where absent), delta_bytes, diff_percent, always_live (active's
+    if present), sorted by the size of the change, biggest first."""
+    b = variable_table(baseline).set_index("key")
+    a = variable_table(active).set_index("key")
+    idx = b.index.union(a.index, sort=False)
+    in_b, in_a = idx.isin(b.index), idx.isin(a.index)
+    vb = b["bytes"].reindex(idx, fill_value=0).to_numpy(dtype=np.int64)
+    va = a["bytes"].reindex(idx, fill_value=0).to_numpy(dtype=np.int64)
+    status = np.where(in_b & in_a, np.where(vb == va, "same", "changed"), np.where(in_b, "removed", "added"))
+    al = a["always_live"].reindex(idx).fillna(b["always_live"].reindex(idx)).astype(bool)
+    out = pd.DataFrame(
+        {
+            "name": idx.to_numpy(dtype=object),
+            "status": status,
+            "baseline_bytes": vb,
+            "active_bytes": va,
+            "delta_bytes": va - vb,
+            "diff_percent": diff_percent(vb, va),
+            "always_live": al.to_numpy(),
+        }
+    )
+    order = np.lexsort((-np.maximum(vb, va), -np.abs(va - vb)))
+    return out.iloc[order].reset_index(drop=True)
+
+
+def source_target_table(categories: pd.DataFrame, variables: pd.DataFrame) -> pd.DataFrame:
+    """PopVision's comparison table for all tiles: a Total row, the non-variable memory categories
+    (code, state, stack…; from ``memory.category_comparison``), then the variables, each with
+    source (baseline), target (active), diff and diff_percent, ordered by the larger size."""
+    cats = categories.drop(index=[c for c in ("variable", "constant", "gaps") if c in categories.index])
+    rows = pd.DataFrame(
+        {
+            "item": list(cats.index) + variables["name"].tolist(),
+            "kind": ["category"] * len(cats) + ["variable"] * len(variables),
+            "status": ["same" if d == 0 else "changed" for d in cats["delta"]] + variables["status"].tolist(),
+            "source": np.r_[cats["baseline"].to_numpy(), variables["baseline_bytes"].to_numpy()].astype(np.int64),
+            "target": np.r_[cats["active"].to_numpy(), variables["active_bytes"].to_numpy()].astype(np.int64),
+        }
+    )
+    rows = rows.iloc[np.argsort(-np.maximum(rows["source"], rows["target"]).to_numpy(), kind="stable")]
+    total = pd.DataFrame(
+        {
+            "item": ["Total"],
+            "kind": ["total"],
+            "status": [""],
+            "source": [rows["source"].sum()],
+            "target": [rows["target"].sum()],
+        }
+    )
+    out = pd.concat([total, rows], ignore_index=True)
+    out["diff"] = out["target"] - out["source"]
+    out["diff_percent"] = diff_percent(out["source"].to_numpy(), out["target"].to_numpy())
+    return out
