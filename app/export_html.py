@@ -27,11 +27,23 @@ h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 17px; margin-top: 28
 .paths { color: #566573; font-size: 13px; } .paths code { background: #f4f6f7; padding: 1px 4px; }
 table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }
 th, td { border-bottom: 1px solid #e5e8e8; padding: 4px 10px; text-align: right; }
-th { background: #f4f6f7; } td.l, th.l { text-align: left; max-width: 520px; overflow-wrap: anywhere; }
+th { background: #f4f6f7; } td.l, th.l { text-align: left; max-width: 520px; overflow-wrap: break-word; }
 .up { color: #c0392b; } .down { color: #1e8449; }
 .parity li { color: #9a5b00; } .ok { color: #1e8449; }
 .crossed { color: #c0392b; font-weight: 600; }
 """
+
+
+RUN_COLUMNS = (
+    "run",
+    "status",
+    "baseline_cycles",
+    "active_cycles",
+    "delta_cycles",
+    "delta_flops",
+    "baseline_tile_balance",
+    "active_tile_balance",
+)
 
 
 def _fmt(name: str, v: Any) -> str:
@@ -79,6 +91,8 @@ def _table(df: pd.DataFrame, left: tuple[str, ...] = ()) -> str:
         for c, v in zip(df.columns, row, strict=True):
             if isinstance(v, float) and math.isnan(v):
                 v = "-"
+            elif isinstance(v, float) and v.is_integer():
+                v = f"{int(v):,}"
             elif isinstance(v, float):
                 v = f"{v:.4g}"
             elif isinstance(v, int) and not isinstance(v, bool):
@@ -143,7 +157,7 @@ def comparison_html(comparison: Comparison, top: int = 10) -> str:
         "<h2>Liveness</h2>",
         *rendered["liveness"],
         "<h2>Execution</h2>",
-        _table(c.runs, left=("status",)),
+        _table(c.runs[[col for col in RUN_COLUMNS if col in c.runs]], left=("status",)),
         *rendered["execution"],
         _table(
             _top(

@@ -108,7 +108,7 @@ def category_delta_figure(categories: pd.DataFrame) -> go.Figure:
     return _layout(fig, title)
 
 
-def liveness_comparison_figure(liveness: pd.DataFrame) -> go.Figure:
+def liveness_comparison_figure(liveness: pd.DataFrame, max_points: int = 2000) -> go.Figure:
     """Not-always-live bytes of both reports along the step alignment (top), and the delta at each
     aligned step (bottom). x is the aligned position, so the same step lines up in both curves; an
     added or removed step shows as a gap in the other report's curve."""
@@ -134,20 +134,14 @@ def liveness_comparison_figure(liveness: pd.DataFrame) -> go.Figure:
             row=1,
             col=1,
         )
-    d = liveness["delta_bytes"].to_numpy(dtype=np.float64)
-    fig.add_trace(
-        go.Scattergl(
-            x=pos,
-            y=d,
-            mode="lines",
-            name="delta",
-            line={"color": UP, "width": 1, "shape": "hv"},
-            fill="tozeroy",
-            hovertemplate="delta %{y:+,} B<extra></extra>",
-        ),
-        row=2,
-        col=1,
-    )
+    # the delta as bars (largest increase / decrease per bin on long axes): a filled WebGL line
+    # renders badly across gaps
+    x, up, down, _ = bin_extremes(pos, liveness["delta_bytes"].to_numpy(dtype=np.int64), max_points)
+    for y, name, colour in ((up, "grew", UP), (down, "shrank", DOWN)):
+        fig.add_bar(
+            x=x, y=y, name=name, marker_color=colour, hovertemplate="delta %{y:+,} B<extra></extra>", row=2, col=1
+        )
+    fig.update_layout(barmode="relative", bargap=0)
     fig.update_yaxes(title_text="bytes", row=1, col=1)
     fig.update_yaxes(title_text="delta", row=2, col=1)
     fig.update_xaxes(title_text="aligned program step", row=2, col=1)
