@@ -43,7 +43,8 @@ def operation_table(report: Report, layer: str | None = None, run: int | None = 
         prog["cycles"] = prog["estimated_cycles"]
         prog["flops"] = 0
         source = "compile-time estimate (no execution profile)"
-    prog["steps"] = (prog["step"] >= 0).astype(np.int64)
+    prog = prog[prog["step"] >= 0]  # control nodes own no cycles; their steps are counted
+    prog["steps"] = 1
     g = prog.groupby("op")[["cycles", "flops", "steps"]].sum()
     var = report.table("variables", ["bytes", "debug_context_id"]).to_pandas()
     var["op"] = op_of(var["debug_context_id"].to_numpy())
@@ -54,7 +55,7 @@ def operation_table(report: Report, layer: str | None = None, run: int | None = 
     known = np.isin(idx, ops.index.to_numpy())
     out["key"] = np.where(known, paths.reindex(idx).to_numpy(dtype=object), NO_CONTEXT)
     for col in ("layer", "name", "op_type"):
-        out[col] = np.where(known, ops[col].reindex(idx).to_numpy(dtype=object), "")
+        out[col] = np.where(known, ops[col].reindex(idx).to_numpy(dtype=object), NO_CONTEXT if col == "name" else "")
     out.index.name = "debug_context_id"
     out = out.reset_index()
     out.attrs["cycles_source"] = source
