@@ -104,11 +104,15 @@ def test_anchor_and_block_tiers_on_large_inputs(monkeypatch: pytest.MonkeyPatch)
     b = np.delete(a, dropped)
     b = np.insert(b, rng.integers(0, b.size, 40), 10_000 + np.arange(40))
     assert check_valid(a, b) == 3000 - 40
-    # a repeated body has no unique keys: the block tier aligns it
+    # a repeated body has no unique keys: occurrence-rank anchors align it
     body = np.arange(200)
     a = np.tile(body, 8)
     b = np.tile(np.insert(body, 70, 999), 8)
     assert check_valid(a, b) == a.size
+    # the block tier alone (the last resort) on the same input: valid, and here still optimal
+    ri, rj = align_mod._lcs_blocks(a, b)
+    np.testing.assert_array_equal(a[ri], b[rj])
+    assert np.all(np.diff(ri) > 0) and np.all(np.diff(rj) > 0) and ri.size == a.size
 
 
 def test_twenty_thousand_steps_with_an_inserted_step_in_a_repeated_body() -> None:

@@ -9,8 +9,10 @@ for tens of thousands of steps:
 2. a window of at most DP_CELLS cells is solved exactly by an LCS dynamic programme, vectorised
    per row (``cur = maximum.accumulate(max(prev[j-1] + eq, prev[j]))``);
 3. a bigger window is split at anchors, keys unique in both halves (patience diff: the longest
-   run of anchors increasing in both), and the pieces are solved again; a big window without
-   anchors is solved block-wise along the diagonal, committing half a block at a time.
+   run of anchors increasing in both), and the pieces are solved again; without unique keys (a
+   repeated loop body) the k-th occurrence of a key pairs with its k-th occurrence on the other
+   side, again reduced to a run increasing in both; a big window without any anchor is solved
+   block-wise along the diagonal, committing half a block at a time.
 
 Windows up to DP_CELLS are aligned optimally; bigger ones get a good, not always longest,
 alignment (patience anchors and blocks, as git's patience diff).
@@ -106,6 +108,8 @@ def _matches(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             continue
         # tier 2: unique anchors
         ai, bj = _anchors(a[i0:i1], b[j0:j1])
+        if ai.size == 0:
+            ai, bj = _rank_anchors(a[i0:i1], b[j0:j1])
         if ai.size:
             out_i.append(ai + i0)
             out_j.append(bj + j0)
@@ -142,6 +146,34 @@ def _anchors(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     pa_, pb = ia[xa], ib[xb]
     order = np.argsort(pa_)
     pa_, pb = pa_[order], pb[order]
+    keep = _longest_increasing(pb)
+    return pa_[keep].astype(np.int64), pb[keep].astype(np.int64)
+
+
+def _occurrence(x: np.ndarray) -> np.ndarray:
+    """For each element, how many equal elements precede it: [7, 3, 7, 7] -> [0, 0, 1, 2]."""
+    order = np.argsort(x, kind="stable")
+    sx = x[order]
+    starts = np.flatnonzero(np.r_[True, sx[1:] != sx[:-1]])
+    rank_sorted = np.arange(x.size) - np.repeat(starts, np.diff(np.r_[starts, x.size]))
+    out = np.empty(x.size, dtype=np.int64)
+    out[order] = rank_sorted
+    return out
+
+
+def _rank_anchors(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Anchors for windows without unique keys (a repeated loop body): the k-th occurrence of a key
+    in ``a`` pairs with its k-th occurrence in ``b``; pairs inconsistent with the order are dropped
+    by the longest increasing run, and what lies between anchors is aligned again."""
+    ra, rb = _occurrence(a), _occurrence(b)
+    width = int(max(ra.max(initial=0), rb.max(initial=0))) + 1
+    ka = (a - min(a.min(), b.min())) * width + ra
+    kb = (b - min(a.min(), b.min())) * width + rb
+    _, xa, xb = np.intersect1d(ka, kb, assume_unique=True, return_indices=True)
+    if xa.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    order = np.argsort(xa)
+    pa_, pb = xa[order], xb[order]
     keep = _longest_increasing(pb)
     return pa_[keep].astype(np.int64), pb[keep].astype(np.int64)
 

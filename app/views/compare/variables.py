@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from app.views.compare.keys import variable_keys
+from app.views.compare.keys import disambiguate, outer_join, take
 from report_format.reader import Report
 
 VARIABLE_COLUMNS = ("name", "status", "baseline_bytes", "active_bytes", "delta_bytes", "diff_percent", "always_live")
@@ -18,8 +18,9 @@ VARIABLE_COLUMNS = ("name", "status", "baseline_bytes", "active_bytes", "delta_b
 
 def variable_table(report: Report) -> pd.DataFrame:
     """One row per variable: key (name, made unique), bytes, always_live, category, tiles."""
-    v = report.table("variables", ["variable_id", "name", "bytes", "always_live", "category", "tiles"]).to_pandas()
-    v["key"] = variable_keys(v)
+    t = report.table("variables", ["variable_id", "name", "bytes", "always_live", "category", "tiles"])
+    v = pd.DataFrame({c: t[c].to_numpy() for c in t.column_names})  # numpy columns: fast to index
+    v["key"] = np.asarray(disambiguate(v["name"].tolist()), dtype=object)
     return v
 
 
@@ -35,23 +36,23 @@ def variable_comparison(baseline: Report, active: Report) -> pd.DataFrame:
     """One row per variable name in either report: status (same, changed, added, removed),
     baseline_bytes / active_bytes (0 where absent), delta_bytes, diff_percent, always_live (active's
     if present), sorted by the size of the change, biggest first."""
-    b = variable_table(baseline).set_index("key")
-    a = variable_table(active).set_index("key")
-    idx = b.index.union(a.index, sort=False)
-    in_b, in_a = idx.isin(b.index), idx.isin(a.index)
-    vb = b["bytes"].reindex(idx, fill_value=0).to_numpy(dtype=np.int64)
-    va = a["bytes"].reindex(idx, fill_value=0).to_numpy(dtype=np.int64)
+    b = variable_table(baseline)
+    a = variable_table(active)
+    keys, rb, ra = outer_join(b["key"].to_numpy(), a["key"].to_numpy())
+    vb = take(b["bytes"].to_numpy(dtype=np.int64), rb, 0).astype(np.int64)
+    va = take(a["bytes"].to_numpy(dtype=np.int64), ra, 0).astype(np.int64)
+    in_b, in_a = rb >= 0, ra >= 0
     status = np.where(in_b & in_a, np.where(vb == va, "same", "changed"), np.where(in_b, "removed", "added"))
-    al = a["always_live"].reindex(idx).fillna(b["always_live"].reindex(idx)).astype(bool)
+    al = np.where(in_a, take(a["always_live"].to_numpy(), ra, False), take(b["always_live"].to_numpy(), rb, False))
     out = pd.DataFrame(
         {
-            "name": idx.to_numpy(dtype=object),
+            "name": keys,
             "status": status,
             "baseline_bytes": vb,
             "active_bytes": va,
             "delta_bytes": va - vb,
             "diff_percent": diff_percent(vb, va),
-            "always_live": al.to_numpy(),
+            "always_live": al.astype(bool),
         }
     )
     order = np.lexsort((-np.maximum(vb, va), -np.abs(va - vb)))
