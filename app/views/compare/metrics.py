@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from app.views.summary import flatten, summary
-from report_format.reader import Report
+from report_format.reader import Report, open_report
 
 
 def _numeric(v: Any) -> bool:
@@ -39,7 +39,9 @@ def metric_values(
 ) -> dict[str, float | int]:
     """Every metric of one report. ``categories`` (bytes per memory category) and ``tile_balance``
     may be passed when already computed."""
-    out = numeric_metrics(summary(report))
+    # summary() reads whole tables (vertices: millions of rows on a POD) into the report's cache;
+    # a throwaway Report keeps that cache from living as long as the comparison does
+    out = numeric_metrics(summary(open_report(report.path)))
     if categories is None:
         from app.views.compare.memory import category_bytes
 
