@@ -49,6 +49,7 @@ class Spec:
     options: dict[str, str] = field(default_factory=lambda: {"autoReport.all": "true"})
     code_bytes_per_tile: int = 1000  # vertexCode on every tile
     runs: int = 1
+    execution: bool = True  # False: no execution profile (as with outputExecutionProfile false)
     #: operations in debug-context id order (names); default: order of first use by steps/variables
     op_order: list[str] | None = None
 
@@ -239,7 +240,7 @@ def build_report(path: Path, spec: Spec) -> Path:
         )
         cycles = np.array([s.cycles for s in spec.steps], dtype=np.int64)
         start = np.concatenate([[0], np.cumsum(cycles)[:-1]]) if n_steps else np.zeros(0, np.int64)
-        for r in range(spec.runs):
+        for r in range(spec.runs if spec.execution else 0):
             w.append(
                 "execution_steps",
                 {
@@ -257,6 +258,9 @@ def build_report(path: Path, spec: Spec) -> Path:
                     "flops": [s.flops for s in spec.steps],
                 },
             )
+        if not spec.execution:
+            w.set_profile("execution", False, note="execution profile not captured")
+            return path
         w.write(
             "runs",
             {
@@ -289,3 +293,15 @@ def mlp_steps(extra: list[tuple[int, Step]] | None = None, drop: list[int] | Non
         if i not in (drop or []):
             out.append(s)
     return out
+
+
+def assert_signs(comparison: object, expected: dict[str, int]) -> None:
+    """Assert the sign (+1, -1 or 0) of each named metric's delta, listing every mismatch at once.
+    For pairs whose exact deltas are not worked by hand (simulator runs: batch 4 vs 8, ...)."""
+    metrics = comparison.metrics  # type: ignore[attr-defined]
+    wrong = []
+    for name, sign in expected.items():
+        d = metrics[name]["delta"]
+        if d is None or int(np.sign(d)) != sign:
+            wrong.append(f"{name}: delta {d}, expected sign {sign:+d}")
+    assert not wrong, "; ".join(wrong)

@@ -227,3 +227,31 @@ def test_tile_balance_change(tmp_path: Path) -> None:
     expected = float((cyc * bal).sum() / cyc.sum())
     assert m["baseline"] == pytest.approx(expected) and m["active"] == pytest.approx(expected / 2)
     assert (c.steps["delta_tile_balance"] <= 0).all()
+
+
+def test_executed_steps_align_in_execution_order(inserted: Comparison) -> None:
+    ex = inserted.executed_steps(run=0)
+    assert ex["status"].tolist().count("added") == 1
+    row = ex[ex["status"] == "added"].iloc[0]
+    assert (row["active_step"], row["name"], row["active_cycles"]) == (6, "cast_1", 300)
+    same = ex[ex["status"] == "same"]
+    # steps after the insertion start 300 cycles later; before it, at the same cycle
+    drift = same["delta_cycles_from"].to_numpy()
+    assert drift.tolist() == [0] * 6 + [300] * 6
+    assert (same["delta_cycles"] == 0).all()
+    # the baseline's step 6 started after 1060 + 260 cycles
+    assert same["baseline_cycles_from"].tolist()[6] == 1320
+
+
+def test_no_execution_profile_on_one_side(tmp_path: Path) -> None:
+    """Without an execution profile the operations fall back to compile-time estimates (here equal
+    to the executed cycles), the parity check says so, and executed totals are 0 on that side."""
+    c = compare(tmp_path, Spec(mlp_steps(), base_vars()), Spec(mlp_steps(), base_vars(), execution=False))
+    assert "execution profile captured in baseline only: its figures are compared against nothing" in c.parity
+    assert "captured runs: 1 vs 0 (runs are compared by index)" in c.parity
+    ops = c.operations
+    assert ops.attrs["cycles_source"]["active"].startswith("compile-time estimate")
+    assert (ops["delta_cycles"] == 0).all()  # estimates equal the simulated cycles in this spec
+    assert c.metrics["execution.total_cycles"]["active"] == 0
+    assert (c.steps["active_executions"] == 0).all() and (c.steps["baseline_executions"] == 1).all()
+    assert c.runs["status"].tolist() == ["baseline"]

@@ -160,10 +160,10 @@ def render_text(doc: dict[str, Any]) -> str:
         lines.append("parity: same target and engine options")
     lines.append("")
     width = max((len(k) for k in doc["headline"]), default=10)
-    lines.append(f"{'metric':<{width}}  {'baseline':>14}  {'active':>14}  delta")
+    lines.append(f"{'metric':<{width}}  {'baseline':>18}  {'active':>18}  delta")
     for k in doc["headline"]:
         m = doc["metrics"][k]
-        lines.append(f"{k:<{width}}  {_value(k, m['baseline']):>14}  {_value(k, m['active']):>14}  {_delta(k, m)}")
+        lines.append(f"{k:<{width}}  {_value(k, m['baseline']):>18}  {_value(k, m['active']):>18}  {_delta(k, m)}")
     s = doc["steps"]
     lines += [
         "",

@@ -19,7 +19,7 @@ from app.views.compare.memory import category_bytes, category_comparison, tile_m
 from app.views.compare.metrics import metric_deltas, metric_values
 from app.views.compare.operations import operation_comparison, operation_table
 from app.views.compare.parity import parity
-from app.views.compare.steps import align_steps, step_comparison, step_table
+from app.views.compare.steps import align_steps, executed_step_comparison, step_comparison, step_table
 from app.views.compare.variables import source_target_table, variable_comparison
 from report_format.reader import Report
 
@@ -44,6 +44,7 @@ class Comparison:
         self.active = active
         self.run = run
         self.layer = layer
+        self._executed: dict[int, pd.DataFrame] = {}
 
     # -- configuration -------------------------------------------------------------------------
     @cached_property
@@ -116,6 +117,12 @@ class Comparison:
             for report, runs in zip((self.baseline, self.active), self.run_tables, strict=True)
         )
         return metric_deltas(b, a)
+
+    def executed_steps(self, run: int = 0) -> pd.DataFrame:
+        """Executed steps of ``run`` aligned in execution order (``steps.executed_step_comparison``)."""
+        if run not in self._executed:
+            self._executed[run] = executed_step_comparison(self.baseline, self.active, run)
+        return self._executed[run]
 
     # -- summaries -----------------------------------------------------------------------------
     def peak_sentence(self) -> str:

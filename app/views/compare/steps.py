@@ -114,3 +114,52 @@ def step_comparison(baseline: pd.DataFrame, active: pd.DataFrame, alignment: Ali
         out[f"active_{f}"] = va
         out[f"delta_{f}"] = va - vb
     return out
+
+
+def executed_step_comparison(baseline: Report, active: Report, run: int = 0) -> pd.DataFrame:
+    """Executed steps of one run in execution order, aligned between the reports: each executed
+    step is keyed by the program step it runs, so an inserted step, or a loop running one more
+    iteration, shows as added rows and the rest stays paired. Columns: baseline_step / active_step
+    (executed step index, -1 where absent), status, type, name, and baseline_/active_/delta_ for
+    cycles, flops and cycles_from (when the step started: how far the run has drifted)."""
+    sides = []
+    for report in (baseline, active):
+        keys = step_keys(report).set_index("program_id")
+        ex = executed_steps(report, run)
+        starts = _step_starts(report, run)
+        ex = ex.assign(
+            cycles_from=starts.reindex(ex["step"].to_numpy()).fillna(0).to_numpy(dtype=np.int64),
+            key=keys["key"].reindex(ex["program_id"].to_numpy()).fillna("").to_numpy(dtype=object),
+            type=keys["type"].reindex(ex["program_id"].to_numpy()).fillna("").to_numpy(dtype=object),
+            name=keys["name"].reindex(ex["program_id"].to_numpy()).fillna("").to_numpy(dtype=object),
+        )
+        sides.append(ex)
+    b, a = sides
+    kb, ka = factorize_pair(b["key"].to_numpy(), a["key"].to_numpy())
+    al = align_sequences(kb, ka)
+    has_b, has_a = al.baseline >= 0, al.active >= 0
+    out = pd.DataFrame(
+        {
+            "baseline_step": np.where(has_b, b["step"].to_numpy()[np.maximum(al.baseline, 0)] if len(b) else -1, -1),
+            "active_step": np.where(has_a, a["step"].to_numpy()[np.maximum(al.active, 0)] if len(a) else -1, -1),
+            "status": np.where(has_b & has_a, "same", np.where(has_b, "removed", "added")),
+        }
+    )
+    for col in ("type", "name"):
+        vb = b[col].to_numpy(dtype=object)[np.maximum(al.baseline, 0)] if len(b) else np.full(len(al), "", object)
+        va = a[col].to_numpy(dtype=object)[np.maximum(al.active, 0)] if len(a) else np.full(len(al), "", object)
+        out[col] = np.where(has_a, va, vb)
+    for f in ("cycles", "flops", "cycles_from"):
+        vb = np.where(has_b, b[f].to_numpy()[np.maximum(al.baseline, 0)] if len(b) else 0, 0)
+        va = np.where(has_a, a[f].to_numpy()[np.maximum(al.active, 0)] if len(a) else 0, 0)
+        out[f"baseline_{f}"] = vb
+        out[f"active_{f}"] = va
+        out[f"delta_{f}"] = va - vb
+    return out
+
+
+def _step_starts(report: Report, run: int) -> pd.Series:
+    """Start of each executed step of ``run`` (earliest cycles_from over IPUs), by step index."""
+    t = report.table("execution_steps", ["run", "step", "cycles_from"]).to_pandas()
+    t = t[t["run"] == run]
+    return t.groupby("step")["cycles_from"].min()
