@@ -53,7 +53,7 @@ def bin_extremes(x: np.ndarray, delta: np.ndarray, max_points: int) -> tuple[np.
 
 
 def tile_memory_delta_figure(
-    tiles: pd.DataFrame, column: str = "total_bytes_including_gaps", max_points: int = 2000
+    tiles: pd.DataFrame, column: str = "total_bytes_including_gaps", max_points: int = 2000, n_marked: int = 10
 ) -> go.Figure:
     """Per-tile memory delta (active - baseline) from ``memory.tile_memory_comparison``."""
     title = "Memory per tile: active - baseline"
@@ -64,6 +64,24 @@ def tile_memory_delta_figure(
     fig = go.Figure()
     fig.add_bar(x=x, y=up, name="grew", marker_color=UP, hovertemplate="tile %{x}: %{y:+,} B<extra></extra>")
     fig.add_bar(x=x, y=down, name="shrank", marker_color=DOWN, hovertemplate="tile %{x}: %{y:+,} B<extra></extra>")
+    # the biggest changes as labelled markers, so a few outlier tiles stay visible among thousands
+    top = np.argsort(-np.abs(delta), kind="stable")[:n_marked]
+    top = top[delta[top] != 0]
+    if top.size:
+        fig.add_trace(
+            go.Scatter(
+                x=tiles["tile"].to_numpy()[top],
+                y=delta[top],
+                mode="markers",
+                name=f"top {top.size} tiles",
+                marker={
+                    "color": np.where(delta[top] > 0, UP, DOWN),
+                    "size": 8,
+                    "line": {"width": 1, "color": "#1c2833"},
+                },
+                hovertemplate="tile %{x}: %{y:+,} B<extra></extra>",
+            )
+        )
     fig.update_layout(barmode="relative", bargap=0)
     per = f" (largest change of every {width} tiles)" if width > 1 else ""
     fig.update_xaxes(title_text=f"tile{per}")
