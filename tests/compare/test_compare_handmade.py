@@ -14,6 +14,7 @@ import pytest
 from compare_builders import Spec, Step, Var, build_report, mlp_steps
 
 from app.views.compare.comparison import Comparison
+from app.views.compare.variables import step_variable_comparison
 from report_format.reader import open_report
 
 BASE_CYCLES = 2390
@@ -255,3 +256,13 @@ def test_no_execution_profile_on_one_side(tmp_path: Path) -> None:
     assert c.metrics["execution.total_cycles"]["active"] == 0
     assert (c.steps["active_executions"] == 0).all() and (c.steps["baseline_executions"] == 1).all()
     assert c.runs["status"].tolist() == ["baseline"]
+
+
+def test_selected_step_pair_variables(inserted: Comparison) -> None:
+    """Baseline step 6 (relu_1) pairs with active step 7; at active step 6 only cast_out is live."""
+    t = step_variable_comparison(inserted.baseline, inserted.active, 6, 7)
+    assert t[["name", "status", "baseline_bytes", "active_bytes"]].values.tolist() == [["act2", "same", 2048, 2048]]
+    t = step_variable_comparison(inserted.baseline, inserted.active, -1, 6)  # the added step: nothing in baseline
+    assert t[["name", "status", "delta_bytes", "diff_percent"]].values.tolist() == [["cast_out", "added", 1024, 100.0]]
+    al = step_variable_comparison(inserted.baseline, inserted.active, 0, 0, always_live=True)
+    assert sorted(al["name"]) == ["w1", "w2"] and (al["status"] == "same").all()

@@ -36,8 +36,34 @@ def variable_comparison(baseline: Report, active: Report) -> pd.DataFrame:
     """One row per variable name in either report: status (same, changed, added, removed),
     baseline_bytes / active_bytes (0 where absent), delta_bytes, diff_percent, always_live (active's
     if present), sorted by the size of the change, biggest first."""
-    b = variable_table(baseline)
-    a = variable_table(active)
+    return compare_variable_tables(variable_table(baseline), variable_table(active))
+
+
+def live_variables(report: Report, step: int, always_live: bool) -> pd.DataFrame:
+    """``variable_table`` rows live at program ``step``: the always-live variables, or the
+    not-always-live ones whose liveness interval holds the step (none for step -1)."""
+    v = variable_table(report)
+    if always_live:
+        return v[v["always_live"].to_numpy()]
+    iv = report.table("liveness_intervals", ["variable_id", "first_step", "last_step"])
+    first, last = iv["first_step"].to_numpy(), iv["last_step"].to_numpy()
+    ids = iv["variable_id"].to_numpy()[(first <= step) & (last >= step)] if step >= 0 else np.zeros(0, np.int32)
+    return v[np.isin(v["variable_id"].to_numpy(), ids)]
+
+
+def step_variable_comparison(
+    baseline: Report, active: Report, baseline_step: int, active_step: int, always_live: bool = False
+) -> pd.DataFrame:
+    """PopVision's Liveness compare tables for a selected step pair (seed 002: "Selected Program
+    Step", Always-Live / Not-Always-Live Variables with Source / Target / Diff): the variables live
+    at ``baseline_step`` in baseline and ``active_step`` in active, matched by name."""
+    return compare_variable_tables(
+        live_variables(baseline, baseline_step, always_live), live_variables(active, active_step, always_live)
+    )
+
+
+def compare_variable_tables(b: pd.DataFrame, a: pd.DataFrame) -> pd.DataFrame:
+    """Two ``variable_table`` frames (or subsets) matched by key; see ``variable_comparison``."""
     keys, rb, ra = outer_join(b["key"].to_numpy(), a["key"].to_numpy())
     vb = take(b["bytes"].to_numpy(dtype=np.int64), rb, 0).astype(np.int64)
     va = take(a["bytes"].to_numpy(dtype=np.int64), ra, 0).astype(np.int64)
@@ -47,7 +73,7 @@ def variable_comparison(baseline: Report, active: Report) -> pd.DataFrame:
     out = pd.DataFrame(
         {
             "name": keys,
-            "status": status,
+            "status": status.astype(object),
             "baseline_bytes": vb,
             "active_bytes": va,
             "delta_bytes": va - vb,
