@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pytest
 from compare_builders import assert_signs
@@ -20,8 +21,10 @@ from app.views.compare.comparison import Comparison
 from app.views.compare.metrics import numeric_metrics
 from app.views.compare.steps import executed_steps, step_table
 from app.views.summary import summary
+from report_format import schema
 from report_format.reader import open_report
 from report_format.synthetic import synthetic_report
+from report_format.writer import ReportWriter
 
 
 def _raw(path: Path, table: str):
@@ -95,3 +98,19 @@ def test_out_of_memory_tiles_show_up_as_the_biggest_tile_deltas(oom_pair: Compar
     top = [t["tile"] for t in oom_pair.top_changes(3)["tiles"]]
     assert sorted(top) == [0, 1, 2]
     assert oom_pair.step_counts()["same"] == 60
+
+
+def test_executed_steps_do_not_depend_on_row_order(small_report: Path, tmp_path: Path) -> None:
+    """A writer that emits execution_steps in another order gives the same executed steps."""
+    src = open_report(small_report)
+    dst = tmp_path / "shuffled"
+    with ReportWriter(dst, engine=src.manifest.engine) as w:
+        for name in schema.TABLE_NAMES:
+            t = src.table(name)
+            if name == "execution_steps":
+                t = t.take(np.random.default_rng(0).permutation(t.num_rows))
+            if t.num_rows:
+                w.write(name, t)
+    a = executed_steps(src).sort_values(["run", "step"]).reset_index(drop=True)
+    b = executed_steps(open_report(dst)).sort_values(["run", "step"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b)

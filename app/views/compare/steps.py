@@ -27,6 +27,9 @@ def executed_steps(report: Report, run: int | None = None) -> pd.DataFrame:
         return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in ("run", "step", "program_id", "cycles", "flops")})
     run_ = t["run"].to_numpy()
     step = t["step"].to_numpy()
+    if run_.size > 1 and np.any(np.diff(run_.astype(np.int64) * (int(step.max()) + 1) + step) < 0):
+        t = t.take(np.lexsort((step, run_)))  # the writer's order is (run, step, ipu); be safe if not
+        run_, step = t["run"].to_numpy(), t["step"].to_numpy()
     # rows are ordered by (run, step, ipu): a new executed step starts wherever (run, step) changes
     starts = np.flatnonzero(np.r_[True, (run_[1:] != run_[:-1]) | (step[1:] != step[:-1])])
     dur = t["cycles_to"].to_numpy() - t["cycles_from"].to_numpy()
