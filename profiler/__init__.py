@@ -1,0 +1,1 @@
+"""The simulated IPU: targets, graph API, compiler, BSP engine, capture."""
