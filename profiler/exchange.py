@@ -1,0 +1,73 @@
+"""Exchange planning: which bytes each tile receives and sends for a step, and the code it needs.
+
+Before a compute step each tile receives the vertex inputs that live on other tiles (each
+remote element once per receiving tile, however many of its vertices read it). A copy moves each
+element from the tile holding the source to the tile holding the destination. All vectorised.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+try:
+    from profiler import cost_model
+except ImportError:  # pragma: no cover - until the cost model lands
+    from profiler import _cost_fallback as cost_model  # type: ignore[no-redef]
+from profiler.targets import Target
+
+# [INF] ref §3.8 / §8: "exchange code bytes per tile grow with the number of messages". Modelled as
+# a fixed prologue (sync + setup, 6 instructions of ref §1 `instructionBytes` 4) plus one send or
+# receive instruction pair per message (2 x 4 bytes).
+EXCHANGE_CODE_BASE_BYTES = 24
+EXCHANGE_CODE_BYTES_PER_MESSAGE = 8
+
+
+@dataclass
+class ExchangePlan:
+    """Per-tile figures of one exchange (arrays of length num_tiles)."""
+
+    bytes_in: np.ndarray
+    bytes_out: np.ndarray
+    messages: np.ndarray  # distinct (peer, direction) pairs per tile
+    code_bytes: np.ndarray
+    cycles: np.ndarray
+
+    @property
+    def active(self) -> bool:
+        return bool(self.bytes_in.any() or self.bytes_out.any())
+
+
+def _code_bytes(messages: np.ndarray) -> np.ndarray:
+    return np.where(messages > 0, EXCHANGE_CODE_BASE_BYTES + EXCHANGE_CODE_BYTES_PER_MESSAGE * messages, 0).astype(
+        np.int64
+    )
+
+
+def plan_transfers(
+    src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray | int, target: Target, global_: bool = False
+) -> ExchangePlan:
+    """Plan moving element i from tile src[i] to tile dst[i] (only src != dst is moved)."""
+    n = target.num_tiles
+    remote = src != dst
+    s, d = src[remote].astype(np.int64), dst[remote].astype(np.int64)
+    w = np.broadcast_to(np.asarray(nbytes, dtype=np.int64), src.shape)[remote]
+    bytes_in = np.bincount(d, weights=w, minlength=n).astype(np.int64)
+    bytes_out = np.bincount(s, weights=w, minlength=n).astype(np.int64)
+    pairs = np.unique(s * n + d)
+    messages = np.bincount(pairs // n, minlength=n) + np.bincount(pairs % n, minlength=n)
+    if global_:
+        cycles = np.asarray(cost_model.global_exchange_cycles(np.maximum(bytes_in, bytes_out), target), dtype=np.int64)
+    else:
+        cycles = np.asarray(cost_model.exchange_cycles(bytes_in, bytes_out, target), dtype=np.int64)
+    return ExchangePlan(bytes_in, bytes_out, messages.astype(np.int64), _code_bytes(messages), cycles)
+
+
+def dedupe_receives(gid: np.ndarray, dst: np.ndarray, num_tiles: int) -> np.ndarray:
+    """Mask keeping the first of each (global element id, receiving tile) pair."""
+    key = gid.astype(np.int64) * num_tiles + dst
+    _, first = np.unique(key, return_index=True)
+    mask = np.zeros(key.size, dtype=bool)
+    mask[first] = True
+    return mask
