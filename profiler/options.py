@@ -56,6 +56,8 @@ _SPECS: dict[str, _Spec] = {
     # debug.instrument: when not set, follows autoReport.outputExecutionProfile (Poplar instruments
     # when an execution profile is requested; popvision.md §3.2 autoReport.all "enables instrumentation").
     "debug.instrument": _Spec("bool", "false"),
+    # Accepted for compatibility like the autoReport ones above: tilescope's instrumentation is
+    # governed by debug.instrument alone, so these finer switches have no effect.
     "debug.instrumentCompute": _Spec("bool", "false"),
     "debug.instrumentControlFlow": _Spec("bool", "false"),
     "debug.instrumentExternalExchange": _Spec("bool", "false"),
@@ -63,7 +65,7 @@ _SPECS: dict[str, _Spec] = {
     # [NF]: tile, the finest level that does not serialise vertices.
     "debug.computeInstrumentationLevel": _Spec("enum", "tile", ("tile", "ipu", "device", "vertex")),
     "debug.allowOutOfMemory": _Spec("bool", "true"),  # popvision.md §3.2: default true since SDK 2.1
-    "debug.retainDebugInformation": _Spec("bool", "true"),
+    "debug.retainDebugInformation": _Spec("bool", "true"),  # accepted, no effect (debug info is always kept)
     # Defaults not found [NF]: on, because the simulator's estimates are what its profile is made of.
     "profiler.includeFlopEstimates": _Spec("bool", "true"),
     "profiler.includeCycleEstimates": _Spec("bool", "true"),
