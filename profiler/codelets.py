@@ -13,10 +13,7 @@ from typing import Any
 
 import numpy as np
 
-try:
-    from profiler import cost_model
-except ImportError:  # pragma: no cover - until the cost model lands
-    from profiler import _cost_fallback as cost_model  # type: ignore[no-redef]
+from profiler import cost_model
 from profiler.targets import Target
 
 # Vertex instance state (ref §5 "Vertex-state field sizes"): each field is a SPAN, a pointer plus
@@ -159,8 +156,7 @@ class _ScaledAdd(Codelet):
 
     def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
         n, dt = _n(shapes["data"]), dtypes["data"]
-        # ref §3.2: FLOPs = 2 per element (multiply + add); cycles as an in-place binary add.
-        return int(cost_model.binary_cycles("add", n, dt, target, in_place=True)), 2 * n
+        return int(cost_model.scaled_add_cycles(n, dt, target)), int(cost_model.scaled_add_flops(n, dt))
 
 
 class _Fill(Codelet):
@@ -197,8 +193,10 @@ class _Copy(Codelet):
         return {"out": values["in"].astype(values["out"].dtype).reshape(values["out"].shape)}
 
     def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
-        nbytes = _n(shapes["out"]) * max(dtypes["in"].itemsize, dtypes["out"].itemsize)
-        return int(cost_model.copy_cycles(nbytes, target)), 0
+        n, a, b = _n(shapes["out"]), dtypes["in"], dtypes["out"]
+        if a != b:
+            return int(cost_model.cast_cycles(n, a, b, target)), int(cost_model.unary_flops("cast", n, a, b))
+        return int(cost_model.copy_cycles(n * a.itemsize, target)), 0
 
 
 class _Reduce(Codelet):
@@ -271,8 +269,10 @@ class _MatMul(Codelet):
     def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
         (m, k), (_, n) = shapes["a"], shapes["b"]
         dt = dtypes["a"]
-        partials = np.dtype(np.float32) if dt.kind == "f" else dt
-        cyc = cost_model.amp_matmul_cycles(m, k, n, dt, partials, target)
+        if dt.kind == "f":  # AMP with float partials (PopLibs' default partials type, ref §4.7)
+            cyc = cost_model.amp_matmul_cycles(m, k, n, dt, np.float32, target)
+        else:
+            cyc = cost_model.mac_matmul_cycles(m, k, n, dt, dt, target)
         return int(cyc), int(cost_model.matmul_flops(m, k, n))
 
 

@@ -12,10 +12,7 @@ from typing import Any
 
 import numpy as np
 
-try:
-    from profiler import cost_model
-except ImportError:  # pragma: no cover - until the cost model lands
-    from profiler import _cost_fallback as cost_model  # type: ignore[no-redef]
+from profiler import cost_model
 from profiler import programs as P
 from profiler.codelets import Codelet
 from profiler.exchange import EXCHANGE_CODE_BASE_BYTES, EXCHANGE_CODE_BYTES_PER_MESSAGE, plan_transfers

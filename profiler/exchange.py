@@ -11,10 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-try:
-    from profiler import cost_model
-except ImportError:  # pragma: no cover - until the cost model lands
-    from profiler import _cost_fallback as cost_model  # type: ignore[no-redef]
+from profiler import cost_model
 from profiler.targets import Target
 
 # [INF] ref §3.8 / §8: "exchange code bytes per tile grow with the number of messages". Modelled as
