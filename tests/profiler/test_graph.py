@@ -33,7 +33,9 @@ def test_views_select_the_same_elements_as_numpy():
 
     def values(t):  # element -> value through the view's (variable, index) pairs
         var, idx = t.elements()
-        return np.where(var == 0, ref_a.reshape(-1)[np.minimum(idx, 11)], ref_b.reshape(-1)[np.minimum(idx, 7)]).reshape(t.shape)
+        return np.where(
+            var == 0, ref_a.reshape(-1)[np.minimum(idx, 11)], ref_b.reshape(-1)[np.minimum(idx, 7)]
+        ).reshape(t.shape)
 
     assert (values(a.T) == ref_a.T).all()
     assert (values(a[1:, ::2]) == ref_a[1:, ::2]).all()

@@ -36,7 +36,9 @@ def _add_graph():
     g.map_linearly(x)  # 2 elements per tile
     g.map_linearly(y)
     cs = g.add_compute_set("add")
-    g.add_vertices(cs, "popops::Add", {"in1": x.reshape(4, 2), "in2": x.reshape(4, 2), "out": y.reshape(4, 2)}, tiles=range(4))
+    g.add_vertices(
+        cs, "popops::Add", {"in1": x.reshape(4, 2), "in2": x.reshape(4, 2), "out": y.reshape(4, 2)}, tiles=range(4)
+    )
     g.create_host_write("x", x)
     g.create_host_read("y", y)
     return g, Sequence(Execute(cs))
