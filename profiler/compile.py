@@ -16,9 +16,9 @@ from profiler import cost_model
 from profiler import programs as P
 from profiler.codelets import Codelet
 from profiler.exchange import EXCHANGE_CODE_BASE_BYTES, EXCHANGE_CODE_BYTES_PER_MESSAGE, plan_transfers
-from profiler.graph import UNMAPPED, ComputeSet, Graph, GraphError
+from profiler.graph import UNMAPPED, ComputeSet, Graph, GraphError, VertexBatch
 from profiler.streams import HOST_TO_DEVICE, DataStream
-from profiler.tensor import Access, Tensor
+from profiler.tensor import Access, Tensor, concat
 
 
 class CompileError(ValueError):
@@ -215,6 +215,25 @@ class Compiler:
     def _gid(self, var_ids: np.ndarray, idx: np.ndarray) -> np.ndarray:
         return self._gid_base[var_ids] + idx
 
+    @staticmethod
+    def _merged_batches(cs: ComputeSet) -> list[VertexBatch]:
+        """Batches of the same codelet, parameters, field shapes and types merged into one, so
+        vertices added one at a time are planned and executed as vectorised as add_vertices ones."""
+        groups: dict[tuple, list[VertexBatch]] = {}
+        for b in cs.batches:
+            shapes = tuple((f, t.shape[1:], t.dtype.str) for f, t in sorted(b.fields.items()))
+            key = (id(b.codelet), repr(sorted(b.params.items())), shapes, b.debug_context_id)
+            groups.setdefault(key, []).append(b)
+        merged = []
+        for bs in groups.values():
+            if len(bs) == 1:
+                merged.append(bs[0])
+                continue
+            fields = {f: concat([b.fields[f] for b in bs], axis=0) for f in bs[0].fields}
+            tiles = np.concatenate([b.tiles for b in bs])
+            merged.append(VertexBatch(bs[0].codelet, tiles, fields, bs[0].params, bs[0].debug_context_id))
+        return merged
+
     def _plan_compute_set(self, cs: ComputeSet) -> ComputeSetPlan:
         g, t = self.graph, self.target
         n = t.num_tiles
@@ -223,7 +242,7 @@ class Compiler:
         vt, vc, vstate, vcyc, vflops, vmulti = [], [], [], [], [], []
         reads: set[int] = set()
         writes: set[int] = set()
-        for b in cs.batches:
+        for b in self._merged_batches(cs):
             cl = b.codelet
             shapes = {f: b.fields[f].shape[1:] for f in cl.fields}
             dtypes = {f: b.fields[f].dtype for f in cl.fields}

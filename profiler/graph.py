@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -162,17 +163,19 @@ class Graph:
         self, name: str, op_type: str = "", layer: str = "user", attributes: Mapping[str, Any] | None = None
     ) -> Iterator[int]:
         """Everything created inside the block carries this context (Operations views group by it)."""
-        import inspect
-
-        frame = inspect.stack()[2] if len(inspect.stack()) > 2 else None
+        # the caller of the ``with`` statement (this generator, then contextlib's __enter__)
+        try:
+            frame = sys._getframe(2)
+        except ValueError:
+            frame = None
         ctx = DebugContext(
             id=len(self.debug_contexts),
             parent_id=self._context_stack[-1] if self._context_stack else -1,
             layer=layer,
             name=name,
             op_type=op_type,
-            file=frame.filename if frame else "",
-            line=frame.lineno if frame else 0,
+            file=frame.f_code.co_filename if frame else "",
+            line=frame.f_lineno if frame else 0,
             attributes=json.dumps(dict(attributes or {}), sort_keys=True, default=str),
         )
         self.debug_contexts.append(ctx)

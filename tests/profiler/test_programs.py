@@ -156,3 +156,30 @@ def test_instrumentation_results_follow_the_level(level, expected):
     bc = e.memory.by_category
     got = [int(bc["bytes"][(bc["tile"] == t) & (bc["category"] == "instrumentationResults")].sum()) for t in range(4)]
     assert got == expected
+
+
+def test_vertices_added_one_at_a_time_match_a_batch():
+    def build(one_by_one):
+        g = Graph(ipu_model(tiles_per_ipu=4))
+        a = g.add_variable("float", [8, 2], "a")
+        b = g.add_variable("float", [8, 2], "b")
+        g.map_linearly(a, grain_size=4)
+        g.map_linearly(b, grain_size=4)
+        cs = g.add_compute_set("relu")
+        tiles = [i // 2 for i in range(8)]
+        if one_by_one:
+            for i in range(8):
+                g.add_vertex(cs, "popops::Relu", {"in": a[i], "out": b[i]}, tile=tiles[i])
+        else:
+            g.add_vertices(cs, "popops::Relu", {"in": a, "out": b}, tiles=tiles)
+        g.create_host_write("a", a)
+        g.create_host_read("b", b)
+        e = Engine(g, [Execute(cs)])
+        e.load()
+        e.write_tensor("a", np.linspace(-1, 1, 16))
+        e.run(0)
+        return e.read_tensor("b"), e.compiled.leaves[0].tile_cycles
+
+    (b1, c1), (b2, c2) = build(True), build(False)
+    assert np.array_equal(b1, np.maximum(np.linspace(-1, 1, 16, dtype=np.float32), 0).reshape(8, 2))
+    assert np.array_equal(b1, b2) and np.array_equal(c1, c2)
