@@ -25,7 +25,7 @@ from profiler.programs import Program
 from profiler.streams import DataStream
 
 # Executed steps captured per run at most; beyond it a truncation is recorded (never silent).
-MAX_CAPTURED_STEPS_PER_RUN = 2_000_000
+MAX_CAPTURED_STEPS_PER_RUN = 1_000_000
 
 
 class EngineError(RuntimeError):

@@ -189,3 +189,14 @@ def test_inter_ipu_reads_are_global_exchanges(tmp_path):
     ge = steps[steps["step"] == 1].set_index("ipu")
     assert ge.loc[0, "data_out_bytes"] == 16 and ge.loc[1, "data_in_bytes"] == 16
     assert r.tile_cycles(0, 2).shape == (2, 2)
+
+
+def test_steps_beyond_the_bound_are_recorded_as_truncation(tmp_path, monkeypatch):
+    import profiler.engine
+
+    monkeypatch.setattr(profiler.engine, "MAX_CAPTURED_STEPS_PER_RUN", 5)
+    e, path = _run(tmp_path)
+    r = open_report(path)
+    assert r.runs()["steps"].tolist() == [5] and r.num_rows("tile_cycles") == 5
+    tr = r.truncations()
+    assert tr[["kind", "captured", "total"]].values.tolist() == [["steps", 5, len(e.compiled.leaves) * 2]]
