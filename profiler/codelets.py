@@ -162,7 +162,7 @@ class _ScaledAdd(Codelet):
 class _Fill(Codelet):
     name = "popops::Fill"
     builtin = True
-    kind = "MultiVertex"
+    kind = "Vertex"  # PopLibs' Fill is a worker vertex (cost_model.fill_cycles)
     outputs = ("out",)
 
     def type_name(self, dtypes):  # type: ignore[override]
@@ -203,7 +203,7 @@ class _Reduce(Codelet):
     """Reduce each vertex's ``in`` region to its ``out`` region (out elements = leading groups)."""
 
     builtin = True
-    kind = "MultiVertex"
+    kind = "Vertex"  # PopLibs' Reduce is a worker vertex (cost_model.reduce_cycles)
     inputs = ("in",)
     outputs = ("out",)
 

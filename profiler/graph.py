@@ -185,8 +185,11 @@ class Graph:
         finally:
             self._context_stack.pop()
 
-    def _current_context(self) -> int:
+    def current_debug_context(self) -> int:
+        """Id of the innermost open debug context (-1: none)."""
         return self._context_stack[-1] if self._context_stack else -1
+
+    _current_context = current_debug_context
 
     # -- variables -----------------------------------------------------------------------------
     def _add(self, dtype: object, shape: Sequence[int] | int, name: str, constant: bool, interleaved: bool) -> Tensor:
