@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from profiler.graph import ComputeSet, Function
 from profiler.streams import DataStream
 from profiler.tensor import Tensor
@@ -39,6 +41,10 @@ class Execute(Program):
     compute_set: ComputeSet
     name: str = ""
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.compute_set, ComputeSet):
+            raise TypeError(f"Execute: expected a ComputeSet, got {type(self.compute_set).__name__}")
+
 
 @dataclass(eq=False)
 class Copy(Program):
@@ -49,6 +55,9 @@ class Copy(Program):
     name: str = ""
 
     def __post_init__(self) -> None:
+        for role, x in (("source", self.src), ("destination", self.dst)):
+            if not isinstance(x, (Tensor, DataStream)):
+                raise TypeError(f"Copy {self.name!r}: {role} must be a Tensor or DataStream, got {type(x).__name__}")
         if isinstance(self.src, DataStream) and isinstance(self.dst, DataStream):
             raise TypeError("Copy: cannot copy a stream to a stream")
         s = self.src.numel if isinstance(self.src, DataStream) else self.src.numel()
@@ -64,8 +73,10 @@ class Repeat(Program):
     name: str = ""
 
     def __post_init__(self) -> None:
-        if int(self.count) < 0:
-            raise ValueError(f"Repeat {self.name!r}: count must be >= 0, got {self.count}")
+        if not isinstance(self.count, (int, np.integer)) or self.count < 0:
+            raise ValueError(f"Repeat {self.name!r}: count must be an integer >= 0, got {self.count!r}")
+        if not isinstance(self.body, Program):
+            raise TypeError(f"Repeat {self.name!r}: body must be a program, got {type(self.body).__name__}")
 
 
 @dataclass(eq=False)
