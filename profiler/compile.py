@@ -20,6 +20,10 @@ from profiler.graph import UNMAPPED, ComputeSet, Graph, GraphError, VertexBatch
 from profiler.streams import HOST_TO_DEVICE, DataStream
 from profiler.tensor import Access, Tensor, concat
 
+# [INF] ref §5 copyDescriptor ("special variable-sized fields used by copy vertices"): a region's
+# source and destination pointers packed with its length, 8 bytes (two 21-bit addresses + count).
+COPY_DESCRIPTOR_BYTES_PER_REGION = 8
+
 
 class CompileError(ValueError):
     """The program cannot be compiled (message names the variable, compute set or tiles)."""
@@ -46,6 +50,7 @@ class Node:
     flops: np.ndarray | None = None
     code_bytes: np.ndarray | None = None  # exchange code per tile
     code_category: str = ""
+    descriptor_bytes: np.ndarray | None = None  # copy descriptors per tile (on-tile copies)
     external: bool = False  # synchronises all IPUs
     reads: set[int] = field(default_factory=set)
     writes: set[int] = field(default_factory=set)
@@ -348,8 +353,15 @@ class Compiler:
                        external=True, reads=reads, writes=writes, action=None if (~cross).any() else action)  # fmt: skip
             if not (~cross).any():
                 return
+        s_gid, d_gid = self._gid(*src.elements())[~cross], self._gid(*dst.elements())[~cross]
         s_tile, d_tile = s_tile[~cross], d_tile[~cross]
         plan = plan_transfers(s_tile, d_tile, item, t)
+        # on-tile part: one copy descriptor per contiguous region (ref §5 copyDescriptor)
+        loc = s_tile == d_tile
+        lt, ls, ld = d_tile[loc], s_gid[loc], d_gid[loc]
+        new_region = np.ones(lt.size, dtype=bool)
+        new_region[1:] = (lt[1:] != lt[:-1]) | (ls[1:] != ls[:-1] + 1) | (ld[1:] != ld[:-1] + 1)
+        regions = np.bincount(lt[new_region], minlength=t.num_tiles).astype(np.int64)
         local_bytes = np.bincount(d_tile[s_tile == d_tile], minlength=t.num_tiles).astype(np.int64) * item
         # on-tile part: a memcpy on each tile (ref §3.4)
         copy = np.where(local_bytes > 0, np.asarray(cost_model.copy_cycles(local_bytes, t), dtype=np.int64), 0)
@@ -357,7 +369,8 @@ class Compiler:
             self._sync(parent, "internal")
         self._leaf(parent, "DoExchange", name, tile_cycles=plan.cycles + copy, bytes_in=plan.bytes_in,
                    bytes_out=plan.bytes_out, code_bytes=plan.code_bytes, code_category="internalExchangeCode",
-                   reads=reads, writes=writes, action=action)  # fmt: skip
+                   reads=reads, writes=writes, action=action,
+                   descriptor_bytes=regions * COPY_DESCRIPTOR_BYTES_PER_REGION)  # fmt: skip
 
     def _lower_stream(
         self, parent: Node, tensor: Tensor, stream: DataStream | None, to_host: bool, name: str, print_title: str = ""

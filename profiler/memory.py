@@ -25,6 +25,9 @@ ALIGNMENT = 8
 # control node (Repeat, If, Call...) a loop or branch header of the same size.
 CONTROL_CODE_BYTES_PER_STEP = 8
 CONTROL_CODE_BYTES_PER_NODE = 8
+# [INF] ref §5: a real 2-IPU profile holds hostExchangePacketHeader 24,448 B, about 8.3 B per tile;
+# 8 B on each tile that takes part in host stream copies.
+HOST_PACKET_HEADER_BYTES = 8
 # [INF] ref §5 instrumentationResults: a 64-bit cycle counter per instrumented point.
 INSTRUMENTATION_COUNTER_BYTES = 8
 
@@ -135,6 +138,15 @@ def place(c: Compiler, live: Liveness, instrument: bool = False, instrumentation
             np.zeros(n, np.int64),
         )
         add(cat, all_tiles, code)
+    descriptors = sum(
+        (lf.descriptor_bytes for lf in c.leaves if lf.descriptor_bytes is not None), np.zeros(n, np.int64)
+    )
+    add("copyDescriptor", all_tiles, descriptors)
+    host = np.zeros(n, dtype=bool)
+    for lf in c.leaves:
+        if lf.code_category == "hostExchangeCode":
+            host |= lf.code_bytes > 0
+    add("hostExchangePacketHeader", all_tiles, np.where(host, HOST_PACKET_HEADER_BYTES, 0))
     state = np.zeros(n, dtype=np.int64)
     for p in plans:
         np.add.at(state, p.v_tile, p.v_state)

@@ -185,3 +185,26 @@ def test_interleaved_variable_sits_in_the_interleaved_region():
     tm = e.memory.tile_memory
     assert tm["interleaved_bytes_excluding_gaps"].tolist() == [0, 0, 0, 16]
     assert tm["interleaved_bytes_including_gaps"][3] == 16
+
+
+def test_on_tile_copies_cost_a_memcpy_and_one_descriptor_per_region():
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    a = g.add_variable("float", [2, 4], "a")
+    b = g.add_variable("float", [4], "b")
+    c = g.add_variable("float", [4], "c")
+    for v in (a, b, c):
+        g.set_tile_mapping(v, 0)
+    for v, name in ((a, "a"), (b, "b"), (c, "c")):
+        g.create_host_read(name, v)
+    g.create_host_write("a", a)
+    e = Engine(g, [Sequence(Copy(a[0], b), Copy(a[:, :2].transpose().reshape(4), c))])
+    e.load()
+    e.write_tensor("a", np.arange(8))
+    e.run(0)
+    assert e.read_tensor("b").tolist() == [0, 1, 2, 3] and e.read_tensor("c").tolist() == [0, 4, 1, 5]
+    first, second = e.compiled.leaves  # no remote bytes: no sync, no exchange, only the memcpy
+    assert first.tile_cycles.tolist() == [288 + 2, 0, 0, 0]  # 288 + ceil(16 / 8) (ref §3.4 [3P])
+    # a[0] -> b is one contiguous region; the transposed view is 4 regions of one element
+    assert first.descriptor_bytes.tolist() == [8, 0, 0, 0]
+    assert second.descriptor_bytes.tolist() == [32, 0, 0, 0]
+    assert _categories(e, 0)[("copyDescriptor", True)] == 40
