@@ -315,9 +315,9 @@ class Compiler:
         # each remote element is received once per tile, however many vertices there read it
         key = gid_a * t.num_tiles + dst_a
         _, first = np.unique(key, return_index=True)
-        src_a, dst_a, b_a = src_a[first], dst_a[first], b_a[first]
+        gid_a, src_a, dst_a, b_a = gid_a[first], src_a[first], dst_a[first], b_a[first]
         cross = (src_a // t.tiles_per_ipu) != (dst_a // t.tiles_per_ipu)
-        local = plan_transfers(src_a[~cross], dst_a[~cross], b_a[~cross], t)
+        local = plan_transfers(src_a[~cross], dst_a[~cross], b_a[~cross], t, gid=gid_a[~cross])
         glob = plan_transfers(src_a[cross], dst_a[cross], b_a[cross], t, global_=True) if cross.any() else None
         return local, glob
 

@@ -208,3 +208,22 @@ def test_on_tile_copies_cost_a_memcpy_and_one_descriptor_per_region():
     assert first.descriptor_bytes.tolist() == [8, 0, 0, 0]
     assert second.descriptor_bytes.tolist() == [32, 0, 0, 0]
     assert _categories(e, 0)[("copyDescriptor", True)] == 40
+
+
+def test_both_tiles_of_a_supertile_receiving_the_same_data_receive_it_twice_as_fast():
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    c = g.add_constant("float", [16], 1.0, "c")  # 64 B on tile 0
+    out = g.add_variable("float", [3, 16], "out")
+    g.set_tile_mapping(c, 0)
+    for i, tile in enumerate((1, 2, 3)):
+        g.set_tile_mapping(out[i], tile)
+    g.create_host_read("out", out)
+    cs = g.add_compute_set("bcast")
+    g.add_vertices(cs, "popops::Neg", {"in": c.expand(0).broadcast(3, 0), "out": out}, tiles=[1, 2, 3])
+    e = Engine(g, [Execute(cs)])
+    e.compile()
+    exch = e.compiled.leaves[1]
+    assert exch.bytes_in.tolist() == [0, 64, 64, 64] and exch.bytes_out.tolist() == [192, 0, 0, 0]
+    # tile 1 (supertile 0, alone) receives 64 B: ceil(16*64/64) + 64 = 80; tiles 2 and 3 (supertile 1)
+    # both receive the same 64 B at twice the rate: as 32 B, 72 cycles; tile 0 sends 192 B: 112
+    assert exch.tile_cycles.tolist() == [112, 80, 72, 72]
