@@ -5,7 +5,7 @@ from profiler.compile import CompileError
 from profiler.engine import Engine, EngineError, OutOfMemoryError
 from profiler.graph import ComputeSet, Graph, GraphError
 from profiler.options import OptionError, resolve_options
-from profiler.programs import Call, Copy, Execute, If, PrintTensor, Program, Repeat, Sequence, Sync, WriteUndef
+from profiler.programs import Call, Copy, Execute, If, PrintTensor, Program, Repeat, Sequence, Switch, Sync, WriteUndef
 from profiler.streams import DataStream
 from profiler.targets import Target, get_target, ipu_model
 from profiler.tensor import Tensor, concat
@@ -30,6 +30,7 @@ __all__ = [
     "Program",
     "Repeat",
     "Sequence",
+    "Switch",
     "Sync",
     "Target",
     "Tensor",

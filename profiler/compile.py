@@ -56,7 +56,8 @@ class Node:
     writes: set[int] = field(default_factory=set)
     undefs: set[int] = field(default_factory=set)
     action: tuple[Any, ...] | None = None
-    condition: Access | None = None  # If nodes
+    condition: Access | None = None  # If and Switch nodes
+    case_values: list[int] = field(default_factory=list)  # Switch: children[i] runs for case_values[i]; last = default
 
     @property
     def is_leaf(self) -> bool:
@@ -167,6 +168,13 @@ class Compiler:
             for branch in (prog.then, prog.otherwise):
                 seq = branch if isinstance(branch, P.Sequence) else P.Sequence(branch)
                 self._lower(seq, node)
+        elif isinstance(prog, P.Switch):
+            node = self._node(parent.id, len(parent.children), "Switch", prog.name)
+            node.condition = Access(prog.control)
+            node.reads = _vars(prog.control)
+            node.case_values = list(prog.cases)
+            for branch in [*prog.cases.values(), prog.default]:
+                self._lower(branch if isinstance(branch, P.Sequence) else P.Sequence(branch), node)
         elif isinstance(prog, P.Sync):
             self._sync(parent, prog.kind, prog.name)
         elif isinstance(prog, P.WriteUndef):

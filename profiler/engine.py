@@ -184,6 +184,10 @@ class Engine:
         elif node.type == "If":
             cond = node.condition.gather(self._state).reshape(-1)[0]  # type: ignore[union-attr]
             self._exec(node.children[0 if cond else 1])
+        elif node.type == "Switch":
+            value = int(node.condition.gather(self._state).reshape(-1)[0])  # type: ignore[union-attr]
+            cases = node.case_values
+            self._exec(node.children[cases.index(value) if value in cases else len(cases)])
         else:
             for ch in node.children:
                 self._exec(ch)

@@ -94,6 +94,20 @@ class If(Program):
 
 
 @dataclass(eq=False)
+class Switch(Program):
+    """Run ``cases[value]`` for the (single-element, integer) ``control`` tensor's value, else ``default``."""
+
+    control: Tensor
+    cases: dict[int, Program]
+    default: Program = field(default_factory=Sequence)
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if self.control.numel() != 1 or self.control.dtype.kind not in "iu":
+            raise ValueError(f"Switch {self.name!r}: control must be one integer element, got {self.control!r}")
+
+
+@dataclass(eq=False)
 class Sync(Program):
     """Synchronise tiles: "internal" (one IPU) or "external" (all IPUs)."""
 

@@ -183,3 +183,20 @@ def test_vertices_added_one_at_a_time_match_a_batch():
     (b1, c1), (b2, c2) = build(True), build(False)
     assert np.array_equal(b1, np.maximum(np.linspace(-1, 1, 16, dtype=np.float32), 0).reshape(8, 2))
     assert np.array_equal(b1, b2) and np.array_equal(c1, c2)
+
+
+def test_switch_runs_the_matching_case_or_the_default():
+    from profiler import Switch
+
+    g, a, flag = _graph()
+    neg, sq = g.add_compute_set("neg"), g.add_compute_set("square")
+    g.add_vertex(neg, "popops::Neg", {"in": a, "out": a}, tile=0)
+    g.add_vertex(sq, "popops::Square", {"in": a, "out": a}, tile=0)
+    e = Engine(g, [Switch(flag, {3: Execute(neg), 7: Execute(sq)})])
+    e.load()
+    for f, expected in ((3, [-1, -2, -3, -4]), (7, [1, 4, 9, 16]), (5, [1, 2, 3, 4])):
+        e.write_tensor("a", [1, 2, 3, 4])
+        e.write_tensor("flag", [f])
+        e.run(0)
+        assert e.read_tensor("a").tolist() == expected
+    assert [n.type for n in e.compiled.nodes][:2] == ["Program", "Switch"]
