@@ -26,8 +26,9 @@ _DIRECTORIES: dict[str, list[int]] = {}  # report directory -> ids of engines th
 
 def report_directory(engine: Engine, directory: str | None = None) -> Path:
     """autoReport.directory, plus a sub-directory named after the engine when it has a name
-    (Poplar's rule for several engines in one process); a second unnamed engine writing to the
-    same directory gets ``engine<N>`` so no report is overwritten."""
+    (Poplar's rule for several engines in one process). A second unnamed engine of the process
+    writes beside the first, into ``<directory>-engine<N>``: inside the first report it would be
+    deleted whenever that report is rewritten."""
     base = Path(directory or engine.options.auto_report_directory)
     if engine.name:
         return base / engine.name
@@ -35,7 +36,7 @@ def report_directory(engine: Engine, directory: str | None = None) -> Path:
     if id(engine) not in users:
         users.append(id(engine))
     k = users.index(id(engine))
-    return base if k == 0 else base / f"engine{k}"
+    return base if k == 0 else base.with_name(f"{base.name}-engine{k}")
 
 
 def _leaf_stats(engine: Engine) -> dict[str, np.ndarray]:

@@ -89,14 +89,11 @@ def test_report_opens_and_tables_follow_the_spec(tmp_path):
 
 
 def test_two_runs_of_the_same_program_give_identical_tables(tmp_path):
-    _, p1 = _run(tmp_path / "a")
-    _, p2 = _run(tmp_path / "b")
-    m1 = json.loads((p1 / "manifest.json").read_text())
-    m2 = json.loads((p2 / "manifest.json").read_text())
-    for name, entry in m1["tables"].items():
-        if name == "engine_options":  # holds the (different) report directory
-            continue
-        assert entry["sha256"] == m2["tables"][name]["sha256"], name
+    _, path = _run(tmp_path, name="main")
+    first = json.loads((path / "manifest.json").read_text())["tables"]
+    _, again = _run(tmp_path, name="main")  # same program, options and engine name: replaces the report
+    second = json.loads((again / "manifest.json").read_text())["tables"]
+    assert again == path and first == second  # every table byte-identical (sha256), timestamps aside
 
 
 def test_runs_beyond_the_count_are_recorded_as_truncation(tmp_path):
@@ -200,3 +197,10 @@ def test_steps_beyond_the_bound_are_recorded_as_truncation(tmp_path, monkeypatch
     assert r.runs()["steps"].tolist() == [5] and r.num_rows("tile_cycles") == 5
     tr = r.truncations()
     assert tr[["kind", "captured", "total"]].values.tolist() == [["steps", 5, len(e.compiled.leaves) * 2]]
+
+
+def test_a_second_unnamed_engine_does_not_overwrite_the_first(tmp_path):
+    _, p1 = _run(tmp_path)
+    _, p2 = _run(tmp_path)
+    assert p2 == p1.with_name(p1.name + "-engine1")
+    assert open_report(p1).num_rows("runs") == 1 and open_report(p2).num_rows("runs") == 1
