@@ -200,3 +200,19 @@ def test_switch_runs_the_matching_case_or_the_default():
         e.run(0)
         assert e.read_tensor("a").tolist() == expected
     assert [n.type for n in e.compiled.nodes][:2] == ["Program", "Switch"]
+
+
+def test_host_io_errors_name_the_stream_or_handle():
+    from profiler import EngineError
+
+    g, a, _ = _graph()
+    s = g.add_host_to_device_fifo("feed", "float", [4])
+    e = Engine(g, [Copy(s, a)])
+    with pytest.raises(EngineError, match="stream 'feed' is not connected"):
+        e.run(0)
+    with pytest.raises(EngineError, match="no host read named 'nope'"):
+        e.read_tensor("nope")
+    with pytest.raises(EngineError, match="stream 'feed': buffer has 3 elements, a transfer has 4"):
+        e.connect_stream("feed", np.zeros(3, np.float32))
+    with pytest.raises(EngineError, match=r"run\(2\): the engine has 1 program"):
+        e.run(2)
