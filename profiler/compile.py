@@ -293,13 +293,17 @@ class Compiler:
                         recv_dst.append(dst[remote])
                         recv_bytes.append(np.full(int(remote.sum()), tensor.dtype.itemsize, dtype=np.int64))
             batches.append(BatchPlan(cid, cl, b.params, {f: Access(b.fields[f]) for f in cl.fields}))
-        cat = np.concatenate if batches else (lambda xs: np.zeros(0, dtype=np.int64))
-        tiles = cat(vt).astype(np.int64) if vt else np.zeros(0, np.int64)
-        codelet = cat(vc) if vc else np.zeros(0, np.int32)
-        cycles = cat(vcyc) if vcyc else np.zeros(0, np.int64)
-        flops = cat(vflops) if vflops else np.zeros(0, np.int64)
-        state = cat(vstate) if vstate else np.zeros(0, np.int64)
-        multi = cat(vmulti) if vmulti else np.zeros(0, bool)
+
+        def cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+            return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
+
+        tiles, codelet = cat(vt, np.int64), cat(vc, np.int32)
+        cycles, flops, state, multi = (
+            cat(vcyc, np.int64),
+            cat(vflops, np.int64),
+            cat(vstate, np.int64),
+            cat(vmulti, bool),
+        )
         tile_cycles = np.asarray(cost_model.tile_compute_cycles(tiles, cycles, multi, n, t), dtype=np.int64)
         tile_flops = np.bincount(tiles, weights=flops, minlength=n).astype(np.int64)
         # vertices aggregated by (tile, codelet)
