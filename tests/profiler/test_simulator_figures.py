@@ -227,3 +227,24 @@ def test_both_tiles_of_a_supertile_receiving_the_same_data_receive_it_twice_as_f
     # tile 1 (supertile 0, alone) receives 64 B: ceil(16*64/64) + 64 = 80; tiles 2 and 3 (supertile 1)
     # both receive the same 64 B at twice the rate: as 32 B, 72 cycles; tile 0 sends 192 B: 112
     assert exch.tile_cycles.tolist() == [112, 80, 72, 72]
+
+
+def test_general_data_past_the_interleaved_start_skips_the_interleaved_arena():
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    big = g.add_variable("float", [10000], "big")  # 40,000 B
+    il = g.add_variable("float", [4], "il", interleaved=True)  # 16 B
+    g.set_tile_mapping(big, 0)
+    g.set_tile_mapping(il, 0)
+    g.create_host_read("big", big)
+    g.create_host_read("il", il)
+    e = Engine(g, [Sequence()])
+    e.compile()
+    tm = {k: int(v[0]) for k, v in e.memory.tile_memory.items()}
+    # stack 7168 @0 (control code 8 per control node x 2 = 16 @0 first, so stack @16, big @7184)
+    # big: [7184, 32768) non-interleaved = 25,584 B; the rest 14,416 B after il's 16 B at 32768
+    assert tm["non_interleaved_bytes_excluding_gaps"] == 32768
+    assert tm["interleaved_bytes_excluding_gaps"] == 14416 + 16
+    assert tm["interleaved_bytes_including_gaps"] == 14416 + 16
+    assert tm["total_bytes_excluding_gaps"] == 16 + 7168 + 40000 + 16
+    pl = e.memory.placements
+    assert dict(zip(pl["variable_id"].tolist(), pl["offset"].tolist(), strict=True)) == {0: 7184, 1: 32768}
