@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,7 +40,7 @@ class OutOfMemoryError(EngineError):
 class RunRecord:
     """Executed steps of one captured run: leaf step per executed step, IPU clocks at its start."""
 
-    def __init__(self, run: int, program: int, name: str, num_ipus: int) -> None:
+    def __init__(self, run: int, program: int, name: str) -> None:
         self.run, self.program, self.name = run, program, name
         self.leaves: list[int] = []
         self.starts: list[np.ndarray] = []
@@ -69,7 +70,7 @@ class Engine:
         self._oom_message = ""
         self._report_written = False
         self._leaf_ipu_cycles: np.ndarray | None = None
-        self.report_path = None
+        self.report_path: Path | None = None
 
     # -- compile / load ------------------------------------------------------------------------
     def compile(self) -> None:
@@ -162,7 +163,7 @@ class Engine:
         capture_run = (
             self.options.output_execution_profile and len(self.runs) < self.options.execution_profile_program_run_count
         )
-        record = RunRecord(self.total_runs, program, name or f"run{self.total_runs}", self.graph.target.num_ipus)
+        record = RunRecord(self.total_runs, program, name or f"run{self.total_runs}")
         self._record = record if capture_run else None
         self._clock = np.zeros(self.graph.target.num_ipus, dtype=np.int64)
         top = next(n for n in c.nodes if n.parent_id == -1 and n.child_index == program)
@@ -237,7 +238,7 @@ class Engine:
             print(f"{action[1]}: {np.array2string(action[2].gather(state))}")
 
     # -- reports -------------------------------------------------------------------------------
-    def write_report(self, directory: str | None = None, note: str = "") -> Any:
+    def write_report(self, directory: str | None = None, note: str = "") -> Path:
         """Write the report now (also done automatically at exit when capture is on)."""
         path = capture.write_report(self, directory, note)
         self._report_written = True
