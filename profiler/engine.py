@@ -138,8 +138,6 @@ class Engine:
         self._ready()
         if handle not in self.graph.host_writes:
             raise EngineError(f"no host write named {handle!r}; create it with Graph.create_host_write")
-        from profiler.tensor import Access
-
         t = self.graph.host_writes[handle]
         arr = np.asarray(data, dtype=t.dtype)
         if arr.size != t.numel():
@@ -150,8 +148,6 @@ class Engine:
         self._ready()
         if handle not in self.graph.host_reads:
             raise EngineError(f"no host read named {handle!r}; create it with Graph.create_host_read")
-        from profiler.tensor import Access
-
         return Access(self.graph.host_reads[handle]).gather(self._state).copy()
 
     # -- run ---------------------------------------------------------------------------------------
