@@ -24,6 +24,7 @@ from profiler.memory import MemoryLayout, place
 from profiler.options import EngineOptions, resolve_options
 from profiler.programs import Program
 from profiler.streams import DataStream
+from profiler.tensor import Access
 
 # Executed steps captured per run at most; beyond it a truncation is recorded (never silent).
 MAX_CAPTURED_STEPS_PER_RUN = 1_000_000
