@@ -297,3 +297,38 @@ def dynamic_slice_cycles(region: int, dtype: np.dtype, target: Target) -> int:
     vw = cost_model.vector_width(dtype) if dtype.kind == "f" else 2
     n_copies = -(-((region + w - 1) // w) // vw)
     return 11 + 14 + w * (39 + (24 + 2 * n_copies))
+
+
+class ReduceColumns(Codelet):
+    """A single-worker Reduce vertex over ``in[P, L]`` down its P partials: ``out[L]`` (the general
+    multi-output Reduce vertex of ref §3.5, one region); float accumulation, optional scale."""
+
+    builtin = True
+    kind = "Vertex"
+    inputs = ("in",)
+    outputs = ("out",)
+
+    def __init__(self, op: str, fn: Callable[..., np.ndarray]) -> None:
+        self.op, self.fn = op, fn
+        self.name = f"popops::Reduce{op.capitalize()}"
+
+    def type_name(self, dtypes):  # type: ignore[override]
+        return f"{self.name}<{dtypes['in'].name},{dtypes['out'].name}>"
+
+    def run_batch(self, values, params):  # type: ignore[override]
+        v, out = values["in"], values["out"]
+        acc = np.float64 if out.dtype.kind == "f" else np.int64
+        r = self.fn(v.astype(acc), axis=1) * params.get("scale", 1.0)
+        return {"out": r.astype(out.dtype).reshape(out.shape)}
+
+    def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
+        n_in, n_out = _n(shapes["in"]), _n(shapes["out"])
+        cyc = cost_model.reduce_cycles(self.op, n_in, n_out, dtypes["in"], target)
+        return int(cyc), int(cost_model.reduce_flops(self.op, n_in, n_out, dtypes["in"]))
+
+
+REDUCE_COLUMN_CODELETS = {
+    "add": ReduceColumns("add", np.sum),
+    "max": ReduceColumns("max", np.max),
+    "min": ReduceColumns("min", np.min),
+}

@@ -125,12 +125,14 @@ def rows(t: Tensor, idx: np.ndarray) -> Tensor:
 
 
 def padded_rows(src: Tensor, idx: np.ndarray, valid: np.ndarray, pad: Tensor, pad_tile: np.ndarray) -> Tensor:
-    """Like ``rows`` but positions where ``valid`` is false read ``pad[pad_tile[row]]`` (a
-    per-tile constant) instead: a rectangular field over ragged groups."""
+    """Like ``rows`` but positions where ``valid`` is false read ``pad[pad_tile]`` (a per-tile
+    constant; ``pad_tile`` per row or per position) instead: rectangular fields over ragged groups,
+    zero padding."""
     src_var, src_idx = src.reshape(-1).elements()
     pad_var, pad_idx = pad.elements()
     safe = np.where(valid, idx, 0)
-    ptile = np.broadcast_to(np.asarray(pad_tile).reshape(-1, *([1] * (idx.ndim - 1))), idx.shape)
+    pt = np.asarray(pad_tile)
+    ptile = pt if pt.shape == idx.shape else np.broadcast_to(pt.reshape(-1, *([1] * (idx.ndim - 1))), idx.shape)
     var = np.where(valid, src_var[safe] if src_var.size else 0, pad_var[ptile]).astype(np.int32)
     flat = np.where(valid, src_idx[safe] if src_idx.size else 0, pad_idx[ptile])
     return Tensor(src.graph, var, flat.astype(np.int64), src.dtype)

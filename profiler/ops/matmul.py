@@ -25,7 +25,7 @@ from profiler.graph import Graph
 from profiler.ops.codelets import MATMUL_CODELETS, block_cycles
 from profiler.ops.core import OpError, cdiv, check_same_graph, execute, linear_tiles, op, set_attributes
 from profiler.ops.elementwise import _binary_codelet, _cast, apply_map, map_codelet
-from profiler.ops.reduce import reduce_groups
+from profiler.ops.reduce import reduce_columns
 from profiler.programs import Sequence as Prog
 from profiler.targets import Target
 from profiler.tensor import Tensor
@@ -235,8 +235,7 @@ def _run_step(
         del a_idx, b_idx, o_idx
     graph.set_tile_mapping(dest, dest_tiles)
     if split_k:
-        member = np.arange(dest.numel(), dtype=np.int64)
-        reduce_groups(graph, dest, member, member % (G * M * N), out, "add", prog, partials_dtype=pdt)
+        reduce_columns(graph, dest.reshape(k0.size, G * M * N), out, "add", prog, name=f"{name}/reduce")
     elif dest is not out:
         graph.set_tile_mapping(out, dest_tiles)
         apply_map(graph, map_codelet("popops::Cast", _cast, 1, (("cast", "cast"),)), [dest], prog, f"{name} cast",

@@ -16,7 +16,7 @@ import numpy as np
 
 from profiler.dtypes import as_dtype
 from profiler.graph import Graph
-from profiler.ops.codelets import REDUCE_CODELETS, REDUCE_IDENTITY
+from profiler.ops.codelets import REDUCE_CODELETS, REDUCE_COLUMN_CODELETS, REDUCE_IDENTITY
 from profiler.ops.core import (
     OpError,
     constant_per_tile,
@@ -201,3 +201,58 @@ def reduce_mean(graph: Graph, x: Tensor, axes, prog: Prog, debug_name: str = "",
     ax = _axes(x, axes)
     count = int(np.prod([x.shape[a] for a in ax], dtype=np.int64))
     return reduce(graph, x, axes, prog, op_name="add", scale=1.0 / count, debug_name=debug_name or "reduce_mean", **kw)
+
+
+# Outputs per column-reduce vertex: runs of outputs on one tile are cut into pieces of at most this
+# many, dealt round-robin over the tile's workers [INF: PopLibs splits regions over workers].
+COLUMN_PIECE = 64
+
+
+def _column_stage(
+    graph: Graph, cs: object, src: Tensor, dest_tiles: np.ndarray, out: Tensor, op_name: str, scale: float
+) -> None:
+    """Vertices reducing ``src[p, n]`` down its rows into ``out[n]``, column i on dest_tiles[i]."""
+    p, n = src.shape
+    change = np.ones(n, dtype=bool)
+    change[1:] = dest_tiles[1:] != dest_tiles[:-1]
+    run_id = np.cumsum(change) - 1
+    run_start = np.flatnonzero(change)
+    pos = np.arange(n) - run_start[run_id]
+    piece_start = np.flatnonzero(pos % COLUMN_PIECE == 0)
+    lengths = np.diff(np.append(piece_start, n))
+    codelet = REDUCE_COLUMN_CODELETS[op_name]
+    src_flat, out_flat = src.reshape(-1), out.reshape(-1)
+    for length in np.unique(lengths):
+        starts = piece_start[lengths == length]
+        cols = starts[:, None] + np.arange(length)
+        idx = np.arange(p)[None, :, None] * n + cols[:, None, :]
+        graph.add_vertices(
+            cs, codelet, {"in": src_flat[idx], "out": out_flat[cols]}, dest_tiles[starts], scale=float(scale)
+        )
+
+
+def reduce_columns(
+    graph: Graph, src: Tensor, out: Tensor, op_name: str, prog: Prog, scale: float = 1.0, name: str = "reduce"
+) -> dict[str, int]:
+    """out[j] = scale * op(src[:, j]) for partials ``src[P, n]`` whose rows already sit one partial
+    per tile (e.g. matmul partial sums): reduced on the output's tile, through intermediate stages
+    of ~sqrt(P) rows when P >= 16 (ref §3.5). Returns the plan."""
+    cur = src
+    pdt = src.dtype
+    stages = 0
+    out_tiles = graph.tile_of(out.reshape(-1)).astype(np.int64)
+    while True:
+        stages += 1
+        p, n = cur.shape
+        cs = execute(graph, prog, f"{name}/stage{stages}")
+        if p < SINGLE_STAGE_MAX_PARTIALS:
+            _column_stage(graph, cs, cur, out_tiles, out, op_name, scale)
+            return {"reduce_stages": stages, "partials_per_output": int(src.shape[0])}
+        c = int(np.ceil(np.sqrt(p)))
+        chunks = -(-p // c)
+        first_tiles = graph.tile_of(cur[::c]).astype(np.int64).reshape(chunks, n)
+        nxt = graph.add_variable(pdt, [chunks, n], f"{name} partials {stages}")
+        graph.set_tile_mapping(nxt, first_tiles.reshape(-1))
+        for j in range(chunks):
+            _column_stage(graph, cs, cur[j * c : min(p, (j + 1) * c)], first_tiles[j], nxt[j], op_name, 1.0)
+        cur = nxt
