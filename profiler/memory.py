@@ -25,6 +25,9 @@ ALIGNMENT = 8
 # control node (Repeat, If, Call...) a loop or branch header of the same size.
 CONTROL_CODE_BYTES_PER_STEP = 8
 CONTROL_CODE_BYTES_PER_NODE = 8
+# [INF] ref §5 controlId ("variables used in switch programs or ... a sync ID for tracking host/device
+# synchronisation points"): the 2-IPU profile holds 12 B in all, so a 4-byte id each, on few tiles.
+CONTROL_ID_BYTES = 4
 # [INF] ref §5: a real 2-IPU profile holds hostExchangePacketHeader 24,448 B, about 8.3 B per tile;
 # 8 B on each tile that takes part in host stream copies.
 HOST_PACKET_HEADER_BYTES = 8
@@ -132,6 +135,11 @@ def place(c: Compiler, live: Liveness, instrument: bool = False, instrumentation
     n_control = sum(1 for nd in c.nodes if not nd.is_leaf)
     control = CONTROL_CODE_BYTES_PER_STEP * len(c.leaves) + CONTROL_CODE_BYTES_PER_NODE * n_control
     add("controlCode", all_tiles, np.full(n, control, dtype=np.int64))
+    # controlId: a sync id per host synchronisation and a branch id per If/Switch, on each IPU's first tile
+    ids = sum(1 for nd in c.nodes if nd.type in ("If", "Switch") or nd.type == "StreamCopyBegin")
+    control_id = np.zeros(n, dtype=np.int64)
+    control_id[:: t.tiles_per_ipu] = CONTROL_ID_BYTES * ids
+    add("controlId", all_tiles, control_id)
     for cat in ("internalExchangeCode", "globalExchangeCode", "hostExchangeCode"):
         code = sum(
             (lf.code_bytes for lf in c.leaves if lf.code_category == cat and lf.code_bytes is not None),

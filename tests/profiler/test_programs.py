@@ -45,6 +45,9 @@ def test_if_runs_the_branch_its_condition_selects():
         assert e.read_tensor("a").tolist() == expected
     types = [n.type for n in e.compiled.nodes]
     assert types == ["Program", "Sequence", "If", "Sequence", "OnTileExecute", "Sequence", "OnTileExecute"]
+    bc = e.memory.by_category
+    assert bc["bytes"][bc["category"] == "controlId"].tolist() == [4]  # the If's id, on tile 0 only
+    assert bc["tile"][bc["category"] == "controlId"].tolist() == [0]
 
 
 def test_call_runs_a_function_and_print_tensor_prints(capsys):
