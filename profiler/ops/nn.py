@@ -14,7 +14,7 @@ import numpy as np
 from profiler.graph import Graph
 from profiler.ops import elementwise as ew
 from profiler.ops.codelets import map_codelet
-from profiler.ops.core import OpError, add_mapped, op, set_attributes
+from profiler.ops.core import OpError, add_mapped, op
 from profiler.ops.reduce import reduce, reduce_max, reduce_mean, reduce_sum
 from profiler.programs import Sequence as Prog
 from profiler.tensor import Tensor
@@ -271,6 +271,3 @@ def parameter(graph: Graph, dtype: object, shape: tuple[int, ...], name: str, gr
     graph.create_host_write(name, t)
     graph.create_host_read(name, t)
     return t
-
-
-__all__ = [name for name in dir() if not name.startswith("_")] + ["set_attributes"]
