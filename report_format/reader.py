@@ -93,14 +93,27 @@ def read_manifest(path: Path) -> Manifest:
     except UnicodeDecodeError:
         raise ReportError(mpath, "not valid UTF-8 text") from None
     _require(isinstance(doc, dict), mpath, "not a JSON object")
-    _require(doc.get("format") == schema.FORMAT_NAME, mpath, f"not a tilescope report manifest (format is {doc.get('format')!r})")
+    _require(
+        doc.get("format") == schema.FORMAT_NAME,
+        mpath,
+        f"not a tilescope report manifest (format is {doc.get('format')!r})",
+    )
     version = doc.get("format_version")
-    _require(isinstance(version, int) and not isinstance(version, bool), mpath, f"format_version {version!r} is not an integer")
+    _require(
+        isinstance(version, int) and not isinstance(version, bool),
+        mpath,
+        f"format_version {version!r} is not an integer",
+    )
     if version not in schema.SUPPORTED_VERSIONS:
         newest = max(schema.SUPPORTED_VERSIONS)
         if version > newest:
-            raise ReportError(mpath, f"report format version {version} is newer than this tilescope reads ({newest}); upgrade tilescope")
-        raise ReportError(mpath, f"report format version {version} is not supported (supported: {list(schema.SUPPORTED_VERSIONS)})")
+            raise ReportError(
+                mpath,
+                f"report format version {version} is newer than this tilescope reads ({newest}); upgrade tilescope",
+            )
+        raise ReportError(
+            mpath, f"report format version {version} is not supported (supported: {list(schema.SUPPORTED_VERSIONS)})"
+        )
     try:
         tables_doc = doc["tables"]
         _require(isinstance(tables_doc, dict), mpath, "'tables' is not an object")
@@ -109,7 +122,11 @@ def read_manifest(path: Path) -> Manifest:
             _require(name in tables_doc, mpath, f"table {name!r} is missing from the manifest")
             t = tables_doc[name]
             entry = TableEntry(str(t["file"]), int(t["rows"]), int(t["bytes"]), str(t["sha256"]), t.get("batch_rows"))
-            _require(entry.file == f"{name}{schema.TABLE_SUFFIX}", mpath, f"table {name!r} has unexpected file {entry.file!r}")
+            _require(
+                entry.file == f"{name}{schema.TABLE_SUFFIX}",
+                mpath,
+                f"table {name!r} has unexpected file {entry.file!r}",
+            )
             _require(entry.rows >= 0 and entry.bytes >= 0, mpath, f"table {name!r} has negative rows or bytes")
             tables[name] = entry
         profiles = {p: bool(doc.get("profiles", {}).get(p, False)) for p in schema.PROFILES}
@@ -180,7 +197,9 @@ class Report:
             if idx < 0:
                 raise ReportError(fpath, f"column {col.name!r} is missing")
             if reader.schema.field(idx).type != col.type:
-                raise ReportError(fpath, f"column {col.name!r} has type {reader.schema.field(idx).type}, expected {col.type}")
+                raise ReportError(
+                    fpath, f"column {col.name!r} has type {reader.schema.field(idx).type}, expected {col.type}"
+                )
         extra = [n for n in reader.schema.names if n not in spec.column_names]
         _require(not extra, fpath, f"unexpected columns {extra}")
         self._readers[name] = reader
@@ -333,7 +352,9 @@ class Report:
                 take = min(last_row - row, batch.num_rows - start)
                 if take <= 0:
                     raise ReportError(fpath, f"batch {b} holds {batch.num_rows} rows; expected {batch_rows}")
-                col = batch.column(3).slice(start, take)
+                col = batch.column(3)
+                # Fast path: a whole batch's values are contiguous (rows have fixed width).
+                col = col if (start == 0 and take == batch.num_rows) else col.slice(start, take)
                 values = col.flatten().to_numpy(zero_copy_only=False)
                 if values.size != take * width:
                     raise ReportError(fpath, f"a row's cycles do not hold tiles_per_ipu={width} values")

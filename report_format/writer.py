@@ -60,7 +60,8 @@ def to_table(name: str, data: TableData) -> pa.Table:
     extra = [c for c in given if c not in spec.column_names]
     if missing or extra:
         raise ReportError(
-            f"table {name}", f"columns do not match the schema: missing {missing or 'none'}, unexpected {extra or 'none'}"
+            f"table {name}",
+            f"columns do not match the schema: missing {missing or 'none'}, unexpected {extra or 'none'}",
         )
     arrays = []
     for col in spec.columns:
@@ -230,7 +231,7 @@ class ReportWriter:
                 "format": schema.FORMAT_NAME,
                 "format_version": schema.FORMAT_VERSION,
                 "producer": self.producer,
-                "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
                 "engine": self.engine,
                 "profiles": self.profiles,
                 "notes": self.notes,

@@ -1,0 +1,27 @@
+"""Human-readable numbers: bytes in binary units, cycles and FLOPs with SI prefixes."""
+
+from __future__ import annotations
+
+
+def format_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB'. Binary units, as PopVision shows memory."""
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def format_si(n: float, unit: str = "") -> str:
+    """1_234_000 -> '1.23 M'. For cycles and FLOPs."""
+    n = float(n)
+    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g} {prefix}{unit}".rstrip()
+    return f"{n:.0f} {unit}".rstrip()
+
+
+def format_count(n: int) -> str:
+    """1234567 -> '1,234,567'."""
+    return f"{int(n):,}"

@@ -1,0 +1,1 @@
+"""Views: pure functions from a Report to tables/dicts. No Dash, no plotly here."""

@@ -1,0 +1,153 @@
+"""The summary view: headline figures of one report.
+
+Shared by ``tilescope summary``, the viewer's Summary page and ``tilescope diff``; the keys of
+``summary()`` (flattened with dots) are a public contract other tools and CI rely on.
+Reads only small tables (target, tile_memory, liveness, runs, counts from the manifest), so it
+is fast on any report size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from report_format.reader import Report
+
+#: Keys `tilescope summary --json` always has (flattened), promised in the foundation issue.
+REQUIRED_KEYS: tuple[str, ...] = (
+    "format_version",
+    "target.name",
+    "target.num_ipus",
+    "target.tiles_per_ipu",
+    "target.bytes_per_tile",
+    "target.clock_hz",
+    "memory.total_bytes_including_gaps",
+    "memory.total_bytes_excluding_gaps",
+    "memory.max_tile_bytes",
+    "memory.out_of_memory_tiles",
+    "liveness.peak_not_always_live_bytes",
+    "liveness.peak_step",
+    "execution.total_cycles",
+    "execution.total_flops",
+    "execution.runs",
+)
+
+
+def memory_summary(report: Report) -> dict[str, Any]:
+    """Totals over tiles; max_tile_bytes and out-of-memory use bytes *including* gaps (what a tile needs)."""
+    tm = report.table(
+        "tile_memory",
+        [
+            "tile",
+            "total_bytes_including_gaps",
+            "total_bytes_excluding_gaps",
+            "always_live_bytes",
+            "not_always_live_bytes",
+            "overflowed_bytes",
+        ],
+    )
+    bytes_per_tile = report.target_info.bytes_per_tile
+    incl = tm["total_bytes_including_gaps"].to_numpy()
+    if incl.size == 0:
+        return {
+            "total_bytes_including_gaps": 0,
+            "total_bytes_excluding_gaps": 0,
+            "always_live_bytes": 0,
+            "not_always_live_bytes": 0,
+            "max_tile_bytes": 0,
+            "max_tile": -1,
+            "out_of_memory_tiles": 0,
+            "bytes_per_tile": bytes_per_tile,
+        }
+    worst = int(np.argmax(incl))
+    oom = (incl > bytes_per_tile) | (tm["overflowed_bytes"].to_numpy() > 0)
+    return {
+        "total_bytes_including_gaps": int(incl.sum()),
+        "total_bytes_excluding_gaps": int(tm["total_bytes_excluding_gaps"].to_numpy().sum()),
+        "always_live_bytes": int(tm["always_live_bytes"].to_numpy().sum()),
+        "not_always_live_bytes": int(tm["not_always_live_bytes"].to_numpy().sum()),
+        "max_tile_bytes": int(incl[worst]),
+        "max_tile": int(tm["tile"].to_numpy()[worst]),
+        "out_of_memory_tiles": int(oom.sum()),
+        "bytes_per_tile": bytes_per_tile,
+    }
+
+
+def liveness_summary(report: Report) -> dict[str, Any]:
+    """Peak of not-always-live bytes summed over IPUs, and the program step where it happens."""
+    lv = report.table("liveness")
+    if lv.num_rows == 0:
+        return {"peak_not_always_live_bytes": 0, "peak_step": -1, "program_steps": 0}
+    steps = lv["step"].to_numpy()
+    per_step = np.bincount(steps, weights=lv["not_always_live_bytes"].to_numpy().astype(np.float64))
+    peak = int(np.argmax(per_step))
+    return {
+        "peak_not_always_live_bytes": int(per_step[peak]),
+        "peak_step": peak,
+        "program_steps": int(per_step.size),
+    }
+
+
+def execution_summary(report: Report) -> dict[str, Any]:
+    """Totals over captured runs (``total_cycles`` sums the runs' cycles)."""
+    runs = report.table("runs").to_pydict()
+    captured = report.has_execution_profile
+    clock = report.target_info.clock_hz
+    total_cycles = int(sum(runs["cycles"]))
+    return {
+        "captured": captured,
+        "runs": len(runs["run"]),
+        "total_cycles": total_cycles,
+        "total_flops": int(sum(runs["flops"])),
+        "cycles_per_run": [int(c) for c in runs["cycles"]],
+        "flops_per_run": [int(f) for f in runs["flops"]],
+        "total_seconds": total_cycles / clock if clock else 0.0,
+    }
+
+
+def graph_summary(report: Report) -> dict[str, Any]:
+    vertices = report.table("vertices", ["count"])["count"].to_numpy()
+    programs = report.table("programs", ["step"])["step"].to_numpy()
+    return {
+        "variables": report.num_rows("variables"),
+        "compute_sets": report.num_rows("compute_sets"),
+        "vertices": int(vertices.sum()),
+        "codelets": report.num_rows("codelets"),
+        "program_steps": int((programs >= 0).sum()),
+        "programs": int(programs.size),
+    }
+
+
+def summary(report: Report) -> dict[str, Any]:
+    """Every headline figure of a report as a nested dict (JSON-ready)."""
+    target = asdict(report.target_info)
+    truncs = report.table("truncations").to_pylist()
+    return {
+        "format_version": report.format_version,
+        "report": str(report.path),
+        "engine": report.manifest.engine,
+        "producer": report.manifest.producer,
+        "created": report.manifest.created,
+        "profiles": report.profiles,
+        "notes": report.notes,
+        "target": target,
+        "graph": graph_summary(report),
+        "memory": memory_summary(report),
+        "liveness": liveness_summary(report),
+        "execution": execution_summary(report),
+        "truncations": truncs,
+    }
+
+
+def flatten(doc: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``; lists stay values."""
+    out: dict[str, Any] = {}
+    for k, v in doc.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out

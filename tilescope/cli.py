@@ -1,0 +1,94 @@
+"""The ``tilescope`` command: one verb per module in ``tilescope.commands``.
+
+Verb modules define ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int`` and keep
+heavy imports (Dash, the simulator) inside ``run`` so ``tilescope --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from report_format.errors import ReportError
+
+#: Verb name -> module under tilescope.commands, in the order --help lists them.
+VERBS: dict[str, str] = {
+    "demo": "demo",
+    "run": "run",
+    "serve": "serve",
+    "summary": "summary",
+    "diff": "diff",
+    "dump": "dump",
+    "export": "export",
+}
+
+EPILOG = """\
+examples:
+  tilescope demo                                  make the sample reports and open the viewer
+  tilescope summary sample_reports/mlp            headline figures of a report (add --json for CI)
+  tilescope dump sample_reports/mlp tile_memory   raw table as CSV
+  tilescope serve ./report --compare ./baseline   open the viewer on a report and a baseline
+
+Exit codes: 0 success, 1 a check failed (diff --fail-if), 2 bad input (with a one-line reason).
+"""
+
+
+class CommandError(Exception):
+    """Bad command-line input; the message is one line. Exit code 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tilescope",
+        description="An open, PopVision-style profiler for a simulated Graphcore IPU.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ver = version("tilescope")
+    except PackageNotFoundError:
+        ver = "0+checkout"
+    parser.add_argument("--version", action="version", version=f"tilescope {ver}")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    for verb, module_name in VERBS.items():
+        try:
+            module = importlib.import_module(f"tilescope.commands.{module_name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"tilescope.commands.{module_name}":
+                continue  # verb not built yet
+            raise
+        p = sub.add_parser(
+            verb,
+            help=module.HELP,
+            description=module.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except (ReportError, CommandError) as exc:
+        print(f"tilescope {args.verb}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"tilescope {args.verb}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `tilescope dump ... | head`
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

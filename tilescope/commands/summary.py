@@ -1,0 +1,65 @@
+"""Print the headline figures of a report: target, graph, memory, liveness, execution.
+
+The same figures the viewer's Summary page shows. With --json the output is a JSON object whose
+keys (e.g. memory.max_tile_bytes, execution.total_cycles) are stable for scripts and CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+HELP = "headline figures of a report (text, or --json for scripts and CI)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("report", help="report directory (holds manifest.json)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--verify", action="store_true", help="also read every table fully and check its checksum")
+
+
+def run(args: argparse.Namespace) -> int:
+    from app.views.summary import summary
+    from report_format.reader import open_report
+
+    report = open_report(args.report)
+    if args.verify:
+        report.verify()
+    doc = summary(report)
+    if args.json:
+        print(json.dumps(doc, indent=2, sort_keys=True))
+    else:
+        print(render_text(doc))
+    return 0
+
+
+def render_text(doc: dict) -> str:
+    from app.units import format_bytes, format_count, format_si
+
+    t, g, m, lv, ex = doc["target"], doc["graph"], doc["memory"], doc["liveness"], doc["execution"]
+    lines = [
+        f"report        {doc['report']}  (format v{doc['format_version']}, engine {doc['engine'] or '-'})",
+        f"target        {t['name']} ({t['architecture']}): {t['num_ipus']} IPU x {format_count(t['tiles_per_ipu'])} tiles, "
+        f"{format_bytes(t['bytes_per_tile'])}/tile, {t['clock_hz'] / 1e9:.3g} GHz",
+        f"graph         {format_count(g['variables'])} variables, {format_count(g['compute_sets'])} compute sets, "
+        f"{format_count(g['vertices'])} vertices, {format_count(g['program_steps'])} program steps",
+        f"memory        {format_bytes(m['total_bytes_including_gaps'])} incl. gaps, "
+        f"{format_bytes(m['total_bytes_excluding_gaps'])} excl. gaps; max tile {format_bytes(m['max_tile_bytes'])} "
+        f"(tile {m['max_tile']}) of {format_bytes(m['bytes_per_tile'])}",
+        f"out of memory {m['out_of_memory_tiles']} tiles",
+        f"liveness      peak not-always-live {format_bytes(lv['peak_not_always_live_bytes'])} at step {lv['peak_step']}",
+    ]
+    if ex["captured"]:
+        per_run = ", ".join(format_si(c) for c in ex["cycles_per_run"])
+        lines.append(
+            f"execution     {ex['runs']} runs, {format_count(ex['total_cycles'])} cycles "
+            f"({ex['total_seconds'] * 1e3:.4g} ms at the target clock), {format_si(ex['total_flops'], 'FLOP')}; "
+            f"per run: {per_run}"
+        )
+    else:
+        lines.append("execution     not captured")
+    for tr in doc["truncations"]:
+        lines.append(f"truncated     {tr['kind']}: captured {tr['captured']} of {tr['total']} ({tr['reason']})")
+    for note in doc["notes"]:
+        lines.append(f"note          {note}")
+    return "\n".join(lines)
