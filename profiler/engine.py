@@ -92,6 +92,11 @@ class Engine:
                 if opts.capture_enabled:
                     self.write_report(note=f"not executed: {self._oom_message} (debug.allowOutOfMemory is false)")
                 raise OutOfMemoryError(f"{self._oom_message}; compilation stopped (debug.allowOutOfMemory is false)")
+            if opts.capture_enabled:
+                # Nothing can run, so the graph report is final: write it now rather than at exit,
+                # so callers that catch the error at run() find it on disk.
+                self.write_report()
+                return
         if opts.capture_enabled:
             _register(self)
 
