@@ -9,7 +9,8 @@ shift whenever anything is added, so comparison never matches by id. Instead:
 - an operation (debug context) by its path of ``layer:name(op_type)`` from the outermost context;
 - a variable by its name.
 
-A key occurring several times in one report gets ``#2``, ``#3``… in order of appearance.
+An operation or variable key occurring several times in one report gets ``#2``, ``#3``… in order
+of appearance; step keys stay as they are (the alignment pairs repeats in order).
 """
 
 from __future__ import annotations
@@ -57,9 +58,9 @@ def step_keys(report: Report) -> pd.DataFrame:
     leaf = prog["step"].to_numpy() >= 0
     out = prog.loc[leaf, ["step", "program_id", "type", "name"]].copy()
     out["key"] = paths[leaf]
-    out = out.sort_values("step", kind="stable").reset_index(drop=True)
-    out["key"] = disambiguate(out["key"].tolist())
-    return out
+    # repeated keys (every "Sync:Internal") stay equal: the alignment pairs them in order, where an
+    # occurrence suffix would shift after any inserted repeat and unpair everything behind it
+    return out.sort_values("step", kind="stable").reset_index(drop=True)
 
 
 def context_paths(contexts: pd.DataFrame) -> pd.Series:

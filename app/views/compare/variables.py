@@ -10,18 +10,50 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from app.views.compare.keys import disambiguate, outer_join, take
+from app.views.compare.keys import context_paths, disambiguate, outer_join, take
 from report_format.reader import Report
 
 VARIABLE_COLUMNS = ("name", "status", "baseline_bytes", "active_bytes", "delta_bytes", "diff_percent", "always_live")
 
 
 def variable_table(report: Report) -> pd.DataFrame:
-    """One row per variable: key (name, made unique), bytes, always_live, category, tiles."""
-    t = report.table("variables", ["variable_id", "name", "bytes", "always_live", "category", "tiles"])
+    """One row per variable: name, bytes, always_live, category, tiles, and context (the path of
+    the debug context that created it, as ``keys.context_paths``; '' if none)."""
+    t = report.table(
+        "variables", ["variable_id", "name", "bytes", "always_live", "category", "tiles", "debug_context_id"]
+    )
     v = pd.DataFrame({c: t[c].to_numpy() for c in t.column_names})  # numpy columns: fast to index
-    v["key"] = np.asarray(disambiguate(v["name"].tolist()), dtype=object)
+    paths = context_paths(report.debug_contexts())
+    v["context"] = take(
+        paths.to_numpy(dtype=object), _positions(paths.index.to_numpy(), v["debug_context_id"].to_numpy()), ""
+    )
     return v
+
+
+def _positions(index: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Row of each id in ``index`` (-1 if absent)."""
+    if index.size == 0:
+        return np.full(ids.size, -1, dtype=np.int64)
+    order = np.argsort(index)
+    pos = np.searchsorted(index[order], ids)
+    pos = np.minimum(pos, index.size - 1)
+    return np.where(index[order][pos] == ids, order[pos], -1)
+
+
+def variable_keys(baseline: pd.DataFrame, active: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Keys matching variables across two ``variable_table`` frames: the name when it is unique in
+    both reports, else ``name @ context`` (real graphs repeat names such as "matmul partials" in
+    every matmul), with ``#2``, ``#3``… for what still repeats."""
+    counts_b = pd.Series(baseline["name"].to_numpy(dtype=object)).value_counts()
+    counts_a = pd.Series(active["name"].to_numpy(dtype=object)).value_counts()
+    repeated = set(counts_b.index[counts_b.to_numpy() > 1]) | set(counts_a.index[counts_a.to_numpy() > 1])
+    out = []
+    for frame in (baseline, active):
+        n = frame["name"].to_numpy(dtype=object)
+        ctx = frame["context"].to_numpy(dtype=object)
+        keys = [f"{name} @ {c}" if name in repeated and c else name for name, c in zip(n, ctx, strict=True)]
+        out.append(np.asarray(disambiguate(keys), dtype=object))
+    return out[0], out[1]
 
 
 def diff_percent(baseline: np.ndarray, active: np.ndarray) -> np.ndarray:
@@ -63,8 +95,9 @@ def step_variable_comparison(
 
 
 def compare_variable_tables(b: pd.DataFrame, a: pd.DataFrame) -> pd.DataFrame:
-    """Two ``variable_table`` frames (or subsets) matched by key; see ``variable_comparison``."""
-    keys, rb, ra = outer_join(b["key"].to_numpy(), a["key"].to_numpy())
+    """Two ``variable_table`` frames (or subsets) matched by ``variable_keys``; see
+    ``variable_comparison``. ``name`` is the key."""
+    keys, rb, ra = outer_join(*variable_keys(b, a))
     vb = take(b["bytes"].to_numpy(dtype=np.int64), rb, 0).astype(np.int64)
     va = take(a["bytes"].to_numpy(dtype=np.int64), ra, 0).astype(np.int64)
     in_b, in_a = rb >= 0, ra >= 0
