@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import html
 import math
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -208,5 +210,14 @@ def write_comparison_html(comparison: Comparison, path: str | Path, top: int = 1
     """Write ``comparison_html`` to ``path`` (parent directories created)."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(comparison_html(comparison, top), encoding="utf-8")
+    text = comparison_html(comparison, top)
+    # write-then-rename: never leave a half-written page behind
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return out

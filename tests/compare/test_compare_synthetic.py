@@ -1,11 +1,6 @@
 """Comparison on synthetic reports: figures checked against the raw Arrow tables (pandas written
 separately), a report against itself, and a pair that differs only in out-of-memory tiles.
-
-When the simulator lands, real pairs go here the same way: build both reports, open a
-``Comparison`` and ``assert_signs`` of the metrics (e.g. batch 8 vs 4: ``execution.total_cycles`` and
-``liveness.peak_not_always_live_bytes`` grow; availableMemoryProportion 0.3 vs 0.6: the matmul's
-temporary memory shrinks and its cycles grow; another target: a parity sentence).
-"""
+Real simulator pairs are in test_compare_simulated.py."""
 
 from __future__ import annotations
 
