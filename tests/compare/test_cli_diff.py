@@ -119,6 +119,14 @@ def test_bad_fail_if_is_exit_2_with_one_line(
     assert message in err and err.count("\n") == 1
 
 
+def test_layer_option(pair: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diff", *pair, "--json", "--layer", "onnx"]) == 0
+    ops = json.loads(capsys.readouterr().out)["top"]["operations_by_cycles"]
+    assert [o["key"] for o in ops] == ["onnx:model(Model)"] and ops[0]["delta_cycles"] == 300
+    assert main(["diff", *pair, "--layer", "tensorflow"]) == 2
+    assert "they have: onnx, poplibs" in capsys.readouterr().err
+
+
 def test_missing_report_is_exit_2(pair: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diff", pair[0], str(tmp_path / "nope")]) == 2
     assert "no such file or directory" in capsys.readouterr().err

@@ -44,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--run", type=int, default=None, help="compare executed figures of this run only (default: all runs)"
     )
     p.add_argument(
-        "--layer", default=None, help="attribute operations to this debug-context layer (poplibs, onnx, user)"
+        "--layer", default=None, help="attribute operations to this debug-context layer (e.g. poplibs, onnx, user)"
     )
 
 
@@ -58,6 +58,12 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"--top must be 0 or more, not {args.top}")
     baseline = open_report(args.baseline)
     active = open_report(args.active)
+    if args.layer is not None:
+        layers = sorted(set(baseline.debug_contexts()["layer"]) | set(active.debug_contexts()["layer"]))
+        if args.layer not in layers:
+            raise CommandError(
+                f"--layer {args.layer}: neither report has debug contexts of that layer (they have: {', '.join(layers) or 'none'})"
+            )
     comparison = Comparison(baseline, active, run=args.run, layer=args.layer)
     metrics = comparison.metrics
     try:
