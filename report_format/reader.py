@@ -236,7 +236,7 @@ class Report:
             if columns:
                 names = self._open_table(name).schema.names
                 opts = pa.ipc.IpcReadOptions(included_fields=[names.index(c) for c in columns])
-                table = pa.ipc.open_file(source, options=opts).read_all()
+                table = pa.ipc.open_file(source, options=opts).read_all().select(columns)  # caller's order
             else:
                 table = self._open_table(name).read_all()
         except _DAMAGE as exc:
