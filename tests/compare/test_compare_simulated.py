@@ -60,7 +60,7 @@ def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_batch_4_vs_8(out: Path) -> None:
     b = _run(mlp.build(batch=4, inputs=64, hidden=32, tiles=16), out, "mlp_b4", steps=2)
     a = _run(mlp.build(batch=8, inputs=64, hidden=32, tiles=16), out, "mlp_b8", steps=2)
-    c = Comparison(open_report(b), open_report(a), layer="model")
+    c = Comparison(open_report(b), open_report(a), layer="user")
     assert c.parity == []
     assert_signs(
         c,
