@@ -109,7 +109,7 @@ def proportions_figure(summary: dict[str, float | int]) -> go.Figure:
             hovertemplate="%{y}: %{x:.1f}% of cycles<extra></extra>",
         )
     )
-    fig.update_xaxes(title="% of cycles (summed over IPUs)", range=[0, 110])
+    fig.update_xaxes(title="% of cycles (summed over IPUs)", range=[0, 125])
     fig.update_yaxes(autorange="reversed")
     return base_layout(fig, title="Cycle proportions", height=240)
 

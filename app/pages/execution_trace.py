@@ -24,6 +24,11 @@ MAX_SPANS = 6000
 MAX_TILE_STEPS = 120
 
 
+def default_run(runs: Any) -> int:
+    """Open on the longest run (the first is often a short initialisation)."""
+    return int(runs["run"].iat[int(runs["cycles"].to_numpy().argmax())])
+
+
 def layout(**_: object) -> html.Div:
     report = state.report()
     if not report.has_execution_profile:
@@ -40,7 +45,7 @@ def layout(**_: object) -> html.Div:
                             dbc.Label("Run", className="small"),
                             dbc.Select(
                                 id=ids.TRACE_RUN,
-                                value=str(int(runs["run"].iat[0])),
+                                value=str(default_run(runs)),
                                 options=[
                                     {"label": f"run {r}: {n} ({c:,} cycles)", "value": str(int(r))}
                                     for r, n, c in zip(runs["run"], runs["name"], runs["cycles"], strict=True)

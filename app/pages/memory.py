@@ -25,6 +25,15 @@ def _variables_rows(tiles: list[int] | None) -> Any:
     return view.tile_variables(state.report(), tiles)
 
 
+def default_options() -> list[str]:
+    """Gaps on; the max-memory line only when the fullest tile is past half of it (otherwise the
+    line would squash every bar to the bottom of the plot)."""
+    report = state.report()
+    fullest = report.table("tile_memory", ["total_bytes_including_gaps"])["total_bytes_including_gaps"]
+    peak = int(fullest.to_numpy().max()) if len(fullest) else 0
+    return ["gaps", "max"] if peak > report.target_info.bytes_per_tile / 2 else ["gaps"]
+
+
 def layout(**_: object) -> html.Div:
     controls = dbc.Row(
         [
@@ -49,7 +58,7 @@ def layout(**_: object) -> html.Div:
                     id=ids.MEMORY_INCLUDE_GAPS,
                     switch=True,
                     inline=True,
-                    value=["gaps", "max"],
+                    value=default_options(),
                     options=[{"label": "Include gaps", "value": "gaps"}, {"label": "Show max memory", "value": "max"}],
                 ),
                 width="auto",
