@@ -1,0 +1,86 @@
+"""Pages' layouts and callbacks called as plain functions (Dash's unit-testing style), on the
+small report and on its compile-only twin. The app is created once for the module."""
+
+from __future__ import annotations
+
+import json
+
+import plotly.utils
+import pytest
+
+from app import state
+
+
+@pytest.fixture(scope="module")
+def pages(small_report):
+    from app.server import PAGES, create_app
+
+    create_app(small_report.path)
+    import importlib
+
+    return {name: importlib.import_module(f"app.pages.{name}") for name in PAGES}
+
+
+def as_json(component) -> str:
+    return json.dumps(component, cls=plotly.utils.PlotlyJSONEncoder)
+
+
+def test_every_layout_renders_and_names_its_page(pages):
+    titles = {
+        "summary": "Summary",
+        "insights": "Insights",
+        "memory": "Memory",
+        "liveness": "Liveness",
+        "program_tree": "Program Tree",
+        "operations": "Operations",
+        "operations_graph": "Operations Graph",
+        "execution_trace": "Execution Trace",
+    }
+    for name, module in pages.items():
+        text = as_json(module.layout())
+        assert f'"children": "{titles[name]}"' in text, name
+    assert "96 B at program step 3" in as_json(pages["liveness"].layout())  # the peak, hand-computed
+
+
+def test_trace_callbacks(pages):
+    et = pages["execution_trace"]
+    assert et.range_from_relayout({"xaxis.range[0]": 10.4, "xaxis.range[1]": 99.0}, None) == [10, 100]
+    assert et.range_from_relayout({"xaxis.autorange": True}, [10, 100]) is None
+    fig, detail, tiles = et.render_trace(0, "flat", 1, [50, 100])
+    # cycles 50..100: IPU 0 runs matmul (50-90) and the exchange (90-110); IPU 1 only matmul (50-110)
+    assert detail.startswith("exact: 3 step spans in cycles 50..100")
+    assert "IPU 1, steps 3..3" in detail and tiles.data[0].z.shape == (4, 1)
+    assert "230" in as_json(et.summary("0")) and "460" in as_json(et.summary("1"))
+    assert et.default_run(state.report().runs()) == 1  # run 1 is the longer
+
+
+def test_memory_liveness_tree_and_operations_callbacks(pages):
+    mem, lv, pt, ops = pages["memory"], pages["liveness"], pages["program_tree"], pages["operations"]
+    assert mem._tiles_of_points([{"pointIndex": 2, "curveNumber": 0}], [0, 3, 6], 3) == [6, 7]  # tile 8 does not exist
+    assert mem.toggle_pick([1, 2], 2) == [1] and mem.toggle_pick([1], 2) == [1, 2]
+    assert mem.selection_text([0, 1]) == "Selected tiles: 0, 1" and mem.selection_text(None) == "All tiles"
+    fig = mem.memory_figure("region", ["gaps"], "tile", [2])
+    assert [t.name for t in fig.data] == ["non_interleaved", "interleaved", "gaps"]
+    assert "1,000" not in as_json(fig.layout.shapes)  # no max-memory line when not asked
+    assert lv.next_selection([3], 5) == [3, 5] and lv.next_selection([3, 5], 6) == [5, 6]
+    assert lv.next_selection([3], 3) == [3]
+    body, text = lv.tab_body("cycles", [3])
+    assert text.startswith("Step 3: OnTileExecute matmul") and "busiest tile" in as_json(body)
+    tree = pt.tree_rows(pt.view.program_tree(state.report()), {0, 1, 5})
+    assert tree["tree"].iloc[5].strip() == "▾ loop  ×2" and tree["step"].isna().sum() == 3
+    grid, sentence = ops.table("onnx", "-1", ["cycles"])
+    assert sentence.startswith("2 operations. Cycles: executed")
+    hidden = {d["field"] for d in grid.columnDefs if d["hide"]}
+    assert "flops" in hidden and "cycles" not in hidden
+    assert "MatMul_0" in as_json(ops.details([{"rowId": "0"}], "onnx"))
+
+
+def test_compile_only_report_says_why_the_trace_is_empty(pages, compile_only_report, small_report):
+    state.configure(compile_only_report.path)
+    try:
+        text = as_json(pages["execution_trace"].layout())
+        assert "needs an execution profile" in text and "compile only" in text
+        assert "compile-time estimate" in pages["operations"].table("poplibs", "-1", ["cycles"])[1]
+        assert "not captured" in as_json(pages["summary"].layout())
+    finally:
+        state.configure(small_report.path)
