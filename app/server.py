@@ -30,7 +30,9 @@ PAGES = (
 ASSETS = Path(__file__).parent / "assets"
 
 
-def create_app(report_path: str | Path, baseline_path: str | Path | None = None) -> Dash:
+def create_app(report_path: str | Path, baseline_path: str | Path | None = None, *, warm: bool = False) -> Dash:
+    """The viewer app on ``report_path`` (and a baseline for compare mode). With ``warm``, a
+    background thread fills the views' caches so the first visit to each page is fast."""
     state.configure(report_path, baseline_path)
     app = Dash(
         __name__,
@@ -48,7 +50,36 @@ def create_app(report_path: str | Path, baseline_path: str | Path | None = None)
 
     grid.register_callbacks()
     app.layout = shell()
+    if warm:
+        import threading
+
+        threading.Thread(target=warm_caches, name="tilescope-warm", daemon=True).start()
     return app
+
+
+def warm_caches() -> None:
+    """Compute what the pages' first renders need, most visited first (errors surface later, in the page)."""
+    from app.views import execution_trace, liveness, memory, operations, program_tree, tables
+
+    report = state.report()
+    steps: list = [
+        lambda: memory.tile_memory_breakdown(report, "category", True),
+        lambda: report.table("tile_memory_by_category"),
+        lambda: liveness.liveness_by_step(report),
+        lambda: program_tree.program_tree(report),
+        lambda: tables.variables(report),
+        lambda: report.table("variable_placements"),
+        lambda: operations.operations(report, "poplibs", None),
+    ]
+    if report.has_execution_profile:
+        runs = report.runs()
+        longest = int(runs["run"].iat[int(runs["cycles"].to_numpy().argmax())])
+        steps += [lambda: execution_trace.flat_spans(report, longest)]
+    for step in steps:
+        try:
+            step()
+        except Exception:  # noqa: BLE001 - a page will show the error when visited
+            return
 
 
 def shell() -> html.Div:

@@ -19,25 +19,46 @@ def tile_memory_figure(
     selected: list[int] | None = None,
     sorted_order: bool = False,
     tiles_per_ipu: int | None = None,
+    bars_up_to: int = 600,
 ) -> go.Figure:
-    """Stacked bars of bytes per tile (or per bin of ``tiles_per_bin`` tiles: bar = mean of the bin,
-    marker = fullest tile of the bin). x is the tile id, or the rank when sorted."""
+    """Bytes per tile stacked by series (or per bin of ``tiles_per_bin`` tiles: the mean of the bin,
+    with a line for the fullest tile of each bin). x is the tile id, or the rank when sorted.
+
+    Up to ``bars_up_to`` columns are bars; beyond that, stacked step areas (one path per series
+    instead of one rectangle per tile and series), which the browser draws many times faster."""
     if binned.empty:
         return empty_figure("No tile memory in this report.")
     x = np.arange(len(binned)) if sorted_order else binned.index.to_numpy()
     tiles = binned.index.to_numpy()
     fig = go.Figure()
+    areas = len(binned) > bars_up_to
     for i, col in enumerate(binned.columns):
         colour = GAPS_COLOUR if col == "gaps" else PALETTE[i % len(PALETTE)]
-        fig.add_bar(
-            x=x,
-            y=binned[col].to_numpy(),
-            name=col,
-            marker_color=colour,
-            marker_line_width=0,
-            customdata=tiles,
-            hovertemplate=f"{col}: %{{y:,.0f}} B<br>tile %{{customdata}}<extra></extra>",
-        )
+        hover = f"{col}: %{{y:,.0f}} B<br>tile %{{customdata}}<extra></extra>"
+        if areas:
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=binned[col].to_numpy(),
+                    name=col,
+                    stackgroup="memory",
+                    mode="lines",
+                    line={"width": 0, "shape": "hvh", "color": colour},
+                    fillcolor=colour,
+                    customdata=tiles,
+                    hovertemplate=hover,
+                )
+            )
+        else:
+            fig.add_bar(
+                x=x,
+                y=binned[col].to_numpy(),
+                name=col,
+                marker_color=colour,
+                marker_line_width=0,
+                customdata=tiles,
+                hovertemplate=hover,
+            )
     if tiles_per_bin > 1:
         fig.add_trace(
             go.Scattergl(
@@ -61,18 +82,38 @@ def tile_memory_figure(
         for ipu in range(1, int(tiles[-1]) // tiles_per_ipu + 1):  # IPU boundaries, as PopVision's x axis
             fig.add_vline(x=ipu * tiles_per_ipu - 0.5 * tiles_per_bin, line_dash="dot", line_color="#888", line_width=1)
     if selected:
-        sel = set(selected)
-        hit = [xx for xx, t in zip(x, tiles, strict=True) if t in sel or any(t <= s < t + tiles_per_bin for s in sel)]
-        if hit and len(hit) <= 200:
-            for xx in hit:
-                fig.add_vrect(x0=xx - 0.5, x1=xx + 0.5, fillcolor="#F1C40F", opacity=0.35, line_width=0)
-    fig.update_layout(barmode="stack", bargap=0, clickmode="event+select", dragmode="select", selectdirection="h")
+        for x0, x1 in _selected_ranges(x, tiles, np.unique(np.asarray(selected)), tiles_per_bin)[:200]:
+            fig.add_vrect(x0=x0, x1=x1, fillcolor="#F1C40F", opacity=0.35, line_width=0)
+    fig.update_layout(
+        barmode="stack",
+        bargap=0,
+        clickmode="event+select",
+        dragmode="select",
+        selectdirection="h",
+        hovermode="x" if areas else "closest",
+    )
     xlabel = "tiles, fullest first" if sorted_order else "tile"
     if tiles_per_bin > 1:
         xlabel += f" (each bar: mean of {tiles_per_bin} tiles)"
     fig.update_xaxes(title=xlabel)
     fig.update_yaxes(title="bytes", tickformat="~s")
     return base_layout(fig, height=430)
+
+
+def _selected_ranges(x: np.ndarray, tiles: np.ndarray, sel: np.ndarray, width: int) -> list[tuple[float, float]]:
+    """x ranges to highlight: columns holding a selected tile, merged where adjacent.
+    A column starting at tile t holds tiles t..t+width-1."""
+    idx = np.searchsorted(sel, tiles)
+    first_at_or_after = sel[np.minimum(idx, len(sel) - 1)]
+    hit = (idx < len(sel)) & (first_at_or_after >= tiles) & (first_at_or_after < tiles + width)
+    cols = np.flatnonzero(hit)
+    if not len(cols):
+        return []
+    breaks = np.flatnonzero(np.diff(cols) > 1)
+    starts = np.r_[cols[0], cols[breaks + 1]]
+    ends = np.r_[cols[breaks], cols[-1]]
+    step = width if len(x) < 2 else float(x[1] - x[0]) if x[1] > x[0] else 1.0
+    return [(float(x[a]) - step / 2, float(x[b]) + step / 2) for a, b in zip(starts, ends, strict=True)]
 
 
 def variables_figure(by_tile: pd.DataFrame, num_tiles: int | None = None) -> go.Figure:

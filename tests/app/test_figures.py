@@ -23,6 +23,9 @@ def test_tile_memory_figure_stacks_series_and_marks_max_memory(small_report):
     shapes = fig.layout.shapes
     assert any(s.y0 == 1000 for s in shapes)  # max-memory line
     assert any(s.x0 == 2.5 and s.x1 == 3.5 for s in shapes)  # selected tile highlighted
+    areas = tile_memory_figure(df, df.sum(axis=1).to_numpy(), 1, 1000, bars_up_to=4)  # 8 columns > 4
+    assert [t.stackgroup for t in areas.data] == ["memory"] * len(df.columns)
+    assert list(areas.data[0].y) == df.iloc[:, 0].tolist()
     binned, maxes, width = mem.bin_tiles(df, 3)
     fig = tile_memory_figure(binned, maxes, width, 1000)
     assert any(isinstance(t, go.Scattergl) and list(t.y) == list(maxes) for t in fig.data)

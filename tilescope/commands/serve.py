@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
         open_report(args.compare)
     from app.server import create_app
 
-    app = create_app(args.report, args.compare)
+    app = create_app(args.report, args.compare, warm=True)
     url = f"http://{args.host}:{args.port}/"
     print(f"tilescope viewer on {url}  (Ctrl+C to stop)", flush=True)
     if not args.no_browser:
