@@ -94,7 +94,7 @@ def tile_memory_figure(
     )
     xlabel = "tiles, fullest first" if sorted_order else "tile"
     if tiles_per_bin > 1:
-        xlabel += f" (each bar: mean of {tiles_per_bin} tiles)"
+        xlabel += f" (each column: mean of {tiles_per_bin} tiles)"
     fig.update_xaxes(title=xlabel)
     fig.update_yaxes(title="bytes", tickformat="~s")
     return base_layout(fig, height=430)

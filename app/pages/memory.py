@@ -112,7 +112,8 @@ def layout(**_: object) -> html.Div:
             dcc.Loading(dcc.Graph(id=ids.MEMORY_GRAPH, config={"displaylogo": False}), type="dot"),
             html.Div(
                 className="small text-muted mb-2",
-                children="Click a bar to select a tile, drag across bars to select a range, or type tiles above.",
+                children="Click the plot to select a tile (or a column of binned tiles), drag across it to select "
+                "a range, or type tiles above.",
             ),
             dcc.Store(id=ids.MEMORY_SELECTION, data=None),
             dcc.Store(id=ids.MEMORY_VARIABLES_PICK, data=[]),
