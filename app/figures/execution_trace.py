@@ -45,7 +45,7 @@ def timeline_figure(
                 line={"color": KIND_COLOURS.get(kind, "#999"), "width": height_px},
             )
         )
-        # invisible midpoints carry the hover text
+        # invisible midpoints carry the hover text; a click reports their (cycle, row)
         fig.add_trace(
             go.Scattergl(
                 x=mid,

@@ -14,6 +14,7 @@ from dash import Input, Output, State, callback, ctx, dcc, html
 from app import ids, state
 from app.components import no_execution_profile, stat_card
 from app.figures.execution_trace import proportions_figure, tile_steps_figure, timeline_figure
+from app.grid import small_grid
 from app.units import format_bytes, format_si
 from app.views import execution_trace as view
 
@@ -100,6 +101,7 @@ def layout(**_: object) -> html.Div:
             dcc.Loading(
                 dcc.Graph(id=ids.TRACE_TIMELINE, config={"displaylogo": False, "scrollZoom": True}), type="dot"
             ),
+            html.Div(id=ids.TRACE_STEP_DETAILS, className="mb-2"),
             dcc.Loading(dcc.Graph(id=ids.TRACE_TILES, config={"displaylogo": False}), type="dot"),
         ]
     )
@@ -173,6 +175,28 @@ def render_trace(run: int, mode: str, ipu: int, cycle_range: list[int] | None) -
         + (f" ({len(steps)} sampled of {last - first:,}; zoom in for every step)." if sampled else ".")
     )
     return fig, detail, tiles_fig
+
+
+@callback(
+    Output(ids.TRACE_STEP_DETAILS, "children"),
+    Input(ids.TRACE_TIMELINE, "clickData"),
+    State(ids.TRACE_RUN, "value"),
+    State(ids.TRACE_VIEW, "value"),
+    State(ids.TRACE_IPU, "value"),
+    prevent_initial_call=True,
+)
+def step_clicked(click: dict | None, run: Any, mode: str, ipu: Any) -> Any:
+    points = (click or {}).get("points", [])
+    if not points or points[0].get("x") is None:
+        return dash.no_update
+    # the flat view's rows are IPUs; the flame view shows the chosen IPU
+    row = int(round(points[0].get("y", 0))) if mode == "flat" else int(ipu)
+    step = view.step_at(state.report(), int(run), row, float(points[0]["x"]))
+    d = view.step_details(state.report(), int(run), int(step))
+    if d.empty:
+        return dash.no_update
+    title = f"Executed step {step:,}: {d['name'].iat[0]} ({d['type'].iat[0]}), run {int(run)}"
+    return html.Div([html.H6(title, className="mt-2"), small_grid(d.drop(columns=["type", "name"]))])
 
 
 @callback(Output(ids.TRACE_SUMMARY, "children"), Input(ids.TRACE_RUN, "value"))

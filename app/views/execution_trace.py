@@ -228,6 +228,43 @@ def tile_step_cycles(
     return cyc.T, steps, np.arange(0, tiles, width), width
 
 
+def step_at(report: Report, run: int, ipu: int, cycle: float) -> int:
+    """The executed step running on ``ipu`` at ``cycle`` (the nearest one if it falls in a gap), -1 if none."""
+    es = trace_steps(report, run)
+    es = es[es["ipu"] == ipu]
+    if es.empty:
+        return -1
+    start, end = es["cycles_from"].to_numpy(), es["cycles_to"].to_numpy()
+    inside = np.flatnonzero((start <= cycle) & (cycle < end))
+    if len(inside):
+        return int(es["step"].to_numpy()[inside[0]])
+    gap = np.minimum(np.abs(start - cycle), np.abs(end - cycle))
+    return int(es["step"].to_numpy()[gap.argmin()])
+
+
+def step_details(report: Report, run: int, step: int) -> pd.DataFrame:
+    """One executed step on every IPU: its program, span, active tiles, balance, data and FLOPs."""
+    es = trace_steps(report, run)
+    rows = es[es["step"] == step]
+    cols = [
+        "ipu",
+        "program_id",
+        "type",
+        "name",
+        "cycles_from",
+        "cycles_to",
+        "cycles",
+        "active_tiles",
+        "tile_balance",
+        "active_tile_balance",
+        "data_in_bytes",
+        "data_out_bytes",
+        "flops",
+    ]
+    out = rows[cols].astype({"type": str, "name": str}).reset_index(drop=True)
+    return out.round({"tile_balance": 3, "active_tile_balance": 3})
+
+
 def trace_summary(report: Report, run: int) -> dict[str, float | int]:
     """Run totals: cycles, FLOPs, cycle proportions by kind (cycles summed over IPUs), tile balance
     and utilisation of compute steps (cycle-weighted), stream-copy and global-exchange bytes."""

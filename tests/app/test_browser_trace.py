@@ -16,6 +16,23 @@ from tests.app.browser import PageWatch, served, settle
 
 pytestmark = pytest.mark.browser
 
+#: Page coordinates of a hover marker of the timeline (a span's midpoint) well inside the view, and its
+#: (cycle, IPU).
+CLICK_TARGET = """() => {
+  const gd = document.querySelector('#trace-timeline .js-plotly-plot');
+  const fl = gd._fullLayout, box = gd.getBoundingClientRect(), [x0, x1] = fl.xaxis.range;
+  for (const t of gd._fullData) {
+    if (t.mode !== 'markers') continue;
+    for (let i = 0; i < t.x.length; i++) {
+      if (t.x[i] > x0 + 0.1 * (x1 - x0) && t.x[i] < x1 - 0.1 * (x1 - x0)) {
+        return [box.left + fl._size.l + fl.xaxis.l2p(t.x[i]), box.top + fl._size.t + fl.yaxis.l2p(t.y[i]),
+                t.x[i], t.y[i]];
+      }
+    }
+  }
+  return null;
+}"""
+
 
 @pytest.fixture(scope="module")
 def report_path(tmp_path_factory):
@@ -78,6 +95,16 @@ def test_zoom_gives_finer_detail(page, report_path):
     longest = int(report.runs().set_index("run")["cycles"].idxmax())
     lod = et.level_of_detail(et.flat_spans(report, longest), x0, x1)
     assert lod.exact and lod.visible_steps == spans
+    # click one exact span -> that step's details on every IPU
+    px, py, cycle, ipu = page.evaluate(CLICK_TARGET)
+    page.mouse.click(px, py)
+    settle(page)
+    step = et.step_at(report, longest, int(ipu), cycle)
+    row = et.step_details(report, longest, step).set_index("ipu").loc[int(ipu)]
+    assert row["cycles_from"] <= cycle < row["cycles_to"]
+    details = page.locator("#trace-step-details")
+    expect(details).to_contain_text(f"Executed step {step:,}: {row['name']}")
+    expect(details).to_contain_text(f"{row['cycles_to']:,}")
     assert page.watch.errors == []
     page.click("#trace-reset")
     settle(page)

@@ -49,3 +49,16 @@ def test_tile_step_cycles_reads_range_or_samples(small_report):
     cyc, steps, starts, width = view.tile_step_cycles(small_report, 0, 1, 0, 10, max_steps=4, max_tiles=2)
     assert len(steps) == 4 and steps[0] == 0 and steps[-1] == 9
     assert width == 2 and starts.tolist() == [0, 2] and cyc.shape == (2, 4)
+
+
+def test_step_details_per_ipu(small_report):
+    d = view.step_details(small_report, 0, 3).set_index("ipu")  # the first matmul
+    assert d.loc[0, "cycles"] == 40 and d.loc[1, "cycles"] == 60 and d.loc[1, "active_tiles"] == 2
+    assert d.loc[0, "name"] == "matmul" and d.loc[1, "flops"] == 2 * (50 + 60)
+    assert d.loc[1, "tile_balance"] == round((50 + 60) / 4 / 60, 3)
+
+
+def test_step_at_a_cycle(small_report):
+    # run 0, IPU 1: matmul 50-110, exchange 110-130; IPU 0: matmul 50-90, exchange 90-110
+    assert view.step_at(small_report, 0, 1, 100) == 3 and view.step_at(small_report, 0, 0, 100) == 4
+    assert view.step_at(small_report, 0, 0, 10_000) == 9  # past the end: the nearest (last) step
