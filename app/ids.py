@@ -24,6 +24,7 @@ MEMORY_VARIABLES_GRID = "memory-variables-grid"
 MEMORY_VARIABLES_PICK = "memory-variables-pick"
 MEMORY_VARIABLES_GRAPH = "memory-variables-graph"
 MEMORY_TILE_MAP = "memory-tile-map"
+MEMORY_TILE_ADDRESS_MAP = "memory-tile-address-map"
 
 # liveness
 LIVENESS_GRAPH = "liveness-graph"

@@ -179,3 +179,46 @@ def tile_map_figure(tm: pd.DataFrame, bytes_per_tile: int) -> go.Figure:
         title="Tile map (tiles in software order, one panel per IPU; colour scale tops at max memory)",
         height=260 * rows + 60,
     )
+
+
+def tile_memory_map_figure(placed: pd.DataFrame, tile: int, bytes_per_tile: int, interleaved_start: int) -> go.Figure:
+    """Address map of one tile: a bar per variable from its offset, one row per region."""
+    if placed.empty:
+        return empty_figure(f"Tile {tile} holds no variables.", height=200)
+    fig = go.Figure()
+    for live, colour, label in ((True, PALETTE[0], "always live"), (False, PALETTE[1], "not always live")):
+        g = placed[placed["always_live"] == live]
+        if g.empty:
+            continue
+        fig.add_bar(
+            y=g["region"],
+            x=g["bytes"],
+            base=g["offset"],
+            orientation="h",
+            name=label,
+            marker_color=colour,
+            marker_line={"width": 0.5, "color": "white"},
+            customdata=g[["name", "offset", "bytes"]].to_numpy(),
+            hovertemplate="%{customdata[0]}<br>offset %{customdata[1]:,}, %{customdata[2]:,} B<extra></extra>",
+        )
+    fig.add_vline(
+        x=interleaved_start,
+        line_dash="dot",
+        line_color="#555",
+        annotation_text="interleaved memory starts",
+        annotation_position="top",
+    )
+    fig.add_vline(
+        x=bytes_per_tile,
+        line_dash="dash",
+        line_color="#C0392B",
+        annotation_text="end of tile memory",
+        annotation_position="top left",
+    )
+    fig.update_layout(barmode="overlay")
+    fig.update_xaxes(
+        title="address on the tile (bytes)",
+        tickformat="~s",
+        range=[0, max(bytes_per_tile, int(placed["end"].max())) * 1.02],
+    )
+    return base_layout(fig, title=f"Tile {tile} memory map (variables by address)", height=240)

@@ -11,7 +11,7 @@ from dash import ALL, Input, Output, State, callback, ctx, dcc, html
 
 from app import grid, ids, state
 from app.components import section
-from app.figures.memory import tile_map_figure, tile_memory_figure, variables_figure
+from app.figures.memory import tile_map_figure, tile_memory_figure, tile_memory_map_figure, variables_figure
 from app.units import format_bytes
 from app.views import memory as view
 
@@ -215,12 +215,26 @@ def tab_body(tab: str, tiles: list[int] | None, options: list[str], picked: list
         reg = d["regions"][["region", gaps]].rename(columns={gaps: "bytes"})
         reg["size"] = reg["bytes"].map(format_bytes)
         cat = d["categories"].assign(size=d["categories"]["bytes"].map(format_bytes))
-        return dbc.Row(
-            [
-                dbc.Col(section(f"By region ({gaps.replace('_', ' ')})", grid.small_grid(reg)), md=5),
-                dbc.Col(section("By category (excluding gaps)", grid.small_grid(cat, height=360)), md=7),
-            ]
-        )
+        body = [
+            dbc.Row(
+                [
+                    dbc.Col(section(f"By region ({gaps.replace('_', ' ')})", grid.small_grid(reg)), md=5),
+                    dbc.Col(section("By category (excluding gaps)", grid.small_grid(cat, height=360)), md=7),
+                ]
+            )
+        ]
+        if tiles and len(tiles) == 1:  # one tile: its memory map, as PopVision shows for a selected tile
+            t = report.target_info
+            body.append(
+                dcc.Graph(
+                    id=ids.MEMORY_TILE_ADDRESS_MAP,
+                    config={"displaylogo": False},
+                    figure=tile_memory_map_figure(
+                        view.tile_memory_map(report, tiles[0]), tiles[0], t.bytes_per_tile, t.interleaved_memory_start
+                    ),
+                )
+            )
+        return html.Div(body)
     if tab == "compute_sets":
         return grid.small_grid(view.tile_compute_sets(report, tiles), height=400)
     if tab == "vertices":

@@ -229,6 +229,21 @@ def variable_bytes_by_tile(report: Report, variable_ids: list[int]) -> pd.DataFr
     return pl.sort_values(["variable_id", "tile"]).reset_index(drop=True)
 
 
+def tile_memory_map(report: Report, tile: int) -> pd.DataFrame:
+    """The variables on one tile by address (offset, bytes, region), lowest address first.
+    Only variables have addresses in the report; code, stacks and other always-live data do not."""
+    pl = report.variable_placements([tile])
+    var = tables.variables(report).reindex(pl["variable_id"])
+    out = pl.assign(
+        name=var["name"].to_numpy(), always_live=var["always_live"].to_numpy(), end=pl["offset"] + pl["bytes"]
+    )
+    return (
+        out[["variable_id", "name", "offset", "end", "bytes", "region", "always_live"]]
+        .sort_values("offset", kind="stable")
+        .reset_index(drop=True)
+    )
+
+
 def tile_map(report: Report, include_gaps: bool = True) -> pd.DataFrame:
     """Tile map: total bytes per tile with a grid position per IPU (software tile order, in rows
     of ``ceil(sqrt(tiles_per_ipu))``; the physical floor plan is not in the report)."""

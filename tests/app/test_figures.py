@@ -52,6 +52,15 @@ def test_timeline_figure_one_webgl_trace_per_kind(small_report):
     assert list(fig.layout.xaxis.range) == [0, 230]
 
 
+def test_tile_memory_map_figure(small_report):
+    from app.figures.memory import tile_memory_map_figure
+
+    fig = tile_memory_map_figure(mem.tile_memory_map(small_report, 0), 0, 1000, 524288)
+    always = [t for t in fig.data if t.name == "always live"][0]
+    assert list(always.base) == [0, 1216] and list(always.x) == [16, 4]  # w: placement row 0, c: row 19 (x 64 B)
+    assert {s.x0 for s in fig.layout.shapes} == {524288, 1000}
+
+
 def test_other_figures_build(small_report):
     cyc, steps, starts, width = et.tile_step_cycles(small_report, 0, 0, 0, 10)
     hm = tile_steps_figure(cyc, steps, starts, width)

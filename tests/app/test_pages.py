@@ -59,6 +59,8 @@ def test_memory_liveness_tree_and_operations_callbacks(pages):
     assert mem._tiles_of_points([{"pointIndex": 2, "curveNumber": 0}], [0, 3, 6], 3) == [6, 7]  # tile 8 does not exist
     assert mem.toggle_pick([1, 2], 2) == [1] and mem.toggle_pick([1], 2) == [1, 2]
     assert mem.selection_text([0, 1]) == "Selected tiles: 0, 1" and mem.selection_text(None) == "All tiles"
+    assert "memory-tile-address-map" in as_json(mem.tab_body("details", [0], ["gaps"]))  # one tile: its map
+    assert "memory-tile-address-map" not in as_json(mem.tab_body("details", [0, 1], ["gaps"]))
     fig = mem.memory_figure("region", ["gaps"], "tile", [2])
     assert [t.name for t in fig.data] == ["non_interleaved", "interleaved", "gaps"]
     assert "1,000" not in as_json(fig.layout.shapes)  # no max-memory line when not asked

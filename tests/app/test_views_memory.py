@@ -76,3 +76,17 @@ def test_variable_bytes_by_tile_and_tile_map(small_report):
     tm = view.tile_map(small_report).set_index("tile")
     assert (tm.loc[5, "ipu"], tm.loc[5, "row"], tm.loc[5, "col"]) == (1, 0, 1)  # 4 tiles per IPU: rows of 2
     assert tm.loc[0, "bytes"] == 210
+
+
+def test_tile_memory_map_orders_variables_by_address(small_report):
+    m = view.tile_memory_map(small_report, 0)
+    # placements are written in variable order at offset 64 * (row of the placements table): w 0, x 128, y 640, c 1216
+    assert m["name"].tolist() == ["w", "x", "y", "c"]
+    assert (m["end"] - m["offset"]).tolist() == [16, 4, 8, 4] and m["always_live"].tolist() == [
+        True,
+        False,
+        False,
+        True,
+    ]
+    assert m["region"].tolist() == ["non_interleaved", "non_interleaved", "interleaved", "non_interleaved"]
+    assert view.tile_memory_map(small_report, 6)["name"].tolist() == ["x", "y"]
