@@ -25,7 +25,7 @@ from profiler.graph import Graph
 from profiler.ops.codelets import MATMUL_CODELETS, block_cycles
 from profiler.ops.core import OpError, cdiv, check_same_graph, execute, linear_tiles, op, set_attributes
 from profiler.ops.elementwise import _binary_codelet, _cast, apply_map, map_codelet
-from profiler.ops.reduce import reduce_columns
+from profiler.ops.reduce import COLUMN_PIECE, SINGLE_STAGE_MAX_PARTIALS, reduce_columns
 from profiler.programs import Sequence as Prog
 from profiler.targets import Target
 from profiler.tensor import Tensor
@@ -111,7 +111,6 @@ def plan_matmul(
     tiles = target.num_tiles
     budget = int(target.bytes_per_tile * available_memory_proportion)
     eb, pb = dt.itemsize, pdt.itemsize
-    w = target.num_worker_contexts
     xbpc = target.exchange_bytes_per_cycle
     sync = 2 * cost_model.sync_cycles("internal", target)
     best: tuple | None = None
@@ -141,10 +140,10 @@ def plan_matmul(
                     operand_bytes = gb * (mb * kb + kb * nb) * eb
                     exchange = operand_bytes / xbpc
                     partial_bytes = gb * mb * nb * pb
-                    if ks > 1:  # partial sums: exchanged once, reduced spread over the tiles
-                        outs = groups * m * n_step / np.minimum(tiles, gs * ms * ks * ns)
-                        red = partial_bytes / xbpc + outs / w * cost_model.reduce_cycles("add", ks, 1, pdt, target)
-                        red = red + sync
+                    if ks > 1:  # partial sums: exchanged, then reduced on the output's tile (spread linearly)
+                        red = partial_bytes / xbpc + reduce_estimate(
+                            -(-groups * m * n_step // tiles), int(ks), pdt, target
+                        )
                     else:
                         red = 0
                     step = compute + exchange + red + sync
@@ -170,6 +169,27 @@ def plan_matmul(
         method, pdt.name, gs, ms, ks, ns, ks_ser, ns_ser, block, gs * ms * ks * ns, int(math.ceil(cyc)), temp,
         budget, best is not None,
     )  # fmt: skip
+
+
+def reduce_estimate(outputs_per_tile: int, depth: int, dtype: np.dtype, target: Target) -> float:
+    """Cycles of ``reduce_columns`` for ``depth`` partials per output, ``outputs_per_tile`` outputs on
+    the busiest tile: per stage, pieces of COLUMN_PIECE outputs dealt over the workers, plus a sync;
+    a stage of ~sqrt(depth) first when depth >= 16 (ref §3.5), its partials exchanged."""
+    w = target.num_worker_contexts
+    sync = cost_model.sync_cycles("internal", target)
+    stages = (
+        [depth]
+        if depth < SINGLE_STAGE_MAX_PARTIALS
+        else [math.ceil(math.sqrt(depth)), -(-depth // math.ceil(math.sqrt(depth)))]
+    )
+    total = 0.0
+    for i, d in enumerate(stages):
+        pieces = max(1, -(-outputs_per_tile // COLUMN_PIECE))
+        piece = min(outputs_per_tile, COLUMN_PIECE) or 1
+        total += w * -(-pieces // w) * float(cost_model.reduce_cycles("add", d * piece, piece, dtype, target)) + sync
+        if i:
+            total += outputs_per_tile * d * dtype.itemsize / target.exchange_bytes_per_cycle
+    return total
 
 
 def _blocks(size: int, split: int, grain_block: int) -> tuple[np.ndarray, np.ndarray]:
