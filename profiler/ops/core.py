@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -39,7 +40,14 @@ def op(op_type: str) -> Callable[[F], F]:
         def wrapper(graph: Graph, *args: Any, debug_name: str = "", **kwargs: Any) -> Any:
             # ops taking an operation name first (unary(graph, "exp", ...)) default to that name
             default = args[0] if args and isinstance(args[0], str) else op_type
-            with graph.debug_context(debug_name or default, op_type=op_type, layer=LAYER):
+            caller = sys._getframe(1)
+            with graph.debug_context(debug_name or default, op_type=op_type, layer=LAYER) as ctx_id:
+                # record where the op was called, not this wrapper (Graph.debug_context looks two
+                # frames up, which from here is the wrapper itself)
+                ctx = graph.debug_contexts[ctx_id]
+                graph.debug_contexts[ctx_id] = dataclasses.replace(
+                    ctx, file=caller.f_code.co_filename, line=caller.f_lineno
+                )
                 return fn(graph, *args, **kwargs)
 
         return wrapper  # type: ignore[return-value]

@@ -107,3 +107,12 @@ def test_pooling_forward_and_gradients(k, s, p):
     np.testing.assert_allclose(out["ap"], ya, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(out["dmp"], fd_grad(lambda v: ref_pool(v, k, s, p, "max"), x, dy), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(out["dap"], fd_grad(lambda v: ref_pool(v, k, s, p, "avg"), x, dy), rtol=1e-4, atol=1e-5)
+
+
+def test_conv_context_holds_the_plan_and_the_call_site():
+    x = rng(33).standard_normal((1, 4, 5, 5)).astype(np.float32)
+    wt = rng(34).standard_normal((4, 4, 3, 3)).astype(np.float32)
+    _, g, _ = run({"x": x, "w": wt}, lambda g, t, p: {"y": ops.conv2d(g, t["x"], t["w"], p, debug_name="c1")})
+    ctx = next(c for c in g.debug_contexts if c.name == "c1")
+    assert ctx.file == __file__  # where the op was called (the run helper's build lambda is in this file)
+    assert json.loads(ctx.attributes)["plan"]["method"] in ("AMP", "HMAC")
