@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -26,12 +25,7 @@ from profiler.workloads import mlp  # noqa: E402
 
 def _engine_cycles(e: Engine, program: int = 0) -> int:
     e.run(program)
-    return int(e.runs[-1].cycles)
-
-
-def _options(tmp: str) -> dict[str, str]:
-    # the execution profile is what records a run's cycles; the report itself is not written
-    return {"autoReport.outputExecutionProfile": "true", "autoReport.directory": tmp}
+    return int(e.last_run_cycles)
 
 
 def _plan(g: Graph) -> dict:
@@ -54,7 +48,7 @@ def _timed(fn, times: dict, key: str):  # type: ignore[no-untyped-def]
     return out
 
 
-def bench_matmul(size: int, partials: str, tmp: str) -> None:
+def bench_matmul(size: int, partials: str) -> None:
     times: dict[str, float] = {}
 
     def build() -> tuple[Graph, Sequence]:
@@ -66,7 +60,7 @@ def bench_matmul(size: int, partials: str, tmp: str) -> None:
         return g, prog
 
     g, prog = _timed(build, times, "build")
-    e = Engine(g, prog, _options(tmp))
+    e = Engine(g, prog)
     _timed(e.compile, times, "compile")
     e.load()
     cycles = _timed(lambda: _engine_cycles(e), times, "run")
@@ -75,7 +69,7 @@ def bench_matmul(size: int, partials: str, tmp: str) -> None:
             f"{p['in_chan_split']} out {p['out_chan_split']}]", cycles, 2.0 * size**3, g, partials, "float16", times)  # fmt: skip
 
 
-def bench_conv(batch: int, size: int, channels: int, partials: str, tmp: str) -> None:
+def bench_conv(batch: int, size: int, channels: int, partials: str) -> None:
     times: dict[str, float] = {}
 
     def build() -> tuple[Graph, Sequence]:
@@ -87,7 +81,7 @@ def bench_conv(batch: int, size: int, channels: int, partials: str, tmp: str) ->
         return g, prog
 
     g, prog = _timed(build, times, "build")
-    e = Engine(g, prog, _options(tmp))
+    e = Engine(g, prog)
     _timed(e.compile, times, "compile")
     e.load()
     cycles = _timed(lambda: _engine_cycles(e), times, "run")
@@ -96,10 +90,10 @@ def bench_conv(batch: int, size: int, channels: int, partials: str, tmp: str) ->
             "float16", times)  # fmt: skip
 
 
-def bench_mlp(tmp: str) -> None:
+def bench_mlp() -> None:
     times: dict[str, float] = {}
     w = _timed(mlp.build, times, "build")
-    e = _timed(lambda: w.engine(_options(tmp)), times, "compile")
+    e = _timed(lambda: w.engine(), times, "compile")
     e.run(0)
     cycles = _timed(lambda: _engine_cycles(e, 1), times, "run")
     _report("MLP training step (784-64-10, batch 32, fp32, 16-tile IPU-Model)", cycles, w.info["flops_per_step"],
@@ -112,13 +106,12 @@ def main() -> None:
     parser.add_argument("--matmul-size", type=int, default=2048)
     parser.add_argument("--partials", default="float16", help="partials type for matmul and conv (float16/float32)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        if args.case in ("matmul", "all"):
-            bench_matmul(args.matmul_size, args.partials, tmp)
-        if args.case in ("conv", "all"):
-            bench_conv(8, 56, 64, args.partials, tmp)
-        if args.case in ("mlp", "all"):
-            bench_mlp(tmp)
+    if args.case in ("mlp", "all"):
+        bench_mlp()
+    if args.case in ("conv", "all"):
+        bench_conv(8, 56, 64, args.partials)
+    if args.case in ("matmul", "all"):
+        bench_matmul(args.matmul_size, args.partials)
 
 
 if __name__ == "__main__":
