@@ -1,12 +1,16 @@
 """Benchmark the operations library: simulated cycles, achieved fraction of peak FLOPs, host wall time.
 
     /work/venv/bin/python bench/ops.py            # all cases
-    /work/venv/bin/python bench/ops.py --case conv --matmul-size 1024
+    /work/venv/bin/python bench/ops.py --case matmul --matmul-size 2048 1024 512
 
 Cases: a 2048^3 fp16 matmul on GC200, a 3x3 convolution 64 -> 64 channels on 56x56 with batch 8
 (fp16, GC200) and one training step of the MLP workload (its default small IPU-Model target). The
 fraction of peak is the op's model FLOPs (2*M*K*N for a matmul) over simulated cycles x tiles x
 the target's peak FLOPs per tile per cycle for the partials type the planner used.
+
+A matmul size whose simulation would not fit in host memory (the compile's exchange planning costs
+~175 bytes per vertex-field element reference, see /work/notes/ops.md) is not run: its planner
+estimate is printed instead. By default 2048^3 (the target case) and 1024^3 are tried.
 """
 
 from __future__ import annotations
@@ -48,11 +52,43 @@ def _timed(fn, times: dict, key: str):  # type: ignore[no-untyped-def]
     return out
 
 
+# Host memory the simulator's compile needs per vertex-field element reference, measured on the
+# 1024^3 case (51M references, 8.9 GB peak RSS, commit 8847dcb). Used to skip a case that would
+# exhaust the machine (and get other processes OOM-killed) instead of starting it.
+HOST_BYTES_PER_FIELD_ELEMENT = 175
+
+
+def _available_bytes() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            info = dict(line.split(":", 1) for line in f)
+        return int(info["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return 1 << 62
+
+
+def matmul_field_elements(plan: ops.MatMulPlan, m: int, k: int, n: int) -> int:
+    """Element references the plan's vertex fields make: each operand block once per tile reading it,
+    the partials written and read once more by the reduction."""
+    refs = m * k * plan.out_chan_split + k * n * plan.row_split + m * n
+    return refs + (2 * m * n * plan.in_chan_split if plan.in_chan_split > 1 else 0)
+
+
 def bench_matmul(size: int, partials: str) -> None:
+    target = get_target("GC200")
+    plan = ops.plan_matmul(target, 1, size, size, size, "float16", partials)
+    need = matmul_field_elements(plan, size, size, size) * HOST_BYTES_PER_FIELD_ELEMENT
+    if need > 0.8 * _available_bytes():
+        ideal = 2 * size**3 / (cost_model.peak_flops_per_cycle("float16", partials, target) * target.num_tiles)
+        print(f"matmul {size}^3 fp16 GC200: not run, the simulator would need ~{need / 1e9:.0f} GB of host memory "
+              f"({_available_bytes() / 1e9:.0f} GB available). Planner: {plan.method}, splits rows "
+              f"{plan.row_split} in {plan.in_chan_split} out {plan.out_chan_split}, estimated {plan.cycles:,} cycles "
+              f"= {ideal / plan.cycles:.1%} of peak")  # fmt: skip
+        return
     times: dict[str, float] = {}
 
     def build() -> tuple[Graph, Sequence]:
-        g = Graph(get_target("GC200"))
+        g = Graph(target)
         a = ops.add_mapped(g, "float16", (size, size), "a", grain=64)
         b = ops.add_mapped(g, "float16", (size, size), "b", grain=64)
         prog = Sequence()
@@ -66,7 +102,8 @@ def bench_matmul(size: int, partials: str) -> None:
     cycles = _timed(lambda: _engine_cycles(e), times, "run")
     p = _plan(g)
     _report(f"matmul {size}x{size}x{size} fp16 GC200 [{p['method']} splits rows {p['row_split']} in "
-            f"{p['in_chan_split']} out {p['out_chan_split']}]", cycles, 2.0 * size**3, g, partials, "float16", times)  # fmt: skip
+            f"{p['in_chan_split']} out {p['out_chan_split']}; planner estimate {p['cycles']:,}]", cycles,
+            2.0 * size**3, g, partials, "float16", times)  # fmt: skip
 
 
 def bench_conv(batch: int, size: int, channels: int, partials: str) -> None:
@@ -103,7 +140,7 @@ def bench_mlp() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", choices=["matmul", "conv", "mlp", "all"], default="all")
-    parser.add_argument("--matmul-size", type=int, default=2048)
+    parser.add_argument("--matmul-size", type=int, nargs="+", default=[2048, 1024])
     parser.add_argument("--partials", default="float16", help="partials type for matmul and conv (float16/float32)")
     args = parser.parse_args()
     if args.case in ("mlp", "all"):
@@ -111,7 +148,8 @@ def main() -> None:
     if args.case in ("conv", "all"):
         bench_conv(8, 56, 64, args.partials)
     if args.case in ("matmul", "all"):
-        bench_matmul(args.matmul_size, args.partials)
+        for size in args.matmul_size:
+            bench_matmul(size, args.partials)
 
 
 if __name__ == "__main__":
