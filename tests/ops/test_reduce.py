@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from profiler import ops
-from tests.ops.helpers import rng, run, tol
+from tests.ops.helpers import fd_grad, rng, run, tol
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
@@ -60,3 +60,26 @@ def test_partials_are_exchanged_between_stages():
     _, g, e = run({"x": x}, lambda g, t, p: {"y": ops.reduce_sum(g, t["x"], 1, p)}, tiles=8)
     types = [lf.type for lf in e.compiled.leaves]
     assert types.count("OnTileExecute") == 2 and "DoExchange" in types
+
+
+@pytest.mark.parametrize("shape,axes,mean", [((4, 5), 1, False), ((3, 1, 4), (0, 2), True), ((6,), None, True)])
+def test_reduce_gradient_by_finite_differences(shape, axes, mean):
+    x = rng(15).standard_normal(shape).astype(np.float32)
+
+    def ref(v):
+        return v.mean(axis=axes) if mean else v.sum(axis=axes)
+
+    dy = np.asarray(rng(16).standard_normal(np.shape(ref(x))), dtype=np.float32)
+    scale = dy.size / x.size if mean else 1.0
+
+    def build(g, t, p):
+        return {"dx": ops.reduce_sum_grad(g, t["dy"], shape, axes, p, scale=scale)}
+
+    out, _, _ = run({"x": x, "dy": dy}, build)
+    np.testing.assert_allclose(out["dx"], fd_grad(ref, x, dy.astype(np.float64)), rtol=1e-5, atol=1e-6)
+
+
+def test_broadcast_matches_numpy():
+    x = rng(17).standard_normal((3, 1)).astype(np.float16)
+    out, _, _ = run({"x": x}, lambda g, t, p: {"y": ops.broadcast(g, t["x"], (2, 3, 5), p)})
+    np.testing.assert_array_equal(out["y"], np.broadcast_to(x, (2, 3, 5)))

@@ -85,3 +85,9 @@ def test_resnet_blocks_match_numpy_on_gc200():
     convs = [json.loads(c.attributes) for c in w.graph.debug_contexts if c.op_type == "MatMul"]
     assert len(convs) == 3 and all(c["tiles"] > 1 for c in convs)
     e.close()
+
+
+def test_mlp_trains_in_half_precision_too():
+    w = mlp.build(dtype="float16")
+    w.run(steps=8).close()
+    assert np.mean(w.losses[-2:]) < 0.25 * np.mean(w.losses[:2])
