@@ -12,6 +12,7 @@ into successive compute sets, so their temporaries are live one step at a time.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import asdict, dataclass
@@ -90,6 +91,7 @@ def _methods(dtype: np.dtype, partials: np.dtype, target: Target) -> list[str]:
     return methods
 
 
+@functools.lru_cache(maxsize=256)  # the same layer shape recurs (ResNet blocks, transformer layers)
 def plan_matmul(
     target: Target,
     groups: int,
