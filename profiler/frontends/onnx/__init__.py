@@ -15,6 +15,7 @@ import numpy as np
 
 from profiler.engine import Engine
 
+from . import examples
 from .builder import ImportedModel, IOSpec, import_model
 from .model import FrontendError, UnsupportedError, load_model, opset_version
 from .operators import SUPPORTED
@@ -115,6 +116,7 @@ __all__ = [
     "ImportedModel",
     "Session",
     "UnsupportedError",
+    "examples",
     "import_model",
     "load_model",
     "opset_version",

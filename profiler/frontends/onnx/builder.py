@@ -102,9 +102,10 @@ class Builder:
         self.graph, self.prog, self.weights_prog = graph, prog, weights_prog
         self.opset, self.half, self.weights_mode = opset, half, weights
         self.values: dict[str, Value] = {}
-        self.initializers: set[str] = set()
+        self.names: dict[int, str] = {}  # id of a host value -> its ONNX value name
+        self._used: set[str] = set()
         self.weights: dict[str, np.ndarray] = {}
-        self._materialized: dict[int, Tensor] = {}
+        self._materialized: dict[tuple[int, str | None], Tensor] = {}
         self._host_keep: list[np.ndarray] = []  # keeps ids in _materialized valid
 
     # -- values ------------------------------------------------------------------------------
@@ -112,19 +113,18 @@ class Builder:
         """``v`` as a device tensor (host arrays become a weight or a constant once)."""
         if isinstance(v, Tensor):
             return v
-        arr = np.asarray(v)
-        if like is not None:
-            arr = arr.astype(like)
-        key = id(v) if like is None else None
-        if key is not None and key in self._materialized:
+        key = (id(v), None if like is None else np.dtype(like).name)
+        if key in self._materialized:
             return self._materialized[key]
+        arr = np.asarray(v) if like is None else np.asarray(v).astype(like)
         if arr.size == 0:
             raise Unsupported("empty tensors")
         dt = device_dtype(arr.dtype, self.half)
         data = arr.astype(dt)
         g = self.graph
-        is_weight = name in self.initializers and self.weights_mode == "variables" and arr.size > SMALL_CONSTANT
-        if is_weight:
+        name = self.names.get(id(v), name)
+        if self.weights_mode == "variables" and arr.size > SMALL_CONSTANT:
+            name = self._unique(name)
             t = g.add_variable(dt, arr.shape, name)
             g.set_tile_mapping(t, linear_tiles(t.numel(), g.target.num_tiles))
             stream = WEIGHT_STREAM_PREFIX + name
@@ -134,10 +134,23 @@ class Builder:
         else:
             t = g.add_constant(dt, arr.shape, data, name=name)
             g.set_tile_mapping(t, linear_tiles(t.numel(), g.target.num_tiles))
-        if key is not None:
-            self._materialized[key] = t
-            self._host_keep.append(v)  # type: ignore[arg-type]
+        self._materialized[key] = t
+        self._host_keep.append(v)  # keeps id(v) unique while the builder lives
         return t
+
+    def _unique(self, name: str) -> str:
+        base, k = name, 1
+        while name in self._used:
+            k += 1
+            name = f"{base}#{k}"
+        self._used.add(name)
+        return name
+
+    def host(self, name: str, value: np.ndarray) -> np.ndarray:
+        """Record a host value under ``name`` (the weight it becomes on the device is named after it)."""
+        self.names[id(value)] = name
+        self._host_keep.append(value)
+        return value
 
     def scalar_like(self, value: float, like: Tensor) -> Tensor:
         return self.device(np.asarray(value, dtype=like.dtype), like=like.dtype)
@@ -281,8 +294,7 @@ def import_model(
     except Unsupported as exc:
         raise UnsupportedError([("(graph input)", "model inputs", str(exc))]) from None
     for t in model.graph.initializer:
-        b.values[t.name] = numpy_helper.to_array(t)
-        b.initializers.add(t.name)
+        b.values[t.name] = b.host(t.name, numpy_helper.to_array(t))
     for spec in inputs:
         x = g.add_variable(spec.device_dtype, spec.shape, spec.name)
         g.set_tile_mapping(x, linear_tiles(x.numel(), target.num_tiles))
@@ -308,7 +320,7 @@ def import_model(
             raise FrontendError(f"node {name!r} ({node.op_type}): {exc}") from None
         for out_name, v in zip(node.output, outs, strict=False):
             if out_name:
-                b.values[out_name] = v  # type: ignore[assignment]
+                b.values[out_name] = b.host(out_name, v) if isinstance(v, np.ndarray) else v  # type: ignore[assignment]
     outputs, host_outputs = [], {}
     for vi in model.graph.output:
         v = b.values[vi.name]

@@ -306,7 +306,7 @@ def _gemm(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
         if isinstance(bias, Tensor):
             if beta != 1.0:
                 bias = ops.scale(b.graph, _nd(bias), beta, b.prog).reshape(bias.shape)
-        else:
+        elif beta != 1.0:
             bias = np.asarray(bias) * np.asarray(beta, dtype=np.asarray(bias).dtype)
         y = b.binary("add", y, bias)
     return [y]
@@ -608,9 +608,9 @@ def _batch_norm(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any
         a = np.asarray(scale, np.float64) / np.sqrt(np.asarray(var, np.float64) + eps)
         s = np.asarray(bias, np.float64) - np.asarray(mean, np.float64) * a
         dt = np.asarray(scale).dtype
-        b.initializers.update({node.name + "/scale", node.name + "/shift"})
-        y = b.binary("mul", x, _per_channel(a.astype(dt), x.rank))
-        return [b.binary("add", y, _per_channel(s.astype(dt), x.rank))]
+        a = b.host(f"{node.name}/scale", _per_channel(a.astype(dt), x.rank))
+        s = b.host(f"{node.name}/shift", _per_channel(s.astype(dt), x.rank))
+        return [b.binary("add", b.binary("mul", x, a), s)]
     r = x.rank
     shp = (1, -1) + (1,) * (r - 2)
 
