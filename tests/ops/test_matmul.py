@@ -150,3 +150,27 @@ def test_simulated_throughput_never_exceeds_peak(target, m, k, n, dtype):
     # and the whole matmul is slower than its ideal at peak on every tile
     cycles = sum(int(lf.tile_cycles.max()) for lf in e.compiled.leaves)
     assert 2 * m * k * n / (cycles * t.num_tiles) <= peak
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("m,k,n,amp", [(64, 128, 32, 0.02), (128, 256, 128, 0.05), (8, 96, 48, 0.005)])
+def test_serial_splits_run_as_loops_and_match_numpy(m, k, n, amp, dtype):
+    r = rng(23)
+    a, b = r.standard_normal((m, k)).astype(dtype), r.standard_normal((k, n)).astype(dtype)
+
+    def build(g, t, p):
+        return {"c": ops.matmul(g, t["a"], t["b"], p, available_memory_proportion=amp, debug_name="mm")}
+
+    out, g, e = run({"a": a, "b": b}, build, tiles=16, bytes_per_tile=65536)
+    attrs = json.loads(next(c for c in g.debug_contexts if c.name == "mm").attributes)
+    assert attrs["in_chan_serial"] * attrs["out_chan_serial"] > 1
+    assert "Repeat" in {node.type for node in e.compiled.nodes}
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(out["c"], ref, rtol=tol(dtype), atol=tol(dtype) * np.sqrt(k) * 2)
+
+
+def test_int32_matmul_is_exact():
+    a = np.arange(12, dtype=np.int32).reshape(3, 4)
+    b = np.arange(8, dtype=np.int32).reshape(4, 2) - 3
+    out, _, _ = run({"a": a, "b": b}, lambda g, t, p: {"c": ops.matmul(g, t["a"], t["b"], p)})
+    np.testing.assert_array_equal(out["c"], a @ b)
