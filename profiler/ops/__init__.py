@@ -57,7 +57,15 @@ from profiler.ops.nn import (
 )
 from profiler.ops.optim import AdamState, adam, init_state, sgd, state_like
 from profiler.ops.reduce import reduce, reduce_max, reduce_mean, reduce_sum, reduce_sum_grad
-from profiler.ops.slicing import dynamic_slice, dynamic_update, embedding_table, gather, gather_grad, sliceable
+from profiler.ops.slicing import (
+    dynamic_slice,
+    dynamic_update,
+    embedding_table,
+    gather,
+    gather_grad,
+    replicated_index,
+    sliceable,
+)
 
 __all__ = [
     "AdamState", "MatMulPlan", "OpError", "adam", "add", "add_like", "add_mapped", "add_scalar", "avg_pool2d",
@@ -66,7 +74,7 @@ __all__ = [
     "fill", "gather", "gather_grad", "gelu", "group_norm", "group_norm_grad", "init_state", "layer_norm",
     "layer_norm_grad", "linear_tiles", "log_softmax", "matmul", "max_pool2d", "max_pool2d_grad", "mse_loss",
     "mse_loss_grad", "mul", "nll_loss", "nll_loss_grad", "nonlinearity_grad", "one_hot", "op", "parameter",
-    "plan_matmul", "reduce", "reduce_max", "reduce_mean", "reduce_sum", "reduce_sum_grad", "relu", "scale", "scaled_add",
+    "plan_matmul", "reduce", "reduce_max", "reduce_mean", "reduce_sum", "reduce_sum_grad", "relu", "replicated_index", "scale", "scaled_add",
     "set_attributes", "sgd", "sigmoid", "sliceable", "softmax", "softmax_grad", "state_like", "sub", "tanh", "unary",
     "unary_in_place",
 ]  # fmt: skip

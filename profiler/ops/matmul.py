@@ -147,7 +147,7 @@ def plan_matmul(
                     partial_bytes = gb * mb * nb * pb
                     if ks > 1:  # partial sums: exchanged, then reduced on the output's tile (spread linearly)
                         red = partial_bytes / xbpc + reduce_estimate(
-                            -(-groups * m * n_step // tiles), int(ks), pdt, target
+                            gb * mb * nb, -(-groups * m * n_step // tiles), int(ks), pdt, target
                         )
                     else:
                         red = 0
@@ -191,25 +191,27 @@ def _serial_overhead(
     return rearrange + ks_ser * per_outer + ks_ser * ns_ser * per_step
 
 
-def reduce_estimate(outputs_per_tile: int, depth: int, dtype: np.dtype, target: Target) -> float:
-    """Cycles of ``reduce_columns`` for ``depth`` partials per output, ``outputs_per_tile`` outputs on
-    the busiest tile: per stage, pieces of COLUMN_PIECE outputs dealt over the workers, plus a sync;
-    a stage of ~sqrt(depth) first when depth >= 16 (ref §3.5), its partials exchanged."""
+def reduce_estimate(block_outputs: Any, outputs_per_tile: int, depth: int, dtype: np.dtype, target: Target) -> Any:
+    """Cycles of ``reduce_columns`` for ``depth`` partials per output: per stage, pieces of
+    COLUMN_PIECE outputs dealt over the workers on the busiest tile, plus a sync. With depth >= 16 a
+    first stage of ~sqrt(depth) partials (ref §3.5) spreads each block's ``block_outputs`` over the
+    tiles holding its partials; the last stage has ``outputs_per_tile`` (the result spread linearly)
+    and receives the first stage's partials."""
     w = target.num_worker_contexts
     sync = cost_model.sync_cycles("internal", target)
-    stages = (
-        [depth]
-        if depth < SINGLE_STAGE_MAX_PARTIALS
-        else [math.ceil(math.sqrt(depth)), -(-depth // math.ceil(math.sqrt(depth)))]
-    )
-    total = 0.0
-    for i, d in enumerate(stages):
-        pieces = max(1, -(-outputs_per_tile // COLUMN_PIECE))
-        piece = min(outputs_per_tile, COLUMN_PIECE) or 1
-        total += w * -(-pieces // w) * float(cost_model.reduce_cycles("add", d * piece, piece, dtype, target)) + sync
-        if i:
-            total += outputs_per_tile * d * dtype.itemsize / target.exchange_bytes_per_cycle
-    return total
+
+    def stage(outputs: Any, d: int) -> Any:  # vectorised over outputs
+        outputs = np.maximum(1, np.asarray(outputs, dtype=np.int64))
+        pieces = -(-outputs // COLUMN_PIECE)
+        piece = np.minimum(outputs, COLUMN_PIECE)
+        return w * -(-pieces // w) * cost_model.reduce_cycles("add", d * piece, piece, dtype, target) + sync
+
+    if depth < SINGLE_STAGE_MAX_PARTIALS:
+        return stage(outputs_per_tile, depth)
+    c = math.ceil(math.sqrt(depth))
+    chunks = -(-depth // c)
+    exchange = outputs_per_tile * chunks * dtype.itemsize / target.exchange_bytes_per_cycle
+    return stage(-(-block_outputs // c), c) + exchange + stage(outputs_per_tile, chunks)
 
 
 def _blocks(size: int, split: int, grain_block: int) -> tuple[np.ndarray, np.ndarray]:

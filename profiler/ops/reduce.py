@@ -251,7 +251,12 @@ def reduce_columns(
             return {"reduce_stages": stages, "partials_per_output": int(src.shape[0])}
         c = int(np.ceil(np.sqrt(p)))
         chunks = -(-p // c)
-        first_tiles = graph.tile_of(cur[::c]).astype(np.int64).reshape(chunks, n)
+        # chunk j of column i is reduced on the tile of one of its own partials, rotating with the
+        # column, so a block's outputs spread over all the tiles holding its partials
+        held = graph.tile_of(cur).astype(np.int64).reshape(p, n)
+        lengths = np.minimum(c, p - np.arange(chunks) * c)
+        rows = np.arange(chunks)[:, None] * c + np.arange(n)[None, :] % lengths[:, None]
+        first_tiles = held[rows, np.arange(n)[None, :]]
         nxt = graph.add_variable(pdt, [chunks, n], f"{name} partials {stages}")
         graph.set_tile_mapping(nxt, first_tiles.reshape(-1))
         for j in range(chunks):

@@ -174,3 +174,21 @@ def test_int32_matmul_is_exact():
     b = np.arange(8, dtype=np.int32).reshape(4, 2) - 3
     out, _, _ = run({"a": a, "b": b}, lambda g, t, p: {"c": ops.matmul(g, t["a"], t["b"], p)})
     np.testing.assert_array_equal(out["c"], a @ b)
+
+
+@pytest.mark.parametrize(
+    "target,m,k,n,amp",
+    [("GC200", 256, 256, 256, 0.6), ("GC200", 64, 2048, 64, 0.6), ("IPUModel16", 256, 512, 256, 0.05)],
+)
+def test_planner_estimate_tracks_the_simulation(target, m, k, n, amp):
+    """The planner's cycle estimate is within 25% of the simulated run (parallel and serial plans)."""
+    t = ipu_model(tiles_per_ipu=16, bytes_per_tile=262144) if target == "IPUModel16" else get_target(target)
+    g = Graph(t)
+    a, b = ops.add_mapped(g, "float16", (m, k), "a"), ops.add_mapped(g, "float16", (k, n), "b")
+    prog = Sequence()
+    ops.matmul(g, a, b, prog, available_memory_proportion=amp, debug_name="mm")
+    e = Engine(g, prog)
+    e.load()
+    e.run(0)
+    plan = json.loads(next(c for c in g.debug_contexts if c.name == "mm").attributes)
+    assert abs(e.last_run_cycles - plan["cycles"]) <= 0.25 * e.last_run_cycles

@@ -112,3 +112,23 @@ def test_sgd_momentum_matches_reference():
         v = 0.9 * v + gr
         w = w - 0.1 * v
     np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
+
+
+def test_slicing_with_a_replicated_index_needs_no_index_exchange():
+    r = rng(53)
+    t = r.standard_normal((4, 6)).astype(np.float32)
+    g = Graph(ipu_model(tiles_per_ipu=3))
+    tt = ops.sliceable(g, "float32", (4, 6), "t")
+    ix = ops.replicated_index(g, "ix")
+    prog = Sequence()
+    s = ops.dynamic_slice(g, tt, ix, prog)
+    g.create_host_write("t", tt)
+    g.create_host_write("ix", ix)
+    g.create_host_read("s", s)
+    e = Engine(g, prog)
+    e.load()
+    e.write_tensor("t", t)
+    e.write_tensor("ix", np.full(3, 3, np.int32))
+    e.run(0)
+    np.testing.assert_array_equal(e.read_tensor("s"), t[3])
+    assert "DoExchange" not in {lf.type for lf in e.compiled.leaves}
