@@ -61,6 +61,22 @@ class MatMulPlan:
         return d
 
 
+class Float8(str):
+    """float8 for planning only (the C600's quarter-precision AMP, ref §3.7): graphs have no float8
+    element type yet, but the planner and cost model can size and cost a float8 matmul."""
+
+    kind, itemsize, name = "f", 1, "float8"
+
+    def __new__(cls) -> Float8:
+        return str.__new__(cls, "float8")
+
+
+def _plan_dtype(dtype: object) -> Any:
+    if isinstance(dtype, str) and dtype.strip().lower() in ("float8", "quarter", "fp8", "f8"):
+        return Float8()
+    return as_dtype(dtype)
+
+
 def _grain(method: str, dtype: np.dtype, partials: np.dtype, target: Target) -> tuple[int, int]:
     """(in-chan grain, out-chan grain) of a vertex type (ref §4.2: AMP in/out chans per group)."""
     if method == "AMP":
@@ -109,9 +125,11 @@ def plan_matmul(
         raise OpError(f"matmul: empty problem G={groups} M={m} K={k} N={n}")
     if not 0 < available_memory_proportion <= 1:
         raise OpError(f"matmul: availableMemoryProportion must be in (0, 1], got {available_memory_proportion}")
-    dt, pdt = as_dtype(dtype), as_dtype(partials_dtype)
+    dt, pdt = _plan_dtype(dtype), as_dtype(partials_dtype)
     if dt.kind != "f":
         pdt = dt
+    if dt.name == "float8" and target.fp8_flops_per_cycle <= 0:
+        raise OpError(f"matmul: {target.name} ({target.architecture}) has no float8 AMP; float8 needs a C600 (ipu21)")
     tiles = target.num_tiles
     budget = int(target.bytes_per_tile * available_memory_proportion)
     eb, pb = dt.itemsize, pdt.itemsize

@@ -25,7 +25,7 @@ def build(
     channels: int = 8,
     classes: int = 10,
     tiles: int = 16,
-    lr: float = 0.01,
+    lr: float = 0.003,
     dtype: str = "float32",
     target: Target | None = None,
     seed: int = 0,

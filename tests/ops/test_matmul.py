@@ -192,3 +192,14 @@ def test_planner_estimate_tracks_the_simulation(target, m, k, n, amp):
     e.run(0)
     plan = json.loads(next(c for c in g.debug_contexts if c.name == "mm").attributes)
     assert abs(e.last_run_cycles - plan["cycles"]) <= 0.25 * e.last_run_cycles
+
+
+def test_float8_plans_on_c600_only():
+    """float8 is planned with the C600's quarter-precision AMP rate (cost model), twice the fp16 peak."""
+    c600 = get_target("C600")
+    fp8 = ops.plan_matmul(c600, 1, 1024, 1024, 1024, "float8", "float16")
+    fp16 = ops.plan_matmul(c600, 1, 1024, 1024, 1024, "float16", "float16")
+    assert fp8.method == "AMP" and fp8.cycles < fp16.cycles
+    assert 2 * 1024**3 / (fp8.cycles * c600.num_tiles) <= c600.fp8_flops_per_cycle
+    with pytest.raises(ops.OpError, match="float8"):
+        ops.plan_matmul(get_target("GC200"), 1, 64, 64, 64, "float8", "float16")
