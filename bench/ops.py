@@ -127,14 +127,15 @@ def bench_conv(batch: int, size: int, channels: int, partials: str) -> None:
             "float16", times)  # fmt: skip
 
 
-def bench_mlp() -> None:
+def bench_mlp(tiles: int) -> None:
     times: dict[str, float] = {}
-    w = _timed(mlp.build, times, "build")
-    e = _timed(lambda: w.engine(), times, "compile")
+    w = _timed(lambda: mlp.build(tiles=tiles), times, "build")
+    e = _timed(w.engine, times, "compile")
     e.run(0)
     cycles = _timed(lambda: _engine_cycles(e, 1), times, "run")
-    _report("MLP training step (784-64-10, batch 32, fp32, 16-tile IPU-Model)", cycles, w.info["flops_per_step"],
-            w.graph, "float32", "float32", times)  # fmt: skip
+    where = f"{tiles}-tile IPU-Model" if tiles else "GC200"
+    _report(f"MLP training step (784-64-10, batch 32, fp32, {where})", cycles, w.info["flops_per_step"], w.graph,
+            "float32", "float32", times)  # fmt: skip
 
 
 def main() -> None:
@@ -144,7 +145,8 @@ def main() -> None:
     parser.add_argument("--partials", default="float16", help="partials type for matmul and conv (float16/float32)")
     args = parser.parse_args()
     if args.case in ("mlp", "all"):
-        bench_mlp()
+        bench_mlp(16)
+        bench_mlp(0)
     if args.case in ("conv", "all"):
         bench_conv(8, 56, 64, args.partials)
     if args.case in ("matmul", "all"):
