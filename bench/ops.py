@@ -4,8 +4,8 @@
     /work/venv/bin/python bench/ops.py --case matmul --matmul-size 2048 1024 512
 
 Cases: a 2048^3 fp16 matmul on GC200, a 3x3 convolution 64 -> 64 channels on 56x56 with batch 8
-(fp16, GC200) and one training step of the MLP workload (its default small IPU-Model target). The
-fraction of peak is the op's model FLOPs (2*M*K*N for a matmul) over simulated cycles x tiles x
+(fp16, GC200) and one training step of the MLP workload (on its default 16-tile IPU-Model and on a
+whole GC200). The fraction of peak is the op's model FLOPs (2*M*K*N for a matmul) over simulated cycles x tiles x
 the target's peak FLOPs per tile per cycle for the partials type the planner used.
 
 A matmul size whose simulation would not fit in host memory (the compile's exchange planning costs

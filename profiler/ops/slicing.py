@@ -13,6 +13,7 @@ import numpy as np
 from profiler.graph import Graph
 from profiler.ops.codelets import DynamicSlice, DynamicUpdate, MultiSlice, MultiUpdateAdd
 from profiler.ops.core import OpError, add_like, execute, groups_by_tile, linear_tiles, op
+from profiler.ops.elementwise import fill
 from profiler.programs import Sequence as Prog
 from profiler.tensor import Tensor
 
@@ -135,3 +136,12 @@ def gather_grad(graph: Graph, table: Tensor, indices: Tensor, dout: Tensor, prog
         }
         graph.add_vertices(cs, _SCATTER, fields, vtiles, scale=float(scale))
     return table
+
+
+@op("DynamicSliceGrad")
+def dynamic_slice_grad(graph: Graph, like: Tensor, dout: Tensor, index: Tensor, prog: Prog) -> Tensor:
+    """Gradient of ``dynamic_slice(like, index)``: zeros shaped like ``like`` with ``dout`` at ``index``
+    (a sliceable tensor, zero-filled then dynamically updated)."""
+    grad = sliceable(graph, dout.dtype, like.shape, "dynamic slice grad")
+    fill(graph, grad, 0.0, prog)
+    return dynamic_update(graph, grad, dout, index, prog)

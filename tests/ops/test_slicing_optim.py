@@ -132,3 +132,22 @@ def test_slicing_with_a_replicated_index_needs_no_index_exchange():
     e.run(0)
     np.testing.assert_array_equal(e.read_tensor("s"), t[3])
     assert "DoExchange" not in {lf.type for lf in e.compiled.leaves}
+
+
+def test_dynamic_slice_gradient_by_finite_differences():
+    r = rng(54)
+    t, dout = r.standard_normal((4, 3)).astype(np.float32), r.standard_normal((3,)).astype(np.float32)
+    g = Graph(ipu_model(tiles_per_ipu=2))
+    tt, dd, ix = (ops.add_mapped(g, "float32", (4, 3), "t"), ops.add_mapped(g, "float32", (3,), "d"),
+                  ops.add_mapped(g, "int32", (1,), "ix"))  # fmt: skip
+    prog = Sequence()
+    grad = ops.dynamic_slice_grad(g, tt, dd, ix, prog)
+    for n, x in {"d": dd, "ix": ix}.items():
+        g.create_host_write(n, x)
+    g.create_host_read("g", grad)
+    e = Engine(g, prog)
+    e.load()
+    e.write_tensor("d", dout)
+    e.write_tensor("ix", np.array([2], np.int32))
+    e.run(0)
+    np.testing.assert_allclose(e.read_tensor("g"), fd_grad(lambda v: v[2], t, dout), atol=1e-6)
