@@ -203,3 +203,16 @@ def test_float8_plans_on_c600_only():
     assert 2 * 1024**3 / (fp8.cycles * c600.num_tiles) <= c600.fp8_flops_per_cycle
     with pytest.raises(ops.OpError, match="float8"):
         ops.plan_matmul(get_target("GC200"), 1, 64, 64, 64, "float8", "float16")
+
+
+def test_grouped_serial_loops_match_numpy():
+    r = rng(24)
+    a, b = r.standard_normal((3, 32, 64)).astype(np.float32), r.standard_normal((3, 64, 48)).astype(np.float32)
+
+    def build(g, t, p):
+        return {"c": ops.matmul(g, t["a"], t["b"], p, available_memory_proportion=0.01, debug_name="mm")}
+
+    out, g, _ = run({"a": a, "b": b}, build, tiles=8, bytes_per_tile=65536)
+    attrs = json.loads(next(c for c in g.debug_contexts if c.name == "mm").attributes)
+    assert attrs["in_chan_serial"] > 1 and attrs["out_chan_serial"] > 1
+    np.testing.assert_allclose(out["c"], np.matmul(a.astype(np.float64), b), rtol=1e-5, atol=1e-4)
