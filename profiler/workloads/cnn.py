@@ -42,14 +42,14 @@ def build(
     step = Sequence(name="train step")
     step.add(Copy(g.add_host_to_device_fifo("images", dtype, [batch, 1, size, size]), x, name="images"))
     step.add(Copy(g.add_host_to_device_fifo("labels", "int32", [batch]), labels, name="labels"))
-    with g.debug_context("forward", layer="model"):
+    with g.debug_context("forward", layer="user"):
         a1 = ops.relu(g, ops.conv2d(g, x, params["conv1"], step, padding=1, debug_name="conv1"), step)
         p1 = ops.max_pool2d(g, a1, 2, step, debug_name="pool1")
         a2 = ops.relu(g, ops.conv2d(g, p1, params["conv2"], step, padding=1, debug_name="conv2"), step)
         p2 = ops.max_pool2d(g, a2, 2, step, debug_name="pool2")
         logits = dense(g, p2.reshape(batch, flat), params["fc_w"], params["fc_b"], step, "fc")
         loss, probs, onehot = ops.cross_entropy(g, logits, labels, step)
-    with g.debug_context("backward", layer="model"):
+    with g.debug_context("backward", layer="user"):
         dlogits = ops.cross_entropy_grad(g, probs, onehot, step)
         dp2, dfw, dfb = dense_grad(g, p2.reshape(batch, flat), params["fc_w"], dlogits, step, "fc grad")
         da2 = ops.max_pool2d_grad(g, a2, p2, dp2.reshape(p2.shape), 2, step, debug_name="pool2 grad")
@@ -58,7 +58,7 @@ def build(
         da1 = ops.max_pool2d_grad(g, a1, p1, dp1, 2, step, debug_name="pool1 grad")
         dz1 = ops.nonlinearity_grad(g, "relu", a1, da1, step)
         _, dc1 = ops.conv2d_grad(g, x, params["conv1"], dz1, step, padding=1, need_dx=False, debug_name="conv1 grad")
-    with g.debug_context("update", layer="model"):
+    with g.debug_context("update", layer="user"):
         for n, grad in {"conv1": dc1, "conv2": dc2, "fc_w": dfw, "fc_b": dfb}.items():
             ops.sgd(g, params[n], grad, lr, step, debug_name=f"sgd {n}")
     step.add(Copy(loss.reshape(1), g.add_device_to_host_fifo("loss", dtype, [1]), name="loss"))

@@ -91,3 +91,24 @@ def test_mlp_trains_in_half_precision_too():
     w = mlp.build(dtype="float16")
     w.run(steps=8).close()
     assert np.mean(w.losses[-2:]) < 0.25 * np.mean(w.losses[:2])
+
+
+def test_mlp_report_groups_steps_by_op(tmp_path):
+    from report_format import open_report
+
+    w = mlp.build()
+    e = w.run(steps=1, options={"autoReport.all": "true", "autoReport.directory": str(tmp_path)})
+    path = e.write_report()
+    r = open_report(path)
+    r.verify()
+    dc = r.debug_contexts().set_index("debug_context_id")
+    assert set(dc["layer"]) <= {"poplibs", "onnx", "user"}
+    ops_ctx = dc[dc["layer"] == "poplibs"]
+    assert {"MatMul", "Relu", "CrossEntropy", "SGD", "Reduce"} <= set(ops_ctx["op_type"])
+    # every compute set belongs to an op; the model's ops nest under its contexts (fc1, backward, ...)
+    cs = r.compute_sets()
+    assert (cs["debug_context_id"] >= 0).all()
+    mm = ops_ctx[ops_ctx["op_type"] == "MatMul"]
+    assert (mm["parent_id"] >= 0).all() and set(dc.loc[mm["parent_id"], "layer"]) == {"user"}
+    assert all(json.loads(a)["method"] in ("AMP", "HMAC") for a in mm["attributes"])
+    assert all(f.endswith(".py") and f != "" for f in mm["file"])
