@@ -26,10 +26,11 @@ def test_mlp_stashes_activations_for_backward():
     assert steps[-1] - steps[0] > 10  # written early (forward), last read late (backward)
 
 
-def test_cnn_trains_a_few_steps():
+def test_cnn_loss_falls_over_a_few_steps():
     w = cnn.build()
-    w.run(steps=3).close()
-    assert len(w.losses) == 3 and all(math.isfinite(x) for x in w.losses)
+    w.run(steps=16).close()
+    assert len(w.losses) == 16 and all(math.isfinite(x) for x in w.losses)
+    assert np.mean(w.losses[-4:]) < 0.8 * np.mean(w.losses[:4])
 
 
 def _np_layer_norm(x, g, b):
