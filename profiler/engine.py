@@ -65,6 +65,7 @@ class Engine:
         self.loaded = False
         self.runs: list[RunRecord] = []
         self.total_runs = 0
+        self.last_run_cycles = 0  # simulated cycles of the latest run (captured or not)
         self.info: dict[str, float] = {}
         self._state: list[np.ndarray] = []
         self._streams: dict[int, Any] = {}
@@ -171,6 +172,7 @@ class Engine:
         top = next(n for n in c.nodes if n.parent_id == -1 and n.child_index == program)
         self._exec(top)
         record.cycles = int(self._clock.max())
+        self.last_run_cycles = record.cycles
         if capture_run:
             self.runs.append(record)
         self.total_runs += 1

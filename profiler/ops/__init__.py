@@ -18,6 +18,7 @@ from profiler.ops.elementwise import (
     add_scalar,
     binary,
     binary_in_place,
+    broadcast,
     cast,
     copy,
     div,
@@ -55,17 +56,26 @@ from profiler.ops.nn import (
     tanh,
 )
 from profiler.ops.optim import AdamState, adam, init_state, sgd, state_like
-from profiler.ops.reduce import reduce, reduce_max, reduce_mean, reduce_sum
-from profiler.ops.slicing import dynamic_slice, dynamic_update, embedding_table, gather, gather_grad, sliceable
+from profiler.ops.reduce import reduce, reduce_max, reduce_mean, reduce_sum, reduce_sum_grad
+from profiler.ops.slicing import (
+    dynamic_slice,
+    dynamic_slice_grad,
+    dynamic_update,
+    embedding_table,
+    gather,
+    gather_grad,
+    replicated_index,
+    sliceable,
+)
 
 __all__ = [
     "AdamState", "MatMulPlan", "OpError", "adam", "add", "add_like", "add_mapped", "add_scalar", "avg_pool2d",
-    "avg_pool2d_grad", "batch_norm", "batch_norm_grad", "binary", "binary_in_place", "cast", "conv2d", "conv2d_grad",
-    "copy", "cross_entropy", "cross_entropy_grad", "div", "dynamic_slice", "dynamic_update", "embedding_table",
+    "avg_pool2d_grad", "batch_norm", "batch_norm_grad", "binary", "binary_in_place", "broadcast", "cast", "conv2d", "conv2d_grad",
+    "copy", "cross_entropy", "cross_entropy_grad", "div", "dynamic_slice", "dynamic_slice_grad", "dynamic_update", "embedding_table",
     "fill", "gather", "gather_grad", "gelu", "group_norm", "group_norm_grad", "init_state", "layer_norm",
     "layer_norm_grad", "linear_tiles", "log_softmax", "matmul", "max_pool2d", "max_pool2d_grad", "mse_loss",
     "mse_loss_grad", "mul", "nll_loss", "nll_loss_grad", "nonlinearity_grad", "one_hot", "op", "parameter",
-    "plan_matmul", "reduce", "reduce_max", "reduce_mean", "reduce_sum", "relu", "scale", "scaled_add",
+    "plan_matmul", "reduce", "reduce_max", "reduce_mean", "reduce_sum", "reduce_sum_grad", "relu", "replicated_index", "scale", "scaled_add",
     "set_attributes", "sgd", "sigmoid", "sliceable", "softmax", "softmax_grad", "state_like", "sub", "tanh", "unary",
     "unary_in_place",
 ]  # fmt: skip

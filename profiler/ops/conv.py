@@ -11,6 +11,7 @@ are matmul groups. Gradients are matmuls on transposed views plus a col2im scatt
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -130,6 +131,9 @@ def conv2d(
                                     "groups": groups, "kernel": list(w.shape[2:]), "input": list(x.shape)}})  # fmt: skip
     y = matmul(graph, _cols(graph, x, win, groups), _weights(w, groups), prog, partials_dtype=partials_dtype,
                available_memory_proportion=available_memory_proportion, debug_name="conv matmul")  # fmt: skip
+    # the plan (splits, vertex type) also on the conv's own context, where the Operations view looks
+    plan = json.loads(next(c for c in reversed(graph.debug_contexts) if c.op_type == "MatMul").attributes)
+    set_attributes(graph, {"plan": plan})
     return _out_view(y, win.batch, win.out_h, win.out_w)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -39,7 +40,14 @@ def op(op_type: str) -> Callable[[F], F]:
         def wrapper(graph: Graph, *args: Any, debug_name: str = "", **kwargs: Any) -> Any:
             # ops taking an operation name first (unary(graph, "exp", ...)) default to that name
             default = args[0] if args and isinstance(args[0], str) else op_type
-            with graph.debug_context(debug_name or default, op_type=op_type, layer=LAYER):
+            caller = sys._getframe(1)
+            with graph.debug_context(debug_name or default, op_type=op_type, layer=LAYER) as ctx_id:
+                # record where the op was called, not this wrapper (Graph.debug_context looks two
+                # frames up, which from here is the wrapper itself)
+                ctx = graph.debug_contexts[ctx_id]
+                graph.debug_contexts[ctx_id] = dataclasses.replace(
+                    ctx, file=caller.f_code.co_filename, line=caller.f_lineno
+                )
                 return fn(graph, *args, **kwargs)
 
         return wrapper  # type: ignore[return-value]
@@ -128,13 +136,21 @@ def padded_rows(src: Tensor, idx: np.ndarray, valid: np.ndarray, pad: Tensor, pa
     """Like ``rows`` but positions where ``valid`` is false read ``pad[pad_tile]`` (a per-tile
     constant; ``pad_tile`` per row or per position) instead: rectangular fields over ragged groups,
     zero padding."""
-    src_var, src_idx = src.reshape(-1).elements()
-    pad_var, pad_idx = pad.elements()
-    safe = np.where(valid, idx, 0)
     pt = np.asarray(pad_tile)
     ptile = pt if pt.shape == idx.shape else np.broadcast_to(pt.reshape(-1, *([1] * (idx.ndim - 1))), idx.shape)
-    var = np.where(valid, src_var[safe] if src_var.size else 0, pad_var[ptile]).astype(np.int32)
-    flat = np.where(valid, src_idx[safe] if src_idx.size else 0, pad_idx[ptile])
+    flat_src = src.reshape(-1)
+    safe = np.where(valid, idx, 0)
+    sv, pv = flat_src.single_variable(), pad.single_variable()
+    if sv is not None and pv is not None:  # the common case, without per-element variable arrays
+        _, src_idx = flat_src.elements()
+        _, pad_idx = pad.elements()
+        var = np.where(valid, np.int32(sv), np.int32(pv))
+        flat = np.where(valid, src_idx[safe], pad_idx[ptile])
+        return Tensor(src.graph, var, flat, src.dtype)
+    src_var, src_idx = flat_src.elements()
+    pad_var, pad_idx = pad.elements()
+    var = np.where(valid, src_var[safe], pad_var[ptile]).astype(np.int32)
+    flat = np.where(valid, src_idx[safe], pad_idx[ptile])
     return Tensor(src.graph, var, flat.astype(np.int64), src.dtype)
 
 

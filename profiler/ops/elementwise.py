@@ -268,3 +268,15 @@ def copy(graph: Graph, src: Tensor, prog: Prog, dst: Tensor | None = None) -> Te
     for vtiles, idx in groups_by_tile(graph.tile_of(target)):
         graph.add_vertices(cs, "popops::Copy", {"in": rows(src, idx), "out": rows(target, idx)}, vtiles)
     return target
+
+
+@op("Broadcast")
+def broadcast(graph: Graph, t: Tensor, shape: Sequence[int], prog: Prog) -> Tensor:
+    """A new tensor of ``shape`` holding ``t`` broadcast numpy-style (the gradient of a sum
+    reduction), mapped linearly and filled by on-tile copy vertices."""
+    shp = broadcast_shape(t.shape, tuple(shape), what="broadcast")
+    if shp != tuple(shape):
+        raise OpError(f"broadcast: {t.shape} does not broadcast to {tuple(shape)}")
+    out = graph.add_variable(t.dtype, shp, "broadcast")
+    graph.set_tile_mapping(out, linear_tiles(out.numel(), graph.target.num_tiles))
+    return copy(graph, t.broadcast_to(shp), prog, dst=out)

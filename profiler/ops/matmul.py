@@ -6,12 +6,13 @@ steps to take over N and K, and which vertex (AMP partials or HMAC) computes eac
 plan minimises estimated cycles subject to the per-tile temporary memory (operand blocks received +
 partials) fitting ``availableMemoryProportion`` of the tile (default 0.6, ref §4.5); when nothing
 fits it takes the plan with the least temporary memory. Splitting K leaves partial sums on several
-tiles; they are reduced by ``reduce_groups`` (multi-stage when deep). Serial steps are unrolled
-into successive compute sets, so their temporaries are live one step at a time.
+tiles; they are reduced by ``reduce_groups`` (multi-stage when deep). Serial steps run as loops
+(Repeat) whose bodies dynamically slice operand chunks and update the result, as PopLibs does.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import asdict, dataclass
@@ -22,10 +23,12 @@ import numpy as np
 from profiler import cost_model
 from profiler.dtypes import as_dtype
 from profiler.graph import Graph
-from profiler.ops.codelets import MATMUL_CODELETS, block_cycles
+from profiler.ops.codelets import MATMUL_CODELETS, block_cycles, dynamic_slice_cycles
 from profiler.ops.core import OpError, cdiv, check_same_graph, execute, linear_tiles, op, set_attributes
-from profiler.ops.elementwise import _binary_codelet, _cast, apply_map, map_codelet
-from profiler.ops.reduce import reduce_columns
+from profiler.ops.elementwise import _binary_codelet, _cast, apply_map, copy, fill, map_codelet
+from profiler.ops.reduce import COLUMN_PIECE, SINGLE_STAGE_MAX_PARTIALS, reduce_columns
+from profiler.ops.slicing import dynamic_slice, dynamic_update, replicated_index, sliceable
+from profiler.programs import Repeat, Sequence
 from profiler.programs import Sequence as Prog
 from profiler.targets import Target
 from profiler.tensor import Tensor
@@ -56,6 +59,22 @@ class MatMulPlan:
         d = asdict(self)
         d["block"] = list(self.block)
         return d
+
+
+class Float8(str):
+    """float8 for planning only (the C600's quarter-precision AMP, ref §3.7): graphs have no float8
+    element type yet, but the planner and cost model can size and cost a float8 matmul."""
+
+    kind, itemsize, name = "f", 1, "float8"
+
+    def __new__(cls) -> Float8:
+        return str.__new__(cls, "float8")
+
+
+def _plan_dtype(dtype: object) -> Any:
+    if isinstance(dtype, str) and dtype.strip().lower() in ("float8", "quarter", "fp8", "f8"):
+        return Float8()
+    return as_dtype(dtype)
 
 
 def _grain(method: str, dtype: np.dtype, partials: np.dtype, target: Target) -> tuple[int, int]:
@@ -90,6 +109,7 @@ def _methods(dtype: np.dtype, partials: np.dtype, target: Target) -> list[str]:
     return methods
 
 
+@functools.lru_cache(maxsize=256)  # the same layer shape recurs (ResNet blocks, transformer layers)
 def plan_matmul(
     target: Target,
     groups: int,
@@ -105,13 +125,14 @@ def plan_matmul(
         raise OpError(f"matmul: empty problem G={groups} M={m} K={k} N={n}")
     if not 0 < available_memory_proportion <= 1:
         raise OpError(f"matmul: availableMemoryProportion must be in (0, 1], got {available_memory_proportion}")
-    dt, pdt = as_dtype(dtype), as_dtype(partials_dtype)
+    dt, pdt = _plan_dtype(dtype), as_dtype(partials_dtype)
     if dt.kind != "f":
         pdt = dt
+    if dt.name == "float8" and target.fp8_flops_per_cycle <= 0:
+        raise OpError(f"matmul: {target.name} ({target.architecture}) has no float8 AMP; float8 needs a C600 (ipu21)")
     tiles = target.num_tiles
     budget = int(target.bytes_per_tile * available_memory_proportion)
     eb, pb = dt.itemsize, pdt.itemsize
-    w = target.num_worker_contexts
     xbpc = target.exchange_bytes_per_cycle
     sync = 2 * cost_model.sync_cycles("internal", target)
     best: tuple | None = None
@@ -122,7 +143,8 @@ def plan_matmul(
             serials = [(s1, s2) for s1 in SERIAL_CHOICES for s2 in SERIAL_CHOICES if (s1 * s2 > 1) == serial_pass]
             for ks_ser, ns_ser in serials:
                 k_step, n_step = -(-k // ks_ser), -(-n // ns_ser)
-                if (ks_ser > 1 and k_step < kg) or (ns_ser > 1 and n_step < ng):
+                # serial steps slice equal chunks dynamically: they must divide K and N
+                if k % ks_ser or n % ns_ser or (ks_ser > 1 and k_step < kg) or (ns_ser > 1 and n_step < ng):
                     continue
                 g_c = _candidates(groups, tiles)
                 k_c = _candidates(-(-k_step // kg), tiles)
@@ -141,18 +163,16 @@ def plan_matmul(
                     operand_bytes = gb * (mb * kb + kb * nb) * eb
                     exchange = operand_bytes / xbpc
                     partial_bytes = gb * mb * nb * pb
-                    if ks > 1:  # partial sums: exchanged once, reduced spread over the tiles
-                        outs = groups * m * n_step / np.minimum(tiles, gs * ms * ks * ns)
-                        red = partial_bytes / xbpc + outs / w * cost_model.reduce_cycles("add", ks, 1, pdt, target)
-                        red = red + sync
+                    if ks > 1:  # partial sums: exchanged, then reduced on the output's tile (spread linearly)
+                        red = partial_bytes / xbpc + reduce_estimate(
+                            gb * mb * nb, -(-groups * m * n_step // tiles), int(ks), pdt, target
+                        )
                     else:
                         red = 0
                     step = compute + exchange + red + sync
                     total = step * ks_ser * ns_ser
-                    if ks_ser > 1:  # accumulate each later in-chan step into the result
-                        total = total + (ks_ser - 1) * cost_model.binary_cycles(
-                            "add", -(-groups * m * n // tiles), dt, target
-                        )
+                    if ks_ser * ns_ser > 1:
+                        total = total + _serial_overhead(groups, m, k_step, n, n_step, ks_ser, ns_ser, dt, target)
                     temp = operand_bytes + partial_bytes
                     for i in range(ms.size):
                         cand = (float(total[i]), int(temp[i]), method, int(gs), int(ms[i]), int(ks), int(ns),
@@ -170,6 +190,46 @@ def plan_matmul(
         method, pdt.name, gs, ms, ks, ns, ks_ser, ns_ser, block, gs * ms * ks * ns, int(math.ceil(cyc)), temp,
         budget, best is not None,
     )  # fmt: skip
+
+
+def _serial_overhead(
+    groups: int, m: int, k_step: int, n: int, n_step: int, ks_ser: int, ns_ser: int, dt: np.dtype, target: Target
+) -> float:
+    """Cycles the serial loops add (ref §4.4 "dynamicSlice/Update; addInPlace"): per in-chan chunk, the
+    operand chunks sliced into temporaries; per step, the result chunk updated (and, with in-chan
+    chunks, sliced and accumulated first); each spread over the tiles, moved at the exchange rate."""
+    tiles, xbpc, eb = target.num_tiles, target.exchange_bytes_per_cycle, dt.itemsize
+    sync = 2 * cost_model.sync_cycles("internal", target)
+    per_outer = (groups * (m + n) * k_step * eb / tiles / xbpc + sync) if ks_ser > 1 else 0.0
+    chunk = -(-groups * m * n_step // tiles)
+    per_step = chunk * eb / xbpc + dynamic_slice_cycles(chunk, dt, target) + sync
+    if ks_ser > 1:
+        per_step = 2 * per_step + float(cost_model.binary_cycles("add", chunk, dt, target, in_place=True))
+    rearrange = groups * (m * k_step * ks_ser * (ks_ser > 1) + k_step * ks_ser * n) * eb / tiles / xbpc + sync
+    return rearrange + ks_ser * per_outer + ks_ser * ns_ser * per_step
+
+
+def reduce_estimate(block_outputs: Any, outputs_per_tile: int, depth: int, dtype: np.dtype, target: Target) -> Any:
+    """Cycles of ``reduce_columns`` for ``depth`` partials per output: per stage, pieces of
+    COLUMN_PIECE outputs dealt over the workers on the busiest tile, plus a sync. With depth >= 16 a
+    first stage of ~sqrt(depth) partials (ref §3.5) spreads each block's ``block_outputs`` over the
+    tiles holding its partials; the last stage has ``outputs_per_tile`` (the result spread linearly)
+    and receives the first stage's partials."""
+    w = target.num_worker_contexts
+    sync = cost_model.sync_cycles("internal", target)
+
+    def stage(outputs: Any, d: int) -> Any:  # vectorised over outputs
+        outputs = np.maximum(1, np.asarray(outputs, dtype=np.int64))
+        pieces = -(-outputs // COLUMN_PIECE)
+        piece = np.minimum(outputs, COLUMN_PIECE)
+        return w * -(-pieces // w) * cost_model.reduce_cycles("add", d * piece, piece, dtype, target) + sync
+
+    if depth < SINGLE_STAGE_MAX_PARTIALS:
+        return stage(outputs_per_tile, depth)
+    c = math.ceil(math.sqrt(depth))
+    chunks = -(-depth // c)
+    exchange = outputs_per_tile * chunks * dtype.itemsize / target.exchange_bytes_per_cycle
+    return stage(-(-block_outputs // c), c) + exchange + stage(outputs_per_tile, chunks)
 
 
 def _blocks(size: int, split: int, grain_block: int) -> tuple[np.ndarray, np.ndarray]:
@@ -265,27 +325,72 @@ def matmul(
     plan = plan_matmul(graph.target, G, M, K, N, a.dtype, partials_dtype, available_memory_proportion)
     set_attributes(graph, {"shape": {"G": G, "M": M, "K": K, "N": N}, "dtype": a.dtype.name, **plan.attributes()})
     odt = a.dtype if out_dtype is None else as_dtype(out_dtype)
-    out = graph.add_variable(odt, [G, M, N], "matmul out")
-    if plan.in_chan_split > 1:  # reduced results land spread linearly over the tiles
-        graph.set_tile_mapping(out, linear_tiles(out.numel(), graph.target.num_tiles))
-    k_step = -(-K // plan.in_chan_serial)
-    n_step = -(-N // plan.out_chan_serial)
-    for sk in range(plan.in_chan_serial):
-        k_lo, k_hi = sk * k_step, min(K, (sk + 1) * k_step)
-        if k_lo >= k_hi:
-            continue
-        acc = None
-        if sk > 0:  # later in-chan steps accumulate into the result
-            acc = graph.add_variable(odt, [G, M, N], f"matmul step {sk}")
-            graph.set_tile_mapping(acc, graph.tile_of(out))
-        for sn in range(plan.out_chan_serial):
-            n_lo, n_hi = sn * n_step, min(N, (sn + 1) * n_step)
-            if n_lo >= n_hi:
-                continue
-            tgt = out if acc is None else acc
-            step_name = "matmul" if plan.in_chan_serial * plan.out_chan_serial == 1 else f"matmul[{sk},{sn}]"
-            _run_step(graph, a3[:, :, k_lo:k_hi], b3[:, k_lo:k_hi, n_lo:n_hi], tgt[:, :, n_lo:n_hi], plan, prog,
-                      step_name)  # fmt: skip
-        if acc is not None:
-            apply_map(graph, _binary_codelet("add", in_place=True), [out, acc], prog, f"matmul accumulate {sk}")
+    if plan.in_chan_serial * plan.out_chan_serial > 1:
+        out = _serial_loop(graph, a3, b3, plan, odt, prog)
+    else:
+        out = graph.add_variable(odt, [G, M, N], "matmul out")
+        if plan.in_chan_split > 1:  # reduced results land spread linearly over the tiles
+            graph.set_tile_mapping(out, linear_tiles(out.numel(), graph.target.num_tiles))
+        _run_step(graph, a3, b3, out, plan, prog, "matmul")
     return out if grouped else out.reshape(M, N)
+
+
+def _sliceable(graph: Graph, dtype: np.dtype, shape: tuple[int, ...], levels: int) -> Tensor:
+    """A tensor whose first ``levels`` dims are slice indices: the positions of a slice are spread
+    linearly over the tiles, identically for every slice (so dynamic slices stay on-tile)."""
+    t = graph.add_variable(dtype, shape, "serial operand")
+    slices = int(np.prod(shape[:levels], dtype=np.int64))
+    per = int(np.prod(shape[levels:], dtype=np.int64))
+    graph.set_tile_mapping(t, np.broadcast_to(linear_tiles(per, graph.target.num_tiles), (slices, per)).reshape(-1))
+    return t
+
+
+def _increment(x: np.ndarray) -> np.ndarray:
+    return x + 1
+
+
+def _serial_loop(graph: Graph, a3: Tensor, b3: Tensor, plan: MatMulPlan, odt: np.dtype, prog: Prog) -> Tensor:
+    """Serial splits as PopLibs runs them (ref §4.3): loops over in-chan chunks (outer) and out-chan
+    chunks (inner) whose bodies dynamically slice the operand chunks into temporaries, run the
+    per-step plan and dynamically update (accumulating over in-chan chunks) the result."""
+    G, M, K = a3.shape
+    N = b3.shape[2]
+    sk_n, sn_n = plan.in_chan_serial, plan.out_chan_serial
+    k_step, n_step = K // sk_n, N // sn_n
+    # the result as sn_n slices mapped alike, so each tile updates its own positions of any slice
+    store = sliceable(graph, odt, (sn_n, G, M, n_step), "matmul out")
+    # loop counters replicated on every tile, so no slice waits for an index broadcast from one tile
+    ck, cn = replicated_index(graph, "in-chan chunk"), replicated_index(graph, "out-chan chunk")
+    inc = map_codelet("popops::AddScalarInPlace", _increment, 1, (("binary", "add"),), True)
+    fill(graph, ck, 0, prog)
+    if sk_n > 1:
+        fill(graph, store, 0.0, prog)
+    # rearrange the operands once so every chunk of a position sits on one tile ("rearrangeBeforeSlice",
+    # ref §4.4): the slices in the loops are then on-tile copies
+    b_src = b3.reshape(G, sk_n, k_step, sn_n, n_step).transpose(1, 3, 0, 2, 4)
+    b_s = copy(graph, b_src, prog, dst=_sliceable(graph, b3.dtype, b_src.shape, 2), debug_name="rearrange rhs")
+    outer = Sequence(name="matmul in-chan serial loop")
+    if sk_n > 1:
+        a_src = a3.reshape(G, M, sk_n, k_step).transpose(2, 0, 1, 3)
+        a_s = copy(graph, a_src, prog, dst=_sliceable(graph, a3.dtype, a_src.shape, 1), debug_name="rearrange lhs")
+        a_chunk = dynamic_slice(graph, a_s, ck, outer)
+        b_chunk = dynamic_slice(graph, b_s, ck, outer)
+    else:
+        a_chunk, b_chunk = a3, b_s[0]
+    fill(graph, cn, 0, outer)
+    inner = Sequence(name="matmul out-chan serial loop")
+    b_step = b_chunk[0] if sn_n == 1 else dynamic_slice(graph, b_chunk, cn, inner)
+    step_out = graph.add_variable(odt, [G, M, n_step], "matmul step out")
+    if plan.in_chan_split > 1:
+        graph.set_tile_mapping(step_out, linear_tiles(step_out.numel(), graph.target.num_tiles))
+    _run_step(graph, a_chunk, b_step, step_out, plan, inner, "matmul step")
+    if sk_n > 1:  # accumulate this in-chan chunk's contribution
+        current = dynamic_slice(graph, store, cn, inner)
+        apply_map(graph, _binary_codelet("add", in_place=True), [current, step_out], inner, "accumulate")
+        step_out = current
+    dynamic_update(graph, store, step_out, cn, inner)
+    apply_map(graph, inc, [cn], inner, "next out-chan chunk")
+    outer.add(Repeat(sn_n, inner, name="out-chan serial"))
+    apply_map(graph, inc, [ck], outer, "next in-chan chunk")
+    prog.add(Repeat(sk_n, outer, name="in-chan serial"))
+    return store.transpose(1, 2, 0, 3).reshape(G, M, N)

@@ -28,6 +28,8 @@ from profiler.ops.core import (
     rows,
     set_attributes,
 )
+from profiler.ops.elementwise import broadcast
+from profiler.ops.elementwise import scale as scale_op
 from profiler.programs import Sequence as Prog
 from profiler.tensor import Tensor
 
@@ -147,14 +149,13 @@ def reduce_groups(
         cur, cur_group, cur_tile = nxt, cur_group[chunk_first], ctile
 
 
-def _axes(x: Tensor, axes: int | Sequence[int] | None) -> tuple[int, ...]:
+def _axes(rank: int, axes: int | Sequence[int] | None) -> tuple[int, ...]:
     if axes is None:
-        return tuple(range(x.rank))
+        return tuple(range(rank))
     ax = (axes,) if isinstance(axes, int) else tuple(axes)
-    norm = tuple(sorted({a % x.rank if x.rank else 0 for a in ax}))
-    if any(not -x.rank <= a < max(x.rank, 1) for a in ax):
-        raise OpError(f"reduce: axes {ax} out of range for a tensor of rank {x.rank}")
-    return norm
+    if any(not -rank <= a < max(rank, 1) for a in ax):
+        raise OpError(f"reduce: axes {ax} out of range for a tensor of rank {rank}")
+    return tuple(sorted({a % rank if rank else 0 for a in ax}))
 
 
 @op("Reduce")
@@ -170,7 +171,7 @@ def reduce(
 ) -> Tensor:
     """``scale * op(x)`` over ``axes`` (None = all); op is "add", "max" or "min"; ``mean`` is
     ``reduce(..., scale=1/count)``. The result is mapped linearly over the tiles."""
-    ax = _axes(x, axes)
+    ax = _axes(x.rank, axes)
     kept = tuple(a for a in range(x.rank) if a not in ax)
     out_shape = tuple(x.shape[a] for a in kept)
     n_out = int(np.prod(out_shape, dtype=np.int64))
@@ -198,7 +199,7 @@ def reduce_max(graph: Graph, x: Tensor, axes, prog: Prog, debug_name: str = "", 
 
 
 def reduce_mean(graph: Graph, x: Tensor, axes, prog: Prog, debug_name: str = "", **kw) -> Tensor:  # type: ignore[no-untyped-def]
-    ax = _axes(x, axes)
+    ax = _axes(x.rank, axes)
     count = int(np.prod([x.shape[a] for a in ax], dtype=np.int64))
     return reduce(graph, x, axes, prog, op_name="add", scale=1.0 / count, debug_name=debug_name or "reduce_mean", **kw)
 
@@ -250,9 +251,28 @@ def reduce_columns(
             return {"reduce_stages": stages, "partials_per_output": int(src.shape[0])}
         c = int(np.ceil(np.sqrt(p)))
         chunks = -(-p // c)
-        first_tiles = graph.tile_of(cur[::c]).astype(np.int64).reshape(chunks, n)
+        # chunk j of column i is reduced on the tile of one of its own partials, rotating with the
+        # column, so a block's outputs spread over all the tiles holding its partials
+        held = graph.tile_of(cur).astype(np.int64).reshape(p, n)
+        lengths = np.minimum(c, p - np.arange(chunks) * c)
+        rows = np.arange(chunks)[:, None] * c + np.arange(n)[None, :] % lengths[:, None]
+        first_tiles = held[rows, np.arange(n)[None, :]]
         nxt = graph.add_variable(pdt, [chunks, n], f"{name} partials {stages}")
         graph.set_tile_mapping(nxt, first_tiles.reshape(-1))
         for j in range(chunks):
             _column_stage(graph, cs, cur[j * c : min(p, (j + 1) * c)], first_tiles[j], nxt[j], op_name, 1.0)
         cur = nxt
+
+
+@op("ReduceGrad")
+def reduce_sum_grad(
+    graph: Graph, dy: Tensor, input_shape: Sequence[int], axes: int | Sequence[int] | None, prog: Prog,
+    scale: float = 1.0,
+) -> Tensor:  # fmt: skip
+    """Gradient of ``reduce(x, axes, scale=scale)`` (sum or mean): ``scale * dy`` broadcast back to
+    ``input_shape``."""
+    shape = tuple(input_shape)
+    ax = _axes(len(shape), axes)
+    kept = tuple(1 if a in ax else s for a, s in enumerate(shape))
+    g = broadcast(graph, dy.reshape(kept), shape, prog)
+    return g if scale == 1.0 else scale_op(graph, g, scale, prog)

@@ -13,6 +13,7 @@ import numpy as np
 from profiler.graph import Graph
 from profiler.ops.codelets import DynamicSlice, DynamicUpdate, MultiSlice, MultiUpdateAdd
 from profiler.ops.core import OpError, add_like, execute, groups_by_tile, linear_tiles, op
+from profiler.ops.elementwise import fill
 from profiler.programs import Sequence as Prog
 from profiler.tensor import Tensor
 
@@ -20,8 +21,25 @@ _SLICE, _UPDATE, _GATHER, _SCATTER = DynamicSlice(), DynamicUpdate(), MultiSlice
 
 
 def _check_index(index: Tensor, what: str) -> None:
-    if index.numel() != 1 or index.dtype.kind not in "iu":
-        raise OpError(f"{what}: the index must be a single integer element, got {index!r}")
+    n = index.graph.target.num_tiles
+    if index.numel() not in (1, n) or index.dtype.kind not in "iu":
+        raise OpError(f"{what}: the index must be one integer element (or one per tile), got {index!r}")
+
+
+def _index_field(index: Tensor, vtiles: np.ndarray) -> Tensor:
+    """Each vertex's view of the index: the single element (broadcast to every tile that slices), or
+    with a per-tile replicated index (``replicated_index``), the copy on the vertex's own tile."""
+    if index.numel() == 1:
+        return index.reshape(1, 1).broadcast(vtiles.size, 0)
+    return index.reshape(-1)[vtiles[:, None]]
+
+
+def replicated_index(graph: Graph, name: str) -> Tensor:
+    """An int32 index held once per tile (element t on tile t): slicing with it needs no exchange of
+    the index; update it with elementwise ops (one vertex per tile)."""
+    t = graph.add_variable(np.int32, [graph.target.num_tiles], name)
+    graph.set_tile_mapping(t, np.arange(graph.target.num_tiles))
+    return t
 
 
 @op("DynamicSlice")
@@ -34,7 +52,7 @@ def dynamic_slice(graph: Graph, t: Tensor, index: Tensor, prog: Prog) -> Tensor:
     cs = execute(graph, prog, "dynamic slice")
     for vtiles, idx in groups_by_tile(graph.tile_of(out)):
         src = cand.reshape(-1)[np.arange(s)[None, :, None] * cand.shape[1] + idx[:, None, :]]
-        ix = index.reshape(1, 1).broadcast(vtiles.size, 0)
+        ix = _index_field(index, vtiles)
         graph.add_vertices(cs, _SLICE, {"in": src, "index": ix, "out": out.reshape(-1)[idx]}, vtiles)
     return out
 
@@ -54,7 +72,7 @@ def dynamic_update(graph: Graph, t: Tensor, update: Tensor, index: Tensor, prog:
     cs = execute(graph, prog, "dynamic update")
     for vtiles, idx in groups_by_tile(graph.tile_of(t[0])):
         dst = base.reshape(-1)[np.arange(s)[None, :, None] * base.shape[1] + idx[:, None, :]]
-        ix = index.reshape(1, 1).broadcast(vtiles.size, 0)
+        ix = _index_field(index, vtiles)
         graph.add_vertices(cs, _UPDATE, {"base": dst, "update": update.reshape(-1)[idx], "index": ix}, vtiles)
     return t
 
@@ -118,3 +136,12 @@ def gather_grad(graph: Graph, table: Tensor, indices: Tensor, dout: Tensor, prog
         }
         graph.add_vertices(cs, _SCATTER, fields, vtiles, scale=float(scale))
     return table
+
+
+@op("DynamicSliceGrad")
+def dynamic_slice_grad(graph: Graph, like: Tensor, dout: Tensor, index: Tensor, prog: Prog) -> Tensor:
+    """Gradient of ``dynamic_slice(like, index)``: zeros shaped like ``like`` with ``dout`` at ``index``
+    (a sliceable tensor, zero-filled then dynamically updated)."""
+    grad = sliceable(graph, dout.dtype, like.shape, "dynamic slice grad")
+    fill(graph, grad, 0.0, prog)
+    return dynamic_update(graph, grad, dout, index, prog)

@@ -1,4 +1,5 @@
-"""A small CNN (conv-relu-maxpool x2, dense) trained a few steps with SGD on synthetic 28x28 images.
+"""A small CNN (conv-batchnorm-relu-maxpool x2, dense) trained a few steps with SGD on synthetic 28x28
+images.
 
     POPLAR_ENGINE_OPTIONS='{"autoReport.all":"true","autoReport.directory":"./report"}' \
         python -m profiler.workloads.cnn --steps 3
@@ -25,7 +26,7 @@ def build(
     channels: int = 8,
     classes: int = 10,
     tiles: int = 16,
-    lr: float = 0.01,
+    lr: float = 0.005,
     dtype: str = "float32",
     target: Target | None = None,
     seed: int = 0,
@@ -35,7 +36,10 @@ def build(
     rng = np.random.default_rng(seed)
     c1, c2 = channels, 2 * channels
     flat = c2 * (size // 4) * (size // 4)
-    shapes = {"conv1": (c1, 1, 3, 3), "conv2": (c2, c1, 3, 3), "fc_w": (flat, classes), "fc_b": (classes,)}
+    shapes = {
+        "conv1": (c1, 1, 3, 3), "bn1_g": (c1,), "bn1_b": (c1,), "conv2": (c2, c1, 3, 3), "bn2_g": (c2,),
+        "bn2_b": (c2,), "fc_w": (flat, classes), "fc_b": (classes,),
+    }  # fmt: skip
     params = {n: ops.parameter(g, dtype, s, n) for n, s in shapes.items()}
     x = ops.add_mapped(g, dtype, (batch, 1, size, size), "images")
     labels = ops.add_mapped(g, "int32", (batch,), "labels")
@@ -43,9 +47,13 @@ def build(
     step.add(Copy(g.add_host_to_device_fifo("images", dtype, [batch, 1, size, size]), x, name="images"))
     step.add(Copy(g.add_host_to_device_fifo("labels", "int32", [batch]), labels, name="labels"))
     with g.debug_context("forward", layer="user"):
-        a1 = ops.relu(g, ops.conv2d(g, x, params["conv1"], step, padding=1, debug_name="conv1"), step)
+        z1 = ops.conv2d(g, x, params["conv1"], step, padding=1, debug_name="conv1")
+        n1, xhat1, inv1 = ops.batch_norm(g, z1, params["bn1_g"], params["bn1_b"], step, debug_name="bn1")
+        a1 = ops.relu(g, n1, step)
         p1 = ops.max_pool2d(g, a1, 2, step, debug_name="pool1")
-        a2 = ops.relu(g, ops.conv2d(g, p1, params["conv2"], step, padding=1, debug_name="conv2"), step)
+        z2 = ops.conv2d(g, p1, params["conv2"], step, padding=1, debug_name="conv2")
+        n2, xhat2, inv2 = ops.batch_norm(g, z2, params["bn2_g"], params["bn2_b"], step, debug_name="bn2")
+        a2 = ops.relu(g, n2, step)
         p2 = ops.max_pool2d(g, a2, 2, step, debug_name="pool2")
         logits = dense(g, p2.reshape(batch, flat), params["fc_w"], params["fc_b"], step, "fc")
         loss, probs, onehot = ops.cross_entropy(g, logits, labels, step)
@@ -53,18 +61,25 @@ def build(
         dlogits = ops.cross_entropy_grad(g, probs, onehot, step)
         dp2, dfw, dfb = dense_grad(g, p2.reshape(batch, flat), params["fc_w"], dlogits, step, "fc grad")
         da2 = ops.max_pool2d_grad(g, a2, p2, dp2.reshape(p2.shape), 2, step, debug_name="pool2 grad")
-        dz2 = ops.nonlinearity_grad(g, "relu", a2, da2, step)
+        dn2 = ops.nonlinearity_grad(g, "relu", a2, da2, step)
+        dz2, dg2, db2 = ops.batch_norm_grad(g, xhat2, inv2, dn2, params["bn2_g"], step, debug_name="bn2 grad")
         dp1, dc2 = ops.conv2d_grad(g, p1, params["conv2"], dz2, step, padding=1, debug_name="conv2 grad")
         da1 = ops.max_pool2d_grad(g, a1, p1, dp1, 2, step, debug_name="pool1 grad")
-        dz1 = ops.nonlinearity_grad(g, "relu", a1, da1, step)
+        dn1 = ops.nonlinearity_grad(g, "relu", a1, da1, step)
+        dz1, dg1, db1 = ops.batch_norm_grad(g, xhat1, inv1, dn1, params["bn1_g"], step, debug_name="bn1 grad")
         _, dc1 = ops.conv2d_grad(g, x, params["conv1"], dz1, step, padding=1, need_dx=False, debug_name="conv1 grad")
+    grads = {"conv1": dc1, "bn1_g": dg1, "bn1_b": db1, "conv2": dc2, "bn2_g": dg2, "bn2_b": db2, "fc_w": dfw,
+             "fc_b": dfb}  # fmt: skip
     with g.debug_context("update", layer="user"):
-        for n, grad in {"conv1": dc1, "conv2": dc2, "fc_w": dfw, "fc_b": dfb}.items():
+        for n, grad in grads.items():
             ops.sgd(g, params[n], grad, lr, step, debug_name=f"sgd {n}")
     step.add(Copy(loss.reshape(1), g.add_device_to_host_fifo("loss", dtype, [1]), name="loss"))
 
     np_dt = np.dtype(dtype)
-    initial = {n: (rng.standard_normal(s) * np.sqrt(2.0 / np.prod(s[1:]))).astype(np_dt) for n, s in shapes.items()}
+    initial = {n: (rng.standard_normal(s) * np.sqrt(2.0 / np.prod(s[1:]))).astype(np_dt) for n, s in shapes.items()
+               if len(s) > 1}  # fmt: skip
+    initial |= {n: (np.ones(s) if n.endswith("_g") else np.zeros(s)).astype(np_dt) for n, s in shapes.items()
+                if len(s) == 1}  # fmt: skip
     initial["fc_w"] = (rng.standard_normal(shapes["fc_w"]) * 0.1 / np.sqrt(flat)).astype(np_dt)
     initial["fc_b"] = np.zeros(classes, np_dt)
     # synthetic images: each class is a fixed random pattern plus noise

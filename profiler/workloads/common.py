@@ -60,9 +60,8 @@ def main(build: Callable[..., Workload], defaults: dict[str, int], description: 
     start = time.perf_counter()
     w = build(**args)
     e = w.run(n)
-    cycles = [r.cycles for r in e.runs]
-    print(f"{w.name}: {n} step(s); host {time.perf_counter() - start:.2f} s", end="")
-    print(f"; simulated cycles per captured run {cycles}" if cycles else "")
+    print(f"{w.name}: {n} step(s); host {time.perf_counter() - start:.2f} s; simulated cycles of the last step "
+          f"{e.last_run_cycles:,}")  # fmt: skip
     if w.losses:
         print("losses:", " ".join(f"{x:.4f}" for x in w.losses))
     e.close()

@@ -84,9 +84,9 @@ def test_batch_4_vs_8(out: Path) -> None:
 
 
 def test_available_memory_proportion_06_vs_03(out: Path) -> None:
-    """A 256x64 @ 64x48 matmul on 4 tiles of 64 KiB: at 0.3 the planner must split the input
+    """A 256x64 @ 64x48 matmul on 4 tiles of 128 KiB: at 0.3 the planner must split the input
     channels, adding partials and a reduction, so fc1 gets slower; the other ops do not change."""
-    small = {"tiles_per_ipu": 4, "bytes_per_tile": 65536}
+    small = {"tiles_per_ipu": 4, "bytes_per_tile": 131072}
     b = dense_net(out, "amp06", batch=256, amp=0.6, target=ipu_model(**small))
     a = dense_net(out, "amp03", batch=256, amp=0.3, target=ipu_model(**small))
     c = Comparison(open_report(b), open_report(a), layer="user")

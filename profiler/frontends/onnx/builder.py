@@ -1,0 +1,341 @@
+"""Building a simulator graph from an ONNX graph: values, weights, host streams, constant folding.
+
+Every ONNX value is either a host array (initializers, Constant outputs and anything computed only
+from them: folded at import, as PopART's constant folding does) or a device tensor. Host arrays
+that a device op needs become weights (variables written by the weights-to-device program, as
+PopART's WeightsFromHost) or, by option and for small values, graph constants. Each ONNX node on
+the device runs inside a debug context (layer "onnx", name = node name, op type = ONNX op type)
+that parents the contexts the operations library opens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from profiler import ops
+from profiler.dtypes import as_dtype
+from profiler.graph import Graph
+from profiler.ops.codelets import map_codelet
+from profiler.ops.core import linear_tiles
+from profiler.ops.elementwise import apply_map
+from profiler.programs import Copy
+from profiler.programs import Sequence as Prog
+from profiler.targets import Target
+from profiler.tensor import Tensor
+
+from .model import FrontendError, UnsupportedError, opset_version
+
+LAYER = "onnx"
+WEIGHT_STREAM_PREFIX = "weights/"
+# Host values up to this many elements become graph constants rather than weights (scalars,
+# broadcast biases of elementwise ops), as PopART keeps small constants in the graph.
+SMALL_CONSTANT = 16
+
+Value = np.ndarray | Tensor
+
+
+class Unsupported(Exception):
+    """Raised by an operator handler for an attribute or input it cannot take (the reason)."""
+
+
+@dataclass
+class IOSpec:
+    """A model input or output: ONNX name, shape, the host dtype the user sees and the device one."""
+
+    name: str
+    shape: tuple[int, ...]
+    host_dtype: np.dtype
+    device_dtype: np.dtype
+
+
+@dataclass
+class ImportedModel:
+    """A model built on a graph: programs[0] uploads the weights, programs[1] runs inference."""
+
+    graph: Graph
+    programs: list[Prog]
+    inputs: list[IOSpec]
+    outputs: list[IOSpec]
+    weights: dict[str, np.ndarray]  # weight stream name -> value (device dtype)
+    host_outputs: dict[str, np.ndarray]  # outputs folded at import (no device work)
+    batch_size: int
+    opset: int
+    name: str
+    nodes: int = 0
+    folded_nodes: int = 0
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def device_dtype(dt: np.dtype, half: bool) -> np.dtype:
+    """The device element type for a host one: no 64-bit types on the IPU (as PopART: int64 -> int32,
+    double -> float); ``half`` converts float to float16."""
+    dt = np.dtype(dt)
+    if dt.kind == "f":
+        return np.dtype(np.float16) if half or dt == np.float16 else np.dtype(np.float32)
+    if dt.kind == "i" and dt != np.int32:  # int8/int16 widen (their popops costs are not modelled)
+        return np.dtype(np.int32)
+    if dt.kind == "u" and dt != np.uint32:
+        return np.dtype(np.uint32)
+    try:
+        return as_dtype(dt)
+    except ValueError:
+        raise Unsupported(f"element type {dt.name}") from None
+
+
+def _elem_np_dtype(elem_type: int) -> np.dtype:
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+    except Exception:
+        raise Unsupported(f"element type {onnx.TensorProto.DataType.Name(elem_type)}") from None
+
+
+class Builder:
+    """Holds the values of an ONNX graph while its nodes are built onto ``graph``."""
+
+    def __init__(self, graph: Graph, prog: Prog, weights_prog: Prog, opset: int, half: bool, weights: str) -> None:
+        self.graph, self.prog, self.weights_prog = graph, prog, weights_prog
+        self.opset, self.half, self.weights_mode = opset, half, weights
+        self.values: dict[str, Value] = {}
+        self.names: dict[int, str] = {}  # id of a host value -> its ONNX value name
+        self._used: set[str] = set()
+        self.weights: dict[str, np.ndarray] = {}
+        self._materialized: dict[tuple[int, str | None], Tensor] = {}
+        self._host_keep: list[np.ndarray] = []  # keeps ids in _materialized valid
+
+    # -- values ------------------------------------------------------------------------------
+    def device(self, v: Value, name: str = "const", like: np.dtype | None = None) -> Tensor:
+        """``v`` as a device tensor (host arrays become a weight or a constant once)."""
+        if isinstance(v, Tensor):
+            return v
+        key = (id(v), None if like is None else np.dtype(like).name)
+        if key in self._materialized:
+            return self._materialized[key]
+        arr = np.asarray(v) if like is None else np.asarray(v).astype(like)
+        if arr.size == 0:
+            raise Unsupported("empty tensors")
+        dt = device_dtype(arr.dtype, self.half)
+        data = arr.astype(dt)
+        g = self.graph
+        name = self.names.get(id(v), name)
+        if self.weights_mode == "variables" and arr.size > SMALL_CONSTANT:
+            name = self._unique(name)
+            t = g.add_variable(dt, arr.shape, name)
+            g.set_tile_mapping(t, linear_tiles(t.numel(), g.target.num_tiles))
+            stream = WEIGHT_STREAM_PREFIX + name
+            g.create_host_write(name, t)
+            self.weights_prog.add(Copy(g.add_host_to_device_fifo(stream, dt, list(arr.shape)), t, name=stream))
+            self.weights[stream] = np.ascontiguousarray(data)
+        else:
+            t = g.add_constant(dt, arr.shape, data, name=name)
+            g.set_tile_mapping(t, linear_tiles(t.numel(), g.target.num_tiles))
+        self._materialized[key] = t
+        self._host_keep.append(v)  # keeps id(v) unique while the builder lives
+        return t
+
+    def _unique(self, name: str) -> str:
+        base, k = name, 1
+        while name in self._used:
+            k += 1
+            name = f"{base}#{k}"
+        self._used.add(name)
+        return name
+
+    def host(self, name: str, value: np.ndarray) -> np.ndarray:
+        """Record a host value under ``name`` (the weight it becomes on the device is named after it)."""
+        self.names[id(value)] = name
+        self._host_keep.append(value)
+        return value
+
+    def scalar_like(self, value: float, like: Tensor) -> Tensor:
+        return self.device(np.asarray(value, dtype=like.dtype), like=like.dtype)
+
+    # -- elementwise helpers -------------------------------------------------------------------
+    def map(
+        self,
+        name: str,
+        fn: Callable[..., np.ndarray],
+        inputs: Sequence[Value],
+        cost: tuple[tuple[str, str], ...],
+        out_dtype: object = None,
+        **params: Any,
+    ) -> Tensor:
+        """``fn`` elementwise over ``inputs`` (numpy broadcasting) as one compute set of MultiVertices."""
+        ts = [self.device(x) for x in inputs]
+        ts = [t.reshape(1) if t.rank == 0 else t for t in ts]
+        shape = np.broadcast_shapes(*(x.shape for x in inputs))
+        codelet = map_codelet(f"popops::{name}", fn, len(ts), cost)
+        out = apply_map(self.graph, codelet, ts, self.prog, name, out_dtype=out_dtype, **params)
+        return out.reshape(shape)
+
+    def binary(self, name: str, a: Value, b: Value) -> Tensor:
+        """An ops.binary op with host operands made device tensors of the other operand's type."""
+        ta, tb = self._pair(a, b)
+        shape = np.broadcast_shapes(ta.shape, tb.shape)
+        if ta.dtype.kind != "f" and name in ("div", "pow"):
+            return self.map(name.capitalize(), _INT_BINARY[name], [ta, tb], (("binary", "multiply"),))
+        out = ops.binary(self.graph, name, _nd(ta), _nd(tb), self.prog, debug_name=name)
+        return out.reshape(shape)
+
+    def _pair(self, a: Value, b: Value) -> tuple[Tensor, Tensor]:
+        if isinstance(a, Tensor) and not isinstance(b, Tensor):
+            return a, self.device(b, like=a.dtype) if np.asarray(b).dtype != a.dtype else self.device(b)
+        if isinstance(b, Tensor) and not isinstance(a, Tensor):
+            return (self.device(a, like=b.dtype) if np.asarray(a).dtype != b.dtype else self.device(a)), b
+        ta, tb = self.device(a), self.device(b)
+        if ta.dtype != tb.dtype:
+            raise Unsupported(f"mixed operand types {ta.dtype.name} and {tb.dtype.name}")
+        return ta, tb
+
+    def unary(self, name: str, x: Value) -> Tensor:
+        t = self.device(x)
+        return ops.unary(self.graph, name, _nd(t), self.prog, debug_name=name).reshape(t.shape)
+
+    def cast(self, x: Value, dtype: np.dtype) -> Tensor:
+        t = self.device(x)
+        if t.dtype == dtype:
+            return t
+        return ops.cast(self.graph, _nd(t), dtype, self.prog).reshape(t.shape)
+
+
+def _nd(t: Tensor) -> Tensor:
+    """0-d device tensors as [1] (the ops work on element lists)."""
+    return t.reshape(1) if t.rank == 0 else t
+
+
+def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    safe = np.where(b == 0, 1, b)
+    return np.trunc(a / safe)
+
+
+def _int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.power(a.astype(np.float64), b.astype(np.float64))
+
+
+_INT_BINARY = {"div": _int_div, "pow": _int_pow}
+
+
+# -- import --------------------------------------------------------------------------------------
+def _fold(node: onnx.NodeProto, inputs: list[Any], opset: int) -> list[np.ndarray]:
+    """Run one node on the host with onnx.reference (constant folding)."""
+    from onnx.reference import ReferenceEvaluator
+
+    ev = ReferenceEvaluator(node, opsets={"": opset})
+    feeds = {name: v for name, v in zip(node.input, inputs, strict=True) if name}
+    return [np.asarray(o) for o in ev.run(None, feeds)]
+
+
+def _input_specs(model: onnx.ModelProto, half: bool) -> list[IOSpec]:
+    init = {t.name for t in model.graph.initializer}
+    specs = []
+    for vi in model.graph.input:
+        if vi.name in init:
+            continue
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type"):
+            raise FrontendError(f"input {vi.name!r}: only tensor inputs are supported")
+        dims = []
+        for i, d in enumerate(tt.shape.dim):
+            if d.HasField("dim_value") and d.dim_value == 0:
+                raise Unsupported("empty tensors")
+            if d.HasField("dim_value") and d.dim_value > 0:
+                dims.append(d.dim_value)
+            elif i == 0:
+                dims.append(1)  # a symbolic batch dimension defaults to 1 (override with batch=)
+            else:
+                raise FrontendError(
+                    f"input {vi.name!r}: dimension {i} is symbolic ({d.dim_param or '?'}); give the model fixed shapes"
+                )
+        host = _elem_np_dtype(tt.elem_type)
+        specs.append(IOSpec(vi.name, tuple(dims), host, device_dtype(host, half)))
+    return specs
+
+
+def check_supported(model: onnx.ModelProto, handlers: dict[str, Any]) -> None:
+    """UnsupportedError listing every node whose operator has no handler (all at once)."""
+    bad = [
+        (n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}", n.name or f"#{i}", "")
+        for i, n in enumerate(model.graph.node)
+        if n.domain not in ("", "ai.onnx") or n.op_type not in handlers
+    ]
+    if bad:
+        raise UnsupportedError(bad)
+
+
+def import_model(
+    model: onnx.ModelProto,
+    target: Target,
+    batch_size: int | None = None,
+    dtype: str = "float32",
+    weights: str = "variables",
+) -> ImportedModel:
+    """Build ``model`` (already loaded and checked) on a new graph for ``target``."""
+    from .model import override_batch
+    from .operators import HANDLERS
+
+    if dtype not in ("float32", "float16"):
+        raise FrontendError(f"dtype must be float32 or float16, got {dtype!r}")
+    if weights not in ("variables", "constants"):
+        raise FrontendError(f"weights must be 'variables' or 'constants', got {weights!r}")
+    check_supported(model, HANDLERS)
+    model = override_batch(model, batch_size)
+    half = dtype == "float16"
+    opset = opset_version(model)
+    g = Graph(target)
+    weights_prog, prog = Prog(name="WeightsFromHost"), Prog(name="Inference")
+    b = Builder(g, prog, weights_prog, opset, half, weights)
+    try:
+        inputs = _input_specs(model, half)
+    except Unsupported as exc:
+        raise UnsupportedError([("(graph input)", "model inputs", str(exc))]) from None
+    for t in model.graph.initializer:
+        b.values[t.name] = b.host(t.name, numpy_helper.to_array(t))
+    for spec in inputs:
+        x = g.add_variable(spec.device_dtype, spec.shape, spec.name)
+        g.set_tile_mapping(x, linear_tiles(x.numel(), target.num_tiles))
+        prog.add(Copy(g.add_host_to_device_fifo(spec.name, spec.device_dtype, list(spec.shape)), x, name=spec.name))
+        b.values[spec.name] = x
+    folded = 0
+    for i, node in enumerate(model.graph.node):
+        name = node.name or f"{node.op_type}_{i}"
+        args = [b.values[n] if n else None for n in node.input]
+        missing = [n for n, a in zip(node.input, args, strict=True) if n and a is None]
+        if missing:
+            raise FrontendError(f"node {name!r} ({node.op_type}): input(s) {missing} are not defined")
+        try:
+            if all(a is None or isinstance(a, np.ndarray) for a in args) and node.op_type not in NO_FOLD:
+                outs: list[Value | None] = list(_fold(node, args, opset))
+                folded += 1
+            else:
+                with g.debug_context(name, op_type=node.op_type, layer=LAYER):
+                    outs = HANDLERS[node.op_type](b, node, args)
+        except Unsupported as exc:
+            raise UnsupportedError([(node.op_type, name, str(exc))]) from None
+        except (ops.OpError, ValueError, IndexError) as exc:
+            raise FrontendError(f"node {name!r} ({node.op_type}): {exc}") from None
+        for out_name, v in zip(node.output, outs, strict=False):
+            if out_name:
+                b.values[out_name] = b.host(out_name, v) if isinstance(v, np.ndarray) else v  # type: ignore[assignment]
+    outputs, host_outputs = [], {}
+    for vi in model.graph.output:
+        v = b.values[vi.name]
+        host = _elem_np_dtype(vi.type.tensor_type.elem_type)
+        if isinstance(v, Tensor):
+            stream = g.add_device_to_host_fifo(vi.name, v.dtype, list(v.shape))
+            prog.add(Copy(v, stream, name=vi.name))
+            outputs.append(IOSpec(vi.name, v.shape, host, v.dtype))
+        else:
+            host_outputs[vi.name] = np.asarray(v).astype(host)
+            outputs.append(IOSpec(vi.name, np.shape(v), host, host))
+    batch = inputs[0].shape[0] if inputs and inputs[0].shape else 1
+    return ImportedModel(g, [weights_prog, prog], inputs, outputs, b.weights, host_outputs, batch, opset,
+                         model.graph.name or "onnx", len(model.graph.node), folded)  # fmt: skip
+
+
+# Ops never folded on the host even with constant inputs: none so far (folding is exact).
+NO_FOLD: frozenset[str] = frozenset()

@@ -1,0 +1,122 @@
+"""`tilescope run`: ONNX models and workload scripts, reports, summary, inputs/outputs, errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx.reference import ReferenceEvaluator
+
+from profiler.frontends.onnx import examples
+from report_format.reader import open_report
+from tilescope.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+JSON_KEYS = ["execution.total_cycles", "execution.samples_per_second", "memory.max_tile_bytes",
+             "memory.out_of_memory_tiles", "timing.compile_s", "timing.run_s", "timing.report_write_s"]  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POPLAR_ENGINE_OPTIONS", "")  # restored after each test (run merges into it)
+
+
+@pytest.fixture
+def mlp_file(tmp_path: Path) -> Path:
+    path = tmp_path / "mlp.onnx"
+    onnx.save(examples.mlp((64, 32, 10)), path)
+    return path
+
+
+def _get(doc: dict, dotted: str) -> object:
+    for part in dotted.split("."):
+        doc = doc[part]
+    return doc
+
+
+def test_run_json_summary_matches_the_report(mlp_file: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    rc = main(["run", str(mlp_file), "--target", "GC200", "--batch", "4", "--runs", "2",
+               "--report-dir", str(tmp_path / "rep"), "--json"])  # fmt: skip
+    out = capsys.readouterr()
+    assert rc == 0
+    doc = json.loads(out.out)
+    assert all(isinstance(_get(doc, k), int | float) for k in JSON_KEYS)
+    for stage in ("importing", "compiling", "running inference 1/2", "running inference 2/2", "writing report"):
+        assert stage in out.err
+    report = open_report(tmp_path / "rep")
+    runs = report.runs()
+    # run 0 uploads the weights; the inference runs follow
+    assert list(runs["name"]) == ["WeightsFromHost", "inference 0"]  # executionProfileProgramRunCount = 2
+    assert doc["execution"]["cycles_per_run"][0] == int(runs["cycles"].iloc[1])
+    assert doc["execution"]["total_cycles"] == sum(doc["execution"]["cycles_per_run"])
+    clock = report.target().clock_hz
+    assert doc["execution"]["samples_per_second"] == pytest.approx(
+        4 * clock / np.mean(doc["execution"]["cycles_per_run"])
+    )
+    mem = report.tile_memory()["total_bytes_including_gaps"]
+    assert doc["memory"]["max_tile_bytes"] == mem.max()
+    assert doc["memory"]["out_of_memory_tiles"] == 0
+
+
+def test_inputs_and_saved_outputs_by_name(mlp_file: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    x = np.random.default_rng(3).standard_normal((5, 64)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", input=x)
+    rc = main(["run", str(mlp_file), "--batch", "5", "--inputs", str(tmp_path / "in.npz"),
+               "--save-outputs", str(tmp_path / "out.npz")])  # fmt: skip
+    assert rc == 0
+    assert "samples/s" in capsys.readouterr().out
+    expected = ReferenceEvaluator(onnx.load(mlp_file)).run(None, {"input": x})[0]
+    with np.load(tmp_path / "out.npz") as got:
+        assert list(got.files) == ["output"]
+        np.testing.assert_allclose(got["output"], expected, rtol=1e-4, atol=1e-6)
+
+
+def test_engine_options_from_the_environment(mlp_file: Path, tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    opts = {"autoReport.all": "true", "autoReport.directory": str(tmp_path / "env_report")}
+    monkeypatch.setenv("POPLAR_ENGINE_OPTIONS", json.dumps(opts))
+    assert main(["run", str(mlp_file), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["report"] == str(tmp_path / "env_report")
+    assert (tmp_path / "env_report" / "manifest.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("make", "args", "message"),
+    [
+        (lambda d: d.joinpath("x.onnx").write_text("nope"), [], "not a readable ONNX model"),
+        (lambda d: None, [], "no such file"),
+        (lambda d: onnx.save(examples.mlp((4, 2)), d / "x.onnx"), ["--inputs", "{d}/in.npz"], "missing ['input']"),
+        (lambda d: onnx.save(examples.mlp((4, 2)), d / "x.onnx"), ["--target", "Mk9"], "unknown target 'Mk9'"),
+        (lambda d: onnx.save(examples.mlp((4, 2)), d / "x.onnx"), ["--runs", "0"], "--runs must be >= 1"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(make, args, message, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    make(tmp_path)
+    np.savez(tmp_path / "in.npz", wrong=np.zeros(4, np.float32))
+    rc = main(["run", str(tmp_path / "x.onnx"), *[a.format(d=tmp_path) for a in args]])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2
+    assert err[-1].startswith("tilescope run: error:") and message in err[-1]
+
+
+def test_unsupported_operators_listed_before_anything_runs(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    m = examples.mlp((4, 2))
+    m.graph.node[0].op_type = "Celu"
+    m.graph.node[-1].op_type = "Hardmax"
+    onnx.save(m, tmp_path / "x.onnx")
+    assert main(["run", str(tmp_path / "x.onnx")]) == 2
+    err = capsys.readouterr().err
+    assert "unsupported ONNX operator(s): Celu at fc0_3; Hardmax at softmax_4" in err
+    assert "compiling" not in err
+
+
+def test_run_a_workload_script_with_a_report(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    rc = main(["run", str(ROOT / "examples" / "matvec.py"), "--report-dir", str(tmp_path / "script_report")])
+    assert rc == 0
+    assert "y[:4]" in capsys.readouterr().out
+    assert open_report(tmp_path / "script_report").runs()["cycles"].iloc[0] > 0

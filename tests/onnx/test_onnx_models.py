@@ -1,0 +1,189 @@
+"""Models built with onnx.helper run through the importer match onnx.reference, and their reports
+list the ONNX nodes as debug contexts."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from profiler.frontends.onnx import (
+    FrontendError,
+    Session,
+    UnsupportedError,
+    examples,
+    import_model,
+    load_model,
+    random_inputs,
+)
+from profiler.targets import ipu_model
+from report_format.reader import open_report
+
+TARGET = ipu_model(tiles_per_ipu=16, bytes_per_tile=1 << 20)
+MODELS = {
+    "resnet": lambda: examples.resnet(image=32, blocks=(1, 1), widths=(8, 16), stem=8, classes=10),
+    "transformer": lambda: examples.bert_layer(seq=16, hidden=32, heads=4, ff=64),
+    "mlp": lambda: examples.mlp((64, 32, 10)),
+}
+# float16 keeps ~3 significant digits per op; errors grow with depth
+TOLERANCE = {"float32": (1e-4, 1e-5), "float16": (2e-2, 2e-2)}
+
+
+@pytest.fixture(autouse=True)
+def _no_env_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("POPLAR_ENGINE_OPTIONS", raising=False)
+
+
+def _run(model: onnx.ModelProto, inputs: dict | None = None, **kw: object) -> tuple[dict, dict, Session]:
+    imported = import_model(load_model(model), TARGET, **kw)  # type: ignore[arg-type]
+    feeds = inputs or random_inputs(imported)
+    with Session(imported) as s:
+        return s.run(feeds), feeds, s
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_model_matches_reference_evaluator(name: str, dtype: str) -> None:
+    model = MODELS[name]()
+    got, feeds, session = _run(model, batch_size=2, dtype=dtype)
+    expected = ReferenceEvaluator(model).run(None, feeds)[0]
+    assert got["output"].shape == expected.shape and got["output"].dtype == np.float32
+    rtol, atol = TOLERANCE[dtype]
+    np.testing.assert_allclose(got["output"], expected, rtol=rtol, atol=atol * np.abs(expected).max())
+    assert session.cycles and session.cycles[0] > 0
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_report_debug_contexts_list_the_onnx_nodes(name: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    model = MODELS[name]()
+    imported = import_model(load_model(model), TARGET, batch_size=2)
+    options = {"autoReport.all": "true", "autoReport.directory": str(tmp_path / "r")}
+    with Session(imported, options) as s:
+        s.run(random_inputs(imported))
+    ctx = open_report(tmp_path / "r").debug_contexts()
+    onnx_ctx = ctx[ctx["layer"] == "onnx"]
+    nodes = {n.name: n.op_type for n in model.graph.node}
+    assert dict(zip(onnx_ctx["name"], onnx_ctx["op_type"], strict=True)) == nodes
+    # the poplibs contexts of each op hang below an ONNX node's context
+    poplibs = ctx[ctx["layer"] == "poplibs"]
+    by_id = ctx.set_index("debug_context_id")
+
+    def onnx_ancestor(i: int) -> str | None:
+        while i >= 0:
+            row = by_id.loc[i]
+            if row["layer"] == "onnx":
+                return str(row["name"])
+            i = int(row["parent_id"])
+        return None
+
+    owners = {onnx_ancestor(int(i)) for i in poplibs["debug_context_id"]}
+    assert owners - {None} >= {n for n, t in nodes.items() if t in ("Conv", "MatMul", "Gemm", "Softmax")}
+
+
+def test_weights_are_uploaded_by_the_weights_program_or_constants() -> None:
+    model = MODELS["mlp"]()
+    feeds = random_inputs(import_model(load_model(model), TARGET, batch_size=3))
+    as_vars = import_model(load_model(model), TARGET, batch_size=3)
+    big = {t.name for t in model.graph.initializer if int(np.prod(t.dims)) > 16}
+    assert set(as_vars.weights) == {f"weights/{n}" for n in big}
+    assert {s.name for s in as_vars.graph.streams} >= set(as_vars.weights)
+    as_consts = import_model(load_model(model), TARGET, batch_size=3, weights="constants")
+    assert as_consts.weights == {}
+    with Session(as_vars) as a, Session(as_consts) as c:
+        np.testing.assert_array_equal(a.run(feeds)["output"], c.run(feeds)["output"])
+
+
+def _model(nodes: list, inputs: list, outputs: list, inits: list | None = None, opset: int = 17) -> onnx.ModelProto:
+    g = helper.make_graph(nodes, "m", inputs, outputs, inits or [])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def test_batch_override_for_symbolic_and_unit_batch() -> None:
+    for dim in ("N", 1):
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [dim, 5])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [dim, 5])
+        m = _model([helper.make_node("Softmax", ["x"], ["y"], name="sm")], [x], [y])
+        imported = import_model(load_model(m), TARGET, batch_size=6)
+        assert imported.inputs[0].shape == (6, 5) and imported.batch_size == 6
+        feeds = random_inputs(imported)
+        with Session(imported) as s:
+            np.testing.assert_allclose(s.run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-5)
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_softmax_axis_default_follows_the_opset(opset: int) -> None:
+    # opset 11: softmax over the input flattened at axis 1; opset 13: over the last axis only
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4])
+    m = _model([helper.make_node("Softmax", ["x"], ["y"], name="sm")], [x], [y], opset=opset)
+    got, feeds, _ = _run(m)
+    flat = np.exp(feeds["x"].reshape(2, 12))
+    manual = (flat / flat.sum(1, keepdims=True)).reshape(2, 3, 4) if opset < 13 else None
+    if manual is None:
+        e = np.exp(feeds["x"])
+        manual = e / e.sum(-1, keepdims=True)
+    np.testing.assert_allclose(got["y"], manual, rtol=1e-5)
+
+
+def test_shape_ops_are_folded_at_import() -> None:
+    # Reshape x[B, 4, 6] to [B, 24] through Shape -> Gather -> Unsqueeze -> Concat: all on the host
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4, 6])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 24])
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "zero"),
+             numpy_helper.from_array(np.array([0], np.int64), "axes"),
+             numpy_helper.from_array(np.array([-1], np.int64), "minus_one")]  # fmt: skip
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+        helper.make_node("Gather", ["shape", "zero"], ["batch"], name="batch"),
+        helper.make_node("Unsqueeze", ["batch", "axes"], ["batch1"], name="unsqueeze"),
+        helper.make_node("Concat", ["batch1", "minus_one"], ["target"], name="concat", axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["r"], name="reshape"),
+        helper.make_node("Relu", ["r"], ["y"], name="relu"),
+    ]
+    m = _model(nodes, [x], [y], inits)
+    imported = import_model(load_model(m), TARGET)
+    assert imported.folded_nodes == 3  # Gather, Unsqueeze, Concat of host values (Shape reads a static shape)
+    device_ops = {c.name for c in imported.graph.debug_contexts if c.layer == "onnx"}
+    assert device_ops == {"shape", "reshape", "relu"}
+    got, feeds, _ = _run(m)
+    np.testing.assert_array_equal(got["y"], np.maximum(feeds["x"].reshape(3, 24), 0))
+
+
+def test_unsupported_operators_are_listed_all_at_once() -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r"), helper.make_node("Acosh", ["a"], ["b"], name="c1"),
+             helper.make_node("Foo", ["b"], ["c"], name="f", domain="my.ops"),
+             helper.make_node("Acosh", ["c"], ["y"], name="c2")]  # fmt: skip
+    g = helper.make_graph(nodes, "m", [x], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("my.ops", 1)])
+    with pytest.raises(UnsupportedError) as info:
+        load_model(m)
+    assert info.value.items == [("Acosh", "c1", ""), ("my.ops.Foo", "f", ""), ("Acosh", "c2", "")]
+    assert "Acosh at c1, c2" in str(info.value) and "my.ops.Foo at f" in str(info.value)
+
+
+def test_bad_model_files_give_one_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    good = MODELS["mlp"]()
+    (tmp_path / "text.onnx").write_text("not a model")
+    (tmp_path / "cut.onnx").write_bytes(good.SerializeToString()[:200])
+    broken = onnx.ModelProto()
+    broken.CopyFrom(good)
+    broken.graph.node[0].input[0] = "nowhere"
+    onnx.save(broken, tmp_path / "invalid.onnx")
+    for name, words in (("text", "not a readable ONNX model"), ("cut", "not a readable ONNX model"),
+                        ("invalid", "invalid ONNX model"), ("missing", "no such file")):  # fmt: skip
+        with pytest.raises(FrontendError) as info:
+            load_model(tmp_path / f"{name}.onnx")
+        assert words in str(info.value) and "\n" not in str(info.value)
+
+
+def test_inputs_are_checked_by_name_and_shape() -> None:
+    imported = import_model(load_model(MODELS["mlp"]()), TARGET, batch_size=2)
+    with Session(imported) as s:
+        with pytest.raises(FrontendError, match=r"missing \['input'\], unexpected \['x'\]"):
+            s.run({"x": np.zeros((2, 64), np.float32)})
+        with pytest.raises(FrontendError, match=r"input 'input': shape \(3, 64\)"):
+            s.run({"input": np.zeros((3, 64), np.float32)})

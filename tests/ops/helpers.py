@@ -1,0 +1,63 @@
+"""Run a few ops on a small IPU-Model target and compare with numpy (written independently here)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from profiler import Engine, Graph, Sequence, ipu_model, ops
+
+TOL = {np.float32: 2e-5, np.float16: 2e-2}
+
+
+def tol(dtype: object) -> float:
+    return TOL[np.dtype(dtype).type]
+
+
+def run(
+    inputs: dict[str, np.ndarray],
+    build: Callable[[Graph, dict, Sequence], dict],
+    tiles: int = 4,
+    bytes_per_tile: int = 1 << 20,
+    target=None,  # type: ignore[no-untyped-def]
+) -> tuple[dict[str, np.ndarray], Graph, Engine]:
+    """Map each input linearly over the tiles, build the ops, run once, return the named outputs."""
+    g = Graph(target or ipu_model(tiles_per_ipu=tiles, bytes_per_tile=bytes_per_tile))
+    ts = {}
+    for name, value in inputs.items():
+        t = ops.add_mapped(g, value.dtype, value.shape, name)
+        g.create_host_write(name, t)
+        ts[name] = t
+    prog = Sequence()
+    outs = build(g, ts, prog)
+    for name, t in outs.items():
+        g.create_host_read(name, t)
+    e = Engine(g, [prog])
+    e.load()
+    for name, value in inputs.items():
+        e.write_tensor(name, value)
+    e.run(0)
+    return {name: e.read_tensor(name) for name in outs}, g, e
+
+
+def fd_grad(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray, dy: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """d(sum(f(x) * dy))/dx by central differences in float64 (every element)."""
+    x = x.astype(np.float64)
+    g = np.zeros_like(x)
+    flat = g.reshape(-1)
+    for i in range(x.size):
+        xp, xm = x.copy(), x.copy()
+        xp.reshape(-1)[i] += eps
+        xm.reshape(-1)[i] -= eps
+        flat[i] = ((f(xp) - f(xm)) * dy).sum() / (2 * eps)
+    return g
+
+
+def np_erf(x: np.ndarray) -> np.ndarray:
+    return np.vectorize(math.erf)(x)
+
+
+def rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)

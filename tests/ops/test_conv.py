@@ -1,0 +1,118 @@
+import json
+
+import numpy as np
+import pytest
+
+from profiler import ops
+from tests.ops.helpers import fd_grad, rng, run
+
+
+def ref_conv(x, w, s, p, d, groups):
+    """Direct convolution: a loop over kernel positions on the zero-padded input."""
+    b, c, h, wd = x.shape
+    co, cg, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)))
+    ho, wo = (h + 2 * p - d * (kh - 1) - 1) // s + 1, (wd + 2 * p - d * (kw - 1) - 1) // s + 1
+    y = np.zeros((b, co, ho, wo))
+    cog = co // groups
+    for gi in range(groups):
+        for i in range(kh):
+            for j in range(kw):
+                patch = xp[
+                    :,
+                    gi * cg : (gi + 1) * cg,
+                    i * d : i * d + s * (ho - 1) + 1 : s,
+                    j * d : j * d + s * (wo - 1) + 1 : s,
+                ]
+                y[:, gi * cog : (gi + 1) * cog] += np.einsum(
+                    "bchw,oc->bohw", patch, w[gi * cog : (gi + 1) * cog, :, i, j]
+                )
+    return y
+
+
+def ref_pool(x, k, s, p, mode):
+    b, c, h, w = x.shape
+    fill = -np.inf if mode == "max" else 0.0
+    xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)), constant_values=fill)
+    ho, wo = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+    win = np.stack(
+        [xp[:, :, i : i + s * (ho - 1) + 1 : s, j : j + s * (wo - 1) + 1 : s] for i in range(k) for j in range(k)]
+    )
+    return win.max(0) if mode == "max" else win.mean(0)
+
+
+CASES = [
+    # B, C, H, W, Cout, k, stride, pad, dilation, groups
+    (2, 3, 7, 6, 4, 3, 1, 1, 1, 1),
+    (1, 4, 9, 9, 4, 3, 2, 1, 2, 4),  # depthwise, strided, dilated
+    (2, 6, 5, 5, 4, 2, 1, 0, 1, 2),  # grouped
+    (1, 1, 4, 4, 1, 1, 1, 0, 1, 1),  # 1x1, single channel
+    (1, 2, 5, 3, 3, 3, 3, 0, 1, 1),  # stride larger than the kernel leaves input unread
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_conv_forward_and_gradients(case):
+    b, c, h, w, co, k, s, p, d, groups = case
+    r = rng(30)
+    x = r.standard_normal((b, c, h, w)).astype(np.float32)
+    wt = r.standard_normal((co, c // groups, k, k)).astype(np.float32)
+    y_ref = ref_conv(x.astype(np.float64), wt.astype(np.float64), s, p, d, groups)
+    dy = r.standard_normal(y_ref.shape).astype(np.float32)
+
+    def build(g, t, prog):
+        kw = dict(stride=s, padding=p, dilation=d, groups=groups)
+        y = ops.conv2d(g, t["x"], t["w"], prog, debug_name="conv", **kw)
+        dx, dw = ops.conv2d_grad(g, t["x"], t["w"], t["dy"], prog, **kw)
+        return {"y": y, "dx": dx, "dw": dw}
+
+    out, g, _ = run({"x": x, "w": wt, "dy": dy}, build, tiles=5)
+    np.testing.assert_allclose(out["y"], y_ref, rtol=1e-5, atol=1e-5)
+    fx = fd_grad(lambda v: ref_conv(v, wt.astype(np.float64), s, p, d, groups), x, dy)
+    fw = fd_grad(lambda v: ref_conv(x.astype(np.float64), v, s, p, d, groups), wt, dy)
+    np.testing.assert_allclose(out["dx"], fx, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(out["dw"], fw, rtol=1e-4, atol=1e-4)
+    attrs = json.loads(next(c for c in g.debug_contexts if c.name == "conv").attributes)
+    assert attrs["conv"]["groups"] == groups and attrs["conv"]["stride"] == [s, s]
+
+
+def test_conv_half():
+    r = rng(31)
+    x = r.standard_normal((2, 16, 6, 6)).astype(np.float16)
+    wt = (r.standard_normal((16, 16, 3, 3)) * 0.2).astype(np.float16)
+    out, _, _ = run({"x": x, "w": wt}, lambda g, t, p: {"y": ops.conv2d(g, t["x"], t["w"], p, padding=1)}, tiles=8)
+    ref = ref_conv(x.astype(np.float64), wt.astype(np.float64), 1, 1, 1, 1)
+    np.testing.assert_allclose(out["y"], ref, rtol=2e-2, atol=3e-2)
+
+
+@pytest.mark.parametrize("k,s,p", [(2, 2, 0), (3, 2, 1), (2, 1, 1), (3, 3, 0)])
+def test_pooling_forward_and_gradients(k, s, p):
+    r = rng(32)
+    x = r.standard_normal((2, 3, 7, 6)).astype(np.float32)
+    ym, ya = ref_pool(x.astype(np.float64), k, s, p, "max"), ref_pool(x.astype(np.float64), k, s, p, "avg")
+    dy = r.standard_normal(ym.shape).astype(np.float32)
+
+    def build(g, t, prog):
+        mp = ops.max_pool2d(g, t["x"], k, prog, stride=s, padding=p)
+        ap = ops.avg_pool2d(g, t["x"], k, prog, stride=s, padding=p)
+        return {
+            "mp": mp,
+            "ap": ap,
+            "dmp": ops.max_pool2d_grad(g, t["x"], mp, t["dy"], k, prog, stride=s, padding=p),
+            "dap": ops.avg_pool2d_grad(g, t["x"], t["dy"], k, prog, stride=s, padding=p),
+        }
+
+    out, _, _ = run({"x": x, "dy": dy}, build, tiles=4)
+    np.testing.assert_allclose(out["mp"], ym, rtol=1e-6)
+    np.testing.assert_allclose(out["ap"], ya, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out["dmp"], fd_grad(lambda v: ref_pool(v, k, s, p, "max"), x, dy), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(out["dap"], fd_grad(lambda v: ref_pool(v, k, s, p, "avg"), x, dy), rtol=1e-4, atol=1e-5)
+
+
+def test_conv_context_holds_the_plan_and_the_call_site():
+    x = rng(33).standard_normal((1, 4, 5, 5)).astype(np.float32)
+    wt = rng(34).standard_normal((4, 4, 3, 3)).astype(np.float32)
+    _, g, _ = run({"x": x, "w": wt}, lambda g, t, p: {"y": ops.conv2d(g, t["x"], t["w"], p, debug_name="c1")})
+    ctx = next(c for c in g.debug_contexts if c.name == "c1")
+    assert ctx.file == __file__  # where the op was called (the run helper's build lambda is in this file)
+    assert json.loads(ctx.attributes)["plan"]["method"] in ("AMP", "HMAC")

@@ -1,0 +1,218 @@
+import json
+
+import numpy as np
+import pytest
+
+from profiler import Engine, Graph, Sequence, cost_model, get_target, ipu_model, ops
+from profiler.ops.codelets import MATMUL_CODELETS
+from profiler.workloads.mlp import dense, dense_grad
+from tests.ops.helpers import fd_grad, rng, run, tol
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize(
+    "m,k,n,tiles",
+    [(1, 1, 1, 4), (5, 7, 3, 4), (33, 40, 17, 8), (8, 900, 8, 32), (3, 3000, 5, 64), (64, 100, 30, 16), (1, 17, 1, 3)],
+)
+def test_matmul_matches_numpy(m, k, n, tiles, dtype):
+    r = rng(20)
+    a, b = r.standard_normal((m, k)).astype(dtype), r.standard_normal((k, n)).astype(dtype)
+    out, _, _ = run({"a": a, "b": b}, lambda g, t, p: {"c": ops.matmul(g, t["a"], t["b"], p)}, tiles=tiles)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert out["c"].dtype == dtype
+    # the result is rounded once to the output type
+    np.testing.assert_allclose(out["c"], ref, rtol=tol(dtype), atol=tol(dtype) * np.sqrt(k) * 2)
+
+
+@pytest.mark.parametrize("partials", ["float32", "float16"])
+def test_grouped_matmul_and_partials_type(partials):
+    r = rng(21)
+    a, b = r.standard_normal((3, 4, 40)).astype(np.float16), r.standard_normal((3, 40, 6)).astype(np.float16)
+    out, g, _ = run(
+        {"a": a, "b": b},
+        lambda g, t, p: {"c": ops.matmul(g, t["a"], t["b"], p, partials_dtype=partials, debug_name="mm")},
+        tiles=6,
+    )
+    np.testing.assert_allclose(out["c"], np.matmul(a.astype(np.float64), b), rtol=2e-2, atol=6e-2)
+    attrs = json.loads(next(c for c in g.debug_contexts if c.name == "mm").attributes)
+    assert attrs["partials_dtype"] == partials and attrs["shape"] == {"G": 3, "M": 4, "K": 40, "N": 6}
+
+
+def test_matmul_gradients_match_numpy_and_finite_differences():
+    r = rng(22)
+    x, w = r.standard_normal((5, 7)).astype(np.float32), r.standard_normal((7, 3)).astype(np.float32)
+    bias, dy = r.standard_normal((3,)).astype(np.float32), r.standard_normal((5, 3)).astype(np.float32)
+
+    def build(g, t, p):
+        y = dense(g, t["x"], t["w"], t["b"], p, "fc")
+        dx, dw, db = dense_grad(g, t["x"], t["w"], t["dy"], p, "fc grad")
+        return {"y": y, "dx": dx, "dw": dw, "db": db}
+
+    out, _, _ = run({"x": x, "w": w, "b": bias, "dy": dy}, build, tiles=3)
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    np.testing.assert_allclose(out["y"], x64 @ w64 + bias, rtol=1e-5)
+    np.testing.assert_allclose(out["dx"], fd_grad(lambda v: v @ w64, x64, dy), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out["dw"], fd_grad(lambda v: x64 @ v, w64, dy), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out["db"], dy.sum(0), rtol=1e-5)
+
+
+def _compile_matmul(target, m, k, n, dtype, amp):
+    g = Graph(target)
+    a, b = ops.add_mapped(g, dtype, (m, k), "a"), ops.add_mapped(g, dtype, (k, n), "b")
+    prog = Sequence()
+    c = ops.matmul(g, a, b, prog, available_memory_proportion=amp, debug_name="mm")
+    g.create_host_read("c", c)
+    e = Engine(g, prog, {"debug.allowOutOfMemory": "true"})
+    e.compile()
+    attrs = json.loads(next(x for x in g.debug_contexts if x.name == "mm").attributes)
+    return e, attrs
+
+
+def test_lower_memory_budget_gives_more_serial_splits_and_less_temporary_memory():
+    target = ipu_model(tiles_per_ipu=16, bytes_per_tile=65536)
+    e_hi, hi = _compile_matmul(target, 256, 512, 256, "float16", 0.6)
+    e_lo, lo = _compile_matmul(target, 256, 512, 256, "float16", 0.05)
+    assert hi["temp_bytes_per_tile"] <= hi["budget_bytes_per_tile"] and hi["fits"]
+    assert lo["temp_bytes_per_tile"] <= lo["budget_bytes_per_tile"] and lo["fits"]
+    serial = lambda a: a["in_chan_serial"] * a["out_chan_serial"]  # noqa: E731
+    assert serial(lo) > serial(hi)
+    assert lo["temp_bytes_per_tile"] < hi["temp_bytes_per_tile"]
+    assert lo["cycles"] > hi["cycles"]  # less memory costs time
+    peak = lambda e: int(e.memory.tile_memory["not_always_live_bytes"].max())  # noqa: E731
+    assert peak(e_lo) < peak(e_hi)
+
+
+def test_planner_picks_hmac_for_tiny_channel_counts_and_amp_for_large():
+    t = get_target("GC200")
+    assert ops.plan_matmul(t, 1, 4096, 2, 1, "float16").method == "HMAC"
+    assert ops.plan_matmul(t, 1, 1024, 256, 256, "float16").method == "AMP"
+    assert ops.plan_matmul(t, 1, 64, 64, 64, "int32").method == "HMAC"
+
+
+def test_plan_is_in_the_report(tmp_path):
+    from report_format.reader import open_report
+
+    g = Graph(ipu_model(tiles_per_ipu=8))
+    a, b = ops.add_mapped(g, "float16", (40, 64), "a"), ops.add_mapped(g, "float16", (64, 24), "b")
+    prog = Sequence()
+    g.create_host_read("c", ops.matmul(g, a, b, prog, debug_name="my matmul"))
+    e = Engine(g, prog, {"autoReport.all": "true", "autoReport.directory": str(tmp_path)})
+    e.load()
+    e.run(0)
+    path = e.write_report()
+    dc = open_report(path).debug_contexts()
+    df = dc.to_pandas() if hasattr(dc, "to_pandas") else dc
+    row = df[df["name"] == "my matmul"].iloc[0]
+    assert row["layer"] == "poplibs" and row["op_type"] == "MatMul"
+    attrs = json.loads(row["attributes"])
+    assert attrs["method"] in ("AMP", "HMAC")
+    assert {"row_split", "in_chan_split", "out_chan_split", "in_chan_serial", "out_chan_serial"} <= set(attrs)
+
+
+@pytest.mark.parametrize("n", [16, 32, 64, 128, 256, 512, 1024, 2048])
+def test_amp_vertex_calibration_on_bow(n):
+    """One ConvPartial1x1Out [N,16] x [16,16] fp16 -> fp16 on Bow: 4N + ~330 cycles measured on hardware
+    (ref §3.7 calibration point), within 10%; and never faster than the peak rate."""
+    t = get_target("Bow")
+    g = Graph(t)
+    a = g.add_variable("float16", [1, n, 16], "a")
+    b = g.add_variable("float16", [1, 16, 16], "b")
+    c = g.add_variable("float16", [1, n, 16], "c")
+    for x in (a, b, c):
+        g.set_tile_mapping(x, 0)
+    cs = g.add_compute_set("amp")
+    g.add_vertices(cs, MATMUL_CODELETS["AMP"], {"a": a, "b": b, "out": c}, [0])
+    from profiler.programs import Execute
+
+    e = Engine(g, Sequence(Execute(cs)))
+    e.compile()
+    leaf = next(lf for lf in e.compiled.leaves if lf.type == "OnTileExecute")
+    vertex = int(leaf.tile_cycles[0]) - cost_model.COMPUTE_SET_SUPERVISOR_CYCLES
+    assert abs(vertex - (4 * n + 330)) <= 0.10 * (4 * n + 330)
+    assert int(leaf.flops[0]) == 2 * n * 16 * 16
+    assert leaf.flops[0] / vertex <= t.fp16_flops_per_cycle
+
+
+@pytest.mark.parametrize(
+    "target,m,k,n,dtype",
+    [("GC200", 512, 256, 256, "float16"), ("Bow", 96, 512, 64, "float16"), ("GC2", 200, 64, 96, "float32")],
+)
+def test_simulated_throughput_never_exceeds_peak(target, m, k, n, dtype):
+    t = get_target(target)
+    e, attrs = _compile_matmul(t, m, k, n, dtype, 0.6)
+    peak = cost_model.peak_flops_per_cycle(dtype, attrs["partials_dtype"], t)
+    total_flops = sum(int(lf.flops.sum()) for lf in e.compiled.leaves if lf.flops is not None)
+    assert total_flops >= 2 * m * k * n  # the products plus any partial-sum reduction
+    for lf in e.compiled.leaves:
+        if lf.type == "OnTileExecute":
+            busy = lf.tile_cycles > 0
+            assert (lf.flops[busy] <= peak * lf.tile_cycles[busy]).all()
+    # and the whole matmul is slower than its ideal at peak on every tile
+    cycles = sum(int(lf.tile_cycles.max()) for lf in e.compiled.leaves)
+    assert 2 * m * k * n / (cycles * t.num_tiles) <= peak
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("m,k,n,amp", [(64, 128, 32, 0.02), (128, 256, 128, 0.05), (8, 96, 48, 0.005)])
+def test_serial_splits_run_as_loops_and_match_numpy(m, k, n, amp, dtype):
+    r = rng(23)
+    a, b = r.standard_normal((m, k)).astype(dtype), r.standard_normal((k, n)).astype(dtype)
+
+    def build(g, t, p):
+        return {"c": ops.matmul(g, t["a"], t["b"], p, available_memory_proportion=amp, debug_name="mm")}
+
+    out, g, e = run({"a": a, "b": b}, build, tiles=16, bytes_per_tile=65536)
+    attrs = json.loads(next(c for c in g.debug_contexts if c.name == "mm").attributes)
+    assert attrs["in_chan_serial"] * attrs["out_chan_serial"] > 1
+    assert "Repeat" in {node.type for node in e.compiled.nodes}
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(out["c"], ref, rtol=tol(dtype), atol=tol(dtype) * np.sqrt(k) * 2)
+
+
+def test_int32_matmul_is_exact():
+    a = np.arange(12, dtype=np.int32).reshape(3, 4)
+    b = np.arange(8, dtype=np.int32).reshape(4, 2) - 3
+    out, _, _ = run({"a": a, "b": b}, lambda g, t, p: {"c": ops.matmul(g, t["a"], t["b"], p)})
+    np.testing.assert_array_equal(out["c"], a @ b)
+
+
+@pytest.mark.parametrize(
+    "target,m,k,n,amp",
+    [("GC200", 256, 256, 256, 0.6), ("GC200", 64, 2048, 64, 0.6), ("IPUModel16", 256, 512, 256, 0.05)],
+)
+def test_planner_estimate_tracks_the_simulation(target, m, k, n, amp):
+    """The planner's cycle estimate is within 25% of the simulated run (parallel and serial plans)."""
+    t = ipu_model(tiles_per_ipu=16, bytes_per_tile=262144) if target == "IPUModel16" else get_target(target)
+    g = Graph(t)
+    a, b = ops.add_mapped(g, "float16", (m, k), "a"), ops.add_mapped(g, "float16", (k, n), "b")
+    prog = Sequence()
+    ops.matmul(g, a, b, prog, available_memory_proportion=amp, debug_name="mm")
+    e = Engine(g, prog)
+    e.load()
+    e.run(0)
+    plan = json.loads(next(c for c in g.debug_contexts if c.name == "mm").attributes)
+    assert abs(e.last_run_cycles - plan["cycles"]) <= 0.25 * e.last_run_cycles
+
+
+def test_float8_plans_on_c600_only():
+    """float8 is planned with the C600's quarter-precision AMP rate (cost model), twice the fp16 peak."""
+    c600 = get_target("C600")
+    fp8 = ops.plan_matmul(c600, 1, 1024, 1024, 1024, "float8", "float16")
+    fp16 = ops.plan_matmul(c600, 1, 1024, 1024, 1024, "float16", "float16")
+    assert fp8.method == "AMP" and fp8.cycles < fp16.cycles
+    assert 2 * 1024**3 / (fp8.cycles * c600.num_tiles) <= c600.fp8_flops_per_cycle
+    with pytest.raises(ops.OpError, match="float8"):
+        ops.plan_matmul(get_target("GC200"), 1, 64, 64, 64, "float8", "float16")
+
+
+def test_grouped_serial_loops_match_numpy():
+    r = rng(24)
+    a, b = r.standard_normal((3, 32, 64)).astype(np.float32), r.standard_normal((3, 64, 48)).astype(np.float32)
+
+    def build(g, t, p):
+        return {"c": ops.matmul(g, t["a"], t["b"], p, available_memory_proportion=0.01, debug_name="mm")}
+
+    out, g, _ = run({"a": a, "b": b}, build, tiles=8, bytes_per_tile=65536)
+    attrs = json.loads(next(c for c in g.debug_contexts if c.name == "mm").attributes)
+    assert attrs["in_chan_serial"] > 1 and attrs["out_chan_serial"] > 1
+    np.testing.assert_allclose(out["c"], np.matmul(a.astype(np.float64), b), rtol=1e-5, atol=1e-4)

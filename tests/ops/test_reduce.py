@@ -1,0 +1,85 @@
+import json
+
+import numpy as np
+import pytest
+
+from profiler import ops
+from tests.ops.helpers import fd_grad, rng, run, tol
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize(
+    "shape,axes",
+    [
+        ((7, 40, 3), 1),
+        ((7, 40, 3), (0, 2)),
+        ((7, 40, 3), None),
+        ((1, 5), 0),
+        ((5, 1), 1),
+        ((13,), 0),
+        ((3, 4, 5, 2), (1, 3)),
+    ],
+)
+@pytest.mark.parametrize("op_name", ["add", "max", "min", "mean"])
+def test_reduce_matches_numpy(op_name, shape, axes, dtype):
+    x = rng(10).standard_normal(shape).astype(dtype)
+    fn = {"add": ops.reduce_sum, "max": ops.reduce_max, "mean": ops.reduce_mean}.get(op_name)
+
+    def build(g, t, p):
+        if fn is None:
+            return {"y": ops.reduce(g, t["x"], axes, p, op_name="min")}
+        return {"y": fn(g, t["x"], axes, p)}
+
+    out, _, _ = run({"x": x}, build, tiles=7)
+    npfn = {"add": np.sum, "max": np.max, "min": np.min, "mean": np.mean}[op_name]
+    ref = npfn(x.astype(np.float64), axis=axes)
+    np.testing.assert_allclose(out["y"], ref, rtol=tol(dtype), atol=tol(dtype) * 4)
+
+
+def test_keepdims_and_scale():
+    x = rng(11).standard_normal((4, 6)).astype(np.float32)
+    out, _, _ = run({"x": x}, lambda g, t, p: {"y": ops.reduce(g, t["x"], 1, p, scale=0.5, keepdims=True)})
+    assert out["y"].shape == (4, 1)
+    np.testing.assert_allclose(out["y"], 0.5 * x.sum(1, keepdims=True), rtol=1e-5)
+
+
+def test_deep_reductions_use_more_stages():
+    """An output whose inputs sit on >= 16 tiles is reduced through an intermediate stage (ref §3.5)."""
+    x = rng(12).standard_normal((2, 640)).astype(np.float32)
+    out, g, e = run({"x": x}, lambda g, t, p: {"y": ops.reduce_sum(g, t["x"], 1, p, debug_name="deep")}, tiles=64)
+    np.testing.assert_allclose(out["y"], x.sum(1), rtol=1e-5)
+    attrs = json.loads(next(c for c in g.debug_contexts if c.name == "deep").attributes)
+    assert attrs["stages"] == 3 and attrs["max_partials_per_output"] >= 16
+    shallow = rng(13).standard_normal((2, 40)).astype(np.float32)
+    _, g2, _ = run({"x": shallow}, lambda g, t, p: {"y": ops.reduce_sum(g, t["x"], 1, p, debug_name="s")}, tiles=4)
+    assert json.loads(next(c for c in g2.debug_contexts if c.name == "s").attributes)["stages"] == 2
+
+
+def test_partials_are_exchanged_between_stages():
+    x = rng(14).standard_normal((1, 64)).astype(np.float32)
+    _, g, e = run({"x": x}, lambda g, t, p: {"y": ops.reduce_sum(g, t["x"], 1, p)}, tiles=8)
+    types = [lf.type for lf in e.compiled.leaves]
+    assert types.count("OnTileExecute") == 2 and "DoExchange" in types
+
+
+@pytest.mark.parametrize("shape,axes,mean", [((4, 5), 1, False), ((3, 1, 4), (0, 2), True), ((6,), None, True)])
+def test_reduce_gradient_by_finite_differences(shape, axes, mean):
+    x = rng(15).standard_normal(shape).astype(np.float32)
+
+    def ref(v):
+        return v.mean(axis=axes) if mean else v.sum(axis=axes)
+
+    dy = np.asarray(rng(16).standard_normal(np.shape(ref(x))), dtype=np.float32)
+    scale = dy.size / x.size if mean else 1.0
+
+    def build(g, t, p):
+        return {"dx": ops.reduce_sum_grad(g, t["dy"], shape, axes, p, scale=scale)}
+
+    out, _, _ = run({"x": x, "dy": dy}, build)
+    np.testing.assert_allclose(out["dx"], fd_grad(ref, x, dy.astype(np.float64)), rtol=1e-5, atol=1e-6)
+
+
+def test_broadcast_matches_numpy():
+    x = rng(17).standard_normal((3, 1)).astype(np.float16)
+    out, _, _ = run({"x": x}, lambda g, t, p: {"y": ops.broadcast(g, t["x"], (2, 3, 5), p)})
+    np.testing.assert_array_equal(out["y"], np.broadcast_to(x, (2, 3, 5)))

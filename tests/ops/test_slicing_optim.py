@@ -1,0 +1,153 @@
+import numpy as np
+import pytest
+
+from profiler import Engine, Graph, Sequence, ipu_model, ops
+from tests.ops.helpers import fd_grad, rng
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("index", [0, 2, 4])
+def test_dynamic_slice_and_update(index, dtype):
+    r = rng(50)
+    t, u = r.standard_normal((5, 3, 2)).astype(dtype), r.standard_normal((3, 2)).astype(dtype)
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    tt = ops.sliceable(g, dtype, (5, 3, 2), "t")
+    uu, ix = ops.add_mapped(g, dtype, (3, 2), "u"), ops.add_mapped(g, "int32", (1,), "ix")
+    prog = Sequence()
+    s = ops.dynamic_slice(g, tt, ix, prog)
+    ops.dynamic_update(g, tt, uu, ix, prog)
+    for n, x in {"t": tt, "u": uu, "ix": ix}.items():
+        g.create_host_write(n, x)
+    g.create_host_read("s", s)
+    g.create_host_read("t", tt)
+    e = Engine(g, prog)
+    e.load()
+    for n, v in {"t": t, "u": u, "ix": np.array([index], np.int32)}.items():
+        e.write_tensor(n, v)
+    e.run(0)
+    np.testing.assert_array_equal(e.read_tensor("s"), t[index])
+    expect = t.copy()
+    expect[index] = u
+    np.testing.assert_array_equal(e.read_tensor("t"), expect)
+
+
+def test_dynamic_update_needs_a_sliceable_tensor():
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    t = ops.add_mapped(g, "float32", (5, 6), "t")
+    with pytest.raises(ops.OpError, match="sliceable"):
+        ops.dynamic_update(
+            g, t, ops.add_mapped(g, "float32", (6,), "u"), ops.add_mapped(g, "int32", (1,), "i"), Sequence()
+        )
+
+
+def test_gather_and_its_gradient():
+    r = rng(51)
+    table = r.standard_normal((10, 7)).astype(np.float32)
+    ids = np.array([3, 0, 3, 9, 9], np.int32)
+    dout = r.standard_normal((5, 7)).astype(np.float32)
+    g = Graph(ipu_model(tiles_per_ipu=3))
+    tab = ops.embedding_table(g, "float32", 10, 7, "table")
+    dtab = ops.embedding_table(g, "float32", 10, 7, "dtable")
+    ii, dd = ops.add_mapped(g, "int32", (5,), "ids"), ops.add_mapped(g, "float32", (5, 7), "dout")
+    prog = Sequence()
+    out = ops.gather(g, tab, ii, prog)
+    ops.fill(g, dtab, 0.0, prog)
+    ops.gather_grad(g, dtab, ii, dd, prog)
+    for n, x in {"table": tab, "ids": ii, "dout": dd}.items():
+        g.create_host_write(n, x)
+    g.create_host_read("out", out)
+    g.create_host_read("dtable", dtab)
+    e = Engine(g, prog)
+    e.load()
+    for n, v in {"table": table, "ids": ids, "dout": dout}.items():
+        e.write_tensor(n, v)
+    e.run(0)
+    np.testing.assert_array_equal(e.read_tensor("out"), table[ids])
+    fd = fd_grad(lambda v: v[ids], table, dout)
+    np.testing.assert_allclose(e.read_tensor("dtable"), fd, rtol=1e-5, atol=1e-6)
+
+
+def _optimizer_run(kind, steps):
+    r = rng(52)
+    w0 = r.standard_normal((4, 5)).astype(np.float32)
+    grads = [r.standard_normal((4, 5)).astype(np.float32) for _ in range(steps)]
+    g = Graph(ipu_model(tiles_per_ipu=3))
+    w, gr = ops.add_mapped(g, "float32", (4, 5), "w"), ops.add_mapped(g, "float32", (4, 5), "g")
+    init, step = Sequence(), Sequence()
+    if kind == "adam":
+        st = ops.AdamState(g, w, "w")
+        st.init(g, init)
+        ops.adam(g, w, gr, st, 0.1, step)
+    else:
+        v = ops.state_like(g, w, "v")
+        ops.init_state(g, [v], init)
+        ops.sgd(g, w, gr, 0.1, step, momentum=0.9, velocity=v)
+    g.create_host_write("w", w)
+    g.create_host_write("g", gr)
+    g.create_host_read("w", w)
+    e = Engine(g, [init, step])
+    e.load()
+    e.write_tensor("w", w0)
+    e.run(0)
+    for x in grads:
+        e.write_tensor("g", x)
+        e.run(1)
+    return w0, grads, e.read_tensor("w")
+
+
+def test_adam_matches_reference():
+    w0, grads, got = _optimizer_run("adam", 3)
+    w, m, v = w0.astype(np.float64), 0.0, 0.0
+    for t, gr in enumerate(grads, 1):
+        m = 0.9 * m + 0.1 * gr
+        v = 0.999 * v + 0.001 * gr.astype(np.float64) ** 2
+        w = w - 0.1 * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8 * np.sqrt(1 / (1 - 0.999**t)))
+    np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-5)
+
+
+def test_sgd_momentum_matches_reference():
+    w0, grads, got = _optimizer_run("sgd", 3)
+    w, v = w0.astype(np.float64), 0.0
+    for gr in grads:
+        v = 0.9 * v + gr
+        w = w - 0.1 * v
+    np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
+
+
+def test_slicing_with_a_replicated_index_needs_no_index_exchange():
+    r = rng(53)
+    t = r.standard_normal((4, 6)).astype(np.float32)
+    g = Graph(ipu_model(tiles_per_ipu=3))
+    tt = ops.sliceable(g, "float32", (4, 6), "t")
+    ix = ops.replicated_index(g, "ix")
+    prog = Sequence()
+    s = ops.dynamic_slice(g, tt, ix, prog)
+    g.create_host_write("t", tt)
+    g.create_host_write("ix", ix)
+    g.create_host_read("s", s)
+    e = Engine(g, prog)
+    e.load()
+    e.write_tensor("t", t)
+    e.write_tensor("ix", np.full(3, 3, np.int32))
+    e.run(0)
+    np.testing.assert_array_equal(e.read_tensor("s"), t[3])
+    assert "DoExchange" not in {lf.type for lf in e.compiled.leaves}
+
+
+def test_dynamic_slice_gradient_by_finite_differences():
+    r = rng(54)
+    t, dout = r.standard_normal((4, 3)).astype(np.float32), r.standard_normal((3,)).astype(np.float32)
+    g = Graph(ipu_model(tiles_per_ipu=2))
+    tt, dd, ix = (ops.add_mapped(g, "float32", (4, 3), "t"), ops.add_mapped(g, "float32", (3,), "d"),
+                  ops.add_mapped(g, "int32", (1,), "ix"))  # fmt: skip
+    prog = Sequence()
+    grad = ops.dynamic_slice_grad(g, tt, dd, ix, prog)
+    for n, x in {"d": dd, "ix": ix}.items():
+        g.create_host_write(n, x)
+    g.create_host_read("g", grad)
+    e = Engine(g, prog)
+    e.load()
+    e.write_tensor("d", dout)
+    e.write_tensor("ix", np.array([2], np.int32))
+    e.run(0)
+    np.testing.assert_allclose(e.read_tensor("g"), fd_grad(lambda v: v[2], t, dout), atol=1e-6)

@@ -1,0 +1,228 @@
+"""Profile an ONNX model (or run a workload script) on the simulated IPU.
+
+For MODEL.onnx: import it (PopART's role), compile, upload the weights, run inference --runs times
+and print a summary: cycles per run, simulated samples/s at the target's clock, peak tile memory,
+out-of-memory tiles and the host wall times of compile / run / report writing. A report is written
+when POPLAR_ENGINE_OPTIONS asks for one; --report-dir DIR is shorthand for
+'{"autoReport.all":"true","autoReport.directory":"DIR"}' merged into it.
+
+For SCRIPT.py: run the script in this process with POPLAR_ENGINE_OPTIONS set the same way
+(arguments after -- go to the script).
+
+examples:
+  tilescope run model.onnx --batch 8 --report-dir ./report
+  tilescope run model.onnx --target C600 --dtype float16 --runs 3 --json
+  tilescope run model.onnx --inputs in.npz --save-outputs out.npz
+  tilescope run profiler/workloads/transformer.py --report-dir ./report -- --seq 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tilescope.cli import CommandError
+
+HELP = "profile an ONNX model or a workload script on the simulated IPU"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="an ONNX model (.onnx) or a Python workload script (.py)")
+    p.add_argument("script_args", nargs="*", help="arguments for a workload script (after --)")
+    p.add_argument("--target", default="GC200", help="target name: GC2, GC200, Bow, C600, IPUModel (default GC200)")
+    p.add_argument("--ipus", type=int, default=1, help="number of IPUs (default 1)")
+    p.add_argument(
+        "--batch", type=int, default=None, help="batch size, for models whose batch dimension is 1 or symbolic"
+    )
+    p.add_argument("--dtype", choices=("float32", "float16"), default="float32", help="compute type of float tensors")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--inputs", metavar="FILE.npz", help="model inputs keyed by input name")
+    src.add_argument("--random-inputs", action="store_true", help="seeded random inputs (the default)")
+    p.add_argument("--save-outputs", metavar="FILE.npz", help="write the last run's outputs keyed by output name")
+    p.add_argument("--runs", type=int, default=1, help="inference runs (default 1)")
+    p.add_argument("--report-dir", metavar="DIR", help="write a report to DIR (autoReport.all + autoReport.directory)")
+    p.add_argument("--weights-as-constants", action="store_true", help="weights as graph constants, not uploaded")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def _progress(msg: str) -> None:
+    print(f"tilescope run: {msg}", file=sys.stderr, flush=True)
+
+
+def _engine_options(report_dir: str | None) -> None:
+    """Merge --report-dir into POPLAR_ENGINE_OPTIONS and check the result (one-line errors)."""
+    from profiler.options import ENV_VAR, OptionError, resolve_options
+
+    try:
+        resolve_options()  # a malformed variable is reported as such, before we merge into it
+        if report_dir:
+            current = json.loads(os.environ.get(ENV_VAR, "") or "{}")
+            current |= {"autoReport.all": "true", "autoReport.directory": report_dir}
+            os.environ[ENV_VAR] = json.dumps(current)
+            resolve_options()
+    except OptionError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    path = Path(args.model)
+    if args.runs < 1:
+        raise CommandError(f"--runs must be >= 1, got {args.runs}")
+    if not path.is_file():
+        raise CommandError(f"{path}: no such file")
+    _engine_options(args.report_dir)
+    if path.suffix == ".py":
+        return _run_script(path, args.script_args)
+    if args.script_args:
+        raise CommandError(f"unexpected arguments {args.script_args} (only workload scripts take extra arguments)")
+    return _run_model(path, args)
+
+
+def _run_script(path: Path, script_args: list[str]) -> int:
+    import runpy
+
+    _progress(f"running {path} (POPLAR_ENGINE_OPTIONS={os.environ.get('POPLAR_ENGINE_OPTIONS', '')})")
+    sys.argv = [str(path), *script_args]
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    from profiler.engine import _LIVE
+
+    for e in _LIVE:  # write pending reports now, so progress shows before we return
+        if not e._report_written:
+            _progress(f"writing report of engine {e.name or '(unnamed)'}")
+            e.close()
+            if e.report_path:
+                _progress(f"report: {e.report_path}")
+    return 0
+
+
+def _load_inputs(session: Any, file: str | None, seed: int = 0) -> dict[str, Any]:
+    import numpy as np
+
+    from profiler.frontends.onnx import FrontendError, random_inputs
+
+    if file is None:
+        return random_inputs(session.model, seed)
+    try:
+        with np.load(file, allow_pickle=False) as data:
+            given = {k: data[k] for k in data.files}
+    except (OSError, ValueError) as exc:
+        raise CommandError(f"--inputs {file}: not a readable .npz file ({exc})") from None
+    try:
+        session.check_inputs(given)
+    except FrontendError as exc:
+        raise CommandError(f"--inputs {file}: {exc}") from None
+    return given
+
+
+def _run_model(path: Path, args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from profiler.engine import EngineError
+    from profiler.frontends.onnx import FrontendError, Session, import_model, load_model
+    from profiler.targets import get_target
+
+    try:
+        target = get_target(args.target, args.ipus)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    _progress(f"importing {path} (target {target.name} x{target.num_ipus}, {args.dtype})")
+    t0 = time.perf_counter()
+    try:
+        model = import_model(load_model(path), target, args.batch, args.dtype,
+                             "constants" if args.weights_as_constants else "variables")  # fmt: skip
+    except FrontendError as exc:
+        raise CommandError(str(exc)) from None
+    import_s = time.perf_counter() - t0
+    session = Session(model)  # unnamed: the report goes into the directory itself
+    inputs = _load_inputs(session, args.inputs)
+    _progress(f"compiling {model.nodes} nodes ({model.folded_nodes} folded at import)")
+    t0 = time.perf_counter()
+    try:
+        session.compile()
+    except EngineError as exc:
+        raise CommandError(str(exc)) from None
+    compile_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    session.upload_weights()
+    weights_s = time.perf_counter() - t0
+    run_s: list[float] = []
+    outputs: dict[str, Any] = {}
+    for i in range(args.runs):
+        _progress(f"running inference {i + 1}/{args.runs}")
+        t0 = time.perf_counter()
+        outputs = session.run(inputs)
+        run_s.append(time.perf_counter() - t0)
+    e = session.engine
+    report_path, write_s = None, 0.0
+    if e.options.capture_enabled:
+        _progress(f"writing report to {e.options.auto_report_directory}")
+        t0 = time.perf_counter()
+        report_path = e.write_report()
+        write_s = time.perf_counter() - t0
+    if args.save_outputs:
+        np.savez(args.save_outputs, **outputs)
+    mem = e.memory.tile_memory  # type: ignore[union-attr]
+    cycles = session.cycles
+    mean_cycles = sum(cycles) / len(cycles)
+    doc = {
+        "model": str(path),
+        "target": {"name": target.name, "num_ipus": target.num_ipus, "clock_hz": target.clock_hz},
+        "batch_size": model.batch_size,
+        "dtype": args.dtype,
+        "execution": {
+            "runs": len(cycles),
+            "cycles_per_run": cycles,
+            "total_cycles": int(sum(cycles)),
+            "seconds_per_run": mean_cycles / target.clock_hz,
+            "samples_per_second": model.batch_size * target.clock_hz / mean_cycles if mean_cycles else 0.0,
+        },
+        "memory": {
+            "max_tile_bytes": int(mem["total_bytes_including_gaps"].max()),
+            "max_tile": int(mem["total_bytes_including_gaps"].argmax()),
+            "bytes_per_tile": target.bytes_per_tile,
+            "total_bytes": int(mem["total_bytes_including_gaps"].sum()),
+            "out_of_memory_tiles": int(e.memory.out_of_memory_tiles().size),  # type: ignore[union-attr]
+        },
+        "timing": {
+            "import_s": import_s,
+            "compile_s": compile_s,
+            "weights_s": weights_s,
+            "run_s": sum(run_s) / len(run_s),
+            "report_write_s": write_s,
+        },
+        "report": str(report_path) if report_path else None,
+        "outputs": {k: list(v.shape) for k, v in outputs.items()},
+    }
+    print(json.dumps(doc, indent=2) if args.json else _render(doc))
+    return 0
+
+
+def _render(doc: dict[str, Any]) -> str:
+    from app.units import format_bytes, format_count
+
+    ex, m, t = doc["execution"], doc["memory"], doc["timing"]
+    tg = doc["target"]
+    per_run = ", ".join(format_count(c) for c in ex["cycles_per_run"])
+    lines = [
+        f"model         {doc['model']}  (batch {doc['batch_size']}, {doc['dtype']})",
+        f"target        {tg['name']} x{tg['num_ipus']} at {tg['clock_hz'] / 1e9:.3g} GHz",
+        f"cycles/run    {per_run}  ({ex['seconds_per_run'] * 1e3:.4g} ms simulated)",
+        f"throughput    {ex['samples_per_second']:,.1f} samples/s (simulated)",
+        f"memory        peak tile {format_bytes(m['max_tile_bytes'])} (tile {m['max_tile']}) of "
+        f"{format_bytes(m['bytes_per_tile'])}; out of memory on {m['out_of_memory_tiles']} tiles",
+        f"host time     import {t['import_s']:.2f} s, compile {t['compile_s']:.2f} s, run {t['run_s']:.2f} s/run, "
+        f"report write {t['report_write_s']:.2f} s",
+        f"report        {doc['report'] or 'off (use --report-dir or POPLAR_ENGINE_OPTIONS)'}",
+        f"outputs       {', '.join(f'{k} {v}' for k, v in doc['outputs'].items())}",
+    ]
+    return "\n".join(lines)
