@@ -31,8 +31,15 @@ def producer(kind: str) -> Callable[[Callable[..., pd.DataFrame]], Callable[...,
     return deco
 
 
-@lru_cache(maxsize=32)
 def frame(kind: str, args_json: str) -> pd.DataFrame:
+    """The rows of a big grid, cached per report (so a cache never outlives a change of report)."""
+    from app import state
+
+    return _frame(str(state.report().path), kind, args_json)
+
+
+@lru_cache(maxsize=32)
+def _frame(report_path: str, kind: str, args_json: str) -> pd.DataFrame:
     return _PRODUCERS[kind](**json.loads(args_json))
 
 

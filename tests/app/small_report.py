@@ -61,7 +61,7 @@ VARIABLES = [
 GAPS = {0: 8}  # tile 0 has 8 bytes of alignment gap
 
 
-def write_small_report(path: Path, *, execution: bool = True) -> Path:
+def write_small_report(path: Path, *, execution: bool = True, debug_info: bool = True) -> Path:
     tiles = np.arange(NUM_TILES)
     ipu_of = tiles // TILES_PER_IPU
     with ReportWriter(path, engine="main") as w:
@@ -251,19 +251,10 @@ def write_small_report(path: Path, *, execution: bool = True) -> Path:
                 "bytes": [32],
             },
         )
-        w.write(
-            "debug_contexts",
-            {
-                "debug_context_id": [0, 1, 2, 3, 4],
-                "parent_id": [-1, 0, -1, 2, -1],
-                "layer": ["onnx", "poplibs", "onnx", "poplibs", "user"],
-                "name": ["MatMul_0", "matMul", "Add_1", "add", "input"],
-                "op_type": ["MatMul", "MatMul", "Add", "Add", "Stream"],
-                "file": ["model.onnx", "", "model.onnx", "", "train.py"],
-                "line": [0, 0, 0, 0, 12],
-                "attributes": ["{}"] * 5,
-            },
-        )
+        if not debug_info:
+            w.set_profile("debug_info", False, note="Debug information not captured.")
+        else:
+            _write_debug_contexts(w)
         if execution:
             _write_execution(w, ipu_of)
         else:
@@ -273,6 +264,22 @@ def write_small_report(path: Path, *, execution: bool = True) -> Path:
                 note="Execution profile not captured: compile only (autoReport.outputExecutionProfile is false).",
             )
     return path
+
+
+def _write_debug_contexts(w: ReportWriter) -> None:
+    w.write(
+        "debug_contexts",
+        {
+            "debug_context_id": [0, 1, 2, 3, 4],
+            "parent_id": [-1, 0, -1, 2, -1],
+            "layer": ["onnx", "poplibs", "onnx", "poplibs", "user"],
+            "name": ["MatMul_0", "matMul", "Add_1", "add", "input"],
+            "op_type": ["MatMul", "MatMul", "Add", "Add", "Stream"],
+            "file": ["model.onnx", "", "model.onnx", "", "train.py"],
+            "line": [0, 0, 0, 0, 12],
+            "attributes": ["{}"] * 5,
+        },
+    )
 
 
 def _write_execution(w: ReportWriter, ipu_of: np.ndarray) -> None:

@@ -86,3 +86,18 @@ def test_compile_only_report_says_why_the_trace_is_empty(pages, compile_only_rep
         assert "not captured" in as_json(pages["summary"].layout())
     finally:
         state.configure(small_report.path)
+
+
+def test_report_without_debug_info(pages, small_report, tmp_path):
+    from tests.app.small_report import write_small_report
+
+    state.configure(write_small_report(tmp_path / "nodebug", debug_info=False))
+    try:
+        for module in pages.values():
+            as_json(module.layout())  # every page renders
+        grid, sentence = pages["operations"].table("poplibs", "-1", ["cycles"])
+        assert sentence.startswith("0 operations")
+        assert "No operations" in as_json(pages["operations_graph"].graph("poplibs", "cycles"))
+        assert "debug_context" not in pages["program_tree"].view.program_details(state.report(), 6)
+    finally:
+        state.configure(small_report.path)
