@@ -11,17 +11,23 @@ from dash import html
 from app import state
 
 
-def stat_card(label: str, value: str, hint: str | None = None) -> dbc.Col:
+def stat_card(label: str, value: str, hint: str | None = None, *, alarm: bool = False) -> dbc.Col:
+    """A headline number; ``alarm`` draws it in red (e.g. tiles out of memory)."""
     return dbc.Col(
         dbc.Card(
             dbc.CardBody(
                 [
                     html.Div(label, className="text-muted small"),
-                    html.Div(value, className=("fs-5" if len(value) <= 12 else "fs-6") + " fw-semibold"),
+                    html.Div(
+                        value,
+                        className=("fs-5" if len(value) <= 12 else "fs-6")
+                        + " fw-semibold"
+                        + (" text-danger" if alarm else ""),
+                    ),
                     html.Div(hint, className="text-muted small") if hint else None,
                 ]
             ),
-            className="h-100",
+            className="h-100" + (" border-danger" if alarm else ""),
         ),
         xs=6,
         md=3,

@@ -30,7 +30,7 @@ def layout(**_: object) -> html.Div:
             format_bytes(m["max_tile_bytes"]),
             f"tile {m['max_tile']} of {format_bytes(m['bytes_per_tile'])}",
         ),
-        stat_card("Out-of-memory tiles", format_count(m["out_of_memory_tiles"])),
+        stat_card("Out-of-memory tiles", format_count(m["out_of_memory_tiles"]), alarm=m["out_of_memory_tiles"] > 0),
         stat_card(
             "Peak not-always-live", format_bytes(lv["peak_not_always_live_bytes"]), f"at program step {lv['peak_step']}"
         ),
