@@ -70,8 +70,8 @@ def main() -> int:
     from app import grid, state
     from app.pages import execution_trace, insights, liveness, memory, operations, operations_graph, program_tree
     from app.pages import summary as summary_page
+    from app.tile_list import parse_tile_list
     from app.views import liveness as lv
-    from app.views import memory as mem
     from app.views import operations as ops
     from app.views import program_tree as pt
 
@@ -95,7 +95,7 @@ def main() -> int:
     measure("Memory", "figure by region", lambda: memory.memory_figure("region", opts, "tile", None))
     measure("Memory", "figure by liveness, excluding gaps", lambda: memory.memory_figure("liveness", [], "tile", None))
     measure("Memory", "figure sorted by size", lambda: memory.memory_figure("category", opts, "sorted", None))
-    sel = mem.parse_tiles("1000-1099", t.num_tiles)
+    sel = parse_tile_list("1000-1099", t.num_tiles)
     measure(
         "Memory",
         "select 100 tiles -> figure with selection",

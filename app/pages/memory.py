@@ -12,6 +12,7 @@ from dash import ALL, Input, Output, State, callback, ctx, dcc, html
 from app import grid, ids, state
 from app.components import section
 from app.figures.memory import tile_map_figure, tile_memory_figure, tile_memory_map_figure, variables_figure
+from app.tile_list import parse_tile_list
 from app.units import format_bytes
 from app.views import memory as view
 
@@ -157,7 +158,7 @@ def select_tiles(
     props = ctx.triggered_prop_ids
     try:
         if f"{ids.MEMORY_TILES_INPUT}.value" in props:
-            tiles = view.parse_tiles(typed or "", report.target_info.num_tiles)
+            tiles = parse_tile_list(typed or "", report.target_info.num_tiles)
         elif f"{ids.MEMORY_GRAPH}.selectedData" in props and (selected or {}).get("points"):
             tiles = _tiles_of_points(selected["points"], first_tiles, width)
         elif f"{ids.MEMORY_GRAPH}.clickData" in props:

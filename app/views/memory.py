@@ -86,26 +86,6 @@ def order_tiles(df: pd.DataFrame, order: str) -> pd.DataFrame:
     return df
 
 
-def parse_tiles(text: str, num_tiles: int) -> list[int]:
-    """'0, 3, 8-10' -> [0, 3, 8, 9, 10]. Raises ValueError naming the bad part."""
-    tiles: set[int] = set()
-    for part in (p.strip() for p in text.replace(";", ",").split(",")):
-        if not part:
-            continue
-        try:
-            if "-" in part:
-                a, b = (int(x) for x in part.split("-", 1))
-                tiles.update(range(min(a, b), max(a, b) + 1))
-            else:
-                tiles.add(int(part))
-        except ValueError:
-            raise ValueError(f"not a tile or range: {part!r}") from None
-    bad = [t for t in tiles if not 0 <= t < num_tiles]
-    if bad:
-        raise ValueError(f"tile {min(bad)} is out of range (0..{num_tiles - 1})")
-    return sorted(tiles)
-
-
 def tile_details(report: Report, tiles: list[int] | None) -> dict[str, pd.DataFrame]:
     """Details tab: bytes by region (including and excluding gaps) and by category, summed over ``tiles``
     (None: all tiles)."""

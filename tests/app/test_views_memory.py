@@ -43,15 +43,6 @@ def test_order_sorted_puts_fullest_tile_first(small_report):
     assert df.index[0] == 0 and df.index[-1] == 6  # tile 6 (82 B) is the emptiest
 
 
-def test_parse_tiles():
-    assert view.parse_tiles("0, 3, 6-5", 8) == [0, 3, 5, 6]
-    assert view.parse_tiles("", 8) == []
-    with pytest.raises(ValueError, match="out of range"):
-        view.parse_tiles("8", 8)
-    with pytest.raises(ValueError, match="not a tile"):
-        view.parse_tiles("x", 8)
-
-
 def test_selected_tiles_tabs(small_report):
     d = view.tile_details(small_report, [0, 1])
     reg = d["regions"].set_index("region")
