@@ -154,6 +154,8 @@ class Report:
         self.manifest = read_manifest(self.path)
         self._readers: dict[str, pa.ipc.RecordBatchFileReader] = {}
         self._cache: dict[str, pa.Table] = {}
+        self._projections: dict[tuple[str, tuple[str, ...]], pa.Table] = {}
+        self._verified: set[str] = set()
         for name in schema.TABLE_NAMES:
             self._open_table(name)
 
@@ -206,21 +208,42 @@ class Report:
         return reader
 
     def table(self, name: str, columns: list[str] | None = None) -> pa.Table:
-        """The whole table (checksum-verified on first read), optionally only some columns."""
-        if name not in self._cache:
-            fpath = self._file(name)
-            entry = self.manifest.tables[name]
+        """The table (whole, or only ``columns``, decompressing just those). The file's sha256 is
+        checked on its first read; row counts are checked against the manifest."""
+        if name in self._cache:
+            table = self._cache[name]
+            return table.select(columns) if columns else table
+        fpath = self._file(name)
+        entry = self.manifest.tables[name]
+        if name not in self._verified:
             if _sha256(fpath) != entry.sha256:
                 raise ReportError(fpath, "checksum mismatch: the file is damaged or was modified after writing")
-            try:
+            self._verified.add(name)
+        if columns:
+            unknown = [c for c in columns if c not in schema.table_spec(name).column_names]
+            if unknown:
+                raise ReportError(fpath, f"no columns {unknown} in table {name}")
+            key = (name, tuple(columns))
+            if key not in self._projections:
+                self._projections[key] = self._read(name, fpath, entry, columns)
+            return self._projections[key]
+        self._cache[name] = self._read(name, fpath, entry, None)
+        return self._cache[name]
+
+    def _read(self, name: str, fpath: Path, entry: TableEntry, columns: list[str] | None) -> pa.Table:
+        try:
+            source = pa.memory_map(str(fpath), "r")
+            if columns:
+                names = self._open_table(name).schema.names
+                opts = pa.ipc.IpcReadOptions(included_fields=[names.index(c) for c in columns])
+                table = pa.ipc.open_file(source, options=opts).read_all().select(columns)  # caller's order
+            else:
                 table = self._open_table(name).read_all()
-            except _DAMAGE as exc:
-                raise ReportError(fpath, f"damaged table data ({_short(exc)})") from None
-            if table.num_rows != entry.rows:
-                raise ReportError(fpath, f"holds {table.num_rows} rows but the manifest says {entry.rows}")
-            self._cache[name] = table
-        table = self._cache[name]
-        return table.select(columns) if columns else table
+        except _DAMAGE as exc:
+            raise ReportError(fpath, f"damaged table data ({_short(exc)})") from None
+        if table.num_rows != entry.rows:
+            raise ReportError(fpath, f"holds {table.num_rows} rows but the manifest says {entry.rows}")
+        return table
 
     def df(self, name: str, columns: list[str] | None = None) -> pd.DataFrame:
         """The table as a pandas DataFrame."""
@@ -232,6 +255,7 @@ class Report:
     def verify(self) -> None:
         """Read every table completely, checking checksums and row counts."""
         for name in schema.TABLE_NAMES:
+            self._verified.discard(name)
             self.table(name)
             self._cache.pop(name, None)
 

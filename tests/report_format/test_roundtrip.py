@@ -92,3 +92,12 @@ def _target(num_ipus: int = 1, tiles_per_ipu: int = 4) -> dict[str, list]:
         "fp16_flops_per_cycle": [128.0],
         "fp32_flops_per_cycle": [32.0],
     }
+
+
+def test_column_projection_reads_the_same_values(small_report: Path) -> None:
+    full = open_report(small_report).table("vertices")
+    part = open_report(small_report).table("vertices", ["count", "tile"])
+    assert part.column_names == ["count", "tile"]
+    assert part.equals(full.select(["count", "tile"]))
+    with pytest.raises(ReportError, match=r"no columns \['nope'\]"):
+        open_report(small_report).table("vertices", ["nope"])

@@ -1,0 +1,213 @@
+"""Comparison figures: pure functions from the comparison tables (``app.views.compare``) to plotly
+figures. No Dash, no Report: the viewer's Compare mode and the HTML export both call them.
+
+Colours: baseline grey, active blue; an increase is red (costs more), a decrease green.
+Long axes (tiles, steps) are reduced to at most ``max_points`` bins, keeping each bin's largest
+increase and largest decrease, so a POD-size comparison never ships 20,000 bars to the browser.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+BASELINE = "#7F8C8D"
+ACTIVE = "#0072B2"
+UP = "#D55E00"
+DOWN = "#009E73"
+
+
+def _layout(fig: go.Figure, title: str, height: int = 380) -> go.Figure:
+    fig.update_layout(
+        template="plotly_white",
+        height=height,
+        margin={"l": 70, "r": 20, "t": 50, "b": 50},
+        title={"text": title, "x": 0.01, "font": {"size": 15}},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0.35},
+        hoverlabel={"namelength": -1},
+    )
+    return fig
+
+
+def _empty(title: str, message: str) -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=message, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return _layout(fig, title, height=220)
+
+
+def bin_extremes(x: np.ndarray, delta: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Reduce a long series to at most ``max_points`` bins: (first x of each bin, largest increase,
+    largest decrease (<= 0), items per bin). With one item per bin the series is unchanged."""
+    n = delta.size
+    width = max(1, -(-n // max(1, max_points)))
+    if width == 1:
+        return x, np.maximum(delta, 0), np.minimum(delta, 0), 1
+    starts = np.arange(0, n, width)
+    up = np.maximum(np.maximum.reduceat(delta, starts), 0)
+    down = np.minimum(np.minimum.reduceat(delta, starts), 0)
+    return x[starts], up, down, width
+
+
+def tile_memory_delta_figure(
+    tiles: pd.DataFrame, column: str = "total_bytes_including_gaps", max_points: int = 2000, n_marked: int = 10
+) -> go.Figure:
+    """Per-tile memory delta (active - baseline) from ``memory.tile_memory_comparison``."""
+    title = "Memory per tile: active - baseline"
+    if tiles.empty:
+        return _empty(title, "no tiles")
+    delta = tiles[f"delta_{column}"].to_numpy(dtype=np.int64)
+    x, up, down, width = bin_extremes(tiles["tile"].to_numpy(), delta, max_points)
+    fig = go.Figure()
+    fig.add_bar(x=x, y=up, name="grew", marker_color=UP, hovertemplate="tile %{x}: %{y:+,} B<extra></extra>")
+    fig.add_bar(x=x, y=down, name="shrank", marker_color=DOWN, hovertemplate="tile %{x}: %{y:+,} B<extra></extra>")
+    # the biggest changes as labelled markers, so a few outlier tiles stay visible among thousands
+    top = np.argsort(-np.abs(delta), kind="stable")[:n_marked]
+    top = top[delta[top] != 0]
+    if top.size:
+        fig.add_trace(
+            go.Scatter(
+                x=tiles["tile"].to_numpy()[top],
+                y=delta[top],
+                mode="markers",
+                name=f"top {top.size} tiles",
+                marker={
+                    "color": np.where(delta[top] > 0, UP, DOWN),
+                    "size": 8,
+                    "line": {"width": 1, "color": "#1c2833"},
+                },
+                hovertemplate="tile %{x}: %{y:+,} B<extra></extra>",
+            )
+        )
+    fig.update_layout(barmode="relative", bargap=0)
+    per = f" (largest change of every {width} tiles)" if width > 1 else ""
+    fig.update_xaxes(title_text=f"tile{per}")
+    fig.update_yaxes(title_text="delta bytes")
+    return _layout(fig, title)
+
+
+def tile_memory_overlay_figure(
+    tiles: pd.DataFrame, column: str = "total_bytes_including_gaps", max_points: int = 2000
+) -> go.Figure:
+    """Bytes per tile of both reports as two lines (bins keep each bin's maximum)."""
+    title = "Memory per tile"
+    if tiles.empty:
+        return _empty(title, "no tiles")
+    fig = go.Figure()
+    for side, colour in (("baseline", BASELINE), ("active", ACTIVE)):
+        v = tiles[f"{side}_{column}"].to_numpy(dtype=np.int64)
+        x, up, _, _ = bin_extremes(tiles["tile"].to_numpy(), v, max_points)
+        fig.add_trace(go.Scattergl(x=x, y=up, mode="lines", name=side, line={"color": colour, "width": 1}))
+    fig.update_xaxes(title_text="tile")
+    fig.update_yaxes(title_text="bytes")
+    return _layout(fig, title)
+
+
+def category_delta_figure(categories: pd.DataFrame) -> go.Figure:
+    """Bytes per memory category for both reports (``memory.category_comparison``)."""
+    title = "Memory by category (all tiles)"
+    if categories.empty:
+        return _empty(title, "no memory")
+    fig = go.Figure()
+    names = list(categories.index)
+    for side, colour in (("baseline", BASELINE), ("active", ACTIVE)):
+        fig.add_bar(
+            x=names,
+            y=categories[side],
+            name=side,
+            marker_color=colour,
+            hovertemplate="%{x}: %{y:,} B<extra>" + side + "</extra>",
+        )
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(title_text="bytes")
+    return _layout(fig, title)
+
+
+def liveness_comparison_figure(liveness: pd.DataFrame, max_points: int = 2000) -> go.Figure:
+    """Not-always-live bytes of both reports along the step alignment (top), and the delta at each
+    aligned step (bottom). x is the aligned position, so the same step lines up in both curves; an
+    added or removed step shows as a gap in the other report's curve."""
+    title = "Liveness: not-always-live bytes per program step"
+    if liveness.empty:
+        return _empty(title, "no program steps")
+    pos = np.arange(len(liveness))
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.65, 0.35], vertical_spacing=0.06)
+    text = (liveness["type"].astype(str) + " " + liveness["name"].astype(str)).to_numpy()
+    for side, colour in (("baseline", BASELINE), ("active", ACTIVE)):
+        present = liveness[f"{side}_step"].to_numpy() >= 0
+        y = np.where(present, liveness[f"{side}_bytes"].to_numpy(dtype=np.float64), np.nan)
+        fig.add_trace(
+            go.Scattergl(
+                x=pos,
+                y=y,
+                mode="lines",
+                name=side,
+                line={"color": colour, "width": 1.5, "shape": "hv"},
+                customdata=np.stack([liveness[f"{side}_step"].to_numpy(), text], axis=1),
+                hovertemplate=side + " step %{customdata[0]}: %{y:,} B<br>%{customdata[1]}<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
+    # the delta as bars (largest increase / decrease per bin on long axes): a filled WebGL line
+    # renders badly across gaps
+    x, up, down, _ = bin_extremes(pos, liveness["delta_bytes"].to_numpy(dtype=np.int64), max_points)
+    for y, name, colour in ((up, "grew", UP), (down, "shrank", DOWN)):
+        fig.add_bar(
+            x=x, y=y, name=name, marker_color=colour, hovertemplate="delta %{y:+,} B<extra></extra>", row=2, col=1
+        )
+    fig.update_layout(barmode="relative", bargap=0)
+    fig.update_yaxes(title_text="bytes", row=1, col=1)
+    fig.update_yaxes(title_text="delta", row=2, col=1)
+    fig.update_xaxes(title_text="aligned program step", row=2, col=1)
+    return _layout(fig, title, height=480)
+
+
+def step_cycles_delta_figure(steps: pd.DataFrame, max_points: int = 2000) -> go.Figure:
+    """Executed cycles per aligned program step: active - baseline (``steps.step_comparison``)."""
+    title = "Cycles per program step: active - baseline"
+    if steps.empty or "delta_cycles" not in steps:
+        return _empty(title, "no program steps")
+    delta = steps["delta_cycles"].to_numpy(dtype=np.int64)
+    x, up, down, width = bin_extremes(np.arange(len(steps)), delta, max_points)
+    fig = go.Figure()
+    fig.add_bar(x=x, y=up, name="slower", marker_color=UP, hovertemplate="position %{x}: %{y:+,} cycles<extra></extra>")
+    fig.add_bar(
+        x=x, y=down, name="faster", marker_color=DOWN, hovertemplate="position %{x}: %{y:+,} cycles<extra></extra>"
+    )
+    fig.update_layout(barmode="relative", bargap=0)
+    fig.update_xaxes(title_text="aligned program step" + (f" (largest change of every {width})" if width > 1 else ""))
+    fig.update_yaxes(title_text="delta cycles")
+    return _layout(fig, title)
+
+
+def top_delta_figure(table: pd.DataFrame, label: str, delta: str, title: str, n: int = 20, unit: str = "") -> go.Figure:
+    """Horizontal bars of the ``n`` biggest changes of ``delta`` in ``table`` labelled by ``label``."""
+    if table.empty:
+        return _empty(title, "nothing to compare")
+    d = table[delta].to_numpy(dtype=np.float64)
+    keep = np.flatnonzero(d != 0)
+    keep = keep[np.argsort(-np.abs(d[keep]), kind="stable")][:n][::-1]
+    if keep.size == 0:
+        return _empty(title, "no change")
+    labels = table[label].astype(str).to_numpy()[keep]
+    if "status" in table:
+        labels = [
+            f"{lab} [{s}]" if s in ("added", "removed") else lab
+            for lab, s in zip(labels, table["status"].to_numpy()[keep], strict=True)
+        ]
+    fig = go.Figure(
+        go.Bar(
+            x=d[keep],
+            y=[lab if len(lab) <= 60 else "…" + lab[-59:] for lab in labels],
+            orientation="h",
+            marker_color=np.where(d[keep] > 0, UP, DOWN),
+            customdata=labels,
+            hovertemplate="%{customdata}<br>%{x:+,} " + unit + "<extra></extra>",
+        )
+    )
+    fig.update_xaxes(title_text=f"active - baseline {unit}".strip())
+    return _layout(fig, title, height=max(260, 28 * keep.size + 100))

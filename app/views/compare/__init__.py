@@ -1,0 +1,18 @@
+"""Comparison of two reports, labelled baseline and active (pure: no Dash, no plotly).
+
+Entry point: ``comparison.Comparison(baseline, active, run=None, layer=None)``; every table is a
+cached property computed on first use:
+
+- ``parity`` (sentences), ``metrics`` (name -> baseline/active/delta/ratio; summary's names)
+- ``memory_totals``, ``memory_categories``, ``tile_memory`` (per tile, matched by id)
+- ``steps`` (program steps along the alignment), ``liveness``, ``liveness_peaks``,
+  ``executed_steps(run)`` (executed steps of one run along the alignment)
+- ``variables``, ``source_target`` (PopVision's Source / Target / Diff table)
+- ``operations`` (matched by debug-context path), ``runs`` (matched by index)
+- ``top_changes(n)``, ``step_counts()``, ``peak_sentence()``
+
+Modules: ``align`` (sequence alignment), ``keys`` (identity across reports), ``parity``,
+``steps``, ``liveness``, ``memory``, ``variables`` (also ``step_variable_comparison`` for a
+selected step pair), ``operations``, ``execution``, ``metrics``, ``thresholds`` (--fail-if).
+Figures for these tables: ``app.figures.compare``; the offline HTML page: ``app.export_html``.
+"""

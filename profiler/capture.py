@@ -1,0 +1,285 @@
+"""Capture: turn a compiled and run engine into a report (report_format), as its options ask.
+
+Which profiles are written follows the engine options (autoReport.*). Runs beyond
+autoReport.executionProfileProgramRunCount and steps beyond the engine's per-run bound are
+recorded in the ``truncations`` table. ``tile_cycles`` is streamed in chunks of executed steps.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from profiler.memory import CONTROL_CODE_BYTES_PER_NODE, CONTROL_CODE_BYTES_PER_STEP
+from profiler.targets import target_row
+from report_format.writer import ReportWriter
+
+if TYPE_CHECKING:
+    from profiler.engine import Engine
+
+TILE_CYCLES_CHUNK_STEPS = 1024
+_DIRECTORIES: dict[str, list[int]] = {}  # report directory -> ids of engines that wrote there
+
+
+def report_directory(engine: Engine, directory: str | None = None) -> Path:
+    """autoReport.directory, plus a sub-directory named after the engine when it has a name
+    (Poplar's rule for several engines in one process). A second unnamed engine of the process
+    writes beside the first, into ``<directory>-engine<N>``: inside the first report it would be
+    deleted whenever that report is rewritten."""
+    base = Path(directory or engine.options.auto_report_directory)
+    if engine.name:
+        return base / engine.name
+    users = _DIRECTORIES.setdefault(str(base.absolute()), [])
+    if id(engine) not in users:
+        users.append(id(engine))
+    k = users.index(id(engine))
+    return base if k == 0 else base.with_name(f"{base.name}-engine{k}")
+
+
+def _leaf_stats(engine: Engine) -> dict[str, np.ndarray]:
+    """Per leaf and IPU: active tiles, balances, data in/out, FLOPs (static for a leaf)."""
+    c = engine.compiled
+    t = engine.graph.target
+    nl, ni, tpi = len(c.leaves), t.num_ipus, t.tiles_per_ipu
+    cyc = np.stack([lf.tile_cycles for lf in c.leaves]).reshape(nl, ni, tpi) if nl else np.zeros((0, ni, tpi))
+    mx = cyc.max(axis=2)
+    active = (cyc > 0).sum(axis=2)
+    total = cyc.sum(axis=2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        balance = np.where(mx > 0, total / tpi / np.maximum(mx, 1), 0.0)
+        active_balance = np.where(mx > 0, total / np.maximum(active, 1) / np.maximum(mx, 1), 0.0)
+
+    def per_ipu(attr: str) -> np.ndarray:
+        out = np.zeros((nl, ni), dtype=np.int64)
+        for i, lf in enumerate(c.leaves):
+            v = getattr(lf, attr)
+            if v is not None:
+                out[i] = v.reshape(ni, tpi).sum(axis=1)
+        return out
+
+    flops = per_ipu("flops") if engine.options.include_flop_estimates else np.zeros((nl, ni), np.int64)
+    return {
+        "cycles": cyc,
+        "active": active.astype(np.int32),
+        "balance": balance.astype(np.float32),
+        "active_balance": active_balance.astype(np.float32),
+        "data_in": per_ipu("bytes_in"),
+        "data_out": per_ipu("bytes_out"),
+        "flops": flops,
+    }
+
+
+def _graph_tables(engine: Engine, w: ReportWriter) -> None:
+    c, g, mem, live = engine.compiled, engine.graph, engine.memory, engine.liveness
+    t = g.target
+    opts = engine.options
+    w.write("tile_memory", mem.tile_memory)
+    w.write("tile_memory_by_category", mem.by_category)
+    variables = g.variables
+    w.write("variables", {
+        "variable_id": np.arange(len(variables), dtype=np.int32),
+        "name": [v.name for v in variables],
+        "dtype": [v.dtype.name for v in variables],
+        "shape": pa.array([list(v.shape) for v in variables], type=pa.list_(pa.int64())),
+        "bytes": mem.var_bytes,
+        "always_live": live.always_live,
+        "constant": [v.constant for v in variables],
+        "category": ["constant" if v.constant else "variable" for v in variables],
+        "interleaved": [v.interleaved for v in variables],
+        "tiles": mem.var_tiles,
+        "debug_context_id": [v.debug_context_id for v in variables],
+    })  # fmt: skip
+    w.write("variable_placements", mem.placements)
+    n = t.num_tiles
+    code_bytes, code_tiles, est = [], [], []
+    for nd in c.nodes:
+        if nd.is_leaf:
+            xb = nd.code_bytes if nd.code_bytes is not None else np.zeros(n, np.int64)
+            code_bytes.append(int(xb.sum()) + CONTROL_CODE_BYTES_PER_STEP * n)
+            est.append(int(nd.tile_cycles.max()) if opts.include_cycle_estimates and n else 0)
+        else:
+            code_bytes.append(CONTROL_CODE_BYTES_PER_NODE * n)
+            est.append(0)
+        code_tiles.append(n)  # control code is on every tile
+    w.write("programs", {
+        "program_id": [nd.id for nd in c.nodes],
+        "parent_id": [nd.parent_id for nd in c.nodes],
+        "child_index": [nd.child_index for nd in c.nodes],
+        "type": [nd.type for nd in c.nodes],
+        "name": [nd.name for nd in c.nodes],
+        "step": [nd.step for nd in c.nodes],
+        "compute_set_id": [nd.compute_set_id for nd in c.nodes],
+        "debug_context_id": [nd.debug_context_id for nd in c.nodes],
+        "repeat_count": [nd.repeat_count for nd in c.nodes],
+        "code_bytes": code_bytes,
+        "code_tiles": code_tiles,
+        "estimated_cycles": est,
+    })  # fmt: skip
+    css = g.compute_sets
+    w.write("compute_sets", {
+        "compute_set_id": [cs.id for cs in css],
+        "name": [cs.name for cs in css],
+        "debug_context_id": [cs.debug_context_id for cs in css],
+        "vertices": [cs.num_vertices for cs in css],
+        "tiles": [int(np.unique(np.concatenate([b.tiles for b in cs.batches])).size) if cs.batches else 0 for cs in css],
+    })  # fmt: skip
+    w.write("codelets", {
+        "codelet_id": list(range(len(c.codelets))),
+        "name": [name for name, _ in c.codelets],
+        "kind": [cl.kind for _, cl in c.codelets],
+        "builtin": [cl.builtin for _, cl in c.codelets],
+        "code_bytes": [cl.code_bytes for _, cl in c.codelets],
+    })  # fmt: skip
+    plans = sorted(c.cs_plans.values(), key=lambda p: p.compute_set.id)
+    if plans:
+        cat = lambda f: np.concatenate([f(p) for p in plans])  # noqa: E731
+        zeros = lambda a: a if opts.include_cycle_estimates else np.zeros_like(a)  # noqa: E731
+        w.write("vertices", {
+            "compute_set_id": cat(lambda p: np.full(p.v_tile.size, p.compute_set.id, np.int32)),
+            "tile": cat(lambda p: p.v_tile),
+            "codelet_id": cat(lambda p: p.v_codelet),
+            "count": cat(lambda p: p.v_count).astype(np.int32),
+            "state_bytes": cat(lambda p: p.v_state),
+            "cycles": zeros(cat(lambda p: p.v_cycles)),
+            "flops": cat(lambda p: p.v_flops) if opts.include_flop_estimates else cat(lambda p: p.v_flops) * 0,
+        })  # fmt: skip
+    for lf in c.leaves:
+        if lf.bytes_in is None:
+            continue
+        code = lf.code_bytes if lf.code_bytes is not None else np.zeros(n, np.int64)
+        tiles = np.flatnonzero((lf.bytes_in > 0) | (lf.bytes_out > 0) | (code > 0))
+        if tiles.size:
+            w.append("exchanges", {
+                "program_id": np.full(tiles.size, lf.id, np.int32),
+                "tile": tiles.astype(np.int32),
+                "bytes_in": lf.bytes_in[tiles],
+                "bytes_out": lf.bytes_out[tiles],
+                "code_bytes": code[tiles],
+            })  # fmt: skip
+    w.write("streams", {
+        "stream_id": [s.id for s in g.streams],
+        "name": [s.name for s in g.streams],
+        "direction": [s.direction for s in g.streams],
+        "dtype": [s.dtype.name for s in g.streams],
+        "shape": pa.array([list(s.shape) for s in g.streams], type=pa.list_(pa.int64())),
+        "bytes": [s.nbytes for s in g.streams],
+    })  # fmt: skip
+    steps, ipus = mem.liveness_steps.shape
+    w.write("liveness", {
+        "step": np.repeat(np.arange(steps, dtype=np.int32), ipus),
+        "ipu": np.tile(np.arange(ipus, dtype=np.int32), steps),
+        "not_always_live_bytes": mem.liveness_steps.reshape(-1),
+    })  # fmt: skip
+    iv = sorted(live.intervals)
+    w.write("liveness_intervals", {
+        "variable_id": [v for v, _, _ in iv],
+        "first_step": [a for _, a, _ in iv],
+        "last_step": [b for _, _, b in iv],
+    })  # fmt: skip
+
+
+def _execution_tables(engine: Engine, w: ReportWriter) -> None:
+    c = engine.compiled
+    t = engine.graph.target
+    ni = t.num_ipus
+    stats = _leaf_stats(engine)
+    leaf_node = np.array([lf.id for lf in c.leaves], dtype=np.int32)
+    top_ids = {nd.child_index: nd.id for nd in c.nodes if nd.parent_id == -1}
+    runs: dict[str, list[Any]] = {k: [] for k in ("run", "program_id", "name", "cycles", "flops", "steps")}
+    total_steps = 0
+    for rec in engine.runs:
+        leaves = np.asarray(rec.leaves, dtype=np.int64)
+        k = leaves.size
+        starts = np.stack(rec.starts) if k else np.zeros((0, ni), np.int64)
+        durations = engine._leaf_ipu_cycles[leaves] if k else np.zeros((0, ni), np.int64)
+        runs["run"].append(rec.run)
+        runs["program_id"].append(top_ids[rec.program])
+        runs["name"].append(rec.name)
+        runs["cycles"].append(int((starts + durations).max()) if k else 0)
+        runs["flops"].append(int(stats["flops"][leaves].sum()) if k else 0)
+        runs["steps"].append(k)
+        total_steps += k
+        if k:
+            w.append("execution_steps", {
+                "run": np.full(k * ni, rec.run, np.int32),
+                "step": np.repeat(np.arange(k, dtype=np.int32), ni),
+                "program_id": np.repeat(leaf_node[leaves], ni),
+                "ipu": np.tile(np.arange(ni, dtype=np.int32), k),
+                "cycles_from": starts.reshape(-1),
+                "cycles_to": (starts + durations).reshape(-1),
+                "active_tiles": stats["active"][leaves].reshape(-1),
+                "tile_balance": stats["balance"][leaves].reshape(-1),
+                "active_tile_balance": stats["active_balance"][leaves].reshape(-1),
+                "data_in_bytes": stats["data_in"][leaves].reshape(-1),
+                "data_out_bytes": stats["data_out"][leaves].reshape(-1),
+                "flops": stats["flops"][leaves].reshape(-1),
+            })  # fmt: skip
+        for a in range(0, k, TILE_CYCLES_CHUNK_STEPS):
+            chunk = leaves[a : a + TILE_CYCLES_CHUNK_STEPS]
+            m = chunk.size
+            cyc = np.minimum(stats["cycles"][chunk], np.iinfo(np.int32).max).astype(np.int32)
+            w.append("tile_cycles", {
+                "run": np.full(m * ni, rec.run, np.int32),
+                "step": np.repeat(np.arange(a, a + m, dtype=np.int32), ni),
+                "ipu": np.tile(np.arange(ni, dtype=np.int32), m),
+                "cycles": cyc.reshape(m * ni, t.tiles_per_ipu),
+            })  # fmt: skip
+        if rec.total_steps > k:
+            w.append("truncations", {
+                "kind": ["steps"], "captured": [k], "total": [rec.total_steps],
+                "reason": [f"run {rec.run} executed more steps than the engine captures per run ({k})"],
+            })  # fmt: skip
+    w.write("runs", runs)
+    if engine.total_runs > len(engine.runs):
+        count = engine.options.execution_profile_program_run_count
+        w.append("truncations", {
+            "kind": ["runs"], "captured": [len(engine.runs)], "total": [engine.total_runs],
+            "reason": [f"autoReport.executionProfileProgramRunCount is {count}"],
+        })  # fmt: skip
+
+
+def write_report(engine: Engine, directory: str | None = None, note: str = "") -> Path:
+    """Write ``engine``'s report into its report directory; returns the path."""
+    import time
+
+    if engine.compiled is None:
+        engine.compile()
+    start = time.perf_counter()
+    opts = engine.options
+    path = report_directory(engine, directory)
+    graph_on = opts.output_graph_profile
+    exec_on = opts.output_execution_profile and not engine._oom_message
+    debug_on = opts.output_debug_info
+    with ReportWriter(path, engine=engine.name) as w:
+        w.write("target", target_row(engine.graph.target))  # always: it says how to read per-tile data
+        if graph_on:
+            w.write("engine_options", opts.rows())
+            _graph_tables(engine, w)
+        else:
+            w.set_profile("graph", False, "graph profile not captured: autoReport.outputGraphProfile is false")
+        if exec_on:
+            _execution_tables(engine, w)
+        else:
+            why = (
+                f"execution profile not captured: {engine._oom_message}"
+                if engine._oom_message
+                else "execution profile not captured: autoReport.outputExecutionProfile is false"
+            )
+            w.set_profile("execution", False, note or why)
+        if debug_on:
+            ctxs = engine.graph.debug_contexts
+            w.write("debug_contexts", {
+                "debug_context_id": [d.id for d in ctxs], "parent_id": [d.parent_id for d in ctxs],
+                "layer": [d.layer for d in ctxs], "name": [d.name for d in ctxs], "op_type": [d.op_type for d in ctxs],
+                "file": [d.file for d in ctxs], "line": [d.line for d in ctxs], "attributes": [d.attributes for d in ctxs],
+            })  # fmt: skip
+        else:
+            w.set_profile("debug_info", False, "debug info not captured: autoReport.outputDebugInfo is false")
+        if engine._oom_message:
+            w.notes.append(engine._oom_message)
+        w.info.update(engine.info)
+        w.info["report_write_seconds_before_commit"] = time.perf_counter() - start
+    return path

@@ -1,0 +1,424 @@
+"""Compiler: lower programs to the program tree (PopVision step types) and plan every step.
+
+Each leaf (program step) carries what the engine needs to run it functionally and what the
+BSP model charges per tile: cycles, bytes in/out, exchange code and FLOPs. Liveness and memory
+placement then work on these steps (profiler.liveness, profiler.memory).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from profiler import cost_model
+from profiler import programs as P
+from profiler.codelets import Codelet
+from profiler.exchange import EXCHANGE_CODE_BASE_BYTES, EXCHANGE_CODE_BYTES_PER_MESSAGE, plan_transfers
+from profiler.graph import UNMAPPED, ComputeSet, Graph, GraphError, VertexBatch
+from profiler.streams import HOST_TO_DEVICE, DataStream
+from profiler.tensor import Access, Tensor, concat
+
+# [INF] ref §5 copyDescriptor ("special variable-sized fields used by copy vertices"): a region's
+# source and destination pointers packed with its length, 8 bytes (two 21-bit addresses + count).
+COPY_DESCRIPTOR_BYTES_PER_REGION = 8
+
+
+class CompileError(ValueError):
+    """The program cannot be compiled (message names the variable, compute set or tiles)."""
+
+
+@dataclass(eq=False)
+class Node:
+    """A node of the program tree; leaves are program steps."""
+
+    id: int
+    parent_id: int
+    child_index: int
+    type: str
+    name: str
+    debug_context_id: int = -1
+    step: int = -1
+    compute_set_id: int = -1
+    repeat_count: int = 0
+    children: list[Node] = field(default_factory=list)
+    # -- leaves ---------------------------------------------------------------------------
+    tile_cycles: np.ndarray | None = None  # estimated cycles per global tile
+    bytes_in: np.ndarray | None = None
+    bytes_out: np.ndarray | None = None
+    flops: np.ndarray | None = None
+    code_bytes: np.ndarray | None = None  # exchange code per tile
+    code_category: str = ""
+    descriptor_bytes: np.ndarray | None = None  # copy descriptors per tile (on-tile copies)
+    external: bool = False  # synchronises all IPUs
+    reads: set[int] = field(default_factory=set)
+    writes: set[int] = field(default_factory=set)
+    undefs: set[int] = field(default_factory=set)
+    action: tuple[Any, ...] | None = None
+    condition: Access | None = None  # If and Switch nodes
+    case_values: list[int] = field(default_factory=list)  # Switch: children[i] runs for case_values[i]; last = default
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.step >= 0
+
+
+@dataclass
+class BatchPlan:
+    codelet_id: int
+    codelet: Codelet
+    params: dict[str, Any]
+    fields: dict[str, Access]
+
+
+@dataclass
+class ComputeSetPlan:
+    compute_set: ComputeSet
+    batches: list[BatchPlan]
+    exchange: Any  # ExchangePlan (on-IPU part)
+    global_exchange: Any  # ExchangePlan (inter-IPU part) or None
+    tile_cycles: np.ndarray
+    flops: np.ndarray
+    reads: set[int]
+    writes: set[int]
+    # vertices aggregated by (tile, codelet): arrays
+    v_tile: np.ndarray
+    v_codelet: np.ndarray
+    v_count: np.ndarray
+    v_state: np.ndarray
+    v_cycles: np.ndarray
+    v_flops: np.ndarray
+
+
+def _vars(t: Tensor) -> set[int]:
+    return set(t.variable_ids())
+
+
+class Compiler:
+    def __init__(self, graph: Graph, programs: list[P.Program]) -> None:
+        self.graph = graph
+        self.target = graph.target
+        self.programs = programs
+        self.nodes: list[Node] = []
+        self.leaves: list[Node] = []
+        self.cs_plans: dict[int, ComputeSetPlan] = {}
+        self.codelets: list[tuple[str, Codelet]] = []  # (type name, codelet)
+        self._codelet_ids: dict[str, int] = {}
+        self.repeat_ranges: list[tuple[int, int]] = []  # step ranges of Repeat bodies
+        self.program_ranges: list[tuple[int, int]] = []  # step ranges of top-level programs
+        n = self.target.num_tiles
+        self._zeros = np.zeros(n, dtype=np.int64)
+        self._gid_base = np.cumsum([0] + [v.numel for v in graph.variables], dtype=np.int64)
+
+    # -- entry ---------------------------------------------------------------------------------
+    def compile(self) -> None:
+        self._check_mapped()
+        for i, prog in enumerate(self.programs):
+            if not isinstance(prog, P.Program):
+                raise CompileError(f"program {i} is {type(prog).__name__}, not a Program")
+            first = len(self.leaves)
+            top = self._node(-1, i, "Program", prog.name or f"program{i}")
+            self._lower(prog, top)
+            self.program_ranges.append((first, len(self.leaves) - 1))
+
+    def _check_mapped(self) -> None:
+        for v in self.graph.variables:
+            if not v.mapping.fully_mapped():
+                missing = int((v.mapping.dense() == UNMAPPED).sum())
+                raise CompileError(
+                    f"variable {v.name!r} (id {v.id}) has {missing} of {v.numel} elements without a tile mapping; "
+                    "map it with Graph.set_tile_mapping or Graph.map_linearly"
+                )
+
+    # -- tree ----------------------------------------------------------------------------------
+    def _node(self, parent_id: int, child_index: int, type_: str, name: str, **kw: Any) -> Node:
+        node = Node(len(self.nodes), parent_id, child_index, type_, name, **kw)
+        self.nodes.append(node)
+        if parent_id >= 0:
+            self.nodes[parent_id].children.append(node)
+        return node
+
+    def _leaf(self, parent: Node, type_: str, name: str, **kw: Any) -> Node:
+        node = self._node(parent.id, len(parent.children), type_, name, step=len(self.leaves), **kw)
+        if node.tile_cycles is None:
+            node.tile_cycles = self._zeros
+        self.leaves.append(node)
+        return node
+
+    def _lower(self, prog: P.Program, parent: Node) -> None:
+        if isinstance(prog, P.Sequence):
+            node = self._node(parent.id, len(parent.children), "Sequence", prog.name)
+            for p in prog.programs:
+                self._lower(p, node)
+        elif isinstance(prog, P.Execute):
+            self._lower_execute(prog, parent)
+        elif isinstance(prog, P.Copy):
+            self._lower_copy(prog, parent)
+        elif isinstance(prog, P.Repeat):
+            node = self._node(parent.id, len(parent.children), "Repeat", prog.name, repeat_count=int(prog.count))
+            first = len(self.leaves)
+            self._lower(prog.body, node)
+            if len(self.leaves) > first:
+                self.repeat_ranges.append((first, len(self.leaves) - 1))
+        elif isinstance(prog, P.If):
+            node = self._node(parent.id, len(parent.children), "If", prog.name)
+            node.condition = Access(prog.condition)
+            node.reads = _vars(prog.condition)
+            for branch in (prog.then, prog.otherwise):
+                seq = branch if isinstance(branch, P.Sequence) else P.Sequence(branch)
+                self._lower(seq, node)
+        elif isinstance(prog, P.Switch):
+            node = self._node(parent.id, len(parent.children), "Switch", prog.name)
+            node.condition = Access(prog.control)
+            node.reads = _vars(prog.control)
+            node.case_values = list(prog.cases)
+            for branch in [*prog.cases.values(), prog.default]:
+                self._lower(branch if isinstance(branch, P.Sequence) else P.Sequence(branch), node)
+        elif isinstance(prog, P.Sync):
+            self._sync(parent, prog.kind, prog.name)
+        elif isinstance(prog, P.WriteUndef):
+            self._leaf(parent, "WriteUndef", prog.name or f"WriteUndef {prog.tensor!r}", undefs=_vars(prog.tensor))
+        elif isinstance(prog, P.Call):
+            node = self._node(parent.id, len(parent.children), "Call", prog.name or prog.function.name)
+            self._lower(prog.function.program, node)
+        elif isinstance(prog, P.PrintTensor):
+            self._lower_stream(parent, prog.tensor, None, to_host=True, name=prog.title, print_title=prog.title)
+        else:
+            raise CompileError(f"unsupported program {type(prog).__name__}")
+
+    def _sync(self, parent: Node, kind: str, name: str = "") -> Node:
+        cycles = int(cost_model.sync_cycles(kind, self.target))
+        return self._leaf(
+            parent,
+            "Sync",
+            name or ("External" if kind == "external" else "Internal"),
+            tile_cycles=np.full(self.target.num_tiles, cycles, dtype=np.int64),
+            external=kind == "external",
+        )
+
+    # -- compute sets --------------------------------------------------------------------------
+    def _codelet_id(self, name: str, cl: Codelet) -> int:
+        if name not in self._codelet_ids:
+            self._codelet_ids[name] = len(self.codelets)
+            self.codelets.append((name, cl))
+        return self._codelet_ids[name]
+
+    def _lower_execute(self, prog: P.Execute, parent: Node) -> None:
+        cs = prog.compute_set
+        plan = self.cs_plans.get(cs.id) or self._plan_compute_set(cs)
+        self.cs_plans[cs.id] = plan
+        ctx = cs.debug_context_id
+        if plan.global_exchange is not None and plan.global_exchange.active:
+            self._sync(parent, "external")
+            g = plan.global_exchange
+            self._leaf(parent, "GlobalExchange", f"{cs.name}/GlobalExchange", debug_context_id=ctx, tile_cycles=g.cycles,
+                       bytes_in=g.bytes_in, bytes_out=g.bytes_out, code_bytes=g.code_bytes,
+                       code_category="globalExchangeCode", external=True, reads=plan.reads)  # fmt: skip
+        if plan.exchange.active:
+            self._sync(parent, "internal")
+            e = plan.exchange
+            self._leaf(parent, "DoExchange", f"{cs.name}/Exchange", debug_context_id=ctx, tile_cycles=e.cycles,
+                       bytes_in=e.bytes_in, bytes_out=e.bytes_out, code_bytes=e.code_bytes,
+                       code_category="internalExchangeCode", reads=plan.reads)  # fmt: skip
+        self._leaf(parent, "OnTileExecute", cs.name, debug_context_id=ctx, compute_set_id=cs.id,
+                   tile_cycles=plan.tile_cycles, flops=plan.flops, reads=plan.reads, writes=plan.writes,
+                   action=("execute", plan))  # fmt: skip
+
+    def _gid(self, var_ids: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        return self._gid_base[var_ids] + idx
+
+    @staticmethod
+    def _merged_batches(cs: ComputeSet) -> list[VertexBatch]:
+        """Batches of the same codelet, parameters, field shapes and types merged into one, so
+        vertices added one at a time are planned and executed as vectorised as add_vertices ones."""
+        groups: dict[tuple, list[VertexBatch]] = {}
+        for b in cs.batches:
+            shapes = tuple((f, t.shape[1:], t.dtype.str) for f, t in sorted(b.fields.items()))
+            key = (id(b.codelet), repr(sorted(b.params.items())), shapes, b.debug_context_id)
+            groups.setdefault(key, []).append(b)
+        merged = []
+        for bs in groups.values():
+            if len(bs) == 1:
+                merged.append(bs[0])
+                continue
+            fields = {f: concat([b.fields[f] for b in bs], axis=0) for f in bs[0].fields}
+            tiles = np.concatenate([b.tiles for b in bs])
+            merged.append(VertexBatch(bs[0].codelet, tiles, fields, bs[0].params, bs[0].debug_context_id))
+        return merged
+
+    def _plan_compute_set(self, cs: ComputeSet) -> ComputeSetPlan:
+        g, t = self.graph, self.target
+        n = t.num_tiles
+        batches: list[BatchPlan] = []
+        recv_gid, recv_src, recv_dst, recv_bytes = [], [], [], []
+        vt, vc, vstate, vcyc, vflops, vmulti = [], [], [], [], [], []
+        reads: set[int] = set()
+        writes: set[int] = set()
+        for b in self._merged_batches(cs):
+            cl = b.codelet
+            shapes = {f: b.fields[f].shape[1:] for f in cl.fields}
+            dtypes = {f: b.fields[f].dtype for f in cl.fields}
+            cid = self._codelet_id(cl.type_name(dtypes), cl)
+            cyc, fl = cl.estimate(shapes, dtypes, b.params, t)
+            count = b.count
+            vt.append(b.tiles)
+            vc.append(np.full(count, cid, dtype=np.int32))
+            vstate.append(np.full(count, cl.state_bytes(), dtype=np.int64))
+            vcyc.append(np.full(count, cyc, dtype=np.int64))
+            vflops.append(np.full(count, fl, dtype=np.int64))
+            vmulti.append(np.full(count, cl.multi_worker, dtype=bool))
+            for f in cl.fields:
+                tensor = b.fields[f]
+                per_vertex = int(np.prod(shapes[f], dtype=np.int64))
+                var_ids, idx = tensor.elements()
+                dst = np.repeat(b.tiles, per_vertex)
+                src = g.tile_of(tensor)
+                if f in cl.writes:
+                    writes |= _vars(tensor)
+                    wrong = np.flatnonzero(src != dst)
+                    if wrong.size:
+                        i = int(wrong[0])
+                        raise CompileError(
+                            f"compute set {cs.name!r}: output field {f!r} of {cl.name} on tile {int(dst[i])} "
+                            f"writes {g.variables[var_ids[i]].name}[{int(idx[i])}], which is mapped to tile {int(src[i])}; "
+                            "map vertex outputs to the vertex's tile"
+                        )
+                if f in cl.reads:
+                    reads |= _vars(tensor)
+                    remote = src != dst
+                    if remote.any():
+                        recv_gid.append(self._gid(var_ids[remote], idx[remote]))
+                        recv_src.append(src[remote])
+                        recv_dst.append(dst[remote])
+                        recv_bytes.append(np.full(int(remote.sum()), tensor.dtype.itemsize, dtype=np.int64))
+            batches.append(BatchPlan(cid, cl, b.params, {f: Access(b.fields[f]) for f in cl.fields}))
+
+        def cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+            return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
+
+        tiles, codelet = cat(vt, np.int64), cat(vc, np.int32)
+        cycles, flops, state, multi = (
+            cat(vcyc, np.int64),
+            cat(vflops, np.int64),
+            cat(vstate, np.int64),
+            cat(vmulti, bool),
+        )
+        tile_cycles = np.asarray(cost_model.tile_compute_cycles(tiles, cycles, multi, n, t), dtype=np.int64)
+        tile_flops = np.bincount(tiles, weights=flops, minlength=n).astype(np.int64)
+        # vertices aggregated by (tile, codelet)
+        ncl = max(len(self.codelets), 1)
+        key = tiles * ncl + codelet
+        ukey, inv = np.unique(key, return_inverse=True)
+        agg = lambda w: np.bincount(inv, weights=w, minlength=ukey.size).astype(np.int64)  # noqa: E731
+        exchange, global_exchange = self._plan_receives(recv_gid, recv_src, recv_dst, recv_bytes)
+        return ComputeSetPlan(
+            cs, batches, exchange, global_exchange, tile_cycles, tile_flops, reads, writes,
+            (ukey // ncl).astype(np.int32), (ukey % ncl).astype(np.int32), agg(np.ones(key.size)),
+            agg(state), agg(cycles), agg(flops),
+        )  # fmt: skip
+
+    def _plan_receives(self, gid: list, src: list, dst: list, nbytes: list) -> tuple[Any, Any]:
+        t = self.target
+        if not gid:
+            empty = plan_transfers(np.zeros(0, np.int64), np.zeros(0, np.int64), 0, t)
+            return empty, None
+        gid_a, src_a, dst_a, b_a = (np.concatenate(x) for x in (gid, src, dst, nbytes))
+        # each remote element is received once per tile, however many vertices there read it
+        key = gid_a * t.num_tiles + dst_a
+        _, first = np.unique(key, return_index=True)
+        gid_a, src_a, dst_a, b_a = gid_a[first], src_a[first], dst_a[first], b_a[first]
+        cross = (src_a // t.tiles_per_ipu) != (dst_a // t.tiles_per_ipu)
+        local = plan_transfers(src_a[~cross], dst_a[~cross], b_a[~cross], t, gid=gid_a[~cross])
+        glob = plan_transfers(src_a[cross], dst_a[cross], b_a[cross], t, global_=True) if cross.any() else None
+        return local, glob
+
+    # -- copies and streams --------------------------------------------------------------------
+    def _lower_copy(self, prog: P.Copy, parent: Node) -> None:
+        src, dst = prog.src, prog.dst
+        if isinstance(src, DataStream):
+            if src.direction != HOST_TO_DEVICE:
+                raise CompileError(f"Copy from stream {src.name!r}: it is a device-to-host stream")
+            self._lower_stream(parent, dst, src, to_host=False, name=prog.name or src.name)  # type: ignore[arg-type]
+            return
+        if isinstance(dst, DataStream):
+            if dst.direction == HOST_TO_DEVICE:
+                raise CompileError(f"Copy to stream {dst.name!r}: it is a host-to-device stream")
+            self._lower_stream(parent, src, dst, to_host=True, name=prog.name or dst.name)
+            return
+        if src.dtype != dst.dtype:
+            raise CompileError(
+                f"Copy {prog.name!r}: source is {src.dtype.name}, destination {dst.dtype.name}; cast first"
+            )
+        t = self.target
+        s_tile, d_tile = self.graph.tile_of(src).astype(np.int64), self.graph.tile_of(dst).astype(np.int64)
+        item = src.dtype.itemsize
+        cross = (s_tile // t.tiles_per_ipu) != (d_tile // t.tiles_per_ipu)
+        name = prog.name or f"Copy {src!r} -> {dst!r}"
+        reads, writes = _vars(src), _vars(dst)
+        action = ("copy", Access(src), Access(dst))
+        if cross.any():
+            gplan = plan_transfers(s_tile[cross], d_tile[cross], item, t, global_=True)
+            self._sync(parent, "external")
+            self._leaf(parent, "GlobalExchange", name, tile_cycles=gplan.cycles, bytes_in=gplan.bytes_in,
+                       bytes_out=gplan.bytes_out, code_bytes=gplan.code_bytes, code_category="globalExchangeCode",
+                       external=True, reads=reads, writes=writes, action=None if (~cross).any() else action)  # fmt: skip
+            if not (~cross).any():
+                return
+        s_gid, d_gid = self._gid(*src.elements())[~cross], self._gid(*dst.elements())[~cross]
+        s_tile, d_tile = s_tile[~cross], d_tile[~cross]
+        plan = plan_transfers(s_tile, d_tile, item, t)
+        # on-tile part: one copy descriptor per contiguous region (ref §5 copyDescriptor)
+        loc = s_tile == d_tile
+        lt, ls, ld = d_tile[loc], s_gid[loc], d_gid[loc]
+        new_region = np.ones(lt.size, dtype=bool)
+        new_region[1:] = (lt[1:] != lt[:-1]) | (ls[1:] != ls[:-1] + 1) | (ld[1:] != ld[:-1] + 1)
+        regions = np.bincount(lt[new_region], minlength=t.num_tiles).astype(np.int64)
+        local_bytes = np.bincount(d_tile[s_tile == d_tile], minlength=t.num_tiles).astype(np.int64) * item
+        # on-tile part: a memcpy on each tile (ref §3.4)
+        copy = np.where(local_bytes > 0, np.asarray(cost_model.copy_cycles(local_bytes, t), dtype=np.int64), 0)
+        if plan.active:
+            self._sync(parent, "internal")
+        self._leaf(parent, "DoExchange", name, tile_cycles=plan.cycles + copy, bytes_in=plan.bytes_in,
+                   bytes_out=plan.bytes_out, code_bytes=plan.code_bytes, code_category="internalExchangeCode",
+                   reads=reads, writes=writes, action=action,
+                   descriptor_bytes=regions * COPY_DESCRIPTOR_BYTES_PER_REGION)  # fmt: skip
+
+    def _lower_stream(
+        self, parent: Node, tensor: Tensor, stream: DataStream | None, to_host: bool, name: str, print_title: str = ""
+    ) -> None:
+        t = self.target
+        tiles = self.graph.tile_of(tensor).astype(np.int64)
+        per_tile = np.bincount(tiles, minlength=t.num_tiles).astype(np.int64) * tensor.dtype.itemsize
+        ipu_bytes = per_tile.reshape(t.num_ipus, t.tiles_per_ipu).sum(axis=1)
+        cycles = np.zeros(t.num_tiles, dtype=np.int64)
+        for ipu, total in enumerate(ipu_bytes):
+            if total:
+                sl = slice(ipu * t.tiles_per_ipu, (ipu + 1) * t.tiles_per_ipu)
+                cycles[sl] = np.where(per_tile[sl] > 0, int(cost_model.stream_copy_cycles(int(total), t)), 0)
+        # one host message per tile taking part (hostExchangeCode; constants of profiler.exchange)
+        code = np.where(per_tile > 0, EXCHANGE_CODE_BASE_BYTES + EXCHANGE_CODE_BYTES_PER_MESSAGE, 0).astype(np.int64)
+        ext = int(cost_model.sync_cycles("external", t))
+        self._leaf(
+            parent, "StreamCopyBegin", name, tile_cycles=np.full(t.num_tiles, ext, dtype=np.int64), external=True
+        )
+        acc = Access(tensor)
+        if print_title:
+            action: tuple[Any, ...] = ("print", print_title, acc)
+        else:
+            action = ("to_host", stream, acc) if to_host else ("from_host", stream, acc)
+        self._leaf(parent, "StreamCopyMid", name, tile_cycles=cycles, bytes_in=self._zeros if to_host else per_tile,
+                   bytes_out=per_tile if to_host else self._zeros, code_bytes=code, code_category="hostExchangeCode",
+                   reads=_vars(tensor) if to_host else set(), writes=set() if to_host else _vars(tensor),
+                   action=action)  # fmt: skip
+        self._leaf(parent, "StreamCopyEnd", name)
+
+
+def compile_programs(graph: Graph, programs: list[P.Program]) -> Compiler:
+    """Lower and plan ``programs``; raises CompileError / GraphError with one clear line."""
+    c = Compiler(graph, programs)
+    try:
+        c.compile()
+    except GraphError as exc:
+        raise CompileError(str(exc)) from None
+    return c

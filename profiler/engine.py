@@ -1,0 +1,278 @@
+"""The engine: compiles a graph's programs, runs them functionally in numpy and times them with
+the BSP model (per tile, per step), and hands what it saw to capture (profiler.capture).
+
+BSP timing: each IPU keeps a clock. A step on an IPU lasts as long as its slowest tile (the
+step's estimated cycles per tile, from the compiler). Steps that synchronise all IPUs (external
+syncs, global exchanges, host stream copies) first bring every IPU to the latest clock.
+"""
+
+from __future__ import annotations
+
+import atexit
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from profiler import capture
+from profiler.compile import Compiler, Node, compile_programs
+from profiler.graph import Graph
+from profiler.liveness import Liveness, analyse
+from profiler.memory import MemoryLayout, place
+from profiler.options import EngineOptions, resolve_options
+from profiler.programs import Program
+from profiler.streams import DataStream
+from profiler.tensor import Access
+
+# Executed steps captured per run at most; beyond it a truncation is recorded (never silent).
+MAX_CAPTURED_STEPS_PER_RUN = 1_000_000
+
+
+class EngineError(RuntimeError):
+    """The engine cannot do what was asked (one line saying what and where)."""
+
+
+class OutOfMemoryError(EngineError):
+    """Some tile needs more memory than it has."""
+
+
+class RunRecord:
+    """Executed steps of one captured run: leaf step per executed step, IPU clocks at its start."""
+
+    def __init__(self, run: int, program: int, name: str) -> None:
+        self.run, self.program, self.name = run, program, name
+        self.leaves: list[int] = []
+        self.starts: list[np.ndarray] = []
+        self.total_steps = 0
+        self.cycles = 0
+
+
+class Engine:
+    """Poplar-style engine: ``Engine(graph, programs, options)``, then compile(), load(), run(i)."""
+
+    def __init__(
+        self, graph: Graph, programs: Program | list[Program], options: Mapping[str, Any] | None = None, name: str = ""
+    ) -> None:
+        self.graph = graph
+        self.programs = programs if isinstance(programs, list) else [programs]
+        self.name = name
+        self.options: EngineOptions = resolve_options(options)
+        self.compiled: Compiler | None = None
+        self.liveness: Liveness | None = None
+        self.memory: MemoryLayout | None = None
+        self.loaded = False
+        self.runs: list[RunRecord] = []
+        self.total_runs = 0
+        self.info: dict[str, float] = {}
+        self._state: list[np.ndarray] = []
+        self._streams: dict[int, Any] = {}
+        self._oom_message = ""
+        self._report_written = False
+        self._leaf_ipu_cycles: np.ndarray | None = None
+        self.report_path: Path | None = None
+
+    # -- compile / load ------------------------------------------------------------------------
+    def compile(self) -> None:
+        start = time.perf_counter()
+        c = compile_programs(self.graph, self.programs)
+        self.liveness = analyse(c)
+        opts = self.options
+        self.memory = place(c, self.liveness, opts.instrument, opts.compute_instrumentation_level)
+        self.compiled = c
+        t = self.graph.target
+        cyc = np.stack([lf.tile_cycles for lf in c.leaves]) if c.leaves else np.zeros((0, t.num_tiles), np.int64)
+        self._leaf_ipu_cycles = cyc.reshape(len(c.leaves), t.num_ipus, t.tiles_per_ipu).max(axis=2)
+        self.info["compile_seconds"] = time.perf_counter() - start
+        oom = self.memory.out_of_memory_tiles()
+        if oom.size:
+            self._oom_message = self._describe_oom(oom)
+            if not opts.allow_out_of_memory:
+                if opts.capture_enabled:
+                    self.write_report(note=f"not executed: {self._oom_message} (debug.allowOutOfMemory is false)")
+                raise OutOfMemoryError(f"{self._oom_message}; compilation stopped (debug.allowOutOfMemory is false)")
+            if opts.capture_enabled:
+                # Nothing can run, so the graph report is final: write it now rather than at exit,
+                # so callers that catch the error at run() find it on disk.
+                self.write_report()
+                return
+        if opts.capture_enabled:
+            _register(self)
+
+    def _describe_oom(self, tiles: np.ndarray) -> str:
+        mem = self.memory.tile_memory  # type: ignore[union-attr]
+        need = mem["total_bytes_including_gaps"][tiles]
+        worst = tiles[np.argsort(-need, kind="stable")][:5]
+        bpt = self.graph.target.bytes_per_tile
+        parts = ", ".join(f"tile {int(t)} needs {int(mem['total_bytes_including_gaps'][t]):,} bytes" for t in worst)
+        return f"out of memory on {tiles.size} tile(s) of {bpt:,} bytes: {parts}"
+
+    def load(self) -> None:
+        if self.compiled is None:
+            self.compile()
+        g = self.graph
+        self._state = [v.value.copy() if v.value is not None else np.zeros(v.numel, dtype=v.dtype) for v in g.variables]
+        self.loaded = True
+
+    def _ready(self) -> Compiler:
+        if self.compiled is None:
+            self.compile()
+        if self._oom_message:
+            raise OutOfMemoryError(f"cannot run: {self._oom_message}")
+        if not self.loaded:
+            self.load()
+        return self.compiled  # type: ignore[return-value]
+
+    # -- host I/O ------------------------------------------------------------------------------
+    def _stream(self, stream: DataStream | str) -> DataStream:
+        if isinstance(stream, DataStream):
+            return stream
+        for s in self.graph.streams:
+            if s.name == stream:
+                return s
+        raise EngineError(f"no stream named {stream!r}; streams: {[s.name for s in self.graph.streams]}")
+
+    def connect_stream(self, stream: DataStream | str, buffer: np.ndarray | Callable[..., Any]) -> None:
+        """Connect a host buffer (read each transfer / written in place) or a callback to a stream."""
+        s = self._stream(stream)
+        if isinstance(buffer, np.ndarray) and buffer.size != s.numel:
+            raise EngineError(f"stream {s.name!r}: buffer has {buffer.size} elements, a transfer has {s.numel}")
+        self._streams[s.id] = buffer
+
+    def write_tensor(self, handle: str, data: Any) -> None:
+        self._ready()
+        if handle not in self.graph.host_writes:
+            raise EngineError(f"no host write named {handle!r}; create it with Graph.create_host_write")
+        t = self.graph.host_writes[handle]
+        arr = np.asarray(data, dtype=t.dtype)
+        if arr.size != t.numel():
+            raise EngineError(f"write_tensor {handle!r}: {arr.size} values for a tensor of {t.numel()} elements")
+        Access(t).scatter(self._state, arr)
+
+    def read_tensor(self, handle: str) -> np.ndarray:
+        self._ready()
+        if handle not in self.graph.host_reads:
+            raise EngineError(f"no host read named {handle!r}; create it with Graph.create_host_read")
+        return Access(self.graph.host_reads[handle]).gather(self._state).copy()
+
+    # -- run ---------------------------------------------------------------------------------------
+    def run(self, program: int = 0, name: str = "") -> None:
+        c = self._ready()
+        if not 0 <= program < len(self.programs):
+            raise EngineError(f"run({program}): the engine has {len(self.programs)} program(s)")
+        start = time.perf_counter()
+        capture_run = (
+            self.options.output_execution_profile and len(self.runs) < self.options.execution_profile_program_run_count
+        )
+        record = RunRecord(self.total_runs, program, name or f"run{self.total_runs}")
+        self._record = record if capture_run else None
+        self._clock = np.zeros(self.graph.target.num_ipus, dtype=np.int64)
+        top = next(n for n in c.nodes if n.parent_id == -1 and n.child_index == program)
+        self._exec(top)
+        record.cycles = int(self._clock.max())
+        if capture_run:
+            self.runs.append(record)
+        self.total_runs += 1
+        self.info["run_seconds"] = self.info.get("run_seconds", 0.0) + time.perf_counter() - start
+        self._report_written = False
+
+    def _exec(self, node: Node) -> None:
+        if node.is_leaf:
+            self._step(node)
+        elif node.type == "Repeat":
+            for _ in range(node.repeat_count):
+                for ch in node.children:
+                    self._exec(ch)
+        elif node.type == "If":
+            cond = node.condition.gather(self._state).reshape(-1)[0]  # type: ignore[union-attr]
+            self._exec(node.children[0 if cond else 1])
+        elif node.type == "Switch":
+            value = int(node.condition.gather(self._state).reshape(-1)[0])  # type: ignore[union-attr]
+            cases = node.case_values
+            self._exec(node.children[cases.index(value) if value in cases else len(cases)])
+        else:
+            for ch in node.children:
+                self._exec(ch)
+
+    def _step(self, leaf: Node) -> None:
+        if leaf.action is not None:
+            self._act(leaf.action)
+        if leaf.external:
+            self._clock[:] = self._clock.max()
+        rec = self._record
+        if rec is not None:
+            rec.total_steps += 1
+            if len(rec.leaves) < MAX_CAPTURED_STEPS_PER_RUN:
+                rec.leaves.append(leaf.step)
+                rec.starts.append(self._clock.copy())
+        self._clock += self._leaf_ipu_cycles[leaf.step]  # type: ignore[index]
+
+    def _act(self, action: tuple[Any, ...]) -> None:
+        kind = action[0]
+        state = self._state
+        if kind == "execute":
+            for b in action[1].batches:
+                values = {f: acc.gather(state) for f, acc in b.fields.items()}
+                out = b.codelet.run_batch(values, b.params)
+                for f in b.codelet.writes:
+                    b.fields[f].scatter(state, out[f])
+        elif kind == "copy":
+            action[2].scatter(state, action[1].gather(state))
+        elif kind == "from_host":
+            stream, acc = action[1], action[2]
+            src = self._streams.get(stream.id)
+            if src is None:
+                raise EngineError(f"stream {stream.name!r} is not connected; call Engine.connect_stream first")
+            data = src() if callable(src) else src
+            acc.scatter(state, np.asarray(data, dtype=stream.dtype).reshape(-1))
+        elif kind == "to_host":
+            stream, acc = action[1], action[2]
+            dst = self._streams.get(stream.id)
+            if dst is None:
+                raise EngineError(f"stream {stream.name!r} is not connected; call Engine.connect_stream first")
+            values = acc.gather(state)
+            if callable(dst):
+                dst(values.copy())
+            else:
+                dst.reshape(-1)[:] = values.reshape(-1)
+        elif kind == "print":
+            print(f"{action[1]}: {np.array2string(action[2].gather(state))}")
+
+    # -- reports -------------------------------------------------------------------------------
+    def write_report(self, directory: str | None = None, note: str = "") -> Path:
+        """Write the report now (also done automatically at exit when capture is on)."""
+        path = capture.write_report(self, directory, note)
+        self._report_written = True
+        self.report_path = path
+        return path
+
+    def close(self) -> None:
+        if self.options.capture_enabled and self.compiled is not None and not self._report_written:
+            self.write_report()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# Engines whose reports are written at exit if the script did not close them (as Poplar writes
+# auto-reports when the engine goes away); strong references so a report is never lost to GC.
+_LIVE: list[Engine] = []
+
+
+def _register(engine: Engine) -> None:
+    if engine not in _LIVE:
+        _LIVE.append(engine)
+
+
+@atexit.register
+def _write_pending_reports() -> None:
+    for e in _LIVE:
+        if not e._report_written:
+            try:
+                e.close()
+            except Exception as exc:  # report the problem in one line; never a traceback at exit
+                print(f"tilescope: could not write the report of engine {e.name!r}: {exc}")

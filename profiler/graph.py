@@ -1,0 +1,347 @@
+"""The graph: variables and constants with interval tile mappings, compute sets, vertices, streams.
+
+Tile mappings are stored as intervals (sorted interval starts + the tile of each interval), as
+Poplar does; vertices are stored columnar, one batch per ``add_vertices`` call (arrays of tiles
+plus field views with a leading vertex dimension), never one Python object per element.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from profiler.codelets import Codelet, resolve_codelet
+from profiler.dtypes import as_dtype
+from profiler.streams import DEVICE_TO_HOST, HOST_TO_DEVICE, DataStream
+from profiler.targets import Target
+from profiler.tensor import Tensor
+
+UNMAPPED = -1
+
+
+class GraphError(ValueError):
+    """A graph is built or used wrongly (message names the variable, compute set or field)."""
+
+
+class TileMapping:
+    """Which tile holds each element of one variable: intervals [starts[i], starts[i+1])."""
+
+    __slots__ = ("n", "starts", "tiles")
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.starts = np.zeros(1, dtype=np.int64)
+        self.tiles = np.full(1, UNMAPPED, dtype=np.int32)
+
+    def dense(self) -> np.ndarray:
+        lengths = np.diff(np.append(self.starts, self.n))
+        return np.repeat(self.tiles, lengths)
+
+    def set_dense(self, per_element: np.ndarray) -> None:
+        if per_element.size == 0:
+            return
+        change = np.flatnonzero(per_element[1:] != per_element[:-1]) + 1
+        self.starts = np.concatenate(([0], change)).astype(np.int64)
+        self.tiles = per_element[self.starts].astype(np.int32)
+
+    def assign(self, idx: np.ndarray, tiles: np.ndarray | int) -> None:
+        if idx.size == self.n and np.isscalar(tiles):
+            self.starts, self.tiles = np.zeros(1, np.int64), np.array([tiles], np.int32)
+            return
+        dense = self.dense()
+        dense[idx] = tiles
+        self.set_dense(dense)
+
+    def tile_of(self, idx: np.ndarray) -> np.ndarray:
+        """Tile of each given element (vectorised interval lookup)."""
+        return self.tiles[np.searchsorted(self.starts, idx, side="right") - 1]
+
+    def intervals(self) -> list[tuple[int, int, int]]:
+        ends = np.append(self.starts[1:], self.n)
+        return [(int(s), int(e), int(t)) for s, e, t in zip(self.starts, ends, self.tiles, strict=True)]
+
+    def fully_mapped(self) -> bool:
+        return bool((self.tiles != UNMAPPED).all()) or self.n == 0
+
+
+@dataclass(eq=False)
+class Variable:
+    id: int
+    name: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    constant: bool
+    interleaved: bool
+    debug_context_id: int
+    mapping: TileMapping
+    value: np.ndarray | None = None  # constants only (flat)
+    host_visible: bool = False  # read or written by the host through create_host_read/write
+
+    @property
+    def numel(self) -> int:
+        return self.mapping.n
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.dtype.itemsize
+
+
+@dataclass(eq=False)
+class VertexBatch:
+    """Vertices of one codelet added together: vertex i is on tiles[i] and sees row i of each field."""
+
+    codelet: Codelet
+    tiles: np.ndarray  # int32, one per vertex
+    fields: dict[str, Tensor]  # each with leading dimension = number of vertices
+    params: dict[str, Any]
+    debug_context_id: int
+
+    @property
+    def count(self) -> int:
+        return int(self.tiles.size)
+
+
+@dataclass(eq=False)
+class ComputeSet:
+    id: int
+    name: str
+    debug_context_id: int
+    batches: list[VertexBatch] = field(default_factory=list)
+
+    @property
+    def num_vertices(self) -> int:
+        return sum(b.count for b in self.batches)
+
+    def __repr__(self) -> str:
+        return f"ComputeSet({self.name!r}, {self.num_vertices} vertices)"
+
+
+@dataclass(frozen=True)
+class DebugContext:
+    id: int
+    parent_id: int
+    layer: str
+    name: str
+    op_type: str
+    file: str
+    line: int
+    attributes: str
+
+
+@dataclass(eq=False)
+class Function:
+    """A program body that Call programs run (Poplar ``Graph::addFunction``)."""
+
+    id: int
+    name: str
+    program: Any
+
+
+class Graph:
+    """A Poplar-style graph for one target."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.variables: list[Variable] = []
+        self.compute_sets: list[ComputeSet] = []
+        self.streams: list[DataStream] = []
+        self.debug_contexts: list[DebugContext] = []
+        self.functions: list[Function] = []
+        self.host_reads: dict[str, Tensor] = {}
+        self.host_writes: dict[str, Tensor] = {}
+        self._context_stack: list[int] = []
+
+    # -- debug contexts ------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def debug_context(
+        self, name: str, op_type: str = "", layer: str = "user", attributes: Mapping[str, Any] | None = None
+    ) -> Iterator[int]:
+        """Everything created inside the block carries this context (Operations views group by it)."""
+        # the caller of the ``with`` statement (this generator, then contextlib's __enter__)
+        try:
+            frame = sys._getframe(2)
+        except ValueError:
+            frame = None
+        ctx = DebugContext(
+            id=len(self.debug_contexts),
+            parent_id=self._context_stack[-1] if self._context_stack else -1,
+            layer=layer,
+            name=name,
+            op_type=op_type,
+            file=frame.f_code.co_filename if frame else "",
+            line=frame.f_lineno if frame else 0,
+            attributes=json.dumps(dict(attributes or {}), sort_keys=True, default=str),
+        )
+        self.debug_contexts.append(ctx)
+        self._context_stack.append(ctx.id)
+        try:
+            yield ctx.id
+        finally:
+            self._context_stack.pop()
+
+    def current_debug_context(self) -> int:
+        """Id of the innermost open debug context (-1: none)."""
+        return self._context_stack[-1] if self._context_stack else -1
+
+    _current_context = current_debug_context
+
+    # -- variables -----------------------------------------------------------------------------
+    def _add(self, dtype: object, shape: Sequence[int] | int, name: str, constant: bool, interleaved: bool) -> Tensor:
+        dt = as_dtype(dtype)
+        shp = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)  # type: ignore[arg-type]
+        if any(s < 0 for s in shp):
+            raise GraphError(f"variable {name!r}: negative dimension in shape {shp}")
+        n = int(np.prod(shp, dtype=np.int64))
+        vid = len(self.variables)
+        var = Variable(
+            vid, name or f"var{vid}", dt, shp, constant, interleaved, self._current_context(), TileMapping(n)
+        )
+        self.variables.append(var)
+        return Tensor(self, vid, np.arange(n, dtype=np.int64).reshape(shp), dt)
+
+    def add_variable(
+        self, dtype: object, shape: Sequence[int] | int, name: str = "", interleaved: bool = False
+    ) -> Tensor:
+        """A new variable (not initialised). ``interleaved``: must sit in interleaved memory."""
+        return self._add(dtype, shape, name, constant=False, interleaved=interleaved)
+
+    def add_constant(self, dtype: object, shape: Sequence[int] | int, value: object, name: str = "") -> Tensor:
+        """A constant: ``value`` broadcast to ``shape``; always-live, category ``constant``."""
+        t = self._add(dtype, shape, name, constant=True, interleaved=False)
+        var = self.variables[t.single_variable()]  # type: ignore[index]
+        try:
+            var.value = np.broadcast_to(np.asarray(value, dtype=var.dtype), var.shape).reshape(-1).copy()
+        except ValueError:
+            raise GraphError(f"constant {var.name!r}: value does not fit shape {var.shape}") from None
+        return t
+
+    def variable(self, t: Tensor) -> Variable:
+        vid = t.single_variable()
+        if vid is None:
+            raise GraphError(f"{t!r} spans several variables; a single variable is needed here")
+        return self.variables[vid]
+
+    # -- tile mapping --------------------------------------------------------------------------
+    def _check_tile(self, tiles: np.ndarray, what: str) -> None:
+        if tiles.size and (tiles.min() < 0 or tiles.max() >= self.target.num_tiles):
+            bad = int(tiles[(tiles < 0) | (tiles >= self.target.num_tiles)][0])
+            raise GraphError(
+                f"{what}: tile {bad} does not exist (target {self.target.name} has {self.target.num_tiles} tiles)"
+            )
+
+    def set_tile_mapping(self, t: Tensor, tile: int | Sequence[int] | np.ndarray) -> None:
+        """Map every element of ``t`` to ``tile`` (or to tile[i] for element i of ``t`` flattened)."""
+        tiles = np.asarray(tile, dtype=np.int64)
+        self._check_tile(tiles.reshape(-1), f"mapping of {t!r}")
+        var_ids, idx = t.elements()
+        if tiles.ndim and tiles.size != idx.size:
+            raise GraphError(f"mapping of {t!r}: {tiles.size} tiles given for {idx.size} elements")
+        for vid in np.unique(var_ids):
+            sel = var_ids == vid
+            self.variables[vid].mapping.assign(idx[sel], int(tiles) if tiles.ndim == 0 else tiles.reshape(-1)[sel])
+
+    def map_linearly(self, t: Tensor, grain_size: int = 1, tiles: Sequence[int] | np.ndarray | None = None) -> None:
+        """Spread ``t`` evenly over tiles in grains (poputil::mapTensorLinearly): each tile gets
+        ceil(grains / tiles) consecutive grains, the last tiles possibly fewer or none."""
+        tile_ids = np.arange(self.target.num_tiles) if tiles is None else np.asarray(tiles, dtype=np.int64)
+        n = t.numel()
+        grains = -(-n // grain_size)
+        per_tile = max(1, -(-grains // len(tile_ids)))
+        owner = tile_ids[(np.arange(n) // grain_size) // per_tile]
+        self.set_tile_mapping(t, owner)
+
+    def tile_of(self, t: Tensor) -> np.ndarray:
+        """Tile of each element of ``t`` (flattened); UNMAPPED (-1) where unmapped."""
+        var_ids, idx = t.elements()
+        out = np.empty(idx.size, dtype=np.int32)
+        for vid in np.unique(var_ids):
+            sel = var_ids == vid
+            out[sel] = self.variables[vid].mapping.tile_of(idx[sel])
+        return out
+
+    def get_tile_mapping(self, t: Tensor) -> dict[int, list[tuple[int, int]]]:
+        """Poplar-style mapping of ``t``: tile -> intervals [begin, end) of t's flattened elements."""
+        tiles = self.tile_of(t)
+        out: dict[int, list[tuple[int, int]]] = {}
+        if tiles.size == 0:
+            return out
+        starts = np.concatenate(([0], np.flatnonzero(tiles[1:] != tiles[:-1]) + 1))
+        ends = np.append(starts[1:], tiles.size)
+        for s, e in zip(starts, ends, strict=True):
+            out.setdefault(int(tiles[s]), []).append((int(s), int(e)))
+        return out
+
+    # -- compute sets and vertices -------------------------------------------------------------
+    def add_compute_set(self, name: str = "") -> ComputeSet:
+        cs = ComputeSet(len(self.compute_sets), name or f"cs{len(self.compute_sets)}", self._current_context())
+        self.compute_sets.append(cs)
+        return cs
+
+    def add_vertices(
+        self,
+        cs: ComputeSet,
+        codelet: str | Codelet,
+        fields: Mapping[str, Tensor],
+        tiles: Sequence[int] | np.ndarray,
+        **params: Any,
+    ) -> VertexBatch:
+        """Add len(tiles) vertices at once: vertex i runs on tiles[i] with row i of every field."""
+        cl = resolve_codelet(codelet)
+        tile_arr = np.asarray(tiles, dtype=np.int32).reshape(-1)
+        self._check_tile(tile_arr, f"compute set {cs.name!r}")
+        cl.check_fields(cs.name, {k: v.shape[1:] for k, v in fields.items()}, params)
+        for name, t in fields.items():
+            if not isinstance(t, Tensor) or t.graph is not self:
+                raise GraphError(f"compute set {cs.name!r}: field {name!r} of {cl.name} is not a tensor of this graph")
+            if t.rank == 0 or t.shape[0] != tile_arr.size:
+                raise GraphError(
+                    f"compute set {cs.name!r}: field {name!r} of {cl.name} has shape {t.shape}; "
+                    f"expected a leading dimension of {tile_arr.size} (one row per vertex)"
+                )
+        batch = VertexBatch(cl, tile_arr, dict(fields), dict(params), self._current_context())
+        cs.batches.append(batch)
+        return batch
+
+    def add_vertex(
+        self, cs: ComputeSet, codelet: str | Codelet, fields: Mapping[str, Tensor], tile: int, **params: Any
+    ) -> VertexBatch:
+        """Add one vertex on ``tile`` (Poplar ``addVertex`` + ``connect`` + ``setTileMapping``)."""
+        return self.add_vertices(cs, codelet, {k: v.expand(0) for k, v in fields.items()}, [tile], **params)
+
+    # -- streams and host access ---------------------------------------------------------------
+    def _stream(self, name: str, direction: str, dtype: object, shape: Sequence[int] | int) -> DataStream:
+        shp = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)  # type: ignore[arg-type]
+        if any(s.name == name for s in self.streams):
+            raise GraphError(f"a stream named {name!r} already exists")
+        s = DataStream(len(self.streams), name, direction, as_dtype(dtype), shp)
+        self.streams.append(s)
+        return s
+
+    def add_host_to_device_fifo(self, name: str, dtype: object, shape: Sequence[int] | int) -> DataStream:
+        return self._stream(name, HOST_TO_DEVICE, dtype, shape)
+
+    def add_device_to_host_fifo(self, name: str, dtype: object, shape: Sequence[int] | int) -> DataStream:
+        return self._stream(name, DEVICE_TO_HOST, dtype, shape)
+
+    def create_host_write(self, handle: str, t: Tensor) -> None:
+        """Let the host write ``t`` with Engine.write_tensor(handle, ...) (keeps it always-live)."""
+        for vid in t.variable_ids():
+            self.variables[vid].host_visible = True
+        self.host_writes[handle] = t
+
+    def create_host_read(self, handle: str, t: Tensor) -> None:
+        """Let the host read ``t`` with Engine.read_tensor(handle) (keeps it always-live)."""
+        for vid in t.variable_ids():
+            self.variables[vid].host_visible = True
+        self.host_reads[handle] = t
+
+    def add_function(self, program: Any, name: str = "") -> Function:
+        f = Function(len(self.functions), name or f"function{len(self.functions)}", program)
+        self.functions.append(f)
+        return f

@@ -1,0 +1,100 @@
+"""Liveness of variables over program steps (leaves of the program tree in pre-order).
+
+A variable is always-live if it is a constant, is read or written by the host, is never
+accessed, is read before it is written (its value comes from before the program), or is used
+by more than one top-level program (its value persists between runs). Otherwise it is live
+from its first write to its last read, split where a WriteUndef ends its value; a value that
+crosses a Repeat body boundary, or is read before written inside a body (carried from one
+iteration to the next), is live across the whole body.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from profiler.compile import Compiler
+
+
+@dataclass
+class Liveness:
+    always_live: np.ndarray  # bool per variable
+    intervals: list[tuple[int, int, int]]  # (variable, first_step, last_step) of not-always-live variables
+    hull: dict[int, tuple[int, int]]  # variable -> (first, last) over all its intervals
+
+
+def _extend_for_repeats(first: int, last: int, read_first: bool, repeats: list[tuple[int, int]]) -> tuple[int, int]:
+    # innermost bodies first: ranges are appended as bodies finish lowering, inner before outer
+    for a, b in repeats:
+        overlaps = first <= b and last >= a
+        inside = a <= first and last <= b
+        if overlaps and (not inside or read_first):
+            first, last = min(first, a), max(last, b)
+    return first, last
+
+
+def analyse(c: Compiler) -> Liveness:
+    g = c.graph
+    nvars = len(g.variables)
+    events: dict[int, list[tuple[int, str]]] = {}
+    for leaf in c.leaves:
+        for v in leaf.reads:
+            events.setdefault(v, []).append((leaf.step, "R"))
+        for v in leaf.writes:
+            events.setdefault(v, []).append((leaf.step, "W"))
+        for v in leaf.undefs:
+            events.setdefault(v, []).append((leaf.step, "U"))
+    # If conditions are read by the If node; charge the read to the first step under it
+    for node in c.nodes:
+        if node.condition is not None:
+            step = _first_leaf_step(node)
+            if step >= 0:
+                for v in node.reads:
+                    events.setdefault(v, []).append((step, "R"))
+    always = np.zeros(nvars, dtype=bool)
+    intervals: list[tuple[int, int, int]] = []
+    hull: dict[int, tuple[int, int]] = {}
+    prog_of_step = np.zeros(len(c.leaves), dtype=np.int64)
+    for i, (a, b) in enumerate(c.program_ranges):
+        prog_of_step[a : b + 1] = i
+    for var in g.variables:
+        ev = sorted(events.get(var.id, []), key=lambda e: (e[0], "RWU".index(e[1])))
+        accesses = [e for e in ev if e[1] != "U"]
+        if var.constant or var.host_visible or not accesses:
+            always[var.id] = True
+            continue
+        if len({int(prog_of_step[s]) for s, _ in accesses}) > 1 or accesses[0][1] == "R":
+            always[var.id] = True
+            continue
+        segments: list[list[tuple[int, str]]] = [[]]
+        for e in ev:
+            if e[1] == "U":
+                segments.append([])
+            else:
+                segments[-1].append(e)
+        spans = []
+        for seg in segments:
+            if seg:
+                first, last = seg[0][0], seg[-1][0]
+                spans.append(_extend_for_repeats(first, last, seg[0][1] == "R", c.repeat_ranges))
+        spans.sort()
+        merged: list[list[int]] = []
+        for a, b in spans:
+            if merged and a <= merged[-1][1] + 1:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        intervals.extend((var.id, a, b) for a, b in merged)
+        hull[var.id] = (merged[0][0], merged[-1][1])
+    return Liveness(always, intervals, hull)
+
+
+def _first_leaf_step(node) -> int:  # noqa: ANN001 - compile.Node
+    stack = [node]
+    while stack:
+        n = stack.pop(0)
+        if n.step >= 0:
+            return n.step
+        stack = n.children + stack
+    return -1

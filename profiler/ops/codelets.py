@@ -1,0 +1,334 @@
+"""The ops library's codelets: vectorised over every vertex of a batch, costed by ``profiler.cost_model``.
+
+They subclass ``profiler.codelets.Codelet`` (built-in style: ``run_batch`` runs one numpy kernel over
+all vertices of a batch; ``estimate`` gives one vertex's cycles and FLOPs) and are passed to
+``Graph.add_vertices`` as objects, so no change to the built-in table is needed.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from profiler import cost_model
+from profiler.codelets import MATMUL_CODE_BYTES, Codelet
+from profiler.targets import Target
+
+
+def _n(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def _compute_dtype(dt: np.dtype) -> np.dtype:
+    # half is computed in float and rounded once at the end, as the IPU's f16 ALU rounds each result
+    return np.dtype(np.float32) if dt == np.float16 else dt
+
+
+class Map(Codelet):
+    """An elementwise MultiVertex: ``out = fn(in1, ..., **params)`` (or in place on ``data``).
+
+    ``cost`` lists (kind, op) pairs of ``cost_model`` elementwise entries whose cycles and FLOPs add
+    up to this vertex's; fused vertices that PopLibs has no single entry for (e.g. NonLinearityGrad)
+    are costed [INF] as the sequence of the simple ops they perform.
+    """
+
+    builtin = True
+    kind = "MultiVertex"
+
+    def __init__(
+        self,
+        name: str,
+        fn: Callable[..., np.ndarray],
+        arity: int,
+        cost: tuple[tuple[str, str], ...],
+        in_place: bool = False,
+        out_dtype: np.dtype | None = None,
+    ) -> None:
+        self.name, self.fn, self.arity, self.cost, self.in_place = name, fn, arity, cost, in_place
+        names = ("in",) if arity == 1 else tuple(f"in{i + 1}" for i in range(arity))
+        if in_place:
+            self.inouts, self.inputs, self.outputs = ("data",), names[1:], ()
+        else:
+            self.inputs, self.outputs, self.inouts = names, ("out",), ()
+        self.out_dtype = out_dtype
+
+    @property
+    def result(self) -> str:
+        return "data" if self.in_place else "out"
+
+    def type_name(self, dtypes: Mapping[str, np.dtype]) -> str:
+        return f"{self.name}{'InPlace' if self.in_place else ''}<{dtypes[self.result].name}>"
+
+    def check_fields(self, where: str, shapes: Mapping[str, tuple[int, ...]], params: Mapping[str, Any]) -> None:
+        super().check_fields(where, shapes, params)
+        if len({shapes[f] for f in self.fields}) != 1:
+            raise ValueError(f"compute set {where!r}: {self.name} fields must have equal shapes, got {dict(shapes)}")
+
+    def run_batch(self, values: dict[str, np.ndarray], params: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        res = self.result
+        dt = values[res].dtype
+        args = [values[f] for f in ((("data",) + self.inputs) if self.in_place else self.inputs)]
+        args = [a.astype(_compute_dtype(a.dtype), copy=False) for a in args]
+        with np.errstate(all="ignore"):
+            out = self.fn(*args, **params)
+        return {res: np.asarray(out).astype(dt, copy=False)}
+
+    def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
+        n = _n(shapes[self.result])
+        dt = dtypes[self.fields[0]]
+        cycles = flops = 0
+        for kind, name in self.cost:
+            if kind == "unary":
+                cycles += int(cost_model.unary_cycles(name, n, dt, target, in_place=self.in_place))
+                flops += int(cost_model.unary_flops(name, n, dt))
+            elif kind == "cast":
+                cycles += int(cost_model.cast_cycles(n, dt, dtypes[self.result], target))
+                flops += int(cost_model.unary_flops("cast", n, dt, dtypes[self.result]))
+            else:
+                cycles += int(cost_model.binary_cycles(name, n, dt, target, in_place=self.in_place))
+                flops += int(cost_model.binary_flops(name, n, dt))
+        return cycles, flops
+
+
+@functools.cache
+def map_codelet(
+    name: str, fn: Callable[..., np.ndarray], arity: int, cost: tuple[tuple[str, str], ...], in_place: bool = False
+) -> Map:
+    """One shared codelet object per (name, in-place) so the compiler lists it once."""
+    return Map(name, fn, arity, cost, in_place)
+
+
+class ReducePartial(Codelet):
+    """A single-worker Reduce vertex: ``out[0] = op(in[:])`` accumulated in float (ref §3.5)."""
+
+    builtin = True
+    kind = "Vertex"
+    inputs = ("in",)
+    outputs = ("out",)
+
+    def __init__(self, op: str, fn: Callable[..., np.ndarray]) -> None:
+        self.op, self.fn = op, fn
+        self.name = f"popops::Reduce{op.capitalize()}"
+
+    def type_name(self, dtypes):  # type: ignore[override]
+        return f"{self.name}<{dtypes['in'].name},{dtypes['out'].name}>"
+
+    def check_fields(self, where, shapes, params):  # type: ignore[override]
+        super().check_fields(where, shapes, params)
+        if shapes["out"] != (1,):
+            raise ValueError(f"compute set {where!r}: {self.name} writes one element per vertex, got {shapes['out']}")
+
+    def run_batch(self, values, params):  # type: ignore[override]
+        v, out = values["in"], values["out"]
+        acc = np.float64 if out.dtype.kind == "f" else np.int64
+        r = self.fn(v.astype(acc), axis=1) * params.get("scale", 1.0)  # PopLibs fuses a scale into Reduce
+        return {"out": r.astype(out.dtype).reshape(out.shape)}
+
+    def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
+        n = _n(shapes["in"])
+        cyc = cost_model.reduce_cycles(self.op, n, 1, dtypes["in"], target)
+        return int(cyc), int(cost_model.reduce_flops(self.op, n, 1, dtypes["in"]))
+
+
+REDUCE_CODELETS = {
+    "add": ReducePartial("add", np.sum),
+    "max": ReducePartial("max", np.max),
+    "min": ReducePartial("min", np.min),
+}
+REDUCE_IDENTITY = {"add": 0.0, "max": -np.inf, "min": np.inf}
+
+
+class MatMulPartial(Codelet):
+    """``out[m, n] = a[m, k] @ b[k, n]`` on one tile: the planner's vertex for one block (ref §3.7).
+
+    method "AMP" is ConvPartial1x1Out (partials type as given), "HMAC" ConvPartialHorizontalMac.
+    Results are exact (float64 accumulation) rounded to the partials type.
+    """
+
+    builtin = True
+    kind = "SupervisorVertex"
+    inputs = ("a", "b")
+    outputs = ("out",)
+    code_bytes = MATMUL_CODE_BYTES
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self.name = "poplin::ConvPartial1x1Out" if method == "AMP" else "poplin::ConvPartialHorizontalMac"
+
+    def type_name(self, dtypes):  # type: ignore[override]
+        return f"{self.name}<{dtypes['a'].name},{dtypes['out'].name}>"
+
+    def check_fields(self, where, shapes, params):  # type: ignore[override]
+        super().check_fields(where, shapes, params)
+        a, b, o = shapes["a"], shapes["b"], shapes["out"]
+        if len(a) != 2 or len(b) != 2 or a[1] != b[0] or o != (a[0], b[1]):
+            raise ValueError(f"compute set {where!r}: {self.name} needs a[m,k], b[k,n], out[m,n]; got {a}, {b}, {o}")
+
+    def run_batch(self, values, params):  # type: ignore[override]
+        out = values["out"]
+        acc = np.float64 if out.dtype.kind == "f" else np.int64
+        return {"out": np.matmul(values["a"].astype(acc), values["b"].astype(acc)).astype(out.dtype)}
+
+    def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
+        (m, k), (_, n) = shapes["a"], shapes["b"]
+        return int(block_cycles(self.method, m, k, n, dtypes["a"], dtypes["out"], target)), int(
+            cost_model.matmul_flops(m, k, n)
+        )
+
+
+def block_cycles(method: str, m: Any, k: int, n: int, dtype: Any, partials: Any, target: Target) -> Any:
+    """Cycles of one matmul-partials vertex (vectorised over ``m``)."""
+    if method == "AMP":
+        return cost_model.amp_matmul_cycles(m, k, n, dtype, partials, target)
+    return cost_model.mac_matmul_cycles(m, k, n, dtype, partials, target)
+
+
+MATMUL_CODELETS = {"AMP": MatMulPartial("AMP"), "HMAC": MatMulPartial("HMAC")}
+
+
+# DynamicSlice / MultiSlice figures, ref §3.4.
+def multi_slice_cycles(n_indices: int, elems: int, dtype: np.dtype, target: Target) -> int:
+    """MultiSlice: (30 + inRange*(19 + ceil(elems/vw')*cpv))*W, vw' = 2 (half) or 64/32 (float), cpv 2."""
+    vw = 2 if dtype.itemsize == 2 else (4 if dtype.itemsize == 1 else 2)
+    cpv = 3 if dtype.itemsize == 1 else 2
+    return (30 + n_indices * (19 + -(-elems // vw) * cpv)) * target.num_worker_contexts
+
+
+class MultiSlice(Codelet):
+    """out[i, :] = table[indices[i] - offset, :] for indices inside this tile's rows (ref §3.4)."""
+
+    name = "popops::MultiSlice"
+    builtin = True
+    kind = "MultiVertex"
+    inputs = ("table", "indices")
+    outputs = ("out",)
+
+    def type_name(self, dtypes):  # type: ignore[override]
+        return f"{self.name}<{dtypes['table'].name}>"
+
+    def run_batch(self, values, params):  # type: ignore[override]
+        table, idx = values["table"], values["indices"].astype(np.int64)
+        rows = np.clip(idx, 0, table.shape[1] - 1)
+        out = np.take_along_axis(table, rows[:, :, None], axis=1)
+        return {"out": out.astype(values["out"].dtype)}
+
+    def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
+        n, d = shapes["out"]
+        return multi_slice_cycles(n, d, dtypes["table"], target), 0
+
+
+class MultiUpdateAdd(Codelet):
+    """table[indices[i], :] += scale * updates[i, :] (popops::MultiUpdateAdd; costed as MultiSlice
+    plus one multiply-add per element [INF])."""
+
+    name = "popops::MultiUpdateAdd"
+    builtin = True
+    kind = "MultiVertex"
+    inputs = ("updates", "indices")
+    inouts = ("table",)
+
+    def type_name(self, dtypes):  # type: ignore[override]
+        return f"{self.name}<{dtypes['table'].name}>"
+
+    def run_batch(self, values, params):  # type: ignore[override]
+        table = values["table"].astype(np.float64)
+        idx = values["indices"].astype(np.int64)
+        upd = values["updates"].astype(np.float64) * params.get("scale", 1.0)
+        v = np.arange(table.shape[0])[:, None]
+        np.add.at(table, (np.broadcast_to(v, idx.shape), idx), upd)
+        return {"table": table.astype(values["table"].dtype)}
+
+    def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
+        n, d = shapes["updates"]
+        return multi_slice_cycles(n, d, dtypes["table"], target) + int(
+            cost_model.scaled_add_cycles(n * d, dtypes["table"], target)
+        ), 2 * n * d
+
+
+class DynamicSlice(Codelet):
+    """out = in[index - offset] over this tile's slice candidates in[S, L] (DynamicSlice1D, ref §3.4)."""
+
+    name = "popops::DynamicSlice1D"
+    builtin = True
+    kind = "MultiVertex"
+    inputs = ("in", "index")
+    outputs = ("out",)
+
+    def type_name(self, dtypes):  # type: ignore[override]
+        return f"{self.name}<{dtypes['in'].name}>"
+
+    def run_batch(self, values, params):  # type: ignore[override]
+        src, idx = values["in"], values["index"].astype(np.int64).reshape(-1)
+        s = np.clip(idx, 0, src.shape[1] - 1)
+        return {"out": src[np.arange(src.shape[0]), s].astype(values["out"].dtype)}
+
+    def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
+        return dynamic_slice_cycles(_n(shapes["out"]), dtypes["in"], target), 0
+
+
+class DynamicUpdate(Codelet):
+    """base[index] = update over this tile's slice candidates (DynamicUpdateSlice1D, costed as the slice)."""
+
+    name = "popops::DynamicUpdateSlice1D"
+    builtin = True
+    kind = "MultiVertex"
+    inputs = ("update", "index")
+    inouts = ("base",)
+
+    def type_name(self, dtypes):  # type: ignore[override]
+        return f"{self.name}<{dtypes['base'].name}>"
+
+    def run_batch(self, values, params):  # type: ignore[override]
+        base, idx = values["base"].copy(), values["index"].astype(np.int64).reshape(-1)
+        s = np.clip(idx, 0, base.shape[1] - 1)
+        base[np.arange(base.shape[0]), s] = values["update"]
+        return {"base": base}
+
+    def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
+        return dynamic_slice_cycles(_n(shapes["update"]), dtypes["base"], target), 0
+
+
+def dynamic_slice_cycles(region: int, dtype: np.dtype, target: Target) -> int:
+    """DynamicSlice1D: 11 + 14 + W*(39 + (24 + 2*nCopies)*numSub), nCopies = ceil(region/W)/vw (ref §3.4)."""
+    w = target.num_worker_contexts
+    vw = cost_model.vector_width(dtype) if dtype.kind == "f" else 2
+    n_copies = -(-((region + w - 1) // w) // vw)
+    return 11 + 14 + w * (39 + (24 + 2 * n_copies))
+
+
+class ReduceColumns(Codelet):
+    """A single-worker Reduce vertex over ``in[P, L]`` down its P partials: ``out[L]`` (the general
+    multi-output Reduce vertex of ref §3.5, one region); float accumulation, optional scale."""
+
+    builtin = True
+    kind = "Vertex"
+    inputs = ("in",)
+    outputs = ("out",)
+
+    def __init__(self, op: str, fn: Callable[..., np.ndarray]) -> None:
+        self.op, self.fn = op, fn
+        self.name = f"popops::Reduce{op.capitalize()}"
+
+    def type_name(self, dtypes):  # type: ignore[override]
+        return f"{self.name}<{dtypes['in'].name},{dtypes['out'].name}>"
+
+    def run_batch(self, values, params):  # type: ignore[override]
+        v, out = values["in"], values["out"]
+        acc = np.float64 if out.dtype.kind == "f" else np.int64
+        r = self.fn(v.astype(acc), axis=1) * params.get("scale", 1.0)
+        return {"out": r.astype(out.dtype).reshape(out.shape)}
+
+    def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
+        n_in, n_out = _n(shapes["in"]), _n(shapes["out"])
+        cyc = cost_model.reduce_cycles(self.op, n_in, n_out, dtypes["in"], target)
+        return int(cyc), int(cost_model.reduce_flops(self.op, n_in, n_out, dtypes["in"]))
+
+
+REDUCE_COLUMN_CODELETS = {
+    "add": ReduceColumns("add", np.sum),
+    "max": ReduceColumns("max", np.max),
+    "min": ReduceColumns("min", np.min),
+}

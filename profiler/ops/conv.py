@@ -1,0 +1,246 @@
+"""2-D convolution and pooling (poplin::convolution, popnn::pooling), forward and backward.
+
+A convolution is lowered to the matmul planner as PopLibs' ``expandDims`` transform does (ref §4.1):
+kernel positions fold into the input channels, so ``y[g] = cols[g] @ W[g]`` with ``cols[G, B*Ho*Wo,
+Cin/G*kh*kw]`` a *view* of the input (im2col; zero padding reads a per-tile zero constant) and
+``W[G, Cin/G*kh*kw, Cout/G]`` a view of the weights. Batch and field positions become matmul rows,
+so the planner's row split is the conv's batch x field split; grouped and depthwise convolutions
+are matmul groups. Gradients are matmuls on transposed views plus a col2im scatter-add
+(``reduce_groups``). Pooling reduces the same window views.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from profiler.graph import Graph
+from profiler.ops import elementwise as ew
+from profiler.ops.codelets import map_codelet
+from profiler.ops.core import OpError, add_like, constant_per_tile, linear_tiles, op, padded_rows, set_attributes
+from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION, matmul
+from profiler.ops.reduce import reduce_groups
+from profiler.programs import Sequence as Prog
+from profiler.tensor import Tensor
+
+
+def _pair(v: int | tuple[int, int]) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
+
+
+@dataclass(frozen=True)
+class Window:
+    """Where each (output position, kernel position) reads the input: the im2col index map."""
+
+    batch: int
+    channels: int
+    height: int
+    width: int
+    out_h: int
+    out_w: int
+    kh: int
+    kw: int
+    src: np.ndarray  # [B, Ho, Wo, C, kh, kw] flat input index (clipped where invalid)
+    valid: np.ndarray  # same shape: inside the input (not padding)
+
+
+def window(
+    shape: tuple[int, ...], kernel: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
+    dilation: tuple[int, int], what: str,
+) -> Window:  # fmt: skip
+    b, c, h, w = shape
+    kh, kw = kernel
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    ho = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    wo = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    if ho < 1 or wo < 1 or min(sh, sw, dh, dw) < 1:
+        raise OpError(f"{what}: input {shape} with kernel {kernel}, stride {stride}, padding {padding}, "
+                      f"dilation {dilation} gives no output")  # fmt: skip
+    ih = (np.arange(ho) * sh - ph)[:, None] + np.arange(kh) * dh  # [Ho, kh]
+    iw = (np.arange(wo) * sw - pw)[:, None] + np.arange(kw) * dw  # [Wo, kw]
+    vh, vw = (ih >= 0) & (ih < h), (iw >= 0) & (iw < w)
+    ihc, iwc = np.clip(ih, 0, h - 1), np.clip(iw, 0, w - 1)
+    bb = np.arange(b)[:, None, None, None, None, None]
+    cc = np.arange(c)[None, None, None, :, None, None]
+    hh = ihc[None, :, None, None, :, None]
+    ww = iwc[None, None, :, None, None, :]
+    src = ((bb * c + cc) * h + hh) * w + ww
+    valid = np.broadcast_to(vh[None, :, None, None, :, None] & vw[None, None, :, None, None, :], src.shape)
+    return Window(b, c, h, w, ho, wo, kh, kw, src, valid)
+
+
+def _cols(graph: Graph, x: Tensor, win: Window, groups: int) -> Tensor:
+    """The im2col view cols[G, B*Ho*Wo, C/G*kh*kw] of ``x`` (padding reads a zero on the tile of
+    the nearest input element)."""
+    cg = win.channels // groups
+    shape6 = (win.batch, win.out_h, win.out_w, groups, cg * win.kh * win.kw)
+    src = win.src.reshape(shape6).transpose(3, 0, 1, 2, 4)
+    valid = win.valid.reshape(shape6).transpose(3, 0, 1, 2, 4)
+    m = win.batch * win.out_h * win.out_w
+    src = src.reshape(groups, m, -1)
+    valid = valid.reshape(groups, m, -1)
+    if valid.all():
+        return x.reshape(-1)[src]
+    zero = constant_per_tile(graph, x.dtype, 0.0)
+    pad_tile = graph.tile_of(x.reshape(-1)).astype(np.int64)[src]
+    return padded_rows(x, src, valid, zero, pad_tile)
+
+
+def _weights(w: Tensor, groups: int) -> Tensor:
+    cout = w.shape[0]
+    return w.reshape(groups, cout // groups, -1).transpose(0, 2, 1)  # [G, Cg*kh*kw, Cout/G]
+
+
+def _out_view(y_mm: Tensor, b: int, ho: int, wo: int) -> Tensor:
+    g, _, cog = y_mm.shape
+    return y_mm.reshape(g, b, ho, wo, cog).transpose(1, 0, 4, 2, 3).reshape(b, g * cog, ho, wo)
+
+
+def _dy_mm(dy: Tensor, groups: int) -> Tensor:
+    b, cout, ho, wo = dy.shape
+    return dy.reshape(b, groups, cout // groups, ho, wo).transpose(1, 0, 3, 4, 2).reshape(groups, b * ho * wo, -1)
+
+
+def _check_conv(x: Tensor, w: Tensor, groups: int) -> None:
+    if x.rank != 4 or w.rank != 4:
+        raise OpError(f"conv2d: needs x[B,C,H,W] and w[Cout,C/groups,kh,kw], got {x.shape} and {w.shape}")
+    if x.shape[1] % groups or w.shape[0] % groups or w.shape[1] * groups != x.shape[1]:
+        raise OpError(f"conv2d: {x.shape[1]} input / {w.shape[0]} output channels and {groups} groups "
+                      f"do not match weights {w.shape}")  # fmt: skip
+
+
+@op("Conv")
+def conv2d(
+    graph: Graph,
+    x: Tensor,
+    w: Tensor,
+    prog: Prog,
+    stride: int | tuple[int, int] = 1,
+    padding: int | tuple[int, int] = 0,
+    dilation: int | tuple[int, int] = 1,
+    groups: int = 1,
+    partials_dtype: object = "float32",
+    available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
+) -> Tensor:
+    """y[B, Cout, Ho, Wo] = conv(x[B, C, H, W], w[Cout, C/groups, kh, kw]) (no bias)."""
+    _check_conv(x, w, groups)
+    win = window(x.shape, w.shape[2:], _pair(stride), _pair(padding), _pair(dilation), "conv2d")
+    set_attributes(graph, {"conv": {"stride": _pair(stride), "padding": _pair(padding), "dilation": _pair(dilation),
+                                    "groups": groups, "kernel": list(w.shape[2:]), "input": list(x.shape)}})  # fmt: skip
+    y = matmul(graph, _cols(graph, x, win, groups), _weights(w, groups), prog, partials_dtype=partials_dtype,
+               available_memory_proportion=available_memory_proportion, debug_name="conv matmul")  # fmt: skip
+    return _out_view(y, win.batch, win.out_h, win.out_w)
+
+
+def _scatter_add(
+    graph: Graph, contrib: Tensor, target: np.ndarray, like: Tensor, prog: Prog, scale: float = 1.0
+) -> Tensor:
+    """A tensor shaped and mapped like ``like``: element i = scale * sum of contrib[j] with target[j] = i
+    (0 where nothing lands) - col2im."""
+    out = add_like(graph, like, "scatter add")
+    n = like.numel()
+    covered = np.bincount(target, minlength=n) > 0
+    if not covered.all():
+        ew.fill(graph, out.reshape(-1)[np.flatnonzero(~covered)], 0.0, prog)
+    remap = np.cumsum(covered) - 1
+    reduce_groups(graph, contrib, np.arange(target.size), remap[target], out.reshape(-1)[np.flatnonzero(covered)],
+                  "add", prog, scale)  # fmt: skip
+    return out
+
+
+@op("ConvGrad")
+def conv2d_grad(
+    graph: Graph,
+    x: Tensor,
+    w: Tensor,
+    dy: Tensor,
+    prog: Prog,
+    stride: int | tuple[int, int] = 1,
+    padding: int | tuple[int, int] = 0,
+    dilation: int | tuple[int, int] = 1,
+    groups: int = 1,
+    need_dx: bool = True,
+    partials_dtype: object = "float32",
+) -> tuple[Tensor | None, Tensor]:
+    """(dx, dw) of ``conv2d`` given the stashed input ``x``, weights ``w`` and output gradient ``dy``."""
+    _check_conv(x, w, groups)
+    win = window(x.shape, w.shape[2:], _pair(stride), _pair(padding), _pair(dilation), "conv2d_grad")
+    cols = _cols(graph, x, win, groups)
+    dym = _dy_mm(dy, groups)
+    dw_mm = matmul(graph, cols.transpose(0, 2, 1), dym, prog, partials_dtype=partials_dtype, debug_name="weight grad")
+    dw = dw_mm.transpose(0, 2, 1).reshape(w.shape)
+    if not need_dx:
+        return None, dw
+    dcols = matmul(graph, dym, _weights(w, groups).transpose(0, 2, 1), prog, partials_dtype=partials_dtype,
+                   debug_name="input grad")  # fmt: skip
+    cg = win.channels // groups
+    shape6 = (win.batch, win.out_h, win.out_w, groups, cg * win.kh * win.kw)
+    src = win.src.reshape(shape6).transpose(3, 0, 1, 2, 4).reshape(-1)
+    valid = win.valid.reshape(shape6).transpose(3, 0, 1, 2, 4).reshape(-1)
+    keep = np.flatnonzero(valid)
+    dx = _scatter_add(graph, dcols.reshape(-1)[keep], src[keep], x, prog)
+    return dx, dw
+
+
+# -- pooling -------------------------------------------------------------------------------------
+def _pool_members(x: Tensor, kernel: int | tuple[int, int], stride: int | tuple[int, int] | None,
+                  padding: int | tuple[int, int], what: str) -> tuple[Window, np.ndarray, np.ndarray]:  # fmt: skip
+    """(window, member input index, output group) of every valid window element."""
+    if x.rank != 4:
+        raise OpError(f"{what}: needs x[B,C,H,W], got {x.shape}")
+    k = _pair(kernel)
+    win = window(x.shape, k, _pair(stride if stride is not None else kernel), _pair(padding), (1, 1), what)
+    # [B, Ho, Wo, C, kh, kw] -> output index order [B, C, Ho, Wo]
+    src = win.src.transpose(0, 3, 1, 2, 4, 5).reshape(-1, k[0] * k[1])
+    valid = win.valid.transpose(0, 3, 1, 2, 4, 5).reshape(-1, k[0] * k[1])
+    group = np.broadcast_to(np.arange(src.shape[0])[:, None], src.shape)
+    return win, src[valid], group[valid]
+
+
+def _pool_out(graph: Graph, x: Tensor, win: Window) -> Tensor:
+    y = graph.add_variable(x.dtype, (win.batch, win.channels, win.out_h, win.out_w), "pool out")
+    graph.set_tile_mapping(y, linear_tiles(y.numel(), graph.target.num_tiles))
+    return y
+
+
+@op("MaxPool")
+def max_pool2d(graph: Graph, x: Tensor, kernel: int | tuple[int, int], prog: Prog,
+               stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0) -> Tensor:  # fmt: skip
+    """Max over each window (padding never wins)."""
+    win, member, group = _pool_members(x, kernel, stride, padding, "max_pool2d")
+    y = _pool_out(graph, x, win)
+    set_attributes(graph, reduce_groups(graph, x, member, group, y, "max", prog, partials_dtype=x.dtype))
+    return y
+
+
+@op("AvgPool")
+def avg_pool2d(graph: Graph, x: Tensor, kernel: int | tuple[int, int], prog: Prog,
+               stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0) -> Tensor:  # fmt: skip
+    """Mean over each window, padding counted as zeros (count_include_pad)."""
+    win, member, group = _pool_members(x, kernel, stride, padding, "avg_pool2d")
+    y = _pool_out(graph, x, win)
+    set_attributes(graph, reduce_groups(graph, x, member, group, y, "add", prog, scale=1.0 / (win.kh * win.kw)))
+    return y
+
+
+def _max_pool_contrib(xv: np.ndarray, yv: np.ndarray, dyv: np.ndarray) -> np.ndarray:
+    return dyv * (xv == yv)
+
+
+@op("MaxPoolGrad")
+def max_pool2d_grad(graph: Graph, x: Tensor, y: Tensor, dy: Tensor, kernel: int | tuple[int, int], prog: Prog,
+                    stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0) -> Tensor:  # fmt: skip
+    """dx: each window's gradient goes to the input element(s) equal to its maximum."""
+    _, member, group = _pool_members(x, kernel, stride, padding, "max_pool2d_grad")
+    cl = map_codelet("popnn::MaxPoolingGrad", _max_pool_contrib, 3, (("binary", "equal"), ("binary", "multiply")))
+    contrib = ew.apply_map(graph, cl, [x.reshape(-1)[member], y.reshape(-1)[group], dy.reshape(-1)[group]], prog,
+                           "max pool grad contributions")  # fmt: skip
+    return _scatter_add(graph, contrib, member, x, prog)
+
+
+@op("AvgPoolGrad")
+def avg_pool2d_grad(graph: Graph, x: Tensor, dy: Tensor, kernel: int | tuple[int, int], prog: Prog,
+                    stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0) -> Tensor:  # fmt: skip
+    win, member, group = _pool_members(x, kernel, stride, padding, "avg_pool2d_grad")
+    return _scatter_add(graph, dy.reshape(-1)[group], member, x, prog, scale=1.0 / (win.kh * win.kw))

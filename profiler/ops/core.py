@@ -1,0 +1,149 @@
+"""What every op shares: its debug context, tile-mapping helpers and vertex-field builders.
+
+An op is a function ``op(graph, *inputs, prog, ..., debug_name="")`` (Poplar/PopLibs style): it adds
+variables, compute sets and vertices to ``graph``, appends the programs that run them to the
+``Sequence`` ``prog`` and returns its result tensor(s). Every op runs inside its own debug context
+(layer "poplibs", op type, parent = the enclosing context), so each variable and compute set it
+creates - and so every step they lower to - carries it; the planner's choices are written into the
+context's attributes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
+
+import numpy as np
+
+from profiler.dtypes import as_dtype
+from profiler.graph import Graph
+from profiler.programs import Execute, Sequence
+from profiler.tensor import Tensor
+
+F = TypeVar("F", bound=Callable[..., Any])
+LAYER = "poplibs"
+
+
+class OpError(ValueError):
+    """An op was called with inputs it cannot take (one line naming the op and the problem)."""
+
+
+def op(op_type: str) -> Callable[[F], F]:
+    """Run the decorated op inside a debug context named ``debug_name`` (default: the op type)."""
+
+    def deco(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(graph: Graph, *args: Any, debug_name: str = "", **kwargs: Any) -> Any:
+            # ops taking an operation name first (unary(graph, "exp", ...)) default to that name
+            default = args[0] if args and isinstance(args[0], str) else op_type
+            with graph.debug_context(debug_name or default, op_type=op_type, layer=LAYER):
+                return fn(graph, *args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return deco
+
+
+def set_attributes(graph: Graph, attributes: Mapping[str, Any]) -> None:
+    """Merge ``attributes`` into the innermost open debug context (e.g. the planner's choices)."""
+    ctx_id = graph._current_context()
+    if ctx_id < 0:
+        return
+    ctx = graph.debug_contexts[ctx_id]
+    merged = json.loads(ctx.attributes or "{}") | dict(attributes)
+    graph.debug_contexts[ctx_id] = dataclasses.replace(ctx, attributes=json.dumps(merged, sort_keys=True, default=str))
+
+
+def execute(graph: Graph, prog: Sequence, name: str) -> Any:
+    """A new compute set, appended to ``prog`` (callers then add vertices to it)."""
+    cs = graph.add_compute_set(name)
+    prog.add(Execute(cs))
+    return cs
+
+
+def cdiv(a: Any, b: Any) -> Any:
+    """Ceiling division (ints or numpy arrays)."""
+    return -(-a // b)
+
+
+# -- tile mapping ------------------------------------------------------------------------------
+def linear_tiles(n: int, num_tiles: int, grain: int = 1, start: int = 0) -> np.ndarray:
+    """Tile of each of ``n`` elements spread evenly in grains over ``num_tiles`` tiles
+    (poputil::mapTensorLinearly: each tile takes ceil(grains / tiles) consecutive grains)."""
+    grains = max(1, -(-n // grain))
+    per_tile = max(1, -(-grains // num_tiles))
+    return ((np.arange(n, dtype=np.int64) // grain) // per_tile + start) % num_tiles
+
+
+def add_mapped(graph: Graph, dtype: object, shape: tuple[int, ...], name: str, grain: int = 1) -> Tensor:
+    """A new variable mapped linearly over all tiles in ``grain``-element grains."""
+    t = graph.add_variable(dtype, shape, name)
+    graph.set_tile_mapping(t, linear_tiles(t.numel(), graph.target.num_tiles, grain))
+    return t
+
+
+def add_like(graph: Graph, like: Tensor, name: str, dtype: object | None = None) -> Tensor:
+    """A new variable shaped and mapped like ``like`` (Poplar ``Graph::clone``)."""
+    t = graph.add_variable(like.dtype if dtype is None else dtype, like.shape, name)
+    graph.set_tile_mapping(t, graph.tile_of(like))
+    return t
+
+
+def constant_per_tile(graph: Graph, dtype: object, value: float) -> Tensor:
+    """One constant element on every tile (padding / identity values for vertices); cached per graph."""
+    dt = as_dtype(dtype)
+    cache: dict[tuple[str, float], Tensor] = graph.__dict__.setdefault("_ops_tile_constants", {})
+    key = (dt.name, float(value))
+    if key not in cache:
+        n = graph.target.num_tiles
+        with graph.debug_context(f"constant {value} per tile", op_type="Constant", layer=LAYER):
+            c = graph.add_constant(dt, [n], value, name=f"ops_const_{dt.name}_{value}")
+        graph.set_tile_mapping(c, np.arange(n))
+        cache[key] = c
+    return cache[key]
+
+
+# -- vertex fields -----------------------------------------------------------------------------
+def groups_by_tile(tiles: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Split elements by tile into vertex batches of equal size: yields (vertex tiles, element-index
+    matrix [vertices, elements per vertex]) with one vertex per tile holding elements."""
+    if tiles.size == 0:
+        return
+    order = np.argsort(tiles, kind="stable")
+    utiles, starts, counts = np.unique(tiles[order], return_index=True, return_counts=True)
+    for c in np.unique(counts):
+        sel = counts == c
+        yield utiles[sel], order[starts[sel][:, None] + np.arange(c)]
+
+
+def rows(t: Tensor, idx: np.ndarray) -> Tensor:
+    """View of ``t``'s flattened elements at ``idx`` (any shape): a vertex field."""
+    return t.reshape(-1)[idx]
+
+
+def padded_rows(src: Tensor, idx: np.ndarray, valid: np.ndarray, pad: Tensor, pad_tile: np.ndarray) -> Tensor:
+    """Like ``rows`` but positions where ``valid`` is false read ``pad[pad_tile]`` (a per-tile
+    constant; ``pad_tile`` per row or per position) instead: rectangular fields over ragged groups,
+    zero padding."""
+    src_var, src_idx = src.reshape(-1).elements()
+    pad_var, pad_idx = pad.elements()
+    safe = np.where(valid, idx, 0)
+    pt = np.asarray(pad_tile)
+    ptile = pt if pt.shape == idx.shape else np.broadcast_to(pt.reshape(-1, *([1] * (idx.ndim - 1))), idx.shape)
+    var = np.where(valid, src_var[safe] if src_var.size else 0, pad_var[ptile]).astype(np.int32)
+    flat = np.where(valid, src_idx[safe] if src_idx.size else 0, pad_idx[ptile])
+    return Tensor(src.graph, var, flat.astype(np.int64), src.dtype)
+
+
+def check_same_graph(graph: Graph, *tensors: Tensor, what: str) -> None:
+    for t in tensors:
+        if not isinstance(t, Tensor) or t.graph is not graph:
+            raise OpError(f"{what}: {t!r} is not a tensor of this graph")
+
+
+def float_accumulator(dtype: np.dtype) -> np.dtype:
+    """PopLibs accumulates half in float (partials default to float, ref §4.7)."""
+    return np.dtype(np.float32) if dtype == np.float16 else dtype

@@ -1,0 +1,258 @@
+"""Reductions (popops::reduce) with multi-stage reduction across tiles.
+
+``reduce_groups`` is the engine of every reduction here (and of partial-sum reduction in matmul,
+col2im in convolution gradients, pooling): members of each group are first reduced on the tile that
+holds them (one partial per group and tile), the partials are exchanged and reduced again - in one
+more stage, or, when a group has many partials, through intermediate stages of about
+sqrt(partials) each (ref §3.5 "Multi-stage plan": stage depths ~ depth^(1/n)) - and the last stage
+writes the result on the output's tile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from profiler.dtypes import as_dtype
+from profiler.graph import Graph
+from profiler.ops.codelets import REDUCE_CODELETS, REDUCE_COLUMN_CODELETS, REDUCE_IDENTITY
+from profiler.ops.core import (
+    OpError,
+    constant_per_tile,
+    execute,
+    float_accumulator,
+    linear_tiles,
+    op,
+    padded_rows,
+    rows,
+    set_attributes,
+)
+from profiler.programs import Sequence as Prog
+from profiler.tensor import Tensor
+
+# ref §3.5 ConvReducePlan: one stage below 16 partials per output.
+SINGLE_STAGE_MAX_PARTIALS = 16
+
+
+def _bucket(counts: np.ndarray) -> np.ndarray:
+    """Vertex input length per vertex: exact up to 16, else rounded up to a quarter power of two
+    (at most 25% padding), so a reduction has few distinct vertex shapes (batches)."""
+    c = np.maximum(counts, 1)
+    step = np.where(c <= 16, 1, 2 ** np.maximum(np.floor(np.log2(np.maximum(c, 1))) - 2, 0).astype(np.int64))
+    return -(-c // step) * step
+
+
+def _reduce_stage(
+    graph: Graph,
+    src: Tensor,
+    member: np.ndarray,
+    vertex: np.ndarray,
+    vertex_tile: np.ndarray,
+    out: Tensor,
+    op_name: str,
+    prog: Prog,
+    name: str,
+    scale: float = 1.0,
+) -> None:
+    """One compute set: vertex v (on vertex_tile[v]) reduces src[member[vertex == v]] into out[v]."""
+    nv = vertex_tile.size
+    order = np.argsort(vertex, kind="stable")
+    member, vertex = member[order], vertex[order]
+    counts = np.bincount(vertex, minlength=nv)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    pos = np.arange(member.size) - starts[vertex]
+    length = _bucket(counts)
+    pad = constant_per_tile(graph, src.dtype, REDUCE_IDENTITY[op_name])
+    codelet = REDUCE_CODELETS[op_name]
+    cs = execute(graph, prog, name)
+    for lb in np.unique(length):
+        vs = np.flatnonzero(length == lb)
+        row_of = np.full(nv, -1, dtype=np.int64)
+        row_of[vs] = np.arange(vs.size)
+        sel = row_of[vertex] >= 0
+        idx = np.zeros((vs.size, int(lb)), dtype=np.int64)
+        valid = np.zeros((vs.size, int(lb)), dtype=bool)
+        idx[row_of[vertex[sel]], pos[sel]] = member[sel]
+        valid[row_of[vertex[sel]], pos[sel]] = True
+        field = rows(src, idx) if valid.all() else padded_rows(src, idx, valid, pad, vertex_tile[vs])
+        graph.add_vertices(
+            cs, codelet, {"in": field, "out": rows(out, vs[:, None])}, vertex_tile[vs], scale=float(scale)
+        )
+
+
+def reduce_groups(
+    graph: Graph,
+    src: Tensor,
+    member: np.ndarray,
+    group: np.ndarray,
+    out: Tensor,
+    op_name: str,
+    prog: Prog,
+    scale: float = 1.0,
+    partials_dtype: object | None = None,
+) -> dict[str, int]:
+    """out[g] = scale * op(src.flat[member[group == g]]) for every g (groups must be non-empty).
+
+    Returns the plan (stages, largest number of partials per output) for the debug context.
+    """
+    if op_name not in REDUCE_CODELETS:
+        raise OpError(f"reduce: unknown operation {op_name!r}; known: {', '.join(REDUCE_CODELETS)}")
+    flat_out = out.reshape(-1)
+    n_groups = flat_out.numel()
+    if np.bincount(group, minlength=n_groups).min(initial=1) == 0:
+        raise OpError("reduce: every output needs at least one input")
+    nt = graph.target.num_tiles
+    pdt = as_dtype(partials_dtype) if partials_dtype is not None else float_accumulator(src.dtype)
+    out_tiles = graph.tile_of(flat_out).astype(np.int64)
+    src_tiles = graph.tile_of(src.reshape(-1)).astype(np.int64)[member]
+    # stage 1: one partial per (group, tile holding members)
+    key = group.astype(np.int64) * nt + src_tiles
+    ukey, pair = np.unique(key, return_inverse=True)
+    pair_group, pair_tile = ukey // nt, ukey % nt
+    stages, max_partials = 1, 1
+    if ukey.size == n_groups and np.array_equal(pair_tile, out_tiles[pair_group]):
+        _reduce_stage(graph, src, member, pair_group[pair], pair_tile, flat_out, op_name, prog, "reduce", scale)
+        return {"stages": 1, "max_partials_per_output": 1}
+    partial = graph.add_variable(pdt, [ukey.size], "reduce partials")
+    graph.set_tile_mapping(partial, pair_tile)
+    _reduce_stage(graph, src, member, pair, pair_tile, partial, op_name, prog, "reduce/stage1")
+    cur, cur_group, cur_tile = partial, pair_group, pair_tile
+    while True:
+        stages += 1
+        per_group = np.bincount(cur_group, minlength=n_groups)
+        depth = int(per_group.max())
+        max_partials = max(max_partials, depth)
+        if depth < SINGLE_STAGE_MAX_PARTIALS:
+            _reduce_stage(
+                graph, cur, np.arange(cur.numel()), cur_group, out_tiles, flat_out, op_name, prog,
+                f"reduce/stage{stages}", scale,
+            )  # fmt: skip
+            return {"stages": stages, "max_partials_per_output": max_partials}
+        # an intermediate stage: chunks of ~sqrt(depth) partials, each reduced where its first lies
+        chunk = int(np.ceil(np.sqrt(depth)))
+        order = np.argsort(cur_group, kind="stable")
+        g_sorted = cur_group[order]
+        first = np.concatenate(([0], np.cumsum(per_group)[:-1]))
+        rank = np.arange(order.size) - first[g_sorted]
+        ckey = g_sorted * (depth // chunk + 2) + rank // chunk
+        uck, chunk_of = np.unique(ckey, return_inverse=True)
+        chunk_first = np.zeros(uck.size, dtype=np.int64)
+        chunk_first[chunk_of[::-1]] = order[::-1]  # first member of each chunk (lowest rank wins)
+        ctile = cur_tile[chunk_first]
+        nxt = graph.add_variable(pdt, [uck.size], f"reduce partials {stages}")
+        graph.set_tile_mapping(nxt, ctile)
+        members = order
+        _reduce_stage(graph, cur, members, chunk_of, ctile, nxt, op_name, prog, f"reduce/stage{stages}")
+        cur, cur_group, cur_tile = nxt, cur_group[chunk_first], ctile
+
+
+def _axes(x: Tensor, axes: int | Sequence[int] | None) -> tuple[int, ...]:
+    if axes is None:
+        return tuple(range(x.rank))
+    ax = (axes,) if isinstance(axes, int) else tuple(axes)
+    norm = tuple(sorted({a % x.rank if x.rank else 0 for a in ax}))
+    if any(not -x.rank <= a < max(x.rank, 1) for a in ax):
+        raise OpError(f"reduce: axes {ax} out of range for a tensor of rank {x.rank}")
+    return norm
+
+
+@op("Reduce")
+def reduce(
+    graph: Graph,
+    x: Tensor,
+    axes: int | Sequence[int] | None,
+    prog: Prog,
+    op_name: str = "add",
+    scale: float = 1.0,
+    out_dtype: object | None = None,
+    keepdims: bool = False,
+) -> Tensor:
+    """``scale * op(x)`` over ``axes`` (None = all); op is "add", "max" or "min"; ``mean`` is
+    ``reduce(..., scale=1/count)``. The result is mapped linearly over the tiles."""
+    ax = _axes(x, axes)
+    kept = tuple(a for a in range(x.rank) if a not in ax)
+    out_shape = tuple(x.shape[a] for a in kept)
+    n_out = int(np.prod(out_shape, dtype=np.int64))
+    r = int(np.prod([x.shape[a] for a in ax], dtype=np.int64))
+    if r == 0:
+        raise OpError(f"reduce: nothing to reduce over axes {ax} of shape {x.shape}")
+    dt = x.dtype if out_dtype is None else as_dtype(out_dtype)
+    out = graph.add_variable(dt, out_shape, "reduce")
+    graph.set_tile_mapping(out, linear_tiles(n_out, graph.target.num_tiles))
+    xt = x.transpose(*(kept + ax)) if x.rank else x
+    member = np.arange(n_out * r, dtype=np.int64)
+    plan = reduce_groups(graph, xt, member, member // r, out, op_name, prog, scale)
+    set_attributes(graph, {"op": op_name, "axes": list(ax), **plan})
+    if keepdims:
+        return out.reshape(tuple(1 if a in ax else s for a, s in enumerate(x.shape)))
+    return out
+
+
+def reduce_sum(graph: Graph, x: Tensor, axes, prog: Prog, debug_name: str = "", **kw) -> Tensor:  # type: ignore[no-untyped-def]
+    return reduce(graph, x, axes, prog, op_name="add", debug_name=debug_name or "reduce_sum", **kw)
+
+
+def reduce_max(graph: Graph, x: Tensor, axes, prog: Prog, debug_name: str = "", **kw) -> Tensor:  # type: ignore[no-untyped-def]
+    return reduce(graph, x, axes, prog, op_name="max", debug_name=debug_name or "reduce_max", **kw)
+
+
+def reduce_mean(graph: Graph, x: Tensor, axes, prog: Prog, debug_name: str = "", **kw) -> Tensor:  # type: ignore[no-untyped-def]
+    ax = _axes(x, axes)
+    count = int(np.prod([x.shape[a] for a in ax], dtype=np.int64))
+    return reduce(graph, x, axes, prog, op_name="add", scale=1.0 / count, debug_name=debug_name or "reduce_mean", **kw)
+
+
+# Outputs per column-reduce vertex: runs of outputs on one tile are cut into pieces of at most this
+# many, dealt round-robin over the tile's workers [INF: PopLibs splits regions over workers].
+COLUMN_PIECE = 64
+
+
+def _column_stage(
+    graph: Graph, cs: object, src: Tensor, dest_tiles: np.ndarray, out: Tensor, op_name: str, scale: float
+) -> None:
+    """Vertices reducing ``src[p, n]`` down its rows into ``out[n]``, column i on dest_tiles[i]."""
+    p, n = src.shape
+    change = np.ones(n, dtype=bool)
+    change[1:] = dest_tiles[1:] != dest_tiles[:-1]
+    run_id = np.cumsum(change) - 1
+    run_start = np.flatnonzero(change)
+    pos = np.arange(n) - run_start[run_id]
+    piece_start = np.flatnonzero(pos % COLUMN_PIECE == 0)
+    lengths = np.diff(np.append(piece_start, n))
+    codelet = REDUCE_COLUMN_CODELETS[op_name]
+    src_flat, out_flat = src.reshape(-1), out.reshape(-1)
+    for length in np.unique(lengths):
+        starts = piece_start[lengths == length]
+        cols = starts[:, None] + np.arange(length)
+        idx = np.arange(p)[None, :, None] * n + cols[:, None, :]
+        graph.add_vertices(
+            cs, codelet, {"in": src_flat[idx], "out": out_flat[cols]}, dest_tiles[starts], scale=float(scale)
+        )
+
+
+def reduce_columns(
+    graph: Graph, src: Tensor, out: Tensor, op_name: str, prog: Prog, scale: float = 1.0, name: str = "reduce"
+) -> dict[str, int]:
+    """out[j] = scale * op(src[:, j]) for partials ``src[P, n]`` whose rows already sit one partial
+    per tile (e.g. matmul partial sums): reduced on the output's tile, through intermediate stages
+    of ~sqrt(P) rows when P >= 16 (ref §3.5). Returns the plan."""
+    cur = src
+    pdt = src.dtype
+    stages = 0
+    out_tiles = graph.tile_of(out.reshape(-1)).astype(np.int64)
+    while True:
+        stages += 1
+        p, n = cur.shape
+        cs = execute(graph, prog, f"{name}/stage{stages}")
+        if p < SINGLE_STAGE_MAX_PARTIALS:
+            _column_stage(graph, cs, cur, out_tiles, out, op_name, scale)
+            return {"reduce_stages": stages, "partials_per_output": int(src.shape[0])}
+        c = int(np.ceil(np.sqrt(p)))
+        chunks = -(-p // c)
+        first_tiles = graph.tile_of(cur[::c]).astype(np.int64).reshape(chunks, n)
+        nxt = graph.add_variable(pdt, [chunks, n], f"{name} partials {stages}")
+        graph.set_tile_mapping(nxt, first_tiles.reshape(-1))
+        for j in range(chunks):
+            _column_stage(graph, cs, cur[j * c : min(p, (j + 1) * c)], first_tiles[j], nxt[j], op_name, 1.0)
+        cur = nxt

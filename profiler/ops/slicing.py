@@ -1,0 +1,120 @@
+"""Dynamic slice / update and gather (embedding lookup) with its gradient (popops::dynamicSlice,
+dynamicUpdate, multiSlice, multiUpdateAdd).
+
+Vertices run where the sliced tensor's data lives: for ``t[S, ...]`` the vertex on a tile selects
+among the S candidates of the slice elements that tile holds; for a table ``[V, D]`` mapped by
+columns, each tile gathers its columns for every index (the indices are broadcast to those tiles).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from profiler.graph import Graph
+from profiler.ops.codelets import DynamicSlice, DynamicUpdate, MultiSlice, MultiUpdateAdd
+from profiler.ops.core import OpError, add_like, execute, groups_by_tile, linear_tiles, op
+from profiler.programs import Sequence as Prog
+from profiler.tensor import Tensor
+
+_SLICE, _UPDATE, _GATHER, _SCATTER = DynamicSlice(), DynamicUpdate(), MultiSlice(), MultiUpdateAdd()
+
+
+def _check_index(index: Tensor, what: str) -> None:
+    if index.numel() != 1 or index.dtype.kind not in "iu":
+        raise OpError(f"{what}: the index must be a single integer element, got {index!r}")
+
+
+@op("DynamicSlice")
+def dynamic_slice(graph: Graph, t: Tensor, index: Tensor, prog: Prog) -> Tensor:
+    """``t[index]`` along the first dimension, ``index`` a device tensor (clamped to range)."""
+    _check_index(index, "dynamic_slice")
+    s = t.shape[0]
+    out = add_like(graph, t[0], "dynamic slice")
+    cand = t.reshape(s, -1)
+    cs = execute(graph, prog, "dynamic slice")
+    for vtiles, idx in groups_by_tile(graph.tile_of(out)):
+        src = cand.reshape(-1)[np.arange(s)[None, :, None] * cand.shape[1] + idx[:, None, :]]
+        ix = index.reshape(1, 1).broadcast(vtiles.size, 0)
+        graph.add_vertices(cs, _SLICE, {"in": src, "index": ix, "out": out.reshape(-1)[idx]}, vtiles)
+    return out
+
+
+@op("DynamicUpdate")
+def dynamic_update(graph: Graph, t: Tensor, update: Tensor, index: Tensor, prog: Prog) -> Tensor:
+    """``t[index] = update`` in place along the first dimension (vertices on the tiles of ``t[0]``:
+    ``t`` should be mapped so that each tile holds the same positions of every slice)."""
+    _check_index(index, "dynamic_update")
+    if update.shape != t.shape[1:]:
+        raise OpError(f"dynamic_update: update shape {update.shape} is not a slice of {t.shape}")
+    s = t.shape[0]
+    base = t.reshape(s, -1)
+    tiles = graph.tile_of(base).reshape(s, -1)
+    if (tiles != tiles[0]).any():
+        raise OpError(f"dynamic_update: {t!r} is not mapped slice by slice alike; create it with sliceable()")
+    cs = execute(graph, prog, "dynamic update")
+    for vtiles, idx in groups_by_tile(graph.tile_of(t[0])):
+        dst = base.reshape(-1)[np.arange(s)[None, :, None] * base.shape[1] + idx[:, None, :]]
+        ix = index.reshape(1, 1).broadcast(vtiles.size, 0)
+        graph.add_vertices(cs, _UPDATE, {"base": dst, "update": update.reshape(-1)[idx], "index": ix}, vtiles)
+    return t
+
+
+def sliceable(graph: Graph, dtype: object, shape: tuple[int, ...], name: str) -> Tensor:
+    """A tensor for dynamic_update: the positions within a slice are spread over the tiles, and every
+    slice's position sits on the same tile (popops::createSliceableTensor)."""
+    t = graph.add_variable(dtype, shape, name)
+    per_slice = int(np.prod(shape[1:], dtype=np.int64))
+    tiles = linear_tiles(per_slice, graph.target.num_tiles)
+    graph.set_tile_mapping(t, np.broadcast_to(tiles, (shape[0], per_slice)).reshape(-1))
+    return t
+
+
+def embedding_table(graph: Graph, dtype: object, rows: int, cols: int, name: str) -> Tensor:
+    """A [rows, cols] table mapped by columns (each tile holds whole columns), as multiSlice wants."""
+    t = graph.add_variable(dtype, [rows, cols], name)
+    col_tile = linear_tiles(cols, graph.target.num_tiles)
+    graph.set_tile_mapping(t, np.broadcast_to(col_tile, (rows, cols)).reshape(-1))
+    return t
+
+
+def _column_tiles(graph: Graph, table: Tensor) -> np.ndarray:
+    return graph.tile_of(table[0]).astype(np.int64)
+
+
+@op("Gather")
+def gather(graph: Graph, table: Tensor, indices: Tensor, prog: Prog) -> Tensor:
+    """``table[indices]`` for a [V, D] table and 1-D integer indices -> [N, D] (embedding lookup).
+    Each tile holding columns of row 0 gathers those columns (others are exchanged to it)."""
+    if table.rank != 2 or indices.rank != 1 or indices.dtype.kind not in "iu":
+        raise OpError(f"gather: needs table[V, D] and 1-D integer indices, got {table.shape} and {indices!r}")
+    v, d = table.shape
+    n = indices.shape[0]
+    col_tile = _column_tiles(graph, table)
+    out = graph.add_variable(table.dtype, [n, d], "gather out")
+    graph.set_tile_mapping(out, np.broadcast_to(col_tile, (n, d)).reshape(-1))
+    cs = execute(graph, prog, "multi slice")
+    for vtiles, cols in groups_by_tile(col_tile):
+        fields = {
+            "table": table[:, cols].transpose(1, 0, 2),
+            "indices": indices.reshape(1, n).broadcast(vtiles.size, 0),
+            "out": out[:, cols].transpose(1, 0, 2),
+        }
+        graph.add_vertices(cs, _GATHER, fields, vtiles)
+    return out
+
+
+@op("GatherGrad")
+def gather_grad(graph: Graph, table: Tensor, indices: Tensor, dout: Tensor, prog: Prog, scale: float = 1.0) -> Tensor:
+    """``table[indices[i]] += scale * dout[i]`` in place (popops::multiUpdateAdd): the embedding
+    gradient step (with ``scale = -learning rate``) or, on a zeroed table, the dense gradient."""
+    n, d = dout.shape
+    col_tile = _column_tiles(graph, table)
+    cs = execute(graph, prog, "multi update add")
+    for vtiles, cols in groups_by_tile(col_tile):
+        fields = {
+            "table": table[:, cols].transpose(1, 0, 2),
+            "indices": indices.reshape(1, n).broadcast(vtiles.size, 0),
+            "updates": dout[:, cols].transpose(1, 0, 2),
+        }
+        graph.add_vertices(cs, _SCATTER, fields, vtiles, scale=float(scale))
+    return table

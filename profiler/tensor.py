@@ -1,0 +1,175 @@
+"""Tensor views over graph variables.
+
+A tensor is a view: for each of its elements, which variable and which flat element of that
+variable it refers to. Both are numpy arrays (the variable id is a plain int when the view
+covers one variable), so slicing, reshaping, transposing, broadcasting and concatenating are
+numpy index operations, never Python loops over elements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from profiler.graph import Graph
+
+
+class Tensor:
+    """A view of elements of one or more variables of ``graph`` (Poplar's ``poplar::Tensor``)."""
+
+    __slots__ = ("graph", "_var", "_idx", "dtype")
+
+    def __init__(self, graph: Graph, var: int | np.ndarray, idx: np.ndarray, dtype: np.dtype) -> None:
+        self.graph = graph
+        self._var = var  # int: one variable; else int32 array shaped like idx
+        self._idx = idx  # int64 flat element index within the variable
+        self.dtype = dtype
+
+    # -- shape ---------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._idx.shape)
+
+    @property
+    def rank(self) -> int:
+        return self._idx.ndim
+
+    def numel(self) -> int:
+        return int(self._idx.size)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel() * self.dtype.itemsize
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        names = sorted({self.graph.variables[v].name for v in self.variable_ids()})
+        return f"Tensor({', '.join(names)}, shape={self.shape}, dtype={self.dtype.name})"
+
+    # -- elements ------------------------------------------------------------------------
+    def variable_ids(self) -> list[int]:
+        if isinstance(self._var, int):
+            return [self._var]
+        return [int(v) for v in np.unique(self._var)]
+
+    def elements(self) -> tuple[np.ndarray, np.ndarray]:
+        """(variable id, flat element index) of every element, flattened in row-major order."""
+        idx = self._idx.reshape(-1)
+        if isinstance(self._var, int):
+            return np.full(idx.size, self._var, dtype=np.int32), idx
+        return self._var.reshape(-1), idx
+
+    def single_variable(self) -> int | None:
+        return self._var if isinstance(self._var, int) else None
+
+    # -- views ---------------------------------------------------------------------------
+    def _apply(self, fn: Callable[[np.ndarray], np.ndarray]) -> Tensor:
+        idx = fn(self._idx)
+        var = self._var if isinstance(self._var, int) else fn(self._var)
+        return Tensor(self.graph, var, idx, self.dtype)
+
+    def __getitem__(self, key: object) -> Tensor:
+        try:
+            return self._apply(lambda a: np.asarray(a[key]))  # type: ignore[index]
+        except IndexError as exc:
+            raise IndexError(f"{self!r}: bad index {key!r}: {exc}") from None
+
+    def slice(self, start: int, end: int, dim: int = 0) -> Tensor:
+        """Elements start..end-1 along ``dim`` (Poplar ``Tensor::slice``)."""
+        if not (0 <= start <= end <= self.shape[dim]):
+            raise IndexError(f"{self!r}: slice [{start}, {end}) out of range for dimension {dim}")
+        return self._apply(lambda a: np.take(a, np.arange(start, end), axis=dim))
+
+    def index(self, i: int) -> Tensor:
+        return self[i]
+
+    def reshape(self, *shape: int | Sequence[int]) -> Tensor:
+        new = tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], int) else shape
+        try:
+            return self._apply(lambda a: a.reshape(new))
+        except ValueError:
+            raise ValueError(f"{self!r}: cannot reshape {self.shape} to {new}") from None
+
+    def flatten(self) -> Tensor:
+        return self.reshape(-1)
+
+    def transpose(self, *axes: int) -> Tensor:
+        return self._apply(lambda a: np.transpose(a, axes or None))
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802 - numpy's name
+        return self.transpose()
+
+    def expand(self, axis: int) -> Tensor:
+        return self._apply(lambda a: np.expand_dims(a, axis))
+
+    def broadcast_to(self, shape: Sequence[int]) -> Tensor:
+        try:
+            return self._apply(lambda a: np.broadcast_to(a, tuple(shape)).copy())
+        except ValueError:
+            raise ValueError(f"{self!r}: cannot broadcast {self.shape} to {tuple(shape)}") from None
+
+    def broadcast(self, n: int, dim: int = 0) -> Tensor:
+        """Repeat the tensor ``n`` times along ``dim`` (Poplar ``Tensor::broadcast``)."""
+        return self._apply(lambda a: np.concatenate([a] * n, axis=dim))
+
+
+def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
+    """Join views along ``axis`` (Poplar ``poplar::concat``); they may come from different variables."""
+    if not tensors:
+        raise ValueError("concat needs at least one tensor")
+    first = tensors[0]
+    if any(t.dtype != first.dtype or t.graph is not first.graph for t in tensors):
+        raise ValueError("concat: tensors must share a graph and an element type")
+    try:
+        idx = np.concatenate([t._idx for t in tensors], axis=axis)
+    except ValueError as exc:
+        raise ValueError(f"concat: shapes {[t.shape for t in tensors]} do not fit along axis {axis}: {exc}") from None
+    singles = {t._var for t in tensors if isinstance(t._var, int)}
+    if len(singles) == 1 and all(isinstance(t._var, int) for t in tensors):
+        return Tensor(first.graph, first._var, idx, first.dtype)
+    var = np.concatenate(
+        [np.full(t.shape, t._var, dtype=np.int32) if isinstance(t._var, int) else t._var for t in tensors], axis=axis
+    )
+    return Tensor(first.graph, var, idx, first.dtype)
+
+
+class Access:
+    """Precomputed gather/scatter of a tensor's elements against per-variable flat value arrays."""
+
+    __slots__ = ("shape", "dtype", "groups")
+
+    def __init__(self, t: Tensor) -> None:
+        self.shape = t.shape
+        self.dtype = t.dtype
+        var_ids, idx = t.elements()
+        single = t.single_variable()
+        if single is not None:
+            self.groups: list[tuple[int, np.ndarray | None, np.ndarray]] = [(single, None, idx)]
+        else:
+            order = np.argsort(var_ids, kind="stable")
+            sv = var_ids[order]
+            cuts = np.flatnonzero(sv[1:] != sv[:-1]) + 1
+            self.groups = [
+                (int(sv[a]), order[a:b], idx[order[a:b]])
+                for a, b in zip(np.concatenate(([0], cuts)), np.append(cuts, sv.size), strict=True)
+            ]
+
+    def gather(self, state: list[np.ndarray]) -> np.ndarray:
+        if len(self.groups) == 1 and self.groups[0][1] is None:
+            var, _, idx = self.groups[0]
+            return state[var][idx].reshape(self.shape)
+        out = np.empty(int(np.prod(self.shape, dtype=np.int64)), dtype=self.dtype)
+        for var, pos, idx in self.groups:
+            out[pos] = state[var][idx]
+        return out.reshape(self.shape)
+
+    def scatter(self, state: list[np.ndarray], values: np.ndarray) -> None:
+        flat = np.asarray(values).reshape(-1)
+        for var, pos, idx in self.groups:
+            state[var][idx] = flat if pos is None else flat[pos]

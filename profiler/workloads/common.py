@@ -1,0 +1,68 @@
+"""What the workloads share: a built workload (graph + programs + how to feed it) and a script runner.
+
+A workload builds its graph and programs, then ``run`` compiles an Engine (options from code merged
+with POPLAR_ENGINE_OPTIONS, as Poplar does), loads the initial values, connects the host streams
+to synthetic data and runs. Data is synthetic and seeded: no downloads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from profiler.engine import Engine
+from profiler.graph import Graph
+from profiler.programs import Program
+
+
+@dataclass
+class Workload:
+    name: str
+    graph: Graph
+    programs: list[Program]  # programs[0] initialises device state, the others are run steps
+    initial: dict[str, np.ndarray]  # host-writable tensor handle -> initial value
+    streams: dict[str, Callable[..., Any] | np.ndarray]  # stream name -> host source/sink
+    losses: list[float] = field(default_factory=list)  # filled by a loss stream, if any
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def engine(self, options: dict[str, Any] | None = None) -> Engine:
+        e = Engine(self.graph, self.programs, options, name=self.name)
+        e.compile()
+        e.load()
+        for handle, value in self.initial.items():
+            e.write_tensor(handle, value)
+        for name, src in self.streams.items():
+            e.connect_stream(name, src)
+        return e
+
+    def run(self, steps: int = 1, options: dict[str, Any] | None = None) -> Engine:
+        """Compile, initialise (program 0), then run program 1 ``steps`` times."""
+        e = self.engine(options)
+        e.run(0, name="init")
+        for i in range(steps):
+            e.run(1, name=f"step {i}")
+        return e
+
+
+def main(build: Callable[..., Workload], defaults: dict[str, int], description: str, steps: int = 1) -> None:
+    """Script entry point: sizes as --name value options; reports per POPLAR_ENGINE_OPTIONS."""
+    parser = argparse.ArgumentParser(description=description)
+    for k, v in defaults.items():
+        parser.add_argument(f"--{k.replace('_', '-')}", type=type(v), default=v)
+    parser.add_argument("--steps", type=int, default=steps)
+    args = vars(parser.parse_args())
+    n = args.pop("steps")
+    start = time.perf_counter()
+    w = build(**args)
+    e = w.run(n)
+    cycles = [r.cycles for r in e.runs]
+    print(f"{w.name}: {n} step(s); host {time.perf_counter() - start:.2f} s", end="")
+    print(f"; simulated cycles per captured run {cycles}" if cycles else "")
+    if w.losses:
+        print("losses:", " ".join(f"{x:.4f}" for x in w.losses))
+    e.close()

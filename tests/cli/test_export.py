@@ -1,0 +1,51 @@
+"""`tilescope export --trace`: Chrome trace events that match the report's steps and tile cycles."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.tile_list import parse_tile_list
+from report_format.reader import open_report
+from tilescope.cli import main
+
+
+def test_trace_events_match_steps_and_tiles(small_report: Path, tmp_path: Path) -> None:
+    out = tmp_path / "trace.json"
+    assert main(["export", str(small_report), "--trace", str(out), "--run", "1", "--tiles", "3,20"]) == 0
+    doc = json.loads(out.read_text())
+    report = open_report(small_report)
+    clock = report.target().clock_hz
+    steps = report.execution_steps(1)
+    bsp = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["tid"] == 0]
+    assert len(bsp) == len(steps)  # one event per executed step per IPU
+    last = max(bsp, key=lambda e: e["ts"] + e["dur"])
+    assert last["ts"] + last["dur"] == pytest.approx(report.runs()["cycles"][1] / clock * 1e6)
+    tile20 = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["tid"] == 21]
+    cycles = report.tile_cycles_range(1, 0, len(steps) // 2)[:, 1, 4]  # tile 20 = IPU 1, tile 4
+    assert [e["args"]["cycles"] for e in tile20] == [int(c) for c in cycles if c > 0]
+    assert all(e["pid"] == 1 for e in tile20)
+
+
+def test_export_errors_are_one_line(small_report: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", str(small_report), "--trace", str(tmp_path / "t.json"), "--tiles", "5-2"]) == 2
+    assert "runs backwards" in capsys.readouterr().err
+    assert main(["export", str(small_report), "--trace", str(tmp_path / "t.json"), "--run", "9"]) == 2
+    assert "no run 9" in capsys.readouterr().err
+    assert not (tmp_path / "t.json").exists()
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [("0-3, 7", [0, 1, 2, 3, 7]), ("5", [5]), ("2,2,1", [1, 2]), ("", [])],
+)
+def test_parse_tile_list(text: str, expected: list[int]) -> None:
+    assert parse_tile_list(text, 16) == expected
+
+
+@pytest.mark.parametrize("text,message", [("x", "not a tile number"), ("3-1", "backwards"), ("0-16", "outside")])
+def test_parse_tile_list_errors(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_tile_list(text, 16)

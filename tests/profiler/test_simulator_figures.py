@@ -1,0 +1,250 @@
+"""Hand-worked figures on a 4-tile IPU-Model target (64 KiB tiles, interleaved from 32 KiB).
+
+Constants used below and where they come from:
+  stack: (6 workers + supervisor) x 1024 B = 7168 B per tile (targets.STACK_BYTES_PER_WORKER)
+  popops::Add code 256 B (codelets.SIMPLE_CODE_BYTES); vertex state 4 + 8 per field
+  control code 8 B per program step + 8 B per control node (memory.CONTROL_CODE_*)
+  exchange code 24 B + 8 B per message (exchange.EXCHANGE_CODE_*)
+  allocations 8-byte aligned
+  BinaryOp1D<ADD,float> over n: 6 x (29 + ceil(ceil(n/6)/2) x (1 + 2)) + 11 (ref §3.1)
+  compute-set supervisor 30 cycles per active tile; exchange ceil(16 b / 64) + 64 per tile;
+  internal sync 126 cycles.
+"""
+
+import numpy as np
+
+from profiler import Copy, Engine, Execute, Graph, Repeat, Sequence, ipu_model
+
+
+def _tile0(engine, column):
+    return int(engine.memory.tile_memory[column][0])
+
+
+def _categories(engine, tile):
+    bc = engine.memory.by_category
+    sel = bc["tile"] == tile
+    out = {}
+    for cat, al, b in zip(bc["category"][sel], bc["always_live"][sel], bc["bytes"][sel], strict=True):
+        out[(cat, bool(al))] = out.get((cat, bool(al)), 0) + int(b)
+    return out
+
+
+def _add_graph():
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    x = g.add_variable("float", [8], "x")
+    y = g.add_variable("float", [8], "y")
+    g.map_linearly(x)  # 2 elements per tile
+    g.map_linearly(y)
+    cs = g.add_compute_set("add")
+    g.add_vertices(
+        cs, "popops::Add", {"in1": x.reshape(4, 2), "in2": x.reshape(4, 2), "out": y.reshape(4, 2)}, tiles=range(4)
+    )
+    g.create_host_write("x", x)
+    g.create_host_read("y", y)
+    return g, Sequence(Execute(cs))
+
+
+def test_bytes_per_tile_per_category_and_gaps():
+    g, prog = _add_graph()
+    e = Engine(g, [prog], options={"debug.instrument": "false"})
+    e.compile()
+    # layout on each tile: vertexCode 256 @0, controlCode 8 + 8*2 = 24 @256, vertexInstanceState
+    # 4 + 8*3 = 28 @280 (ends 308), stack 7168 @312 (4-byte gap), x 8 @7480, y 8 @7488.
+    assert _categories(e, 0) == {
+        ("vertexCode", True): 256,
+        ("controlCode", True): 24,
+        ("vertexInstanceState", True): 28,
+        ("stack", True): 7168,
+        ("variable", True): 16,
+    }
+    for t in range(4):
+        assert e.memory.tile_memory["total_bytes_excluding_gaps"][t] == 7492
+        assert e.memory.tile_memory["total_bytes_including_gaps"][t] == 7496
+        assert e.memory.tile_memory["non_interleaved_bytes_including_gaps"][t] == 7496
+        assert e.memory.tile_memory["interleaved_bytes_including_gaps"][t] == 0
+    pl = e.memory.placements
+    assert pl["offset"][(pl["variable_id"] == 0) & (pl["tile"] == 2)].tolist() == [7480]
+
+
+def test_compute_step_cycles_flops_and_total():
+    g, prog = _add_graph()
+    e = Engine(g, [prog], options={"autoReport.outputExecutionProfile": "true", "autoReport.directory": "/nonexistent"})
+    e.compile()
+    e.load()
+    e.write_tensor("x", np.arange(8, dtype=np.float32))
+    e.run(0)
+    assert np.array_equal(e.read_tensor("y"), 2 * np.arange(8, dtype=np.float32))
+    leaf = e.compiled.leaves[0]
+    assert leaf.type == "OnTileExecute"
+    # n = 2: 6 x (29 + 1 x 3) + 11 = 203, + 30 supervisor = 233 on each tile
+    assert leaf.tile_cycles.tolist() == [233] * 4
+    assert leaf.flops.tolist() == [2] * 4  # one FLOP per element added
+    assert e.runs[0].cycles == 233
+    e._report_written = True  # nothing to write in this test
+
+
+def test_exchange_bytes_cycles_code_and_sync():
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    c = g.add_constant("float", [4], [1, 2, 3, 4], "c")
+    out = g.add_variable("float", [4], "out")
+    g.set_tile_mapping(c, 0)
+    g.set_tile_mapping(out, 1)
+    cs = g.add_compute_set("neg")
+    g.add_vertex(cs, "popops::Neg", {"in": c, "out": out}, tile=1)
+    g.create_host_read("out", out)
+    e = Engine(g, [Sequence(Execute(cs))])
+    e.run(0)
+    assert e.read_tensor("out").tolist() == [-1, -2, -3, -4]
+    sync, exch, compute = e.compiled.leaves
+    assert (sync.type, exch.type, compute.type) == ("Sync", "DoExchange", "OnTileExecute")
+    assert sync.tile_cycles.tolist() == [126] * 4
+    assert exch.bytes_in.tolist() == [0, 16, 0, 0]
+    assert exch.bytes_out.tolist() == [16, 0, 0, 0]
+    assert exch.tile_cycles.tolist() == [68, 68, 0, 0]  # ceil(16*16/64) + 64
+    assert exch.code_bytes.tolist() == [32, 32, 0, 0]  # 24 + 8 x 1 message
+    # UnaryOp1D<NEGATE,float> n=4, unrolled loop (c=2, u=2): 6 x (17 + ceil(ceil(4/6)/2) x 2) + 20 = 134, + 30
+    assert compute.tile_cycles.tolist() == [0, 164, 0, 0]
+    assert e.runs == [] and e.total_runs == 1
+    # BSP: 126 + 68 + 278
+    assert int(e._clock.max()) == 126 + 68 + 164
+
+
+def _temporaries(overlap: bool):
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    t1 = g.add_variable("float", [4], "t1")  # 16 B
+    t2 = g.add_variable("float", [8], "t2")  # 32 B
+    r1 = g.add_variable("float", [1], "r1")
+    r2 = g.add_variable("float", [1], "r2")
+    for v in (t1, t2, r1, r2):
+        g.set_tile_mapping(v, 0)
+    g.create_host_read("r1", r1)
+    g.create_host_read("r2", r2)
+
+    def cs(name, codelet, fields, **params):
+        c = g.add_compute_set(name)
+        g.add_vertex(c, codelet, fields, tile=0, **params)
+        return Execute(c)
+
+    fill1 = cs("fill1", "popops::Fill", {"out": t1}, value=1.0)
+    fill2 = cs("fill2", "popops::Fill", {"out": t2}, value=2.0)
+    red1 = cs("red1", "popops::ReduceAdd", {"in": t1, "out": r1})
+    red2 = cs("red2", "popops::ReduceAdd", {"in": t2, "out": r2})
+    prog = Sequence(fill1, fill2, red1, red2) if overlap else Sequence(fill1, red1, fill2, red2)
+    e = Engine(g, [prog])
+    e.run(0)
+    assert e.read_tensor("r1").tolist() == [4.0] and e.read_tensor("r2").tolist() == [16.0]
+    return e
+
+
+def test_temporaries_with_disjoint_lifetimes_share_memory():
+    e = _temporaries(overlap=False)
+    assert e.liveness.intervals == [(0, 0, 1), (1, 2, 3)]
+    assert _tile0(e, "not_always_live_bytes") == max(16, 32)
+    assert _categories(e, 0)[("variable", False)] == 32
+
+
+def test_temporaries_with_overlapping_lifetimes_add_up():
+    e = _temporaries(overlap=True)
+    assert e.liveness.intervals == [(0, 0, 2), (1, 1, 3)]
+    assert _tile0(e, "not_always_live_bytes") == 16 + 32
+    # liveness per step: t1 alone, both, both, t2 alone
+    assert e.memory.liveness_steps[:, 0].tolist() == [16, 48, 48, 32]
+
+
+def test_value_carried_around_a_repeat_is_live_across_the_body():
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    acc = g.add_variable("float", [4], "acc")
+    one = g.add_constant("float", [4], 1.0, "one")
+    out = g.add_variable("float", [4], "out")
+    for v in (acc, one, out):
+        g.set_tile_mapping(v, 0)
+    g.create_host_read("out", out)
+    zero, step = g.add_compute_set("zero"), g.add_compute_set("step")
+    g.add_vertex(zero, "popops::Fill", {"out": acc}, tile=0, value=0.0)
+    g.add_vertex(step, "popops::ScaledAdd", {"data": acc, "deltas": one}, tile=0, scale=0.5)
+    other = g.add_compute_set("other")
+    g.add_vertex(other, "popops::Neg", {"in": one, "out": out}, tile=0)
+    # steps: 0 zero, 1 other, 2 step (in the body), 3 copy acc -> out
+    prog = Sequence(Execute(zero), Repeat(3, Sequence(Execute(other), Execute(step))), Copy(acc, out))
+    e = Engine(g, [prog])
+    e.run(0)
+    assert e.read_tensor("out").tolist() == [1.5] * 4
+    assert e.liveness.intervals == [(0, 0, 3)]
+    assert e.compiled.repeat_ranges == [(1, 2)]
+
+
+def test_interleaved_variable_sits_in_the_interleaved_region():
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    v = g.add_variable("float", [4], "v", interleaved=True)
+    g.set_tile_mapping(v, 3)
+    g.create_host_read("v", v)
+    e = Engine(g, [Sequence()])
+    e.compile()
+    pl = e.memory.placements
+    assert pl["offset"].tolist() == [32768] and pl["region"].tolist() == ["interleaved"]
+    tm = e.memory.tile_memory
+    assert tm["interleaved_bytes_excluding_gaps"].tolist() == [0, 0, 0, 16]
+    assert tm["interleaved_bytes_including_gaps"][3] == 16
+
+
+def test_on_tile_copies_cost_a_memcpy_and_one_descriptor_per_region():
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    a = g.add_variable("float", [2, 4], "a")
+    b = g.add_variable("float", [4], "b")
+    c = g.add_variable("float", [4], "c")
+    for v in (a, b, c):
+        g.set_tile_mapping(v, 0)
+    for v, name in ((a, "a"), (b, "b"), (c, "c")):
+        g.create_host_read(name, v)
+    g.create_host_write("a", a)
+    e = Engine(g, [Sequence(Copy(a[0], b), Copy(a[:, :2].transpose().reshape(4), c))])
+    e.load()
+    e.write_tensor("a", np.arange(8))
+    e.run(0)
+    assert e.read_tensor("b").tolist() == [0, 1, 2, 3] and e.read_tensor("c").tolist() == [0, 4, 1, 5]
+    first, second = e.compiled.leaves  # no remote bytes: no sync, no exchange, only the memcpy
+    assert first.tile_cycles.tolist() == [288 + 2, 0, 0, 0]  # 288 + ceil(16 / 8) (ref §3.4 [3P])
+    # a[0] -> b is one contiguous region; the transposed view is 4 regions of one element
+    assert first.descriptor_bytes.tolist() == [8, 0, 0, 0]
+    assert second.descriptor_bytes.tolist() == [32, 0, 0, 0]
+    assert _categories(e, 0)[("copyDescriptor", True)] == 40
+
+
+def test_both_tiles_of_a_supertile_receiving_the_same_data_receive_it_twice_as_fast():
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    c = g.add_constant("float", [16], 1.0, "c")  # 64 B on tile 0
+    out = g.add_variable("float", [3, 16], "out")
+    g.set_tile_mapping(c, 0)
+    for i, tile in enumerate((1, 2, 3)):
+        g.set_tile_mapping(out[i], tile)
+    g.create_host_read("out", out)
+    cs = g.add_compute_set("bcast")
+    g.add_vertices(cs, "popops::Neg", {"in": c.expand(0).broadcast(3, 0), "out": out}, tiles=[1, 2, 3])
+    e = Engine(g, [Execute(cs)])
+    e.compile()
+    exch = e.compiled.leaves[1]
+    assert exch.bytes_in.tolist() == [0, 64, 64, 64] and exch.bytes_out.tolist() == [192, 0, 0, 0]
+    # tile 1 (supertile 0, alone) receives 64 B: ceil(16*64/64) + 64 = 80; tiles 2 and 3 (supertile 1)
+    # both receive the same 64 B at twice the rate: as 32 B, 72 cycles; tile 0 sends 192 B: 112
+    assert exch.tile_cycles.tolist() == [112, 80, 72, 72]
+
+
+def test_general_data_past_the_interleaved_start_skips_the_interleaved_arena():
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    big = g.add_variable("float", [10000], "big")  # 40,000 B
+    il = g.add_variable("float", [4], "il", interleaved=True)  # 16 B
+    g.set_tile_mapping(big, 0)
+    g.set_tile_mapping(il, 0)
+    g.create_host_read("big", big)
+    g.create_host_read("il", il)
+    e = Engine(g, [Sequence()])
+    e.compile()
+    tm = {k: int(v[0]) for k, v in e.memory.tile_memory.items()}
+    # stack 7168 @0 (control code 8 per control node x 2 = 16 @0 first, so stack @16, big @7184)
+    # big: [7184, 32768) non-interleaved = 25,584 B; the rest 14,416 B after il's 16 B at 32768
+    assert tm["non_interleaved_bytes_excluding_gaps"] == 32768
+    assert tm["interleaved_bytes_excluding_gaps"] == 14416 + 16
+    assert tm["interleaved_bytes_including_gaps"] == 14416 + 16
+    assert tm["total_bytes_excluding_gaps"] == 16 + 7168 + 40000 + 16
+    pl = e.memory.placements
+    assert dict(zip(pl["variable_id"].tolist(), pl["offset"].tolist(), strict=True)) == {0: 7184, 1: 32768}

@@ -1,0 +1,56 @@
+"""Make the sample reports (real workloads on the simulated IPU) and open the viewer on them.
+
+Runs an MLP (two batch sizes, for Compare mode), a CNN, a transformer layer and a ResNet-style
+stack on a simulated GC200, plus one model that does not fit in memory, each with
+autoReport.all. Then serves the MLP report with the batch-64 one as the comparison baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HELP = "make the sample reports and open the viewer on them"
+
+
+def _default_out() -> Path:
+    # inside a checkout the samples go beside the golden reports (git-ignored)
+    return Path("sample_reports/demo") if Path("sample_reports").is_dir() else Path("tilescope-demo")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="where to write the reports (default sample_reports/demo in a checkout, else ./tilescope-demo)",
+    )
+    p.add_argument("--no-serve", action="store_true", help="only make the reports")
+    p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
+    p.add_argument("--no-browser", action="store_true", help="do not open a web browser")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tilescope.samples import make_samples
+
+    out = args.out or _default_out()
+    print(f"making sample reports in {out}/", file=sys.stderr)
+    paths = make_samples(out, progress=lambda line: print(line, file=sys.stderr))
+    print(f"done: {len(paths)} reports. Try: tilescope summary {paths[0]}", file=sys.stderr)
+    if args.no_serve:
+        return 0
+    from tilescope.cli import main
+
+    serve = [
+        "serve",
+        str(out / "mlp"),
+        "--compare",
+        str(out / "mlp_batch64"),
+        "--host",
+        args.host,
+        "--port",
+        str(args.port),
+    ]
+    return main(serve + (["--no-browser"] if args.no_browser else []))
