@@ -133,15 +133,21 @@ def select_step(click: dict | None, typed: Any, key: str | None) -> Any:
     if not key:
         return dash.no_update
     n = len(baselines.comparison(key).liveness)
-    if dash.ctx.triggered_id == ids.COMPARE_LIVENESS_STEP_INPUT:
+    pos = step_of_event(dash.ctx.triggered_id == ids.COMPARE_LIVENESS_STEP_INPUT, click, typed, n)
+    return dash.no_update if pos is None else pos
+
+
+def step_of_event(typed_it: bool, click: dict | None, typed: Any, n: int) -> int | None:
+    """The aligned step a click (its x) or the typed number selects; None if neither is in 0..n-1."""
+    if typed_it:
         pos = typed
     else:
         points = (click or {}).get("points", [])
         pos = points[0].get("x") if points else None
     if pos is None:
-        return dash.no_update
+        return None
     pos = int(round(float(pos)))
-    return pos if 0 <= pos < n else dash.no_update
+    return pos if 0 <= pos < n else None
 
 
 def step_pair(key: str, position: int) -> dict[str, Any]:

@@ -87,13 +87,19 @@ def banner_body(key: str | None) -> tuple[Any, str]:
     prevent_initial_call=True,
 )
 def choose(value: str | None, _off: Any) -> tuple[Any, Any]:
-    if ctx.triggered_id == ids.COMPARE_OFF:
+    return next_baseline(ctx.triggered_id == ids.COMPARE_OFF, value)
+
+
+def next_baseline(turned_off: bool, picked: str | None) -> tuple[Any, Any]:
+    """(store, picker) after the off button or a pick: only keys the server listed are accepted,
+    never a path sent by the browser."""
+    if turned_off:
         return None, OFF
-    if not value:
+    if not picked:
         return None, dash.no_update
-    if not baselines.is_allowed(value):  # only keys the server listed; never a path from the browser
+    if not baselines.is_allowed(picked):
         return dash.no_update, OFF
-    return value, dash.no_update
+    return picked, dash.no_update
 
 
 @callback(
