@@ -1,12 +1,13 @@
 """Compare mode in real headless Chromium: `tilescope serve mlp --compare mlp_batch64` (the demo's
-pair: the same MLP at batch 32 and 64). Every page with a compare section shows it, with the
-numbers the comparison views compute; a liveness step is selected by click and by typing; the
+pair: the same MLP at batch 32 and 64). Every page with a compare section shows it (and no
+console error, no request leaving the app), with the numbers the comparison views compute; a liveness step is selected by click and by typing; the
 operations deltas grid sorts and filters on the server; the trace follows the run selector; the
 banner turns compare off and the navbar picker turns it back on."""
 
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from playwright.sync_api import expect
@@ -62,17 +63,28 @@ def page(chromium, base):
 
 
 def open_page(page, base, path):
+    """Open a page started in compare mode: the banner names both reports, the section is filled."""
     page.goto(base + path)
     settle(page, 600)
+    expect(page.locator("#compare-banner")).to_contain_text("Comparing mlp (active) against mlp_batch64")
+    expect(page.locator(SECTIONS[path])).to_contain_text("Compare:")
 
 
-def test_every_compare_page_shows_its_section(page, base):
-    for path, section in SECTIONS.items():
-        open_page(page, base, path)
-        expect(page.locator("#compare-banner")).to_contain_text("Comparing mlp (active) against mlp_batch64")
-        expect(page.locator(section)).to_contain_text("Compare:")
-        assert page.locator(f"{section} .js-plotly-plot, {section} .ag-root").count() > 0 or path == "/", path
-        assert page.watch.errors == [], (path, page.watch.errors)
+def eventually(read, check, timeout: float = 8.0):
+    """Re-read the page until ``check(read())`` holds (the grid answers asynchronously); returns the last read."""
+    deadline = time.time() + timeout
+    while True:
+        value = read()
+        if check(value) or time.time() > deadline:
+            return value
+        time.sleep(0.2)
+
+
+@pytest.fixture(autouse=True)
+def clean_console(page):
+    """Every test ends with no console error and no request leaving the app."""
+    yield
+    assert page.watch.errors == []
     assert page.watch.external == []
 
 
@@ -100,9 +112,12 @@ def test_memory_source_target_filters_added_and_removed(page, base, comparison):
     st = comparison.source_target
     for status in ("added", "removed"):
         grid.locator(".ag-floating-filter[col-id='status'] input").fill(status)
-        settle(page, 900)
-        names = grid.locator(".ag-center-cols-container .ag-row [col-id='name']").all_inner_texts()
-        assert sorted(names) == sorted(st.loc[st["status"] == status, "item"]), status
+        want = sorted(st.loc[st["status"] == status, "item"])
+        names = eventually(
+            lambda: sorted(grid.locator(".ag-center-cols-container .ag-row [col-id='name']").all_inner_texts()),
+            lambda got, want=want: got == want,
+        )
+        assert names == want, status
         assert names
     assert page.watch.errors == []
 
@@ -121,9 +136,9 @@ def test_liveness_select_a_step_by_typing_and_by_click(page, base, comparison):
         comparison.baseline, comparison.active, int(row["baseline_step"]), int(row["active_step"])
     )
     body = page.locator("#compare-liveness-tab-body")
+    expect(body.locator(".ag-row[row-index='0'] [col-id='name']").first).to_have_text(want["name"].iat[0])
     names = body.locator(".ag-center-cols-container .ag-row [col-id='name']").all_inner_texts()
     assert names and set(names) <= set(want["name"])
-    expect(body.locator(".ag-row[row-index='0'] [col-id='name']").first).to_have_text(want["name"].iat[0])
     # click the tallest delta bar: the selection moves to that aligned step
     bars = page.locator("#compare-liveness-graph .bars path")
     heights = [b.bounding_box()["height"] for b in bars.all()]
@@ -134,7 +149,11 @@ def test_liveness_select_a_step_by_typing_and_by_click(page, base, comparison):
     assert comparison.liveness["delta_bytes"].iat[int(m.group(1))] != 0
     page.locator("#compare-liveness-tabs").get_by_role("tab", name="Always Live Variables", exact=True).click()
     settle(page)
-    assert body.locator(".ag-center-cols-container .ag-row").count() > 0
+    row = comparison.liveness.iloc[int(m.group(1))]
+    always = step_variable_comparison(
+        comparison.baseline, comparison.active, int(row["baseline_step"]), int(row["active_step"]), True
+    )
+    expect(body.locator(".ag-row[row-index='0'] [col-id='name']").first).to_have_text(always["name"].iat[0])
     assert page.watch.errors == []
 
 
@@ -150,8 +169,10 @@ def test_operations_deltas_sort_and_filter(page, base, comparison):
         f"{int(ops['delta_cycles'].min()):,}".replace("-", "−")
     )
     grid.locator(".ag-floating-filter[col-id='op_type'] input").fill("MatMul")
-    settle(page, 900)
-    types = set(grid.locator(".ag-center-cols-container .ag-row [col-id='op_type']").all_inner_texts())
+    types = eventually(
+        lambda: set(grid.locator(".ag-center-cols-container .ag-row [col-id='op_type']").all_inner_texts()),
+        lambda got: got == {"MatMul"},
+    )
     assert types == {"MatMul"}
     assert page.locator("#compare-operations .js-plotly-plot").count() == 2  # top cycle and memory changes
     page.select_option("#operations-run", "1")  # the page's "Cycles of" selector drives the comparison too
