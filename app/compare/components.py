@@ -74,7 +74,7 @@ def delta_table(metrics: dict[str, dict[str, Any]], names: dict[str, str], table
     """metric / baseline / active / delta / ratio for ``names`` (metric name -> label), in order."""
     head = html.Tr(
         [
-            html.Th(h, className="text-end" if i else "")
+            html.Th(h, className="text-end text-nowrap" if i else "")
             for i, h in enumerate(("metric", "baseline", "active", "delta", "ratio"))
         ]
     )
@@ -87,10 +87,12 @@ def delta_table(metrics: dict[str, dict[str, Any]], names: dict[str, str], table
             html.Tr(
                 [
                     html.Td(lab, title=name),
-                    html.Td(format_metric(name, m["baseline"]), className="text-end"),
-                    html.Td(format_metric(name, m["active"]), className="text-end"),
-                    html.Td(signed(name, m["delta"]), className="text-end", style=delta_style(m["delta"], name)),
-                    html.Td(ratio_text(m["ratio"], m["delta"]), className="text-end"),
+                    html.Td(format_metric(name, m["baseline"]), className="text-end text-nowrap"),
+                    html.Td(format_metric(name, m["active"]), className="text-end text-nowrap"),
+                    html.Td(
+                        signed(name, m["delta"]), className="text-end text-nowrap", style=delta_style(m["delta"], name)
+                    ),
+                    html.Td(ratio_text(m["ratio"], m["delta"]), className="text-end text-nowrap"),
                 ]
             )
         )

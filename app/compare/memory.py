@@ -52,13 +52,13 @@ def render(key: str | None) -> Any:
         ),
         dbc.Row(
             [
-                dbc.Col(graph(category_delta_figure(c.memory_categories)), lg=7),
+                dbc.Col(graph(category_delta_figure(c.memory_categories)), lg=6),
                 dbc.Col(
                     [
                         html.H6("Totals (all tiles)", className="mt-2"),
                         delta_table(totals, {k: k[: -len("_bytes")].replace("_", " ") for k in totals}),
                     ],
-                    lg=5,
+                    lg=6,
                 ),
             ]
         ),
