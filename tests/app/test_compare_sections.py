@@ -21,6 +21,7 @@ from app.compare import memory as cmp_memory
 from app.compare import operations as cmp_operations
 from app.compare import summary as cmp_summary
 from app.compare.components import short_header
+from tests.app.dash_tree import find, text
 from tests.compare.compare_builders import Spec, Step, Var, build_report, mlp_steps
 
 BASE_CYCLES = 2390
@@ -53,32 +54,6 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (root / "notes" / "readme.txt").write_text("not a report")
     state.configure(a, None)  # started without --compare: the picker finds the baseline beside it
     return {"root": str(root), "active": str(Path(a).absolute()), "baseline": str(Path(b).absolute())}
-
-
-def text(component: Any) -> str:
-    """All text in a Dash component tree."""
-    if component is None or isinstance(component, (bool, int, float)):
-        return "" if component is None or isinstance(component, bool) else str(component)
-    if isinstance(component, str):
-        return component
-    if isinstance(component, (list, tuple)):
-        return " ".join(text(c) for c in component)
-    return text(getattr(component, "children", None))
-
-
-def find(component: Any, component_id: Any) -> Any:
-    """The component with this id in a tree (None if absent)."""
-    if isinstance(component, (list, tuple)):
-        for c in component:
-            hit = find(c, component_id)
-            if hit is not None:
-                return hit
-        return None
-    if not hasattr(component, "_prop_names"):  # not a Dash component
-        return None
-    if getattr(component, "id", None) == component_id:
-        return component
-    return find(getattr(component, "children", None), component_id)
 
 
 def rows(kind: str, args: dict[str, Any]) -> Any:
@@ -154,7 +129,9 @@ def test_liveness_selects_an_aligned_step_and_compares_its_variables(pair):
     grid_, step_text, fig = cmp_liveness.step_body(6, "live", key)
     assert step_text.startswith("Aligned step 6 (only in active): OnTileExecute cast_1 — no baseline step")
     live = rows(cmp_liveness.STEP_VARIABLES_KIND, json.loads(grid_.id["args"]))
-    assert live[["name", "status", "baseline_bytes", "active_bytes"]].values.tolist() == [["cast_out", "added", 0, 1024]]
+    assert live[["name", "status", "baseline_bytes", "active_bytes"]].values.tolist() == [
+        ["cast_out", "added", 0, 1024]
+    ]
     assert fig.layout.shapes[0].x0 == 6  # the selected step is marked
     # aligned step 7: baseline step 6 and active step 7, act2 live in both
     grid_, step_text, _ = cmp_liveness.step_body(7, "live", key)
