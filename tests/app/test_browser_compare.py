@@ -12,6 +12,8 @@ import time
 import pytest
 from playwright.sync_api import expect
 
+from app import state
+from app.compare.memory import tile_variable_rows
 from app.compare.summary import HEADLINE
 from app.export_html import _fmt
 from app.views.compare.comparison import Comparison
@@ -43,6 +45,7 @@ def reports(tmp_path_factory):
 @pytest.fixture(scope="module")
 def comparison(reports):
     active, baseline = reports
+    state.configure(active, baseline)  # so this process can ask the compare sections' producers too
     return Comparison(open_report(baseline), open_report(active), layer="poplibs")
 
 
@@ -119,6 +122,13 @@ def test_memory_source_target_filters_added_and_removed(page, base, comparison):
         )
         assert names == want, status
         assert names
+    # select tiles on the page: the table compares only the variables on them
+    page.fill("#memory-tiles-input", "0-3")
+    page.press("#memory-tiles-input", "Enter")
+    expect(section.locator("h6", has_text="selected tiles 0, 1, 2, 3")).to_be_visible()
+    want = tile_variable_rows(str(comparison.baseline.path.absolute()), [0, 1, 2, 3])
+    first = section.locator(".ag-root-wrapper .ag-row[row-index='0'] [col-id='name']").first
+    expect(first).to_have_text(want["name"].iat[0])
     assert page.watch.errors == []
 
 

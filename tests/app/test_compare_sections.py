@@ -186,3 +186,18 @@ def test_short_headers():
     assert short_header("delta_memory_bytes") == "Δ memory"
     assert short_header("baseline_cycles") == "base cycles"
     assert short_header("diff_percent") == "diff %"
+
+
+def test_memory_variables_of_selected_tiles(pair):
+    key = pair["baseline"]
+    tile2 = cmp_memory.tile_variable_rows(key, [2]).set_index("name")
+    assert tile2[["status", "baseline_bytes", "active_bytes"]].to_dict("index") == {
+        "w2": {"status": "same", "baseline_bytes": 2048, "active_bytes": 2048},
+        "old_w": {"status": "removed", "baseline_bytes": 512, "active_bytes": 0},
+    }
+    both = cmp_memory.tile_variable_rows(key, [2, 3])
+    assert set(both["name"]) == {"w2", "old_w", "cast_out"}
+    block = cmp_memory.follow_selection([3], key)
+    assert "selected tiles 3" in text(block)
+    assert text(find(block, ids.COMPARE_MEMORY_COUNTS)).startswith("1 added, 0 removed, 0 changed, 0 the same")
+    assert "all tiles" in text(cmp_memory.follow_selection(None, key))
