@@ -200,7 +200,7 @@ def step_body(position: int | None, tab: str, key: str | None) -> tuple[Any, Any
     }
     rows = grid.frame(STEP_VARIABLES_KIND, grid.json.dumps(args, sort_keys=True))
     return (
-        compact(grid.big_grid(STEP_VARIABLES_KIND, args, sample=rows, height=360)),
+        compact(grid.big_grid(STEP_VARIABLES_KIND, args, sample=rows, height=360, hidden=("always_live",))),
         step_text(key, position),
         figure(key, position),
     )

@@ -8,11 +8,11 @@ from typing import Any
 
 import dash_bootstrap_components as dbc
 import pandas as pd
-from dash import Input, Output, callback, html
+from dash import ALL, Input, Output, State, callback, html
 
 from app import grid, ids
 from app.compare import baselines
-from app.compare.components import compact, frame, graph, unavailable
+from app.compare.components import compact, delta_table, frame, graph, unavailable
 from app.figures.compare import top_delta_figure
 
 OPERATIONS_KIND = "compare-operations"
@@ -75,7 +75,8 @@ def render(key: str | None, layer: str | None, run: Any) -> Any:
             className="small text-muted mb-1",
             id=ids.COMPARE_OPERATIONS_COUNTS,
         ),
-        compact(grid.big_grid(OPERATIONS_KIND, args, sample=ops, height=380), name_width=320),
+        compact(grid.big_grid(OPERATIONS_KIND, args, sample=ops, height=380, row_id="name"), name_width=320),
+        html.Div(id=ids.COMPARE_OPERATIONS_DETAILS, className="mt-2"),
         dbc.Row(
             [
                 dbc.Col(
@@ -90,3 +91,49 @@ def render(key: str | None, layer: str | None, run: Any) -> Any:
             className="mt-2",
         ),
     )
+
+
+#: The details card of one operation: what each side has (metric name -> label).
+DETAILS = {
+    "cycles": "cycles",
+    "flops": "FLOPs",
+    "memory_bytes": "memory",
+    "variables": "variables",
+    "steps": "program steps",
+}
+
+
+def operation_details(key: str, layer: str, run: int | None, name: str) -> Any:
+    """Baseline / active / delta / ratio of one operation (``name`` is its debug-context path)."""
+    ops = operation_rows(key, layer, run).set_index("name")
+    full = baselines.comparison(key, layer=layer, run=run).operations.set_index("key")
+    if name not in full.index:
+        return None
+    row = full.loc[name]
+    metrics = {}
+    for field in DETAILS:
+        b, a = float(row[f"baseline_{field}"]), float(row[f"active_{field}"])
+        metrics[field] = {"baseline": int(b), "active": int(a), "delta": int(a - b), "ratio": a / b if b else None}
+    return html.Div(
+        [
+            html.Div([html.Strong(str(row["name"])), f" ({row['op_type'] or 'no type'}, {ops.at[name, 'status']})"]),
+            html.Div(name, className="small text-muted mb-1"),
+            delta_table(metrics, DETAILS),
+        ],
+        id=ids.COMPARE_OPERATIONS_CARD,
+    )
+
+
+@callback(
+    Output(ids.COMPARE_OPERATIONS_DETAILS, "children"),
+    Input({"type": grid.GRID_TYPE, "kind": OPERATIONS_KIND, "args": ALL}, "cellClicked"),
+    State(ids.COMPARE_BASELINE, "data"),
+    State(ids.OPERATIONS_LAYER, "value"),
+    State(ids.OPERATIONS_RUN, "value"),
+    prevent_initial_call=True,
+)
+def details(cells: list[dict | None], key: str | None, layer: str | None, run: Any) -> Any:
+    cell = (cells or [None])[0]
+    if not cell or cell.get("rowId") is None or not baselines.is_allowed(key):
+        return None
+    return operation_details(key, layer or "poplibs", _run(run), str(cell["rowId"]))

@@ -185,6 +185,9 @@ def test_operations_deltas_sort_and_filter(page, base, comparison):
     )
     assert types == {"MatMul"}
     assert page.locator("#compare-operations .js-plotly-plot").count() == 2  # top cycle and memory changes
+    grid.locator(".ag-center-cols-container .ag-row[row-index='0'] [col-id='name']").click()
+    first = grid.locator(".ag-row[row-index='0'] [col-id='name']").first.inner_text()
+    expect(page.locator("#compare-operations-card")).to_contain_text(first)
     page.select_option("#operations-run", "1")  # the page's "Cycles of" selector drives the comparison too
     settle(page)
     expect(page.locator("#compare-operations h5")).to_contain_text("cycles of run 1")

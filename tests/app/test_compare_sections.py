@@ -201,3 +201,16 @@ def test_memory_variables_of_selected_tiles(pair):
     assert "selected tiles 3" in text(block)
     assert text(find(block, ids.COMPARE_MEMORY_COUNTS)).startswith("1 added, 0 removed, 0 changed, 0 the same")
     assert "all tiles" in text(cmp_memory.follow_selection(None, key))
+
+
+def test_operation_details_card(pair):
+    key = pair["baseline"]
+    ops = cmp_operations.operation_rows(key, "poplibs", None)
+    cast = ops.loc[ops["status"] == "added", "name"].iat[0]
+    card = cmp_operations.operation_details(key, "poplibs", None, cast)
+    table = card.children[2]
+    body = {text(r.children[0]): [text(c) for c in r.children[1:]] for r in table.children[1].children}
+    assert body["cycles"] == ["0", "300", "+300", "-"]  # no ratio against nothing
+    assert body["FLOPs"] == ["0", "500", "+500", "-"]
+    assert "(Cast, added)" in text(card.children[0])
+    assert cmp_operations.operation_details(key, "poplibs", None, "no such op") is None
