@@ -60,6 +60,9 @@ def main() -> int:
                 if path == "/execution-trace" and page.locator("#trace-run option[value='1']").count():
                     page.select_option("#trace-run", "1")  # the training run (run 0 initialises)
                     settle(page, 1000)
+                if path == "/operations":  # an operation selected: its baseline / active card
+                    page.locator("#compare-operations .ag-center-cols-container .ag-row[row-index='1']").first.click()
+                    settle(page, 800)
                 # the navbar and banner, then the compare section as a whole
                 height = page.evaluate(f"document.getElementById('{section}').getBoundingClientRect().bottom")
                 page.set_viewport_size({"width": 1440, "height": int(min(max(height + 20, 900), 4000))})
