@@ -16,24 +16,23 @@ OFF = ""
 
 
 def picker() -> html.Div:
-    """Navbar item: a select of the baselines this viewer may open ("no comparison" first)."""
-    options = [{"label": "no comparison", "value": OFF}] + [
+    """Navbar item: a select of the baselines this viewer may open ("compare: off" first)."""
+    options = [{"label": "compare: off", "value": OFF}] + [
         {"label": f"vs {lab}", "value": key} for key, lab in baselines.candidates().items()
     ]
     return html.Div(
         [
-            html.Span("Compare", className="navbar-text small text-light me-2"),
             dbc.Select(
                 id=ids.COMPARE_PICKER,
                 options=options,
                 value=baselines.default_key() or OFF,
                 size="sm",
-                style={"width": "11rem"},
+                style={"width": "10rem"},
                 disabled=len(options) == 1,
             ),
         ],
         title="Compare this report with a baseline: reports beside the ones this viewer was started with",
-        className="d-flex align-items-center me-3",
+        className="d-flex align-items-center me-2",
     )
 
 
