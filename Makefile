@@ -39,3 +39,4 @@ samples: install
 
 screenshots: install-test browser-deps
 	$(BIN)/python docs/make_screenshots.py
+	$(BIN)/python docs/make_compare_screenshots.py

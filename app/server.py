@@ -15,6 +15,7 @@ import dash_bootstrap_components as dbc
 from dash import Dash, dcc, html
 
 from app import ids, state
+from app.compare import shell as compare_shell  # compare mode (issue 7)
 
 #: Page modules, in navbar order.
 PAGES = (
@@ -90,9 +91,6 @@ def shell() -> html.Div:
         for page in sorted(dash.page_registry.values(), key=lambda p: p.get("order", 99))
     ]
     title = f"{report.path.name} · {t.name} · {t.num_ipus} IPU × {t.tiles_per_ipu:,} tiles"
-    baseline = state.baseline()
-    if baseline is not None:
-        title += f"  (baseline: {baseline.path.name})"
     return html.Div(
         [
             dbc.Navbar(
@@ -100,6 +98,7 @@ def shell() -> html.Div:
                     [
                         dbc.NavbarBrand("tilescope", href="/", className="fw-bold"),
                         dbc.Nav(nav, id=ids.NAV, navbar=True, className="me-auto"),
+                        compare_shell.picker(),  # compare mode (issue 7)
                         html.Span(title, id=ids.REPORT_TITLE, className="navbar-text small text-light"),
                     ],
                     fluid=True,
@@ -108,6 +107,7 @@ def shell() -> html.Div:
                 dark=True,
                 className="mb-3",
             ),
+            compare_shell.banner(),  # compare mode (issue 7)
             dbc.Container(dash.page_container, fluid=True),
             dcc.Location(id="shell-location"),
         ]

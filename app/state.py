@@ -37,3 +37,8 @@ def report() -> Report:
 def baseline() -> Report | None:
     """The baseline report of compare mode (issue 7), or None."""
     return load(_paths["baseline"]) if _paths["baseline"] else None
+
+
+def started_with() -> dict[str, str | None]:
+    """The absolute paths the app was started with: {"active": ..., "baseline": ... or None}."""
+    return dict(_paths)

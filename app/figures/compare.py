@@ -135,6 +135,42 @@ def liveness_comparison_figure(liveness: pd.DataFrame, max_points: int = 2000) -
         return _empty(title, "no program steps")
     pos = np.arange(len(liveness))
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.65, 0.35], vertical_spacing=0.06)
+    if len(liveness) > max_points:
+        # level of detail: on a long alignment each curve shows its maximum per bin of steps, so
+        # the figure stays small (the delta below is binned the same way)
+        for side, colour in (("baseline", BASELINE), ("active", ACTIVE)):
+            v = np.where(liveness[f"{side}_step"].to_numpy() >= 0, liveness[f"{side}_bytes"].to_numpy(), 0)
+            x, top, _, width = bin_extremes(pos, v.astype(np.int64), max_points)
+            fig.add_trace(
+                go.Scattergl(
+                    x=x,
+                    y=top,
+                    mode="lines",
+                    name=side,
+                    line={"color": colour, "width": 1.5, "shape": "hv"},
+                    hovertemplate=side + f": max %{{y:,}} B in steps %{{x}}..+{width - 1}<extra></extra>",
+                ),
+                row=1,
+                col=1,
+            )
+    else:
+        _exact_liveness_curves(fig, liveness, pos)
+    # the delta as bars (largest increase / decrease per bin on long axes): a filled WebGL line
+    # renders badly across gaps
+    x, up, down, _ = bin_extremes(pos, liveness["delta_bytes"].to_numpy(dtype=np.int64), max_points)
+    for y, name, colour in ((up, "grew", UP), (down, "shrank", DOWN)):
+        fig.add_bar(
+            x=x, y=y, name=name, marker_color=colour, hovertemplate="delta %{y:+,} B<extra></extra>", row=2, col=1
+        )
+    fig.update_layout(barmode="relative", bargap=0)
+    fig.update_yaxes(title_text="bytes", row=1, col=1)
+    fig.update_yaxes(title_text="delta", row=2, col=1)
+    fig.update_xaxes(title_text="aligned program step", row=2, col=1)
+    return _layout(fig, title, height=480)
+
+
+def _exact_liveness_curves(fig: go.Figure, liveness: pd.DataFrame, pos: np.ndarray) -> None:
+    """One point per aligned step, absent steps as gaps, the step's name on hover."""
     text = (liveness["type"].astype(str) + " " + liveness["name"].astype(str)).to_numpy()
     for side, colour in (("baseline", BASELINE), ("active", ACTIVE)):
         present = liveness[f"{side}_step"].to_numpy() >= 0
@@ -152,18 +188,6 @@ def liveness_comparison_figure(liveness: pd.DataFrame, max_points: int = 2000) -
             row=1,
             col=1,
         )
-    # the delta as bars (largest increase / decrease per bin on long axes): a filled WebGL line
-    # renders badly across gaps
-    x, up, down, _ = bin_extremes(pos, liveness["delta_bytes"].to_numpy(dtype=np.int64), max_points)
-    for y, name, colour in ((up, "grew", UP), (down, "shrank", DOWN)):
-        fig.add_bar(
-            x=x, y=y, name=name, marker_color=colour, hovertemplate="delta %{y:+,} B<extra></extra>", row=2, col=1
-        )
-    fig.update_layout(barmode="relative", bargap=0)
-    fig.update_yaxes(title_text="bytes", row=1, col=1)
-    fig.update_yaxes(title_text="delta", row=2, col=1)
-    fig.update_xaxes(title_text="aligned program step", row=2, col=1)
-    return _layout(fig, title, height=480)
 
 
 def step_cycles_delta_figure(steps: pd.DataFrame, max_points: int = 2000) -> go.Figure:

@@ -12,6 +12,7 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, ctx, dcc, html
 
 from app import ids, state
+from app.compare import execution_trace as compare  # compare mode (issue 7)
 from app.components import no_execution_profile, stat_card
 from app.figures.execution_trace import proportions_figure, tile_steps_figure, timeline_figure
 from app.grid import small_grid
@@ -95,6 +96,7 @@ def layout(**_: object) -> html.Div:
                 ],
                 className="g-3 mb-2",
             ),
+            compare.section(),  # compare mode (issue 7)
             dcc.Store(id=ids.TRACE_RANGE, data=None),
             html.Div(id=ids.TRACE_SUMMARY),
             html.Div(id=ids.TRACE_DETAIL, className="small text-muted"),

@@ -11,6 +11,7 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html
 
 from app import grid, ids, state
+from app.compare import liveness as compare  # compare mode (issue 7)
 from app.components import key_values
 from app.figures.liveness import liveness_figure
 from app.units import format_bytes
@@ -49,6 +50,7 @@ def layout(**_: object) -> html.Div:
     return html.Div(
         [
             html.H3("Liveness"),
+            compare.section(),  # compare mode (issue 7)
             html.Div(headline, className="mb-2"),
             html.Div(
                 [

@@ -10,6 +10,7 @@ import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, State, callback, ctx, dcc, html
 
 from app import grid, ids, state
+from app.compare import memory as compare  # compare mode (issue 7)
 from app.components import section
 from app.figures.memory import tile_map_figure, tile_memory_figure, tile_memory_map_figure, variables_figure
 from app.tile_list import parse_tile_list
@@ -109,6 +110,7 @@ def layout(**_: object) -> html.Div:
     return html.Div(
         [
             html.H3("Memory"),
+            compare.section(),  # compare mode (issue 7)
             controls,
             dcc.Loading(dcc.Graph(id=ids.MEMORY_GRAPH, config={"displaylogo": False}), type="dot"),
             html.Div(

@@ -11,6 +11,7 @@ import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, callback, dcc, html
 
 from app import grid, ids, state
+from app.compare import operations as compare  # compare mode (issue 7)
 from app.components import key_values
 from app.figures.operations import operation_tile_cycles_figure
 from app.views import operations as view
@@ -78,6 +79,7 @@ def layout(**_: object) -> html.Div:
                 ],
                 className="g-3 mb-2",
             ),
+            compare.section(),  # compare mode (issue 7)
             html.Div(id="operations-source", className="small text-muted mb-1"),
             dcc.Loading(html.Div(id="operations-table"), type="dot"),
             html.Div(id=ids.OPERATIONS_DETAILS, className="mt-3"),

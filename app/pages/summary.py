@@ -9,6 +9,7 @@ import pandas as pd
 from dash import html
 
 from app import ids, state
+from app.compare import summary as compare  # compare mode (issue 7)
 from app.components import key_values, section, stat_card
 from app.grid import small_grid
 from app.units import format_bytes, format_count, format_si
@@ -95,6 +96,7 @@ def layout(**_: object) -> html.Div:
     return html.Div(
         [
             html.H3("Summary"),
+            compare.section(),  # compare mode (issue 7)
             html.Div(notes),
             dbc.Row(cards, className="g-2", id=ids.SUMMARY_BODY),
             dbc.Row(

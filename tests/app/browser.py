@@ -44,11 +44,12 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def served(report: Path) -> Iterator[str]:
-    """Run the viewer on ``report`` until the block ends; yields its base URL."""
+def served(report: Path, *options: str) -> Iterator[str]:
+    """Run the viewer on ``report`` (with extra serve ``options``, e.g. --compare BASELINE) until the
+    block ends; yields its base URL."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tilescope", "serve", str(report), "--no-browser", "--port", str(port)],
+        [sys.executable, "-m", "tilescope", "serve", str(report), "--no-browser", "--port", str(port), *options],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -1,0 +1,6 @@
+"""Compare mode of the viewer (issue 7): the baseline picker and banner in the shell
+(``shell``), which baselines may be opened and their cached comparisons (``baselines``), and one
+compare section per page (``summary``, ``memory``, ``liveness``, ``operations``,
+``execution_trace``). Each page adds its section with one ``section()`` call in its layout; the
+section fills itself when the shell's baseline store holds a baseline and is empty otherwise.
+The tables come from ``app.views.compare``, the figures from ``app.figures.compare``."""

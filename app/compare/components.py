@@ -1,0 +1,126 @@
+"""Layout pieces shared by the compare sections: the section frame, signed deltas and the headline
+deltas table (baseline / active / delta / ratio)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import dash_bootstrap_components as dbc
+from dash import dcc, html
+
+from app.compare import baselines
+from app.export_html import _fmt as format_metric  # one formatting of metric values for HTML and app
+from app.figures.compare import DOWN, UP
+
+#: Figures of the compare sections: no logo, same as the pages.
+GRAPH_CONFIG = {"displaylogo": False}
+
+
+def frame(key: str, title: str, *children: Any) -> html.Div:
+    """A compare section: a tinted block headed "Compare: <title> (vs <baseline>)"."""
+    return html.Div(
+        [
+            html.H5(
+                [
+                    html.Span("Compare: ", className="text-info"),
+                    title,
+                    html.Span(f"  vs baseline {baselines.label(key)}", className="text-muted small"),
+                ],
+                className="mb-2",
+            ),
+            *children,
+        ],
+        className="border border-info rounded p-3 mb-3 bg-light",
+    )
+
+
+def unavailable(key: str | None) -> Any:
+    """None when compare is on and the baseline opens; else what to show (nothing when off)."""
+    if not key:
+        return html.Div()
+    if not baselines.is_allowed(key):
+        return dbc.Alert(f"not an allowed baseline: {key}", color="danger")
+    error = baselines.load_error(key)
+    return dbc.Alert(error, color="danger") if error else None
+
+
+def signed(name: str, delta: float | None) -> str:
+    """A delta with its sign, formatted like the metric (bytes, counts, ratios)."""
+    if delta is None or (isinstance(delta, float) and not math.isfinite(delta)):
+        return "-"
+    text = format_metric(name, delta)
+    return text if text.startswith("-") or delta == 0 else "+" + text
+
+
+def ratio_text(ratio: float | None, delta: float | None) -> str:
+    if ratio is None or not math.isfinite(ratio):
+        return "-"
+    return f"×{ratio:.4g}" + (f" ({(ratio - 1) * 100:+.2f}%)" if delta else "")
+
+
+def delta_style(delta: float | None, name: str = "") -> dict[str, str]:
+    """Red where the change costs more, green where it costs less; a higher balance is better and
+    FLOPs are work done, not cost (bold, uncoloured)."""
+    if not delta:
+        return {}
+    if "flops" in name:
+        return {"fontWeight": "600"}
+    worse = delta < 0 if "balance" in name else delta > 0
+    return {"color": UP if worse else DOWN, "fontWeight": "600"}
+
+
+def delta_table(metrics: dict[str, dict[str, Any]], names: dict[str, str], table_id: str | None = None) -> html.Table:
+    """metric / baseline / active / delta / ratio for ``names`` (metric name -> label), in order."""
+    head = html.Tr(
+        [
+            html.Th(h, className="text-end text-nowrap" if i else "")
+            for i, h in enumerate(("metric", "baseline", "active", "delta", "ratio"))
+        ]
+    )
+    rows = []
+    for name, lab in names.items():
+        m = metrics.get(name)
+        if m is None:
+            continue
+        rows.append(
+            html.Tr(
+                [
+                    html.Td(lab, title=name),
+                    html.Td(format_metric(name, m["baseline"]), className="text-end text-nowrap"),
+                    html.Td(format_metric(name, m["active"]), className="text-end text-nowrap"),
+                    html.Td(
+                        signed(name, m["delta"]), className="text-end text-nowrap", style=delta_style(m["delta"], name)
+                    ),
+                    html.Td(ratio_text(m["ratio"], m["delta"]), className="text-end text-nowrap"),
+                ]
+            )
+        )
+    kwargs = {"id": table_id} if table_id else {}
+    return html.Table([html.Thead(head), html.Tbody(rows)], className="table table-sm w-auto mb-2", **kwargs)
+
+
+def graph(figure: Any, graph_id: str | None = None) -> dcc.Graph:
+    kwargs = {"id": graph_id} if graph_id else {}
+    return dcc.Graph(figure=figure, config=GRAPH_CONFIG, **kwargs)
+
+
+def short_header(column: str) -> str:
+    """'delta_memory_bytes' -> 'Δ memory', 'baseline_cycles' -> 'base cycles': compare grids have
+    many columns, so headers stay short (the full column name shows on hover)."""
+    text = column.replace("memory_bytes", "memory").replace("flops", "FLOPs").replace("diff_percent", "diff %")
+    for prefix, short in (("delta_", "Δ "), ("baseline_", "base "), ("active_", "active ")):
+        if text.startswith(prefix):
+            text = short + text[len(prefix) :]
+    return text.replace("_", " ")
+
+
+def compact(table: Any, name_width: int = 280) -> Any:
+    """Short headers and narrower numeric columns on a grid made by ``app.grid`` (in place)."""
+    for d in table.columnDefs:
+        d["headerName"] = short_header(d["field"])
+        if d["field"] == "name":
+            d["minWidth"] = name_width
+        elif d.get("type") == "rightAligned":
+            d["minWidth"] = 80
+    return table

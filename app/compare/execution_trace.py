@@ -1,0 +1,83 @@
+"""Execution Trace in compare mode: runs matched by index (cycles, FLOPs, steps, tile balance of
+both), and for the chosen run the cycle delta of every executed step along the alignment, with
+the biggest per-step changes listed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash_bootstrap_components as dbc
+from dash import Input, Output, callback, html
+
+from app import grid, ids
+from app.compare import baselines
+from app.compare.components import compact, frame, graph, unavailable
+from app.export_html import RUN_COLUMNS
+from app.figures.compare import step_cycles_delta_figure
+
+TOP = 15
+STEP_COLUMNS = [
+    "baseline_step",
+    "active_step",
+    "status",
+    "type",
+    "name",
+    "baseline_cycles",
+    "active_cycles",
+    "delta_cycles",
+    "delta_cycles_from",
+]
+#: Executed steps drawn at most (largest change per bin beyond that).
+MAX_STEP_POINTS = 2000
+
+
+def section() -> html.Div:
+    return html.Div(id=ids.COMPARE_TRACE)
+
+
+def top_steps(key: str, run: int) -> Any:
+    """The ``TOP`` executed steps whose cycles changed most (added / removed steps included)."""
+    ex = baselines.comparison(key).executed_steps(run)
+    changed = ex[ex["delta_cycles"] != 0]
+    order = changed["delta_cycles"].abs().sort_values(ascending=False, kind="stable").index[:TOP]
+    return changed.loc[order, STEP_COLUMNS]
+
+
+@callback(Output(ids.COMPARE_TRACE, "children"), Input(ids.COMPARE_BASELINE, "data"), Input(ids.TRACE_RUN, "value"))
+def render(key: str | None, run: Any) -> Any:
+    blocked = unavailable(key)
+    if blocked is not None:
+        return blocked
+    c = baselines.comparison(key)
+    if not c.baseline.has_execution_profile:
+        return frame(key, "execution", dbc.Alert("The baseline has no execution profile.", color="warning"))
+    run = int(run or 0)
+    runs = c.runs
+    body: list[Any] = [
+        html.H6("Runs, matched by index", className="mt-1"),
+        compact(grid.small_grid(runs[[c for c in RUN_COLUMNS if c in runs]].round(4), grid_id=ids.COMPARE_TRACE_RUNS)),
+    ]
+    if run not in set(c.run_tables[0]["run"]):
+        body.append(dbc.Alert(f"The baseline has no run {run}.", color="warning", className="mt-2"))
+        return frame(key, "execution", *body)
+    ex = c.executed_steps(run)
+    counts = ex["status"].value_counts()
+    delta = int(ex["delta_cycles"].sum())
+    top = top_steps(key, run)
+    fig = step_cycles_delta_figure(ex, max_points=MAX_STEP_POINTS)
+    fig.update_layout(title_text=f"Run {run}: cycles per executed step, active - baseline")
+    fig.update_xaxes(title_text="executed step, aligned (execution order)")
+    body += [
+        html.Div(
+            f"Run {run}: {len(ex):,} executed steps aligned ({int(counts.get('added', 0)):,} only in active, "
+            f"{int(counts.get('removed', 0)):,} only in baseline); summed over the steps, cycles changed by {'+' if delta > 0 else ''}{delta:,}.",
+            className="mt-2",
+            id=ids.COMPARE_TRACE_TEXT,
+        ),
+        graph(fig),
+        html.H6(f"Biggest step changes (top {TOP})"),
+        compact(grid.small_grid(top, grid_id=ids.COMPARE_TRACE_STEPS))
+        if len(top)
+        else html.Div(f"No executed step of run {run} changed its cycles.", className="text-muted"),
+    ]
+    return frame(key, "execution", *body)

@@ -1,0 +1,139 @@
+"""Operations in compare mode: every operation of the chosen layer matched by debug-context path,
+with baseline / active / delta cycles, FLOPs and memory in a sortable, filterable server-side
+grid (added and removed operations included), and the biggest cycle and memory changes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash_bootstrap_components as dbc
+import pandas as pd
+from dash import ALL, Input, Output, State, callback, html
+
+from app import grid, ids
+from app.compare import baselines
+from app.compare.components import compact, delta_table, frame, graph, unavailable
+from app.figures.compare import top_delta_figure
+
+OPERATIONS_KIND = "compare-operations"
+#: The grid's columns: the debug-context path (as "name": the wide column), then the deltas.
+COLUMNS = [
+    "name",
+    "status",
+    "op_type",
+    "baseline_cycles",
+    "active_cycles",
+    "delta_cycles",
+    "delta_flops",
+    "baseline_memory_bytes",
+    "active_memory_bytes",
+    "delta_memory_bytes",
+    "delta_variables",
+    "delta_steps",
+]
+TOP = 15
+
+
+def _run(run: Any) -> int | None:
+    return None if run in (None, -1, "-1", "") else int(run)
+
+
+@grid.producer(OPERATIONS_KIND)
+def operation_rows(baseline: str, layer: str, run: int | None) -> pd.DataFrame:
+    """The operations comparison, biggest cycle change first; ``name`` is the debug-context path
+    (unique; the op's own name is its last part)."""
+    ops = baselines.comparison(baseline, layer=layer, run=run).operations
+    order = ops["delta_cycles"].abs().sort_values(ascending=False, kind="stable").index
+    return ops.loc[order].drop(columns=["name"]).rename(columns={"key": "name"})[COLUMNS].reset_index(drop=True)
+
+
+def section() -> html.Div:
+    return html.Div(id=ids.COMPARE_OPERATIONS)
+
+
+@callback(
+    Output(ids.COMPARE_OPERATIONS, "children"),
+    Input(ids.COMPARE_BASELINE, "data"),
+    Input(ids.OPERATIONS_LAYER, "value"),
+    Input(ids.OPERATIONS_RUN, "value"),
+)
+def render(key: str | None, layer: str | None, run: Any) -> Any:
+    blocked = unavailable(key)
+    if blocked is not None:
+        return blocked
+    args = {"baseline": key, "layer": layer or "poplibs", "run": _run(run)}
+    ops = grid.frame(OPERATIONS_KIND, grid.json.dumps(args, sort_keys=True))
+    status = ops["status"].value_counts()
+    cycles_of = "all runs" if args["run"] is None else f"run {args['run']}"
+    return frame(
+        key,
+        f"operations ({args['layer']} layer, cycles of {cycles_of})",
+        html.Div(
+            f"{len(ops):,} operations: {int(status.get('added', 0)):,} added, {int(status.get('removed', 0)):,} "
+            f"removed, {int(status.get('changed', 0)):,} changed, {int(status.get('same', 0)):,} the same. "
+            "Sorted by the size of the cycle change; filter under the headers, click a header to sort.",
+            className="small text-muted mb-1",
+            id=ids.COMPARE_OPERATIONS_COUNTS,
+        ),
+        compact(grid.big_grid(OPERATIONS_KIND, args, sample=ops, height=380, row_id="name"), name_width=320),
+        html.Div(id=ids.COMPARE_OPERATIONS_DETAILS, className="mt-2"),
+        dbc.Row(
+            [
+                dbc.Col(
+                    graph(top_delta_figure(ops, "name", "delta_cycles", "Biggest cycle changes", TOP, "cycles")),
+                    lg=6,
+                ),
+                dbc.Col(
+                    graph(top_delta_figure(ops, "name", "delta_memory_bytes", "Biggest memory changes", TOP, "B")),
+                    lg=6,
+                ),
+            ],
+            className="mt-2",
+        ),
+    )
+
+
+#: The details card of one operation: what each side has (metric name -> label).
+DETAILS = {
+    "cycles": "cycles",
+    "flops": "FLOPs",
+    "memory_bytes": "memory",
+    "variables": "variables",
+    "steps": "program steps",
+}
+
+
+def operation_details(key: str, layer: str, run: int | None, name: str) -> Any:
+    """Baseline / active / delta / ratio of one operation (``name`` is its debug-context path)."""
+    ops = operation_rows(key, layer, run).set_index("name")
+    full = baselines.comparison(key, layer=layer, run=run).operations.set_index("key")
+    if name not in full.index:
+        return None
+    row = full.loc[name]
+    metrics = {}
+    for field in DETAILS:
+        b, a = float(row[f"baseline_{field}"]), float(row[f"active_{field}"])
+        metrics[field] = {"baseline": int(b), "active": int(a), "delta": int(a - b), "ratio": a / b if b else None}
+    return html.Div(
+        [
+            html.Div([html.Strong(str(row["name"])), f" ({row['op_type'] or 'no type'}, {ops.at[name, 'status']})"]),
+            html.Div(name, className="small text-muted mb-1"),
+            delta_table(metrics, DETAILS),
+        ],
+        id=ids.COMPARE_OPERATIONS_CARD,
+    )
+
+
+@callback(
+    Output(ids.COMPARE_OPERATIONS_DETAILS, "children"),
+    Input({"type": grid.GRID_TYPE, "kind": OPERATIONS_KIND, "args": ALL}, "cellClicked"),
+    State(ids.COMPARE_BASELINE, "data"),
+    State(ids.OPERATIONS_LAYER, "value"),
+    State(ids.OPERATIONS_RUN, "value"),
+    prevent_initial_call=True,
+)
+def details(cells: list[dict | None], key: str | None, layer: str | None, run: Any) -> Any:
+    cell = (cells or [None])[0]
+    if not cell or cell.get("rowId") is None or not baselines.is_allowed(key):
+        return None
+    return operation_details(key, layer or "poplibs", _run(run), str(cell["rowId"]))

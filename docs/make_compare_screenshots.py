@@ -1,0 +1,78 @@
+"""Regenerate docs/screenshots/compare_<page>.png: the viewer in compare mode in headless Debian
+Chromium, on the sample MLP (batch 32, active) against the same MLP with batch 64 (baseline), as
+`tilescope demo` serves them. Each page with a compare section, scrolled to it.
+
+    python docs/make_compare_screenshots.py [--active PATH --baseline PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.app.browser import CHROMIUM, CHROMIUM_ARGS, served, settle  # noqa: E402
+
+OUT = ROOT / "docs" / "screenshots"
+#: page path -> (screenshot name, id of the compare section)
+PAGES = {
+    "/": ("compare_summary", "compare-summary"),
+    "/memory": ("compare_memory", "compare-memory"),
+    "/liveness": ("compare_liveness", "compare-liveness"),
+    "/operations": ("compare_operations", "compare-operations"),
+    "/execution-trace": ("compare_execution_trace", "compare-trace"),
+}
+
+
+def sample_pair(out: Path) -> tuple[Path, Path]:
+    """The demo's MLP pair: (active batch 32, baseline batch 64)."""
+    from tilescope.samples import SAMPLES, make_sample
+
+    for sample in SAMPLES:
+        if sample.name in ("mlp", "mlp_batch64"):
+            make_sample(sample, out)
+    return out / "mlp", out / "mlp_batch64"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--active", type=Path, help="active report (default: the sample MLP, batch 32)")
+    ap.add_argument("--baseline", type=Path, help="baseline report (default: the sample MLP, batch 64)")
+    ap.add_argument("--only", help="only this page path (e.g. /memory)")
+    args = ap.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp:
+        active, baseline = (args.active, args.baseline) if args.active else sample_pair(Path(tmp))
+        OUT.mkdir(parents=True, exist_ok=True)
+        with served(active, "--compare", str(baseline)) as base, sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1440, "height": 900})
+            for path, (name, section) in PAGES.items():
+                if args.only and path != args.only:
+                    continue
+                page.goto(base + path)
+                settle(page, 1500)
+                if path == "/execution-trace" and page.locator("#trace-run option[value='1']").count():
+                    page.select_option("#trace-run", "1")  # the training run (run 0 initialises)
+                    settle(page, 1000)
+                if path == "/operations":  # an operation selected: its baseline / active card
+                    page.locator("#compare-operations .ag-center-cols-container .ag-row[row-index='1']").first.click()
+                    settle(page, 800)
+                # the navbar and banner, then the compare section as a whole
+                height = page.evaluate(f"document.getElementById('{section}').getBoundingClientRect().bottom")
+                page.set_viewport_size({"width": 1440, "height": int(min(max(height + 20, 900), 4000))})
+                settle(page, 800)
+                page.screenshot(path=str(OUT / f"{name}.png"))
+                page.set_viewport_size({"width": 1440, "height": 900})
+                print(f"wrote docs/screenshots/{name}.png")
+            browser.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,228 @@
+"""Compare mode in real headless Chromium: `tilescope serve mlp --compare mlp_batch64` (the demo's
+pair: the same MLP at batch 32 and 64). Every page with a compare section shows it (and no
+console error, no request leaving the app), with the numbers the comparison views compute; a liveness step is selected by click and by typing; the
+operations deltas grid sorts and filters on the server; the trace follows the run selector; the
+banner turns compare off and the navbar picker turns it back on."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from playwright.sync_api import expect
+
+from app import state
+from app.compare.memory import tile_variable_rows
+from app.compare.summary import HEADLINE
+from app.export_html import _fmt
+from app.views.compare.comparison import Comparison
+from app.views.compare.variables import step_variable_comparison
+from report_format.reader import open_report
+from tests.app.browser import PageWatch, click_centre, served, settle
+
+pytestmark = pytest.mark.browser
+SECTIONS = {
+    "/": "#compare-summary",
+    "/memory": "#compare-memory",
+    "/liveness": "#compare-liveness",
+    "/operations": "#compare-operations",
+    "/execution-trace": "#compare-trace",
+}
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    from tilescope.samples import SAMPLES, make_sample
+
+    out = tmp_path_factory.mktemp("demo")
+    for sample in SAMPLES:
+        if sample.name in ("mlp", "mlp_batch64"):
+            make_sample(sample, out)
+    return out / "mlp", out / "mlp_batch64"
+
+
+@pytest.fixture(scope="module")
+def comparison(reports):
+    active, baseline = reports
+    state.configure(active, baseline)  # so this process can ask the compare sections' producers too
+    return Comparison(open_report(baseline), open_report(active), layer="poplibs")
+
+
+@pytest.fixture(scope="module")
+def base(reports):
+    active, baseline = reports
+    with served(active, "--compare", str(baseline)) as url:
+        yield url
+
+
+@pytest.fixture
+def page(chromium, base):
+    ctx = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    pg = ctx.new_page()
+    pg.watch = PageWatch(pg, base)
+    yield pg
+    ctx.close()
+
+
+def open_page(page, base, path):
+    """Open a page started in compare mode: the banner names both reports, the section is filled."""
+    page.goto(base + path)
+    settle(page, 600)
+    expect(page.locator("#compare-banner")).to_contain_text("Comparing mlp (active) against mlp_batch64")
+    expect(page.locator(SECTIONS[path])).to_contain_text("Compare:")
+
+
+def eventually(read, check, timeout: float = 8.0):
+    """Re-read the page until ``check(read())`` holds (the grid answers asynchronously); returns the last read."""
+    deadline = time.time() + timeout
+    while True:
+        value = read()
+        if check(value) or time.time() > deadline:
+            return value
+        time.sleep(0.2)
+
+
+@pytest.fixture(autouse=True)
+def clean_console(page):
+    """Every test ends with no console error and no request leaving the app."""
+    yield
+    assert page.watch.errors == []
+    assert page.watch.external == []
+
+
+def test_summary_headline_deltas(page, base, comparison):
+    open_page(page, base, "/")
+    table = page.locator("#compare-summary-table")
+    m = comparison.metrics["execution.total_cycles"]
+    row = table.locator("tr", has_text=HEADLINE["execution.total_cycles"])
+    cells = row.locator("td").all_inner_texts()
+    assert cells[1:4] == [
+        _fmt("c", m["baseline"]),
+        _fmt("c", m["active"]),
+        _fmt("c", m["delta"]),  # a negative delta carries its own sign
+    ]
+    assert m["delta"] < 0  # batch 32 runs fewer cycles than batch 64
+    expect(page.locator("#compare-summary-parity")).to_have_text("Same target and engine options.")
+    expect(page.locator("#compare-summary")).to_contain_text(comparison.peak_sentence().capitalize())
+
+
+def test_memory_source_target_filters_added_and_removed(page, base, comparison):
+    open_page(page, base, "/memory")
+    section = page.locator("#compare-memory")
+    assert section.locator(".js-plotly-plot").count() == 3  # per-tile delta, overlay, categories
+    grid = section.locator(".ag-root-wrapper")
+    st = comparison.source_target
+    for status in ("added", "removed"):
+        grid.locator(".ag-floating-filter[col-id='status'] input").fill(status)
+        want = sorted(st.loc[st["status"] == status, "item"])
+        names = eventually(
+            lambda: sorted(grid.locator(".ag-center-cols-container .ag-row [col-id='name']").all_inner_texts()),
+            lambda got, want=want: got == want,
+        )
+        assert names == want, status
+        assert names
+    # select tiles on the page: the table compares only the variables on them
+    page.fill("#memory-tiles-input", "0-3")
+    page.press("#memory-tiles-input", "Enter")
+    expect(section.locator("h6", has_text="selected tiles 0, 1, 2, 3")).to_be_visible()
+    want = tile_variable_rows(str(comparison.baseline.path.absolute()), [0, 1, 2, 3])
+    first = section.locator(".ag-root-wrapper .ag-row[row-index='0'] [col-id='name']").first
+    expect(first).to_have_text(want["name"].iat[0])
+    assert page.watch.errors == []
+
+
+def test_liveness_select_a_step_by_typing_and_by_click(page, base, comparison):
+    open_page(page, base, "/liveness")
+    text = page.locator("#compare-liveness-step-text")
+    peak = comparison.liveness_peaks["active"]["position"]
+    expect(text).to_contain_text(f"Aligned step {peak}")  # a fresh page selects the active peak
+    page.fill("#compare-liveness-step-input", "20")
+    page.press("#compare-liveness-step-input", "Enter")
+    settle(page, 800)
+    expect(text).to_contain_text("Aligned step 20")
+    row = comparison.liveness.iloc[20]
+    want = step_variable_comparison(
+        comparison.baseline, comparison.active, int(row["baseline_step"]), int(row["active_step"])
+    )
+    body = page.locator("#compare-liveness-tab-body")
+    expect(body.locator(".ag-row[row-index='0'] [col-id='name']").first).to_have_text(want["name"].iat[0])
+    names = body.locator(".ag-center-cols-container .ag-row [col-id='name']").all_inner_texts()
+    assert names and set(names) <= set(want["name"])
+    # click the tallest delta bar: the selection moves to that aligned step
+    bars = page.locator("#compare-liveness-graph .bars path")
+    heights = [b.bounding_box()["height"] for b in bars.all()]
+    click_centre(page, bars.nth(heights.index(max(heights))))
+    settle(page, 800)
+    m = re.match(r"Aligned step (\d+)", text.inner_text())
+    assert m and int(m.group(1)) != 20
+    assert comparison.liveness["delta_bytes"].iat[int(m.group(1))] != 0
+    page.locator("#compare-liveness-tabs").get_by_role("tab", name="Always Live Variables", exact=True).click()
+    settle(page)
+    row = comparison.liveness.iloc[int(m.group(1))]
+    always = step_variable_comparison(
+        comparison.baseline, comparison.active, int(row["baseline_step"]), int(row["active_step"]), True
+    )
+    expect(body.locator(".ag-row[row-index='0'] [col-id='name']").first).to_have_text(always["name"].iat[0])
+    assert page.watch.errors == []
+
+
+def test_operations_deltas_sort_and_filter(page, base, comparison):
+    open_page(page, base, "/operations")
+    grid = page.locator("#compare-operations .ag-root-wrapper")
+    ops = comparison.operations
+    by_size = ops.loc[ops["delta_cycles"].abs().sort_values(ascending=False, kind="stable").index]
+    expect(grid.locator(".ag-row[row-index='0'] [col-id='name']")).to_have_text(by_size["key"].iat[0])
+    grid.locator(".ag-header-cell[col-id='delta_cycles'] .ag-header-cell-label").click()  # ascending
+    settle(page, 900)
+    expect(grid.locator(".ag-row[row-index='0'] [col-id='delta_cycles']")).to_have_text(
+        f"{int(ops['delta_cycles'].min()):,}".replace("-", "−")
+    )
+    grid.locator(".ag-floating-filter[col-id='op_type'] input").fill("MatMul")
+    types = eventually(
+        lambda: set(grid.locator(".ag-center-cols-container .ag-row [col-id='op_type']").all_inner_texts()),
+        lambda got: got == {"MatMul"},
+    )
+    assert types == {"MatMul"}
+    assert page.locator("#compare-operations .js-plotly-plot").count() == 2  # top cycle and memory changes
+    grid.locator(".ag-center-cols-container .ag-row[row-index='0'] [col-id='name']").click()
+    first = grid.locator(".ag-row[row-index='0'] [col-id='name']").first.inner_text()
+    expect(page.locator("#compare-operations-card")).to_contain_text(first)
+    page.select_option("#operations-run", "1")  # the page's "Cycles of" selector drives the comparison too
+    settle(page)
+    expect(page.locator("#compare-operations h5")).to_contain_text("cycles of run 1")
+    assert page.watch.errors == []
+
+
+def test_execution_trace_follows_the_run(page, base, comparison):
+    open_page(page, base, "/execution-trace")
+    text = page.locator("#compare-trace-text")
+    expect(text).to_contain_text("Run 0:")
+    page.select_option("#trace-run", "1")
+    settle(page, 800)
+    ex = comparison.executed_steps(1)
+    expect(text).to_contain_text(f"Run 1: {len(ex):,} executed steps aligned")
+    top = ex.loc[ex["delta_cycles"].abs().sort_values(ascending=False, kind="stable").index[0]]
+    first = page.locator("#compare-trace-steps .ag-row[row-index='0'] [col-id='delta_cycles']")
+    expect(first).to_have_text(f"{int(top['delta_cycles']):,}".replace("-", "−"))
+    runs = page.locator("#compare-trace-runs .ag-center-cols-container .ag-row")
+    assert runs.count() == len(comparison.runs)
+    assert page.watch.errors == []
+
+
+def test_turn_compare_off_and_pick_a_baseline_again(page, base, reports):
+    open_page(page, base, "/memory")
+    page.click("#compare-off")
+    settle(page)
+    expect(page.locator("#compare-banner")).to_be_hidden()
+    expect(page.locator("#compare-memory")).to_have_text("")
+    assert page.locator("#compare-picker").input_value() == ""
+    page.select_option("#compare-picker", str(reports[1].absolute()))
+    settle(page)
+    expect(page.locator("#compare-banner")).to_be_visible()
+    expect(page.locator("#compare-memory")).to_contain_text("Compare:")
+    # the choice holds across pages (client-side navigation keeps the shell's store)
+    page.locator(".navbar .nav-link", has_text="Liveness").click()
+    settle(page)
+    expect(page.locator("#compare-liveness")).to_contain_text("Compare:")
+    assert page.watch.errors == []
