@@ -113,7 +113,9 @@ def test_memory_source_target_filters_added_and_removed(page, base, comparison):
     assert section.locator(".js-plotly-plot").count() == 3  # per-tile delta, overlay, categories
     grid = section.locator(".ag-root-wrapper")
     st = comparison.source_target
-    for status in ("added", "removed"):
+    statuses = [s for s in ("added", "removed") if (st["status"] == s).any()]
+    assert statuses  # the batch sizes change the planner's partials: some variable comes or goes
+    for status in statuses:
         grid.locator(".ag-floating-filter[col-id='status'] input").fill(status)
         want = sorted(st.loc[st["status"] == status, "item"])
         names = eventually(
@@ -121,7 +123,6 @@ def test_memory_source_target_filters_added_and_removed(page, base, comparison):
             lambda got, want=want: got == want,
         )
         assert names == want, status
-        assert names
     # select tiles on the page: the table compares only the variables on them
     page.fill("#memory-tiles-input", "0-3")
     page.press("#memory-tiles-input", "Enter")
@@ -197,8 +198,12 @@ def test_operations_deltas_sort_and_filter(page, base, comparison):
 def test_execution_trace_follows_the_run(page, base, comparison):
     open_page(page, base, "/execution-trace")
     text = page.locator("#compare-trace-text")
+    opened = int(page.locator("#trace-run").input_value())  # the page opens on the longest run
+    expect(text).to_contain_text(f"Run {opened}:")
+    page.select_option("#trace-run", "0")  # run 0: the init program
+    settle(page, 800)
     expect(text).to_contain_text("Run 0:")
-    page.select_option("#trace-run", "1")
+    page.select_option("#trace-run", "1")  # run 1: the training step, where the batch size shows
     settle(page, 800)
     ex = comparison.executed_steps(1)
     expect(text).to_contain_text(f"Run 1: {len(ex):,} executed steps aligned")
