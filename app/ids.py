@@ -49,6 +49,7 @@ OPERATIONS_COLUMNS = "operations-columns"
 OPERATIONS_GRID = "operations-grid"
 OPERATIONS_DETAILS = "operations-details"
 OPERATIONS_GRAPH = "operations-graph"
+OPERATIONS_GRAPH_NOTE = "operations-graph-note"
 OPERATIONS_GRAPH_COLOUR = "operations-graph-colour"
 OPERATIONS_GRAPH_LAYER = "operations-graph-layer"
 

@@ -118,6 +118,13 @@ def _graph_tables(engine: Engine, w: ReportWriter) -> None:
         "code_tiles": code_tiles,
         "estimated_cycles": est,
     })  # fmt: skip
+    pv_prog, pv_var, pv_access = [], [], []
+    for nd in c.nodes:  # per program node (not per element): its variable sets are small
+        for v in sorted(nd.reads | nd.writes):
+            pv_prog.append(nd.id)
+            pv_var.append(v)
+            pv_access.append("read_write" if v in nd.reads and v in nd.writes else "read" if v in nd.reads else "write")
+    w.write("program_variables", {"program_id": pv_prog, "variable_id": pv_var, "access": pv_access})
     css = g.compute_sets
     w.write("compute_sets", {
         "compute_set_id": [cs.id for cs in css],

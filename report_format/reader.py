@@ -118,7 +118,7 @@ def read_manifest(path: Path) -> Manifest:
         tables_doc = doc["tables"]
         _require(isinstance(tables_doc, dict), mpath, "'tables' is not an object")
         tables: dict[str, TableEntry] = {}
-        for name in schema.TABLE_NAMES:
+        for name in schema.table_names(version):
             _require(name in tables_doc, mpath, f"table {name!r} is missing from the manifest")
             t = tables_doc[name]
             entry = TableEntry(str(t["file"]), int(t["rows"]), int(t["bytes"]), str(t["sha256"]), t.get("batch_rows"))
@@ -156,7 +156,7 @@ class Report:
         self._cache: dict[str, pa.Table] = {}
         self._projections: dict[tuple[str, tuple[str, ...]], pa.Table] = {}
         self._verified: set[str] = set()
-        for name in schema.TABLE_NAMES:
+        for name in self.manifest.tables:
             self._open_table(name)
 
     # -- validation and raw access ----------------------------------------------------------
@@ -213,6 +213,9 @@ class Report:
         if name in self._cache:
             table = self._cache[name]
             return table.select(columns) if columns else table
+        if name not in self.manifest.tables:  # a table newer than this report's format version
+            self._cache[name] = schema.table_spec(name).schema.empty_table()
+            return self.table(name, columns)
         fpath = self._file(name)
         entry = self.manifest.tables[name]
         if name not in self._verified:
@@ -250,11 +253,12 @@ class Report:
         return self.table(name, columns).to_pandas()
 
     def num_rows(self, name: str) -> int:
-        return self.manifest.tables[name].rows
+        entry = self.manifest.tables.get(name)
+        return entry.rows if entry else 0
 
     def verify(self) -> None:
         """Read every table completely, checking checksums and row counts."""
-        for name in schema.TABLE_NAMES:
+        for name in self.manifest.tables:
             self._verified.discard(name)
             self.table(name)
             self._cache.pop(name, None)
@@ -311,6 +315,10 @@ class Report:
 
     def programs(self) -> pd.DataFrame:
         return self.df("programs")
+
+    def program_variables(self) -> pd.DataFrame:
+        """Reads and writes of each program step (empty for format-1 reports)."""
+        return self.df("program_variables")
 
     def compute_sets(self) -> pd.DataFrame:
         return self.df("compute_sets")

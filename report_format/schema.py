@@ -30,8 +30,11 @@ import pyarrow as pa
 
 FORMAT_NAME = "tilescope.report"
 #: Bump on any change of a table or column. Readers accept exactly SUPPORTED_VERSIONS.
-FORMAT_VERSION = 1
-SUPPORTED_VERSIONS: tuple[int, ...] = (1,)
+FORMAT_VERSION = 2
+SUPPORTED_VERSIONS: tuple[int, ...] = (1, 2)
+# Version history (a table's ``since`` says where it appeared; older reports read it as empty):
+#   1  the first format
+#   2  adds ``program_variables`` (which variables each program step reads and writes)
 #: Arrow custom-metadata key; the ``name:`` prefix follows the Arrow spec's advice on
 #: application metadata (``ARROW:`` is reserved for Arrow itself).
 METADATA_KEY = "tilescope:report"
@@ -111,6 +114,8 @@ class TableSpec:
     #: Rows per Arrow record batch for large tables, so one step can be read alone.
     batch_rows: int | None = None
     key: tuple[str, ...] = field(default=())
+    #: First format version holding this table; readers of an older report see it empty.
+    since: int = 1
 
     @property
     def schema(self) -> pa.Schema:
@@ -283,6 +288,19 @@ _TABLES: tuple[TableSpec, ...] = (
             ),
         ),
         key=("program_id",),
+    ),
+    TableSpec(
+        "program_variables",
+        "graph",
+        "Which variables each program step (or control node, e.g. an If's condition) reads and writes: "
+        "the data flow between steps, and so between operations.",
+        (
+            _c("program_id", I32, "id", STRUCTURAL, "program-tree node"),
+            _c("variable_id", I32, "id", STRUCTURAL, "variable it accesses"),
+            _c("access", STR, NONE, STRUCTURAL, "read, write or read_write"),
+        ),
+        key=("program_id", "variable_id"),
+        since=2,
     ),
     TableSpec(
         "compute_sets",
@@ -458,6 +476,11 @@ _TABLES: tuple[TableSpec, ...] = (
 TABLES: dict[str, TableSpec] = {t.name: t for t in _TABLES}
 TABLE_NAMES: tuple[str, ...] = tuple(TABLES)
 PROFILES: tuple[str, ...] = ("graph", "execution", "debug_info")
+
+
+def table_names(version: int) -> tuple[str, ...]:
+    """Tables a report of format ``version`` holds."""
+    return tuple(t.name for t in _TABLES if t.since <= version)
 
 
 def table_spec(name: str) -> TableSpec:

@@ -81,6 +81,8 @@ def render() -> str:
         facts = [f"profile: **{spec.profile}**"]
         if spec.key:
             facts.append("key: " + ", ".join(f"`{k}`" for k in spec.key))
+        if spec.since > 1:
+            facts.append(f"since format version {spec.since} (older reports read it as empty)")
         if spec.batch_rows:
             facts.append(f"record batches of {spec.batch_rows} rows")
         out.append("\n" + "; ".join(facts) + ".\n\n")

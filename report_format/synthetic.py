@@ -323,6 +323,18 @@ def synthetic_report(
                 "estimated_cycles": est,
             },
         )
+        # data flow: each op's compute step writes the op's first variable and reads the previous op's
+        ote_op = leaf_op[ote]
+        wr = ote_op < variables
+        rd = (ote_op >= 1) & (ote_op - 1 < variables)
+        w.write(
+            "program_variables",
+            {
+                "program_id": np.concatenate([leaf_prog[ote][wr], leaf_prog[ote][rd]]),
+                "variable_id": np.concatenate([ote_op[wr], ote_op[rd] - 1]),
+                "access": ["write"] * int(wr.sum()) + ["read"] * int(rd.sum()),
+            },
+        )
         w.write(
             "compute_sets",
             {

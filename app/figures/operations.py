@@ -27,21 +27,18 @@ def operation_tile_cycles_figure(by_tile: pd.DataFrame, name: str) -> go.Figure:
 
 
 def operations_graph_figure(nodes: pd.DataFrame, edges: pd.DataFrame, colour_by: str = "cycles") -> go.Figure:
-    """Operations in execution order, laid out left to right in rows, coloured by ``colour_by``."""
+    """Operations as a layered graph (``nodes.x``: data-flow depth, ``nodes.y``: slot in the layer),
+    edges drawn source -> target, nodes coloured by ``colour_by``."""
     if nodes.empty:
         return empty_figure("No operations in this layer.")
-    order = list(dict.fromkeys([*edges["source"].tolist(), *edges["target"].tolist()]))
-    order += [o for o in nodes["op_id"] if o not in set(order)]
-    per_row = max(1, int(np.ceil(np.sqrt(len(order) * 3))))
-    pos = {
-        op: (i % per_row if (i // per_row) % 2 == 0 else per_row - 1 - i % per_row, -(i // per_row))
-        for i, op in enumerate(order)
-    }
+    order = nodes["op_id"].tolist()
+    pos = {op: (float(x), -float(y)) for op, x, y in zip(order, nodes["x"], nodes["y"], strict=True)}
     n = nodes.set_index("op_id")
     ex, ey = [], []
     for s, t in zip(edges["source"], edges["target"], strict=True):
-        ex += [pos[s][0], pos[t][0], None]
-        ey += [pos[s][1], pos[t][1], None]
+        if s in pos and t in pos:
+            ex += [pos[s][0], pos[t][0], None]
+            ey += [pos[s][1], pos[t][1], None]
     fig = go.Figure(
         go.Scatter(x=ex, y=ey, mode="lines", line={"color": "#BBB", "width": 1}, hoverinfo="skip", showlegend=False)
     )
@@ -76,4 +73,4 @@ def operations_graph_figure(nodes: pd.DataFrame, edges: pd.DataFrame, colour_by:
     )
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
-    return base_layout(fig, height=max(360, 90 * (len(order) // per_row + 1)))
+    return base_layout(fig, height=min(1400, max(360, 60 * (int(nodes["y"].max()) + 2))))

@@ -1,5 +1,5 @@
-"""Operations Graph: the operations of a layer as a graph in execution order, coloured by cycles,
-memory or FLOPs. (The report holds no data-flow edges; see app.views.operations.operations_graph.)"""
+"""Operations Graph: the operations of a layer as a data-flow graph, coloured by cycles, memory or
+FLOPs (see app.views.operations.operations_graph for how edges are found)."""
 
 from __future__ import annotations
 
@@ -20,11 +20,7 @@ def layout(**_: object) -> html.Div:
     return html.Div(
         [
             html.H3("Operations Graph"),
-            html.Div(
-                "Operations joined in the order they first executed; colour shows the chosen measure. "
-                "The report records no tensor data flow between operations, so edges are execution order.",
-                className="small text-muted mb-2",
-            ),
+            html.Div(id=ids.OPERATIONS_GRAPH_NOTE, className="small text-muted mb-2"),
             dbc.Row(
                 [
                     dbc.Col(
@@ -58,12 +54,27 @@ def layout(**_: object) -> html.Div:
 
 @callback(
     Output(ids.OPERATIONS_GRAPH, "figure"),
+    Output(ids.OPERATIONS_GRAPH_NOTE, "children"),
     Input(ids.OPERATIONS_GRAPH_LAYER, "value"),
     Input(ids.OPERATIONS_GRAPH_COLOUR, "value"),
 )
 def graph(layer: str, colour: str) -> Any:
     nodes, edges = view.operations_graph(state.report(), layer)
-    return operations_graph_figure(nodes, edges, colour)
+    if len(edges) and (edges["kind"] == "order").all():
+        note = (
+            "This report (format 1) records no data flow between operations: edges join operations in the "
+            "order they first executed."
+        )
+    else:
+        note = (
+            "Edges are data flow: an operation points to the operations that read a variable it wrote "
+            "(hover a node for its figures). Columns are data-flow depth; colour shows the chosen measure."
+        )
+    if nodes.attrs.get("hidden"):
+        note += (
+            f" {nodes.attrs['hidden']} operations with no steps of their own (all in nested operations) are not drawn."
+        )
+    return operations_graph_figure(nodes, edges, colour), note
 
 
 dash.register_page(

@@ -153,21 +153,76 @@ def operation_tile_cycles(report: Report, layer: str, op_id: int) -> pd.DataFram
 
 
 def operations_graph(report: Report, layer: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Nodes (the operations table) and edges of the operations graph.
+    """Nodes (the operations table, plus layout columns ``x``, ``y``) and edges of the operations graph.
 
-    The report holds no data-flow edges between operations, so an edge joins each operation to the
-    next one to start executing (program order of first step), i.e. the order the IPU ran them.
+    With ``program_variables`` (format 2), op A -> op B when a step of B reads a variable whose last
+    write before that step was made by a step of A (the data flow; ``kind`` "data", ``variables`` =
+    how many variables flow). Older reports have no data flow: an edge then joins each operation to
+    the next one to start executing (``kind`` "order"). Nodes are laid out in layers: ``x`` is the
+    longest path from a source over forward edges, ``y`` the position within the layer.
     """
-    nodes = operations(report, layer)
+    nodes = operations(report, layer).copy()
     op_of = op_of_context(report, layer)
     p = report.programs()
     p = p[p["step"] >= 0]
-    first = pd.Series(_map(p["debug_context_id"].to_numpy(), op_of), index=p["step"].to_numpy())
-    first = first[first >= 0].sort_index()
-    order = first.drop_duplicates().to_numpy()
-    edges = (
-        pd.DataFrame({"source": order[:-1], "target": order[1:]})
-        if len(order) > 1
-        else pd.DataFrame(columns=["source", "target"])
-    )
-    return nodes, edges
+    p_op = pd.Series(_map(p["debug_context_id"].to_numpy(), op_of), index=p["program_id"].to_numpy())
+    step_of = pd.Series(p["step"].to_numpy(), index=p["program_id"].to_numpy())
+    first_step = pd.Series(p["step"].to_numpy(), index=p_op.to_numpy())
+    first_step = first_step[first_step.index >= 0].groupby(level=0).min()
+    pv = report.program_variables()
+    pv = pv[pv["program_id"].isin(step_of.index)]
+    if len(pv):
+        pv = pv.assign(step=step_of.reindex(pv["program_id"]).to_numpy(), op=p_op.reindex(pv["program_id"]).to_numpy())
+        writes = pv[pv["access"] != "read"].sort_values("step")[["variable_id", "step", "op"]]
+        reads = pv[pv["access"] != "write"].sort_values("step")[["variable_id", "step", "op"]]
+        # the last write strictly before each read, per variable
+        flow = pd.merge_asof(
+            reads.assign(step=reads["step"] - 0.5).sort_values("step"),
+            writes.astype({"step": float}).rename(columns={"op": "source"}),
+            on="step",
+            by="variable_id",
+            direction="backward",
+        ).dropna(subset=["source"])
+        flow = flow[(flow["source"] >= 0) & (flow["op"] >= 0) & (flow["source"] != flow["op"])]
+        edges = (
+            flow.astype({"source": np.int64})
+            .rename(columns={"op": "target"})
+            .groupby(["source", "target"], as_index=False)["variable_id"]
+            .nunique()
+            .rename(columns={"variable_id": "variables"})
+            .assign(kind="data")
+        )
+    else:
+        order = first_step.sort_values(kind="stable").index.to_numpy()
+        edges = pd.DataFrame({"source": order[:-1], "target": order[1:], "variables": 0, "kind": "order"})
+    # an enclosing op whose steps all belong to nested ops has no steps and no edges: leave it out
+    linked = set(edges["source"]) | set(edges["target"])
+    keep = (nodes["steps"] > 0) | nodes["op_id"].isin(linked)
+    nodes = nodes[keep].reset_index(drop=True)
+    nodes.attrs["hidden"] = int((~keep).sum())
+    nodes["x"], nodes["y"] = _layers(nodes["op_id"].to_numpy(), edges, first_step)
+    return nodes, edges.reset_index(drop=True)
+
+
+def _layers(ops: np.ndarray, edges: pd.DataFrame, first_step: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Longest-path layer of each op over edges that go forward in first-execution order."""
+    pos = {int(o): i for i, o in enumerate(ops)}
+    start = first_step.reindex(ops).fillna(np.inf).to_numpy()
+    src = np.array([pos.get(int(a), -1) for a in edges["source"]], dtype=np.int64)
+    dst = np.array([pos.get(int(b), -1) for b in edges["target"]], dtype=np.int64)
+    ok = (src >= 0) & (dst >= 0)
+    src, dst = src[ok], dst[ok]
+    fwd = start[src] < start[dst]
+    src, dst = src[fwd], dst[fwd]
+    depth = np.zeros(len(ops), dtype=np.int64)
+    for _ in range(len(ops)):  # relax: a DAG settles within its longest path (vectorised per pass)
+        new = depth.copy()
+        np.maximum.at(new, dst, depth[src] + 1)
+        if (new == depth).all():
+            break
+        depth = new
+    order = np.lexsort((start, depth))
+    y = np.empty(len(ops), dtype=np.int64)
+    slot = pd.Series(depth[order]).groupby(depth[order]).cumcount().to_numpy()
+    y[order] = slot
+    return depth, y

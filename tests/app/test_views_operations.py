@@ -37,4 +37,21 @@ def test_operation_drill_down_and_graph(small_report):
     tc = view.operation_tile_cycles(small_report, "poplibs", 1)
     assert tc["cycles"].tolist() == [10, 20, 30, 40, 50, 60]
     nodes, edges = view.operations_graph(small_report, "onnx")
-    assert edges.values.tolist() == [[0, 2]] and len(nodes) == 2
+    # this report records no data flow (program_variables is empty): edges follow execution order
+    assert edges[["source", "target"]].values.tolist() == [[0, 2]] and len(nodes) == 2
+    assert edges["kind"].tolist() == ["order"] and nodes.set_index("op_id")["x"].to_dict() == {0: 0, 2: 1}
+
+
+def test_graph_edges_are_data_flow(tmp_path):
+    """Synthetic data flow: op i's compute step writes variable i and reads variable i - 1, so every
+    edge joins an op to the next one, carrying one variable, and depth grows along the chain."""
+    from report_format.reader import open_report
+    from report_format.synthetic import synthetic_report
+
+    report = open_report(synthetic_report(tmp_path / "r", program_steps=30, executed_steps=30, variables=50))
+    nodes, edges = view.operations_graph(report, "poplibs")
+    assert len(edges) == len(nodes) - 1 > 3
+    assert (edges["kind"] == "data").all() and (edges["variables"] == 1).all()
+    assert (edges["target"] - edges["source"] == 1).all()
+    depth = nodes.set_index("op_id")["x"]
+    assert (depth.reindex(edges["target"]).to_numpy() == depth.reindex(edges["source"]).to_numpy() + 1).all()

@@ -204,3 +204,22 @@ def test_a_second_unnamed_engine_does_not_overwrite_the_first(tmp_path):
     _, p2 = _run(tmp_path)
     assert p2 == p1.with_name(p1.name + "-engine1")
     assert open_report(p1).num_rows("runs") == 1 and open_report(p2).num_rows("runs") == 1
+
+
+def test_program_variables_record_the_data_flow(tmp_path):
+    """square: t = x * x (reads x, writes t); shift: y = t + x[next] (reads t and x, writes y)."""
+    _, path = _run(tmp_path)
+    r = open_report(path)
+    names = r.variables().set_index("variable_id")["name"]
+    progs = r.programs().set_index("program_id")
+    pv = r.program_variables()
+    pv["variable"] = pv["variable_id"].map(names)
+    pv["step_name"] = pv["program_id"].map(progs["name"])
+    pv["type"] = pv["program_id"].map(progs["type"])
+    ote = pv[pv["type"] == "OnTileExecute"]
+    square = dict(zip(ote.loc[ote.step_name == "square", "variable"], ote.loc[ote.step_name == "square", "access"]))
+    shift = dict(zip(ote.loc[ote.step_name == "shift", "variable"], ote.loc[ote.step_name == "shift", "access"]))
+    assert square == {"x": "read", "tmp": "write"}
+    assert shift == {"tmp": "read", "x": "read", "y": "write"}
+    # the exchange before "shift" moves x's first elements between tiles: it reads x
+    assert "x" in set(pv.loc[pv["type"] == "DoExchange", "variable"])
