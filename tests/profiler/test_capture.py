@@ -217,8 +217,12 @@ def test_program_variables_record_the_data_flow(tmp_path):
     pv["step_name"] = pv["program_id"].map(progs["name"])
     pv["type"] = pv["program_id"].map(progs["type"])
     ote = pv[pv["type"] == "OnTileExecute"]
-    square = dict(zip(ote.loc[ote.step_name == "square", "variable"], ote.loc[ote.step_name == "square", "access"]))
-    shift = dict(zip(ote.loc[ote.step_name == "shift", "variable"], ote.loc[ote.step_name == "shift", "access"]))
+    square = dict(
+        zip(ote.loc[ote.step_name == "square", "variable"], ote.loc[ote.step_name == "square", "access"], strict=True)
+    )
+    shift = dict(
+        zip(ote.loc[ote.step_name == "shift", "variable"], ote.loc[ote.step_name == "shift", "access"], strict=True)
+    )
     assert square == {"x": "read", "tmp": "write"}
     assert shift == {"tmp": "read", "x": "read", "y": "write"}
     # the exchange before "shift" moves x's first elements between tiles: it reads x
