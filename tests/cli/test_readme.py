@@ -1,0 +1,29 @@
+"""The README's example program runs as the README says and yields the report it promises."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from report_format.reader import open_report
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_readme_program_writes_a_report(tmp_path: Path) -> None:
+    block = re.search(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    (tmp_path / "my_program.py").write_text(block)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "POPLAR_ENGINE_OPTIONS": json.dumps({"autoReport.all": "true", "autoReport.directory": "./report"}),
+    }
+    subprocess.run([sys.executable, "my_program.py"], cwd=tmp_path, env=env, check=True, timeout=300)
+    report = open_report(tmp_path / "report")
+    assert report.target().name == "GC200" and len(report.runs()) == 1
+    # FLOPs by PopLibs' counting: the matmul 2*M*K*N, the relu one per element
+    assert int(report.runs()["flops"][0]) == 2 * 128 * 256 * 64 + 128 * 64
