@@ -162,9 +162,6 @@ class Builder:
         self._host_keep.append(value)
         return value
 
-    def scalar_like(self, value: float, like: Tensor) -> Tensor:
-        return self.device(np.asarray(value, dtype=like.dtype), like=like.dtype)
-
     # -- elementwise helpers -------------------------------------------------------------------
     def map(
         self,
@@ -318,7 +315,7 @@ def import_model(
         if missing:
             raise FrontendError(f"node {name!r} ({node.op_type}): input(s) {missing} are not defined")
         try:
-            if all(a is None or isinstance(a, np.ndarray) for a in args) and node.op_type not in NO_FOLD:
+            if all(a is None or isinstance(a, np.ndarray) for a in args):
                 outs: list[Value | None] = list(_fold(node, args, opset))
                 folded += 1
             else:
@@ -345,7 +342,3 @@ def import_model(
     batch = inputs[0].shape[0] if inputs and inputs[0].shape else 1
     return ImportedModel(g, [weights_prog, prog], inputs, outputs, b.weights, host_outputs, batch, opset,
                          model.graph.name or "onnx", len(model.graph.node), folded)  # fmt: skip
-
-
-# Ops never folded on the host even with constant inputs: none so far (folding is exact).
-NO_FOLD: frozenset[str] = frozenset()
