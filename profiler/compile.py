@@ -303,7 +303,9 @@ class Compiler:
             for f in cl.fields:
                 tensor = b.fields[f]
                 per_vertex = int(np.prod(shapes[f], dtype=np.int64))
-                var_ids, idx = tensor.elements()
+                single = tensor.single_variable()
+                # one variable: its element indices alone (no per-element variable-id array)
+                var_ids, idx = (None, tensor._idx.reshape(-1)) if single is not None else tensor.elements()
                 dst = np.repeat(b.tiles, per_vertex)
                 src = g.tile_of(tensor)
                 if f in cl.writes:
@@ -311,6 +313,7 @@ class Compiler:
                     wrong = np.flatnonzero(src != dst)
                     if wrong.size:
                         i = int(wrong[0])
+                        var_ids, idx = tensor.elements()
                         raise CompileError(
                             f"compute set {cs.name!r}: output field {f!r} of {cl.name} on tile {int(dst[i])} "
                             f"writes {g.variables[var_ids[i]].name}[{int(idx[i])}], which is mapped to tile {int(src[i])}; "
@@ -320,7 +323,8 @@ class Compiler:
                     reads |= _vars(tensor)
                     remote = src != dst
                     if remote.any():
-                        recv_gid.append(self._gid(var_ids[remote], idx[remote]))
+                        base = self._gid_base[single] if var_ids is None else self._gid_base[var_ids[remote]]
+                        recv_gid.append(base + idx[remote])
                         recv_src.append(src[remote])
                         recv_dst.append(dst[remote])
                         recv_bytes.append(np.full(int(remote.sum()), tensor.dtype.itemsize, dtype=np.int64))
