@@ -21,6 +21,8 @@ EXCHANGE_CODE_BASE_BYTES = 24
 EXCHANGE_CODE_BYTES_PER_MESSAGE = 8
 # ref §1 "Tiles sharing an exchange bus": 2 (a supertile; popops ExchangeEstimator.cpp asserts it).
 TILES_PER_SUPERTILE = 2
+# Up to this many (src, dst) tile pairs (a 2-IPU machine), distinct pairs are found with a count array.
+PAIR_BITMAP_LIMIT = 1 << 24
 
 
 @dataclass
@@ -51,12 +53,15 @@ def plan_transfers(
     target: Target,
     global_: bool = False,
     gid: np.ndarray | None = None,
+    sorted_by_gid: bool = False,
 ) -> ExchangePlan:
     """Plan moving element i from tile src[i] to tile dst[i] (only src != dst is moved).
 
     With ``gid`` (a global id per element), an element both tiles of a supertile receive is
     received at twice the rate (ref §1 "Tiles sharing an exchange bus", §3.8): it counts half
     towards their exchange cycles, while bytes_in still reports every byte received.
+    ``sorted_by_gid``: the elements are distinct (gid, dst) pairs sorted by gid then dst, so the two
+    receivers of a supertile sit next to each other (no sort needed to find them).
     """
     n = target.num_tiles
     remote = src != dst
@@ -64,13 +69,24 @@ def plan_transfers(
     w = np.broadcast_to(np.asarray(nbytes, dtype=np.int64), src.shape)[remote]
     bytes_in = np.bincount(d, weights=w, minlength=n).astype(np.int64)
     bytes_out = np.bincount(s, weights=w, minlength=n).astype(np.int64)
-    pairs = np.unique(s * n + d)
+    if n * n <= PAIR_BITMAP_LIMIT and s.size > n * n // 8:  # distinct (src, dst) pairs by counts: no sort
+        pairs = np.flatnonzero(np.bincount(s * n + d, minlength=n * n))
+    else:
+        pairs = np.unique(s * n + d)
     messages = np.bincount(pairs // n, minlength=n) + np.bincount(pairs % n, minlength=n)
     if global_:
         cycles = np.asarray(cost_model.global_exchange_cycles(np.maximum(bytes_in, bytes_out), target), dtype=np.int64)
     else:
         effective_in = bytes_in
-        if gid is not None and d.size:
+        if gid is not None and d.size and sorted_by_gid:
+            g, st = gid[remote], d // TILES_PER_SUPERTILE
+            same = (g[1:] == g[:-1]) & (st[1:] == st[:-1])
+            shared = np.zeros(d.size, dtype=bool)
+            shared[1:] |= same
+            shared[:-1] |= same
+            saved = np.bincount(d[shared], weights=w[shared], minlength=n) / 2
+            effective_in = bytes_in - np.floor(saved).astype(np.int64)
+        elif gid is not None and d.size:
             pair_key = gid[remote].astype(np.int64) * (n // TILES_PER_SUPERTILE + 1) + d // TILES_PER_SUPERTILE
             _, inv, counts = np.unique(pair_key, return_inverse=True, return_counts=True)
             shared = counts[inv] == TILES_PER_SUPERTILE

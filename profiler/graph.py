@@ -258,6 +258,9 @@ class Graph:
 
     def tile_of(self, t: Tensor) -> np.ndarray:
         """Tile of each element of ``t`` (flattened); UNMAPPED (-1) where unmapped."""
+        single = t.single_variable()
+        if single is not None:
+            return self.variables[single].mapping.tile_of(t._idx.reshape(-1))
         var_ids, idx = t.elements()
         out = np.empty(idx.size, dtype=np.int32)
         for vid in np.unique(var_ids):

@@ -147,11 +147,11 @@ class Access:
     def __init__(self, t: Tensor) -> None:
         self.shape = t.shape
         self.dtype = t.dtype
-        var_ids, idx = t.elements()
         single = t.single_variable()
         if single is not None:
-            self.groups: list[tuple[int, np.ndarray | None, np.ndarray]] = [(single, None, idx)]
+            self.groups: list[tuple[int, np.ndarray | None, np.ndarray]] = [(single, None, t._idx.reshape(-1))]
         else:
+            var_ids, idx = t.elements()
             order = np.argsort(var_ids, kind="stable")
             sv = var_ids[order]
             cuts = np.flatnonzero(sv[1:] != sv[:-1]) + 1

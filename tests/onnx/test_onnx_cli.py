@@ -116,7 +116,7 @@ def test_unsupported_operators_listed_before_anything_runs(tmp_path: Path, capsy
 def test_run_a_workload_script_with_a_report(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setattr(sys, "argv", list(sys.argv))
     monkeypatch.setattr(sys, "path", list(sys.path))
-    rc = main(["run", str(ROOT / "examples" / "matvec.py"), "--report-dir", str(tmp_path / "script_report")])
+    rc = main(["run", "--report-dir", str(tmp_path / "script_report"), str(ROOT / "examples" / "matvec.py")])
     assert rc == 0
     assert "y[:4]" in capsys.readouterr().out
     assert open_report(tmp_path / "script_report").runs()["cycles"].iloc[0] > 0

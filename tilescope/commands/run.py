@@ -7,13 +7,13 @@ when POPLAR_ENGINE_OPTIONS asks for one; --report-dir DIR is shorthand for
 '{"autoReport.all":"true","autoReport.directory":"DIR"}' merged into it.
 
 For SCRIPT.py: run the script in this process with POPLAR_ENGINE_OPTIONS set the same way
-(arguments after -- go to the script).
+(tilescope's options go before the script path; what follows it goes to the script).
 
 examples:
   tilescope run model.onnx --batch 8 --report-dir ./report
   tilescope run model.onnx --target C600 --dtype float16 --runs 3 --json
   tilescope run model.onnx --inputs in.npz --save-outputs out.npz
-  tilescope run profiler/workloads/transformer.py --report-dir ./report -- --seq 64
+  tilescope run --report-dir ./report profiler/workloads/transformer.py --seq 64
 """
 
 from __future__ import annotations
@@ -33,7 +33,12 @@ HELP = "profile an ONNX model or a workload script on the simulated IPU"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="an ONNX model (.onnx) or a Python workload script (.py)")
-    p.add_argument("script_args", nargs="*", help="arguments for a workload script (after --)")
+    _add_options(p)
+    # everything after the model: more options for a model, the script's own arguments for a script
+    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
+
+def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default="GC200", help="target name: GC2, GC200, Bow, C600, IPUModel (default GC200)")
     p.add_argument("--ipus", type=int, default=1, help="number of IPUs (default 1)")
     p.add_argument(
@@ -71,15 +76,26 @@ def _engine_options(report_dir: str | None) -> None:
 
 def run(args: argparse.Namespace) -> int:
     path = Path(args.model)
+    rest = list(args.rest)
+    if path.suffix == ".py":
+        script_args = rest[1:] if rest[:1] == ["--"] else rest
+    else:  # options given after the model path
+        again = argparse.ArgumentParser(prog="tilescope run", add_help=False)
+        _add_options(again)
+        extra, unknown = again.parse_known_args(rest, namespace=argparse.Namespace())
+        if unknown:
+            raise CommandError(f"unrecognized arguments: {' '.join(unknown)}")
+        for key, value in vars(extra).items():
+            if value != again.get_default(key):
+                setattr(args, key, value)
+        script_args = []
     if args.runs < 1:
         raise CommandError(f"--runs must be >= 1, got {args.runs}")
     if not path.is_file():
         raise CommandError(f"{path}: no such file")
     _engine_options(args.report_dir)
     if path.suffix == ".py":
-        return _run_script(path, args.script_args)
-    if args.script_args:
-        raise CommandError(f"unexpected arguments {args.script_args} (only workload scripts take extra arguments)")
+        return _run_script(path, script_args)
     return _run_model(path, args)
 
 

@@ -104,6 +104,7 @@ class Builder:
         self.values: dict[str, Value] = {}
         self.names: dict[int, str] = {}  # id of a host value -> its ONNX value name
         self._used: set[str] = set()
+        self._next_tile = 0
         self.weights: dict[str, np.ndarray] = {}
         self._materialized: dict[tuple[int, str | None], Tensor] = {}
         self._host_keep: list[np.ndarray] = []  # keeps ids in _materialized valid
@@ -126,17 +127,26 @@ class Builder:
         if self.weights_mode == "variables" and arr.size > SMALL_CONSTANT:
             name = self._unique(name)
             t = g.add_variable(dt, arr.shape, name)
-            g.set_tile_mapping(t, linear_tiles(t.numel(), g.target.num_tiles))
+            g.set_tile_mapping(t, self._spread(t.numel()))
             stream = WEIGHT_STREAM_PREFIX + name
             g.create_host_write(name, t)
             self.weights_prog.add(Copy(g.add_host_to_device_fifo(stream, dt, list(arr.shape)), t, name=stream))
             self.weights[stream] = np.ascontiguousarray(data)
         else:
             t = g.add_constant(dt, arr.shape, data, name=name)
-            g.set_tile_mapping(t, linear_tiles(t.numel(), g.target.num_tiles))
+            g.set_tile_mapping(t, self._spread(t.numel()))
         self._materialized[key] = t
         self._host_keep.append(v)  # keeps id(v) unique while the builder lives
         return t
+
+    def _spread(self, n: int) -> np.ndarray:
+        """Linear mapping starting where the previous weight or constant ended, so that the many small
+        ones do not all start on tile 0 (which would run out of memory first)."""
+        tiles = self.graph.target.num_tiles
+        mapping = linear_tiles(n, tiles, start=self._next_tile)
+        used = -(-n // max(1, -(-n // tiles)))
+        self._next_tile = (self._next_tile + used) % tiles
+        return mapping
 
     def _unique(self, name: str) -> str:
         base, k = name, 1
@@ -151,9 +161,6 @@ class Builder:
         self.names[id(value)] = name
         self._host_keep.append(value)
         return value
-
-    def scalar_like(self, value: float, like: Tensor) -> Tensor:
-        return self.device(np.asarray(value, dtype=like.dtype), like=like.dtype)
 
     # -- elementwise helpers -------------------------------------------------------------------
     def map(
@@ -308,7 +315,7 @@ def import_model(
         if missing:
             raise FrontendError(f"node {name!r} ({node.op_type}): input(s) {missing} are not defined")
         try:
-            if all(a is None or isinstance(a, np.ndarray) for a in args) and node.op_type not in NO_FOLD:
+            if all(a is None or isinstance(a, np.ndarray) for a in args):
                 outs: list[Value | None] = list(_fold(node, args, opset))
                 folded += 1
             else:
@@ -335,7 +342,3 @@ def import_model(
     batch = inputs[0].shape[0] if inputs and inputs[0].shape else 1
     return ImportedModel(g, [weights_prog, prog], inputs, outputs, b.weights, host_outputs, batch, opset,
                          model.graph.name or "onnx", len(model.graph.node), folded)  # fmt: skip
-
-
-# Ops never folded on the host even with constant inputs: none so far (folding is exact).
-NO_FOLD: frozenset[str] = frozenset()

@@ -10,6 +10,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 OPSET = 17
+IR_VERSION = 8  # opset 17's IR version; the installed onnxruntime reads up to 13, onnx.helper writes newer
 
 
 class _Net:
@@ -41,6 +42,7 @@ class _Net:
         g = helper.make_graph(self.nodes, name, inputs, [helper.make_tensor_value_info("output", TensorProto.FLOAT,
                                                                                       out_shape)], self.inits)  # fmt: skip
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="tilescope")
+        m.ir_version = IR_VERSION
         onnx.checker.check_model(m)
         return m
 

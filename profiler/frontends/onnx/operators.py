@@ -564,10 +564,7 @@ def _reduce(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
         return [x]
     if x.numel() == 0:
         raise Unsupported("empty input")
-    out = reduce(b, x, axes, kind, bool(at.get("keepdims", 1)))
-    if out.rank == 0 and bool(at.get("keepdims", 1)) is False:
-        return [out]
-    return [out]
+    return [reduce(b, x, axes, kind, bool(at.get("keepdims", 1)))]
 
 
 def _coerced(b: Builder, node: onnx.NodeProto, x: Tensor) -> tuple[Tensor, int]:
