@@ -101,13 +101,15 @@ def _unique_receives(
     large convolutions)."""
     n = num_tiles
     sizes_ok = nbytes.size and nbytes.min() >= 1 and nbytes.max() <= 8 and not (nbytes & (nbytes - 1)).any()
-    if max(num_elements, 1) * n * n * 4 < 2**62 and sizes_ok:
-        key = gid.astype(np.int64) * n
-        key += dst
-        key *= n
-        key += src
-        key *= 4
-        key += (nbytes >> 1) - (nbytes >> 3)  # log2 of 1, 2, 4, 8
+    # bit fields (not products of num_tiles): unpacking by shift and mask instead of int64 division;
+    # same (element, dst, src, size) order, so the same result
+    bits = max(int(n - 1).bit_length(), 1)
+    if max(num_elements, 1) << (2 * bits + 2) < 2**62 and sizes_ok:
+        mask = (1 << bits) - 1
+        key = gid.astype(np.int64) << (2 * bits + 2)
+        key |= dst.astype(np.int64, copy=False) << (bits + 2)
+        key |= src.astype(np.int64, copy=False) << 2
+        key |= (nbytes >> 1) - (nbytes >> 3)  # log2 of 1, 2, 4, 8
         # timsort: the keys come as long ascending runs (vertex fields read consecutive elements),
         # which it merges ~4x faster than the default introsort on a ResNet (values only: same result)
         key.sort(kind="stable")
@@ -116,11 +118,9 @@ def _unique_receives(
         np.not_equal(key[1:], key[:-1], out=keep[1:])
         key = key[keep]
         size = np.left_shift(1, key & 3)
-        key >>= 2
-        src_u = key % n
-        key //= n
-        dst_u = key % n
-        return key // n, src_u, dst_u, size
+        src_u = (key >> 2) & mask
+        dst_u = (key >> (bits + 2)) & mask
+        return key >> (2 * bits + 2), src_u, dst_u, size
     _, first = np.unique(gid.astype(np.int64) * n + dst, return_index=True)
     return gid[first], src[first], dst[first], nbytes[first]
 
@@ -365,6 +365,8 @@ class Compiler:
             *(np.concatenate(x) for x in (gid, src, dst, nbytes)), t.num_tiles, int(self._gid_base[-1])
         )
         cross = (src_a // t.tiles_per_ipu) != (dst_a // t.tiles_per_ipu)
+        if not cross.any():  # one IPU: no copies of the (large) receive arrays
+            return plan_transfers(src_a, dst_a, b_a, t, gid=gid_a, sorted_by_gid=True), None
         local = plan_transfers(src_a[~cross], dst_a[~cross], b_a[~cross], t, gid=gid_a[~cross], sorted_by_gid=True)
         glob = plan_transfers(src_a[cross], dst_a[cross], b_a[cross], t, global_=True) if cross.any() else None
         return local, glob
