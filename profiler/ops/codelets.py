@@ -171,7 +171,8 @@ class MatMulPartial(Codelet):
     def run_batch(self, values, params):  # type: ignore[override]
         out = values["out"]
         acc = np.promote_types(out.dtype, np.float32) if out.dtype.kind == "f" else np.int64
-        return {"out": np.matmul(values["a"].astype(acc), values["b"].astype(acc)).astype(out.dtype)}
+        a, b = values["a"].astype(acc, copy=False), values["b"].astype(acc, copy=False)  # gathered copies already
+        return {"out": np.matmul(a, b).astype(out.dtype, copy=False)}
 
     def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
         (m, k), (_, n) = shapes["a"], shapes["b"]
