@@ -108,6 +108,7 @@ class ReducePartial(Codelet):
     kind = "Vertex"
     inputs = ("in",)
     outputs = ("out",)
+    reads_outputs = False  # only out's shape and dtype
 
     def __init__(self, op: str, fn: Callable[..., np.ndarray]) -> None:
         self.op, self.fn = op, fn
@@ -153,6 +154,7 @@ class MatMulPartial(Codelet):
     kind = "SupervisorVertex"
     inputs = ("a", "b")
     outputs = ("out",)
+    reads_outputs = False  # only out's shape and dtype
     code_bytes = MATMUL_CODE_BYTES
 
     def __init__(self, method: str) -> None:
@@ -309,6 +311,7 @@ class ReduceColumns(Codelet):
     kind = "Vertex"
     inputs = ("in",)
     outputs = ("out",)
+    reads_outputs = False  # only out's shape and dtype
 
     def __init__(self, op: str, fn: Callable[..., np.ndarray]) -> None:
         self.op, self.fn = op, fn
