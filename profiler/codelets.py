@@ -42,6 +42,9 @@ class Codelet:
     outputs: tuple[str, ...] = ()
     inouts: tuple[str, ...] = ()
     code_bytes: int = SIMPLE_CODE_BYTES
+    # run_batch looks at its outputs' old values; a codelet that only needs their shape and dtype
+    # sets False, and the engine passes uninitialised arrays instead of gathering them
+    reads_outputs: bool = True
 
     # -- user codelet hooks (per vertex) ------------------------------------------------------
     def compute(self, **fields: np.ndarray) -> Mapping[str, np.ndarray] | None:

@@ -215,7 +215,10 @@ class Engine:
         state = self._state
         if kind == "execute":
             for b in action[1].batches:
-                values = {f: acc.gather(state) for f, acc in b.fields.items()}
+                skip = () if b.codelet.reads_outputs else b.codelet.outputs
+                values = {
+                    f: np.empty(acc.shape, acc.dtype) if f in skip else acc.gather(state) for f, acc in b.fields.items()
+                }
                 out = b.codelet.run_batch(values, b.params)
                 for f in b.codelet.writes:
                     b.fields[f].scatter(state, out[f])

@@ -65,8 +65,13 @@ def plan_transfers(
     """
     n = target.num_tiles
     remote = src != dst
-    s, d = src[remote].astype(np.int64), dst[remote].astype(np.int64)
-    w = np.broadcast_to(np.asarray(nbytes, dtype=np.int64), src.shape)[remote]
+    all_remote = bool(remote.all())
+    if all_remote:  # the compiler passes remote receives only: no copies of large arrays
+        s, d = src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False)
+        w = np.broadcast_to(np.asarray(nbytes, dtype=np.int64), src.shape)
+    else:
+        s, d = src[remote].astype(np.int64), dst[remote].astype(np.int64)
+        w = np.broadcast_to(np.asarray(nbytes, dtype=np.int64), src.shape)[remote]
     bytes_in = np.bincount(d, weights=w, minlength=n).astype(np.int64)
     bytes_out = np.bincount(s, weights=w, minlength=n).astype(np.int64)
     if n * n <= PAIR_BITMAP_LIMIT and s.size > n * n // 8:  # distinct (src, dst) pairs by counts: no sort
@@ -79,7 +84,7 @@ def plan_transfers(
     else:
         effective_in = bytes_in
         if gid is not None and d.size and sorted_by_gid:
-            g, st = gid[remote], d // TILES_PER_SUPERTILE
+            g, st = (gid if all_remote else gid[remote]), d // TILES_PER_SUPERTILE
             same = (g[1:] == g[:-1]) & (st[1:] == st[:-1])
             shared = np.zeros(d.size, dtype=bool)
             shared[1:] |= same

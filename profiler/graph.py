@@ -32,12 +32,13 @@ class GraphError(ValueError):
 class TileMapping:
     """Which tile holds each element of one variable: intervals [starts[i], starts[i+1])."""
 
-    __slots__ = ("n", "starts", "tiles")
+    __slots__ = ("n", "starts", "tiles", "_lookup")
 
     def __init__(self, n: int) -> None:
         self.n = n
         self.starts = np.zeros(1, dtype=np.int64)
         self.tiles = np.full(1, UNMAPPED, dtype=np.int32)
+        self._lookup: np.ndarray | None = None  # tile per element, built on first tile_of; reset on change
 
     def dense(self) -> np.ndarray:
         lengths = np.diff(np.append(self.starts, self.n))
@@ -49,18 +50,25 @@ class TileMapping:
         change = np.flatnonzero(per_element[1:] != per_element[:-1]) + 1
         self.starts = np.concatenate(([0], change)).astype(np.int64)
         self.tiles = per_element[self.starts].astype(np.int32)
+        self._lookup = None
 
     def assign(self, idx: np.ndarray, tiles: np.ndarray | int) -> None:
         if idx.size == self.n and np.isscalar(tiles):
             self.starts, self.tiles = np.zeros(1, np.int64), np.array([tiles], np.int32)
+            self._lookup = None
             return
         dense = self.dense()
         dense[idx] = tiles
         self.set_dense(dense)
 
     def tile_of(self, idx: np.ndarray) -> np.ndarray:
-        """Tile of each given element (vectorised interval lookup)."""
-        return self.tiles[np.searchsorted(self.starts, idx, side="right") - 1]
+        """Tile of each given element: a gather from a cached per-element tile array (compile looks up
+        hundreds of millions of elements; a gather is several times faster than a binary search)."""
+        if self.tiles.size == 1:
+            return np.full(np.shape(idx), self.tiles[0], dtype=np.int32)
+        if self._lookup is None:
+            self._lookup = self.dense().astype(np.int32, copy=False)
+        return self._lookup[idx]
 
     def intervals(self) -> list[tuple[int, int, int]]:
         ends = np.append(self.starts[1:], self.n)
