@@ -21,6 +21,7 @@ import plotly.graph_objects as go
 from app.figures import compare as figs
 from app.units import format_bytes, format_count
 from app.views.compare.comparison import HEADLINE_METRICS, Comparison
+from app.views.compare.steps import STEP_DELTA_COLUMNS
 
 _CSS = """
 body { font-family: system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif; margin: 24px auto; max-width: 1200px;
@@ -165,16 +166,7 @@ def comparison_html(comparison: Comparison, top: int = 10) -> str:
             _top(
                 c.steps,
                 "delta_cycles",
-                [
-                    "baseline_step",
-                    "active_step",
-                    "status",
-                    "type",
-                    "name",
-                    "baseline_cycles",
-                    "active_cycles",
-                    "delta_cycles",
-                ],
+                STEP_DELTA_COLUMNS,
                 top,
             ),
             left=("status", "type", "name"),

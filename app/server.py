@@ -87,7 +87,7 @@ def shell() -> html.Div:
     report = state.report()
     t = report.target_info
     nav = [
-        dbc.NavItem(dbc.NavLink(page["name"], href=page["relative_path"], active="exact"))
+        dbc.NavItem(dbc.NavLink(page["name"], href=page["relative_path"], active="exact", className="text-nowrap px-2"))
         for page in sorted(dash.page_registry.values(), key=lambda p: p.get("order", 99))
     ]
     title = f"{report.path.name} · {t.name} · {t.num_ipus} IPU × {t.tiles_per_ipu:,} tiles"
@@ -99,7 +99,14 @@ def shell() -> html.Div:
                         dbc.NavbarBrand("tilescope", href="/", className="fw-bold"),
                         dbc.Nav(nav, id=ids.NAV, navbar=True, className="me-auto"),
                         compare_shell.picker(),  # compare mode (issue 7)
-                        html.Span(title, id=ids.REPORT_TITLE, className="navbar-text small text-light"),
+                        # long report names are cut with an ellipsis (full text on hover) so the bar stays one line
+                        html.Span(
+                            title,
+                            id=ids.REPORT_TITLE,
+                            title=title,
+                            className="navbar-text small text-light text-truncate",
+                            style={"maxWidth": "18rem"},
+                        ),
                     ],
                     fluid=True,
                 ),

@@ -14,19 +14,10 @@ from app.compare import baselines
 from app.compare.components import compact, frame, graph, unavailable
 from app.export_html import RUN_COLUMNS
 from app.figures.compare import step_cycles_delta_figure
+from app.views.compare.steps import STEP_DELTA_COLUMNS
 
 TOP = 15
-STEP_COLUMNS = [
-    "baseline_step",
-    "active_step",
-    "status",
-    "type",
-    "name",
-    "baseline_cycles",
-    "active_cycles",
-    "delta_cycles",
-    "delta_cycles_from",
-]
+STEP_COLUMNS = [*STEP_DELTA_COLUMNS, "delta_cycles_from"]
 #: Executed steps drawn at most (largest change per bin beyond that).
 MAX_STEP_POINTS = 2000
 

@@ -55,7 +55,8 @@ def operations_graph_figure(nodes: pd.DataFrame, edges: pd.DataFrame, colour_by:
             y=ys,
             mode="markers+text" if len(order) <= 60 else "markers",
             text=[n.at[o, "name"] for o in order],
-            textposition="bottom center",
+            # alternate above/below by column so neighbours' labels do not run into each other
+            textposition=["top center" if int(x) % 2 else "bottom center" for x in nodes["x"]],
             hovertext=text,
             hoverinfo="text",
             customdata=order,

@@ -19,7 +19,13 @@ from app.views.compare.memory import category_bytes, category_comparison, tile_m
 from app.views.compare.metrics import metric_deltas, metric_values
 from app.views.compare.operations import operation_comparison, operation_table
 from app.views.compare.parity import parity
-from app.views.compare.steps import align_steps, executed_step_comparison, step_comparison, step_table
+from app.views.compare.steps import (
+    STEP_DELTA_COLUMNS,
+    align_steps,
+    executed_step_comparison,
+    step_comparison,
+    step_table,
+)
 from app.views.compare.variables import source_target_table, variable_comparison
 from report_format.reader import Report
 
@@ -174,16 +180,7 @@ class Comparison:
             "steps_by_cycles": top(
                 steps_changed,
                 "delta_cycles",
-                [
-                    "baseline_step",
-                    "active_step",
-                    "status",
-                    "type",
-                    "name",
-                    "baseline_cycles",
-                    "active_cycles",
-                    "delta_cycles",
-                ],
+                STEP_DELTA_COLUMNS,
             ),
             "steps_added_removed": _records(
                 added_removed[["baseline_step", "active_step", "status", "type", "name"]].head(n)

@@ -16,6 +16,18 @@ from report_format.reader import Report
 
 STEP_FIGURES = ("not_always_live_bytes", "executions", "cycles", "flops", "tile_balance")
 
+#: Columns of a per-step cycle-delta table, as the CLI, the HTML export and the viewer show them.
+STEP_DELTA_COLUMNS = [
+    "baseline_step",
+    "active_step",
+    "status",
+    "type",
+    "name",
+    "baseline_cycles",
+    "active_cycles",
+    "delta_cycles",
+]
+
 
 def executed_steps(report: Report, run: int | None = None) -> pd.DataFrame:
     """One row per executed step (all runs, or ``run``): run, step, program_id, cycles (max over IPUs
