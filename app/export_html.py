@@ -19,7 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from app.figures import compare as figs
-from app.units import format_bytes, format_count
+from app.units import format_metric
 from app.views.compare.comparison import HEADLINE_METRICS, Comparison
 from app.views.compare.steps import STEP_DELTA_COLUMNS
 
@@ -49,14 +49,7 @@ RUN_COLUMNS = (
 )
 
 
-def _fmt(name: str, v: Any) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "-"
-    if "bytes" in name or name.startswith("memory.category."):
-        return format_bytes(v)
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return format_count(v)
+_fmt = format_metric  # metric values look the same in the CLI, the HTML export and the viewer
 
 
 def _delta_cell(name: str, m: dict[str, Any]) -> str:

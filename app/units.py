@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 
 def format_bytes(n: float) -> str:
     """1536 -> '1.5 KiB'. Binary units, as PopVision shows memory."""
@@ -25,3 +28,15 @@ def format_si(n: float, unit: str = "") -> str:
 def format_count(n: int) -> str:
     """1234567 -> '1,234,567'."""
     return f"{int(n):,}"
+
+
+def format_metric(name: str, value: Any) -> str:
+    """A summary/diff metric's value, by its name: bytes for byte metrics, 4 significant digits for
+    ratios and other floats, thousands separators for counts; '-' for missing or non-finite."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    if "bytes" in name or name.startswith("memory.category."):
+        return format_bytes(value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return format_count(value)

@@ -10,8 +10,8 @@ import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 from app.compare import baselines
-from app.export_html import _fmt as format_metric  # one formatting of metric values for HTML and app
 from app.figures.compare import DOWN, UP
+from app.units import format_metric  # one formatting of metric values for the CLI, HTML and app
 
 #: Figures of the compare sections: no logo, same as the pages.
 GRAPH_CONFIG = {"displaylogo": False}

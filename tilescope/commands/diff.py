@@ -130,15 +130,9 @@ def _json_default(v: Any) -> Any:
 
 
 def _value(name: str, v: Any) -> str:
-    from app.units import format_bytes, format_count
+    from app.units import format_metric
 
-    if v is None:
-        return "-"
-    if "bytes" in name or name.startswith("memory.category."):
-        return format_bytes(v)
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return format_count(v)
+    return format_metric(name, v)
 
 
 def _delta(name: str, m: dict[str, Any]) -> str:
