@@ -12,12 +12,11 @@ import numpy as np
 from profiler import ops
 from profiler.graph import Graph
 from profiler.programs import Copy, Sequence
-from profiler.targets import Target, get_target, ipu_model
-from profiler.workloads.common import Workload, main
+from profiler.targets import Target
+from profiler.workloads.common import Workload, main, workload_target
 from profiler.workloads.mlp import dense, dense_grad
 
 DEFAULTS = {"batch": 4, "size": 28, "channels": 8, "classes": 10, "tiles": 16}
-TILE_BYTES = 262144  # a small IPU-Model target (tiles=0 selects a whole GC200)
 
 
 def build(
@@ -31,7 +30,7 @@ def build(
     target: Target | None = None,
     seed: int = 0,
 ) -> Workload:
-    t = target or (ipu_model(tiles_per_ipu=tiles, bytes_per_tile=TILE_BYTES) if tiles else get_target("GC200"))
+    t = workload_target(target, tiles)
     g = Graph(t)
     rng = np.random.default_rng(seed)
     c1, c2 = channels, 2 * channels

@@ -18,6 +18,17 @@ import numpy as np
 from profiler.engine import Engine
 from profiler.graph import Graph
 from profiler.programs import Program
+from profiler.targets import Target, get_target, ipu_model
+
+#: Tile memory of the small IPU-Model target the workloads default to (tiles=0 selects a whole GC200).
+TILE_BYTES = 262144
+
+
+def workload_target(target: Target | None, tiles: int) -> Target:
+    """The given target, else a small IPU-Model of ``tiles`` tiles, or a whole GC200 when ``tiles`` is 0."""
+    if target is not None:
+        return target
+    return ipu_model(tiles_per_ipu=tiles, bytes_per_tile=TILE_BYTES) if tiles else get_target("GC200")
 
 
 @dataclass

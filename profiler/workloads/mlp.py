@@ -15,11 +15,10 @@ import numpy as np
 from profiler import ops
 from profiler.graph import Graph
 from profiler.programs import Copy, Sequence
-from profiler.targets import Target, get_target, ipu_model
-from profiler.workloads.common import Workload, main
+from profiler.targets import Target
+from profiler.workloads.common import Workload, main, workload_target
 
 DEFAULTS = {"batch": 32, "inputs": 784, "hidden": 64, "classes": 10, "tiles": 16}
-TILE_BYTES = 262144  # a small IPU-Model target (tiles=0 selects a whole GC200)
 
 
 def separable_data(batch: int, inputs: int, classes: int, seed: int = 0):  # type: ignore[no-untyped-def]
@@ -63,7 +62,7 @@ def build(
     target: Target | None = None,
     seed: int = 0,
 ) -> Workload:
-    t = target or (ipu_model(tiles_per_ipu=tiles, bytes_per_tile=TILE_BYTES) if tiles else get_target("GC200"))
+    t = workload_target(target, tiles)
     g = Graph(t)
     rng = np.random.default_rng(seed)
     shapes = {"w1": (inputs, hidden), "b1": (hidden,), "w2": (hidden, classes), "b2": (classes,)}

@@ -12,11 +12,10 @@ import numpy as np
 from profiler import ops
 from profiler.graph import Graph
 from profiler.programs import Copy, Sequence
-from profiler.targets import Target, get_target, ipu_model
-from profiler.workloads.common import Workload, main
+from profiler.targets import Target
+from profiler.workloads.common import Workload, main, workload_target
 
 DEFAULTS = {"seq": 32, "model": 64, "heads": 4, "ff": 128, "tiles": 16}
-TILE_BYTES = 262144  # a small IPU-Model target (tiles=0 selects a whole GC200)
 
 
 def build(
@@ -31,7 +30,7 @@ def build(
 ) -> Workload:
     if model % heads:
         raise ValueError(f"transformer: model width {model} does not split into {heads} heads")
-    t = target or (ipu_model(tiles_per_ipu=tiles, bytes_per_tile=TILE_BYTES) if tiles else get_target("GC200"))
+    t = workload_target(target, tiles)
     g = Graph(t)
     rng = np.random.default_rng(seed)
     dh = model // heads

@@ -33,3 +33,15 @@ def chromium():
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser
         browser.close()
+
+
+@pytest.fixture
+def page(chromium, base):
+    """A fresh browser page watched for console errors and external requests (``base``: the module's server)."""
+    from tests.app.browser import PageWatch
+
+    ctx = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    pg = ctx.new_page()
+    pg.watch = PageWatch(pg, base)
+    yield pg
+    ctx.close()

@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 
 from app.views import operations as ops_view
 from report_format.reader import open_report
-from tests.app.browser import PAGES, ROOT, PageWatch, click_centre, served, settle
+from tests.app.browser import PAGES, ROOT, click_centre, served, settle
 
 pytestmark = pytest.mark.browser
 GOLDEN = ROOT / "sample_reports" / "golden" / "v1" / "synthetic"
@@ -21,15 +21,6 @@ GOLDEN = ROOT / "sample_reports" / "golden" / "v1" / "synthetic"
 def base():
     with served(GOLDEN) as url:
         yield url
-
-
-@pytest.fixture
-def page(chromium, base):
-    ctx = chromium.new_context(viewport={"width": 1400, "height": 1000})
-    pg = ctx.new_page()
-    pg.watch = PageWatch(pg, base)
-    yield pg
-    ctx.close()
 
 
 def test_every_page_loads_without_errors_or_external_requests(page, base):

@@ -19,7 +19,7 @@ from app.export_html import _fmt
 from app.views.compare.comparison import Comparison
 from app.views.compare.variables import step_variable_comparison
 from report_format.reader import open_report
-from tests.app.browser import PageWatch, click_centre, served, settle
+from tests.app.browser import click_centre, served, settle
 
 pytestmark = pytest.mark.browser
 SECTIONS = {
@@ -54,15 +54,6 @@ def base(reports):
     active, baseline = reports
     with served(active, "--compare", str(baseline)) as url:
         yield url
-
-
-@pytest.fixture
-def page(chromium, base):
-    ctx = chromium.new_context(viewport={"width": 1400, "height": 1000})
-    pg = ctx.new_page()
-    pg.watch = PageWatch(pg, base)
-    yield pg
-    ctx.close()
 
 
 def open_page(page, base, path):
