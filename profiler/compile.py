@@ -64,18 +64,29 @@ class Node:
         return self.step >= 0
 
 
-@dataclass
+@dataclass(eq=False)
 class BatchPlan:
-    codelet_id: int
+    """Vertices of one codelet as the engine runs them: one numpy kernel over every row of the fields."""
+
     codelet: Codelet
     params: dict[str, Any]
-    fields: dict[str, Access]
+    tensors: dict[str, Tensor]
+    _fields: dict[str, Access] | None = None
+
+    @property
+    def fields(self) -> dict[str, Access]:
+        # built on first run: the vertex batches of compute sets with a kernel usually never run,
+        # and their element indices would otherwise be held twice
+        if self._fields is None:
+            self._fields = {f: Access(t) for f, t in self.tensors.items()}
+        return self._fields
 
 
 @dataclass
 class ComputeSetPlan:
     compute_set: ComputeSet
     batches: list[BatchPlan]
+    kernel: list[BatchPlan] | None  # see ComputeSet.kernel
     exchange: Any  # ExchangePlan (on-IPU part)
     global_exchange: Any  # ExchangePlan (inter-IPU part) or None
     tile_cycles: np.ndarray
@@ -157,6 +168,7 @@ class Compiler:
         self.cs_plans: dict[int, ComputeSetPlan] = {}
         self.codelets: list[tuple[str, Codelet]] = []  # (type name, codelet)
         self._codelet_ids: dict[str, int] = {}
+        self._deferred_touched: set[int] = set()  # variables of compute sets deferring to a later kernel
         self.repeat_ranges: list[tuple[int, int]] = []  # step ranges of Repeat bodies
         self.program_ranges: list[tuple[int, int]] = []  # step ranges of top-level programs
         n = self.target.num_tiles
@@ -307,6 +319,7 @@ class Compiler:
         vt, vc, vstate, vcyc, vflops, vmulti = [], [], [], [], [], []
         reads: set[int] = set()
         writes: set[int] = set()
+        written: list[np.ndarray] = []  # element ids the vertices write (checked against a kernel)
         for b in self._merged_batches(cs):
             cl = b.codelet
             shapes = {f: b.fields[f].shape[1:] for f in cl.fields}
@@ -330,6 +343,8 @@ class Compiler:
                 src = g.tile_of(tensor)
                 if f in cl.writes:
                     writes |= _vars(tensor)
+                    if cs.kernel:
+                        written.append(self._gid(*tensor.elements()))
                     wrong = np.flatnonzero(src != dst)
                     if wrong.size:
                         i = int(wrong[0])
@@ -345,7 +360,14 @@ class Compiler:
                     if remote.any():
                         base = self._gid_base[single] if var_ids is None else self._gid_base[var_ids[remote]]
                         receives.add(base + idx[remote], src[remote], dst[remote], tensor.dtype.itemsize)
-            batches.append(BatchPlan(cid, cl, b.params, {f: Access(b.fields[f]) for f in cl.fields}))
+            batches.append(BatchPlan(cl, b.params, {f: b.fields[f] for f in cl.fields}))
+        kernel = None
+        if cs.kernel is not None:
+            # a kernel may read what the compute sets deferring to it read
+            self._deferred_touched |= reads | writes
+            kernel = self._plan_kernel(cs, written, self._deferred_touched)
+            if cs.kernel:
+                self._deferred_touched = set()
 
         def cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
             return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
@@ -366,10 +388,36 @@ class Compiler:
         agg = lambda w: np.bincount(inv, weights=w, minlength=ukey.size).astype(np.int64)  # noqa: E731
         exchange, global_exchange = self._plan_receives(receives)
         return ComputeSetPlan(
-            cs, batches, exchange, global_exchange, tile_cycles, tile_flops, reads, writes,
+            cs, batches, kernel, exchange, global_exchange, tile_cycles, tile_flops, reads, writes,
             (ukey // ncl).astype(np.int32), (ukey % ncl).astype(np.int32), agg(np.ones(key.size)),
             agg(state), agg(cycles), agg(flops),
         )  # fmt: skip
+
+    def _plan_kernel(self, cs: ComputeSet, written: list[np.ndarray], touched: set[int]) -> list[BatchPlan]:
+        """The kernel's batches, with field accesses built now (they run every time); a kernel must
+        write exactly the elements the vertices write and read only what the vertices touch."""
+        plans, kernel_written = [], []
+        for b in cs.kernel or []:
+            for f in b.codelet.fields:
+                t = b.fields[f]
+                if not _vars(t) <= touched:
+                    raise CompileError(
+                        f"compute set {cs.name!r}: its kernel field {f!r} uses variables its vertices do not"
+                    )
+                if f in b.codelet.writes:
+                    kernel_written.append(self._gid(*t.elements()))
+            plan = BatchPlan(b.codelet, b.params, {f: b.fields[f] for f in b.codelet.fields})
+            plan.fields  # noqa: B018 - build the accesses at compile time
+            plans.append(plan)
+        if cs.kernel:
+            want = np.sort(np.concatenate(written)) if written else np.zeros(0, np.int64)
+            got = np.sort(np.concatenate(kernel_written)) if kernel_written else np.zeros(0, np.int64)
+            if not np.array_equal(want, got):
+                raise CompileError(
+                    f"compute set {cs.name!r}: its kernel writes {got.size} elements, its vertices {want.size}"
+                    + ("" if want.size != got.size else " (different ones)")
+                )
+        return plans
 
     def _plan_receives(self, receives: _ReceiveKeys) -> tuple[Any, Any]:
         t = self.target

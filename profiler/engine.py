@@ -214,7 +214,9 @@ class Engine:
         kind = action[0]
         state = self._state
         if kind == "execute":
-            for b in action[1].batches:
+            plan = action[1]
+            kernel = plan.kernel
+            for b in plan.batches if kernel is None or self.options.execute_vertices else kernel:
                 skip = () if b.codelet.reads_outputs else b.codelet.outputs
                 values = {
                     f: np.empty(acc.shape, acc.dtype) if f in skip else acc.gather(state) for f, acc in b.fields.items()

@@ -121,6 +121,12 @@ class ComputeSet:
     name: str
     debug_context_id: int
     batches: list[VertexBatch] = field(default_factory=list)
+    # The compute set's kernel: a few coarse vertices over whole tensors that compute what its
+    # vertices compute, so the engine can run one numpy call per op instead of gathering every
+    # vertex's operands. None: no kernel (the vertices run); []: a later compute set's kernel
+    # computes this one's result (a stage of a multi-stage op). Timing, memory and exchange always
+    # come from the vertices; the engine option tilescope.executeVertices runs them instead.
+    kernel: list[VertexBatch] | None = None
 
     @property
     def num_vertices(self) -> int:
@@ -307,17 +313,37 @@ class Graph:
         tile_arr = np.asarray(tiles, dtype=np.int32).reshape(-1)
         self._check_tile(tile_arr, f"compute set {cs.name!r}")
         cl.check_fields(cs.name, {k: v.shape[1:] for k, v in fields.items()}, params)
-        for name, t in fields.items():
-            if not isinstance(t, Tensor) or t.graph is not self:
-                raise GraphError(f"compute set {cs.name!r}: field {name!r} of {cl.name} is not a tensor of this graph")
-            if t.rank == 0 or t.shape[0] != tile_arr.size:
-                raise GraphError(
-                    f"compute set {cs.name!r}: field {name!r} of {cl.name} has shape {t.shape}; "
-                    f"expected a leading dimension of {tile_arr.size} (one row per vertex)"
-                )
+        self._check_fields(cs, cl, fields, tile_arr.size)
         batch = VertexBatch(cl, tile_arr, dict(fields), dict(params), self._current_context())
         cs.batches.append(batch)
         return batch
+
+    def _check_fields(self, cs: ComputeSet, cl: Codelet, fields: Mapping[str, Tensor], count: int) -> None:
+        for name, t in fields.items():
+            if not isinstance(t, Tensor) or t.graph is not self:
+                raise GraphError(f"compute set {cs.name!r}: field {name!r} of {cl.name} is not a tensor of this graph")
+            if t.rank == 0 or t.shape[0] != count:
+                raise GraphError(
+                    f"compute set {cs.name!r}: field {name!r} of {cl.name} has shape {t.shape}; "
+                    f"expected a leading dimension of {count} (one row per vertex)"
+                )
+
+    def add_kernel(self, cs: ComputeSet, codelet: str | Codelet, fields: Mapping[str, Tensor], **params: Any) -> None:
+        """Add coarse vertices to ``cs``'s kernel (see ComputeSet.kernel): row i of every field is
+        one coarse vertex, usually a whole tensor or one block of an op. The compiler checks that
+        the kernel writes exactly the elements the compute set's vertices write."""
+        cl = resolve_codelet(codelet)
+        count = next(iter(fields.values())).shape[0] if fields else 0
+        cl.check_fields(cs.name, {k: v.shape[1:] for k, v in fields.items()}, params)
+        self._check_fields(cs, cl, fields, count)
+        batch = VertexBatch(cl, np.zeros(count, dtype=np.int32), dict(fields), dict(params), cs.debug_context_id)
+        cs.kernel = (cs.kernel or []) + [batch]
+
+    def defer_kernel(self, cs: ComputeSet) -> None:
+        """Mark ``cs`` as computed by a later compute set's kernel (its results are op-internal)."""
+        if cs.kernel:
+            raise GraphError(f"compute set {cs.name!r} already has a kernel")
+        cs.kernel = []
 
     def add_vertex(
         self, cs: ComputeSet, codelet: str | Codelet, fields: Mapping[str, Tensor], tile: int, **params: Any

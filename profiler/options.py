@@ -69,6 +69,10 @@ _SPECS: dict[str, _Spec] = {
     # Defaults not found [NF]: on, because the simulator's estimates are what its profile is made of.
     "profiler.includeFlopEstimates": _Spec("bool", "true"),
     "profiler.includeCycleEstimates": _Spec("bool", "true"),
+    # tilescope's own: run every vertex's codelet instead of the compute sets' kernels (coarse
+    # whole-tensor vertices computing the same, see profiler.graph.ComputeSet.kernel). Slower; the
+    # results are the same up to float rounding, and the report (cycles, memory, exchange) identical.
+    "tilescope.executeVertices": _Spec("bool", "false"),
 }
 OPTION_NAMES: tuple[str, ...] = tuple(sorted(_SPECS))
 
@@ -118,6 +122,10 @@ class EngineOptions:
     @property
     def allow_out_of_memory(self) -> bool:
         return self._bool("debug.allowOutOfMemory")
+
+    @property
+    def execute_vertices(self) -> bool:
+        return self._bool("tilescope.executeVertices")
 
     @property
     def include_flop_estimates(self) -> bool:

@@ -139,16 +139,57 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     return Tensor(first.graph, var, idx, first.dtype)
 
 
-class Access:
-    """Precomputed gather/scatter of a tensor's elements against per-variable flat value arrays."""
+def strided_layout(idx: np.ndarray) -> tuple[int, tuple[int, ...]] | None:
+    """(offset, element strides) when ``idx[i0, i1, ...] == offset + sum(i_d * stride_d)`` with
+    non-negative strides (a numpy strided view of the variable: slices, transposes, broadcasts),
+    else None. One pass over ``idx`` per dimension; done once, when a step is compiled."""
+    if idx.size == 0:
+        return None
+    offset = int(idx.reshape(-1)[0])
+    strides = []
+    for d, n in enumerate(idx.shape):
+        if n == 1:
+            strides.append(0)
+            continue
+        step = np.diff(idx, axis=d)
+        s = int(step.reshape(-1)[0])
+        if s < 0 or not (step == s).all():
+            return None
+        strides.append(s)
+    return offset, tuple(strides)
 
-    __slots__ = ("shape", "dtype", "groups")
+
+def _one_to_one(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether a strided layout reaches every position at a distinct element (safe to write)."""
+    span = 0  # furthest element offset reachable by the dims taken so far
+    for s, n in sorted((s, n) for s, n in zip(strides, shape, strict=True) if n > 1):
+        if s <= span:
+            return False
+        span += s * (n - 1)
+    return True
+
+
+class Access:
+    """Precomputed gather/scatter of a tensor's elements against per-variable flat value arrays.
+
+    A view of one variable laid out as a strided numpy view (slices, transposes, broadcasts of it)
+    is read as that view - no copy, read-only so no codelet can change the state through it - and
+    written through it; any other view is gathered and scattered by element index.
+    """
+
+    __slots__ = ("shape", "dtype", "groups", "strided")
 
     def __init__(self, t: Tensor) -> None:
         self.shape = t.shape
         self.dtype = t.dtype
         single = t.single_variable()
+        self.strided: tuple[int, int, tuple[int, ...], bool] | None = None  # var, offset, byte strides, writable
         if single is not None:
+            layout = strided_layout(t._idx)
+            if layout is not None:
+                offset, strides = layout
+                nbytes = tuple(s * t.dtype.itemsize for s in strides)
+                self.strided = (single, offset, nbytes, _one_to_one(t.shape, strides))
             self.groups: list[tuple[int, np.ndarray | None, np.ndarray]] = [(single, None, t._idx.reshape(-1))]
         else:
             var_ids, idx = t.elements()
@@ -160,7 +201,14 @@ class Access:
                 for a, b in zip(np.concatenate(([0], cuts)), np.append(cuts, sv.size), strict=True)
             ]
 
+    def _view(self, state: list[np.ndarray], writeable: bool) -> np.ndarray:
+        var, offset, strides, _ = self.strided  # type: ignore[misc]
+        return np.lib.stride_tricks.as_strided(state[var][offset:], self.shape, strides, writeable=writeable)
+
     def gather(self, state: list[np.ndarray]) -> np.ndarray:
+        """The tensor's values: a read-only view of the state when strided, else a new array."""
+        if self.strided is not None:
+            return self._view(state, writeable=False)
         # np.take(mode="clip") skips the per-element bounds check (the indices come from tensor views,
         # so they are in range): up to ~3x faster than fancy indexing on scattered reads
         if len(self.groups) == 1 and self.groups[0][1] is None:
@@ -172,6 +220,10 @@ class Access:
         return out.reshape(self.shape)
 
     def scatter(self, state: list[np.ndarray], values: np.ndarray) -> None:
+        if self.strided is not None and self.strided[3]:
+            # numpy copies through a temporary when ``values`` overlaps the destination
+            self._view(state, writeable=True)[...] = np.asarray(values).reshape(self.shape)
+            return
         flat = np.asarray(values).reshape(-1)
         for var, pos, idx in self.groups:
             state[var][idx] = flat if pos is None else flat[pos]

@@ -124,8 +124,7 @@ class ReducePartial(Codelet):
 
     def run_batch(self, values, params):  # type: ignore[override]
         v, out = values["in"], values["out"]
-        acc = np.float64 if out.dtype.kind == "f" else np.int64
-        r = self.fn(v.astype(acc), axis=1) * params.get("scale", 1.0)  # PopLibs fuses a scale into Reduce
+        r = self.fn(_accumulator(v, self.op, np.float64), axis=1) * params.get("scale", 1.0)  # PopLibs fuses a scale
         return {"out": r.astype(out.dtype).reshape(out.shape)}
 
     def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
@@ -133,6 +132,42 @@ class ReducePartial(Codelet):
         cyc = cost_model.reduce_cycles(self.op, n, 1, dtypes["in"], target)
         return int(cyc), int(cost_model.reduce_flops(self.op, n, 1, dtypes["in"]))
 
+
+def _accumulator(v: np.ndarray, op: str, float_acc: type) -> np.ndarray:
+    """``v`` in the type a reduction accumulates in: sums of floats in at least ``float_acc``, of
+    integers in int64; max and min need no wider type (they pick an element)."""
+    if op != "add":
+        return v
+    if v.dtype.kind == "f":
+        return v.astype(np.promote_types(v.dtype, float_acc), copy=False)
+    return v.astype(np.int64, copy=False)
+
+
+class ReduceSegments(Codelet):
+    """A kernel codelet (ComputeSet.kernel; never a vertex of its own): ``out[g] = scale *
+    op(in[starts[g]:starts[g + 1]])`` for members sorted by group - a whole ragged reduction
+    (pooling windows clipped by padding, col2im) in one numpy call."""
+
+    builtin = True
+    inputs = ("in",)
+    outputs = ("out",)
+    reads_outputs = False
+
+    def __init__(self, op: str, ufunc: np.ufunc) -> None:
+        self.op, self.ufunc = op, ufunc
+        self.name = f"popops::Reduce{op.capitalize()}Segments"
+
+    def run_batch(self, values, params):  # type: ignore[override]
+        v, out = values["in"], values["out"]
+        r = self.ufunc.reduceat(_accumulator(v, self.op, np.float64), params["starts"], axis=1)
+        return {"out": (r * params.get("scale", 1.0)).astype(out.dtype).reshape(out.shape)}
+
+
+REDUCE_SEGMENT_CODELETS = {
+    "add": ReduceSegments("add", np.add),
+    "max": ReduceSegments("max", np.maximum),
+    "min": ReduceSegments("min", np.minimum),
+}
 
 REDUCE_CODELETS = {
     "add": ReducePartial("add", np.sum),
@@ -322,8 +357,8 @@ class ReduceColumns(Codelet):
 
     def run_batch(self, values, params):  # type: ignore[override]
         v, out = values["in"], values["out"]
-        acc = np.float64 if out.dtype.kind == "f" else np.int64
-        r = self.fn(v.astype(acc), axis=1) * params.get("scale", 1.0)
+        # partials are few (< 16 per stage, ref §3.5): float accumulation, as the vertex's float partials
+        r = self.fn(_accumulator(v, self.op, np.float32), axis=1) * params.get("scale", 1.0)
         return {"out": r.astype(out.dtype).reshape(out.shape)}
 
     def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]

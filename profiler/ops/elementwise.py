@@ -140,6 +140,8 @@ def apply_map(
         if not codelet.in_place:
             f["out"] = rows(target, idx)
         graph.add_vertices(cs, codelet, f, vtiles, **params)
+    whole = dict(zip(fields, ins, strict=True)) | ({} if codelet.in_place else {"out": target})
+    graph.add_kernel(cs, codelet, {f: t.expand(0) for f, t in whole.items()}, **params)
     return target
 
 
@@ -239,6 +241,7 @@ def fill(graph: Graph, t: Tensor, value: float, prog: Prog) -> Tensor:
     cs = execute(graph, prog, f"fill {value}")
     for vtiles, idx in groups_by_tile(graph.tile_of(t)):
         graph.add_vertices(cs, "popops::Fill", {"out": rows(t, idx)}, vtiles, value=value)
+    graph.add_kernel(cs, "popops::Fill", {"out": t.expand(0)}, value=value)
     return t
 
 
@@ -254,6 +257,7 @@ def scaled_add(graph: Graph, a: Tensor, b: Tensor, factor: float, prog: Prog) ->
         graph.add_vertices(
             cs, "popops::ScaledAdd", {"data": rows(a, idx), "deltas": rows(bb, idx)}, vtiles, scale=float(factor)
         )
+    graph.add_kernel(cs, "popops::ScaledAdd", {"data": a.expand(0), "deltas": bb.expand(0)}, scale=float(factor))
     return a
 
 
@@ -267,6 +271,7 @@ def copy(graph: Graph, src: Tensor, prog: Prog, dst: Tensor | None = None) -> Te
     cs = execute(graph, prog, "copy")
     for vtiles, idx in groups_by_tile(graph.tile_of(target)):
         graph.add_vertices(cs, "popops::Copy", {"in": rows(src, idx), "out": rows(target, idx)}, vtiles)
+    graph.add_kernel(cs, "popops::Copy", {"in": src.expand(0), "out": target.expand(0)})
     return target
 
 

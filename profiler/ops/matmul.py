@@ -293,6 +293,7 @@ def _run_step(
         fields = {"a": a_flat[a_idx], "b": b_flat[b_idx], "out": dest.reshape(-1)[o_idx]}
         graph.add_vertices(cs, codelet, fields, tile[sel])
         del a_idx, b_idx, o_idx
+    _add_kernel(graph, cs, codelet, a, b, dest, k0, kl)
     graph.set_tile_mapping(dest, dest_tiles)
     if split_k:
         reduce_columns(graph, dest.reshape(k0.size, G * M * N), out, "add", prog, name=f"{name}/reduce")
@@ -300,6 +301,25 @@ def _run_step(
         graph.set_tile_mapping(out, dest_tiles)
         apply_map(graph, map_codelet("popops::Cast", _cast, 1, (("cast", "cast"),)), [dest], prog, f"{name} cast",
                   out=out)  # fmt: skip
+
+
+def _add_kernel(
+    graph: Graph, cs: Any, codelet: Any, a: Tensor, b: Tensor, dest: Tensor, k0: np.ndarray, kl: np.ndarray
+) -> None:
+    """The step's kernel: one coarse vertex per group and in-chan block, ``a[g, :, kblock] @ b[g,
+    kblock, :]`` into that block's partials (or the result when K is not split) - the same sums as
+    the per-tile blocks, without gathering operands once per tile."""
+    G, M, K = a.shape
+    N = b.shape[2]
+    split_k = k0.size > 1
+    for length in np.unique(kl):
+        blocks = np.flatnonzero(kl == length)
+        kb, nb = int(length), blocks.size
+        cols = (k0[blocks][:, None] + np.arange(kb)).reshape(-1)  # [blocks * kb]
+        av = a[:, :, cols].reshape(G, M, nb, kb).transpose(0, 2, 1, 3).reshape(G * nb, M, kb)
+        bv = b[:, cols, :].reshape(G, nb, kb, N).reshape(G * nb, kb, N)
+        ov = dest[blocks].transpose(1, 0, 2, 3) if split_k else dest.expand(1)  # [G, nb, M, N]
+        graph.add_kernel(cs, codelet, {"a": av, "b": bv, "out": ov.reshape(G * nb, M, N)})
 
 
 @op("MatMul")

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from profiler.dtypes import as_dtype
-from profiler.graph import Graph
-from profiler.ops.codelets import REDUCE_CODELETS, REDUCE_COLUMN_CODELETS, REDUCE_IDENTITY
+from profiler.graph import ComputeSet, Graph
+from profiler.ops.codelets import REDUCE_CODELETS, REDUCE_COLUMN_CODELETS, REDUCE_IDENTITY, REDUCE_SEGMENT_CODELETS
 from profiler.ops.core import (
     OpError,
     constant_per_tile,
@@ -56,7 +56,7 @@ def _reduce_stage(
     prog: Prog,
     name: str,
     scale: float = 1.0,
-) -> None:
+) -> ComputeSet:
     """One compute set: vertex v (on vertex_tile[v]) reduces src[member[vertex == v]] into out[v]."""
     nv = vertex_tile.size
     order = np.argsort(vertex, kind="stable")
@@ -81,6 +81,32 @@ def _reduce_stage(
         graph.add_vertices(
             cs, codelet, {"in": field, "out": rows(out, vs[:, None])}, vertex_tile[vs], scale=float(scale)
         )
+    return cs
+
+
+def _add_kernel(
+    graph: Graph,
+    cs: ComputeSet,
+    src: Tensor,
+    member: np.ndarray,
+    group: np.ndarray,
+    out: Tensor,
+    op_name: str,
+    scale: float,
+) -> None:
+    """The whole reduction as ``cs``'s kernel, straight from ``src`` (the earlier stages' compute
+    sets defer to it): rows of a view when every group has as many members, else segments."""
+    n = out.numel()
+    order = np.argsort(group, kind="stable")
+    counts = np.bincount(group, minlength=n)
+    flat_src = src.reshape(-1)
+    if (counts == counts[0]).all():
+        fields = {"in": rows(flat_src, member[order].reshape(n, -1)), "out": out.reshape(n, 1)}
+        graph.add_kernel(cs, REDUCE_CODELETS[op_name], fields, scale=float(scale))
+        return
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    fields = {"in": rows(flat_src, member[order]).expand(0), "out": out.reshape(1, n)}
+    graph.add_kernel(cs, REDUCE_SEGMENT_CODELETS[op_name], fields, starts=starts, scale=float(scale))
 
 
 def reduce_groups(
@@ -114,11 +140,12 @@ def reduce_groups(
     pair_group, pair_tile = ukey // nt, ukey % nt
     stages, max_partials = 1, 1
     if ukey.size == n_groups and np.array_equal(pair_tile, out_tiles[pair_group]):
-        _reduce_stage(graph, src, member, pair_group[pair], pair_tile, flat_out, op_name, prog, "reduce", scale)
+        cs = _reduce_stage(graph, src, member, pair_group[pair], pair_tile, flat_out, op_name, prog, "reduce", scale)
+        _add_kernel(graph, cs, src, member, group, flat_out, op_name, scale)
         return {"stages": 1, "max_partials_per_output": 1}
     partial = graph.add_variable(pdt, [ukey.size], "reduce partials")
     graph.set_tile_mapping(partial, pair_tile)
-    _reduce_stage(graph, src, member, pair, pair_tile, partial, op_name, prog, "reduce/stage1")
+    graph.defer_kernel(_reduce_stage(graph, src, member, pair, pair_tile, partial, op_name, prog, "reduce/stage1"))
     cur, cur_group, cur_tile = partial, pair_group, pair_tile
     while True:
         stages += 1
@@ -126,10 +153,11 @@ def reduce_groups(
         depth = int(per_group.max())
         max_partials = max(max_partials, depth)
         if depth < SINGLE_STAGE_MAX_PARTIALS:
-            _reduce_stage(
+            cs = _reduce_stage(
                 graph, cur, np.arange(cur.numel()), cur_group, out_tiles, flat_out, op_name, prog,
                 f"reduce/stage{stages}", scale,
             )  # fmt: skip
+            _add_kernel(graph, cs, src, member, group, flat_out, op_name, scale)
             return {"stages": stages, "max_partials_per_output": max_partials}
         # an intermediate stage: chunks of ~sqrt(depth) partials, each reduced where its first lies
         chunk = int(np.ceil(np.sqrt(depth)))
@@ -145,7 +173,9 @@ def reduce_groups(
         nxt = graph.add_variable(pdt, [uck.size], f"reduce partials {stages}")
         graph.set_tile_mapping(nxt, ctile)
         members = order
-        _reduce_stage(graph, cur, members, chunk_of, ctile, nxt, op_name, prog, f"reduce/stage{stages}")
+        graph.defer_kernel(
+            _reduce_stage(graph, cur, members, chunk_of, ctile, nxt, op_name, prog, f"reduce/stage{stages}")
+        )
         cur, cur_group, cur_tile = nxt, cur_group[chunk_first], ctile
 
 
@@ -210,7 +240,7 @@ COLUMN_PIECE = 64
 
 
 def _column_stage(
-    graph: Graph, cs: object, src: Tensor, dest_tiles: np.ndarray, out: Tensor, op_name: str, scale: float
+    graph: Graph, cs: ComputeSet, src: Tensor, dest_tiles: np.ndarray, out: Tensor, op_name: str, scale: float
 ) -> None:
     """Vertices reducing ``src[p, n]`` down its rows into ``out[n]``, column i on dest_tiles[i]."""
     p, n = src.shape
@@ -230,6 +260,7 @@ def _column_stage(
         graph.add_vertices(
             cs, codelet, {"in": src_flat[idx], "out": out_flat[cols]}, dest_tiles[starts], scale=float(scale)
         )
+    graph.add_kernel(cs, codelet, {"in": src.expand(0), "out": out.reshape(1, n)}, scale=float(scale))
 
 
 def reduce_columns(

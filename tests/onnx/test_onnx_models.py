@@ -36,18 +36,25 @@ def _no_env_options(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("POPLAR_ENGINE_OPTIONS", raising=False)
 
 
-def _run(model: onnx.ModelProto, inputs: dict | None = None, **kw: object) -> tuple[dict, dict, Session]:
+def _run(
+    model: onnx.ModelProto, inputs: dict | None = None, options: dict | None = None, **kw: object
+) -> tuple[dict, dict, Session]:
     imported = import_model(load_model(model), TARGET, **kw)  # type: ignore[arg-type]
     feeds = inputs or random_inputs(imported)
-    with Session(imported) as s:
+    with Session(imported, options) as s:
         return s.run(feeds), feeds, s
 
 
+# the compute sets' kernels (default) and every vertex's codelet must both match the reference
+EXECUTION = {"kernels": {}, "vertices": {"tilescope.executeVertices": "true"}}
+
+
+@pytest.mark.parametrize("execution", list(EXECUTION))
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("name", list(MODELS))
-def test_model_matches_reference_evaluator(name: str, dtype: str) -> None:
+def test_model_matches_reference_evaluator(name: str, dtype: str, execution: str) -> None:
     model = MODELS[name]()
-    got, feeds, session = _run(model, batch_size=2, dtype=dtype)
+    got, feeds, session = _run(model, batch_size=2, dtype=dtype, options=EXECUTION[execution])
     expected = ReferenceEvaluator(model).run(None, feeds)[0]
     assert got["output"].shape == expected.shape and got["output"].dtype == np.float32
     rtol, atol = TOLERANCE[dtype]
