@@ -12,6 +12,7 @@ run within 5x of onnxruntime's; ResNet-50 compile under 60 s.
     python bench/onnx_models.py                          # full sizes, batch 1, GC200 and C600
     python bench/onnx_models.py --models bert --batch 2
     python bench/onnx_models.py --image 112 --seq 64     # smaller inputs, same layer shapes
+    python bench/onnx_models.py --threads 2              # both sides with two threads
 """
 
 from __future__ import annotations
@@ -25,7 +26,22 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+
+def _threads(argv: list[str]) -> int:
+    """--threads N, read before numpy is imported (its BLAS fixes its thread count at import)."""
+    for i, a in enumerate(argv):
+        if a == "--threads" and i + 1 < len(argv):
+            return int(argv[i + 1])
+        if a.startswith("--threads="):
+            return int(a.split("=", 1)[1])
+    return 1
+
+
+THREADS = _threads(sys.argv)
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = str(THREADS)
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
@@ -42,7 +58,7 @@ def onnxruntime_times(model_bytes: bytes, feeds: dict[str, np.ndarray], runs: in
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1  # one core, like tilescope (the machine is shared)
+    opts.intra_op_num_threads = THREADS  # as many threads as numpy's BLAS gets (--threads)
     t0 = time.perf_counter()
     sess = ort.InferenceSession(model_bytes, opts, providers=["CPUExecutionProvider"])
     create = time.perf_counter() - t0
@@ -99,6 +115,8 @@ def main() -> int:
     p.add_argument("--targets", nargs="+", default=["GC200", "C600"])
     p.add_argument("--runs", type=int, default=3, help="timed runs of each; the best is compared (default 3)")
     p.add_argument("--json", metavar="FILE", help="also write the numbers as JSON")
+    p.add_argument("--threads", type=int, default=1,
+                   help="threads for onnxruntime and for numpy's BLAS in tilescope alike (default 1)")  # fmt: skip
     args = p.parse_args()
     os.environ.pop("POPLAR_ENGINE_OPTIONS", None)  # the bench sets its own options
     builders = {
@@ -113,7 +131,7 @@ def main() -> int:
         shape = [d.dim_value for d in fixed.graph.input[0].type.tensor_type.shape.dim]
         feeds = {"input": np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
         ort_create, ort_run, ort_out = onnxruntime_times(fixed.SerializeToString(), feeds, args.runs)
-        print(f"\n{name}: batch {args.batch}, {len(model.graph.node)} nodes; onnxruntime (1 thread): "
+        print(f"\n{name}: batch {args.batch}, {len(model.graph.node)} nodes; onnxruntime ({THREADS} thread(s)): "
               f"session {ort_create:.3f} s, run {ort_run * 1e3:.1f} ms")  # fmt: skip
         results[name] = {"onnxruntime": {"session_s": ort_create, "run_s": ort_run}}
         for target in args.targets:

@@ -1,6 +1,10 @@
 """The engine: compiles a graph's programs, runs them functionally in numpy and times them with
 the BSP model (per tile, per step), and hands what it saw to capture (profiler.capture).
 
+Functional execution: a compute set with a kernel (profiler.graph.ComputeSet.kernel) runs its
+kernel's few coarse vertices, else every vertex batch runs its codelet once over all its vertices
+(``tilescope.executeVertices`` forces the latter). Timing never depends on which ran.
+
 BSP timing: each IPU keeps a clock. A step on an IPU lasts as long as its slowest tile (the
 step's estimated cycles per tile, from the compiler). Steps that synchronise all IPUs (external
 syncs, global exchanges, host stream copies) first bring every IPU to the latest clock.

@@ -1,0 +1,133 @@
+"""Compute-set kernels (coarse whole-tensor vertices the engine runs instead of every vertex) and
+the strided views the engine reads tensors through."""
+
+import numpy as np
+import pytest
+
+from profiler import CompileError, Engine, Graph, GraphError, Sequence, ipu_model, ops
+from profiler.programs import Execute
+from profiler.tensor import Access, strided_layout
+
+VIEWS = {
+    "whole": lambda a: a,
+    "transpose": lambda a: a.transpose(2, 0, 1),
+    "slice": lambda a: a[1:, :, 1:4],
+    "step": lambda a: a[:, ::2, ::3],
+    "broadcast": lambda a: np.broadcast_to(a[:, :1, :], (2, 5, 6)),
+    "expand": lambda a: a[1][None],
+}
+
+
+@pytest.mark.parametrize("view", list(VIEWS))
+def test_strided_layout_rebuilds_numpy_views(view: str) -> None:
+    idx = np.ascontiguousarray(VIEWS[view](np.arange(60).reshape(2, 5, 6)))
+    offset, strides = strided_layout(idx)  # type: ignore[misc]
+    rebuilt = offset + sum(np.arange(n).reshape([-1 if d == i else 1 for d in range(idx.ndim)]) * s
+                           for i, (n, s) in enumerate(zip(idx.shape, strides, strict=True)))  # fmt: skip
+    assert (rebuilt == idx).all()
+
+
+@pytest.mark.parametrize("idx", [np.array([3, 1, 2]), np.arange(6)[::-1], np.array([[0, 1], [5, 7]])])
+def test_gathered_index_patterns_are_not_strided(idx: np.ndarray) -> None:
+    assert strided_layout(idx) is None
+
+
+def test_access_reads_a_strided_view_without_copying_and_writes_through_it() -> None:
+    g = Graph(ipu_model(tiles_per_ipu=2))
+    v = g.add_variable("float", [3, 4], "v")
+    state = [np.arange(12, dtype=np.float32)]
+    acc = Access(v.T[1:])
+    got = acc.gather(state)
+    assert np.shares_memory(got, state[0]) and not got.flags.writeable
+    assert (got == np.arange(12).reshape(3, 4).T[1:]).all()
+    acc.scatter(state, -np.ones((3, 3)))
+    assert state[0].reshape(3, 4)[:, 1:].tolist() == [[-1] * 3] * 3 and state[0].reshape(3, 4)[:, 0].tolist() == [
+        0,
+        4,
+        8,
+    ]
+    # a broadcast view reaches elements twice: read as a view, written element by element
+    b = Access(v[0].expand(0).broadcast_to((2, 4)))
+    assert np.shares_memory(b.gather(state), state[0]) and not b.strided[3]  # type: ignore[index]
+
+
+def _matmul_graph() -> tuple[Graph, Sequence, object]:
+    # M = N = 4, K = 4096 over 16 tiles: the planner splits K 15 ways (blocks of two lengths), so
+    # the result comes from a partials compute set and a reduction whose kernel reads the partials
+    g = Graph(ipu_model(tiles_per_ipu=16, bytes_per_tile=1 << 20))
+    a = ops.add_mapped(g, "float", (4, 4096), "a")
+    b = ops.add_mapped(g, "float", (4096, 4), "b")
+    prog = Sequence()
+    y = ops.matmul(g, a, b, prog)
+    for name, t in {"a": a, "b": b}.items():
+        g.create_host_write(name, t)
+    g.create_host_read("y", y)
+    return g, prog, y
+
+
+@pytest.mark.parametrize("vertices", [False, True])
+def test_engine_runs_kernels_and_leaves_vertex_fields_unbuilt(vertices: bool) -> None:
+    g, prog, _ = _matmul_graph()
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((4, 4096)).astype(np.float32), rng.standard_normal((4096, 4)).astype(np.float32)
+    e = Engine(g, [prog], {"tilescope.executeVertices": str(vertices).lower()})
+    e.load()
+    e.write_tensor("a", a)
+    e.write_tensor("b", b)
+    e.run(0)
+    np.testing.assert_allclose(e.read_tensor("y"), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
+    plans = e.compiled.cs_plans.values()  # type: ignore[union-attr]
+    assert len(plans) >= 2 and all(p.kernel for p in plans)  # partials and their reduction
+    built = [b._fields is not None for p in plans for b in p.batches]
+    assert all(built) if vertices else not any(built)
+
+
+def test_a_kernel_must_write_what_the_vertices_write() -> None:
+    g = Graph(ipu_model(tiles_per_ipu=2))
+    x = g.add_variable("float", [4], "x")
+    y = g.add_variable("float", [4], "y")
+    g.map_linearly(x)
+    g.map_linearly(y)
+    cs = g.add_compute_set("relu")
+    g.add_vertices(cs, "popops::Relu", {"in": x.reshape(2, 2), "out": y.reshape(2, 2)}, [0, 1])
+    g.add_kernel(cs, "popops::Relu", {"in": x[:2].expand(0), "out": y[:2].expand(0)})
+    with pytest.raises(CompileError, match="'relu': its kernel writes 2 elements, its vertices 4"):
+        Engine(g, [Execute(cs)]).compile()
+    # as many elements, but one of them twice
+    cs.kernel = None
+    g.add_kernel(cs, "popops::Relu", {"in": x[[0, 1, 2, 2]].expand(0), "out": y[[0, 1, 2, 2]].expand(0)})
+    with pytest.raises(CompileError, match="writes 4 elements, its vertices 4 \\(different ones\\)"):
+        Engine(g, [Execute(cs)]).compile()
+
+
+def test_a_kernel_must_read_what_the_vertices_read() -> None:
+    g = Graph(ipu_model(tiles_per_ipu=2))
+    x, y, z = (g.add_variable("float", [4], n) for n in "xyz")
+    for t in (x, y, z):
+        g.map_linearly(t)
+    cs = g.add_compute_set("relu")
+    g.add_vertices(cs, "popops::Relu", {"in": x.reshape(2, 2), "out": y.reshape(2, 2)}, [0, 1])
+    g.add_kernel(cs, "popops::Relu", {"in": z.expand(0), "out": y.expand(0)})
+    with pytest.raises(CompileError, match="kernel field 'in' uses variables its vertices do not"):
+        Engine(g, [Execute(cs)]).compile()
+    with pytest.raises(GraphError, match="already has a kernel"):
+        g.defer_kernel(cs)
+
+
+def test_a_deferred_stage_lets_the_next_kernel_read_its_inputs() -> None:
+    # reduce to 1 element from 8 tiles: stage 1 (partials per tile) defers to stage 2's kernel,
+    # which reduces straight from the input
+    g = Graph(ipu_model(tiles_per_ipu=8))
+    x = ops.add_mapped(g, "float", (64,), "x")
+    prog = Sequence()
+    s = ops.reduce_sum(g, x, 0, prog)
+    g.create_host_write("x", x)
+    g.create_host_read("s", s)
+    e = Engine(g, [prog])
+    e.load()
+    values = np.linspace(-1, 2, 64, dtype=np.float32)
+    e.write_tensor("x", values)
+    e.run(0)
+    kernels = [p.kernel for p in sorted(e.compiled.cs_plans.values(), key=lambda p: p.compute_set.id)]  # type: ignore[union-attr]
+    assert kernels[0] == [] and len(kernels[-1]) == 1
+    assert e.read_tensor("s") == pytest.approx(values.astype(np.float64).sum(), rel=1e-6)
