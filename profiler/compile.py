@@ -115,6 +115,7 @@ class _ReceiveKeys:
         bits = max(int(num_tiles - 1).bit_length(), 1)
         self.bits = bits if max(num_elements, 1) << (2 * bits + 2) < 2**62 else None
         self.keys: list[np.ndarray] = []
+        self.log2_sizes: set[int] = set()
         self.unpacked: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # fallback
 
     def add(self, gid: np.ndarray, src: np.ndarray, dst: np.ndarray, itemsize: int) -> None:
@@ -128,12 +129,15 @@ class _ReceiveKeys:
         key |= src.astype(np.int64, copy=False) << 2
         key |= log2
         self.keys.append(key)
+        self.log2_sizes.add(log2)
 
-    def _unpack(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _unpack(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | int]:
         bits, mask = self.bits or 0, (1 << (self.bits or 0)) - 1
-        return key >> (2 * bits + 2), (key >> 2) & mask, (key >> (bits + 2)) & mask, np.left_shift(1, key & 3)
+        # one element size (the usual case): a plain int, so byte counts need no weighted bincounts
+        size = 1 << next(iter(self.log2_sizes)) if len(self.log2_sizes) == 1 else np.left_shift(1, key & 3)
+        return key >> (2 * bits + 2), (key >> 2) & mask, (key >> (bits + 2)) & mask, size
 
-    def unique(self, num_tiles: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    def unique(self, num_tiles: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | int] | None:
         """Each remote element once per receiving tile (however many vertices there read it), sorted
         by (element, receiving tile): (element gid, sending tile, receiving tile, bytes); None if none."""
         if not self.unpacked:
@@ -149,6 +153,7 @@ class _ReceiveKeys:
             np.not_equal(key[1:], key[:-1], out=keep[1:])
             return self._unpack(key[keep])
         parts = self.unpacked + [self._unpack(k) for k in self.keys]
+        parts = [(g, s, d, np.broadcast_to(np.asarray(n, dtype=np.int64), g.shape)) for g, s, d, n in parts]
         gid, src, dst, nbytes = (np.concatenate([p[i] for p in parts]) for i in range(4))
         _, first = np.unique(gid.astype(np.int64) * num_tiles + dst, return_index=True)
         return gid[first], src[first], dst[first], nbytes[first]
@@ -443,8 +448,9 @@ class Compiler:
         cross = (src_a // t.tiles_per_ipu) != (dst_a // t.tiles_per_ipu)
         if not cross.any():  # one IPU: no copies of the (large) receive arrays
             return plan_transfers(src_a, dst_a, b_a, t, gid=gid_a, sorted_by_gid=True), None
-        local = plan_transfers(src_a[~cross], dst_a[~cross], b_a[~cross], t, gid=gid_a[~cross], sorted_by_gid=True)
-        glob = plan_transfers(src_a[cross], dst_a[cross], b_a[cross], t, global_=True) if cross.any() else None
+        b_local, b_cross = (b_a, b_a) if isinstance(b_a, int) else (b_a[~cross], b_a[cross])
+        local = plan_transfers(src_a[~cross], dst_a[~cross], b_local, t, gid=gid_a[~cross], sorted_by_gid=True)
+        glob = plan_transfers(src_a[cross], dst_a[cross], b_cross, t, global_=True)
         return local, glob
 
     # -- copies and streams --------------------------------------------------------------------
