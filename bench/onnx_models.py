@@ -95,6 +95,7 @@ def tilescope_times(model, batch: int, target_name: str, feeds: dict | None, rep
     t0 = time.perf_counter()
     path = session.engine.write_report()
     t_write = time.perf_counter() - t0
+    session.close()  # frees the engine once this function returns (a ResNet-50 session holds GBs)
     mem = session.engine.memory.tile_memory["total_bytes_including_gaps"]  # type: ignore[union-attr]
     cycles = session.cycles[0]
     return {

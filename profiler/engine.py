@@ -261,6 +261,8 @@ class Engine:
     def close(self) -> None:
         if self.options.capture_enabled and self.compiled is not None and not self._report_written:
             self.write_report()
+        if self in _LIVE:  # nothing left to write at exit: let the engine be freed
+            _LIVE.remove(self)
 
     def __enter__(self) -> Engine:
         return self

@@ -20,7 +20,7 @@ from profiler.codelets import Codelet, resolve_codelet
 from profiler.dtypes import as_dtype
 from profiler.streams import DEVICE_TO_HOST, HOST_TO_DEVICE, DataStream
 from profiler.targets import Target
-from profiler.tensor import Tensor
+from profiler.tensor import Tensor, index_dtype
 
 UNMAPPED = -1
 
@@ -217,7 +217,7 @@ class Graph:
             vid, name or f"var{vid}", dt, shp, constant, interleaved, self._current_context(), TileMapping(n)
         )
         self.variables.append(var)
-        return Tensor(self, vid, np.arange(n, dtype=np.int64).reshape(shp), dt)
+        return Tensor(self, vid, np.arange(n, dtype=index_dtype(n)).reshape(shp), dt)
 
     def add_variable(
         self, dtype: object, shape: Sequence[int] | int, name: str = "", interleaved: bool = False

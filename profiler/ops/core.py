@@ -151,7 +151,7 @@ def padded_rows(src: Tensor, idx: np.ndarray, valid: np.ndarray, pad: Tensor, pa
     pad_var, pad_idx = pad.elements()
     var = np.where(valid, src_var[safe], pad_var[ptile]).astype(np.int32)
     flat = np.where(valid, src_idx[safe], pad_idx[ptile])
-    return Tensor(src.graph, var, flat.astype(np.int64), src.dtype)
+    return Tensor(src.graph, var, flat, src.dtype)
 
 
 def check_same_graph(graph: Graph, *tensors: Tensor, what: str) -> None:

@@ -131,3 +131,12 @@ def test_a_deferred_stage_lets_the_next_kernel_read_its_inputs() -> None:
     kernels = [p.kernel for p in sorted(e.compiled.cs_plans.values(), key=lambda p: p.compute_set.id)]  # type: ignore[union-attr]
     assert kernels[0] == [] and len(kernels[-1]) == 1
     assert e.read_tensor("s") == pytest.approx(values.astype(np.float64).sum(), rel=1e-6)
+
+
+def test_element_indices_are_int32_when_they_fit() -> None:
+    from profiler.tensor import index_dtype
+
+    g = Graph(ipu_model(tiles_per_ipu=2))
+    v = g.add_variable("float", [3, 4], "v")
+    assert v._idx.dtype == np.int32 and v.T[1:]._idx.dtype == np.int32
+    assert index_dtype(2**31 - 1) == np.int32 and index_dtype(2**31) == np.int64

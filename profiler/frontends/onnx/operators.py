@@ -480,7 +480,7 @@ def pad_view(b: Builder, x: Tensor, pads: list[tuple[int, int]], mode: str, valu
         idx = np.pad(idx, pos, mode=mode)
     else:
         raise Unsupported(f"pad mode {mode!r}")
-    return Tensor(b.graph, var.astype(np.int32), idx.astype(np.int64), x.dtype)
+    return Tensor(b.graph, var.astype(np.int32), idx, x.dtype)
 
 
 @handles("Pad")
