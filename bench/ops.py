@@ -1,16 +1,17 @@
 """Benchmark the operations library: simulated cycles, achieved fraction of peak FLOPs, host wall time.
 
-    /work/venv/bin/python bench/ops.py            # all cases
-    /work/venv/bin/python bench/ops.py --case matmul --matmul-size 2048 1024 512
+    python bench/ops.py            # all cases
+    python bench/ops.py --case matmul --matmul-size 2048 1024 512
 
 Cases: a 2048^3 fp16 matmul on GC200, a 3x3 convolution 64 -> 64 channels on 56x56 with batch 8
 (fp16, GC200) and one training step of the MLP workload (on its default 16-tile IPU-Model and on a
 whole GC200). The fraction of peak is the op's model FLOPs (2*M*K*N for a matmul) over simulated cycles x tiles x
 the target's peak FLOPs per tile per cycle for the partials type the planner used.
 
-A matmul size whose simulation would not fit in host memory (the compile's exchange planning costs
-~175 bytes per vertex-field element reference, see /work/notes/ops.md) is not run: its planner
-estimate is printed instead. By default 2048^3 (the target case) and 1024^3 are tried.
+A matmul size whose simulation would not fit in host memory (~45 bytes per vertex-field element
+reference, HOST_BYTES_PER_FIELD_ELEMENT) is not run at the default availableMemoryProportion: its
+planner estimate is printed and a lower proportion is run instead. By default 2048^3 (the target
+case) and 1024^3 are tried.
 """
 
 from __future__ import annotations
@@ -53,10 +54,11 @@ def _timed(fn, times: dict, key: str):  # type: ignore[no-untyped-def]
     return out
 
 
-# Host memory the simulator's compile needs per vertex-field element reference, measured on the
-# 1024^3 case (51M references, 8.9 GB peak RSS, commit 8847dcb). Used to skip a case that would
-# exhaust the machine (and get other processes OOM-killed) instead of starting it.
-HOST_BYTES_PER_FIELD_ELEMENT = 175
+# Host memory the simulator needs per vertex-field element reference (int32 element indices):
+# measured peak RSS 2.33 GB for the 1024^3 case (54.5M references) and 7.57 GB for 2048^3 at 0.6
+# (209.7M); 175 B before element indices became int32 and kernels ran the matmul. Used to skip a
+# case that would exhaust the machine (and get other processes OOM-killed) instead of starting it.
+HOST_BYTES_PER_FIELD_ELEMENT = 45
 
 
 def _available_bytes() -> int:
