@@ -12,7 +12,7 @@ Usage (Poplar style: every op appends its programs to a Sequence and returns its
 """
 
 from profiler.ops.conv import avg_pool2d, avg_pool2d_grad, conv2d, conv2d_grad, max_pool2d, max_pool2d_grad
-from profiler.ops.core import OpError, add_like, add_mapped, linear_tiles, op, set_attributes
+from profiler.ops.core import OpError, add_like, add_mapped, constant_per_tile, linear_tiles, op, set_attributes
 from profiler.ops.elementwise import (
     add,
     add_scalar,
@@ -70,7 +70,8 @@ from profiler.ops.slicing import (
 
 __all__ = [
     "AdamState", "MatMulPlan", "OpError", "adam", "add", "add_like", "add_mapped", "add_scalar", "avg_pool2d",
-    "avg_pool2d_grad", "batch_norm", "batch_norm_grad", "binary", "binary_in_place", "broadcast", "cast", "conv2d", "conv2d_grad",
+    "avg_pool2d_grad", "batch_norm", "batch_norm_grad", "binary", "binary_in_place", "broadcast", "cast", "constant_per_tile",
+    "conv2d", "conv2d_grad",
     "copy", "cross_entropy", "cross_entropy_grad", "div", "dynamic_slice", "dynamic_slice_grad", "dynamic_update", "embedding_table",
     "fill", "gather", "gather_grad", "gelu", "group_norm", "group_norm_grad", "init_state", "layer_norm",
     "layer_norm_grad", "linear_tiles", "log_softmax", "matmul", "max_pool2d", "max_pool2d_grad", "mse_loss",

@@ -194,3 +194,19 @@ def test_inputs_are_checked_by_name_and_shape() -> None:
             s.run({"x": np.zeros((2, 64), np.float32)})
         with pytest.raises(FrontendError, match=r"input 'input': shape \(3, 64\)"):
             s.run({"input": np.zeros((3, 64), np.float32)})
+
+
+def test_padding_reads_constants_on_the_tile_of_the_nearest_element() -> None:
+    # MaxPool with pads: each window's padding must come from its own tile, not from one tile
+    # serving every border window (that tile would run a reduce vertex for each of them)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])
+    pool = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    model = helper.make_model(helper.make_graph([pool], "pool", [x], [y]), opset_imports=[helper.make_opsetid("", 13)])
+    got, feeds, session = _run(model)
+    expected = ReferenceEvaluator(model).run(None, feeds)[0]
+    np.testing.assert_array_equal(got["y"], expected)
+    plans = session.engine.compiled.cs_plans.values()  # type: ignore[union-attr]
+    for plan in plans:
+        per_tile = np.bincount(plan.v_tile, weights=plan.v_count, minlength=TARGET.num_tiles)
+        assert per_tile.max() <= 2 * per_tile[per_tile > 0].mean(), plan.compute_set.name

@@ -462,7 +462,8 @@ def _expand(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
 
 def pad_view(b: Builder, x: Tensor, pads: list[tuple[int, int]], mode: str, value: float = 0.0) -> Tensor:
     """``x`` padded per axis (before, after) as a view: edge/reflect repeat x's own elements, constant
-    mode reads one constant element; negative pads crop."""
+    mode reads a constant element on the tile of the nearest element of ``x`` (as PopLibs maps
+    padding, so no tile serves every other tile's padding); negative pads crop."""
     crop = tuple(slice(-lo if lo < 0 else 0, x.shape[i] + hi if hi < 0 else None) for i, (lo, hi) in enumerate(pads))
     x = x[crop]
     pos = [(max(lo, 0), max(hi, 0)) for lo, hi in pads]
@@ -470,7 +471,13 @@ def pad_view(b: Builder, x: Tensor, pads: list[tuple[int, int]], mode: str, valu
         return x
     var, idx = x.elements()
     var, idx = var.reshape(x.shape), idx.reshape(x.shape)
-    if mode == "constant":
+    if mode == "constant" and x.numel():
+        cvar, cidx = ops.constant_per_tile(b.graph, x.dtype, value).elements()
+        near = np.pad(b.graph.tile_of(x).reshape(x.shape), pos, mode="edge")
+        inside = np.pad(np.ones(x.shape, dtype=bool), pos)
+        var = np.where(inside, np.pad(var, pos), cvar[0])
+        idx = np.where(inside, np.pad(idx, pos), cidx[near])
+    elif mode == "constant":  # nothing to be near: one constant element
         c = b.device(np.asarray(value, dtype=x.dtype), like=x.dtype).reshape(1)
         cvar, cidx = c.elements()
         var = np.pad(var, pos, mode="constant", constant_values=int(cvar[0]))
