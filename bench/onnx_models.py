@@ -145,8 +145,8 @@ def main() -> int:
             err = float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
             results[name][target] = r | {"max_rel_error_vs_onnxruntime": err}
             print(f"  {target:6} import {r['import_s']:.1f} s, compile {r['compile_s']:.1f} s "
-                  f"(x{r['compile_s'] / ort_create:.0f} onnxruntime session), run {r['run_s']:.2f} s "
-                  f"(x{r['run_s'] / ort_run:.1f} onnxruntime run; first {r['first_run_s']:.2f} s), report write {r['report_write_s']:.2f} s, "
+                  f"(x{r['compile_s'] / ort_create:.0f} onnxruntime session), run {r['run_s'] * 1e3:.0f} ms "
+                  f"(x{r['run_s'] / ort_run:.1f} onnxruntime run; first {r['first_run_s'] * 1e3:.0f} ms), report write {r['report_write_s']:.2f} s, "
                   f"report {r['report_bytes'] / 1e6:.1f} MB")  # fmt: skip
             print(f"         simulated {r['cycles']:,} cycles = {r['samples_per_s']:,.0f} samples/s; peak tile "
                   f"{r['max_tile_bytes']:,} B, {r['oom_tiles']} OOM tiles; max rel. error vs onnxruntime {err:.1e}")  # fmt: skip
