@@ -124,13 +124,32 @@ class ReducePartial(Codelet):
 
     def run_batch(self, values, params):  # type: ignore[override]
         v, out = values["in"], values["out"]
-        r = self.fn(_accumulator(v, self.op, np.float64), axis=1) * params.get("scale", 1.0)  # PopLibs fuses a scale
+        r = _scaled(self.fn(_accumulator(v, self.op, np.float64), axis=1), params)
         return {"out": r.astype(out.dtype).reshape(out.shape)}
 
     def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
         n = _n(shapes["in"])
         cyc = cost_model.reduce_cycles(self.op, n, 1, dtypes["in"], target)
         return int(cyc), int(cost_model.reduce_flops(self.op, n, 1, dtypes["in"]))
+
+
+def _scaled(r: np.ndarray, params: Mapping[str, Any]) -> np.ndarray:
+    """A reduction's result times the scale PopLibs fuses into Reduce; unscaled results keep their
+    type (an int64 maximum through a float multiply would lose its low bits)."""
+    scale = params.get("scale", 1.0)
+    return r if scale == 1.0 else r * scale
+
+
+def reduce_identity(op: str, dtype: np.dtype) -> float | int:
+    """The value that never changes a reduction: 0, or the type's lowest / highest for max / min."""
+    if op == "add":
+        return 0
+    if dtype.kind == "b":
+        return int(op == "min")
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return int(info.min if op == "max" else info.max)
+    return -np.inf if op == "max" else np.inf
 
 
 def _accumulator(v: np.ndarray, op: str, float_acc: type) -> np.ndarray:
@@ -160,7 +179,7 @@ class ReduceSegments(Codelet):
     def run_batch(self, values, params):  # type: ignore[override]
         v, out = values["in"], values["out"]
         r = self.ufunc.reduceat(_accumulator(v, self.op, np.float64), params["starts"], axis=1)
-        return {"out": (r * params.get("scale", 1.0)).astype(out.dtype).reshape(out.shape)}
+        return {"out": _scaled(r, params).astype(out.dtype).reshape(out.shape)}
 
 
 REDUCE_SEGMENT_CODELETS = {
@@ -174,7 +193,6 @@ REDUCE_CODELETS = {
     "max": ReducePartial("max", np.max),
     "min": ReducePartial("min", np.min),
 }
-REDUCE_IDENTITY = {"add": 0.0, "max": -np.inf, "min": np.inf}
 
 
 class MatMulPartial(Codelet):
@@ -358,7 +376,7 @@ class ReduceColumns(Codelet):
     def run_batch(self, values, params):  # type: ignore[override]
         v, out = values["in"], values["out"]
         # partials are few (< 16 per stage, ref §3.5): float accumulation, as the vertex's float partials
-        r = self.fn(_accumulator(v, self.op, np.float32), axis=1) * params.get("scale", 1.0)
+        r = _scaled(self.fn(_accumulator(v, self.op, np.float32), axis=1), params)
         return {"out": r.astype(out.dtype).reshape(out.shape)}
 
     def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]

@@ -100,11 +100,11 @@ def add_like(graph: Graph, like: Tensor, name: str, dtype: object | None = None)
     return t
 
 
-def constant_per_tile(graph: Graph, dtype: object, value: float) -> Tensor:
+def constant_per_tile(graph: Graph, dtype: object, value: float | int) -> Tensor:
     """One constant element on every tile (padding / identity values for vertices); cached per graph."""
     dt = as_dtype(dtype)
-    cache: dict[tuple[str, float], Tensor] = graph.__dict__.setdefault("_ops_tile_constants", {})
-    key = (dt.name, float(value))
+    cache: dict[tuple[str, float | int], Tensor] = graph.__dict__.setdefault("_ops_tile_constants", {})
+    key = (dt.name, int(value) if dt.kind in "iub" else float(value))  # int64 extremes do not survive float()
     if key not in cache:
         n = graph.target.num_tiles
         with graph.debug_context(f"constant {value} per tile", op_type="Constant", layer=LAYER):

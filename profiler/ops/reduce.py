@@ -16,7 +16,7 @@ import numpy as np
 
 from profiler.dtypes import as_dtype
 from profiler.graph import ComputeSet, Graph
-from profiler.ops.codelets import REDUCE_CODELETS, REDUCE_COLUMN_CODELETS, REDUCE_IDENTITY, REDUCE_SEGMENT_CODELETS
+from profiler.ops.codelets import REDUCE_CODELETS, REDUCE_COLUMN_CODELETS, REDUCE_SEGMENT_CODELETS, reduce_identity
 from profiler.ops.core import (
     OpError,
     constant_per_tile,
@@ -65,7 +65,7 @@ def _reduce_stage(
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     pos = np.arange(member.size) - starts[vertex]
     length = _bucket(counts)
-    pad = constant_per_tile(graph, src.dtype, REDUCE_IDENTITY[op_name])
+    pad = constant_per_tile(graph, src.dtype, reduce_identity(op_name, src.dtype))
     codelet = REDUCE_CODELETS[op_name]
     cs = execute(graph, prog, name)
     for lb in np.unique(length):

@@ -32,7 +32,8 @@ def ref_conv(x, w, s, p, d, groups):
 
 def ref_pool(x, k, s, p, mode):
     b, c, h, w = x.shape
-    fill = -np.inf if mode == "max" else 0.0
+    lowest = np.iinfo(x.dtype).min if x.dtype.kind in "iu" else -np.inf
+    fill = lowest if mode == "max" else 0.0
     xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)), constant_values=fill)
     ho, wo = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
     win = np.stack(
@@ -107,6 +108,17 @@ def test_pooling_forward_and_gradients(k, s, p):
     np.testing.assert_allclose(out["ap"], ya, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(out["dmp"], fd_grad(lambda v: ref_pool(v, k, s, p, "max"), x, dy), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(out["dap"], fd_grad(lambda v: ref_pool(v, k, s, p, "avg"), x, dy), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int8, np.uint8])
+def test_integer_max_pooling_is_exact(dtype):
+    # extreme values: padding (the type's lowest) must never win, and results keep their type
+    info = np.iinfo(dtype)
+    x = rng(35).integers(info.min, info.max, (1, 2, 5, 5), dtype=dtype, endpoint=True)
+    x[0, 0, 0, 0] = info.min
+    out, _, _ = run({"x": x}, lambda g, t, prog: {"y": ops.max_pool2d(g, t["x"], 3, prog, stride=2, padding=1)})
+    assert out["y"].dtype == dtype
+    np.testing.assert_array_equal(out["y"], ref_pool(x, 3, 2, 1, "max"))
 
 
 def test_conv_context_holds_the_plan_and_the_call_site():

@@ -777,10 +777,8 @@ def _pool(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     pads, extra = ([(0, 0)] if one_d else []) + pads, ([(0, 0)] if one_d else []) + extra
     full = [(lo, hi + e) for (lo, hi), (_, e) in zip(pads, extra, strict=True)]
     if node.op_type == "MaxPool":
-        if x.dtype.kind != "f":
-            raise Unsupported("integer max pooling (the ops library pads windows with -inf)")
-        lowest = np.finfo(x.dtype).min if x.dtype.kind == "f" else np.iinfo(x.dtype).min
-        xp = pad_view(b, x4, [(0, 0), (0, 0)] + full, "constant", float(lowest) if x.dtype.kind == "f" else lowest)
+        lowest = float(np.finfo(x.dtype).min) if x.dtype.kind == "f" else int(np.iinfo(x.dtype).min)
+        xp = pad_view(b, x4, [(0, 0), (0, 0)] + full, "constant", lowest)
         y = ops.max_pool2d(b.graph, xp, tuple(kernel), b.prog, stride=tuple(strides))
     else:
         xp = pad_view(b, x4, [(0, 0), (0, 0)] + full, "constant", 0.0)
