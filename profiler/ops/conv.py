@@ -189,12 +189,13 @@ def conv2d_grad(
 
 # -- pooling -------------------------------------------------------------------------------------
 def _pool_members(x: Tensor, kernel: int | tuple[int, int], stride: int | tuple[int, int] | None,
-                  padding: int | tuple[int, int], what: str) -> tuple[Window, np.ndarray, np.ndarray]:  # fmt: skip
+                  padding: int | tuple[int, int], what: str,
+                  dilation: int | tuple[int, int] = 1) -> tuple[Window, np.ndarray, np.ndarray]:  # fmt: skip
     """(window, member input index, output group) of every valid window element."""
     if x.rank != 4:
         raise OpError(f"{what}: needs x[B,C,H,W], got {x.shape}")
     k = _pair(kernel)
-    win = window(x.shape, k, _pair(stride if stride is not None else kernel), _pair(padding), (1, 1), what)
+    win = window(x.shape, k, _pair(stride if stride is not None else kernel), _pair(padding), _pair(dilation), what)
     # [B, Ho, Wo, C, kh, kw] -> output index order [B, C, Ho, Wo]
     src = win.src.transpose(0, 3, 1, 2, 4, 5).reshape(-1, k[0] * k[1])
     valid = win.valid.transpose(0, 3, 1, 2, 4, 5).reshape(-1, k[0] * k[1])
@@ -210,9 +211,10 @@ def _pool_out(graph: Graph, x: Tensor, win: Window) -> Tensor:
 
 @op("MaxPool")
 def max_pool2d(graph: Graph, x: Tensor, kernel: int | tuple[int, int], prog: Prog,
-               stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0) -> Tensor:  # fmt: skip
-    """Max over each window (padding never wins)."""
-    win, member, group = _pool_members(x, kernel, stride, padding, "max_pool2d")
+               stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0,
+               dilation: int | tuple[int, int] = 1) -> Tensor:  # fmt: skip
+    """Max over each window (padding never wins); ``dilation`` spaces the window's elements."""
+    win, member, group = _pool_members(x, kernel, stride, padding, "max_pool2d", dilation)
     y = _pool_out(graph, x, win)
     set_attributes(graph, reduce_groups(graph, x, member, group, y, "max", prog, partials_dtype=x.dtype))
     return y
@@ -220,9 +222,10 @@ def max_pool2d(graph: Graph, x: Tensor, kernel: int | tuple[int, int], prog: Pro
 
 @op("AvgPool")
 def avg_pool2d(graph: Graph, x: Tensor, kernel: int | tuple[int, int], prog: Prog,
-               stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0) -> Tensor:  # fmt: skip
+               stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0,
+               dilation: int | tuple[int, int] = 1) -> Tensor:  # fmt: skip
     """Mean over each window, padding counted as zeros (count_include_pad)."""
-    win, member, group = _pool_members(x, kernel, stride, padding, "avg_pool2d")
+    win, member, group = _pool_members(x, kernel, stride, padding, "avg_pool2d", dilation)
     y = _pool_out(graph, x, win)
     set_attributes(graph, reduce_groups(graph, x, member, group, y, "add", prog, scale=1.0 / (win.kh * win.kw)))
     return y

@@ -30,14 +30,18 @@ def ref_conv(x, w, s, p, d, groups):
     return y
 
 
-def ref_pool(x, k, s, p, mode):
+def ref_pool(x, k, s, p, mode, d=1):
     b, c, h, w = x.shape
     lowest = np.iinfo(x.dtype).min if x.dtype.kind in "iu" else -np.inf
     fill = lowest if mode == "max" else 0.0
     xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)), constant_values=fill)
-    ho, wo = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+    ho, wo = (h + 2 * p - d * (k - 1) - 1) // s + 1, (w + 2 * p - d * (k - 1) - 1) // s + 1
     win = np.stack(
-        [xp[:, :, i : i + s * (ho - 1) + 1 : s, j : j + s * (wo - 1) + 1 : s] for i in range(k) for j in range(k)]
+        [
+            xp[:, :, i * d : i * d + s * (ho - 1) + 1 : s, j * d : j * d + s * (wo - 1) + 1 : s]
+            for i in range(k)
+            for j in range(k)
+        ]
     )
     return win.max(0) if mode == "max" else win.mean(0)
 
@@ -108,6 +112,18 @@ def test_pooling_forward_and_gradients(k, s, p):
     np.testing.assert_allclose(out["ap"], ya, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(out["dmp"], fd_grad(lambda v: ref_pool(v, k, s, p, "max"), x, dy), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(out["dap"], fd_grad(lambda v: ref_pool(v, k, s, p, "avg"), x, dy), rtol=1e-4, atol=1e-5)
+
+
+def test_dilated_pooling():
+    x = rng(36).standard_normal((1, 3, 9, 8)).astype(np.float32)
+
+    def build(g, t, prog):
+        kw = dict(stride=2, padding=1, dilation=2)
+        return {"mp": ops.max_pool2d(g, t["x"], 3, prog, **kw), "ap": ops.avg_pool2d(g, t["x"], 3, prog, **kw)}
+
+    out, _, _ = run({"x": x}, build)
+    np.testing.assert_allclose(out["mp"], ref_pool(x.astype(np.float64), 3, 2, 1, "max", d=2), rtol=1e-6)
+    np.testing.assert_allclose(out["ap"], ref_pool(x.astype(np.float64), 3, 2, 1, "avg", d=2), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int8, np.uint8])

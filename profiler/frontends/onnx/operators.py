@@ -747,42 +747,42 @@ def _conv(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     return [y]
 
 
-def _pool_geometry(b: Builder, node: onnx.NodeProto, x: Tensor) -> tuple[list[int], list[int], list[tuple[int, int]], list[tuple[int, int]]]:  # fmt: skip
-    """(kernel, strides, explicit pads, ceil-mode extra pads) per spatial dimension."""
+def _pool_geometry(b: Builder, node: onnx.NodeProto, x: Tensor) -> tuple[list[int], list[int], list[int], list[tuple[int, int]], list[tuple[int, int]]]:  # fmt: skip
+    """(kernel, strides, dilations, explicit pads, ceil-mode extra pads) per spatial dimension."""
     at = attrs(node)
     kernel = list(at["kernel_shape"])
     n = len(kernel)
     strides = list(at.get("strides", [1] * n))
-    if any(d != 1 for d in at.get("dilations", [1] * n)):
-        raise Unsupported("dilations")
+    dilations = list(at.get("dilations", [1] * n))
     if at.get("storage_order", 0) or len([o for o in node.output if o]) > 1:
         raise Unsupported("indices output")
-    pads = _spatial_pads(at, x.shape[2:], kernel, strides, [1] * n)
+    pads = _spatial_pads(at, x.shape[2:], kernel, strides, dilations)
     extra = []
-    for size, k, s, (lo, hi) in zip(x.shape[2:], kernel, strides, pads, strict=True):
+    for size, k, s, d, (lo, hi) in zip(x.shape[2:], kernel, strides, dilations, pads, strict=True):
+        k = (k - 1) * d + 1  # the window's extent
         span = size + lo + hi - k
         out = (-(-span // s) if at.get("ceil_mode", 0) else span // s) + 1
         if at.get("ceil_mode", 0) and (out - 1) * s >= size + lo:
             out -= 1  # the last window would start in the padding
         extra.append(max(0, (out - 1) * s + k - (size + lo + hi)))
-    return kernel, strides, pads, [(0, e) for e in extra]
+    return kernel, strides, dilations, pads, [(0, e) for e in extra]
 
 
 @handles("MaxPool", "AveragePool")
 def _pool(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     x = b.device(inputs[0])
     x4, one_d = _to_2d(x, "pooling")
-    kernel, strides, pads, extra = _pool_geometry(b, node, x)
-    kernel, strides = _expand_1d(kernel, one_d, 1), _expand_1d(strides, one_d, 1)
+    kernel, strides, dilations, pads, extra = _pool_geometry(b, node, x)
+    kernel, strides, dilations = (_expand_1d(v, one_d, 1) for v in (kernel, strides, dilations))
     pads, extra = ([(0, 0)] if one_d else []) + pads, ([(0, 0)] if one_d else []) + extra
     full = [(lo, hi + e) for (lo, hi), (_, e) in zip(pads, extra, strict=True)]
     if node.op_type == "MaxPool":
         lowest = float(np.finfo(x.dtype).min) if x.dtype.kind == "f" else int(np.iinfo(x.dtype).min)
         xp = pad_view(b, x4, [(0, 0), (0, 0)] + full, "constant", lowest)
-        y = ops.max_pool2d(b.graph, xp, tuple(kernel), b.prog, stride=tuple(strides))
+        y = ops.max_pool2d(b.graph, xp, tuple(kernel), b.prog, stride=tuple(strides), dilation=tuple(dilations))
     else:
         xp = pad_view(b, x4, [(0, 0), (0, 0)] + full, "constant", 0.0)
-        y = ops.avg_pool2d(b.graph, xp, tuple(kernel), b.prog, stride=tuple(strides))
+        y = ops.avg_pool2d(b.graph, xp, tuple(kernel), b.prog, stride=tuple(strides), dilation=tuple(dilations))
         # divisor per output position: the window's elements inside the input (count_include_pad=0)
         # or inside the explicitly padded input (=1); ceil-mode overhang never counts
         include = attrs(node).get("count_include_pad", 0)
@@ -793,7 +793,9 @@ def _pool(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
         else:
             ones[full[0][0] : full[0][0] + h, full[1][0] : full[1][0] + w] = 1
         ho, wo = y.shape[2:]
-        win = np.lib.stride_tricks.sliding_window_view(ones, tuple(kernel))[:: strides[0], :: strides[1]][:ho, :wo]
+        extent = tuple((k - 1) * d + 1 for k, d in zip(kernel, dilations, strict=True))
+        win = np.lib.stride_tricks.sliding_window_view(ones, extent)[:: strides[0], :: strides[1]][:ho, :wo]
+        win = win[:, :, :: dilations[0], :: dilations[1]]
         count = win.sum(axis=(2, 3))
         factor = kernel[0] * kernel[1] / np.maximum(count, 1)
         if not np.allclose(factor, 1.0):
