@@ -4,6 +4,7 @@ from profiler.codelets import BUILTIN_CODELETS, Codelet
 from profiler.compile import CompileError
 from profiler.engine import Engine, EngineError, OutOfMemoryError
 from profiler.graph import ComputeSet, Graph, GraphError
+from profiler.host_memory import HostMemoryError
 from profiler.options import OptionError, resolve_options
 from profiler.programs import Call, Copy, Execute, If, PrintTensor, Program, Repeat, Sequence, Switch, Sync, WriteUndef
 from profiler.streams import DataStream
@@ -23,6 +24,7 @@ __all__ = [
     "Execute",
     "Graph",
     "GraphError",
+    "HostMemoryError",
     "If",
     "OptionError",
     "OutOfMemoryError",

@@ -258,7 +258,7 @@ def write_report(engine: Engine, directory: str | None = None, note: str = "") -
     opts = engine.options
     path = report_directory(engine, directory)
     graph_on = opts.output_graph_profile
-    exec_on = opts.output_execution_profile and not engine._oom_message
+    exec_on = opts.output_execution_profile and not engine.out_of_memory
     debug_on = opts.output_debug_info
     with ReportWriter(path, engine=engine.name) as w:
         w.write("target", target_row(engine.graph.target))  # always: it says how to read per-tile data
@@ -271,8 +271,8 @@ def write_report(engine: Engine, directory: str | None = None, note: str = "") -
             _execution_tables(engine, w)
         else:
             why = (
-                f"execution profile not captured: {engine._oom_message}"
-                if engine._oom_message
+                f"execution profile not captured: {engine.out_of_memory}"
+                if engine.out_of_memory
                 else "execution profile not captured: autoReport.outputExecutionProfile is false"
             )
             w.set_profile("execution", False, note or why)
@@ -285,8 +285,8 @@ def write_report(engine: Engine, directory: str | None = None, note: str = "") -
             })  # fmt: skip
         else:
             w.set_profile("debug_info", False, "debug info not captured: autoReport.outputDebugInfo is false")
-        if engine._oom_message:
-            w.notes.append(engine._oom_message)
+        if engine.out_of_memory:
+            w.notes.append(engine.out_of_memory)
         w.info.update(engine.info)
         w.info["report_write_seconds_before_commit"] = time.perf_counter() - start
     return path

@@ -12,13 +12,18 @@ from typing import Any
 
 import numpy as np
 
-from profiler import cost_model
+from profiler import cost_model, host_memory
 from profiler import programs as P
 from profiler.codelets import Codelet
 from profiler.exchange import EXCHANGE_CODE_BASE_BYTES, EXCHANGE_CODE_BYTES_PER_MESSAGE, plan_transfers
 from profiler.graph import UNMAPPED, ComputeSet, Graph, GraphError, VertexBatch
 from profiler.streams import HOST_TO_DEVICE, DataStream
 from profiler.tensor import Access, Tensor, concat
+
+# Host bytes per element a compute set's vertices read, while its exchange is planned: source and
+# destination tiles, the packed receive key, its sorted copy and the unpacked fields (measured
+# peaks are lower; checked with profiler.host_memory before planning).
+PLAN_BYTES_PER_READ_ELEMENT = 40
 
 # [INF] ref §5 copyDescriptor ("special variable-sized fields used by copy vertices"): a region's
 # source and destination pointers packed with its length, 8 bytes (two 21-bit addresses + count).
@@ -341,7 +346,12 @@ class Compiler:
         reads: set[int] = set()
         writes: set[int] = set()
         written: list[np.ndarray] = []  # element ids the vertices write (checked against a kernel)
-        for b in self._merged_batches(cs):
+        merged = self._merged_batches(cs)
+        refs = sum(b.fields[f].numel() for b in merged for f in b.codelet.reads)
+        host_memory.ensure(
+            PLAN_BYTES_PER_READ_ELEMENT * refs, f"compiling compute set {cs.name!r} ({refs:,} elements read)"
+        )
+        for b in merged:
             cl = b.codelet
             shapes = {f: b.fields[f].shape[1:] for f in cl.fields}
             dtypes = {f: b.fields[f].dtype for f in cl.fields}

@@ -73,7 +73,7 @@ class Engine:
         self.info: dict[str, float] = {}
         self._state: list[np.ndarray] = []
         self._streams: dict[int, Any] = {}
-        self._oom_message = ""
+        self.out_of_memory = ""  # after compile: why the graph does not fit ("" when it does)
         self._report_written = False
         self._leaf_ipu_cycles: np.ndarray | None = None
         self.report_path: Path | None = None
@@ -92,11 +92,11 @@ class Engine:
         self.info["compile_seconds"] = time.perf_counter() - start
         oom = self.memory.out_of_memory_tiles()
         if oom.size:
-            self._oom_message = self._describe_oom(oom)
+            self.out_of_memory = self._describe_oom(oom)
             if not opts.allow_out_of_memory:
                 if opts.capture_enabled:
-                    self.write_report(note=f"not executed: {self._oom_message} (debug.allowOutOfMemory is false)")
-                raise OutOfMemoryError(f"{self._oom_message}; compilation stopped (debug.allowOutOfMemory is false)")
+                    self.write_report(note=f"not executed: {self.out_of_memory} (debug.allowOutOfMemory is false)")
+                raise OutOfMemoryError(f"{self.out_of_memory}; compilation stopped (debug.allowOutOfMemory is false)")
             if opts.capture_enabled:
                 # Nothing can run, so the graph report is final: write it now rather than at exit,
                 # so callers that catch the error at run() find it on disk.
@@ -123,8 +123,8 @@ class Engine:
     def _ready(self) -> Compiler:
         if self.compiled is None:
             self.compile()
-        if self._oom_message:
-            raise OutOfMemoryError(f"cannot run: {self._oom_message}")
+        if self.out_of_memory:
+            raise OutOfMemoryError(f"cannot run: {self.out_of_memory}")
         if not self.loaded:
             self.load()
         return self.compiled  # type: ignore[return-value]

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from profiler import cost_model
+from profiler import cost_model, host_memory
 from profiler.dtypes import as_dtype
 from profiler.graph import Graph
 from profiler.ops.codelets import MATMUL_CODELETS, block_cycles, dynamic_slice_cycles
@@ -35,6 +35,9 @@ from profiler.tensor import Tensor
 
 DEFAULT_AVAILABLE_MEMORY_PROPORTION = 0.6  # ref §4.5: "The default proportion is 0.6 for both conv and matmul"
 SERIAL_CHOICES = (1, 2, 4, 8, 16)
+# Host bytes per vertex-field element while a step's fields are built: int64 index arithmetic and
+# its temporaries, then the int32 field kept (checked with profiler.host_memory before building).
+BUILD_BYTES_PER_FIELD_ELEMENT = 28
 MAX_CANDIDATES = 24  # split candidates per dimension (keeps planning fast)
 
 
@@ -282,6 +285,10 @@ def _run_step(
     for shape in np.unique(shapes, axis=0):
         sel = np.flatnonzero((shapes == shape).all(axis=1))
         ms_, ks_, ns_ = (int(s) for s in shape)
+        refs = sel.size * (ms_ * ks_ + ks_ * ns_ + ms_ * ns_)
+        host_memory.ensure(
+            BUILD_BYTES_PER_FIELD_ELEMENT * refs, f"{name} [{G},{M},{K}]x[{K},{N}] ({refs:,} field elements)"
+        )
         g, r0, c0, o0 = gi[sel], m0[mi[sel]], k0[ki[sel]], n0[ni[sel]]
         ar_m, ar_k, ar_n = np.arange(ms_), np.arange(ks_), np.arange(ns_)
         a_idx = ((g[:, None, None] * M + r0[:, None, None] + ar_m[None, :, None]) * K) + c0[:, None, None] + ar_k

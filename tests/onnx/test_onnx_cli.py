@@ -102,6 +102,39 @@ def test_bad_input_is_one_line_exit_2(make, args, message, tmp_path: Path, capsy
     assert err[-1].startswith("tilescope run: error:") and message in err[-1]
 
 
+def test_too_little_host_memory_is_one_line_exit_2(mlp_file: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    # the matmul's vertex fields would not fit: a clear line, not the kernel's OOM killer
+    monkeypatch.setattr("profiler.host_memory.available_bytes", lambda: 1000)
+    assert main(["run", str(mlp_file), "--random-inputs"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("tilescope run: error: matmul [1,")
+    assert "GB more host memory; 0.0 GB is available" in err[-1]
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_model_that_does_not_fit_gives_its_memory_report_and_exit_1(
+    mlp_file: Path, tmp_path: Path, monkeypatch, capsys, as_json: bool
+) -> None:  # type: ignore[no-untyped-def]
+    from profiler.targets import ipu_model
+
+    monkeypatch.setattr(
+        "profiler.targets.get_target", lambda name, ipus=1: ipu_model(tiles_per_ipu=2, bytes_per_tile=4096)
+    )
+    report = tmp_path / "oom_report"
+    rc = main(["run", str(mlp_file), "--random-inputs", "--report-dir", str(report), *(["--json"] if as_json else [])])
+    out, err = capsys.readouterr()
+    assert rc == 1
+    assert err.strip().splitlines()[-1].startswith("tilescope run: not executed: out of memory on 2 tile(s)")
+    if as_json:
+        doc = json.loads(out)
+        assert doc["execution"]["executed"] is False and doc["execution"]["runs"] == 0
+        assert doc["memory"]["out_of_memory_tiles"] == 2 and doc["report"] == str(report)
+    else:
+        assert "not executed: the graph does not fit in tile memory" in out and "outputs       none" in out
+    mem = open_report(report).tile_memory()
+    assert (mem["total_bytes_including_gaps"] > 4096).all()
+
+
 def test_unsupported_operators_listed_before_anything_runs(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     m = examples.mlp((4, 2))
     m.graph.node[0].op_type = "Celu"

@@ -143,8 +143,10 @@ def _load_inputs(session: Any, file: str | None, seed: int = 0) -> dict[str, Any
 def _run_model(path: Path, args: argparse.Namespace) -> int:
     import numpy as np
 
+    from profiler.compile import CompileError
     from profiler.engine import EngineError
     from profiler.frontends.onnx import FrontendError, Session, import_model, load_model
+    from profiler.host_memory import HostMemoryError
     from profiler.targets import get_target
 
     try:
@@ -156,7 +158,7 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
     try:
         model = import_model(load_model(path), target, args.batch, args.dtype,
                              "constants" if args.weights_as_constants else "variables")  # fmt: skip
-    except FrontendError as exc:
+    except (FrontendError, HostMemoryError) as exc:
         raise CommandError(str(exc)) from None
     import_s = time.perf_counter() - t0
     session = Session(model)  # unnamed: the report goes into the directory itself
@@ -165,37 +167,40 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
         session.compile()
-    except EngineError as exc:
+    except (EngineError, CompileError, HostMemoryError) as exc:
         raise CommandError(str(exc)) from None
     compile_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    session.upload_weights()
-    weights_s = time.perf_counter() - t0
+    e = session.engine
     run_s: list[float] = []
     outputs: dict[str, Any] = {}
-    for i in range(args.runs):
-        _progress(f"running inference {i + 1}/{args.runs}")
+    weights_s, report_path, write_s = 0.0, e.report_path, 0.0
+    if not e.out_of_memory:  # a graph that does not fit cannot run; its report (written at compile) shows why
         t0 = time.perf_counter()
-        outputs = session.run(inputs)
-        run_s.append(time.perf_counter() - t0)
-    e = session.engine
-    report_path, write_s = None, 0.0
-    if e.options.capture_enabled:
-        _progress(f"writing report to {e.options.auto_report_directory}")
-        t0 = time.perf_counter()
-        report_path = e.write_report()
-        write_s = time.perf_counter() - t0
-    if args.save_outputs:
-        np.savez(args.save_outputs, **outputs)
+        session.upload_weights()
+        weights_s = time.perf_counter() - t0
+        for i in range(args.runs):
+            _progress(f"running inference {i + 1}/{args.runs}")
+            t0 = time.perf_counter()
+            outputs = session.run(inputs)
+            run_s.append(time.perf_counter() - t0)
+        if e.options.capture_enabled:
+            _progress(f"writing report to {e.options.auto_report_directory}")
+            t0 = time.perf_counter()
+            report_path = e.write_report()
+            write_s = time.perf_counter() - t0
+        if args.save_outputs:
+            np.savez(args.save_outputs, **outputs)
     mem = e.memory.tile_memory  # type: ignore[union-attr]
     cycles = session.cycles
-    mean_cycles = sum(cycles) / len(cycles)
+    mean_cycles = sum(cycles) / len(cycles) if cycles else 0.0
     doc = {
         "model": str(path),
         "target": {"name": target.name, "num_ipus": target.num_ipus, "clock_hz": target.clock_hz},
         "batch_size": model.batch_size,
         "dtype": args.dtype,
         "execution": {
+            "executed": not e.out_of_memory,
+            "not_executed_because": e.out_of_memory or None,
             "runs": len(cycles),
             "cycles_per_run": cycles,
             "total_cycles": int(sum(cycles)),
@@ -213,13 +218,17 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
             "import_s": import_s,
             "compile_s": compile_s,
             "weights_s": weights_s,
-            "run_s": sum(run_s) / len(run_s),
+            "run_s": sum(run_s) / len(run_s) if run_s else 0.0,
             "report_write_s": write_s,
         },
         "report": str(report_path) if report_path else None,
         "outputs": {k: list(v.shape) for k, v in outputs.items()},
     }
     print(json.dumps(doc, indent=2) if args.json else _render(doc))
+    if e.out_of_memory:
+        where = f"; the report shows the memory: {report_path}" if report_path else ""
+        print(f"tilescope run: not executed: {e.out_of_memory}{where}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -229,16 +238,22 @@ def _render(doc: dict[str, Any]) -> str:
     ex, m, t = doc["execution"], doc["memory"], doc["timing"]
     tg = doc["target"]
     per_run = ", ".join(format_count(c) for c in ex["cycles_per_run"])
+    if ex["executed"]:
+        execution = [
+            f"cycles/run    {per_run}  ({ex['seconds_per_run'] * 1e3:.4g} ms simulated)",
+            f"throughput    {ex['samples_per_second']:,.1f} samples/s (simulated)",
+        ]
+    else:
+        execution = ["cycles/run    not executed: the graph does not fit in tile memory"]
     lines = [
         f"model         {doc['model']}  (batch {doc['batch_size']}, {doc['dtype']})",
         f"target        {tg['name']} x{tg['num_ipus']} at {tg['clock_hz'] / 1e9:.3g} GHz",
-        f"cycles/run    {per_run}  ({ex['seconds_per_run'] * 1e3:.4g} ms simulated)",
-        f"throughput    {ex['samples_per_second']:,.1f} samples/s (simulated)",
+        *execution,
         f"memory        peak tile {format_bytes(m['max_tile_bytes'])} (tile {m['max_tile']}) of "
         f"{format_bytes(m['bytes_per_tile'])}; out of memory on {m['out_of_memory_tiles']} tiles",
         f"host time     import {t['import_s']:.2f} s, compile {t['compile_s']:.2f} s, run {t['run_s']:.2f} s/run, "
         f"report write {t['report_write_s']:.2f} s",
         f"report        {doc['report'] or 'off (use --report-dir or POPLAR_ENGINE_OPTIONS)'}",
-        f"outputs       {', '.join(f'{k} {v}' for k, v in doc['outputs'].items())}",
+        f"outputs       {', '.join(f'{k} {v}' for k, v in doc['outputs'].items()) or 'none (not executed)'}",
     ]
     return "\n".join(lines)

@@ -1,0 +1,50 @@
+"""Host memory the simulator may still use, checked before its large allocations.
+
+Vertex fields are element-index arrays and compile plans exchanges per element, so a big model at a
+big batch can need more memory than the host has. Without a check the kernel's OOM killer ends the
+process with no message (and may take other processes with it); with it, building or compiling
+stops with one line saying how much is needed and how much is available.
+"""
+
+from __future__ import annotations
+
+MEMINFO = "/proc/meminfo"
+CGROUP = "/sys/fs/cgroup"  # cgroup v2: a container's limit (memory.max) can be below the host's
+GB = 1e9
+# Kept free beyond each estimate: the allocations between two checks (views, temporaries) are not estimated.
+MARGIN_BYTES = 512 * 2**20
+
+
+class HostMemoryError(MemoryError):
+    """The simulation would need more host memory than is available (one line: what, how much)."""
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def available_bytes() -> int:
+    """Memory the system can still give this process without swapping: MemAvailable, or less when
+    the process's cgroup limit leaves less; unlimited where neither says."""
+    available = 1 << 62
+    for line in _read(MEMINFO).splitlines():
+        if line.startswith("MemAvailable:") and line.split()[1:2] and line.split()[1].isdigit():
+            available = int(line.split()[1]) * 1024
+    limit, used = _read(f"{CGROUP}/memory.max").strip(), _read(f"{CGROUP}/memory.current").strip()
+    if limit.isdigit() and used.isdigit():
+        available = min(available, max(int(limit) - int(used), 0))
+    return available
+
+
+def ensure(need_bytes: float, what: str) -> None:
+    """Raise HostMemoryError unless about ``need_bytes`` more are available for ``what``."""
+    available = available_bytes()
+    if need_bytes + MARGIN_BYTES > available:
+        raise HostMemoryError(
+            f"{what} needs about {need_bytes / GB:.1f} GB more host memory; {available / GB:.1f} GB is available "
+            "(a smaller batch or model, or a target with fewer tiles, needs less)"
+        )
