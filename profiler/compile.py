@@ -7,6 +7,7 @@ placement then work on these steps (profiler.liveness, profiler.memory).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,9 +185,13 @@ def _vars(t: Tensor) -> set[int]:
     return set(t.variable_ids())
 
 
+Progress = Callable[[int, int], None]
+
+
 class Compiler:
-    def __init__(self, graph: Graph, programs: list[P.Program]) -> None:
+    def __init__(self, graph: Graph, programs: list[P.Program], progress: Progress | None = None) -> None:
         self.graph = graph
+        self.progress = progress
         self.target = graph.target
         self.programs = programs
         self.nodes: list[Node] = []
@@ -204,6 +209,10 @@ class Compiler:
     # -- entry ---------------------------------------------------------------------------------
     def compile(self) -> None:
         self._check_mapped()
+        if self.progress is not None:
+            self._cs_total = len(
+                set().union(*(P.compute_sets_run(p) for p in self.programs if isinstance(p, P.Program)))
+            )
         for i, prog in enumerate(self.programs):
             if not isinstance(prog, P.Program):
                 raise CompileError(f"program {i} is {type(prog).__name__}, not a Program")
@@ -296,8 +305,11 @@ class Compiler:
 
     def _lower_execute(self, prog: P.Execute, parent: Node) -> None:
         cs = prog.compute_set
-        plan = self.cs_plans.get(cs.id) or self._plan_compute_set(cs)
-        self.cs_plans[cs.id] = plan
+        plan = self.cs_plans.get(cs.id)
+        if plan is None:
+            plan = self.cs_plans[cs.id] = self._plan_compute_set(cs)
+            if self.progress is not None:
+                self.progress(len(self.cs_plans), self._cs_total)
         ctx = cs.debug_context_id
         if plan.global_exchange is not None and plan.global_exchange.active:
             self._sync(parent, "external")
@@ -544,9 +556,10 @@ class Compiler:
         self._leaf(parent, "StreamCopyEnd", name)
 
 
-def compile_programs(graph: Graph, programs: list[P.Program]) -> Compiler:
-    """Lower and plan ``programs``; raises CompileError / GraphError with one clear line."""
-    c = Compiler(graph, programs)
+def compile_programs(graph: Graph, programs: list[P.Program], progress: Progress | None = None) -> Compiler:
+    """Lower and plan ``programs``; raises CompileError / GraphError with one clear line.
+    ``progress(done, total)`` is called as compute sets are planned (the slow part)."""
+    c = Compiler(graph, programs, progress)
     try:
         c.compile()
     except GraphError as exc:

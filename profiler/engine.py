@@ -79,9 +79,11 @@ class Engine:
         self.report_path: Path | None = None
 
     # -- compile / load ------------------------------------------------------------------------
-    def compile(self) -> None:
+    def compile(self, progress: Callable[[int, int], None] | None = None) -> None:
+        """Compile, place memory and (with capture on) arrange the report; ``progress(done, total)``
+        follows the compute sets being planned."""
         start = time.perf_counter()
-        c = compile_programs(self.graph, self.programs)
+        c = compile_programs(self.graph, self.programs, progress)
         self.liveness = analyse(c)
         opts = self.options
         self.memory = place(c, self.liveness, opts.instrument, opts.compute_instrumentation_level)

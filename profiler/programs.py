@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -140,3 +141,28 @@ class PrintTensor(Program):
     title: str
     tensor: Tensor
     name: str = ""
+
+
+def compute_sets_run(program: Program) -> set[int]:
+    """Ids of the compute sets ``program`` can execute (through every branch, loop and call)."""
+    found: set[int] = set()
+    stack: list[Any] = [program]
+    seen: set[int] = set()
+    while stack:
+        p = stack.pop()
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        if isinstance(p, Execute):
+            found.add(p.compute_set.id)
+        elif isinstance(p, Sequence):
+            stack.extend(p.programs)
+        elif isinstance(p, Repeat):
+            stack.append(p.body)
+        elif isinstance(p, If):
+            stack.extend((p.then, p.otherwise))
+        elif isinstance(p, Switch):
+            stack.extend((*p.cases.values(), p.default))
+        elif isinstance(p, Call):
+            stack.append(p.function.program)
+    return found

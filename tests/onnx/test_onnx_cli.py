@@ -153,3 +153,32 @@ def test_run_a_workload_script_with_a_report(tmp_path: Path, monkeypatch, capsys
     assert rc == 0
     assert "y[:4]" in capsys.readouterr().out
     assert open_report(tmp_path / "script_report").runs()["cycles"].iloc[0] > 0
+
+
+def test_progress_counts_nodes_and_compute_sets_on_a_terminal() -> None:
+    import io
+
+    from profiler.frontends.onnx import Session, import_model, load_model
+    from profiler.targets import ipu_model
+    from tilescope.commands.run import _Counter
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    seen: dict[str, list[tuple[int, int]]] = {"nodes": [], "cs": []}
+    model = import_model(load_model(examples.mlp((8, 4, 2))), ipu_model(tiles_per_ipu=4),
+                         progress=lambda d, t: seen["nodes"].append((d, t)))  # fmt: skip
+    Session(model).compile(progress=lambda d, t: seen["cs"].append((d, t)))
+    n = len(examples.mlp((8, 4, 2)).graph.node)
+    assert seen["nodes"] == [(i, n) for i in range(1, n + 1)]
+    done = [d for d, _ in seen["cs"]]
+    assert done == list(range(1, len(done) + 1)) and seen["cs"][-1] == (done[-1], done[-1])  # ends at total
+    term, log = Terminal(), io.StringIO()
+    for stream in (term, log):
+        counter = _Counter("nodes", stream)
+        for i in range(1, 101):
+            counter(i, 100)  # a fast loop: throttled, but the last count always shows
+        counter.close()
+    assert term.getvalue().startswith("\rtilescope run:   1/100 nodes") and term.getvalue().endswith("100/100 nodes\n")
+    assert term.getvalue().count("\r") < 10 and log.getvalue() == ""

@@ -219,3 +219,20 @@ def test_host_io_errors_name_the_stream_or_handle():
         e.connect_stream("feed", np.zeros(3, np.float32))
     with pytest.raises(EngineError, match=r"run\(2\): the engine has 1 program"):
         e.run(2)
+
+
+def test_compute_sets_run_walks_every_branch_loop_and_call() -> None:
+    from profiler.programs import Repeat, Switch, compute_sets_run
+
+    g = Graph(ipu_model(tiles_per_ipu=2))
+    flag = g.add_variable("int", [1], "flag")
+    cs = [g.add_compute_set(f"cs{i}") for i in range(7)]
+    f = g.add_function(Sequence(Execute(cs[4]), Execute(cs[0])), "f")
+    prog = Sequence(
+        Execute(cs[0]),
+        Repeat(3, Execute(cs[1])),
+        If(flag, Execute(cs[2]), Call(f)),
+        Switch(flag, {1: Execute(cs[3])}, Execute(cs[5])),
+        Call(f),
+    )
+    assert compute_sets_run(prog) == {c.id for c in cs[:6]}  # cs6 is never executed

@@ -64,6 +64,27 @@ def _progress(msg: str) -> None:
     print(f"tilescope run: {msg}", file=sys.stderr, flush=True)
 
 
+class _Counter:
+    """``done/total what`` rewritten in place on a terminal, at most a few times a second (logs
+    that are not terminals get the phase lines only)."""
+
+    def __init__(self, what: str, stream: Any = None) -> None:
+        self.what, self.stream, self.last, self.shown = what, stream or sys.stderr, 0.0, False
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if not self.stream.isatty() or (now - self.last < 0.2 and done < total):
+            return
+        self.last, self.shown = now, True
+        self.stream.write(f"\rtilescope run:   {done}/{total} {self.what}")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
 def _engine_options(report_dir: str | None) -> None:
     """Merge --report-dir into POPLAR_ENGINE_OPTIONS and check the result (one-line errors)."""
     from profiler.options import ENV_VAR, OptionError, resolve_options
@@ -160,20 +181,26 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     _progress(f"importing {path} (target {target.name} x{target.num_ipus}, {args.dtype})")
     t0 = time.perf_counter()
+    nodes = _Counter("nodes")
     try:
         model = import_model(load_model(path), target, args.batch, args.dtype,
-                             "constants" if args.weights_as_constants else "variables")  # fmt: skip
+                             "constants" if args.weights_as_constants else "variables", progress=nodes)  # fmt: skip
     except (FrontendError, HostMemoryError) as exc:
         raise CommandError(str(exc)) from None
+    finally:
+        nodes.close()
     import_s = time.perf_counter() - t0
     session = Session(model)  # unnamed: the report goes into the directory itself
     inputs = _load_inputs(session, args.inputs)
     _progress(f"compiling {model.nodes} nodes ({model.folded_nodes} folded at import)")
     t0 = time.perf_counter()
+    compute_sets = _Counter("compute sets planned")
     try:
-        session.compile()
+        session.compile(progress=compute_sets)
     except (EngineError, CompileError, HostMemoryError) as exc:
         raise CommandError(str(exc)) from None
+    finally:
+        compute_sets.close()
     compile_s = time.perf_counter() - t0
     e = session.engine
     run_s: list[float] = []

@@ -8,7 +8,7 @@ with Session(m) as s:               # compiles, uploads the weights (program 0)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -34,9 +34,10 @@ class Session:
         self._weights_loaded = False
         self.cycles: list[int] = []  # simulated cycles of each inference run
 
-    def compile(self) -> None:
+    def compile(self, progress: Callable[[int, int], None] | None = None) -> None:
+        """Compile (``progress(done, total)`` over compute sets) and connect the streams."""
         e = self.engine
-        e.compile()
+        e.compile(progress)
         e.load()
         for name, value in self.model.weights.items():
             e.connect_stream(name, value)

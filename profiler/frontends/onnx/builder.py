@@ -280,8 +280,10 @@ def import_model(
     batch_size: int | None = None,
     dtype: str = "float32",
     weights: str = "variables",
+    progress: Callable[[int, int], None] | None = None,
 ) -> ImportedModel:
-    """Build ``model`` (already loaded and checked) on a new graph for ``target``."""
+    """Build ``model`` (already loaded and checked) on a new graph for ``target``;
+    ``progress(done, total)`` after each node."""
     from .model import override_batch
     from .operators import HANDLERS
 
@@ -328,6 +330,8 @@ def import_model(
         for out_name, v in zip(node.output, outs, strict=False):
             if out_name:
                 b.values[out_name] = b.host(out_name, v) if isinstance(v, np.ndarray) else v  # type: ignore[assignment]
+        if progress is not None:
+            progress(i + 1, len(model.graph.node))
     outputs, host_outputs = [], {}
     for vi in model.graph.output:
         v = b.values[vi.name]
