@@ -32,8 +32,9 @@ def available_bytes() -> int:
     the process's cgroup limit leaves less; unlimited where neither says."""
     available = 1 << 62
     for line in _read(MEMINFO).splitlines():
-        if line.startswith("MemAvailable:") and line.split()[1:2] and line.split()[1].isdigit():
-            available = int(line.split()[1]) * 1024
+        fields = line.split()
+        if fields[:1] == ["MemAvailable:"] and fields[1:2] and fields[1].isdigit():
+            available = int(fields[1]) * 1024
     limit, used = _read(f"{CGROUP}/memory.max").strip(), _read(f"{CGROUP}/memory.current").strip()
     if limit.isdigit() and used.isdigit():
         available = min(available, max(int(limit) - int(used), 0))

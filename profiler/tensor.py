@@ -196,14 +196,16 @@ class Access:
                 offset, strides = layout
                 nbytes = tuple(s * t.dtype.itemsize for s in strides)
                 self.strided = (single, offset, nbytes, _one_to_one(t.shape, strides))
-            self.groups: list[tuple[int, np.ndarray | None, np.ndarray]] = [(single, None, t._idx.reshape(-1))]
+            # gathered indices as intp once here: np.take would convert int32 ones on every run
+            idx = t._idx.reshape(-1) if self.strided else t._idx.reshape(-1).astype(np.intp)
+            self.groups: list[tuple[int, np.ndarray | None, np.ndarray]] = [(single, None, idx)]
         else:
             var_ids, idx = t.elements()
             order = np.argsort(var_ids, kind="stable")
             sv = var_ids[order]
             cuts = np.flatnonzero(sv[1:] != sv[:-1]) + 1
             self.groups = [
-                (int(sv[a]), order[a:b], idx[order[a:b]])
+                (int(sv[a]), order[a:b], idx[order[a:b]].astype(np.intp))
                 for a, b in zip(np.concatenate(([0], cuts)), np.append(cuts, sv.size), strict=True)
             ]
 
