@@ -18,9 +18,10 @@ import numpy as np
 
 from profiler.codelets import Codelet, resolve_codelet
 from profiler.dtypes import as_dtype
+from profiler.layout import Affine
 from profiler.streams import DEVICE_TO_HOST, HOST_TO_DEVICE, DataStream
 from profiler.targets import Target
-from profiler.tensor import Tensor, index_dtype
+from profiler.tensor import Tensor
 
 UNMAPPED = -1
 
@@ -217,7 +218,7 @@ class Graph:
             vid, name or f"var{vid}", dt, shp, constant, interleaved, self._current_context(), TileMapping(n)
         )
         self.variables.append(var)
-        return Tensor(self, vid, np.arange(n, dtype=index_dtype(n)).reshape(shp), dt)
+        return Tensor(self, vid, Affine.contiguous(shp), dt)
 
     def add_variable(
         self, dtype: object, shape: Sequence[int] | int, name: str = "", interleaved: bool = False
@@ -274,7 +275,7 @@ class Graph:
         """Tile of each element of ``t`` (flattened); UNMAPPED (-1) where unmapped."""
         single = t.single_variable()
         if single is not None:
-            return self.variables[single].mapping.tile_of(t._idx.reshape(-1))
+            return self.variables[single].mapping.tile_of(t._idx.reshape(-1))  # TODO intervals
         var_ids, idx = t.elements()
         out = np.empty(idx.size, dtype=np.int32)
         for vid in np.unique(var_ids):

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from profiler.layout import Affine
+
 if TYPE_CHECKING:
     from profiler.graph import Graph
 
@@ -24,27 +26,44 @@ def index_dtype(numel: int) -> np.dtype:
 
 
 class Tensor:
-    """A view of elements of one or more variables of ``graph`` (Poplar's ``poplar::Tensor``)."""
+    """A view of elements of one or more variables of ``graph`` (Poplar's ``poplar::Tensor``).
 
-    __slots__ = ("graph", "_var", "_idx", "dtype")
+    A view of one variable is held as an affine layout (profiler.layout: a few integers, whatever
+    its size) while it stays one; fancy indexing and concatenation give an explicit index array.
+    """
 
-    def __init__(self, graph: Graph, var: int | np.ndarray, idx: np.ndarray, dtype: np.dtype) -> None:
+    __slots__ = ("graph", "_var", "_lay", "dtype")
+
+    def __init__(self, graph: Graph, var: int | np.ndarray, layout: Affine | np.ndarray, dtype: np.dtype) -> None:
         self.graph = graph
-        self._var = var  # int: one variable; else int32 array shaped like idx
-        self._idx = idx  # flat element index within the variable (int32 when it fits, see index_dtype)
+        self._var = var  # int: one variable; else int32 array shaped like the view
+        self._lay = layout  # Affine (one variable only), or the flat element index of each element
         self.dtype = dtype
+
+    @property
+    def affine(self) -> Affine | None:
+        """The view's affine layout (one variable, regular strides), or None."""
+        return self._lay if isinstance(self._lay, Affine) else None
+
+    @property
+    def _idx(self) -> np.ndarray:
+        """Flat element index of every element (materialised for an affine view: per-element paths only)."""
+        if isinstance(self._lay, Affine):
+            var = self.graph.variables[self._var]  # type: ignore[index]
+            return self._lay.indices(index_dtype(var.numel))
+        return self._lay
 
     # -- shape ---------------------------------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(self._idx.shape)
+        return self._lay.shape if isinstance(self._lay, Affine) else tuple(self._lay.shape)
 
     @property
     def rank(self) -> int:
-        return self._idx.ndim
+        return len(self.shape)
 
     def numel(self) -> int:
-        return int(self._idx.size)
+        return self._lay.size if isinstance(self._lay, Affine) else int(self._lay.size)
 
     @property
     def nbytes(self) -> int:
@@ -75,13 +94,22 @@ class Tensor:
 
     # -- views ---------------------------------------------------------------------------
     def _apply(self, fn: Callable[[np.ndarray], np.ndarray]) -> Tensor:
+        """A view by a numpy function of the index array (the explicit path)."""
         idx = fn(self._idx)
         var = self._var if isinstance(self._var, int) else fn(self._var)
         return Tensor(self.graph, var, idx, self.dtype)
 
+    def _view(self, affine: Callable[[Affine], Affine | None], fn: Callable[[np.ndarray], np.ndarray]) -> Tensor:
+        """``affine`` on an affine view (None: not affine), else ``fn`` on the index array."""
+        if isinstance(self._lay, Affine):
+            lay = affine(self._lay)
+            if lay is not None:
+                return Tensor(self.graph, self._var, lay, self.dtype)
+        return self._apply(fn)
+
     def __getitem__(self, key: object) -> Tensor:
         try:
-            return self._apply(lambda a: np.asarray(a[key]))  # type: ignore[index]
+            return self._view(lambda a: a.getitem(key), lambda a: np.asarray(a[key]))  # type: ignore[index]
         except IndexError as exc:
             raise IndexError(f"{self!r}: bad index {key!r}: {exc}") from None
 
@@ -89,7 +117,8 @@ class Tensor:
         """Elements start..end-1 along ``dim`` (Poplar ``Tensor::slice``)."""
         if not (0 <= start <= end <= self.shape[dim]):
             raise IndexError(f"{self!r}: slice [{start}, {end}) out of range for dimension {dim}")
-        return self._apply(lambda a: np.take(a, np.arange(start, end), axis=dim))
+        key = (slice(None),) * (dim % self.rank) + (slice(start, end),)
+        return self[key]
 
     def index(self, i: int) -> Tensor:
         return self[i]
@@ -97,7 +126,7 @@ class Tensor:
     def reshape(self, *shape: int | Sequence[int]) -> Tensor:
         new = tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], int) else shape
         try:
-            return self._apply(lambda a: a.reshape(new))
+            return self._view(lambda a: a.reshape(new), lambda a: a.reshape(new))  # type: ignore[arg-type]
         except ValueError:
             raise ValueError(f"{self!r}: cannot reshape {self.shape} to {new}") from None
 
@@ -105,24 +134,30 @@ class Tensor:
         return self.reshape(-1)
 
     def transpose(self, *axes: int) -> Tensor:
-        return self._apply(lambda a: np.transpose(a, axes or None))
+        return self._view(lambda a: a.transpose(axes or None), lambda a: np.transpose(a, axes or None))
 
     @property
     def T(self) -> Tensor:  # noqa: N802 - numpy's name
         return self.transpose()
 
     def expand(self, axis: int) -> Tensor:
-        return self._apply(lambda a: np.expand_dims(a, axis))
+        return self._view(lambda a: a.expand(axis), lambda a: np.expand_dims(a, axis))
 
     def broadcast_to(self, shape: Sequence[int]) -> Tensor:
         try:
-            return self._apply(lambda a: np.broadcast_to(a, tuple(shape)).copy())
+            return self._view(lambda a: a.broadcast_to(tuple(shape)), lambda a: np.broadcast_to(a, tuple(shape)).copy())
         except ValueError:
             raise ValueError(f"{self!r}: cannot broadcast {self.shape} to {tuple(shape)}") from None
 
     def broadcast(self, n: int, dim: int = 0) -> Tensor:
         """Repeat the tensor ``n`` times along ``dim`` (Poplar ``Tensor::broadcast``)."""
-        return self._apply(lambda a: np.concatenate([a] * n, axis=dim))
+        d = dim % self.rank
+
+        def affine(a: Affine) -> Affine | None:
+            rep = Affine(a.offset, a.shape[:d] + (n,) + a.shape[d:], a.strides[:d] + (0,) + a.strides[d:])
+            return rep.reshape(a.shape[:d] + (n * a.shape[d],) + a.shape[d + 1 :])
+
+        return self._view(affine, lambda a: np.concatenate([a] * n, axis=dim))
 
 
 def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
@@ -132,6 +167,8 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     first = tensors[0]
     if any(t.dtype != first.dtype or t.graph is not first.graph for t in tensors):
         raise ValueError("concat: tensors must share a graph and an element type")
+    if len(tensors) == 1:
+        return first
     try:
         idx = np.concatenate([t._idx for t in tensors], axis=axis)
     except ValueError as exc:
@@ -191,13 +228,15 @@ class Access:
         single = t.single_variable()
         self.strided: tuple[int, int, tuple[int, ...], bool] | None = None  # var, offset, byte strides, writable
         if single is not None:
-            layout = strided_layout(t._idx)
-            if layout is not None:
+            aff = t.affine
+            layout = (aff.offset, aff.strides) if aff is not None else strided_layout(t._idx)
+            if layout is not None and min(layout[1], default=0) >= 0:
                 offset, strides = layout
                 nbytes = tuple(s * t.dtype.itemsize for s in strides)
                 self.strided = (single, offset, nbytes, _one_to_one(t.shape, strides))
             # gathered indices as intp once here: np.take would convert int32 ones on every run
-            idx = t._idx.reshape(-1) if self.strided else t._idx.reshape(-1).astype(np.intp)
+            # (a strided view that cannot be written through - a broadcast - scatters by index)
+            idx = np.zeros(0, np.intp) if self.strided and self.strided[3] else t._idx.reshape(-1).astype(np.intp)
             self.groups: list[tuple[int, np.ndarray | None, np.ndarray]] = [(single, None, idx)]
         else:
             var_ids, idx = t.elements()

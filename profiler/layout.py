@@ -1,0 +1,160 @@
+"""Affine layouts: where a tensor view's elements sit in its variable, without an index per element.
+
+A view that numpy would make without copying (slices, integer indices, transposes, broadcasts,
+reshapes that keep the strides regular) is ``offset + sum(i_d * strides[d])`` over its shape: a few
+integers whatever its size. Poplar keeps views as regions of variables for the same reason; a view
+that is not affine (fancy indexing, most concatenations) falls back to an explicit index array.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Affine:
+    """Element ``(i_0, ..., i_n)`` of the view is element ``offset + sum(i_d * strides[d])`` of the variable."""
+
+    offset: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    @staticmethod
+    def contiguous(shape: tuple[int, ...], offset: int = 0) -> Affine:
+        strides, step = [], 1
+        for n in reversed(shape):
+            strides.append(step)
+            step *= n
+        return Affine(offset, tuple(shape), tuple(reversed(strides)))
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def indices(self, dtype: np.dtype | type = np.int64) -> np.ndarray:
+        """The explicit index array (one entry per element: only for paths that need one)."""
+        idx = np.asarray(self.offset, dtype=dtype)
+        for n, s in zip(self.shape, self.strides, strict=True):
+            idx = idx[..., None] + (np.arange(n, dtype=dtype) * s)
+        return np.ascontiguousarray(idx.reshape(self.shape))
+
+    # -- views (numpy's rules; None where numpy would copy) -------------------------------------------
+    def getitem(self, key: object) -> Affine | None:
+        """Basic indexing (ints, slices, None, Ellipsis); None for anything else (fancy indexing)."""
+        keys = key if isinstance(key, tuple) else (key,)
+        for k in keys:
+            if not (k is None or k is Ellipsis or isinstance(k, slice) or _is_int(k)):
+                return None
+        given = sum(1 for k in keys if k is not None and k is not Ellipsis)
+        if given > len(self.shape):
+            raise IndexError(f"too many indices: {given} for {len(self.shape)} dimensions")
+        ell = [i for i, k in enumerate(keys) if k is Ellipsis]
+        if len(ell) > 1:
+            raise IndexError("an index can only have a single ellipsis ('...')")
+        fill = (slice(None),) * (len(self.shape) - given)
+        keys = keys[: ell[0]] + fill + keys[ell[0] + 1 :] if ell else keys + fill
+        offset, shape, strides, d = self.offset, [], [], 0
+        for k in keys:
+            if k is None:
+                shape.append(1)
+                strides.append(0)
+                continue
+            n, s = self.shape[d], self.strides[d]
+            d += 1
+            if isinstance(k, slice):
+                start, stop, step = k.indices(n)
+                length = len(range(start, stop, step))
+                if length:
+                    offset += start * s
+                shape.append(length)
+                strides.append(s * step)
+            else:
+                i = operator.index(k)
+                if not -n <= i < n:
+                    raise IndexError(f"index {i} is out of bounds for axis {d - 1} with size {n}")
+                offset += (i % n) * s
+        return Affine(offset, tuple(shape), tuple(strides))
+
+    def transpose(self, axes: tuple[int, ...] | None) -> Affine:
+        order = tuple(reversed(range(len(self.shape)))) if not axes else tuple(a % len(self.shape) for a in axes)
+        if sorted(order) != list(range(len(self.shape))):
+            raise ValueError(f"axes {axes} don't match a view of {len(self.shape)} dimensions")
+        return Affine(self.offset, tuple(self.shape[a] for a in order), tuple(self.strides[a] for a in order))
+
+    def expand(self, axis: int) -> Affine:
+        nd = len(self.shape) + 1
+        if not -nd <= axis < nd:
+            raise np.exceptions.AxisError(axis, nd)
+        a = axis % nd
+        return Affine(self.offset, self.shape[:a] + (1,) + self.shape[a:], self.strides[:a] + (0,) + self.strides[a:])
+
+    def broadcast_to(self, shape: tuple[int, ...]) -> Affine:
+        if len(shape) < len(self.shape):
+            raise ValueError(f"cannot broadcast {self.shape} to {shape}")
+        lead = len(shape) - len(self.shape)
+        strides = [0] * lead
+        for n_old, s, n_new in zip(self.shape, self.strides, shape[lead:], strict=True):
+            if n_old == n_new:
+                strides.append(s)
+            elif n_old == 1:
+                strides.append(0)
+            else:
+                raise ValueError(f"cannot broadcast {self.shape} to {shape}")
+        return Affine(self.offset, tuple(int(n) for n in shape), tuple(strides))
+
+    def reshape(self, shape: tuple[int, ...]) -> Affine | None:
+        """The reshaped view if it is affine (numpy's no-copy reshape), else None."""
+        new = _resolve_shape(shape, self.size, self.shape)
+        if self.size == 0:
+            return Affine(self.offset, new, (0,) * len(new))
+        old = [(n, s) for n, s in zip(self.shape, self.strides, strict=True) if n != 1]
+        olds, oldst = [n for n, _ in old], [s for _, s in old]
+        strides = [0] * len(new)
+        oi, oj, ni, nj = 0, 1, 0, 1
+        while ni < len(new) and oi < len(olds):
+            np_, op = new[ni], olds[oi]
+            while np_ != op:
+                if np_ < op:
+                    np_ *= new[nj]
+                    nj += 1
+                else:
+                    op *= olds[oj]
+                    oj += 1
+            for ok in range(oi, oj - 1):
+                if oldst[ok] != olds[ok + 1] * oldst[ok + 1]:
+                    return None
+            strides[nj - 1] = oldst[oj - 1]
+            for nk in range(nj - 1, ni, -1):
+                strides[nk - 1] = strides[nk] * new[nk]
+            ni, oi = nj, oj
+            nj, oj = nj + 1, oj + 1
+        return Affine(self.offset, new, tuple(strides))
+
+
+def _is_int(k: object) -> bool:
+    if isinstance(k, bool | np.bool_):
+        return False
+    try:
+        operator.index(k)
+    except TypeError:
+        return False
+    return True
+
+
+def _resolve_shape(shape: tuple[int, ...], size: int, old: tuple[int, ...]) -> tuple[int, ...]:
+    """numpy's reshape target with one -1 resolved; ValueError when it does not hold ``size`` elements."""
+    shape = tuple(int(n) for n in shape)
+    unknown = [i for i, n in enumerate(shape) if n == -1]
+    known = int(np.prod([n for n in shape if n != -1], dtype=np.int64))
+    if len(unknown) > 1 or any(n < -1 for n in shape):
+        raise ValueError(f"cannot reshape {old} to {shape}")
+    if unknown:
+        if known == 0 or size % known:
+            raise ValueError(f"cannot reshape {old} to {shape}")
+        shape = shape[: unknown[0]] + (size // known,) + shape[unknown[0] + 1 :]
+    elif known != size:
+        raise ValueError(f"cannot reshape {old} to {shape}")
+    return shape
