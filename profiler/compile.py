@@ -16,15 +16,16 @@ import numpy as np
 from profiler import cost_model, host_memory
 from profiler import programs as P
 from profiler.codelets import Codelet
-from profiler.exchange import EXCHANGE_CODE_BASE_BYTES, EXCHANGE_CODE_BYTES_PER_MESSAGE, plan_transfers
+from profiler.exchange import EXCHANGE_CODE_BASE_BYTES, EXCHANGE_CODE_BYTES_PER_MESSAGE, plan_receives, plan_transfers
 from profiler.graph import UNMAPPED, ComputeSet, Graph, GraphError, VertexBatch
+from profiler.regions import canonical, field_regions
 from profiler.streams import HOST_TO_DEVICE, DataStream
 from profiler.tensor import Access, Tensor, concat
 
-# Host bytes per element a compute set's vertices read, while its exchange is planned: source and
-# destination tiles, the packed receive key, its sorted copy and the unpacked fields (measured
-# peaks are lower; checked with profiler.host_memory before planning).
-PLAN_BYTES_PER_READ_ELEMENT = 40
+# Host bytes per region a compute set's vertex fields read, while its exchange is planned: a piece's
+# start, length, source and destination tiles and element size, their sorted copies and the union
+# pass (checked with profiler.host_memory before planning).
+PLAN_BYTES_PER_REGION = 160
 
 # [INF] ref §5 copyDescriptor ("special variable-sized fields used by copy vertices"): a region's
 # source and destination pointers packed with its length, 8 bytes (two 21-bit addresses + count).
@@ -108,77 +109,20 @@ class ComputeSetPlan:
     v_flops: np.ndarray
 
 
-_LOG2_ITEMSIZE = {1: 0, 2: 1, 4: 2, 8: 3}
+def _same_elements(a: list[tuple[np.ndarray, np.ndarray]], b: list[tuple[np.ndarray, np.ndarray]]) -> bool:
+    """Whether two lists of (start, length) region arrays cover the same elements the same number of
+    times: the same total and the same union (so, without overlaps, the same elements)."""
 
+    def cat(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+        if not parts:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
-class _ReceiveKeys:
-    """Remote element reads of one compute set packed as int64 bit fields (element, receiving tile,
-    sending tile, log2 of the element size), one array per field, so that deduplicating them is one
-    plain sort (the compile hot spot for large convolutions) and no per-read arrays of sending
-    tiles or sizes are concatenated. ``bits`` is None when the packed key would not fit."""
-
-    def __init__(self, num_tiles: int, num_elements: int) -> None:
-        bits = max(int(num_tiles - 1).bit_length(), 1)
-        self.bits = bits if max(num_elements, 1) << (2 * bits + 2) < 2**62 else None
-        self.keys: list[np.ndarray] = []
-        self.log2_sizes: set[int] = set()
-        self.unpacked: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # fallback
-
-    def add(self, gid: np.ndarray, src: np.ndarray, dst: np.ndarray, itemsize: int) -> None:
-        log2 = _LOG2_ITEMSIZE.get(itemsize)
-        if self.bits is None or log2 is None:
-            self.unpacked.append((gid, src, dst, np.full(gid.size, itemsize, dtype=np.int64)))
-            return
-        key = gid.astype(np.int64, copy=False)  # a temporary of the caller's: packed in place
-        key <<= 2 * self.bits + 2
-        key |= dst.astype(np.int64, copy=False) << (self.bits + 2)
-        key |= src.astype(np.int64, copy=False) << 2
-        key |= log2
-        self.keys.append(key)
-        self.log2_sizes.add(log2)
-
-    def _unpack(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | int]:
-        bits, mask = self.bits or 0, (1 << (self.bits or 0)) - 1
-        # one element size (the usual case): a plain int, so byte counts need no weighted bincounts
-        size = 1 << next(iter(self.log2_sizes)) if len(self.log2_sizes) == 1 else np.left_shift(1, key & 3)
-        return key >> (2 * bits + 2), (key >> 2) & mask, (key >> (bits + 2)) & mask, size
-
-    def unique(self, num_tiles: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | int] | None:
-        """Each remote element once per receiving tile (however many vertices there read it), sorted
-        by (element, receiving tile): (element gid, sending tile, receiving tile, bytes); None if none."""
-        if not self.unpacked:
-            if not self.keys:
-                return None
-            key = np.concatenate(self.keys) if len(self.keys) > 1 else self.keys[0]
-            self.keys = []
-            # timsort: the keys come as long ascending runs (vertex fields read consecutive elements),
-            # which it merges ~4x faster than the default introsort on a ResNet (values only)
-            key.sort(kind="stable")
-            keep = np.empty(key.size, dtype=bool)
-            keep[:1] = True
-            np.not_equal(key[1:], key[:-1], out=keep[1:])
-            return self._unpack(key[keep])
-        parts = self.unpacked + [self._unpack(k) for k in self.keys]
-        parts = [(g, s, d, np.broadcast_to(np.asarray(n, dtype=np.int64), g.shape)) for g, s, d, n in parts]
-        gid, src, dst, nbytes = (np.concatenate([p[i] for p in parts]) for i in range(4))
-        _, first = np.unique(gid.astype(np.int64) * num_tiles + dst, return_index=True)
-        return gid[first], src[first], dst[first], nbytes[first]
-
-
-def _same_elements(a_parts: list[np.ndarray], b_parts: list[np.ndarray]) -> bool:
-    """Whether two lists of element ids hold the same multiset: counted per id when the ids are
-    dense (the usual case: one op's outputs), sorted otherwise."""
-    a = np.concatenate(a_parts) if a_parts else np.zeros(0, np.int64)
-    b = np.concatenate(b_parts) if b_parts else np.zeros(0, np.int64)
-    if a.size != b.size:
+    (sa, la), (sb, lb) = cat(a), cat(b)
+    if int(la.sum()) != int(lb.sum()):
         return False
-    if a.size == 0:
-        return True
-    lo, hi = min(int(a.min()), int(b.min())), max(int(a.max()), int(b.max()))
-    if hi - lo < 4 * a.size + 1024:
-        span = hi - lo + 1
-        return np.array_equal(np.bincount(a - lo, minlength=span), np.bincount(b - lo, minlength=span))
-    return np.array_equal(np.sort(a), np.sort(b))
+    ua, ub = canonical(sa, la), canonical(sb, lb)
+    return all(np.array_equal(x, y) for x, y in zip(ua, ub, strict=True))
 
 
 def _vars(t: Tensor) -> set[int]:
@@ -205,6 +149,41 @@ class Compiler:
         n = self.target.num_tiles
         self._zeros = np.zeros(n, dtype=np.int64)
         self._gid_base = np.cumsum([0] + [v.numel for v in graph.variables], dtype=np.int64)
+        self._itemsize = np.array([v.dtype.itemsize for v in graph.variables] + [1], dtype=np.int64)
+        self._map_start: np.ndarray | None = None  # every variable's tile-mapping intervals, by global id
+
+    def _mapping(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(start, end, tile) of every tile-mapping interval of every variable, by global element id
+        (each variable starts a new interval), built once when the first compute set is planned."""
+        if self._map_start is None:
+            vs = self.graph.variables
+            starts = [v.mapping.starts + self._gid_base[v.id] for v in vs]
+            self._map_start = np.concatenate(starts) if starts else np.zeros(0, np.int64)
+            self._map_tile = np.concatenate([v.mapping.tiles for v in vs]).astype(np.int64) if vs else self._map_start
+            self._map_end = np.append(self._map_start[1:], self._gid_base[-1])
+        return self._map_start, self._map_end, self._map_tile
+
+    def _pieces(
+        self, start: np.ndarray, length: np.ndarray, dst: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Regions cut where the tile mapping changes: (start, length, holding tile, reading tile) per piece."""
+        ms, me, mt = self._mapping()
+        keep = length > 0
+        start, length, dst = start[keep], length[keep], dst[keep]
+        first = np.searchsorted(ms, start, side="right") - 1
+        last = np.searchsorted(ms, start + length - 1, side="right") - 1
+        count = last - first + 1
+        if count.size == 0 or int(count.max()) == 1:
+            return start, length, mt[first], dst
+        rep = np.repeat(np.arange(start.size), count)
+        iv = first[rep] + (np.arange(rep.size) - np.repeat(np.cumsum(count) - count, count))
+        s = np.maximum(start[rep], ms[iv])
+        e = np.minimum(start[rep] + length[rep], me[iv])
+        return s, e - s, mt[iv], dst[rep]
+
+    def _element_name(self, gid: int) -> str:
+        v = int(np.searchsorted(self._gid_base, gid, side="right") - 1)
+        return f"{self.graph.variables[v].name}[{gid - int(self._gid_base[v])}]"
 
     # -- entry ---------------------------------------------------------------------------------
     def compile(self) -> None:
@@ -349,20 +328,20 @@ class Compiler:
             merged.append(VertexBatch(bs[0].codelet, tiles, fields, bs[0].params, bs[0].debug_context_id))
         return merged
 
+    def _field_base(self, t: Tensor) -> int | np.ndarray:
+        single = t.single_variable()
+        return int(self._gid_base[single]) if single is not None else self._gid_base
+
     def _plan_compute_set(self, cs: ComputeSet) -> ComputeSetPlan:
-        g, t = self.graph, self.target
+        t = self.target
         n = t.num_tiles
         batches: list[BatchPlan] = []
-        receives = _ReceiveKeys(n, int(self._gid_base[-1]))
+        receives: list[tuple[np.ndarray, ...]] = []  # (start, length, src, dst) pieces read from other tiles
         vt, vc, vstate, vcyc, vflops, vmulti = [], [], [], [], [], []
         reads: set[int] = set()
         writes: set[int] = set()
-        written: list[np.ndarray] = []  # element ids the vertices write (checked against a kernel)
+        written: list[tuple[np.ndarray, np.ndarray]] = []  # regions the vertices write (checked against a kernel)
         merged = self._merged_batches(cs)
-        refs = sum(b.fields[f].numel() for b in merged for f in b.codelet.reads)
-        host_memory.ensure(
-            PLAN_BYTES_PER_READ_ELEMENT * refs, f"compiling compute set {cs.name!r} ({refs:,} elements read)"
-        )
         for b in merged:
             cl = b.codelet
             shapes = {f: b.fields[f].shape[1:] for f in cl.fields}
@@ -378,31 +357,30 @@ class Compiler:
             vmulti.append(np.full(count, cl.multi_worker, dtype=bool))
             for f in cl.fields:
                 tensor = b.fields[f]
-                per_vertex = int(np.prod(shapes[f], dtype=np.int64))
-                single = tensor.single_variable()
-                # one variable: its element indices alone (no per-element variable-id array)
-                var_ids, idx = (None, tensor._idx.reshape(-1)) if single is not None else tensor.elements()
-                dst = np.repeat(b.tiles, per_vertex)
-                src = g.tile_of(tensor)
+                if f not in cl.writes and f not in cl.reads:
+                    continue
+                regions = field_regions(tensor, self._field_base(tensor))
+                host_memory.ensure(
+                    PLAN_BYTES_PER_REGION * regions.count,
+                    f"compiling compute set {cs.name!r} ({regions.count:,} regions of field {f!r})",
+                )
+                start, length, src, dst = self._pieces(regions.start, regions.length, b.tiles[regions.owner])
+                remote = src != dst
                 if f in cl.writes:
                     writes |= _vars(tensor)
                     if cs.kernel:
-                        written.append(self._gid(*tensor.elements()))
-                    wrong = np.flatnonzero(src != dst)
-                    if wrong.size:
-                        i = int(wrong[0])
-                        var_ids, idx = tensor.elements()
+                        written.append((regions.start, regions.length))
+                    if remote.any():
+                        i = int(np.flatnonzero(remote)[0])
                         raise CompileError(
                             f"compute set {cs.name!r}: output field {f!r} of {cl.name} on tile {int(dst[i])} "
-                            f"writes {g.variables[var_ids[i]].name}[{int(idx[i])}], which is mapped to tile {int(src[i])}; "
+                            f"writes {self._element_name(int(start[i]))}, which is mapped to tile {int(src[i])}; "
                             "map vertex outputs to the vertex's tile"
                         )
                 if f in cl.reads:
                     reads |= _vars(tensor)
-                    remote = src != dst
                     if remote.any():
-                        base = self._gid_base[single] if var_ids is None else self._gid_base[var_ids[remote]]
-                        receives.add(base + idx[remote], src[remote], dst[remote], tensor.dtype.itemsize)
+                        receives.append((start[remote], length[remote], src[remote], dst[remote]))
             batches.append(BatchPlan(cl, b.params, {f: b.fields[f] for f in cl.fields}))
         kernel = None
         if cs.kernel is not None:
@@ -436,7 +414,9 @@ class Compiler:
             agg(state), agg(cycles), agg(flops),
         )  # fmt: skip
 
-    def _plan_kernel(self, cs: ComputeSet, written: list[np.ndarray], touched: set[int]) -> list[BatchPlan]:
+    def _plan_kernel(
+        self, cs: ComputeSet, written: list[tuple[np.ndarray, np.ndarray]], touched: set[int]
+    ) -> list[BatchPlan]:
         """The kernel's batches, with field accesses built now (they run every time); a kernel must
         write exactly the elements the vertices write and read only what the vertices touch."""
         plans, kernel_written = [], []
@@ -448,32 +428,25 @@ class Compiler:
                         f"compute set {cs.name!r}: its kernel field {f!r} uses variables its vertices do not"
                     )
                 if f in b.codelet.writes:
-                    kernel_written.append(self._gid(*t.elements()))
+                    r = field_regions(t, self._field_base(t))
+                    kernel_written.append((r.start, r.length))
             plan = BatchPlan(b.codelet, b.params, {f: b.fields[f] for f in b.codelet.fields})
             plan.fields  # noqa: B018 - build the accesses at compile time
             plans.append(plan)
         if cs.kernel and not _same_elements(written, kernel_written):
-            n_want, n_got = sum(w.size for w in written), sum(k.size for k in kernel_written)
+            n_want, n_got = (sum(int(x[1].sum()) for x in parts) for parts in (written, kernel_written))
             raise CompileError(
                 f"compute set {cs.name!r}: its kernel writes {n_got} elements, its vertices {n_want}"
                 + ("" if n_want != n_got else " (different ones)")
             )
         return plans
 
-    def _plan_receives(self, receives: _ReceiveKeys) -> tuple[Any, Any]:
-        t = self.target
-        unique = receives.unique(t.num_tiles)
-        if unique is None:
-            empty = plan_transfers(np.zeros(0, np.int64), np.zeros(0, np.int64), 0, t)
-            return empty, None
-        gid_a, src_a, dst_a, b_a = unique
-        cross = (src_a // t.tiles_per_ipu) != (dst_a // t.tiles_per_ipu)
-        if not cross.any():  # one IPU: no copies of the (large) receive arrays
-            return plan_transfers(src_a, dst_a, b_a, t, gid=gid_a, sorted_by_gid=True), None
-        b_local, b_cross = (b_a, b_a) if isinstance(b_a, int) else (b_a[~cross], b_a[cross])
-        local = plan_transfers(src_a[~cross], dst_a[~cross], b_local, t, gid=gid_a[~cross], sorted_by_gid=True)
-        glob = plan_transfers(src_a[cross], dst_a[cross], b_cross, t, global_=True)
-        return local, glob
+    def _plan_receives(self, receives: list[tuple[np.ndarray, ...]]) -> tuple[Any, Any]:
+        if not receives:
+            return plan_receives(*(np.zeros(0, np.int64),) * 5, self.target)
+        start, length, src, dst = (np.concatenate([r[i] for r in receives]) for i in range(4))
+        var = np.searchsorted(self._gid_base, start, side="right") - 1
+        return plan_receives(start, length, src, dst, self._itemsize[var], self.target)
 
     # -- copies and streams --------------------------------------------------------------------
     def _lower_copy(self, prog: P.Copy, parent: Node) -> None:

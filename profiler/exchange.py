@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from profiler import cost_model
+from profiler.regions import union_length
 from profiler.targets import Target
 
 # [INF] ref §3.8 / §8: "exchange code bytes per tile grow with the number of messages". Modelled as
@@ -78,13 +79,9 @@ def plan_transfers(
     else:
         bytes_in = np.bincount(d, weights=w, minlength=n).astype(np.int64)
         bytes_out = np.bincount(s, weights=w, minlength=n).astype(np.int64)
-    if n * n <= PAIR_BITMAP_LIMIT and s.size > n * n // 8:  # distinct (src, dst) pairs by counts: no sort
-        pairs = np.flatnonzero(np.bincount(s * n + d, minlength=n * n))
-    else:
-        pairs = np.unique(s * n + d)
-    messages = np.bincount(pairs // n, minlength=n) + np.bincount(pairs % n, minlength=n)
+    messages = _messages(s, d, n)
     if global_:
-        cycles = np.asarray(cost_model.global_exchange_cycles(np.maximum(bytes_in, bytes_out), target), dtype=np.int64)
+        return _finish(bytes_in, bytes_out, messages, bytes_in, target, global_=True)
     else:
         effective_in = bytes_in
         if gid is not None and d.size and sorted_by_gid:
@@ -104,8 +101,76 @@ def plan_transfers(
             shared = counts[inv] == TILES_PER_SUPERTILE
             saved = np.bincount(d[shared], weights=w[shared], minlength=n) / 2
             effective_in = bytes_in - np.floor(saved).astype(np.int64)
+    return _finish(bytes_in, bytes_out, messages, effective_in, target, global_=False)
+
+
+def _messages(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
+    """Distinct (peer, direction) pairs per tile of transfers src[i] -> dst[i]."""
+    if n * n <= PAIR_BITMAP_LIMIT and src.size > n * n // 8:  # distinct (src, dst) pairs by counts: no sort
+        pairs = np.flatnonzero(np.bincount(src * n + dst, minlength=n * n))
+    else:
+        pairs = np.unique(src * n + dst)
+    return np.bincount(pairs // n, minlength=n) + np.bincount(pairs % n, minlength=n)
+
+
+def _finish(
+    bytes_in: np.ndarray, bytes_out: np.ndarray, messages: np.ndarray, effective_in: np.ndarray, target: Target,
+    global_: bool,
+) -> ExchangePlan:  # fmt: skip
+    if global_:
+        cycles = np.asarray(cost_model.global_exchange_cycles(np.maximum(bytes_in, bytes_out), target), dtype=np.int64)
+    else:
         cycles = np.asarray(cost_model.exchange_cycles(effective_in, bytes_out, target), dtype=np.int64)
     return ExchangePlan(bytes_in, bytes_out, messages.astype(np.int64), _code_bytes(messages), cycles)
+
+
+def plan_receives(
+    start: np.ndarray, length: np.ndarray, src: np.ndarray, dst: np.ndarray, itemsize: np.ndarray, target: Target
+) -> tuple[ExchangePlan, ExchangePlan | None]:
+    """Plan a compute set's receives from region pieces: piece i is global elements ``[start[i],
+    start[i] + length[i])``, held by tile src[i] (one mapping interval), read on tile dst[i] != src[i],
+    of ``itemsize[i]`` bytes each. Each element is received once per tile however many pieces cover
+    it; an element both tiles of a supertile receive counts half towards their cycles (ref §1, §3.8).
+    All over pieces, never elements. Returns the on-IPU plan and the inter-IPU plan (None if none)."""
+    n, tpi = target.num_tiles, target.tiles_per_ipu
+    if start.size == 0:
+        empty = np.zeros(0, np.int64)
+        return plan_transfers(empty, empty, 0, target), None
+    span = int((start + length).max()) + 1
+    # the union per receiving tile: pieces sorted by (dst, start), offset by dst so one running max serves
+    order = np.lexsort((start, dst))
+    s, ln, sr, d, w = start[order], length[order], src[order], dst[order], itemsize[order]
+    shifted = s + d * span
+    new = union_length(shifted, shifted + ln)
+    keep = new > 0
+    first = np.maximum(shifted, shifted + ln - new)[keep] - d[keep] * span  # where each piece's new part begins
+    ln, sr, d, w = new[keep], sr[keep], d[keep], w[keep]
+    nbytes = ln * w
+    cross = (sr // tpi) != (d // tpi)
+    plans = []
+    for part in (~cross, cross):
+        if not part.any():
+            plans.append(None)
+            continue
+        ps, pd, pb = sr[part], d[part], nbytes[part]
+        bytes_in = np.bincount(pd, weights=pb, minlength=n).astype(np.int64)
+        bytes_out = np.bincount(ps, weights=pb, minlength=n).astype(np.int64)
+        messages = _messages(ps, pd, n)
+        if part is cross:
+            plans.append(_finish(bytes_in, bytes_out, messages, bytes_in, target, global_=True))
+            continue
+        # elements both tiles of a supertile receive: the pieces' total minus their union per supertile
+        st = pd // TILES_PER_SUPERTILE
+        o2 = np.lexsort((first[part], st))
+        sh2 = first[part][o2] + st[o2] * span
+        union = union_length(sh2, sh2 + ln[part][o2])
+        shared = np.bincount(st[o2], weights=(ln[part][o2] - union) * w[part][o2], minlength=n)
+        saved = np.floor(shared[np.arange(n) // TILES_PER_SUPERTILE] / 2).astype(np.int64)
+        receives_on_st = np.bincount(pd, minlength=n) > 0
+        effective_in = bytes_in - np.where(receives_on_st, saved, 0)
+        plans.append(_finish(bytes_in, bytes_out, messages, effective_in, target, global_=False))
+    local = plans[0] if plans[0] is not None else plan_transfers(np.zeros(0, np.int64), np.zeros(0, np.int64), 0, target)
+    return local, plans[1]
 
 
 def dedupe_receives(gid: np.ndarray, dst: np.ndarray, num_tiles: int) -> np.ndarray:

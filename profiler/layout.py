@@ -158,3 +158,26 @@ def _resolve_shape(shape: tuple[int, ...], size: int, old: tuple[int, ...]) -> t
     elif known != size:
         raise ValueError(f"cannot reshape {old} to {shape}")
     return shape
+
+
+@dataclass(frozen=True, eq=False)
+class Blocks:
+    """Equal blocks of one variable, one per row: element ``(v, i...)`` is ``offsets[v] + inner(i...)``.
+
+    What a planner connects to its vertices (row v is vertex v's block of an operand): a few
+    integers per vertex, never an index per element."""
+
+    offsets: np.ndarray  # int64, one per row
+    inner: Affine  # offset 0
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (int(self.offsets.size),) + self.inner.shape
+
+    @property
+    def size(self) -> int:
+        return int(self.offsets.size) * self.inner.size
+
+    def indices(self, dtype: np.dtype | type = np.int64) -> np.ndarray:
+        inner = self.inner.indices(dtype)
+        return (self.offsets.astype(dtype).reshape((-1,) + (1,) * inner.ndim) + inner).reshape(self.shape)

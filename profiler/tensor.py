@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from profiler.layout import Affine
+from profiler.layout import Affine, Blocks
 
 if TYPE_CHECKING:
     from profiler.graph import Graph
@@ -34,10 +34,13 @@ class Tensor:
 
     __slots__ = ("graph", "_var", "_lay", "dtype")
 
-    def __init__(self, graph: Graph, var: int | np.ndarray, layout: Affine | np.ndarray, dtype: np.dtype) -> None:
+    def __init__(
+        self, graph: Graph, var: int | np.ndarray, layout: Affine | Blocks | np.ndarray, dtype: np.dtype
+    ) -> None:
         self.graph = graph
         self._var = var  # int: one variable; else int32 array shaped like the view
-        self._lay = layout  # Affine (one variable only), or the flat element index of each element
+        # Affine or Blocks (one variable only), or the flat element index of each element
+        self._lay = layout
         self.dtype = dtype
 
     @property
@@ -48,22 +51,22 @@ class Tensor:
     @property
     def _idx(self) -> np.ndarray:
         """Flat element index of every element (materialised for an affine view: per-element paths only)."""
-        if isinstance(self._lay, Affine):
-            var = self.graph.variables[self._var]  # type: ignore[index]
-            return self._lay.indices(index_dtype(var.numel))
-        return self._lay
+        if isinstance(self._lay, np.ndarray):
+            return self._lay
+        var = self.graph.variables[self._var]  # type: ignore[index]
+        return self._lay.indices(index_dtype(var.numel))
 
     # -- shape ---------------------------------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:
-        return self._lay.shape if isinstance(self._lay, Affine) else tuple(self._lay.shape)
+        return tuple(self._lay.shape)
 
     @property
     def rank(self) -> int:
         return len(self.shape)
 
     def numel(self) -> int:
-        return self._lay.size if isinstance(self._lay, Affine) else int(self._lay.size)
+        return int(self._lay.size)
 
     @property
     def nbytes(self) -> int:
@@ -108,6 +111,14 @@ class Tensor:
         return self._apply(fn)
 
     def __getitem__(self, key: object) -> Tensor:
+        aff = self.affine
+        if aff is not None and len(aff.shape) == 1 and isinstance(key, np.ndarray) and key.ndim == 2 and key.size:
+            # rows of consecutive elements of a flat view (a vertex per row): blocks, not an index each
+            k = key.astype(np.int64, copy=False)
+            if k.dtype.kind in "iu" and (k.shape[1] == 1 or (np.diff(k, axis=1) == 1).all()):
+                first = k[:, 0]
+                if first.min() >= 0 and first.max() + k.shape[1] <= aff.shape[0]:
+                    return self.blocks([first], (k.shape[1],))
         try:
             return self._view(lambda a: a.getitem(key), lambda a: np.asarray(a[key]))  # type: ignore[index]
         except IndexError as exc:
@@ -148,6 +159,31 @@ class Tensor:
             return self._view(lambda a: a.broadcast_to(tuple(shape)), lambda a: np.broadcast_to(a, tuple(shape)).copy())
         except ValueError:
             raise ValueError(f"{self!r}: cannot broadcast {self.shape} to {tuple(shape)}") from None
+
+    def blocks(self, starts: Sequence[np.ndarray], shape: Sequence[int], drop: Sequence[int] = ()) -> Tensor:
+        """Equal blocks of this view, one per row: row v is ``self[starts[0][v]:+shape[0], ...]``
+        (shape ``[V, *shape]``, less the block dims in ``drop``, which must have length 1): a
+        planner's per-vertex operand blocks, held as a few integers per block when this view is affine."""
+        shape = tuple(int(n) for n in shape)
+        if any(shape[d] != 1 for d in drop):
+            raise ValueError(f"{self!r}: only block dims of length 1 can be dropped")
+        kept = [d for d in range(len(shape)) if d not in drop]
+        begin = [np.asarray(s, dtype=np.int64).reshape(-1) for s in starts]
+        if len(begin) != self.rank or len(shape) != self.rank or len({b.size for b in begin}) > 1:
+            raise ValueError(f"{self!r}: blocks need one start array and one length per dimension")
+        for d, (b, n) in enumerate(zip(begin, shape, strict=True)):
+            if b.size and (b.min() < 0 or b.max() + n > self.shape[d]):
+                raise IndexError(f"{self!r}: a block of {n} from {int(b.max())} leaves dimension {d}")
+        aff = self.affine
+        if aff is not None:
+            offsets = aff.offset + sum((b * s for b, s in zip(begin, aff.strides, strict=True)), np.int64(0))
+            offsets = np.broadcast_to(offsets, begin[0].shape).astype(np.int64)
+            inner = Affine(0, tuple(shape[d] for d in kept), tuple(aff.strides[d] for d in kept))
+            return Tensor(self.graph, self._var, Blocks(offsets, inner), self.dtype)
+        grid = np.ix_(*(np.arange(n) for n in shape))
+        index = tuple(b.reshape((-1,) + (1,) * len(shape)) + g[None] for b, g in zip(begin, grid, strict=True))
+        out_shape = (begin[0].size,) + tuple(shape[d] for d in kept)
+        return self._apply(lambda a: a[index].reshape(out_shape))
 
     def broadcast(self, n: int, dim: int = 0) -> Tensor:
         """Repeat the tensor ``n`` times along ``dim`` (Poplar ``Tensor::broadcast``)."""

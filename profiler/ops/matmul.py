@@ -280,7 +280,6 @@ def _run_step(
     dest_tiles = np.empty(dest.numel(), dtype=np.int64)
     codelet = MATMUL_CODELETS[plan.method]
     cs = execute(graph, prog, name)
-    a_flat, b_flat = a.reshape(-1), b.reshape(-1)
     shapes = np.stack([ml[mi], kl[ki], nl[ni]], axis=1)
     for shape in np.unique(shapes, axis=0):
         sel = np.flatnonzero((shapes == shape).all(axis=1))
@@ -290,16 +289,16 @@ def _run_step(
             BUILD_BYTES_PER_FIELD_ELEMENT * refs, f"{name} [{G},{M},{K}]x[{K},{N}] ({refs:,} field elements)"
         )
         g, r0, c0, o0 = gi[sel], m0[mi[sel]], k0[ki[sel]], n0[ni[sel]]
-        ar_m, ar_k, ar_n = np.arange(ms_), np.arange(ks_), np.arange(ns_)
-        a_idx = ((g[:, None, None] * M + r0[:, None, None] + ar_m[None, :, None]) * K) + c0[:, None, None] + ar_k
-        b_idx = ((g[:, None, None] * K + c0[:, None, None] + ar_k[None, :, None]) * N) + o0[:, None, None] + ar_n
-        o_idx = (g[:, None, None] * M + r0[:, None, None] + ar_m[None, :, None]) * N + o0[:, None, None] + ar_n
+        # each vertex's operand blocks (a few integers per vertex when the operands are affine views)
+        o_field = dest.blocks([ki[sel], g, r0, o0], (1, 1, ms_, ns_), drop=(0, 1)) if split_k else (
+            dest.blocks([g, r0, o0], (1, ms_, ns_), drop=(0,)))  # fmt: skip
+        fields = {"a": a.blocks([g, r0, c0], (1, ms_, ks_), drop=(0,)),
+                  "b": b.blocks([g, c0, o0], (1, ks_, ns_), drop=(0,)), "out": o_field}  # fmt: skip
+        o_rows = (g * M + r0)[:, None] + np.arange(ms_)  # [vertices, ms] rows of dest's [G*M, N] view
         if split_k:
-            o_idx = o_idx + (ki[sel] * (G * M * N))[:, None, None]
-        dest_tiles[o_idx.reshape(-1)] = np.repeat(tile[sel], ms_ * ns_)
-        fields = {"a": a_flat[a_idx], "b": b_flat[b_idx], "out": dest.reshape(-1)[o_idx]}
+            o_rows = o_rows + (ki[sel] * (G * M))[:, None]
+        dest_tiles.reshape(-1, N)[o_rows[:, :, None], (o0[:, None] + np.arange(ns_))[:, None, :]] = tile[sel][:, None, None]
         graph.add_vertices(cs, codelet, fields, tile[sel])
-        del a_idx, b_idx, o_idx
     _add_kernel(graph, cs, codelet, a, b, dest, k0, kl)
     graph.set_tile_mapping(dest, dest_tiles)
     if split_k:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from profiler import Engine, Graph, HostMemoryError, Sequence, host_memory, ipu_model, ops
+from profiler.compile import PLAN_BYTES_PER_REGION
 
 
 def test_available_bytes_reads_mem_available(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -32,10 +33,12 @@ def test_compile_stops_before_planning_a_compute_set_that_would_not_fit(monkeypa
     prog = Sequence()
     ops.reduce_sum(g, x, 0, prog)
     e = Engine(g, [prog])
-    reads = 64  # stage 1 reads every element once
-    monkeypatch.setattr(host_memory, "available_bytes", lambda: reads * 40 + host_memory.MARGIN_BYTES - 1)
-    with pytest.raises(HostMemoryError, match=r"compiling compute set 'reduce/stage1' \(64 elements read\) needs"):
+    # stage 1: one vertex per tile reads the 16 elements its tile holds: one region each, 4 in all
+    regions = 4
+    need = regions * PLAN_BYTES_PER_REGION + host_memory.MARGIN_BYTES
+    monkeypatch.setattr(host_memory, "available_bytes", lambda: need - 1)
+    with pytest.raises(HostMemoryError, match=r"compiling compute set 'reduce/stage1' \(4 regions of field 'in'\) needs"):
         e.compile()
-    monkeypatch.setattr(host_memory, "available_bytes", lambda: reads * 40 + host_memory.MARGIN_BYTES)
+    monkeypatch.setattr(host_memory, "available_bytes", lambda: need)
     e.compile()
     assert np.isfinite(e.info["compile_seconds"])
