@@ -124,59 +124,124 @@ def _finish(
     return ExchangePlan(bytes_in, bytes_out, messages.astype(np.int64), _code_bytes(messages), cycles)
 
 
-def plan_receives(
-    start: np.ndarray, length: np.ndarray, src: np.ndarray, dst: np.ndarray, itemsize: np.ndarray, target: Target
-) -> tuple[ExchangePlan, ExchangePlan | None]:
-    """Plan a compute set's receives from region pieces: piece i is global elements ``[start[i],
-    start[i] + length[i])``, held by tile src[i] (one mapping interval), read on tile dst[i] != src[i],
-    of ``itemsize[i]`` bytes each. Each element is received once per tile however many pieces cover
-    it; an element both tiles of a supertile receive counts half towards their cycles (ref §1, §3.8).
-    All over pieces, never elements. Returns the on-IPU plan and the inter-IPU plan (None if none)."""
-    n, tpi = target.num_tiles, target.tiles_per_ipu
+@dataclass
+class _Receives:
+    """Per-tile figures of one part of a compute set's receives (on-IPU or inter-IPU), before cycles."""
+
+    bytes_in: np.ndarray
+    bytes_out: np.ndarray
+    pairs: np.ndarray  # distinct src * num_tiles + dst of the tile pairs that move data
+    shared: np.ndarray  # float: bytes a tile receives that its supertile partner also receives, halved
+
+
+def _pairs(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
+    if n * n <= PAIR_BITMAP_LIMIT and src.size > n * n // 8:  # distinct (src, dst) pairs by counts: no sort
+        return np.flatnonzero(np.bincount(src * n + dst, minlength=n * n))
+    return np.unique(src * n + dst)
+
+
+def _parts(src: np.ndarray, dst: np.ndarray, tpi: int) -> tuple[np.ndarray, np.ndarray]:
+    cross = (src // tpi) != (dst // tpi)
+    return ~cross, cross
+
+
+def piece_receives(
+    start: np.ndarray, length: np.ndarray, src: np.ndarray, dst: np.ndarray, itemsize: np.ndarray, n: int, tpi: int
+) -> tuple[_Receives | None, _Receives | None]:
+    """Receives from region pieces: piece i is global elements ``[start[i], start[i] + length[i])``,
+    held by tile src[i] (inside one mapping interval), read on tile dst[i] != src[i], ``itemsize[i]``
+    bytes each. Each element counts once per receiving tile however many pieces cover it (the union
+    per tile), all over pieces, never elements. (on-IPU, inter-IPU) parts, None where empty."""
     if start.size == 0:
-        empty = np.zeros(0, np.int64)
-        return plan_transfers(empty, empty, 0, target), None
+        return None, None
     span = int((start + length).max()) + 1
-    # the union per receiving tile: pieces sorted by (dst, start), offset by dst so one running max serves
-    order = np.lexsort((start, dst))
-    s, ln, sr, d, w = start[order], length[order], src[order], dst[order], itemsize[order]
-    shifted = s + d * span
+    shifted = start + dst * span  # one sort key: (receiving tile, start)
+    order = np.argsort(shifted, kind="stable")  # timsort: pieces arrive as ascending runs
+    shifted = shifted[order]
+    ln, sr, d, w = length[order], src[order], dst[order], itemsize[order]
     new = union_length(shifted, shifted + ln)
     keep = new > 0
-    first = np.maximum(shifted, shifted + ln - new)[keep] - d[keep] * span  # where each piece's new part begins
+    first = (shifted + ln - new)[keep] - d[keep] * span  # where each piece's new part begins
     ln, sr, d, w = new[keep], sr[keep], d[keep], w[keep]
     nbytes = ln * w
-    cross = (sr // tpi) != (d // tpi)
-    plans = []
-    for part in (~cross, cross):
+    out: list[_Receives | None] = []
+    parts = _parts(sr, d, tpi)
+    for part in parts:
         if not part.any():
-            plans.append(None)
+            out.append(None)
             continue
         ps, pd, pb = sr[part], d[part], nbytes[part]
-        bytes_in = np.bincount(pd, weights=pb, minlength=n).astype(np.int64)
-        bytes_out = np.bincount(ps, weights=pb, minlength=n).astype(np.int64)
-        messages = _messages(ps, pd, n)
-        if part is cross:
-            plans.append(_finish(bytes_in, bytes_out, messages, bytes_in, target, global_=True))
+        shared = np.zeros(n)
+        if part is parts[0]:
+            # elements both tiles of a supertile receive: the pieces' total minus their union per supertile
+            st = pd // TILES_PER_SUPERTILE
+            sh2 = first[part] + st * span
+            o2 = np.argsort(sh2, kind="stable")
+            sh2 = sh2[o2]
+            union = union_length(sh2, sh2 + ln[part][o2])
+            both = np.bincount(st[o2], weights=(ln[part][o2] - union) * w[part][o2], minlength=n)
+            shared = both[np.arange(n) // TILES_PER_SUPERTILE] / 2
+        out.append(_Receives(np.bincount(pd, weights=pb, minlength=n).astype(np.int64),
+                             np.bincount(ps, weights=pb, minlength=n).astype(np.int64), _pairs(ps, pd, n), shared))  # fmt: skip
+    return out[0], out[1]
+
+
+def element_receives(
+    gid: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray | int, n: int, tpi: int
+) -> tuple[_Receives | None, _Receives | None]:
+    """Receives from distinct (element, receiving tile) pairs sorted by element then tile (fields
+    whose runs are too short for pieces to pay): the same figures as ``piece_receives``."""
+    out: list[_Receives | None] = []
+    local, cross = _parts(src, dst, tpi)
+    for part in (local, cross):
+        if not part.any():
+            out.append(None)
             continue
-        # elements both tiles of a supertile receive: the pieces' total minus their union per supertile
-        st = pd // TILES_PER_SUPERTILE
-        o2 = np.lexsort((first[part], st))
-        sh2 = first[part][o2] + st[o2] * span
-        union = union_length(sh2, sh2 + ln[part][o2])
-        shared = np.bincount(st[o2], weights=(ln[part][o2] - union) * w[part][o2], minlength=n)
-        saved = np.floor(shared[np.arange(n) // TILES_PER_SUPERTILE] / 2).astype(np.int64)
-        receives_on_st = np.bincount(pd, minlength=n) > 0
-        effective_in = bytes_in - np.where(receives_on_st, saved, 0)
-        plans.append(_finish(bytes_in, bytes_out, messages, effective_in, target, global_=False))
-    local = plans[0] if plans[0] is not None else plan_transfers(np.zeros(0, np.int64), np.zeros(0, np.int64), 0, target)
+        if part.all():  # the usual case (one IPU): no copies of the large arrays
+            g, s, d, w = gid, src, dst, nbytes
+        else:
+            g, s, d = gid[part], src[part], dst[part]
+            w = nbytes if np.ndim(nbytes) == 0 else nbytes[part]
+        if np.ndim(w) == 0:  # one element size: counts times the size (unweighted bincounts are faster)
+            b_in = np.bincount(d, minlength=n).astype(np.int64) * int(w)
+            b_out = np.bincount(s, minlength=n).astype(np.int64) * int(w)
+        else:
+            b_in = np.bincount(d, weights=w, minlength=n).astype(np.int64)
+            b_out = np.bincount(s, weights=w, minlength=n).astype(np.int64)
+        shared = np.zeros(n)
+        if part is local:
+            # the two receivers of a supertile sit next to each other (sorted by element, then tile)
+            st = d // TILES_PER_SUPERTILE
+            same = (g[1:] == g[:-1]) & (st[1:] == st[:-1])
+            both = np.zeros(d.size, dtype=bool)
+            both[1:] |= same
+            both[:-1] |= same
+            if np.ndim(w) == 0:
+                shared = np.bincount(d[both], minlength=n) * int(w) / 2
+            else:
+                shared = np.bincount(d[both], weights=w[both], minlength=n) / 2
+        out.append(_Receives(b_in, b_out, _pairs(s, d, n), shared))
+    return out[0], out[1]
+
+
+def plan_receives(
+    parts: list[tuple[_Receives | None, _Receives | None]], target: Target
+) -> tuple[ExchangePlan, ExchangePlan | None]:
+    """The on-IPU and inter-IPU exchange plans (None: no inter-IPU part) from receive figures of
+    disjoint element sets. An element both tiles of a supertile receive counts half towards their
+    cycles (ref §1 "Tiles sharing an exchange bus", §3.8); bytes_in still reports every byte."""
+    n = target.num_tiles
+    plans: list[ExchangePlan | None] = []
+    for k in (0, 1):
+        found = [p[k] for p in parts if p[k] is not None]
+        if not found:
+            plans.append(None)
+            continue
+        b_in = sum(r.bytes_in for r in found)
+        b_out = sum(r.bytes_out for r in found)
+        pairs = np.unique(np.concatenate([r.pairs for r in found]))
+        messages = np.bincount(pairs // n, minlength=n) + np.bincount(pairs % n, minlength=n)
+        effective = b_in - np.floor(sum(r.shared for r in found)).astype(np.int64)
+        plans.append(_finish(b_in, b_out, messages, effective, target, global_=k == 1))  # type: ignore[arg-type]
+    local = plans[0] or plan_transfers(np.zeros(0, np.int64), np.zeros(0, np.int64), 0, target)
     return local, plans[1]
-
-
-def dedupe_receives(gid: np.ndarray, dst: np.ndarray, num_tiles: int) -> np.ndarray:
-    """Mask keeping the first of each (global element id, receiving tile) pair."""
-    key = gid.astype(np.int64) * num_tiles + dst
-    _, first = np.unique(key, return_index=True)
-    mask = np.zeros(key.size, dtype=bool)
-    mask[first] = True
-    return mask

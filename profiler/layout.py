@@ -181,3 +181,60 @@ class Blocks:
     def indices(self, dtype: np.dtype | type = np.int64) -> np.ndarray:
         inner = self.inner.indices(dtype)
         return (self.offsets.astype(dtype).reshape((-1,) + (1,) * inner.ndim) + inner).reshape(self.shape)
+
+
+@dataclass(eq=False)
+class Window:
+    """The im2col view ``cols[G, B*Ho*Wo, C/G*kh*kw]`` of a convolution input ``x[B, C, H, W]``
+    (an affine view): element ``(g, (b, oh, ow), (c, i, j))`` is ``x[b, g*C/G + c, oh*sh + i*dh - ph,
+    ow*sw + j*dw - pw]``, or where that is outside ``x``, the element of the per-tile ``pad``
+    constant on the tile of the nearest input element. Described by the convolution's geometry,
+    never by an index per element; ``explicit`` builds the index form for the paths that need one."""
+
+    x: Affine
+    x_var: int
+    groups: int
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    dilation: tuple[int, int]
+    out: tuple[int, int]  # (Ho, Wo)
+    pad_var: int  # the per-tile constant read where the window leaves x; -1 when it never does
+    pad: Affine | None
+    explicit: object  # () -> Tensor: the same view with explicit indices (built on first use)
+    _cached: object = None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        b, c = self.x.shape[:2]
+        return (self.groups, b * self.out[0] * self.out[1], c // self.groups * self.kernel[0] * self.kernel[1])
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def materialised(self) -> object:
+        if self._cached is None:
+            self._cached = self.explicit()  # type: ignore[operator]
+        return self._cached
+
+
+@dataclass(frozen=True, eq=False)
+class WindowBlocks:
+    """Blocks of a Window, one per row: row v is ``cols[g[v], r0[v]:+rows, c0[v]:+cols]`` (a
+    matmul vertex's operand block of an im2col view)."""
+
+    window: Window
+    g: np.ndarray
+    r0: np.ndarray
+    c0: np.ndarray
+    rows: int
+    cols: int
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (int(self.g.size), self.rows, self.cols)
+
+    @property
+    def size(self) -> int:
+        return int(self.g.size) * self.rows * self.cols

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profiler.layout import Affine, Blocks
+from profiler.layout import Affine, Blocks, WindowBlocks
 from profiler.tensor import Tensor
 
 
@@ -24,6 +24,12 @@ class Regions:
     start: np.ndarray  # int64
     length: np.ndarray  # int64
     owner: np.ndarray  # int64: the vertex (row of the field's leading dimension)
+
+    # reads of a per-tile pad constant (convolution padding): runs of global elements of the input
+    # whose tiles' pad elements are read (pad element of tile t: pad_first + t * pad_step)
+    pad: Regions | None = None
+    pad_first: int = 0
+    pad_step: int = 1
 
     @property
     def count(self) -> int:
@@ -56,38 +62,59 @@ def _grid(offsets: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...])
     return out
 
 
-def field_regions(t: Tensor, base: int | np.ndarray) -> Regions:
-    """Regions of field ``t`` (leading dimension = vertices); ``base`` maps a variable's element to
-    its global id: an int (one variable) or the per-variable base array."""
+def field_regions(t: Tensor, base: np.ndarray) -> Regions:
+    """Regions of field ``t`` (leading dimension = vertices); ``base[v]`` is the global id of
+    variable v's first element."""
     lay = t._lay
+    if isinstance(lay, WindowBlocks):
+        found = window_regions(lay, base)
+        if found is not None:
+            return found
+        t = t._explicit()
+        lay = t._lay
     if isinstance(lay, Affine | Blocks):
         if isinstance(lay, Affine):
             offsets = lay.offset + np.arange(lay.shape[0], dtype=np.int64) * lay.strides[0]
             inner_shape, inner_strides = lay.shape[1:], lay.strides[1:]
         else:
             offsets, inner_shape, inner_strides = lay.offsets, lay.inner.shape, lay.inner.strides
+        # a field is a set of elements to the exchange: walk the block's dims by decreasing stride so
+        # the stride-1 dim (if any) makes the runs, whatever the view's order (a transposed weight)
+        dims = sorted(((n, st) for n, st in zip(inner_shape, inner_strides, strict=True) if n != 1),
+                      key=lambda d: -abs(d[1]))  # fmt: skip
+        inner_shape, inner_strides = tuple(d[0] for d in dims), tuple(d[1] for d in dims)
         k, run = _runs(inner_shape, inner_strides)
         v = offsets.size
         if v == 0 or run == 0 or 0 in inner_shape:
             return Regions(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
         starts = _grid(offsets, inner_shape[:k], inner_strides[:k])
         per = starts.shape[1]
-        start = starts.reshape(-1) + int(base if np.ndim(base) == 0 else base[t._var])
+        start = starts.reshape(-1) + int(base[t._var])
         owner = np.repeat(np.arange(v, dtype=np.int64), per)
         return Regions(start, np.full(start.size, run, dtype=np.int64), owner)
-    # explicit indices: runs of consecutive elements within a row
+    # explicit indices: runs of consecutive elements within a row, along the last axis or, when that
+    # gives fewer runs (an im2col block read down its rows), along the second (a field is a set of
+    # elements to the exchange: the order within a row does not matter)
     v = t.shape[0] if t.rank else 0
     var_ids, idx = t.elements()
-    gid = (np.asarray(base)[var_ids] if np.ndim(base) else int(base)) + idx.astype(np.int64)
+    gid = base[var_ids] + idx.astype(np.int64)
     if gid.size == 0:
         return Regions(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
-    per = gid.size // max(v, 1)
+    best = _explicit_runs(gid, v)
+    if t.rank >= 3 and best[0].size * 2 > gid.size:
+        alt = _explicit_runs(np.moveaxis(gid.reshape(t.shape), 1, -1).reshape(-1), v)
+        best = alt if alt[0].size < best[0].size else best
+    return Regions(*best)
+
+
+def _explicit_runs(gid: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    per = gid.size // max(rows, 1)
     brk = np.ones(gid.size, dtype=bool)
-    brk[1:] = gid[1:] != gid[:-1] + 1
+    np.not_equal(gid[1:], gid[:-1] + 1, out=brk[1:])
     brk[::per] = True
     first = np.flatnonzero(brk)
     length = np.diff(np.append(first, gid.size))
-    return Regions(gid[first], length.astype(np.int64), first // per)
+    return gid[first], length.astype(np.int64), first // per
 
 
 def union_length(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -113,3 +140,75 @@ def canonical(start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.nda
     first = np.flatnonzero(new)
     last = np.append(first[1:], s.size) - 1
     return s[first], covered[last]
+
+
+def window_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
+    """Regions of blocks of a convolution window without an index per element: runs along the
+    output row (stride 1) or along the kernel row (dilation 1) of contiguous input rows, each split
+    into the part inside the input and the padding around it. None when neither runs (the caller
+    then uses the explicit form)."""
+    w = lay.window
+    x = w.x
+    bsz, c, h, wd = x.shape
+    s_b, s_c, s_h, s_w = x.strides
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw), (ho, wo) = w.kernel, w.stride, w.padding, w.dilation, w.out
+    cg = c // w.groups
+    v = lay.g.size
+    ms, ks = lay.rows, lay.cols
+    if v == 0 or ms == 0 or ks == 0:
+        return None
+    vid = np.arange(v, dtype=np.int64)
+    if sw == 1 and s_w == 1:  # runs along the output row: segments of the block's rows within one (b, oh)
+        q0, q1 = lay.r0 // wo, (lay.r0 + ms - 1) // wo
+        nseg = q1 - q0 + 1
+        sv = np.repeat(vid, nseg)
+        q = np.repeat(q0, nseg) + (np.arange(sv.size) - np.repeat(np.cumsum(nseg) - nseg, nseg))
+        lo = np.maximum(lay.r0[sv], q * wo) - q * wo
+        hi = np.minimum(lay.r0[sv] + ms, (q + 1) * wo) - q * wo
+        kk = lay.c0[sv][:, None] + np.arange(ks)  # [segments, ks]
+        j = kk % kw
+        b_, oh = (q // ho)[:, None], (q % ho)[:, None]
+        ch, i = lay.g[sv][:, None] * cg + kk // (kh * kw), (kk // kw) % kh
+        w_lo = lo[:, None] + j * dw - pw
+        w_hi = (hi - 1)[:, None] + j * dw - pw + 1
+        owner = np.broadcast_to(sv[:, None], kk.shape)
+    elif dw == 1 and s_w == 1:  # runs along the kernel row: each output position, segments of (c, i)
+        e0, e1 = lay.c0 // kw, (lay.c0 + ks - 1) // kw
+        nseg = e1 - e0 + 1
+        sv = np.repeat(vid, nseg)
+        e = np.repeat(e0, nseg) + (np.arange(sv.size) - np.repeat(np.cumsum(nseg) - nseg, nseg))
+        lo = np.maximum(lay.c0[sv], e * kw) - e * kw
+        hi = np.minimum(lay.c0[sv] + ks, (e + 1) * kw) - e * kw
+        r = lay.r0[sv][:, None] + np.arange(ms)  # [segments, ms]
+        b_, oh, ow = r // (ho * wo), (r // wo) % ho, r % wo
+        ch, i = lay.g[sv][:, None] * cg + (e // kh)[:, None], (e % kh)[:, None]
+        w_lo = ow * sw + lo[:, None] - pw
+        w_hi = ow * sw + (hi - 1)[:, None] - pw + 1
+        owner = np.broadcast_to(sv[:, None], r.shape)
+    else:
+        return None
+    hh = oh * sh + i * dh - ph
+    row = x.offset + int(base[w.x_var]) + b_ * s_b + ch * s_c  # global id of x[b, ch, 0, 0]
+    row, hh, w_lo, w_hi, owner = (np.broadcast_to(a, owner.shape).reshape(-1) for a in (row, hh, w_lo, w_hi, owner))
+    h_in = (hh >= 0) & (hh < h)
+    hc = np.clip(hh, 0, h - 1)
+    wa, wb = np.clip(w_lo, 0, wd), np.clip(w_hi, 0, wd)
+    inside = h_in & (wb > wa)
+    start = (row + hh * s_h + wa)[inside]
+    regions = Regions(start, (wb - wa)[inside], owner[inside])
+    if not (ph or pw):
+        return regions
+    # padding reads the pad element of the tile of each nearest input element: a padding row's
+    # nearest elements are the clipped input row; left/right padding's the row's first/last element
+    first, last = np.clip(w_lo, 0, wd - 1), np.clip(w_hi - 1, 0, wd - 1)
+    out_row = ~h_in
+    left = h_in & (w_lo < 0)
+    right = h_in & (w_hi > wd)
+    rc = row + hc * s_h
+    pad_start = np.concatenate([(rc + first)[out_row], rc[left], (rc + wd - 1)[right]])
+    pad_len = np.concatenate([(last - first + 1)[out_row], np.ones(int(left.sum()) + int(right.sum()), np.int64)])
+    pad_owner = np.concatenate([owner[out_row], owner[left], owner[right]])
+    regions.pad = Regions(pad_start, pad_len, pad_owner)
+    regions.pad_first = int(base[w.pad_var]) + w.pad.offset  # type: ignore[union-attr]
+    regions.pad_step = w.pad.strides[0]  # type: ignore[union-attr]
+    return regions

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from profiler.layout import Affine, Blocks
+from profiler.layout import Affine, Blocks, Window, WindowBlocks
 
 if TYPE_CHECKING:
     from profiler.graph import Graph
@@ -44,6 +44,21 @@ class Tensor:
         self.dtype = dtype
 
     @property
+    def structured(self) -> bool:
+        """A convolution window (or blocks of one): held by its geometry, see profiler.layout.Window."""
+        return isinstance(self._lay, Window | WindowBlocks)
+
+    def _explicit(self) -> Tensor:
+        """The same view with an index per element (windows materialise on first use)."""
+        lay = self._lay
+        if isinstance(lay, Window):
+            return lay.materialised()  # type: ignore[return-value]
+        if isinstance(lay, WindowBlocks):
+            w = lay.window.materialised()
+            return w.blocks([lay.g, lay.r0, lay.c0], (1, lay.rows, lay.cols), drop=(0,))  # type: ignore[attr-defined]
+        return self
+
+    @property
     def affine(self) -> Affine | None:
         """The view's affine layout (one variable, regular strides), or None."""
         return self._lay if isinstance(self._lay, Affine) else None
@@ -53,6 +68,8 @@ class Tensor:
         """Flat element index of every element (materialised for an affine view: per-element paths only)."""
         if isinstance(self._lay, np.ndarray):
             return self._lay
+        if self.structured:
+            return self._explicit()._idx
         var = self.graph.variables[self._var]  # type: ignore[index]
         return self._lay.indices(index_dtype(var.numel))
 
@@ -81,23 +98,33 @@ class Tensor:
 
     # -- elements ------------------------------------------------------------------------
     def variable_ids(self) -> list[int]:
+        if self.structured:
+            w = self._lay.window if isinstance(self._lay, WindowBlocks) else self._lay
+            return sorted({w.x_var} | ({w.pad_var} if w.pad_var >= 0 else set()))  # type: ignore[union-attr]
         if isinstance(self._var, int):
             return [self._var]
         return [int(v) for v in np.unique(self._var)]
 
     def elements(self) -> tuple[np.ndarray, np.ndarray]:
         """(variable id, flat element index) of every element, flattened in row-major order."""
+        if self.structured:
+            return self._explicit().elements()
         idx = self._idx.reshape(-1)
         if isinstance(self._var, int):
             return np.full(idx.size, self._var, dtype=np.int32), idx
         return self._var.reshape(-1), idx
 
     def single_variable(self) -> int | None:
+        if self.structured:
+            ids = self.variable_ids()
+            return ids[0] if len(ids) == 1 else None
         return self._var if isinstance(self._var, int) else None
 
     # -- views ---------------------------------------------------------------------------
     def _apply(self, fn: Callable[[np.ndarray], np.ndarray]) -> Tensor:
         """A view by a numpy function of the index array (the explicit path)."""
+        if self.structured:
+            return self._explicit()._apply(fn)
         idx = fn(self._idx)
         var = self._var if isinstance(self._var, int) else fn(self._var)
         return Tensor(self.graph, var, idx, self.dtype)
@@ -174,6 +201,11 @@ class Tensor:
         for d, (b, n) in enumerate(zip(begin, shape, strict=True)):
             if b.size and (b.min() < 0 or b.max() + n > self.shape[d]):
                 raise IndexError(f"{self!r}: a block of {n} from {int(b.max())} leaves dimension {d}")
+        if isinstance(self._lay, Window) and tuple(drop) == (0,) and shape[0] == 1:
+            lay = WindowBlocks(self._lay, begin[0], begin[1], begin[2], shape[1], shape[2])
+            return Tensor(self.graph, self._var, lay, self.dtype)
+        if self.structured:
+            return self._explicit().blocks(starts, shape, drop)
         aff = self.affine
         if aff is not None:
             offsets = aff.offset + sum((b * s for b, s in zip(begin, aff.strides, strict=True)), np.int64(0))
@@ -205,6 +237,7 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
         raise ValueError("concat: tensors must share a graph and an element type")
     if len(tensors) == 1:
         return first
+    tensors = [t._explicit() for t in tensors]
     try:
         idx = np.concatenate([t._idx for t in tensors], axis=axis)
     except ValueError as exc:
@@ -256,11 +289,16 @@ class Access:
     written through it; any other view is gathered and scattered by element index.
     """
 
-    __slots__ = ("shape", "dtype", "groups", "strided")
+    __slots__ = ("shape", "dtype", "groups", "strided", "window")
 
     def __init__(self, t: Tensor) -> None:
         self.shape = t.shape
         self.dtype = t.dtype
+        self.window = t._lay if isinstance(t._lay, Window) else None  # read by sliding windows (im2col)
+        if self.window is not None:
+            self.strided, self.groups = None, []
+            return
+        t = t._explicit()
         single = t.single_variable()
         self.strided: tuple[int, int, tuple[int, ...], bool] | None = None  # var, offset, byte strides, writable
         if single is not None:
@@ -290,6 +328,8 @@ class Access:
 
     def gather(self, state: list[np.ndarray]) -> np.ndarray:
         """The tensor's values: a read-only view of the state when strided, else a new array."""
+        if self.window is not None:
+            return im2col(self.window, state)
         if self.strided is not None:
             return self._view(state, writeable=False)
         # np.take(mode="clip") skips the per-element bounds check (the indices come from tensor views,
@@ -303,6 +343,8 @@ class Access:
         return out.reshape(self.shape)
 
     def scatter(self, state: list[np.ndarray], values: np.ndarray) -> None:
+        if self.window is not None:
+            raise ValueError("a convolution window view is read-only")
         if self.strided is not None and self.strided[3]:
             # numpy copies through a temporary when ``values`` overlaps the destination
             self._view(state, writeable=True)[...] = np.asarray(values).reshape(self.shape)
@@ -310,3 +352,22 @@ class Access:
         flat = np.asarray(values).reshape(-1)
         for var, pos, idx in self.groups:
             state[var][idx] = flat if pos is None else flat[pos]
+
+
+def im2col(w: Window, state: list[np.ndarray]) -> np.ndarray:
+    """The values of a Window view: the input padded with the pad constant, read through sliding
+    windows (numpy strides, no index array), in the view's [G, B*Ho*Wo, C/G*kh*kw] order."""
+    x = state[w.x_var]
+    xv = np.lib.stride_tricks.as_strided(
+        x[w.x.offset :], w.x.shape, tuple(st * x.itemsize for st in w.x.strides), writeable=False
+    )
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw), (ho, wo) = w.kernel, w.stride, w.padding, w.dilation, w.out
+    if ph or pw:
+        fill = state[w.pad_var][w.pad.offset] if w.pad is not None else 0  # every pad element holds the constant
+        xv = np.pad(xv, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=fill)
+    win = np.lib.stride_tricks.sliding_window_view(xv, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(2, 3))
+    win = win[:, :, : (ho - 1) * sh + 1 : sh, : (wo - 1) * sw + 1 : sw, ::dh, ::dw]  # [B, C, Ho, Wo, kh, kw]
+    b, c = xv.shape[:2]
+    g = w.groups
+    win = win.reshape(b, g, c // g, ho, wo, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)
+    return np.ascontiguousarray(win).reshape(g, b * ho * wo, c // g * kh * kw)

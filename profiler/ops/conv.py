@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from profiler import layout
 from profiler.graph import Graph
 from profiler.ops import elementwise as ew
 from profiler.ops.codelets import map_codelet
@@ -111,6 +112,31 @@ def _check_conv(x: Tensor, w: Tensor, groups: int) -> None:
                       f"do not match weights {w.shape}")  # fmt: skip
 
 
+def _window_view(
+    graph: Graph, x: Tensor, kernel: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
+    dilation: tuple[int, int], groups: int,
+) -> Tensor:  # fmt: skip
+    """The im2col view of ``x`` as a Window (its geometry, no index per element) when ``x`` is an
+    affine view; else the explicit view ``_cols`` builds."""
+
+    def explicit() -> Tensor:
+        return _cols(graph, x, window(x.shape, kernel, stride, padding, dilation, "conv2d"), groups)
+
+    aff = x.affine
+    if aff is None:
+        return explicit()
+    b, c, h, w = x.shape
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    ho = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    wo = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    if ho < 1 or wo < 1 or min(sh, sw, dh, dw) < 1:
+        return explicit()  # its one-line error
+    pad = constant_per_tile(graph, x.dtype, 0.0) if ph or pw else None
+    lay = layout.Window(aff, x.single_variable(), groups, kernel, stride, padding, dilation, (ho, wo),  # type: ignore[arg-type]
+                 -1 if pad is None else pad.single_variable(), None if pad is None else pad.affine, explicit)  # fmt: skip
+    return Tensor(graph, x.single_variable(), lay, x.dtype)  # type: ignore[arg-type]
+
+
 @op("Conv")
 def conv2d(
     graph: Graph,
@@ -126,15 +152,25 @@ def conv2d(
 ) -> Tensor:
     """y[B, Cout, Ho, Wo] = conv(x[B, C, H, W], w[Cout, C/groups, kh, kw]) (no bias)."""
     _check_conv(x, w, groups)
-    win = window(x.shape, w.shape[2:], _pair(stride), _pair(padding), _pair(dilation), "conv2d")
+    cols = _window_view(graph, x, _pair(w.shape[2:]), _pair(stride), _pair(padding), _pair(dilation), groups)
     set_attributes(graph, {"conv": {"stride": _pair(stride), "padding": _pair(padding), "dilation": _pair(dilation),
                                     "groups": groups, "kernel": list(w.shape[2:]), "input": list(x.shape)}})  # fmt: skip
-    y = matmul(graph, _cols(graph, x, win, groups), _weights(w, groups), prog, partials_dtype=partials_dtype,
+    y = matmul(graph, cols, _weights(w, groups), prog, partials_dtype=partials_dtype,
                available_memory_proportion=available_memory_proportion, debug_name="conv matmul")  # fmt: skip
+
     # the plan (splits, vertex type) also on the conv's own context, where the Operations view looks
     plan = json.loads(next(c for c in reversed(graph.debug_contexts) if c.op_type == "MatMul").attributes)
     set_attributes(graph, {"plan": plan})
-    return _out_view(y, win.batch, win.out_h, win.out_w)
+    return _out_view(y, x.shape[0], *_out_hw(x.shape, w.shape[2:], stride, padding, dilation))
+
+
+def _out_hw(
+    shape: tuple[int, ...], kernel: tuple[int, ...], stride: object, padding: object, dilation: object
+) -> tuple[int, int]:
+    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)  # type: ignore[arg-type]
+    h, w = shape[2:]
+    kh, kw = kernel
+    return (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
 
 
 def _scatter_add(

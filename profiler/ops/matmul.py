@@ -321,9 +321,12 @@ def _add_kernel(
     for length in np.unique(kl):
         blocks = np.flatnonzero(kl == length)
         kb, nb = int(length), blocks.size
-        cols = (k0[blocks][:, None] + np.arange(kb)).reshape(-1)  # [blocks * kb]
-        av = a[:, :, cols].reshape(G, M, nb, kb).transpose(0, 2, 1, 3).reshape(G * nb, M, kb)
-        bv = b[:, cols, :].reshape(G, nb, kb, N).reshape(G * nb, kb, N)
+        if nb == 1 and kb == K:  # the whole operands (kept as views: a convolution window stays one)
+            av, bv = a, b
+        else:
+            cols = (k0[blocks][:, None] + np.arange(kb)).reshape(-1)  # [blocks * kb]
+            av = a[:, :, cols].reshape(G, M, nb, kb).transpose(0, 2, 1, 3).reshape(G * nb, M, kb)
+            bv = b[:, cols, :].reshape(G, nb, kb, N).reshape(G * nb, kb, N)
         ov = dest[blocks].transpose(1, 0, 2, 3) if split_k else dest.expand(1)  # [G, nb, M, N]
         graph.add_kernel(cs, codelet, {"a": av, "b": bv, "out": ov.reshape(G * nb, M, N)})
 
