@@ -238,3 +238,43 @@ class WindowBlocks:
     @property
     def size(self) -> int:
         return int(self.g.size) * self.rows * self.cols
+
+
+@dataclass(frozen=True, eq=False)
+class Runs:
+    """Rows of runs of consecutive elements of one variable (a vertex field over whatever its tile
+    holds, as Poplar connects a field to a list of regions): row v is the runs
+    ``[row_first[v], row_first[v + 1])`` laid end to end, ``width`` elements in all."""
+
+    start: np.ndarray  # int64, one per run
+    length: np.ndarray  # int64, one per run
+    row_first: np.ndarray  # int64, one per row + 1
+    width: int
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (int(self.row_first.size) - 1, self.width)
+
+    @property
+    def size(self) -> int:
+        return (int(self.row_first.size) - 1) * self.width
+
+    def indices(self, dtype: np.dtype | type = np.int64) -> np.ndarray:
+        total = int(self.length.sum())
+        idx = np.repeat((self.start - (np.cumsum(self.length) - self.length)).astype(dtype), self.length)
+        idx += np.arange(total, dtype=dtype)
+        return idx.reshape(self.shape)
+
+    @staticmethod
+    def encode(idx: np.ndarray) -> Runs:
+        """The runs of a [rows, width] index array (each row cut where its indices stop being consecutive)."""
+        rows, width = idx.shape
+        flat = idx.reshape(-1).astype(np.int64, copy=False)
+        brk = np.ones(flat.size, dtype=bool)
+        np.not_equal(flat[1:], flat[:-1] + 1, out=brk[1:])
+        if width:
+            brk[::width] = True
+        first = np.flatnonzero(brk)
+        length = np.diff(np.append(first, flat.size))
+        row_first = np.searchsorted(first, np.arange(rows + 1) * width)
+        return Runs(flat[first], length.astype(np.int64), row_first.astype(np.int64), width)

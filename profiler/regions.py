@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profiler.layout import Affine, Blocks, WindowBlocks
+from profiler.layout import Affine, Blocks, Runs, WindowBlocks
 from profiler.tensor import Tensor
 
 
@@ -66,6 +66,10 @@ def field_regions(t: Tensor, base: np.ndarray) -> Regions:
     """Regions of field ``t`` (leading dimension = vertices); ``base[v]`` is the global id of
     variable v's first element."""
     lay = t._lay
+    if isinstance(lay, Runs):
+        per_row = np.diff(lay.row_first)
+        owner = np.repeat(np.arange(per_row.size, dtype=np.int64), per_row)
+        return Regions(lay.start + int(base[t._var]), lay.length.copy(), owner)
     if isinstance(lay, WindowBlocks):
         found = window_regions(lay, base)
         if found is not None:

@@ -13,10 +13,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from profiler.layout import Affine, Blocks, Window, WindowBlocks
+from profiler.layout import Affine, Blocks, Runs, Window, WindowBlocks
 
 if TYPE_CHECKING:
     from profiler.graph import Graph
+
+
+# A [rows, width] field is kept as runs (profiler.layout.Runs) when its runs average at least this
+# many elements: two int64 per run against one index per element.
+RUNS_WORTH_IT = 4
 
 
 def index_dtype(numel: int) -> np.dtype:
@@ -139,13 +144,14 @@ class Tensor:
 
     def __getitem__(self, key: object) -> Tensor:
         aff = self.affine
-        if aff is not None and len(aff.shape) == 1 and isinstance(key, np.ndarray) and key.ndim == 2 and key.size:
-            # rows of consecutive elements of a flat view (a vertex per row): blocks, not an index each
-            k = key.astype(np.int64, copy=False)
-            if k.dtype.kind in "iu" and (k.shape[1] == 1 or (np.diff(k, axis=1) == 1).all()):
-                first = k[:, 0]
-                if first.min() >= 0 and first.max() + k.shape[1] <= aff.shape[0]:
-                    return self.blocks([first], (k.shape[1],))
+        if aff is not None and len(aff.shape) == 1 and isinstance(key, np.ndarray) and key.ndim >= 2 and key.size:
+            rows = _regular_rows(key, aff)
+            if rows is not None:  # the same pattern in every row (a vertex per row): blocks, not an index each
+                return Tensor(self.graph, self._var, rows, self.dtype)
+            if key.ndim == 2 and key.dtype.kind in "iu" and key.min() >= 0 and key.max() < aff.shape[0]:
+                runs = Runs.encode(aff.offset + key.astype(np.int64) * aff.strides[0])
+                if runs.start.size * RUNS_WORTH_IT <= key.size:  # rows of a few long runs: kept as runs
+                    return Tensor(self.graph, self._var, runs, self.dtype)
         try:
             return self._view(lambda a: a.getitem(key), lambda a: np.asarray(a[key]))  # type: ignore[index]
         except IndexError as exc:
@@ -164,6 +170,11 @@ class Tensor:
     def reshape(self, *shape: int | Sequence[int]) -> Tensor:
         new = tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], int) else shape
         try:
+            aff = self.affine
+            if aff is not None and aff.reshape(new) is None:  # type: ignore[arg-type]
+                rows = _merged_rows(aff, new)  # type: ignore[arg-type]
+                if rows is not None:
+                    return Tensor(self.graph, self._var, rows, self.dtype)
             return self._view(lambda a: a.reshape(new), lambda a: a.reshape(new))  # type: ignore[arg-type]
         except ValueError:
             raise ValueError(f"{self!r}: cannot reshape {self.shape} to {new}") from None
@@ -206,12 +217,24 @@ class Tensor:
             return Tensor(self.graph, self._var, lay, self.dtype)
         if self.structured:
             return self._explicit().blocks(starts, shape, drop)
+        if isinstance(self._lay, Blocks):  # blocks of blocks: the row picks an offset, the rest is affine
+            lay, inner = self._lay, self._lay.inner
+            offsets = lay.offsets[begin[0]] + sum((b * st for b, st in zip(begin[1:], inner.strides, strict=True)),
+                                                  np.int64(0))  # fmt: skip
+            strides = (0,) + inner.strides  # a block's row dim has length 1 here when it is dropped
+            if shape[0] != 1 or 0 not in drop:
+                return self._explicit_blocks(begin, shape, kept)
+            inner2 = Affine(0, tuple(shape[d] for d in kept), tuple(strides[d] for d in kept))
+            return Tensor(self.graph, self._var, Blocks(np.asarray(offsets, dtype=np.int64), inner2), self.dtype)
         aff = self.affine
         if aff is not None:
             offsets = aff.offset + sum((b * s for b, s in zip(begin, aff.strides, strict=True)), np.int64(0))
             offsets = np.broadcast_to(offsets, begin[0].shape).astype(np.int64)
             inner = Affine(0, tuple(shape[d] for d in kept), tuple(aff.strides[d] for d in kept))
             return Tensor(self.graph, self._var, Blocks(offsets, inner), self.dtype)
+        return self._explicit_blocks(begin, shape, kept)
+
+    def _explicit_blocks(self, begin: list[np.ndarray], shape: tuple[int, ...], kept: list[int]) -> Tensor:
         grid = np.ix_(*(np.arange(n) for n in shape))
         index = tuple(b.reshape((-1,) + (1,) * len(shape)) + g[None] for b, g in zip(begin, grid, strict=True))
         out_shape = (begin[0].size,) + tuple(shape[d] for d in kept)
@@ -226,6 +249,41 @@ class Tensor:
             return rep.reshape(a.shape[:d] + (n * a.shape[d],) + a.shape[d + 1 :])
 
         return self._view(affine, lambda a: np.concatenate([a] * n, axis=dim))
+
+
+def _regular_rows(key: np.ndarray, aff: Affine) -> Blocks | None:
+    """Blocks for ``flat_view[key]`` when every row of ``key`` is its first element plus one shared
+    affine pattern (vertex fields over regular groups); None otherwise. Checked in one pass."""
+    if key.dtype.kind not in "iu":
+        return None
+    k = key.astype(np.int64, copy=False)
+    first = k.reshape(k.shape[0], -1)[:, 0]
+    if first.min() < 0:
+        return None
+    pattern = k[0] - first[0]
+    layout = strided_layout(pattern) if pattern.size > 1 else (0, (0,) * pattern.ndim)
+    if layout is None or not np.array_equal(
+        k - first.reshape((-1,) + (1,) * pattern.ndim), np.broadcast_to(pattern, k.shape)
+    ):
+        return None
+    span = int(first.max()) + sum((n - 1) * st for n, st in zip(pattern.shape, layout[1], strict=True))
+    if span >= aff.shape[0]:
+        return None
+    s = aff.strides[0]
+    return Blocks(aff.offset + first * s, Affine(0, pattern.shape, tuple(st * s for st in layout[1])))
+
+
+def _merged_rows(aff: Affine, new: tuple[int, ...]) -> Blocks | None:
+    """Blocks for a reshape that merges leading dims numpy could not merge without a copy (heads of
+    a transposed projection, say): one offset per merged row, the trailing dims kept affine."""
+    new = tuple(int(n) for n in new)
+    if not new or -1 in new[1:]:
+        return None
+    for p in range(2, len(aff.shape)):
+        if aff.shape[p:] == new[1:] and new[0] in (-1, int(np.prod(aff.shape[:p], dtype=np.int64))):
+            lead = Affine(aff.offset, aff.shape[:p], aff.strides[:p]).indices(np.int64).reshape(-1)
+            return Blocks(lead, Affine(0, aff.shape[p:], aff.strides[p:]))
+    return None
 
 
 def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:

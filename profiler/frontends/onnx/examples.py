@@ -92,11 +92,13 @@ def resnet(
 
 
 def bert_layer(
-    seq: int = 128, hidden: int = 768, heads: int = 12, ff: int = 3072, batch: int | str = "N", seed: int = 0
-) -> onnx.ModelProto:
-    """One post-norm BERT encoder layer (BERT-base by default) as exported by PyTorch at opset 17:
-    Q/K/V projections, scaled dot-product attention with Softmax, output projection, residual +
-    LayerNormalization, a GELU (Erf form) feed-forward, residual + LayerNormalization."""
+    seq: int = 128, hidden: int = 768, heads: int = 12, ff: int = 3072, batch: int | str = "N", seed: int = 0,
+    layers: int = 1,
+) -> onnx.ModelProto:  # fmt: skip
+    """Post-norm BERT encoder layers (one BERT-base layer by default; ``layers=12`` is BERT-base's
+    encoder) as exported by PyTorch at opset 17: Q/K/V projections, scaled dot-product attention with
+    Softmax, output projection, residual + LayerNormalization, a GELU (Erf form) feed-forward,
+    residual + LayerNormalization."""
     net = _Net(seed)
     dh = hidden // heads
 
@@ -118,26 +120,38 @@ def bert_layer(
     def heads_of(x: str, p: str, perm: list[int]) -> str:
         return net.node("Transpose", [net.node("Reshape", [x, split_shape], f"{p}_split")], f"{p}_heads", perm=perm)
 
-    q = heads_of(dense("input", hidden, hidden, "query"), "query", [0, 2, 1, 3])  # [B, H, S, dh]
-    k = heads_of(dense("input", hidden, hidden, "key"), "key", [0, 2, 3, 1])  # [B, H, dh, S]
-    v = heads_of(dense("input", hidden, hidden, "value"), "value", [0, 2, 1, 3])
-    scale = net.weight("scale", np.array(np.sqrt(dh)))
+    consts: dict[str, str] = {}  # scalars shared by the layers, made where the first layer uses them
+
+    def const(name: str, value: float) -> str:
+        if name not in consts:
+            consts[name] = net.weight(name, np.array(value))
+        return consts[name]
+
+    x = "input"
+    for _ in range(layers):
+        x = _bert_encoder(net, x, hidden, ff, dh, dense, layer_norm, heads_of, const, merge_shape)
+    inp = helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, seq, hidden])
+    return net.model("bert_layer", [inp], "output", [batch, seq, hidden])
+
+
+def _bert_encoder(net: _Net, x: str, hidden: int, ff: int, dh: int, dense, layer_norm, heads_of, const,  # type: ignore[no-untyped-def]
+                  merge_shape: str) -> str:  # fmt: skip
+    q = heads_of(dense(x, hidden, hidden, "query"), "query", [0, 2, 1, 3])  # [B, H, S, dh]
+    k = heads_of(dense(x, hidden, hidden, "key"), "key", [0, 2, 3, 1])  # [B, H, dh, S]
+    v = heads_of(dense(x, hidden, hidden, "value"), "value", [0, 2, 1, 3])
+    scale = const("scale", np.sqrt(dh))
     scores = net.node("Div", [net.node("MatMul", [q, k], "scores"), scale], "scaled_scores")
     probs = net.node("Softmax", [scores], "softmax", axis=-1)
     ctx = net.node("Transpose", [net.node("MatMul", [probs, v], "context")], "context_heads", perm=[0, 2, 1, 3])
     ctx = net.node("Reshape", [ctx, merge_shape], "context_merge")
-    attn = layer_norm(net.node("Add", [dense(ctx, hidden, hidden, "attn_out"), "input"], "attn_residual"), "attn_ln")
+    attn = layer_norm(net.node("Add", [dense(ctx, hidden, hidden, "attn_out"), x], "attn_residual"), "attn_ln")
     h = dense(attn, hidden, ff, "ff1")
-    sqrt2 = net.weight("sqrt2", np.array(np.sqrt(2.0)))
-    one = net.weight("one", np.array(1.0))
-    half = net.weight("half", np.array(0.5))
+    sqrt2, one, half = const("sqrt2", np.sqrt(2.0)), const("one", 1.0), const("half", 0.5)
     erf = net.node("Erf", [net.node("Div", [h, sqrt2], "gelu_div")], "gelu_erf")
     gelu = net.node("Mul", [net.node("Mul", [h, net.node("Add", [erf, one], "gelu_add")], "gelu_mul"), half],
                     "gelu")  # fmt: skip
     out = net.node("Add", [dense(gelu, ff, hidden, "ff2"), attn], "ff_residual")
-    layer_norm(out, "ff_ln")
-    inp = helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, seq, hidden])
-    return net.model("bert_layer", [inp], "output", [batch, seq, hidden])
+    return layer_norm(out, "ff_ln")
 
 
 def mlp(sizes: tuple[int, ...] = (784, 256, 128, 10), batch: int | str = "N", seed: int = 0) -> onnx.ModelProto:

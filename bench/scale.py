@@ -1,0 +1,151 @@
+"""Scale: host cost of real models at real batch sizes (import, compile, run, peak memory).
+
+For each model and batch, one child process (so each peak RSS is its own) imports the model,
+compiles it, uploads the weights, runs inference (best of --runs, every run captured), writes
+the report, and then runs the same inputs on onnxruntime; both at their default thread counts
+(what a user gets). Peak RSS is read twice in the child: after import + compile (tilescope's
+figure) and at the end. A case that stops (host memory, out of tile memory) prints why.
+
+    python bench/scale.py                                    # ResNet-50 at batch 1, 8, 32; BERT-base at 8
+    python bench/scale.py --models resnet50 --batches 1 2
+    python bench/scale.py --models bert --batches 8 --seq 128 --layers 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _rss_gib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # kB on Linux
+
+
+def child(model: str, batch: int, target_name: str, dtype: str, runs: int, image: int, seq: int, layers: int) -> dict:
+    sys.path.insert(0, str(ROOT))
+    import numpy as np
+
+    from profiler.frontends.onnx import Session, examples, import_model, load_model
+    from profiler.frontends.onnx.model import override_batch
+    from profiler.targets import get_target
+
+    onnx_model = examples.resnet(image=image) if model == "resnet50" else examples.bert_layer(seq=seq, layers=layers)
+    target = get_target(target_name)
+    out: dict = {"model": model, "batch": batch, "target": target_name, "dtype": dtype}
+    t0 = time.perf_counter()
+    imported = import_model(load_model(onnx_model), target, batch_size=batch, dtype=dtype)
+    out["import_s"] = time.perf_counter() - t0
+    report = Path(tempfile.mkdtemp(prefix="tilescope-scale-"))
+    try:
+        options = {"autoReport.all": "true", "autoReport.directory": str(report / "r"),
+                   "autoReport.executionProfileProgramRunCount": str(runs + 1)}  # fmt: skip
+        session = Session(imported, options, name="scale")
+        t0 = time.perf_counter()
+        session.compile()
+        out["compile_s"] = time.perf_counter() - t0
+        out["rss_import_compile_gib"] = _rss_gib()
+        if session.engine.out_of_memory:
+            out["stopped"] = "out of tile memory"
+            return out
+        session.upload_weights()
+        shape = [batch, *imported.inputs[0].shape[1:]]
+        feeds = {imported.inputs[0].name: np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
+        times = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            got = session.run(feeds)
+            times.append(time.perf_counter() - t0)
+        out["run_s"] = min(times)
+        out["cycles"] = session.cycles[-1]
+        out["samples_per_s"] = batch * target.clock_hz / session.cycles[-1]
+        t0 = time.perf_counter()
+        path = session.engine.write_report()
+        out["report_write_s"] = time.perf_counter() - t0
+        out["report_mib"] = sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) / 2**20
+        session.close()
+        del session
+        import onnxruntime as ort
+
+        fixed = override_batch(load_model(onnx_model), batch).SerializeToString()
+        sess = ort.InferenceSession(fixed, providers=["CPUExecutionProvider"])  # default threads
+        ort_feeds = {k: v.astype(np.float32) for k, v in feeds.items()}
+        best = float("inf")
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            want = sess.run(None, ort_feeds)[0]
+            best = min(best, time.perf_counter() - t0)
+        out["onnxruntime_run_s"] = best
+        g = next(iter(got.values())).astype(np.float32)
+        out["max_rel_error"] = float(np.abs(g - want).max() / max(float(np.abs(want).max()), 1e-30))
+    finally:
+        shutil.rmtree(report, ignore_errors=True)
+    out["rss_peak_gib"] = _rss_gib()
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", nargs="+", default=["resnet50", "bert"], choices=["resnet50", "bert"])
+    p.add_argument("--batches", nargs="+", type=int, help="default: 1 8 32 for ResNet-50, 8 for BERT")
+    p.add_argument("--target", default="C600")
+    p.add_argument("--dtype", default="float16", choices=["float16", "float32"])
+    p.add_argument("--runs", type=int, default=2, help="timed runs of each; the best is shown (default 2)")
+    p.add_argument("--image", type=int, default=224)
+    p.add_argument("--seq", type=int, default=384)
+    p.add_argument("--layers", type=int, default=12, help="BERT encoder layers (default 12: BERT-base)")
+    p.add_argument("--timeout", type=float, default=1800, help="seconds per case (default 1800)")
+    p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    p.add_argument("--child", nargs=2, metavar=("MODEL", "BATCH"), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        row = child(args.child[0], int(args.child[1]), args.target, args.dtype, args.runs, args.image, args.seq,
+                    args.layers)  # fmt: skip
+        print("ROW " + json.dumps(row))
+        return 0
+    os.environ.pop("POPLAR_ENGINE_OPTIONS", None)  # the bench sets its own options
+    rows = []
+    header = (f"{'case':28} {'import s':>8} {'compile s':>9} {'RSS i+c':>8} {'run s':>8} {'ort s':>7} {'ratio':>6} "
+              f"{'RSS peak':>8} {'report':>8} {'samples/s':>10}")  # fmt: skip
+    print(header)
+    for model in args.models:
+        for batch in args.batches or ([1, 8, 32] if model == "resnet50" else [8]):
+            name = f"{model} b{batch} {args.dtype} {args.target}"
+            cmd = [sys.executable, __file__, "--child", model, str(batch), "--target", args.target, "--dtype",
+                   args.dtype, "--runs", str(args.runs), "--image", str(args.image), "--seq", str(args.seq),
+                   "--layers", str(args.layers)]  # fmt: skip
+            try:
+                done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+            except subprocess.TimeoutExpired:
+                print(f"{name:28} stopped: over {args.timeout:.0f} s")
+                continue
+            line = next((x for x in done.stdout.splitlines() if x.startswith("ROW ")), None)
+            if line is None:
+                why = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                print(f"{name:28} stopped: {why[:100]}")
+                continue
+            r = json.loads(line[4:])
+            rows.append(r)
+            if "run_s" not in r:
+                print(f"{name:28} {r['import_s']:8.1f} {r['compile_s']:9.1f} {r['rss_import_compile_gib']:7.2f}G "
+                      f"stopped: {r.get('stopped', '?')}")  # fmt: skip
+                continue
+            print(f"{name:28} {r['import_s']:8.1f} {r['compile_s']:9.1f} {r['rss_import_compile_gib']:7.2f}G "
+                  f"{r['run_s']:8.3f} {r['onnxruntime_run_s']:7.3f} {r['run_s'] / r['onnxruntime_run_s']:6.1f} "
+                  f"{r['rss_peak_gib']:7.2f}G {r['report_mib']:7.1f}M {r['samples_per_s']:10,.0f}")  # fmt: skip
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
