@@ -1,0 +1,190 @@
+"""Tensor layouts (profiler.layout) and field regions (profiler.regions), each checked against plain
+numpy indexing of an index array written separately: a view held as a few integers must select
+exactly the elements numpy's own view selects, and its regions must cover exactly those elements."""
+
+import numpy as np
+import pytest
+
+from profiler import Graph, ipu_model
+from profiler.layout import Affine, Blocks, Runs, Window, WindowBlocks
+from profiler.regions import canonical, field_regions, union_length
+from profiler.tensor import Access
+
+
+def _graph(tiles: int = 8) -> Graph:
+    return Graph(ipu_model(tiles_per_ipu=tiles))
+
+
+VIEWS = [
+    lambda a: a[1:, ::2],
+    lambda a: a[::-1, 2],
+    lambda a: a.T,
+    lambda a: a.transpose(1, 0, 2),
+    lambda a: a.reshape(4, 15),
+    lambda a: a.reshape(-1),
+    lambda a: a[:, 1:3].reshape(8, 3),  # numpy cannot merge (4, 2) without a copy: one offset per row
+    lambda a: a[None, 1],
+    lambda a: a[..., 0],
+    lambda a: a[1:2].broadcast_to((4, 5, 3)),
+]
+
+
+@pytest.mark.parametrize("view", range(len(VIEWS)))
+def test_affine_views_select_what_numpy_selects(view: int) -> None:
+    g = _graph()
+    a = g.add_variable("float", [4, 5, 3], "a")
+    ref = np.arange(60).reshape(4, 5, 3)
+    t = VIEWS[view](a)
+    want = VIEWS[view](_NumpyView(ref)).arr
+    assert t.shape == want.shape
+    np.testing.assert_array_equal(t._idx, want)
+
+
+class _NumpyView:
+    """numpy's own views, spelled like Tensor's (the reference)."""
+
+    def __init__(self, arr: np.ndarray) -> None:
+        self.arr = arr
+
+    def __getitem__(self, key):  # type: ignore[no-untyped-def]
+        return _NumpyView(self.arr[key])
+
+    def reshape(self, *s):  # type: ignore[no-untyped-def]
+        return _NumpyView(self.arr.reshape(*s))
+
+    def transpose(self, *axes):  # type: ignore[no-untyped-def]
+        return _NumpyView(self.arr.transpose(*axes))
+
+    @property
+    def T(self):  # type: ignore[no-untyped-def]  # noqa: N802
+        return _NumpyView(self.arr.T)
+
+    def broadcast_to(self, shape):  # type: ignore[no-untyped-def]
+        return _NumpyView(np.broadcast_to(self.arr, shape))
+
+
+def test_variables_and_their_views_hold_no_index_per_element() -> None:
+    g = _graph()
+    a = g.add_variable("half", [1000, 1000], "big")
+    assert isinstance(a._lay, Affine) and isinstance(a.T[10:20]._lay, Affine)
+    assert a.T[10:20]._lay == Affine(10, (10, 1000), (1, 1000))
+
+
+def test_reshape_numpy_cannot_view_keeps_a_row_offset_each() -> None:
+    # heads of a projection: [B, S, H, dh] -> [B, H, S, dh] -> [B*H, S, dh]
+    g = _graph()
+    x = g.add_variable("float", [2, 3, 4, 5], "x")
+    t = x.transpose(0, 2, 1, 3).reshape(8, 3, 5)
+    assert isinstance(t._lay, Blocks) and t._lay.offsets.size == 8
+    np.testing.assert_array_equal(t._idx, np.arange(120).reshape(2, 3, 4, 5).transpose(0, 2, 1, 3).reshape(8, 3, 5))
+
+
+def test_blocks_select_each_rows_sub_block() -> None:
+    g = _graph()
+    a = g.add_variable("float", [3, 6, 7], "a")
+    ref = np.arange(126).reshape(3, 6, 7)
+    g0, r0, c0 = np.array([0, 2, 1]), np.array([0, 3, 4]), np.array([1, 0, 3])
+    for view, rv in ((a, ref), (a.transpose(0, 2, 1)[:, :6], ref.transpose(0, 2, 1)[:, :6])):
+        b = view.blocks([g0, r0, c0], (1, 2, 3), drop=(0,))
+        want = np.stack([rv[g, r : r + 2, c : c + 3] for g, r, c in zip(g0, r0, c0, strict=True)])
+        np.testing.assert_array_equal(b._idx, want)
+    with pytest.raises(IndexError):
+        a.blocks([g0, r0 + 4, c0], (1, 3, 3), drop=(0,))
+
+
+def test_fancy_rows_become_blocks_or_runs_with_the_same_elements() -> None:
+    g = _graph()
+    v = g.add_variable("float", [100], "v")
+    regular = np.array([[[0, 1, 2], [10, 11, 12]], [[40, 41, 42], [50, 51, 52]]])  # one affine pattern per row
+    ragged = np.array([[0, 1, 2, 3, 60, 61, 62, 63], [5, 6, 7, 8, 9, 10, 11, 30]])  # long runs, no pattern
+    scattered = np.array([[0, 7, 3, 9], [1, 8, 2, 4]])
+    assert isinstance(v[regular]._lay, Blocks)
+    assert isinstance(v[ragged]._lay, Runs)
+    assert isinstance(v[scattered]._lay, np.ndarray)
+    for key in (regular, ragged, scattered):
+        np.testing.assert_array_equal(v[key]._idx, key)
+        np.testing.assert_array_equal(v[2:][key]._idx, key + 2)
+
+
+def test_runs_encode_and_decode() -> None:
+    idx = np.array([[3, 4, 5, 9, 10], [11, 12, 0, 1, 2]])
+    r = Runs.encode(idx)
+    assert r.start.tolist() == [3, 9, 11, 0] and r.length.tolist() == [3, 2, 2, 3] and r.row_first.tolist() == [0, 2, 4]
+    np.testing.assert_array_equal(r.indices(), idx)
+
+
+def _element_sets(t, base):  # type: ignore[no-untyped-def]
+    """Per row, the set of global elements a field reads (the reference, from explicit indices)."""
+    var, idx = t.elements()
+    gid = (base[var] + idx.astype(np.int64)).reshape(t.shape[0], -1)
+    return [set(row.tolist()) for row in gid]
+
+
+def _region_sets(r, rows):  # type: ignore[no-untyped-def]
+    out = [set() for _ in range(rows)]
+    for s, n, o in zip(r.start.tolist(), r.length.tolist(), r.owner.tolist(), strict=True):
+        out[o] |= set(range(s, s + n))
+    return out
+
+
+def test_field_regions_cover_exactly_the_fields_elements() -> None:
+    g = _graph()
+    g.add_variable("float", [7], "other")  # so variable 1 does not start at global id 0
+    a = g.add_variable("float", [4, 6, 5], "a")
+    base = np.array([0, 7, 7 + 120])
+    fields = [
+        a.reshape(4, 30),
+        a.transpose(0, 2, 1),  # runs along the stride-1 dim, whatever the order
+        a.blocks([np.array([0, 3]), np.array([1, 2]), np.array([0, 2])], (1, 3, 3), drop=(0,)),
+        a.reshape(-1)[np.array([[0, 1, 2, 50, 51], [7, 8, 9, 10, 100]])],
+        a.reshape(-1)[np.array([[5, 1], [3, 3]])],
+    ]
+    for t in fields:
+        r = field_regions(t, base)
+        assert _region_sets(r, t.shape[0]) == _element_sets(t, base)
+
+
+@pytest.mark.parametrize(
+    "kernel,stride,padding,dilation,groups",
+    [((3, 3), (1, 1), (1, 1), (1, 1), 1), ((1, 1), (2, 2), (0, 0), (1, 1), 1), ((3, 3), (2, 2), (1, 1), (1, 1), 2),
+     ((3, 2), (1, 2), (2, 0), (2, 1), 1), ((2, 2), (2, 1), (0, 1), (1, 2), 1)],
+)  # fmt: skip
+def test_window_regions_match_the_explicit_im2col(kernel, stride, padding, dilation, groups) -> None:  # type: ignore[no-untyped-def]
+    from profiler import Sequence, ops
+    from profiler.ops import conv
+
+    g = _graph(8)
+    x = ops.add_mapped(g, "float", (2, 4, 7, 6), "x")
+    cols = conv._window_view(g, x, kernel, stride, padding, dilation, groups)
+    assert isinstance(cols._lay, Window)
+    gn, m, k = cols.shape
+    rng = np.random.default_rng(0)
+    v = 40
+    gi, r0, c0 = rng.integers(0, gn, v), rng.integers(0, m - 5, v), rng.integers(0, k - 3, v)
+    blocks = cols.blocks([gi, r0, c0], (1, 5, 3), drop=(0,))
+    assert isinstance(blocks._lay, WindowBlocks)
+    base = np.cumsum([0] + [var.numel for var in g.variables])
+    r = field_regions(blocks, base)
+    got = _region_sets(r, v)
+    # padding: the pad element of the tile holding each nearest input element
+    if r.pad is not None:
+        tiles = g.tile_of(x).astype(np.int64)
+        for s, n, o in zip(r.pad.start.tolist(), r.pad.length.tolist(), r.pad.owner.tolist(), strict=True):
+            got[o] |= {r.pad_first + int(tiles[e - base[x.single_variable()]]) * r.pad_step for e in range(s, s + n)}
+    explicit = cols._explicit().blocks([gi, r0, c0], (1, 5, 3), drop=(0,))
+    assert got == _element_sets(explicit, base)
+    # and the values a run reads through sliding windows are the explicit gather's
+    state = [np.arange(var.numel, dtype=np.float32) + 1000 * i for i, var in enumerate(g.variables)]
+    for var in g.variables:
+        if var.value is not None:
+            state[var.id] = var.value.astype(np.float32)
+    np.testing.assert_array_equal(Access(cols).gather(state), Access(cols._explicit()).gather(state))
+    _ = Sequence
+
+
+def test_union_length_and_canonical() -> None:
+    start = np.array([0, 2, 3, 10, 12])
+    end = np.array([5, 4, 7, 11, 13])
+    assert union_length(start, end).tolist() == [5, 0, 2, 1, 1]
+    s, e = canonical(np.array([10, 0, 3, 7]), np.array([2, 4, 2, 3]))
+    assert s.tolist() == [0, 7] and e.tolist() == [5, 12]
