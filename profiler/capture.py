@@ -39,12 +39,12 @@ def report_directory(engine: Engine, directory: str | None = None) -> Path:
     return base if k == 0 else base.with_name(f"{base.name}-engine{k}")
 
 
-def _leaf_stats(engine: Engine) -> dict[str, np.ndarray]:
-    """Per leaf and IPU: active tiles, balances, data in/out, FLOPs (static for a leaf)."""
+def _step_stats(engine: Engine) -> dict[str, np.ndarray]:
+    """Per step and IPU: active tiles, balances, data in/out, FLOPs (static for a step)."""
     c = engine.compiled
     t = engine.graph.target
-    nl, ni, tpi = len(c.leaves), t.num_ipus, t.tiles_per_ipu
-    cyc = np.stack([lf.tile_cycles for lf in c.leaves]).reshape(nl, ni, tpi) if nl else np.zeros((0, ni, tpi))
+    nl, ni, tpi = len(c.steps), t.num_ipus, t.tiles_per_ipu
+    cyc = np.stack([st.tile_cycles for st in c.steps]).reshape(nl, ni, tpi) if nl else np.zeros((0, ni, tpi))
     mx = cyc.max(axis=2)
     active = (cyc > 0).sum(axis=2)
     total = cyc.sum(axis=2)
@@ -54,8 +54,8 @@ def _leaf_stats(engine: Engine) -> dict[str, np.ndarray]:
 
     def per_ipu(attr: str) -> np.ndarray:
         out = np.zeros((nl, ni), dtype=np.int64)
-        for i, lf in enumerate(c.leaves):
-            v = getattr(lf, attr)
+        for i, st in enumerate(c.steps):
+            v = getattr(st, attr)
             if v is not None:
                 out[i] = v.reshape(ni, tpi).sum(axis=1)
         return out
@@ -96,7 +96,7 @@ def _graph_tables(engine: Engine, w: ReportWriter) -> None:
     n = t.num_tiles
     code_bytes, code_tiles, est = [], [], []
     for nd in c.nodes:
-        if nd.is_leaf:
+        if nd.is_step:
             xb = nd.code_bytes if nd.code_bytes is not None else np.zeros(n, np.int64)
             code_bytes.append(int(xb.sum()) + CONTROL_CODE_BYTES_PER_STEP * n)
             est.append(int(nd.tile_cycles.max()) if opts.include_cycle_estimates and n else 0)
@@ -153,17 +153,17 @@ def _graph_tables(engine: Engine, w: ReportWriter) -> None:
             "cycles": zeros(cat(lambda p: p.v_cycles)),
             "flops": cat(lambda p: p.v_flops) if opts.include_flop_estimates else cat(lambda p: p.v_flops) * 0,
         })  # fmt: skip
-    for lf in c.leaves:
-        if lf.bytes_in is None:
+    for st in c.steps:
+        if st.bytes_in is None:
             continue
-        code = lf.code_bytes if lf.code_bytes is not None else np.zeros(n, np.int64)
-        tiles = np.flatnonzero((lf.bytes_in > 0) | (lf.bytes_out > 0) | (code > 0))
+        code = st.code_bytes if st.code_bytes is not None else np.zeros(n, np.int64)
+        tiles = np.flatnonzero((st.bytes_in > 0) | (st.bytes_out > 0) | (code > 0))
         if tiles.size:
             w.append("exchanges", {
-                "program_id": np.full(tiles.size, lf.id, np.int32),
+                "program_id": np.full(tiles.size, st.id, np.int32),
                 "tile": tiles.astype(np.int32),
-                "bytes_in": lf.bytes_in[tiles],
-                "bytes_out": lf.bytes_out[tiles],
+                "bytes_in": st.bytes_in[tiles],
+                "bytes_out": st.bytes_out[tiles],
                 "code_bytes": code[tiles],
             })  # fmt: skip
     w.write("streams", {
@@ -192,40 +192,40 @@ def _execution_tables(engine: Engine, w: ReportWriter) -> None:
     c = engine.compiled
     t = engine.graph.target
     ni = t.num_ipus
-    stats = _leaf_stats(engine)
-    leaf_node = np.array([lf.id for lf in c.leaves], dtype=np.int32)
+    stats = _step_stats(engine)
+    step_node = np.array([st.id for st in c.steps], dtype=np.int32)
     top_ids = {nd.child_index: nd.id for nd in c.nodes if nd.parent_id == -1}
     runs: dict[str, list[Any]] = {k: [] for k in ("run", "program_id", "name", "cycles", "flops", "steps")}
     total_steps = 0
     for rec in engine.runs:
-        leaves = np.asarray(rec.leaves, dtype=np.int64)
-        k = leaves.size
+        executed = np.asarray(rec.steps, dtype=np.int64)
+        k = executed.size
         starts = np.stack(rec.starts) if k else np.zeros((0, ni), np.int64)
-        durations = engine._leaf_ipu_cycles[leaves] if k else np.zeros((0, ni), np.int64)
+        durations = engine._step_ipu_cycles[executed] if k else np.zeros((0, ni), np.int64)
         runs["run"].append(rec.run)
         runs["program_id"].append(top_ids[rec.program])
         runs["name"].append(rec.name)
         runs["cycles"].append(int((starts + durations).max()) if k else 0)
-        runs["flops"].append(int(stats["flops"][leaves].sum()) if k else 0)
+        runs["flops"].append(int(stats["flops"][executed].sum()) if k else 0)
         runs["steps"].append(k)
         total_steps += k
         if k:
             w.append("execution_steps", {
                 "run": np.full(k * ni, rec.run, np.int32),
                 "step": np.repeat(np.arange(k, dtype=np.int32), ni),
-                "program_id": np.repeat(leaf_node[leaves], ni),
+                "program_id": np.repeat(step_node[executed], ni),
                 "ipu": np.tile(np.arange(ni, dtype=np.int32), k),
                 "cycles_from": starts.reshape(-1),
                 "cycles_to": (starts + durations).reshape(-1),
-                "active_tiles": stats["active"][leaves].reshape(-1),
-                "tile_balance": stats["balance"][leaves].reshape(-1),
-                "active_tile_balance": stats["active_balance"][leaves].reshape(-1),
-                "data_in_bytes": stats["data_in"][leaves].reshape(-1),
-                "data_out_bytes": stats["data_out"][leaves].reshape(-1),
-                "flops": stats["flops"][leaves].reshape(-1),
+                "active_tiles": stats["active"][executed].reshape(-1),
+                "tile_balance": stats["balance"][executed].reshape(-1),
+                "active_tile_balance": stats["active_balance"][executed].reshape(-1),
+                "data_in_bytes": stats["data_in"][executed].reshape(-1),
+                "data_out_bytes": stats["data_out"][executed].reshape(-1),
+                "flops": stats["flops"][executed].reshape(-1),
             })  # fmt: skip
         for a in range(0, k, TILE_CYCLES_CHUNK_STEPS):
-            chunk = leaves[a : a + TILE_CYCLES_CHUNK_STEPS]
+            chunk = executed[a : a + TILE_CYCLES_CHUNK_STEPS]
             m = chunk.size
             cyc = np.minimum(stats["cycles"][chunk], np.iinfo(np.int32).max).astype(np.int32)
             w.append("tile_cycles", {

@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from profiler import cost_model, host_memory
+from profiler import actions, cost_model, host_memory
 from profiler import programs as P
+from profiler.actions import Action
 from profiler.codelets import Codelet
 from profiler.exchange import (
     EXCHANGE_CODE_BASE_BYTES,
@@ -63,7 +64,7 @@ class Node:
     compute_set_id: int = -1
     repeat_count: int = 0
     children: list[Node] = field(default_factory=list)
-    # -- leaves ---------------------------------------------------------------------------
+    # -- steps ----------------------------------------------------------------------------
     tile_cycles: np.ndarray | None = None  # estimated cycles per global tile
     bytes_in: np.ndarray | None = None
     bytes_out: np.ndarray | None = None
@@ -75,12 +76,12 @@ class Node:
     reads: set[int] = field(default_factory=set)
     writes: set[int] = field(default_factory=set)
     undefs: set[int] = field(default_factory=set)
-    action: tuple[Any, ...] | None = None
+    action: Action | None = None
     condition: Access | None = None  # If and Switch nodes
     case_values: list[int] = field(default_factory=list)  # Switch: children[i] runs for case_values[i]; last = default
 
     @property
-    def is_leaf(self) -> bool:
+    def is_step(self) -> bool:
         return self.step >= 0
 
 
@@ -209,7 +210,7 @@ class Compiler:
         self.target = graph.target
         self.programs = programs
         self.nodes: list[Node] = []
-        self.leaves: list[Node] = []
+        self.steps: list[Node] = []
         self.cs_plans: dict[int, ComputeSetPlan] = {}
         self.codelets: list[tuple[str, Codelet]] = []  # (type name, codelet)
         self._codelet_ids: dict[str, int] = {}
@@ -265,10 +266,10 @@ class Compiler:
         for i, prog in enumerate(self.programs):
             if not isinstance(prog, P.Program):
                 raise CompileError(f"program {i} is {type(prog).__name__}, not a Program")
-            first = len(self.leaves)
+            first = len(self.steps)
             top = self._node(-1, i, "Program", prog.name or f"program{i}")
             self._lower(prog, top)
-            self.program_ranges.append((first, len(self.leaves) - 1))
+            self.program_ranges.append((first, len(self.steps) - 1))
 
     def _check_mapped(self) -> None:
         for v in self.graph.variables:
@@ -287,11 +288,11 @@ class Compiler:
             self.nodes[parent_id].children.append(node)
         return node
 
-    def _leaf(self, parent: Node, type_: str, name: str, **kw: Any) -> Node:
-        node = self._node(parent.id, len(parent.children), type_, name, step=len(self.leaves), **kw)
+    def _add_step(self, parent: Node, type_: str, name: str, **kw: Any) -> Node:
+        node = self._node(parent.id, len(parent.children), type_, name, step=len(self.steps), **kw)
         if node.tile_cycles is None:
             node.tile_cycles = self._zeros
-        self.leaves.append(node)
+        self.steps.append(node)
         return node
 
     def _lower(self, prog: P.Program, parent: Node) -> None:
@@ -305,10 +306,10 @@ class Compiler:
             self._lower_copy(prog, parent)
         elif isinstance(prog, P.Repeat):
             node = self._node(parent.id, len(parent.children), "Repeat", prog.name, repeat_count=int(prog.count))
-            first = len(self.leaves)
+            first = len(self.steps)
             self._lower(prog.body, node)
-            if len(self.leaves) > first:
-                self.repeat_ranges.append((first, len(self.leaves) - 1))
+            if len(self.steps) > first:
+                self.repeat_ranges.append((first, len(self.steps) - 1))
         elif isinstance(prog, P.If):
             node = self._node(parent.id, len(parent.children), "If", prog.name)
             node.condition = Access(prog.condition)
@@ -326,7 +327,7 @@ class Compiler:
         elif isinstance(prog, P.Sync):
             self._sync(parent, prog.kind, prog.name)
         elif isinstance(prog, P.WriteUndef):
-            self._leaf(parent, "WriteUndef", prog.name or f"WriteUndef {prog.tensor!r}", undefs=_vars(prog.tensor))
+            self._add_step(parent, "WriteUndef", prog.name or f"WriteUndef {prog.tensor!r}", undefs=_vars(prog.tensor))
         elif isinstance(prog, P.Call):
             node = self._node(parent.id, len(parent.children), "Call", prog.name or prog.function.name)
             self._lower(prog.function.program, node)
@@ -337,7 +338,7 @@ class Compiler:
 
     def _sync(self, parent: Node, kind: str, name: str = "") -> Node:
         cycles = int(cost_model.sync_cycles(kind, self.target))
-        return self._leaf(
+        return self._add_step(
             parent,
             "Sync",
             name or ("External" if kind == "external" else "Internal"),
@@ -363,18 +364,18 @@ class Compiler:
         if plan.global_exchange is not None and plan.global_exchange.active:
             self._sync(parent, "external")
             g = plan.global_exchange
-            self._leaf(parent, "GlobalExchange", f"{cs.name}/GlobalExchange", debug_context_id=ctx, tile_cycles=g.cycles,
+            self._add_step(parent, "GlobalExchange", f"{cs.name}/GlobalExchange", debug_context_id=ctx, tile_cycles=g.cycles,
                        bytes_in=g.bytes_in, bytes_out=g.bytes_out, code_bytes=g.code_bytes,
                        code_category="globalExchangeCode", external=True, reads=plan.reads)  # fmt: skip
         if plan.exchange.active:
             self._sync(parent, "internal")
             e = plan.exchange
-            self._leaf(parent, "DoExchange", f"{cs.name}/Exchange", debug_context_id=ctx, tile_cycles=e.cycles,
+            self._add_step(parent, "DoExchange", f"{cs.name}/Exchange", debug_context_id=ctx, tile_cycles=e.cycles,
                        bytes_in=e.bytes_in, bytes_out=e.bytes_out, code_bytes=e.code_bytes,
                        code_category="internalExchangeCode", reads=plan.reads)  # fmt: skip
-        self._leaf(parent, "OnTileExecute", cs.name, debug_context_id=ctx, compute_set_id=cs.id,
+        self._add_step(parent, "OnTileExecute", cs.name, debug_context_id=ctx, compute_set_id=cs.id,
                    tile_cycles=plan.tile_cycles, flops=plan.flops, reads=plan.reads, writes=plan.writes,
-                   action=("execute", plan))  # fmt: skip
+                   action=actions.Execute(plan))  # fmt: skip
 
     def _gid(self, var_ids: np.ndarray, idx: np.ndarray) -> np.ndarray:
         return self._gid_base[var_ids] + idx
@@ -569,11 +570,11 @@ class Compiler:
         cross = (s_tile // t.tiles_per_ipu) != (d_tile // t.tiles_per_ipu)
         name = prog.name or f"Copy {src!r} -> {dst!r}"
         reads, writes = _vars(src), _vars(dst)
-        action = ("copy", Access(src), Access(dst))
+        action = actions.Copy(Access(src), Access(dst))
         if cross.any():
             gplan = plan_transfers(s_tile[cross], d_tile[cross], item, t, global_=True)
             self._sync(parent, "external")
-            self._leaf(parent, "GlobalExchange", name, tile_cycles=gplan.cycles, bytes_in=gplan.bytes_in,
+            self._add_step(parent, "GlobalExchange", name, tile_cycles=gplan.cycles, bytes_in=gplan.bytes_in,
                        bytes_out=gplan.bytes_out, code_bytes=gplan.code_bytes, code_category="globalExchangeCode",
                        external=True, reads=reads, writes=writes, action=None if (~cross).any() else action)  # fmt: skip
             if not (~cross).any():
@@ -592,7 +593,7 @@ class Compiler:
         copy = np.where(local_bytes > 0, np.asarray(cost_model.copy_cycles(local_bytes, t), dtype=np.int64), 0)
         if plan.active:
             self._sync(parent, "internal")
-        self._leaf(parent, "DoExchange", name, tile_cycles=plan.cycles + copy, bytes_in=plan.bytes_in,
+        self._add_step(parent, "DoExchange", name, tile_cycles=plan.cycles + copy, bytes_in=plan.bytes_in,
                    bytes_out=plan.bytes_out, code_bytes=plan.code_bytes, code_category="internalExchangeCode",
                    reads=reads, writes=writes, action=action,
                    descriptor_bytes=regions * COPY_DESCRIPTOR_BYTES_PER_REGION)  # fmt: skip
@@ -612,19 +613,19 @@ class Compiler:
         # one host message per tile taking part (hostExchangeCode; constants of profiler.exchange)
         code = np.where(per_tile > 0, EXCHANGE_CODE_BASE_BYTES + EXCHANGE_CODE_BYTES_PER_MESSAGE, 0).astype(np.int64)
         ext = int(cost_model.sync_cycles("external", t))
-        self._leaf(
+        self._add_step(
             parent, "StreamCopyBegin", name, tile_cycles=np.full(t.num_tiles, ext, dtype=np.int64), external=True
         )
         acc = Access(tensor)
         if print_title:
-            action: tuple[Any, ...] = ("print", print_title, acc)
+            action: Action = actions.Print(print_title, acc)
         else:
-            action = ("to_host", stream, acc) if to_host else ("from_host", stream, acc)
-        self._leaf(parent, "StreamCopyMid", name, tile_cycles=cycles, bytes_in=self._zeros if to_host else per_tile,
+            action = actions.ToHost(stream, acc) if to_host else actions.FromHost(stream, acc)  # type: ignore[arg-type]
+        self._add_step(parent, "StreamCopyMid", name, tile_cycles=cycles, bytes_in=self._zeros if to_host else per_tile,
                    bytes_out=per_tile if to_host else self._zeros, code_bytes=code, code_category="hostExchangeCode",
                    reads=_vars(tensor) if to_host else set(), writes=set() if to_host else _vars(tensor),
                    action=action)  # fmt: skip
-        self._leaf(parent, "StreamCopyEnd", name)
+        self._add_step(parent, "StreamCopyEnd", name)
 
 
 def compile_programs(graph: Graph, programs: list[P.Program], progress: Progress | None = None) -> Compiler:

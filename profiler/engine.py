@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from profiler import capture
+from profiler import actions, capture
 from profiler.compile import Compiler, Node, compile_programs
 from profiler.graph import Graph
 from profiler.liveness import Liveness, analyse
@@ -43,11 +43,11 @@ class OutOfMemoryError(EngineError):
 
 
 class RunRecord:
-    """Executed steps of one captured run: leaf step per executed step, IPU clocks at its start."""
+    """Executed steps of one captured run: the program step of each executed step, IPU clocks at its start."""
 
     def __init__(self, run: int, program: int, name: str) -> None:
         self.run, self.program, self.name = run, program, name
-        self.leaves: list[int] = []
+        self.steps: list[int] = []
         self.starts: list[np.ndarray] = []
         self.total_steps = 0
         self.cycles = 0
@@ -75,8 +75,11 @@ class Engine:
         self._streams: dict[int, Any] = {}
         self.out_of_memory = ""  # after compile: why the graph does not fit ("" when it does)
         self._report_written = False
-        self._leaf_ipu_cycles: np.ndarray | None = None
+        self._step_ipu_cycles: np.ndarray | None = None
         self.report_path: Path | None = None
+        self._needs: dict[int, list[int]] = {}  # step -> variables it touches (see _plan_host_values)
+        self._release: dict[int, list[int]] = {}  # step -> variables whose values are dropped after it
+        self._dropped: set[int] = set()
 
     # -- compile / load ------------------------------------------------------------------------
     def compile(self, progress: Callable[[int, int], None] | None = None) -> None:
@@ -88,9 +91,10 @@ class Engine:
         opts = self.options
         self.memory = place(c, self.liveness, opts.instrument, opts.compute_instrumentation_level)
         self.compiled = c
+        self._plan_host_values(c, self.liveness)
         t = self.graph.target
-        cyc = np.stack([lf.tile_cycles for lf in c.leaves]) if c.leaves else np.zeros((0, t.num_tiles), np.int64)
-        self._leaf_ipu_cycles = cyc.reshape(len(c.leaves), t.num_ipus, t.tiles_per_ipu).max(axis=2)
+        cyc = np.stack([st.tile_cycles for st in c.steps]) if c.steps else np.zeros((0, t.num_tiles), np.int64)
+        self._step_ipu_cycles = cyc.reshape(len(c.steps), t.num_ipus, t.tiles_per_ipu).max(axis=2)
         self.info["compile_seconds"] = time.perf_counter() - start
         oom = self.memory.out_of_memory_tiles()
         if oom.size:
@@ -107,6 +111,37 @@ class Engine:
         if opts.capture_enabled:
             _register(self)
 
+    def _plan_host_values(self, c: Compiler, live: Liveness) -> None:
+        """Which variables' values the host holds when: a value that is not always-live is made at
+        the first step that touches it and dropped after the last, so host memory follows the live
+        values (as the device's does), not every tensor of the model. Steps inside a Repeat body
+        never drop (a value may be carried to the next iteration); condition variables are kept."""
+        needs: dict[int, set[int]] = {}
+        last: dict[int, int] = {}
+        for node in c.steps:
+            vars_ = set(node.reads) | set(node.writes) | set(node.undefs)
+            if isinstance(node.action, actions.Execute):
+                for b in node.action.plan.kernel or []:
+                    for t in b.tensors.values():
+                        vars_.update(t.variable_ids())
+            if vars_:
+                needs[node.step] = vars_
+                for v in vars_:
+                    last[v] = max(last.get(v, -1), node.step)
+        in_repeat = np.zeros(len(c.steps) + 1, dtype=bool)
+        for a, b in c.repeat_ranges:
+            in_repeat[a : b + 1] = True
+        kept = {v for node in c.nodes if node.condition is not None for v in node.reads}
+        release: dict[int, list[int]] = {}
+        for v, step in last.items():
+            var = self.graph.variables[v]
+            if live.always_live[v] or var.value is not None or v in kept or in_repeat[step]:
+                continue
+            release.setdefault(step, []).append(v)
+        self._needs = {k: sorted(v) for k, v in needs.items()}
+        self._release = release
+        self._dropped = {v for vs in release.values() for v in vs}  # made on first use
+
     def _describe_oom(self, tiles: np.ndarray) -> str:
         mem = self.memory.tile_memory  # type: ignore[union-attr]
         need = mem["total_bytes_including_gaps"][tiles]
@@ -119,7 +154,11 @@ class Engine:
         if self.compiled is None:
             self.compile()
         g = self.graph
-        self._state = [v.value.copy() if v.value is not None else np.zeros(v.numel, dtype=v.dtype) for v in g.variables]
+        self._state = [
+            v.value.copy() if v.value is not None
+            else np.zeros(0 if v.id in self._dropped else v.numel, dtype=v.dtype)
+            for v in g.variables
+        ]  # fmt: skip
         self.loaded = True
 
     def _ready(self) -> Compiler:
@@ -186,7 +225,7 @@ class Engine:
         self._report_written = False
 
     def _exec(self, node: Node) -> None:
-        if node.is_leaf:
+        if node.is_step:
             self._step(node)
         elif node.type == "Repeat":
             for _ in range(node.repeat_count):
@@ -203,26 +242,30 @@ class Engine:
             for ch in node.children:
                 self._exec(ch)
 
-    def _step(self, leaf: Node) -> None:
-        if leaf.action is not None:
-            self._act(leaf.action)
-        if leaf.external:
+    def _step(self, node: Node) -> None:
+        if node.action is not None:
+            state, variables = self._state, self.graph.variables
+            for v in self._needs.get(node.step, ()):
+                if state[v].size != variables[v].numel:  # made at first use (zeros, as at load)
+                    state[v] = np.zeros(variables[v].numel, dtype=variables[v].dtype)
+            self._act(node.action)
+            for v in self._release.get(node.step, ()):
+                state[v] = np.zeros(0, dtype=variables[v].dtype)
+        if node.external:
             self._clock[:] = self._clock.max()
         rec = self._record
         if rec is not None:
             rec.total_steps += 1
-            if len(rec.leaves) < MAX_CAPTURED_STEPS_PER_RUN:
-                rec.leaves.append(leaf.step)
+            if len(rec.steps) < MAX_CAPTURED_STEPS_PER_RUN:
+                rec.steps.append(node.step)
                 rec.starts.append(self._clock.copy())
-        self._clock += self._leaf_ipu_cycles[leaf.step]  # type: ignore[index]
+        self._clock += self._step_ipu_cycles[node.step]  # type: ignore[index]
 
-    def _act(self, action: tuple[Any, ...]) -> None:
-        kind = action[0]
+    def _act(self, action: actions.Action) -> None:
         state = self._state
-        if kind == "execute":
-            plan = action[1]
-            kernel = plan.kernel
-            for b in plan.batches if kernel is None or self.options.execute_vertices else kernel:
+        if isinstance(action, actions.Execute):
+            kernel = action.plan.kernel
+            for b in action.plan.batches if kernel is None or self.options.execute_vertices else kernel:
                 skip = () if b.codelet.reads_outputs else b.codelet.outputs
                 values = {
                     f: np.empty(acc.shape, acc.dtype) if f in skip else acc.gather(state) for f, acc in b.fields.items()
@@ -230,27 +273,25 @@ class Engine:
                 out = b.codelet.run_batch(values, b.params)
                 for f in b.codelet.writes:
                     b.fields[f].scatter(state, out[f])
-        elif kind == "copy":
-            action[2].scatter(state, action[1].gather(state))
-        elif kind == "from_host":
-            stream, acc = action[1], action[2]
-            src = self._streams.get(stream.id)
+        elif isinstance(action, actions.Copy):
+            action.dst.scatter(state, action.src.gather(state))
+        elif isinstance(action, actions.FromHost):
+            src = self._streams.get(action.stream.id)
             if src is None:
-                raise EngineError(f"stream {stream.name!r} is not connected; call Engine.connect_stream first")
+                raise EngineError(f"stream {action.stream.name!r} is not connected; call Engine.connect_stream first")
             data = src() if callable(src) else src
-            acc.scatter(state, np.asarray(data, dtype=stream.dtype).reshape(-1))
-        elif kind == "to_host":
-            stream, acc = action[1], action[2]
-            dst = self._streams.get(stream.id)
+            action.dst.scatter(state, np.asarray(data, dtype=action.stream.dtype).reshape(-1))
+        elif isinstance(action, actions.ToHost):
+            dst = self._streams.get(action.stream.id)
             if dst is None:
-                raise EngineError(f"stream {stream.name!r} is not connected; call Engine.connect_stream first")
-            values = acc.gather(state)
+                raise EngineError(f"stream {action.stream.name!r} is not connected; call Engine.connect_stream first")
+            values = action.src.gather(state)
             if callable(dst):
                 dst(values.copy())
             else:
                 dst.reshape(-1)[:] = values.reshape(-1)
-        elif kind == "print":
-            print(f"{action[1]}: {np.array2string(action[2].gather(state))}")
+        elif isinstance(action, actions.Print):
+            print(f"{action.title}: {np.array2string(action.src.gather(state))}")
 
     # -- reports -------------------------------------------------------------------------------
     def write_report(self, directory: str | None = None, note: str = "") -> Path:

@@ -1,4 +1,4 @@
-"""Liveness of variables over program steps (leaves of the program tree in pre-order).
+"""Liveness of variables over program steps (the leaves of the program tree, in pre-order).
 
 A variable is always-live if it is a constant, is read or written by the host, is never
 accessed, is read before it is written (its value comes from before the program), or is used
@@ -38,24 +38,24 @@ def analyse(c: Compiler) -> Liveness:
     g = c.graph
     nvars = len(g.variables)
     events: dict[int, list[tuple[int, str]]] = {}
-    for leaf in c.leaves:
-        for v in leaf.reads:
-            events.setdefault(v, []).append((leaf.step, "R"))
-        for v in leaf.writes:
-            events.setdefault(v, []).append((leaf.step, "W"))
-        for v in leaf.undefs:
-            events.setdefault(v, []).append((leaf.step, "U"))
+    for node in c.steps:
+        for v in node.reads:
+            events.setdefault(v, []).append((node.step, "R"))
+        for v in node.writes:
+            events.setdefault(v, []).append((node.step, "W"))
+        for v in node.undefs:
+            events.setdefault(v, []).append((node.step, "U"))
     # If conditions are read by the If node; charge the read to the first step under it
     for node in c.nodes:
         if node.condition is not None:
-            step = _first_leaf_step(node)
+            step = _first_step(node)
             if step >= 0:
                 for v in node.reads:
                     events.setdefault(v, []).append((step, "R"))
     always = np.zeros(nvars, dtype=bool)
     intervals: list[tuple[int, int, int]] = []
     hull: dict[int, tuple[int, int]] = {}
-    prog_of_step = np.zeros(len(c.leaves), dtype=np.int64)
+    prog_of_step = np.zeros(len(c.steps), dtype=np.int64)
     for i, (a, b) in enumerate(c.program_ranges):
         prog_of_step[a : b + 1] = i
     for var in g.variables:
@@ -90,7 +90,7 @@ def analyse(c: Compiler) -> Liveness:
     return Liveness(always, intervals, hull)
 
 
-def _first_leaf_step(node) -> int:  # noqa: ANN001 - compile.Node
+def _first_step(node) -> int:  # noqa: ANN001 - compile.Node
     stack = [node]
     while stack:
         n = stack.pop(0)

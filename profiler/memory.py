@@ -132,8 +132,8 @@ def place(c: Compiler, live: Liveness, instrument: bool = False, instrumentation
     if plans:
         pair = np.unique(np.concatenate([p.v_tile.astype(np.int64) * len(code_bytes) + p.v_codelet for p in plans]))
         add("vertexCode", pair // len(code_bytes), code_bytes[pair % len(code_bytes)])
-    n_control = sum(1 for nd in c.nodes if not nd.is_leaf)
-    control = CONTROL_CODE_BYTES_PER_STEP * len(c.leaves) + CONTROL_CODE_BYTES_PER_NODE * n_control
+    n_control = sum(1 for nd in c.nodes if not nd.is_step)
+    control = CONTROL_CODE_BYTES_PER_STEP * len(c.steps) + CONTROL_CODE_BYTES_PER_NODE * n_control
     add("controlCode", all_tiles, np.full(n, control, dtype=np.int64))
     # controlId: a sync id per host synchronisation and a branch id per If/Switch, on each IPU's first tile
     ids = sum(1 for nd in c.nodes if nd.type in ("If", "Switch") or nd.type == "StreamCopyBegin")
@@ -142,18 +142,18 @@ def place(c: Compiler, live: Liveness, instrument: bool = False, instrumentation
     add("controlId", all_tiles, control_id)
     for cat in ("internalExchangeCode", "globalExchangeCode", "hostExchangeCode"):
         code = sum(
-            (lf.code_bytes for lf in c.leaves if lf.code_category == cat and lf.code_bytes is not None),
+            (st.code_bytes for st in c.steps if st.code_category == cat and st.code_bytes is not None),
             np.zeros(n, np.int64),
         )
         add(cat, all_tiles, code)
     descriptors = sum(
-        (lf.descriptor_bytes for lf in c.leaves if lf.descriptor_bytes is not None), np.zeros(n, np.int64)
+        (st.descriptor_bytes for st in c.steps if st.descriptor_bytes is not None), np.zeros(n, np.int64)
     )
     add("copyDescriptor", all_tiles, descriptors)
     host = np.zeros(n, dtype=bool)
-    for lf in c.leaves:
-        if lf.code_category == "hostExchangeCode":
-            host |= lf.code_bytes > 0
+    for st in c.steps:
+        if st.code_category == "hostExchangeCode":
+            host |= st.code_bytes > 0
     add("hostExchangePacketHeader", all_tiles, np.where(host, HOST_PACKET_HEADER_BYTES, 0))
     state = np.zeros(n, dtype=np.int64)
     for p in plans:
@@ -162,7 +162,7 @@ def place(c: Compiler, live: Liveness, instrument: bool = False, instrumentation
     # [NF] ref §5 "Default stack sizes": a stack per worker context plus the supervisor's.
     add("stack", all_tiles, np.full(n, (t.num_worker_contexts + 1) * t.stack_bytes_per_worker, dtype=np.int64))
     if instrument:
-        steps = sum(1 for lf in c.leaves if lf.type == "OnTileExecute")
+        steps = sum(1 for st in c.steps if st.type == "OnTileExecute")
         counters = np.zeros(n, dtype=np.int64)
         if instrumentation_level == "tile":
             counters[:] = steps
@@ -171,9 +171,9 @@ def place(c: Compiler, live: Liveness, instrument: bool = False, instrumentation
         elif instrumentation_level == "device":
             counters[0] = steps
         else:  # vertex: one counter per vertex execution point
-            for lf in c.leaves:
-                if lf.type == "OnTileExecute":
-                    np.add.at(counters, lf.action[1].v_tile, lf.action[1].v_count)
+            for st in c.steps:
+                if st.type == "OnTileExecute":
+                    np.add.at(counters, st.action.plan.v_tile, st.action.plan.v_count)
         add("instrumentationResults", all_tiles, counters * INSTRUMENTATION_COUNTER_BYTES)
 
     v_var, v_tile, v_bytes = _var_tile_bytes(c)
@@ -326,7 +326,7 @@ def place(c: Compiler, live: Liveness, instrument: bool = False, instrumentation
     }
 
     # -- liveness per step and IPU -------------------------------------------------------------
-    nsteps = len(c.leaves)
+    nsteps = len(c.steps)
     diff = np.zeros((nsteps + 1, t.num_ipus), dtype=np.int64)
     if live.intervals and s_var.size:
         ipu_bytes = np.zeros((len(variables), t.num_ipus), dtype=np.int64)

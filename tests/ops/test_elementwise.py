@@ -110,7 +110,7 @@ def test_debug_contexts_are_carried_by_variables_and_compute_sets():
     assert any(v.debug_context_id == ctx.id for v in g.variables)  # the result variable
     cs = [c for c in g.compute_sets if c.debug_context_id == ctx.id]
     assert len(cs) == 1
-    steps = [lf for lf in e.compiled.leaves if lf.debug_context_id == ctx.id]
+    steps = [lf for lf in e.compiled.steps if lf.debug_context_id == ctx.id]
     assert "OnTileExecute" in {s.type for s in steps}
 
 
@@ -118,7 +118,7 @@ def test_flops_and_cycles_come_from_the_cost_model():
     n = 100
     x = rng(7).standard_normal((n,)).astype(np.float32)
     _, g, e = run({"x": x}, lambda g, t, p: {"y": ops.add(g, t["x"], t["x"], p)}, tiles=1)
-    leaf = next(lf for lf in e.compiled.leaves if lf.type == "OnTileExecute")
+    leaf = next(lf for lf in e.compiled.steps if lf.type == "OnTileExecute")
     assert int(leaf.flops.sum()) == int(cost_model.binary_flops("add", n, np.float32))
     expected = int(cost_model.binary_cycles("add", n, np.float32, g.target))
     assert int(leaf.tile_cycles[0]) == expected + cost_model.COMPUTE_SET_SUPERVISOR_CYCLES

@@ -126,7 +126,7 @@ def test_amp_vertex_calibration_on_bow(n):
 
     e = Engine(g, Sequence(Execute(cs)))
     e.compile()
-    leaf = next(lf for lf in e.compiled.leaves if lf.type == "OnTileExecute")
+    leaf = next(lf for lf in e.compiled.steps if lf.type == "OnTileExecute")
     vertex = int(leaf.tile_cycles[0]) - cost_model.COMPUTE_SET_SUPERVISOR_CYCLES
     assert abs(vertex - (4 * n + 330)) <= 0.10 * (4 * n + 330)
     assert int(leaf.flops[0]) == 2 * n * 16 * 16
@@ -141,14 +141,14 @@ def test_simulated_throughput_never_exceeds_peak(target, m, k, n, dtype):
     t = get_target(target)
     e, attrs = _compile_matmul(t, m, k, n, dtype, 0.6)
     peak = cost_model.peak_flops_per_cycle(dtype, attrs["partials_dtype"], t)
-    total_flops = sum(int(lf.flops.sum()) for lf in e.compiled.leaves if lf.flops is not None)
+    total_flops = sum(int(lf.flops.sum()) for lf in e.compiled.steps if lf.flops is not None)
     assert total_flops >= 2 * m * k * n  # the products plus any partial-sum reduction
-    for lf in e.compiled.leaves:
+    for lf in e.compiled.steps:
         if lf.type == "OnTileExecute":
             busy = lf.tile_cycles > 0
             assert (lf.flops[busy] <= peak * lf.tile_cycles[busy]).all()
     # and the whole matmul is slower than its ideal at peak on every tile
-    cycles = sum(int(lf.tile_cycles.max()) for lf in e.compiled.leaves)
+    cycles = sum(int(lf.tile_cycles.max()) for lf in e.compiled.steps)
     assert 2 * m * k * n / (cycles * t.num_tiles) <= peak
 
 

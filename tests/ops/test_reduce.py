@@ -58,7 +58,7 @@ def test_deep_reductions_use_more_stages():
 def test_partials_are_exchanged_between_stages():
     x = rng(14).standard_normal((1, 64)).astype(np.float32)
     _, g, e = run({"x": x}, lambda g, t, p: {"y": ops.reduce_sum(g, t["x"], 1, p)}, tiles=8)
-    types = [lf.type for lf in e.compiled.leaves]
+    types = [lf.type for lf in e.compiled.steps]
     assert types.count("OnTileExecute") == 2 and "DoExchange" in types
 
 

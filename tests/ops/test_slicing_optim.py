@@ -131,7 +131,7 @@ def test_slicing_with_a_replicated_index_needs_no_index_exchange():
     e.write_tensor("ix", np.full(3, 3, np.int32))
     e.run(0)
     np.testing.assert_array_equal(e.read_tensor("s"), t[3])
-    assert "DoExchange" not in {lf.type for lf in e.compiled.leaves}
+    assert "DoExchange" not in {lf.type for lf in e.compiled.steps}
 
 
 def test_dynamic_slice_gradient_by_finite_differences():

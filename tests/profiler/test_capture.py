@@ -196,7 +196,7 @@ def test_steps_beyond_the_bound_are_recorded_as_truncation(tmp_path, monkeypatch
     r = open_report(path)
     assert r.runs()["steps"].tolist() == [5] and r.num_rows("tile_cycles") == 5
     tr = r.truncations()
-    assert tr[["kind", "captured", "total"]].values.tolist() == [["steps", 5, len(e.compiled.leaves) * 2]]
+    assert tr[["kind", "captured", "total"]].values.tolist() == [["steps", 5, len(e.compiled.steps) * 2]]
 
 
 def test_a_second_unnamed_engine_does_not_overwrite_the_first(tmp_path):

@@ -117,7 +117,7 @@ def test_user_codelet_runs_per_vertex_with_its_estimates():
     e.write_tensor("a", vals)
     e.run(0)
     assert e.read_tensor("out").tolist() == (vals * vals).sum(axis=1).tolist()
-    leaf = e.compiled.leaves[0]
+    leaf = e.compiled.steps[0]
     # single-worker vertex: 6 x (10 + 2*3) + 30 supervisor on each tile
     assert leaf.tile_cycles.tolist() == [6 * 16 + 30] * 4
     assert leaf.flops.tolist() == [6] * 4
@@ -181,7 +181,7 @@ def test_vertices_added_one_at_a_time_match_a_batch():
         e.load()
         e.write_tensor("a", np.linspace(-1, 1, 16))
         e.run(0)
-        return e.read_tensor("b"), e.compiled.leaves[0].tile_cycles
+        return e.read_tensor("b"), e.compiled.steps[0].tile_cycles
 
     (b1, c1), (b2, c2) = build(True), build(False)
     assert np.array_equal(b1, np.maximum(np.linspace(-1, 1, 16, dtype=np.float32), 0).reshape(8, 2))

@@ -74,7 +74,7 @@ def test_compute_step_cycles_flops_and_total():
     e.write_tensor("x", np.arange(8, dtype=np.float32))
     e.run(0)
     assert np.array_equal(e.read_tensor("y"), 2 * np.arange(8, dtype=np.float32))
-    leaf = e.compiled.leaves[0]
+    leaf = e.compiled.steps[0]
     assert leaf.type == "OnTileExecute"
     # n = 2: 6 x (29 + 1 x 3) + 11 = 203, + 30 supervisor = 233 on each tile
     assert leaf.tile_cycles.tolist() == [233] * 4
@@ -95,7 +95,7 @@ def test_exchange_bytes_cycles_code_and_sync():
     e = Engine(g, [Sequence(Execute(cs))])
     e.run(0)
     assert e.read_tensor("out").tolist() == [-1, -2, -3, -4]
-    sync, exch, compute = e.compiled.leaves
+    sync, exch, compute = e.compiled.steps
     assert (sync.type, exch.type, compute.type) == ("Sync", "DoExchange", "OnTileExecute")
     assert sync.tile_cycles.tolist() == [126] * 4
     assert exch.bytes_in.tolist() == [0, 16, 0, 0]
@@ -202,7 +202,7 @@ def test_on_tile_copies_cost_a_memcpy_and_one_descriptor_per_region():
     e.write_tensor("a", np.arange(8))
     e.run(0)
     assert e.read_tensor("b").tolist() == [0, 1, 2, 3] and e.read_tensor("c").tolist() == [0, 4, 1, 5]
-    first, second = e.compiled.leaves  # no remote bytes: no sync, no exchange, only the memcpy
+    first, second = e.compiled.steps  # no remote bytes: no sync, no exchange, only the memcpy
     assert first.tile_cycles.tolist() == [288 + 2, 0, 0, 0]  # 288 + ceil(16 / 8) (ref §3.4 [3P])
     # a[0] -> b is one contiguous region; the transposed view is 4 regions of one element
     assert first.descriptor_bytes.tolist() == [8, 0, 0, 0]
@@ -222,7 +222,7 @@ def test_both_tiles_of_a_supertile_receiving_the_same_data_receive_it_twice_as_f
     g.add_vertices(cs, "popops::Neg", {"in": c.expand(0).broadcast(3, 0), "out": out}, tiles=[1, 2, 3])
     e = Engine(g, [Execute(cs)])
     e.compile()
-    exch = e.compiled.leaves[1]
+    exch = e.compiled.steps[1]
     assert exch.bytes_in.tolist() == [0, 64, 64, 64] and exch.bytes_out.tolist() == [192, 0, 0, 0]
     # tile 1 (supertile 0, alone) receives 64 B: ceil(16*64/64) + 64 = 80; tiles 2 and 3 (supertile 1)
     # both receive the same 64 B at twice the rate: as 32 B, 72 cycles; tile 0 sends 192 B: 112

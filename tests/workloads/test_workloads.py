@@ -22,7 +22,7 @@ def test_mlp_stashes_activations_for_backward():
     h_var = next(v.id for v in w.graph.variables if v.debug_context_id in h_ctx or v.name == "relu")
     live = e.liveness
     assert live is not None
-    steps = [i for i, lf in enumerate(e.compiled.leaves) if h_var in (lf.reads or set()) | (lf.writes or set())]
+    steps = [i for i, lf in enumerate(e.compiled.steps) if h_var in (lf.reads or set()) | (lf.writes or set())]
     assert steps[-1] - steps[0] > 10  # written early (forward), last read late (backward)
 
 
