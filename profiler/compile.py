@@ -204,6 +204,9 @@ Progress = Callable[[int, int], None]
 
 
 class Compiler:
+    """Lowers programs to the program tree and plans every step; ``compile_programs`` runs it and
+    hands back a CompiledGraph."""
+
     def __init__(self, graph: Graph, programs: list[P.Program], progress: Progress | None = None) -> None:
         self.graph = graph
         self.progress = progress
@@ -628,7 +631,26 @@ class Compiler:
         self._add_step(parent, "StreamCopyEnd", name)
 
 
-def compile_programs(graph: Graph, programs: list[P.Program], progress: Progress | None = None) -> Compiler:
+@dataclass(eq=False)
+class CompiledGraph:
+    """What compiling gives the engine, liveness, memory placement and capture: the program tree
+    (``nodes``; its leaves are the program ``steps``, in pre-order), each compute set's plan, the
+    codelets in use and the step ranges of Repeat bodies and top-level programs."""
+
+    graph: Graph
+    nodes: list[Node]
+    steps: list[Node]
+    cs_plans: dict[int, ComputeSetPlan]
+    codelets: list[tuple[str, Codelet]]  # (type name, codelet)
+    repeat_ranges: list[tuple[int, int]]
+    program_ranges: list[tuple[int, int]]
+
+    @property
+    def target(self) -> Any:
+        return self.graph.target
+
+
+def compile_programs(graph: Graph, programs: list[P.Program], progress: Progress | None = None) -> CompiledGraph:
     """Lower and plan ``programs``; raises CompileError / GraphError with one clear line.
     ``progress(done, total)`` is called as compute sets are planned (the slow part)."""
     c = Compiler(graph, programs, progress)
@@ -636,4 +658,4 @@ def compile_programs(graph: Graph, programs: list[P.Program], progress: Progress
         c.compile()
     except GraphError as exc:
         raise CompileError(str(exc)) from None
-    return c
+    return CompiledGraph(graph, c.nodes, c.steps, c.cs_plans, c.codelets, c.repeat_ranges, c.program_ranges)

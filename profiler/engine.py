@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from profiler import actions, capture
-from profiler.compile import Compiler, Node, compile_programs
+from profiler.compile import CompiledGraph, Node, compile_programs
 from profiler.graph import Graph
 from profiler.liveness import Liveness, analyse
 from profiler.memory import MemoryLayout, place
@@ -63,7 +63,7 @@ class Engine:
         self.programs = programs if isinstance(programs, list) else [programs]
         self.name = name
         self.options: EngineOptions = resolve_options(options)
-        self.compiled: Compiler | None = None
+        self.compiled: CompiledGraph | None = None
         self.liveness: Liveness | None = None
         self.memory: MemoryLayout | None = None
         self.loaded = False
@@ -111,7 +111,7 @@ class Engine:
         if opts.capture_enabled:
             _register(self)
 
-    def _plan_host_values(self, c: Compiler, live: Liveness) -> None:
+    def _plan_host_values(self, c: CompiledGraph, live: Liveness) -> None:
         """Which variables' values the host holds when: a value that is not always-live is made at
         the first step that touches it and dropped after the last, so host memory follows the live
         values (as the device's does), not every tensor of the model. Steps inside a Repeat body
@@ -161,7 +161,7 @@ class Engine:
         ]  # fmt: skip
         self.loaded = True
 
-    def _ready(self) -> Compiler:
+    def _ready(self) -> CompiledGraph:
         if self.compiled is None:
             self.compile()
         if self.out_of_memory:

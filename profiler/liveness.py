@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profiler.compile import Compiler
+from profiler.compile import CompiledGraph
 
 
 @dataclass
@@ -34,7 +34,7 @@ def _extend_for_repeats(first: int, last: int, read_first: bool, repeats: list[t
     return first, last
 
 
-def analyse(c: Compiler) -> Liveness:
+def analyse(c: CompiledGraph) -> Liveness:
     g = c.graph
     nvars = len(g.variables)
     events: dict[int, list[tuple[int, str]]] = {}

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profiler.compile import Compiler
+from profiler.compile import CompiledGraph
 from profiler.liveness import Liveness
 from report_format.schema import MEMORY_CATEGORIES, MEMORY_REGIONS
 
@@ -95,7 +95,7 @@ def _allocate_shared(
     return out
 
 
-def _var_tile_bytes(c: Compiler) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _var_tile_bytes(c: CompiledGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(variable, tile, bytes) for every variable and tile holding part of it."""
     vs, ts, bs = [], [], []
     for v in c.graph.variables:
@@ -113,154 +113,214 @@ def _var_tile_bytes(c: Compiler) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.concatenate(vs), np.concatenate(ts), np.concatenate(bs)
 
 
-def place(c: Compiler, live: Liveness, instrument: bool = False, instrumentation_level: str = "tile") -> MemoryLayout:
-    t = c.target
-    n = t.num_tiles
-    all_tiles = np.arange(n, dtype=np.int64)
-    items_tile, items_cat, items_size, items_var = [], [], [], []
+@dataclass
+class Items:
+    """Allocations on tiles, columnar: allocation i is ``size[i]`` bytes of category ``cat[i]`` on
+    tile ``tile[i]`` (of variable ``var[i]``, -1 for anything else)."""
 
-    def add(cat: str, tiles: np.ndarray, sizes: np.ndarray, var: np.ndarray | None = None) -> None:
+    tile: np.ndarray
+    cat: np.ndarray
+    size: np.ndarray
+    var: np.ndarray
+
+    @staticmethod
+    def of(cat: str, tiles: np.ndarray, sizes: np.ndarray, var: np.ndarray | None = None) -> Items:
         keep = sizes > 0
-        items_tile.append(tiles[keep].astype(np.int64))
-        items_cat.append(np.full(int(keep.sum()), CAT[cat], dtype=np.int64))
-        items_size.append(sizes[keep].astype(np.int64))
-        items_var.append(np.full(int(keep.sum()), -1, np.int64) if var is None else var[keep].astype(np.int64))
+        n = int(keep.sum())
+        return Items(tiles[keep].astype(np.int64), np.full(n, CAT[cat], dtype=np.int64), sizes[keep].astype(np.int64),
+                     np.full(n, -1, np.int64) if var is None else var[keep].astype(np.int64))  # fmt: skip
 
-    # -- always-live data, in layout order ---------------------------------------------------
-    code_bytes = np.array([cl.code_bytes for _, cl in c.codelets] or [0], dtype=np.int64)
-    plans = list(c.cs_plans.values())
-    if plans:
-        pair = np.unique(np.concatenate([p.v_tile.astype(np.int64) * len(code_bytes) + p.v_codelet for p in plans]))
-        add("vertexCode", pair // len(code_bytes), code_bytes[pair % len(code_bytes)])
-    n_control = sum(1 for nd in c.nodes if not nd.is_step)
-    control = CONTROL_CODE_BYTES_PER_STEP * len(c.steps) + CONTROL_CODE_BYTES_PER_NODE * n_control
-    add("controlCode", all_tiles, np.full(n, control, dtype=np.int64))
-    # controlId: a sync id per host synchronisation and a branch id per If/Switch, on each IPU's first tile
-    ids = sum(1 for nd in c.nodes if nd.type in ("If", "Switch") or nd.type == "StreamCopyBegin")
-    control_id = np.zeros(n, dtype=np.int64)
-    control_id[:: t.tiles_per_ipu] = CONTROL_ID_BYTES * ids
-    add("controlId", all_tiles, control_id)
-    for cat in ("internalExchangeCode", "globalExchangeCode", "hostExchangeCode"):
-        code = sum(
-            (st.code_bytes for st in c.steps if st.code_category == cat and st.code_bytes is not None),
-            np.zeros(n, np.int64),
-        )
-        add(cat, all_tiles, code)
-    descriptors = sum(
-        (st.descriptor_bytes for st in c.steps if st.descriptor_bytes is not None), np.zeros(n, np.int64)
-    )
-    add("copyDescriptor", all_tiles, descriptors)
-    host = np.zeros(n, dtype=bool)
-    for st in c.steps:
-        if st.code_category == "hostExchangeCode":
-            host |= st.code_bytes > 0
-    add("hostExchangePacketHeader", all_tiles, np.where(host, HOST_PACKET_HEADER_BYTES, 0))
-    state = np.zeros(n, dtype=np.int64)
-    for p in plans:
-        np.add.at(state, p.v_tile, p.v_state)
-    add("vertexInstanceState", all_tiles, state)
-    # [NF] ref §5 "Default stack sizes": a stack per worker context plus the supervisor's.
-    add("stack", all_tiles, np.full(n, (t.num_worker_contexts + 1) * t.stack_bytes_per_worker, dtype=np.int64))
-    if instrument:
-        steps = sum(1 for st in c.steps if st.type == "OnTileExecute")
-        counters = np.zeros(n, dtype=np.int64)
-        if instrumentation_level == "tile":
-            counters[:] = steps
-        elif instrumentation_level == "ipu":
-            counters[:: t.tiles_per_ipu] = steps
-        elif instrumentation_level == "device":
-            counters[0] = steps
-        else:  # vertex: one counter per vertex execution point
-            for st in c.steps:
-                if st.type == "OnTileExecute":
-                    np.add.at(counters, st.action.plan.v_tile, st.action.plan.v_count)
-        add("instrumentationResults", all_tiles, counters * INSTRUMENTATION_COUNTER_BYTES)
+    @staticmethod
+    def join(parts: list[Items]) -> Items:
+        if not parts:
+            z = np.zeros(0, np.int64)
+            return Items(z, z, z, z)
+        return Items(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("tile", "cat", "size", "var")))
 
+    def __getitem__(self, sel: np.ndarray) -> Items:
+        return Items(self.tile[sel], self.cat[sel], self.size[sel], self.var[sel])
+
+
+@dataclass
+class VariableRows:
+    """Every (variable, tile) pair holding part of a variable, with its bytes and kind."""
+
+    var: np.ndarray
+    tile: np.ndarray
+    bytes: np.ndarray
+    constant: np.ndarray
+    interleaved: np.ndarray
+    always_live: np.ndarray
+
+
+def _variable_rows(c: CompiledGraph, live: Liveness) -> VariableRows:
     v_var, v_tile, v_bytes = _var_tile_bytes(c)
     variables = c.graph.variables
     is_const = np.array([v.constant for v in variables] or [False], dtype=bool)
     is_il = np.array([v.interleaved for v in variables] or [False], dtype=bool)
     al = live.always_live if len(variables) else np.zeros(1, bool)
-    row_const, row_il, row_al = is_const[v_var], is_il[v_var], al[v_var]
-    sel = row_const
-    add("constant", v_tile[sel], v_bytes[sel], v_var[sel])
-    sel = ~row_const & row_al & ~row_il
-    add("variable", v_tile[sel], v_bytes[sel], v_var[sel])
+    return VariableRows(v_var, v_tile, v_bytes, is_const[v_var], is_il[v_var], al[v_var])
 
-    g_tile, g_cat, g_size, g_var = (np.concatenate(x) for x in (items_tile, items_cat, items_size, items_var))
-    # sequential layout per tile: stable sort by tile keeps the layout order within a tile
-    order = np.argsort(g_tile, kind="stable")
-    g_tile, g_cat, g_size, g_var = g_tile[order], g_cat[order], g_size[order], g_var[order]
-    span = _align(g_size)
+
+def _always_live_items(c: CompiledGraph, rows: VariableRows, instrument: bool, instrumentation_level: str) -> Items:
+    """Always-live data of the general arena, in layout order: code, control, exchange code,
+    descriptors, headers, vertex state, stack, instrumentation, constants, always-live variables."""
+    t = c.target
+    n = t.num_tiles
+    all_tiles = np.arange(n, dtype=np.int64)
+    parts: list[Items] = []
+    code_bytes = np.array([cl.code_bytes for _, cl in c.codelets] or [0], dtype=np.int64)
+    plans = list(c.cs_plans.values())
+    if plans:
+        pair = np.unique(np.concatenate([p.v_tile.astype(np.int64) * len(code_bytes) + p.v_codelet for p in plans]))
+        parts.append(Items.of("vertexCode", pair // len(code_bytes), code_bytes[pair % len(code_bytes)]))
+    n_control = sum(1 for nd in c.nodes if not nd.is_step)
+    control = CONTROL_CODE_BYTES_PER_STEP * len(c.steps) + CONTROL_CODE_BYTES_PER_NODE * n_control
+    parts.append(Items.of("controlCode", all_tiles, np.full(n, control, dtype=np.int64)))
+    # controlId: a sync id per host synchronisation and a branch id per If/Switch, on each IPU's first tile
+    ids = sum(1 for nd in c.nodes if nd.type in ("If", "Switch") or nd.type == "StreamCopyBegin")
+    control_id = np.zeros(n, dtype=np.int64)
+    control_id[:: t.tiles_per_ipu] = CONTROL_ID_BYTES * ids
+    parts.append(Items.of("controlId", all_tiles, control_id))
+    for cat in ("internalExchangeCode", "globalExchangeCode", "hostExchangeCode"):
+        code = sum(
+            (st.code_bytes for st in c.steps if st.code_category == cat and st.code_bytes is not None),
+            np.zeros(n, np.int64),
+        )
+        parts.append(Items.of(cat, all_tiles, code))
+    descriptors = sum((st.descriptor_bytes for st in c.steps if st.descriptor_bytes is not None), np.zeros(n, np.int64))
+    parts.append(Items.of("copyDescriptor", all_tiles, descriptors))
+    host = np.zeros(n, dtype=bool)
+    for st in c.steps:
+        if st.code_category == "hostExchangeCode":
+            host |= st.code_bytes > 0
+    parts.append(Items.of("hostExchangePacketHeader", all_tiles, np.where(host, HOST_PACKET_HEADER_BYTES, 0)))
+    state = np.zeros(n, dtype=np.int64)
+    for p in plans:
+        np.add.at(state, p.v_tile, p.v_state)
+    parts.append(Items.of("vertexInstanceState", all_tiles, state))
+    # [NF] ref §5 "Default stack sizes": a stack per worker context plus the supervisor's.
+    stack = np.full(n, (t.num_worker_contexts + 1) * t.stack_bytes_per_worker, dtype=np.int64)
+    parts.append(Items.of("stack", all_tiles, stack))
+    if instrument:
+        parts.append(Items.of("instrumentationResults", all_tiles, _counters(c, instrumentation_level)))
+    sel = rows.constant
+    parts.append(Items.of("constant", rows.tile[sel], rows.bytes[sel], rows.var[sel]))
+    sel = ~rows.constant & rows.always_live & ~rows.interleaved
+    parts.append(Items.of("variable", rows.tile[sel], rows.bytes[sel], rows.var[sel]))
+    return Items.join(parts)
+
+
+def _counters(c: CompiledGraph, level: str) -> np.ndarray:
+    """instrumentationResults bytes per tile: a cycle counter per instrumented point."""
+    t = c.target
+    counters = np.zeros(t.num_tiles, dtype=np.int64)
+    steps = sum(1 for st in c.steps if st.type == "OnTileExecute")
+    if level == "tile":
+        counters[:] = steps
+    elif level == "ipu":
+        counters[:: t.tiles_per_ipu] = steps
+    elif level == "device":
+        counters[0] = steps
+    else:  # vertex: one counter per vertex execution point
+        for st in c.steps:
+            if st.type == "OnTileExecute":
+                np.add.at(counters, st.action.plan.v_tile, st.action.plan.v_count)  # type: ignore[union-attr]
+    return counters * INSTRUMENTATION_COUNTER_BYTES
+
+
+def _pack_per_tile(items: Items, n: int) -> tuple[Items, np.ndarray, np.ndarray]:
+    """Lay items out one after another on each tile, in the order given (aligned): the items
+    sorted by tile, their offsets from the arena's start, and each tile's arena end."""
+    order = np.argsort(items.tile, kind="stable")  # stable: keeps the layout order within a tile
+    items = items[order]
+    span = _align(items.size)
     cum = np.cumsum(span)
-    tile_start = np.searchsorted(g_tile, g_tile, side="left")
-    g_off = cum - span - np.concatenate(([0], cum))[tile_start]
-    al_end = np.zeros(n, dtype=np.int64)
-    np.maximum.at(al_end, g_tile, g_off + span)
+    first_of_tile = np.searchsorted(items.tile, items.tile, side="left")
+    offset = cum - span - np.concatenate(([0], cum))[first_of_tile] if items.tile.size else span
+    end = np.zeros(n, dtype=np.int64)
+    np.maximum.at(end, items.tile, offset + span)
+    return items, offset, end
 
-    # -- interleaved arena: always-live interleaved variables, then shared ones ---------------
-    sel = row_il & row_al & ~row_const
-    i_order = np.argsort(v_tile[sel], kind="stable")
-    i_tile, i_size, i_var = v_tile[sel][i_order], v_bytes[sel][i_order], v_var[sel][i_order]
-    i_span = _align(i_size)
-    i_cum = np.cumsum(i_span)
-    i_start = np.searchsorted(i_tile, i_tile, side="left")
-    i_off = i_cum - i_span - np.concatenate(([0], i_cum))[i_start] if i_tile.size else i_span
-    il_al_end = np.zeros(n, dtype=np.int64)
-    np.maximum.at(il_al_end, i_tile, i_off + i_span)
 
-    # -- not-always-live variables: shared by liveness ---------------------------------------
-    sel = ~row_al
-    s_var, s_tile, s_size = v_var[sel], v_tile[sel], v_bytes[sel]
-    first = np.array([live.hull[int(v)][0] for v in s_var], dtype=np.int64)
-    last = np.array([live.hull[int(v)][1] for v in s_var], dtype=np.int64)
-    s_il = is_il[s_var] if s_var.size else np.zeros(0, bool)
-    # interleaved-required and general ones share within their own arena only
-    rel = np.zeros(s_tile.size, dtype=np.int64)
-    for arena in (s_il, ~s_il):
-        rel[arena] = _allocate_shared(s_tile[arena], s_var[arena], s_size[arena], first[arena], last[arena])
-    s_off = np.where(s_il, il_al_end[s_tile] + rel, al_end[s_tile] + rel)
+def _share_by_liveness(shared: Items, interleaved: np.ndarray, live: Liveness) -> np.ndarray:
+    """Offsets of not-always-live variables relative to their arena's free space: variables whose
+    lifetimes overlap never share bytes; interleaved-required and general ones share within their
+    own arena only."""
+    first = np.array([live.hull[int(v)][0] for v in shared.var], dtype=np.int64)
+    last = np.array([live.hull[int(v)][1] for v in shared.var], dtype=np.int64)
+    rel = np.zeros(shared.tile.size, dtype=np.int64)
+    for arena in (interleaved, ~interleaved):
+        rel[arena] = _allocate_shared(shared.tile[arena], shared.var[arena], shared.size[arena], first[arena],
+                                      last[arena])  # fmt: skip
+    return rel
 
-    # interleaved arena size per tile
-    i_size_tile = il_al_end.copy()
-    if s_tile.size:
-        np.maximum.at(i_size_tile, s_tile[s_il], (s_off + _align(s_size))[s_il])
 
-    # -- all allocations: (tile, category, always_live, arena, virtual/relative offset, size, var)
-    a_tile = np.concatenate([g_tile, i_tile, s_tile])
-    a_cat = np.concatenate([g_cat, np.full(i_tile.size, CAT["variable"]), np.full(s_tile.size, CAT["variable"])])
-    a_al = np.concatenate([np.ones(g_tile.size + i_tile.size, bool), np.zeros(s_tile.size, bool)])
-    a_il = np.concatenate([np.zeros(g_tile.size, bool), np.ones(i_tile.size, bool), s_il])
-    a_off = np.concatenate([g_off, i_off, s_off]).astype(np.int64)
-    a_size = np.concatenate([g_size, i_size, s_size]).astype(np.int64)
-    a_var = np.concatenate([g_var, i_var, s_var])
+@dataclass
+class Placed:
+    """Every allocation with its arena-relative offset: general-arena offsets are virtual (the
+    interleaved arena is skipped over later), interleaved-arena ones are relative to its start."""
 
-    ilstart, bpt = t.interleaved_memory_start, t.bytes_per_tile
-    isz = i_size_tile[a_tile]
+    items: Items
+    always_live: np.ndarray
+    interleaved: np.ndarray
+    offset: np.ndarray
+    interleaved_size: np.ndarray  # per tile
+
+
+def _place_arenas(rows: VariableRows, general: Items, live: Liveness, n: int) -> tuple[Placed, Items]:
+    """The general arena (always-live data, then shared variables after it) and the interleaved
+    arena (always-live interleaved variables, then shared interleaved ones)."""
+    g_items, g_off, al_end = _pack_per_tile(general, n)
+    sel = rows.interleaved & rows.always_live & ~rows.constant
+    il_items, il_off, il_al_end = _pack_per_tile(
+        Items.of("variable", rows.tile[sel], rows.bytes[sel], rows.var[sel]), n
+    )
+    sel = ~rows.always_live
+    shared = Items.of("variable", rows.tile[sel], rows.bytes[sel], rows.var[sel])
+    s_il = rows.interleaved[sel][rows.bytes[sel] > 0]
+    rel = _share_by_liveness(shared, s_il, live)
+    s_off = np.where(s_il, il_al_end[shared.tile] + rel, al_end[shared.tile] + rel)
+    il_size = il_al_end.copy()
+    if shared.tile.size:
+        np.maximum.at(il_size, shared.tile[s_il], (s_off + _align(shared.size))[s_il])
+    items = Items.join([g_items, il_items, shared])
+    always = np.concatenate([np.ones(g_items.tile.size + il_items.tile.size, bool), np.zeros(shared.tile.size, bool)])
+    interleaved = np.concatenate([np.zeros(g_items.tile.size, bool), np.ones(il_items.tile.size, bool), s_il])
+    offset = np.concatenate([g_off, il_off, s_off]).astype(np.int64)
+    return Placed(items, always, interleaved, offset, il_size), shared
+
+
+def _address_ranges(p: Placed, ilstart: int, bpt: int) -> tuple[np.ndarray, ...]:
+    """Each allocation cut into its pieces per region: (tile, category, always_live, region, lo, hi)."""
+    a = p.items
+    isz = p.interleaved_size[a.tile]
     cap = bpt - isz  # end of the general arena in virtual addresses
-    end = a_off + a_size
-    pieces = []  # (region, lo, hi) per allocation, physical-ish addresses
-    # general arena
-    g = ~a_il
-    pieces.append((NON_INTERLEAVED, g, a_off, np.minimum(end, ilstart)))
-    pieces.append((INTERLEAVED, g, np.maximum(a_off, ilstart) + isz, np.minimum(end, cap) + isz))
-    pieces.append((OVERFLOWED, g, np.maximum(a_off, cap) - cap, end - cap))
-    # interleaved arena (relative offsets from ilstart)
-    p0, p1 = ilstart + a_off, ilstart + end
-    pieces.append((INTERLEAVED, a_il, p0, np.minimum(p1, bpt)))
-    pieces.append((OVERFLOWED, a_il, np.maximum(p0, bpt) - bpt + _BIG // 2, p1 - bpt + _BIG // 2))
-    r_tile, r_cat, r_al, r_reg, r_lo, r_hi = [], [], [], [], [], []
+    end = p.offset + a.size
+    g = ~p.interleaved
+    p0, p1 = ilstart + p.offset, ilstart + end
+    pieces = [
+        (NON_INTERLEAVED, g, p.offset, np.minimum(end, ilstart)),
+        (INTERLEAVED, g, np.maximum(p.offset, ilstart) + isz, np.minimum(end, cap) + isz),
+        (OVERFLOWED, g, np.maximum(p.offset, cap) - cap, end - cap),
+        (INTERLEAVED, p.interleaved, p0, np.minimum(p1, bpt)),  # interleaved arena (relative to ilstart)
+        (OVERFLOWED, p.interleaved, np.maximum(p0, bpt) - bpt + _BIG // 2, p1 - bpt + _BIG // 2),
+    ]
+    cols: list[list[np.ndarray]] = [[], [], [], [], [], []]
     for reg, mask, lo, hi in pieces:
         m = mask & (hi > lo)
-        r_tile.append(a_tile[m])
-        r_cat.append(a_cat[m])
-        r_al.append(a_al[m])
-        r_reg.append(np.full(int(m.sum()), reg, np.int64))
-        r_lo.append(lo[m])
-        r_hi.append(hi[m])
-    r_tile, r_cat, r_al, r_reg, r_lo, r_hi = (np.concatenate(x) for x in (r_tile, r_cat, r_al, r_reg, r_lo, r_hi))
+        for col, v in zip(cols, (a.tile[m], a.cat[m], p.always_live[m], np.full(int(m.sum()), reg, np.int64), lo[m],
+                                 hi[m]), strict=True):  # fmt: skip
+            col.append(v)
+    return tuple(np.concatenate(col) for col in cols)
 
-    # union of address ranges per (tile, category, region, always_live): shared bytes count once
+
+def _memory_tables(
+    ranges: tuple[np.ndarray, ...], n: int, tiles_per_ipu: int, ilstart: int
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Bytes per (tile, category, region, liveness) and per tile; shared bytes count once (the
+    union of address ranges), gaps included up to the highest address used."""
+    r_tile, r_cat, r_al, r_reg, r_lo, r_hi = ranges
     key = ((r_tile * len(MEMORY_CATEGORIES) + r_cat) * 3 + r_reg) * 2 + r_al
     ukey, grp = np.unique(key, return_inverse=True)
     order = np.lexsort((r_lo, grp))
@@ -285,6 +345,7 @@ def place(c: Compiler, live: Liveness, instrument: bool = False, instrumentation
     def per_tile(mask: np.ndarray) -> np.ndarray:
         return np.bincount(u_tile[mask], weights=cat_bytes[mask], minlength=n).astype(np.int64)
 
+    all_tiles = np.arange(n, dtype=np.int64)
     ni_excl, il_excl, ov = per_tile(u_reg == 0), per_tile(u_reg == 1), per_tile(u_reg == 2)
     ni_incl = np.zeros(n, np.int64)
     il_incl = np.zeros(n, np.int64)
@@ -294,8 +355,8 @@ def place(c: Compiler, live: Liveness, instrument: bool = False, instrumentation
     np.maximum.at(il_incl, r_tile[m], r_hi[m] - ilstart)
     tile_memory = {
         "tile": all_tiles.astype(np.int32),
-        "ipu": (all_tiles // t.tiles_per_ipu).astype(np.int32),
-        "tile_in_ipu": (all_tiles % t.tiles_per_ipu).astype(np.int32),
+        "ipu": (all_tiles // tiles_per_ipu).astype(np.int32),
+        "tile_in_ipu": (all_tiles % tiles_per_ipu).astype(np.int32),
         "total_bytes_including_gaps": ni_incl + il_incl + ov,
         "total_bytes_excluding_gaps": ni_excl + il_excl + ov,
         "always_live_bytes": per_tile(u_al),
@@ -306,18 +367,21 @@ def place(c: Compiler, live: Liveness, instrument: bool = False, instrumentation
         "interleaved_bytes_excluding_gaps": il_excl,
         "overflowed_bytes": ov,
     }
+    return tile_memory, by_category
 
-    # -- variable placements ----------------------------------------------------------------
-    is_v = a_var >= 0
-    pv, pt, po, ps, pil = a_var[is_v], a_tile[is_v], a_off[is_v], a_size[is_v], a_il[is_v]
-    pcap = bpt - i_size_tile[pt]
-    phys = np.where(pil, ilstart + po, np.where(po >= ilstart, po + i_size_tile[pt], po))
+
+def _placements(p: Placed, ilstart: int, bpt: int) -> dict[str, np.ndarray]:
+    """Where each variable sits on each tile (physical offset and region)."""
+    is_v = p.items.var >= 0
+    pv, pt, po, ps, pil = p.items.var[is_v], p.items.tile[is_v], p.offset[is_v], p.items.size[is_v], p.interleaved[is_v]
+    pcap = bpt - p.interleaved_size[pt]
+    phys = np.where(pil, ilstart + po, np.where(po >= ilstart, po + p.interleaved_size[pt], po))
     region = np.where(
         pil, np.where(phys < bpt, INTERLEAVED, OVERFLOWED),
         np.where(po < ilstart, NON_INTERLEAVED, np.where(po < pcap, INTERLEAVED, OVERFLOWED)),
     )  # fmt: skip
     order = np.lexsort((pt, pv))
-    placements = {
+    return {
         "variable_id": pv[order].astype(np.int32),
         "tile": pt[order].astype(np.int32),
         "offset": phys[order].astype(np.int64),
@@ -325,18 +389,35 @@ def place(c: Compiler, live: Liveness, instrument: bool = False, instrumentation
         "region": np.array(MEMORY_REGIONS, dtype=object)[region[order]],
     }
 
-    # -- liveness per step and IPU -------------------------------------------------------------
+
+def _liveness_steps(c: CompiledGraph, live: Liveness, shared: Items) -> np.ndarray:
+    """Not-always-live bytes per program step and IPU."""
+    t = c.target
     nsteps = len(c.steps)
     diff = np.zeros((nsteps + 1, t.num_ipus), dtype=np.int64)
-    if live.intervals and s_var.size:
-        ipu_bytes = np.zeros((len(variables), t.num_ipus), dtype=np.int64)
-        np.add.at(ipu_bytes, (s_var, s_tile // t.tiles_per_ipu), s_size)
+    if live.intervals and shared.var.size:
+        ipu_bytes = np.zeros((len(c.graph.variables), t.num_ipus), dtype=np.int64)
+        np.add.at(ipu_bytes, (shared.var, shared.tile // t.tiles_per_ipu), shared.size)
         iv = np.array(live.intervals, dtype=np.int64)
         np.add.at(diff, iv[:, 1], ipu_bytes[iv[:, 0]])
         np.add.at(diff, iv[:, 2] + 1, -ipu_bytes[iv[:, 0]])
-    liveness_steps = np.cumsum(diff, axis=0)[:nsteps]
+    return np.cumsum(diff, axis=0)[:nsteps]
 
-    nv = len(variables)
-    var_tiles = np.bincount(v_var, minlength=nv).astype(np.int32)
-    var_bytes = np.array([v.nbytes for v in variables], dtype=np.int64)
-    return MemoryLayout(tile_memory, by_category, placements, liveness_steps, var_tiles, var_bytes)
+
+def place(
+    c: CompiledGraph, live: Liveness, instrument: bool = False, instrumentation_level: str = "tile"
+) -> MemoryLayout:
+    """Place everything on the tiles: always-live items, packed per tile; not-always-live variables
+    shared by liveness; the arenas cut into regions; the memory tables, placements and liveness."""
+    t = c.target
+    rows = _variable_rows(c, live)
+    placed, shared = _place_arenas(rows, _always_live_items(c, rows, instrument, instrumentation_level), live,
+                                   t.num_tiles)  # fmt: skip
+    ranges = _address_ranges(placed, t.interleaved_memory_start, t.bytes_per_tile)
+    tile_memory, by_category = _memory_tables(ranges, t.num_tiles, t.tiles_per_ipu, t.interleaved_memory_start)
+    variables = c.graph.variables
+    return MemoryLayout(
+        tile_memory, by_category, _placements(placed, t.interleaved_memory_start, t.bytes_per_tile),
+        _liveness_steps(c, live, shared), np.bincount(rows.var, minlength=len(variables)).astype(np.int32),
+        np.array([v.nbytes for v in variables], dtype=np.int64),
+    )  # fmt: skip
