@@ -264,6 +264,20 @@ ROWS: list[Row] = [
         known_off="as dense_internal_exchange_code",
     ),  # fmt: skip
     _ratio_row(
+        "dense_total_memory",
+        32.8 * MIB,
+        "bytes",
+        lambda: dense_layer()["total"],
+        source=_DENSE_SRC,
+        provenance="estimated",
+        setting=_DENSE_SET + ": total memory excluding gaps (all tiles)",
+        tolerance=0.25,
+        why="the issue's acceptance bound. Within today only by compensating errors: exchange code "
+        "+5.9 MiB, vertex code -1.7 MiB, vertex state -0.1 MiB against the published categories; once the "
+        "exchange model lands this row drops to ~0.74 unless vertex code and state are fixed too",
+        fast=False,
+    ),
+    _ratio_row(
         "exchange_gc200_aggregate",
         8.0,
         "TB/s",
