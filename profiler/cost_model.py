@@ -620,7 +620,9 @@ def exchange_code_bytes(regions_sent: np.ndarray, regions_received: np.ndarray, 
 def exchange_cycles(bytes_in: np.ndarray, bytes_out: np.ndarray, target: Target) -> np.ndarray:
     """Per tile: ceil(16*max(in, out) / round(16*exchangeBytesPerCycle)) (ExchangeEstimator.hpp's
     fixed-point form, ref §3.8) + EXCHANGE_FIXED_CYCLES on tiles that send or receive; 0 elsewhere.
-    Supertile-shared receives (2x rate, ref §3.8) are the caller's to fold into ``bytes_in``.
+    Supertile-shared receives (2x rate, ref §3.8) are the caller's to fold into ``bytes_in``; so is
+    multicast: ``bytes_out`` should count a region sent to several tiles once (docs/fidelity.md,
+    "Exchange model: what to change", item 2).
     """
     b = np.maximum(_i64(bytes_in, "bytes in"), _i64(bytes_out, "bytes out"))
     rate16 = round(16 * target.exchange_bytes_per_cycle)
