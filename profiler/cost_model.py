@@ -386,6 +386,34 @@ def reduce_cycles(op: str, n_in: np.ndarray, n_out: np.ndarray, dtype: object, t
     return np.where(n_out == 1, single, general)
 
 
+# Conv/matmul partial-sum reduction as PopLibs estimates it (ref §3.5 "Conv partial-sum reduction",
+# lib/poplin ConvModel/ConvReducePlan getReduceCycleEstimate, multi-input variant). The per-loop tail is
+# given as "7/9/6/8" by vertex variant without saying which is which [NF]: 9, the largest, is used.
+CONV_REDUCE_WORKER_BASE = 32
+CONV_REDUCE_LOOP_TAIL = 9
+
+
+def conv_reduce_cycles(outputs: np.ndarray, depth: int, partials_dtype: object, target: Target) -> np.ndarray:
+    """One tile reducing ``depth`` partials into each of its ``outputs`` outputs with PopLibs' multi-input
+    reduce MultiVertex (ref §3.5): W x (32 + loopsPerWorker x (cyclesPerLoop x depth + 9)), where
+    accW = 8 (half) / 4 (float) outputs per loop, loops = ceil(outputs/accW) split evenly over the W
+    workers, cyclesPerLoop = accW / min(accW, elements per 64 bits) + 1. 0 outputs cost 0.
+
+    This is the estimate tilescope's planner and engine should use for a matmul's reduction stages
+    (docs/fidelity.md, "Exchange model: what to change", item 5) instead of single-worker Reduce vertices.
+    """
+    outputs = _i64(outputs, "outputs")
+    if depth < 1:
+        raise ValueError(f"cost model: a reduction needs depth >= 1, got {depth}")
+    pt = dtype_name(partials_dtype)
+    acc_w = 8 if elem_bytes(pt) <= 2 else 4
+    per_loop = acc_w // min(acc_w, vector_width(pt)) + 1
+    w = target.num_worker_contexts
+    loops_per_worker = _cdiv(_cdiv(outputs, acc_w), w)
+    cycles = w * (CONV_REDUCE_WORKER_BASE + loops_per_worker * (per_loop * depth + CONV_REDUCE_LOOP_TAIL))
+    return np.where(outputs > 0, cycles, 0)
+
+
 # -- matmul partials (ref §3.7, lib/poplin/PerformanceEstimation.hpp, poplinCycleEstimators.cpp) -----
 @dataclass(frozen=True)
 class AmpConfig:
@@ -569,10 +597,32 @@ GLOBAL_EXCHANGE_FIXED_CYCLES = EXCHANGE_FIXED_CYCLES
 HOST_LATENCY_SECONDS = 1e-6
 
 
+# Exchange code as docs/fidelity.md "Exchange model: what to change" specifies it (for the lead's exchange
+# planner; profiler/exchange.py still charges 24 + 8 B per (peer, direction) pair). Per tile and exchange
+# step: a fixed prologue of 6 instructions (sync, set-up; the existing exchange.EXCHANGE_CODE_BASE_BYTES)
+# plus one instruction (ref §1 IPUModel `instructionBytes`, 4 B [INF]) per region the tile sends - a
+# multicast region once, however many tiles receive it - and one per region it receives (selecting the
+# incoming source / setting the incoming pointer). A region is a run contiguous in both the source and
+# the destination memory, from one source tile. Checked against the published dense 4096->1024 layer
+# (ref §5: internalExchangeCode ~360 KiB): 414 KiB with a PopLibs-like plan, worked out in the doc [INF].
+EXCHANGE_CODE_STEP_INSTRUCTIONS = 6
+EXCHANGE_CODE_INSTRUCTIONS_PER_REGION = 1
+
+
+def exchange_code_bytes(regions_sent: np.ndarray, regions_received: np.ndarray, target: Target) -> np.ndarray:
+    """Per tile: instructionBytes x (6 + regions sent (multicast counted once) + regions received) on
+    tiles taking part in the exchange step; 0 elsewhere."""
+    sent, received = _i64(regions_sent, "regions sent"), _i64(regions_received, "regions received")
+    n = EXCHANGE_CODE_STEP_INSTRUCTIONS + EXCHANGE_CODE_INSTRUCTIONS_PER_REGION * (sent + received)
+    return np.where(sent + received > 0, target.instruction_bytes * n, 0)
+
+
 def exchange_cycles(bytes_in: np.ndarray, bytes_out: np.ndarray, target: Target) -> np.ndarray:
     """Per tile: ceil(16*max(in, out) / round(16*exchangeBytesPerCycle)) (ExchangeEstimator.hpp's
     fixed-point form, ref §3.8) + EXCHANGE_FIXED_CYCLES on tiles that send or receive; 0 elsewhere.
-    Supertile-shared receives (2x rate, ref §3.8) are the caller's to fold into ``bytes_in``.
+    Supertile-shared receives (2x rate, ref §3.8) are the caller's to fold into ``bytes_in``; so is
+    multicast: ``bytes_out`` should count a region sent to several tiles once (docs/fidelity.md,
+    "Exchange model: what to change", item 2).
     """
     b = np.maximum(_i64(bytes_in, "bytes in"), _i64(bytes_out, "bytes out"))
     rate16 = round(16 * target.exchange_bytes_per_cycle)

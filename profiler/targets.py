@@ -23,9 +23,21 @@ EXCHANGE_BYTES_PER_CYCLE = 4.0
 # ref §1 "Internal (on-IPU) sync": maxIPUSyncDelay 126 [3P] (unverified Rust model); ref §8 puts an
 # internal sync at about 100-150 cycles.
 INTERNAL_SYNC_CYCLES = 126
-# [NF] ref §5 "Default stack sizes: [NF]". Assumption: 1 KiB per worker context (the supervisor's
-# stack is counted as one more context by the memory model if it wants it).
-STACK_BYTES_PER_WORKER = 1024
+# Stack reserved per tile (ref §5 "Default stack sizes: [NF]"; Poplar engine options
+# `target.workerStackSizeInBytes` / `target.supervisorStackSizeInBytes`). Poplar's built-in defaults
+# were not found; PopLibs' own conv/matmul benchmark tools run with workerStackSizeInBytes 0x200 and
+# supervisorStackSizeInBytes 0x80 (graphcore/poplibs tools/single_conv_layer.cpp and the matmul
+# tool's `engineOptions`; PopART's early Devicex sets 0x200 too), so 512 B per worker and 128 B for the
+# supervisor [INF]. Cross-check against a real profile (ref §5, dense 4096->1024 fp32, GC200, SDK 3.0):
+# total excluding gaps 32.8 MiB minus the listed categories (vertexCode 3.4 + internalExchangeCode 0.35
+# + vertexInstanceState 0.17 + controlCode 0.10 + parameters 16.0 MiB + peak not-always-live 9.8 MiB)
+# leaves ~3 MiB, i.e. ~2 KiB per tile for stack and everything unlisted: 6 x 512 + 128 = 3,200 B fits
+# within that profile test's +-10 %; the former 7 x 1 KiB = 7 KiB (10 MiB per IPU) does not.
+STACK_BYTES_PER_WORKER = 0x200
+# Not a Target field (the report's target table has no column for it): memory.py reserves
+# (workers + 1) x STACK_BYTES_PER_WORKER today; per the sources above it should be
+# workers x STACK_BYTES_PER_WORKER + SUPERVISOR_STACK_BYTES (3,200 B per tile).
+SUPERVISOR_STACK_BYTES = 0x80
 # [INF] Poplar IPUModel field `instructionBytes` (ref §1, IPUModel field list); the IPU ISA uses 32-bit
 # instructions (assembly programming guide), so 4 bytes.
 INSTRUCTION_BYTES = 4
@@ -72,11 +84,16 @@ GC2_FP16_FP32ACC_FLOPS = 64.0
 GC2_FP32_FLOPS = 16.0
 C600_FP8_FLOPS = 256.0
 # Host link, bytes per second per direction (ref §1 "Host link"):
-#   GC200/Bow chip: PCIe Gen4 x16 "64 GB/s" (thecharlieblake spec list) read as both directions,
-#     so 32e9 per direction [INF]. Bow uses the same chip interface [INF].
+#   GC200/Bow: the chip has a PCIe Gen4 x16 port (64 GB/s), but in an IPU-M2000 / Bow-2000 the host is
+#     reached through the IPU-Gateway: 2 x 100 Gb/s RoCE links per machine of 4 IPUs (ref §1: M2000
+#     "2 x 100 Gbps RoCE"; Bow-2000 datasheet "2 x 100 Gbps GW-Links"). Per IPU when all four stream:
+#     2 x 100e9 / 8 / 4 = 6.25e9 B/s [INF]. Check: gc-hosttraffictest's example output on an M2000 (1 IPU)
+#     moves host -> gateway buffer at 56.49 Gb/s = 7.06 GB/s (Graphcore command-line tools guide §9;
+#     docs/fidelity.md row host_to_ipu_m2000). The former 32e9 (half the chip's PCIe figure) exceeded the
+#     gateway's whole 25 GB/s.
 #   GC2: C2 card PCIe Gen4, lane count [NF]; assumed x16 like Mk2, 32e9 per direction.
 #   C600: dual PCIe Gen4 x8, ~15.75 GB/s per direction each [INF] -> 31.5e9.
-MK2_HOST_BYTES_PER_S = 32e9
+MK2_HOST_BYTES_PER_S = 2 * 100e9 / 8 / 4
 GC2_HOST_BYTES_PER_S = 32e9
 C600_HOST_BYTES_PER_S = 31.5e9
 # IPU-Link, bytes per second between a pair of IPUs, one direction (ref §1 "IPU-Link"):

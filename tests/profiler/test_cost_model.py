@@ -275,7 +275,10 @@ def test_links_and_syncs():
         math.ceil(1000 / per_cycle) + cm.GLOBAL_EXCHANGE_FIXED_CYCLES,
     ]
     assert cm.stream_copy_cycles(0, GC200) == 0
-    assert cm.stream_copy_cycles(1_000_000, GC200) == math.ceil(1e-6 * 1.33e9) + math.ceil(1_000_000 * 1.33e9 / 32e9)
+    # 1 us latency = 1330 cycles; 1e6 B at 6.25e9 B/s (per-IPU share of the M2000 gateway) = 160 us = 212,800
+    # cycles (212,801 after the ceil of a float rate of 4.6992... B/cycle)
+    assert cm.stream_copy_cycles(1_000_000, GC200) == 1330 + math.ceil(1_000_000 / (6.25e9 / 1.33e9))
+    assert 1330 + 212_800 <= cm.stream_copy_cycles(1_000_000, GC200) <= 1330 + 212_801
     assert cm.sync_cycles("internal", GC200) == 126
     assert cm.sync_cycles("external", get_target("GC200", 16)) == 200
     with pytest.raises(ValueError, match="unknown sync kind"):
@@ -315,3 +318,24 @@ def test_dtype_names():
     assert cm.vector_width("half") == 4 and cm.vector_width("float") == 2
     with pytest.raises(ValueError, match="unknown element type"):
         cm.dtype_name("bfloat16")
+
+
+def test_conv_reduce_cycles_hand_worked():
+    # ref §3.5 (poplin getReduceCycleEstimate, multi-input): W x (32 + loopsPerWorker x (cpl x depth + 9)).
+    # float partials: accW 4, 2 floats per 64 bits -> cpl = 4/2 + 1 = 3. 111 outputs -> ceil(111/4) = 28
+    # loops, ceil(28/6) = 5 per worker: 6 x (32 + 5 x (3 x 10 + 9)) = 6 x 227 = 1362.
+    # 1 output: 1 loop on the busiest worker: 6 x (32 + 39) = 426. 0 outputs: 0.
+    assert cm.conv_reduce_cycles(np.array([0, 1, 111]), 10, "float32", GC200).tolist() == [0, 426, 1362]
+    # half partials: accW 8, 4 halves per 64 bits -> cpl = 3; 111 -> 14 loops -> 3 per worker:
+    # 6 x (32 + 3 x 39) = 894
+    assert cm.conv_reduce_cycles(np.array([111]), 10, "float16", GC200).tolist() == [894]
+    with pytest.raises(ValueError, match="depth"):
+        cm.conv_reduce_cycles(np.array([4]), 0, "float32", GC200)
+
+
+def test_exchange_code_bytes_per_region_multicast_once():
+    # docs/fidelity.md exchange spec: 4 B x (6 + regions sent + regions received) per taking-part tile.
+    # A tile multicasting 1 region to 15 others and receiving 15: 4 x (6 + 1 + 15) = 88 B; each
+    # receiver of only that region: 4 x (6 + 0 + 1) = 28 B; idle tile 0 B.
+    code = cm.exchange_code_bytes(np.array([1, 0, 0]), np.array([15, 1, 0]), GC200)
+    assert code.tolist() == [88, 28, 0]

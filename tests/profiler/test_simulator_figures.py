@@ -1,7 +1,8 @@
 """Hand-worked figures on a 4-tile IPU-Model target (64 KiB tiles, interleaved from 32 KiB).
 
 Constants used below and where they come from:
-  stack: (6 workers + supervisor) x 1024 B = 7168 B per tile (targets.STACK_BYTES_PER_WORKER)
+  stack: (6 workers + supervisor) x 512 B = 3584 B per tile (targets.STACK_BYTES_PER_WORKER = 0x200, the
+    workerStackSizeInBytes PopLibs' benchmark tools use; memory.py reserves one more for the supervisor)
   popops::Add code 256 B (codelets.SIMPLE_CODE_BYTES); vertex state 4 + 8 per field
   control code 8 B per program step + 8 B per control node (memory.CONTROL_CODE_*)
   exchange code 24 B + 8 B per message (exchange.EXCHANGE_CODE_*)
@@ -49,21 +50,22 @@ def test_bytes_per_tile_per_category_and_gaps():
     e = Engine(g, [prog], options={"debug.instrument": "false"})
     e.compile()
     # layout on each tile: vertexCode 256 @0, controlCode 8 + 8*2 = 24 @256, vertexInstanceState
-    # 4 + 8*3 = 28 @280 (ends 308), stack 7168 @312 (4-byte gap), x 8 @7480, y 8 @7488.
+    # 4 + 8*3 = 28 @280 (ends 308), stack 3584 @312 (4-byte gap), x 8 @3896, y 8 @3904.
+    # total excluding gaps 256 + 24 + 28 + 3584 + 16 = 3908; including the 4-byte gap 3912.
     assert _categories(e, 0) == {
         ("vertexCode", True): 256,
         ("controlCode", True): 24,
         ("vertexInstanceState", True): 28,
-        ("stack", True): 7168,
+        ("stack", True): 3584,
         ("variable", True): 16,
     }
     for t in range(4):
-        assert e.memory.tile_memory["total_bytes_excluding_gaps"][t] == 7492
-        assert e.memory.tile_memory["total_bytes_including_gaps"][t] == 7496
-        assert e.memory.tile_memory["non_interleaved_bytes_including_gaps"][t] == 7496
+        assert e.memory.tile_memory["total_bytes_excluding_gaps"][t] == 3908
+        assert e.memory.tile_memory["total_bytes_including_gaps"][t] == 3912
+        assert e.memory.tile_memory["non_interleaved_bytes_including_gaps"][t] == 3912
         assert e.memory.tile_memory["interleaved_bytes_including_gaps"][t] == 0
     pl = e.memory.placements
-    assert pl["offset"][(pl["variable_id"] == 0) & (pl["tile"] == 2)].tolist() == [7480]
+    assert pl["offset"][(pl["variable_id"] == 0) & (pl["tile"] == 2)].tolist() == [3896]
 
 
 def test_compute_step_cycles_flops_and_total():
@@ -240,11 +242,11 @@ def test_general_data_past_the_interleaved_start_skips_the_interleaved_arena():
     e = Engine(g, [Sequence()])
     e.compile()
     tm = {k: int(v[0]) for k, v in e.memory.tile_memory.items()}
-    # stack 7168 @0 (control code 8 per control node x 2 = 16 @0 first, so stack @16, big @7184)
-    # big: [7184, 32768) non-interleaved = 25,584 B; the rest 14,416 B after il's 16 B at 32768
+    # stack 3584 @0 (control code 8 per control node x 2 = 16 @0 first, so stack @16, big @3600)
+    # big: [3600, 32768) non-interleaved = 29,168 B; the rest 40,000 - 29,168 = 10,832 B after il's 16 B at 32768
     assert tm["non_interleaved_bytes_excluding_gaps"] == 32768
-    assert tm["interleaved_bytes_excluding_gaps"] == 14416 + 16
-    assert tm["interleaved_bytes_including_gaps"] == 14416 + 16
-    assert tm["total_bytes_excluding_gaps"] == 16 + 7168 + 40000 + 16
+    assert tm["interleaved_bytes_excluding_gaps"] == 10832 + 16
+    assert tm["interleaved_bytes_including_gaps"] == 10832 + 16
+    assert tm["total_bytes_excluding_gaps"] == 16 + 3584 + 40000 + 16
     pl = e.memory.placements
-    assert dict(zip(pl["variable_id"].tolist(), pl["offset"].tolist(), strict=True)) == {0: 7184, 1: 32768}
+    assert dict(zip(pl["variable_id"].tolist(), pl["offset"].tolist(), strict=True)) == {0: 3600, 1: 32768}

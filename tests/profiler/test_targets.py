@@ -60,7 +60,8 @@ def test_external_sync_follows_poplibs_global_sync_latency(num_ipus, expected):
 
 def test_link_rates_are_per_cycle_of_the_tile_clock():
     t = get_target("GC200")
-    assert t.host_bytes_per_cycle == pytest.approx(32e9 / 1.33e9)
+    # M2000 gateway: 2 x 100 Gb/s shared by 4 IPUs = 6.25e9 B/s per IPU, over 1.33e9 cycles/s = 4.70 B/cycle
+    assert t.host_bytes_per_cycle == pytest.approx(2 * 100e9 / 8 / 4 / 1.33e9)
     assert t.ipu_link_bytes_per_cycle == pytest.approx(4 * 128 * 2**30 / 8 * 0.85 / 1.33e9)
     assert t.exchange_bytes_per_cycle == 4
 
@@ -87,7 +88,7 @@ def test_ipu_model_is_small_and_configurable():
     t2 = ipu_model(tiles_per_ipu=8, bytes_per_tile=4096, num_ipus=2, clock_hz=1e9)
     assert t2.num_tiles == 16 and t2.total_memory == 16 * 4096
     assert t2.interleaved_memory_start == 2048
-    assert t2.host_bytes_per_cycle == pytest.approx(32e9 / 1e9)  # per-cycle rates follow the clock
+    assert t2.host_bytes_per_cycle == pytest.approx(6.25e9 / 1e9)  # per-cycle rates follow the clock
     assert t2.external_sync_cycles == math.ceil(15e-9 * 1e9 * 1 * 2)
     with pytest.raises(ValueError, match="unknown target field"):
         ipu_model(tiles=3)

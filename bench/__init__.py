@@ -1,0 +1,1 @@
+"""Benchmarks and calibration scripts (python -m bench.calibrate)."""

@@ -1,0 +1,56 @@
+"""docs/fidelity.md's calibration rows: each recomputed and held to its stated tolerance.
+
+A row the table marks KNOWN OFF is expected to fail (strict xfail): when the component it names is
+fixed, the xfail turns into an unexpected pass and this test fails until the row's status is updated
+in bench/calibrate.py (and the doc regenerated with ``python -m bench.calibrate``). Nothing here can
+pass silently: a within-tolerance row that drifts out fails, and a stale doc table fails.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import calibrate
+
+
+def _param(row: calibrate.Row) -> object:
+    marks = [] if row.fast else [pytest.mark.slow]
+    if row.known_off:
+        marks.append(pytest.mark.xfail(strict=True, reason=f"KNOWN OFF: {row.known_off}"))
+    return pytest.param(row, id=row.key, marks=marks)
+
+
+@pytest.mark.parametrize("row", [_param(r) for r in calibrate.ROWS])
+def test_row_within_its_tolerance(row: calibrate.Row) -> None:
+    value = float(row.compute())
+    ratio = value / row.published
+    assert abs(ratio - 1) <= row.tolerance + 1e-9, (
+        f"{row.key}: tilescope {value:.6g} vs published {row.published:.6g} {row.unit} "
+        f"(ratio {ratio:.3f}) outside ±{row.tolerance:.0%} ({row.why})"
+    )
+
+
+def test_rows_are_well_formed() -> None:
+    keys = [r.key for r in calibrate.ROWS]
+    assert len(keys) == len(set(keys))
+    for r in calibrate.ROWS:
+        assert r.published > 0 and r.tolerance >= 0 and r.source and r.setting and r.why
+        assert r.provenance in ("measured", "estimated")
+
+
+def test_render_marks_status_and_ratio() -> None:
+    # a hand-made row: published 100, tilescope 130 -> ratio 1.300, outside a 25 % tolerance
+    row = calibrate.Row(
+        key="demo", source="s", setting="t", published=100.0, provenance="measured", unit="cycles",
+        tolerance=0.25, why="w", compute=lambda: 130.0,
+    )  # fmt: skip
+    (res,) = calibrate.evaluate([row])
+    assert res.ratio == pytest.approx(1.3) and not res.within
+    line = next(x for x in calibrate.render_table([res]).splitlines() if "`demo`" in x)
+    assert "| 1.300 |" in line and "±25%" in line and "**OUTSIDE**" in line
+
+
+@pytest.mark.slow
+def test_doc_table_is_up_to_date() -> None:
+    table = calibrate.render_table(calibrate.evaluate())
+    assert calibrate._table_in_doc(calibrate.DOC.read_text()) == table, "run: python -m bench.calibrate"
