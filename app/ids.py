@@ -6,6 +6,7 @@ REPORT_TITLE = "shell-report-title"
 
 # summary
 SUMMARY_BODY = "summary-body"
+SUMMARY_RUNS = "summary-runs"
 
 # insights
 INSIGHTS_BODY = "insights-body"

@@ -60,7 +60,7 @@ def create_app(report_path: str | Path, baseline_path: str | Path | None = None,
 
 def warm_caches() -> None:
     """Compute what the pages' first renders need, most visited first (errors surface later, in the page)."""
-    from app.views import execution_trace, liveness, memory, operations, program_tree, tables
+    from app.views import execution_trace, liveness, memory, operations, program_tree, runs, tables
 
     report = state.report()
     steps: list = [
@@ -73,9 +73,7 @@ def warm_caches() -> None:
         lambda: operations.operations(report, "poplibs", None),
     ]
     if report.has_execution_profile:
-        runs = report.runs()
-        longest = int(runs["run"].iat[int(runs["cycles"].to_numpy().argmax())])
-        steps += [lambda: execution_trace.flat_spans(report, longest)]
+        steps += [lambda: execution_trace.flat_spans(report, runs.longest_run(report))]
     for step in steps:
         try:
             step()

@@ -16,19 +16,15 @@ from app.compare import execution_trace as compare  # compare mode (issue 7)
 from app.components import no_execution_profile, stat_card
 from app.figures.execution_trace import proportions_figure, tile_steps_figure, timeline_figure
 from app.grid import small_grid
-from app.units import format_bytes, format_si
+from app.units import format_bytes, format_percent, format_si
 from app.views import execution_trace as view
+from app.views.runs import longest_run, run_figures
 
 #: At most this many spans per timeline row, and in all rows, reach the browser (level of detail).
 MAX_PER_ROW = 1500
 MAX_SPANS = 6000
 #: The tiles x steps view reads at most this many steps (sampled evenly beyond that).
 MAX_TILE_STEPS = 120
-
-
-def default_run(runs: Any) -> int:
-    """Open on the longest run (the first is often a short initialisation)."""
-    return int(runs["run"].iat[int(runs["cycles"].to_numpy().argmax())])
 
 
 def layout(**_: object) -> html.Div:
@@ -47,7 +43,7 @@ def layout(**_: object) -> html.Div:
                             dbc.Label("Run", className="small"),
                             dbc.Select(
                                 id=ids.TRACE_RUN,
-                                value=str(default_run(runs)),
+                                value=str(longest_run(report)),
                                 options=[
                                     {"label": f"run {r}: {n} ({c:,} cycles)", "value": str(int(r))}
                                     for r, n, c in zip(runs["run"], runs["name"], runs["cycles"], strict=True)
@@ -172,7 +168,8 @@ def render_trace(run: int, mode: str, ipu: int, cycle_range: list[int] | None) -
     tiles_fig = tile_steps_figure(cyc, steps, tile_starts, width)
     sampled = last - first > len(steps)
     detail = (
-        lod.detail
+        f"Run {run}: {run_figures(report, run)['steps']:,} executed steps. "
+        + lod.detail
         + f". Tiles x steps: IPU {ipu}, steps {first:,}..{max(last - 1, first):,}"
         + (f" ({len(steps)} sampled of {last - first:,}; zoom in for every step)." if sampled else ".")
     )
@@ -209,12 +206,13 @@ def summary(run: Any) -> Any:
         [
             stat_card("Total cycles", f"{s['cycles']:,}", f"{s['cycles'] / clock * 1e3:.4g} ms"),
             stat_card("FLOPs", format_si(s["flops"], "FLOP"), f"{s['flops_per_cycle']:.3g} FLOPs/cycle"),
+            stat_card("Executed steps", f"{s['steps']:,}", f"run {s['run']}"),
             stat_card(
                 "Tile balance",
-                f"{100 * s['tile_balance']:.0f}%",
-                f"active tiles: {100 * s['active_tile_balance']:.0f}% (compute, cycle-weighted)",
+                format_percent(s["tile_balance"]),
+                f"active tiles: {format_percent(s['active_tile_balance'])} (cycle-weighted, Sync left out)",
             ),
-            stat_card("Tile utilisation", f"{100 * s['tile_utilisation']:.0f}%", "tiles active in compute steps"),
+            stat_card("Tile utilisation", format_percent(s["tile_utilisation"]), "tiles active (cycle-weighted)"),
             stat_card(
                 "Stream copy in / out",
                 f"{format_bytes(s['stream_copy_bytes_in'])} / {format_bytes(s['stream_copy_bytes_out'])}",

@@ -12,7 +12,8 @@ from app import ids, state
 from app.compare import summary as compare  # compare mode (issue 7)
 from app.components import key_values, section, stat_card
 from app.grid import small_grid
-from app.units import format_bytes, format_count, format_si
+from app.units import format_bytes, format_count, format_percent, format_si
+from app.views.runs import run_table
 from app.views.summary import summary
 
 
@@ -44,6 +45,7 @@ def layout(**_: object) -> html.Div:
                 f"{ex['runs']} runs, {ex['total_seconds'] * 1e3:.4g} ms at {t['clock_hz'] / 1e9:.3g} GHz",
             ),
             stat_card("Total FLOPs", format_si(ex["total_flops"], "FLOP")),
+            stat_card("Tile balance", format_percent(ex["tile_balance"]), "all runs, cycle-weighted, Sync left out"),
         ]
     else:
         cards.append(stat_card("Execution", "not captured"))
@@ -72,15 +74,19 @@ def layout(**_: object) -> html.Div:
     }
     runs = []
     if ex["captured"]:
-        r = report.runs()
+        r = run_table(report)
         runs = [
             section(
                 "Runs",
                 small_grid(
                     # simulated time at the target clock; microseconds, as runs are short
-                    r.assign(microseconds=(r["cycles"] / t["clock_hz"] * 1e6).round(2))[
-                        ["run", "name", "steps", "cycles", "microseconds", "flops"]
-                    ]
+                    r.assign(
+                        microseconds=(r["cycles"] / t["clock_hz"] * 1e6).round(2),
+                        tile_balance=r["tile_balance"].map(format_percent),
+                    )[["run", "name", "steps", "cycles", "microseconds", "flops", "tile_balance"]].rename(
+                        columns={"steps": "executed steps"}
+                    ),
+                    grid_id=ids.SUMMARY_RUNS,
                 ),
             )
         ]
