@@ -72,6 +72,7 @@ COMPARE_PICKER = "compare-picker"
 COMPARE_BANNER = "compare-banner"
 COMPARE_BANNER_TEXT = "compare-banner-text"
 COMPARE_OFF = "compare-off"
+COMPARE_JUMP = "compare-jump"  # pattern-matching type: a page title's link down to its compare section
 COMPARE_SUMMARY = "compare-summary"
 COMPARE_SUMMARY_PARITY = "compare-summary-parity"
 COMPARE_SUMMARY_TABLE = "compare-summary-table"

@@ -7,8 +7,9 @@ import math
 from typing import Any
 
 import dash_bootstrap_components as dbc
-from dash import dcc, html
+from dash import ALL, Input, Output, State, callback, dcc, html
 
+from app import ids
 from app.compare import baselines
 from app.figures.compare import DOWN, UP
 from app.units import format_metric  # one formatting of metric values for the CLI, HTML and app
@@ -124,3 +125,30 @@ def compact(table: Any, name_width: int = 280) -> Any:
         elif d.get("type") == "rightAligned":
             d["minWidth"] = 80
     return table
+
+
+def page_title(title: str, section_id: str) -> html.Div:
+    """A page's title with a link down to its compare section, shown while compare is on: the page's
+    own view comes first, the comparison below it."""
+    return html.Div(
+        [
+            html.H3(title, className="mb-0 me-3"),
+            html.A(
+                "↓ comparison with the baseline",
+                id={"type": ids.COMPARE_JUMP, "section": section_id},
+                href=f"#{section_id}",
+                className="small",
+                style={"display": "none"},
+            ),
+        ],
+        className="d-flex align-items-baseline mb-2",
+    )
+
+
+@callback(
+    Output({"type": ids.COMPARE_JUMP, "section": ALL}, "style"),
+    Input(ids.COMPARE_BASELINE, "data"),
+    State({"type": ids.COMPARE_JUMP, "section": ALL}, "id"),
+)
+def show_jump(key: str | None, links: list[Any]) -> list[dict[str, str]]:
+    return [{} if key else {"display": "none"} for _ in links]

@@ -12,7 +12,8 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, ctx, dcc, html
 
 from app import ids, state
-from app.compare import execution_trace as compare  # compare mode (issue 7)
+from app.compare import execution_trace as compare  # the page's compare section, below its own view
+from app.compare.components import page_title
 from app.components import no_execution_profile, stat_card
 from app.figures.execution_trace import proportions_figure, tile_steps_figure, timeline_figure
 from app.grid import small_grid
@@ -35,7 +36,7 @@ def layout(**_: object) -> html.Div:
     n_ipus = report.target_info.num_ipus
     return html.Div(
         [
-            html.H3("Execution Trace"),
+            page_title("Execution Trace", ids.COMPARE_TRACE),
             dbc.Row(
                 [
                     dbc.Col(
@@ -92,7 +93,6 @@ def layout(**_: object) -> html.Div:
                 ],
                 className="g-3 mb-2",
             ),
-            compare.section(),  # compare mode (issue 7)
             dcc.Store(id=ids.TRACE_RANGE, data=None),
             html.Div(id=ids.TRACE_SUMMARY),
             html.Div(id=ids.TRACE_DETAIL, className="small text-muted"),
@@ -101,6 +101,7 @@ def layout(**_: object) -> html.Div:
             ),
             html.Div(id=ids.TRACE_STEP_DETAILS, className="mb-2"),
             dcc.Loading(dcc.Graph(id=ids.TRACE_TILES, config={"displaylogo": False}), type="dot"),
+            compare.section(),  # below the page's own view (the title links to it)
         ]
     )
 

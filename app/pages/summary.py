@@ -9,7 +9,8 @@ import pandas as pd
 from dash import html
 
 from app import ids, state
-from app.compare import summary as compare  # compare mode (issue 7)
+from app.compare import summary as compare  # the page's compare section, below its own view
+from app.compare.components import page_title
 from app.components import key_values, section, stat_card
 from app.grid import small_grid
 from app.units import format_bytes, format_count, format_percent, format_si
@@ -102,8 +103,7 @@ def layout(**_: object) -> html.Div:
     files = pd.DataFrame(report.files(), columns=["file", "bytes"])
     return html.Div(
         [
-            html.H3("Summary"),
-            compare.section(),  # compare mode (issue 7)
+            page_title("Summary", ids.COMPARE_SUMMARY),
             html.Div(notes),
             dbc.Row(cards, className="g-2", id=ids.SUMMARY_BODY),
             dbc.Row(
@@ -135,6 +135,7 @@ def layout(**_: object) -> html.Div:
                     dbc.Col(section("Report files", small_grid(files)), md=6),
                 ]
             ),
+            compare.section(),  # below the page's own view (the title links to it)
         ]
     )
 

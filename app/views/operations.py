@@ -59,6 +59,15 @@ def operation_count(ops: pd.DataFrame) -> int:
     return int((ops["op_id"] != OUTSIDE_ID).sum())
 
 
+def count_sentence(count: int, outside_cycles: int | None, total_cycles: int) -> str:
+    """'42 operations, plus work outside any of them (38.2% of cycles)': how every page counts."""
+    text = f"{count:,} operations"
+    if outside_cycles is not None:
+        share = f" ({100 * outside_cycles / total_cycles:.1f}% of cycles)" if total_cycles else ""
+        text += f", plus one row for work outside any of them{share}"
+    return text
+
+
 @lru_cache(maxsize=16)
 def operations(report: Report, layer: str | None = "poplibs", run: int | None = None) -> pd.DataFrame:
     """One row per operation of ``layer`` (every debug context if None), plus, when any work or
@@ -184,7 +193,8 @@ def operations_graph(report: Report, layer: str) -> tuple[pd.DataFrame, pd.DataF
     the next one to start executing (``kind`` "order"). Nodes are laid out in layers: ``x`` is the
     longest path from a source over forward edges, ``y`` the position within the layer.
     """
-    nodes = operations(report, layer).copy()
+    ops = operations(report, layer)
+    nodes = ops[ops["op_id"] != OUTSIDE_ID].copy()  # work outside any operation is no node
     op_of = op_of_context(report, layer)
     p = report.programs()
     p = p[p["step"] >= 0]

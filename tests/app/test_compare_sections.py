@@ -154,7 +154,7 @@ def test_liveness_step_from_click_or_typed(pair):
 
 def test_operations_deltas_grid(pair):
     out = cmp_operations.render(pair["baseline"], "poplibs", "-1")
-    assert text(find(out, ids.COMPARE_OPERATIONS_COUNTS)).startswith("5 operations: 1 added, 0 removed")
+    assert text(find(out, ids.COMPARE_OPERATIONS_COUNTS)).startswith("Active: 5 operations. Against the baseline: 1 added, 0 removed")
     ops = cmp_operations.operation_rows(pair["baseline"], "poplibs", None)
     first = ops.iloc[0]  # sorted by the size of the cycle change
     assert first["name"].endswith("cast_1(Cast)") and first["status"] == "added"
@@ -170,8 +170,8 @@ def test_operations_deltas_grid(pair):
 def test_execution_trace_step_deltas_of_the_run(pair):
     out = cmp_trace.render(pair["baseline"], "0")
     assert text(find(out, ids.COMPARE_TRACE_TEXT)) == (
-        "Run 0: 13 executed steps aligned (1 only in active, 0 only in baseline); "
-        "summed over the steps, cycles changed by +300."
+        "Run 0: 13 executed steps in active, 12 in baseline (12 in both, 1 only in active, 0 only in "
+        "baseline); the run's cycles changed by +300 (2,390 → 2,690)."
     )
     steps = find(out, ids.COMPARE_TRACE_STEPS).rowData
     assert [(s["status"], s["name"], s["delta_cycles"]) for s in steps] == [("added", "cast_1", 300)]
