@@ -12,6 +12,7 @@ from dash import ALL, Input, Output, State, callback, dcc, html
 from app import ids
 from app.compare import baselines
 from app.figures.compare import DOWN, UP
+from app.grid import short_header  # noqa: F401 - compare tables' headers, re-exported
 from app.units import format_metric  # one formatting of metric values for the CLI, HTML and app
 
 #: Figures of the compare sections: no logo, same as the pages.
@@ -104,27 +105,6 @@ def delta_table(metrics: dict[str, dict[str, Any]], names: dict[str, str], table
 def graph(figure: Any, graph_id: str | None = None) -> dcc.Graph:
     kwargs = {"id": graph_id} if graph_id else {}
     return dcc.Graph(figure=figure, config=GRAPH_CONFIG, **kwargs)
-
-
-def short_header(column: str) -> str:
-    """'delta_memory_bytes' -> 'Δ memory', 'baseline_cycles' -> 'base cycles': compare grids have
-    many columns, so headers stay short (the full column name shows on hover)."""
-    text = column.replace("memory_bytes", "memory").replace("flops", "FLOPs").replace("diff_percent", "diff %")
-    for prefix, short in (("delta_", "Δ "), ("baseline_", "base "), ("active_", "active ")):
-        if text.startswith(prefix):
-            text = short + text[len(prefix) :]
-    return text.replace("_", " ")
-
-
-def compact(table: Any, name_width: int = 280) -> Any:
-    """Short headers and narrower numeric columns on a grid made by ``app.grid`` (in place)."""
-    for d in table.columnDefs:
-        d["headerName"] = short_header(d["field"])
-        if d["field"] == "name":
-            d["minWidth"] = name_width
-        elif d.get("type") == "rightAligned":
-            d["minWidth"] = 80
-    return table
 
 
 def page_title(title: str, section_id: str) -> html.Div:

@@ -11,7 +11,7 @@ from dash import Input, Output, callback, html
 
 from app import grid, ids
 from app.compare import baselines
-from app.compare.components import compact, frame, graph, unavailable
+from app.compare.components import frame, graph, unavailable
 from app.export_html import RUN_COLUMNS
 from app.figures.compare import step_cycles_delta_figure
 from app.units import format_percent
@@ -57,7 +57,7 @@ def render(key: str | None, run: Any) -> Any:
     runs = c.runs
     body: list[Any] = [
         html.H6("Runs, matched by index", className="mt-1"),
-        compact(grid.small_grid(run_rows(runs), grid_id=ids.COMPARE_TRACE_RUNS)),
+        grid.small_grid(run_rows(runs), grid_id=ids.COMPARE_TRACE_RUNS, short=True),
     ]
     if run not in set(c.run_tables[0]["run"]):
         body.append(dbc.Alert(f"The baseline has no run {run}.", color="warning", className="mt-2"))
@@ -81,7 +81,7 @@ def render(key: str | None, run: Any) -> Any:
         ),
         graph(fig),
         html.H6(f"Biggest step changes (top {TOP})"),
-        compact(grid.small_grid(top, grid_id=ids.COMPARE_TRACE_STEPS))
+        grid.small_grid(top, grid_id=ids.COMPARE_TRACE_STEPS, short=True)
         if len(top)
         else html.Div(f"No executed step of run {run} changed its cycles.", className="text-muted"),
     ]

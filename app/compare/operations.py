@@ -12,7 +12,7 @@ from dash import ALL, Input, Output, State, callback, html
 
 from app import grid, ids
 from app.compare import baselines
-from app.compare.components import compact, delta_table, frame, graph, unavailable
+from app.compare.components import delta_table, frame, graph, unavailable
 from app.figures.compare import top_delta_figure
 from app.views.compare.operations import NO_CONTEXT
 from app.views.operations import count_sentence
@@ -83,7 +83,7 @@ def render(key: str | None, layer: str | None, run: Any) -> Any:
             className="small text-muted mb-1",
             id=ids.COMPARE_OPERATIONS_COUNTS,
         ),
-        compact(grid.big_grid(OPERATIONS_KIND, args, sample=ops, height=380, row_id="name"), name_width=320),
+        grid.big_grid(OPERATIONS_KIND, args, sample=ops, height=380, row_id="name", short=True),
         html.Div(id=ids.COMPARE_OPERATIONS_DETAILS, className="mt-2"),
         dbc.Row(
             [

@@ -105,7 +105,8 @@ def table(layer: str, run: Any, columns: list[str]) -> tuple[Any, str]:
         f"Cycles: {df.attrs.get('cycles_source', '')}. "
         "Filter in the row under the headers; click a header to sort; click a row for details."
     )
-    return grid.big_grid(KIND, args, sample=df, row_id="op_id", hidden=(*hidden, "file", "line"), height=420), src
+    table = grid.big_grid(KIND, args, sample=df, row_id="op_id", hidden=(*hidden, "file", "line"), height=420, fill=300)
+    return table, src
 
 
 def outside_cycles(df: Any) -> int | None:
