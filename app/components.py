@@ -61,7 +61,9 @@ def key_values(items: dict[str, Any]) -> html.Table:
 
 def no_execution_profile(page: str) -> dbc.Alert:
     """Why a page that needs the execution profile is empty, in the report's own words."""
-    notes = state.report().notes
+    from app.views.summary import distinct_notes
+
+    notes = distinct_notes(state.report().notes)
     reason = " ".join(notes) if notes else "The report was written without an execution profile."
     return dbc.Alert(
         [

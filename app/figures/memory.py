@@ -195,12 +195,14 @@ def tile_map_figure(tm: pd.DataFrame, bytes_per_tile: int) -> go.Figure:
         )
     fig.update_xaxes(showticklabels=False)
     fig.update_yaxes(showticklabels=False, autorange="reversed")
-    return base_layout(
+    base_layout(
         fig,
         title=f"Tile map (tiles in software order, one panel per IPU; the scale tops at the fullest tile, "
         f"{_kib(zmax)} of {_kib(bytes_per_tile)})",
         height=260 * rows + 60,
     )
+    fig.update_layout(margin_r=110)  # room for the colour bar's labels beside the upright toolbar
+    return fig
 
 
 def _kib(n: float) -> str:

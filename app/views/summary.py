@@ -136,6 +136,18 @@ def graph_summary(report: Report) -> dict[str, Any]:
     }
 
 
+def distinct_notes(notes: list[str]) -> list[str]:
+    """The report's notes without repeats: a note another note already contains says nothing new
+    (an out-of-memory report notes the error, and again why the execution profile is missing)."""
+    out: list[str] = []
+    for i, n in enumerate(notes):
+        text = n.strip()
+        if any(text in other for j, other in enumerate(notes) if j != i and other.strip() != text) or text in out:
+            continue
+        out.append(text)
+    return out
+
+
 def summary(report: Report) -> dict[str, Any]:
     """Every headline figure of a report as a nested dict (JSON-ready)."""
     target = asdict(report.target_info)
@@ -147,7 +159,7 @@ def summary(report: Report) -> dict[str, Any]:
         "producer": report.manifest.producer,
         "created": report.manifest.created,
         "profiles": report.profiles,
-        "notes": report.notes,
+        "notes": distinct_notes(report.notes),
         "target": target,
         "graph": graph_summary(report),
         "memory": memory_summary(report),

@@ -49,3 +49,18 @@ def test_parse_tile_list(text: str, expected: list[int]) -> None:
 def test_parse_tile_list_errors(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         parse_tile_list(text, 16)
+
+
+def test_trace_defaults_to_the_longest_run_and_says_so(
+    small_report: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "trace.json"
+    assert main(["export", str(small_report), "--trace", str(out)]) == 0
+    said = capsys.readouterr().out
+    runs = open_report(small_report).runs()
+    longest = int(runs["run"].iat[int(runs["cycles"].to_numpy().argmax())])
+    assert longest != 0 and f"run {longest} (" in said and "the longest of 2 runs" in said
+    steps = open_report(small_report).execution_steps(longest)
+    assert len([e for e in json.loads(out.read_text())["traceEvents"] if e["ph"] == "X" and e["tid"] == 0]) == len(
+        steps
+    )

@@ -20,7 +20,12 @@ HELP = "export a report's execution trace as Chrome/Perfetto trace JSON"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("report", help="report directory (holds manifest.json)")
     p.add_argument("--trace", metavar="OUT.json", required=True, help="write Chrome/Perfetto trace-event JSON here")
-    p.add_argument("--run", type=int, default=0, help="which captured run (default 0)")
+    p.add_argument(
+        "--run",
+        type=int,
+        default=None,
+        help="which captured run (default: the longest, the one the viewer opens on; run 0 is often the weight upload)",
+    )
     p.add_argument(
         "--tiles", default="", metavar="LIST", help='also one thread per tile, e.g. "0-3,100" (keep it short)'
     )
@@ -40,7 +45,10 @@ def run(args: argparse.Namespace) -> int:
         tiles = parse_tile_list(args.tiles, report.target_info.num_tiles) if args.tiles else None
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-    doc = report_to_trace_events(report, args.run, tiles)
+    from app.views.runs import longest_run
+
+    run_id = longest_run(report) if args.run is None else args.run
+    doc = report_to_trace_events(report, run_id, tiles)
     out = Path(args.trace)
     # write-then-rename: never leave a half-written JSON behind
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent if str(out.parent) else ".")
@@ -51,5 +59,11 @@ def run(args: argparse.Namespace) -> int:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    print(f"wrote {out} ({len(doc['traceEvents']):,} events, run {args.run}); open it in https://ui.perfetto.dev")
+    runs = report.runs().set_index("run")
+    name = runs.at[run_id, "name"] if run_id in runs.index else ""
+    which = "the longest" if args.run is None else "as asked"
+    print(
+        f"wrote {out}: run {run_id} ({name}, {which} of {len(runs)} runs; --run N for another), "
+        f"{len(doc['traceEvents']):,} events; open it in https://ui.perfetto.dev"
+    )
     return 0
