@@ -65,6 +65,10 @@ TRACE_TILES = "trace-tiles"
 TRACE_SUMMARY = "trace-summary"
 TRACE_RESET = "trace-reset"
 TRACE_STEP_DETAILS = "trace-step-details"
+TRACE_STEP_GRID = "trace-step-grid"
+TRACE_STEP_TILES = "trace-step-tiles"
+TRACE_IPUS = "trace-ipus"
+TRACE_IPU_TABLE = "trace-ipu-table"
 
 # compare mode (issue 7): the shell's baseline picker and banner, then one section per page
 COMPARE_BASELINE = "compare-baseline"  # dcc.Store: the chosen baseline's key (None: compare off)

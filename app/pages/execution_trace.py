@@ -15,7 +15,12 @@ from app import ids, state
 from app.compare import execution_trace as compare  # the page's compare section, below its own view
 from app.compare.components import page_title
 from app.components import no_execution_profile, stat_card
-from app.figures.execution_trace import proportions_figure, tile_steps_figure, timeline_figure
+from app.figures.execution_trace import (
+    proportions_figure,
+    step_tile_split_figure,
+    tile_steps_figure,
+    timeline_figure,
+)
 from app.grid import small_grid
 from app.units import format_bytes, format_percent, format_si
 from app.views import execution_trace as view
@@ -99,7 +104,12 @@ def layout(**_: object) -> html.Div:
             dcc.Loading(
                 dcc.Graph(id=ids.TRACE_TIMELINE, config={"displaylogo": False, "scrollZoom": True}), type="dot"
             ),
-            html.Div(id=ids.TRACE_STEP_DETAILS, className="mb-2"),
+            html.Div(
+                "Click a step for its figures on every IPU and its per-tile split.",
+                id=ids.TRACE_STEP_DETAILS,
+                className="mb-2 small text-muted",
+            ),
+            html.Div(id=ids.TRACE_IPUS, className="mb-2"),
             dcc.Loading(dcc.Graph(id=ids.TRACE_TILES, config={"displaylogo": False}), type="dot"),
             compare.section(),  # below the page's own view (the title links to it)
         ]
@@ -195,8 +205,31 @@ def step_clicked(click: dict | None, run: Any, mode: str, ipu: Any) -> Any:
     d = view.step_details(state.report(), int(run), int(step))
     if d.empty:
         return dash.no_update
-    title = f"Executed step {step:,}: {d['name'].iat[0]} ({d['type'].iat[0]}), run {int(run)}"
-    return html.Div([html.H6(title, className="mt-2"), small_grid(d.drop(columns=["type", "name"]))])
+    return step_panel(int(run), int(step), row, d)
+
+
+def step_panel(run: int, step: int, ipu: int, d: Any) -> html.Div:
+    """A clicked step: its figures on every IPU, and on the clicked IPU how long each tile was busy
+    and how long it waited for the sync (PopVision's BSP split of one step)."""
+    title = f"Executed step {step:,}: {d['name'].iat[0]} ({d['type'].iat[0]}), run {run}"
+    split = view.step_tile_split(state.report(), run, step, ipu)
+    fig = step_tile_split_figure(split, f"Step {step:,} on IPU {ipu}, per tile: busy, then waiting for the sync")
+    return html.Div(
+        [
+            html.H6(title, className="mt-2"),
+            small_grid(d.drop(columns=["type", "name"]), grid_id=ids.TRACE_STEP_GRID),
+            dcc.Graph(id=ids.TRACE_STEP_TILES, figure=fig, config={"displaylogo": False}),
+        ]
+    )
+
+
+@callback(Output(ids.TRACE_IPUS, "children"), Input(ids.TRACE_RUN, "value"))
+def ipus(run: Any) -> Any:
+    """Per IPU: cycles by step kind, FLOPs, data, tile balance (as every page defines it)."""
+    t = view.ipu_table(state.report(), int(run))
+    for col in ("tile_balance", "tile_utilisation"):
+        t[col] = t[col].map(format_percent)
+    return html.Div([html.H6(f"Per IPU, run {int(run)}", className="mt-2"), small_grid(t, grid_id=ids.TRACE_IPU_TABLE)])
 
 
 @callback(Output(ids.TRACE_SUMMARY, "children"), Input(ids.TRACE_RUN, "value"))

@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from app.views.runs import run_figures
+from app.views.runs import run_figures, weighted_figures
 from report_format.reader import Report
 
 #: Step kinds shown in the trace, in legend order, from the program step type.
@@ -290,3 +290,50 @@ def trace_summary(report: Report, run: int) -> dict[str, float | int]:
         out[f"{key}_bytes_out"] = int(sub["data_out_bytes"].sum())
     out["flops_per_cycle"] = out["flops"] / out["cycles"] if out["cycles"] else 0.0
     return out
+
+
+def ipu_table(report: Report, run: int) -> pd.DataFrame:
+    """One row per IPU for ``run`` (PopVision's per-IPU summary): ipu, cycles (when its last step
+    ends), cycles by step kind (compute, exchange, global exchange, stream copy, sync), FLOPs, data
+    in / out, and tile balance and utilisation weighted as ``app.views.runs`` defines them."""
+    es = trace_steps(report, run)
+    ipus = pd.Index(range(report.target_info.num_ipus), name="ipu")
+    out = pd.DataFrame(index=ipus)
+    out["cycles"] = es.groupby("ipu")["cycles_to"].max().reindex(ipus).fillna(0).astype(np.int64)
+    by_kind = es.groupby(["ipu", "kind"], observed=True)["cycles"].sum().unstack(fill_value=0)
+    for k in KINDS[:-1]:
+        out[f"{k} cycles"] = (
+            (by_kind[k] if k in by_kind else pd.Series(dtype=np.int64)).reindex(ipus).fillna(0).astype(np.int64)
+        )
+    out["flops"] = es.groupby("ipu")["flops"].sum().reindex(ipus).fillna(0).astype(np.int64)
+    out["data_in_bytes"] = es.groupby("ipu")["data_in_bytes"].sum().reindex(ipus).fillna(0).astype(np.int64)
+    out["data_out_bytes"] = es.groupby("ipu")["data_out_bytes"].sum().reindex(ipus).fillna(0).astype(np.int64)
+    w = weighted_figures(report, es, "ipu").reindex(ipus)
+    out["tile_balance"] = w["tile_balance"].to_numpy()
+    out["tile_utilisation"] = w["tile_utilisation"].to_numpy()
+    return out.reset_index()
+
+
+def step_tile_split(report: Report, run: int, step: int, ipu: int, max_tiles: int = 1500) -> pd.DataFrame:
+    """One executed step on one IPU, per tile (BSP): ``busy`` cycles (computing or exchanging, as the
+    step's kind says) and ``waiting`` cycles (idle until the slowest tile reaches the sync that ends
+    the step), with columns tile (first tile of the bin), tiles (per bin), busy, waiting, kind.
+    More than ``max_tiles`` tiles are binned, each bin showing its busiest tile."""
+    es = trace_steps(report, run)
+    row = es[(es["step"] == step) & (es["ipu"] == ipu)]
+    if row.empty:
+        return pd.DataFrame(columns=["tile", "tiles", "busy", "waiting", "kind"])
+    length = int(row["cycles"].iat[0])
+    busy = np.asarray(report.tile_cycles(run, step, ipu), dtype=np.int64)
+    width = max(1, -(-len(busy) // max_tiles))
+    if width > 1:
+        busy = np.pad(busy, (0, (-len(busy)) % width)).reshape(-1, width).max(axis=1)
+    return pd.DataFrame(
+        {
+            "tile": np.arange(len(busy)) * width,
+            "tiles": width,
+            "busy": busy,
+            "waiting": np.maximum(length - busy, 0),
+            "kind": str(row["kind"].iat[0]),
+        }
+    )

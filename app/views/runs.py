@@ -42,30 +42,40 @@ def run_table(report: Report) -> pd.DataFrame:
     es = report.table(
         "execution_steps",
         ["run", "program_id", "cycles_from", "cycles_to", "active_tiles", "tile_balance", "active_tile_balance"],
-    )
-    if es.num_rows == 0:
-        for f in WEIGHTED:
-            runs[f] = np.nan
-        runs["balance_cycles"] = 0
-        return runs
+    ).to_pandas()
+    w = weighted_figures(report, es, "run").reindex(runs["run"].to_numpy())
+    for f in WEIGHTED:
+        runs[f] = w[f].to_numpy()
+    runs["balance_cycles"] = w["balance_cycles"].fillna(0).to_numpy().astype(np.int64)
+    return runs
+
+
+def weighted_figures(report: Report, steps: pd.DataFrame, by: str) -> pd.DataFrame:
+    """The WEIGHTED figures of executed-step rows (``execution_steps`` columns program_id,
+    cycles_from, cycles_to, active_tiles, tile_balance, active_tile_balance) grouped by column
+    ``by`` (run, ipu): the one computation behind every tile balance the viewer shows. Indexed by
+    ``by``; columns WEIGHTED and balance_cycles; NaN where a group has no weighted cycles."""
+    if steps.empty:
+        return pd.DataFrame(columns=[*WEIGHTED, "balance_cycles"], dtype=np.float64)
     prog = report.table("programs", ["program_id", "type"]).to_pandas()
     excluded = prog.loc[prog["type"].isin(NOT_BALANCED), "program_id"].to_numpy()
-    w = (es["cycles_to"].to_numpy() - es["cycles_from"].to_numpy()).astype(np.float64)
-    w[np.isin(es["program_id"].to_numpy(), excluded)] = 0.0
-    run = es["run"].to_numpy()
+    w = (steps["cycles_to"].to_numpy() - steps["cycles_from"].to_numpy()).astype(np.float64)
+    w[np.isin(steps["program_id"].to_numpy(), excluded)] = 0.0
+    key = steps[by].to_numpy()
     tiles = max(report.target_info.tiles_per_ipu, 1)
     values = {
-        "tile_balance": es["tile_balance"].to_numpy().astype(np.float64),
-        "active_tile_balance": es["active_tile_balance"].to_numpy().astype(np.float64),
-        "tile_utilisation": es["active_tiles"].to_numpy().astype(np.float64) / tiles,
+        "tile_balance": steps["tile_balance"].to_numpy().astype(np.float64),
+        "active_tile_balance": steps["active_tile_balance"].to_numpy().astype(np.float64),
+        "tile_utilisation": steps["active_tiles"].to_numpy().astype(np.float64) / tiles,
     }
-    weight = pd.Series(w).groupby(run).sum()
-    weight = weight.reindex(runs["run"].to_numpy()).fillna(0.0)
+    weight = pd.Series(w).groupby(key).sum()
+    out = pd.DataFrame(index=weight.index)
     for f, v in values.items():
-        s = pd.Series(v * w).groupby(run).sum().reindex(runs["run"].to_numpy()).fillna(0.0)
-        runs[f] = np.where(weight.to_numpy() > 0, s.to_numpy() / np.maximum(weight.to_numpy(), 1e-300), np.nan)
-    runs["balance_cycles"] = weight.to_numpy().astype(np.int64)
-    return runs
+        s = pd.Series(v * w).groupby(key).sum()
+        out[f] = np.where(weight.to_numpy() > 0, s.to_numpy() / np.maximum(weight.to_numpy(), 1e-300), np.nan)
+    out["balance_cycles"] = weight.to_numpy()
+    out.index.name = by
+    return out
 
 
 def run_figures(report: Report, run: int) -> dict[str, float | int | str]:
