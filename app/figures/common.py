@@ -87,7 +87,8 @@ def base_layout(fig: go.Figure, *, title: str | None = None, height: int = 420) 
         template="plotly_white",
         height=height,
         # the toolbar stands upright in the right margin, so it never covers a legend entry or data
-        margin={"l": 60, "r": 44, "t": 40 if title else 20, "b": 50},
+        # a title sits above the legend (which stands just above the plot), never on it
+        margin={"l": 60, "r": 44, "t": 72 if title else 20, "b": 50},
         modebar={"orientation": "v"},
         title={"text": title, "x": 0.01, "font": {"size": 15}} if title else None,
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},

@@ -72,15 +72,17 @@ def timeline_figure(
     fig.update_yaxes(
         tickvals=rows,
         ticktext=[names.get(r, f"{row_label} {r}") for r in rows],
-        autorange="reversed",
-        range=None,
+        # each row exactly one band of the plot: the segment width (px) then fills its band
+        range=[max(rows) + 0.5, min(rows) - 0.5],
         fixedrange=True,
         showgrid=False,
         zeroline=False,
     )
     fig.update_xaxes(title="cycles", range=list(x_range), tickformat=",d")
     fig.update_layout(dragmode="zoom", hovermode="closest", uirevision=None)
-    return base_layout(fig, height=max(180, 60 + len(rows) * (height_px + 10)))
+    fig = base_layout(fig, height=max(180, 100 + len(rows) * (height_px + 8)))
+    fig.update_layout(margin_t=30)  # room for the legend above the rows
+    return fig
 
 
 def tile_steps_figure(cycles: np.ndarray, steps: np.ndarray, tile_starts: np.ndarray, tiles_per_bin: int) -> go.Figure:

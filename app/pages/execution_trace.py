@@ -217,7 +217,13 @@ def step_panel(run: int, step: int, ipu: int, d: Any) -> html.Div:
     return html.Div(
         [
             html.H6(title, className="mt-2"),
-            small_grid(d.drop(columns=["type", "name"]), grid_id=ids.TRACE_STEP_GRID),
+            small_grid(
+                d.drop(columns=["type", "name"]).assign(
+                    tile_balance=d["tile_balance"].map(format_percent),
+                    active_tile_balance=d["active_tile_balance"].map(format_percent),
+                ),
+                grid_id=ids.TRACE_STEP_GRID,
+            ),
             dcc.Graph(id=ids.TRACE_STEP_TILES, figure=fig, config={"displaylogo": False}),
         ]
     )
