@@ -10,7 +10,7 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, callback, dcc, html
 
 from app import ids, state
-from app.figures.operations import operations_graph_figure
+from app.figures.operations import graph_height, operations_graph_figure
 from app.pages.operations import LAYER_NAMES, layers
 from app.views import operations as view
 
@@ -47,7 +47,11 @@ def layout(**_: object) -> html.Div:
                 ],
                 className="g-3 mb-2",
             ),
-            dcc.Graph(id=ids.OPERATIONS_GRAPH, config={"displaylogo": False}),
+            dcc.Graph(
+                id=ids.OPERATIONS_GRAPH,
+                config={"displaylogo": False},
+                style={"height": "max(360px, calc(100vh - 200px))"},
+            ),
         ]
     )
 
@@ -55,6 +59,7 @@ def layout(**_: object) -> html.Div:
 @callback(
     Output(ids.OPERATIONS_GRAPH, "figure"),
     Output(ids.OPERATIONS_GRAPH_NOTE, "children"),
+    Output(ids.OPERATIONS_GRAPH, "style"),
     Input(ids.OPERATIONS_GRAPH_LAYER, "value"),
     Input(ids.OPERATIONS_GRAPH_COLOUR, "value"),
 )
@@ -74,7 +79,9 @@ def graph(layer: str, colour: str) -> Any:
         note += (
             f" {nodes.attrs['hidden']} operations with no steps of their own (all in nested operations) are not drawn."
         )
-    return operations_graph_figure(nodes, edges, colour), note
+    # the graph fills the window below the controls, and grows past it for a tall graph
+    style = {"height": f"max({graph_height(nodes)}px, calc(100vh - 200px))"}
+    return operations_graph_figure(nodes, edges, colour), note, style
 
 
 dash.register_page(

@@ -70,7 +70,10 @@ def test_other_figures_build(small_report):
     assert len(variables_figure(mem.variable_bytes_by_tile(small_report, [0, 2])).data) == 2
     assert len(tile_map_figure(mem.tile_map(small_report), 1000).data) == 2  # one panel per IPU
     nodes, edges = ops.operations_graph(small_report, "onnx")
-    assert list(operations_graph_figure(nodes, edges).data[1].customdata) == [0, 2]
+    fig = operations_graph_figure(nodes, edges)
+    assert list(fig.data[1].customdata) == [0, 2]
+    # one arrowhead per edge, pointing at the target (annotation x, y) from the source (ax, ay)
+    assert [(a.ax, a.x) for a in fig.layout.annotations] == [(0.0, 1.0)] and fig.layout.annotations[0].arrowhead == 2
 
 
 def test_memory_series_keep_their_colour_whatever_the_report():
