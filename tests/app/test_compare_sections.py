@@ -154,7 +154,9 @@ def test_liveness_step_from_click_or_typed(pair):
 
 def test_operations_deltas_grid(pair):
     out = cmp_operations.render(pair["baseline"], "poplibs", "-1")
-    assert text(find(out, ids.COMPARE_OPERATIONS_COUNTS)).startswith("Active: 5 operations. Against the baseline: 1 added, 0 removed")
+    assert text(find(out, ids.COMPARE_OPERATIONS_COUNTS)).startswith(
+        "Active: 5 operations. Against the baseline: 1 added, 0 removed"
+    )
     ops = cmp_operations.operation_rows(pair["baseline"], "poplibs", None)
     first = ops.iloc[0]  # sorted by the size of the cycle change
     assert first["name"].endswith("cast_1(Cast)") and first["status"] == "added"

@@ -73,7 +73,9 @@ def test_memory_liveness_tree_and_operations_callbacks(pages):
     tree = pt.tree_rows(pt.view.program_tree(state.report()), {0, 1, 5})
     assert tree["tree"].iloc[5].strip() == "▾ loop  ×2" and tree["step"].isna().sum() == 3
     grid, sentence = ops.table("onnx", "-1", ["cycles"])
-    assert sentence.startswith("2 operations, plus one row for work outside any of them (26.1% of cycles). Cycles: executed")
+    assert sentence.startswith(
+        "2 operations, plus one row for work outside any of them (26.1% of cycles). Cycles: executed"
+    )
     hidden = {d["field"] for d in grid.columnDefs if d["hide"]}
     assert "flops" in hidden and "cycles" not in hidden
     assert "MatMul_0" in as_json(ops.details([{"rowId": "0"}], "onnx"))

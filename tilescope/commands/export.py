@@ -1,6 +1,8 @@
-"""Export a report for other tools.
+"""Export a report for other tools and for people.
 
---trace writes the execution trace of one run as Chrome trace-event JSON, which Perfetto
+--html writes one self-contained page (no network needed to open it): the Summary, Memory,
+Liveness, Operations and Execution Trace as static figures and tables, the page to attach to a bug
+report. --trace writes the execution trace of one run as Chrome trace-event JSON, which Perfetto
 (ui.perfetto.dev, also offline) and chrome://tracing open: one process per IPU with its BSP step
 timeline, plus one thread per tile you name with --tiles. Timestamps are microseconds at the
 target clock; each event's args keep the exact cycles.
@@ -14,12 +16,13 @@ import os
 import tempfile
 from pathlib import Path
 
-HELP = "export a report's execution trace as Chrome/Perfetto trace JSON"
+HELP = "export a report as one offline HTML page (--html) or Chrome/Perfetto trace JSON (--trace)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("report", help="report directory (holds manifest.json)")
-    p.add_argument("--trace", metavar="OUT.json", required=True, help="write Chrome/Perfetto trace-event JSON here")
+    p.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML page of the report here")
+    p.add_argument("--trace", metavar="OUT.json", help="write Chrome/Perfetto trace-event JSON here")
     p.add_argument(
         "--run",
         type=int,
@@ -38,6 +41,15 @@ def run(args: argparse.Namespace) -> int:
     from tilescope.cli import CommandError
 
     report = open_report(args.report)
+    if not args.html and not args.trace:
+        raise CommandError("say what to write: --html OUT.html and/or --trace OUT.json")
+    if args.html:
+        from app.export_html import write_report_html
+
+        out = write_report_html(report, args.html)
+        print(f"wrote {out}: Summary, Memory, Liveness, Operations, Execution Trace (opens offline)")
+    if not args.trace:
+        return 0
     if not report.has_execution_profile:
         why = "; ".join(report.notes) or "the report has no execution profile"
         raise CommandError(f"{args.report}: nothing to export: {why}")
