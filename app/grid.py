@@ -165,6 +165,9 @@ def big_grid(
         if multi_select
         else {"mode": "singleRow", "checkboxes": False, "enableClickSelection": True},
         "tooltipShowDelay": 300,
+        # columns are sized to their content, so a wide table scrolls sideways: render every column
+        # (a dozen at most), so none is missing when scrolled to or searched for
+        "suppressColumnVirtualisation": True,
     }
     return dag.AgGrid(
         id={"type": GRID_TYPE, "kind": kind, "args": args_json},
@@ -206,6 +209,7 @@ def small_grid(
         dashGridOptions={
             "tooltipShowDelay": 300,
             "rowSelection": {"mode": "singleRow", "checkboxes": False, "enableClickSelection": True},
+            "suppressColumnVirtualisation": True,
         },
         getRowId=f'"" + params.data.{row_id}' if row_id else None,
         style={"height": f"{h}px", "width": "100%"},

@@ -80,6 +80,7 @@ def layout(**_: object) -> html.Div:
                 defaultColDef={"flex": 1, "resizable": True},
                 dashGridOptions={
                     "animateRows": False,
+                    "suppressColumnVirtualisation": True,  # every column present when the grid scrolls sideways
                     "rowSelection": {"mode": "singleRow", "checkboxes": False, "enableClickSelection": True},
                 },
                 style={"height": fill_height(460, 230)},  # the rest of the window
