@@ -70,7 +70,7 @@ TRACE_STEP_TILES = "trace-step-tiles"
 TRACE_IPUS = "trace-ipus"
 TRACE_IPU_TABLE = "trace-ipu-table"
 
-# compare mode (issue 7): the shell's baseline picker and banner, then one section per page
+# compare mode: the shell's baseline picker and banner, then one section per page
 COMPARE_BASELINE = "compare-baseline"  # dcc.Store: the chosen baseline's key (None: compare off)
 COMPARE_PICKER = "compare-picker"
 COMPARE_BANNER = "compare-banner"
