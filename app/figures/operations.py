@@ -47,6 +47,7 @@ def operations_graph_figure(nodes: pd.DataFrame, edges: pd.DataFrame, colour_by:
     text = [
         f"{n.at[o, 'name']} ({n.at[o, 'op_type']})<br>cycles {n.at[o, 'cycles']:,}<br>"
         f"memory {n.at[o, 'memory_bytes']:,} B<br>FLOPs {n.at[o, 'flops']:,}"
+        + (f"<br>Δ cycles vs baseline {n.at[o, 'delta_cycles']:+,.0f}" if "delta_cycles" in n.columns else "")
         for o in order
     ]
     fig.add_trace(
@@ -64,10 +65,12 @@ def operations_graph_figure(nodes: pd.DataFrame, edges: pd.DataFrame, colour_by:
             marker={
                 "size": 18,
                 "color": vals,
-                "colorscale": "YlOrRd",
+                # a delta against the baseline is signed: blue faster / smaller, red slower / bigger
+                "colorscale": "RdBu_r" if colour_by.startswith("delta_") else "YlOrRd",
+                **({"cmid": 0} if colour_by.startswith("delta_") else {}),
                 "showscale": True,
                 "line": {"width": 1, "color": "#555"},
-                "colorbar": {"title": colour_by.replace("_", " ")},
+                "colorbar": {"title": colour_by.replace("delta_", "Δ ").replace("_", " ")},
             },
         )
     )

@@ -12,6 +12,8 @@ import pandas as pd
 from dash import Input, Output, State, callback, ctx, dcc, html
 
 from app import ids, state
+from app.compare import program_tree as compare  # the page's compare section, below its own view
+from app.compare.components import page_title
 from app.components import key_values
 from app.grid import column_defs, fill_height, to_records
 from app.views import program_tree as view
@@ -58,7 +60,7 @@ def layout(**_: object) -> html.Div:
     )
     return html.Div(
         [
-            html.H3("Program Tree"),
+            page_title("Program Tree", ids.COMPARE_PROGRAM_TREE),
             html.Div(note, className="text-muted small"),
             dbc.ButtonGroup(
                 [
@@ -87,6 +89,7 @@ def layout(**_: object) -> html.Div:
                 className="ag-theme-alpine",
             ),
             html.Div(id=ids.PROGRAM_TREE_DETAILS, className="mt-3"),
+            compare.section(),  # below the page's own view (the title links to it)
         ]
     )
 

@@ -13,7 +13,7 @@ from report_format.reader import Report
 EXCHANGE_CODE_SHARE = 0.15
 #: ... when the fullest tile holds more than this multiple of the mean tile.
 MEMORY_IMBALANCE = 2.0
-#: ... when cycle-weighted tile balance of compute steps is below this.
+#: ... when the tile balance over all runs (app.views.runs, as Summary shows it) is below this.
 LOW_TILE_BALANCE = 0.5
 
 

@@ -216,3 +216,17 @@ def test_operation_details_card(pair):
     assert body["FLOPs"] == ["0", "500", "+500", "-"]
     assert "(Cast, added)" in text(card.children[0])
     assert cmp_operations.operation_details(key, "poplibs", None, "no such op") is None
+
+
+def test_program_tree_and_insights_sections(pair):
+    from app.compare import insights as cmp_insights
+    from app.compare import program_tree as cmp_tree
+
+    key = pair["baseline"]
+    counts = text(find(cmp_tree.render(key), ids.COMPARE_PROGRAM_TREE_COUNTS))
+    assert counts.startswith("12 program steps in both, 1 only in active, 0 only in baseline")
+    added = cmp_tree.step_rows(key).set_index("status").loc["added"]
+    assert (added["name"], added["active_cycles"], added["delta_cycles"]) == ("cast_1", 300, 300)
+    hints = find(cmp_insights.render(key), ids.COMPARE_INSIGHTS_HINTS)
+    assert "Baseline" in text(hints) and "Active" in text(hints)
+    assert text(cmp_tree.render(None)) == "" and text(cmp_insights.render(None)) == ""

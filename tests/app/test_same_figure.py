@@ -148,3 +148,18 @@ def test_step_cycle_deltas_add_up_to_the_run(pair, pages):
     assert int(ex["delta_cycles"].sum()) == run["cycles"] - base["cycles"]
     one_sided = ex["status"] != "same"
     assert one_sided.any() and ex.loc[one_sided, "delta_cycles_from"].isna().all()
+
+
+def test_operations_graph_colours_by_the_operations_deltas(pair, pages):
+    from app.compare import baselines
+
+    fig, note, _ = pages["operations_graph"].graph("poplibs", "delta_cycles", pages["key"])
+    nodes = fig.data[1]
+    c = baselines.comparison(pages["key"], layer="poplibs")
+    key_of = c.operation_tables[1].set_index("debug_context_id")["key"]
+    delta = c.operations.set_index("key")["delta_cycles"]
+    want = [float(delta.get(key_of[op], 0)) for op in nodes.customdata]
+    assert list(nodes.marker.color) == want and any(want)
+    assert "active − baseline" in note
+    _, off_note, _ = pages["operations_graph"].graph("poplibs", "delta_cycles", None)
+    assert "needs a baseline" in off_note
