@@ -7,6 +7,7 @@ REPORT_TITLE = "shell-report-title"
 # summary
 SUMMARY_BODY = "summary-body"
 SUMMARY_RUNS = "summary-runs"
+SUMMARY_NOTES = "summary-notes"
 
 # insights
 INSIGHTS_BODY = "insights-body"

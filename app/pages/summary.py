@@ -3,6 +3,8 @@ report files and notes (the same figures as `tilescope summary`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import dash
 import dash_bootstrap_components as dbc
 import pandas as pd
@@ -18,38 +20,43 @@ from app.views.runs import run_table
 from app.views.summary import summary
 
 
+def card(*args: Any, **kwargs: Any) -> Any:
+    """The Summary's headline cards share the row (up to seven on one line)."""
+    return stat_card(*args, share=True, **kwargs)
+
+
 def layout(**_: object) -> html.Div:
     report = state.report()
     doc = summary(report)
     t, g, m, lv, ex = doc["target"], doc["graph"], doc["memory"], doc["liveness"], doc["execution"]
     cards = [
-        stat_card(
+        card(
             "Total memory (incl. gaps)",
             format_bytes(m["total_bytes_including_gaps"]),
             f"of {format_bytes(t['total_memory'])}",
         ),
-        stat_card(
+        card(
             "Fullest tile",
             format_bytes(m["max_tile_bytes"]),
             f"tile {m['max_tile']} of {format_bytes(m['bytes_per_tile'])}",
         ),
-        stat_card("Out-of-memory tiles", format_count(m["out_of_memory_tiles"]), alarm=m["out_of_memory_tiles"] > 0),
-        stat_card(
+        card("Out-of-memory tiles", format_count(m["out_of_memory_tiles"]), alarm=m["out_of_memory_tiles"] > 0),
+        card(
             "Peak not-always-live", format_bytes(lv["peak_not_always_live_bytes"]), f"at program step {lv['peak_step']}"
         ),
     ]
     if ex["captured"]:
         cards += [
-            stat_card(
+            card(
                 "Total cycles",
                 format_si(ex["total_cycles"]),
                 f"{ex['runs']} runs, {ex['total_seconds'] * 1e3:.4g} ms at {t['clock_hz'] / 1e9:.3g} GHz",
             ),
-            stat_card("Total FLOPs", format_si(ex["total_flops"], "FLOP")),
-            stat_card("Tile balance", format_percent(ex["tile_balance"]), "all runs, cycle-weighted, Sync left out"),
+            card("Total FLOPs", format_si(ex["total_flops"], "FLOP")),
+            card("Tile balance", format_percent(ex["tile_balance"]), "all runs, cycle-weighted, Sync left out"),
         ]
     else:
-        cards.append(stat_card("Execution", "not captured"))
+        cards.append(card("Execution", "not captured"))
     target_block = {
         "Name": t["name"],
         "Type": t["type"],
@@ -104,7 +111,7 @@ def layout(**_: object) -> html.Div:
     return html.Div(
         [
             page_title("Summary", ids.COMPARE_SUMMARY),
-            html.Div(notes),
+            html.Div(notes, id=ids.SUMMARY_NOTES),
             dbc.Row(cards, className="g-2", id=ids.SUMMARY_BODY),
             dbc.Row(
                 [

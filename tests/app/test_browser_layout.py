@@ -1,7 +1,9 @@
-"""Layout in real headless Chromium at 1600×1000 on the demo's MLP pair, served in Compare mode
-(`tilescope serve mlp --compare mlp_batch64`): every page shows its own view above the fold (the
-comparison comes below it), and no table cell or header of any page cuts its text (measured as
-``scrollWidth > clientWidth`` on AG Grid cells, headers and plain table cells)."""
+"""Layout in real headless Chromium at 1600×1000 on the demo reports. Served in Compare mode
+(`tilescope serve mlp --compare mlp_batch64`), every page shows its own view above the fold (the
+comparison comes below it); on every page of the MLP (in compare mode, a trace step clicked), the
+transformer and the out-of-memory MLP, no table cell or header cuts its text (measured as
+``scrollWidth > clientWidth`` on AG Grid cells, headers and plain table cells) and nothing
+overflows the window sideways."""
 
 from __future__ import annotations
 
@@ -32,20 +34,19 @@ CUT = """() => {
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory):
+def demo(tmp_path_factory):
     from tilescope.samples import SAMPLES, make_sample
 
     out = tmp_path_factory.mktemp("demo")
     for sample in SAMPLES:
-        if sample.name in ("mlp", "mlp_batch64"):
+        if sample.name in ("mlp", "mlp_batch64", "transformer", "mlp_oom"):
             make_sample(sample, out)
-    return out / "mlp", out / "mlp_batch64"
+    return out
 
 
 @pytest.fixture(scope="module")
-def base(pair):
-    active, baseline = pair
-    with served(active, "--compare", str(baseline)) as url:
+def base(demo):
+    with served(demo / "mlp", "--compare", str(demo / "mlp_batch64")) as url:
         yield url
 
 
@@ -65,4 +66,26 @@ def test_own_view_above_the_fold_and_nothing_cut(wide, base, path):
     box = wide.locator(OWN_VIEW[path]).first.bounding_box()
     assert box is not None and box["y"] < HEIGHT - 250, f"{path}: its own view starts at {box}"
     assert wide.evaluate("document.documentElement.scrollWidth") <= WIDTH, "the page overflows sideways"
+    if path == "/execution-trace":  # a clicked step adds its table and per-tile split
+        lane = wide.locator("#trace-timeline .nsewdrag").first.bounding_box()
+        wide.mouse.click(lane["x"] + lane["width"] * 0.5, lane["y"] + lane["height"] / 2)
+        settle(wide, 600)
+        assert wide.locator("#trace-step-grid").is_visible()
     assert wide.evaluate(CUT) == []
+
+
+@pytest.mark.parametrize("name", ["transformer", "mlp_oom"])
+def test_other_demo_reports_cut_nothing(chromium, demo, name):
+    ctx = chromium.new_context(viewport={"width": WIDTH, "height": HEIGHT})
+    page = ctx.new_page()
+    with served(demo / name) as url:
+        for path in PAGES:
+            page.goto(url + path)
+            settle(page, 600)
+            assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH, f"{name}{path} overflows"
+            assert page.evaluate(CUT) == [], f"{name}{path}"
+        page.goto(url + "/")
+        settle(page, 400)
+        if name == "mlp_oom":  # the out-of-memory message once, not once per note
+            assert page.locator("#summary-notes .alert").count() == 1
+    ctx.close()
