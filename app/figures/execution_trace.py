@@ -141,15 +141,20 @@ def _add_labels(fig: go.Figure, spans: pd.DataFrame, x_range: tuple[int, int], m
     kinds = spans["kind"].to_numpy()[wide]
     rows = spans["row"].to_numpy()[wide]
     mids = (lo[wide] + hi[wide]) / 2
-    # annotations, not a text trace: WebGL traces are drawn above SVG text, below annotations
-    for x, y, t, k in zip(mids, rows, text, kinds, strict=True):
-        fig.add_annotation(
-            x=x,
-            y=y,
-            text=t,
-            showarrow=False,
-            font={"size": 10, "color": "#222" if k in ("control", "sync", "other") else "white"},
-        )
+    # annotations, not a text trace: WebGL traces are drawn above SVG text, below annotations.
+    # Set all at once: add_annotation re-validates every annotation so far (quadratic).
+    fig.update_layout(
+        annotations=[
+            {
+                "x": float(x),
+                "y": float(y),
+                "text": t,
+                "showarrow": False,
+                "font": {"size": 10, "color": "#222" if k in ("control", "sync", "other") else "white"},
+            }
+            for x, y, t, k in zip(mids, rows, text, kinds, strict=True)
+        ]
+    )
 
 
 def step_tile_split_figure(split: pd.DataFrame, title: str) -> go.Figure:

@@ -78,25 +78,30 @@ def operations_graph_figure(nodes: pd.DataFrame, edges: pd.DataFrame, colour_by:
     # there are few enough edges for the browser to draw them quickly)
     drawn = [(s, t) for s, t in zip(edges["source"], edges["target"], strict=True) if s in pos and t in pos]
     if len(drawn) <= MAX_ARROWS:
-        for s, t in drawn:
-            fig.add_annotation(
-                x=pos[t][0],
-                y=pos[t][1],
-                ax=pos[s][0],
-                ay=pos[s][1],
-                xref="x",
-                yref="y",
-                axref="x",
-                ayref="y",
-                text="",
-                showarrow=True,
-                arrowhead=2,
-                arrowsize=1.2,
-                arrowwidth=1,
-                arrowcolor="#888",
-                standoff=11,  # stop at the node's marker, not its centre
-                startstandoff=9,
-            )
+        # all at once: add_annotation re-validates every annotation so far (quadratic)
+        fig.update_layout(
+            annotations=[
+                {
+                    "x": pos[t][0],
+                    "y": pos[t][1],
+                    "ax": pos[s][0],
+                    "ay": pos[s][1],
+                    "xref": "x",
+                    "yref": "y",
+                    "axref": "x",
+                    "ayref": "y",
+                    "text": "",
+                    "showarrow": True,
+                    "arrowhead": 2,
+                    "arrowsize": 1.2,
+                    "arrowwidth": 1,
+                    "arrowcolor": "#888",
+                    "standoff": 11,  # stop at the node's marker, not its centre
+                    "startstandoff": 9,
+                }
+                for s, t in drawn
+            ]
+        )
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     fig = base_layout(fig, height=graph_height(nodes))
