@@ -22,8 +22,10 @@ OUT = ROOT / "docs" / "screenshots"
 #: page path -> (screenshot name, id of the compare section)
 PAGES = {
     "/": ("compare_summary", "compare-summary"),
+    "/insights": ("compare_insights", "compare-insights"),
     "/memory": ("compare_memory", "compare-memory"),
     "/liveness": ("compare_liveness", "compare-liveness"),
+    "/program-tree": ("compare_program_tree", "compare-program-tree"),
     "/operations": ("compare_operations", "compare-operations"),
     "/execution-trace": ("compare_execution_trace", "compare-trace"),
 }

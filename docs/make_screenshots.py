@@ -22,6 +22,8 @@ OUT = ROOT / "docs" / "screenshots"
 
 def shoot(page, name: str) -> None:
     settle(page, 1200)
+    page.mouse.move(2, 2)  # no hover label over the figures
+    page.wait_for_timeout(300)
     page.screenshot(path=str(OUT / f"{name}.png"), full_page=True)
     print(f"wrote docs/screenshots/{name}.png")
 
