@@ -161,9 +161,15 @@ def tile_map_figure(tm: pd.DataFrame, bytes_per_tile: int) -> go.Figure:
     )
     # the scale follows the data (tiles often use a few % of their memory: a scale up to the
     # capacity would paint every tile the same); the capacity is a marked tick when in range
-    zmax = max(int(tm["bytes"].max()), 1)
+    full = max(int(tm["bytes"].max()), 1)
+    typical = float(np.percentile(tm["bytes"], 99))
+    # a few outliers (out-of-memory tiles) would darken every other tile: then the scale tops just
+    # above the 99th percentile and the outliers show in its top colour
+    zmax = int(1.25 * typical) if full > 2 * typical > 0 else full
     ticks = [zmax * f for f in (0, 0.25, 0.5, 0.75, 1.0)]
     labels = [_kib(v) for v in ticks]
+    if zmax < full:
+        labels[-1] = f"≥ {labels[-1]} (to {_kib(full)})"
     if bytes_per_tile <= zmax:
         ticks.append(bytes_per_tile)
         labels.append(f"capacity {_kib(bytes_per_tile)}")
@@ -197,8 +203,8 @@ def tile_map_figure(tm: pd.DataFrame, bytes_per_tile: int) -> go.Figure:
     fig.update_yaxes(showticklabels=False, autorange="reversed")
     base_layout(
         fig,
-        title=f"Tile map (tiles in software order, one panel per IPU; the scale tops at the fullest tile, "
-        f"{_kib(zmax)} of {_kib(bytes_per_tile)})",
+        title=f"Tile map (tiles in software order, one panel per IPU; the scale follows the tiles' bytes, "
+        f"fullest {_kib(full)}, capacity {_kib(bytes_per_tile)})",
         height=260 * rows + 60,
     )
     fig.update_layout(margin_r=110)  # room for the colour bar's labels beside the upright toolbar

@@ -110,3 +110,17 @@ def test_tile_map_scale_follows_the_data():
     assert heat.zmax == 26624 and "capacity" in heat.colorbar.title.text  # capacity named, not the scale
     over = tile_map_figure(tm.assign(bytes=tm["bytes"] * 40), 638976).data[0]
     assert "capacity 624.0 KiB" in over.colorbar.ticktext  # out of memory: the capacity is a tick
+
+
+def test_tile_map_outliers_do_not_darken_every_other_tile():
+    import numpy as np
+    import pandas as pd
+
+    from app.figures.memory import tile_map_figure
+
+    n = 200
+    b = np.full(n, 20_000)
+    b[:2] = 700_000  # two tiles out of memory
+    tm = pd.DataFrame({"ipu": 0, "tile": range(n), "row": np.arange(n) // 20, "col": np.arange(n) % 20, "bytes": b})
+    heat = tile_map_figure(tm, 638976).data[0]
+    assert 20_000 < heat.zmax < 50_000 and heat.colorbar.ticktext[4].startswith("≥")  # not 700,000
