@@ -66,12 +66,14 @@ def main() -> int:
                 if path == "/operations":  # an operation selected: its baseline / active card
                     page.locator("#compare-operations .ag-center-cols-container .ag-row[row-index='1']").first.click()
                     settle(page, 800)
-                # the navbar and banner, then the compare section as a whole
-                height = page.evaluate(f"document.getElementById('{section}').getBoundingClientRect().bottom")
-                page.set_viewport_size({"width": 1600, "height": int(min(max(height + 20, 1000), 4000))})
+                # the whole page at the 1000-pixel-high window (its own view, then the compare
+                # section): a taller window would stretch the window-filling grids instead
+                page.wait_for_function(
+                    f"() => (document.getElementById('{section}') || {{}}).innerText?.includes('Compare:')"
+                )
+                page.mouse.move(2, 2)
                 settle(page, 800)
-                page.screenshot(path=str(OUT / f"{name}.png"))
-                page.set_viewport_size({"width": 1600, "height": 1000})
+                page.screenshot(path=str(OUT / f"{name}.png"), full_page=True)
                 print(f"wrote docs/screenshots/{name}.png")
             browser.close()
     return 0
