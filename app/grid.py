@@ -55,6 +55,8 @@ CELL_PAD_PX = 36
 HEADER_PAD_PX = 58  # padding, the sort arrow and the column menu
 HEADER_PAD_NO_FILTER_PX = 44
 MAX_COLUMN_PX = 1100
+#: A text column needing more than this wraps its cells instead (long debug-context paths).
+WRAP_ABOVE_PX = 520
 #: Rows looked at to size a column of a big table (text lengths of all rows are cheap; this bounds
 #: formatting numbers).
 SIZE_SAMPLE_ROWS = 2000
@@ -127,6 +129,15 @@ def column_defs(
         }
         if c == "name":  # names (codelets, variables, ops) are long: give them the spare room
             d.update(flex=3, tooltipField="name")
+        if not numeric and d["minWidth"] > WRAP_ABOVE_PX:
+            # a very long text (a debug-context path) wraps onto more lines rather than push the
+            # numbers off screen or be cut
+            d.update(
+                minWidth=WRAP_ABOVE_PX,
+                wrapText=True,
+                autoHeight=True,
+                cellStyle={"wordBreak": "break-word", "lineHeight": "1.35", "paddingTop": "6px", "paddingBottom": "6px"},
+            )
         if numeric:
             d["type"] = "rightAligned"
             if pd.api.types.is_float_dtype(df[c]):

@@ -102,7 +102,7 @@ def variables_block(key: str, tiles: list[int] | None) -> list[Any]:
             f"{int(status.get('added', 0)):,} added, {int(status.get('removed', 0)):,} removed, "
             f"{int(status.get('changed', 0)):,} changed, {int(status.get('same', 0)):,} the same. "
             "Type 'added' or 'removed' in the status filter to list them; click a header to sort. "
-            "Select tiles in the graph below to compare only their variables.",
+            "Select tiles in the memory graph above to compare only their variables.",
             className="small text-muted mb-1",
             id=ids.COMPARE_MEMORY_COUNTS,
         ),
