@@ -157,7 +157,7 @@ def comparison_html(comparison: Comparison, top: int = 10) -> str:
         "<h2>Liveness</h2>",
         *rendered["liveness"],
         "<h2>Execution</h2>",
-        _table(c.runs[[col for col in RUN_COLUMNS if col in c.runs]], left=("status",)),
+        _table(_percent_columns(c.runs[[col for col in RUN_COLUMNS if col in c.runs]]), left=("status",)),
         *rendered["execution"],
         _table(
             _top(
@@ -332,6 +332,17 @@ def report_html(report: Report, top: int = 40) -> str:
         parts.append("<p>No execution profile: " + html.escape(" ".join(doc["notes"]) or "not captured") + "</p>")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _percent_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """Tile balance as a percentage, as the viewer and the CLI show it."""
+    from app.units import format_percent
+
+    out = df.copy()
+    for col in out.columns:
+        if "tile_balance" in col:
+            out[col] = out[col].map(format_percent)
+    return out
 
 
 def _first_layer(report: Report) -> str:

@@ -163,3 +163,14 @@ def test_operations_graph_colours_by_the_operations_deltas(pair, pages):
     assert "active − baseline" in note
     _, off_note, _ = pages["operations_graph"].graph("poplibs", "delta_cycles", None)
     assert "needs a baseline" in off_note
+
+
+def test_html_pages_show_the_same_tile_balance(pair, tmp_path, capsys):
+    active, baseline = pair
+    a = open_report(active)
+    run = cli_json(capsys, "summary", str(active), "--json")["execution"]["longest_run"]
+    per_run = format_percent(run_figures(a, run)["tile_balance"])
+    main(["diff", str(baseline), str(active), "--html", str(tmp_path / "diff.html")])
+    main(["export", str(active), "--html", str(tmp_path / "report.html")])
+    assert f">{per_run}<" in (tmp_path / "diff.html").read_text()  # the runs table
+    assert f"tile balance {per_run}" in (tmp_path / "report.html").read_text()  # the trace paragraph
