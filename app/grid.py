@@ -136,7 +136,12 @@ def column_defs(
                 minWidth=WRAP_ABOVE_PX,
                 wrapText=True,
                 autoHeight=True,
-                cellStyle={"wordBreak": "break-word", "lineHeight": "1.35", "paddingTop": "6px", "paddingBottom": "6px"},
+                cellStyle={
+                    "wordBreak": "break-word",
+                    "lineHeight": "1.35",
+                    "paddingTop": "6px",
+                    "paddingBottom": "6px",
+                },
             )
         if numeric:
             d["type"] = "rightAligned"
