@@ -149,7 +149,7 @@ def comparison_html(comparison: Comparison, top: int = 10) -> str:
         parity,
         "<h2>Headline</h2>",
         headline_table(c.metrics),
-        f"<p>Program steps: {counts['same']} aligned, {counts['added']} added, {counts['removed']} removed. "
+        f"<p>Program steps: {counts['same']:,} in both, {counts['added']:,} only in active, {counts['removed']:,} only in baseline. "
         f"{html.escape(c.peak_sentence())}.</p>",
         "<h2>Memory</h2>",
         *rendered["memory"],

@@ -103,7 +103,7 @@ def test_summary_headline_deltas(pair):
     assert body["Program steps"][2] == "+1"
     # cast_out (+1024 B on tile 3) and old_w (-512 B): +512 B of variables in all
     assert body["Total memory (excl. gaps)"][2] == "+512 B"
-    assert "12 aligned, 1 added, 0 removed" in text(out)
+    assert "12 in both, 1 only in active, 0 only in baseline" in text(out)
 
 
 def test_memory_source_target_lists_added_and_removed(pair):
