@@ -256,10 +256,8 @@ def summary(run: Any) -> Any:
             stat_card(
                 "Stream copy in / out",
                 f"{format_bytes(s['stream_copy_bytes_in'])} / {format_bytes(s['stream_copy_bytes_out'])}",
-            ),
-            stat_card(
-                "Global exchange in / out",
-                f"{format_bytes(s['global_exchange_bytes_in'])} / {format_bytes(s['global_exchange_bytes_out'])}",
+                f"global exchange {format_bytes(s['global_exchange_bytes_in'])} / "
+                f"{format_bytes(s['global_exchange_bytes_out'])}",
             ),
         ],
         className="g-2",
