@@ -5,15 +5,21 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test lint install install-test browser-deps screenshots samples
 
+# pip prints each package it fetches and installs (no silent minute on a fresh machine).
+PIP_INSTALL := $(BIN)/pip install --disable-pip-version-check --progress-bar on
+
 $(BIN)/python:
+	@echo "== creating $(VENV) (Python virtual environment)"
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(PIP_INSTALL) --upgrade pip
 
 install: $(BIN)/python
-	$(BIN)/pip install -q -e .
+	@echo "== installing tilescope and its dependencies into $(VENV) (about a minute on a fresh machine)"
+	$(PIP_INSTALL) -e .
 
 install-test: $(BIN)/python
-	$(BIN)/pip install -q -e ".[test]"
+	@echo "== installing tilescope with its test dependencies into $(VENV)"
+	$(PIP_INSTALL) -e ".[test]"
 
 # Debian's Chromium + ChromeDriver for the browser tests (needs root or sudo; skipped if present).
 browser-deps:
@@ -21,8 +27,9 @@ browser-deps:
 	else SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver; fi
 
-# Quick start 1: make the sample reports and open the viewer.
+# Quick start 1: make the sample reports and open the viewer (Compare: pick mlp_batch64 in the navbar).
 demo: install
+	@echo "== making the sample reports and starting the viewer"
 	$(BIN)/tilescope demo
 
 # Quick start 2: install everything and run the whole test suite (browser tests included).

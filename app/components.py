@@ -11,8 +11,9 @@ from dash import html
 from app import state
 
 
-def stat_card(label: str, value: str, hint: str | None = None, *, alarm: bool = False) -> dbc.Col:
-    """A headline number; ``alarm`` draws it in red (e.g. tiles out of memory)."""
+def stat_card(label: str, value: str, hint: str | None = None, *, alarm: bool = False, share: bool = False) -> dbc.Col:
+    """A headline number; ``alarm`` draws it in red (e.g. tiles out of memory). With ``share``, wide
+    screens give a row's cards equal shares of it (so seven fit on one row), not a sixth each."""
     return dbc.Col(
         dbc.Card(
             dbc.CardBody(
@@ -31,7 +32,7 @@ def stat_card(label: str, value: str, hint: str | None = None, *, alarm: bool = 
         ),
         xs=6,
         md=3,
-        xl=2,
+        xl=True if share else 2,
         className="mb-2",
     )
 
@@ -61,7 +62,9 @@ def key_values(items: dict[str, Any]) -> html.Table:
 
 def no_execution_profile(page: str) -> dbc.Alert:
     """Why a page that needs the execution profile is empty, in the report's own words."""
-    notes = state.report().notes
+    from app.views.summary import distinct_notes
+
+    notes = distinct_notes(state.report().notes)
     reason = " ".join(notes) if notes else "The report was written without an execution profile."
     return dbc.Alert(
         [

@@ -1,7 +1,10 @@
-"""Self-contained offline HTML of a comparison (``tilescope diff A B --html out.html``).
+"""Self-contained offline HTML pages: one report (``tilescope export REPORT --html out.html``,
+the page an engineer attaches to a bug report) and a comparison (``tilescope diff A B --html``).
 
-One file: inline CSS, plotly.js inlined once (``include_plotlyjs=True``), no network access
-needed to open it. It shows the parity check, the headline metrics, per-tile memory delta,
+One file each: inline CSS, plotly.js inlined once (``include_plotlyjs=True``), no network access
+needed to open it. The report page shows the Summary, Memory, Liveness, Operations and Execution
+Trace as static figures and tables, with the same views, figures and formatting as the viewer.
+The comparison page shows the parity check, the headline metrics, per-tile memory delta,
 liveness of both reports with the delta, cycles per aligned step and the biggest changes of
 variables, operations and steps. No Dash.
 """
@@ -22,6 +25,7 @@ from app.figures import compare as figs
 from app.units import format_metric
 from app.views.compare.comparison import HEADLINE_METRICS, Comparison
 from app.views.compare.steps import STEP_DELTA_COLUMNS
+from report_format.reader import Report
 
 _CSS = """
 body { font-family: system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif; margin: 24px auto; max-width: 1200px;
@@ -145,7 +149,7 @@ def comparison_html(comparison: Comparison, top: int = 10) -> str:
         parity,
         "<h2>Headline</h2>",
         headline_table(c.metrics),
-        f"<p>Program steps: {counts['same']} aligned, {counts['added']} added, {counts['removed']} removed. "
+        f"<p>Program steps: {counts['same']:,} in both, {counts['added']:,} only in active, {counts['removed']:,} only in baseline. "
         f"{html.escape(c.peak_sentence())}.</p>",
         "<h2>Memory</h2>",
         *rendered["memory"],
@@ -153,7 +157,7 @@ def comparison_html(comparison: Comparison, top: int = 10) -> str:
         "<h2>Liveness</h2>",
         *rendered["liveness"],
         "<h2>Execution</h2>",
-        _table(c.runs[[col for col in RUN_COLUMNS if col in c.runs]], left=("status",)),
+        _table(_percent_columns(c.runs[[col for col in RUN_COLUMNS if col in c.runs]]), left=("status",)),
         *rendered["execution"],
         _table(
             _top(
@@ -193,9 +197,171 @@ def comparison_html(comparison: Comparison, top: int = 10) -> str:
 
 def write_comparison_html(comparison: Comparison, path: str | Path, top: int = 10) -> Path:
     """Write ``comparison_html`` to ``path`` (parent directories created)."""
+    return _write(comparison_html(comparison, top), path)
+
+
+def write_report_html(report: Report, path: str | Path, top: int = 40) -> Path:
+    """Write ``report_html`` to ``path`` (parent directories created)."""
+    return _write(report_html(report, top), path)
+
+
+#: Tile-axis columns and trace spans per row at most in the static page (as the viewer's level of detail).
+REPORT_MAX_TILE_COLUMNS = 1500
+REPORT_MAX_SPANS_PER_ROW = 1500
+
+
+def report_html(report: Report, top: int = 40) -> str:
+    """One report as a static page: Summary, Memory, Liveness, Operations, Execution Trace (the
+    longest run, the one the viewer opens on)."""
+    from app.figures.execution_trace import proportions_figure, timeline_figure
+    from app.figures.liveness import liveness_figure
+    from app.figures.memory import tile_memory_figure
+    from app.units import format_bytes, format_count, format_percent, format_si
+    from app.views import execution_trace as trace
+    from app.views import liveness, memory, operations
+    from app.views.runs import run_figures, run_table
+    from app.views.summary import summary
+
+    doc = summary(report)
+    t, g, m, lv, ex = doc["target"], doc["graph"], doc["memory"], doc["liveness"], doc["execution"]
+    plotly_inlined = False
+
+    def plot(fig: go.Figure) -> str:
+        nonlocal plotly_inlined
+        out = fig.to_html(full_html=False, include_plotlyjs=not plotly_inlined, config={"displaylogo": False})
+        plotly_inlined = True  # plotly.js once, with the first figure
+        return out
+
+    headline = {
+        "Total memory (incl. gaps)": f"{format_bytes(m['total_bytes_including_gaps'])} of {format_bytes(t['total_memory'])}",
+        "Fullest tile": f"{format_bytes(m['max_tile_bytes'])} (tile {m['max_tile']} of {format_bytes(m['bytes_per_tile'])})",
+        "Out-of-memory tiles": format_count(m["out_of_memory_tiles"]),
+        "Peak not-always-live": f"{format_bytes(lv['peak_not_always_live_bytes'])} at program step {lv['peak_step']}",
+    }
+    if ex["captured"]:
+        headline.update(
+            {
+                "Total cycles": f"{format_count(ex['total_cycles'])} ({ex['runs']} runs)",
+                "Total FLOPs": format_si(ex["total_flops"], "FLOP"),
+                "Tile balance": f"{format_percent(ex['tile_balance'])} (all runs)",
+            }
+        )
+    else:
+        headline["Execution"] = "not captured"
+    headline.update(
+        {
+            "Target": f"{t['name']}: {t['num_ipus']} IPU × {format_count(t['tiles_per_ipu'])} tiles, "
+            f"{format_bytes(t['bytes_per_tile'])} per tile, {t['clock_hz'] / 1e9:.3g} GHz",
+            "Graph": f"{format_count(g['variables'])} variables, {format_count(g['compute_sets'])} compute sets, "
+            f"{format_count(g['vertices'])} vertices, {format_count(g['program_steps'])} program steps",
+        }
+    )
+    parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>tilescope report: {html.escape(report.path.name)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>tilescope report: {html.escape(report.path.name)}</h1>",
+        f"<div class='paths'><code>{html.escape(str(report.path))}</code> · format v{doc['format_version']} · "
+        f"{html.escape(str(doc['producer'].get('name', '')))} {html.escape(str(doc['producer'].get('version', '')))}"
+        f" · {html.escape(str(doc['created']))}</div>",
+        "<h2>Summary</h2>",
+        *(f"<p class='parity'>{html.escape(n)}</p>" for n in doc["notes"]),
+        _key_table(headline),
+    ]
+    if ex["captured"]:
+        runs = run_table(report)
+        shown = runs[["run", "name", "steps", "cycles", "flops"]].assign(
+            tile_balance=runs["tile_balance"].map(format_percent)
+        )
+        parts += ["<h3>Runs</h3>", _table(shown.rename(columns={"steps": "executed steps"}), left=("name",))]
+    # memory: the viewer's first view (by category, gaps included, tiles by id)
+    df = memory.tile_memory_breakdown(report, "category", True)
+    binned, maxes, width = memory.bin_tiles(df, REPORT_MAX_TILE_COLUMNS)
+    details = memory.tile_details(report, None)
+    parts += [
+        "<h2>Memory</h2>",
+        plot(
+            tile_memory_figure(
+                binned, maxes, width, t["bytes_per_tile"], tiles_per_ipu=t["tiles_per_ipu"], show_max_memory=False
+            )
+        ),
+        _table(details["regions"], left=("region",)),
+        _table(details["categories"], left=("category", "always_live")),
+        "<h2>Liveness</h2>",
+        plot(liveness_figure(liveness.liveness_by_step(report))),
+    ]
+    layer = _first_layer(report)
+    ops = operations.operations(report, layer, None)
+    outside = ops.loc[ops["op_id"] == operations.OUTSIDE_ID, "cycles"]
+    count = operations.count_sentence(
+        operations.operation_count(ops), int(outside.iat[0]) if len(outside) else None, int(ops["cycles"].sum())
+    )
+    parts += [
+        f"<h2>Operations ({html.escape(layer)} layer)</h2>",
+        f"<p>{html.escape(count)}; the {min(top, len(ops))} with the most cycles. "
+        f"Cycles: {html.escape(str(ops.attrs.get('cycles_source', '')))}.</p>",
+        _table(
+            ops.head(top)[["name", "op_type", "cycles", "flops", "memory_bytes", "code_bytes", "tiles", "steps"]],
+            left=("name", "op_type"),
+        ),
+        "<h2>Execution Trace</h2>",
+    ]
+    if ex["captured"]:
+        run = ex["longest_run"]
+        length = trace.run_length(report, run)
+        lod = trace.level_of_detail(trace.flat_spans(report, run), 0, max(length, 1), REPORT_MAX_SPANS_PER_ROW)
+        s = trace.trace_summary(report, run)
+        ipus = trace.ipu_table(report, run)
+        for col in ("tile_balance", "tile_utilisation"):
+            ipus[col] = ipus[col].map(format_percent)
+        parts += [
+            f"<p>Run {run} ({html.escape(run_figures(report, run)['name'])}, the longest): "
+            f"{format_count(s['cycles'])} cycles, {format_count(s['steps'])} executed steps, "
+            f"{format_si(s['flops'], 'FLOP')}, tile balance {format_percent(s['tile_balance'])}, "
+            f"tile utilisation {format_percent(s['tile_utilisation'])}. {html.escape(lod.detail)}.</p>",
+            plot(
+                timeline_figure(
+                    lod.table, row_label="IPU", rows=list(range(t["num_ipus"])), x_range=(0, max(length, 1))
+                )
+            ),
+            plot(proportions_figure(s)),
+            "<h3>Per IPU</h3>",
+            _table(ipus),
+        ]
+    else:
+        parts.append("<p>No execution profile: " + html.escape(" ".join(doc["notes"]) or "not captured") + "</p>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _percent_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """Tile balance as a percentage, as the viewer and the CLI show it."""
+    from app.units import format_percent
+
+    out = df.copy()
+    for col in out.columns:
+        if "tile_balance" in col:
+            out[col] = out[col].map(format_percent)
+    return out
+
+
+def _first_layer(report: Report) -> str:
+    """The layer the Operations page opens on (PopLibs when present)."""
+    dc = report.debug_contexts()
+    present = set(dc["layer"]) if len(dc) else set()
+    return next((lay for lay in ("poplibs", "onnx", "user") if lay in present), "poplibs")
+
+
+def _key_table(items: dict[str, str]) -> str:
+    rows = "".join(
+        f"<tr><th class='l'>{html.escape(k)}</th><td class='l'>{html.escape(v)}</td></tr>" for k, v in items.items()
+    )
+    return f"<table>{rows}</table>"
+
+
+def _write(text: str, path: str | Path) -> Path:
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    text = comparison_html(comparison, top)
     # write-then-rename: never leave a half-written page behind
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
     try:

@@ -47,24 +47,102 @@ def _bytes_like(col: str) -> bool:
     return "bytes" in col
 
 
+#: Column sizing from content (AG Grid's Alpine theme, 14 px font): pixels per character of cell
+#: text, plus the cell's padding; a header also holds the sort and menu icons.
+CHAR_PX = 8.0
+HEADER_CHAR_PX = 7.2  # measured in Chromium: 6.3-7.0 px per character of a header
+CELL_PAD_PX = 36
+HEADER_PAD_PX = 58  # padding, the sort arrow and the column menu
+HEADER_PAD_NO_FILTER_PX = 44
+MAX_COLUMN_PX = 1100
+#: A text column needing more than this wraps its cells instead (long debug-context paths).
+WRAP_ABOVE_PX = 520
+#: Rows looked at to size a column of a big table (text lengths of all rows are cheap; this bounds
+#: formatting numbers).
+SIZE_SAMPLE_ROWS = 2000
+
+
+def _text_chars(df: pd.DataFrame, c: str) -> int:
+    """Characters of the longest cell of column ``c`` as the grid shows it (thousands separators,
+    3 decimals, FLOPs with SI prefixes)."""
+    col = df[c]
+    if len(col) == 0:
+        return 0
+    if pd.api.types.is_bool_dtype(col):
+        return 5
+    if pd.api.types.is_numeric_dtype(col):
+        v = col.to_numpy(dtype=np.float64)
+        v = v[np.isfinite(v)]
+        if v.size == 0:
+            return 1
+        if "flops" in c:
+            return 7  # d3 '.4~s': '123.4M'
+        lo, hi = float(v.min()), float(v.max())
+        if pd.api.types.is_float_dtype(col):
+            return max(len(f"{x:,.3f}") for x in (lo, hi))
+        return max(len(f"{int(x):,}") for x in (lo, hi))
+    lengths = col.iloc[: SIZE_SAMPLE_ROWS * 50].astype(str).str.len()
+    return int(lengths.max()) if len(lengths) else 0
+
+
+def content_width(df: pd.DataFrame, c: str, header: str, filters: bool = True) -> int:
+    """Pixels a column needs so neither its header nor any of its cells is cut."""
+    cells = _text_chars(df, c) * CHAR_PX + CELL_PAD_PX
+    head = len(header) * HEADER_CHAR_PX + (HEADER_PAD_PX if filters else HEADER_PAD_NO_FILTER_PX)
+    return int(min(max(cells, head, 60), MAX_COLUMN_PX))
+
+
+def short_header(column: str) -> str:
+    """'delta_memory_bytes' -> 'Δ memory', 'baseline_cycles' -> 'base cycles': compare grids have
+    many columns, so headers stay short (the full column name shows on hover)."""
+    text = column.replace("memory_bytes", "memory").replace("flops", "FLOPs").replace("diff_percent", "diff %")
+    for prefix, short in (("delta_", "Δ "), ("baseline_", "base "), ("active_", "active ")):
+        if text.startswith(prefix):
+            text = short + text[len(prefix) :]
+    return text.replace("_", " ")
+
+
 def column_defs(
-    df: pd.DataFrame, *, hidden: tuple[str, ...] = (), headers: dict[str, str] | None = None, filters: bool = True
+    df: pd.DataFrame,
+    *,
+    hidden: tuple[str, ...] = (),
+    headers: dict[str, str] | None = None,
+    filters: bool = True,
+    short: bool = False,
 ) -> list[dict[str, Any]]:
-    """Column definitions: number filter and thousands separators for numeric columns, full names on hover."""
+    """Column definitions: number filter and thousands separators for numeric columns, full names on
+    hover; every column at least as wide as its content (the grid scrolls sideways rather than cut
+    a number or a header), wider columns sharing the rest of the width."""
     defs = []
     for c in df.columns:
         numeric = pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
+        header = (headers or {}).get(c, short_header(c) if short else c.replace("_", " "))
         d: dict[str, Any] = {
             "field": c,
-            "headerName": (headers or {}).get(c, c.replace("_", " ")),
+            "headerName": header,
+            "minWidth": content_width(df, c, header, filters),
             "headerTooltip": c,
             "filter": (("agNumberColumnFilter" if numeric else "agTextColumnFilter") if filters else False),
             "sortable": True,
             "resizable": True,
             "hide": c in hidden,
         }
-        if c == "name":  # names (codelets, variables, ops) are long: give them room
-            d.update(flex=3, minWidth=220, tooltipField="name")
+        if c == "name":  # names (codelets, variables, ops) are long: give them the spare room
+            d.update(flex=3, tooltipField="name")
+        if not numeric and d["minWidth"] > WRAP_ABOVE_PX:
+            # a very long text (a debug-context path) wraps onto more lines rather than push the
+            # numbers off screen or be cut
+            d.update(
+                minWidth=WRAP_ABOVE_PX,
+                wrapText=True,
+                autoHeight=True,
+                cellStyle={
+                    "wordBreak": "break-word",
+                    "lineHeight": "1.35",
+                    "paddingTop": "6px",
+                    "paddingBottom": "6px",
+                },
+            )
         if numeric:
             d["type"] = "rightAligned"
             if pd.api.types.is_float_dtype(df[c]):
@@ -88,8 +166,12 @@ def big_grid(
     row_id: str | None = None,
     hidden: tuple[str, ...] = (),
     multi_select: bool = False,
+    fill: int | None = None,
+    short: bool = False,
 ) -> dag.AgGrid:
-    """A server-side (infinite row model) grid over ``frame(kind, args)``."""
+    """A server-side (infinite row model) grid over ``frame(kind, args)``. With ``fill`` (pixels
+    above the grid on the page), the grid takes the rest of the window's height (at least
+    ``height``) instead of a fixed height."""
     args_json = json.dumps(args, sort_keys=True)
     df = frame(kind, args_json) if sample is None else sample
     options: dict[str, Any] = {
@@ -101,37 +183,51 @@ def big_grid(
         if multi_select
         else {"mode": "singleRow", "checkboxes": False, "enableClickSelection": True},
         "tooltipShowDelay": 300,
+        # columns are sized to their content, so a wide table scrolls sideways: render every column
+        # (a dozen at most), so none is missing when scrolled to or searched for
+        "suppressColumnVirtualisation": True,
     }
     return dag.AgGrid(
         id={"type": GRID_TYPE, "kind": kind, "args": args_json},
-        columnDefs=column_defs(df, hidden=hidden),
+        columnDefs=column_defs(df, hidden=hidden, short=short),
         defaultColDef={
             "flex": 1,
-            "minWidth": 90,
             "floatingFilter": True,
             "filterParams": {"maxNumConditions": 1, "buttons": ["reset"]},
         },
         rowModelType="infinite",
         dashGridOptions=options,
         getRowId=f'"" + params.data.{row_id}' if row_id else None,
-        style={"height": f"{height}px", "width": "100%"},
+        style={"height": fill_height(height, fill), "width": "100%"},
         className="ag-theme-alpine",
     )
 
 
+def fill_height(height: int, above: int | None) -> str:
+    """A CSS height: fixed, or the window's height below ``above`` pixels (never under ``height``)."""
+    return f"{height}px" if above is None else f"max({height}px, calc(100vh - {above}px))"
+
+
 def small_grid(
-    df: pd.DataFrame, *, height: int | None = None, grid_id: str | None = None, row_id: str | None = None
+    df: pd.DataFrame,
+    *,
+    height: int | None = None,
+    grid_id: str | None = None,
+    row_id: str | None = None,
+    short: bool = False,
 ) -> dag.AgGrid:
-    """A client-side grid for small tables (details, top-N lists)."""
+    """A client-side grid for small tables (details, top-N lists); ``short`` headers for compare
+    tables (``short_header``)."""
     h = height or min(60 + 42 * max(len(df), 1), 420)
     kwargs: dict[str, Any] = {"id": grid_id} if grid_id else {}
     return dag.AgGrid(
-        columnDefs=column_defs(df, filters=False),
+        columnDefs=column_defs(df, filters=False, short=short),
         rowData=to_records(df),
-        defaultColDef={"flex": 1, "minWidth": 90},
+        defaultColDef={"flex": 1},
         dashGridOptions={
             "tooltipShowDelay": 300,
             "rowSelection": {"mode": "singleRow", "checkboxes": False, "enableClickSelection": True},
+            "suppressColumnVirtualisation": True,
         },
         getRowId=f'"" + params.data.{row_id}' if row_id else None,
         style={"height": f"{h}px", "width": "100%"},

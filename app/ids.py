@@ -6,6 +6,8 @@ REPORT_TITLE = "shell-report-title"
 
 # summary
 SUMMARY_BODY = "summary-body"
+SUMMARY_RUNS = "summary-runs"
+SUMMARY_NOTES = "summary-notes"
 
 # insights
 INSIGHTS_BODY = "insights-body"
@@ -64,13 +66,18 @@ TRACE_TILES = "trace-tiles"
 TRACE_SUMMARY = "trace-summary"
 TRACE_RESET = "trace-reset"
 TRACE_STEP_DETAILS = "trace-step-details"
+TRACE_STEP_GRID = "trace-step-grid"
+TRACE_STEP_TILES = "trace-step-tiles"
+TRACE_IPUS = "trace-ipus"
+TRACE_IPU_TABLE = "trace-ipu-table"
 
-# compare mode (issue 7): the shell's baseline picker and banner, then one section per page
+# compare mode: the shell's baseline picker and banner, then one section per page
 COMPARE_BASELINE = "compare-baseline"  # dcc.Store: the chosen baseline's key (None: compare off)
 COMPARE_PICKER = "compare-picker"
 COMPARE_BANNER = "compare-banner"
 COMPARE_BANNER_TEXT = "compare-banner-text"
 COMPARE_OFF = "compare-off"
+COMPARE_JUMP = "compare-jump"  # pattern-matching type: a page title's link down to its compare section
 COMPARE_SUMMARY = "compare-summary"
 COMPARE_SUMMARY_PARITY = "compare-summary-parity"
 COMPARE_SUMMARY_TABLE = "compare-summary-table"
@@ -93,3 +100,7 @@ COMPARE_TRACE_TEXT = "compare-trace-text"
 COMPARE_TRACE_STEPS = "compare-trace-steps"
 COMPARE_OPERATIONS_DETAILS = "compare-operations-details"
 COMPARE_OPERATIONS_CARD = "compare-operations-card"
+COMPARE_PROGRAM_TREE = "compare-program-tree"
+COMPARE_PROGRAM_TREE_COUNTS = "compare-program-tree-counts"
+COMPARE_INSIGHTS = "compare-insights"
+COMPARE_INSIGHTS_HINTS = "compare-insights-hints"

@@ -15,7 +15,7 @@ import dash_bootstrap_components as dbc
 from dash import Dash, dcc, html
 
 from app import ids, state
-from app.compare import shell as compare_shell  # compare mode (issue 7)
+from app.compare import shell as compare_shell  # compare mode: baseline picker and banner
 
 #: Page modules, in navbar order.
 PAGES = (
@@ -60,7 +60,7 @@ def create_app(report_path: str | Path, baseline_path: str | Path | None = None,
 
 def warm_caches() -> None:
     """Compute what the pages' first renders need, most visited first (errors surface later, in the page)."""
-    from app.views import execution_trace, liveness, memory, operations, program_tree, tables
+    from app.views import execution_trace, liveness, memory, operations, program_tree, runs, tables
 
     report = state.report()
     steps: list = [
@@ -73,9 +73,7 @@ def warm_caches() -> None:
         lambda: operations.operations(report, "poplibs", None),
     ]
     if report.has_execution_profile:
-        runs = report.runs()
-        longest = int(runs["run"].iat[int(runs["cycles"].to_numpy().argmax())])
-        steps += [lambda: execution_trace.flat_spans(report, longest)]
+        steps += [lambda: execution_trace.flat_spans(report, runs.longest_run(report))]
     for step in steps:
         try:
             step()
@@ -98,7 +96,7 @@ def shell() -> html.Div:
                     [
                         dbc.NavbarBrand("tilescope", href="/", className="fw-bold"),
                         dbc.Nav(nav, id=ids.NAV, navbar=True, className="me-auto"),
-                        compare_shell.picker(),  # compare mode (issue 7)
+                        compare_shell.picker(),  # which baseline to compare with (off by default)
                         # long report names are cut with an ellipsis (full text on hover) so the bar stays one line
                         html.Span(
                             title,
@@ -114,7 +112,7 @@ def shell() -> html.Div:
                 dark=True,
                 className="mb-3",
             ),
-            compare_shell.banner(),  # compare mode (issue 7)
+            compare_shell.banner(),  # names both reports while compare is on
             dbc.Container(dash.page_container, fluid=True),
             dcc.Location(id="shell-location"),
         ]

@@ -35,7 +35,7 @@ def report() -> Report:
 
 
 def baseline() -> Report | None:
-    """The baseline report of compare mode (issue 7), or None."""
+    """The baseline report of compare mode, or None."""
     return load(_paths["baseline"]) if _paths["baseline"] else None
 
 

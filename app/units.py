@@ -30,11 +30,25 @@ def format_count(n: int) -> str:
     return f"{int(n):,}"
 
 
+#: Metrics that are fractions shown as percentages (tile balance, utilisation), wherever they show.
+PERCENT_METRICS = ("tile_balance", "tile_utilisation")
+
+
+def format_percent(value: float | None) -> str:
+    """A fraction as every page, the CLI and the exports show it: 0.5094 -> '50.9%'."""
+    if value is None or not math.isfinite(float(value)):
+        return "-"
+    return f"{100 * float(value):.1f}%"
+
+
 def format_metric(name: str, value: Any) -> str:
-    """A summary/diff metric's value, by its name: bytes for byte metrics, 4 significant digits for
-    ratios and other floats, thousands separators for counts; '-' for missing or non-finite."""
+    """A summary/diff metric's value, by its name: bytes for byte metrics, percentages for
+    balance and utilisation, 4 significant digits for other floats, thousands separators for
+    counts; '-' for missing or non-finite."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "-"
+    if any(p in name for p in PERCENT_METRICS):
+        return format_percent(value)
     if "bytes" in name or name.startswith("memory.category."):
         return format_bytes(value)
     if isinstance(value, float):

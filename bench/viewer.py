@@ -193,8 +193,8 @@ def main() -> int:
 
     measure(
         "Execution Trace",
-        "first render: layout + summary",
-        lambda: (execution_trace.layout(), execution_trace.summary("0")),
+        "first render: layout + summary + per-IPU table",
+        lambda: (execution_trace.layout(), execution_trace.summary("0"), execution_trace.ipus("0")),
     )
     full = measure(
         "Execution Trace",
@@ -216,6 +216,11 @@ def main() -> int:
             ),
         )
         print(f"{'':16s}   {out[1]}")
+    measure(
+        "Execution Trace",
+        "click a step -> its IPUs + per-tile split",
+        lambda: execution_trace.step_clicked({"points": [{"x": length * 0.5, "y": 3}]}, "0", "flat", "0"),
+    )
     measure("Execution Trace", "flame view IPU 5, whole run", lambda: execution_trace.render_trace(0, "flame", 5, None))
     measure(
         "Execution Trace",

@@ -1,6 +1,7 @@
 """Regenerate docs/screenshots/compare_<page>.png: the viewer in compare mode in headless Debian
 Chromium, on the sample MLP (batch 32, active) against the same MLP with batch 64 (baseline), as
-`tilescope demo` serves them. Each page with a compare section, scrolled to it.
+`tilescope demo --compare` serves them, at 1600x1000. Each page with a compare section: its own
+view first, then its compare section (the screenshot runs down to the section's end).
 
     python docs/make_compare_screenshots.py [--active PATH --baseline PATH]
 """
@@ -21,8 +22,10 @@ OUT = ROOT / "docs" / "screenshots"
 #: page path -> (screenshot name, id of the compare section)
 PAGES = {
     "/": ("compare_summary", "compare-summary"),
+    "/insights": ("compare_insights", "compare-insights"),
     "/memory": ("compare_memory", "compare-memory"),
     "/liveness": ("compare_liveness", "compare-liveness"),
+    "/program-tree": ("compare_program_tree", "compare-program-tree"),
     "/operations": ("compare_operations", "compare-operations"),
     "/execution-trace": ("compare_execution_trace", "compare-trace"),
 }
@@ -51,7 +54,7 @@ def main() -> int:
         OUT.mkdir(parents=True, exist_ok=True)
         with served(active, "--compare", str(baseline)) as base, sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1440, "height": 900})
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
             for path, (name, section) in PAGES.items():
                 if args.only and path != args.only:
                     continue
@@ -63,12 +66,14 @@ def main() -> int:
                 if path == "/operations":  # an operation selected: its baseline / active card
                     page.locator("#compare-operations .ag-center-cols-container .ag-row[row-index='1']").first.click()
                     settle(page, 800)
-                # the navbar and banner, then the compare section as a whole
-                height = page.evaluate(f"document.getElementById('{section}').getBoundingClientRect().bottom")
-                page.set_viewport_size({"width": 1440, "height": int(min(max(height + 20, 900), 4000))})
+                # the whole page at the 1000-pixel-high window (its own view, then the compare
+                # section): a taller window would stretch the window-filling grids instead
+                page.wait_for_function(
+                    f"() => (document.getElementById('{section}') || {{}}).innerText?.includes('Compare:')"
+                )
+                page.mouse.move(2, 2)
                 settle(page, 800)
-                page.screenshot(path=str(OUT / f"{name}.png"))
-                page.set_viewport_size({"width": 1440, "height": 900})
+                page.screenshot(path=str(OUT / f"{name}.png"), full_page=True)
                 print(f"wrote docs/screenshots/{name}.png")
             browser.close()
     return 0

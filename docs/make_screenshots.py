@@ -22,6 +22,8 @@ OUT = ROOT / "docs" / "screenshots"
 
 def shoot(page, name: str) -> None:
     settle(page, 1200)
+    page.mouse.move(2, 2)  # no hover label over the figures
+    page.wait_for_timeout(300)
     page.screenshot(path=str(OUT / f"{name}.png"), full_page=True)
     print(f"wrote docs/screenshots/{name}.png")
 
@@ -49,7 +51,7 @@ def main() -> int:
         OUT.mkdir(parents=True, exist_ok=True)
         with served(report) as base, sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1440, "height": 900})
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
             page.goto(base + "/")
             shoot(page, "summary")
             page.goto(base + "/insights")
@@ -82,9 +84,11 @@ def main() -> int:
             page.goto(base + "/operations-graph")
             shoot(page, "operations_graph")
             page.goto(base + "/execution-trace")
-            shoot(page, "execution_trace")
+            settle(page)
             box = page.locator("#trace-timeline .nsewdrag").first.bounding_box()
-            y = box["y"] + box["height"] / 2
+            y = box["y"] + box["height"] * 0.25  # IPU 0's row
+            page.mouse.click(box["x"] + box["width"] * 0.5, y)  # a step: its IPUs and per-tile split
+            shoot(page, "execution_trace")
             page.mouse.move(box["x"] + box["width"] * 0.30, y)
             page.mouse.down()
             page.mouse.move(box["x"] + box["width"] * 0.33, y, steps=5)

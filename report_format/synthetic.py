@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from report_format.writer import ReportWriter
+from report_format.builder import ReportBuilder
 
 _CODELETS = (
     ("poplin::ConvPartial1x1Out<half,float,true,false>", "SupervisorVertex", 2900, "MatMul", 4),
@@ -202,7 +202,7 @@ def synthetic_report(
     always = np.sum([r[0] for r in cat_rows if r[3]], axis=0)
 
     target = _target(num_ipus, tiles_per_ipu, bytes_per_tile)
-    with ReportWriter(path, engine="synthetic") as w:
+    with ReportBuilder(path, engine="synthetic") as w:
         w.info["synthetic"] = {  # the arguments, so a test can regenerate the same report
             "num_ipus": num_ipus,
             "tiles_per_ipu": tiles_per_ipu,
@@ -444,7 +444,7 @@ def synthetic_report(
 
 
 def _write_run(
-    w: ReportWriter,
+    w: ReportBuilder,
     run: int,
     exec_leaf: np.ndarray,
     kind: np.ndarray,

@@ -27,8 +27,8 @@ VERBS: dict[str, str] = {
 EPILOG = """\
 examples:
   tilescope demo                                  make the sample reports and open the viewer
-  tilescope summary sample_reports/mlp            headline figures of a report (add --json for CI)
-  tilescope dump sample_reports/mlp tile_memory   raw table as CSV
+  tilescope summary sample_reports/demo/mlp       headline figures of a report (add --json for CI)
+  tilescope dump sample_reports/demo/mlp tile_memory  raw table as CSV
   tilescope serve ./report --compare ./baseline   open the viewer on a report and a baseline
 
 Exit codes: 0 success, 1 a check failed (diff --fail-if), 2 bad input (with a one-line reason).

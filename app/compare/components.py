@@ -7,10 +7,12 @@ import math
 from typing import Any
 
 import dash_bootstrap_components as dbc
-from dash import dcc, html
+from dash import ALL, Input, Output, State, callback, dcc, html
 
+from app import ids
 from app.compare import baselines
 from app.figures.compare import DOWN, UP
+from app.grid import short_header  # noqa: F401 - compare tables' headers, re-exported
 from app.units import format_metric  # one formatting of metric values for the CLI, HTML and app
 
 #: Figures of the compare sections: no logo, same as the pages.
@@ -105,22 +107,28 @@ def graph(figure: Any, graph_id: str | None = None) -> dcc.Graph:
     return dcc.Graph(figure=figure, config=GRAPH_CONFIG, **kwargs)
 
 
-def short_header(column: str) -> str:
-    """'delta_memory_bytes' -> 'Δ memory', 'baseline_cycles' -> 'base cycles': compare grids have
-    many columns, so headers stay short (the full column name shows on hover)."""
-    text = column.replace("memory_bytes", "memory").replace("flops", "FLOPs").replace("diff_percent", "diff %")
-    for prefix, short in (("delta_", "Δ "), ("baseline_", "base "), ("active_", "active ")):
-        if text.startswith(prefix):
-            text = short + text[len(prefix) :]
-    return text.replace("_", " ")
+def page_title(title: str, section_id: str) -> html.Div:
+    """A page's title with a link down to its compare section, shown while compare is on: the page's
+    own view comes first, the comparison below it."""
+    return html.Div(
+        [
+            html.H3(title, className="mb-0 me-3"),
+            html.A(
+                "↓ comparison with the baseline",
+                id={"type": ids.COMPARE_JUMP, "section": section_id},
+                href=f"#{section_id}",
+                className="small",
+                style={"display": "none"},
+            ),
+        ],
+        className="d-flex align-items-baseline mb-2",
+    )
 
 
-def compact(table: Any, name_width: int = 280) -> Any:
-    """Short headers and narrower numeric columns on a grid made by ``app.grid`` (in place)."""
-    for d in table.columnDefs:
-        d["headerName"] = short_header(d["field"])
-        if d["field"] == "name":
-            d["minWidth"] = name_width
-        elif d.get("type") == "rightAligned":
-            d["minWidth"] = 80
-    return table
+@callback(
+    Output({"type": ids.COMPARE_JUMP, "section": ALL}, "style"),
+    Input(ids.COMPARE_BASELINE, "data"),
+    State({"type": ids.COMPARE_JUMP, "section": ALL}, "id"),
+)
+def show_jump(key: str | None, links: list[Any]) -> list[dict[str, str]]:
+    return [{} if key else {"display": "none"} for _ in links]

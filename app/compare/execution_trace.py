@@ -11,10 +11,12 @@ from dash import Input, Output, callback, html
 
 from app import grid, ids
 from app.compare import baselines
-from app.compare.components import compact, frame, graph, unavailable
+from app.compare.components import frame, graph, unavailable
 from app.export_html import RUN_COLUMNS
 from app.figures.compare import step_cycles_delta_figure
+from app.units import format_percent
 from app.views.compare.steps import STEP_DELTA_COLUMNS
+from app.views.runs import run_figures
 
 TOP = 15
 STEP_COLUMNS = [*STEP_DELTA_COLUMNS, "delta_cycles_from"]
@@ -34,6 +36,15 @@ def top_steps(key: str, run: int) -> Any:
     return changed.loc[order, STEP_COLUMNS]
 
 
+def run_rows(runs: Any) -> Any:
+    """The runs comparison as shown: tile balance as a percentage, like every other page."""
+    out = runs[[c for c in RUN_COLUMNS if c in runs]].copy()
+    for col in out.columns:
+        if "tile_balance" in col:
+            out[col] = out[col].map(format_percent)
+    return out
+
+
 @callback(Output(ids.COMPARE_TRACE, "children"), Input(ids.COMPARE_BASELINE, "data"), Input(ids.TRACE_RUN, "value"))
 def render(key: str | None, run: Any) -> Any:
     blocked = unavailable(key)
@@ -46,28 +57,31 @@ def render(key: str | None, run: Any) -> Any:
     runs = c.runs
     body: list[Any] = [
         html.H6("Runs, matched by index", className="mt-1"),
-        compact(grid.small_grid(runs[[c for c in RUN_COLUMNS if c in runs]].round(4), grid_id=ids.COMPARE_TRACE_RUNS)),
+        grid.small_grid(run_rows(runs), grid_id=ids.COMPARE_TRACE_RUNS, short=True),
     ]
     if run not in set(c.run_tables[0]["run"]):
         body.append(dbc.Alert(f"The baseline has no run {run}.", color="warning", className="mt-2"))
         return frame(key, "execution", *body)
     ex = c.executed_steps(run)
     counts = ex["status"].value_counts()
-    delta = int(ex["delta_cycles"].sum())
+    fb, fa = run_figures(c.baseline, run), run_figures(c.active, run)
+    delta = fa["cycles"] - fb["cycles"]
     top = top_steps(key, run)
     fig = step_cycles_delta_figure(ex, max_points=MAX_STEP_POINTS)
     fig.update_layout(title_text=f"Run {run}: cycles per executed step, active - baseline")
     fig.update_xaxes(title_text="executed step, aligned (execution order)")
     body += [
         html.Div(
-            f"Run {run}: {len(ex):,} executed steps aligned ({int(counts.get('added', 0)):,} only in active, "
-            f"{int(counts.get('removed', 0)):,} only in baseline); summed over the steps, cycles changed by {'+' if delta > 0 else ''}{delta:,}.",
+            f"Run {run}: {fa['steps']:,} executed steps in active, {fb['steps']:,} in baseline "
+            f"({int(counts.get('same', 0)):,} in both, {int(counts.get('added', 0)):,} only in active, "
+            f"{int(counts.get('removed', 0)):,} only in baseline); the run's cycles changed by "
+            f"{'+' if delta > 0 else ''}{delta:,} ({fb['cycles']:,} → {fa['cycles']:,}).",
             className="mt-2",
             id=ids.COMPARE_TRACE_TEXT,
         ),
         graph(fig),
         html.H6(f"Biggest step changes (top {TOP})"),
-        compact(grid.small_grid(top, grid_id=ids.COMPARE_TRACE_STEPS))
+        grid.small_grid(top, grid_id=ids.COMPARE_TRACE_STEPS, short=True)
         if len(top)
         else html.Div(f"No executed step of run {run} changed its cycles.", className="text-muted"),
     ]

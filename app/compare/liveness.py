@@ -13,7 +13,7 @@ from dash import Input, Output, State, callback, dcc, html
 
 from app import grid, ids
 from app.compare import baselines
-from app.compare.components import GRAPH_CONFIG, compact, frame, unavailable
+from app.compare.components import GRAPH_CONFIG, frame, unavailable
 from app.figures.compare import ACTIVE, liveness_comparison_figure
 from app.units import format_bytes
 from app.views.compare.variables import step_variable_comparison
@@ -200,7 +200,7 @@ def step_body(position: int | None, tab: str, key: str | None) -> tuple[Any, Any
     }
     rows = grid.frame(STEP_VARIABLES_KIND, grid.json.dumps(args, sort_keys=True))
     return (
-        compact(grid.big_grid(STEP_VARIABLES_KIND, args, sample=rows, height=360, hidden=("always_live",))),
+        grid.big_grid(STEP_VARIABLES_KIND, args, sample=rows, height=360, hidden=("always_live",), short=True),
         step_text(key, position),
         figure(key, position),
     )

@@ -13,7 +13,7 @@ from dash import Input, Output, State, callback, html
 
 from app import grid, ids
 from app.compare import baselines
-from app.compare.components import compact, delta_table, frame, graph, unavailable
+from app.compare.components import delta_table, frame, graph, unavailable
 from app.figures.compare import category_delta_figure, tile_memory_delta_figure, tile_memory_overlay_figure
 from app.views.compare.variables import compare_variable_tables, variable_table
 from app.views.memory import tile_variables
@@ -90,11 +90,11 @@ def variables_block(key: str, tiles: list[int] | None) -> list[Any]:
         rows = tile_variable_rows(key, tiles)
         shown = ", ".join(map(str, tiles)) if len(tiles) <= 12 else f"{len(tiles):,} tiles ({tiles[0]}..{tiles[-1]})"
         title = f"Variables on the selected tiles {shown}: Source (baseline) / Target (active) / Diff"
-        table = grid.big_grid(TILES_KIND, {"baseline": key, "tiles": tiles}, sample=rows, height=380)
+        table = grid.big_grid(TILES_KIND, {"baseline": key, "tiles": tiles}, sample=rows, height=380, short=True)
     else:
         rows = source_target_rows(key)
         title = "Variables: Source (baseline) / Target (active) / Diff, all tiles"
-        table = grid.big_grid(SOURCE_TARGET_KIND, {"baseline": key}, sample=rows, height=380)
+        table = grid.big_grid(SOURCE_TARGET_KIND, {"baseline": key}, sample=rows, height=380, short=True)
     status = rows["status"].value_counts()
     return [
         html.H6(title, className="mt-2"),
@@ -102,11 +102,11 @@ def variables_block(key: str, tiles: list[int] | None) -> list[Any]:
             f"{int(status.get('added', 0)):,} added, {int(status.get('removed', 0)):,} removed, "
             f"{int(status.get('changed', 0)):,} changed, {int(status.get('same', 0)):,} the same. "
             "Type 'added' or 'removed' in the status filter to list them; click a header to sort. "
-            "Select tiles in the graph below to compare only their variables.",
+            "Select tiles in the memory graph above to compare only their variables.",
             className="small text-muted mb-1",
             id=ids.COMPARE_MEMORY_COUNTS,
         ),
-        compact(table),
+        table,
     ]
 
 

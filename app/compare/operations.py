@@ -12,8 +12,10 @@ from dash import ALL, Input, Output, State, callback, html
 
 from app import grid, ids
 from app.compare import baselines
-from app.compare.components import compact, delta_table, frame, graph, unavailable
+from app.compare.components import delta_table, frame, graph, unavailable
 from app.figures.compare import top_delta_figure
+from app.views.compare.operations import NO_CONTEXT
+from app.views.operations import count_sentence
 
 OPERATIONS_KIND = "compare-operations"
 #: The grid's columns: the debug-context path (as "name": the wide column), then the deltas.
@@ -64,18 +66,24 @@ def render(key: str | None, layer: str | None, run: Any) -> Any:
     args = {"baseline": key, "layer": layer or "poplibs", "run": _run(run)}
     ops = grid.frame(OPERATIONS_KIND, grid.json.dumps(args, sort_keys=True))
     status = ops["status"].value_counts()
+    is_op = (ops["name"] != NO_CONTEXT).to_numpy()
+    in_active = (ops["status"] != "removed").to_numpy()
+    out_rows = ops.loc[~is_op & in_active, "active_cycles"]
+    outside = int(out_rows.iat[0]) if len(out_rows) else None
+    counted = count_sentence(int((is_op & in_active).sum()), outside, int(ops["active_cycles"].sum()))
     cycles_of = "all runs" if args["run"] is None else f"run {args['run']}"
     return frame(
         key,
         f"operations ({args['layer']} layer, cycles of {cycles_of})",
         html.Div(
-            f"{len(ops):,} operations: {int(status.get('added', 0)):,} added, {int(status.get('removed', 0)):,} "
+            f"Active: {counted}. Against the baseline: {int(status.get('added', 0)):,} added, "
+            f"{int(status.get('removed', 0)):,} "
             f"removed, {int(status.get('changed', 0)):,} changed, {int(status.get('same', 0)):,} the same. "
             "Sorted by the size of the cycle change; filter under the headers, click a header to sort.",
             className="small text-muted mb-1",
             id=ids.COMPARE_OPERATIONS_COUNTS,
         ),
-        compact(grid.big_grid(OPERATIONS_KIND, args, sample=ops, height=380, row_id="name"), name_width=320),
+        grid.big_grid(OPERATIONS_KIND, args, sample=ops, height=380, row_id="name", short=True),
         html.Div(id=ids.COMPARE_OPERATIONS_DETAILS, className="mt-2"),
         dbc.Row(
             [

@@ -12,7 +12,8 @@ from dash import Input, Output, callback, ctx, dcc, html
 from app import ids, state
 from app.compare import baselines
 
-OFF = ""
+#: The picker's value while compare is off (not "": a select shows an empty value as blank).
+OFF = "off"
 
 
 def picker() -> html.Div:
@@ -94,7 +95,7 @@ def next_baseline(turned_off: bool, picked: str | None) -> tuple[Any, Any]:
     never a path sent by the browser."""
     if turned_off:
         return None, OFF
-    if not picked:
+    if not picked or picked == OFF:
         return None, dash.no_update
     if not baselines.is_allowed(picked):
         return dash.no_update, OFF

@@ -56,7 +56,7 @@ def render(key: str | None) -> Any:
     )
     counts = c.step_counts()
     steps = (
-        f"Program steps: {counts['same']:,} aligned, {counts['added']:,} added, {counts['removed']:,} removed. "
+        f"Program steps: {counts['same']:,} in both, {counts['added']:,} only in active, {counts['removed']:,} only in baseline. "
         f"{c.peak_sentence().capitalize()}."
     )
     every = pd.DataFrame(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import zlib
+
 import plotly.graph_objects as go
 
 #: Qualitative palette for stacked series (colour-blind friendly, Okabe-Ito then Tableau).
@@ -35,13 +37,59 @@ KIND_COLOURS = {
     "control": "#ABB2B9",
 }
 GAPS_COLOUR = "#D5D8DC"
+#: Memory series, one fixed colour each, so a category reads the same in every report and page:
+#: categories (libpva's names), regions and liveness. Names not listed get a colour from their
+#: name (``series_colour``), never from their position in a legend.
+SERIES_COLOURS = {
+    # categories: code warm, state and data cool, stack dark blue, the rest neutral
+    "stack": "#0072B2",
+    "vertexCode": "#009E73",
+    "internalExchangeCode": "#E69F00",
+    "hostExchangeCode": "#F0E442",
+    "globalExchangeCode": "#EDC948",
+    "controlCode": "#CC79A7",
+    "vertexInstanceState": "#56B4E9",
+    "vertexFieldData": "#76B7B2",
+    "copyDescriptor": "#9C755F",
+    "vectorListDescriptor": "#B07AA1",
+    "instrumentationResults": "#D55E00",
+    "variable": "#4E79A7",
+    "constant": "#59A14F",
+    "controlId": "#BAB0AC",
+    "controlTable": "#FF9DA7",
+    "hostExchangePacketHeader": "#F28E2B",
+    "globalExchangePacketHeader": "#E15759",
+    "sharedCodeStorage": "#8CD17D",
+    "sharedDataStorage": "#499894",
+    "messageSize": "#86BCB6",
+    "rearrangement": "#D4A6C8",
+    "outputEdge": "#FABFD2",
+    "multiple": "#79706E",
+    "overlapped": "#000000",
+    "gaps": GAPS_COLOUR,
+    # regions
+    "non_interleaved": "#0072B2",
+    "interleaved": "#E69F00",
+    "overflowed": "#C0392B",
+    # liveness
+    "always_live": "#0072B2",
+    "not_always_live": "#E69F00",
+}
+
+
+def series_colour(name: str) -> str:
+    """The fixed colour of a memory series (``SERIES_COLOURS``; other names by a hash of the name)."""
+    return SERIES_COLOURS.get(name) or PALETTE[zlib.crc32(name.encode()) % len(PALETTE)]
 
 
 def base_layout(fig: go.Figure, *, title: str | None = None, height: int = 420) -> go.Figure:
     fig.update_layout(
         template="plotly_white",
         height=height,
-        margin={"l": 60, "r": 20, "t": 40 if title else 20, "b": 50},
+        # the toolbar stands upright in the right margin, so it never covers a legend entry or data
+        # a title sits above the legend (which stands just above the plot), never on it
+        margin={"l": 60, "r": 44, "t": 72 if title else 20, "b": 50},
+        modebar={"orientation": "v"},
         title={"text": title, "x": 0.01, "font": {"size": 15}} if title else None,
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
         hoverlabel={"namelength": -1},

@@ -23,18 +23,27 @@ def timeline_figure(
     if spans.empty:
         return empty_figure("No executed steps in this range.")
     fig = go.Figure()
-    height_px = max(14, min(34, 320 // max(len(rows), 1)))
+    # rows tall enough for a readable label (PopVision's flame boxes); the figure grows instead
+    height_px = max(24, min(34, 480 // max(len(rows), 1)))
     for kind, g in spans.groupby("kind", sort=False):
         n = len(g)
         xs = np.empty(3 * n)
         xs[0::3], xs[1::3], xs[2::3] = g["start"].to_numpy(), g["end"].to_numpy(), np.nan
         ys = np.repeat(g["row"].to_numpy().astype(float), 3)
         ys[2::3] = np.nan
-        mid = (g["start"].to_numpy() + g["end"].to_numpy()) / 2
-        text = [
+        # invisible points along each span carry its hover text and take its clicks: one at the
+        # middle, more along a wide span (a click lands on the nearest point, so anywhere on it works)
+        start, end = g["start"].to_numpy(), g["end"].to_numpy()
+        lo, hi = np.maximum(start, x_range[0]), np.minimum(end, x_range[1])
+        per_span = np.clip(np.ceil((hi - lo) / max(x_range[1] - x_range[0], 1) * 120), 1, 60).astype(np.int64)
+        owner = np.repeat(np.arange(n), per_span)
+        k = np.arange(len(owner)) - np.repeat(np.cumsum(per_span) - per_span, per_span)
+        mid = lo[owner] + (hi[owner] - lo[owner]) * (k + 0.5) / per_span[owner]
+        texts = [
             f"{lab}<br>cycles {s:,}..{e:,} ({e - s:,})"
             for lab, s, e in zip(g["label"], g["start"], g["end"], strict=True)
         ]
+        text = [texts[i] for i in owner]
         fig.add_trace(
             go.Scattergl(
                 x=xs,
@@ -49,7 +58,7 @@ def timeline_figure(
         fig.add_trace(
             go.Scattergl(
                 x=mid,
-                y=g["row"].to_numpy(),
+                y=g["row"].to_numpy()[owner],
                 mode="markers",
                 showlegend=False,
                 name=kind,
@@ -63,15 +72,17 @@ def timeline_figure(
     fig.update_yaxes(
         tickvals=rows,
         ticktext=[names.get(r, f"{row_label} {r}") for r in rows],
-        autorange="reversed",
-        range=None,
+        # each row exactly one band of the plot: the segment width (px) then fills its band
+        range=[max(rows) + 0.5, min(rows) - 0.5],
         fixedrange=True,
         showgrid=False,
         zeroline=False,
     )
     fig.update_xaxes(title="cycles", range=list(x_range), tickformat=",d")
     fig.update_layout(dragmode="zoom", hovermode="closest", uirevision=None)
-    return base_layout(fig, height=max(180, 60 + len(rows) * (height_px + 10)))
+    fig = base_layout(fig, height=max(180, 100 + len(rows) * (height_px + 8)))
+    fig.update_layout(margin_t=30)  # room for the legend above the rows
+    return fig
 
 
 def tile_steps_figure(cycles: np.ndarray, steps: np.ndarray, tile_starts: np.ndarray, tiles_per_bin: int) -> go.Figure:
@@ -130,12 +141,47 @@ def _add_labels(fig: go.Figure, spans: pd.DataFrame, x_range: tuple[int, int], m
     kinds = spans["kind"].to_numpy()[wide]
     rows = spans["row"].to_numpy()[wide]
     mids = (lo[wide] + hi[wide]) / 2
-    # annotations, not a text trace: WebGL traces are drawn above SVG text, below annotations
-    for x, y, t, k in zip(mids, rows, text, kinds, strict=True):
-        fig.add_annotation(
-            x=x,
-            y=y,
-            text=t,
-            showarrow=False,
-            font={"size": 10, "color": "#222" if k in ("control", "sync", "other") else "white"},
-        )
+    # annotations, not a text trace: WebGL traces are drawn above SVG text, below annotations.
+    # Set all at once: add_annotation re-validates every annotation so far (quadratic).
+    fig.update_layout(
+        annotations=[
+            {
+                "x": float(x),
+                "y": float(y),
+                "text": t,
+                "showarrow": False,
+                "font": {"size": 10, "color": "#222" if k in ("control", "sync", "other") else "white"},
+            }
+            for x, y, t, k in zip(mids, rows, text, kinds, strict=True)
+        ]
+    )
+
+
+def step_tile_split_figure(split: pd.DataFrame, title: str) -> go.Figure:
+    """Per tile of one step: busy cycles (the step's kind colour) under waiting-for-sync cycles."""
+    if split.empty:
+        return empty_figure("No per-tile cycles for this step.", height=220)
+    kind = str(split["kind"].iat[0])
+    x = split["tile"].to_numpy()
+    fig = go.Figure()
+    fig.add_bar(
+        x=x,
+        y=split["busy"],
+        name=f"{kind} (busy)",
+        marker_color=KIND_COLOURS.get(kind, "#999"),
+        marker_line_width=0,
+        hovertemplate="tile %{x}: %{y:,} cycles busy<extra></extra>",
+    )
+    fig.add_bar(
+        x=x,
+        y=split["waiting"],
+        name="waiting for the sync",
+        marker_color=KIND_COLOURS["sync"],
+        marker_line_width=0,
+        hovertemplate="tile %{x}: %{y:,} cycles waiting<extra></extra>",
+    )
+    fig.update_layout(barmode="stack", bargap=0)
+    tiles = int(split["tiles"].iat[0])
+    fig.update_xaxes(title="tile" if tiles == 1 else f"tile (busiest of each {tiles})")
+    fig.update_yaxes(title="cycles", tickformat=",d")
+    return base_layout(fig, title=title, height=260)

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.figures.common import GAPS_COLOUR, PALETTE, base_layout, empty_figure
+from app.figures.common import PALETTE, base_layout, empty_figure, series_colour
 
 
 def tile_memory_figure(
@@ -32,8 +32,8 @@ def tile_memory_figure(
     tiles = binned.index.to_numpy()
     fig = go.Figure()
     areas = len(binned) > bars_up_to
-    for i, col in enumerate(binned.columns):
-        colour = GAPS_COLOUR if col == "gaps" else PALETTE[i % len(PALETTE)]
+    for col in binned.columns:
+        colour = series_colour(str(col))
         hover = f"{col}: %{{y:,.0f}} B<br>tile %{{customdata}}<extra></extra>"
         if areas:
             fig.add_trace(
@@ -82,8 +82,17 @@ def tile_memory_figure(
         for ipu in range(1, int(tiles[-1]) // tiles_per_ipu + 1):  # IPU boundaries, as PopVision's x axis
             fig.add_vline(x=ipu * tiles_per_ipu - 0.5 * tiles_per_bin, line_dash="dot", line_color="#888", line_width=1)
     if selected:
+        # a selected tile among 1,472 is under a pixel wide: draw each range at least 0.5% of the
+        # axis wide, outlined, so it can be seen
+        span = float(x[-1] - x[0]) + 1 if len(x) else 1.0
+        least = span / 200
         for x0, x1 in _selected_ranges(x, tiles, np.unique(np.asarray(selected)), tiles_per_bin)[:200]:
-            fig.add_vrect(x0=x0, x1=x1, fillcolor="#F1C40F", opacity=0.35, line_width=0)
+            if x1 - x0 < least:
+                mid = (x0 + x1) / 2
+                x0, x1 = mid - least / 2, mid + least / 2
+            fig.add_vrect(
+                x0=x0, x1=x1, fillcolor="#F1C40F", opacity=0.45, line={"color": "#9A7D0A", "width": 1.5}, layer="above"
+            )
     fig.update_layout(
         barmode="stack",
         bargap=0,
@@ -150,7 +159,25 @@ def tile_map_figure(tm: pd.DataFrame, bytes_per_tile: int) -> go.Figure:
     fig = make_subplots(
         rows=rows, cols=cols, subplot_titles=[f"IPU {i}" for i in ipus], horizontal_spacing=0.03, vertical_spacing=0.08
     )
-    zmax = max(int(tm["bytes"].max()), bytes_per_tile)
+    # the scale follows the data (tiles often use a few % of their memory: a scale up to the
+    # capacity would paint every tile the same); the capacity is a marked tick when in range
+    full = max(int(tm["bytes"].max()), 1)
+    typical = float(np.percentile(tm["bytes"], 99))
+    # a few outliers (out-of-memory tiles) would darken every other tile: then the scale tops just
+    # above the 99th percentile and the outliers show in its top colour
+    zmax = int(1.25 * typical) if full > 2 * typical > 0 else full
+    ticks = [zmax * f for f in (0, 0.25, 0.5, 0.75, 1.0)]
+    labels = [_kib(v) for v in ticks]
+    if zmax < full:
+        labels[-1] = f"≥ {labels[-1]} (to {_kib(full)})"
+    if bytes_per_tile <= zmax:
+        ticks.append(bytes_per_tile)
+        labels.append(f"capacity {_kib(bytes_per_tile)}")
+    colorbar = {
+        "title": f"bytes<br>(capacity<br>{_kib(bytes_per_tile)})" if bytes_per_tile > zmax else "bytes",
+        "tickvals": ticks,
+        "ticktext": labels,
+    }
     for k, ipu in enumerate(ipus):
         g = tm[tm["ipu"] == ipu]
         nr, nc = int(g["row"].max()) + 1, int(g["col"].max()) + 1
@@ -166,7 +193,7 @@ def tile_map_figure(tm: pd.DataFrame, bytes_per_tile: int) -> go.Figure:
                 zmax=zmax,
                 colorscale="Viridis",
                 showscale=k == 0,
-                colorbar={"title": "bytes"},
+                colorbar=colorbar,
                 hovertemplate="tile %{customdata}: %{z:,.0f} B<extra></extra>",
             ),
             row=k // cols + 1,
@@ -174,11 +201,18 @@ def tile_map_figure(tm: pd.DataFrame, bytes_per_tile: int) -> go.Figure:
         )
     fig.update_xaxes(showticklabels=False)
     fig.update_yaxes(showticklabels=False, autorange="reversed")
-    return base_layout(
+    base_layout(
         fig,
-        title="Tile map (tiles in software order, one panel per IPU; colour scale tops at max memory)",
+        title=f"Tile map (tiles in software order, one panel per IPU; the scale follows the tiles' bytes, "
+        f"fullest {_kib(full)}, capacity {_kib(bytes_per_tile)})",
         height=260 * rows + 60,
     )
+    fig.update_layout(margin_r=110)  # room for the colour bar's labels beside the upright toolbar
+    return fig
+
+
+def _kib(n: float) -> str:
+    return f"{n / 1024:,.1f} KiB"
 
 
 def tile_memory_map_figure(placed: pd.DataFrame, tile: int, bytes_per_tile: int, interleaved_start: int) -> go.Figure:
@@ -186,7 +220,10 @@ def tile_memory_map_figure(placed: pd.DataFrame, tile: int, bytes_per_tile: int,
     if placed.empty:
         return empty_figure(f"Tile {tile} holds no variables.", height=200)
     fig = go.Figure()
-    for live, colour, label in ((True, PALETTE[0], "always live"), (False, PALETTE[1], "not always live")):
+    for live, colour, label in (
+        (True, series_colour("always_live"), "always live"),
+        (False, series_colour("not_always_live"), "not always live"),
+    ):
         g = placed[placed["always_live"] == live]
         if g.empty:
             continue

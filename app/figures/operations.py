@@ -47,6 +47,7 @@ def operations_graph_figure(nodes: pd.DataFrame, edges: pd.DataFrame, colour_by:
     text = [
         f"{n.at[o, 'name']} ({n.at[o, 'op_type']})<br>cycles {n.at[o, 'cycles']:,}<br>"
         f"memory {n.at[o, 'memory_bytes']:,} B<br>FLOPs {n.at[o, 'flops']:,}"
+        + (f"<br>Δ cycles vs baseline {n.at[o, 'delta_cycles']:+,.0f}" if "delta_cycles" in n.columns else "")
         for o in order
     ]
     fig.add_trace(
@@ -64,13 +65,54 @@ def operations_graph_figure(nodes: pd.DataFrame, edges: pd.DataFrame, colour_by:
             marker={
                 "size": 18,
                 "color": vals,
-                "colorscale": "YlOrRd",
+                # a delta against the baseline is signed: blue faster / smaller, red slower / bigger
+                "colorscale": "RdBu_r" if colour_by.startswith("delta_") else "YlOrRd",
+                **({"cmid": 0} if colour_by.startswith("delta_") else {}),
                 "showscale": True,
                 "line": {"width": 1, "color": "#555"},
-                "colorbar": {"title": colour_by.replace("_", " ")},
+                "colorbar": {"title": colour_by.replace("delta_", "Δ ").replace("_", " ")},
             },
         )
     )
+    # arrowheads show the direction of the data flow (annotations: one per edge, so only where
+    # there are few enough edges for the browser to draw them quickly)
+    drawn = [(s, t) for s, t in zip(edges["source"], edges["target"], strict=True) if s in pos and t in pos]
+    if len(drawn) <= MAX_ARROWS:
+        # all at once: add_annotation re-validates every annotation so far (quadratic)
+        fig.update_layout(
+            annotations=[
+                {
+                    "x": pos[t][0],
+                    "y": pos[t][1],
+                    "ax": pos[s][0],
+                    "ay": pos[s][1],
+                    "xref": "x",
+                    "yref": "y",
+                    "axref": "x",
+                    "ayref": "y",
+                    "text": "",
+                    "showarrow": True,
+                    "arrowhead": 2,
+                    "arrowsize": 1.2,
+                    "arrowwidth": 1,
+                    "arrowcolor": "#888",
+                    "standoff": 11,  # stop at the node's marker, not its centre
+                    "startstandoff": 9,
+                }
+                for s, t in drawn
+            ]
+        )
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
-    return base_layout(fig, height=min(1400, max(360, 60 * (int(nodes["y"].max()) + 2))))
+    fig = base_layout(fig, height=graph_height(nodes))
+    fig.update_layout(height=None, autosize=True)  # the page sizes the graph (graph_height at least)
+    return fig
+
+
+#: Edges drawn with arrowheads at most (beyond that, lines only).
+MAX_ARROWS = 400
+
+
+def graph_height(nodes: pd.DataFrame) -> int:
+    """Pixels the layered graph needs: about 60 per node of the tallest column."""
+    return min(2400, max(360, 60 * (int(nodes["y"].max()) + 2))) if len(nodes) else 360

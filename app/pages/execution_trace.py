@@ -12,23 +12,25 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, ctx, dcc, html
 
 from app import ids, state
-from app.compare import execution_trace as compare  # compare mode (issue 7)
+from app.compare import execution_trace as compare  # the page's compare section, below its own view
+from app.compare.components import page_title
 from app.components import no_execution_profile, stat_card
-from app.figures.execution_trace import proportions_figure, tile_steps_figure, timeline_figure
+from app.figures.execution_trace import (
+    proportions_figure,
+    step_tile_split_figure,
+    tile_steps_figure,
+    timeline_figure,
+)
 from app.grid import small_grid
-from app.units import format_bytes, format_si
+from app.units import format_bytes, format_percent, format_si
 from app.views import execution_trace as view
+from app.views.runs import longest_run, run_figures
 
 #: At most this many spans per timeline row, and in all rows, reach the browser (level of detail).
 MAX_PER_ROW = 1500
 MAX_SPANS = 6000
 #: The tiles x steps view reads at most this many steps (sampled evenly beyond that).
 MAX_TILE_STEPS = 120
-
-
-def default_run(runs: Any) -> int:
-    """Open on the longest run (the first is often a short initialisation)."""
-    return int(runs["run"].iat[int(runs["cycles"].to_numpy().argmax())])
 
 
 def layout(**_: object) -> html.Div:
@@ -39,7 +41,7 @@ def layout(**_: object) -> html.Div:
     n_ipus = report.target_info.num_ipus
     return html.Div(
         [
-            html.H3("Execution Trace"),
+            page_title("Execution Trace", ids.COMPARE_TRACE),
             dbc.Row(
                 [
                     dbc.Col(
@@ -47,7 +49,7 @@ def layout(**_: object) -> html.Div:
                             dbc.Label("Run", className="small"),
                             dbc.Select(
                                 id=ids.TRACE_RUN,
-                                value=str(default_run(runs)),
+                                value=str(longest_run(report)),
                                 options=[
                                     {"label": f"run {r}: {n} ({c:,} cycles)", "value": str(int(r))}
                                     for r, n, c in zip(runs["run"], runs["name"], runs["cycles"], strict=True)
@@ -96,15 +98,20 @@ def layout(**_: object) -> html.Div:
                 ],
                 className="g-3 mb-2",
             ),
-            compare.section(),  # compare mode (issue 7)
             dcc.Store(id=ids.TRACE_RANGE, data=None),
             html.Div(id=ids.TRACE_SUMMARY),
             html.Div(id=ids.TRACE_DETAIL, className="small text-muted"),
             dcc.Loading(
                 dcc.Graph(id=ids.TRACE_TIMELINE, config={"displaylogo": False, "scrollZoom": True}), type="dot"
             ),
-            html.Div(id=ids.TRACE_STEP_DETAILS, className="mb-2"),
+            html.Div(
+                "Click a step for its figures on every IPU and its per-tile split.",
+                id=ids.TRACE_STEP_DETAILS,
+                className="mb-2 small text-muted",
+            ),
+            html.Div(id=ids.TRACE_IPUS, className="mb-2"),
             dcc.Loading(dcc.Graph(id=ids.TRACE_TILES, config={"displaylogo": False}), type="dot"),
+            compare.section(),  # below the page's own view (the title links to it)
         ]
     )
 
@@ -172,7 +179,8 @@ def render_trace(run: int, mode: str, ipu: int, cycle_range: list[int] | None) -
     tiles_fig = tile_steps_figure(cyc, steps, tile_starts, width)
     sampled = last - first > len(steps)
     detail = (
-        lod.detail
+        f"Run {run}: {run_figures(report, run)['steps']:,} executed steps. "
+        + lod.detail
         + f". Tiles x steps: IPU {ipu}, steps {first:,}..{max(last - 1, first):,}"
         + (f" ({len(steps)} sampled of {last - first:,}; zoom in for every step)." if sampled else ".")
     )
@@ -197,8 +205,37 @@ def step_clicked(click: dict | None, run: Any, mode: str, ipu: Any) -> Any:
     d = view.step_details(state.report(), int(run), int(step))
     if d.empty:
         return dash.no_update
-    title = f"Executed step {step:,}: {d['name'].iat[0]} ({d['type'].iat[0]}), run {int(run)}"
-    return html.Div([html.H6(title, className="mt-2"), small_grid(d.drop(columns=["type", "name"]))])
+    return step_panel(int(run), int(step), row, d)
+
+
+def step_panel(run: int, step: int, ipu: int, d: Any) -> html.Div:
+    """A clicked step: its figures on every IPU, and on the clicked IPU how long each tile was busy
+    and how long it waited for the sync (PopVision's BSP split of one step)."""
+    title = f"Executed step {step:,}: {d['name'].iat[0]} ({d['type'].iat[0]}), run {run}"
+    split = view.step_tile_split(state.report(), run, step, ipu)
+    fig = step_tile_split_figure(split, f"Step {step:,} on IPU {ipu}, per tile: busy, then waiting for the sync")
+    return html.Div(
+        [
+            html.H6(title, className="mt-2"),
+            small_grid(
+                d.drop(columns=["type", "name"]).assign(
+                    tile_balance=d["tile_balance"].map(format_percent),
+                    active_tile_balance=d["active_tile_balance"].map(format_percent),
+                ),
+                grid_id=ids.TRACE_STEP_GRID,
+            ),
+            dcc.Graph(id=ids.TRACE_STEP_TILES, figure=fig, config={"displaylogo": False}),
+        ]
+    )
+
+
+@callback(Output(ids.TRACE_IPUS, "children"), Input(ids.TRACE_RUN, "value"))
+def ipus(run: Any) -> Any:
+    """Per IPU: cycles by step kind, FLOPs, data, tile balance (as every page defines it)."""
+    t = view.ipu_table(state.report(), int(run))
+    for col in ("tile_balance", "tile_utilisation"):
+        t[col] = t[col].map(format_percent)
+    return html.Div([html.H6(f"Per IPU, run {int(run)}", className="mt-2"), small_grid(t, grid_id=ids.TRACE_IPU_TABLE)])
 
 
 @callback(Output(ids.TRACE_SUMMARY, "children"), Input(ids.TRACE_RUN, "value"))
@@ -209,19 +246,18 @@ def summary(run: Any) -> Any:
         [
             stat_card("Total cycles", f"{s['cycles']:,}", f"{s['cycles'] / clock * 1e3:.4g} ms"),
             stat_card("FLOPs", format_si(s["flops"], "FLOP"), f"{s['flops_per_cycle']:.3g} FLOPs/cycle"),
+            stat_card("Executed steps", f"{s['steps']:,}", f"run {s['run']}"),
             stat_card(
                 "Tile balance",
-                f"{100 * s['tile_balance']:.0f}%",
-                f"active tiles: {100 * s['active_tile_balance']:.0f}% (compute, cycle-weighted)",
+                format_percent(s["tile_balance"]),
+                f"active tiles: {format_percent(s['active_tile_balance'])} (cycle-weighted, Sync left out)",
             ),
-            stat_card("Tile utilisation", f"{100 * s['tile_utilisation']:.0f}%", "tiles active in compute steps"),
+            stat_card("Tile utilisation", format_percent(s["tile_utilisation"]), "tiles active (cycle-weighted)"),
             stat_card(
                 "Stream copy in / out",
                 f"{format_bytes(s['stream_copy_bytes_in'])} / {format_bytes(s['stream_copy_bytes_out'])}",
-            ),
-            stat_card(
-                "Global exchange in / out",
-                f"{format_bytes(s['global_exchange_bytes_in'])} / {format_bytes(s['global_exchange_bytes_out'])}",
+                f"global exchange {format_bytes(s['global_exchange_bytes_in'])} / "
+                f"{format_bytes(s['global_exchange_bytes_out'])}",
             ),
         ],
         className="g-2",

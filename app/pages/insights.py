@@ -7,6 +7,8 @@ import dash_bootstrap_components as dbc
 from dash import html
 
 from app import ids, state
+from app.compare import insights as compare  # the page's compare section, below its own view
+from app.compare.components import page_title
 from app.components import section
 from app.grid import small_grid
 from app.views import insights as view
@@ -20,7 +22,7 @@ def layout(**_: object) -> html.Div:
     )
     return html.Div(
         [
-            html.H3("Insights"),
+            page_title("Insights", ids.COMPARE_INSIGHTS),
             html.Div(
                 [
                     dbc.Alert(h, color="danger" if "out of memory" in h else "info", className="py-2 mb-1")
@@ -43,6 +45,7 @@ def layout(**_: object) -> html.Div:
                     dbc.Col(section("Exchanges with the most code", small_grid(view.top_exchanges(report))), lg=6),
                 ]
             ),
+            compare.section(),  # below the page's own view (the title links to it)
         ]
     )
 

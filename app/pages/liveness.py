@@ -11,7 +11,8 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html
 
 from app import grid, ids, state
-from app.compare import liveness as compare  # compare mode (issue 7)
+from app.compare import liveness as compare  # the page's compare section, below its own view
+from app.compare.components import page_title
 from app.components import key_values
 from app.figures.liveness import liveness_figure
 from app.units import format_bytes
@@ -49,8 +50,7 @@ def layout(**_: object) -> html.Div:
     )
     return html.Div(
         [
-            html.H3("Liveness"),
-            compare.section(),  # compare mode (issue 7)
+            page_title("Liveness", ids.COMPARE_LIVENESS),
             html.Div(headline, className="mb-2"),
             html.Div(
                 [
@@ -93,6 +93,7 @@ def layout(**_: object) -> html.Div:
                 active_tab="live",
             ),
             dcc.Loading(html.Div(id=ids.LIVENESS_TAB_BODY, className="pt-2"), type="dot"),
+            compare.section(),  # below the page's own view (the title links to it)
         ]
     )
 

@@ -10,7 +10,8 @@ import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, State, callback, ctx, dcc, html
 
 from app import grid, ids, state
-from app.compare import memory as compare  # compare mode (issue 7)
+from app.compare import memory as compare  # the page's compare section, below its own view
+from app.compare.components import page_title
 from app.components import section
 from app.figures.memory import tile_map_figure, tile_memory_figure, tile_memory_map_figure, variables_figure
 from app.tile_list import parse_tile_list
@@ -109,8 +110,7 @@ def layout(**_: object) -> html.Div:
     )
     return html.Div(
         [
-            html.H3("Memory"),
-            compare.section(),  # compare mode (issue 7)
+            page_title("Memory", ids.COMPARE_MEMORY),
             controls,
             dcc.Loading(dcc.Graph(id=ids.MEMORY_GRAPH, config={"displaylogo": False}), type="dot"),
             html.Div(
@@ -123,6 +123,7 @@ def layout(**_: object) -> html.Div:
             html.Div(id=ids.MEMORY_SELECTION_TEXT, className="fw-semibold mb-2"),
             tabs,
             dcc.Loading(html.Div(id=ids.MEMORY_TAB_BODY, className="pt-2"), type="dot"),
+            compare.section(),  # below the page's own view (the title links to it)
         ]
     )
 

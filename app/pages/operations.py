@@ -11,7 +11,8 @@ import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, callback, dcc, html
 
 from app import grid, ids, state
-from app.compare import operations as compare  # compare mode (issue 7)
+from app.compare import operations as compare  # the page's compare section, below its own view
+from app.compare.components import page_title
 from app.components import key_values
 from app.figures.operations import operation_tile_cycles_figure
 from app.views import operations as view
@@ -43,7 +44,7 @@ def layout(**_: object) -> html.Div:
         ]
     return html.Div(
         [
-            html.H3("Operations"),
+            page_title("Operations", ids.COMPARE_OPERATIONS),
             dbc.Row(
                 [
                     dbc.Col(
@@ -79,10 +80,10 @@ def layout(**_: object) -> html.Div:
                 ],
                 className="g-3 mb-2",
             ),
-            compare.section(),  # compare mode (issue 7)
             html.Div(id="operations-source", className="small text-muted mb-1"),
             dcc.Loading(html.Div(id="operations-table"), type="dot"),
             html.Div(id=ids.OPERATIONS_DETAILS, className="mt-3"),
+            compare.section(),  # below the page's own view (the title links to it)
         ]
     )
 
@@ -100,10 +101,17 @@ def table(layer: str, run: Any, columns: list[str]) -> tuple[Any, str]:
     df = grid.frame(KIND, grid.json.dumps(args, sort_keys=True))
     hidden = tuple(c for c in view.COLUMNS if c not in (columns or []))
     src = (
-        f"{len(df):,} operations. Cycles: {df.attrs.get('cycles_source', '')}. "
+        f"{view.count_sentence(view.operation_count(df), outside_cycles(df), int(df['cycles'].sum()))}. "
+        f"Cycles: {df.attrs.get('cycles_source', '')}. "
         "Filter in the row under the headers; click a header to sort; click a row for details."
     )
-    return grid.big_grid(KIND, args, sample=df, row_id="op_id", hidden=(*hidden, "file", "line"), height=420), src
+    table = grid.big_grid(KIND, args, sample=df, row_id="op_id", hidden=(*hidden, "file", "line"), height=420, fill=300)
+    return table, src
+
+
+def outside_cycles(df: Any) -> int | None:
+    rows = df.loc[df["op_id"] == view.OUTSIDE_ID, "cycles"]
+    return int(rows.iat[0]) if len(rows) else None
 
 
 @callback(

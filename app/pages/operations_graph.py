@@ -10,7 +10,8 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, callback, dcc, html
 
 from app import ids, state
-from app.figures.operations import operations_graph_figure
+from app.compare import baselines
+from app.figures.operations import graph_height, operations_graph_figure
 from app.pages.operations import LAYER_NAMES, layers
 from app.views import operations as view
 
@@ -40,6 +41,7 @@ def layout(**_: object) -> html.Div:
                                 {"label": "cycles", "value": "cycles"},
                                 {"label": "memory", "value": "memory_bytes"},
                                 {"label": "FLOPs", "value": "flops"},
+                                {"label": "Δ cycles vs baseline (compare)", "value": "delta_cycles"},
                             ],
                         ),
                         md=5,
@@ -47,7 +49,11 @@ def layout(**_: object) -> html.Div:
                 ],
                 className="g-3 mb-2",
             ),
-            dcc.Graph(id=ids.OPERATIONS_GRAPH, config={"displaylogo": False}),
+            dcc.Graph(
+                id=ids.OPERATIONS_GRAPH,
+                config={"displaylogo": False},
+                style={"height": "max(360px, calc(100vh - 200px))"},
+            ),
         ]
     )
 
@@ -55,11 +61,20 @@ def layout(**_: object) -> html.Div:
 @callback(
     Output(ids.OPERATIONS_GRAPH, "figure"),
     Output(ids.OPERATIONS_GRAPH_NOTE, "children"),
+    Output(ids.OPERATIONS_GRAPH, "style"),
     Input(ids.OPERATIONS_GRAPH_LAYER, "value"),
     Input(ids.OPERATIONS_GRAPH_COLOUR, "value"),
+    Input(ids.COMPARE_BASELINE, "data"),
 )
-def graph(layer: str, colour: str) -> Any:
+def graph(layer: str, colour: str, key: str | None = None) -> Any:
     nodes, edges = view.operations_graph(state.report(), layer)
+    compare_note = ""
+    if colour == "delta_cycles":
+        if baselines.is_allowed(key) and not baselines.load_error(key):
+            nodes = nodes.assign(delta_cycles=cycle_deltas(key, layer, nodes["op_id"]))
+            compare_note = f" Colour: cycles active − baseline ({baselines.label(key)}), matched by debug-context path."
+        else:
+            colour, compare_note = "cycles", " Δ cycles needs a baseline: pick one in the navbar (coloured by cycles)."
     if len(edges) and (edges["kind"] == "order").all():
         note = (
             "This report (format 1) records no data flow between operations: edges join operations in the "
@@ -74,7 +89,18 @@ def graph(layer: str, colour: str) -> Any:
         note += (
             f" {nodes.attrs['hidden']} operations with no steps of their own (all in nested operations) are not drawn."
         )
-    return operations_graph_figure(nodes, edges, colour), note
+    note += compare_note
+    # the graph fills the window below the controls, and grows past it for a tall graph
+    style = {"height": f"max({graph_height(nodes)}px, calc(100vh - 200px))"}
+    return operations_graph_figure(nodes, edges, colour), note, style
+
+
+def cycle_deltas(key: str, layer: str, op_ids: Any) -> Any:
+    """Active − baseline cycles of each active operation (its own cycles where it is new)."""
+    c = baselines.comparison(key, layer=layer)
+    key_of = c.operation_tables[1].set_index("debug_context_id")["key"]
+    delta = c.operations.set_index("key")["delta_cycles"]
+    return delta.reindex(key_of.reindex(op_ids).to_numpy()).fillna(0).to_numpy()
 
 
 dash.register_page(

@@ -12,8 +12,10 @@ import pandas as pd
 from dash import Input, Output, State, callback, ctx, dcc, html
 
 from app import ids, state
+from app.compare import program_tree as compare  # the page's compare section, below its own view
+from app.compare.components import page_title
 from app.components import key_values
-from app.grid import column_defs, to_records
+from app.grid import column_defs, fill_height, to_records
 from app.views import program_tree as view
 
 COLUMNS = ["program_id", "tree", "type", "step", "executions", "executed_cycles", "estimated_cycles", "code_bytes"]
@@ -43,11 +45,14 @@ def layout(**_: object) -> html.Div:
     tree = view.program_tree(report)
     expanded = view.default_expanded(tree)
     rows = tree_rows(tree, expanded)
-    defs = column_defs(rows, headers={"tree": "program", "program_id": "id"}, filters=False)
+    # sized for the whole tree, so expanding a node never cuts a name or a number
+    every = tree_rows(tree, set(tree["program_id"].tolist()))
+    defs = column_defs(every, headers={"tree": "program", "program_id": "id"}, filters=False)
     for d in defs:
         d["sortable"] = False
-        if d["field"] == "tree":
+        if d["field"] == "tree":  # monospace: wider characters than the grid's font
             d.update(flex=3, cellStyle={"whiteSpace": "pre", "fontFamily": "monospace"})
+            d["minWidth"] = int(min(every["tree"].str.len().max() * 8.8 + 40, 1100)) if len(every) else 200
     note = (
         ""
         if report.has_execution_profile
@@ -55,7 +60,7 @@ def layout(**_: object) -> html.Div:
     )
     return html.Div(
         [
-            html.H3("Program Tree"),
+            page_title("Program Tree", ids.COMPARE_PROGRAM_TREE),
             html.Div(note, className="text-muted small"),
             dbc.ButtonGroup(
                 [
@@ -74,15 +79,17 @@ def layout(**_: object) -> html.Div:
                 columnDefs=defs,
                 rowData=to_records(rows),
                 getRowId='"" + params.data.program_id',
-                defaultColDef={"flex": 1, "minWidth": 80, "resizable": True},
+                defaultColDef={"flex": 1, "resizable": True},
                 dashGridOptions={
                     "animateRows": False,
+                    "suppressColumnVirtualisation": True,  # every column present when the grid scrolls sideways
                     "rowSelection": {"mode": "singleRow", "checkboxes": False, "enableClickSelection": True},
                 },
-                style={"height": "460px"},
+                style={"height": fill_height(460, 230)},  # the rest of the window
                 className="ag-theme-alpine",
             ),
             html.Div(id=ids.PROGRAM_TREE_DETAILS, className="mt-3"),
+            compare.section(),  # below the page's own view (the title links to it)
         ]
     )
 

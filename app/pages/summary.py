@@ -3,17 +3,26 @@ report files and notes (the same figures as `tilescope summary`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import dash
 import dash_bootstrap_components as dbc
 import pandas as pd
 from dash import html
 
 from app import ids, state
-from app.compare import summary as compare  # compare mode (issue 7)
+from app.compare import summary as compare  # the page's compare section, below its own view
+from app.compare.components import page_title
 from app.components import key_values, section, stat_card
 from app.grid import small_grid
-from app.units import format_bytes, format_count, format_si
+from app.units import format_bytes, format_count, format_percent, format_si
+from app.views.runs import run_table
 from app.views.summary import summary
+
+
+def card(*args: Any, **kwargs: Any) -> Any:
+    """The Summary's headline cards share the row (up to seven on one line)."""
+    return stat_card(*args, share=True, **kwargs)
 
 
 def layout(**_: object) -> html.Div:
@@ -21,32 +30,33 @@ def layout(**_: object) -> html.Div:
     doc = summary(report)
     t, g, m, lv, ex = doc["target"], doc["graph"], doc["memory"], doc["liveness"], doc["execution"]
     cards = [
-        stat_card(
+        card(
             "Total memory (incl. gaps)",
             format_bytes(m["total_bytes_including_gaps"]),
             f"of {format_bytes(t['total_memory'])}",
         ),
-        stat_card(
+        card(
             "Fullest tile",
             format_bytes(m["max_tile_bytes"]),
             f"tile {m['max_tile']} of {format_bytes(m['bytes_per_tile'])}",
         ),
-        stat_card("Out-of-memory tiles", format_count(m["out_of_memory_tiles"]), alarm=m["out_of_memory_tiles"] > 0),
-        stat_card(
+        card("Out-of-memory tiles", format_count(m["out_of_memory_tiles"]), alarm=m["out_of_memory_tiles"] > 0),
+        card(
             "Peak not-always-live", format_bytes(lv["peak_not_always_live_bytes"]), f"at program step {lv['peak_step']}"
         ),
     ]
     if ex["captured"]:
         cards += [
-            stat_card(
+            card(
                 "Total cycles",
                 format_si(ex["total_cycles"]),
                 f"{ex['runs']} runs, {ex['total_seconds'] * 1e3:.4g} ms at {t['clock_hz'] / 1e9:.3g} GHz",
             ),
-            stat_card("Total FLOPs", format_si(ex["total_flops"], "FLOP")),
+            card("Total FLOPs", format_si(ex["total_flops"], "FLOP")),
+            card("Tile balance", format_percent(ex["tile_balance"]), "all runs, cycle-weighted, Sync left out"),
         ]
     else:
-        cards.append(stat_card("Execution", "not captured"))
+        cards.append(card("Execution", "not captured"))
     target_block = {
         "Name": t["name"],
         "Type": t["type"],
@@ -72,15 +82,19 @@ def layout(**_: object) -> html.Div:
     }
     runs = []
     if ex["captured"]:
-        r = report.runs()
+        r = run_table(report)
         runs = [
             section(
                 "Runs",
                 small_grid(
                     # simulated time at the target clock; microseconds, as runs are short
-                    r.assign(microseconds=(r["cycles"] / t["clock_hz"] * 1e6).round(2))[
-                        ["run", "name", "steps", "cycles", "microseconds", "flops"]
-                    ]
+                    r.assign(
+                        microseconds=(r["cycles"] / t["clock_hz"] * 1e6).round(2),
+                        tile_balance=r["tile_balance"].map(format_percent),
+                    )[["run", "name", "steps", "cycles", "microseconds", "flops", "tile_balance"]].rename(
+                        columns={"steps": "executed steps"}
+                    ),
+                    grid_id=ids.SUMMARY_RUNS,
                 ),
             )
         ]
@@ -96,9 +110,8 @@ def layout(**_: object) -> html.Div:
     files = pd.DataFrame(report.files(), columns=["file", "bytes"])
     return html.Div(
         [
-            html.H3("Summary"),
-            compare.section(),  # compare mode (issue 7)
-            html.Div(notes),
+            page_title("Summary", ids.COMPARE_SUMMARY),
+            html.Div(notes, id=ids.SUMMARY_NOTES),
             dbc.Row(cards, className="g-2", id=ids.SUMMARY_BODY),
             dbc.Row(
                 [
@@ -129,6 +142,7 @@ def layout(**_: object) -> html.Div:
                     dbc.Col(section("Report files", small_grid(files)), md=6),
                 ]
             ),
+            compare.section(),  # below the page's own view (the title links to it)
         ]
     )
 

@@ -15,6 +15,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from app.views.runs import run_figures, weighted_figures
 from report_format.reader import Report
 
 #: Step kinds shown in the trace, in legend order, from the program step type.
@@ -77,12 +78,18 @@ class Spans:
         )
 
 
+def _overlaps(start: np.ndarray, end: np.ndarray, x0: int, x1: int) -> np.ndarray:
+    """Spans overlapping cycles [x0, x1]; a zero-length step (a StreamCopyEnd at the run's last
+    cycle) counts where it sits, so the whole run shows every executed step."""
+    return ((end > x0) & (start < x1)) | ((start == end) & (start >= x0) & (start <= x1))
+
+
 def level_of_detail(spans: pd.DataFrame, x0: int, x1: int, max_per_row: int = 1500) -> Spans:
     """Keep spans overlapping [x0, x1]; if a row has more than ``max_per_row``, bin that range.
 
     ``spans`` has columns row, start, end, kind, label, step.
     """
-    vis = spans[(spans["end"] > x0) & (spans["start"] < x1)]
+    vis = spans[_overlaps(spans["start"].to_numpy(), spans["end"].to_numpy(), x0, x1)]
     n = len(vis)
     per_row = vis.groupby("row").size()
     if n == 0 or per_row.max() <= max_per_row:
@@ -196,7 +203,7 @@ def steps_in_cycle_range(report: Report, run: int, ipu: int, x0: int, x1: int) -
     """Executed steps [first, last) of one IPU that overlap cycles [x0, x1]."""
     es = trace_steps(report, run)
     es = es[es["ipu"] == ipu]
-    hit = es.loc[(es["cycles_to"] > x0) & (es["cycles_from"] < x1), "step"]
+    hit = es.loc[_overlaps(es["cycles_from"].to_numpy(), es["cycles_to"].to_numpy(), x0, x1), "step"]
     if hit.empty:
         return 0, 0
     return int(hit.min()), int(hit.max()) + 1
@@ -266,33 +273,67 @@ def step_details(report: Report, run: int, step: int) -> pd.DataFrame:
 
 
 def trace_summary(report: Report, run: int) -> dict[str, float | int]:
-    """Run totals: cycles, FLOPs, cycle proportions by kind (cycles summed over IPUs), tile balance
-    and utilisation of compute steps (cycle-weighted), stream-copy and global-exchange bytes."""
+    """Run totals: cycles, FLOPs, executed steps, tile balance and utilisation (all four from
+    ``app.views.runs``, the one definition every page uses), cycle proportions by kind (cycles
+    summed over IPUs), stream-copy, global-exchange and exchange bytes."""
     es = trace_steps(report, run)
-    runs = report.runs().set_index("run")
-    tiles = report.target_info.tiles_per_ipu
     cyc = es["cycles"].to_numpy(dtype=np.float64)
     total = cyc.sum()
-    out: dict[str, float | int] = {
-        "run": run,
-        "cycles": int(runs.loc[run, "cycles"]),
-        "flops": int(runs.loc[run, "flops"]),
-        "steps": int(runs.loc[run, "steps"]),
-    }
-    by_kind = es.groupby("kind")["cycles"].sum()
+    out: dict[str, float | int] = dict(run_figures(report, run))
+    out.pop("name")
+    by_kind = es.groupby("kind", observed=False)["cycles"].sum()
     for k in KINDS:
         out[f"proportion.{k}"] = float(by_kind.get(k, 0) / total) if total else 0.0
-    comp = es[es["kind"] == "compute"]
-    w = comp["cycles"].to_numpy(dtype=np.float64)
-    if w.sum() > 0:
-        out["tile_balance"] = float(np.average(comp["tile_balance"], weights=w))
-        out["active_tile_balance"] = float(np.average(comp["active_tile_balance"], weights=w))
-        out["tile_utilisation"] = float(np.average(comp["active_tiles"] / tiles, weights=w))
-    else:
-        out["tile_balance"] = out["active_tile_balance"] = out["tile_utilisation"] = 0.0
     for k, key in (("stream copy", "stream_copy"), ("global exchange", "global_exchange"), ("exchange", "exchange")):
         sub = es[es["kind"] == k]
         out[f"{key}_bytes_in"] = int(sub["data_in_bytes"].sum())
         out[f"{key}_bytes_out"] = int(sub["data_out_bytes"].sum())
     out["flops_per_cycle"] = out["flops"] / out["cycles"] if out["cycles"] else 0.0
     return out
+
+
+def ipu_table(report: Report, run: int) -> pd.DataFrame:
+    """One row per IPU for ``run`` (PopVision's per-IPU summary): ipu, cycles (when its last step
+    ends), cycles by step kind (compute, exchange, global exchange, stream copy, sync), FLOPs, data
+    in / out, and tile balance and utilisation weighted as ``app.views.runs`` defines them."""
+    es = trace_steps(report, run)
+    ipus = pd.Index(range(report.target_info.num_ipus), name="ipu")
+    out = pd.DataFrame(index=ipus)
+    out["cycles"] = es.groupby("ipu")["cycles_to"].max().reindex(ipus).fillna(0).astype(np.int64)
+    by_kind = es.groupby(["ipu", "kind"], observed=True)["cycles"].sum().unstack(fill_value=0)
+    for k in KINDS[:-1]:
+        out[f"{k} cycles"] = (
+            (by_kind[k] if k in by_kind else pd.Series(dtype=np.int64)).reindex(ipus).fillna(0).astype(np.int64)
+        )
+    out["flops"] = es.groupby("ipu")["flops"].sum().reindex(ipus).fillna(0).astype(np.int64)
+    out["data_in_bytes"] = es.groupby("ipu")["data_in_bytes"].sum().reindex(ipus).fillna(0).astype(np.int64)
+    out["data_out_bytes"] = es.groupby("ipu")["data_out_bytes"].sum().reindex(ipus).fillna(0).astype(np.int64)
+    w = weighted_figures(report, es, "ipu").reindex(ipus)
+    out["tile_balance"] = w["tile_balance"].to_numpy()
+    out["tile_utilisation"] = w["tile_utilisation"].to_numpy()
+    return out.reset_index()
+
+
+def step_tile_split(report: Report, run: int, step: int, ipu: int, max_tiles: int = 1500) -> pd.DataFrame:
+    """One executed step on one IPU, per tile (BSP): ``busy`` cycles (computing or exchanging, as the
+    step's kind says) and ``waiting`` cycles (idle until the slowest tile reaches the sync that ends
+    the step), with columns tile (first tile of the bin), tiles (per bin), busy, waiting, kind.
+    More than ``max_tiles`` tiles are binned, each bin showing its busiest tile."""
+    es = trace_steps(report, run)
+    row = es[(es["step"] == step) & (es["ipu"] == ipu)]
+    if row.empty:
+        return pd.DataFrame(columns=["tile", "tiles", "busy", "waiting", "kind"])
+    length = int(row["cycles"].iat[0])
+    busy = np.asarray(report.tile_cycles(run, step, ipu), dtype=np.int64)
+    width = max(1, -(-len(busy) // max_tiles))
+    if width > 1:
+        busy = np.pad(busy, (0, (-len(busy)) % width)).reshape(-1, width).max(axis=1)
+    return pd.DataFrame(
+        {
+            "tile": np.arange(len(busy)) * width,
+            "tiles": width,
+            "busy": busy,
+            "waiting": np.maximum(length - busy, 0),
+            "kind": str(row["kind"].iat[0]),
+        }
+    )

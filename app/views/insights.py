@@ -3,17 +3,17 @@ and plain-language hints."""
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
-from app.units import format_bytes
+from app.units import format_bytes, format_percent
+from app.views.runs import overall
 from report_format.reader import Report
 
 #: A hint fires when exchange code is more than this share of all memory (an [I] threshold).
 EXCHANGE_CODE_SHARE = 0.15
 #: ... when the fullest tile holds more than this multiple of the mean tile.
 MEMORY_IMBALANCE = 2.0
-#: ... when cycle-weighted tile balance of compute steps is below this.
+#: ... when the tile balance over all runs (app.views.runs, as Summary shows it) is below this.
 LOW_TILE_BALANCE = 0.5
 
 
@@ -111,18 +111,12 @@ def hints(report: Report) -> list[str]:
     gaps = (tm["total_bytes_including_gaps"] - tm["total_bytes_excluding_gaps"]).to_numpy()
     if incl.sum() and gaps.sum() / incl.sum() > 0.05:
         out.append(f"Gaps between allocations are {100 * gaps.sum() / incl.sum():.0f}% of memory.")
-    if report.has_execution_profile:
-        es = report.table("execution_steps", ["program_id", "cycles_from", "cycles_to", "tile_balance"]).to_pandas()
-        p = report.programs().set_index("program_id")["type"]
-        comp = es[p.reindex(es["program_id"]).to_numpy() == "OnTileExecute"]
-        w = (comp["cycles_to"] - comp["cycles_from"]).to_numpy(dtype=np.float64)
-        if w.sum() > 0:
-            bal = float(np.average(comp["tile_balance"], weights=w))
-            if bal < LOW_TILE_BALANCE:
-                out.append(
-                    f"Low tile balance: compute steps keep tiles busy {100 * bal:.0f}% of the time on "
-                    "average (cycle-weighted); the slowest tile sets each step's length."
-                )
+    bal = overall(report, "tile_balance")  # the figure Summary and Execution Trace show
+    if bal is not None and bal < LOW_TILE_BALANCE:
+        out.append(
+            f"Low tile balance: {format_percent(bal)} over all runs (cycle-weighted, Sync steps left out); "
+            "the slowest tile sets each step's length."
+        )
     if not out:
         out.append("No memory or balance problems stand out.")
     return out

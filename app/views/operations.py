@@ -18,10 +18,20 @@ from report_format.reader import Report
 COLUMNS = ("cycles", "flops", "flops_per_cycle", "memory_bytes", "code_bytes", "tiles", "steps", "variables")
 
 
-def op_of_context(report: Report, layer: str) -> np.ndarray:
-    """For every debug context id, the id of its nearest enclosing context in ``layer`` (or -1)."""
+#: The row of work attributed to no operation of the layer (stream copies, syncs and variables made
+#: outside any debug context of it). Every page and the diff show it under this name, with op_id -1,
+#: and never count it as an operation.
+OUTSIDE = "(outside any operation)"
+OUTSIDE_ID = -1
+
+
+def op_of_context(report: Report, layer: str | None) -> np.ndarray:
+    """For every debug context id, the id of its nearest enclosing context in ``layer`` (or -1);
+    with ``layer`` None every context is its own operation."""
     dc = report.debug_contexts().sort_values("debug_context_id")
     n = len(dc)
+    if layer is None:
+        return np.arange(n)
     parent = dc["parent_id"].to_numpy()
     is_layer = (dc["layer"] == layer).to_numpy()
     out = np.where(is_layer, np.arange(n), -1)
@@ -44,42 +54,63 @@ def _map(ids: np.ndarray, op_of: np.ndarray) -> np.ndarray:
     return np.where(ok, op_of[np.clip(ids, 0, max(len(op_of) - 1, 0))] if len(op_of) else -1, -1)
 
 
+def operation_count(ops: pd.DataFrame) -> int:
+    """Operations in an ``operations`` table: every row but the OUTSIDE one."""
+    return int((ops["op_id"] != OUTSIDE_ID).sum())
+
+
+def count_sentence(count: int, outside_cycles: int | None, total_cycles: int) -> str:
+    """'42 operations, plus work outside any of them (38.2% of cycles)': how every page counts."""
+    text = f"{count:,} operations"
+    if outside_cycles is not None:
+        share = f" ({100 * outside_cycles / total_cycles:.1f}% of cycles)" if total_cycles else ""
+        text += f", plus one row for work outside any of them{share}"
+    return text
+
+
 @lru_cache(maxsize=16)
-def operations(report: Report, layer: str = "poplibs", run: int | None = None) -> pd.DataFrame:
-    """One row per operation of ``layer``.
+def operations(report: Report, layer: str | None = "poplibs", run: int | None = None) -> pd.DataFrame:
+    """One row per operation of ``layer`` (every debug context if None), plus, when any work or
+    memory is attributed to none of them, one OUTSIDE row (op_id -1). This is the one definition of
+    an operation's figures: the Operations page, the Operations Graph, Compare mode and
+    ``tilescope diff`` all use it.
 
     cycles: executed cycles of its steps in ``run`` (all runs if None), max over IPUs per step; a
     report without an execution profile uses the compile-time estimates (``cycles_source`` says so).
-    flops: estimated FLOPs of its compute sets' vertices per execution, summed over executions.
+    flops: FLOPs of its executed steps (summed over IPUs and executions); without an execution
+    profile, its compute sets' estimated FLOPs for one execution.
     memory_bytes: bytes of the variables it created; code_bytes: control/exchange code of its
     programs plus vertex state of its compute sets; tiles: tiles running its vertices.
     """
     cols = ["op_id", "name", "op_type", "file", "line", *COLUMNS]
     dc = report.debug_contexts()
-    if dc.empty:
-        return pd.DataFrame(columns=cols)
-    op_of = op_of_context(report, layer)
-    ops = dc[dc["layer"] == layer].set_index("debug_context_id")
-    idx = ops.index
+    op_of = op_of_context(report, layer) if len(dc) else np.zeros(0, dtype=np.int64)
+    ops = (dc if layer is None else dc[dc["layer"] == layer]).set_index("debug_context_id")
+    idx = ops.index.append(pd.Index([OUTSIDE_ID]))
     prog = report.programs()
     prog_op = _map(prog["debug_context_id"].to_numpy(), op_of)
     cs = report.compute_sets()
     cs_op = pd.Series(_map(cs["debug_context_id"].to_numpy(), op_of), index=cs["compute_set_id"].to_numpy())
     out = pd.DataFrame(index=idx)
-    # executions of each program leaf and its cycles
+    # executions of each program leaf, its cycles and FLOPs
     if report.has_execution_profile:
-        es = report.table("execution_steps", ["run", "step", "program_id", "cycles_from", "cycles_to"]).to_pandas()
+        es = report.table(
+            "execution_steps", ["run", "step", "program_id", "cycles_from", "cycles_to", "flops"]
+        ).to_pandas()
         if run is not None:
             es = es[es["run"] == run]
         es["cycles"] = es["cycles_to"] - es["cycles_from"]
-        per_step = es.groupby(["run", "step", "program_id"], as_index=False)["cycles"].max()
-        by_prog = per_step.groupby("program_id")["cycles"].agg(["sum", "size"])
-        execs = by_prog["size"].reindex(prog["program_id"]).fillna(0).to_numpy()
-        cyc = by_prog["sum"].reindex(prog["program_id"]).fillna(0).to_numpy()
+        per_step = es.groupby(["run", "step", "program_id"], as_index=False).agg(
+            cycles=("cycles", "max"), flops=("flops", "sum")
+        )
+        by_prog = per_step.groupby("program_id").agg(
+            cycles=("cycles", "sum"), flops=("flops", "sum"), execs=("cycles", "size")
+        )
+        by_prog = by_prog.reindex(prog["program_id"]).fillna(0)
+        cyc, prog_flops = by_prog["cycles"].to_numpy(), by_prog["flops"].to_numpy()
         source = "executed (simulated)"
     else:
-        execs = np.ones(len(prog))
-        cyc = prog["estimated_cycles"].to_numpy()
+        cyc, prog_flops = prog["estimated_cycles"].to_numpy(), None
         source = "compile-time estimate (no execution profile)"
     pf = pd.DataFrame(
         {
@@ -87,36 +118,37 @@ def operations(report: Report, layer: str = "poplibs", run: int | None = None) -
             "cycles": cyc,
             "code": prog["code_bytes"].to_numpy(),
             "steps": (prog["step"] >= 0).to_numpy(),
-            "execs": execs,
             "cs": prog["compute_set_id"].to_numpy(),
         }
     )
-    pf = pf[pf["op"] >= 0]
     g = pf.groupby("op").agg(cycles=("cycles", "sum"), code_bytes=("code", "sum"), steps=("steps", "sum"))
     out = out.join(g)
-    # FLOPs: per compute set per execution, times how often its programs executed
     v = report.table("vertices", ["compute_set_id", "tile", "flops", "state_bytes"]).to_pandas()
-    cs_flops = v.groupby("compute_set_id")["flops"].sum()
-    cs_execs = pf[pf["cs"] >= 0].groupby("cs")["execs"].sum() if len(pf) else pd.Series(dtype=float)
-    flops = (cs_flops.reindex(cs_execs.index).fillna(0) * cs_execs).rename("flops")
-    flops_by_op = flops.groupby(cs_op.reindex(flops.index).to_numpy()).sum()
-    out["flops"] = flops_by_op.reindex(out.index).to_numpy()
-    v["op"] = cs_op.reindex(v["compute_set_id"]).to_numpy()
-    v = v[v["op"] >= 0]
+    if prog_flops is not None:
+        out["flops"] = pd.Series(prog_flops).groupby(prog_op).sum().reindex(out.index).to_numpy()
+    else:  # estimated FLOPs of one execution of each of its compute sets
+        cs_flops = v.groupby("compute_set_id")["flops"].sum()
+        out["flops"] = (
+            cs_flops.groupby(cs_op.reindex(cs_flops.index).fillna(-1).to_numpy()).sum().reindex(out.index).to_numpy()
+        )
+    v["op"] = cs_op.reindex(v["compute_set_id"]).fillna(OUTSIDE_ID).to_numpy()
     out["tiles"] = v.groupby("op")["tile"].nunique().reindex(out.index).to_numpy()
     out["code_bytes"] = out["code_bytes"].fillna(0) + v.groupby("op")["state_bytes"].sum().reindex(out.index).fillna(0)
     var = report.table("variables", ["variable_id", "bytes", "debug_context_id"]).to_pandas()
     var["op"] = _map(var["debug_context_id"].to_numpy(), op_of)
-    vg = var[var["op"] >= 0].groupby("op").agg(memory_bytes=("bytes", "sum"), variables=("variable_id", "size"))
+    vg = var.groupby("op").agg(memory_bytes=("bytes", "sum"), variables=("variable_id", "size"))
     out = out.join(vg)
     out = out.fillna(0)
     for c in ("cycles", "flops", "memory_bytes", "code_bytes", "tiles", "steps", "variables"):
         out[c] = out[c].astype(np.int64)
     out["flops_per_cycle"] = np.where(out["cycles"] > 0, out["flops"] / out["cycles"].clip(lower=1), 0.0).round(3)
-    out["name"] = ops["name"]
-    out["op_type"] = ops["op_type"]
-    out["file"] = ops["file"]
-    out["line"] = ops["line"]
+    out["name"] = ops["name"].reindex(out.index).fillna(OUTSIDE)
+    out["op_type"] = ops["op_type"].reindex(out.index).fillna("")
+    out["file"] = ops["file"].reindex(out.index).fillna("")
+    out["line"] = ops["line"].reindex(out.index).fillna(0).astype(np.int64)
+    outside = out.loc[OUTSIDE_ID, ["cycles", "flops", "memory_bytes", "code_bytes", "steps", "variables"]]
+    if not outside.any():
+        out = out.drop(index=OUTSIDE_ID)
     out.index.name = "op_id"
     res = out.reset_index()[cols].sort_values("cycles", ascending=False, kind="stable").reset_index(drop=True)
     res.attrs["cycles_source"] = source
@@ -161,7 +193,8 @@ def operations_graph(report: Report, layer: str) -> tuple[pd.DataFrame, pd.DataF
     the next one to start executing (``kind`` "order"). Nodes are laid out in layers: ``x`` is the
     longest path from a source over forward edges, ``y`` the position within the layer.
     """
-    nodes = operations(report, layer).copy()
+    ops = operations(report, layer)
+    nodes = ops[ops["op_id"] != OUTSIDE_ID].copy()  # work outside any operation is no node
     op_of = op_of_context(report, layer)
     p = report.programs()
     p = p[p["step"] >= 0]

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from app.views.runs import longest_run, overall, run_table
 from report_format.reader import Report
 
 #: Keys `tilescope summary --json` always has (flattened), promised in the foundation issue.
@@ -58,17 +59,21 @@ def memory_summary(report: Report) -> dict[str, Any]:
             "not_always_live_bytes": 0,
             "max_tile_bytes": 0,
             "max_tile": -1,
+            "tile_balance": 0.0,
             "out_of_memory_tiles": 0,
             "bytes_per_tile": bytes_per_tile,
         }
     worst = int(np.argmax(incl))
+    peak = int(incl[worst])
     oom = (incl > bytes_per_tile) | (tm["overflowed_bytes"].to_numpy() > 0)
     return {
         "total_bytes_including_gaps": int(incl.sum()),
         "total_bytes_excluding_gaps": int(tm["total_bytes_excluding_gaps"].to_numpy().sum()),
         "always_live_bytes": int(tm["always_live_bytes"].to_numpy().sum()),
         "not_always_live_bytes": int(tm["not_always_live_bytes"].to_numpy().sum()),
-        "max_tile_bytes": int(incl[worst]),
+        "max_tile_bytes": peak,
+        # how evenly memory is spread: mean over max of the tiles' bytes including gaps
+        "tile_balance": float(incl.mean() / peak) if peak > 0 else 0.0,
         "max_tile": int(tm["tile"].to_numpy()[worst]),
         "out_of_memory_tiles": int(oom.sum()),
         "bytes_per_tile": bytes_per_tile,
@@ -91,18 +96,28 @@ def liveness_summary(report: Report) -> dict[str, Any]:
 
 
 def execution_summary(report: Report) -> dict[str, Any]:
-    """Totals over captured runs (``total_cycles`` sums the runs' cycles)."""
-    runs = report.table("runs").to_pydict()
+    """Totals over captured runs (``total_cycles`` sums the runs' cycles); the per-run figures and
+    tile balance as ``app.views.runs`` defines them (None without an execution profile)."""
+    runs = run_table(report)
     captured = report.has_execution_profile
     clock = report.target_info.clock_hz
-    total_cycles = int(sum(runs["cycles"]))
+    total_cycles = int(runs["cycles"].sum())
+
+    def maybe(values: Any) -> list[float | None]:
+        return [None if np.isnan(v) else float(v) for v in values]
+
     return {
         "captured": captured,
-        "runs": len(runs["run"]),
+        "runs": len(runs),
         "total_cycles": total_cycles,
-        "total_flops": int(sum(runs["flops"])),
+        "total_flops": int(runs["flops"].sum()),
         "cycles_per_run": [int(c) for c in runs["cycles"]],
         "flops_per_run": [int(f) for f in runs["flops"]],
+        "steps_per_run": [int(s) for s in runs["steps"]],
+        "tile_balance": overall(report, "tile_balance"),
+        "tile_balance_per_run": maybe(runs["tile_balance"]),
+        "tile_utilisation": overall(report, "tile_utilisation"),
+        "longest_run": longest_run(report),
         "total_seconds": total_cycles / clock if clock else 0.0,
     }
 
@@ -121,6 +136,18 @@ def graph_summary(report: Report) -> dict[str, Any]:
     }
 
 
+def distinct_notes(notes: list[str]) -> list[str]:
+    """The report's notes without repeats: a note another note already contains says nothing new
+    (an out-of-memory report notes the error, and again why the execution profile is missing)."""
+    out: list[str] = []
+    for i, n in enumerate(notes):
+        text = n.strip()
+        if any(text in other for j, other in enumerate(notes) if j != i and other.strip() != text) or text in out:
+            continue
+        out.append(text)
+    return out
+
+
 def summary(report: Report) -> dict[str, Any]:
     """Every headline figure of a report as a nested dict (JSON-ready)."""
     target = asdict(report.target_info)
@@ -132,7 +159,7 @@ def summary(report: Report) -> dict[str, Any]:
         "producer": report.manifest.producer,
         "created": report.manifest.created,
         "profiles": report.profiles,
-        "notes": report.notes,
+        "notes": distinct_notes(report.notes),
         "target": target,
         "graph": graph_summary(report),
         "memory": memory_summary(report),

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from report_format.writer import ReportWriter
+from report_format.builder import ReportBuilder
 
 NUM_IPUS, TILES_PER_IPU, BYTES_PER_TILE = 2, 4, 1000
 NUM_TILES = NUM_IPUS * TILES_PER_IPU
@@ -64,7 +64,7 @@ GAPS = {0: 8}  # tile 0 has 8 bytes of alignment gap
 def write_small_report(path: Path, *, execution: bool = True, debug_info: bool = True) -> Path:
     tiles = np.arange(NUM_TILES)
     ipu_of = tiles // TILES_PER_IPU
-    with ReportWriter(path, engine="main") as w:
+    with ReportBuilder(path, engine="main") as w:
         w.write(
             "target",
             {
@@ -266,7 +266,7 @@ def write_small_report(path: Path, *, execution: bool = True, debug_info: bool =
     return path
 
 
-def _write_debug_contexts(w: ReportWriter) -> None:
+def _write_debug_contexts(w: ReportBuilder) -> None:
     w.write(
         "debug_contexts",
         {
@@ -282,7 +282,7 @@ def _write_debug_contexts(w: ReportWriter) -> None:
     )
 
 
-def _write_execution(w: ReportWriter, ipu_of: np.ndarray) -> None:
+def _write_execution(w: ReportBuilder, ipu_of: np.ndarray) -> None:
     flops_per_tile = {6: 2 * TILE_CYCLES[6], 8: np.full(NUM_TILES, 8)}
     xbytes = {7: (8, 8), 3: (4, 0)}
     es: dict[str, list] = {

@@ -197,7 +197,9 @@ def test_execution_trace_follows_the_run(page, base, comparison):
     page.select_option("#trace-run", "1")  # run 1: the training step, where the batch size shows
     settle(page, 800)
     ex = comparison.executed_steps(1)
-    expect(text).to_contain_text(f"Run 1: {len(ex):,} executed steps aligned")
+    steps = comparison.run_tables[1].set_index("run").at[1, "steps"]  # the active report's executed steps
+    expect(text).to_contain_text(f"Run 1: {steps:,} executed steps in active")
+    assert len(ex) > steps  # aligned positions include the baseline's extra steps
     top = ex.loc[ex["delta_cycles"].abs().sort_values(ascending=False, kind="stable").index[0]]
     first = page.locator("#compare-trace-steps .ag-row[row-index='0'] [col-id='delta_cycles']")
     expect(first).to_have_text(f"{int(top['delta_cycles']):,}".replace("-", "−"))
@@ -212,7 +214,8 @@ def test_turn_compare_off_and_pick_a_baseline_again(page, base, reports):
     settle(page)
     expect(page.locator("#compare-banner")).to_be_hidden()
     expect(page.locator("#compare-memory")).to_have_text("")
-    assert page.locator("#compare-picker").input_value() == ""
+    assert page.locator("#compare-picker").input_value() == "off"
+    expect(page.locator("#compare-picker option:checked")).to_have_text("compare: off")  # not blank
     page.select_option("#compare-picker", str(reports[1].absolute()))
     settle(page)
     expect(page.locator("#compare-banner")).to_be_visible()

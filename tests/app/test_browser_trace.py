@@ -86,7 +86,7 @@ def test_zoom_gives_finer_detail(page, report_path):
         if "exact" in detail.inner_text():
             break
     text = detail.inner_text()
-    assert text.startswith("exact"), text
+    assert "executed steps. exact:" in text, text
     m = re.search(r"exact: ([\d,]+) step spans in cycles ([\d,]+)\.\.([\d,]+)", text)
     spans, x0, x1 = (int(g.replace(",", "")) for g in m.groups())
     assert spans < before
@@ -105,6 +105,15 @@ def test_zoom_gives_finer_detail(page, report_path):
     details = page.locator("#trace-step-details")
     expect(details).to_contain_text(f"Executed step {step:,}: {row['name']}")
     expect(details).to_contain_text(f"{row['cycles_to']:,}")
+    # ...and on the clicked IPU, each tile's busy and waiting cycles (they add up to the step)
+    split = page.locator("#trace-step-tiles .js-plotly-plot")
+    expect(split).to_be_visible()
+    bars = page.evaluate(
+        "() => document.querySelector('#trace-step-tiles .js-plotly-plot')._fullData.map(t => t.y.length)"
+    )
+    assert bars == [16, 16]  # 16 tiles per IPU: busy and waiting
+    ipu_rows = page.locator("#trace-ipu-table .ag-center-cols-container .ag-row")
+    expect(ipu_rows).to_have_count(2)
     assert page.watch.errors == []
     page.click("#trace-reset")
     settle(page)

@@ -103,7 +103,7 @@ def test_summary_headline_deltas(pair):
     assert body["Program steps"][2] == "+1"
     # cast_out (+1024 B on tile 3) and old_w (-512 B): +512 B of variables in all
     assert body["Total memory (excl. gaps)"][2] == "+512 B"
-    assert "12 aligned, 1 added, 0 removed" in text(out)
+    assert "12 in both, 1 only in active, 0 only in baseline" in text(out)
 
 
 def test_memory_source_target_lists_added_and_removed(pair):
@@ -154,7 +154,9 @@ def test_liveness_step_from_click_or_typed(pair):
 
 def test_operations_deltas_grid(pair):
     out = cmp_operations.render(pair["baseline"], "poplibs", "-1")
-    assert text(find(out, ids.COMPARE_OPERATIONS_COUNTS)).startswith("5 operations: 1 added, 0 removed")
+    assert text(find(out, ids.COMPARE_OPERATIONS_COUNTS)).startswith(
+        "Active: 5 operations. Against the baseline: 1 added, 0 removed"
+    )
     ops = cmp_operations.operation_rows(pair["baseline"], "poplibs", None)
     first = ops.iloc[0]  # sorted by the size of the cycle change
     assert first["name"].endswith("cast_1(Cast)") and first["status"] == "added"
@@ -170,8 +172,8 @@ def test_operations_deltas_grid(pair):
 def test_execution_trace_step_deltas_of_the_run(pair):
     out = cmp_trace.render(pair["baseline"], "0")
     assert text(find(out, ids.COMPARE_TRACE_TEXT)) == (
-        "Run 0: 13 executed steps aligned (1 only in active, 0 only in baseline); "
-        "summed over the steps, cycles changed by +300."
+        "Run 0: 13 executed steps in active, 12 in baseline (12 in both, 1 only in active, 0 only in "
+        "baseline); the run's cycles changed by +300 (2,390 → 2,690)."
     )
     steps = find(out, ids.COMPARE_TRACE_STEPS).rowData
     assert [(s["status"], s["name"], s["delta_cycles"]) for s in steps] == [("added", "cast_1", 300)]
@@ -214,3 +216,17 @@ def test_operation_details_card(pair):
     assert body["FLOPs"] == ["0", "500", "+500", "-"]
     assert "(Cast, added)" in text(card.children[0])
     assert cmp_operations.operation_details(key, "poplibs", None, "no such op") is None
+
+
+def test_program_tree_and_insights_sections(pair):
+    from app.compare import insights as cmp_insights
+    from app.compare import program_tree as cmp_tree
+
+    key = pair["baseline"]
+    counts = text(find(cmp_tree.render(key), ids.COMPARE_PROGRAM_TREE_COUNTS))
+    assert counts.startswith("12 program steps in both, 1 only in active, 0 only in baseline")
+    added = cmp_tree.step_rows(key).set_index("status").loc["added"]
+    assert (added["name"], added["active_cycles"], added["delta_cycles"]) == ("cast_1", 300, 300)
+    hints = find(cmp_insights.render(key), ids.COMPARE_INSIGHTS_HINTS)
+    assert "Baseline" in text(hints) and "Active" in text(hints)
+    assert text(cmp_tree.render(None)) == "" and text(cmp_insights.render(None)) == ""

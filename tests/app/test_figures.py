@@ -70,4 +70,57 @@ def test_other_figures_build(small_report):
     assert len(variables_figure(mem.variable_bytes_by_tile(small_report, [0, 2])).data) == 2
     assert len(tile_map_figure(mem.tile_map(small_report), 1000).data) == 2  # one panel per IPU
     nodes, edges = ops.operations_graph(small_report, "onnx")
-    assert list(operations_graph_figure(nodes, edges).data[1].customdata) == [0, 2]
+    fig = operations_graph_figure(nodes, edges)
+    assert list(fig.data[1].customdata) == [0, 2]
+    # one arrowhead per edge, pointing at the target (annotation x, y) from the source (ax, ay)
+    assert [(a.ax, a.x) for a in fig.layout.annotations] == [(0.0, 1.0)] and fig.layout.annotations[0].arrowhead == 2
+
+
+def test_memory_series_keep_their_colour_whatever_the_report():
+    """A category is one colour in every report: stack in a report holding it first or last."""
+    import pandas as pd
+
+    from app.figures.common import SERIES_COLOURS, series_colour
+    from app.figures.memory import tile_memory_figure
+    from report_format.schema import MEMORY_CATEGORIES, MEMORY_REGIONS
+
+    named = [*MEMORY_CATEGORIES, *MEMORY_REGIONS]
+    assert all(c in SERIES_COLOURS for c in named)
+    assert len({SERIES_COLOURS[c] for c in MEMORY_CATEGORIES}) == len(MEMORY_CATEGORIES)
+    one = pd.DataFrame({"stack": [10, 20], "vertexCode": [5, 5]}, index=[0, 1])
+    other = pd.DataFrame({"variable": [1, 1], "constant": [2, 2], "stack": [10, 20]}, index=[0, 1])
+    colour = {}
+    for binned in (one, other):
+        for trace in tile_memory_figure(binned, binned.sum(axis=1).to_numpy(), 1, 100).data:
+            colour.setdefault(trace.name, set()).add(trace.marker.color)
+    assert colour["stack"] == {series_colour("stack")} and series_colour("no such series") == series_colour(
+        "no such series"
+    )
+
+
+def test_tile_map_scale_follows_the_data():
+    import pandas as pd
+
+    from app.figures.memory import tile_map_figure
+
+    tm = pd.DataFrame(
+        {"ipu": 0, "tile": [0, 1, 2, 3], "row": [0, 0, 1, 1], "col": [0, 1, 0, 1], "bytes": [0, 100, 200, 26624]}
+    )
+    heat = tile_map_figure(tm, 638976).data[0]
+    assert heat.zmax == 26624 and "capacity" in heat.colorbar.title.text  # capacity named, not the scale
+    over = tile_map_figure(tm.assign(bytes=tm["bytes"] * 40), 638976).data[0]
+    assert "capacity 624.0 KiB" in over.colorbar.ticktext  # out of memory: the capacity is a tick
+
+
+def test_tile_map_outliers_do_not_darken_every_other_tile():
+    import numpy as np
+    import pandas as pd
+
+    from app.figures.memory import tile_map_figure
+
+    n = 200
+    b = np.full(n, 20_000)
+    b[:2] = 700_000  # two tiles out of memory
+    tm = pd.DataFrame({"ipu": 0, "tile": range(n), "row": np.arange(n) // 20, "col": np.arange(n) % 20, "bytes": b})
+    heat = tile_map_figure(tm, 638976).data[0]
+    assert 20_000 < heat.zmax < 50_000 and heat.colorbar.ticktext[4].startswith("≥")  # not 700,000

@@ -21,7 +21,10 @@ def test_onnx_operations_all_runs(small_report):
     assert mm["tiles"] == 6 and mm["steps"] == 2
     assert mm["code_bytes"] == 8 * 12 + 6 * 24  # exchange code + vertex state
     assert mm["flops_per_cycle"] == round(mm["flops"] / mm["cycles"], 3)
-    assert ops.index.tolist() == ["MatMul_0", "Add_1"]  # most cycles first
+    assert ops.index.tolist() == ["MatMul_0", view.OUTSIDE, "Add_1"]  # most cycles first
+    # work outside any operation is one row, so the operations' cycles add up to the runs' cycles
+    assert ops["cycles"].sum() == small_report.runs()["cycles"].sum()
+    assert view.operation_count(ops.reset_index()) == 2
 
 
 def test_one_run_and_estimates_without_execution(small_report, compile_only_report):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from report_format.writer import ReportWriter
+from report_format.builder import ReportBuilder
 
 
 @dataclass
@@ -84,7 +84,7 @@ def build_report(path: Path, spec: Spec) -> Path:
         nal_peak[t] = per_step.max()
     code = np.full(spec.tiles, spec.code_bytes_per_tile, dtype=np.int64)
     excl = always + nal_peak + code
-    with ReportWriter(path, engine="test") as w:
+    with ReportBuilder(path, engine="test") as w:
         w.write(
             "target",
             {

@@ -60,7 +60,7 @@ def test_text_output(pair: tuple[str, str], capsys: pytest.CaptureFixture[str]) 
     out = capsys.readouterr().out
     assert "parity: same target and engine options" in out
     assert "execution.total_cycles" in out and "+300 (+12.55%)" in out
-    assert "program steps: 12 aligned, 1 added, 0 removed" in out
+    assert "program steps: 12 in both, 1 only in active, 0 only in baseline" in out
     assert "added    active step 6 OnTileExecute cast_1" in out
 
 

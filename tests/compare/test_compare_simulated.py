@@ -1,4 +1,4 @@
-"""Pairs of real reports from the simulated IPU that differ in one known way (issue 7): batch size,
+"""Pairs of real reports from the simulated IPU that differ in one known way: batch size,
 availableMemoryProportion, one inserted op, another target. Deltas that follow from the change
 itself are exact (an input of twice the batch is twice the bytes; an elementwise op on a
 [batch, n] tensor is batch * n more FLOPs); the rest are asserted by sign.

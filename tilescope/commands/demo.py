@@ -2,7 +2,8 @@
 
 Runs an MLP (two batch sizes, for Compare mode), a CNN, a transformer layer and a ResNet-style
 stack on a simulated GC200, plus one model that does not fit in memory, each with
-autoReport.all. Then serves the MLP report with the batch-64 one as the comparison baseline.
+autoReport.all. Then serves the MLP report; the batch-64 one is a baseline to pick in the navbar's
+compare picker (``--compare`` opens in Compare mode on it).
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
     p.add_argument("--no-browser", action="store_true", help="do not open a web browser")
+    p.add_argument(
+        "--compare", action="store_true", help="open in Compare mode with mlp_batch64 as the baseline (default: off)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,8 +50,7 @@ def run(args: argparse.Namespace) -> int:
     serve = [
         "serve",
         str(out / "mlp"),
-        "--compare",
-        str(out / "mlp_batch64"),
+        *(["--compare", str(out / "mlp_batch64")] if args.compare else []),
         "--host",
         args.host,
         "--port",

@@ -167,7 +167,7 @@ def render_text(doc: dict[str, Any]) -> str:
     s = doc["steps"]
     lines += [
         "",
-        f"program steps: {s['same']} aligned, {s['added']} added, {s['removed']} removed",
+        f"program steps: {s['same']:,} in both, {s['added']:,} only in active, {s['removed']:,} only in baseline",
         doc["liveness_peak"]["sentence"],
     ]
     top = doc["top"]

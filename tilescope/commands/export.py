@@ -1,6 +1,8 @@
-"""Export a report for other tools.
+"""Export a report for other tools and for people.
 
---trace writes the execution trace of one run as Chrome trace-event JSON, which Perfetto
+--html writes one self-contained page (no network needed to open it): the Summary, Memory,
+Liveness, Operations and Execution Trace as static figures and tables, the page to attach to a bug
+report. --trace writes the execution trace of one run as Chrome trace-event JSON, which Perfetto
 (ui.perfetto.dev, also offline) and chrome://tracing open: one process per IPU with its BSP step
 timeline, plus one thread per tile you name with --tiles. Timestamps are microseconds at the
 target clock; each event's args keep the exact cycles.
@@ -14,13 +16,19 @@ import os
 import tempfile
 from pathlib import Path
 
-HELP = "export a report's execution trace as Chrome/Perfetto trace JSON"
+HELP = "export a report as one offline HTML page (--html) or Chrome/Perfetto trace JSON (--trace)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("report", help="report directory (holds manifest.json)")
-    p.add_argument("--trace", metavar="OUT.json", required=True, help="write Chrome/Perfetto trace-event JSON here")
-    p.add_argument("--run", type=int, default=0, help="which captured run (default 0)")
+    p.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML page of the report here")
+    p.add_argument("--trace", metavar="OUT.json", help="write Chrome/Perfetto trace-event JSON here")
+    p.add_argument(
+        "--run",
+        type=int,
+        default=None,
+        help="which captured run (default: the longest, the one the viewer opens on; run 0 is often the weight upload)",
+    )
     p.add_argument(
         "--tiles", default="", metavar="LIST", help='also one thread per tile, e.g. "0-3,100" (keep it short)'
     )
@@ -33,6 +41,15 @@ def run(args: argparse.Namespace) -> int:
     from tilescope.cli import CommandError
 
     report = open_report(args.report)
+    if not args.html and not args.trace:
+        raise CommandError("say what to write: --html OUT.html and/or --trace OUT.json")
+    if args.html:
+        from app.export_html import write_report_html
+
+        out = write_report_html(report, args.html)
+        print(f"wrote {out}: Summary, Memory, Liveness, Operations, Execution Trace (opens offline)")
+    if not args.trace:
+        return 0
     if not report.has_execution_profile:
         why = "; ".join(report.notes) or "the report has no execution profile"
         raise CommandError(f"{args.report}: nothing to export: {why}")
@@ -40,7 +57,10 @@ def run(args: argparse.Namespace) -> int:
         tiles = parse_tile_list(args.tiles, report.target_info.num_tiles) if args.tiles else None
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-    doc = report_to_trace_events(report, args.run, tiles)
+    from app.views.runs import longest_run
+
+    run_id = longest_run(report) if args.run is None else args.run
+    doc = report_to_trace_events(report, run_id, tiles)
     out = Path(args.trace)
     # write-then-rename: never leave a half-written JSON behind
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent if str(out.parent) else ".")
@@ -51,5 +71,11 @@ def run(args: argparse.Namespace) -> int:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    print(f"wrote {out} ({len(doc['traceEvents']):,} events, run {args.run}); open it in https://ui.perfetto.dev")
+    runs = report.runs().set_index("run")
+    name = runs.at[run_id, "name"] if run_id in runs.index else ""
+    which = "the longest" if args.run is None else "as asked"
+    print(
+        f"wrote {out}: run {run_id} ({name}, {which} of {len(runs)} runs; --run N for another), "
+        f"{len(doc['traceEvents']):,} events; open it in https://ui.perfetto.dev"
+    )
     return 0

@@ -17,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
     p.add_argument("--no-browser", action="store_true", help="do not open a web browser")
-    p.add_argument("--debug", action="store_true", help="Dash debug mode (reloader off)")
+    p.add_argument("--debug", action="store_true", help="Dash debug mode (reloader off) and a log line per request")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,5 +36,9 @@ def run(args: argparse.Namespace) -> int:
         import webbrowser
 
         threading.Timer(1.0, webbrowser.open, args=(url,)).start()
+    if not args.debug:
+        from app.logs import quiet_server_logs
+
+        quiet_server_logs()
     app.run(host=args.host, port=args.port, debug=args.debug, use_reloader=False)
     return 0

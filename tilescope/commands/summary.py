@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render_text(doc: dict) -> str:
-    from app.units import format_bytes, format_count, format_si
+    from app.units import format_bytes, format_count, format_percent, format_si
 
     t, g, m, lv, ex = doc["target"], doc["graph"], doc["memory"], doc["liveness"], doc["execution"]
     lines = [
@@ -50,12 +50,18 @@ def render_text(doc: dict) -> str:
         f"liveness      peak not-always-live {format_bytes(lv['peak_not_always_live_bytes'])} at step {lv['peak_step']}",
     ]
     if ex["captured"]:
-        per_run = ", ".join(format_si(c) for c in ex["cycles_per_run"])
         lines.append(
             f"execution     {ex['runs']} runs, {format_count(ex['total_cycles'])} cycles "
-            f"({ex['total_seconds'] * 1e3:.4g} ms at the target clock), {format_si(ex['total_flops'], 'FLOP')}; "
-            f"per run: {per_run}"
+            f"({ex['total_seconds'] * 1e3:.4g} ms at the target clock), {format_si(ex['total_flops'], 'FLOP')}, "
+            f"tile balance {format_percent(ex['tile_balance'])}"
         )
+        for i, (c, n, b) in enumerate(
+            zip(ex["cycles_per_run"], ex["steps_per_run"], ex["tile_balance_per_run"], strict=True)
+        ):
+            lines.append(
+                f"  run {i:<9} {format_count(c)} cycles, {format_count(n)} executed steps, tile balance {format_percent(b)}"
+                + ("  (longest: the viewer opens on it)" if i == ex["longest_run"] else "")
+            )
     else:
         lines.append("execution     not captured")
     for tr in doc["truncations"]:

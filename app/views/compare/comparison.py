@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from app.views.compare.align import Alignment
-from app.views.compare.execution import overall_tile_balance, run_comparison, run_table
+from app.views.compare.execution import run_comparison
 from app.views.compare.liveness import describe_peaks, liveness_comparison, liveness_peaks
 from app.views.compare.memory import category_bytes, category_comparison, tile_memory_comparison, total_comparison
 from app.views.compare.metrics import metric_deltas, metric_values
@@ -27,6 +27,7 @@ from app.views.compare.steps import (
     step_table,
 )
 from app.views.compare.variables import source_target_table, variable_comparison
+from app.views.runs import run_table
 from report_format.reader import Report
 
 #: Metrics shown first (text output, HTML headline table).
@@ -106,7 +107,7 @@ class Comparison:
 
     @cached_property
     def source_target(self) -> pd.DataFrame:
-        return source_target_table(self.memory_categories, self.variables)
+        return source_target_table(self.memory_categories, self.variables, self.memory_totals)
 
     @cached_property
     def operations(self) -> pd.DataFrame:
@@ -118,10 +119,7 @@ class Comparison:
 
     @cached_property
     def metrics(self) -> dict[str, dict[str, Any]]:
-        b, a = (
-            metric_values(report, category_bytes(report).to_dict(), overall_tile_balance(runs))
-            for report, runs in zip((self.baseline, self.active), self.run_tables, strict=True)
-        )
+        b, a = (metric_values(report, category_bytes(report).to_dict()) for report in (self.baseline, self.active))
         return metric_deltas(b, a)
 
     def executed_steps(self, run: int = 0) -> pd.DataFrame:

@@ -3,13 +3,12 @@
 The names are those of ``tilescope summary --json`` flattened with dots (``app.views.summary``),
 so a metric means the same in ``summary`` and ``diff``; numeric lists become ``name.<index>``
 (``execution.cycles_per_run.0``). A few comparison figures are added under the same prefixes:
-``memory.category.<category>`` (bytes over all tiles), ``memory.tile_balance`` (mean / max of the
-tiles' bytes including gaps) and ``execution.tile_balance`` (cycle-weighted mean tile balance).
+``memory.category.<category>`` (bytes over all tiles). Tile balance and the per-run figures are
+those of the summary (``app.views.runs``), so the diff shows what the viewer shows.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -34,11 +33,9 @@ def numeric_metrics(doc: dict[str, Any]) -> dict[str, float | int]:
     return out
 
 
-def metric_values(
-    report: Report, categories: dict[str, int] | None = None, tile_balance: float | None = None
-) -> dict[str, float | int]:
-    """Every metric of one report. ``categories`` (bytes per memory category) and ``tile_balance``
-    may be passed when already computed."""
+def metric_values(report: Report, categories: dict[str, int] | None = None) -> dict[str, float | int]:
+    """Every metric of one report. ``categories`` (bytes per memory category) may be passed when
+    already computed."""
     # summary() reads whole tables (vertices: millions of rows on a POD) into the report's cache;
     # a throwaway Report keeps that cache from living as long as the comparison does
     out = numeric_metrics(summary(open_report(report.path)))
@@ -49,14 +46,6 @@ def metric_values(
     for cat, n in categories.items():
         if cat != "gaps":
             out[f"memory.category.{cat}"] = int(n)
-    incl = report.table("tile_memory", ["total_bytes_including_gaps"])["total_bytes_including_gaps"].to_numpy()
-    out["memory.tile_balance"] = float(incl.mean() / incl.max()) if incl.size and incl.max() > 0 else 0.0
-    if tile_balance is None:
-        from app.views.compare.execution import overall_tile_balance, run_table
-
-        tile_balance = overall_tile_balance(run_table(report))
-    if not math.isnan(tile_balance):
-        out["execution.tile_balance"] = tile_balance
     return out
 
 

@@ -136,7 +136,8 @@ def executed_step_comparison(baseline: Report, active: Report, run: int = 0) -> 
     step is keyed by the program step it runs, so an inserted step, or a loop running one more
     iteration, shows as added rows and the rest stays paired. Columns: baseline_step / active_step
     (executed step index, -1 where absent), status, type, name, and baseline_/active_/delta_ for
-    cycles, flops and cycles_from (when the step started: how far the run has drifted)."""
+    cycles, flops and cycles_from (when the step started: how far the run has drifted; the delta is
+    NaN for a step on one side only)."""
     sides = []
     for report in (baseline, active):
         keys = step_keys(report).set_index("program_id")
@@ -170,6 +171,8 @@ def executed_step_comparison(baseline: Report, active: Report, run: int = 0) -> 
         out[f"baseline_{f}"] = vb
         out[f"active_{f}"] = va
         out[f"delta_{f}"] = va - vb
+    # a step present on one side has no start on the other: its drift is undefined, not -start
+    out["delta_cycles_from"] = np.where(has_b & has_a, out["delta_cycles_from"].to_numpy(np.float64), np.nan)
     return out
 
 

@@ -118,10 +118,14 @@ def compare_variable_tables(b: pd.DataFrame, a: pd.DataFrame) -> pd.DataFrame:
     return out.iloc[order].reset_index(drop=True)
 
 
-def source_target_table(categories: pd.DataFrame, variables: pd.DataFrame) -> pd.DataFrame:
+def source_target_table(categories: pd.DataFrame, variables: pd.DataFrame, totals: pd.DataFrame) -> pd.DataFrame:
     """PopVision's comparison table for all tiles: a Total row, the non-variable memory categories
     (code, state, stack…; from ``memory.category_comparison``), then the variables, each with
-    source (baseline), target (active), diff and diff_percent, ordered by the larger size."""
+    source (baseline), target (active), diff and diff_percent, ordered by the larger size.
+
+    Total is each report's memory including gaps (``totals``: ``memory.total_comparison``), the
+    figure the Summary shows: not-always-live variables share memory, so the rows below add up to
+    more than what the tiles hold."""
     cats = categories.drop(index=[c for c in ("variable", "constant", "gaps") if c in categories.index])
     rows = pd.DataFrame(
         {
@@ -133,13 +137,14 @@ def source_target_table(categories: pd.DataFrame, variables: pd.DataFrame) -> pd
         }
     )
     rows = rows.iloc[np.argsort(-np.maximum(rows["source"], rows["target"]).to_numpy(), kind="stable")]
+    incl = totals.loc["total_including_gaps"]
     total = pd.DataFrame(
         {
             "item": ["Total"],
             "kind": ["total"],
             "status": [""],
-            "source": [rows["source"].sum()],
-            "target": [rows["target"].sum()],
+            "source": [int(incl["baseline"])],
+            "target": [int(incl["active"])],
         }
     )
     out = pd.concat([total, rows], ignore_index=True)

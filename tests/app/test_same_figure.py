@@ -1,0 +1,176 @@
+"""One figure, one value: on the demo's MLP pair (batch 32 active, batch 64 baseline, real
+simulator runs), every page, the CLI summary and the diff that show a figure show the same value
+for the same report. Pages are rendered as plain functions (their layouts and callbacks), the CLI
+through ``tilescope.cli.main``; each figure is read back from what a user would see."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import re
+
+import pytest
+
+from app import ids
+from app.units import format_bytes, format_percent
+from app.views.runs import run_figures
+from report_format.reader import open_report
+from tests.app.dash_tree import find, text
+from tilescope.cli import main
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    from tilescope.samples import SAMPLES, make_sample
+
+    out = tmp_path_factory.mktemp("demo")
+    for sample in SAMPLES:
+        if sample.name in ("mlp", "mlp_batch64"):
+            make_sample(sample, out)
+    return out / "mlp", out / "mlp_batch64"
+
+
+@pytest.fixture(scope="module")
+def pages(pair):
+    from app.compare import baselines
+    from app.server import PAGES, create_app
+
+    active, baseline = pair
+    create_app(active, baseline)
+    mods = {name: importlib.import_module(f"app.pages.{name}") for name in PAGES}
+    for name in ("summary", "memory", "operations", "execution_trace"):
+        mods[f"compare_{name}"] = importlib.import_module(f"app.compare.{name}")
+    mods["key"] = baselines.default_key()
+    return mods
+
+
+def cli_json(capsys, *argv: str) -> dict:
+    capsys.readouterr()
+    main(list(argv))
+    return json.loads(capsys.readouterr().out)
+
+
+def cli_text(capsys, *argv: str) -> str:
+    capsys.readouterr()
+    main(list(argv))
+    return capsys.readouterr().out
+
+
+def grid_rows(component) -> list[dict]:
+    return component.rowData
+
+
+def test_tile_balance(pair, pages, capsys):
+    active, baseline = pair
+    summary = cli_json(capsys, "summary", str(active), "--json")["execution"]
+    diff = cli_json(capsys, "diff", str(baseline), str(active), "--json")
+    a, run = open_report(active), summary["longest_run"]
+    overall, per_run = summary["tile_balance"], run_figures(a, run)["tile_balance"]
+    assert diff["metrics"]["execution.tile_balance"]["active"] == pytest.approx(overall)
+    assert summary["tile_balance_per_run"][run] == pytest.approx(per_run)
+    assert not math.isclose(overall, per_run)  # all runs and one run are told apart, not confused
+    # all runs: the Summary card, the compare headline table, the diff's text, the CLI summary
+    assert f"Tile balance {format_percent(overall)}" in text(find(pages["summary"].layout(), ids.SUMMARY_BODY))
+    headline = text(find(pages["compare_summary"].render(pages["key"]), ids.COMPARE_SUMMARY_TABLE))
+    assert format_percent(overall) in headline
+    assert re.search(
+        rf"execution\.tile_balance\s+\S+\s+{re.escape(format_percent(overall))}",
+        cli_text(capsys, "diff", str(baseline), str(active)),
+    )
+    assert f"tile balance {format_percent(overall)}" in cli_text(capsys, "summary", str(active))
+    # one run: the Execution Trace card, the Summary's runs table, the compare runs table, the CLI
+    assert f"Tile balance {format_percent(per_run)}" in text(pages["execution_trace"].summary(str(run)))
+    runs = find(pages["summary"].layout(), ids.SUMMARY_RUNS).rowData
+    assert runs[run]["tile_balance"] == format_percent(per_run)
+    cmp_runs = find(pages["compare_execution_trace"].render(pages["key"], str(run)), ids.COMPARE_TRACE_RUNS).rowData
+    assert cmp_runs[run]["active_tile_balance"] == format_percent(per_run)
+    assert f"tile balance {format_percent(per_run)}" in cli_text(capsys, "summary", str(active)).split(f"run {run}")[1]
+
+
+def test_executed_steps_per_run(pair, pages, capsys):
+    active, baseline = pair
+    summary = cli_json(capsys, "summary", str(active), "--json")["execution"]
+    run = summary["longest_run"]
+    steps, base_steps = summary["steps_per_run"][run], run_figures(open_report(baseline), run)["steps"]
+    assert steps != base_steps  # batch 64 runs more steps: the pair tells them apart
+    assert find(pages["summary"].layout(), ids.SUMMARY_RUNS).rowData[run]["executed steps"] == steps
+    assert f"Executed steps {steps:,}" in text(pages["execution_trace"].summary(str(run)))
+    _, detail, _ = pages["execution_trace"].render_trace(run, "flat", 0, None)
+    assert detail.startswith(f"Run {run}: {steps:,} executed steps.") and f"exact: {steps:,} step spans" in detail
+    assert f"steps 0..{steps - 1:,}" in detail
+    compare = text(find(pages["compare_execution_trace"].render(pages["key"], str(run)), ids.COMPARE_TRACE_TEXT))
+    assert compare.startswith(f"Run {run}: {steps:,} executed steps in active, {base_steps:,} in baseline")
+    assert f"{steps:,} executed steps" in cli_text(capsys, "summary", str(active))
+
+
+def test_operation_count_and_work_outside_any_operation(pair, pages):
+    from app.views.operations import OUTSIDE_ID, operations
+
+    active, _ = pair
+    ops = operations(open_report(active), "poplibs", None)
+    count = int((ops["op_id"] != OUTSIDE_ID).sum())
+    outside = int(ops.loc[ops["op_id"] == OUTSIDE_ID, "cycles"].iat[0])
+    total = int(ops["cycles"].sum())
+    assert total == open_report(active).runs()["cycles"].sum()  # every cycle belongs to one row
+    share = f"{count:,} operations, plus one row for work outside any of them ({100 * outside / total:.1f}% of cycles)"
+    _, sentence = pages["operations"].table("poplibs", "-1", ["cycles"])
+    assert sentence.startswith(share)
+    compare = pages["compare_operations"].render(pages["key"], "poplibs", "-1")
+    assert text(find(compare, ids.COMPARE_OPERATIONS_COUNTS)).startswith(f"Active: {share}.")
+
+
+def test_memory_totals(pair, pages, capsys):
+    from app.compare.memory import source_target_rows
+
+    active, baseline = pair
+    incl = cli_json(capsys, "summary", str(active), "--json")["memory"]["total_bytes_including_gaps"]
+    base_incl = cli_json(capsys, "summary", str(baseline), "--json")["memory"]["total_bytes_including_gaps"]
+    diff = cli_json(capsys, "diff", str(baseline), str(active), "--json")["metrics"]
+    assert diff["memory.total_bytes_including_gaps"] == {
+        "baseline": base_incl,
+        "active": incl,
+        "delta": incl - base_incl,
+        "ratio": pytest.approx(incl / base_incl),
+    }
+    assert format_bytes(incl) in text(find(pages["summary"].layout(), ids.SUMMARY_BODY))
+    total = source_target_rows(pages["key"]).iloc[0]
+    assert (total["name"], total["source_bytes"], total["target_bytes"]) == ("Total", base_incl, incl)
+
+
+def test_step_cycle_deltas_add_up_to_the_run(pair, pages):
+    from app.compare import baselines
+
+    active, baseline = pair
+    run = run_figures(open_report(active), 1)
+    base = run_figures(open_report(baseline), 1)
+    ex = baselines.comparison(pages["key"]).executed_steps(1)
+    assert int(ex["delta_cycles"].sum()) == run["cycles"] - base["cycles"]
+    one_sided = ex["status"] != "same"
+    assert one_sided.any() and ex.loc[one_sided, "delta_cycles_from"].isna().all()
+
+
+def test_operations_graph_colours_by_the_operations_deltas(pair, pages):
+    from app.compare import baselines
+
+    fig, note, _ = pages["operations_graph"].graph("poplibs", "delta_cycles", pages["key"])
+    nodes = fig.data[1]
+    c = baselines.comparison(pages["key"], layer="poplibs")
+    key_of = c.operation_tables[1].set_index("debug_context_id")["key"]
+    delta = c.operations.set_index("key")["delta_cycles"]
+    want = [float(delta.get(key_of[op], 0)) for op in nodes.customdata]
+    assert list(nodes.marker.color) == want and any(want)
+    assert "active − baseline" in note
+    _, off_note, _ = pages["operations_graph"].graph("poplibs", "delta_cycles", None)
+    assert "needs a baseline" in off_note
+
+
+def test_html_pages_show_the_same_tile_balance(pair, tmp_path, capsys):
+    active, baseline = pair
+    a = open_report(active)
+    run = cli_json(capsys, "summary", str(active), "--json")["execution"]["longest_run"]
+    per_run = format_percent(run_figures(a, run)["tile_balance"])
+    main(["diff", str(baseline), str(active), "--html", str(tmp_path / "diff.html")])
+    main(["export", str(active), "--html", str(tmp_path / "report.html")])
+    assert f">{per_run}<" in (tmp_path / "diff.html").read_text()  # the runs table
+    assert f"tile balance {per_run}" in (tmp_path / "report.html").read_text()  # the trace paragraph
