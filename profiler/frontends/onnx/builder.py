@@ -70,6 +70,9 @@ class ImportedModel:
     nodes: int = 0
     folded_nodes: int = 0
     info: dict[str, Any] = field(default_factory=dict)
+    # the model as imported (batch override and rewritten shape constants applied): what a
+    # reference runtime must run to check the simulated results
+    onnx_model: onnx.ModelProto | None = None
 
 
 def device_dtype(dt: np.dtype, half: bool) -> np.dtype:
@@ -229,12 +232,40 @@ _INT_BINARY = {"div": _int_div, "pow": _int_pow}
 
 # -- import --------------------------------------------------------------------------------------
 def _fold(node: onnx.NodeProto, inputs: list[Any], opset: int) -> list[np.ndarray]:
-    """Run one node on the host with onnx.reference (constant folding)."""
+    """Run one node on the host with onnx.reference (constant folding), with the semantics of the
+    model's declared opset: the node goes into a one-node graph evaluated under ``opset`` (a bare
+    NodeProto is evaluated with the newest opset, whose Unsqueeze/Squeeze/ReduceX take axes as an
+    input, not the attribute that opset 7-12 exports carry)."""
     from onnx.reference import ReferenceEvaluator
 
-    ev = ReferenceEvaluator(node, opsets={"": opset})
-    feeds = {name: v for name, v in zip(node.input, inputs, strict=True) if name}
-    return [np.asarray(o) for o in ev.run(None, feeds)]
+    feeds = {name: np.asarray(v) for name, v in zip(node.input, inputs, strict=True) if name}
+    vis = [
+        helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(v.dtype), None)
+        for name, v in feeds.items()
+    ]
+    outs = [helper.make_empty_tensor_value_info(o) for o in node.output if o]
+    graph = helper.make_graph([node], "fold", vis, outs)
+    ev = ReferenceEvaluator(graph, opsets={"": opset})
+    with np.errstate(all="ignore"):
+        results = ev.run(None, feeds)
+    by_name = dict(zip([o for o in node.output if o], results, strict=True))
+    return [np.asarray(by_name[o]) if o else None for o in node.output]  # type: ignore[misc]
+
+
+def _first_line(exc: BaseException) -> str:
+    for line in str(exc).splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def node_error(name: str, op_type: str, opset: int, exc: BaseException) -> FrontendError:
+    """One line naming the node, its operator and opset, and what went wrong (never a traceback)."""
+    what = _first_line(exc)
+    kind = type(exc).__name__
+    if not isinstance(exc, (ops.OpError, ValueError, IndexError)) or not what:
+        what = f"{kind}: {what}" if what else kind
+    return FrontendError(f"node {name!r} ({op_type}, opset {opset}): {what}")
 
 
 def _input_specs(model: onnx.ModelProto, half: bool) -> list[IOSpec]:
@@ -312,7 +343,7 @@ def import_model(
     folded = 0
     for i, node in enumerate(model.graph.node):
         name = node.name or f"{node.op_type}_{i}"
-        args = [b.values[n] if n else None for n in node.input]
+        args = [b.values.get(n) if n else None for n in node.input]
         missing = [n for n, a in zip(node.input, args, strict=True) if n and a is None]
         if missing:
             raise FrontendError(f"node {name!r} ({node.op_type}): input(s) {missing} are not defined")
@@ -325,8 +356,12 @@ def import_model(
                     outs = HANDLERS[node.op_type](b, node, args)
         except Unsupported as exc:
             raise UnsupportedError([(node.op_type, name, str(exc))]) from None
-        except (ops.OpError, ValueError, IndexError) as exc:
-            raise FrontendError(f"node {name!r} ({node.op_type}): {exc}") from None
+        except FrontendError:
+            raise
+        except MemoryError:  # HostMemoryError: one line already, the caller reports it
+            raise
+        except Exception as exc:  # anything else (a handler's or onnx.reference's bug) is still one line
+            raise node_error(name, node.op_type, opset, exc) from None
         for out_name, v in zip(node.output, outs, strict=False):
             if out_name:
                 b.values[out_name] = b.host(out_name, v) if isinstance(v, np.ndarray) else v  # type: ignore[assignment]
@@ -334,7 +369,9 @@ def import_model(
             progress(i + 1, len(model.graph.node))
     outputs, host_outputs = [], {}
     for vi in model.graph.output:
-        v = b.values[vi.name]
+        v = b.values.get(vi.name)
+        if v is None:
+            raise FrontendError(f"graph output {vi.name!r} is not computed by any node")
         host = _elem_np_dtype(vi.type.tensor_type.elem_type)
         if isinstance(v, Tensor):
             stream = g.add_device_to_host_fifo(vi.name, v.dtype, list(v.shape))
@@ -345,4 +382,4 @@ def import_model(
             outputs.append(IOSpec(vi.name, np.shape(v), host, host))
     batch = inputs[0].shape[0] if inputs and inputs[0].shape else 1
     return ImportedModel(g, [weights_prog, prog], inputs, outputs, b.weights, host_outputs, batch, opset,
-                         model.graph.name or "onnx", len(model.graph.node), folded)  # fmt: skip
+                         model.graph.name or "onnx", len(model.graph.node), folded, onnx_model=model)  # fmt: skip

@@ -9,7 +9,8 @@ shaped tensor and Constant are folded at import).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ from profiler import ops
 from profiler.tensor import Tensor, concat
 
 from .builder import Builder, Unsupported, Value, _elem_np_dtype, _nd, device_dtype
+from .model import FrontendError
 
 Handler = Callable[[Builder, onnx.NodeProto, list[Any]], list[Any]]
 HANDLERS: dict[str, Handler] = {}
@@ -813,3 +815,26 @@ def _global_pool(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[An
 
 
 SUPPORTED: tuple[str, ...] = tuple(sorted(HANDLERS))
+
+
+@contextlib.contextmanager
+def wrong_kernel(op_type: str | None) -> Iterator[None]:
+    """Test-only (``tilescope run --test-wrong-kernel OP``): while active, ``op_type``'s handler adds 1
+    to its first output on the device: a deliberately wrong kernel that ``--check`` must catch."""
+    if not op_type:
+        yield
+        return
+    if op_type not in HANDLERS:
+        raise FrontendError(f"--test-wrong-kernel: no handler for {op_type!r}")
+    right = HANDLERS[op_type]
+
+    def wrong(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+        outs = right(b, node, inputs)
+        y = b.device(outs[0])
+        return [ops.add_scalar(b.graph, _nd(y), 1.0, b.prog).reshape(y.shape), *outs[1:]]
+
+    HANDLERS[op_type] = wrong
+    try:
+        yield
+    finally:
+        HANDLERS[op_type] = right
