@@ -719,6 +719,13 @@ def _expand_1d(v: list[int], one_d: bool, fill: int) -> list[int]:
 def _conv(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     at = attrs(node)
     x = b.device(inputs[0])
+    if x.rank == 5:
+        y = more_operators.conv3d_by_slices(b, node, x, inputs[1], at)
+        if len(inputs) > 2 and inputs[2] is not None:
+            bias = inputs[2]
+            y = b.binary("add", y, bias.reshape(1, -1, 1, 1, 1) if isinstance(bias, Tensor)
+                         else np.asarray(bias).reshape(1, -1, 1, 1, 1))  # fmt: skip
+        return [y]
     w = b.device(inputs[1], name=node.input[1], like=x.dtype) if not isinstance(inputs[1], Tensor) else inputs[1]
     x4, one_d = _to_2d(x, "convolution")
     w4 = w.reshape(w.shape[0], w.shape[1], 1, w.shape[2]) if one_d else w
@@ -773,6 +780,8 @@ def _pool_geometry(b: Builder, node: onnx.NodeProto, x: Tensor) -> tuple[list[in
 @handles("MaxPool", "AveragePool")
 def _pool(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     x = b.device(inputs[0])
+    if x.rank == 5:
+        return [more_operators.pool3d_by_slices(b, node, x)]
     x4, one_d = _to_2d(x, "pooling")
     kernel, strides, dilations, pads, extra = _pool_geometry(b, node, x)
     kernel, strides, dilations = (_expand_1d(v, one_d, 1) for v in (kernel, strides, dilations))
@@ -813,6 +822,8 @@ def _global_pool(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[An
     kind = "mean" if node.op_type == "GlobalAveragePool" else "max"
     return [reduce(b, x, list(range(2, x.rank)), kind, keepdims=True)]
 
+
+from . import more_operators  # noqa: E402 - registers its handlers, which build on the ones above
 
 SUPPORTED: tuple[str, ...] = tuple(sorted(HANDLERS))
 

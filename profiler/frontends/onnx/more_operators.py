@@ -1,0 +1,768 @@
+"""More ONNX operators (issue 14): the activations, rounding, logic, indexing and layout ops that
+real exported CNNs and transformers use. Every handler composes public operations (``profiler.ops``
+functions, the builder's elementwise ``map`` and tensor views: slice, reshape, transpose, concat,
+broadcast, indexing); none needs a new codelet.
+
+Imported by ``operators`` (which registers the core handlers first).
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+import numpy as np
+import onnx
+
+from profiler import ops
+from profiler.tensor import Tensor, concat
+
+from .builder import Builder, Unsupported, Value, _nd
+from .operators import _axis, _host, attrs, handles, matmul, pad_view, reduce
+
+
+def _text(v: object, default: str) -> str:
+    if v is None:
+        return default
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+# -- activations and elementwise math ------------------------------------------------------------
+def _prelu(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
+    return np.where(x < 0, x * slope, x)
+
+
+def _hard_sigmoid(x: np.ndarray, alpha: float, beta: float) -> np.ndarray:
+    return np.clip(x * alpha + beta, 0, 1)
+
+
+def _hard_swish(x: np.ndarray) -> np.ndarray:
+    return x * np.clip(x * (1.0 / 6.0) + 0.5, 0, 1)
+
+
+def _selu(x: np.ndarray, alpha: float, gamma: float) -> np.ndarray:
+    return np.where(x > 0, gamma * x, gamma * alpha * np.expm1(np.minimum(x, 0)))
+
+
+def _elu(x: np.ndarray, alpha: float) -> np.ndarray:
+    return np.where(x >= 0, x, alpha * np.expm1(np.minimum(x, 0)))
+
+
+def _celu(x: np.ndarray, alpha: float) -> np.ndarray:
+    return np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(np.minimum(x, 0) / alpha))
+
+
+def _softplus(x: np.ndarray) -> np.ndarray:
+    return np.logaddexp(0, x)  # log(1 + e^x) without overflow for large x
+
+
+def _softsign(x: np.ndarray) -> np.ndarray:
+    return x / (1 + np.abs(x))
+
+
+def _thresholded_relu(x: np.ndarray, alpha: float) -> np.ndarray:
+    return np.where(x > alpha, x, 0)
+
+
+def _mish(x: np.ndarray) -> np.ndarray:
+    return x * np.tanh(np.logaddexp(0, x))
+
+
+# cost: the popops ops a fused vertex would perform, as the existing LeakyRelu/GeluTanh maps do [INF]
+_EXP = (("unary", "exponent"), ("binary", "maximum"), ("binary", "multiply"))
+_ACTIVATIONS: dict[str, tuple[Any, tuple[tuple[str, str], ...], dict[str, float]]] = {
+    "HardSigmoid": (_hard_sigmoid, (("binary", "multiply"), ("binary", "add"), ("binary", "maximum"),
+                                    ("binary", "minimum")), {"alpha": 0.2, "beta": 0.5}),
+    "HardSwish": (_hard_swish, (("binary", "multiply"), ("binary", "add"), ("binary", "maximum"),
+                                ("binary", "minimum"), ("binary", "multiply")), {}),
+    "Selu": (_selu, _EXP, {"alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875}),
+    "Elu": (_elu, _EXP, {"alpha": 1.0}),
+    "Celu": (_celu, _EXP, {"alpha": 1.0}),
+    "Softplus": (_softplus, (("unary", "exponent"), ("unary", "logarithm"), ("binary", "add")), {}),
+    "Softsign": (_softsign, (("unary", "absolute"), ("binary", "add"), ("binary", "divide")), {}),
+    "ThresholdedRelu": (_thresholded_relu, (("binary", "greater_than"), ("binary", "multiply")), {"alpha": 1.0}),
+    "Mish": (_mish, (("unary", "exponent"), ("unary", "logarithm"), ("unary", "tanh"), ("binary", "multiply")), {}),
+}  # fmt: skip
+
+
+@handles(*_ACTIVATIONS)
+def _activation(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    fn, cost, defaults = _ACTIVATIONS[node.op_type]
+    x = b.device(inputs[0])
+    if x.dtype.kind != "f":
+        raise Unsupported(f"integer input ({x.dtype.name})")
+    at = attrs(node)
+    params = {k: float(at.get(k, v)) for k, v in defaults.items()}
+    return [b.map(node.op_type, fn, [x], cost, **params)]
+
+
+@handles("PRelu")
+def _prelu_op(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    x, slope = b._pair(inputs[0], inputs[1])
+    if b.opset < 7 and slope.rank == 1 and x.rank > 2:  # opset 6: a per-channel slope lines up with axis 1
+        slope = slope.reshape((1, -1) + (1,) * (x.rank - 2))
+    return [b.map("PRelu", _prelu, [x, slope], (("binary", "multiply"), ("binary", "maximum")))]
+
+
+_ROUND = {"Floor": (np.floor, "floor"), "Ceil": (np.ceil, "ceil"), "Round": (np.round, "round")}
+
+
+@handles(*_ROUND)
+def _round(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    x = b.device(inputs[0])
+    if x.dtype.kind != "f":
+        return [x]  # integers are already whole
+    fn, cost = _ROUND[node.op_type]  # np.round rounds halves to even, as ONNX Round does
+    return [b.map(node.op_type, fn, [x], (("unary", cost),))]
+
+
+def _sin(x: np.ndarray) -> np.ndarray:
+    return np.sin(x)
+
+
+def _cos(x: np.ndarray) -> np.ndarray:
+    return np.cos(x)
+
+
+def _is_nan(x: np.ndarray) -> np.ndarray:
+    return np.isnan(x)
+
+
+def _is_inf(x: np.ndarray, pos: int, neg: int) -> np.ndarray:
+    return (np.isposinf(x) & bool(pos)) | (np.isneginf(x) & bool(neg))
+
+
+@handles("Sin", "Cos")
+def _trig(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    fn, cost = (_sin, "sin") if node.op_type == "Sin" else (_cos, "cos")
+    return [b.map(node.op_type, fn, [inputs[0]], (("unary", cost),))]
+
+
+@handles("IsNaN", "IsInf")
+def _is_special(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    x = b.device(inputs[0])
+    if node.op_type == "IsNaN":
+        return [b.map("IsNaN", _is_nan, [x], (("binary", "not_equal"),), out_dtype="bool")]
+    at = attrs(node)
+    pos, neg = int(at.get("detect_positive", 1)), int(at.get("detect_negative", 1))
+    return [b.map("IsInf", _is_inf, [x], (("binary", "equal"),), out_dtype="bool", pos=pos, neg=neg)]
+
+
+def _mod(a: np.ndarray, c: np.ndarray) -> np.ndarray:
+    safe = np.where(c == 0, 1, c)
+    return np.mod(a, safe)  # the sign of the divisor, as Python's and ONNX's fmod=0
+
+
+def _fmod(a: np.ndarray, c: np.ndarray) -> np.ndarray:
+    return np.fmod(a, c)  # the sign of the dividend (C's fmod)
+
+
+@handles("Mod")
+def _mod_op(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    ta, tc = b._pair(inputs[0], inputs[1])
+    fmod = int(attrs(node).get("fmod", 0))
+    if ta.dtype.kind == "f" and not fmod:
+        raise Unsupported("fmod=0 on floats (invalid in ONNX)")
+    fn = _fmod if fmod else _mod
+    if ta.dtype.kind == "f":
+        return [b.map("Remainder", fn, [ta, tc], (("binary", "divide"), ("binary", "multiply"), ("binary", "subtract")))]
+    # integer remainder: the cost model has no integer divide; as integer multiply-subtract [INF]
+    return [b.map("RemainderInt", fn, [ta, tc], (("binary", "multiply"), ("binary", "subtract")))]
+
+
+def _and(a: np.ndarray, c: np.ndarray) -> np.ndarray:
+    return np.logical_and(a, c)
+
+
+def _or(a: np.ndarray, c: np.ndarray) -> np.ndarray:
+    return np.logical_or(a, c)
+
+
+def _xor(a: np.ndarray, c: np.ndarray) -> np.ndarray:
+    return np.logical_xor(a, c)
+
+
+_LOGIC = {"And": (_and, "logical_and"), "Or": (_or, "logical_or"), "Xor": (_xor, "logical_or")}
+
+
+@handles(*_LOGIC)
+def _logic(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    ta, tc = b._pair(inputs[0], inputs[1])
+    fn, cost = _LOGIC[node.op_type]
+    return [b.map(node.op_type, fn, [ta, tc], (("binary", cost),), out_dtype="bool")]
+
+
+# -- layout -----------------------------------------------------------------------------------------
+@handles("Tile")
+def _tile(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    x = b.device(inputs[0])
+    reps = [int(r) for r in _host(inputs[1], "repeats").reshape(-1)]  # type: ignore[union-attr]
+    if len(reps) != x.rank:
+        raise ValueError(f"Tile: {len(reps)} repeats for rank {x.rank}")
+    if 0 in reps or x.numel() == 0:
+        raise Unsupported("empty tensors")
+    y = x
+    for axis, r in enumerate(reps):
+        if r > 1:
+            y = y.broadcast(r, axis)  # Poplar Tensor::broadcast repeats the whole tensor: a view
+    return [y]
+
+
+@handles("Range")
+def _range(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    # Range of constants is folded at import; bounds computed on the device would give a shape
+    # only known at run time, which a static graph cannot have
+    raise Unsupported("start/limit/delta computed on the device (must be constant)")
+
+
+@handles("Trilu")
+def _trilu(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    x = b.device(inputs[0])
+    k = 0 if len(inputs) < 2 or inputs[1] is None else int(_host(inputs[1], "k").reshape(-1)[0])  # type: ignore[union-attr]
+    n, m = x.shape[-2:]
+    upper = int(attrs(node).get("upper", 1))
+    keep = np.triu(np.ones((n, m), bool), k) if upper else np.tril(np.ones((n, m), bool), k)
+    zero = np.zeros((), dtype=x.dtype)
+    return [b.map("Select", _select, [x, zero, keep], (("binary", "maximum"),))]
+
+
+def _select(x: np.ndarray, y: np.ndarray, cond: np.ndarray) -> np.ndarray:
+    return np.where(cond, x, y)
+
+
+# -- reductions that pick an index ------------------------------------------------------------------
+def _first_index(x: np.ndarray, m: np.ndarray, iota: np.ndarray, miss: int) -> np.ndarray:
+    return np.where(x == m, iota, miss)
+
+
+def arg_extreme(b: Builder, x: Tensor, axis: int, largest: bool, last: bool) -> tuple[Tensor, Tensor]:
+    """(extreme value keepdims, its index keepdims as int32) along ``axis``: a max/min reduction, then
+    the lowest (or highest) position holding it, as a second min/max reduction of the positions."""
+    m = reduce(b, x, [axis], "max" if largest else "min", keepdims=True)
+    n = x.shape[axis]
+    iota = np.arange(n, dtype=np.int32).reshape([n if d == axis else 1 for d in range(x.rank)])
+    miss = -1 if last else n
+    cand = b.map("ArgCandidates", _first_index, [x, m, iota], (("binary", "equal"), ("binary", "maximum")),
+                 out_dtype="int32", miss=miss)  # fmt: skip
+    return m, reduce(b, cand, [axis], "max" if last else "min", keepdims=True)
+
+
+@handles("ArgMax", "ArgMin")
+def _arg(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    x = b.device(inputs[0])
+    at = attrs(node)
+    axis = _axis(int(at.get("axis", 0)), x.rank)
+    _, idx = arg_extreme(b, x, axis, node.op_type == "ArgMax", bool(at.get("select_last_index", 0)))
+    if not at.get("keepdims", 1):
+        idx = idx.reshape([s for d, s in enumerate(idx.shape) if d != axis])
+    return [idx]
+
+
+def _masked(x: np.ndarray, idx: np.ndarray, iota: np.ndarray, fill: float) -> np.ndarray:
+    return np.where(iota == idx, fill, x)
+
+
+@handles("TopK")
+def _topk(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    x = b.device(inputs[0])
+    at = attrs(node)
+    axis = _axis(int(at.get("axis", -1)), x.rank)
+    k = int(at["k"]) if b.opset < 10 else int(_host(inputs[1], "k").reshape(-1)[0])  # type: ignore[union-attr]
+    largest = bool(at.get("largest", 1))
+    if k > 64:
+        raise Unsupported(f"k={k} > 64 (TopK runs k max-reductions)")
+    if k == 0 or x.numel() == 0:
+        raise Unsupported("empty tensors")
+    n = x.shape[axis]
+    iota = np.arange(n, dtype=np.int32).reshape([n if d == axis else 1 for d in range(x.rank)])
+    fill = -np.inf if largest else np.inf
+    if x.dtype.kind != "f":
+        info = np.iinfo(x.dtype)
+        fill = info.min if largest else info.max
+    values, indices, cur = [], [], x
+    for i in range(k):  # selection: the next extreme, then mask it out (ties: the lower index first)
+        m, idx = arg_extreme(b, cur, axis, largest, False)
+        values.append(m)
+        indices.append(idx)
+        if i + 1 < k:
+            cur = b.map("TopKMask", _masked, [cur, idx, iota], (("binary", "equal"), ("binary", "maximum")),
+                        fill=fill)  # fmt: skip
+    return [concat(values, axis) if k > 1 else values[0], concat(indices, axis) if k > 1 else indices[0]]
+
+
+# -- scans ------------------------------------------------------------------------------------------
+@handles("CumSum")
+def _cumsum(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    x = b.device(inputs[0])
+    axis = _axis(int(_host(inputs[1], "axis").reshape(-1)[0]), x.rank)  # type: ignore[union-attr]
+    at = attrs(node)
+    n = x.shape[axis]
+    flip = tuple(slice(None, None, -1) if d == axis else slice(None) for d in range(x.rank))
+    y: Tensor = x[flip] if at.get("reverse", 0) else x
+    if at.get("exclusive", 0):
+        pads = [(1, -1) if d == axis else (0, 0) for d in range(x.rank)]
+        y = pad_view(b, y, pads, "constant", 0)
+    # Hillis-Steele scan: log2(n) steps, each adds a copy shifted by 2^s (padding reads zeros)
+    shift = 1
+    while shift < n:
+        pads = [(shift, -shift) if d == axis else (0, 0) for d in range(x.rank)]
+        y = b.binary("add", y, pad_view(b, y, pads, "constant", 0))
+        shift *= 2
+    if at.get("reverse", 0):
+        y = y[flip]
+    return [y]
+
+
+# -- einsum -----------------------------------------------------------------------------------------
+def _einsum_terms(eq: str, n_in: int) -> tuple[list[str], str]:
+    eq = eq.replace(" ", "")
+    if "..." in eq:
+        raise Unsupported("ellipsis in the equation")
+    lhs, _, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != n_in:
+        raise ValueError(f"Einsum: {len(terms)} terms for {n_in} inputs")
+    if not _:
+        counts = {c: lhs.count(c) for c in set(lhs) if c in string.ascii_letters}
+        rhs = "".join(sorted(c for c, k in counts.items() if k == 1))
+    for t in terms:
+        if len(set(t)) != len(t):
+            raise Unsupported("repeated index in one operand (diagonals/traces)")
+    return terms, rhs
+
+
+def _sum_out(b: Builder, x: Tensor, term: str, keep: set[str]) -> tuple[Tensor, str]:
+    """Sum over the indices of ``term`` that appear nowhere else."""
+    gone = [i for i, c in enumerate(term) if c not in keep]
+    if not gone:
+        return x, term
+    y = reduce(b, x, gone, "add", keepdims=False)
+    return y, "".join(c for c in term if c in keep)
+
+
+@handles("Einsum")
+def _einsum(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    eq = _text(attrs(node).get("equation"), "")
+    terms, out = _einsum_terms(eq, len(inputs))
+    if len(terms) == 1:
+        x = b.device(inputs[0])
+        y, t = _sum_out(b, x, terms[0], set(out))
+        return [y.transpose(*[t.index(c) for c in out]) if t != out else y]
+    if len(terms) != 2:
+        raise Unsupported(f"{len(terms)} operands")
+    a, c = b._pair(inputs[0], inputs[1])
+    ta, tc = terms
+    a, ta = _sum_out(b, a, ta, set(tc) | set(out))
+    c, tc = _sum_out(b, c, tc, set(ta) | set(out))
+    batch = [ch for ch in ta if ch in tc and ch in out]
+    contract = [ch for ch in ta if ch in tc and ch not in out]
+    left = [ch for ch in ta if ch not in tc]
+    right = [ch for ch in tc if ch not in ta]
+    size = {ch: a.shape[i] for i, ch in enumerate(ta)} | {ch: c.shape[i] for i, ch in enumerate(tc)}
+
+    def prod(chs: list[str]) -> int:
+        return int(np.prod([size[ch] for ch in chs], dtype=np.int64))
+
+    # [batch, left, contract] x [batch, contract, right] -> [batch, left, right]: one (batched) matmul
+    a3 = a.transpose(*[ta.index(ch) for ch in batch + left + contract]).reshape(prod(batch), prod(left), prod(contract))
+    c3 = c.transpose(*[tc.index(ch) for ch in batch + contract + right]).reshape(prod(batch), prod(contract), prod(right))
+    if not batch:
+        y = matmul(b, a3.reshape(prod(left), prod(contract)), c3.reshape(prod(contract), prod(right)))
+    else:
+        y = matmul(b, a3, c3)
+    got = batch + left + right
+    y = y.reshape([size[ch] for ch in got]) if got else y.reshape(())
+    return [y.transpose(*[got.index(ch) for ch in out]) if got != list(out) else y]
+
+
+# -- indexing with constant indices: views --------------------------------------------------------------
+def _gather_nd_index(data_shape: tuple[int, ...], idx: np.ndarray, batch_dims: int) -> tuple[np.ndarray, ...]:
+    """numpy advanced-index arrays selecting GatherND's result from data."""
+    idx = idx.astype(np.int64)
+    q = idx.shape[-1]
+    bshape = idx.shape[:batch_dims]
+    outer = idx.shape[batch_dims:-1]
+    grids = np.indices(bshape) if batch_dims else np.zeros((0,), np.int64)
+    index: list[np.ndarray] = []
+    for d in range(batch_dims):
+        index.append(grids[d].reshape(bshape + (1,) * len(outer)))
+    for j in range(q):
+        v = idx[..., j]
+        dim = data_shape[batch_dims + j]
+        index.append(np.where(v < 0, v + dim, v))
+    return tuple(np.broadcast_arrays(*index)) if index else ()
+
+
+@handles("GatherND")
+def _gather_nd(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    x = b.device(inputs[0])
+    idx = _host(inputs[1], "indices")
+    batch_dims = int(attrs(node).get("batch_dims", 0))
+    index = _gather_nd_index(x.shape, idx, batch_dims)  # type: ignore[arg-type]
+    return [x[index]]
+
+
+@handles("GatherElements")
+def _gather_elements(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    x = b.device(inputs[0])
+    idx = _host(inputs[1], "indices").astype(np.int64)  # type: ignore[union-attr]
+    axis = _axis(int(attrs(node).get("axis", 0)), x.rank)
+    idx = np.where(idx < 0, idx + x.shape[axis], idx)
+    grid = list(np.indices(idx.shape))
+    grid[axis] = idx
+    return [x[tuple(grid)]]
+
+
+@handles("ScatterND", "ScatterElements", "Scatter")
+def _scatter(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    """With constant indices the result is a view: each element comes from ``data`` or from ``updates``."""
+    data, idx, upd = inputs[0], _host(inputs[1], "indices"), inputs[2]
+    x, u = b._pair(data, upd)
+    reduction = _text(attrs(node).get("reduction"), "none")
+    if reduction != "none":
+        raise Unsupported(f"reduction={reduction!r}")
+    idx = idx.astype(np.int64)  # type: ignore[union-attr]
+    pos = np.arange(x.numel(), dtype=np.int64).reshape(x.shape)  # element positions in data
+    if node.op_type == "ScatterND":
+        target = pos[_gather_nd_index(x.shape, idx, 0)]  # positions each update row lands on
+    else:
+        axis = _axis(int(attrs(node).get("axis", 0)), x.rank)
+        idx = np.where(idx < 0, idx + x.shape[axis], idx)
+        grid = list(np.indices(idx.shape))
+        grid[axis] = idx
+        target = pos[tuple(grid)]
+    source = np.arange(x.numel(), dtype=np.int64)  # output element -> position in concat(data, updates)
+    source[target.reshape(-1)] = x.numel() + np.arange(target.size, dtype=np.int64)  # the last update wins
+    both = concat([x.reshape(-1), u.reshape(-1)], 0)
+    return [both[source].reshape(x.shape)]
+
+
+# -- one-hot ------------------------------------------------------------------------------------------
+def _one_hot(i: np.ndarray, iota: np.ndarray, depth: int, off: float, on: float) -> np.ndarray:
+    i = np.where(i < 0, i + depth, i)
+    return np.where(i == iota, on, off)
+
+
+@handles("OneHot")
+def _one_hot_op(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    idx = b.device(inputs[0])
+    depth = int(_host(inputs[1], "depth").reshape(-1)[0])  # type: ignore[union-attr]
+    values = _host(inputs[2], "values").reshape(-1)  # type: ignore[union-attr]
+    rank = idx.rank + 1
+    axis = _axis(int(attrs(node).get("axis", -1)), rank)
+    shape = list(idx.shape)
+    shape.insert(axis, 1)
+    ix = idx.reshape(shape)
+    iota = np.arange(depth, dtype=np.int32).reshape([depth if d == axis else 1 for d in range(rank)])
+    if ix.dtype.kind == "f":
+        ix = b.cast(ix, np.dtype(np.int32))
+    out_dt = b.device(values).dtype
+    y = b.map("OneHot", _one_hot, [ix, iota], (("binary", "equal"), ("binary", "maximum")), out_dtype=out_dt,
+              depth=depth, off=values[0].item(), on=values[1].item())  # fmt: skip
+    return [y]
+
+
+# -- normalisation ----------------------------------------------------------------------------------
+@handles("InstanceNormalization")
+def _instance_norm(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    x = b.device(inputs[0])
+    eps = float(attrs(node).get("epsilon", 1e-5))
+    n, c = x.shape[:2]
+    y, _, _ = ops.layer_norm(b.graph, x.reshape(n * c, -1), None, None, b.prog, eps=eps)
+    y = y.reshape(x.shape)
+    shp = (1, c) + (1,) * (x.rank - 2)
+    scale = inputs[1].reshape(shp) if isinstance(inputs[1], Tensor) else np.asarray(inputs[1]).reshape(shp)
+    bias = inputs[2].reshape(shp) if isinstance(inputs[2], Tensor) else np.asarray(inputs[2]).reshape(shp)
+    return [b.binary("add", b.binary("mul", y, scale), bias)]
+
+
+# -- more reductions ------------------------------------------------------------------------------------
+_REDUCE_MORE = {"ReduceL1": 18, "ReduceL2": 18, "ReduceSumSquare": 18, "ReduceLogSum": 18, "ReduceLogSumExp": 18}
+
+
+@handles(*_REDUCE_MORE)
+def _reduce_more(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    from .operators import _axes_input
+
+    x = b.device(inputs[0])
+    at = attrs(node)
+    axes = _axes_input(b, node, inputs, _REDUCE_MORE[node.op_type])
+    if axes is not None and not axes:
+        axes = None
+    if axes is None and at.get("noop_with_empty_axes", 0):
+        return [x]
+    if x.numel() == 0:
+        raise Unsupported("empty input")
+    keep = bool(at.get("keepdims", 1))
+    op = node.op_type
+    if op == "ReduceLogSumExp":  # stable: max + log(sum(exp(x - max)))
+        m = reduce(b, x, axes, "max", keepdims=True)
+        s = reduce(b, b.unary("exp", b.binary("sub", x, m)), axes, "add", keepdims=True)
+        y = b.binary("add", b.unary("log", s), m)
+        if not keep:
+            ax = {_axis(a, x.rank) for a in axes} if axes is not None else set(range(x.rank))
+            y = y.reshape([s for d, s in enumerate(y.shape) if d not in ax])
+        return [y]
+    pre = {"ReduceL1": "abs", "ReduceL2": "square", "ReduceSumSquare": "square"}.get(op)
+    t = b.unary(pre, x) if pre and x.dtype.kind == "f" else x
+    if pre == "square" and x.dtype.kind != "f":
+        t = b.binary("mul", x, x)
+    if pre == "abs" and x.dtype.kind != "f":
+        raise Unsupported("integer input")
+    y = reduce(b, t, axes, "add", keep)
+    if op == "ReduceL2":
+        y = b.unary("sqrt", y)
+    elif op == "ReduceLogSum":
+        y = b.unary("log", y)
+    return [y]
+
+
+# -- convolution-shaped ops ---------------------------------------------------------------------------
+def _pads(at: dict[str, Any], n: int) -> list[tuple[int, int]]:
+    p = list(at.get("pads", [0] * 2 * n))
+    return [(int(p[i]), int(p[i + n])) for i in range(n)]
+
+
+@handles("ConvTranspose")
+def _conv_transpose(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    """A convolution of the stride-dilated, padded input with the flipped, transposed weights."""
+    at = attrs(node)
+    x = b.device(inputs[0])
+    if x.rank not in (3, 4):
+        raise Unsupported(f"{x.rank - 2}-D transposed convolution")
+    one_d = x.rank == 3
+    if one_d:
+        x = x.reshape(x.shape[0], x.shape[1], 1, x.shape[2])
+    w = inputs[1] if isinstance(inputs[1], Tensor) else np.asarray(inputs[1])
+    if one_d:
+        w = w.reshape(w.shape[0], w.shape[1], 1, w.shape[2])
+    g = int(at.get("group", 1))
+    cin, cout_g, kh, kw = w.shape
+    n_sp = 1 if one_d else 2
+
+    def per_dim(key: str, fill: int) -> list[int]:
+        v = [int(s) for s in at.get(key, [fill] * n_sp)]
+        return ([fill] + v) if one_d else v
+
+    strides, dil, out_pad = per_dim("strides", 1), per_dim("dilations", 1), per_dim("output_padding", 0)
+    kernel = [kh, kw]
+    in_sizes = x.shape[2:]
+    auto = _text(at.get("auto_pad"), "NOTSET")
+    if "pads" not in at and ("output_shape" in at or auto in ("SAME_UPPER", "SAME_LOWER")):
+        want = [int(s) for s in at["output_shape"]] if "output_shape" in at else [
+            s * i for s, i in zip(strides[-n_sp:], in_sizes[-n_sp:], strict=True)]  # fmt: skip
+        want = ([1] + want) if one_d else want
+        pads = []
+        for i, s, k, d, op_, o in zip(in_sizes, strides, kernel, dil, out_pad, want, strict=True):
+            total = s * (i - 1) + op_ + (k - 1) * d + 1 - o
+            lo = total // 2 if auto == "SAME_UPPER" else total - total // 2  # as onnx.reference splits it
+            pads.append((lo, total - lo))
+    elif auto == "VALID":
+        pads = [(0, 0)] * 2
+    else:
+        pads = _pads(at, n_sp)
+        pads = ([(0, 0)] + pads) if one_d else pads
+    # 1. insert stride-1 zeros between input elements (a view: padding a unit axis, then merging)
+    n, c, h, wd = x.shape
+    sh, sw = strides
+    x6 = x.reshape(n, c, h, 1, wd, 1)
+    if sh > 1 or sw > 1:
+        x6 = pad_view(b, x6, [(0, 0), (0, 0), (0, 0), (0, sh - 1), (0, 0), (0, sw - 1)], "constant", 0.0)
+    xs = x6.reshape(n, c, h * sh, wd * sw)[:, :, : (h - 1) * sh + 1, : (wd - 1) * sw + 1]
+    # 2. pad by the kernel's extent less the given padding (negative: crop), plus output_padding
+    full = [((k - 1) * d - lo, (k - 1) * d - hi + op_) for k, d, (lo, hi), op_ in zip(kernel, dil, pads, out_pad,
+                                                                                           strict=True)]  # fmt: skip
+    xp = pad_view(b, xs, [(0, 0), (0, 0), *full], "constant", 0.0)
+    # 3. weights [Cin, Cout/g, kh, kw] -> [Cout, Cin/g, kh, kw], flipped in space
+    flip = (slice(None), slice(None), slice(None, None, -1), slice(None, None, -1))
+    if isinstance(w, Tensor):  # device weights: the same rearrangement as views
+        wt = w.reshape(g, cin // g, cout_g, kh, kw).transpose(0, 2, 1, 3, 4).reshape(g * cout_g, cin // g, kh, kw)
+        wt = wt[flip]
+    else:
+        wg = w.reshape(g, cin // g, cout_g, kh, kw).transpose(0, 2, 1, 3, 4).reshape(g * cout_g, cin // g, kh, kw)
+        wt = b.device(b.host(f"{node.name or 'convtranspose'}/weights", np.ascontiguousarray(wg[flip])), like=x.dtype)
+    y = ops.conv2d(b.graph, xp, wt, b.prog, stride=(1, 1), padding=(0, 0), dilation=tuple(dil), groups=g)
+    if one_d:
+        y = y.reshape(y.shape[0], y.shape[1], y.shape[3])
+    if len(inputs) > 2 and inputs[2] is not None:
+        bias = inputs[2]
+        shp = (1, -1) + (1,) * (y.rank - 2)
+        y = b.binary("add", y, bias.reshape(shp) if isinstance(bias, Tensor) else np.asarray(bias).reshape(shp))
+    return [y]
+
+
+# -- resize -------------------------------------------------------------------------------------------
+def _source_coords(out_size: int, in_size: int, scale: float, mode: str, roi: tuple[float, float]) -> np.ndarray:
+    """The input coordinate of each output position along one axis (ONNX Resize's
+    coordinate_transformation_mode); align_corners spans the unrounded output length in * scale."""
+    o = np.arange(out_size, dtype=np.float64)
+    exact = in_size * scale
+    if mode == "half_pixel":
+        return (o + 0.5) / scale - 0.5
+    if mode == "pytorch_half_pixel":
+        return (o + 0.5) / scale - 0.5 if out_size > 1 else np.zeros(out_size)
+    if mode == "align_corners":
+        return o * (in_size - 1) / (exact - 1) if exact != 1 else np.zeros(out_size)
+    if mode == "asymmetric":
+        return o / scale
+    if mode == "tf_half_pixel_for_nn":
+        return (o + 0.5) / scale
+    if mode == "half_pixel_symmetric":
+        adj = out_size / (scale * in_size)
+        center = in_size / 2
+        offset = center * (1 - adj)
+        return offset + (o + 0.5) / scale - 0.5
+    if mode == "tf_crop_and_resize":
+        start, end = roi
+        if out_size > 1:
+            return start * (in_size - 1) + o * (end - start) * (in_size - 1) / (out_size - 1)
+        return np.full(out_size, 0.5 * (start + end) * (in_size - 1))
+    raise Unsupported(f"coordinate_transformation_mode {mode!r}")
+
+
+def _nearest(coord: np.ndarray, mode: str, scale: float) -> np.ndarray:
+    if mode == "round_prefer_floor":
+        return np.where(coord == np.floor(coord) + 0.5, np.floor(coord), np.round(coord))
+    if mode == "round_prefer_ceil":
+        return np.where(coord == np.floor(coord) + 0.5, np.ceil(coord), np.round(coord))
+    if mode == "floor":
+        return np.floor(coord)
+    if mode == "ceil":
+        return np.ceil(coord)
+    raise Unsupported(f"nearest_mode {mode!r}")
+
+
+def _take(x: Tensor, idx: np.ndarray, axis: int) -> Tensor:
+    key: tuple[Any, ...] = (slice(None),) * axis + (idx,)
+    return x[key]
+
+
+@handles("Resize", "Upsample")
+def _resize(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    x = b.device(inputs[0])
+    at = attrs(node)
+    mode = _text(at.get("mode"), "nearest")
+    r = x.rank
+    roi = None
+    sizes = None
+    if node.op_type == "Upsample":
+        scales = at.get("scales") if b.opset < 9 else _host(inputs[1], "scales")
+        scales = [float(s) for s in np.reshape(scales, -1)]  # type: ignore[arg-type]
+        coord_mode, nearest_mode = "asymmetric", "floor"
+    else:
+        if b.opset < 11:
+            scales = [float(s) for s in _host(inputs[1], "scales").reshape(-1)]  # type: ignore[union-attr]
+            coord_mode, nearest_mode = "asymmetric", "floor"
+        else:
+            roi_v = _host(inputs[1] if len(inputs) > 1 else None, "roi")
+            sc = _host(inputs[2] if len(inputs) > 2 else None, "scales")
+            sz = _host(inputs[3] if len(inputs) > 3 else None, "sizes")
+            coord_mode = _text(at.get("coordinate_transformation_mode"), "half_pixel")
+            nearest_mode = _text(at.get("nearest_mode"), "round_prefer_floor")
+            if at.get("antialias", 0):
+                raise Unsupported("antialias")
+            if _text(at.get("keep_aspect_ratio_policy"), "stretch") != "stretch":
+                raise Unsupported("keep_aspect_ratio_policy")
+            axes = [_axis(int(a), r) for a in at["axes"]] if "axes" in at else list(range(r))
+            scales = [1.0] * r
+            if sz is not None and sz.size:
+                sizes = [x.shape[d] for d in range(r)]
+                for a, s in zip(axes, sz.reshape(-1), strict=True):
+                    sizes[a] = int(s)
+                scales = [sizes[d] / x.shape[d] for d in range(r)]
+            elif sc is not None and sc.size:
+                for a, s in zip(axes, sc.reshape(-1), strict=True):
+                    scales[a] = float(s)
+            if roi_v is not None and roi_v.size:
+                rv = roi_v.reshape(-1).astype(np.float64)
+                full = [(0.0, 1.0)] * r
+                for j, a in enumerate(axes):
+                    full[a] = (float(rv[j]), float(rv[j + len(axes)]))
+                roi = full
+    if mode == "cubic":
+        raise Unsupported("cubic mode")
+    if sizes is None:
+        sizes = [int(np.floor(x.shape[d] * scales[d])) for d in range(r)]
+    y = x
+    for d in range(r):
+        if sizes[d] == x.shape[d] and scales[d] == 1.0 and coord_mode != "tf_crop_and_resize":
+            continue
+        n_in = x.shape[d]
+        coords = _source_coords(sizes[d], n_in, scales[d], coord_mode, roi[d] if roi else (0.0, 1.0))
+        if coord_mode == "tf_crop_and_resize":
+            raise Unsupported("tf_crop_and_resize")  # needs extrapolation_value outside the box
+        if mode == "nearest":
+            idx = np.clip(_nearest(coords, nearest_mode, scales[d]), 0, n_in - 1).astype(np.int64)
+            y = _take(y, idx, d)
+        else:  # linear: two neighbours blended per output position along this axis
+            c = np.clip(coords, 0, n_in - 1)
+            lo = np.floor(c).astype(np.int64)
+            hi = np.minimum(lo + 1, n_in - 1)
+            frac = (c - lo).astype(x.dtype if x.dtype.kind == "f" else np.float32)
+            shp = [1] * r
+            shp[d] = sizes[d]
+            w_hi = frac.reshape(shp)
+            w_lo = (1 - frac).reshape(shp)
+            y = b.binary("add", b.binary("mul", _take(y, lo, d), w_lo), b.binary("mul", _take(y, hi, d), w_hi))
+    return [y]
+
+
+# -- 3-D convolution and pooling: 2-D ops over depth slices -----------------------------------------
+def conv3d_by_slices(b: Builder, node: onnx.NodeProto, x: Tensor, w: Value, at: dict[str, Any]) -> Tensor:
+    """Conv over [N, C, D, H, W]: for each kernel depth offset, the input's depth positions it reads
+    become extra images of one 2-D convolution; the offsets' results are summed."""
+    from .operators import _spatial_pads
+
+    wn = np.asarray(w) if not isinstance(w, Tensor) else None
+    if wn is None:
+        raise Unsupported("3-D convolution weights computed on the device")
+    kernel = [int(k) for k in at.get("kernel_shape", wn.shape[2:])]
+    strides = [int(s) for s in at.get("strides", [1, 1, 1])]
+    dil = [int(d) for d in at.get("dilations", [1, 1, 1])]
+    pads = _spatial_pads(at, x.shape[2:], kernel, strides, dil)
+    g = int(at.get("group", 1))
+    xp = pad_view(b, x, [(0, 0), (0, 0), *pads], "constant", 0.0)
+    n, c, dp = xp.shape[:3]
+    do = (dp - (kernel[0] - 1) * dil[0] - 1) // strides[0] + 1
+    total: Tensor | None = None
+    for i in range(kernel[0]):
+        start = i * dil[0]
+        xs = xp[:, :, start : start + (do - 1) * strides[0] + 1 : strides[0]]  # [N, C, Do, H, W]
+        x4 = xs.transpose(0, 2, 1, 3, 4).reshape(n * do, c, *xs.shape[3:])
+        wi = b.device(b.host(f"{node.name}/w_depth{i}", np.ascontiguousarray(wn[:, :, i])), like=x.dtype)
+        y = ops.conv2d(b.graph, x4, wi, b.prog, stride=tuple(strides[1:]), padding=(0, 0), dilation=tuple(dil[1:]),
+                       groups=g)  # fmt: skip
+        total = y if total is None else b.binary("add", total, y)
+    assert total is not None
+    _, co, ho, wo = total.shape
+    return total.reshape(n, do, co, ho, wo).transpose(0, 2, 1, 3, 4)
+
+
+def pool3d_by_slices(b: Builder, node: onnx.NodeProto, x: Tensor) -> Tensor:
+    """Max/average pooling over [N, C, D, H, W]: 2-D pooling of the depth positions each output
+    reads, combined with max (or averaged) over the kernel's depth."""
+    from .operators import _pool_geometry
+
+    at = attrs(node)
+    kernel, strides, dil, pads, extra = _pool_geometry(b, node, x)
+    if any(e for _, e in extra) or (node.op_type == "AveragePool" and any(lo or hi for lo, hi in pads)
+                                    and not at.get("count_include_pad", 0)):  # fmt: skip
+        raise Unsupported("3-D pooling with ceil_mode, or padding excluded from averages")
+    is_max = node.op_type == "MaxPool"
+    fill = float(np.finfo(x.dtype).min) if is_max else 0.0
+    xp = pad_view(b, x, [(0, 0), (0, 0), *pads], "constant", fill)
+    n, c, dp = xp.shape[:3]
+    do = (dp - (kernel[0] - 1) * dil[0] - 1) // strides[0] + 1
+    total: Tensor | None = None
+    for i in range(kernel[0]):
+        start = i * dil[0]
+        xs = xp[:, :, start : start + (do - 1) * strides[0] + 1 : strides[0]]
+        x4 = xs.reshape(n, c * do, *xs.shape[3:])
+        pool = ops.max_pool2d if is_max else ops.avg_pool2d
+        y = pool(b.graph, x4, tuple(kernel[1:]), b.prog, stride=tuple(strides[1:]), dilation=tuple(dil[1:]))
+        total = y if total is None else b.binary("max" if is_max else "add", total, y)
+    assert total is not None
+    if not is_max and kernel[0] > 1:
+        total = ops.scale(b.graph, _nd(total), 1.0 / kernel[0], b.prog).reshape(total.shape)
+    return total.reshape(n, c, do, *total.shape[2:])
+
