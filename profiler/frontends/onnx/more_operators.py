@@ -18,7 +18,7 @@ from profiler import ops
 from profiler.tensor import Tensor, concat
 
 from .builder import Builder, Unsupported, Value, _nd
-from .operators import _axis, _host, attrs, handles, matmul, pad_view, reduce
+from .operators import _axis, _host, _shape, attrs, handles, matmul, pad_view, reduce
 
 
 def _text(v: object, default: str) -> str:
@@ -314,15 +314,28 @@ def _cumsum(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
 
 
 # -- einsum -----------------------------------------------------------------------------------------
-def _einsum_terms(eq: str, n_in: int) -> tuple[list[str], str]:
+def _einsum_terms(eq: str, ranks: list[int]) -> tuple[list[str], str]:
+    """Operand and output index strings, with any ellipsis spelled out as letters the equation does
+    not use (broadcast dimensions, right-aligned as numpy does)."""
     eq = eq.replace(" ", "")
-    if "..." in eq:
-        raise Unsupported("ellipsis in the equation")
-    lhs, _, rhs = eq.partition("->")
+    lhs, arrow, rhs = eq.partition("->")
     terms = lhs.split(",")
-    if len(terms) != n_in:
-        raise ValueError(f"Einsum: {len(terms)} terms for {n_in} inputs")
-    if not _:
+    if len(terms) != len(ranks):
+        raise ValueError(f"Einsum: {len(terms)} terms for {len(ranks)} inputs")
+    if "..." in eq:
+        free = [c for c in string.ascii_uppercase + string.ascii_lowercase if c not in eq]
+        widths = [r - len(t.replace("...", "")) for t, r in zip(terms, ranks, strict=True) if "..." in t]
+        ell = "".join(free[: max(widths, default=0)])
+        terms = [t.replace("...", ell[len(ell) - (r - len(t.replace("...", ""))):]) if "..." in t else t
+                 for t, r in zip(terms, ranks, strict=True)]  # fmt: skip
+        if arrow:
+            rhs = rhs.replace("...", ell)
+        else:
+            lhs = ",".join(terms)
+            rest = {c: lhs.count(c) for c in set(lhs) if c not in ell and c in string.ascii_letters}
+            rhs = ell + "".join(sorted(c for c, k in rest.items() if k == 1))
+            arrow = "->"
+    if not arrow:
         counts = {c: lhs.count(c) for c in set(lhs) if c in string.ascii_letters}
         rhs = "".join(sorted(c for c, k in counts.items() if k == 1))
     for t in terms:
@@ -343,7 +356,7 @@ def _sum_out(b: Builder, x: Tensor, term: str, keep: set[str]) -> tuple[Tensor, 
 @handles("Einsum")
 def _einsum(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     eq = _text(attrs(node).get("equation"), "")
-    terms, out = _einsum_terms(eq, len(inputs))
+    terms, out = _einsum_terms(eq, [len(_shape(v)) for v in inputs])
     if len(terms) == 1:
         x = b.device(inputs[0])
         y, t = _sum_out(b, x, terms[0], set(out))
@@ -358,7 +371,13 @@ def _einsum(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     contract = [ch for ch in ta if ch in tc and ch not in out]
     left = [ch for ch in ta if ch not in tc]
     right = [ch for ch in tc if ch not in ta]
-    size = {ch: a.shape[i] for i, ch in enumerate(ta)} | {ch: c.shape[i] for i, ch in enumerate(tc)}
+    size = {ch: max(a.shape[ta.index(ch)] if ch in ta else 1, c.shape[tc.index(ch)] if ch in tc else 1)
+            for ch in set(ta) | set(tc)}  # fmt: skip
+    # broadcast batch dimensions of size 1 (ellipsis dimensions broadcast as in numpy)
+    if any(a.shape[ta.index(ch)] != size[ch] for ch in batch):
+        a = a.broadcast_to([size[ch] if ch in batch else a.shape[i] for i, ch in enumerate(ta)])
+    if any(c.shape[tc.index(ch)] != size[ch] for ch in batch):
+        c = c.broadcast_to([size[ch] if ch in batch else c.shape[i] for i, ch in enumerate(tc)])
 
     def prod(chs: list[str]) -> int:
         return int(np.prod([size[ch] for ch in chs], dtype=np.int64))
@@ -766,3 +785,37 @@ def pool3d_by_slices(b: Builder, node: onnx.NodeProto, x: Tensor) -> Tensor:
         total = ops.scale(b.graph, _nd(total), 1.0 / kernel[0], b.prog).reshape(total.shape)
     return total.reshape(n, c, do, *total.shape[2:])
 
+
+
+def _window_index(xv: np.ndarray, yv: np.ndarray, pos: np.ndarray, best: np.ndarray) -> np.ndarray:
+    return np.where((xv == yv) & (pos < best), pos, best)
+
+
+def max_pool_indices(
+    b: Builder, x: Tensor, xp: Tensor, y: Tensor, kernel: list[int], strides: list[int], dilations: list[int],
+    pads: list[tuple[int, int]], storage_order: int,
+) -> Tensor:
+    """MaxPool's Indices output: the flat input index (row-major over N, C, H, W, or column-major
+    over H, W with storage_order=1) of the first window element equal to the maximum. One
+    elementwise pass per kernel offset over strided views of the padded input; the positions are a
+    host constant (padding holds an index past the end, so it is never chosen over a real element)."""
+    n, c, h, w = x.shape
+    ho, wo = y.shape[2:]
+    (ph, _), (pw, _) = pads
+    hh, ww = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
+    plane = hh * w + ww if not storage_order else ww * h + hh
+    base = (np.arange(n * c) * h * w).reshape(n, c, 1, 1)
+    big = n * c * h * w
+    pos = np.pad(plane[None, None] + base, [(0, 0), (0, 0), (ph, xp.shape[2] - h - ph), (pw, xp.shape[3] - w - pw)],
+                 constant_values=big).astype(np.int32)  # fmt: skip
+    best: Value = np.full((n, c, ho, wo), big, dtype=np.int32)
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            r0, c0 = i * dilations[0], j * dilations[1]
+            rows = slice(r0, r0 + (ho - 1) * strides[0] + 1, strides[0])
+            cols = slice(c0, c0 + (wo - 1) * strides[1] + 1, strides[1])
+            xv = xp[:, :, rows, cols]
+            pv = b.host(f"maxpool_positions_{i}_{j}", np.ascontiguousarray(pos[:, :, rows, cols]))
+            best = b.map("MaxPoolIndex", _window_index, [xv, y, pv, best], (("binary", "equal"), ("binary", "minimum")),
+                         out_dtype="int32")  # fmt: skip
+    return b.device(best)

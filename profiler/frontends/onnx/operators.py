@@ -763,8 +763,8 @@ def _pool_geometry(b: Builder, node: onnx.NodeProto, x: Tensor) -> tuple[list[in
     n = len(kernel)
     strides = list(at.get("strides", [1] * n))
     dilations = list(at.get("dilations", [1] * n))
-    if at.get("storage_order", 0) or len([o for o in node.output if o]) > 1:
-        raise Unsupported("indices output")
+    if (at.get("storage_order", 0) or len([o for o in node.output if o]) > 1) and x.rank != 4:
+        raise Unsupported("indices output of 1-D or 3-D pooling")
     pads = _spatial_pads(at, x.shape[2:], kernel, strides, dilations)
     extra = []
     for size, k, s, d, (lo, hi) in zip(x.shape[2:], kernel, strides, dilations, pads, strict=True):
@@ -791,6 +791,10 @@ def _pool(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
         lowest = float(np.finfo(x.dtype).min) if x.dtype.kind == "f" else int(np.iinfo(x.dtype).min)
         xp = pad_view(b, x4, [(0, 0), (0, 0)] + full, "constant", lowest)
         y = ops.max_pool2d(b.graph, xp, tuple(kernel), b.prog, stride=tuple(strides), dilation=tuple(dilations))
+        if len(node.output) > 1 and node.output[1]:
+            order = int(attrs(node).get("storage_order", 0))
+            idx = more_operators.max_pool_indices(b, x4, xp, y, kernel, strides, dilations, full, order)
+            return [y, idx]
     else:
         xp = pad_view(b, x4, [(0, 0), (0, 0)] + full, "constant", 0.0)
         y = ops.avg_pool2d(b.graph, xp, tuple(kernel), b.prog, stride=tuple(strides), dilation=tuple(dilations))
