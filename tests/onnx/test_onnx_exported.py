@@ -166,3 +166,33 @@ def test_run_import_errors_are_one_line_exit_2(tmp_path: Path, capsys) -> None: 
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2
     assert "Traceback" not in "\n".join(err) and "pins the batch" in err[-1]
+
+
+def _vit_head(producer: str) -> onnx.ModelProto:
+    """A ViT-style class token joined to the patch sequence, as exporters write it at batch 1."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5, 8])
+    inits = [numpy_helper.from_array(np.linspace(-1, 1, 8, dtype=np.float32).reshape(1, 1, 8), "cls"),
+             numpy_helper.from_array(np.array([1, 1, 8], np.int64), "cls_shape")]  # fmt: skip
+    if producer == "Expand":
+        first = helper.make_node("Expand", ["cls", "cls_shape"], ["tok"], name="expand_cls")
+    elif producer == "ConstantOfShape":
+        first = helper.make_node("ConstantOfShape", ["cls_shape"], ["tok"], name="zeros",
+                                 value=numpy_helper.from_array(np.array([0.5], np.float32)))  # fmt: skip
+    else:  # the token itself: nothing to rewrite
+        first = helper.make_node("Identity", ["cls"], ["tok"], name="token")
+    nodes = [first, helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Concat", ["tok", "r"], ["y"], name="join", axis=1)]  # fmt: skip
+    return helper.make_model(helper.make_graph(nodes, "vit", [x], [y], inits), opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("producer", ["Expand", "ConstantOfShape"])
+def test_batch_override_rewrites_expand_and_constant_of_shape_joined_to_the_batch(producer: str) -> None:
+    got, want = run_and_reference(_vit_head(producer), batch=3)
+    assert got["y"].shape == (3, 5, 8)
+    np.testing.assert_allclose(got["y"], want["y"])
+
+
+def test_batch_override_names_a_constant_joined_to_the_batch() -> None:
+    with pytest.raises(FrontendError, match=r"node 'token' \(Identity\) pins the batch: its output 'tok'"):
+        import_model(load_model(_vit_head("Identity")), TARGET, batch_size=3)

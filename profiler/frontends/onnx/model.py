@@ -226,4 +226,45 @@ def rewrite_batch_constants(model: onnx.ModelProto, batched: list[str], batch: i
             pnode.attribute.extend(a for a in node.attribute if a.name != "allowzero")
             changed = True
         if not changed:
-            return
+            break
+    _rewrite_batch_producers(g, probe, dims, consts, batch)
+
+
+_SHAPE_INPUT = {"Expand": 1, "ConstantOfShape": 0, "Tile": 1}
+
+
+def _rewrite_batch_producers(
+    g: onnx.GraphProto, probe: onnx.ModelProto, dims: dict[str, list], consts: dict[str, object], batch: int
+) -> None:
+    """Concat (on an axis other than 0) of a tensor carrying the batch with one whose first dimension
+    is a literal 1 (a class token Expanded to [1, 1, C], a ConstantOfShape([1, S]) state, a Tile): the
+    latter's shape constant hard-codes the old batch; its first entry becomes ``batch`` (a Tile's
+    repeat count), or FrontendError names the node that produces it."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    producer = {o: (i, n) for i, n in enumerate(g.node) for o in n.output}
+    for node in probe.graph.node:
+        if node.op_type != "Concat" or not node.input:
+            continue
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        shapes = [dims.get(x) for x in node.input]
+        if axis == 0 or any(not d for d in shapes) or not any(d[0].dim_param == BATCH_SYMBOL for d in shapes):
+            continue
+        for x, d in zip(node.input, shapes, strict=True):
+            if d[0].dim_param or d[0].dim_value != 1 or len(d) <= axis % len(d) or axis % len(d) == 0:
+                continue
+            i, src = producer.get(x, (-1, None))
+            pos = _SHAPE_INPUT.get(src.op_type) if src is not None else None
+            value = consts.get(src.input[pos]) if src is not None and pos is not None and len(src.input) > pos else None
+            if value is None:
+                what = f"node {src.name or f'#{i}'!r} ({src.op_type})" if src is not None else f"the constant {x!r}"
+                raise FrontendError(
+                    f"{what} pins the batch: its output {x!r} has a first dimension of 1 and is concatenated "
+                    f"with the batch, so --batch {batch} cannot apply; export the model with a dynamic batch"
+                )
+            new = np.asarray(value, dtype=np.int64).reshape(-1).copy()
+            new[0] = batch  # Expand/ConstantOfShape: the batch size; Tile of a first dimension of 1: as many repeats
+            name = f"{src.input[pos]}/batch_{i}"
+            g.initializer.append(numpy_helper.from_array(new, name))
+            src.input[pos] = name
