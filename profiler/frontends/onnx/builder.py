@@ -252,6 +252,30 @@ def _fold(node: onnx.NodeProto, inputs: list[Any], opset: int) -> list[np.ndarra
     return [np.asarray(by_name[o]) if o else None for o in node.output]  # type: ignore[misc]
 
 
+def _empty_outputs(node: onnx.NodeProto, args: list[Any], opset: int) -> list[np.ndarray] | None:
+    """A node with an empty input (a dimension of 0) and device inputs: its outputs when they are all
+    empty too (then they hold no data and are exact as host values), else None. The node runs on the
+    host with zeros standing in for the device inputs: only the output shapes are used."""
+    if not any(a is not None and int(np.prod(_value_shape(a), dtype=np.int64)) == 0 for a in args):
+        return None
+    if all(a is None or isinstance(a, np.ndarray) for a in args):
+        return None  # folded as usual
+    if any(isinstance(a, Tensor) and a.dtype.kind in "iu" for a in args[1:]):
+        return None  # may be shape-like (axes, shapes, indices): zeros would not stand in for them
+    stand_in = [np.zeros(a.shape, a.dtype) if isinstance(a, Tensor) else a for a in args]
+    try:
+        outs = _fold(node, stand_in, opset)
+    except Exception:
+        return None  # the handler reports what it cannot do
+    if all(o is None or o.size == 0 for o in outs):
+        return outs
+    return None
+
+
+def _value_shape(v: Value) -> tuple[int, ...]:
+    return v.shape if isinstance(v, Tensor) else np.shape(v)
+
+
 def _first_line(exc: BaseException) -> str:
     for line in str(exc).splitlines():
         if line.strip():
@@ -279,9 +303,7 @@ def _input_specs(model: onnx.ModelProto, half: bool) -> list[IOSpec]:
             raise FrontendError(f"input {vi.name!r}: only tensor inputs are supported")
         dims = []
         for i, d in enumerate(tt.shape.dim):
-            if d.HasField("dim_value") and d.dim_value == 0:
-                raise Unsupported("empty tensors")
-            if d.HasField("dim_value") and d.dim_value > 0:
+            if d.HasField("dim_value") and d.dim_value >= 0:  # 0: an empty input (a host value, see below)
                 dims.append(d.dim_value)
             elif i == 0:
                 dims.append(1)  # a symbolic batch dimension defaults to 1 (override with batch=)
@@ -336,6 +358,9 @@ def import_model(
     for t in model.graph.initializer:
         b.values[t.name] = b.host(t.name, numpy_helper.to_array(t))
     for spec in inputs:
+        if 0 in spec.shape:  # no elements, so no data: a host value, and nodes on it fold on the host
+            b.values[spec.name] = b.host(spec.name, np.zeros(spec.shape, spec.host_dtype))
+            continue
         x = g.add_variable(spec.device_dtype, spec.shape, spec.name)
         g.set_tile_mapping(x, linear_tiles(x.numel(), target.num_tiles))
         prog.add(Copy(g.add_host_to_device_fifo(spec.name, spec.device_dtype, list(spec.shape)), x, name=spec.name))
@@ -348,8 +373,12 @@ def import_model(
         if missing:
             raise FrontendError(f"node {name!r} ({node.op_type}): input(s) {missing} are not defined")
         try:
-            if all(a is None or isinstance(a, np.ndarray) for a in args):
-                outs: list[Value | None] = list(_fold(node, args, opset))
+            empty = _empty_outputs(node, args, opset)
+            if empty is not None:  # an empty input whose outputs are all empty: nothing to compute
+                outs: list[Value | None] = list(empty)
+                folded += 1
+            elif all(a is None or isinstance(a, np.ndarray) for a in args):
+                outs = list(_fold(node, args, opset))
                 folded += 1
             else:
                 with g.debug_context(name, op_type=node.op_type, layer=LAYER):

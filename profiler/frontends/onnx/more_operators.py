@@ -421,11 +421,27 @@ def _gather_nd(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]
     return [x[index]]
 
 
+def _flat_index(i: np.ndarray, offset: np.ndarray, dim: int, stride: int) -> np.ndarray:
+    return np.where(i < 0, i + dim, i) * stride + offset
+
+
 @handles("GatherElements")
 def _gather_elements(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     x = b.device(inputs[0])
-    idx = _host(inputs[1], "indices").astype(np.int64)  # type: ignore[union-attr]
     axis = _axis(int(attrs(node).get("axis", 0)), x.rank)
+    if isinstance(inputs[1], Tensor):  # indices on the device: one flat-index gather (popops MultiSlice)
+        ti = inputs[1]
+        if ti.dtype.kind not in "iu":
+            raise Unsupported("non-integer indices")
+        stride = int(np.prod(x.shape[axis + 1 :], dtype=np.int64))
+        grid = np.indices(ti.shape)
+        grid[axis] = 0
+        offset = np.ravel_multi_index(tuple(grid), x.shape).astype(np.int32)
+        flat = b.map("FlatIndex", _flat_index, [ti, offset], (("binary", "multiply"), ("binary", "add")),
+                     out_dtype="int32", dim=int(x.shape[axis]), stride=stride)  # fmt: skip
+        out = ops.gather(b.graph, x.reshape(-1, 1), flat.reshape(-1), b.prog)
+        return [out.reshape(ti.shape)]
+    idx = _host(inputs[1], "indices").astype(np.int64)  # type: ignore[union-attr]
     idx = np.where(idx < 0, idx + x.shape[axis], idx)
     grid = list(np.indices(idx.shape))
     grid[axis] = idx
