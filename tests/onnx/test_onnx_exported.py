@@ -196,3 +196,14 @@ def test_batch_override_rewrites_expand_and_constant_of_shape_joined_to_the_batc
 def test_batch_override_names_a_constant_joined_to_the_batch() -> None:
     with pytest.raises(FrontendError, match=r"node 'token' \(Identity\) pins the batch: its output 'tok'"):
         import_model(load_model(_vit_head("Identity")), TARGET, batch_size=3)
+
+
+def test_a_failure_outside_any_node_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import profiler.frontends.onnx.builder as builder
+
+    def broken(*args, **kw):  # type: ignore[no-untyped-def]
+        raise RuntimeError("unexpected\nsecond line")
+
+    monkeypatch.setattr(builder, "_input_specs", broken)
+    with pytest.raises(FrontendError, match=r"^model 'alexnet_style': import failed: RuntimeError: unexpected$"):
+        import_model(load_model(alexnet_style(9)), TARGET)

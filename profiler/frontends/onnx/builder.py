@@ -336,7 +336,27 @@ def import_model(
     progress: Callable[[int, int], None] | None = None,
 ) -> ImportedModel:
     """Build ``model`` (already loaded and checked) on a new graph for ``target``;
-    ``progress(done, total)`` after each node."""
+    ``progress(done, total)`` after each node. Every failure is a FrontendError (one line; nodes
+    are named with their operator and opset) or a HostMemoryError, never another exception."""
+    try:
+        return _import_model(model, target, batch_size, dtype, weights, progress)
+    except (FrontendError, MemoryError):
+        raise
+    except Exception as exc:  # outside any node (batch tracing, inputs, outputs): still one line
+        what = _first_line(exc)
+        raise FrontendError(
+            f"model {model.graph.name!r}: import failed: {type(exc).__name__}{': ' + what if what else ''}"
+        ) from None
+
+
+def _import_model(
+    model: onnx.ModelProto,
+    target: Target,
+    batch_size: int | None,
+    dtype: str,
+    weights: str,
+    progress: Callable[[int, int], None] | None,
+) -> ImportedModel:
     from .model import override_batch
     from .operators import HANDLERS
 
