@@ -114,3 +114,61 @@ def densenet_style(opset: int = 9, batch: int | str = 1) -> onnx.ModelProto:
     x = e.node("Gemm", [x, e.weight((5, 12), 0.3), e.weight((5,))], transB=1)
     x = e.node("Softmax", [x], axis=1)
     return e.model([batch, 3, 8, 8], [batch, 5], "densenet_style")
+
+
+def bert_style(opset: int = 11, batch: int | str = "batch", seq: int = 8, hidden: int = 16, heads: int = 2) -> onnx.ModelProto:
+    """A BERT encoder layer as torch.onnx exported it at opset 10-12: LayerNorm decomposed into
+    ReduceMean (attribute axes) / Sub / Pow / Sqrt / Div, head reshapes built from
+    Shape -> Gather -> Unsqueeze -> Concat chains, an attention mask input turned into an additive
+    bias ((1 - mask) * -10000, with Cast), Softmax over the last axis, Erf GELU."""
+    e = Exporter(opset, seed=2)
+    dh = hidden // heads
+
+    def layer_norm(x: str) -> str:
+        mean = e.node("ReduceMean", [x], axes=[-1]) if opset < 18 else e.node(
+            "ReduceMean", [x, e.const(np.array([-1], np.int64))])  # fmt: skip
+        d = e.node("Sub", [x, mean])
+        var = e.node("ReduceMean", [e.node("Pow", [d, e.const(np.array(2.0, np.float32))])], axes=[-1])
+        std = e.node("Sqrt", [e.node("Add", [var, e.const(np.array(1e-12, np.float32))])])
+        return e.node("Add", [e.node("Mul", [e.node("Div", [d, std]), e.weight((hidden,), 0.1)]), e.weight((hidden,), 0.1)])
+
+    def dense(x: str, n_in: int, n_out: int) -> str:
+        return e.node("Add", [e.node("MatMul", [x, e.weight((n_in, n_out), 1 / np.sqrt(n_in))]), e.weight((n_out,), 0.02)])
+
+    def dim(x: str, i: int) -> str:
+        return e.unsqueeze(e.node("Gather", [e.node("Shape", [x]), e.const(np.array(i, np.int64))], axis=0), [0])
+
+    def split_heads(x: str, perm: list[int]) -> str:
+        shape = e.node("Concat", [dim(x, 0), dim(x, 1), e.const(np.array([heads], np.int64)),
+                                  e.const(np.array([dh], np.int64))], axis=0)  # fmt: skip
+        return e.node("Transpose", [e.node("Reshape", [x, shape])], perm=perm)
+
+    x = "input"
+    # mask [B, S] (1 = attend) -> additive bias [B, 1, 1, S]
+    m = e.unsqueeze(e.unsqueeze("mask", [1]), [2])
+    m = e.node("Cast", [m], to=TensorProto.FLOAT)
+    bias = e.node("Mul", [e.node("Sub", [e.const(np.array(1.0, np.float32)), m]), e.const(np.array(-10000.0, np.float32))])
+    q = split_heads(dense(x, hidden, hidden), [0, 2, 1, 3])
+    k = split_heads(dense(x, hidden, hidden), [0, 2, 3, 1])
+    v = split_heads(dense(x, hidden, hidden), [0, 2, 1, 3])
+    s = e.node("Div", [e.node("MatMul", [q, k]), e.const(np.array(np.sqrt(dh), np.float32))])
+    p = e.node("Softmax", [e.node("Add", [s, bias])], axis=3)
+    ctx = e.node("Transpose", [e.node("MatMul", [p, v])], perm=[0, 2, 1, 3])
+    merge = e.node("Concat", [dim(ctx, 0), dim(ctx, 1), e.const(np.array([hidden], np.int64))], axis=0)
+    ctx = e.node("Reshape", [ctx, merge])
+    a = layer_norm(e.node("Add", [dense(ctx, hidden, hidden), x]))
+    h = dense(a, hidden, 4 * hidden)
+    erf = e.node("Erf", [e.node("Div", [h, e.const(np.array(np.sqrt(2.0), np.float32))])])
+    g = e.node("Mul", [e.node("Mul", [h, e.node("Add", [erf, e.const(np.array(1.0, np.float32))])]),
+                       e.const(np.array(0.5, np.float32))])  # fmt: skip
+    layer_norm(e.node("Add", [dense(g, 4 * hidden, hidden), a]))
+    e.nodes[-1].output[0] = "output"
+    inputs = [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, seq, hidden]),
+              helper.make_tensor_value_info("mask", TensorProto.INT64, [batch, seq])]  # fmt: skip
+    inputs += [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in e.inits]
+    outputs = [helper.make_tensor_value_info("output", TensorProto.FLOAT, [batch, seq, hidden])]
+    m = helper.make_model(helper.make_graph(e.nodes, "bert_style", inputs, outputs, e.inits),
+                          opset_imports=[helper.make_opsetid("", opset)], producer_name="pytorch")  # fmt: skip
+    m.ir_version = 6
+    onnx.checker.check_model(m)
+    return m

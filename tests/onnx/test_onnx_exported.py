@@ -16,7 +16,7 @@ from profiler.frontends.onnx import FrontendError, Session, import_model, load_m
 from profiler.frontends.onnx.check import compare, reference_run
 from profiler.frontends.onnx.operators import HANDLERS
 from profiler.targets import ipu_model
-from tests.onnx.exported import alexnet_style, densenet_style
+from tests.onnx.exported import alexnet_style, bert_style, densenet_style
 from tilescope.cli import main
 
 TARGET = ipu_model(tiles_per_ipu=8, bytes_per_tile=16 << 20)
@@ -45,6 +45,15 @@ def test_exporter_style_models_match_onnxruntime(opset: int, build, batch: int |
     # inputs, Constant nodes, Shape->Gather->Unsqueeze->Concat->Reshape folded with the model's opset
     got, want = run_and_reference(build(opset), batch)
     assert got["output"].shape == ((batch or 1),) + want["output"].shape[1:]
+    np.testing.assert_allclose(got["output"], want["output"], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("opset", [10, 11, 12])
+@pytest.mark.parametrize("batch", [None, 3])
+def test_exporter_style_bert_layer_matches_onnxruntime(opset: int, batch: int | None) -> None:
+    # symbolic batch; head reshapes from Shape->Gather->Unsqueeze->Concat chains; an int64 mask input
+    got, want = run_and_reference(bert_style(opset), batch)
+    assert got["output"].shape == (batch or 1, 8, 16)
     np.testing.assert_allclose(got["output"], want["output"], rtol=1e-4, atol=1e-5)
 
 
