@@ -667,6 +667,27 @@ def _nearest(coord: np.ndarray, mode: str, scale: float) -> np.ndarray:
     raise Unsupported(f"nearest_mode {mode!r}")
 
 
+def _cubic_taps(coords: np.ndarray, n_in: int, a: float, exclude_outside: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(input index, weight) of the four taps of each output position (Keys' cubic convolution with
+    coefficient ``a``; the edge is repeated, or with exclude_outside its taps get no weight)."""
+    x0 = np.floor(coords)
+    r = np.where(coords == x0, 1.0, coords - x0)  # an exact integer takes the pixel on its left
+    q = 1 - r
+    w = np.stack([((a * (r + 1) - 5 * a) * (r + 1) + 8 * a) * (r + 1) - 4 * a,
+                  ((a + 2) * r - (a + 3)) * r * r + 1,
+                  ((a + 2) * q - (a + 3)) * q * q + 1,
+                  ((a * (q + 1) - 5 * a) * (q + 1) + 8 * a) * (q + 1) - 4 * a], axis=1)  # fmt: skip
+    xp = coords + 2
+    p = np.floor(xp)
+    start = p + np.where(xp == p, -2, -1)
+    idx = (start[:, None] + np.arange(4)[None, :] - 2).astype(np.int64)
+    if exclude_outside:
+        w = np.where((idx < 0) | (idx >= n_in), 0.0, w)
+        total = w.sum(axis=1, keepdims=True)
+        w = w / np.where(total == 0, 1.0, total)
+    return np.clip(idx, 0, n_in - 1), w
+
+
 def _take(x: Tensor, idx: np.ndarray, axis: int) -> Tensor:
     key: tuple[Any, ...] = (slice(None),) * axis + (idx,)
     return x[key]
@@ -696,8 +717,7 @@ def _resize(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
             nearest_mode = _text(at.get("nearest_mode"), "round_prefer_floor")
             if at.get("antialias", 0):
                 raise Unsupported("antialias")
-            if _text(at.get("keep_aspect_ratio_policy"), "stretch") != "stretch":
-                raise Unsupported("keep_aspect_ratio_policy")
+            policy = _text(at.get("keep_aspect_ratio_policy"), "stretch")
             axes = [_axis(int(a), r) for a in at["axes"]] if "axes" in at else list(range(r))
             scales = [1.0] * r
             if sz is not None and sz.size:
@@ -705,6 +725,13 @@ def _resize(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
                 for a, s in zip(axes, sz.reshape(-1), strict=True):
                     sizes[a] = int(s)
                 scales = [sizes[d] / x.shape[d] for d in range(r)]
+                if policy != "stretch":  # one scale for every resized axis, sizes rounded half up
+                    pick = {"not_larger": min, "not_smaller": max}.get(policy)
+                    if pick is None:
+                        raise Unsupported(f"keep_aspect_ratio_policy {policy!r}")
+                    one = pick(scales[a] for a in axes)
+                    scales = [one if d in axes else 1.0 for d in range(r)]
+                    sizes = [int(one * x.shape[d] + 0.5) if d in axes else x.shape[d] for d in range(r)]
             elif sc is not None and sc.size:
                 for a, s in zip(axes, sc.reshape(-1), strict=True):
                     scales[a] = float(s)
@@ -714,7 +741,7 @@ def _resize(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
                 for j, a in enumerate(axes):
                     full[a] = (float(rv[j]), float(rv[j + len(axes)]))
                 roi = full
-    if mode == "cubic":
+    if mode == "cubic" and node.op_type == "Upsample":
         raise Unsupported("cubic mode")
     if sizes is None:
         sizes = [int(np.floor(x.shape[d] * scales[d])) for d in range(r)]
@@ -729,6 +756,17 @@ def _resize(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
         if mode == "nearest":
             idx = np.clip(_nearest(coords, nearest_mode, scales[d]), 0, n_in - 1).astype(np.int64)
             y = _take(y, idx, d)
+        elif mode == "cubic":  # four neighbours per output position, weights as onnx.reference's
+            idx4, w4 = _cubic_taps(coords, n_in, float(at.get("cubic_coeff_a", -0.75)),
+                                   bool(at.get("exclude_outside", 0)))  # fmt: skip
+            shp = [1] * r
+            shp[d] = sizes[d]
+            acc: Tensor | None = None
+            for t in range(4):
+                term = b.binary("mul", _take(y, idx4[:, t], d), w4[:, t].astype(x.dtype).reshape(shp))
+                acc = term if acc is None else b.binary("add", acc, term)
+            assert acc is not None
+            y = acc
         else:  # linear: two neighbours blended per output position along this axis
             c = np.clip(coords, 0, n_in - 1)
             lo = np.floor(c).astype(np.int64)
