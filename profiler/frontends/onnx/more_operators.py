@@ -454,7 +454,7 @@ def _scatter(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     data, idx, upd = inputs[0], _host(inputs[1], "indices"), inputs[2]
     x, u = b._pair(data, upd)
     reduction = _text(attrs(node).get("reduction"), "none")
-    if reduction != "none":
+    if reduction not in ("none", "add", "mul", "max", "min"):
         raise Unsupported(f"reduction={reduction!r}")
     idx = idx.astype(np.int64)  # type: ignore[union-attr]
     pos = np.arange(x.numel(), dtype=np.int64).reshape(x.shape)  # element positions in data
@@ -466,10 +466,30 @@ def _scatter(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
         grid = list(np.indices(idx.shape))
         grid[axis] = idx
         target = pos[tuple(grid)]
-    source = np.arange(x.numel(), dtype=np.int64)  # output element -> position in concat(data, updates)
-    source[target.reshape(-1)] = x.numel() + np.arange(target.size, dtype=np.int64)  # the last update wins
-    both = concat([x.reshape(-1), u.reshape(-1)], 0)
-    return [both[source].reshape(x.shape)]
+    flat = target.reshape(-1)
+    if reduction == "none":
+        source = np.arange(x.numel(), dtype=np.int64)  # output element -> position in concat(data, updates)
+        source[flat] = x.numel() + np.arange(flat.size, dtype=np.int64)  # the last update wins
+        both = concat([x.reshape(-1), u.reshape(-1)], 0)
+        return [both[source].reshape(x.shape)]
+    # a reduction: the k-th update of each position goes into layer k (positions unique within a
+    # layer); each layer is a view holding its updates and the identity elsewhere, combined with
+    # the result by one elementwise op
+    order = np.argsort(flat, kind="stable")
+    first = np.searchsorted(flat[order], flat[order], side="left")
+    rank = np.empty(flat.size, dtype=np.int64)
+    rank[order] = np.arange(flat.size) - first
+    lowest, highest = (np.finfo if x.dtype.kind == "f" else np.iinfo)(x.dtype).min, (
+        np.finfo if x.dtype.kind == "f" else np.iinfo)(x.dtype).max  # fmt: skip
+    ident = {"add": 0, "mul": 1, "max": lowest, "min": highest}[reduction]
+    pool = concat([b.device(np.array([ident], dtype=x.dtype), like=x.dtype), u.reshape(-1)], 0)
+    y: Value = x
+    for k in range(int(rank.max()) + 1 if rank.size else 0):
+        sel = np.nonzero(rank == k)[0]
+        source = np.zeros(x.numel(), dtype=np.int64)  # element 0 of the pool: the identity
+        source[flat[sel]] = 1 + sel
+        y = b.binary(reduction, y, pool[source].reshape(x.shape))
+    return [y]
 
 
 # -- one-hot ------------------------------------------------------------------------------------------
