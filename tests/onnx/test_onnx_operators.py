@@ -59,6 +59,7 @@ def _x(*shape: int) -> np.ndarray:
     ("bid,jd->bij", [(2, 4, 5), (6, 5)]),  # a projection with the weight as [out, in]
     ("...ij,...jk->...ik", [(1, 3, 4, 5), (2, 1, 5, 6)]),  # broadcast batch dimensions
     ("ij->ji", [(3, 4)]),
+    ("bii->bi", [(2, 3, 3)]),  # a diagonal: a view
     ("bij->b", [(2, 3, 4)]),
 ])  # fmt: skip
 def test_einsum_transformer_forms(equation: str, shapes: list) -> None:

@@ -338,9 +338,6 @@ def _einsum_terms(eq: str, ranks: list[int]) -> tuple[list[str], str]:
     if not arrow:
         counts = {c: lhs.count(c) for c in set(lhs) if c in string.ascii_letters}
         rhs = "".join(sorted(c for c, k in counts.items() if k == 1))
-    for t in terms:
-        if len(set(t)) != len(t):
-            raise Unsupported("repeated index in one operand (diagonals/traces)")
     return terms, rhs
 
 
@@ -353,18 +350,31 @@ def _sum_out(b: Builder, x: Tensor, term: str, keep: set[str]) -> tuple[Tensor, 
     return y, "".join(c for c in term if c in keep)
 
 
+def _diagonal(x: Tensor, term: str) -> tuple[Tensor, str]:
+    """An index repeated within one operand (``ii``, ``bii``) takes the diagonal: a view."""
+    while len(set(term)) != len(term):
+        c = next(ch for ch in term if term.count(ch) > 1)
+        i, j = term.index(c), term.index(c, term.index(c) + 1)
+        rest = [d for d in range(x.rank) if d not in (i, j)]
+        moved = x.transpose(*rest, i, j)
+        ar = np.arange(min(x.shape[i], x.shape[j]))
+        x = moved[(Ellipsis, ar, ar)]
+        term = "".join(term[d] for d in rest) + c
+    return x, term
+
+
 @handles("Einsum")
 def _einsum(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     eq = _text(attrs(node).get("equation"), "")
     terms, out = _einsum_terms(eq, [len(_shape(v)) for v in inputs])
     if len(terms) == 1:
-        x = b.device(inputs[0])
-        y, t = _sum_out(b, x, terms[0], set(out))
+        x, t0 = _diagonal(b.device(inputs[0]), terms[0])
+        y, t = _sum_out(b, x, t0, set(out))
         return [y.transpose(*[t.index(c) for c in out]) if t != out else y]
     if len(terms) != 2:
         raise Unsupported(f"{len(terms)} operands")
     a, c = b._pair(inputs[0], inputs[1])
-    ta, tc = terms
+    (a, ta), (c, tc) = _diagonal(a, terms[0]), _diagonal(c, terms[1])
     a, ta = _sum_out(b, a, ta, set(tc) | set(out))
     c, tc = _sum_out(b, c, tc, set(ta) | set(out))
     batch = [ch for ch in ta if ch in tc and ch in out]
