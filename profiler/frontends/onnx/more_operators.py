@@ -903,3 +903,75 @@ def max_pool_indices(
             best = b.map("MaxPoolIndex", _window_index, [xv, y, pv, best], (("binary", "equal"), ("binary", "minimum")),
                          out_dtype="int32")  # fmt: skip
     return b.device(best)
+
+
+# -- pixel shuffles (views) and group normalisation ---------------------------------------------------
+@handles("DepthToSpace", "SpaceToDepth")
+def _depth_space(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    x = b.device(inputs[0])
+    if x.rank != 4:
+        raise Unsupported(f"rank {x.rank} input")
+    at = attrs(node)
+    s = int(at["blocksize"])
+    n, c, h, w = x.shape
+    if node.op_type == "SpaceToDepth":
+        y = x.reshape(n, c, h // s, s, w // s, s)
+        crd = _text(at.get("mode"), "DCR") == "CRD"
+        y = y.transpose(0, 1, 3, 5, 2, 4) if crd else y.transpose(0, 3, 5, 1, 2, 4)
+        return [y.reshape(n, c * s * s, h // s, w // s)]
+    if _text(at.get("mode"), "DCR") == "DCR":
+        y = x.reshape(n, s, s, c // (s * s), h, w).transpose(0, 3, 4, 1, 5, 2)
+    else:  # CRD
+        y = x.reshape(n, c // (s * s), s, s, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return [y.reshape(n, c // (s * s), h * s, w * s)]
+
+
+@handles("GroupNormalization")
+def _group_norm(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    x = b.device(inputs[0])
+    at = attrs(node)
+    groups, eps = int(at["num_groups"]), float(at.get("epsilon", 1e-5))
+    n, c = x.shape[:2]
+    y, _, _ = ops.layer_norm(b.graph, x.reshape(n * groups, -1), None, None, b.prog, eps=eps)
+    y = y.reshape(x.shape)
+    shp = (1, c) + (1,) * (x.rank - 2)
+
+    def per_channel(v: Value) -> Value:
+        # opset 18 gives scale and bias per group, opset 21 per channel
+        size = _shape(v)[0] if _shape(v) else 1
+        if size == groups and groups != c:
+            v = v.reshape(groups, 1).broadcast(c // groups, 1) if isinstance(v, Tensor) else np.repeat(np.asarray(v), c // groups)
+        return v.reshape(shp) if isinstance(v, Tensor) else np.asarray(v).reshape(shp)
+
+    return [b.binary("add", b.binary("mul", y, per_channel(inputs[1])), per_channel(inputs[2]))]
+
+
+def _hardmax_rows(x: np.ndarray, idx: np.ndarray, iota: np.ndarray) -> np.ndarray:
+    return (iota == idx).astype(x.dtype)
+
+
+@handles("Hardmax")
+def _hardmax(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    x = b.device(inputs[0])
+    if b.opset < 13:  # the input flattened to 2-D at axis (default 1), as Softmax before 13
+        axis = _axis(int(attrs(node).get("axis", 1)), x.rank)
+        xs = x.reshape(int(np.prod(x.shape[:axis], dtype=np.int64)), -1)
+        ax = 1
+    else:
+        ax = _axis(int(attrs(node).get("axis", -1)), x.rank)
+        xs = x
+    _, idx = arg_extreme(b, xs, ax, True, False)
+    n = xs.shape[ax]
+    iota = np.arange(n, dtype=np.int32).reshape([n if d == ax else 1 for d in range(xs.rank)])
+    y = b.map("Hardmax", _hardmax_rows, [xs, idx, iota], (("binary", "equal"),))
+    return [y.reshape(x.shape)]
+
+
+_TRIG = {"Tan": np.tan, "Asin": np.arcsin, "Acos": np.arccos, "Atan": np.arctan, "Sinh": np.sinh,
+         "Cosh": np.cosh, "Asinh": np.arcsinh, "Acosh": np.arccosh, "Atanh": np.arctanh}  # fmt: skip
+
+
+@handles(*_TRIG)
+def _trig_more(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    # costed as popops SIN (the reference's only transcendental figure of that kind) [INF]
+    return [b.map(node.op_type, _TRIG[node.op_type], [inputs[0]], (("unary", "sin"),))]
