@@ -9,8 +9,11 @@ when POPLAR_ENGINE_OPTIONS asks for one; --report-dir DIR is shorthand for
 For SCRIPT.py: run the script in this process with POPLAR_ENGINE_OPTIONS set the same way
 (tilescope's options go before the script path; what follows it goes to the script).
 
+With --check the same inputs also go through onnxruntime (or onnx.reference) and the largest
+absolute and relative difference per output is printed (and carried by --json under "check").
+
 Exit status: 0 done; 1 the graph does not fit in tile memory (nothing runs; the summary and the
-report show the memory); 2 bad input (one line saying what and where), including a simulation
+report show the memory), or --check found an output beyond --check-tolerance; 2 bad input (one line saying what and where), including a simulation
 that would need more host memory than is available. Host memory grows with the model's vertex
 fields: a ResNet-50 takes about 5.7 GB at batch 1 and 8 GB at batch 2.
 
@@ -18,6 +21,7 @@ examples:
   tilescope run model.onnx --batch 8 --report-dir ./report
   tilescope run model.onnx --target C600 --dtype float16 --runs 3 --json
   tilescope run model.onnx --inputs in.npz --save-outputs out.npz
+  tilescope run model.onnx --batch 4 --check --check-tolerance 1e-4
   tilescope run --report-dir ./report profiler/workloads/transformer.py --seq 64
 """
 
