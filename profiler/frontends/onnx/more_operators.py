@@ -18,7 +18,7 @@ from profiler import ops
 from profiler.tensor import Tensor, concat
 
 from .builder import Builder, Unsupported, Value, _nd
-from .operators import _axis, _host, _shape, attrs, handles, matmul, pad_view, reduce
+from .operators import _axis, _host, _select, _shape, attrs, handles, matmul, pad_view, reduce
 
 
 def _text(v: object, default: str) -> str:
@@ -224,10 +224,6 @@ def _trilu(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     keep = np.triu(np.ones((n, m), bool), k) if upper else np.tril(np.ones((n, m), bool), k)
     zero = np.zeros((), dtype=x.dtype)
     return [b.map("Select", _select, [x, zero, keep], (("binary", "maximum"),))]
-
-
-def _select(x: np.ndarray, y: np.ndarray, cond: np.ndarray) -> np.ndarray:
-    return np.where(cond, x, y)
 
 
 # -- reductions that pick an index ------------------------------------------------------------------
