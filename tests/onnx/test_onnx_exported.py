@@ -216,3 +216,25 @@ def test_a_failure_outside_any_node_is_one_line(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(builder, "_input_specs", broken)
     with pytest.raises(FrontendError, match=r"^model 'alexnet_style': import failed: RuntimeError: unexpected$"):
         import_model(load_model(alexnet_style(9)), TARGET)
+
+
+def test_a_fold_that_onnx_reference_cannot_do_falls_back_to_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    import profiler.frontends.onnx.builder as builder
+
+    def no_reference(node, inputs, opset):  # type: ignore[no-untyped-def]
+        raise NotImplementedError(f"no {node.op_type} at opset {opset}")  # as for an old operator version
+
+    inits = [numpy_helper.from_array(np.array([-1.0, 2.0, -3.0], np.float32), "w")]
+    nodes = [helper.make_node("Relu", ["w"], ["rw"], name="relu_w"), helper.make_node("Add", ["x", "rw"], ["y"])]
+    model = _tiny(nodes, inits)
+    model.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 3
+    monkeypatch.setattr(builder, "_fold", no_reference)
+    got, want = run_and_reference(model)
+    np.testing.assert_allclose(got["y"], want["y"])
+    # a node the handler cannot take either: the fold's error, one line
+    nodes = [helper.make_node("Range", ["a", "b", "c"], ["r"], name="range"), helper.make_node("Add", ["x", "r"], ["y"])]
+    inits = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("a", 0), ("b", 3), ("c", 1))]
+    model = _tiny(nodes, inits)
+    model.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 3
+    with pytest.raises(FrontendError, match=r"^node 'range' \(Range, opset 11\): NotImplementedError: no Range at opset 11$"):
+        import_model(load_model(model), TARGET)

@@ -398,8 +398,17 @@ def _import_model(
                 outs: list[Value | None] = list(empty)
                 folded += 1
             elif all(a is None or isinstance(a, np.ndarray) for a in args):
-                outs = list(_fold(node, args, opset))
-                folded += 1
+                try:
+                    outs = list(_fold(node, args, opset))
+                    folded += 1
+                except Exception as exc:
+                    # onnx.reference lacks some old operator versions: the device handler (which
+                    # follows the model's opset) computes the value instead, else the fold's error
+                    try:
+                        with g.debug_context(name, op_type=node.op_type, layer=LAYER):
+                            outs = HANDLERS[node.op_type](b, node, args)
+                    except Exception:
+                        raise exc from None
             else:
                 with g.debug_context(name, op_type=node.op_type, layer=LAYER):
                     outs = HANDLERS[node.op_type](b, node, args)
