@@ -135,3 +135,9 @@ def test_3d_convolution_and_pooling() -> None:
            {"x": _x(1, 2, 5, 6, 6)}, [w, b], atol=1e-5)  # fmt: skip
     _check(helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2, 2], strides=[2, 2, 2]), {"x": _x(1, 2, 4, 4, 4)})
     _check(helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3, 3]), {"x": _x(1, 2, 4, 5, 5)}, atol=1e-6)
+
+
+def test_3d_conv_transpose() -> None:
+    w = numpy_helper.from_array(_x(2, 3, 2, 3, 3), "w")
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 1, 2], pads=[0, 1, 1, 0, 1, 0])
+    _check(node, {"x": _x(1, 2, 3, 4, 4)}, [w], atol=1e-5)

@@ -586,10 +586,11 @@ def _pads(at: dict[str, Any], n: int) -> list[tuple[int, int]]:
 
 @handles("ConvTranspose")
 def _conv_transpose(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
-    """A convolution of the stride-dilated, padded input with the flipped, transposed weights."""
+    """A convolution of the stride-dilated, padded input with the flipped, transposed weights
+    (1-D as 2-D with a unit height; 3-D through conv3d_by_slices)."""
     at = attrs(node)
     x = b.device(inputs[0])
-    if x.rank not in (3, 4):
+    if x.rank not in (3, 4, 5):
         raise Unsupported(f"{x.rank - 2}-D transposed convolution")
     one_d = x.rank == 3
     if one_d:
@@ -598,15 +599,15 @@ def _conv_transpose(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list
     if one_d:
         w = w.reshape(w.shape[0], w.shape[1], 1, w.shape[2])
     g = int(at.get("group", 1))
-    cin, cout_g, kh, kw = w.shape
-    n_sp = 1 if one_d else 2
+    cin, cout_g = w.shape[:2]
+    kernel = list(w.shape[2:])
+    n_sp = 1 if one_d else x.rank - 2
 
     def per_dim(key: str, fill: int) -> list[int]:
         v = [int(s) for s in at.get(key, [fill] * n_sp)]
         return ([fill] + v) if one_d else v
 
     strides, dil, out_pad = per_dim("strides", 1), per_dim("dilations", 1), per_dim("output_padding", 0)
-    kernel = [kh, kw]
     in_sizes = x.shape[2:]
     auto = _text(at.get("auto_pad"), "NOTSET")
     if "pads" not in at and ("output_shape" in at or auto in ("SAME_UPPER", "SAME_LOWER")):
@@ -619,30 +620,37 @@ def _conv_transpose(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list
             lo = total // 2 if auto == "SAME_UPPER" else total - total // 2  # as onnx.reference splits it
             pads.append((lo, total - lo))
     elif auto == "VALID":
-        pads = [(0, 0)] * 2
+        pads = [(0, 0)] * len(in_sizes)
     else:
         pads = _pads(at, n_sp)
         pads = ([(0, 0)] + pads) if one_d else pads
     # 1. insert stride-1 zeros between input elements (a view: padding a unit axis, then merging)
-    n, c, h, wd = x.shape
-    sh, sw = strides
-    x6 = x.reshape(n, c, h, 1, wd, 1)
-    if sh > 1 or sw > 1:
-        x6 = pad_view(b, x6, [(0, 0), (0, 0), (0, 0), (0, sh - 1), (0, 0), (0, sw - 1)], "constant", 0.0)
-    xs = x6.reshape(n, c, h * sh, wd * sw)[:, :, : (h - 1) * sh + 1, : (wd - 1) * sw + 1]
+    n, c = x.shape[:2]
+    inter = [n, c] + [v for size in in_sizes for v in (size, 1)]
+    xi = x.reshape(inter)
+    if any(st > 1 for st in strides):
+        xi = pad_view(b, xi, [(0, 0), (0, 0)] + [p for st in strides for p in ((0, 0), (0, st - 1))], "constant", 0.0)
+    xs = xi.reshape([n, c] + [size * st for size, st in zip(in_sizes, strides, strict=True)])
+    xs = xs[(slice(None), slice(None), *(slice(0, (size - 1) * st + 1) for size, st in zip(in_sizes, strides, strict=True)))]
     # 2. pad by the kernel's extent less the given padding (negative: crop), plus output_padding
     full = [((k - 1) * d - lo, (k - 1) * d - hi + op_) for k, d, (lo, hi), op_ in zip(kernel, dil, pads, out_pad,
                                                                                            strict=True)]  # fmt: skip
     xp = pad_view(b, xs, [(0, 0), (0, 0), *full], "constant", 0.0)
-    # 3. weights [Cin, Cout/g, kh, kw] -> [Cout, Cin/g, kh, kw], flipped in space
-    flip = (slice(None), slice(None), slice(None, None, -1), slice(None, None, -1))
+    # 3. weights [Cin, Cout/g, k...] -> [Cout, Cin/g, k...], flipped in space
+    flip = (slice(None), slice(None)) + (slice(None, None, -1),) * len(kernel)
+    grouped = [g * cout_g, cin // g, *kernel]
+    perm = (0, 2, 1, *range(3, 3 + len(kernel)))
     if isinstance(w, Tensor):  # device weights: the same rearrangement as views
-        wt = w.reshape(g, cin // g, cout_g, kh, kw).transpose(0, 2, 1, 3, 4).reshape(g * cout_g, cin // g, kh, kw)
-        wt = wt[flip]
+        wt: Value = w.reshape(g, cin // g, cout_g, *kernel).transpose(*perm).reshape(grouped)[flip]
     else:
-        wg = w.reshape(g, cin // g, cout_g, kh, kw).transpose(0, 2, 1, 3, 4).reshape(g * cout_g, cin // g, kh, kw)
-        wt = b.device(b.host(f"{node.name or 'convtranspose'}/weights", np.ascontiguousarray(wg[flip])), like=x.dtype)
-    y = ops.conv2d(b.graph, xp, wt, b.prog, stride=(1, 1), padding=(0, 0), dilation=tuple(dil), groups=g)
+        wt = np.ascontiguousarray(w.reshape(g, cin // g, cout_g, *kernel).transpose(perm).reshape(grouped)[flip])
+    if x.rank == 5:
+        conv_at = {"kernel_shape": kernel, "strides": [1, 1, 1], "dilations": dil, "group": g}
+        y = conv3d_by_slices(b, node, xp, wt, conv_at)
+    else:
+        if not isinstance(wt, Tensor):
+            wt = b.device(b.host(f"{node.name or 'convtranspose'}/weights", wt), like=x.dtype)
+        y = ops.conv2d(b.graph, xp, wt, b.prog, stride=(1, 1), padding=(0, 0), dilation=tuple(dil), groups=g)
     if one_d:
         y = y.reshape(y.shape[0], y.shape[1], y.shape[3])
     if len(inputs) > 2 and inputs[2] is not None:
@@ -812,10 +820,7 @@ def conv3d_by_slices(b: Builder, node: onnx.NodeProto, x: Tensor, w: Value, at: 
     become extra images of one 2-D convolution; the offsets' results are summed."""
     from .operators import _spatial_pads
 
-    wn = np.asarray(w) if not isinstance(w, Tensor) else None
-    if wn is None:
-        raise Unsupported("3-D convolution weights computed on the device")
-    kernel = [int(k) for k in at.get("kernel_shape", wn.shape[2:])]
+    kernel = [int(k) for k in at.get("kernel_shape", _shape(w)[2:])]
     strides = [int(s) for s in at.get("strides", [1, 1, 1])]
     dil = [int(d) for d in at.get("dilations", [1, 1, 1])]
     pads = _spatial_pads(at, x.shape[2:], kernel, strides, dil)
@@ -828,7 +833,8 @@ def conv3d_by_slices(b: Builder, node: onnx.NodeProto, x: Tensor, w: Value, at: 
         start = i * dil[0]
         xs = xp[:, :, start : start + (do - 1) * strides[0] + 1 : strides[0]]  # [N, C, Do, H, W]
         x4 = xs.transpose(0, 2, 1, 3, 4).reshape(n * do, c, *xs.shape[3:])
-        wi = b.device(b.host(f"{node.name}/w_depth{i}", np.ascontiguousarray(wn[:, :, i])), like=x.dtype)
+        wi = w[:, :, i] if isinstance(w, Tensor) else b.device(
+            b.host(f"{node.name}/w_depth{i}", np.ascontiguousarray(np.asarray(w)[:, :, i])), like=x.dtype)  # fmt: skip
         y = ops.conv2d(b.graph, x4, wi, b.prog, stride=tuple(strides[1:]), padding=(0, 0), dilation=tuple(dil[1:]),
                        groups=g)  # fmt: skip
         total = y if total is None else b.binary("add", total, y)
