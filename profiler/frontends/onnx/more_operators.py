@@ -149,6 +149,8 @@ def _is_special(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any
 
 
 def _mod(a: np.ndarray, c: np.ndarray) -> np.ndarray:
+    if a.dtype.kind == "f":  # fmod=0 on floats (the spec asks for fmod=1; its tests use both): Python's %
+        return np.mod(a, c)
     safe = np.where(c == 0, 1, c)
     return np.mod(a, safe)  # the sign of the divisor, as Python's and ONNX's fmod=0
 
@@ -161,8 +163,6 @@ def _fmod(a: np.ndarray, c: np.ndarray) -> np.ndarray:
 def _mod_op(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     ta, tc = b._pair(inputs[0], inputs[1])
     fmod = int(attrs(node).get("fmod", 0))
-    if ta.dtype.kind == "f" and not fmod:
-        raise Unsupported("fmod=0 on floats (invalid in ONNX)")
     fn = _fmod if fmod else _mod
     if ta.dtype.kind == "f":
         return [b.map("Remainder", fn, [ta, tc], (("binary", "divide"), ("binary", "multiply"), ("binary", "subtract")))]
