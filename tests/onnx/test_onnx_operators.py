@@ -141,3 +141,14 @@ def test_3d_conv_transpose() -> None:
     w = numpy_helper.from_array(_x(2, 3, 2, 3, 3), "w")
     node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 1, 2], pads=[0, 1, 1, 0, 1, 0])
     _check(node, {"x": _x(1, 2, 3, 4, 4)}, [w], atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU"])
+def test_recurrent_bidirectional_with_shorter_sequences(op: str) -> None:
+    gates, hidden, seq, batch, feat = (4 if op == "LSTM" else 3), 5, 4, 3, 6
+    inits = [numpy_helper.from_array(_x(2, gates * hidden, feat) * 0.5, "w"),
+             numpy_helper.from_array(_x(2, gates * hidden, hidden) * 0.5, "r"),
+             numpy_helper.from_array(_x(2, 2 * gates * hidden) * 0.1, "b")]  # fmt: skip
+    outs = ["y", "yh"] + (["yc"] if op == "LSTM" else [])
+    node = helper.make_node(op, ["x", "w", "r", "b", "lens"], outs, hidden_size=hidden, direction="bidirectional")
+    _check(node, {"x": _x(seq, batch, feat), "lens": np.array([4, 1, 3], np.int32)}, inits, atol=1e-5)

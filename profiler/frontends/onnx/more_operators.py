@@ -996,19 +996,20 @@ def _rnn_args(b: Builder, node: onnx.NodeProto, inputs: list[Any], gates: int) -
     if at.get("layout", 0):
         x = x.transpose(1, 0, 2)  # [B, S, I] -> [S, B, I]
     seq_lens = inputs[4] if len(inputs) > 4 else None
-    if seq_lens is not None and (isinstance(seq_lens, Tensor) or np.any(np.asarray(seq_lens) != x.shape[0])):
-        raise Unsupported("sequence_lens shorter than the sequence")
+    if seq_lens is not None and not isinstance(seq_lens, Tensor) and np.all(np.asarray(seq_lens) == x.shape[0]):
+        seq_lens = None  # every sequence is full length: no masking
     if at.get("clip") is not None:
         raise Unsupported("clip")
-    if node.op_type == "LSTM" and (len(inputs) > 7 and inputs[7] is not None or at.get("input_forget", 0)):
-        raise Unsupported("peepholes or input_forget")
+    if node.op_type == "LSTM" and at.get("input_forget", 0):
+        raise Unsupported("input_forget")
     direction = _text(at.get("direction"), "forward")
     hidden = int(at["hidden_size"])
     acts = [_text(a, "") for a in at.get("activations", [])]
     return {"x": x, "w": inputs[1], "r": inputs[2], "bias": inputs[3] if len(inputs) > 3 else None,
             "h0": inputs[5] if len(inputs) > 5 else None, "c0": inputs[6] if len(inputs) > 6 else None,
             "dirs": ["forward", "reverse"] if direction == "bidirectional" else [direction], "hidden": hidden,
-            "acts": acts, "layout": int(at.get("layout", 0)), "lbr": int(at.get("linear_before_reset", 0))}  # fmt: skip
+            "acts": acts, "layout": int(at.get("layout", 0)), "lbr": int(at.get("linear_before_reset", 0)),
+            "seq_lens": seq_lens, "peep": inputs[7] if node.op_type == "LSTM" and len(inputs) > 7 else None}  # fmt: skip
 
 
 def _part(v: Value, d: int) -> Value:
@@ -1017,6 +1018,10 @@ def _part(v: Value, d: int) -> Value:
 
 def _t(v: Value) -> Value:
     return v.transpose() if isinstance(v, Tensor) else np.ascontiguousarray(np.asarray(v).T)
+
+
+def _step_valid(n: np.ndarray, t: int) -> np.ndarray:
+    return t < n
 
 
 @handles("LSTM", "GRU", "RNN")
@@ -1048,14 +1053,22 @@ def _recurrent(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]
         rt = _t(r)
         out = []
         steps = range(s) if direction == "forward" else range(s - 1, -1, -1)
+        lens = None if a["seq_lens"] is None else b.device(a["seq_lens"]).reshape(batch, 1)
+        peep = None if a["peep"] is None else _part(a["peep"], d)
         for t in steps:
             g = xw[t]
+            h_prev, c_prev = h, c
             if node.op_type == "LSTM":
                 z = b.binary("add", g, matmul(b, h, rt))
                 i_, o_, f_, c_ = (z.slice(k * hdim, (k + 1) * hdim, 1) for k in range(4))
-                i_, o_, f_ = _act(b, acts[0], i_), _act(b, acts[0], o_), _act(b, acts[0], f_)
+                if peep is not None:  # peepholes: P = [p_i, p_o, p_f] on the cell state
+                    i_ = b.binary("add", i_, b.binary("mul", c, peep[:hdim]))
+                    f_ = b.binary("add", f_, b.binary("mul", c, peep[2 * hdim :]))
+                i_, f_ = _act(b, acts[0], i_), _act(b, acts[0], f_)
                 c = b.binary("add", b.binary("mul", f_, c), b.binary("mul", i_, _act(b, acts[1], c_)))
-                h = b.binary("mul", o_, _act(b, acts[2], c))
+                if peep is not None:
+                    o_ = b.binary("add", o_, b.binary("mul", c, peep[hdim : 2 * hdim]))
+                h = b.binary("mul", _act(b, acts[0], o_), _act(b, acts[2], c))
             elif node.op_type == "GRU":
                 hr = matmul(b, h, rt.slice(0, 2 * hdim, 1) if isinstance(rt, Tensor) else rt[:, : 2 * hdim])
                 rh_w = rt.slice(2 * hdim, 3 * hdim, 1) if isinstance(rt, Tensor) else rt[:, 2 * hdim :]
@@ -1076,6 +1089,16 @@ def _recurrent(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]
                 h = b.binary("add", cand, b.binary("mul", z_, b.binary("sub", h, cand)))
             else:
                 h = _act(b, acts[0], b.binary("add", g, matmul(b, h, rt)))
+            if lens is not None:  # steps past a sequence's length keep its state and output zeros
+                valid = b.map("SeqValid", _step_valid, [lens], (("binary", "less_than"),), out_dtype="bool", t=t)
+                zero = np.zeros((), dtype=x.dtype)
+                y_t = b.map("Select", _select, [b.device(h), zero, valid], (("binary", "maximum"),))
+                h = b.map("Select", _select, [b.device(h), b.device(h_prev, like=x.dtype), valid], (("binary", "maximum"),))
+                if node.op_type == "LSTM":
+                    c = b.map("Select", _select, [b.device(c, like=x.dtype), b.device(c_prev, like=x.dtype), valid],
+                              (("binary", "maximum"),))  # fmt: skip
+                out.append(y_t.reshape(1, batch, hdim))
+                continue
             out.append(b.device(h).reshape(1, batch, hdim))
         if direction == "reverse":
             out.reverse()
