@@ -13,11 +13,12 @@ from typing import Any
 
 import numpy as np
 import onnx
+from onnx import helper
 
 from profiler import ops
 from profiler.tensor import Tensor, concat
 
-from .builder import Builder, Unsupported, Value, _nd
+from .builder import Builder, Unsupported, Value, _nd, device_dtype
 from .operators import _axis, _host, _select, _shape, attrs, handles, matmul, pad_view, reduce
 
 
@@ -1114,3 +1115,156 @@ def _recurrent(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]
     if node.op_type == "LSTM":
         outs.append(yc)
     return outs
+
+
+# -- small ops that function-expanded models and newer exporters use ------------------------------------
+@handles("CastLike")
+def _cast_like(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    like = inputs[1]
+    to = like.dtype if isinstance(like, Tensor) else np.asarray(like).dtype
+    if attrs(node).get("saturate", 1) != 1 or to.itemsize == 1 and to.kind == "f":
+        raise Unsupported("float8 casts")
+    return [b.cast(b.device(inputs[0]), device_dtype(to, b.half))]
+
+
+def _swish(x: np.ndarray, alpha: float) -> np.ndarray:
+    return x * (0.5 * (np.tanh(0.5 * alpha * x) + 1.0))
+
+
+def _shrink(x: np.ndarray, lambd: float, bias: float) -> np.ndarray:
+    return np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, 0)).astype(x.dtype)
+
+
+@handles("Swish", "Shrink")
+def _swish_shrink(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    at = attrs(node)
+    if node.op_type == "Swish":
+        return [b.map("Swish", _swish, [inputs[0]], (("unary", "sigmoid"), ("binary", "multiply")),
+                      alpha=float(at.get("alpha", 1.0)))]  # fmt: skip
+    return [b.map("Shrink", _shrink, [inputs[0]], (("binary", "greater_than"), ("binary", "add")),
+                  lambd=float(at.get("lambd", 0.5)), bias=float(at.get("bias", 0.0)))]  # fmt: skip
+
+
+def _bit_and(a: np.ndarray, c: np.ndarray) -> np.ndarray:
+    return np.bitwise_and(a, c)
+
+
+def _bit_or(a: np.ndarray, c: np.ndarray) -> np.ndarray:
+    return np.bitwise_or(a, c)
+
+
+def _bit_xor(a: np.ndarray, c: np.ndarray) -> np.ndarray:
+    return np.bitwise_xor(a, c)
+
+
+def _shift_left(a: np.ndarray, c: np.ndarray) -> np.ndarray:
+    return np.left_shift(a, c)
+
+
+def _shift_right(a: np.ndarray, c: np.ndarray) -> np.ndarray:
+    return np.right_shift(a, c)
+
+
+_BITWISE = {"BitwiseAnd": _bit_and, "BitwiseOr": _bit_or, "BitwiseXor": _bit_xor}
+
+
+@handles("BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitShift", "BitwiseNot")
+def _bitwise(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    if node.op_type == "BitwiseNot":
+        x = b.device(inputs[0])
+        if x.dtype.kind not in "iu":
+            raise Unsupported(f"element type {x.dtype.name}")
+        return [b.map("BitwiseNot", np.invert, [x], (("unary", "bitwise_not"),))]
+    ta, tc = b._pair(inputs[0], inputs[1])
+    if ta.dtype.kind not in "iu":
+        raise Unsupported(f"element type {ta.dtype.name}")
+    # 8/16/64-bit integers are computed as 32-bit on the device (as for every integer op): shifts
+    # that overflow the narrow type would differ
+    if node.op_type == "BitShift":
+        left = _text(attrs(node).get("direction"), "") == "LEFT"
+        fn = _shift_left if left else _shift_right
+        return [b.map("ShiftLeft" if left else "ShiftRight", fn, [ta, tc], (("binary", "add"),))]
+    # [NF] bitwise ops costed as integer ADD
+    return [b.map(node.op_type, _BITWISE[node.op_type], [ta, tc], (("binary", "add"),))]
+
+
+@handles("CumProd")
+def _cumprod(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    """As CumSum: a log-step scan, multiplying (padding reads ones)."""
+    x = b.device(inputs[0])
+    axis = _axis(int(_host(inputs[1], "axis").reshape(-1)[0]), x.rank)  # type: ignore[union-attr]
+    at = attrs(node)
+    n = x.shape[axis]
+    flip = tuple(slice(None, None, -1) if d == axis else slice(None) for d in range(x.rank))
+    y: Tensor = x[flip] if at.get("reverse", 0) else x
+    if at.get("exclusive", 0):
+        y = pad_view(b, y, [(1, -1) if d == axis else (0, 0) for d in range(x.rank)], "constant", 1)
+    shift = 1
+    while shift < n:
+        y = b.binary("mul", y, pad_view(b, y, [(shift, -shift) if d == axis else (0, 0) for d in range(x.rank)],
+                                        "constant", 1))  # fmt: skip
+        shift *= 2
+    return [y[flip] if at.get("reverse", 0) else y]
+
+
+@handles("EyeLike")
+def _eye_like(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    """Depends only on the input's shape: a host constant."""
+    shape = _shape(inputs[0])
+    at = attrs(node)
+    dt = helper.tensor_dtype_to_np_dtype(int(at["dtype"])) if "dtype" in at else (
+        inputs[0].dtype if isinstance(inputs[0], Tensor) else np.asarray(inputs[0]).dtype)  # fmt: skip
+    return [np.eye(shape[0], shape[1], int(at.get("k", 0)), dtype=dt)]
+
+
+@handles("RMSNormalization")
+def _rms_norm(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    """x / sqrt(mean(x^2) + eps) * scale over the axes from ``axis`` on."""
+    x = b.device(inputs[0])
+    at = attrs(node)
+    axis = _axis(int(at.get("axis", -1)), x.rank)
+    eps = float(at.get("epsilon", 1e-5))
+    ms = reduce(b, b.unary("square", x), list(range(axis, x.rank)), "mean", keepdims=True)
+    inv = b.unary("rsqrt", ops.add_scalar(b.graph, _nd(ms), eps, b.prog).reshape(ms.shape))
+    return [b.binary("mul", b.binary("mul", x, inv), inputs[1])]
+
+
+@handles("LpNormalization")
+def _lp_norm(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    x = b.device(inputs[0])
+    at = attrs(node)
+    axis = _axis(int(at.get("axis", -1)), x.rank)
+    p = int(at.get("p", 2))
+    if p == 1:
+        norm = reduce(b, b.unary("abs", x), [axis], "add", keepdims=True)
+    elif p == 2:
+        norm = b.unary("sqrt", reduce(b, b.unary("square", x), [axis], "add", keepdims=True))
+    else:
+        raise Unsupported(f"p={p}")
+    return [b.binary("div", x, norm)]
+
+
+@handles("MeanVarianceNormalization")
+def _mvn(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    x = b.device(inputs[0])
+    axes = [_axis(int(a), x.rank) for a in attrs(node).get("axes", [0, 2, 3])]
+    mean = reduce(b, x, axes, "mean", keepdims=True)
+    d = b.binary("sub", x, mean)
+    var = reduce(b, b.unary("square", d), axes, "mean", keepdims=True)
+    std = b.unary("sqrt", var)
+    return [b.binary("div", d, ops.add_scalar(b.graph, _nd(std), 1e-9, b.prog).reshape(std.shape))]
+
+
+@handles("ReverseSequence")
+def _reverse_sequence(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    """With constant lengths: a view (each batch entry's first len elements reversed)."""
+    x = b.device(inputs[0])
+    lens = _host(inputs[1], "sequence_lens").reshape(-1).astype(np.int64)  # type: ignore[union-attr]
+    at = attrs(node)
+    ta, ba = int(at.get("time_axis", 0)), int(at.get("batch_axis", 1))
+    t = np.arange(x.shape[ta])
+    src = np.where(t[None, :] < lens[:, None], lens[:, None] - 1 - t[None, :], t[None, :])  # [B, T]
+    grid = list(np.indices(x.shape))
+    bidx, tidx = grid[ba], grid[ta]
+    grid[ta] = src[bidx, tidx]
+    return [x[tuple(grid)]]
