@@ -432,22 +432,26 @@ def _flat_index(i: np.ndarray, offset: np.ndarray, dim: int, stride: int) -> np.
     return np.where(i < 0, i + dim, i) * stride + offset
 
 
+def gather_elements(b: Builder, x: Tensor, ti: Tensor, axis: int) -> Tensor:
+    """GatherElements with device indices: flat element indices, then one gather from x as a column."""
+    if ti.dtype.kind not in "iu":
+        raise Unsupported("non-integer indices")
+    stride = int(np.prod(x.shape[axis + 1 :], dtype=np.int64))
+    grid = np.indices(ti.shape)
+    grid[axis] = 0
+    offset = np.ravel_multi_index(tuple(grid), x.shape).astype(np.int32)
+    flat = b.map("FlatIndex", _flat_index, [ti, offset], (("binary", "multiply"), ("binary", "add")),
+                 out_dtype="int32", dim=int(x.shape[axis]), stride=stride)  # fmt: skip
+    out = ops.gather(b.graph, x.reshape(-1, 1), flat.reshape(-1), b.prog)
+    return out.reshape(ti.shape)
+
+
 @handles("GatherElements")
 def _gather_elements(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     x = b.device(inputs[0])
     axis = _axis(int(attrs(node).get("axis", 0)), x.rank)
     if isinstance(inputs[1], Tensor):  # indices on the device: one flat-index gather (popops MultiSlice)
-        ti = inputs[1]
-        if ti.dtype.kind not in "iu":
-            raise Unsupported("non-integer indices")
-        stride = int(np.prod(x.shape[axis + 1 :], dtype=np.int64))
-        grid = np.indices(ti.shape)
-        grid[axis] = 0
-        offset = np.ravel_multi_index(tuple(grid), x.shape).astype(np.int32)
-        flat = b.map("FlatIndex", _flat_index, [ti, offset], (("binary", "multiply"), ("binary", "add")),
-                     out_dtype="int32", dim=int(x.shape[axis]), stride=stride)  # fmt: skip
-        out = ops.gather(b.graph, x.reshape(-1, 1), flat.reshape(-1), b.prog)
-        return [out.reshape(ti.shape)]
+        return [gather_elements(b, x, inputs[1], axis)]
     idx = _host(inputs[1], "indices").astype(np.int64)  # type: ignore[union-attr]
     idx = np.where(idx < 0, idx + x.shape[axis], idx)
     grid = list(np.indices(idx.shape))
@@ -1268,3 +1272,66 @@ def _reverse_sequence(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> li
     bidx, tidx = grid[ba], grid[ta]
     grid[ta] = src[bidx, tidx]
     return [x[tuple(grid)]]
+
+
+# -- losses (the exported forms of torch's nll_loss / cross_entropy) ---------------------------------
+def _not_equal_to(t: np.ndarray, value: int) -> np.ndarray:
+    return t != value
+
+
+def _zero_where_ignored(t: np.ndarray, value: int) -> np.ndarray:
+    return np.where(t == value, 0, t)
+
+
+def _take_rows(b: Builder, table: Value, idx: Tensor) -> Tensor:
+    """table[idx] for a 1-D table and integer indices of any shape (popops MultiSlice)."""
+    t = b.device(table)
+    return ops.gather(b.graph, t.reshape(-1, 1), idx.reshape(-1), b.prog).reshape(idx.shape)
+
+
+def nll_loss(b: Builder, logp: Tensor, target: Value, weight: Value | None, reduction: str,
+             ignore: int | None) -> Tensor:  # fmt: skip
+    """-logp[n, target[n, ...], ...] * weight[target], reduced as ONNX's NegativeLogLikelihoodLoss."""
+    tg = b.device(target)
+    if tg.dtype.kind not in "iu":
+        raise Unsupported("non-integer target")
+    if ignore is not None:
+        valid = b.map("NotEqual", _not_equal_to, [tg], (("binary", "not_equal"),), out_dtype="bool", value=ignore)
+        tg = b.map("IgnoreIndex", _zero_where_ignored, [tg], (("binary", "maximum"),), value=ignore)
+    # GatherElements on the class axis, with the target as a unit class dimension
+    idx = tg.reshape(tg.shape[0], 1, *tg.shape[1:])
+    picked = gather_elements(b, logp, idx, 1).reshape(tg.shape)
+    w: Tensor | None = None
+    if weight is not None:
+        w = _take_rows(b, weight if isinstance(weight, Tensor) else np.asarray(weight).astype(logp.dtype), tg)
+    if ignore is not None:
+        mask = b.cast(valid, logp.dtype)
+        w = mask if w is None else b.binary("mul", w, mask)
+    loss = b.unary("neg", picked) if w is None else b.binary("mul", b.unary("neg", picked), w)
+    if reduction == "none":
+        return loss
+    axes = list(range(loss.rank))
+    total = reduce(b, loss, axes, "add", keepdims=False)
+    if reduction == "sum":
+        return total
+    if reduction != "mean":
+        raise Unsupported(f"reduction={reduction!r}")
+    if w is None:
+        return ops.scale(b.graph, _nd(total), 1.0 / loss.numel(), b.prog).reshape(())
+    return b.binary("div", total, reduce(b, w, axes, "add", keepdims=False))
+
+
+@handles("NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss")
+def _loss(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    at = attrs(node)
+    x = b.device(inputs[0])
+    reduction = _text(at.get("reduction"), "mean")
+    ignore = int(at["ignore_index"]) if "ignore_index" in at else None
+    weight = inputs[2] if len(inputs) > 2 else None
+    if node.op_type == "NegativeLogLikelihoodLoss":
+        return [nll_loss(b, x, inputs[1], weight, reduction, ignore)]
+    logp = ops.log_softmax(b.graph, x, b.prog, axis=1)
+    outs: list[Any] = [nll_loss(b, logp, inputs[1], weight, reduction, ignore)]
+    if len(node.output) > 1:
+        outs.append(logp)
+    return outs
