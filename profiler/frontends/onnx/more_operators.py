@@ -1335,3 +1335,91 @@ def _loss(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     if len(node.output) > 1:
         outs.append(logp)
     return outs
+
+
+# -- product reduction, Lp pooling, Compress, CenterCropPad --------------------------------------------------
+@handles("ReduceProd")
+def _reduce_prod(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    """A pairwise product tree over the reduced elements (moved last, padded with ones to a power of
+    two): log2(n) elementwise multiplies, exact for integers too."""
+    from .operators import _axes_input
+
+    x = b.device(inputs[0])
+    at = attrs(node)
+    axes = _axes_input(b, node, inputs, 18)
+    if axes is not None and not axes:
+        axes = None
+    if axes is None and at.get("noop_with_empty_axes", 0):
+        return [x]
+    ax = sorted({_axis(a, x.rank) for a in axes}) if axes is not None else list(range(x.rank))
+    keep = [d for d in range(x.rank) if d not in ax]
+    n = int(np.prod([x.shape[d] for d in ax], dtype=np.int64))
+    if n == 0 or x.numel() == 0:
+        raise Unsupported("empty input")
+    y = x.transpose(*keep, *ax).reshape(-1, n)
+    width = 1 << (n - 1).bit_length()
+    if width > n:
+        y = pad_view(b, y, [(0, 0), (0, width - n)], "constant", 1)
+    while width > 1:
+        width //= 2
+        y = b.binary("mul", y.slice(0, width, 1), y.slice(width, 2 * width, 1))
+    shape = [1 if d in ax else x.shape[d] for d in range(x.rank)] if at.get("keepdims", 1) else [x.shape[d] for d in keep]
+    return [y.reshape(shape)]
+
+
+def _abs_pow(x: np.ndarray, p: float) -> np.ndarray:
+    return np.power(np.abs(x), p)
+
+
+@handles("LpPool")
+def _lp_pool(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    """(sum over the window of |x|^p)^(1/p): an average pool of |x|^p times the window size."""
+    from .operators import _pool_geometry
+
+    x = b.device(inputs[0])
+    if x.rank != 4:
+        raise Unsupported(f"{x.rank - 2}-D LpPool")
+    p = float(attrs(node).get("p", 2))
+    kernel, strides, dil, pads, extra = _pool_geometry(b, node, x)
+    full = [(lo, hi + e) for (lo, hi), (_, e) in zip(pads, extra, strict=True)]
+    xp = pad_view(b, b.map("AbsPow", _abs_pow, [x], (("unary", "absolute"), ("binary", "power")), p=p),
+                  [(0, 0), (0, 0), *full], "constant", 0.0)  # fmt: skip
+    y = ops.avg_pool2d(b.graph, xp, tuple(kernel), b.prog, stride=tuple(strides), dilation=tuple(dil))
+    y = ops.scale(b.graph, _nd(y), float(kernel[0] * kernel[1]), b.prog).reshape(y.shape)
+    return [b.map("PowScalar", _pow_inv, [y], (("binary", "power"),), p=1.0 / p)]
+
+
+def _pow_inv(x: np.ndarray, p: float) -> np.ndarray:
+    return np.power(x, p)
+
+
+@handles("Compress")
+def _compress(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    """With a constant condition: a view of the selected slices."""
+    x = b.device(inputs[0])
+    cond = _host(inputs[1], "condition").reshape(-1).astype(bool)  # type: ignore[union-attr]
+    at = attrs(node)
+    if "axis" not in at:
+        x, axis = x.reshape(-1), 0
+    else:
+        axis = _axis(int(at["axis"]), x.rank)
+    sel = np.nonzero(cond[: x.shape[axis]])[0]
+    if sel.size == 0:
+        shape = list(x.shape)
+        shape[axis] = 0
+        return [np.zeros(shape, x.dtype)]
+    return [x[(slice(None),) * axis + (sel,)]]
+
+
+@handles("CenterCropPad")
+def _center_crop_pad(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    x = b.device(inputs[0])
+    shape = [int(s) for s in _host(inputs[1], "shape").reshape(-1)]  # type: ignore[union-attr]
+    axes = [_axis(int(a), x.rank) for a in attrs(node).get("axes", range(x.rank))]
+    pads = [(0, 0)] * x.rank
+    for a, want in zip(axes, shape, strict=True):
+        diff = want - x.shape[a]
+        # crop: the larger half from the end is kept... as onnx.reference: start = (in - out) // 2;
+        # pad: (out - in) // 2 before, the rest after
+        pads[a] = (diff // 2, diff - diff // 2) if diff >= 0 else (-((-diff) // 2), -((-diff) - (-diff) // 2))
+    return [pad_view(b, x, pads, "constant", 0)]
