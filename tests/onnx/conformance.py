@@ -169,13 +169,13 @@ def bind_constant_inputs(model: onnx.ModelProto, data: tuple[list, list]) -> tup
     m.CopyFrom(model)
     init = {t.name for t in m.graph.initializer}
     graph_inputs = [vi for vi in m.graph.input if vi.name not in init]
-    # a node's first input is its data (ConstantOfShape's is a shape); 1-D float inputs elsewhere are
-    # scales, roi, OneHot values or Compress conditions, which real models hold as initializers
+    # a node's first input is its data (ConstantOfShape's is a shape); 1-D inputs elsewhere are
+    # scales, roi, zero points, OneHot values or Compress conditions: real models hold them as initializers
     first_inputs = {n.input[0] for n in m.graph.node if n.input and n.op_type != "ConstantOfShape"}
     keep, fed = [], []
     for vi, x in zip(graph_inputs, data[0], strict=True):
         data_like = x.ndim >= 1 and vi.name in first_inputs
-        shape_like = x.dtype == np.int64 or x.ndim == 0 or (x.ndim == 1 and x.dtype.kind in "fb")
+        shape_like = x.dtype == np.int64 or x.ndim == 0 or x.ndim == 1
         if shape_like and not data_like:
             m.graph.initializer.append(numpy_helper.from_array(x, vi.name))
         else:
