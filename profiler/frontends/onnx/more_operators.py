@@ -1245,7 +1245,11 @@ def _lp_norm(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
         norm = b.unary("sqrt", reduce(b, b.unary("square", x), [axis], "add", keepdims=True))
     else:
         raise Unsupported(f"p={p}")
-    return [b.binary("div", x, norm)]
+    return [b.map("NormDivide", _safe_div, [x, norm], (("binary", "divide"),))]
+
+
+def _safe_div(x: np.ndarray, n: np.ndarray) -> np.ndarray:
+    return np.where(n == 0, 0, x / np.where(n == 0, 1, n))  # a zero vector stays zero (onnx.reference)
 
 
 @handles("MeanVarianceNormalization")
