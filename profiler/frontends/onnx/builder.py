@@ -324,7 +324,7 @@ def check_supported(model: onnx.ModelProto, handlers: dict[str, Any]) -> None:
         if n.domain not in ("", "ai.onnx") or n.op_type not in handlers
     ]
     if bad:
-        raise UnsupportedError(bad)
+        raise UnsupportedError(bad, opset_version(model))
 
 
 def import_model(
@@ -413,7 +413,7 @@ def _import_model(
                 with g.debug_context(name, op_type=node.op_type, layer=LAYER):
                     outs = HANDLERS[node.op_type](b, node, args)
         except Unsupported as exc:
-            raise UnsupportedError([(node.op_type, name, str(exc))]) from None
+            raise UnsupportedError([(node.op_type, name, str(exc))], opset) from None
         except FrontendError:
             raise
         except MemoryError:  # HostMemoryError: one line already, the caller reports it

@@ -21,13 +21,14 @@ class UnsupportedError(FrontendError):
 
     ``items`` lists (op type, node name, reason) of every unsupported node found."""
 
-    def __init__(self, items: list[tuple[str, str, str]]) -> None:
-        self.items = items
+    def __init__(self, items: list[tuple[str, str, str]], opset: int | None = None) -> None:
+        self.items, self.opset = items, opset
         by_op: dict[str, list[str]] = {}
         for op_type, node, reason in items:
             by_op.setdefault(op_type + (f" ({reason})" if reason else ""), []).append(node)
         parts = [f"{op} at {', '.join(nodes[:5])}{' ...' if len(nodes) > 5 else ''}" for op, nodes in by_op.items()]
-        super().__init__(f"unsupported ONNX operator(s): {'; '.join(parts)}")
+        at = f" (model opset {opset})" if opset is not None else ""
+        super().__init__(f"unsupported ONNX operator(s): {'; '.join(parts)}{at}")
 
 
 def _first_line(exc: BaseException) -> str:
