@@ -1593,3 +1593,43 @@ def _attention(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]
     if len(node.output) > 1:
         outs += [present_k, present_v]
     return outs
+
+
+# -- rotary position embedding (opset 23) ------------------------------------------------------------
+@handles("RotaryEmbedding")
+def _rotary(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+    """As onnx.reference: [B, S, H, D] heads, the first rotary_embedding_dim features rotated in
+    halves (or interleaved pairs) by cos/sin rows picked by position (a gather, or a host table)."""
+    at = attrs(node)
+    x = b.device(inputs[0])
+    four_d = x.rank == 4
+    xs = x.transpose(0, 2, 1, 3) if four_d else x.reshape(x.shape[0], x.shape[1], int(at["num_heads"]), -1)
+    bsz, seq, _, head = xs.shape
+    rot = int(at.get("rotary_embedding_dim", 0)) or head
+    half = rot // 2
+    pos = inputs[3] if len(inputs) > 3 else None
+
+    def table(v: Value) -> Value:
+        if pos is None:
+            return v.reshape(bsz, seq, 1, half) if isinstance(v, Tensor) else np.asarray(v).reshape(bsz, seq, 1, half)
+        if isinstance(pos, Tensor):  # positions on the device: a row gather from the cache
+            rows = ops.gather(b.graph, b.device(v, like=x.dtype), b.device(pos).reshape(-1), b.prog)
+            return rows.reshape(bsz, seq, 1, half)
+        if isinstance(v, Tensor):
+            return v[np.asarray(pos)].reshape(bsz, seq, 1, half)
+        return np.asarray(v)[np.asarray(pos)].reshape(bsz, seq, 1, half)
+
+    cos, sin = table(inputs[1]), table(inputs[2])
+    xr = xs[:, :, :, :rot]
+    if at.get("interleaved", 0):
+        x1, x2 = xr[:, :, :, 0::2], xr[:, :, :, 1::2]
+    else:
+        x1, x2 = xr[:, :, :, :half], xr[:, :, :, half:]
+    real = b.binary("sub", b.binary("mul", x1, cos), b.binary("mul", x2, sin))
+    imag = b.binary("add", b.binary("mul", x1, sin), b.binary("mul", x2, cos))
+    if at.get("interleaved", 0):
+        rotated = concat([real.reshape(*real.shape, 1), imag.reshape(*imag.shape, 1)], 4).reshape(bsz, seq, -1, rot)
+    else:
+        rotated = concat([real, imag], 3)
+    out = concat([rotated, xs[:, :, :, rot:]], 3) if rot < head else rotated
+    return [out.transpose(0, 2, 1, 3) if four_d else out.reshape(x.shape)]
