@@ -9,8 +9,11 @@ when POPLAR_ENGINE_OPTIONS asks for one; --report-dir DIR is shorthand for
 For SCRIPT.py: run the script in this process with POPLAR_ENGINE_OPTIONS set the same way
 (tilescope's options go before the script path; what follows it goes to the script).
 
+With --check the same inputs also go through onnxruntime (or onnx.reference) and the largest
+absolute and relative difference per output is printed (and carried by --json under "check").
+
 Exit status: 0 done; 1 the graph does not fit in tile memory (nothing runs; the summary and the
-report show the memory); 2 bad input (one line saying what and where), including a simulation
+report show the memory), or --check found an output beyond --check-tolerance; 2 bad input (one line saying what and where), including a simulation
 that would need more host memory than is available. Host memory grows with the model's vertex
 fields: a ResNet-50 takes about 5.7 GB at batch 1 and 8 GB at batch 2.
 
@@ -18,6 +21,7 @@ examples:
   tilescope run model.onnx --batch 8 --report-dir ./report
   tilescope run model.onnx --target C600 --dtype float16 --runs 3 --json
   tilescope run model.onnx --inputs in.npz --save-outputs out.npz
+  tilescope run model.onnx --batch 4 --check --check-tolerance 1e-4
   tilescope run --report-dir ./report profiler/workloads/transformer.py --seq 64
 """
 
@@ -58,6 +62,22 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report-dir", metavar="DIR", help="write a report to DIR (autoReport.all + autoReport.directory)")
     p.add_argument("--weights-as-constants", action="store_true", help="weights as graph constants, not uploaded")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="also run the model on onnxruntime (or onnx.reference) with the same inputs and print the largest "
+        "absolute and relative difference per output; exit 1 when beyond --check-tolerance",
+    )
+    p.add_argument(
+        "--check-tolerance",
+        type=float,
+        default=None,
+        metavar="TOL",
+        help="relative tolerance of --check, with an absolute floor of TOL x the output's largest magnitude "
+        "(default 1e-3 for float32, 1e-2 for float16)",
+    )
+    # test-only: make one ONNX operator's kernel deliberately wrong (proves --check catches it)
+    p.add_argument("--test-wrong-kernel", metavar="OP", default=None, help=argparse.SUPPRESS)
 
 
 def _progress(msg: str) -> None:
@@ -117,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
         script_args = []
     if args.runs < 1:
         raise CommandError(f"--runs must be >= 1, got {args.runs}")
+    if args.check_tolerance is not None and not args.check_tolerance > 0:
+        raise CommandError(f"--check-tolerance must be > 0, got {args.check_tolerance}")
     if not path.is_file():
         raise CommandError(f"{path}: no such file")
     _engine_options(args.report_dir)
@@ -182,11 +204,17 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
     _progress(f"importing {path} (target {target.name} x{target.num_ipus}, {args.dtype})")
     t0 = time.perf_counter()
     nodes = _Counter("nodes")
+    from profiler.frontends.onnx.operators import wrong_kernel
+
     try:
-        model = import_model(load_model(path), target, args.batch, args.dtype,
-                             "constants" if args.weights_as_constants else "variables", progress=nodes)  # fmt: skip
+        with wrong_kernel(args.test_wrong_kernel):
+            model = import_model(load_model(path), target, args.batch, args.dtype,
+                                 "constants" if args.weights_as_constants else "variables", progress=nodes)  # fmt: skip
     except (FrontendError, HostMemoryError) as exc:
         raise CommandError(str(exc)) from None
+    except Exception as exc:  # a bug outside any node: still one line, never a traceback
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+        raise CommandError(f"{path}: import failed: {type(exc).__name__}: {first}") from None
     finally:
         nodes.close()
     import_s = time.perf_counter() - t0
@@ -222,6 +250,7 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
             write_s = time.perf_counter() - t0
         if args.save_outputs:
             np.savez(args.save_outputs, **outputs)
+    check = _check(model, inputs, outputs, args) if args.check else None
     mem = e.memory.tile_memory  # type: ignore[union-attr]
     cycles = session.cycles
     mean_cycles = sum(cycles) / len(cycles) if cycles else 0.0
@@ -256,12 +285,45 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
         "report": str(report_path) if report_path else None,
         "outputs": {k: list(v.shape) for k, v in outputs.items()},
     }
+    if check is not None:
+        doc["check"] = check
     print(json.dumps(doc, indent=2) if args.json else _render(doc))
     if e.out_of_memory:
         where = f"; the report shows the memory: {report_path}" if report_path else ""
         print(f"tilescope run: not executed: {e.out_of_memory}{where}", file=sys.stderr)
         return 1
+    if check is not None and not check["passed"]:
+        bad = [k for k, v in check["outputs"].items() if not v["within"]]
+        print(f"tilescope run: check failed: output(s) {', '.join(bad)} differ from {check['runtime']} beyond "
+              f"tolerance {check['tolerance']:g}", file=sys.stderr)  # fmt: skip
+        return 1
     return 0
+
+
+def _check(model: Any, inputs: dict[str, Any], outputs: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """The simulated outputs against a reference runtime's on the same inputs (the --check summary)."""
+    import numpy as np
+
+    from profiler.frontends.onnx import FrontendError
+    from profiler.frontends.onnx.check import DEFAULT_TOLERANCE, compare, reference_run
+
+    tol = args.check_tolerance or (DEFAULT_TOLERANCE if args.dtype == "float32" else 1e-2)
+    if not outputs:
+        return {"runtime": None, "tolerance": tol, "passed": False, "outputs": {}, "skipped": "not executed"}
+    _progress("checking the outputs against a reference runtime")
+    feeds = {s.name: np.asarray(inputs[s.name]).astype(s.host_dtype) for s in model.inputs}
+    try:
+        want, runtime = reference_run(model.onnx_model, feeds)
+    except FrontendError as exc:
+        raise CommandError(str(exc)) from None
+    checks = compare(outputs, want, tol)
+    return {
+        "runtime": runtime,
+        "tolerance": tol,
+        "passed": all(c.within for c in checks),
+        "outputs": {c.name: {"max_abs_diff": c.max_abs_diff, "max_rel_diff": c.max_rel_diff, "within": c.within}
+                    for c in checks},  # fmt: skip
+    }
 
 
 def _render(doc: dict[str, Any]) -> str:
@@ -288,4 +350,11 @@ def _render(doc: dict[str, Any]) -> str:
         f"report        {doc['report'] or 'off (use --report-dir or POPLAR_ENGINE_OPTIONS)'}",
         f"outputs       {', '.join(f'{k} {v}' for k, v in doc['outputs'].items()) or 'none (not executed)'}",
     ]
+    check = doc.get("check")
+    if check and check["runtime"]:
+        verdict = "ok" if check["passed"] else "FAILED"
+        lines.append(f"check         {verdict} against {check['runtime']} (tolerance {check['tolerance']:g})")
+        for name, c in check["outputs"].items():
+            lines.append(f"  {name:24} max abs diff {c['max_abs_diff']:.3g}, max rel diff {c['max_rel_diff']:.3g}"
+                         f"{'' if c['within'] else '  BEYOND TOLERANCE'}")  # fmt: skip
     return "\n".join(lines)

@@ -41,8 +41,10 @@ class Session:
         e.load()
         for name, value in self.model.weights.items():
             e.connect_stream(name, value)
+        empty = {s.name for s in self.model.inputs if 0 in s.shape}  # host values: no stream
         for name, buf in (self._inputs | self._outputs).items():
-            e.connect_stream(name, buf)
+            if name not in empty:
+                e.connect_stream(name, buf)
 
     def upload_weights(self) -> None:
         """Run the weights-to-device program (once)."""

@@ -70,6 +70,9 @@ class ImportedModel:
     nodes: int = 0
     folded_nodes: int = 0
     info: dict[str, Any] = field(default_factory=dict)
+    # the model as imported (batch override and rewritten shape constants applied): what a
+    # reference runtime must run to check the simulated results
+    onnx_model: onnx.ModelProto | None = None
 
 
 def device_dtype(dt: np.dtype, half: bool) -> np.dtype:
@@ -229,12 +232,64 @@ _INT_BINARY = {"div": _int_div, "pow": _int_pow}
 
 # -- import --------------------------------------------------------------------------------------
 def _fold(node: onnx.NodeProto, inputs: list[Any], opset: int) -> list[np.ndarray]:
-    """Run one node on the host with onnx.reference (constant folding)."""
+    """Run one node on the host with onnx.reference (constant folding), with the semantics of the
+    model's declared opset: the node goes into a one-node graph evaluated under ``opset`` (a bare
+    NodeProto is evaluated with the newest opset, whose Unsqueeze/Squeeze/ReduceX take axes as an
+    input, not the attribute that opset 7-12 exports carry)."""
     from onnx.reference import ReferenceEvaluator
 
-    ev = ReferenceEvaluator(node, opsets={"": opset})
-    feeds = {name: v for name, v in zip(node.input, inputs, strict=True) if name}
-    return [np.asarray(o) for o in ev.run(None, feeds)]
+    feeds = {name: np.asarray(v) for name, v in zip(node.input, inputs, strict=True) if name}
+    vis = [
+        helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(v.dtype), None)
+        for name, v in feeds.items()
+    ]
+    outs = [helper.make_empty_tensor_value_info(o) for o in node.output if o]
+    graph = helper.make_graph([node], "fold", vis, outs)
+    ev = ReferenceEvaluator(graph, opsets={"": opset})
+    with np.errstate(all="ignore"):
+        results = ev.run(None, feeds)
+    by_name = dict(zip([o for o in node.output if o], results, strict=True))
+    return [np.asarray(by_name[o]) if o else None for o in node.output]  # type: ignore[misc]
+
+
+def _empty_outputs(node: onnx.NodeProto, args: list[Any], opset: int) -> list[np.ndarray] | None:
+    """A node with an empty input (a dimension of 0) and device inputs: its outputs when they are all
+    empty too (then they hold no data and are exact as host values), else None. The node runs on the
+    host with zeros standing in for the device inputs: only the output shapes are used."""
+    if not any(a is not None and int(np.prod(_value_shape(a), dtype=np.int64)) == 0 for a in args):
+        return None
+    if all(a is None or isinstance(a, np.ndarray) for a in args):
+        return None  # folded as usual
+    if any(isinstance(a, Tensor) and a.dtype.kind in "iu" for a in args[1:]):
+        return None  # may be shape-like (axes, shapes, indices): zeros would not stand in for them
+    stand_in = [np.zeros(a.shape, a.dtype) if isinstance(a, Tensor) else a for a in args]
+    try:
+        outs = _fold(node, stand_in, opset)
+    except Exception:
+        return None  # the handler reports what it cannot do
+    if all(o is None or o.size == 0 for o in outs):
+        return outs
+    return None
+
+
+def _value_shape(v: Value) -> tuple[int, ...]:
+    return v.shape if isinstance(v, Tensor) else np.shape(v)
+
+
+def _first_line(exc: BaseException) -> str:
+    for line in str(exc).splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def node_error(name: str, op_type: str, opset: int, exc: BaseException) -> FrontendError:
+    """One line naming the node, its operator and opset, and what went wrong (never a traceback)."""
+    what = _first_line(exc)
+    kind = type(exc).__name__
+    if not isinstance(exc, (ops.OpError, ValueError, IndexError)) or not what:
+        what = f"{kind}: {what}" if what else kind
+    return FrontendError(f"node {name!r} ({op_type}, opset {opset}): {what}")
 
 
 def _input_specs(model: onnx.ModelProto, half: bool) -> list[IOSpec]:
@@ -248,9 +303,7 @@ def _input_specs(model: onnx.ModelProto, half: bool) -> list[IOSpec]:
             raise FrontendError(f"input {vi.name!r}: only tensor inputs are supported")
         dims = []
         for i, d in enumerate(tt.shape.dim):
-            if d.HasField("dim_value") and d.dim_value == 0:
-                raise Unsupported("empty tensors")
-            if d.HasField("dim_value") and d.dim_value > 0:
+            if d.HasField("dim_value") and d.dim_value >= 0:  # 0: an empty input (a host value, see below)
                 dims.append(d.dim_value)
             elif i == 0:
                 dims.append(1)  # a symbolic batch dimension defaults to 1 (override with batch=)
@@ -271,7 +324,7 @@ def check_supported(model: onnx.ModelProto, handlers: dict[str, Any]) -> None:
         if n.domain not in ("", "ai.onnx") or n.op_type not in handlers
     ]
     if bad:
-        raise UnsupportedError(bad)
+        raise UnsupportedError(bad, opset_version(model))
 
 
 def import_model(
@@ -283,7 +336,27 @@ def import_model(
     progress: Callable[[int, int], None] | None = None,
 ) -> ImportedModel:
     """Build ``model`` (already loaded and checked) on a new graph for ``target``;
-    ``progress(done, total)`` after each node."""
+    ``progress(done, total)`` after each node. Every failure is a FrontendError (one line; nodes
+    are named with their operator and opset) or a HostMemoryError, never another exception."""
+    try:
+        return _import_model(model, target, batch_size, dtype, weights, progress)
+    except (FrontendError, MemoryError):
+        raise
+    except Exception as exc:  # outside any node (batch tracing, inputs, outputs): still one line
+        what = _first_line(exc)
+        raise FrontendError(
+            f"model {model.graph.name!r}: import failed: {type(exc).__name__}{': ' + what if what else ''}"
+        ) from None
+
+
+def _import_model(
+    model: onnx.ModelProto,
+    target: Target,
+    batch_size: int | None,
+    dtype: str,
+    weights: str,
+    progress: Callable[[int, int], None] | None,
+) -> ImportedModel:
     from .model import override_batch
     from .operators import HANDLERS
 
@@ -305,6 +378,9 @@ def import_model(
     for t in model.graph.initializer:
         b.values[t.name] = b.host(t.name, numpy_helper.to_array(t))
     for spec in inputs:
+        if 0 in spec.shape:  # no elements, so no data: a host value, and nodes on it fold on the host
+            b.values[spec.name] = b.host(spec.name, np.zeros(spec.shape, spec.host_dtype))
+            continue
         x = g.add_variable(spec.device_dtype, spec.shape, spec.name)
         g.set_tile_mapping(x, linear_tiles(x.numel(), target.num_tiles))
         prog.add(Copy(g.add_host_to_device_fifo(spec.name, spec.device_dtype, list(spec.shape)), x, name=spec.name))
@@ -312,21 +388,38 @@ def import_model(
     folded = 0
     for i, node in enumerate(model.graph.node):
         name = node.name or f"{node.op_type}_{i}"
-        args = [b.values[n] if n else None for n in node.input]
+        args = [b.values.get(n) if n else None for n in node.input]
         missing = [n for n, a in zip(node.input, args, strict=True) if n and a is None]
         if missing:
             raise FrontendError(f"node {name!r} ({node.op_type}): input(s) {missing} are not defined")
         try:
-            if all(a is None or isinstance(a, np.ndarray) for a in args):
-                outs: list[Value | None] = list(_fold(node, args, opset))
+            empty = _empty_outputs(node, args, opset)
+            if empty is not None:  # an empty input whose outputs are all empty: nothing to compute
+                outs: list[Value | None] = list(empty)
                 folded += 1
+            elif all(a is None or isinstance(a, np.ndarray) for a in args):
+                try:
+                    outs = list(_fold(node, args, opset))
+                    folded += 1
+                except Exception as exc:
+                    # onnx.reference lacks some old operator versions: the device handler (which
+                    # follows the model's opset) computes the value instead, else the fold's error
+                    try:
+                        with g.debug_context(name, op_type=node.op_type, layer=LAYER):
+                            outs = HANDLERS[node.op_type](b, node, args)
+                    except Exception:
+                        raise exc from None
             else:
                 with g.debug_context(name, op_type=node.op_type, layer=LAYER):
                     outs = HANDLERS[node.op_type](b, node, args)
         except Unsupported as exc:
-            raise UnsupportedError([(node.op_type, name, str(exc))]) from None
-        except (ops.OpError, ValueError, IndexError) as exc:
-            raise FrontendError(f"node {name!r} ({node.op_type}): {exc}") from None
+            raise UnsupportedError([(node.op_type, name, str(exc))], opset) from None
+        except FrontendError:
+            raise
+        except MemoryError:  # HostMemoryError: one line already, the caller reports it
+            raise
+        except Exception as exc:  # anything else (a handler's or onnx.reference's bug) is still one line
+            raise node_error(name, node.op_type, opset, exc) from None
         for out_name, v in zip(node.output, outs, strict=False):
             if out_name:
                 b.values[out_name] = b.host(out_name, v) if isinstance(v, np.ndarray) else v  # type: ignore[assignment]
@@ -334,7 +427,9 @@ def import_model(
             progress(i + 1, len(model.graph.node))
     outputs, host_outputs = [], {}
     for vi in model.graph.output:
-        v = b.values[vi.name]
+        v = b.values.get(vi.name)
+        if v is None:
+            raise FrontendError(f"graph output {vi.name!r} is not computed by any node")
         host = _elem_np_dtype(vi.type.tensor_type.elem_type)
         if isinstance(v, Tensor):
             stream = g.add_device_to_host_fifo(vi.name, v.dtype, list(v.shape))
@@ -345,4 +440,4 @@ def import_model(
             outputs.append(IOSpec(vi.name, np.shape(v), host, host))
     batch = inputs[0].shape[0] if inputs and inputs[0].shape else 1
     return ImportedModel(g, [weights_prog, prog], inputs, outputs, b.weights, host_outputs, batch, opset,
-                         model.graph.name or "onnx", len(model.graph.node), folded)  # fmt: skip
+                         model.graph.name or "onnx", len(model.graph.node), folded, onnx_model=model)  # fmt: skip

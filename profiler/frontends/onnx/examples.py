@@ -1,6 +1,7 @@
 """Reference model shapes built with onnx.helper (seeded random weights, no downloads): a ResNet-style
-CNN (ResNet-50 at its default sizes), a BERT encoder layer (BERT-base at its default sizes) and an
-MLP. The tests, the benchmark and ``tilescope run`` demos use them.
+CNN (ResNet-50 at its default sizes), a BERT encoder layer (BERT-base at its default sizes), an
+MLP, a MobileNetV2/EfficientNet-style depthwise network, a U-Net-style encoder-decoder (Resize,
+ConvTranspose, InstanceNormalization) and a GPT-2 decoder block (Einsum attention, causal Where). The tests, the benchmark and ``tilescope run`` demos use them.
 """
 
 from __future__ import annotations
@@ -167,3 +168,164 @@ def mlp(sizes: tuple[int, ...] = (784, 256, 128, 10), batch: int | str = "N", se
     net.node("Softmax", [x], "softmax", axis=-1)
     inp = helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, sizes[0]])
     return net.model("mlp", [inp], "output", [batch, sizes[-1]])
+
+
+def mobilenet(
+    image: int = 224,
+    blocks: tuple[tuple[int, int, int, int], ...] = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 40, 2, 2), (6, 80, 3, 2),
+                                                     (6, 112, 1, 1), (6, 192, 2, 2), (6, 320, 1, 1)),
+    stem: int = 32,
+    head: int = 1280,
+    classes: int = 1000,
+    batch: int | str = "N",
+    seed: int = 0,
+) -> onnx.ModelProto:
+    """A MobileNetV2/EfficientNet-style network (blocks: (expansion, channels, repeats, stride)):
+    inverted residual blocks of 1x1 expansion, 3x3 depthwise convolution (group = channels) and 1x1
+    projection, each with BatchNormalization; ReLU6 (Clip) after the stem and expansion, HardSwish
+    after the depthwise convolution, squeeze-and-excitation gates (GlobalAveragePool, two 1x1
+    convolutions, HardSigmoid, Mul), residual Adds, then a 1x1 head, GlobalAveragePool and Gemm."""
+    net = _Net(seed)
+    lo = net.weight("relu6_min", np.array(0.0))
+    hi = net.weight("relu6_max", np.array(6.0))
+
+    def conv_bn(x: str, cin: int, cout: int, k: int, stride: int, p: str, group: int = 1) -> str:
+        w = net.weight(f"{p}_w", net.rng.standard_normal((cout, cin // group, k, k)) * np.sqrt(2.0 / (cin // group * k * k)))
+        y = net.node("Conv", [x, w], f"{p}_conv", kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4,
+                     group=group)  # fmt: skip
+        bn = [net.weight(f"{p}_bn_{q}", v) for q, v in (
+            ("scale", 1 + 0.1 * net.rng.standard_normal(cout)), ("bias", 0.1 * net.rng.standard_normal(cout)),
+            ("mean", 0.1 * net.rng.standard_normal(cout)), ("var", 1 + 0.1 * net.rng.random(cout)))]  # fmt: skip
+        return net.node("BatchNormalization", [y, *bn], f"{p}_bn", epsilon=1e-5)
+
+    x = net.node("Clip", [conv_bn("input", 3, stem, 3, 2, "stem"), lo, hi], "stem_relu6")
+    cin = stem
+    for s, (t, c, n, first_stride) in enumerate(blocks):
+        for i in range(n):
+            p, stride, mid = f"b{s}_{i}", first_stride if i == 0 else 1, cin * t
+            h = x if t == 1 else net.node("Clip", [conv_bn(x, cin, mid, 1, 1, f"{p}_expand"), lo, hi], f"{p}_relu6")
+            h = net.node("HardSwish", [conv_bn(h, mid, mid, 3, stride, f"{p}_dw", group=mid)], f"{p}_hswish")
+            se = max(1, mid // 4)
+            g = net.node("GlobalAveragePool", [h], f"{p}_se_pool")
+            w1 = net.weight(f"{p}_se_w1", net.rng.standard_normal((se, mid, 1, 1)) / np.sqrt(mid))
+            w2 = net.weight(f"{p}_se_w2", net.rng.standard_normal((mid, se, 1, 1)) / np.sqrt(se))
+            g = net.node("Relu", [net.node("Conv", [g, w1], f"{p}_se_reduce", kernel_shape=[1, 1])], f"{p}_se_relu")
+            g = net.node("HardSigmoid", [net.node("Conv", [g, w2], f"{p}_se_expand", kernel_shape=[1, 1])],
+                         f"{p}_se_gate", alpha=1 / 6, beta=0.5)  # fmt: skip
+            h = conv_bn(net.node("Mul", [h, g], f"{p}_se_scale"), mid, c, 1, 1, f"{p}_project")
+            x = net.node("Add", [h, x], f"{p}_add") if stride == 1 and cin == c else h
+            cin = c
+    x = net.node("Clip", [conv_bn(x, cin, head, 1, 1, "head"), lo, hi], "head_relu6")
+    x = net.node("Flatten", [net.node("GlobalAveragePool", [x], "pool")], "flatten", axis=1)
+    fc = net.weight("fc_w", net.rng.standard_normal((classes, head)) / np.sqrt(head))
+    net.node("Gemm", [x, fc, net.weight("fc_b", np.zeros(classes))], "fc", transB=1)
+    inp = helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, image, image])
+    return net.model("mobilenet", [inp], "output", [batch, classes])
+
+
+def unet(image: int = 128, base: int = 16, depth: int = 3, classes: int = 2, batch: int | str = "N",
+         seed: int = 0) -> onnx.ModelProto:  # fmt: skip
+    """A U-Net-style encoder-decoder: (conv 3x3, InstanceNormalization, LeakyRelu) x 2 per level,
+    MaxPool down; up by ConvTranspose (2x2, stride 2) on even levels and by Resize (nearest, x2)
+    then a 1x1 convolution on odd ones; skip connections by Concat; a 1x1 classifier and Sigmoid."""
+    net = _Net(seed)
+
+    def conv_block(x: str, cin: int, cout: int, p: str) -> str:
+        for j in range(2):
+            c_in = cin if j == 0 else cout
+            w = net.weight(f"{p}{j}_w", net.rng.standard_normal((cout, c_in, 3, 3)) * np.sqrt(2.0 / (c_in * 9)))
+            b = net.weight(f"{p}{j}_b", 0.1 * net.rng.standard_normal(cout))
+            x = net.node("Conv", [x, w, b], f"{p}{j}_conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+            gamma = net.weight(f"{p}{j}_in_scale", 1 + 0.1 * net.rng.standard_normal(cout))
+            beta = net.weight(f"{p}{j}_in_bias", 0.1 * net.rng.standard_normal(cout))
+            x = net.node("InstanceNormalization", [x, gamma, beta], f"{p}{j}_norm", epsilon=1e-5)
+            x = net.node("LeakyRelu", [x], f"{p}{j}_act", alpha=0.01)
+        return x
+
+    scales = net.weight("resize_scales", np.array([1.0, 1.0, 2.0, 2.0]))
+    skips, x, c = [], "input", 3
+    for level in range(depth):
+        x = conv_block(x, c, base << level, f"down{level}_")
+        c = base << level
+        skips.append((x, c))
+        x = net.node("MaxPool", [x], f"down{level}_pool", kernel_shape=[2, 2], strides=[2, 2])
+    x = conv_block(x, c, base << depth, "bottom_")
+    c = base << depth
+    for level in reversed(range(depth)):
+        skip, cs = skips[level]
+        if level % 2 == 0:
+            w = net.weight(f"up{level}_w", net.rng.standard_normal((c, cs, 2, 2)) * np.sqrt(1.0 / c))
+            b = net.weight(f"up{level}_b", 0.1 * net.rng.standard_normal(cs))
+            x = net.node("ConvTranspose", [x, w, b], f"up{level}_convtranspose", kernel_shape=[2, 2], strides=[2, 2])
+        else:
+            x = net.node("Resize", [x, "", scales], f"up{level}_resize", mode="nearest")
+            w = net.weight(f"up{level}_w", net.rng.standard_normal((cs, c, 1, 1)) * np.sqrt(1.0 / c))
+            x = net.node("Conv", [x, w], f"up{level}_conv", kernel_shape=[1, 1])
+        x = net.node("Concat", [x, skip], f"up{level}_concat", axis=1)
+        x = conv_block(x, 2 * cs, cs, f"up{level}_")
+        c = cs
+    w = net.weight("head_w", net.rng.standard_normal((classes, c, 1, 1)) / np.sqrt(c))
+    x = net.node("Conv", [x, w], "head_conv", kernel_shape=[1, 1])
+    net.node("Sigmoid", [x], "head_sigmoid")
+    inp = helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, image, image])
+    return net.model("unet", [inp], "output", [batch, classes, image, image])
+
+
+def gpt2_block(seq: int = 128, hidden: int = 768, heads: int = 12, batch: int | str = "N",
+               seed: int = 0) -> onnx.ModelProto:  # fmt: skip
+    """One pre-norm GPT-2 decoder block (GPT-2 small by default) as transformers exports it: a fused
+    QKV projection split three ways, attention scores by Einsum, a causal mask applied with Where
+    (masked scores get the float minimum), Softmax, context by Einsum, output projection and
+    residual, then LayerNormalization and an MLP with the tanh-form GELU (Pow, Tanh) and residual."""
+    net = _Net(seed)
+    dh = hidden // heads
+
+    def dense(x: str, n_in: int, n_out: int, p: str) -> str:
+        w = net.weight(f"{p}_w", net.rng.standard_normal((n_in, n_out)) * 0.02 * np.sqrt(768 / n_in))
+        b = net.weight(f"{p}_b", 0.02 * net.rng.standard_normal(n_out))
+        return net.node("Add", [net.node("MatMul", [x, w], f"{p}_matmul"), b], f"{p}_bias")
+
+    def layer_norm(x: str, p: str) -> str:
+        g = net.weight(f"{p}_gamma", 1 + 0.1 * net.rng.standard_normal(hidden))
+        b = net.weight(f"{p}_beta", 0.1 * net.rng.standard_normal(hidden))
+        return net.node("LayerNormalization", [x, g, b], p, axis=-1, epsilon=1e-5)
+
+    def const(name: str, value: np.ndarray) -> str:
+        n = net.name(name)
+        net.inits.append(numpy_helper.from_array(value, n))
+        return n
+
+    split_shape = const("split_shape", np.array([0, 0, heads, dh], np.int64))
+    merge_shape = const("merge_shape", np.array([0, 0, hidden], np.int64))
+    split_sizes = const("qkv_sizes", np.array([hidden] * 3, np.int64))
+    causal = const("causal_mask", np.tril(np.ones((seq, seq), bool)).reshape(1, 1, seq, seq))
+    masked = const("mask_value", np.array(np.finfo(np.float32).min, np.float32))
+    h = layer_norm("input", "ln_1")
+    qkv = dense(h, hidden, 3 * hidden, "c_attn")
+    q, k, v = (f"qkv_split_out{i}" if i else "qkv_split_out" for i in range(3))
+    net.nodes.append(helper.make_node("Split", [qkv, split_sizes], [q, k, v], name="qkv_split", axis=2))
+
+    def heads_of(x: str, p: str) -> str:
+        return net.node("Transpose", [net.node("Reshape", [x, split_shape], f"{p}_split")], f"{p}_heads",
+                        perm=[0, 2, 1, 3])  # fmt: skip
+
+    q, k, v = heads_of(q, "query"), heads_of(k, "key"), heads_of(v, "value")  # [B, H, S, dh]
+    scores = net.node("Einsum", [q, k], "scores", equation="bhid,bhjd->bhij")
+    scores = net.node("Mul", [scores, net.weight("inv_sqrt_dh", np.array(1 / np.sqrt(dh)))], "scaled_scores")
+    scores = net.node("Where", [causal, scores, masked], "causal_where")
+    probs = net.node("Softmax", [scores], "softmax", axis=-1)
+    ctx = net.node("Einsum", [probs, v], "context", equation="bhij,bhjd->bihd")
+    ctx = net.node("Reshape", [ctx, merge_shape], "context_merge")
+    x = net.node("Add", [dense(ctx, hidden, hidden, "c_proj"), "input"], "attn_residual")
+    h = dense(layer_norm(x, "ln_2"), hidden, 4 * hidden, "c_fc")
+    cube = net.node("Pow", [h, net.weight("three", np.array(3.0))], "gelu_cube")
+    inner = net.node("Add", [h, net.node("Mul", [cube, net.weight("c044715", np.array(0.044715))], "gelu_mul1")],
+                     "gelu_add1")  # fmt: skip
+    t = net.node("Tanh", [net.node("Mul", [inner, net.weight("sqrt_2_pi", np.array(np.sqrt(2 / np.pi)))],
+                                   "gelu_mul2")], "gelu_tanh")  # fmt: skip
+    gate = net.node("Mul", [net.node("Add", [t, net.weight("one", np.array(1.0))], "gelu_add2"),
+                            net.weight("half", np.array(0.5))], "gelu_half")  # fmt: skip
+    m = dense(net.node("Mul", [h, gate], "gelu"), 4 * hidden, hidden, "mlp_proj")
+    net.node("Add", [m, x], "mlp_residual")
+    inp = helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, seq, hidden])
+    return net.model("gpt2_block", [inp], "output", [batch, seq, hidden])

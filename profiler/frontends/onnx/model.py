@@ -21,13 +21,14 @@ class UnsupportedError(FrontendError):
 
     ``items`` lists (op type, node name, reason) of every unsupported node found."""
 
-    def __init__(self, items: list[tuple[str, str, str]]) -> None:
-        self.items = items
+    def __init__(self, items: list[tuple[str, str, str]], opset: int | None = None) -> None:
+        self.items, self.opset = items, opset
         by_op: dict[str, list[str]] = {}
         for op_type, node, reason in items:
             by_op.setdefault(op_type + (f" ({reason})" if reason else ""), []).append(node)
         parts = [f"{op} at {', '.join(nodes[:5])}{' ...' if len(nodes) > 5 else ''}" for op, nodes in by_op.items()]
-        super().__init__(f"unsupported ONNX operator(s): {'; '.join(parts)}")
+        at = f" (model opset {opset})" if opset is not None else ""
+        super().__init__(f"unsupported ONNX operator(s): {'; '.join(parts)}{at}")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -78,22 +79,36 @@ def opset_version(model: onnx.ModelProto) -> int:
     return 1
 
 
+BATCH_SYMBOL = "__tilescope_batch__"
+# Integer initializers up to this many elements stay in the probe model used to trace the batch
+# (shape targets are small); bigger or float ones become typed inputs so inference does not copy them.
+_PROBE_CONSTANT = 64
+
+
 def override_batch(model: onnx.ModelProto, batch: int | None) -> onnx.ModelProto:
     """A copy of ``model`` whose graph inputs' first dimension (when 1 or symbolic) is ``batch``;
-    output and intermediate shapes are re-inferred."""
+    constant Reshape targets that carry the old batch of 1 are rewritten to follow it (or a
+    FrontendError names the node that pins the batch); output and intermediate shapes are re-inferred."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
     init_names = {t.name for t in m.graph.initializer}
     if batch is not None:
         if batch < 1:
             raise FrontendError(f"batch size must be >= 1, got {batch}")
+        batched = []
         for vi in m.graph.input:
             if vi.name in init_names or not vi.type.HasField("tensor_type"):
                 continue
             dims = vi.type.tensor_type.shape.dim
             if dims and (dims[0].HasField("dim_param") or dims[0].dim_value in (0, 1)):
-                dims[0].Clear()
-                dims[0].dim_value = batch
+                batched.append(vi.name)
+        if batched and batch != 1:
+            rewrite_batch_constants(m, batched, batch)
+        for vi in m.graph.input:
+            if vi.name in batched:
+                d = vi.type.tensor_type.shape.dim[0]
+                d.Clear()
+                d.dim_value = batch
     # intermediate shapes are recomputed by the importer from the inputs; drop stale ones
     del m.graph.value_info[:]
     for out in m.graph.output:
@@ -103,3 +118,154 @@ def override_batch(model: onnx.ModelProto, batch: int | None) -> onnx.ModelProto
         return shape_inference.infer_shapes(m)
     except Exception as exc:
         raise FrontendError(f"model {model.graph.name!r}: shape inference failed: {_first_line(exc)}") from None
+
+
+def _probe(model: onnx.ModelProto, batched: list[str]) -> onnx.ModelProto:
+    """A light copy for tracing the batch: the batch inputs' first dimension is the symbol
+    BATCH_SYMBOL, large or float initializers are typed graph inputs (their values do not matter)."""
+    from onnx import helper
+
+    p = onnx.ModelProto()
+    p.CopyFrom(model)
+    keep, moved = [], []
+    for t in p.graph.initializer:
+        small_int = t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and _numel(t.dims) <= _PROBE_CONSTANT
+        if small_int:
+            keep.append(t)
+        else:
+            moved.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    names = {vi.name for vi in p.graph.input}
+    del p.graph.initializer[:]
+    p.graph.initializer.extend(keep)
+    p.graph.input.extend(vi for vi in moved if vi.name not in names)
+    for vi in p.graph.input:
+        if vi.name in batched:
+            d = vi.type.tensor_type.shape.dim[0]
+            d.Clear()
+            d.dim_param = BATCH_SYMBOL
+    del p.graph.value_info[:]
+    for out in p.graph.output:
+        out.type.tensor_type.ClearField("shape")
+    return p
+
+
+def _numel(dims: object) -> int:
+    n = 1
+    for d in dims:  # type: ignore[attr-defined]
+        n *= int(d)
+    return n
+
+
+def _constants(graph: onnx.GraphProto) -> dict[str, object]:
+    """Literal values by name: initializers and Constant node outputs (as numpy arrays)."""
+    from onnx import numpy_helper
+
+    out: dict[str, object] = {t.name: numpy_helper.to_array(t) for t in graph.initializer if _numel(t.dims) <= 4096}
+    for n in graph.node:
+        if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
+            for a in n.attribute:
+                if a.name == "value":
+                    out[n.output[0]] = numpy_helper.to_array(a.t)
+                elif a.name == "value_ints":
+                    out[n.output[0]] = list(a.ints)
+    return out
+
+
+def rewrite_batch_constants(model: onnx.ModelProto, batched: list[str], batch: int) -> None:
+    """Rewrite (in place) the constant target shapes of Reshape nodes whose input carries the batch
+    in its first dimension and whose target hard-codes the old batch of 1: the target's first entry
+    becomes 0 ("copy the input's dimension", so any batch works) or, with allowzero=1, ``batch``.
+    Which tensors carry the batch is traced by shape inference with the batch as a symbol; each
+    rewrite lets the symbol flow further, so passes repeat until nothing changes.
+    FrontendError when a constant target cannot follow the batch (it pins it)."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    g = model.graph
+    probe = _probe(model, batched)
+    consts = _constants(g)
+    done: set[int] = set()
+    for _ in range(len(g.node) + 1):
+        try:
+            inferred = shape_inference.infer_shapes(probe)
+        except Exception:
+            return  # tracing is best effort: the importer reports a shape that does not fit, by node
+        dims: dict[str, list] = {}
+        for vi in list(inferred.graph.value_info) + list(inferred.graph.input):
+            if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+                dims[vi.name] = list(vi.type.tensor_type.shape.dim)
+        changed = False
+        for i, (node, pnode) in enumerate(zip(g.node, probe.graph.node, strict=True)):
+            if i in done or node.op_type != "Reshape" or node.domain not in ("", "ai.onnx") or len(node.input) < 2:
+                continue
+            d = dims.get(node.input[0])
+            if not d or d[0].dim_param != BATCH_SYMBOL or node.input[1] not in consts:
+                continue
+            target = np.asarray(consts[node.input[1]], dtype=np.int64).reshape(-1)
+            allowzero = any(a.name == "allowzero" and a.i for a in node.attribute)
+            done.add(i)
+            if target.size == 0 or target[0] == -1 or (target[0] == 0 and not allowzero):
+                continue  # copies or infers the batch dimension: nothing pinned
+            if target[0] != 1:
+                if (target == -1).any():
+                    continue  # the inferred dimension absorbs the batch (the layout is the exporter's)
+                raise FrontendError(
+                    f"node {node.name or f'#{i}'!r} (Reshape) pins the batch: its constant target shape "
+                    f"{target.tolist()} holds the batch-1 sizes, so --batch {batch} cannot apply; "
+                    "export the model with a dynamic batch"
+                )
+            new = target.copy()
+            new[0] = batch if allowzero else 0
+            name = f"{node.input[1]}/batch_{i}"
+            g.initializer.append(numpy_helper.from_array(new, name))
+            node.input[1] = name
+            pt = target.copy()
+            pt[0] = 0
+            probe.graph.initializer.append(numpy_helper.from_array(pt, name))
+            pnode.input[1] = name
+            del pnode.attribute[:]  # allowzero off in the probe: 0 copies the symbol
+            pnode.attribute.extend(a for a in node.attribute if a.name != "allowzero")
+            changed = True
+        if not changed:
+            break
+    _rewrite_batch_producers(g, probe, dims, consts, batch)
+
+
+_SHAPE_INPUT = {"Expand": 1, "ConstantOfShape": 0, "Tile": 1}
+
+
+def _rewrite_batch_producers(
+    g: onnx.GraphProto, probe: onnx.ModelProto, dims: dict[str, list], consts: dict[str, object], batch: int
+) -> None:
+    """Concat (on an axis other than 0) of a tensor carrying the batch with one whose first dimension
+    is a literal 1 (a class token Expanded to [1, 1, C], a ConstantOfShape([1, S]) state, a Tile): the
+    latter's shape constant hard-codes the old batch; its first entry becomes ``batch`` (a Tile's
+    repeat count), or FrontendError names the node that produces it."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    producer = {o: (i, n) for i, n in enumerate(g.node) for o in n.output}
+    for node in probe.graph.node:
+        if node.op_type != "Concat" or not node.input:
+            continue
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        shapes = [dims.get(x) for x in node.input]
+        if axis == 0 or any(not d for d in shapes) or not any(d[0].dim_param == BATCH_SYMBOL for d in shapes):
+            continue
+        for x, d in zip(node.input, shapes, strict=True):
+            if d[0].dim_param or d[0].dim_value != 1 or len(d) <= axis % len(d) or axis % len(d) == 0:
+                continue
+            i, src = producer.get(x, (-1, None))
+            pos = _SHAPE_INPUT.get(src.op_type) if src is not None else None
+            value = consts.get(src.input[pos]) if src is not None and pos is not None and len(src.input) > pos else None
+            if value is None:
+                what = f"node {src.name or f'#{i}'!r} ({src.op_type})" if src is not None else f"the constant {x!r}"
+                raise FrontendError(
+                    f"{what} pins the batch: its output {x!r} has a first dimension of 1 and is concatenated "
+                    f"with the batch, so --batch {batch} cannot apply; export the model with a dynamic batch"
+                )
+            new = np.asarray(value, dtype=np.int64).reshape(-1).copy()
+            new[0] = batch  # Expand/ConstantOfShape: the batch size; Tile of a first dimension of 1: as many repeats
+            name = f"{src.input[pos]}/batch_{i}"
+            g.initializer.append(numpy_helper.from_array(new, name))
+            src.input[pos] = name

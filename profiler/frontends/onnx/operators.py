@@ -9,7 +9,8 @@ shaped tensor and Constant are folded at import).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ from profiler import ops
 from profiler.tensor import Tensor, concat
 
 from .builder import Builder, Unsupported, Value, _elem_np_dtype, _nd, device_dtype
+from .model import FrontendError
 
 Handler = Callable[[Builder, onnx.NodeProto, list[Any]], list[Any]]
 HANDLERS: dict[str, Handler] = {}
@@ -420,8 +422,8 @@ def _slice(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
             e = None  # type: ignore[assignment]
         key[_axis(a, x.rank)] = slice(s, e, st)
     out = x[tuple(key)]
-    if out.numel() == 0:
-        raise Unsupported("empty result")
+    if out.numel() == 0:  # no elements: exact as a host value
+        return [np.zeros(out.shape, x.dtype)]
     return [out]
 
 
@@ -717,6 +719,13 @@ def _expand_1d(v: list[int], one_d: bool, fill: int) -> list[int]:
 def _conv(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     at = attrs(node)
     x = b.device(inputs[0])
+    if x.rank == 5:
+        y = more_operators.conv3d_by_slices(b, node, x, inputs[1], at)
+        if len(inputs) > 2 and inputs[2] is not None:
+            bias = inputs[2]
+            y = b.binary("add", y, bias.reshape(1, -1, 1, 1, 1) if isinstance(bias, Tensor)
+                         else np.asarray(bias).reshape(1, -1, 1, 1, 1))  # fmt: skip
+        return [y]
     w = b.device(inputs[1], name=node.input[1], like=x.dtype) if not isinstance(inputs[1], Tensor) else inputs[1]
     x4, one_d = _to_2d(x, "convolution")
     w4 = w.reshape(w.shape[0], w.shape[1], 1, w.shape[2]) if one_d else w
@@ -754,8 +763,8 @@ def _pool_geometry(b: Builder, node: onnx.NodeProto, x: Tensor) -> tuple[list[in
     n = len(kernel)
     strides = list(at.get("strides", [1] * n))
     dilations = list(at.get("dilations", [1] * n))
-    if at.get("storage_order", 0) or len([o for o in node.output if o]) > 1:
-        raise Unsupported("indices output")
+    if (at.get("storage_order", 0) or len([o for o in node.output if o]) > 1) and x.rank != 4:
+        raise Unsupported("indices output of 1-D or 3-D pooling")
     pads = _spatial_pads(at, x.shape[2:], kernel, strides, dilations)
     extra = []
     for size, k, s, d, (lo, hi) in zip(x.shape[2:], kernel, strides, dilations, pads, strict=True):
@@ -771,6 +780,8 @@ def _pool_geometry(b: Builder, node: onnx.NodeProto, x: Tensor) -> tuple[list[in
 @handles("MaxPool", "AveragePool")
 def _pool(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     x = b.device(inputs[0])
+    if x.rank == 5:
+        return [more_operators.pool3d_by_slices(b, node, x)]
     x4, one_d = _to_2d(x, "pooling")
     kernel, strides, dilations, pads, extra = _pool_geometry(b, node, x)
     kernel, strides, dilations = (_expand_1d(v, one_d, 1) for v in (kernel, strides, dilations))
@@ -780,6 +791,10 @@ def _pool(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
         lowest = float(np.finfo(x.dtype).min) if x.dtype.kind == "f" else int(np.iinfo(x.dtype).min)
         xp = pad_view(b, x4, [(0, 0), (0, 0)] + full, "constant", lowest)
         y = ops.max_pool2d(b.graph, xp, tuple(kernel), b.prog, stride=tuple(strides), dilation=tuple(dilations))
+        if len(node.output) > 1 and node.output[1]:
+            order = int(attrs(node).get("storage_order", 0))
+            idx = more_operators.max_pool_indices(b, x4, xp, y, kernel, strides, dilations, full, order)
+            return [y, idx]
     else:
         xp = pad_view(b, x4, [(0, 0), (0, 0)] + full, "constant", 0.0)
         y = ops.avg_pool2d(b.graph, xp, tuple(kernel), b.prog, stride=tuple(strides), dilation=tuple(dilations))
@@ -812,4 +827,29 @@ def _global_pool(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[An
     return [reduce(b, x, list(range(2, x.rank)), kind, keepdims=True)]
 
 
+from . import more_operators  # noqa: E402 - registers its handlers, which build on the ones above
+
 SUPPORTED: tuple[str, ...] = tuple(sorted(HANDLERS))
+
+
+@contextlib.contextmanager
+def wrong_kernel(op_type: str | None) -> Iterator[None]:
+    """Test-only (``tilescope run --test-wrong-kernel OP``): while active, ``op_type``'s handler adds 1
+    to its first output on the device: a deliberately wrong kernel that ``--check`` must catch."""
+    if not op_type:
+        yield
+        return
+    if op_type not in HANDLERS:
+        raise FrontendError(f"--test-wrong-kernel: no handler for {op_type!r}")
+    right = HANDLERS[op_type]
+
+    def wrong(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+        outs = right(b, node, inputs)
+        y = b.device(outs[0])
+        return [ops.add_scalar(b.graph, _nd(y), 1.0, b.prog).reshape(y.shape), *outs[1:]]
+
+    HANDLERS[op_type] = wrong
+    try:
+        yield
+    finally:
+        HANDLERS[op_type] = right

@@ -1,0 +1,87 @@
+"""Checking a simulated run against an independent ONNX runtime (``tilescope run --check``).
+
+The reference is onnxruntime when it is installed (fast, the runtime users deploy with), else
+onnx.reference (pure Python, always there). Both run the model as the importer saw it: with the
+batch override and its rewritten shape constants applied (``ImportedModel.onnx_model``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+from .model import FrontendError, _first_line
+
+DEFAULT_TOLERANCE = 1e-3
+
+
+@dataclass
+class OutputCheck:
+    """How far one output of the simulated run is from the reference run."""
+
+    name: str
+    max_abs_diff: float
+    max_rel_diff: float  # max |got - want| / max(|want|, tiny): relative to each reference element
+    within: bool  # allclose(got, want, rtol=tolerance, atol=tolerance * max|want|)
+
+
+def reference_run(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], str]:
+    """(outputs by name, runtime name) of ``model`` on ``feeds``; FrontendError (one line) if the
+    reference runtime cannot run it."""
+    names = [o.name for o in model.graph.output]
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        ort = None
+    if ort is not None:
+        try:
+            opts = ort.SessionOptions()
+            opts.log_severity_level = 3  # no warnings about initializers listed as inputs
+            sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+            outs = sess.run(names, dict(feeds))
+            return dict(zip(names, (np.asarray(o) for o in outs), strict=True)), f"onnxruntime {ort.__version__}"
+        except Exception as exc:  # e.g. an IR version newer than the installed onnxruntime reads
+            fallback = _first_line(exc)
+    else:
+        fallback = ""
+    from onnx.reference import ReferenceEvaluator
+
+    try:
+        with np.errstate(all="ignore"):
+            outs = ReferenceEvaluator(model).run(names, dict(feeds))
+    except Exception as exc:
+        why = f"; onnxruntime: {fallback}" if fallback else ""
+        raise FrontendError(f"--check: the reference runtime cannot run the model: {_first_line(exc)}{why}") from None
+    return dict(zip(names, (np.asarray(o) for o in outs), strict=True)), f"onnx.reference {onnx.__version__}"
+
+
+def compare(got: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray], tolerance: float) -> list[OutputCheck]:
+    """Per output: maximum absolute and relative difference, and whether it is within ``tolerance``
+    (relative, with an absolute floor of ``tolerance`` times the output's largest magnitude, so
+    elements near zero do not dominate)."""
+    out = []
+    for name, w in want.items():
+        g = np.asarray(got[name])
+        w = np.asarray(w)
+        if g.shape != w.shape:
+            out.append(OutputCheck(name, float("inf"), float("inf"), False))
+            continue
+        if w.dtype.kind == "b" or g.dtype.kind == "b":
+            g, w = g.astype(np.int8), w.astype(np.int8)
+        gf, wf = g.astype(np.float64), w.astype(np.float64)
+        if gf.size == 0:
+            out.append(OutputCheck(name, 0.0, 0.0, True))
+            continue
+        both_nan = np.isnan(gf) & np.isnan(wf)
+        same_inf = np.isinf(wf) & (gf == wf)
+        diff = np.where(both_nan | same_inf, 0.0, np.abs(gf - wf))
+        diff = np.where(np.isnan(diff), np.inf, diff)
+        scale = np.abs(np.where(np.isfinite(wf), wf, 0.0))
+        rel = diff / np.maximum(scale, np.finfo(np.float32).tiny)
+        floor = tolerance * float(scale.max())
+        within = bool(np.all(diff <= tolerance * scale + floor)) if w.dtype.kind == "f" else bool(np.all(diff == 0))
+        out.append(OutputCheck(name, float(diff.max()), float(rel.max()), within))
+    return out
