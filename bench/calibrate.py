@@ -111,7 +111,7 @@ def exchange_tb_per_s(bytes_per_tile: int = 16 * KIB) -> float:
     g.set_tile_mapping(b, (tiles + 1) % n)
     e = Engine(g, [Sequence(Copy(a, b))], options={"debug.instrument": "false"})
     e.compile()
-    step = next(lf for lf in e.compiled.leaves if lf.type == "DoExchange")
+    step = next(lf for lf in e.compiled.steps if lf.type == "DoExchange")
     seconds = int(step.tile_cycles.max()) / GC200.clock_hz
     return n * bytes_per_tile / seconds / 1e12
 
@@ -123,7 +123,7 @@ def host_gb_per_s(total_bytes: int = 4 * MIB) -> float:
     s = g.add_host_to_device_fifo("in", "float32", total_bytes // 4)
     e = Engine(g, [Sequence(Copy(s, x))], options={"debug.instrument": "false"})
     e.compile()
-    mid = next(lf for lf in e.compiled.leaves if lf.type == "StreamCopyMid")
+    mid = next(lf for lf in e.compiled.steps if lf.type == "StreamCopyMid")
     return total_bytes / (int(mid.tile_cycles.max()) / GC200.clock_hz) / 1e9
 
 

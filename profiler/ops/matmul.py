@@ -297,7 +297,9 @@ def _run_step(
         o_rows = (g * M + r0)[:, None] + np.arange(ms_)  # [vertices, ms] rows of dest's [G*M, N] view
         if split_k:
             o_rows = o_rows + (ki[sel] * (G * M))[:, None]
-        dest_tiles.reshape(-1, N)[o_rows[:, :, None], (o0[:, None] + np.arange(ns_))[:, None, :]] = tile[sel][:, None, None]
+        dest_tiles.reshape(-1, N)[o_rows[:, :, None], (o0[:, None] + np.arange(ns_))[:, None, :]] = tile[sel][
+            :, None, None
+        ]
         graph.add_vertices(cs, codelet, fields, tile[sel])
     _add_kernel(graph, cs, codelet, a, b, dest, k0, kl)
     graph.set_tile_mapping(dest, dest_tiles)

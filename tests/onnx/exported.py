@@ -116,7 +116,9 @@ def densenet_style(opset: int = 9, batch: int | str = 1) -> onnx.ModelProto:
     return e.model([batch, 3, 8, 8], [batch, 5], "densenet_style")
 
 
-def bert_style(opset: int = 11, batch: int | str = "batch", seq: int = 8, hidden: int = 16, heads: int = 2) -> onnx.ModelProto:
+def bert_style(
+    opset: int = 11, batch: int | str = "batch", seq: int = 8, hidden: int = 16, heads: int = 2
+) -> onnx.ModelProto:
     """A BERT encoder layer as torch.onnx exported it at opset 10-12: LayerNorm decomposed into
     ReduceMean (attribute axes) / Sub / Pow / Sqrt / Div, head reshapes built from
     Shape -> Gather -> Unsqueeze -> Concat chains, an attention mask input turned into an additive
@@ -130,10 +132,14 @@ def bert_style(opset: int = 11, batch: int | str = "batch", seq: int = 8, hidden
         d = e.node("Sub", [x, mean])
         var = e.node("ReduceMean", [e.node("Pow", [d, e.const(np.array(2.0, np.float32))])], axes=[-1])
         std = e.node("Sqrt", [e.node("Add", [var, e.const(np.array(1e-12, np.float32))])])
-        return e.node("Add", [e.node("Mul", [e.node("Div", [d, std]), e.weight((hidden,), 0.1)]), e.weight((hidden,), 0.1)])
+        return e.node(
+            "Add", [e.node("Mul", [e.node("Div", [d, std]), e.weight((hidden,), 0.1)]), e.weight((hidden,), 0.1)]
+        )
 
     def dense(x: str, n_in: int, n_out: int) -> str:
-        return e.node("Add", [e.node("MatMul", [x, e.weight((n_in, n_out), 1 / np.sqrt(n_in))]), e.weight((n_out,), 0.02)])
+        return e.node(
+            "Add", [e.node("MatMul", [x, e.weight((n_in, n_out), 1 / np.sqrt(n_in))]), e.weight((n_out,), 0.02)]
+        )
 
     def dim(x: str, i: int) -> str:
         return e.unsqueeze(e.node("Gather", [e.node("Shape", [x]), e.const(np.array(i, np.int64))], axis=0), [0])
@@ -147,7 +153,9 @@ def bert_style(opset: int = 11, batch: int | str = "batch", seq: int = 8, hidden
     # mask [B, S] (1 = attend) -> additive bias [B, 1, 1, S]
     m = e.unsqueeze(e.unsqueeze("mask", [1]), [2])
     m = e.node("Cast", [m], to=TensorProto.FLOAT)
-    bias = e.node("Mul", [e.node("Sub", [e.const(np.array(1.0, np.float32)), m]), e.const(np.array(-10000.0, np.float32))])
+    bias = e.node(
+        "Mul", [e.node("Sub", [e.const(np.array(1.0, np.float32)), m]), e.const(np.array(-10000.0, np.float32))]
+    )
     q = split_heads(dense(x, hidden, hidden), [0, 2, 1, 3])
     k = split_heads(dense(x, hidden, hidden), [0, 2, 3, 1])
     v = split_heads(dense(x, hidden, hidden), [0, 2, 1, 3])

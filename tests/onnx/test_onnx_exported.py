@@ -104,7 +104,9 @@ def test_batch_override_names_the_node_that_pins_the_batch() -> None:
 def _tiny(nodes: list, inits: list, opset: int = 11) -> onnx.ModelProto:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
-    return helper.make_model(helper.make_graph(nodes, "m", [x], [y], inits), opset_imports=[helper.make_opsetid("", opset)])
+    return helper.make_model(
+        helper.make_graph(nodes, "m", [x], [y], inits), opset_imports=[helper.make_opsetid("", opset)]
+    )
 
 
 def test_a_failing_fold_is_one_line_naming_node_op_and_opset() -> None:
@@ -192,7 +194,9 @@ def _vit_head(producer: str) -> onnx.ModelProto:
         first = helper.make_node("Identity", ["cls"], ["tok"], name="token")
     nodes = [first, helper.make_node("Relu", ["x"], ["r"], name="relu"),
              helper.make_node("Concat", ["tok", "r"], ["y"], name="join", axis=1)]  # fmt: skip
-    return helper.make_model(helper.make_graph(nodes, "vit", [x], [y], inits), opset_imports=[helper.make_opsetid("", 13)])
+    return helper.make_model(
+        helper.make_graph(nodes, "vit", [x], [y], inits), opset_imports=[helper.make_opsetid("", 13)]
+    )
 
 
 @pytest.mark.parametrize("producer", ["Expand", "ConstantOfShape"])
@@ -232,9 +236,14 @@ def test_a_fold_that_onnx_reference_cannot_do_falls_back_to_the_device(monkeypat
     got, want = run_and_reference(model)
     np.testing.assert_allclose(got["y"], want["y"])
     # a node the handler cannot take either: the fold's error, one line
-    nodes = [helper.make_node("Range", ["a", "b", "c"], ["r"], name="range"), helper.make_node("Add", ["x", "r"], ["y"])]
+    nodes = [
+        helper.make_node("Range", ["a", "b", "c"], ["r"], name="range"),
+        helper.make_node("Add", ["x", "r"], ["y"]),
+    ]
     inits = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("a", 0), ("b", 3), ("c", 1))]
     model = _tiny(nodes, inits)
     model.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 3
-    with pytest.raises(FrontendError, match=r"^node 'range' \(Range, opset 11\): NotImplementedError: no Range at opset 11$"):
+    with pytest.raises(
+        FrontendError, match=r"^node 'range' \(Range, opset 11\): NotImplementedError: no Range at opset 11$"
+    ):
         import_model(load_model(model), TARGET)

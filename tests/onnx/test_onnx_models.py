@@ -26,8 +26,9 @@ MODELS = {
     "resnet": lambda: examples.resnet(image=32, blocks=(1, 1), widths=(8, 16), stem=8, classes=10),
     "transformer": lambda: examples.bert_layer(seq=16, hidden=32, heads=4, ff=64),
     "mlp": lambda: examples.mlp((64, 32, 10)),
-    "mobilenet": lambda: examples.mobilenet(image=32, blocks=((1, 8, 1, 1), (4, 16, 2, 2)), stem=8, head=32,
-                                            classes=10),  # fmt: skip
+    "mobilenet": lambda: examples.mobilenet(
+        image=32, blocks=((1, 8, 1, 1), (4, 16, 2, 2)), stem=8, head=32, classes=10
+    ),  # fmt: skip
     "unet": lambda: examples.unet(image=16, base=4, depth=2),
     "gpt2": lambda: examples.gpt2_block(seq=16, hidden=32, heads=4),
 }

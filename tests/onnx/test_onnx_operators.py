@@ -133,7 +133,9 @@ def test_3d_convolution_and_pooling() -> None:
     b = numpy_helper.from_array(_x(4), "b")
     _check(helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1, 1, 1], strides=[2, 1, 1]),
            {"x": _x(1, 2, 5, 6, 6)}, [w, b], atol=1e-5)  # fmt: skip
-    _check(helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2, 2], strides=[2, 2, 2]), {"x": _x(1, 2, 4, 4, 4)})
+    _check(
+        helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2, 2], strides=[2, 2, 2]), {"x": _x(1, 2, 4, 4, 4)}
+    )
     _check(helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3, 3]), {"x": _x(1, 2, 4, 5, 5)}, atol=1e-6)
 
 

@@ -37,7 +37,9 @@ def test_compile_stops_before_planning_a_compute_set_that_would_not_fit(monkeypa
     regions = 4
     need = regions * PLAN_BYTES_PER_REGION + host_memory.MARGIN_BYTES
     monkeypatch.setattr(host_memory, "available_bytes", lambda: need - 1)
-    with pytest.raises(HostMemoryError, match=r"compiling compute set 'reduce/stage1' \(4 regions of field 'in'\) needs"):
+    with pytest.raises(
+        HostMemoryError, match=r"compiling compute set 'reduce/stage1' \(4 regions of field 'in'\) needs"
+    ):
         e.compile()
     monkeypatch.setattr(host_memory, "available_bytes", lambda: need)
     e.compile()

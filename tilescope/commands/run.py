@@ -321,8 +321,9 @@ def _check(model: Any, inputs: dict[str, Any], outputs: dict[str, Any], args: ar
         "runtime": runtime,
         "tolerance": tol,
         "passed": all(c.within for c in checks),
-        "outputs": {c.name: {"max_abs_diff": c.max_abs_diff, "max_rel_diff": c.max_rel_diff, "within": c.within}
-                    for c in checks},  # fmt: skip
+        "outputs": {
+            c.name: {"max_abs_diff": c.max_abs_diff, "max_rel_diff": c.max_rel_diff, "within": c.within} for c in checks
+        },  # fmt: skip
     }
 
 

@@ -240,8 +240,7 @@ def _fold(node: onnx.NodeProto, inputs: list[Any], opset: int) -> list[np.ndarra
 
     feeds = {name: np.asarray(v) for name, v in zip(node.input, inputs, strict=True) if name}
     vis = [
-        helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(v.dtype), None)
-        for name, v in feeds.items()
+        helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(v.dtype), None) for name, v in feeds.items()
     ]
     outs = [helper.make_empty_tensor_value_info(o) for o in node.output if o]
     graph = helper.make_graph([node], "fold", vis, outs)

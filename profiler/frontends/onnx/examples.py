@@ -172,8 +172,15 @@ def mlp(sizes: tuple[int, ...] = (784, 256, 128, 10), batch: int | str = "N", se
 
 def mobilenet(
     image: int = 224,
-    blocks: tuple[tuple[int, int, int, int], ...] = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 40, 2, 2), (6, 80, 3, 2),
-                                                     (6, 112, 1, 1), (6, 192, 2, 2), (6, 320, 1, 1)),
+    blocks: tuple[tuple[int, int, int, int], ...] = (
+        (1, 16, 1, 1),
+        (6, 24, 2, 2),
+        (6, 40, 2, 2),
+        (6, 80, 3, 2),
+        (6, 112, 1, 1),
+        (6, 192, 2, 2),
+        (6, 320, 1, 1),
+    ),
     stem: int = 32,
     head: int = 1280,
     classes: int = 1000,
@@ -190,7 +197,9 @@ def mobilenet(
     hi = net.weight("relu6_max", np.array(6.0))
 
     def conv_bn(x: str, cin: int, cout: int, k: int, stride: int, p: str, group: int = 1) -> str:
-        w = net.weight(f"{p}_w", net.rng.standard_normal((cout, cin // group, k, k)) * np.sqrt(2.0 / (cin // group * k * k)))
+        w = net.weight(
+            f"{p}_w", net.rng.standard_normal((cout, cin // group, k, k)) * np.sqrt(2.0 / (cin // group * k * k))
+        )
         y = net.node("Conv", [x, w], f"{p}_conv", kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4,
                      group=group)  # fmt: skip
         bn = [net.weight(f"{p}_bn_{q}", v) for q, v in (

@@ -129,7 +129,9 @@ def _probe(model: onnx.ModelProto, batched: list[str]) -> onnx.ModelProto:
     p.CopyFrom(model)
     keep, moved = [], []
     for t in p.graph.initializer:
-        small_int = t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and _numel(t.dims) <= _PROBE_CONSTANT
+        small_int = (
+            t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and _numel(t.dims) <= _PROBE_CONSTANT
+        )
         if small_int:
             keep.append(t)
         else:

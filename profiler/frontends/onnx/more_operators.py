@@ -166,7 +166,9 @@ def _mod_op(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     fmod = int(attrs(node).get("fmod", 0))
     fn = _fmod if fmod else _mod
     if ta.dtype.kind == "f":
-        return [b.map("Remainder", fn, [ta, tc], (("binary", "divide"), ("binary", "multiply"), ("binary", "subtract")))]
+        return [
+            b.map("Remainder", fn, [ta, tc], (("binary", "divide"), ("binary", "multiply"), ("binary", "subtract")))
+        ]
     # integer remainder: the cost model has no integer divide; as integer multiply-subtract [INF]
     return [b.map("RemainderInt", fn, [ta, tc], (("binary", "multiply"), ("binary", "subtract")))]
 
@@ -391,7 +393,9 @@ def _einsum(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
 
     # [batch, left, contract] x [batch, contract, right] -> [batch, left, right]: one (batched) matmul
     a3 = a.transpose(*[ta.index(ch) for ch in batch + left + contract]).reshape(prod(batch), prod(left), prod(contract))
-    c3 = c.transpose(*[tc.index(ch) for ch in batch + contract + right]).reshape(prod(batch), prod(contract), prod(right))
+    c3 = c.transpose(*[tc.index(ch) for ch in batch + contract + right]).reshape(
+        prod(batch), prod(contract), prod(right)
+    )
     if not batch:
         y = matmul(b, a3.reshape(prod(left), prod(contract)), c3.reshape(prod(contract), prod(right)))
     else:
@@ -636,7 +640,9 @@ def _conv_transpose(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list
     if any(st > 1 for st in strides):
         xi = pad_view(b, xi, [(0, 0), (0, 0)] + [p for st in strides for p in ((0, 0), (0, st - 1))], "constant", 0.0)
     xs = xi.reshape([n, c] + [size * st for size, st in zip(in_sizes, strides, strict=True)])
-    xs = xs[(slice(None), slice(None), *(slice(0, (size - 1) * st + 1) for size, st in zip(in_sizes, strides, strict=True)))]
+    xs = xs[
+        (slice(None), slice(None), *(slice(0, (size - 1) * st + 1) for size, st in zip(in_sizes, strides, strict=True)))
+    ]
     # 2. pad by the kernel's extent less the given padding (negative: crop), plus output_padding
     full = [((k - 1) * d - lo, (k - 1) * d - hi + op_) for k, d, (lo, hi), op_ in zip(kernel, dil, pads, out_pad,
                                                                                            strict=True)]  # fmt: skip
@@ -877,14 +883,20 @@ def pool3d_by_slices(b: Builder, node: onnx.NodeProto, x: Tensor) -> Tensor:
     return total.reshape(n, c, do, *total.shape[2:])
 
 
-
 def _window_index(xv: np.ndarray, yv: np.ndarray, pos: np.ndarray, best: np.ndarray) -> np.ndarray:
     return np.where((xv == yv) & (pos < best), pos, best)
 
 
 def max_pool_indices(
-    b: Builder, x: Tensor, xp: Tensor, y: Tensor, kernel: list[int], strides: list[int], dilations: list[int],
-    pads: list[tuple[int, int]], storage_order: int,
+    b: Builder,
+    x: Tensor,
+    xp: Tensor,
+    y: Tensor,
+    kernel: list[int],
+    strides: list[int],
+    dilations: list[int],
+    pads: list[tuple[int, int]],
+    storage_order: int,
 ) -> Tensor:
     """MaxPool's Indices output: the flat input index (row-major over N, C, H, W, or column-major
     over H, W with storage_order=1) of the first window element equal to the maximum. One
@@ -947,7 +959,11 @@ def _group_norm(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any
         # opset 18 gives scale and bias per group, opset 21 per channel
         size = _shape(v)[0] if _shape(v) else 1
         if size == groups and groups != c:
-            v = v.reshape(groups, 1).broadcast(c // groups, 1) if isinstance(v, Tensor) else np.repeat(np.asarray(v), c // groups)
+            v = (
+                v.reshape(groups, 1).broadcast(c // groups, 1)
+                if isinstance(v, Tensor)
+                else np.repeat(np.asarray(v), c // groups)
+            )
         return v.reshape(shp) if isinstance(v, Tensor) else np.asarray(v).reshape(shp)
 
     return [b.binary("add", b.binary("mul", y, per_channel(inputs[1])), per_channel(inputs[2]))]
@@ -1098,7 +1114,9 @@ def _recurrent(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]
                 valid = b.map("SeqValid", _step_valid, [lens], (("binary", "less_than"),), out_dtype="bool", t=t)
                 zero = np.zeros((), dtype=x.dtype)
                 y_t = b.map("Select", _select, [b.device(h), zero, valid], (("binary", "maximum"),))
-                h = b.map("Select", _select, [b.device(h), b.device(h_prev, like=x.dtype), valid], (("binary", "maximum"),))
+                h = b.map(
+                    "Select", _select, [b.device(h), b.device(h_prev, like=x.dtype), valid], (("binary", "maximum"),)
+                )
                 if node.op_type == "LSTM":
                     c = b.map("Select", _select, [b.device(c, like=x.dtype), b.device(c_prev, like=x.dtype), valid],
                               (("binary", "maximum"),))  # fmt: skip
@@ -1367,7 +1385,9 @@ def _reduce_prod(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[An
     while width > 1:
         width //= 2
         y = b.binary("mul", y.slice(0, width, 1), y.slice(width, 2 * width, 1))
-    shape = [1 if d in ax else x.shape[d] for d in range(x.rank)] if at.get("keepdims", 1) else [x.shape[d] for d in keep]
+    shape = (
+        [1 if d in ax else x.shape[d] for d in range(x.rank)] if at.get("keepdims", 1) else [x.shape[d] for d in keep]
+    )
     return [y.reshape(shape)]
 
 
@@ -1583,7 +1603,7 @@ def _attention(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]
                          (("binary", "greater_than"),), out_dtype=probs.dtype)  # fmt: skip
             probs = b.binary("mul", probs, kept)
         else:
-            kept = (np.asarray(bias).max(axis=-1, keepdims=True) > _MASKED / 2)
+            kept = np.asarray(bias).max(axis=-1, keepdims=True) > _MASKED / 2
             if not kept.all():
                 probs = b.binary("mul", probs, kept.astype(np.float32))
     y = matmul(b, probs, v)
