@@ -81,6 +81,13 @@ def read_manifest(path: Path) -> Manifest:
     """Parse and check ``manifest.json`` of the report directory ``path``."""
     mpath = path / schema.MANIFEST_NAME
     if not path.exists():
+        swapped = sorted(path.parent.glob(f".{path.name}.old-*/report")) if path.parent.is_dir() else []
+        if swapped:  # a write killed in the instant its previous report was swapped out
+            raise ReportError(
+                path,
+                f"no such file or directory; an interrupted write left the previous report in {swapped[0]} "
+                "(the next write to this path restores it)",
+            )
         raise ReportError(path, "no such file or directory")
     if not path.is_dir():
         raise ReportError(path, "not a tilescope report (a report is a directory holding manifest.json)")
