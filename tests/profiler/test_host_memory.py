@@ -6,7 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiler import Engine, Graph, HostMemoryError, Sequence, host_memory, ipu_model, ops
+from profiler import Engine, Graph, HostMemoryError, Sequence, get_target, host_memory, ipu_model, ops
+from profiler import compile as compile_
 
 
 def test_available_bytes_reads_mem_available(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -33,9 +34,28 @@ def test_compile_stops_before_planning_a_compute_set_that_would_not_fit(monkeypa
     ops.reduce_sum(g, x, 0, prog)
     e = Engine(g, [prog])
     reads = 64  # stage 1 reads every element once
+    monkeypatch.setattr(compile_, "HOST_BYTES_PER_TILE", 0)  # this test is about the per-compute-set check
     monkeypatch.setattr(host_memory, "available_bytes", lambda: reads * 40 + host_memory.MARGIN_BYTES - 1)
     with pytest.raises(HostMemoryError, match=r"compiling compute set 'reduce/stage1' \(64 elements read\) needs"):
         e.compile()
     monkeypatch.setattr(host_memory, "available_bytes", lambda: reads * 40 + host_memory.MARGIN_BYTES)
     e.compile()
     assert np.isfinite(e.info["compile_seconds"])
+
+
+def test_compile_checks_the_per_tile_state_of_a_big_target_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    g = Graph(get_target("Bow", 1024))
+    x = ops.add_mapped(g, "float", (64,), "x")
+    prog = Sequence()
+    ops.reduce_sum(g, x, 0, prog)
+    monkeypatch.setattr(host_memory, "available_bytes", lambda: 2 * 10**9)
+    with pytest.raises(HostMemoryError, match=r"compiling for 1024 IPUs \(1,507,328 tiles\) needs about 6.2 GB"):
+        Engine(g, [prog]).compile()
+
+
+def test_a_variable_that_cannot_fit_is_refused_before_its_element_ids_exist() -> None:
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    with pytest.raises(HostMemoryError, match=r"variable 'huge' of shape \(1000000000000, 64\) needs about"):
+        g.add_variable("float", (10**12, 64), "huge")
+    with pytest.raises(HostMemoryError):  # a product past int64 must not wrap into a small size
+        g.add_variable("float", (2**40, 2**40), "wraps")

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
-from pathlib import Path
 
 HELP = "export a report's execution trace as Chrome/Perfetto trace JSON"
 
@@ -31,7 +28,9 @@ def run(args: argparse.Namespace) -> int:
     from app.views.trace_events import report_to_trace_events
     from report_format.reader import open_report
     from tilescope.cli import CommandError
+    from tilescope.outputs import check_output_file, write_atomically
 
+    check_output_file(args.trace, "--trace")  # before any work: a bad path is one line at once
     report = open_report(args.report)
     if not report.has_execution_profile:
         why = "; ".join(report.notes) or "the report has no execution profile"
@@ -41,15 +40,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CommandError(str(exc)) from None
     doc = report_to_trace_events(report, args.run, tiles)
-    out = Path(args.trace)
     # write-then-rename: never leave a half-written JSON behind
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent if str(out.parent) else ".")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, separators=(",", ":"))
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    out = write_atomically(args.trace, "--trace", lambda f: f.write(json.dumps(doc, separators=(",", ":")).encode()))
     print(f"wrote {out} ({len(doc['traceEvents']):,} events, run {args.run}); open it in https://ui.perfetto.dev")
     return 0

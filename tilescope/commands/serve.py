@@ -20,9 +20,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--debug", action="store_true", help="Dash debug mode (reloader off)")
 
 
+def _check_address(host: str, port: int) -> None:
+    """One line (exit 2) for a port out of range, an unknown host or an address in use, before
+    the reports are loaded; the server itself would answer with a traceback or hang."""
+    import socket
+
+    from tilescope.cli import CommandError
+
+    if not 1 <= port <= 65535:
+        raise CommandError(f"--port {port}: must be between 1 and 65535")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise CommandError(f"--host {host}: not an address of this machine ({exc})") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise CommandError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from report_format.reader import open_report
 
+    _check_address(args.host, args.port)
     open_report(args.report)  # one-line ReportError (exit 2) before anything starts
     if args.compare:
         open_report(args.compare)

@@ -87,6 +87,8 @@ def override_batch(model: onnx.ModelProto, batch: int | None) -> onnx.ModelProto
     if batch is not None:
         if batch < 1:
             raise FrontendError(f"batch size must be >= 1, got {batch}")
+        if batch >= 2**63:  # ONNX dimensions are int64
+            raise FrontendError(f"batch size {batch} is larger than an ONNX dimension can hold")
         for vi in m.graph.input:
             if vi.name in init_names or not vi.type.HasField("tensor_type"):
                 continue
