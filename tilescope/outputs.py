@@ -1,5 +1,6 @@
 """Output files of the commands (--save-outputs, export --trace, diff --html): checked before any
-work starts, written whole or not at all, and every failure one line (CommandError, exit 2).
+work starts, written whole or not at all (missing parent directories are created), and every
+failure one line (CommandError, exit 2).
 
 Checks try the file system rather than read permission bits: bits do not stop root and know
 nothing of read-only mounts or of /proc.
@@ -18,20 +19,20 @@ from tilescope.cli import CommandError
 
 
 def check_output_file(path: str | Path, option: str) -> Path:
-    """Raise CommandError unless a file can be written at ``path``: not a directory, in an existing
-    directory where files can be created. Nothing is left behind by the check."""
+    """Raise CommandError unless a file can be written at ``path``: not a directory, and its
+    nearest existing ancestor a directory where entries can be created (missing directories are
+    created when writing, as for report directories). Nothing is left behind by the check."""
     out = Path(path)
     if out.is_dir():
         raise CommandError(f"{option} {out}: is a directory; give a file name")
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.exists():
-        raise CommandError(f"{option} {out}: directory {parent} does not exist")
-    if not parent.is_dir():
-        raise CommandError(f"{option} {out}: {parent} is not a directory")
+    ancestor = out.parent if str(out.parent) else Path(".")
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise CommandError(f"{option} {out}: {ancestor} is a file, not a directory")
     try:
-        fd, probe = tempfile.mkstemp(prefix=f".{out.name}.", dir=parent)
-        os.close(fd)
-        os.unlink(probe)
+        probe = tempfile.mkdtemp(prefix=f".{out.name}.", dir=ancestor)
+        os.rmdir(probe)
     except OSError as exc:
         raise CommandError(f"{option} {out}: cannot write here ({exc.strerror})") from None
     return out
@@ -43,6 +44,7 @@ def write_atomically(path: str | Path, option: str, write: Callable[[IO[bytes]],
     out = check_output_file(path, option)
     parent = out.parent if str(out.parent) else Path(".")
     try:
+        parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=parent)
     except OSError as exc:
         raise CommandError(f"{option} {out}: cannot write here ({exc.strerror})") from None

@@ -28,7 +28,20 @@ from report_format.synthetic import synthetic_report
 from report_format.writer import ReportWriter, check_destination
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNS = {"run": [0], "program_id": [0], "name": ["a"], "cycles": [1], "flops": [0], "steps": [1]}
+TARGET = {
+    "name": ["IPUModel"], "type": ["IPUModel"], "architecture": ["ipu2"], "num_ipus": [2], "tiles_per_ipu": [16],
+    "num_tiles": [32], "bytes_per_tile": [65536], "bytes_per_ipu": [16 * 65536], "total_memory": [32 * 65536],
+    "clock_hz": [1.33e9], "num_replicas": [1], "ipus_per_replica": [2], "num_worker_contexts": [6],
+    "exchange_bytes_per_cycle": [4.0], "interleaved_memory_start": [32768], "fp16_flops_per_cycle": [64.0],
+    "fp32_flops_per_cycle": [16.0],
+}  # fmt: skip
+
+
+def _small(w: ReportWriter) -> None:
+    """A whole report with nothing captured but its target (2 IPUs x 16 tiles)."""
+    w.write("target", TARGET)
+    for profile in ("graph", "execution", "debug_info"):
+        w.set_profile(profile, False)
 
 
 def _tree(path: Path) -> dict[str, str]:
@@ -78,7 +91,7 @@ def test_a_note_kept_in_a_report_survives_the_next_capture(tmp_path: Path) -> No
     (path / "screens" / "a.png").write_bytes(b"png")
     before = open_report(path).runs()
     with ReportWriter(path, engine="second") as w:
-        w.write("runs", RUNS)
+        _small(w)
     assert (path / "notes.txt").read_text() == "precious"
     assert (path / "screens" / "a.png").read_bytes() == b"png"
     assert w.messages == [f"kept 2 entries tilescope did not write in {path}: notes.txt, screens"]
@@ -96,7 +109,7 @@ def test_a_crafted_manifest_cannot_claim_a_users_file(tmp_path: Path) -> None:
     (path / "manifest.json").write_text(json.dumps(doc))
     (path / "notes.txt").write_text("precious")
     with ReportWriter(path) as w:
-        w.write("runs", RUNS)
+        _small(w)
     assert (path / "notes.txt").read_text() == "precious"
     open_report(path).verify()  # the unlisted old runs.arrow did not replace the new one...
     assert any("could not tidy" in m and "runs.arrow" in m for m in w.messages)  # ...it is kept aside, and said
@@ -175,7 +188,7 @@ def test_stale_temporaries_are_cleaned_only_when_provably_ours(tmp_path: Path) -
     with_user_file = _fake_tmp(tmp_path, dest, _dead_pid(), extra="u")
     (with_user_file / "mine.txt").write_text("keep")
     with ReportWriter(dest) as w:
-        w.write("runs", RUNS)
+        _small(w)
     assert not dead.exists()
     assert alive.exists() and unmarked.exists()
     assert (with_user_file / "mine.txt").read_text() == "keep"
@@ -198,7 +211,7 @@ def test_a_previous_report_swapped_out_by_a_killed_write_is_restored(tmp_path: P
     w = ReportWriter(dest)  # the next write puts it back before doing anything else
     assert any("restored the previous report" in m for m in w.messages)
     assert open_report(dest).runs().equals(before)
-    w.write("runs", RUNS)
+    _small(w)
     w.commit()
     assert (dest / "notes.txt").read_text() == "precious"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
@@ -243,7 +256,7 @@ def test_killed_at_random_points_the_report_stays_whole(tmp_path: Path, sig: sig
         if sig == signal.SIGINT:  # Python unwinds: the writer removes its own temporary
             assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
     with ReportWriter(path) as w:  # the next write cleans up after the killed ones
-        w.write("runs", RUNS)
+        _small(w)
     open_report(path).verify()
     assert (path / "notes.txt").read_text() == "precious"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
