@@ -29,7 +29,7 @@ from profiler.programs import Sequence as Prog
 from profiler.targets import Target
 from profiler.tensor import Tensor
 
-from .model import FrontendError, UnsupportedError, opset_version
+from .model import FrontendError, UnsupportedError, _first_line, opset_version, printable
 
 LAYER = "onnx"
 WEIGHT_STREAM_PREFIX = "weights/"
@@ -303,7 +303,10 @@ def import_model(
     except Unsupported as exc:
         raise UnsupportedError([("(graph input)", "model inputs", str(exc))]) from None
     for t in model.graph.initializer:
-        b.values[t.name] = b.host(t.name, numpy_helper.to_array(t))
+        try:
+            b.values[t.name] = b.host(t.name, numpy_helper.to_array(t))
+        except (ValueError, TypeError, KeyError, IndexError) as exc:  # dims that do not match its data, ...
+            raise FrontendError(f"initializer {printable(t.name)!r}: {printable(_first_line(exc), 200)}") from None
     for spec in inputs:
         x = g.add_variable(spec.device_dtype, spec.shape, spec.name)
         g.set_tile_mapping(x, linear_tiles(x.numel(), target.num_tiles))
@@ -312,7 +315,7 @@ def import_model(
     folded = 0
     for i, node in enumerate(model.graph.node):
         name = node.name or f"{node.op_type}_{i}"
-        args = [b.values[n] if n else None for n in node.input]
+        args = [b.values.get(n) if n else None for n in node.input]
         missing = [n for n, a in zip(node.input, args, strict=True) if n and a is None]
         if missing:
             raise FrontendError(f"node {name!r} ({node.op_type}): input(s) {missing} are not defined")
@@ -325,8 +328,11 @@ def import_model(
                     outs = HANDLERS[node.op_type](b, node, args)
         except Unsupported as exc:
             raise UnsupportedError([(node.op_type, name, str(exc))]) from None
-        except (ops.OpError, ValueError, IndexError) as exc:
-            raise FrontendError(f"node {name!r} ({node.op_type}): {exc}") from None
+        except (ops.OpError, ValueError, IndexError, TypeError, KeyError, ZeroDivisionError, OverflowError) as exc:
+            # attributes or shapes the operator cannot take: one line naming the node
+            raise FrontendError(
+                f"node {printable(name)!r} ({printable(node.op_type)}): {printable(_first_line(exc), 200)}"
+            ) from None
         for out_name, v in zip(node.output, outs, strict=False):
             if out_name:
                 b.values[out_name] = b.host(out_name, v) if isinstance(v, np.ndarray) else v  # type: ignore[assignment]
@@ -334,7 +340,9 @@ def import_model(
             progress(i + 1, len(model.graph.node))
     outputs, host_outputs = [], {}
     for vi in model.graph.output:
-        v = b.values[vi.name]
+        v = b.values.get(vi.name)
+        if v is None:
+            raise FrontendError(f"model output {printable(vi.name)!r} is not computed by any node")
         host = _elem_np_dtype(vi.type.tensor_type.elem_type)
         if isinstance(v, Tensor):
             stream = g.add_device_to_host_fifo(vi.name, v.dtype, list(v.shape))

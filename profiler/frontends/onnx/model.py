@@ -25,9 +25,19 @@ class UnsupportedError(FrontendError):
         self.items = items
         by_op: dict[str, list[str]] = {}
         for op_type, node, reason in items:
-            by_op.setdefault(op_type + (f" ({reason})" if reason else ""), []).append(node)
+            op, why = printable(op_type), printable(reason)
+            by_op.setdefault(op + (f" ({why})" if why else ""), []).append(printable(node))
         parts = [f"{op} at {', '.join(nodes[:5])}{' ...' if len(nodes) > 5 else ''}" for op, nodes in by_op.items()]
         super().__init__(f"unsupported ONNX operator(s): {'; '.join(parts)}")
+
+
+def printable(text: object, limit: int = 120) -> str:
+    """A name from a model, safe for a one-line message: decoded (protobuf hands invalid UTF-8
+    back as bytes), control characters escaped, and cut to ``limit`` characters."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    s = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+    return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
 def _first_line(exc: BaseException) -> str:
