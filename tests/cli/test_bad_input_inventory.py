@@ -150,7 +150,7 @@ ROWS = [
     Row("model-unsupported-op", ["run", "{odd}"], 2, "NoSuchOp", [_unsupported]),
     # -- inputs files ----------------------------------------------------------------------------
     Row("inputs-missing", ["run", "{model}", "--inputs", "{tmp}/none.npz"], 2, "not a readable .npz", M),
-    Row("inputs-not-npz", ["run", "{model}", "--inputs", "{bad_npz}"], 2, "not a readable .npz", [*M, _file("bad.npz", b"hello")]),
+    Row("inputs-not-npz", ["run", "{model}", "--inputs", "{bad_npz}"], 2, "not a .npz file", [*M, _file("bad.npz", b"hello")]),
     Row("inputs-wrong-name", ["run", "{model}", "--inputs", "{k_npz}"], 2, "missing ['input']", [*M, _npz("k.npz", x=np.ones((1, 64)))]),
     Row("inputs-wrong-shape", ["run", "{model}", "--inputs", "{s_npz}"], 2, "the model takes (1, 64)", [*M, _npz("s.npz", input=np.ones((3, 3)))]),
     Row("inputs-strings", ["run", "{model}", "--inputs", "{t_npz}"], 2, "are not numbers", [*M, _npz("t.npz", input=np.full((1, 64), "a"))]),

@@ -164,10 +164,14 @@ def _load_inputs(session: Any, file: str | None, seed: int = 0) -> dict[str, Any
 
     if file is None:
         return random_inputs(session.model, seed)
+    import zipfile
+
+    if Path(file).is_file() and not zipfile.is_zipfile(file):  # np.load would guess a pickle and say so
+        raise CommandError(f"--inputs {file}: not a .npz file (write one with numpy.savez)")
     try:
         with np.load(file, allow_pickle=False) as data:
             given = {k: data[k] for k in data.files}
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
         raise CommandError(f"--inputs {file}: not a readable .npz file ({exc})") from None
     try:
         session.check_inputs(given)
