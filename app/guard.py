@@ -261,6 +261,10 @@ def install(app: Dash) -> None:
             return _answer(exc.code or 400, exc.description or exc.name)
         return None
 
+    from app import response_cache
+
+    response_cache.install(server, dispatch_path)  # after _guard: only checked requests are looked up
+
     @server.errorhandler(Exception)
     def _error(exc: Exception) -> Any:
         if isinstance(exc, HTTPException):
