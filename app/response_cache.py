@@ -36,7 +36,7 @@ class ResponseCache:
 
     @staticmethod
     def key(body: dict[str, Any]) -> str:
-        parts = {k: body.get(k) for k in ("output", "inputs", "state", "changedPropIds")}
+        parts = {k: body.get(k) for k in ("output", "outputs", "inputs", "state", "changedPropIds")}
         return hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
     def lookup_or_lead(self, key: str) -> bytes | None:
