@@ -31,6 +31,7 @@ from report_format import schema
 MARKER = ".tilescope-writing"
 _TABLE_FILE = re.compile(r"^[a-z0-9_]+" + re.escape(schema.TABLE_SUFFIX) + r"$")
 _KNOWN_TABLE_FILES = frozenset(f"{n}{schema.TABLE_SUFFIX}" for n in schema.TABLE_NAMES)
+_OWN_NAMES = _KNOWN_TABLE_FILES | {schema.MANIFEST_NAME, MARKER}
 
 
 def read_own_manifest(directory: Path) -> dict[str, Any] | None:
@@ -69,7 +70,9 @@ def foreign_entries(directory: Path, manifest: dict[str, Any] | None) -> list[st
 def remove_owned(directory: Path, owned: set[str]) -> list[str]:
     """Remove the regular files named in ``owned`` and then the directory if it is empty.
     Returns what is left (nothing when the directory is gone)."""
-    for name in owned:
+    # the proofs go last (manifest, then marker): if this is killed half way, what is left can
+    # still be shown to be tilescope's and cleaned next time
+    for name in sorted(owned, key=lambda n: (n == schema.MANIFEST_NAME, n == MARKER)):
         path = directory / name
         if path.is_file() or path.is_symlink():
             path.unlink(missing_ok=True)
@@ -140,10 +143,11 @@ def clean_stale(destination: Path) -> list[str]:
         marker = _read_marker(path)
         if marker is None:
             # Killed between making the directory and finishing its marker: the name carries the
-            # pid; with nothing but (part of) a marker inside, removing it loses nothing.
-            if _pid_in_name(entry.name) is not None and _process_gone(_pid_in_name(entry.name), socket.gethostname()):
+            # pid; with nothing but tilescope's own file names inside, removing them loses nothing.
+            pid = _pid_in_name(entry.name)
+            if pid is not None and _process_gone(pid, socket.gethostname()):
                 with contextlib.suppress(OSError):
-                    if remove_owned(path, {MARKER}) == []:
+                    if set(os.listdir(path)) <= _OWN_NAMES and remove_owned(path, _OWN_NAMES) == []:
                         messages.append(f"removed {path.name}, left by an interrupted write")
             continue
         if marker.get("destination") != str(destination):
@@ -162,7 +166,7 @@ def clean_stale(destination: Path) -> list[str]:
 
 def _clean_tmp(path: Path) -> list[str]:
     # An unfinished new report: only tilescope's own file names can be in it.
-    left = remove_owned(path, _KNOWN_TABLE_FILES | {schema.MANIFEST_NAME, MARKER})
+    left = remove_owned(path, _OWN_NAMES)
     if left:
         return [f"left {path} from an interrupted write: it holds files tilescope did not write ({', '.join(left)})"]
     return [f"removed {path.name}, left by an interrupted write"]
@@ -176,11 +180,14 @@ def _clean_old(path: Path, destination: Path) -> list[str]:
             os.rename(previous, destination)
             remove_owned(path, {MARKER})
             return [f"restored the previous report at {destination} (a write to it was interrupted)"]
-        manifest = read_own_manifest(previous) or {}
-        for name in foreign_entries(previous, manifest):
+        manifest = read_own_manifest(previous)
+        # inside a directory our marker proves ours, table-file names are ours even when the
+        # killed write had already removed the manifest (it is removed last, but may be gone)
+        owned = owned_files(manifest) if manifest is not None else set(_OWN_NAMES)
+        for name in sorted(e.name for e in os.scandir(previous) if e.name not in owned):
             if not (destination / name).exists():
                 os.rename(previous / name, destination / name)
-        left = remove_owned(previous, owned_files(manifest))
+        left = remove_owned(previous, owned)
         if left:
             return [f"left {previous}: it holds files tilescope did not write ({', '.join(left)})"]
     left = remove_owned(path, {MARKER})

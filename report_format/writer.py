@@ -22,8 +22,10 @@ import datetime as _dt
 import hashlib
 import json
 import os
+import signal
 import tempfile
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +171,36 @@ def _problem(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
 
 
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM until the block is done: making a marked temporary and swapping a
+    report into place are short and must not stop half way (SIGKILL still can; ``ownership``
+    cleans up after it). A signal that arrives meanwhile is raised again, with its own handler,
+    when the block ends. In the main thread the handlers are swapped for a recorder (this also
+    catches a signal that arrived just before but was not yet handled); elsewhere signals are blocked."""
+    held: list[int] = []
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    if threading.current_thread() is not threading.main_thread():
+        try:
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+        except (AttributeError, OSError, ValueError):
+            yield
+            return
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a blocked signal is delivered here
+        return
+    previous = {sig: signal.signal(sig, lambda n, _frame: held.append(n)) for sig in sigs}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        for sig in dict.fromkeys(held):
+            signal.raise_signal(sig)
+
+
 def check_writable(path: str | Path) -> None:
     """Raise ReportError unless a directory could be created at ``path``: its nearest existing
     ancestor must be a directory this process can create entries in (tried, not guessed from
@@ -242,9 +274,12 @@ class ReportWriter:
         self._tmp: Path | None = None
         try:
             self.destination.parent.mkdir(parents=True, exist_ok=True)
-            self.messages += ownership.clean_stale(self.destination)
-            self._tmp = Path(tempfile.mkdtemp(prefix=ownership.temp_prefix(self.destination, "tmp"), dir=self.destination.parent))
-            ownership.write_marker(self._tmp, self.destination, "new")
+            with _signals_deferred():
+                self.messages += ownership.clean_stale(self.destination)
+                self._tmp = Path(
+                    tempfile.mkdtemp(prefix=ownership.temp_prefix(self.destination, "tmp"), dir=self.destination.parent)
+                )
+                ownership.write_marker(self._tmp, self.destination, "new")
         except OSError as exc:
             self.abort()
             raise ReportError(self.destination, f"cannot write the report: {_problem(exc)}") from None
@@ -314,7 +349,8 @@ class ReportWriter:
                 f.flush()
                 os.fsync(f.fileno())
             _fsync_dir(self._tmp)
-            self._move_into_place()
+            with _signals_deferred():
+                self._move_into_place()
         except OSError as exc:  # a full disk, a directory made read-only meanwhile...
             self.abort()
             raise ReportError(self.destination, f"cannot write the report: {_problem(exc)}") from None
