@@ -27,7 +27,7 @@ from report_format.synthetic import synthetic_report
 from tilescope.cli import main
 
 SETTINGS = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )
 AWKWARD = ["", "-1", "0", "1", "3", "99999999999999999999", "nan", "1e9", "x", "../", "/proc/x", "/", " ", "0-3,5", "a=b"]
 
