@@ -142,6 +142,7 @@ ROWS = [
     Row("serve-port-negative", ["serve", "{report}", "--port", "-1", "--no-browser"], 2, "between 1 and 65535", [_report]),
     Row("serve-port-huge", ["serve", "{report}", "--port", "70000", "--no-browser"], 2, "between 1 and 65535", [_report]),
     Row("serve-port-in-use", ["serve", "{report}", "--port", "{busy_port}", "--no-browser"], 2, "Address already in use", [_report, _port_in_use]),
+    Row("serve-threads", ["serve", "{report}", "--threads", "0", "--no-browser"], 2, "between 1 and 256", [_report]),
     Row("serve-host", ["serve", "{report}", "--host", "no-such-host.invalid", "--no-browser"], 2, "--host", [_report]),
     # -- models ----------------------------------------------------------------------------------
     Row("model-missing", ["run", "{tmp}/none.onnx"], 2, "no such file", []),
