@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from werkzeug.serving import make_server
 
-from app import grid, ids
+from app import grid, guard, ids
 from app.server import create_app
 
 MARK = "ECHO-ME-"
@@ -142,3 +142,9 @@ def test_a_grid_filter_that_is_not_a_number_is_a_client_error(client) -> None:  
     body["state"][0]["value"] = body["state"][0]["id"]
     r = c.post("/_dash-update-component", json=body)
     assert r.status_code == 200 and "rowCount" in r.get_data(as_text=True)
+
+
+def test_every_store_a_callback_reads_has_a_check(client) -> None:  # type: ignore[no-untyped-def]
+    _, deps = client
+    stores = {a["id"] for d in deps for a in d["inputs"] + d["state"] if a["property"] == "data"}
+    assert stores <= set(guard.STORE_DATA), f"add a check to app.guard.STORE_DATA for {sorted(stores - set(guard.STORE_DATA))}"
