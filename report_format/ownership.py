@@ -12,8 +12,9 @@ Every temporary directory the writer makes beside a report (``.<name>.tmp-*`` fo
 ``.<name>.old-*`` for the previous one while it is swapped out) holds a marker file naming the
 process, host and destination. That marker is the proof that tilescope made the directory: a stale
 temporary left by a killed write is cleaned on the next write to the same destination, but only
-when its marker names that destination, the process that wrote it is gone, and then only the
-files tilescope owns are removed (a directory is removed only once empty, never recursively).
+when its marker names that destination and the process that wrote it is gone (or, unmarked, when
+the pid in its name is gone and only tilescope's file names are inside), and then only the files
+tilescope owns are removed, proofs last (a directory is removed only once empty, never recursively).
 """
 
 from __future__ import annotations
