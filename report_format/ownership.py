@@ -32,7 +32,8 @@ from report_format import schema
 MARKER = ".tilescope-writing"
 _TABLE_FILE = re.compile(r"^[a-z0-9_]+" + re.escape(schema.TABLE_SUFFIX) + r"$")
 _KNOWN_TABLE_FILES = frozenset(f"{n}{schema.TABLE_SUFFIX}" for n in schema.TABLE_NAMES)
-_OWN_NAMES = _KNOWN_TABLE_FILES | {schema.MANIFEST_NAME, MARKER}
+#: Every name a file tilescope writes into a report or its temporaries can have.
+OWN_NAMES = _KNOWN_TABLE_FILES | {schema.MANIFEST_NAME, MARKER}
 
 
 def read_own_manifest(directory: Path) -> dict[str, Any] | None:
@@ -68,19 +69,23 @@ def foreign_entries(directory: Path, manifest: dict[str, Any] | None) -> list[st
     return sorted(e.name for e in os.scandir(directory) if e.name not in owned)
 
 
-def remove_owned(directory: Path, owned: set[str]) -> list[str]:
+def remove_owned(directory: Path, owned: set[str] | frozenset[str]) -> list[str]:
     """Remove the regular files named in ``owned`` and then the directory if it is empty.
-    Returns what is left (nothing when the directory is gone)."""
-    # the proofs go last (manifest, then marker): if this is killed half way, what is left can
-    # still be shown to be tilescope's and cleaned next time
-    for name in sorted(owned, key=lambda n: (n == schema.MANIFEST_NAME, n == MARKER)):
+    Returns what is left (nothing when the directory is gone). The proofs of ownership (manifest,
+    marker) go last, and only when nothing else is left: if this is killed half way, or something
+    not ours is in the way, what remains can still be shown to be tilescope's."""
+    proofs = [n for n in (schema.MANIFEST_NAME, MARKER) if n in owned]
+    for name in sorted(set(owned) - set(proofs)):
         path = directory / name
         if path.is_file() or path.is_symlink():
             path.unlink(missing_ok=True)
-    left = sorted(os.listdir(directory))
-    if not left:
-        os.rmdir(directory)
-    return left
+    rest = sorted(n for n in os.listdir(directory) if n not in proofs)
+    if rest:
+        return rest
+    for name in proofs:
+        (directory / name).unlink(missing_ok=True)
+    os.rmdir(directory)
+    return []
 
 
 # -- markers and stale temporaries -------------------------------------------------------------
@@ -99,6 +104,11 @@ def _read_marker(directory: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None
+
+
+def process_gone(pid: int) -> bool:
+    """True only when no process ``pid`` exists on this host."""
+    return _process_gone(pid, socket.gethostname())
 
 
 def _process_gone(pid: object, host: object) -> bool:
@@ -148,7 +158,7 @@ def clean_stale(destination: Path) -> list[str]:
             pid = _pid_in_name(entry.name)
             if pid is not None and _process_gone(pid, socket.gethostname()):
                 with contextlib.suppress(OSError):
-                    if set(os.listdir(path)) <= _OWN_NAMES and remove_owned(path, _OWN_NAMES) == []:
+                    if set(os.listdir(path)) <= OWN_NAMES and remove_owned(path, OWN_NAMES) == []:
                         messages.append(f"removed {path.name}, left by an interrupted write")
             continue
         if marker.get("destination") != str(destination):
@@ -167,7 +177,7 @@ def clean_stale(destination: Path) -> list[str]:
 
 def _clean_tmp(path: Path) -> list[str]:
     # An unfinished new report: only tilescope's own file names can be in it.
-    left = remove_owned(path, _OWN_NAMES)
+    left = remove_owned(path, OWN_NAMES)
     if left:
         return [f"left {path} from an interrupted write: it holds files tilescope did not write ({', '.join(left)})"]
     return [f"removed {path.name}, left by an interrupted write"]
@@ -184,7 +194,7 @@ def _clean_old(path: Path, destination: Path) -> list[str]:
         manifest = read_own_manifest(previous)
         # inside a directory our marker proves ours, table-file names are ours even when the
         # killed write had already removed the manifest (it is removed last, but may be gone)
-        owned = owned_files(manifest) if manifest is not None else set(_OWN_NAMES)
+        owned = owned_files(manifest) if manifest is not None else set(OWN_NAMES)
         for name in sorted(e.name for e in os.scandir(previous) if e.name not in owned):
             if not (destination / name).exists():
                 os.rename(previous / name, destination / name)

@@ -35,7 +35,6 @@ import pyarrow as pa
 from report_format import ownership, schema
 from report_format.errors import ReportError
 
-_OWN_NAMES = {schema.MANIFEST_NAME, ownership.MARKER}
 TableData = pa.Table | pa.RecordBatch | Mapping[str, Any]
 _COMPRESSION = "zstd"
 
@@ -214,10 +213,21 @@ def check_writable(path: str | Path) -> None:
     if not ancestor.is_dir():
         raise ReportError(dest, f"cannot write a report here: {ancestor} is a file, not a directory")
     try:
-        probe = tempfile.mkdtemp(prefix=".tilescope-probe-", dir=ancestor)
-        os.rmdir(probe)
+        with _signals_deferred():  # Ctrl+C here must not leave the probe behind
+            probe = tempfile.mkdtemp(prefix=f".tilescope-probe-{os.getpid()}-", dir=ancestor)
+            os.rmdir(probe)
+        _remove_stale_probes(ancestor)
     except OSError as exc:
         raise ReportError(dest, f"cannot write a report here: {ancestor}: {_problem(exc)}") from None
+
+
+def _remove_stale_probes(directory: Path) -> None:
+    """Empty probe directories of processes killed while probing (rmdir removes only empty ones)."""
+    for entry in os.scandir(directory):
+        pid = entry.name.split("-")[2] if entry.name.startswith(".tilescope-probe-") else ""
+        if pid.isdigit() and ownership.process_gone(int(pid)):
+            with contextlib.suppress(OSError):
+                os.rmdir(entry.path)
 
 
 def check_destination(path: str | Path) -> dict[str, Any] | None:
@@ -283,6 +293,9 @@ class ReportWriter:
         except OSError as exc:
             self.abort()
             raise ReportError(self.destination, f"cannot write the report: {_problem(exc)}") from None
+        except BaseException:  # e.g. Ctrl+C held during the block above, delivered at its end
+            self.abort()
+            raise
 
     # -- content ---------------------------------------------------------------------------
     def _file(self, name: str) -> _TableFile:
@@ -412,7 +425,8 @@ class ReportWriter:
                 pass
         if self._tmp is not None and self._tmp.is_dir():
             with contextlib.suppress(OSError):  # only the files this writer makes: never a recursive delete
-                ownership.remove_owned(self._tmp, {f.path.name for f in self._files.values()} | _OWN_NAMES)
+                # every name a table file can have: one interrupted while opening is not in _files yet
+                ownership.remove_owned(self._tmp, ownership.OWN_NAMES)
         self._tmp = None
         self._done = True
 
