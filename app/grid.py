@@ -31,6 +31,11 @@ def producer(kind: str) -> Callable[[Callable[..., pd.DataFrame]], Callable[...,
     return deco
 
 
+def kinds() -> tuple[str, ...]:
+    """The grid kinds the viewer serves (app.guard refuses any other)."""
+    return tuple(_PRODUCERS)
+
+
 def frame(kind: str, args_json: str) -> pd.DataFrame:
     """The rows of a big grid, cached per report (so a cache never outlives a change of report)."""
     from app import state

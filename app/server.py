@@ -14,7 +14,7 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Dash, dcc, html
 
-from app import ids, state
+from app import guard, ids, state
 from app.compare import shell as compare_shell  # compare mode: baseline picker and banner
 
 #: Page modules, in navbar order.
@@ -50,6 +50,7 @@ def create_app(report_path: str | Path, baseline_path: str | Path | None = None,
     from app import grid
 
     grid.register_callbacks()
+    guard.install(app)  # request limits and argument checks for every callback registered above
     app.layout = shell()
     if warm:
         import threading

@@ -7,6 +7,7 @@ recorded in the ``truncations`` table. ``tile_cycles`` is streamed in chunks of 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -289,4 +290,6 @@ def write_report(engine: Engine, directory: str | None = None, note: str = "") -
             w.notes.append(engine.out_of_memory)
         w.info.update(engine.info)
         w.info["report_write_seconds_before_commit"] = time.perf_counter() - start
+    for message in w.messages:  # files kept, stale temporaries cleaned: the user should know
+        print(f"tilescope: {message}", file=sys.stderr)
     return path

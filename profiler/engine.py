@@ -29,6 +29,7 @@ from profiler.options import EngineOptions, resolve_options
 from profiler.programs import Program
 from profiler.streams import DataStream
 from profiler.tensor import Access
+from report_format.writer import check_destination
 
 # Executed steps captured per run at most; beyond it a truncation is recorded (never silent).
 MAX_CAPTURED_STEPS_PER_RUN = 1_000_000
@@ -85,6 +86,10 @@ class Engine:
     def compile(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Compile, place memory and (with capture on) arrange the report; ``progress(done, total)``
         follows the compute sets being planned."""
+        if self.options.capture_enabled:
+            # A report that cannot be written (a path under a file, a project directory) is
+            # refused now, in one line, rather than after a long compile and run.
+            check_destination(capture.report_directory(self))
         start = time.perf_counter()
         c = compile_programs(self.graph, self.programs, progress)
         self.liveness = analyse(c)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from profiler import host_memory
 from profiler.codelets import Codelet, resolve_codelet
 from profiler.dtypes import as_dtype
 from profiler.layout import Affine
@@ -24,6 +25,11 @@ from profiler.targets import Target
 from profiler.tensor import Tensor
 
 UNMAPPED = -1
+
+
+# Variables of at least this many elements are checked against host memory before their element ids
+# are allocated (smaller ones cost less than the check's margin).
+_CHECK_HOST_MEMORY_FROM = 1 << 20
 
 
 class GraphError(ValueError):
@@ -212,7 +218,13 @@ class Graph:
         shp = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)  # type: ignore[arg-type]
         if any(s < 0 for s in shp):
             raise GraphError(f"variable {name!r}: negative dimension in shape {shp}")
-        n = int(np.prod(shp, dtype=np.int64))
+        n = 1
+        for s_ in shp:  # Python ints: a product past int64 must not wrap to a small number
+            n *= s_
+        if n >= _CHECK_HOST_MEMORY_FROM:
+            # its values when it runs (views hold no element ids): a size that cannot fit is one line, at once
+            need = n * dt.itemsize
+            host_memory.ensure(need, f"variable {name or 'var' + str(len(self.variables))!r} of shape {shp}")
         vid = len(self.variables)
         var = Variable(
             vid, name or f"var{vid}", dt, shp, constant, interleaved, self._current_context(), TileMapping(n)

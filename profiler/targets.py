@@ -272,6 +272,19 @@ _FACTORIES = {
     "IPUModel": _ipu_model_full,
 }
 TARGET_NAMES: tuple[str, ...] = tuple(_FACTORIES)
+#: The most IPUs one graph of a target family can span: the largest system of that family.
+MAX_IPUS: dict[str, int] = {
+    # Mk1: the IPU-Server holds 8 C2 PCIe cards of 2 GC2 IPUs each (Dell DSS8440). [INF]
+    "GC2": 16,
+    # Mk2: IPU-POD256, the largest Mk2 pod sold as one system (ref §7 quotes Pod256 results).
+    "GC200": 256,
+    # Bow: Bow Pod1024 ("expansion to Bow Pod256 and beyond", seeds/002). [INF]
+    "Bow": 1024,
+    # C600: "up to eight C600 cards can be networked together using IPU-Link" (seeds/000, 001).
+    "C600": 8,
+    # The IPU-Model simulates Mk2 IPUs; bounded as GC200 (host memory grows with tiles).
+    "IPUModel": 256,
+}
 # Graphcore's generation names for the first two (ref §1 header row).
 _ALIASES = {"mk1": "GC2", "mk2": "GC200"}
 
@@ -285,6 +298,8 @@ def get_target(name: str, num_ipus: int = 1) -> Target:
         raise ValueError(f"unknown target {name!r}; known targets: {known}")
     if num_ipus < 1:
         raise ValueError(f"target {canonical}: num_ipus must be >= 1, got {num_ipus}")
+    if num_ipus > MAX_IPUS[canonical]:
+        raise ValueError(f"target {canonical}: at most {MAX_IPUS[canonical]} IPUs (its largest system), got {num_ipus}")
     return _FACTORIES[canonical](num_ipus)
 
 

@@ -21,7 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from report_format import schema
+from report_format import invariants, schema
 from report_format.errors import ReportError
 
 # Errors Arrow, the OS and the JSON parser raise on damaged input; wrapped into ReportError.
@@ -81,6 +81,13 @@ def read_manifest(path: Path) -> Manifest:
     """Parse and check ``manifest.json`` of the report directory ``path``."""
     mpath = path / schema.MANIFEST_NAME
     if not path.exists():
+        swapped = sorted(path.parent.glob(f".{path.name}.old-*/report")) if path.parent.is_dir() else []
+        if swapped:  # a write killed in the instant its previous report was swapped out
+            raise ReportError(
+                path,
+                f"no such file or directory; an interrupted write left the previous report in {swapped[0]} "
+                "(the next write to this path restores it)",
+            )
         raise ReportError(path, "no such file or directory")
     if not path.is_dir():
         raise ReportError(path, "not a tilescope report (a report is a directory holding manifest.json)")
@@ -158,6 +165,7 @@ class Report:
         self._verified: set[str] = set()
         for name in self.manifest.tables:
             self._open_table(name)
+        invariants.check_on_open(self)  # a table copied in from another report stops here
 
     # -- validation and raw access ----------------------------------------------------------
     def _file(self, name: str) -> Path:
@@ -257,11 +265,13 @@ class Report:
         return entry.rows if entry else 0
 
     def verify(self) -> None:
-        """Read every table completely, checking checksums and row counts."""
+        """Read every table completely, checking checksums and row counts, then every
+        cross-table invariant (``report_format.invariants``)."""
         for name in self.manifest.tables:
             self._verified.discard(name)
             self.table(name)
             self._cache.pop(name, None)
+        invariants.check_all(self)
 
     # -- report-level facts -----------------------------------------------------------------
     @property

@@ -38,7 +38,19 @@ Every Arrow file carries schema metadata under the key `{key}`: a JSON object
 
 The writer writes into a hidden temporary directory beside the destination, fsyncs every file,
 writes the manifest last, and renames the directory into place. A report directory without a
-manifest is not a report.
+manifest is not a report; a directory is a tilescope report only if its `manifest.json` has
+`format` `tilescope.report` and an integer `format_version`. Files in a report directory other
+than the manifest and the table files it lists belong to the user: replacing the report keeps
+them, and a non-empty directory that is not a report is never written into.
+
+## Cross-table invariants
+
+`num_tiles = num_ipus x tiles_per_ipu`; `tile_memory` has one row per tile of the target;
+`execution_steps` and `tile_cycles` have `sum(runs.steps) x num_ipus` rows (checked on open; an
+empty table is one not captured). `summary --verify` also checks that every `tile`, `ipu`,
+`program_id`, `variable_id`, `compute_set_id` and `codelet_id` refers to an existing one, that
+each tile's `tile_memory_by_category` bytes sum to its `total_bytes_excluding_gaps`, and that every
+`tile_cycles` row holds `tiles_per_ipu` values.
 
 ## Conventions
 

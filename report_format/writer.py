@@ -3,26 +3,36 @@
 Tables are written into a temporary directory beside the destination; ``commit`` fsyncs every
 file, writes the manifest (row counts, sizes, sha256) last and renames the directory into
 place. A crash before the rename leaves only a hidden ``.<name>.tmp-*`` directory, never a half
-report that looks whole. An existing destination is replaced only if it is empty or is itself a
-tilescope report.
+report that looks whole.
+
+Whose files are whose (``report_format.ownership``): an existing destination is replaced only if it
+is empty or is a tilescope report by its own manifest (format name and version). Replacing a report
+removes only the files tilescope wrote there; anything else in it (a user's notes) is moved into
+the new report and listed in ``ReportWriter.messages``. A non-empty directory that is not a
+tilescope report is refused, so a project directory given by mistake loses nothing. Temporaries a
+killed write left beside the destination are cleaned on the next write (only those tilescope can
+prove it made, see ``ownership``). Every failure to write (a path under a regular file, a read-only
+place, a full disk) is a one-line ``ReportError``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import json
 import os
-import shutil
+import signal
 import tempfile
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from report_format import schema
+from report_format import ownership, schema
 from report_format.errors import ReportError
 
 TableData = pa.Table | pa.RecordBatch | Mapping[str, Any]
@@ -91,7 +101,7 @@ class _TableFile:
         self.spec = schema.table_spec(name)
         self.path = path
         sch = self.spec.schema.with_metadata(schema.file_metadata(name, producer))
-        self._sink = pa.OSFile(str(path), "wb")
+        self._sink = _open_sink(path)
         opts = pa.ipc.IpcWriteOptions(compression=_COMPRESSION)
         self._writer = pa.ipc.new_file(self._sink, sch, options=opts)
         self._pending: list[pa.Table] = []
@@ -135,6 +145,11 @@ class _TableFile:
         self._sink.close()
 
 
+def _open_sink(path: Path) -> pa.NativeFile:
+    """The file a table is written to (a seam for tests that simulate a full disk)."""
+    return pa.OSFile(str(path), "wb")
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -151,12 +166,95 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _check_destination(dest: Path) -> None:
-    if dest.exists():
+def _problem(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM until the block is done: making a marked temporary and swapping a
+    report into place are short and must not stop half way (SIGKILL still can; ``ownership``
+    cleans up after it). A signal that arrives meanwhile is raised again, with its own handler,
+    when the block ends. In the main thread the handlers are swapped for a recorder (this also
+    catches a signal that arrived just before but was not yet handled); elsewhere signals are blocked."""
+    held: list[int] = []
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    if threading.current_thread() is not threading.main_thread():
+        try:
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+        except (AttributeError, OSError, ValueError):
+            yield
+            return
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a blocked signal is delivered here
+        return
+    previous = {sig: signal.signal(sig, lambda n, _frame: held.append(n)) for sig in sigs}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        for sig in dict.fromkeys(held):
+            signal.raise_signal(sig)
+
+
+def check_writable(path: str | Path) -> None:
+    """Raise ReportError unless a directory could be created at ``path``: its nearest existing
+    ancestor must be a directory this process can create entries in (tried, not guessed from
+    permission bits, which do not stop root and do not know read-only mounts)."""
+    dest = Path(path).absolute()
+    ancestor = dest.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        if ancestor.is_symlink():
+            raise ReportError(dest, f"cannot write a report here: {ancestor} is a broken symbolic link")
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ReportError(dest, f"cannot write a report here: {ancestor} is a file, not a directory")
+    try:
+        with _signals_deferred():  # Ctrl+C here must not leave the probe behind
+            probe = tempfile.mkdtemp(prefix=f".tilescope-probe-{os.getpid()}-", dir=ancestor)
+            os.rmdir(probe)
+        _remove_stale_probes(ancestor)
+    except OSError as exc:
+        raise ReportError(dest, f"cannot write a report here: {ancestor}: {_problem(exc)}") from None
+
+
+def _remove_stale_probes(directory: Path) -> None:
+    """Empty probe directories of processes killed while probing (rmdir removes only empty ones)."""
+    for entry in os.scandir(directory):
+        pid = entry.name.split("-")[2] if entry.name.startswith(".tilescope-probe-") else ""
+        if pid.isdigit() and ownership.process_gone(int(pid)):
+            with contextlib.suppress(OSError):
+                os.rmdir(entry.path)
+
+
+def check_destination(path: str | Path) -> dict[str, Any] | None:
+    """Raise ReportError unless a report can be written at ``path`` without losing anybody's
+    files. Returns the manifest of the tilescope report that would be replaced (None if there is none)."""
+    dest = Path(path).absolute()
+    if dest.exists() or dest.is_symlink():
         if not dest.is_dir():
             raise ReportError(dest, "cannot write a report here: a file with this name exists")
-        if any(dest.iterdir()) and not (dest / schema.MANIFEST_NAME).is_file():
-            raise ReportError(dest, "refusing to overwrite: the directory is not empty and is not a tilescope report")
+        manifest = ownership.read_own_manifest(dest)
+        try:
+            empty = not any(os.scandir(dest))
+        except OSError as exc:
+            raise ReportError(dest, f"cannot write a report here: {_problem(exc)}") from None
+        if manifest is None and not empty:
+            what = (
+                "its manifest.json is not a tilescope report manifest"
+                if (dest / schema.MANIFEST_NAME).exists()
+                else "it is not a tilescope report"
+            )
+            raise ReportError(
+                dest, f"refusing to overwrite: the directory is not empty and {what}; choose a new or empty directory"
+            )
+        check_writable(dest)  # replacing it means creating and renaming entries beside it
+        return manifest
+    check_writable(dest)
+    return None
 
 
 class ReportWriter:
@@ -173,16 +271,31 @@ class ReportWriter:
 
     def __init__(self, directory: str | Path, *, engine: str = "", producer: dict[str, str] | None = None) -> None:
         self.destination = Path(directory).absolute()
-        _check_destination(self.destination)
-        self.destination.parent.mkdir(parents=True, exist_ok=True)
+        check_destination(self.destination)
         self.producer = producer or default_producer()
         self.engine = engine
         self.profiles = {p: True for p in schema.PROFILES}
         self.notes: list[str] = []
         self.info: dict[str, Any] = {}
-        self._tmp = Path(tempfile.mkdtemp(prefix=f".{self.destination.name}.tmp-", dir=self.destination.parent))
+        #: One line per thing the writer did beyond writing (files kept, stale temporaries cleaned).
+        self.messages: list[str] = []
         self._files: dict[str, _TableFile] = {}
         self._done = False
+        self._tmp: Path | None = None
+        try:
+            self.destination.parent.mkdir(parents=True, exist_ok=True)
+            with _signals_deferred():
+                self.messages += ownership.clean_stale(self.destination)
+                self._tmp = Path(
+                    tempfile.mkdtemp(prefix=ownership.temp_prefix(self.destination, "tmp"), dir=self.destination.parent)
+                )
+                ownership.write_marker(self._tmp, self.destination, "new")
+        except OSError as exc:
+            self.abort()
+            raise ReportError(self.destination, f"cannot write the report: {_problem(exc)}") from None
+        except BaseException:  # e.g. Ctrl+C held during the block above, delivered at its end
+            self.abort()
+            raise
 
     # -- content ---------------------------------------------------------------------------
     def _file(self, name: str) -> _TableFile:
@@ -198,7 +311,12 @@ class ReportWriter:
 
     def append(self, name: str, data: TableData) -> None:
         """Append rows to a table; large tables are streamed batch by batch."""
-        self._file(name).append(to_table(name, data))
+        table = to_table(name, data)
+        try:
+            self._file(name).append(table)
+        except OSError as exc:  # e.g. the disk is full: nothing half-written stays behind
+            self.abort()
+            raise ReportError(self.destination, f"cannot write the report: {_problem(exc)}") from None
 
     def set_profile(self, profile: str, captured: bool, note: str = "") -> None:
         """Record whether a profile (graph / execution / debug_info) was captured, and why not."""
@@ -244,7 +362,11 @@ class ReportWriter:
                 f.flush()
                 os.fsync(f.fileno())
             _fsync_dir(self._tmp)
-            self._move_into_place()
+            with _signals_deferred():
+                self._move_into_place()
+        except OSError as exc:  # a full disk, a directory made read-only meanwhile...
+            self.abort()
+            raise ReportError(self.destination, f"cannot write the report: {_problem(exc)}") from None
         except BaseException:
             self.abort()
             raise
@@ -252,26 +374,60 @@ class ReportWriter:
         return self.destination
 
     def _move_into_place(self) -> None:
-        dest = self.destination
-        _check_destination(dest)  # re-check: something may have appeared meanwhile
-        old = None
-        if dest.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=dest.parent))
-            os.rename(dest, old / "report")
-        os.rename(self._tmp, dest)
+        dest, tmp = self.destination, self._tmp
+        assert tmp is not None
+        previous = check_destination(dest)  # re-check: something may have appeared meanwhile
+        if not dest.exists():
+            os.rename(tmp, dest)
+            self._tmp = None
+            (dest / ownership.MARKER).unlink()
+            _fsync_dir(dest.parent)
+            return
+        # Swap: the previous report (or empty directory) goes aside under a marked name, so a kill
+        # at any point leaves either it or the new report whole, and the next write can finish the job.
+        old = Path(tempfile.mkdtemp(prefix=ownership.temp_prefix(dest, "old"), dir=dest.parent))
+        ownership.write_marker(old, dest, "old")
+        os.rename(dest, old / "report")
+        try:
+            os.rename(tmp, dest)
+        except BaseException:  # an OSError, or Ctrl+C landing between the two renames
+            os.rename(old / "report", dest)  # put the previous report back
+            ownership.remove_owned(old, {ownership.MARKER})
+            raise
+        self._tmp = None
+        (dest / ownership.MARKER).unlink()
         _fsync_dir(dest.parent)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        # Files the user kept in the previous report move into the new one; then only tilescope's
+        # own files of the previous report are removed (never a recursive delete).
+        kept = []
+        for name in ownership.foreign_entries(old / "report", previous or {}):
+            if not (dest / name).exists() and not (dest / name).is_symlink():  # never over the new report's files
+                os.rename(old / "report" / name, dest / name)
+                kept.append(name)
+        if kept:
+            self.messages.append(
+                f"kept {len(kept)} {'entry' if len(kept) == 1 else 'entries'} tilescope did not write in {dest}: "
+                + ", ".join(kept)
+            )
+        left = ownership.remove_owned(old / "report", ownership.owned_files(previous or {}))
+        left = left or ownership.remove_owned(old, {ownership.MARKER})
+        if left:
+            self.messages.append(f"could not tidy {old}: it still holds {', '.join(left)}")
+        _fsync_dir(dest.parent)
 
     def abort(self) -> None:
-        """Discard everything written so far."""
+        """Discard everything written so far (only the temporary directory this writer made)."""
         for tf in self._files.values():
             try:
                 tf._writer.close()
                 tf._sink.close()
             except Exception:
                 pass
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        if self._tmp is not None and self._tmp.is_dir():
+            with contextlib.suppress(OSError):  # only the files this writer makes: never a recursive delete
+                # every name a table file can have: one interrupted while opening is not in _files yet
+                ownership.remove_owned(self._tmp, ownership.OWN_NAMES)
+        self._tmp = None
         self._done = True
 
     def __enter__(self) -> ReportWriter:

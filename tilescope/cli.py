@@ -31,7 +31,8 @@ examples:
   tilescope dump sample_reports/demo/mlp tile_memory  raw table as CSV
   tilescope serve ./report --compare ./baseline   open the viewer on a report and a baseline
 
-Exit codes: 0 success, 1 a check failed (diff --fail-if), 2 bad input (with a one-line reason).
+Exit codes: 0 success, 1 a check failed (diff --fail-if) or the model does not fit (run),
+2 bad input (with a one-line reason). See docs/robustness.md for what each bad input gets.
 """
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiler import Engine, Graph, HostMemoryError, Sequence, host_memory, ipu_model, ops
+from profiler import Engine, Graph, HostMemoryError, Sequence, get_target, host_memory, ipu_model, ops
+from profiler import compile as compile_
 from profiler.compile import PLAN_BYTES_PER_REGION
 
 
@@ -35,6 +36,7 @@ def test_compile_stops_before_planning_a_compute_set_that_would_not_fit(monkeypa
     e = Engine(g, [prog])
     # stage 1: one vertex per tile reads the 16 elements its tile holds: one region each, 4 in all
     regions = 4
+    monkeypatch.setattr(compile_, "HOST_BYTES_PER_TILE", 0)  # this test is about the per-compute-set check
     need = regions * PLAN_BYTES_PER_REGION + host_memory.MARGIN_BYTES
     monkeypatch.setattr(host_memory, "available_bytes", lambda: need - 1)
     with pytest.raises(
@@ -44,3 +46,21 @@ def test_compile_stops_before_planning_a_compute_set_that_would_not_fit(monkeypa
     monkeypatch.setattr(host_memory, "available_bytes", lambda: need)
     e.compile()
     assert np.isfinite(e.info["compile_seconds"])
+
+
+def test_compile_checks_the_per_tile_state_of_a_big_target_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    g = Graph(get_target("Bow", 1024))
+    x = ops.add_mapped(g, "float", (64,), "x")
+    prog = Sequence()
+    ops.reduce_sum(g, x, 0, prog)
+    monkeypatch.setattr(host_memory, "available_bytes", lambda: 2 * 10**9)
+    with pytest.raises(HostMemoryError, match=r"compiling for 1024 IPUs \(1,507,328 tiles\) needs about 6.2 GB"):
+        Engine(g, [prog]).compile()
+
+
+def test_a_variable_that_cannot_fit_is_refused_before_its_element_ids_exist() -> None:
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    with pytest.raises(HostMemoryError, match=r"variable 'huge' of shape \(1000000000000, 64\) needs about"):
+        g.add_variable("float", (10**12, 64), "huge")
+    with pytest.raises(HostMemoryError):  # a product past int64 must not wrap into a small size
+        g.add_variable("float", (2**40, 2**40), "wraps")

@@ -56,6 +56,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.top < 0:
         raise CommandError(f"--top must be 0 or more, not {args.top}")
+    if args.html:
+        from tilescope.outputs import check_output_file
+
+        check_output_file(args.html, "--html")  # before the comparison: a bad path is one line at once
     baseline = open_report(args.baseline)
     active = open_report(args.active)
     if args.layer is not None:
@@ -73,9 +77,11 @@ def run(args: argparse.Namespace) -> int:
     checks = check_thresholds(thresholds, metrics)
     doc = diff_document(comparison, args.top, checks)
     if args.html:
-        from app.export_html import write_comparison_html
+        from app.export_html import comparison_html
+        from tilescope.outputs import write_atomically
 
-        write_comparison_html(comparison, args.html, top=args.top or 10)
+        page = comparison_html(comparison, args.top or 10).encode("utf-8")
+        write_atomically(args.html, "--html", lambda f: f.write(page))
     if args.json:
         print(json.dumps(doc, indent=2, sort_keys=False, allow_nan=False, default=_json_default))
     else:

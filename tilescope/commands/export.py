@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
-from pathlib import Path
 
 HELP = "export a report as one offline HTML page (--html) or Chrome/Perfetto trace JSON (--trace)"
 
@@ -39,7 +36,11 @@ def run(args: argparse.Namespace) -> int:
     from app.views.trace_events import report_to_trace_events
     from report_format.reader import open_report
     from tilescope.cli import CommandError
+    from tilescope.outputs import check_output_file, write_atomically
 
+    for option, out_path in (("--trace", args.trace), ("--html", args.html)):
+        if out_path:  # before any work: a bad path is one line at once
+            check_output_file(out_path, option)
     report = open_report(args.report)
     if not args.html and not args.trace:
         raise CommandError("say what to write: --html OUT.html and/or --trace OUT.json")
@@ -61,16 +62,8 @@ def run(args: argparse.Namespace) -> int:
 
     run_id = longest_run(report) if args.run is None else args.run
     doc = report_to_trace_events(report, run_id, tiles)
-    out = Path(args.trace)
     # write-then-rename: never leave a half-written JSON behind
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent if str(out.parent) else ".")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, separators=(",", ":"))
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    out = write_atomically(args.trace, "--trace", lambda f: f.write(json.dumps(doc, separators=(",", ":")).encode()))
     runs = report.runs().set_index("run")
     name = runs.at[run_id, "name"] if run_id in runs.index else ""
     which = "the longest" if args.run is None else "as asked"

@@ -105,19 +105,25 @@ class _Counter:
             self.stream.flush()
 
 
-def _engine_options(report_dir: str | None) -> None:
-    """Merge --report-dir into POPLAR_ENGINE_OPTIONS and check the result (one-line errors)."""
+def _engine_options(report_dir: str | None, script: bool = False) -> None:
+    """Merge --report-dir into POPLAR_ENGINE_OPTIONS and check the result (one-line errors),
+    including that the report could be written there, before anything is imported or run."""
     from profiler.options import ENV_VAR, OptionError, resolve_options
+    from report_format.writer import check_destination, check_writable
 
     try:
-        resolve_options()  # a malformed variable is reported as such, before we merge into it
+        opts = resolve_options()  # a malformed variable is reported as such, before we merge into it
         if report_dir:
             current = json.loads(os.environ.get(ENV_VAR, "") or "{}")
             current |= {"autoReport.all": "true", "autoReport.directory": report_dir}
             os.environ[ENV_VAR] = json.dumps(current)
-            resolve_options()
+            opts = resolve_options()
     except OptionError as exc:
         raise CommandError(str(exc)) from None
+    if opts.capture_enabled:
+        # A model's session is unnamed, so its report is the directory itself; a script's engines
+        # may be named (sub-directories), so only "can a directory be made there" is known now.
+        (check_writable if script else check_destination)(opts.auto_report_directory)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -141,7 +147,11 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"--check-tolerance must be > 0, got {args.check_tolerance}")
     if not path.is_file():
         raise CommandError(f"{path}: no such file")
-    _engine_options(args.report_dir)
+    if args.save_outputs:
+        from tilescope.outputs import check_output_file
+
+        check_output_file(args.save_outputs, "--save-outputs")  # before running, not after
+    _engine_options(args.report_dir, script=path.suffix == ".py")
     if path.suffix == ".py":
         return _run_script(path, script_args)
     return _run_model(path, args)
@@ -176,10 +186,14 @@ def _load_inputs(session: Any, file: str | None, seed: int = 0) -> dict[str, Any
 
     if file is None:
         return random_inputs(session.model, seed)
+    import zipfile
+
+    if Path(file).is_file() and not zipfile.is_zipfile(file):  # np.load would guess a pickle and say so
+        raise CommandError(f"--inputs {file}: not a .npz file (write one with numpy.savez)")
     try:
         with np.load(file, allow_pickle=False) as data:
             given = {k: data[k] for k in data.files}
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
         raise CommandError(f"--inputs {file}: not a readable .npz file ({exc})") from None
     try:
         session.check_inputs(given)
@@ -243,13 +257,15 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
             t0 = time.perf_counter()
             outputs = session.run(inputs)
             run_s.append(time.perf_counter() - t0)
+        if args.save_outputs:  # first: a report that fails to write must not cost the outputs
+            from tilescope.outputs import write_atomically
+
+            write_atomically(args.save_outputs, "--save-outputs", lambda f: np.savez(f, **outputs))
         if e.options.capture_enabled:
             _progress(f"writing report to {e.options.auto_report_directory}")
             t0 = time.perf_counter()
             report_path = e.write_report()
             write_s = time.perf_counter() - t0
-        if args.save_outputs:
-            np.savez(args.save_outputs, **outputs)
     check = _check(model, inputs, outputs, args) if args.check else None
     mem = e.memory.tile_memory  # type: ignore[union-attr]
     cycles = session.cycles

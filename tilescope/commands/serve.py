@@ -17,15 +17,49 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
     p.add_argument("--no-browser", action="store_true", help="do not open a web browser")
-    p.add_argument("--debug", action="store_true", help="Dash debug mode (reloader off) and a log line per request")
+    p.add_argument(
+        "--threads", type=int, default=8, help="worker threads of the server (default 8; waiting requests queue)"
+    )
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        help="Dash debug mode (Flask's development server, reloader off) and a log line per request",
+    )
+
+
+def _check_address(host: str, port: int) -> None:
+    """One line (exit 2) for a port out of range, an unknown host or an address in use, before
+    the reports are loaded; the server itself would answer with a traceback or hang."""
+    import socket
+
+    from tilescope.cli import CommandError
+
+    if not 1 <= port <= 65535:
+        raise CommandError(f"--port {port}: must be between 1 and 65535")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise CommandError(f"--host {host}: not an address of this machine ({exc})") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise CommandError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
 
 
 def run(args: argparse.Namespace) -> int:
     from report_format.reader import open_report
+    from tilescope.cli import CommandError
 
+    if not 1 <= args.threads <= 256:
+        raise CommandError(f"--threads {args.threads}: must be between 1 and 256")
+    _check_address(args.host, args.port)
     open_report(args.report)  # one-line ReportError (exit 2) before anything starts
     if args.compare:
         open_report(args.compare)
+    from app import guard
     from app.server import create_app
 
     app = create_app(args.report, args.compare, warm=True)
@@ -36,9 +70,26 @@ def run(args: argparse.Namespace) -> int:
         import webbrowser
 
         threading.Timer(1.0, webbrowser.open, args=(url,)).start()
-    if not args.debug:
-        from app.logs import quiet_server_logs
+    if args.debug:
+        app.run(host=args.host, port=args.port, debug=True, use_reloader=False)
+        return 0
+    from app.logs import quiet_server_logs
 
-        quiet_server_logs()
-    app.run(host=args.host, port=args.port, debug=args.debug, use_reloader=False)
+    quiet_server_logs()
+    # A production WSGI server (waitress: pure Python, no dependencies): a fixed pool of worker
+    # threads, requests parsed and queued by its own I/O thread, bodies bounded before the app.
+    import logging
+
+    import waitress
+
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)  # a busy queue is expected under load
+    waitress.serve(
+        app.server,
+        host=args.host,
+        port=args.port,
+        threads=args.threads,
+        ident="tilescope",
+        max_request_body_size=guard.MAX_REQUEST_BYTES,
+        _quiet=True,
+    )
     return 0

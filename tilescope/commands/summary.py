@@ -15,7 +15,9 @@ HELP = "headline figures of a report (text, or --json for scripts and CI)"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("report", help="report directory (holds manifest.json)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
-    p.add_argument("--verify", action="store_true", help="also read every table fully and check its checksum")
+    p.add_argument(
+        "--verify", action="store_true", help="also read every table fully: checksums and cross-table invariants"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

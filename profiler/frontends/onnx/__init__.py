@@ -68,6 +68,11 @@ class Session:
             arr = np.asarray(inputs[name])
             if arr.shape != spec.shape:
                 raise FrontendError(f"input {name!r}: shape {arr.shape}, the model takes {spec.shape}")
+            # strings, objects, complex numbers, dates: no meaningful (or lossless) device value
+            if arr.dtype.kind not in "biuf":
+                raise FrontendError(
+                    f"input {name!r}: values of type {arr.dtype} are not numbers; the model takes {np.dtype(spec.device_dtype)}"
+                )
             out[name] = arr.astype(spec.device_dtype)
         return out
 

@@ -29,7 +29,7 @@ from profiler.programs import Sequence as Prog
 from profiler.targets import Target
 from profiler.tensor import Tensor
 
-from .model import FrontendError, UnsupportedError, opset_version
+from .model import FrontendError, UnsupportedError, opset_version, printable
 
 LAYER = "onnx"
 WEIGHT_STREAM_PREFIX = "weights/"
@@ -288,7 +288,7 @@ def node_error(name: str, op_type: str, opset: int, exc: BaseException) -> Front
     kind = type(exc).__name__
     if not isinstance(exc, (ops.OpError, ValueError, IndexError)) or not what:
         what = f"{kind}: {what}" if what else kind
-    return FrontendError(f"node {name!r} ({op_type}, opset {opset}): {what}")
+    return FrontendError(f"node {printable(name)!r} ({printable(op_type)}, opset {opset}): {printable(what, 200)}")
 
 
 def _input_specs(model: onnx.ModelProto, half: bool) -> list[IOSpec]:
@@ -375,7 +375,10 @@ def _import_model(
     except Unsupported as exc:
         raise UnsupportedError([("(graph input)", "model inputs", str(exc))]) from None
     for t in model.graph.initializer:
-        b.values[t.name] = b.host(t.name, numpy_helper.to_array(t))
+        try:
+            b.values[t.name] = b.host(t.name, numpy_helper.to_array(t))
+        except (ValueError, TypeError, KeyError, IndexError) as exc:  # dims that do not match its data, ...
+            raise FrontendError(f"initializer {printable(t.name)!r}: {printable(_first_line(exc), 200)}") from None
     for spec in inputs:
         if 0 in spec.shape:  # no elements, so no data: a host value, and nodes on it fold on the host
             b.values[spec.name] = b.host(spec.name, np.zeros(spec.shape, spec.host_dtype))
@@ -428,7 +431,7 @@ def _import_model(
     for vi in model.graph.output:
         v = b.values.get(vi.name)
         if v is None:
-            raise FrontendError(f"graph output {vi.name!r} is not computed by any node")
+            raise FrontendError(f"model output {printable(vi.name)!r} is not computed by any node")
         host = _elem_np_dtype(vi.type.tensor_type.elem_type)
         if isinstance(v, Tensor):
             stream = g.add_device_to_host_fifo(vi.name, v.dtype, list(v.shape))

@@ -25,10 +25,20 @@ class UnsupportedError(FrontendError):
         self.items, self.opset = items, opset
         by_op: dict[str, list[str]] = {}
         for op_type, node, reason in items:
-            by_op.setdefault(op_type + (f" ({reason})" if reason else ""), []).append(node)
+            op, why = printable(op_type), printable(reason)
+            by_op.setdefault(op + (f" ({why})" if why else ""), []).append(printable(node))
         parts = [f"{op} at {', '.join(nodes[:5])}{' ...' if len(nodes) > 5 else ''}" for op, nodes in by_op.items()]
         at = f" (model opset {opset})" if opset is not None else ""
         super().__init__(f"unsupported ONNX operator(s): {'; '.join(parts)}{at}")
+
+
+def printable(text: object, limit: int = 120) -> str:
+    """A name from a model, safe for a one-line message: decoded (protobuf hands invalid UTF-8
+    back as bytes), control characters escaped, and cut to ``limit`` characters."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    s = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+    return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
 def _first_line(exc: BaseException) -> str:
@@ -95,6 +105,8 @@ def override_batch(model: onnx.ModelProto, batch: int | None) -> onnx.ModelProto
     if batch is not None:
         if batch < 1:
             raise FrontendError(f"batch size must be >= 1, got {batch}")
+        if batch >= 2**63:  # ONNX dimensions are int64
+            raise FrontendError(f"batch size {batch} is larger than an ONNX dimension can hold")
         batched = []
         for vi in m.graph.input:
             if vi.name in init_names or not vi.type.HasField("tensor_type"):

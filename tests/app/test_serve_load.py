@@ -1,0 +1,77 @@
+"""Load: 20 concurrent clients over loopback against the real ``tilescope serve`` (waitress, worker
+threads) on the viewer's heaviest callbacks (Memory figure, Execution Trace timeline, compare), for
+a bounded time; every answer must be a 200 holding the callback's response. Latency figures are
+bench/serve_load.py's job (this machine is shared: timing is not asserted here)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+
+from app.response_cache import ResponseCache
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import serve_load  # noqa: E402  (bench/ is not a package)
+
+
+def test_twenty_clients_get_every_answer(small_report, compile_only_report) -> None:  # type: ignore[no-untyped-def]
+    port = serve_load.free_port()
+    server = serve_load.start_server(str(small_report.path), str(compile_only_report.path), port)
+    try:
+        requests = serve_load.catalogue(port, str(compile_only_report.path))
+        names = {name for name, _ in requests}
+        assert {"memory figure", "execution trace", "compare summary", "compare memory"} <= names
+        warm = serve_load.drive(port, requests, clients=20, seconds=6)  # repeated views: shared answers
+        fresh = serve_load.drive(port, requests, clients=20, seconds=6, fresh=True)  # every zoom new
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    for result in (warm, fresh):
+        assert not result.errors, result.first_error
+        assert set(result.latencies) == names  # every kind of request was answered
+        assert sum(len(v) for v in result.latencies.values()) >= 40
+
+
+def test_identical_concurrent_requests_are_computed_once() -> None:
+    cache, computed = ResponseCache(), []
+    answers: list[bytes] = []
+
+    def request() -> None:
+        answer = cache.lookup_or_lead("k")
+        if answer is None:  # the leader computes; the others wait for it
+            computed.append(1)
+            time.sleep(0.2)
+            answer = b"figure"
+            cache.store("k", answer)
+        answers.append(answer)
+
+    threads = [threading.Thread(target=request) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(computed) == 1 and answers == [b"figure"] * 20
+    assert cache.hits == 19 and cache.misses == 1
+
+
+def test_a_failed_leader_lets_the_next_request_compute() -> None:
+    cache = ResponseCache()
+    assert cache.lookup_or_lead("k") is None
+    cache.release("k")  # the leader's request failed: nothing kept
+    assert cache.lookup_or_lead("k") is None  # the next one leads instead of waiting forever
+    cache.store("k", b"x")
+    assert cache.lookup_or_lead("k") == b"x"
+
+
+def test_the_cache_is_bounded_by_bytes() -> None:
+    cache = ResponseCache(max_bytes=800)
+    for i in range(10):
+        assert cache.lookup_or_lead(str(i)) is None
+        cache.store(str(i), bytes(100))
+    assert cache.lookup_or_lead("0") is None  # the oldest left
+    cache.release("0")
+    assert cache.lookup_or_lead("9") == bytes(100)

@@ -1,0 +1,334 @@
+"""The bad-input inventory (docs/robustness.md): one row per input a new (or careless) user may
+give. Each row runs the real command and checks its exit status, that the last line of stderr is
+the one-line error it promises, that no traceback is printed, and that no file the user owns is
+touched. A row id here is a row of the table in docs/robustness.md (a test checks both agree).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from profiler.frontends.onnx import examples
+from report_format.synthetic import synthetic_report
+from tilescope.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Env:
+    """Files a row may refer to as {name} in its arguments."""
+
+    tmp: Path
+    paths: dict[str, str] = field(default_factory=dict)
+
+
+def _model(env: Env) -> None:
+    onnx.save(examples.mlp((64, 32, 10)), env.tmp / "mlp.onnx")
+    env.paths["model"] = str(env.tmp / "mlp.onnx")
+
+
+def _report(env: Env) -> None:
+    env.paths["report"] = str(synthetic_report(env.tmp / "report", num_ipus=2, tiles_per_ipu=16))
+
+
+def _file(name: str, data: bytes) -> Callable[[Env], None]:
+    def make(env: Env) -> None:
+        (env.tmp / name).write_bytes(data)
+        env.paths[name.replace(".", "_")] = str(env.tmp / name)
+
+    return make
+
+
+def _npz(name: str, **arrays: np.ndarray) -> Callable[[Env], None]:
+    def make(env: Env) -> None:
+        np.savez(env.tmp / name, **arrays)  # type: ignore[arg-type]
+        env.paths[name.replace(".", "_")] = str(env.tmp / name)
+
+    return make
+
+
+def _web_project(env: Env) -> None:
+    site = env.tmp / "site"
+    (site / "src").mkdir(parents=True)
+    (site / "manifest.json").write_text('{"name": "app"}')
+    (site / "index.html").write_text("<html></html>")
+    (site / "src" / "main.js").write_text("1")
+    env.paths["site"] = str(site)
+
+
+def _unsupported(env: Env) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    graph = helper.make_graph([helper.make_node("NoSuchOp", ["x"], ["y"], name="mystery")], "g", [x], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), env.tmp / "odd.onnx")
+    env.paths["odd"] = str(env.tmp / "odd.onnx")
+
+
+def _edit_manifest(fn: Callable[[dict], None]) -> Callable[[Env], None]:
+    def make(env: Env) -> None:
+        _report(env)
+        path = Path(env.paths["report"]) / "manifest.json"
+        doc = json.loads(path.read_text())
+        fn(doc)
+        path.write_text(json.dumps(doc))
+
+    return make
+
+
+def _inconsistent(env: Env) -> None:
+    _report(env)
+    big = synthetic_report(env.tmp / "big", tiles_per_ipu=1472)
+    rep = Path(env.paths["report"])
+    shutil.copy(big / "tile_memory.arrow", rep / "tile_memory.arrow")
+    doc = json.loads((rep / "manifest.json").read_text())
+    other = json.loads((big / "manifest.json").read_text())
+    doc["tables"]["tile_memory"] = other["tables"]["tile_memory"]  # the manifest updated by hand
+    (rep / "manifest.json").write_text(json.dumps(doc))
+
+
+def _damaged(env: Env) -> None:
+    _report(env)
+    f = Path(env.paths["report"]) / "vertices.arrow"
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    f.write_bytes(bytes(data))
+
+
+def _port_in_use(env: Env) -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    env.paths["busy_port"] = str(sock.getsockname()[1])
+    env.paths["_socket"] = sock  # type: ignore[assignment]  # kept open for the row
+
+
+@dataclass
+class Row:
+    id: str
+    argv: list[str]
+    status: int
+    says: str  # in the last line of stderr
+    setup: list[Callable[[Env], None]] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+M = [_model]
+ROWS = [
+    # -- options ---------------------------------------------------------------------------------
+    Row("runs-zero", ["run", "{model}", "--runs", "0"], 2, "--runs must be >= 1", M),
+    Row("ipus-zero", ["run", "{model}", "--ipus", "0"], 2, "num_ipus must be >= 1", M),
+    Row("ipus-too-many", ["run", "{model}", "--ipus", "100000"], 2, "at most 256 IPUs", M),
+    Row("ipus-c600", ["run", "{model}", "--target", "C600", "--ipus", "16"], 2, "at most 8 IPUs", M),
+    Row("target-unknown", ["run", "{model}", "--target", "GC9000"], 2, "unknown target 'GC9000'", M),
+    Row("batch-zero", ["run", "{model}", "--batch", "0"], 2, "batch size must be >= 1", M),
+    Row("batch-huge", ["run", "{model}", "--batch", "1000000000000"], 2, "GB more host memory", M),
+    Row("batch-past-int64", ["run", "{model}", "--batch", "10" * 10], 2, "larger than an ONNX dimension", M),
+    Row("options-json", ["run", "{model}"], 2, "POPLAR_ENGINE_OPTIONS", M, {"POPLAR_ENGINE_OPTIONS": "{bad"}),
+    Row("options-unknown", ["run", "{model}"], 2, "unknown", M, {"POPLAR_ENGINE_OPTIONS": '{"autoReport.nope": "1"}'}),
+    Row("diff-top", ["diff", "{report}", "{report}", "--top", "-1"], 2, "--top must be 0 or more", [_report]),
+    Row("diff-fail-if", ["diff", "{report}", "{report}", "--fail-if", "cycles~5"], 2, "--fail-if", [_report]),
+    Row("export-tiles", ["export", "{report}", "--trace", "{tmp}/t.json", "--tiles", "x"], 2, "tile list", [_report]),
+    Row(
+        "serve-port-negative",
+        ["serve", "{report}", "--port", "-1", "--no-browser"],
+        2,
+        "between 1 and 65535",
+        [_report],
+    ),
+    Row(
+        "serve-port-huge", ["serve", "{report}", "--port", "70000", "--no-browser"], 2, "between 1 and 65535", [_report]
+    ),
+    Row(
+        "serve-port-in-use",
+        ["serve", "{report}", "--port", "{busy_port}", "--no-browser"],
+        2,
+        "Address already in use",
+        [_report, _port_in_use],
+    ),
+    Row("serve-threads", ["serve", "{report}", "--threads", "0", "--no-browser"], 2, "between 1 and 256", [_report]),
+    Row("serve-host", ["serve", "{report}", "--host", "no-such-host.invalid", "--no-browser"], 2, "--host", [_report]),
+    # -- models ----------------------------------------------------------------------------------
+    Row("model-missing", ["run", "{tmp}/none.onnx"], 2, "no such file", []),
+    Row("model-garbage", ["run", "{junk_onnx}"], 2, "junk.onnx", [_file("junk.onnx", b"\x00\x01garbage" * 50)]),
+    Row("model-empty", ["run", "{empty_onnx}"], 2, "empty.onnx", [_file("empty.onnx", b"")]),
+    Row("model-unsupported-op", ["run", "{odd}"], 2, "NoSuchOp", [_unsupported]),
+    # -- inputs files ----------------------------------------------------------------------------
+    Row("inputs-missing", ["run", "{model}", "--inputs", "{tmp}/none.npz"], 2, "not a readable .npz", M),
+    Row(
+        "inputs-not-npz",
+        ["run", "{model}", "--inputs", "{bad_npz}"],
+        2,
+        "not a .npz file",
+        [*M, _file("bad.npz", b"hello")],
+    ),
+    Row(
+        "inputs-wrong-name",
+        ["run", "{model}", "--inputs", "{k_npz}"],
+        2,
+        "missing ['input']",
+        [*M, _npz("k.npz", x=np.ones((1, 64)))],
+    ),
+    Row(
+        "inputs-wrong-shape",
+        ["run", "{model}", "--inputs", "{s_npz}"],
+        2,
+        "the model takes (1, 64)",
+        [*M, _npz("s.npz", input=np.ones((3, 3)))],
+    ),
+    Row(
+        "inputs-strings",
+        ["run", "{model}", "--inputs", "{t_npz}"],
+        2,
+        "are not numbers",
+        [*M, _npz("t.npz", input=np.full((1, 64), "a"))],
+    ),
+    Row(
+        "inputs-complex",
+        ["run", "{model}", "--inputs", "{c_npz}"],
+        2,
+        "are not numbers",
+        [*M, _npz("c.npz", input=np.ones((1, 64), complex))],
+    ),
+    Row(
+        "inputs-objects",
+        ["run", "{model}", "--inputs", "{o_npz}"],
+        2,
+        "not a readable .npz",
+        [*M, _npz("o.npz", input=np.array([1, "a"], dtype=object))],
+    ),
+    # -- output paths (every one checked before any work) ----------------------------------------
+    Row(
+        "report-dir-under-file",
+        ["run", "{model}", "--report-dir", "{plain}/sub"],
+        2,
+        "is a file, not a directory",
+        [*M, _file("plain", b"x")],
+    ),
+    Row("report-dir-proc", ["run", "{model}", "--report-dir", "/proc/tilescope"], 2, "cannot write a report here", M),
+    Row(
+        "report-dir-project",
+        ["run", "{model}", "--report-dir", "{site}"],
+        2,
+        "manifest.json is not a tilescope report manifest",
+        [*M, _web_project],
+    ),
+    Row("save-outputs-directory", ["run", "{model}", "--save-outputs", "{tmp}"], 2, "is a directory", M),
+    Row("save-outputs-proc", ["run", "{model}", "--save-outputs", "/proc/out.npz"], 2, "cannot write here", M),
+    Row(
+        "save-outputs-under-file",
+        ["run", "{model}", "--save-outputs", "{plain}/o.npz"],
+        2,
+        "is a file, not a directory",
+        [*M, _file("plain", b"x")],
+    ),
+    Row("trace-directory", ["export", "{report}", "--trace", "{tmp}"], 2, "is a directory", [_report]),
+    Row("trace-proc", ["export", "{report}", "--trace", "/proc/t.json"], 2, "cannot write here", [_report]),
+    Row("html-directory", ["diff", "{report}", "{report}", "--html", "{tmp}"], 2, "is a directory", [_report]),
+    Row("html-proc", ["diff", "{report}", "{report}", "--html", "/proc/d.html"], 2, "cannot write here", [_report]),
+    # -- reports ---------------------------------------------------------------------------------
+    Row("report-missing", ["summary", "{tmp}/none"], 2, "no such file or directory", []),
+    Row("report-is-file", ["summary", "{plain}"], 2, "not a tilescope report", [_file("plain", b"x")]),
+    Row("report-empty-dir", ["summary", "{tmp}"], 2, "manifest.json: missing", []),
+    Row("report-foreign", ["summary", "{site}"], 2, "not a tilescope report manifest", [_web_project]),
+    Row(
+        "report-newer",
+        ["summary", "{report}"],
+        2,
+        "newer than this tilescope reads",
+        [_edit_manifest(lambda d: d.update(format_version=99))],
+    ),
+    Row(
+        "report-older",
+        ["summary", "{report}"],
+        2,
+        "version 0 is not supported",
+        [_edit_manifest(lambda d: d.update(format_version=0))],
+    ),
+    Row("report-manifest-json", ["summary", "{report}"], 2, "manifest", [_edit_manifest(lambda d: d.pop("tables"))]),
+    Row(
+        "report-inconsistent",
+        ["summary", "{report}"],
+        2,
+        "1,472 rows, but the target has 2 IPUs x 16 tiles",
+        [_inconsistent],
+    ),
+    Row("report-damaged", ["summary", "{report}", "--verify"], 2, "vertices.arrow", [_damaged]),
+]
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POPLAR_ENGINE_OPTIONS", "")
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
+def test_inventory_row(row: Row, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    env = Env(tmp_path)
+    env.paths["tmp"] = str(tmp_path)
+    for make in row.setup:
+        make(env)
+    for key, value in row.env.items():
+        monkeypatch.setenv(key, value)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    argv = [a.format(**{k: v for k, v in env.paths.items() if isinstance(v, str)}) for a in row.argv]
+    try:
+        status = main(argv)
+    except SystemExit as exc:  # argparse's own errors
+        status = int(exc.code or 0)
+    finally:
+        sock = env.paths.get("_socket")
+        if sock is not None:
+            sock.close()  # type: ignore[attr-defined]
+    err = capsys.readouterr().err
+    assert status == row.status, err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"tilescope {argv[0]}: error: ") and row.says in last, last
+    for path, data in before.items():  # nothing the user had was changed or removed
+        assert path.read_bytes() == data, path
+    if argv[0] == "run" and row.status == 2:
+        assert "running inference" not in err  # refused before any work
+
+
+def test_save_outputs_into_a_missing_directory_creates_it(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    env = Env(tmp_path)
+    _model(env)
+    out = tmp_path / "new" / "dir" / "out.npz"
+    assert main(["run", env.paths["model"], "--save-outputs", str(out)]) == 0
+    with np.load(out) as data:
+        assert data["output"].shape == (1, 10)
+
+
+def test_a_failed_report_write_keeps_the_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    from profiler import capture
+    from report_format.errors import ReportError
+
+    env = Env(tmp_path)
+    _model(env)
+
+    def full_disk(*_: object, **__: object) -> None:
+        raise ReportError(tmp_path / "rep", "cannot write the report: No space left on device")
+
+    monkeypatch.setattr(capture, "write_report", full_disk)
+    out = tmp_path / "out.npz"
+    assert main(["run", env.paths["model"], "--report-dir", str(tmp_path / "rep"), "--save-outputs", str(out)]) == 2
+    assert "No space left on device" in capsys.readouterr().err
+    with np.load(out) as data:  # the finished run's outputs were saved first
+        assert data["output"].shape == (1, 10)
+
+
+def test_every_inventory_row_is_in_the_docs() -> None:
+    doc = (ROOT / "docs" / "robustness.md").read_text()
+    missing = [r.id for r in ROWS if f"`{r.id}`" not in doc]
+    assert not missing, f"docs/robustness.md does not list {missing}"

@@ -1,0 +1,268 @@
+"""The writer never deletes a file tilescope did not write, and a killed write loses nothing.
+
+Inventory rows (docs/robustness.md): a project directory given as the report directory, a note
+kept inside a report, stale temporaries after kill -9, a path under a regular file or in a place
+that cannot be written, a full disk, SIGINT / SIGTERM / SIGKILL at random points of a write.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from report_format import ownership, writer
+from report_format.errors import ReportError
+from report_format.reader import open_report
+from report_format.synthetic import synthetic_report
+from report_format.writer import ReportWriter, check_destination
+
+ROOT = Path(__file__).resolve().parents[2]
+TARGET = {
+    "name": ["IPUModel"], "type": ["IPUModel"], "architecture": ["ipu2"], "num_ipus": [2], "tiles_per_ipu": [16],
+    "num_tiles": [32], "bytes_per_tile": [65536], "bytes_per_ipu": [16 * 65536], "total_memory": [32 * 65536],
+    "clock_hz": [1.33e9], "num_replicas": [1], "ipus_per_replica": [2], "num_worker_contexts": [6],
+    "exchange_bytes_per_cycle": [4.0], "interleaved_memory_start": [32768], "fp16_flops_per_cycle": [64.0],
+    "fp32_flops_per_cycle": [16.0],
+}  # fmt: skip
+
+
+def _small(w: ReportWriter) -> None:
+    """A whole report with nothing captured but its target (2 IPUs x 16 tiles)."""
+    w.write("target", TARGET)
+    for profile in ("graph", "execution", "debug_info"):
+        w.set_profile(profile, False)
+
+
+def _tree(path: Path) -> dict[str, str]:
+    return {str(p.relative_to(path)): p.read_text() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def _web_project(path: Path) -> Path:
+    (path / "src").mkdir(parents=True)
+    (path / "manifest.json").write_text('{"name": "my app", "start_url": "/"}')
+    (path / "index.html").write_text("<html></html>")
+    (path / "src" / "app.js").write_text("console.log(1)")
+    return path
+
+
+def test_a_web_project_directory_is_refused_and_keeps_every_file(tmp_path: Path) -> None:
+    project = _web_project(tmp_path / "site")
+    before = _tree(project)
+    with pytest.raises(ReportError, match="refusing to overwrite.*manifest.json is not a tilescope report manifest"):
+        synthetic_report(project)
+    assert _tree(project) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]  # no temporary left beside it
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        {"format": "tilescope.report"},  # no version
+        {"format": "tilescope.report", "format_version": "2"},  # version not an integer
+        {"format": "other", "format_version": 2},
+        [1, 2],
+    ],
+)
+def test_only_tilescopes_own_manifest_makes_a_report(tmp_path: Path, manifest: object) -> None:
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    (d / "data.csv").write_text("keep me")
+    with pytest.raises(ReportError, match="refusing to overwrite"):
+        check_destination(d)
+    assert (d / "data.csv").read_text() == "keep me"
+
+
+def test_a_note_kept_in_a_report_survives_the_next_capture(tmp_path: Path) -> None:
+    path = synthetic_report(tmp_path / "r", seed=1)
+    (path / "notes.txt").write_text("precious")
+    (path / "screens").mkdir()
+    (path / "screens" / "a.png").write_bytes(b"png")
+    before = open_report(path).runs()
+    with ReportWriter(path, engine="second") as w:
+        _small(w)
+    assert (path / "notes.txt").read_text() == "precious"
+    assert (path / "screens" / "a.png").read_bytes() == b"png"
+    assert w.messages == [f"kept 2 entries tilescope did not write in {path}: notes.txt, screens"]
+    report = open_report(path)
+    report.verify()
+    assert report.manifest.engine == "second" and not report.runs().equals(before)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
+    assert not (path / ownership.MARKER).exists()
+
+
+def test_a_crafted_manifest_cannot_claim_a_users_file(tmp_path: Path) -> None:
+    path = synthetic_report(tmp_path / "r")
+    doc = json.loads((path / "manifest.json").read_text())
+    doc["tables"]["runs"]["file"] = "notes.txt"
+    (path / "manifest.json").write_text(json.dumps(doc))
+    (path / "notes.txt").write_text("precious")
+    with ReportWriter(path) as w:
+        _small(w)
+    assert (path / "notes.txt").read_text() == "precious"
+    open_report(path).verify()  # the unlisted old runs.arrow did not replace the new one...
+    assert any("could not tidy" in m and "runs.arrow" in m for m in w.messages)  # ...it is kept aside, and said
+
+
+@pytest.mark.parametrize("where", ["under_a_file", "proc"])
+def test_a_path_that_cannot_be_written_is_one_line(tmp_path: Path, where: str) -> None:
+    if where == "under_a_file":
+        (tmp_path / "plain").write_text("x")
+        path = tmp_path / "plain" / "sub" / "report"
+        expect = "is a file, not a directory"
+    else:  # /proc refuses new entries even to root (chmod would not stop root)
+        path = Path("/proc/tilescope-report")
+        expect = "cannot write a report here"
+    with pytest.raises(ReportError, match=expect) as info:
+        synthetic_report(path)
+    assert "\n" not in str(info.value)
+    if where == "under_a_file":
+        assert (tmp_path / "plain").read_text() == "x"
+
+
+def test_a_full_disk_is_one_line_and_keeps_the_previous_report(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    path = synthetic_report(tmp_path / "r", seed=1)
+    before = open_report(path).runs()
+
+    class Full:
+        """A file that takes 2 KiB and then fails as a full disk does."""
+
+        def __init__(self) -> None:
+            self.written = 0
+
+        def write(self, data: bytes) -> int:
+            self.written += len(data)
+            if self.written > 2048:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return len(data)
+
+        def flush(self) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+        closed = False
+
+    monkeypatch.setattr(writer, "_open_sink", lambda p: (p.write_bytes(b""), pa.PythonFile(Full(), mode="w"))[1])
+    with pytest.raises(ReportError, match="No space left on device") as info:
+        synthetic_report(path, seed=2)
+    assert "\n" not in str(info.value)
+    assert open_report(path).runs().equals(before)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]  # the temporary was removed
+
+
+# -- stale temporaries ----------------------------------------------------------------------------
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _fake_tmp(parent: Path, dest: Path, pid: int, *, marker: bool = True, extra: str = "") -> Path:
+    tmp = parent / f".{dest.name}.tmp-abc{pid}{extra}"
+    tmp.mkdir()
+    (tmp / "runs.arrow").write_bytes(b"half")
+    if marker:
+        doc = {"pid": pid, "host": os.uname().nodename, "destination": str(dest), "role": "new"}
+        (tmp / ownership.MARKER).write_text(json.dumps(doc))
+    return tmp
+
+
+def test_stale_temporaries_are_cleaned_only_when_provably_ours(tmp_path: Path) -> None:
+    dest = tmp_path / "r"
+    dead = _fake_tmp(tmp_path, dest, _dead_pid())
+    alive = _fake_tmp(tmp_path, dest, os.getppid())  # a writer that is still running
+    unmarked = _fake_tmp(tmp_path, dest, 1, marker=False)
+    with_user_file = _fake_tmp(tmp_path, dest, _dead_pid(), extra="u")
+    (with_user_file / "mine.txt").write_text("keep")
+    with ReportWriter(dest) as w:
+        _small(w)
+    assert not dead.exists()
+    assert alive.exists() and unmarked.exists()
+    assert (with_user_file / "mine.txt").read_text() == "keep"
+    assert any("removed" in m for m in w.messages)
+    assert any("mine.txt" in m for m in w.messages)
+
+
+def test_a_previous_report_swapped_out_by_a_killed_write_is_restored(tmp_path: Path) -> None:
+    dest = synthetic_report(tmp_path / "r", seed=1)
+    (dest / "notes.txt").write_text("precious")
+    before = open_report(dest).runs()
+    old = tmp_path / ".r.old-xyz"
+    old.mkdir()
+    (old / ownership.MARKER).write_text(
+        json.dumps({"pid": _dead_pid(), "host": os.uname().nodename, "destination": str(dest), "role": "old"})
+    )
+    os.rename(dest, old / "report")  # as a write killed between its two renames leaves it
+    with pytest.raises(ReportError, match="no such file or directory.*interrupted write.*" + old.name):
+        open_report(dest)
+    w = ReportWriter(dest)  # the next write puts it back before doing anything else
+    assert any("restored the previous report" in m for m in w.messages)
+    assert open_report(dest).runs().equals(before)
+    _small(w)
+    w.commit()
+    assert (dest / "notes.txt").read_text() == "precious"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
+
+
+# -- interrupted writes in a real process ---------------------------------------------------------
+_CHILD = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {root!r})
+    from report_format.synthetic import synthetic_report
+    print("ready", flush=True)
+    seed = 10
+    while True:
+        synthetic_report({path!r}, num_ipus=2, tiles_per_ipu=64, seed=seed)
+        seed += 1
+    """
+)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
+def test_killed_at_random_points_the_report_stays_whole(tmp_path: Path, sig: signal.Signals) -> None:
+    path = synthetic_report(tmp_path / "r", num_ipus=2, tiles_per_ipu=64, seed=1)
+    (path / "notes.txt").write_text("precious")
+    rng = random.Random(int(sig))
+    for _ in range(4):
+        child = subprocess.Popen(
+            [sys.executable, "-c", _CHILD.format(root=str(ROOT), path=str(path))],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        time.sleep(rng.uniform(0.02, 0.4))  # a few writes of ~0.1 s each: lands anywhere in one
+        child.send_signal(sig)
+        child.wait(timeout=30)
+        try:
+            report = open_report(path)
+        except ReportError as exc:  # only in the instant between the two renames of the swap
+            assert "interrupted write" in str(exc)
+        else:
+            report.verify()  # whatever reads as a report is whole: old or new, never half
+        if sig == signal.SIGINT:  # Python unwinds: the writer removes its own temporary
+            left = {
+                str(p.relative_to(tmp_path)): p.stat().st_size
+                for p in tmp_path.rglob("*")
+                if not p.is_relative_to(path)
+            }
+            assert not left, left
+    with ReportWriter(path) as w:  # the next write cleans up after the killed ones
+        _small(w)
+    open_report(path).verify()
+    assert (path / "notes.txt").read_text() == "precious"
+    left = {str(p.relative_to(tmp_path)): p.stat().st_size for p in tmp_path.rglob("*") if not p.is_relative_to(path)}
+    assert not left, (left, w.messages)
