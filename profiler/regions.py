@@ -146,6 +146,20 @@ def canonical(start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.nda
     return s[first], covered[last]
 
 
+def _segments(
+    rows: np.ndarray, start: np.ndarray, count: int, width: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's range ``[start, start + count)`` of a flattened (outer, width) axis cut where the
+    outer index changes: (row, outer index, first and end inner index) of every segment."""
+    first, last = start // width, (start + count - 1) // width
+    n = last - first + 1
+    row = np.repeat(rows, n)
+    outer = np.repeat(first, n) + (np.arange(row.size) - np.repeat(np.cumsum(n) - n, n))
+    lo = np.maximum(start[row], outer * width) - outer * width
+    hi = np.minimum(start[row] + count, (outer + 1) * width) - outer * width
+    return row, outer, lo, hi
+
+
 def window_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     """Regions of blocks of a convolution window without an index per element: runs along the
     output row (stride 1) or along the kernel row (dilation 1) of contiguous input rows, each split
@@ -163,12 +177,7 @@ def window_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
         return None
     vid = np.arange(v, dtype=np.int64)
     if sw == 1 and s_w == 1:  # runs along the output row: segments of the block's rows within one (b, oh)
-        q0, q1 = lay.r0 // wo, (lay.r0 + ms - 1) // wo
-        nseg = q1 - q0 + 1
-        sv = np.repeat(vid, nseg)
-        q = np.repeat(q0, nseg) + (np.arange(sv.size) - np.repeat(np.cumsum(nseg) - nseg, nseg))
-        lo = np.maximum(lay.r0[sv], q * wo) - q * wo
-        hi = np.minimum(lay.r0[sv] + ms, (q + 1) * wo) - q * wo
+        sv, q, lo, hi = _segments(vid, lay.r0, ms, wo)
         kk = lay.c0[sv][:, None] + np.arange(ks)  # [segments, ks]
         j = kk % kw
         b_, oh = (q // ho)[:, None], (q % ho)[:, None]
@@ -177,12 +186,7 @@ def window_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
         w_hi = (hi - 1)[:, None] + j * dw - pw + 1
         owner = np.broadcast_to(sv[:, None], kk.shape)
     elif dw == 1 and s_w == 1:  # runs along the kernel row: each output position, segments of (c, i)
-        e0, e1 = lay.c0 // kw, (lay.c0 + ks - 1) // kw
-        nseg = e1 - e0 + 1
-        sv = np.repeat(vid, nseg)
-        e = np.repeat(e0, nseg) + (np.arange(sv.size) - np.repeat(np.cumsum(nseg) - nseg, nseg))
-        lo = np.maximum(lay.c0[sv], e * kw) - e * kw
-        hi = np.minimum(lay.c0[sv] + ks, (e + 1) * kw) - e * kw
+        sv, e, lo, hi = _segments(vid, lay.c0, ks, kw)
         r = lay.r0[sv][:, None] + np.arange(ms)  # [segments, ms]
         b_, oh, ow = r // (ho * wo), (r // wo) % ho, r % wo
         ch, i = lay.g[sv][:, None] * cg + (e // kh)[:, None], (e % kh)[:, None]
