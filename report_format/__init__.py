@@ -4,7 +4,7 @@ Imports neither ``profiler`` nor ``app``.
 """
 
 from report_format.errors import ReportError
-from report_format.reader import Report, Target, open_report
+from report_format.reader import Report, TargetInfo, open_report
 from report_format.schema import FORMAT_VERSION, SUPPORTED_VERSIONS, TABLE_NAMES, TABLES
 from report_format.writer import ReportWriter
 
@@ -16,6 +16,6 @@ __all__ = [
     "Report",
     "ReportError",
     "ReportWriter",
-    "Target",
+    "TargetInfo",
     "open_report",
 ]

@@ -29,7 +29,7 @@ _DAMAGE = (pa.ArrowException, OSError, ValueError, KeyError, TypeError, IndexErr
 
 
 @dataclass(frozen=True)
-class Target:
+class TargetInfo:
     """The ``target`` table's single row (libpva ``compilation.target``)."""
 
     name: str
@@ -297,16 +297,16 @@ class Report:
         return out
 
     @cached_property
-    def target_info(self) -> Target:
+    def target_info(self) -> TargetInfo:
         return self.target()
 
     # -- typed queries (libpva nouns) -------------------------------------------------------
-    def target(self) -> Target:
+    def target(self) -> TargetInfo:
         t = self.table("target")
         if t.num_rows != 1:
             raise ReportError(self._file("target"), f"must hold exactly one row, holds {t.num_rows}")
         row = {k: v[0] for k, v in t.to_pydict().items()}
-        return Target(**{f.name: row[f.name] for f in fields(Target)})
+        return TargetInfo(**{f.name: row[f.name] for f in fields(TargetInfo)})
 
     def engine_options(self) -> pd.DataFrame:
         return self.df("engine_options")

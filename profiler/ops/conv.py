@@ -19,9 +19,9 @@ import numpy as np
 from profiler import layout
 from profiler.graph import Graph
 from profiler.ops import elementwise as ew
-from profiler.ops.codelets import map_codelet
 from profiler.ops.core import OpError, add_like, constant_per_tile, linear_tiles, op, padded_rows, set_attributes
 from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION, matmul
+from profiler.ops.poplibs_codelets import map_codelet
 from profiler.ops.reduce import reduce_groups
 from profiler.programs import Sequence as Prog
 from profiler.tensor import Tensor

@@ -14,8 +14,8 @@ import numpy as np
 
 from profiler.dtypes import as_dtype
 from profiler.graph import Graph
-from profiler.ops.codelets import Map, map_codelet
 from profiler.ops.core import OpError, add_like, check_same_graph, execute, groups_by_tile, linear_tiles, op, rows
+from profiler.ops.poplibs_codelets import Map, map_codelet
 from profiler.programs import Sequence as Prog
 from profiler.tensor import Tensor
 

@@ -23,9 +23,9 @@ import numpy as np
 from profiler import cost_model, host_memory
 from profiler.dtypes import as_dtype
 from profiler.graph import Graph
-from profiler.ops.codelets import MATMUL_CODELETS, block_cycles, dynamic_slice_cycles
 from profiler.ops.core import OpError, cdiv, check_same_graph, execute, linear_tiles, op, set_attributes
 from profiler.ops.elementwise import _binary_codelet, _cast, apply_map, copy, fill, map_codelet
+from profiler.ops.poplibs_codelets import MATMUL_CODELETS, block_cycles, dynamic_slice_cycles
 from profiler.ops.reduce import COLUMN_PIECE, SINGLE_STAGE_MAX_PARTIALS, reduce_columns
 from profiler.ops.slicing import dynamic_slice, dynamic_update, replicated_index, sliceable
 from profiler.programs import Repeat, Sequence

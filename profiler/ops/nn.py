@@ -13,8 +13,8 @@ import numpy as np
 
 from profiler.graph import Graph
 from profiler.ops import elementwise as ew
-from profiler.ops.codelets import map_codelet
 from profiler.ops.core import OpError, add_mapped, op
+from profiler.ops.poplibs_codelets import map_codelet
 from profiler.ops.reduce import reduce, reduce_max, reduce_mean, reduce_sum
 from profiler.programs import Sequence as Prog
 from profiler.tensor import Tensor

@@ -10,8 +10,8 @@ import numpy as np
 
 from profiler.graph import Graph
 from profiler.ops import elementwise as ew
-from profiler.ops.codelets import map_codelet
 from profiler.ops.core import OpError, add_like, op, set_attributes
+from profiler.ops.poplibs_codelets import map_codelet
 from profiler.programs import Sequence as Prog
 from profiler.tensor import Tensor
 

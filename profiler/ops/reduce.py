@@ -16,7 +16,6 @@ import numpy as np
 
 from profiler.dtypes import as_dtype
 from profiler.graph import ComputeSet, Graph
-from profiler.ops.codelets import REDUCE_CODELETS, REDUCE_COLUMN_CODELETS, REDUCE_SEGMENT_CODELETS, reduce_identity
 from profiler.ops.core import (
     OpError,
     constant_per_tile,
@@ -30,6 +29,12 @@ from profiler.ops.core import (
 )
 from profiler.ops.elementwise import broadcast
 from profiler.ops.elementwise import scale as scale_op
+from profiler.ops.poplibs_codelets import (
+    REDUCE_CODELETS,
+    REDUCE_COLUMN_CODELETS,
+    REDUCE_SEGMENT_CODELETS,
+    reduce_identity,
+)
 from profiler.programs import Sequence as Prog
 from profiler.tensor import Tensor
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from profiler.graph import Graph
-from profiler.ops.codelets import DynamicSlice, DynamicUpdate, MultiSlice, MultiUpdateAdd
 from profiler.ops.core import OpError, add_like, execute, groups_by_tile, linear_tiles, op
 from profiler.ops.elementwise import fill
+from profiler.ops.poplibs_codelets import DynamicSlice, DynamicUpdate, MultiSlice, MultiUpdateAdd
 from profiler.programs import Sequence as Prog
 from profiler.tensor import Tensor
 

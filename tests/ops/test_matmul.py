@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from profiler import Engine, Graph, Sequence, cost_model, get_target, ipu_model, ops
-from profiler.ops.codelets import MATMUL_CODELETS
+from profiler.ops.poplibs_codelets import MATMUL_CODELETS
 from profiler.workloads.mlp import dense, dense_grad
 from tests.ops.helpers import fd_grad, rng, run, tol
 

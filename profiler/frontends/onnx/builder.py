@@ -21,9 +21,9 @@ from onnx import helper, numpy_helper
 from profiler import ops
 from profiler.dtypes import as_dtype
 from profiler.graph import Graph
-from profiler.ops.codelets import map_codelet
 from profiler.ops.core import linear_tiles
 from profiler.ops.elementwise import apply_map
+from profiler.ops.poplibs_codelets import map_codelet
 from profiler.programs import Copy
 from profiler.programs import Sequence as Prog
 from profiler.targets import Target
