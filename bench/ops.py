@@ -8,8 +8,8 @@ Cases: a 2048^3 fp16 matmul on GC200, a 3x3 convolution 64 -> 64 channels on 56x
 whole GC200). The fraction of peak is the op's model FLOPs (2*M*K*N for a matmul) over simulated cycles x tiles x
 the target's peak FLOPs per tile per cycle for the partials type the planner used.
 
-A matmul size whose simulation would not fit in host memory (~45 bytes per vertex-field element
-reference, HOST_BYTES_PER_FIELD_ELEMENT) is not run at the default availableMemoryProportion: its
+A matmul size whose simulation would not fit in host memory (~45 bytes per element reference its
+vertex fields hold explicitly, HOST_BYTES_PER_FIELD_ELEMENT) is not run at the default availableMemoryProportion: its
 planner estimate is printed and a lower proportion is run instead. By default 2048^3 (the target
 case) and 1024^3 are tried.
 """
@@ -75,8 +75,9 @@ def matmul_field_elements(plan: ops.MatMulPlan, m: int, k: int, n: int) -> int:
     one serial step's operand blocks once per tile reading them, its result, the partials written
     and read by the reduction; a serial loop adds its one-off rearrangement and its slices/updates
     (each compiled once, however many iterations run)."""
-    k_step, n_step = k // plan.in_chan_serial, n // plan.out_chan_serial
-    refs = m * k_step * plan.out_chan_split + k_step * n_step * plan.row_split + m * n_step
+    n_step = n // plan.out_chan_serial
+    # operand blocks of views hold no index per element (profiler.layout.Blocks): only the result's
+    refs = m * n_step
     refs += 2 * m * n_step * plan.in_chan_split if plan.in_chan_split > 1 else 0
     if plan.in_chan_serial * plan.out_chan_serial > 1:
         refs += 3 * k * n + 2 * m * n  # rhs rearranged (in + out), its slices, result updates

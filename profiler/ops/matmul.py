@@ -35,8 +35,9 @@ from profiler.tensor import Tensor
 
 DEFAULT_AVAILABLE_MEMORY_PROPORTION = 0.6  # ref §4.5: "The default proportion is 0.6 for both conv and matmul"
 SERIAL_CHOICES = (1, 2, 4, 8, 16)
-# Host bytes per vertex-field element while a step's fields are built: int64 index arithmetic and
-# its temporaries, then the int32 field kept (checked with profiler.host_memory before building).
+# Host bytes per vertex-field element while a step's fields are built, for operands that are explicit
+# index arrays (views are blocks: a few integers per vertex) and for the result's tile of each
+# element (checked with profiler.host_memory before building).
 BUILD_BYTES_PER_FIELD_ELEMENT = 28
 MAX_CANDIDATES = 24  # split candidates per dimension (keeps planning fast)
 
@@ -284,7 +285,8 @@ def _run_step(
     for shape in np.unique(shapes, axis=0):
         sel = np.flatnonzero((shapes == shape).all(axis=1))
         ms_, ks_, ns_ = (int(s) for s in shape)
-        refs = sel.size * (ms_ * ks_ + ks_ * ns_ + ms_ * ns_)
+        # operands held as views cost a few integers per vertex; only explicit ones an index per element
+        refs = sel.size * (ms_ * ks_ * _explicit(a) + ks_ * ns_ * _explicit(b) + ms_ * ns_)
         host_memory.ensure(
             BUILD_BYTES_PER_FIELD_ELEMENT * refs, f"{name} [{G},{M},{K}]x[{K},{N}] ({refs:,} field elements)"
         )
@@ -309,6 +311,11 @@ def _run_step(
         graph.set_tile_mapping(out, dest_tiles)
         apply_map(graph, map_codelet("popops::Cast", _cast, 1, (("cast", "cast"),)), [dest], prog, f"{name} cast",
                   out=out)  # fmt: skip
+
+
+def _explicit(t: Tensor) -> int:
+    """1 when a vertex's block of ``t`` is an index per element (not an affine, blocked or window view)."""
+    return int(isinstance(t._lay, np.ndarray))
 
 
 def _add_kernel(
