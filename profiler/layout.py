@@ -242,12 +242,14 @@ class WindowBlocks:
 
 @dataclass(frozen=True, eq=False)
 class Runs:
-    """Rows of runs of consecutive elements of one variable (a vertex field over whatever its tile
-    holds, as Poplar connects a field to a list of regions): row v is the runs
-    ``[row_first[v], row_first[v + 1])`` laid end to end, ``width`` elements in all."""
+    """Rows of runs of one variable's elements (a vertex field over whatever its tile holds, as
+    Poplar connects a field to a list of regions): a run is ``length`` consecutive elements from
+    ``start`` (step 1) or one element repeated ``length`` times (step 0: a broadcast operand); row v
+    is the runs ``[row_first[v], row_first[v + 1])`` laid end to end, ``width`` elements in all."""
 
     start: np.ndarray  # int64, one per run
     length: np.ndarray  # int64, one per run
+    step: np.ndarray  # int64, 0 or 1, one per run
     row_first: np.ndarray  # int64, one per row + 1
     width: int
 
@@ -261,20 +263,33 @@ class Runs:
 
     def indices(self, dtype: np.dtype | type = np.int64) -> np.ndarray:
         total = int(self.length.sum())
-        idx = np.repeat((self.start - (np.cumsum(self.length) - self.length)).astype(dtype), self.length)
-        idx += np.arange(total, dtype=dtype)
-        return idx.reshape(self.shape)
+        within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(self.length) - self.length, self.length)
+        idx = np.repeat(self.start, self.length) + within * np.repeat(self.step, self.length)
+        return idx.astype(dtype).reshape(self.shape)
 
     @staticmethod
     def encode(idx: np.ndarray) -> Runs:
-        """The runs of a [rows, width] index array (each row cut where its indices stop being consecutive)."""
+        """The runs of a [rows, width] index array. Each row is cut where the step between
+        neighbours stops being the run's (0 or 1); one pass, no loop over elements."""
         rows, width = idx.shape
         flat = idx.reshape(-1).astype(np.int64, copy=False)
+        d = np.diff(flat)
+        kind = np.where((d == 0) | (d == 1), d, -1)  # the step of each neighbouring pair, -1: none
         brk = np.ones(flat.size, dtype=bool)
-        np.not_equal(flat[1:], flat[:-1] + 1, out=brk[1:])
+        if flat.size > 1:
+            # element i continues a run when its pair with i-1 has a step and either the same step
+            # as the pair before it or no pair before it in the run (i-1 began one after a jump):
+            # every pair inside a run then has the run's one step
+            cont = kind >= 0
+            cont[1:] &= (kind[1:] == kind[:-1]) | (kind[:-1] < 0)
+            brk[1:] = ~cont
         if width:
             brk[::width] = True
+            if width > 1 and flat.size > 1:  # a row's second element: the pair before it crosses rows
+                brk[1::width] = kind[::width] < 0
         first = np.flatnonzero(brk)
         length = np.diff(np.append(first, flat.size))
+        nxt = np.minimum(first, max(flat.size - 2, 0))
+        step = np.where(length > 1, kind[nxt] if flat.size > 1 else 1, 1)
         row_first = np.searchsorted(first, np.arange(rows + 1) * width)
-        return Runs(flat[first], length.astype(np.int64), row_first.astype(np.int64), width)
+        return Runs(flat[first], length.astype(np.int64), step.astype(np.int64), row_first.astype(np.int64), width)

@@ -69,7 +69,8 @@ def field_regions(t: Tensor, base: np.ndarray) -> Regions:
     if isinstance(lay, Runs):
         per_row = np.diff(lay.row_first)
         owner = np.repeat(np.arange(per_row.size, dtype=np.int64), per_row)
-        return Regions(lay.start + int(base[t._var]), lay.length.copy(), owner)
+        # a repeated element (step 0) is one element, however often the row reads it
+        return Regions(lay.start + int(base[t._var]), np.where(lay.step == 0, 1, lay.length), owner)
     if isinstance(lay, WindowBlocks):
         found = window_regions(lay, base)
         if found is not None:

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
 
 # A [rows, width] field is kept as runs (profiler.layout.Runs) when its runs average at least this
-# many elements: two int64 per run against one index per element.
-RUNS_WORTH_IT = 4
+# many elements: three int64 per run against one int32 index (and maybe a variable id) per element.
+RUNS_WORTH_IT = 8
 
 
 def index_dtype(numel: int) -> np.dtype:

@@ -96,7 +96,7 @@ def test_fancy_rows_become_blocks_or_runs_with_the_same_elements() -> None:
     g = _graph()
     v = g.add_variable("float", [100], "v")
     regular = np.array([[[0, 1, 2], [10, 11, 12]], [[40, 41, 42], [50, 51, 52]]])  # one affine pattern per row
-    ragged = np.array([[0, 1, 2, 3, 60, 61, 62, 63], [5, 6, 7, 8, 9, 10, 11, 30]])  # long runs, no pattern
+    ragged = np.array([list(range(0, 12)) + list(range(60, 72)), list(range(5, 17)) + [30] * 12])  # long runs, repeats
     scattered = np.array([[0, 7, 3, 9], [1, 8, 2, 4]])
     assert isinstance(v[regular]._lay, Blocks)
     assert isinstance(v[ragged]._lay, Runs)
@@ -107,10 +107,17 @@ def test_fancy_rows_become_blocks_or_runs_with_the_same_elements() -> None:
 
 
 def test_runs_encode_and_decode() -> None:
-    idx = np.array([[3, 4, 5, 9, 10], [11, 12, 0, 1, 2]])
+    idx = np.array([[3, 4, 5, 9, 10, 7], [11, 12, 4, 4, 4, 5]])
     r = Runs.encode(idx)
-    assert r.start.tolist() == [3, 9, 11, 0] and r.length.tolist() == [3, 2, 2, 3] and r.row_first.tolist() == [0, 2, 4]
+    assert r.start.tolist() == [3, 9, 7, 11, 4, 5] and r.length.tolist() == [3, 2, 1, 2, 3, 1]
+    assert r.step.tolist() == [1, 1, 1, 1, 0, 1] and r.row_first.tolist() == [0, 3, 6]  # 4, 4, 4: a repeat
     np.testing.assert_array_equal(r.indices(), idx)
+    rng = np.random.default_rng(0)  # any index array round-trips, runs never cross rows
+    for _ in range(300):
+        rows, width = (int(x) for x in rng.integers(1, 6, 2))
+        jumps = rng.choice([0, 1, 5], size=rows * width, p=[0.3, 0.5, 0.2])
+        idx = np.cumsum(jumps).reshape(rows, width)
+        np.testing.assert_array_equal(Runs.encode(idx).indices(), idx)
 
 
 def _element_sets(t, base):  # type: ignore[no-untyped-def]
