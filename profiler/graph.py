@@ -59,6 +59,14 @@ class TileMapping:
         self.tiles = per_element[self.starts].astype(np.int32)
         self._lookup = None
 
+    def set_intervals(self, starts: np.ndarray, tiles: np.ndarray) -> None:
+        """Intervals [starts[i], starts[i+1]) on tiles[i] (starts[0] == 0, increasing); neighbours on
+        one tile merge, so the mapping is the same however it was given."""
+        keep = np.ones(starts.size, dtype=bool)
+        keep[1:] = tiles[1:] != tiles[:-1]
+        self.starts, self.tiles = starts[keep].astype(np.int64), tiles[keep].astype(np.int32)
+        self._lookup = None
+
     def assign(self, idx: np.ndarray, tiles: np.ndarray | int) -> None:
         if idx.size == self.n and np.isscalar(tiles):
             self.starts, self.tiles = np.zeros(1, np.int64), np.array([tiles], np.int32)
@@ -280,8 +288,53 @@ class Graph:
         n = t.numel()
         grains = -(-n // grain_size)
         per_tile = max(1, -(-grains // len(tile_ids)))
+        if self._whole_variable(t) is not None and n:  # as intervals: one per tile, no array per element
+            self._check_tile(tile_ids, f"mapping of {t!r}")
+            starts = np.arange(0, n, per_tile * grain_size, dtype=np.int64)
+            self.variables[t.single_variable()].mapping.set_intervals(starts, tile_ids[: starts.size])  # type: ignore[index]
+            return
         owner = tile_ids[(np.arange(n) // grain_size) // per_tile]
         self.set_tile_mapping(t, owner)
+
+    def _whole_variable(self, t: Tensor) -> Variable | None:
+        """The variable ``t`` is, when ``t`` is all of it in its own order (a contiguous view)."""
+        lay, vid = t._lay, t.single_variable()
+        if vid is None or not isinstance(lay, Affine) or lay.offset != 0:
+            return None
+        var = self.variables[vid]
+        if lay.size != var.numel or lay.strides != Affine.contiguous(lay.shape).strides:
+            return None
+        return var
+
+    def clone(self, like: Tensor, name: str, dtype: object | None = None) -> Tensor | None:
+        """A new variable laid out and mapped as the variable ``like`` views (Poplar ``Graph::clone``):
+        the same view of a new variable of the same shape, its mapping copied interval by interval.
+        None when ``like`` is not a one-to-one view of all of one variable."""
+        lay, vid = like._lay, like.single_variable()
+        if vid is None or not isinstance(lay, Affine) or lay.offset != 0:
+            return None
+        var = self.variables[vid]
+        if lay.size != var.numel or var.numel == 0:
+            return None
+        dims = sorted((s, n) for n, s in zip(lay.shape, lay.strides, strict=True) if n != 1)
+        step = 1
+        for s, n in dims:  # the strides, smallest first, must be those of a contiguous array
+            if s != step:
+                return None
+            step *= n
+        # the new variable's shape is the view's dims in storage order (a transposed view's clone is
+        # stored as the original is, e.g. NHWC under an NCHW view)
+        big = [d for d, n in enumerate(lay.shape) if n != 1]
+        by_stride = sorted(big, key=lambda d: -lay.strides[d])
+        order = (
+            list(range(len(lay.shape)))
+            if by_stride == big
+            else [d for d in range(len(lay.shape)) if d not in big] + by_stride
+        )
+        t = self._add(var.dtype if dtype is None else dtype, [lay.shape[d] for d in order], name, False, False)
+        new = self.variables[t.single_variable()]  # type: ignore[index]
+        new.mapping.starts, new.mapping.tiles = var.mapping.starts.copy(), var.mapping.tiles.copy()
+        return t.transpose(*np.argsort(order)) if order != sorted(order) else t
 
     def tile_of(self, t: Tensor) -> np.ndarray:
         """Tile of each element of ``t`` (flattened); UNMAPPED (-1) where unmapped."""

@@ -19,7 +19,7 @@ import numpy as np
 from profiler import layout
 from profiler.graph import Graph
 from profiler.ops import elementwise as ew
-from profiler.ops.core import OpError, add_like, constant_per_tile, linear_tiles, op, padded_rows, set_attributes
+from profiler.ops.core import OpError, add_like, constant_per_tile, op, padded_rows, set_attributes
 from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION, matmul
 from profiler.ops.poplibs_codelets import map_codelet
 from profiler.ops.reduce import reduce_groups
@@ -241,7 +241,7 @@ def _pool_members(x: Tensor, kernel: int | tuple[int, int], stride: int | tuple[
 
 def _pool_out(graph: Graph, x: Tensor, win: Window) -> Tensor:
     y = graph.add_variable(x.dtype, (win.batch, win.channels, win.out_h, win.out_w), "pool out")
-    graph.set_tile_mapping(y, linear_tiles(y.numel(), graph.target.num_tiles))
+    graph.map_linearly(y)
     return y
 
 

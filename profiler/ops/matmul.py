@@ -368,7 +368,7 @@ def matmul(
     else:
         out = graph.add_variable(odt, [G, M, N], "matmul out")
         if plan.in_chan_split > 1:  # reduced results land spread linearly over the tiles
-            graph.set_tile_mapping(out, linear_tiles(out.numel(), graph.target.num_tiles))
+            graph.map_linearly(out)
         _run_step(graph, a3, b3, out, plan, prog, "matmul")
     return out if grouped else out.reshape(M, N)
 
@@ -420,7 +420,7 @@ def _serial_loop(graph: Graph, a3: Tensor, b3: Tensor, plan: MatMulPlan, odt: np
     b_step = b_chunk[0] if sn_n == 1 else dynamic_slice(graph, b_chunk, cn, inner)
     step_out = graph.add_variable(odt, [G, M, n_step], "matmul step out")
     if plan.in_chan_split > 1:
-        graph.set_tile_mapping(step_out, linear_tiles(step_out.numel(), graph.target.num_tiles))
+        graph.map_linearly(step_out)
     _run_step(graph, a_chunk, b_step, step_out, plan, inner, "matmul step")
     if sk_n > 1:  # accumulate this in-chan chunk's contribution
         current = dynamic_slice(graph, store, cn, inner)

@@ -21,7 +21,6 @@ from profiler.ops.core import (
     constant_per_tile,
     execute,
     float_accumulator,
-    linear_tiles,
     op,
     padded_rows,
     rows,
@@ -215,7 +214,7 @@ def reduce(
         raise OpError(f"reduce: nothing to reduce over axes {ax} of shape {x.shape}")
     dt = x.dtype if out_dtype is None else as_dtype(out_dtype)
     out = graph.add_variable(dt, out_shape, "reduce")
-    graph.set_tile_mapping(out, linear_tiles(n_out, graph.target.num_tiles))
+    graph.map_linearly(out)
     xt = x.transpose(*(kept + ax)) if x.rank else x
     member = np.arange(n_out * r, dtype=np.int64)
     plan = reduce_groups(graph, xt, member, member // r, out, op_name, prog, scale)
