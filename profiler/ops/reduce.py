@@ -286,11 +286,20 @@ def reduce_columns(
             return {"reduce_stages": stages, "partials_per_output": int(src.shape[0])}
         c = int(np.ceil(np.sqrt(p)))
         chunks = -(-p // c)
-        # chunk j of column i is reduced on the tile of one of its own partials, rotating with the
-        # column, so a block's outputs spread over all the tiles holding its partials
+        # chunk j of column i is reduced on the tile of one of its own partials: a run of columns
+        # whose first partials share a tile (a block's row) is cut into as many contiguous parts as
+        # the chunk has partials, each reduced where one of them lies - the block's outputs spread
+        # over the tiles holding its partials, in runs (not one column each)
         held = graph.tile_of(cur).astype(np.int64).reshape(p, n)
         lengths = np.minimum(c, p - np.arange(chunks) * c)
-        rows = np.arange(chunks)[:, None] * c + np.arange(n)[None, :] % lengths[:, None]
+        change = np.ones(n, dtype=bool)
+        change[1:] = held[0, 1:] != held[0, :-1]
+        run_id = np.cumsum(change) - 1
+        run_start = np.flatnonzero(change)
+        run_len = np.diff(np.append(run_start, n))[run_id]
+        pos = np.arange(n) - run_start[run_id]
+        part = np.where(run_len >= lengths[:, None], -(-run_len // lengths[:, None]), run_len)  # [chunks, n]
+        rows = np.arange(chunks)[:, None] * c + (run_id + pos // part) % lengths[:, None]
         first_tiles = held[rows, np.arange(n)[None, :]]
         nxt = graph.add_variable(pdt, [chunks, n], f"{name} partials {stages}")
         graph.set_tile_mapping(nxt, first_tiles.reshape(-1))
