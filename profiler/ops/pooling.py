@@ -75,29 +75,46 @@ def _pool(graph: Graph, x: Tensor, op_name: str, kernel: int | tuple[int, int], 
     return y
 
 
+def _channel_chunk(m: int, c: int, tiles: int) -> int:
+    """Channels per vertex: all of them when there are positions enough for every tile, else the
+    largest divisor of ``c`` that gives every tile work (a global pool has one position per image)."""
+    if m >= tiles:
+        return c
+    best = 1
+    for d in range(1, c + 1):
+        if c % d == 0 and m * (c // d) >= tiles:
+            best = d
+    return best
+
+
 def _add_vertices(graph: Graph, cs: object, cols: Tensor, out_rows: Tensor, m: int, wo: int, scale: float,
                   codelet: object) -> None:  # fmt: skip
-    """Map the result linearly in whole positions and put one vertex per (tile, worker share of the
-    tile's positions): a few row lengths, so a few batches."""
+    """Map the result linearly in units of (position, channel chunk) and put one vertex per (tile,
+    worker share of the tile's units): positions with all their channels when there are enough,
+    else one chunk each. A few shapes, so a few batches."""
     c = out_rows.shape[1]
+    k = cols.shape[2] // c
     tiles, workers = graph.target.num_tiles, graph.target.num_worker_contexts
-    per_tile = max(1, cdiv(m, tiles))
-    graph.map_linearly(out_rows, c)  # positions [t * per_tile, (t + 1) * per_tile) on tile t
-    share = max(1, cdiv(per_tile, workers))
-    used = cdiv(m, per_tile)
+    cc = _channel_chunk(m, c, tiles)
+    units = m * (c // cc)
+    per_tile = max(1, cdiv(units, tiles))
+    graph.map_linearly(out_rows, cc)  # units [t * per_tile, (t + 1) * per_tile) on tile t
+    share = max(1, cdiv(per_tile, workers)) if cc == c else 1  # a chunk is not a whole position: one each
+    used = cdiv(units, per_tile)
     tile = np.repeat(np.arange(used, dtype=np.int64), cdiv(per_tile, share))
     first = tile * per_tile + (np.arange(tile.size) - np.searchsorted(tile, tile)) * share
-    keep = first < np.minimum(m, (tile + 1) * per_tile)
+    keep = first < np.minimum(units, (tile + 1) * per_tile)
     tile, first = tile[keep], first[keep]
-    rows = np.minimum(first + share, np.minimum(m, (tile + 1) * per_tile)) - first
-    segments = (first + rows - 1) // wo - first // wo + 1  # output rows each vertex's positions lie in
+    rows = np.minimum(first + share, np.minimum(units, (tile + 1) * per_tile)) - first
+    pos, chan = (first, np.zeros_like(first)) if cc == c else (first // (c // cc), first % (c // cc) * cc)
+    segments = (pos + rows - 1) // wo - pos // wo + 1  # output rows each vertex's positions lie in
     key = rows * (m + 1) + segments
     for kv in np.unique(key):
         sel = np.flatnonzero(key == kv)
         n, seg = int(rows[sel[0]]), int(segments[sel[0]])
         zeros = np.zeros(sel.size, dtype=np.int64)
-        fields = {"in": cols.blocks([zeros, first[sel], zeros], (1, n, cols.shape[2]), drop=(0,)),
-                  "out": out_rows.blocks([first[sel], zeros], (n, c))}  # fmt: skip
+        fields = {"in": cols.blocks([zeros, pos[sel], chan[sel] * k], (1, n, cc * k), drop=(0,)),
+                  "out": out_rows.blocks([pos[sel], chan[sel]], (n, cc))}  # fmt: skip
         graph.add_vertices(cs, codelet, fields, tile[sel], segments=seg, scale=scale)  # type: ignore[arg-type]
 
 

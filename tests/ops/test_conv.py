@@ -165,3 +165,21 @@ def test_pooling_of_channels_innermost_input(k, s, p, d):
     pools = [b for cs in g.compute_sets for b in cs.batches if b.codelet.name.startswith("popnn::")]
     assert pools and sum(b.count for b in pools) <= 2 * 4 * g.target.num_worker_contexts
     assert all(b.fields["out"].shape[2] == 5 for b in pools)  # a vertex's positions with all their channels
+
+
+def test_global_pooling_spreads_channel_chunks_over_tiles():
+    # fewer positions (one per image) than tiles: vertices take chunks of channels so every tile works
+    x_nhwc = rng(38).standard_normal((2, 3, 4, 16)).astype(np.float32)
+    x = x_nhwc.transpose(0, 3, 1, 2)
+
+    def build(g, t, prog):
+        xv = t["x"].transpose(0, 3, 1, 2)
+        return {"mp": ops.max_pool2d(g, xv, (3, 4), prog), "ap": ops.avg_pool2d(g, xv, (3, 4), prog)}
+
+    out, g, _ = run({"x": x_nhwc}, build, tiles=8)
+    np.testing.assert_allclose(out["mp"][:, :, 0, 0], x.max(axis=(2, 3)), rtol=1e-6)
+    np.testing.assert_allclose(out["ap"][:, :, 0, 0], x.mean(axis=(2, 3)), rtol=1e-5, atol=1e-6)
+    pools = [b for cs in g.compute_sets for b in cs.batches if b.codelet.name == "popnn::MaxPooling"]
+    tiles = np.concatenate([b.tiles for b in pools])
+    # 2 positions x 16 channels over 8 tiles: chunks of 4 channels (the largest that feeds every tile)
+    assert sorted(tiles.tolist()) == list(range(8)) and {b.fields["out"].shape[1:] for b in pools} == {(1, 4)}

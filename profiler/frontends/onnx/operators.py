@@ -830,6 +830,9 @@ def _pool(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
 @handles("GlobalAveragePool", "GlobalMaxPool")
 def _global_pool(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     x = b.device(inputs[0])
+    if x.rank == 4:  # pooling over the whole image: vertices over positions and channel chunks
+        pool = ops.avg_pool2d if node.op_type == "GlobalAveragePool" else ops.max_pool2d
+        return [pool(b.graph, x, tuple(x.shape[2:]), b.prog)]
     kind = "mean" if node.op_type == "GlobalAveragePool" else "max"
     return [reduce(b, x, list(range(2, x.rank)), kind, keepdims=True)]
 
