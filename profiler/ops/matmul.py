@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from profiler import cost_model, host_memory
+from profiler import cost_model, host_memory, layout
 from profiler.dtypes import as_dtype
 from profiler.graph import Graph
 from profiler.ops.core import OpError, cdiv, check_same_graph, execute, linear_tiles, op, set_attributes
@@ -330,13 +330,22 @@ def _add_kernel(
     for length in np.unique(kl):
         blocks = np.flatnonzero(kl == length)
         kb, nb = int(length), blocks.size
+        first = int(k0[blocks[0]])
         if nb == 1 and kb == K:  # the whole operands (kept as views: a convolution window stays one)
             av, bv = a, b
+        elif np.array_equal(k0[blocks], first + np.arange(nb) * kb):  # consecutive blocks: views, no index each
+            if isinstance(a._lay, layout.Window):
+                av = Tensor(a.graph, a.single_variable(), layout.WindowSplit(a._lay, first, nb, kb), a.dtype)  # type: ignore[arg-type]
+            else:
+                av = a[:, :, first : first + nb * kb].reshape(G, M, nb, kb).transpose(0, 2, 1, 3).reshape(G * nb, M, kb)
+            bv = b[:, first : first + nb * kb, :].reshape(G * nb, kb, N)
         else:
             cols = (k0[blocks][:, None] + np.arange(kb)).reshape(-1)  # [blocks * kb]
             av = a[:, :, cols].reshape(G, M, nb, kb).transpose(0, 2, 1, 3).reshape(G * nb, M, kb)
             bv = b[:, cols, :].reshape(G, nb, kb, N).reshape(G * nb, kb, N)
-        ov = dest[blocks].transpose(1, 0, 2, 3) if split_k else dest.expand(1)  # [G, nb, M, N]
+        consecutive = blocks.size and np.array_equal(blocks, blocks[0] + np.arange(blocks.size))
+        chosen = dest[int(blocks[0]) : int(blocks[-1]) + 1] if consecutive else dest[blocks]
+        ov = chosen.transpose(1, 0, 2, 3) if split_k else dest.expand(1)  # [G, nb, M, N]
         graph.add_kernel(cs, codelet, {"a": av, "b": bv, "out": ov.reshape(G * nb, M, N)})
 
 
