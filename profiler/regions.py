@@ -254,7 +254,7 @@ def _channel_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     length = np.broadcast_to(n_ch[:, None], r.shape).reshape(-1)
     inside = ((hh >= 0) & (hh < h) & (ww >= 0) & (ww < wd)).reshape(-1)
     near = x.offset + int(base[w.x_var]) + b_ * s_b + chan + np.clip(hh, 0, h - 1) * s_h + np.clip(ww, 0, wd - 1) * s_w
-    near = near.reshape(-1)
+    near, inside, owner, length = _merge_adjacent(near.reshape(-1), inside, owner, length)
     regions = Regions(near[inside], length[inside], owner[inside])
     if inside.all():
         return regions
@@ -263,3 +263,19 @@ def _channel_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     regions.pad_first = int(base[w.pad_var]) + w.pad.offset  # type: ignore[union-attr]
     regions.pad_step = w.pad.strides[0]  # type: ignore[union-attr]
     return regions
+
+
+def _merge_adjacent(
+    start: np.ndarray, inside: np.ndarray, owner: np.ndarray, length: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Runs that continue the one before them (same owner, same kind, next element) joined: a block
+    over all channels at consecutive positions (a 1x1 convolution's rows) is one region, not one
+    per position."""
+    if start.size < 2:
+        return start, inside, owner, length
+    brk = np.ones(start.size, dtype=bool)
+    brk[1:] = (start[1:] != start[:-1] + length[:-1]) | (owner[1:] != owner[:-1]) | (inside[1:] != inside[:-1])
+    first = np.flatnonzero(brk)
+    if first.size == start.size:
+        return start, inside, owner, length
+    return start[first], inside[first], owner[first], np.add.reduceat(length, first)
