@@ -12,8 +12,8 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, ctx, dcc, html
 
 from app import ids, state
-from app.compare import execution_trace as compare  # the page's compare section, below its own view
-from app.compare.components import page_title
+from app.comparison.pages import execution_trace as compare  # the page's compare section, below its own view
+from app.comparison.pages.components import page_title
 from app.components import no_execution_profile, stat_card
 from app.figures.execution_trace import (
     proportions_figure,

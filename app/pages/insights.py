@@ -7,8 +7,8 @@ import dash_bootstrap_components as dbc
 from dash import html
 
 from app import ids, state
-from app.compare import insights as compare  # the page's compare section, below its own view
-from app.compare.components import page_title
+from app.comparison.pages import insights as compare  # the page's compare section, below its own view
+from app.comparison.pages.components import page_title
 from app.components import section
 from app.grid import small_grid
 from app.views import insights as view

@@ -11,8 +11,8 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html
 
 from app import grid, ids, state
-from app.compare import liveness as compare  # the page's compare section, below its own view
-from app.compare.components import page_title
+from app.comparison.pages import liveness as compare  # the page's compare section, below its own view
+from app.comparison.pages.components import page_title
 from app.components import key_values
 from app.figures.liveness import liveness_figure
 from app.units import format_bytes

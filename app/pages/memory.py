@@ -10,8 +10,8 @@ import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, State, callback, ctx, dcc, html
 
 from app import grid, ids, state
-from app.compare import memory as compare  # the page's compare section, below its own view
-from app.compare.components import page_title
+from app.comparison.pages import memory as compare  # the page's compare section, below its own view
+from app.comparison.pages.components import page_title
 from app.components import section
 from app.figures.memory import tile_map_figure, tile_memory_figure, tile_memory_map_figure, variables_figure
 from app.tile_list import parse_tile_list

@@ -11,8 +11,8 @@ import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, callback, dcc, html
 
 from app import grid, ids, state
-from app.compare import operations as compare  # the page's compare section, below its own view
-from app.compare.components import page_title
+from app.comparison.pages import operations as compare  # the page's compare section, below its own view
+from app.comparison.pages.components import page_title
 from app.components import key_values
 from app.figures.operations import operation_tile_cycles_figure
 from app.views import operations as view

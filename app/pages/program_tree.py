@@ -12,8 +12,8 @@ import pandas as pd
 from dash import Input, Output, State, callback, ctx, dcc, html
 
 from app import ids, state
-from app.compare import program_tree as compare  # the page's compare section, below its own view
-from app.compare.components import page_title
+from app.comparison.pages import program_tree as compare  # the page's compare section, below its own view
+from app.comparison.pages.components import page_title
 from app.components import key_values
 from app.grid import column_defs, fill_height, to_records
 from app.views import program_tree as view

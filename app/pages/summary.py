@@ -11,8 +11,8 @@ import pandas as pd
 from dash import html
 
 from app import ids, state
-from app.compare import summary as compare  # the page's compare section, below its own view
-from app.compare.components import page_title
+from app.comparison.pages import summary as compare  # the page's compare section, below its own view
+from app.comparison.pages.components import page_title
 from app.components import key_values, section, stat_card
 from app.grid import small_grid
 from app.units import format_bytes, format_count, format_percent, format_si

@@ -13,11 +13,11 @@ import pytest
 from playwright.sync_api import expect
 
 from app import state
-from app.compare.memory import tile_variable_rows
-from app.compare.summary import HEADLINE
-from app.export_html import _fmt
-from app.views.compare.comparison import Comparison
-from app.views.compare.variables import step_variable_comparison
+from app.comparison.comparison import Comparison
+from app.comparison.pages.memory import tile_variable_rows
+from app.comparison.pages.summary import HEADLINE
+from app.comparison.variables import step_variable_comparison
+from app.render.html import _fmt
 from report_format.reader import open_report
 from tests.app.browser import click_centre, served, settle
 

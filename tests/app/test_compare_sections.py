@@ -14,13 +14,13 @@ import dash
 import pytest
 
 from app import grid, ids, state
-from app.compare import baselines, shell
-from app.compare import execution_trace as cmp_trace
-from app.compare import liveness as cmp_liveness
-from app.compare import memory as cmp_memory
-from app.compare import operations as cmp_operations
-from app.compare import summary as cmp_summary
-from app.compare.components import short_header
+from app.comparison.pages import baselines, shell
+from app.comparison.pages import execution_trace as cmp_trace
+from app.comparison.pages import liveness as cmp_liveness
+from app.comparison.pages import memory as cmp_memory
+from app.comparison.pages import operations as cmp_operations
+from app.comparison.pages import summary as cmp_summary
+from app.comparison.pages.components import short_header
 from tests.app.dash_tree import find, text
 from tests.compare.compare_builders import Spec, Step, Var, build_report, mlp_steps
 
@@ -219,8 +219,8 @@ def test_operation_details_card(pair):
 
 
 def test_program_tree_and_insights_sections(pair):
-    from app.compare import insights as cmp_insights
-    from app.compare import program_tree as cmp_tree
+    from app.comparison.pages import insights as cmp_insights
+    from app.comparison.pages import program_tree as cmp_tree
 
     key = pair["baseline"]
     counts = text(find(cmp_tree.render(key), ids.COMPARE_PROGRAM_TREE_COUNTS))

@@ -33,14 +33,14 @@ def pair(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pages(pair):
-    from app.compare import baselines
+    from app.comparison.pages import baselines
     from app.server import PAGES, create_app
 
     active, baseline = pair
     create_app(active, baseline)
     mods = {name: importlib.import_module(f"app.pages.{name}") for name in PAGES}
     for name in ("summary", "memory", "operations", "execution_trace"):
-        mods[f"compare_{name}"] = importlib.import_module(f"app.compare.{name}")
+        mods[f"compare_{name}"] = importlib.import_module(f"app.comparison.pages.{name}")
     mods["key"] = baselines.default_key()
     return mods
 
@@ -121,7 +121,7 @@ def test_operation_count_and_work_outside_any_operation(pair, pages):
 
 
 def test_memory_totals(pair, pages, capsys):
-    from app.compare.memory import source_target_rows
+    from app.comparison.pages.memory import source_target_rows
 
     active, baseline = pair
     incl = cli_json(capsys, "summary", str(active), "--json")["memory"]["total_bytes_including_gaps"]
@@ -139,7 +139,7 @@ def test_memory_totals(pair, pages, capsys):
 
 
 def test_step_cycle_deltas_add_up_to_the_run(pair, pages):
-    from app.compare import baselines
+    from app.comparison.pages import baselines
 
     active, baseline = pair
     run = run_figures(open_report(active), 1)
@@ -151,7 +151,7 @@ def test_step_cycle_deltas_add_up_to_the_run(pair, pages):
 
 
 def test_operations_graph_colours_by_the_operations_deltas(pair, pages):
-    from app.compare import baselines
+    from app.comparison.pages import baselines
 
     fig, note, _ = pages["operations_graph"].graph("poplibs", "delta_cycles", pages["key"])
     nodes = fig.data[1]

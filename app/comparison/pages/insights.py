@@ -9,8 +9,8 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, callback, html
 
 from app import ids
-from app.compare import baselines
-from app.compare.components import frame, unavailable
+from app.comparison.pages import baselines
+from app.comparison.pages.components import frame, unavailable
 from app.views.insights import hints
 
 

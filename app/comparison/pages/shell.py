@@ -10,7 +10,7 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, callback, ctx, dcc, html
 
 from app import ids, state
-from app.compare import baselines
+from app.comparison.pages import baselines
 
 #: The picker's value while compare is off (not "": a select shows an empty value as blank).
 OFF = "off"

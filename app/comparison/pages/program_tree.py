@@ -11,8 +11,8 @@ import pandas as pd
 from dash import Input, Output, callback, html
 
 from app import grid, ids
-from app.compare import baselines
-from app.compare.components import frame, unavailable
+from app.comparison.pages import baselines
+from app.comparison.pages.components import frame, unavailable
 
 STEPS_KIND = "compare-program-steps"
 COLUMNS = [

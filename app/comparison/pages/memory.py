@@ -12,10 +12,10 @@ import pandas as pd
 from dash import Input, Output, State, callback, html
 
 from app import grid, ids
-from app.compare import baselines
-from app.compare.components import delta_table, frame, graph, unavailable
-from app.figures.compare import category_delta_figure, tile_memory_delta_figure, tile_memory_overlay_figure
-from app.views.compare.variables import compare_variable_tables, variable_table
+from app.comparison.figures import category_delta_figure, tile_memory_delta_figure, tile_memory_overlay_figure
+from app.comparison.pages import baselines
+from app.comparison.pages.components import delta_table, frame, graph, unavailable
+from app.comparison.variables import compare_variable_tables, variable_table
 from app.views.memory import tile_variables
 
 SOURCE_TARGET_KIND = "compare-source-target"

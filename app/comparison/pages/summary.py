@@ -11,8 +11,8 @@ import pandas as pd
 from dash import Input, Output, callback, html
 
 from app import ids
-from app.compare import baselines
-from app.compare.components import delta_table, frame, unavailable
+from app.comparison.pages import baselines
+from app.comparison.pages.components import delta_table, frame, unavailable
 from app.grid import small_grid
 
 #: The headline metrics (names as in `tilescope summary --json`) and how the table labels them.

@@ -11,10 +11,10 @@ import pandas as pd
 from dash import ALL, Input, Output, State, callback, html
 
 from app import grid, ids
-from app.compare import baselines
-from app.compare.components import delta_table, frame, graph, unavailable
-from app.figures.compare import top_delta_figure
-from app.views.compare.operations import NO_CONTEXT
+from app.comparison.figures import top_delta_figure
+from app.comparison.operations import NO_CONTEXT
+from app.comparison.pages import baselines
+from app.comparison.pages.components import delta_table, frame, graph, unavailable
 from app.views.operations import count_sentence
 
 OPERATIONS_KIND = "compare-operations"

@@ -10,8 +10,8 @@ import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, State, callback, dcc, html
 
 from app import ids
-from app.compare import baselines
-from app.figures.compare import DOWN, UP
+from app.comparison.figures import DOWN, UP
+from app.comparison.pages import baselines
 from app.grid import short_header  # noqa: F401 - compare tables' headers, re-exported
 from app.units import format_metric  # one formatting of metric values for the CLI, HTML and app
 

@@ -14,5 +14,5 @@ cached property computed on first use:
 Modules: ``align`` (sequence alignment), ``keys`` (identity across reports), ``parity``,
 ``steps``, ``liveness``, ``memory``, ``variables`` (also ``step_variable_comparison`` for a
 selected step pair), ``operations``, ``execution``, ``metrics``, ``thresholds`` (--fail-if).
-Figures for these tables: ``app.figures.compare``; the offline HTML page: ``app.export_html``.
+Figures for these tables: ``app.comparison.figures``; the offline HTML page: ``app.render.html``.
 """

@@ -12,11 +12,11 @@ import pandas as pd
 from dash import Input, Output, State, callback, dcc, html
 
 from app import grid, ids
-from app.compare import baselines
-from app.compare.components import GRAPH_CONFIG, frame, unavailable
-from app.figures.compare import ACTIVE, liveness_comparison_figure
+from app.comparison.figures import ACTIVE, liveness_comparison_figure
+from app.comparison.pages import baselines
+from app.comparison.pages.components import GRAPH_CONFIG, frame, unavailable
+from app.comparison.variables import step_variable_comparison
 from app.units import format_bytes
-from app.views.compare.variables import step_variable_comparison
 
 STEP_VARIABLES_KIND = "compare-step-variables"
 #: Aligned steps drawn at most (largest change per bin beyond that).
