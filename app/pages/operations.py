@@ -11,8 +11,8 @@ import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, callback, dcc, html
 
 from app import grid, ids, state
-from app.comparison.pages import operations as compare  # the page's compare section, below its own view
-from app.comparison.pages.components import page_title
+from app.comparison.pages import operations as compare  # the page's compare tab
+from app.comparison.pages.components import compare_tabs
 from app.components import key_values
 from app.figures.operations import operation_tile_cycles_figure
 from app.views import operations as view
@@ -44,7 +44,7 @@ def layout(**_: object) -> html.Div:
         ]
     return html.Div(
         [
-            page_title("Operations", ids.COMPARE_OPERATIONS),
+            html.H3("Operations", className="mb-2"),
             dbc.Row(
                 [
                     dbc.Col(
@@ -80,10 +80,15 @@ def layout(**_: object) -> html.Div:
                 ],
                 className="g-3 mb-2",
             ),
-            html.Div(id="operations-source", className="small text-muted mb-1"),
-            dcc.Loading(html.Div(id="operations-table"), type="dot"),
-            html.Div(id=ids.OPERATIONS_DETAILS, className="mt-3"),
-            compare.section(),  # below the page's own view (the title links to it)
+            compare_tabs(
+                "operations",
+                [
+                    html.Div(id="operations-source", className="small text-muted mb-1"),
+                    dcc.Loading(html.Div(id="operations-table"), type="dot"),
+                    html.Div(id=ids.OPERATIONS_DETAILS, className="mt-3"),
+                ],
+                compare.section(),
+            ),
         ]
     )
 

@@ -12,7 +12,7 @@ from dash import Input, Output, callback, html
 
 from app import grid, ids
 from app.comparison.pages import baselines
-from app.comparison.pages.components import frame, unavailable
+from app.comparison.pages.components import frame, shown, unavailable
 
 STEPS_KIND = "compare-program-steps"
 COLUMNS = [
@@ -39,7 +39,7 @@ def section() -> html.Div:
     return html.Div(id=ids.COMPARE_PROGRAM_TREE)
 
 
-@callback(Output(ids.COMPARE_PROGRAM_TREE, "children"), Input(ids.COMPARE_BASELINE, "data"))
+@callback(Output(ids.COMPARE_PROGRAM_TREE, "children"), Input(shown("program_tree"), "data"))
 def render(key: str | None) -> Any:
     blocked = unavailable(key)
     if blocked is not None:
