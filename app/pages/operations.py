@@ -65,9 +65,15 @@ def layout(**_: object) -> html.Div:
                         ],
                         md=2,
                     ),
-                    dbc.Col(
+                ],
+                className="g-3 mb-2",
+            ),
+            compare_tabs(
+                "operations",
+                [
+                    html.Div(  # the columns of this report's table (layer and run drive both tabs)
                         [
-                            dbc.Label("Columns", className="small"),
+                            dbc.Label("Columns", className="small me-2"),
                             dbc.Checklist(
                                 id=ids.OPERATIONS_COLUMNS,
                                 inline=True,
@@ -75,14 +81,8 @@ def layout(**_: object) -> html.Div:
                                 options=[{"label": c.replace("_", " "), "value": c} for c in view.COLUMNS],
                             ),
                         ],
-                        md=7,
+                        className="d-flex align-items-center mb-1",
                     ),
-                ],
-                className="g-3 mb-2",
-            ),
-            compare_tabs(
-                "operations",
-                [
                     html.Div(id="operations-source", className="small text-muted mb-1"),
                     dcc.Loading(html.Div(id="operations-table"), type="dot"),
                     html.Div(id=ids.OPERATIONS_DETAILS, className="mt-3"),

@@ -8,7 +8,7 @@ from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import ALL, Input, Output, callback, ctx, dcc, html
+from dash import ALL, Input, Output, State, callback, ctx, dcc, html
 
 from app import ids
 from app.comparison.figures import DOWN, UP
@@ -142,10 +142,10 @@ def compare_tabs(page: str, own_view: list[Any], section: Any) -> html.Div:
     )
 
 
-def tab_state(key: str | None, active: str | None, turned_off: bool) -> tuple[Any, ...]:
+def tab_state(key: str | None, active: str | None, turned_off: bool, showing: str | None = None) -> tuple[Any, ...]:
     """(tab bar style, tabs, active tab, own view style, pane style, shown baseline) of one page for
-    baseline ``key`` (None: compare off) and the ``active`` tab; ``dash.no_update`` keeps the pane's
-    baseline while the page's own view is in front (its comparison is not rebuilt on each switch)."""
+    baseline ``key`` (None: compare off), the ``active`` tab and the baseline the pane is ``showing``;
+    ``dash.no_update`` keeps the pane as it is (its comparison is not rebuilt on each switch)."""
     if not key:
         return HIDDEN, dash.no_update, REPORT_TAB, {}, HIDDEN, None
     tabs = [
@@ -154,7 +154,7 @@ def tab_state(key: str | None, active: str | None, turned_off: bool) -> tuple[An
     ]
     if turned_off or active != COMPARE_TAB:
         return {}, tabs, REPORT_TAB, {}, HIDDEN, dash.no_update
-    return {}, tabs, COMPARE_TAB, HIDDEN, {}, key
+    return {}, tabs, COMPARE_TAB, HIDDEN, {}, dash.no_update if showing == key else key
 
 
 @callback(
@@ -166,9 +166,10 @@ def tab_state(key: str | None, active: str | None, turned_off: bool) -> tuple[An
     Output({"type": ids.COMPARE_SHOWN, "page": ALL}, "data"),
     Input(ids.COMPARE_BASELINE, "data"),
     Input({"type": ids.COMPARE_TABS, "page": ALL}, "active_tab"),
+    State({"type": ids.COMPARE_SHOWN, "page": ALL}, "data"),
 )
-def switch_tab(key: str | None, active: list[str | None]) -> tuple[list[Any], ...]:
+def switch_tab(key: str | None, active: list[str | None], showing: list[str | None]) -> tuple[list[Any], ...]:
     # a new baseline (or none) brings the page's own view to the front
     baseline_changed = ctx.triggered_id == ids.COMPARE_BASELINE
-    states = [tab_state(key, a, baseline_changed) for a in active]
+    states = [tab_state(key, a, baseline_changed, s) for a, s in zip(active, showing, strict=True)]
     return tuple([s[i] for s in states] for i in range(6))

@@ -50,8 +50,12 @@ def section() -> html.Div:
     return html.Div(id=ids.COMPARE_MEMORY)
 
 
-@callback(Output(ids.COMPARE_MEMORY, "children"), Input(shown("memory"), "data"))
-def render(key: str | None) -> Any:
+@callback(
+    Output(ids.COMPARE_MEMORY, "children"),
+    Input(shown("memory"), "data"),
+    State(ids.MEMORY_SELECTION, "data"),  # tiles selected before the tab opened
+)
+def render(key: str | None, tiles: list[int] | None = None) -> Any:
     blocked = unavailable(key)
     if blocked is not None:
         return blocked
@@ -79,7 +83,7 @@ def render(key: str | None) -> Any:
                 ),
             ]
         ),
-        html.Div(variables_block(key, None), id=ids.COMPARE_MEMORY_VARIABLES),
+        html.Div(variables_block(key, tiles), id=ids.COMPARE_MEMORY_VARIABLES),
     )
 
 
