@@ -1,6 +1,6 @@
 """Layout in real headless Chromium at 1600×1000 on the demo reports. Served in Compare mode
 (`tilescope serve mlp --compare mlp_batch64`), every page shows its own view above the fold (the
-comparison comes below it); on every page of the MLP (in compare mode, a trace step clicked), the
+comparison is one tab away, and fills the same place when that tab opens); on every page of the MLP (in compare mode, a trace step clicked), the
 transformer and the out-of-memory MLP, no table cell or header cuts its text (measured as
 ``scrollWidth > clientWidth`` on AG Grid cells, headers and plain table cells) and nothing
 overflows the window sideways."""
@@ -71,6 +71,17 @@ def test_own_view_above_the_fold_and_nothing_cut(wide, base, path):
         wide.mouse.click(lane["x"] + lane["width"] * 0.5, lane["y"] + lane["height"] / 2)
         settle(wide, 600)
         assert wide.locator("#trace-step-grid").is_visible()
+    assert wide.evaluate(CUT) == []
+    tab = wide.get_by_role("tab", name="Compare with mlp_batch64", exact=True)
+    if path == "/operations-graph":  # its comparison is a colouring of the same graph (Δ cycles)
+        assert tab.count() == 0
+        return
+    tab.click()  # the comparison in its tab: in place of the page's own view, nothing cut either
+    settle(wide, 800)
+    assert not wide.locator(OWN_VIEW[path]).first.is_visible()
+    pane = wide.locator("[id*='compare-pane']").first.bounding_box()
+    assert pane is not None and pane["y"] < HEIGHT - 250, f"{path}: the comparison starts at {pane}"
+    assert wide.evaluate("document.documentElement.scrollWidth") <= WIDTH, "the comparison overflows sideways"
     assert wide.evaluate(CUT) == []
 
 
