@@ -1,7 +1,7 @@
-"""Compare mode of the viewer: the baseline picker and banner in the shell
-(``shell``), which baselines may be opened and their cached comparisons (``baselines``), and one
-compare section per page (``summary``, ``memory``, ``liveness``, ``operations``,
-``execution_trace``). Each page adds its section with one ``section()`` call at the end of its
-layout (its own view comes first; the title links down to the section); the
-section fills itself when the shell's baseline store holds a baseline and is empty otherwise.
-The tables come from ``app.comparison``, the figures from ``app.comparison.figures``."""
+"""Compare mode in the viewer: the baseline picker and banner in the shell (``shell``), which
+baselines may be opened and their cached comparisons (``baselines``), each page's compare tab and
+the pieces the comparisons share (``components``), and one comparison per page (``summary``,
+``insights``, ``memory``, ``liveness``, ``program_tree``, ``operations``, ``execution_trace``;
+the Operations Graph colours its own graph by Δ cycles instead). A page wraps its own view with
+``components.compare_tabs(page, own_view, section())``; the section fills itself from the page's
+shown-baseline store, which is set when its "Compare with <baseline>" tab first opens."""

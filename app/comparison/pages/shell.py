@@ -1,5 +1,5 @@
 """Compare mode in the shell: the baseline picker in the navbar, the "Comparing ACTIVE against
-BASELINE" banner with its off switch, and the store every page's compare section listens to."""
+BASELINE" banner with its off switch, and the store of the chosen baseline (each page's compare tab follows it)."""
 
 from __future__ import annotations
 
