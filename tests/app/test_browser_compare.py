@@ -36,26 +36,15 @@ SECTIONS = {
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory):
-    from tilescope.samples import SAMPLES, make_sample
-
-    out = tmp_path_factory.mktemp("demo")
-    for sample in SAMPLES:
-        if sample.name in ("mlp", "mlp_batch64"):
-            make_sample(sample, out)
-    return out / "mlp", out / "mlp_batch64"
-
-
-@pytest.fixture(scope="module")
-def comparison(reports):
-    active, baseline = reports
+def comparison(demo_pair):
+    active, baseline = demo_pair
     state.configure(active, baseline)  # so this process can ask the compare sections' producers too
     return Comparison(open_report(baseline), open_report(active), layer="poplibs")
 
 
 @pytest.fixture(scope="module")
-def base(reports):
-    active, baseline = reports
+def base(demo_pair):
+    active, baseline = demo_pair
     with served(active, "--compare", str(baseline)) as url:
         yield url
 
@@ -70,7 +59,7 @@ def open_compare_tab(page, section: str) -> None:
 
 
 def open_page(page, base, path):
-    """Open a page started in compare mode: the banner names both reports, the page opens on its
+    """Open a page started in compare mode: the banner names both demo_pair, the page opens on its
     own view with the comparison one tab away (not built until that tab opens)."""
     page.goto(base + path)
     settle(page, 600)
@@ -228,7 +217,7 @@ def test_execution_trace_follows_the_run(page, base, comparison):
     assert page.watch.errors == []
 
 
-def test_turn_compare_off_and_pick_a_baseline_again(page, base, reports):
+def test_turn_compare_off_and_pick_a_baseline_again(page, base, demo_pair):
     open_page(page, base, "/memory")
     page.click("#compare-off")
     settle(page)
@@ -238,7 +227,7 @@ def test_turn_compare_off_and_pick_a_baseline_again(page, base, reports):
     expect(page.locator("#compare-memory")).to_have_text("")
     assert page.locator("#compare-picker").input_value() == "off"
     expect(page.locator("#compare-picker option:checked")).to_have_text("compare: off")  # not blank
-    page.select_option("#compare-picker", str(reports[1].absolute()))
+    page.select_option("#compare-picker", str(demo_pair[1].absolute()))
     settle(page)
     expect(page.locator("#compare-banner")).to_be_visible()
     expect(page.locator("#memory-graph")).to_be_visible()  # a new baseline: the page's own view in front

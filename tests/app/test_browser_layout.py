@@ -34,14 +34,8 @@ CUT = """() => {
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    from tilescope.samples import SAMPLES, make_sample
-
-    out = tmp_path_factory.mktemp("demo")
-    for sample in SAMPLES:
-        if sample.name in ("mlp", "mlp_batch64", "transformer", "mlp_oom"):
-            make_sample(sample, out)
-    return out
+def demo(demo_reports):
+    return demo_reports("mlp", "mlp_batch64", "transformer", "mlp_oom")
 
 
 @pytest.fixture(scope="module")

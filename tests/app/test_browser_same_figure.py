@@ -23,27 +23,16 @@ pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory):
-    from tilescope.samples import SAMPLES, make_sample
-
-    out = tmp_path_factory.mktemp("demo")
-    for sample in SAMPLES:
-        if sample.name in ("mlp", "mlp_batch64"):
-            make_sample(sample, out)
-    return out / "mlp", out / "mlp_batch64"
-
-
-@pytest.fixture(scope="module")
-def base(pair):
-    active, baseline = pair
+def base(demo_pair):
+    active, baseline = demo_pair
     with served(active, "--compare", str(baseline)) as url:
         yield url
 
 
 @pytest.fixture(scope="module")
-def figures(pair):
+def figures(demo_pair):
     """The figures as the views define them (app/views), formatted as every page formats them."""
-    active, baseline = pair
+    active, baseline = demo_pair
     a, b = open_report(active), open_report(baseline)
     doc = summary(a)
     run = doc["execution"]["longest_run"]
@@ -75,9 +64,9 @@ def grid_cell(page, grid: str, row: int, col: str):
     return page.locator(f"#{grid} .ag-center-cols-container .ag-row[row-index='{row}'] [col-id='{col}']")
 
 
-def test_every_page_shows_the_same_figures(page, base, figures, pair, capsys):
+def test_every_page_shows_the_same_figures(page, base, figures, demo_pair, capsys):
     f, run = figures, figures["run"]
-    active, baseline = pair
+    active, baseline = demo_pair
     # Summary: the cards (all runs), the runs table (one run); its compare tab's headline table
     page.goto(base + "/")
     settle(page, 600)
