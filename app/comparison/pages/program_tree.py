@@ -13,20 +13,10 @@ from dash import Input, Output, callback, html
 from app import grid, ids
 from app.comparison.pages import baselines
 from app.comparison.pages.components import frame, shown, unavailable
+from app.comparison.steps import STEP_DELTA_COLUMNS
 
 STEPS_KIND = "compare-program-steps"
-COLUMNS = [
-    "baseline_step",
-    "active_step",
-    "status",
-    "type",
-    "name",
-    "baseline_cycles",
-    "active_cycles",
-    "delta_cycles",
-    "delta_executions",
-    "delta_not_always_live_bytes",
-]
+COLUMNS = [*STEP_DELTA_COLUMNS, "delta_executions", "delta_not_always_live_bytes"]
 
 
 @grid.producer(STEPS_KIND)
