@@ -1,9 +1,10 @@
 """Layout in real headless Chromium at 1600×1000 on the demo reports. Served in Compare mode
 (`tilescope serve mlp --compare mlp_batch64`), every page shows its own view above the fold (the
-comparison is one tab away, and fills the same place when that tab opens); on every page of the MLP (in compare mode, a trace step clicked), the
-transformer and the out-of-memory MLP, no table cell or header cuts its text (measured as
-``scrollWidth > clientWidth`` on AG Grid cells, headers and plain table cells) and nothing
-overflows the window sideways."""
+comparison is one tab away, and fills the same place when that tab opens). On every page of the
+MLP (its own view with a trace step clicked, and its comparison tab) and of the other demo
+reports (transformer, out-of-memory MLP, CNN, ResNet-style), no table cell or header cuts its
+text (measured as ``scrollWidth > clientWidth`` on AG Grid cells, headers and plain table cells)
+and nothing overflows the window sideways."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ CUT = """() => {
 
 @pytest.fixture(scope="module")
 def demo(demo_reports):
-    return demo_reports("mlp", "mlp_batch64", "transformer", "mlp_oom")
+    return demo_reports("mlp", "mlp_batch64", "transformer", "mlp_oom", "cnn", "resnet")
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +80,7 @@ def test_own_view_above_the_fold_and_nothing_cut(wide, base, path):
     assert wide.evaluate(CUT) == []
 
 
-@pytest.mark.parametrize("name", ["transformer", "mlp_oom"])
+@pytest.mark.parametrize("name", ["transformer", "mlp_oom", "cnn", "resnet"])
 def test_other_demo_reports_cut_nothing(chromium, demo, name):
     ctx = chromium.new_context(viewport={"width": WIDTH, "height": HEIGHT})
     page = ctx.new_page()
