@@ -352,12 +352,13 @@ class Access:
     written through it; any other view is gathered and scattered by element index.
     """
 
-    __slots__ = ("shape", "dtype", "groups", "strided", "window", "split")
+    __slots__ = ("shape", "dtype", "groups", "strided", "window", "split", "source")
 
     def __init__(self, t: Tensor) -> None:
         self.shape = t.shape
         self.dtype = t.dtype
         self.split = t._lay if isinstance(t._lay, WindowSplit) else None
+        self.source: Tensor | None = None
         # read by sliding windows (im2col), then cut into column blocks when split
         self.window = self.split.window if self.split is not None else t._lay if isinstance(t._lay, Window) else None
         if self.window is not None:
@@ -373,9 +374,11 @@ class Access:
                 offset, strides = layout
                 nbytes = tuple(s * t.dtype.itemsize for s in strides)
                 self.strided = (single, offset, nbytes, _one_to_one(t.shape, strides))
-            # gathered indices as intp once here: np.take would convert int32 ones on every run
-            # (a strided view that cannot be written through - a broadcast - scatters by index)
-            idx = np.zeros(0, np.intp) if self.strided and self.strided[3] else t._idx.reshape(-1).astype(np.intp)
+            # gathered indices as intp once here: np.take would convert int32 ones on every run; a
+            # strided view needs none to be read (a broadcast one that is written - rare - builds
+            # them then: 8 B per element held for every broadcast operand otherwise)
+            self.source = t if self.strided else None
+            idx = np.zeros(0, np.intp) if self.strided else t._idx.reshape(-1).astype(np.intp)
             self.groups: list[tuple[int, np.ndarray | None, np.ndarray]] = [(single, None, idx)]
         else:
             var_ids, idx = t.elements()
@@ -420,6 +423,9 @@ class Access:
             self._view(state, writeable=True)[...] = np.asarray(values).reshape(self.shape)
             return
         flat = np.asarray(values).reshape(-1)
+        if self.strided is not None and self.source is not None:  # a broadcast view written: indices now
+            self.groups = [(self.strided[0], None, self.source._idx.reshape(-1).astype(np.intp))]
+            self.source = None
         for var, pos, idx in self.groups:
             state[var][idx] = flat if pos is None else flat[pos]
 
