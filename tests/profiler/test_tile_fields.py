@@ -1,0 +1,72 @@
+"""Vertex fields over each tile's part, from mapping intervals (profiler.tile_fields), against the
+per-element reference: for every tile, the same elements of every operand at the same positions."""
+
+import numpy as np
+import pytest
+
+from profiler import Graph, ipu_model, ops
+from profiler.layout import Runs
+from profiler.ops.core import groups_by_tile, rows
+from profiler.tile_fields import fields_by_tile
+
+
+def _by_element(graph: Graph, tensors: list) -> dict[int, list[tuple[np.ndarray, np.ndarray]]]:  # type: ignore[type-arg]
+    """tile -> per tensor (variable ids, element indices) of that tile's part, in the first
+    tensor's flattened order (the reference: a tile per element, grouped)."""
+    out = {}
+    for vtiles, idx in groups_by_tile(graph.tile_of(tensors[0])):
+        for v, tile in enumerate(vtiles.tolist()):
+            out[tile] = [rows(t, idx[v : v + 1]).elements() for t in tensors]
+    return out
+
+
+def _as_sets(parts: list[tuple[np.ndarray, np.ndarray]]) -> list[list[tuple[int, int]]]:
+    # the position of an element pairs it with the same-position elements of the other operands
+    first = parts[0]
+    order = np.lexsort((first[1], first[0]))
+    return [list(zip(p[0][order].tolist(), p[1][order].tolist(), strict=True)) for p in parts]
+
+
+@pytest.mark.parametrize("case", ["contiguous", "transposed clone", "broadcast row", "broadcast channel", "slice"])
+def test_fields_by_tile_match_the_per_element_path(case: str) -> None:
+    g = Graph(ipu_model(tiles_per_ipu=6, bytes_per_tile=1 << 20))
+    rng = np.random.default_rng(7)
+    base = ops.add_mapped(g, "float", (3, 5, 4, 16), "x")  # [B, H, W, C] storage
+    # a mapping with intervals cut at odd places, so a tile holds several runs
+    cuts = np.sort(rng.choice(np.arange(1, base.numel()), 9, replace=False))
+    g.variables[base.single_variable()].mapping.set_intervals(
+        np.concatenate(([0], cuts)).astype(np.int64), rng.integers(0, 6, 10).astype(np.int32)
+    )
+    bias = ops.add_mapped(g, "float", (16,), "bias")
+    x = base.transpose(0, 3, 1, 2)  # an NCHW view of NHWC storage
+    if case == "contiguous":
+        tensors = [base, ops.add_like(g, base, "y")]
+    elif case == "transposed clone":
+        y = ops.add_like(g, x, "y")
+        assert g.variables[y.single_variable()].shape == (3, 5, 4, 16)  # stored as x is
+        tensors = [y, x]
+    elif case == "broadcast row":
+        tensors = [base, bias.broadcast_to(base.shape)]
+    elif case == "broadcast channel":
+        tensors = [x, bias.reshape(1, 16, 1, 1).broadcast_to(x.shape)]
+    else:
+        tensors = [base[:, 1:4], base[:, 1:4]]
+    got = fields_by_tile(g, tensors)
+    assert got is not None
+    want = _by_element(g, tensors)
+    seen = set()
+    for vtiles, fields in got:
+        assert all(isinstance(f._lay, Runs) for f in fields)
+        for v, tile in enumerate(vtiles.tolist()):
+            parts = [f[v : v + 1].elements() for f in fields]
+            assert _as_sets(parts) == _as_sets(want[tile])
+            seen.add(tile)
+    assert seen == set(want)
+
+
+def test_fields_by_tile_declines_short_runs() -> None:
+    g = Graph(ipu_model(tiles_per_ipu=4, bytes_per_tile=1 << 20))
+    a = ops.add_mapped(g, "float", (64, 2), "a")
+    # element by element over the tiles: runs of one, where an index per element is smaller
+    g.variables[a.single_variable()].mapping.set_dense(np.arange(128, dtype=np.int32) % 4)
+    assert fields_by_tile(g, [a, a]) is None
