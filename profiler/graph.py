@@ -36,6 +36,11 @@ class GraphError(ValueError):
     """A graph is built or used wrongly (message names the variable, compute set or field)."""
 
 
+# Variables up to this many elements keep a tile per element for lookups (a gather); larger ones
+# binary-search their intervals, so the host holds nothing per element of a large activation.
+LOOKUP_MAX_ELEMENTS = 1 << 22
+
+
 class TileMapping:
     """Which tile holds each element of one variable: intervals [starts[i], starts[i+1])."""
 
@@ -81,6 +86,8 @@ class TileMapping:
         hundreds of millions of elements; a gather is several times faster than a binary search)."""
         if self.tiles.size == 1:
             return np.full(np.shape(idx), self.tiles[0], dtype=np.int32)
+        if self._lookup is None and self.n > LOOKUP_MAX_ELEMENTS:  # no 4 B per element kept: search the intervals
+            return self.tiles[np.searchsorted(self.starts, idx, side="right") - 1]
         if self._lookup is None:
             self._lookup = self.dense().astype(np.int32, copy=False)
         return self._lookup[idx]

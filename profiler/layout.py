@@ -273,10 +273,11 @@ class Runs:
     step: np.ndarray  # int64, 0 or 1, one per run
     row_first: np.ndarray  # int64, one per row + 1
     width: int
+    inner: tuple[int, ...] = ()  # a row's shape when not flat (a matmul vertex's [rows, cols] block)
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return (int(self.row_first.size) - 1, self.width)
+        return (int(self.row_first.size) - 1, *(self.inner or (self.width,)))
 
     @property
     def size(self) -> int:

@@ -243,7 +243,14 @@ class Tensor:
         grid = np.ix_(*(np.arange(n) for n in shape))
         index = tuple(b.reshape((-1,) + (1,) * len(shape)) + g[None] for b, g in zip(begin, grid, strict=True))
         out_shape = (begin[0].size,) + tuple(shape[d] for d in kept)
-        return self._apply(lambda a: a[index].reshape(out_shape))
+        t = self._apply(lambda a: a[index].reshape(out_shape))
+        if isinstance(t._var, int) and t.numel() and len(out_shape) > 1:
+            # blocks of a view that is not affine (attention heads merged back): kept as runs when long
+            runs = Runs.encode(t._lay.reshape(out_shape[0], -1))  # type: ignore[union-attr]
+            if runs.start.size * RUNS_WORTH_IT <= t.numel():
+                lay = Runs(runs.start, runs.length, runs.step, runs.row_first, runs.width, out_shape[1:])
+                return Tensor(self.graph, t._var, lay, self.dtype)
+        return t
 
     def broadcast(self, n: int, dim: int = 0) -> Tensor:
         """Repeat the tensor ``n`` times along ``dim`` (Poplar ``Tensor::broadcast``)."""
