@@ -92,3 +92,13 @@ def test_interval_exchange_matches_a_per_element_reference(
         np.testing.assert_array_equal(e.cycles, want_cycles)
         checked += int(want_in.sum() > 0)
     assert checked >= 4  # the graphs above do exchange
+
+
+def test_piece_receives_on_graphs_past_int32_element_ids() -> None:
+    # a BERT-base at batch 8 has over 2^31 elements: tile ids (int32) times the id span must not wrap
+    from profiler.exchange import piece_receives
+
+    start = np.array([2**31 + 5, 2**31 + 6], dtype=np.int64)
+    local, _ = piece_receives(start, np.array([3, 3]), np.array([0, 0], np.int32), np.array([3, 3], np.int32),
+                              np.array([2, 2]), 4, 4)  # fmt: skip
+    assert local is not None and local.bytes_in.tolist() == [0, 0, 0, 8] and local.bytes_out.tolist() == [8, 0, 0, 0]
