@@ -79,11 +79,11 @@ def fp32_amp_tflops() -> float:
 @cache
 def dense_layer() -> dict[str, float]:
     """Dense 4096 -> 1024, batch 16, fp32 on one GC200 (the ipu_tensorflow_addons profile test, ref §5):
-    y[16,1024] = x[16,4096] @ w[4096,1024], fp32 partials, operands mapped linearly (what a model
-    gets from tilescope today; TensorFlow lays w out with poplin's createMatMulInputRHS)."""
+    y[16,1024] = x[16,4096] @ w[4096,1024], fp32 partials, operands created for the matmul as
+    TensorFlow creates them (poplin's createMatMulInputLHS / RHS: ops.create_matmul_lhs / _rhs)."""
     g = Graph(GC200)
-    x = ops.add_mapped(g, "float32", (16, 4096), "x")
-    w = ops.add_mapped(g, "float32", (4096, 1024), "w")
+    x = ops.create_matmul_lhs(g, "float32", (16, 4096), (4096, 1024), "x")
+    w = ops.create_matmul_rhs(g, "float32", (16, 4096), (4096, 1024), "w")
     prog = Sequence()
     ops.matmul(g, x, w, prog, partials_dtype="float32")
     e = Engine(g, [prog], options={"debug.instrument": "false"})

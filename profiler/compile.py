@@ -427,7 +427,7 @@ class Compiler:
             count = b.count
             vt.append(b.tiles)
             vc.append(np.full(count, cid, dtype=np.int32))
-            vstate.append(np.full(count, cl.state_bytes(), dtype=np.int64))
+            vstate.append(np.full(count, cl.state_bytes(shapes, dtypes, b.params, t), dtype=np.int64))
             vcyc.append(np.full(count, cyc, dtype=np.int64))
             vflops.append(np.full(count, fl, dtype=np.int64))
             vmulti.append(np.full(count, cl.multi_worker, dtype=bool))
