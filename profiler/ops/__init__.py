@@ -11,7 +11,15 @@ Usage (Poplar style: every op appends its programs to a Sequence and returns its
     y = ops.relu(g, ops.matmul(g, x, w, prog), prog, debug_name="layer1")
 """
 
-from profiler.ops.conv import avg_pool2d, avg_pool2d_grad, conv2d, conv2d_grad, max_pool2d, max_pool2d_grad
+from profiler.ops.conv import (
+    avg_pool2d,
+    avg_pool2d_grad,
+    conv2d,
+    conv2d_grad,
+    create_conv_weights,
+    max_pool2d,
+    max_pool2d_grad,
+)
 from profiler.ops.core import OpError, add_like, add_mapped, constant_per_tile, linear_tiles, op, set_attributes
 from profiler.ops.elementwise import (
     add,
@@ -71,7 +79,7 @@ from profiler.ops.slicing import (
 __all__ = [
     "AdamState", "MatMulPlan", "OpError", "adam", "add", "add_like", "add_mapped", "add_scalar", "avg_pool2d",
     "avg_pool2d_grad", "batch_norm", "batch_norm_grad", "binary", "binary_in_place", "broadcast", "cast", "constant_per_tile",
-    "conv2d", "conv2d_grad",
+    "conv2d", "conv2d_grad", "create_conv_weights",
     "copy", "cross_entropy", "cross_entropy_grad", "div", "dynamic_slice", "dynamic_slice_grad", "dynamic_update", "embedding_table",
     "fill", "gather", "gather_grad", "gelu", "group_norm", "group_norm_grad", "init_state", "layer_norm",
     "layer_norm_grad", "linear_tiles", "log_softmax", "matmul", "max_pool2d", "max_pool2d_grad", "mse_loss",
