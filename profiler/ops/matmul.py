@@ -24,7 +24,7 @@ import numpy as np
 from profiler import cost_model, host_memory
 from profiler.dtypes import as_dtype
 from profiler.graph import Graph
-from profiler.layout import Affine
+from profiler.layout import Affine, Window, WindowBlocks
 from profiler.ops.core import OpError, cdiv, check_same_graph, execute, linear_tiles, op, set_attributes
 from profiler.ops.elementwise import _binary_codelet, _cast, apply_map, copy, fill, map_codelet
 from profiler.ops.matmul_reduce import reduce_partials, stage_depths
@@ -393,10 +393,16 @@ def _add_kernel(
 
 
 def _rearrangeable(t: Tensor) -> bool:
-    """Whether an operand can be copied into the plan's layout first: an affine view without repeated
+    """Whether an operand can be copied into the plan's layout first: a view without repeated
     elements (a convolution's window or a broadcast would be materialised several times over)."""
     lay = t._lay
-    return isinstance(lay, Affine) and all(st != 0 for n, st in zip(lay.shape, lay.strides, strict=True) if n > 1)
+    if isinstance(lay, Affine):
+        return all(st != 0 for n, st in zip(lay.shape, lay.strides, strict=True) if n > 1)
+    if isinstance(lay, Window | WindowBlocks):
+        return False
+    var, idx = t.elements()  # an explicit or blocked view: each element once?
+    key = var.astype(np.int64) << 40 | idx.astype(np.int64)
+    return bool(np.unique(key).size == key.size)
 
 
 def _laid_out(graph: Graph, t: Tensor, want: np.ndarray, prog: Prog, side: str) -> Tensor:
