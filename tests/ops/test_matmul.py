@@ -256,3 +256,38 @@ def test_badly_mapped_operands_are_rearranged_first():
     assert sum(n == "copy" for n in names["linear"]) >= 1 and "copy" not in names["created"]
     np.testing.assert_allclose(outs["linear"], av @ bv, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(outs["linear"], outs["created"])
+
+
+def test_created_operands_and_their_all_gather_worked_by_hand():
+    """x[8, 32] @ w[32, 16] fp32 on a 4-tile IPU-Model: the plan is AMP with out-chan split 2 (block
+    8 x 32 x 8, tiles 0 and 1). create_matmul_lhs cuts x's block (all of x, shared by both tiles) into
+    2 shares in block order: rows 0-3 on tile 0, rows 4-7 on tile 1; create_matmul_rhs puts each
+    tile's w block (w[:, 0:8], w[:, 8:16]) on that tile (row split 1: nothing to share)."""
+    t = ipu_model(tiles_per_ipu=4)
+    g = Graph(t)
+    plan = ops.plan_matmul(t, 1, 8, 32, 16, "float32", "float32")
+    assert (plan.method, plan.row_split, plan.in_chan_split, plan.out_chan_split) == ("AMP", 1, 1, 2)
+    x = ops.create_matmul_lhs(g, "float32", (8, 32), (32, 16), "x")
+    w = ops.create_matmul_rhs(g, "float32", (8, 32), (32, 16), "w")
+    assert g.tile_of(x).reshape(8, 32)[:, 0].tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert (g.tile_of(w).reshape(32, 16) == (np.arange(16) // 8)[None, :]).all()
+    prog = Sequence()
+    g.create_host_read("y", ops.matmul(g, x, w, prog))
+    e = Engine(g, prog, {"debug.instrument": "false"})
+    e.compile()
+    sync, exch, mm = e.compiled.steps
+    # each tile receives the other's 4 rows of x (128 floats = 512 B) as one region and sends its
+    # own once: code 4 B x (6 + 1 + 1) = 32; ceil(16 x 512 / 64) + 64 = 192 cycles (the two tiles of
+    # supertile 0 receive different rows: no shared rate)
+    assert exch.bytes_in.tolist() == [512, 512, 0, 0] and exch.bytes_out.tolist() == [512, 512, 0, 0]
+    assert exch.code_bytes.tolist() == [32, 32, 0, 0]
+    assert exch.tile_cycles.tolist() == [192, 192, 0, 0]
+    # AMP fp32 (16 in x 8 out chans per group, core 8, weight loads 8 x 64 B / 16 = 32) over 8 rows:
+    # 2 in groups, 1 out group; workers get 2 or 1 rows: c(2) = 37 + 8 x (2 - 3) - 7 = 22 (zeroing) /
+    # 23, c(1) = 14 / 15; inner = max(6 c(2), 6 c(1) + 14) = 132 / 138;
+    # 50 + 6 x 9 + 13 + [15 + (19 + 6 + 32 + 138)] + [11 + (18 + 7 + 32 + 132)] + 25 = 552, + 30 supervisor
+    assert mm.tile_cycles.tolist() == [582, 582, 0, 0]
+    # ConvPartial1x1Out state: 4 + (2 + 2 + 1) compact pointers x 2 B + (3 x 6 + 7) shorts x 2 B = 68 B
+    bc = e.memory.by_category
+    state = bc["bytes"][bc["category"] == "vertexInstanceState"]
+    assert state.tolist() == [68, 68]
