@@ -100,7 +100,12 @@ def reduce_partials(
                 vt = tiles[qs[:, None], elems[None, :, 0]]  # the chunk's reducer
                 graph.add_vertices(cs, CONV_REDUCE, {"in": cur[idx], "out": dest[dst]}, vt.reshape(-1))
             # the kernel: every group of this class at once, over whole rows
-            src = cur.reshape(p, e_total)[src_rows.reshape(-1)].reshape(qs.size, size, e_total)
+            flat_rows = src_rows.reshape(-1)
+            if np.array_equal(flat_rows, np.arange(flat_rows[0], flat_rows[0] + flat_rows.size)):  # a view
+                src = cur.reshape(p, e_total)[int(flat_rows[0]) : int(flat_rows[-1]) + 1]
+            else:
+                src = cur.reshape(p, e_total)[flat_rows]
+            src = src.reshape(qs.size, size, e_total)
             graph.add_kernel(cs, CONV_REDUCE, {"in": src, "out": out_flat.reshape(1, e_total) if last else nxt[qs]})
         if not last:
             cur, p = nxt_flat, nq
