@@ -341,7 +341,10 @@ def _run_step(
             :, None, None
         ]
         graph.add_vertices(cs, codelet, fields, tile[sel])
-    _add_kernel(graph, cs, codelet, a, b, dest, k0, kl)
+    if split_k:  # the partials are op-internal: the reduction's last kernel computes the product at once
+        graph.defer_kernel(cs)
+    else:
+        _add_kernel(graph, cs, codelet, a, b, dest, k0, kl)
     graph.set_tile_mapping(dest, dest_tiles)
     if split_k:
         # output element (g, m, n): its block (group block, row block, out block) and position in it
@@ -357,8 +360,12 @@ def _run_step(
         sizes[block] = size
         bg, bm, bn = np.unravel_index(np.arange(sizes.size), (-(-G // gb), m0.size, n0.size))
         block_tile = _tile_of_block(plan, bg * gb, bm, 0, bn).astype(np.int64)
+
+        def final(last: Any) -> None:  # out = a @ b in one coarse vertex per group (a window stays a view)
+            graph.add_kernel(last, codelet, {"a": a, "b": b, "out": out})
+
         reduce_partials(graph, dest.reshape(k0.size, G * M * N), out, block, pos, sizes, block_tile,
-                        plan.out_chan_split, prog, f"{name}/reduce")  # fmt: skip
+                        plan.out_chan_split, prog, f"{name}/reduce", final)  # fmt: skip
     elif dest is not out:
         graph.set_tile_mapping(out, dest_tiles)
         apply_map(graph, map_codelet("popops::Cast", _cast, 1, (("cast", "cast"),)), [dest], prog, f"{name} cast",

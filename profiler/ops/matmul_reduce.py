@@ -13,10 +13,11 @@ writes the result, which is mapped where it is reduced (no spreading to a linear
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
-from profiler.graph import Graph
+from profiler.graph import ComputeSet, Graph
 from profiler.ops.core import execute
 from profiler.ops.poplibs_codelets import CONV_REDUCE
 from profiler.programs import Sequence as Prog
@@ -51,10 +52,13 @@ def reduce_partials(
     tile_step: int,
     prog: Prog,
     name: str,
+    final_kernel: Callable[[ComputeSet], None] | None = None,
 ) -> np.ndarray:
     """Reduce ``partials[P, E]`` (row r of output block b on tile ``block_tile[b] + r * tile_step``)
     into ``out`` (E elements, unmapped); output element e is position ``pos[e]`` of block
-    ``block_of[e]``, which has ``block_size[b]`` elements. Maps ``out`` and returns its tiles."""
+    ``block_of[e]``, which has ``block_size[b]`` elements. Maps ``out`` and returns its tiles.
+    ``final_kernel(cs)``: adds the last stage's kernel computing ``out`` from the op's inputs (the
+    partials are op-internal: the stages before defer to it, graph.defer_kernel)."""
     p_total, e_total = partials.shape
     order = np.lexsort((pos, block_of))  # elements in (block, position) order: each chunk a run
     blk_s, pos_s = block_of[order], pos[order]
@@ -99,6 +103,8 @@ def reduce_partials(
                 dst = ((0 if last else qs[:, None, None] * e_total) + elems[None, :, :]).reshape(-1, ln)
                 vt = tiles[qs[:, None], elems[None, :, 0]]  # the chunk's reducer
                 graph.add_vertices(cs, CONV_REDUCE, {"in": cur[idx], "out": dest[dst]}, vt.reshape(-1))
+            if final_kernel is not None:
+                continue
             # the kernel: every group of this class at once, over whole rows
             flat_rows = src_rows.reshape(-1)
             if np.array_equal(flat_rows, np.arange(flat_rows[0], flat_rows[0] + flat_rows.size)):  # a view
@@ -107,6 +113,11 @@ def reduce_partials(
                 src = cur.reshape(p, e_total)[flat_rows]
             src = src.reshape(qs.size, size, e_total)
             graph.add_kernel(cs, CONV_REDUCE, {"in": src, "out": out_flat.reshape(1, e_total) if last else nxt[qs]})
+        if final_kernel is not None:
+            if last:
+                final_kernel(cs)
+            else:
+                graph.defer_kernel(cs)
         if not last:
             cur, p = nxt_flat, nq
     return out_tiles
