@@ -260,13 +260,14 @@ def element_receives(
         else:
             b_in = np.bincount(d, weights=wa, minlength=n).astype(np.int64)
             b_out = np.bincount(us, weights=wa[first_of], minlength=n).astype(np.int64)
-        # received regions: runs of consecutive elements from one sender, per receiving tile
-        span = int(g.max()) + 2 if g.size else 1
-        order = np.argsort(d.astype(np.int64) * span + g, kind="stable")
-        dg, ds, dd = g[order], s[order], d[order]
-        rn = np.ones(dg.size, dtype=bool)
-        rn[1:] = (dd[1:] != dd[:-1]) | (ds[1:] != ds[:-1]) | (dg[1:] != dg[:-1] + 1)
-        regions_in = np.bincount(dd[rn], minlength=n).astype(np.int64)
+        # received regions: an element starts one unless the same tile also receives the element
+        # before it from the same sender; the (element, tile) keys are sorted, so that is a binary
+        # search of each key minus one element (no sort by tile)
+        key = g * n + d
+        prev = key - n
+        pos = np.minimum(np.searchsorted(key, prev), key.size - 1)
+        continues = (key[pos] == prev) & (s[pos] == s)
+        regions_in = np.bincount(d[~continues], minlength=n).astype(np.int64)
         shared = np.zeros(n)
         if part is local:
             # the two receivers of a supertile sit next to each other (sorted by element, then tile)

@@ -17,6 +17,7 @@ from profiler.ops.conv import (
     conv2d,
     conv2d_grad,
     create_conv_weights,
+    map_conv_weights,
     max_pool2d,
     max_pool2d_grad,
 )
@@ -38,7 +39,7 @@ from profiler.ops.elementwise import (
     unary,
     unary_in_place,
 )
-from profiler.ops.matmul import MatMulPlan, create_matmul_lhs, create_matmul_rhs, matmul, plan_matmul
+from profiler.ops.matmul import MatMulPlan, create_matmul_lhs, create_matmul_rhs, map_for_matmul, matmul, plan_matmul
 from profiler.ops.nn import (
     batch_norm,
     batch_norm_grad,
@@ -79,7 +80,7 @@ from profiler.ops.slicing import (
 __all__ = [
     "AdamState", "MatMulPlan", "OpError", "adam", "add", "add_like", "add_mapped", "add_scalar", "avg_pool2d",
     "avg_pool2d_grad", "batch_norm", "batch_norm_grad", "binary", "binary_in_place", "broadcast", "cast", "constant_per_tile",
-    "conv2d", "conv2d_grad", "create_conv_weights",
+    "conv2d", "conv2d_grad", "create_conv_weights", "map_conv_weights", "map_for_matmul",
     "copy", "cross_entropy", "cross_entropy_grad", "div", "dynamic_slice", "dynamic_slice_grad", "dynamic_update", "embedding_table",
     "fill", "gather", "gather_grad", "gelu", "group_norm", "group_norm_grad", "init_state", "layer_norm",
     "layer_norm_grad", "linear_tiles", "log_softmax", "matmul", "max_pool2d", "max_pool2d_grad", "mse_loss",

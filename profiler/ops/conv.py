@@ -147,20 +147,33 @@ def create_conv_weights(
     """New weights w[Cout, C/groups, kh, kw] laid out for ``conv2d(x[x_shape], w)``'s matmul plan
     (poplin::createWeights, the createMatMulInputRHS of the conv's matmul): the conv then uses them
     without rearranging them first (docs/fidelity.md "Exchange model" item 4)."""
+    w = graph.add_variable(dtype, w_shape, name)
+    if not map_conv_weights(graph, w, x_shape, stride, padding, dilation, groups, partials_dtype,
+                            available_memory_proportion):  # fmt: skip
+        graph.set_tile_mapping(w, linear_tiles(w.numel(), graph.target.num_tiles))
+    return w
+
+
+def map_conv_weights(
+    graph: Graph, w: Tensor, x_shape: tuple[int, ...], stride: int | tuple[int, int] = 1,
+    padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, groups: int = 1,
+    partials_dtype: object = "float32", available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
+) -> bool:  # fmt: skip
+    """Map the (unmapped) weights ``w`` as ``conv2d(x[x_shape], w)``'s matmul plan wants its rhs;
+    False (nothing mapped) for a serial plan or an empty output."""
     b, c, h, wd = x_shape
-    cout, cg, kh, kw = w_shape
+    cout, cg, kh, kw = w.shape
     (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
     ho = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
     wo = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-    w = graph.add_variable(dtype, w_shape, name)
-    view = _weights(w, groups)  # [G, C/G*kh*kw, Cout/G], the matmul's rhs
+    if min(ho, wo) < 1 or cout % groups:
+        return False
     shape = (groups, b * ho * wo, cg * kh * kw, cout // groups)
-    plan = plan_matmul(graph.target, *shape, as_dtype(dtype), partials_dtype, available_memory_proportion)
-    if plan.in_chan_serial * plan.out_chan_serial > 1 or min(ho, wo) < 1:
-        graph.set_tile_mapping(w, linear_tiles(w.numel(), graph.target.num_tiles))
-    else:
-        graph.set_tile_mapping(view, operand_tiles(plan, shape, "rhs"))
-    return w
+    plan = plan_matmul(graph.target, *shape, as_dtype(w.dtype), partials_dtype, available_memory_proportion)
+    if plan.in_chan_serial * plan.out_chan_serial > 1:
+        return False
+    graph.set_tile_mapping(_weights(w, groups), operand_tiles(plan, shape, "rhs"))  # the matmul's rhs view
+    return True
 
 
 @op("Conv")

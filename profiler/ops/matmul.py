@@ -358,6 +358,8 @@ def _run_step(
         block, pos, size = (np.broadcast_to(x, full).reshape(-1) for x in (block, pos, size))
         sizes = np.zeros(int(block.max()) + 1, dtype=np.int64)
         sizes[block] = size
+        row = np.zeros_like(sizes)
+        row[block] = np.broadcast_to(nlen, full).reshape(-1)  # a block row: its out-chan extent
         bg, bm, bn = np.unravel_index(np.arange(sizes.size), (-(-G // gb), m0.size, n0.size))
         block_tile = _tile_of_block(plan, bg * gb, bm, 0, bn).astype(np.int64)
 
@@ -365,7 +367,7 @@ def _run_step(
             graph.add_kernel(last, codelet, {"a": a, "b": b, "out": out})
 
         reduce_partials(graph, dest.reshape(k0.size, G * M * N), out, block, pos, sizes, block_tile,
-                        plan.out_chan_split, prog, f"{name}/reduce", final)  # fmt: skip
+                        plan.out_chan_split, prog, f"{name}/reduce", final, row)  # fmt: skip
     elif dest is not out:
         graph.set_tile_mapping(out, dest_tiles)
         apply_map(graph, map_codelet("popops::Cast", _cast, 1, (("cast", "cast"),)), [dest], prog, f"{name} cast",
@@ -436,17 +438,29 @@ def _operand_plan(
     return plan, (G, M, K, N)
 
 
+def map_for_matmul(
+    graph: Graph, t: Tensor, side: str, a_shape: Iterable[int], b_shape: Iterable[int],
+    partials_dtype: object = "float32", available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
+) -> bool:  # fmt: skip
+    """Map ``t`` (unmapped; the lhs or rhs of ``matmul(a[a_shape], b[b_shape])``) as that matmul's plan
+    wants it (createMatMulInputLHS / RHS); False (nothing mapped) for a serial plan, whose loops
+    rearrange their operands anyway."""
+    a_shape, b_shape = tuple(a_shape), tuple(b_shape)
+    plan, shape = _operand_plan(graph, a_shape, b_shape, t.dtype, partials_dtype, available_memory_proportion)
+    if plan.in_chan_serial * plan.out_chan_serial > 1:
+        return False
+    graph.set_tile_mapping(t, operand_tiles(plan, shape, side))
+    return True
+
+
 def _create_operand(
     graph: Graph, side: str, dtype: object, a_shape: Iterable[int], b_shape: Iterable[int], name: str,
     partials_dtype: object, available_memory_proportion: float,
 ) -> Tensor:  # fmt: skip
     a_shape, b_shape = tuple(a_shape), tuple(b_shape)
-    plan, shape = _operand_plan(graph, a_shape, b_shape, dtype, partials_dtype, available_memory_proportion)
     t = graph.add_variable(dtype, a_shape if side == "lhs" else b_shape, name)
-    if plan.in_chan_serial * plan.out_chan_serial > 1:  # serial plans rearrange their operands anyway
+    if not map_for_matmul(graph, t, side, a_shape, b_shape, partials_dtype, available_memory_proportion):
         graph.set_tile_mapping(t, linear_tiles(t.numel(), graph.target.num_tiles))
-    else:
-        graph.set_tile_mapping(t, operand_tiles(plan, shape, side))
     return t
 
 

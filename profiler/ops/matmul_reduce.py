@@ -53,16 +53,19 @@ def reduce_partials(
     prog: Prog,
     name: str,
     final_kernel: Callable[[ComputeSet], None] | None = None,
+    block_row: np.ndarray | None = None,
 ) -> np.ndarray:
     """Reduce ``partials[P, E]`` (row r of output block b on tile ``block_tile[b] + r * tile_step``)
     into ``out`` (E elements, unmapped); output element e is position ``pos[e]`` of block
     ``block_of[e]``, which has ``block_size[b]`` elements. Maps ``out`` and returns its tiles.
+    ``block_row[b]``: block b's row length (its positions run row by row; None: rows of one).
     ``final_kernel(cs)``: adds the last stage's kernel computing ``out`` from the op's inputs (the
     partials are op-internal: the stages before defer to it, graph.defer_kernel)."""
     p_total, e_total = partials.shape
     order = np.lexsort((pos, block_of))  # elements in (block, position) order: each chunk a run
     blk_s, pos_s = block_of[order], pos[order]
     size_s = block_size[blk_s]
+    row_s = np.ones_like(size_s) if block_row is None else block_row[blk_s]
     cur = partials.reshape(-1)
     p = p_total
     out_flat = out.reshape(-1)
@@ -81,7 +84,10 @@ def reduce_partials(
         classes = []  # groups with the same depth and reducer count share their chunks
         for size, c in sorted({(int(a), int(b)) for a, b in zip(sizes, reducers, strict=True)}):
             qs = np.flatnonzero((sizes == size) & (reducers == c))
-            chunk = pos_s * c // size_s  # each element's chunk within its block
+            # each element's chunk within its block: whole block rows when the block has at least as
+            # many rows as reducers (a chunk's partials are then runs of whole rows), else positions
+            rows_s = size_s // row_s
+            chunk = np.where(rows_s >= c, (pos_s // row_s) * c // np.maximum(rows_s, 1), pos_s * c // size_s)
             tiles[qs[:, None], order[None, :]] = block_tile[blk_s][None, :] + (share[qs][:, None] + chunk) * tile_step
             classes.append((size, qs, chunk))
         if last:  # outputs live where they are reduced
