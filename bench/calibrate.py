@@ -79,11 +79,11 @@ def fp32_amp_tflops() -> float:
 @cache
 def dense_layer() -> dict[str, float]:
     """Dense 4096 -> 1024, batch 16, fp32 on one GC200 (the ipu_tensorflow_addons profile test, ref §5):
-    y[16,1024] = x[16,4096] @ w[4096,1024], fp32 partials, operands mapped linearly (what a model
-    gets from tilescope today; TensorFlow lays w out with poplin's createMatMulInputRHS)."""
+    y[16,1024] = x[16,4096] @ w[4096,1024], fp32 partials, operands created for the matmul as
+    TensorFlow creates them (poplin's createMatMulInputLHS / RHS: ops.create_matmul_lhs / _rhs)."""
     g = Graph(GC200)
-    x = ops.add_mapped(g, "float32", (16, 4096), "x")
-    w = ops.add_mapped(g, "float32", (4096, 1024), "w")
+    x = ops.create_matmul_lhs(g, "float32", (16, 4096), (4096, 1024), "x")
+    w = ops.create_matmul_rhs(g, "float32", (16, 4096), (4096, 1024), "w")
     prog = Sequence()
     ops.matmul(g, x, w, prog, partials_dtype="float32")
     e = Engine(g, [prog], options={"debug.instrument": "false"})
@@ -189,9 +189,11 @@ ROWS: list[Row] = [
         tolerance=0.25,
         why=_DENSE_WHY,
         fast=False,
-        known_off="exchange code is charged 8 B per (source, destination) tile pair with linearly mapped "
-        "operands: ~700 messages per tile; no pre-arrangement, no multicast (compile.py/exchange.py; "
-        "docs/fidelity.md 'Exchange model: what to change' works out 414-950 KiB under the proposed model)",
+        known_off="with the exchange model implemented (regions, multicast, operands created for the matmul), "
+        "the planner's cycle objective picks out 64 × in 22 (block 16 × 192 × 16): the lhs all-gather has each "
+        "tile receive 63 regions, 4 × (6 + 1 + 63) = 280 B per tile (394 KB), plus two reduction stages (173 KB "
+        "+ 98 KB). An out-16 plan would cost 88 B per tile for the operand step; the published plan is not "
+        "known, and the planner is not tuned towards the figure",
     ),  # fmt: skip
     _ratio_row(
         "dense_vertex_instance_state",
@@ -204,8 +206,10 @@ ROWS: list[Row] = [
         tolerance=0.25,
         why=_DENSE_WHY,
         fast=False,
-        known_off="vertex state counts 4 B + 8 B per field; the AMP vertex's worklists and partial pointers "
-        "(PopLibs ConvPartial1x1Out has ~10 fields plus per-worker worklists) are not counted (profiler/codelets.py)",
+        known_off="vertex state now follows PopLibs' field definitions (ConvPartial1x1Out: 4 + 38 compact "
+        "pointers and 3 × 6 worklist + 7 scalar shorts = 134 B for the 16 × 192 × 16 block; poplin::ReduceAdd "
+        "8 + 4 × depth B per stage), ~180 B per tile against the published ~124 B: the pointer widths are [INF] "
+        "(2 B compact, 4 B ONE_PTR) and the plan differs from the published one's (unknown)",
     ),  # fmt: skip
     _ratio_row(
         "dense_vertex_code",
@@ -233,6 +237,9 @@ ROWS: list[Row] = [
         tolerance=0.25,
         why=_DENSE_WHY,
         fast=False,
+        known_off="8 B per program step per tile + 8 B per control node [INF] was read off this same published "
+        "figure at the old model's 6 steps; PopLibs' 2-stage reduction (depth 22) brings the layer to 9 steps "
+        "(11 units of 8 B per tile); no first-party per-step figure was found",
     ),  # fmt: skip
     _ratio_row(
         "dense_cycles",
@@ -245,10 +252,6 @@ ROWS: list[Row] = [
         tolerance=0.25,
         why=_DENSE_WHY,
         fast=False,
-        known_off="the operand exchange is receive-bound at 36 KiB per tile (24 KiB of x plus 12 KiB of w, "
-        "which is mapped linearly instead of laid out for the matmul) = 9,280 cycles, and the reduction runs "
-        "single-worker Reduce vertices (2,946 cycles) where PopLibs' multi-input estimate gives ~470; "
-        "docs/fidelity.md works the figure out under the proposed model (~9,700-10,400 cycles)",
     ),  # fmt: skip
     _ratio_row(
         "dense_exchange_code_share",
@@ -261,7 +264,7 @@ ROWS: list[Row] = [
         tolerance=0.25,
         why=_DENSE_WHY,
         fast=False,
-        known_off="as dense_internal_exchange_code",
+        known_off="as dense_internal_exchange_code (1.80), over a total that is itself 0.77",
     ),  # fmt: skip
     _ratio_row(
         "dense_total_memory",
@@ -272,9 +275,8 @@ ROWS: list[Row] = [
         provenance="estimated",
         setting=_DENSE_SET + ": total memory excluding gaps (all tiles)",
         tolerance=0.25,
-        why="the issue's acceptance bound. Within today only by compensating errors: exchange code "
-        "+5.9 MiB, vertex code -1.7 MiB, vertex state -0.1 MiB against the published categories; once the "
-        "exchange model lands this row drops to ~0.74 unless vertex code and state are fixed too",
+        why="the issue's acceptance bound. Within, near its edge: vertex code is -1.7 MiB against the published "
+        "categories (row dense_vertex_code) and exchange code +0.3 MiB",
         fast=False,
     ),
     _ratio_row(

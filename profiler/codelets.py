@@ -16,10 +16,28 @@ import numpy as np
 from profiler import cost_model
 from profiler.targets import Target
 
-# Vertex instance state (ref §5 "Vertex-state field sizes"): each field is a SPAN, a pointer plus
-# a 32-bit count = 8 bytes; plus [INF] 4 bytes per vertex for the vertex's code pointer.
+# Vertex instance state (ref §5 "Vertex-state field sizes", Poplar user guide vector layouts): a
+# SPAN field is a pointer plus a 32-bit count = 8 bytes; ONE_PTR a pointer only, 4 bytes [INF: a
+# 21-bit address in a 32-bit word]; SCALED_PTR32/64/128 and COMPACT_PTR compressed 16-bit pointers,
+# 2 bytes [INF]. A generic codelet's fields are SPANs; plus [INF] 4 bytes per vertex for the
+# vertex's code pointer. PopLibs vertices whose field layouts are public (ConvPartial1x1Out,
+# poplin::ReduceAdd) give their own layouts through ``vertex_state_bytes``.
 VERTEX_STATE_BYTES_PER_FIELD = 8
 VERTEX_STATE_HEADER_BYTES = 4
+ONE_PTR_BYTES = 4
+SCALED_PTR_BYTES = 2
+# [INF] vertex state is a struct of 32-bit words: each vertex's state is padded to 4 bytes.
+VERTEX_STATE_ALIGN = 4
+
+
+def vertex_state_bytes(*, scaled: int = 0, one_ptr: int = 0, shorts: int = 0, words: int = 0) -> int:
+    """Bytes of one vertex's state: ``scaled`` 16-bit compressed pointers, ``one_ptr`` 32-bit
+    pointers, ``shorts`` 16-bit scalars and ``words`` 32-bit scalars (out-of-line vectors of
+    pointers and worklists included), padded to 4 bytes; no header (PopLibs vertices)."""
+    raw = SCALED_PTR_BYTES * scaled + ONE_PTR_BYTES * one_ptr + 2 * shorts + 4 * words
+    return -(-raw // VERTEX_STATE_ALIGN) * VERTEX_STATE_ALIGN
+
+
 # [INF] ref §5: vertexCode is about 3.4 MiB over 1472 tiles (~2.4 KiB per tile) for a dense layer
 # using a handful of codelets, so a few hundred bytes per simple codelet; matmul kernels are larger.
 SIMPLE_CODE_BYTES = 256
@@ -73,7 +91,14 @@ class Codelet:
     def multi_worker(self) -> bool:
         return self.kind != "Vertex"
 
-    def state_bytes(self) -> int:
+    def state_bytes(
+        self,
+        shapes: Mapping[str, tuple[int, ...]] | None = None,
+        dtypes: Mapping[str, np.dtype] | None = None,
+        params: Mapping[str, Any] | None = None,
+        target: Target | None = None,
+    ) -> int:
+        """Vertex instance state of one vertex with these field shapes (a SPAN per field by default)."""
         return VERTEX_STATE_HEADER_BYTES + VERTEX_STATE_BYTES_PER_FIELD * len(self.fields)
 
     def type_name(self, dtypes: Mapping[str, np.dtype]) -> str:

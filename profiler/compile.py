@@ -18,8 +18,6 @@ from profiler import programs as P
 from profiler.actions import Action
 from profiler.codelets import Codelet
 from profiler.exchange import (
-    EXCHANGE_CODE_BASE_BYTES,
-    EXCHANGE_CODE_BYTES_PER_MESSAGE,
     element_receives,
     piece_receives,
     plan_receives,
@@ -429,7 +427,7 @@ class Compiler:
             count = b.count
             vt.append(b.tiles)
             vc.append(np.full(count, cid, dtype=np.int32))
-            vstate.append(np.full(count, cl.state_bytes(), dtype=np.int64))
+            vstate.append(np.full(count, cl.state_bytes(shapes, dtypes, b.params, t), dtype=np.int64))
             vcyc.append(np.full(count, cyc, dtype=np.int64))
             vflops.append(np.full(count, fl, dtype=np.int64))
             vmulti.append(np.full(count, cl.multi_worker, dtype=bool))
@@ -589,7 +587,7 @@ class Compiler:
                 return
         s_gid, d_gid = self._gid(*src.elements())[~cross], self._gid(*dst.elements())[~cross]
         s_tile, d_tile = s_tile[~cross], d_tile[~cross]
-        plan = plan_transfers(s_tile, d_tile, item, t)
+        plan = plan_transfers(s_tile, d_tile, item, t, run_gids=(s_gid, d_gid))
         # on-tile part: one copy descriptor per contiguous region (ref §5 copyDescriptor)
         loc = s_tile == d_tile
         lt, ls, ld = d_tile[loc], s_gid[loc], d_gid[loc]
@@ -618,8 +616,10 @@ class Compiler:
             if total:
                 sl = slice(ipu * t.tiles_per_ipu, (ipu + 1) * t.tiles_per_ipu)
                 cycles[sl] = np.where(per_tile[sl] > 0, int(cost_model.stream_copy_cycles(int(total), t)), 0)
-        # one host message per tile taking part (hostExchangeCode; constants of profiler.exchange)
-        code = np.where(per_tile > 0, EXCHANGE_CODE_BASE_BYTES + EXCHANGE_CODE_BYTES_PER_MESSAGE, 0).astype(np.int64)
+        # one host region per tile taking part (hostExchangeCode, cost_model.exchange_code_bytes)
+        one = (per_tile > 0).astype(np.int64)
+        sent, received = (one, 0 * one) if to_host else (0 * one, one)
+        code = np.asarray(cost_model.exchange_code_bytes(sent, received, t), dtype=np.int64)
         ext = int(cost_model.sync_cycles("external", t))
         self._add_step(
             parent, "StreamCopyBegin", name, tile_cycles=np.full(t.num_tiles, ext, dtype=np.int64), external=True

@@ -597,10 +597,8 @@ GLOBAL_EXCHANGE_FIXED_CYCLES = EXCHANGE_FIXED_CYCLES
 HOST_LATENCY_SECONDS = 1e-6
 
 
-# Exchange code as docs/fidelity.md "Exchange model: what to change" specifies it (for the lead's exchange
-# planner; profiler/exchange.py still charges 24 + 8 B per (peer, direction) pair). Per tile and exchange
-# step: a fixed prologue of 6 instructions (sync, set-up; the existing exchange.EXCHANGE_CODE_BASE_BYTES)
-# plus one instruction (ref §1 IPUModel `instructionBytes`, 4 B [INF]) per region the tile sends - a
+# Exchange code as docs/fidelity.md "Exchange model" specifies it (profiler/exchange.py counts the
+# regions). Per tile and exchange step: a fixed prologue of 6 instructions (sync, set-up; [INF]) plus one instruction (ref §1 IPUModel `instructionBytes`, 4 B [INF]) per region the tile sends - a
 # multicast region once, however many tiles receive it - and one per region it receives (selecting the
 # incoming source / setting the incoming pointer). A region is a run contiguous in both the source and
 # the destination memory, from one source tile. Checked against the published dense 4096->1024 layer

@@ -1,8 +1,13 @@
 """Exchange planning: which bytes each tile receives and sends for a step, and the code it needs.
 
 Before a compute step each tile receives the vertex inputs that live on other tiles (each
-remote element once per receiving tile, however many of its vertices read it). A copy moves each
-element from the tile holding the source to the tile holding the destination. All vectorised.
+remote element once per receiving tile, however many of its vertices read it). An element that
+several tiles need is sent once by its owner (multicast: every receiver listens at the same cycles,
+ref §3.8 / docs/fidelity.md "Exchange model"), so a tile's bytes sent are the union of what others
+read from it, not the sum over receivers. Exchange code follows *regions* (runs contiguous in both
+the sending and the receiving memory, from one sending tile): ``cost_model.exchange_code_bytes``.
+A copy moves each element from the tile holding the source to the tile holding the destination.
+All vectorised over intervals (or elements, for fields of short runs).
 """
 
 from __future__ import annotations
@@ -15,11 +20,6 @@ from profiler import cost_model
 from profiler.regions import union_length
 from profiler.targets import Target
 
-# [INF] ref §3.8 / §8: "exchange code bytes per tile grow with the number of messages". Modelled as
-# a fixed prologue (sync + setup, 6 instructions of ref §1 `instructionBytes` 4) plus one send or
-# receive instruction pair per message (2 x 4 bytes).
-EXCHANGE_CODE_BASE_BYTES = 24
-EXCHANGE_CODE_BYTES_PER_MESSAGE = 8
 # ref §1 "Tiles sharing an exchange bus": 2 (a supertile; popops ExchangeEstimator.cpp asserts it).
 TILES_PER_SUPERTILE = 2
 # Up to this many (src, dst) tile pairs (a 2-IPU machine), distinct pairs are found with a count array.
@@ -31,20 +31,26 @@ class ExchangePlan:
     """Per-tile figures of one exchange (arrays of length num_tiles)."""
 
     bytes_in: np.ndarray
-    bytes_out: np.ndarray
-    messages: np.ndarray  # distinct (peer, direction) pairs per tile
+    bytes_out: np.ndarray  # a multicast region counted once
+    messages: np.ndarray  # distinct (peer, direction) pairs per tile (reported, not charged)
     code_bytes: np.ndarray
     cycles: np.ndarray
+    regions_in: np.ndarray | None = None
+    regions_out: np.ndarray | None = None
 
     @property
     def active(self) -> bool:
         return bool(self.bytes_in.any() or self.bytes_out.any())
 
 
-def _code_bytes(messages: np.ndarray) -> np.ndarray:
-    return np.where(messages > 0, EXCHANGE_CODE_BASE_BYTES + EXCHANGE_CODE_BYTES_PER_MESSAGE * messages, 0).astype(
-        np.int64
-    )
+def _runs(tile: np.ndarray, first: np.ndarray, length: np.ndarray, n: int) -> np.ndarray:
+    """Regions per tile of intervals sorted by (tile, first): an interval starts a new region unless
+    it continues the previous one of the same tile exactly (contiguous)."""
+    if tile.size == 0:
+        return np.zeros(n, np.int64)
+    new = np.ones(tile.size, dtype=bool)
+    new[1:] = (tile[1:] != tile[:-1]) | (first[1:] != first[:-1] + length[:-1])
+    return np.bincount(tile[new], minlength=n).astype(np.int64)
 
 
 def plan_transfers(
@@ -55,14 +61,17 @@ def plan_transfers(
     global_: bool = False,
     gid: np.ndarray | None = None,
     sorted_by_gid: bool = False,
+    run_gids: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> ExchangePlan:
-    """Plan moving element i from tile src[i] to tile dst[i] (only src != dst is moved).
+    """Plan moving element i from tile src[i] to tile dst[i] (only src != dst is moved): a copy,
+    each element to one destination. ``run_gids``: the source and destination global ids of each
+    element, in the copy's order, so that a region is a run consecutive in both (without them, a
+    run of the same tile pair).
 
-    With ``gid`` (a global id per element), an element both tiles of a supertile receive is
-    received at twice the rate (ref §1 "Tiles sharing an exchange bus", §3.8): it counts half
-    towards their exchange cycles, while bytes_in still reports every byte received.
-    ``sorted_by_gid``: the elements are distinct (gid, dst) pairs sorted by gid then dst, so the two
-    receivers of a supertile sit next to each other (no sort needed to find them).
+    With ``gid``, an element both tiles of a supertile receive is received at twice the rate (ref
+    §1 "Tiles sharing an exchange bus", §3.8): it counts half towards their exchange cycles, while
+    bytes_in still reports every byte received. ``sorted_by_gid``: the elements are distinct (gid,
+    dst) pairs sorted by gid then dst, so the two receivers of a supertile sit next to each other.
     """
     n = target.num_tiles
     remote = src != dst
@@ -80,28 +89,35 @@ def plan_transfers(
         bytes_in = np.bincount(d, weights=w, minlength=n).astype(np.int64)
         bytes_out = np.bincount(s, weights=w, minlength=n).astype(np.int64)
     messages = _messages(s, d, n)
+    # regions: runs (in the copy's order) of one tile pair, consecutive in source and destination
+    new = np.ones(s.size, dtype=bool)
+    new[1:] = (s[1:] != s[:-1]) | (d[1:] != d[:-1])
+    if run_gids is not None:
+        sg, dg = run_gids if all_remote else (run_gids[0][remote], run_gids[1][remote])
+        new[1:] |= (sg[1:] != sg[:-1] + 1) | (dg[1:] != dg[:-1] + 1)
+    regions_out = np.bincount(s[new], minlength=n).astype(np.int64)
+    regions_in = np.bincount(d[new], minlength=n).astype(np.int64)
     if global_:
-        return _finish(bytes_in, bytes_out, messages, bytes_in, target, global_=True)
-    else:
-        effective_in = bytes_in
-        if gid is not None and d.size and sorted_by_gid:
-            g, st = (gid if all_remote else gid[remote]), d // TILES_PER_SUPERTILE
-            same = (g[1:] == g[:-1]) & (st[1:] == st[:-1])
-            shared = np.zeros(d.size, dtype=bool)
-            shared[1:] |= same
-            shared[:-1] |= same
-            if np.ndim(nbytes) == 0:
-                saved = np.bincount(d[shared], minlength=n) * int(nbytes) / 2
-            else:
-                saved = np.bincount(d[shared], weights=w[shared], minlength=n) / 2
-            effective_in = bytes_in - np.floor(saved).astype(np.int64)
-        elif gid is not None and d.size:
-            pair_key = gid[remote].astype(np.int64) * (n // TILES_PER_SUPERTILE + 1) + d // TILES_PER_SUPERTILE
-            _, inv, counts = np.unique(pair_key, return_inverse=True, return_counts=True)
-            shared = counts[inv] == TILES_PER_SUPERTILE
+        return _finish(bytes_in, bytes_out, messages, bytes_in, regions_in, regions_out, target, global_=True)
+    effective_in = bytes_in
+    if gid is not None and d.size and sorted_by_gid:
+        g, st = (gid if all_remote else gid[remote]), d // TILES_PER_SUPERTILE
+        same = (g[1:] == g[:-1]) & (st[1:] == st[:-1])
+        shared = np.zeros(d.size, dtype=bool)
+        shared[1:] |= same
+        shared[:-1] |= same
+        if np.ndim(nbytes) == 0:
+            saved = np.bincount(d[shared], minlength=n) * int(nbytes) / 2
+        else:
             saved = np.bincount(d[shared], weights=w[shared], minlength=n) / 2
-            effective_in = bytes_in - np.floor(saved).astype(np.int64)
-    return _finish(bytes_in, bytes_out, messages, effective_in, target, global_=False)
+        effective_in = bytes_in - np.floor(saved).astype(np.int64)
+    elif gid is not None and d.size:
+        pair_key = gid[remote].astype(np.int64) * (n // TILES_PER_SUPERTILE + 1) + d // TILES_PER_SUPERTILE
+        _, inv, counts = np.unique(pair_key, return_inverse=True, return_counts=True)
+        shared = counts[inv] == TILES_PER_SUPERTILE
+        saved = np.bincount(d[shared], weights=w[shared], minlength=n) / 2
+        effective_in = bytes_in - np.floor(saved).astype(np.int64)
+    return _finish(bytes_in, bytes_out, messages, effective_in, regions_in, regions_out, target, global_=False)
 
 
 def _messages(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
@@ -111,14 +127,15 @@ def _messages(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
 
 
 def _finish(
-    bytes_in: np.ndarray, bytes_out: np.ndarray, messages: np.ndarray, effective_in: np.ndarray, target: Target,
-    global_: bool,
+    bytes_in: np.ndarray, bytes_out: np.ndarray, messages: np.ndarray, effective_in: np.ndarray,
+    regions_in: np.ndarray, regions_out: np.ndarray, target: Target, global_: bool,
 ) -> ExchangePlan:  # fmt: skip
     if global_:
         cycles = np.asarray(cost_model.global_exchange_cycles(np.maximum(bytes_in, bytes_out), target), dtype=np.int64)
     else:
         cycles = np.asarray(cost_model.exchange_cycles(effective_in, bytes_out, target), dtype=np.int64)
-    return ExchangePlan(bytes_in, bytes_out, messages.astype(np.int64), _code_bytes(messages), cycles)
+    code = np.asarray(cost_model.exchange_code_bytes(regions_out, regions_in, target), dtype=np.int64)
+    return ExchangePlan(bytes_in, bytes_out, messages.astype(np.int64), code, cycles, regions_in, regions_out)
 
 
 @dataclass
@@ -126,9 +143,11 @@ class _Receives:
     """Per-tile figures of one part of a compute set's receives (on-IPU or inter-IPU), before cycles."""
 
     bytes_in: np.ndarray
-    bytes_out: np.ndarray
+    bytes_out: np.ndarray  # multicast: what other tiles read from a tile, counted once
     pairs: np.ndarray  # distinct src * num_tiles + dst of the tile pairs that move data
     shared: np.ndarray  # float: bytes a tile receives that its supertile partner also receives, halved
+    regions_in: np.ndarray
+    regions_out: np.ndarray
 
 
 def _pairs(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
@@ -151,13 +170,32 @@ def _parts(src: np.ndarray, dst: np.ndarray, tpi: int) -> tuple[np.ndarray, np.n
     return ~cross, cross
 
 
+def _sent(
+    src: np.ndarray, first: np.ndarray, length: np.ndarray, itemsize: np.ndarray, n: int, span: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes, regions) each tile sends when every interval [first, first + length) it holds goes
+    out once however many tiles read it (multicast): the union of its intervals, and that union's
+    runs (touching intervals make one run)."""
+    key = src * span + first
+    order = np.argsort(key, kind="stable")
+    key, ln, s, w = key[order], length[order], src[order], itemsize[order]
+    new = union_length(key, key + ln)
+    covered = np.maximum.accumulate(key + ln)
+    starts = np.ones(key.size, dtype=bool)
+    starts[1:] = key[1:] > covered[:-1]  # a gap before it: a new run
+    sent = np.bincount(s, weights=new * w, minlength=n).astype(np.int64)
+    return sent, np.bincount(s[starts], minlength=n).astype(np.int64)
+
+
 def piece_receives(
     start: np.ndarray, length: np.ndarray, src: np.ndarray, dst: np.ndarray, itemsize: np.ndarray, n: int, tpi: int
 ) -> tuple[_Receives | None, _Receives | None]:
     """Receives from region pieces: piece i is global elements ``[start[i], start[i] + length[i])``,
     held by tile src[i] (inside one mapping interval), read on tile dst[i] != src[i], ``itemsize[i]``
     bytes each. Each element counts once per receiving tile however many pieces cover it (the union
-    per tile), all over pieces, never elements. (on-IPU, inter-IPU) parts, None where empty."""
+    per tile), and once per sending tile however many tiles receive it (multicast); a tile's
+    received regions are the runs of its new parts from one sender. All over pieces, never
+    elements. (on-IPU, inter-IPU) parts, None where empty."""
     if start.size == 0:
         return None, None
     span = int((start + length).max()) + 1
@@ -177,19 +215,24 @@ def piece_receives(
         if not part.any():
             out.append(None)
             continue
-        ps, pd, pb = sr[part], d[part], nbytes[part]
+        ps, pd, pb, pf, pl = sr[part], d[part], nbytes[part], first[part], ln[part]
         shared = np.zeros(n)
         if part is parts[0]:
             # elements both tiles of a supertile receive: the pieces' total minus their union per supertile
             st = pd // TILES_PER_SUPERTILE
-            sh2 = first[part] + st * span
+            sh2 = pf + st * span
             o2 = np.argsort(sh2, kind="stable")
             sh2 = sh2[o2]
-            union = union_length(sh2, sh2 + ln[part][o2])
-            both = np.bincount(st[o2], weights=(ln[part][o2] - union) * w[part][o2], minlength=n)
+            union = union_length(sh2, sh2 + pl[o2])
+            both = np.bincount(st[o2], weights=(pl[o2] - union) * w[part][o2], minlength=n)
             shared = both[np.arange(n) // TILES_PER_SUPERTILE] / 2
-        out.append(_Receives(np.bincount(pd, weights=pb, minlength=n).astype(np.int64),
-                             np.bincount(ps, weights=pb, minlength=n).astype(np.int64), _pairs(ps, pd, n), shared))  # fmt: skip
+        # received regions: new parts sorted by (receiving tile, start); a run continues only from
+        # the same sender, contiguously
+        new_region = np.ones(pd.size, dtype=bool)
+        new_region[1:] = (pd[1:] != pd[:-1]) | (ps[1:] != ps[:-1]) | (pf[1:] != pf[:-1] + pl[:-1])
+        sent, regions_out = _sent(ps, pf, pl, w[part], n, span)
+        out.append(_Receives(np.bincount(pd, weights=pb, minlength=n).astype(np.int64), sent, _pairs(ps, pd, n),
+                             shared, np.bincount(pd[new_region], minlength=n).astype(np.int64), regions_out))  # fmt: skip
     return out[0], out[1]
 
 
@@ -209,12 +252,29 @@ def element_receives(
         else:
             g, s, d = gid[part], src[part], dst[part]
             w = nbytes if np.ndim(nbytes) == 0 else nbytes[part]
+        g = g.astype(np.int64, copy=False)
+        wa = np.broadcast_to(np.asarray(w, dtype=np.int64), g.shape)
+        # sent once per element (multicast): the first of each element's receivers
+        first_of = np.ones(g.size, dtype=bool)
+        first_of[1:] = g[1:] != g[:-1]
+        ug, us = g[first_of], s[first_of]
+        run = np.ones(ug.size, dtype=bool)
+        run[1:] = (ug[1:] != ug[:-1] + 1) | (us[1:] != us[:-1])
+        regions_out = np.bincount(us[run], minlength=n).astype(np.int64)
         if np.ndim(w) == 0:  # one element size: counts times the size (unweighted bincounts are faster)
             b_in = np.bincount(d, minlength=n).astype(np.int64) * int(w)
-            b_out = np.bincount(s, minlength=n).astype(np.int64) * int(w)
+            b_out = np.bincount(us, minlength=n).astype(np.int64) * int(w)
         else:
-            b_in = np.bincount(d, weights=w, minlength=n).astype(np.int64)
-            b_out = np.bincount(s, weights=w, minlength=n).astype(np.int64)
+            b_in = np.bincount(d, weights=wa, minlength=n).astype(np.int64)
+            b_out = np.bincount(us, weights=wa[first_of], minlength=n).astype(np.int64)
+        # received regions: an element starts one unless the same tile also receives the element
+        # before it from the same sender; the (element, tile) keys are sorted, so that is a binary
+        # search of each key minus one element (no sort by tile)
+        key = g * n + d
+        prev = key - n
+        pos = np.minimum(np.searchsorted(key, prev), key.size - 1)
+        continues = (key[pos] == prev) & (s[pos] == s)
+        regions_in = np.bincount(d[~continues], minlength=n).astype(np.int64)
         shared = np.zeros(n)
         if part is local:
             # the two receivers of a supertile sit next to each other (sorted by element, then tile)
@@ -226,8 +286,8 @@ def element_receives(
             if np.ndim(w) == 0:
                 shared = np.bincount(d[both], minlength=n) * int(w) / 2
             else:
-                shared = np.bincount(d[both], weights=w[both], minlength=n) / 2
-        out.append(_Receives(b_in, b_out, _pairs(s, d, n), shared))
+                shared = np.bincount(d[both], weights=wa[both], minlength=n) / 2
+        out.append(_Receives(b_in, b_out, _pairs(s, d, n), shared, regions_in, regions_out))
     return out[0], out[1]
 
 
@@ -249,6 +309,7 @@ def plan_receives(
         pairs = _distinct(np.concatenate([r.pairs for r in found]), n * n)
         messages = np.bincount(pairs // n, minlength=n) + np.bincount(pairs % n, minlength=n)
         effective = b_in - np.floor(sum(r.shared for r in found)).astype(np.int64)
-        plans.append(_finish(b_in, b_out, messages, effective, target, global_=k == 1))  # type: ignore[arg-type]
+        r_in, r_out = sum(r.regions_in for r in found), sum(r.regions_out for r in found)
+        plans.append(_finish(b_in, b_out, messages, effective, r_in, r_out, target, global_=k == 1))  # type: ignore[arg-type]
     local = plans[0] or plan_transfers(np.zeros(0, np.int64), np.zeros(0, np.int64), 0, target)
     return local, plans[1]

@@ -15,6 +15,7 @@ import numpy as np
 
 from profiler.compile import CompiledGraph
 from profiler.liveness import Liveness
+from profiler.targets import SUPERVISOR_STACK_BYTES
 from report_format.schema import MEMORY_CATEGORIES, MEMORY_REGIONS
 
 # [INF] 64-bit loads/stores (ref §1 "Load/store datapath") need 8-byte alignment; every allocation
@@ -199,8 +200,9 @@ def _always_live_items(c: CompiledGraph, rows: VariableRows, instrument: bool, i
     for p in plans:
         np.add.at(state, p.v_tile, p.v_state)
     parts.append(Items.of("vertexInstanceState", all_tiles, state))
-    # [NF] ref §5 "Default stack sizes": a stack per worker context plus the supervisor's.
-    stack = np.full(n, (t.num_worker_contexts + 1) * t.stack_bytes_per_worker, dtype=np.int64)
+    # A stack per worker context plus the supervisor's, at the sizes PopLibs' own tools set
+    # (targets.STACK_BYTES_PER_WORKER 0x200, targets.SUPERVISOR_STACK_BYTES 0x80): 6 x 512 + 128 = 3,200 B.
+    stack = np.full(n, t.num_worker_contexts * t.stack_bytes_per_worker + SUPERVISOR_STACK_BYTES, dtype=np.int64)
     parts.append(Items.of("stack", all_tiles, stack))
     if instrument:
         parts.append(Items.of("instrumentationResults", all_tiles, _counters(c, instrumentation_level)))

@@ -35,7 +35,6 @@ INTERNAL_SYNC_CYCLES = 126
 # within that profile test's +-10 %; the former 7 x 1 KiB = 7 KiB (10 MiB per IPU) does not.
 STACK_BYTES_PER_WORKER = 0x200
 # Not a Target field (the report's target table has no column for it): memory.py reserves
-# (workers + 1) x STACK_BYTES_PER_WORKER today; per the sources above it should be
 # workers x STACK_BYTES_PER_WORKER + SUPERVISOR_STACK_BYTES (3,200 B per tile).
 SUPERVISOR_STACK_BYTES = 0x80
 # [INF] Poplar IPUModel field `instructionBytes` (ref §1, IPUModel field list); the IPU ISA uses 32-bit

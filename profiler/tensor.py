@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from profiler.layout import Affine, Blocks, Runs, Window, WindowBlocks, WindowSplit
+from profiler.layout import Affine, Blocks, Runs, Window, WindowBlocks
 
 if TYPE_CHECKING:
     from profiler.graph import Graph
@@ -51,7 +51,7 @@ class Tensor:
     @property
     def structured(self) -> bool:
         """A convolution window (or blocks of one): held by its geometry, see profiler.layout.Window."""
-        return isinstance(self._lay, Window | WindowBlocks | WindowSplit)
+        return isinstance(self._lay, Window | WindowBlocks)
 
     def _explicit(self) -> Tensor:
         """The same view with an index per element (windows materialise on first use)."""
@@ -61,11 +61,6 @@ class Tensor:
         if isinstance(lay, WindowBlocks):
             w = lay.window.materialised()
             return w.blocks([lay.g, lay.r0, lay.c0], (1, lay.rows, lay.cols), drop=(0,))  # type: ignore[attr-defined]
-        if isinstance(lay, WindowSplit):
-            w = lay.window.materialised()
-            g, m, _ = lay.window.shape
-            cols = w[:, :, lay.first : lay.first + lay.blocks * lay.width]  # type: ignore[index]
-            return cols.reshape(g, m, lay.blocks, lay.width).transpose(0, 2, 1, 3).reshape(g * lay.blocks, m, lay.width)
         return self
 
     @property
@@ -109,7 +104,7 @@ class Tensor:
     # -- elements ------------------------------------------------------------------------
     def variable_ids(self) -> list[int]:
         if self.structured:
-            w = self._lay.window if isinstance(self._lay, WindowBlocks | WindowSplit) else self._lay
+            w = self._lay.window if isinstance(self._lay, WindowBlocks) else self._lay
             return sorted({w.x_var} | ({w.pad_var} if w.pad_var >= 0 else set()))  # type: ignore[union-attr]
         if isinstance(self._var, int):
             return [self._var]
@@ -359,15 +354,13 @@ class Access:
     written through it; any other view is gathered and scattered by element index.
     """
 
-    __slots__ = ("shape", "dtype", "groups", "strided", "window", "split", "source")
+    __slots__ = ("shape", "dtype", "groups", "strided", "window", "source")
 
     def __init__(self, t: Tensor) -> None:
         self.shape = t.shape
         self.dtype = t.dtype
-        self.split = t._lay if isinstance(t._lay, WindowSplit) else None
         self.source: Tensor | None = None
-        # read by sliding windows (im2col), then cut into column blocks when split
-        self.window = self.split.window if self.split is not None else t._lay if isinstance(t._lay, Window) else None
+        self.window = t._lay if isinstance(t._lay, Window) else None  # read by sliding windows (im2col)
         if self.window is not None:
             self.strided, self.groups = None, []
             return
@@ -404,12 +397,7 @@ class Access:
     def gather(self, state: list[np.ndarray]) -> np.ndarray:
         """The tensor's values: a read-only view of the state when strided, else a new array."""
         if self.window is not None:
-            cols = im2col(self.window, state)
-            if self.split is None:
-                return cols
-            sp, (g, m, _) = self.split, cols.shape
-            cols = cols[:, :, sp.first : sp.first + sp.blocks * sp.width].reshape(g, m, sp.blocks, sp.width)
-            return np.ascontiguousarray(cols.transpose(0, 2, 1, 3)).reshape(self.shape)
+            return im2col(self.window, state)
         if self.strided is not None:
             return self._view(state, writeable=False)
         # np.take(mode="clip") skips the per-element bounds check (the indices come from tensor views,

@@ -11,7 +11,7 @@ Usage (Poplar style: every op appends its programs to a Sequence and returns its
     y = ops.relu(g, ops.matmul(g, x, w, prog), prog, debug_name="layer1")
 """
 
-from profiler.ops.conv import conv2d, conv2d_grad
+from profiler.ops.conv import conv2d, conv2d_grad, create_conv_weights, map_conv_weights
 from profiler.ops.core import OpError, add_like, add_mapped, constant_per_tile, linear_tiles, op, set_attributes
 from profiler.ops.elementwise import (
     add,
@@ -30,7 +30,7 @@ from profiler.ops.elementwise import (
     unary,
     unary_in_place,
 )
-from profiler.ops.matmul import MatMulPlan, matmul, plan_matmul
+from profiler.ops.matmul import MatMulPlan, create_matmul_lhs, create_matmul_rhs, map_for_matmul, matmul, plan_matmul
 from profiler.ops.nn import (
     batch_norm,
     batch_norm_grad,
@@ -72,12 +72,12 @@ from profiler.ops.slicing import (
 __all__ = [
     "AdamState", "MatMulPlan", "OpError", "adam", "add", "add_like", "add_mapped", "add_scalar", "avg_pool2d",
     "avg_pool2d_grad", "batch_norm", "batch_norm_grad", "binary", "binary_in_place", "broadcast", "cast", "constant_per_tile",
-    "conv2d", "conv2d_grad",
+    "conv2d", "conv2d_grad", "create_conv_weights", "map_conv_weights", "map_for_matmul",
     "copy", "cross_entropy", "cross_entropy_grad", "div", "dynamic_slice", "dynamic_slice_grad", "dynamic_update", "embedding_table",
     "fill", "gather", "gather_grad", "gelu", "group_norm", "group_norm_grad", "init_state", "layer_norm",
     "layer_norm_grad", "linear_tiles", "log_softmax", "matmul", "max_pool2d", "max_pool2d_grad", "mse_loss",
     "mse_loss_grad", "mul", "nll_loss", "nll_loss_grad", "nonlinearity_grad", "one_hot", "op", "parameter",
-    "plan_matmul", "reduce", "reduce_max", "reduce_mean", "reduce_sum", "reduce_sum_grad", "relu", "replicated_index", "scale", "scaled_add",
+    "plan_matmul", "create_matmul_lhs", "create_matmul_rhs", "reduce", "reduce_max", "reduce_mean", "reduce_sum", "reduce_sum_grad", "relu", "replicated_index", "scale", "scaled_add",
     "set_attributes", "sgd", "sigmoid", "sliceable", "softmax", "softmax_grad", "state_like", "sub", "tanh", "unary",
     "unary_in_place",
 ]  # fmt: skip

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from profiler import layout
+from profiler.dtypes import as_dtype
 from profiler.graph import Graph
 from profiler.ops import elementwise as ew
-from profiler.ops.core import OpError, add_like, constant_per_tile, op, padded_rows, set_attributes
-from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION, matmul
+from profiler.ops.core import OpError, add_like, constant_per_tile, linear_tiles, op, padded_rows, set_attributes
+from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION, matmul, operand_tiles, plan_matmul
 from profiler.ops.reduce import reduce_groups
 from profiler.programs import Sequence as Prog
 from profiler.tensor import Tensor
@@ -134,6 +135,44 @@ def _window_view(
     lay = layout.Window(aff, x.single_variable(), groups, kernel, stride, padding, dilation, (ho, wo),  # type: ignore[arg-type]
                  -1 if pad is None else pad.single_variable(), None if pad is None else pad.affine, explicit)  # fmt: skip
     return Tensor(graph, x.single_variable(), lay, x.dtype)  # type: ignore[arg-type]
+
+
+def create_conv_weights(
+    graph: Graph, dtype: object, x_shape: tuple[int, ...], w_shape: tuple[int, ...], name: str = "weights",
+    stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1,
+    groups: int = 1, partials_dtype: object = "float32",
+    available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
+) -> Tensor:  # fmt: skip
+    """New weights w[Cout, C/groups, kh, kw] laid out for ``conv2d(x[x_shape], w)``'s matmul plan
+    (poplin::createWeights, the createMatMulInputRHS of the conv's matmul): the conv then uses them
+    without rearranging them first (docs/fidelity.md "Exchange model" item 4)."""
+    w = graph.add_variable(dtype, w_shape, name)
+    if not map_conv_weights(graph, w, x_shape, stride, padding, dilation, groups, partials_dtype,
+                            available_memory_proportion):  # fmt: skip
+        graph.set_tile_mapping(w, linear_tiles(w.numel(), graph.target.num_tiles))
+    return w
+
+
+def map_conv_weights(
+    graph: Graph, w: Tensor, x_shape: tuple[int, ...], stride: int | tuple[int, int] = 1,
+    padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, groups: int = 1,
+    partials_dtype: object = "float32", available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
+) -> bool:  # fmt: skip
+    """Map the (unmapped) weights ``w`` as ``conv2d(x[x_shape], w)``'s matmul plan wants its rhs;
+    False (nothing mapped) for a serial plan or an empty output."""
+    b, c, h, wd = x_shape
+    cout, cg, kh, kw = w.shape
+    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
+    ho = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    wo = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    if min(ho, wo) < 1 or cout % groups:
+        return False
+    shape = (groups, b * ho * wo, cg * kh * kw, cout // groups)
+    plan = plan_matmul(graph.target, *shape, as_dtype(w.dtype), partials_dtype, available_memory_proportion)
+    if plan.in_chan_serial * plan.out_chan_serial > 1:
+        return False
+    graph.set_tile_mapping(_weights(w, groups), operand_tiles(plan, shape, "rhs"))  # the matmul's rhs view
+    return True
 
 
 @op("Conv")

@@ -15,18 +15,20 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-from profiler import cost_model, host_memory, layout
+from profiler import cost_model, host_memory
 from profiler.dtypes import as_dtype
 from profiler.graph import Graph
+from profiler.layout import Affine, Window, WindowBlocks
 from profiler.ops.core import OpError, cdiv, check_same_graph, execute, linear_tiles, op, set_attributes
 from profiler.ops.elementwise import _binary_codelet, _cast, apply_map, copy, fill, map_codelet
+from profiler.ops.matmul_reduce import reduce_partials, stage_depths
 from profiler.ops.poplibs_codelets import MATMUL_CODELETS, block_cycles, dynamic_slice_cycles
-from profiler.ops.reduce import COLUMN_PIECE, SINGLE_STAGE_MAX_PARTIALS, reduce_columns
 from profiler.ops.slicing import dynamic_slice, dynamic_update, replicated_index, sliceable
 from profiler.programs import Repeat, Sequence
 from profiler.programs import Sequence as Prog
@@ -137,8 +139,8 @@ def plan_matmul(
     tiles = target.num_tiles
     budget = int(target.bytes_per_tile * available_memory_proportion)
     eb, pb = dt.itemsize, pdt.itemsize
-    xbpc = target.exchange_bytes_per_cycle
-    sync = 2 * cost_model.sync_cycles("internal", target)
+    sync = cost_model.sync_cycles("internal", target)
+    supervisor = cost_model.COMPUTE_SET_SUPERVISOR_CYCLES
     best: tuple | None = None
     least: tuple | None = None
     for serial_pass in (False, True):
@@ -163,16 +165,11 @@ def plan_matmul(
                     kb = min(k_step, cdiv(cdiv(k_step, kg), ks) * kg)
                     nb = min(n_step, cdiv(cdiv(n_step, ng), ns) * ng)
                     mb = -(-m // ms)
-                    compute = gb * block_cycles(method, mb, kb, nb, dt, pdt, target)
+                    compute = gb * block_cycles(method, mb, kb, nb, dt, pdt, target) + supervisor
                     operand_bytes = gb * (mb * kb + kb * nb) * eb
-                    exchange = operand_bytes / xbpc
+                    exchange = operand_exchange_cycles(gb * mb * kb * eb, gb * kb * nb * eb, int(ns), ms, target)
                     partial_bytes = gb * mb * nb * pb
-                    if ks > 1:  # partial sums: exchanged, then reduced on the output's tile (spread linearly)
-                        red = partial_bytes / xbpc + reduce_estimate(
-                            gb * mb * nb, -(-groups * m * n_step // tiles), int(ks), pdt, target
-                        )
-                    else:
-                        red = 0
+                    red = reduce_cost(gb * mb * nb, int(ks), pdt, target) if ks > 1 else 0
                     step = compute + exchange + red + sync
                     total = step * ks_ser * ns_ser
                     if ks_ser * ns_ser > 1:
@@ -213,27 +210,39 @@ def _serial_overhead(
     return rearrange + ks_ser * per_outer + ks_ser * ns_ser * per_step
 
 
-def reduce_estimate(block_outputs: Any, outputs_per_tile: int, depth: int, dtype: np.dtype, target: Target) -> Any:
-    """Cycles of ``reduce_columns`` for ``depth`` partials per output: per stage, pieces of
-    COLUMN_PIECE outputs dealt over the workers on the busiest tile, plus a sync. With depth >= 16 a
-    first stage of ~sqrt(depth) partials (ref §3.5) spreads each block's ``block_outputs`` over the
-    tiles holding its partials; the last stage has ``outputs_per_tile`` (the result spread linearly)
-    and receives the first stage's partials."""
-    w = target.num_worker_contexts
+def operand_exchange_cycles(a_block: int, b_block: Any, out_split: int, row_split: Any, target: Target) -> Any:
+    """Cycles of a step's operand exchange with operands laid out for the plan (``create_matmul_lhs``
+    / ``_rhs`` or rearranged first; docs/fidelity.md "Exchange model" item 6, ref §3.8): a tile owns
+    1/out_split of its lhs block and 1/row_split of its rhs block and receives the rest (an
+    all-gather, each piece sent once); the lhs block is shared by out-chan neighbours, so with an
+    even out_split both tiles of a supertile receive it at twice the rate. Vectorised over row_split."""
+    row_split = np.asarray(row_split)
+    a_in = a_block * (1 - 1 / out_split) / (2 if out_split % 2 == 0 else 1)
+    b_in = b_block * (1 - 1 / row_split)
+    total = np.ceil(a_in + b_in).astype(np.int64)
+    return np.asarray(cost_model.exchange_cycles(total, np.zeros_like(total), target))
+
+
+def reduce_cost(block_outputs: Any, depth: int, partials: np.dtype, target: Target) -> Any:
+    """Cycles of ``matmul_reduce.reduce_partials`` for ``depth`` partials per output (vectorised over
+    ``block_outputs``): per stage a sync, the exchange of the (d - 1) remote partials of each
+    reducer's chunk, and the ReduceAdd vertex (cost_model.conv_reduce_cycles) with the compute set's
+    supervisor overhead."""
     sync = cost_model.sync_cycles("internal", target)
-
-    def stage(outputs: Any, d: int) -> Any:  # vectorised over outputs
-        outputs = np.maximum(1, np.asarray(outputs, dtype=np.int64))
-        pieces = -(-outputs // COLUMN_PIECE)
-        piece = np.minimum(outputs, COLUMN_PIECE)
-        return w * -(-pieces // w) * cost_model.reduce_cycles("add", d * piece, piece, dtype, target) + sync
-
-    if depth < SINGLE_STAGE_MAX_PARTIALS:
-        return stage(outputs_per_tile, depth)
-    c = math.ceil(math.sqrt(depth))
-    chunks = -(-depth // c)
-    exchange = outputs_per_tile * chunks * dtype.itemsize / target.exchange_bytes_per_cycle
-    return stage(-(-block_outputs // c), c) + exchange + stage(outputs_per_tile, chunks)
+    bo = np.maximum(1, np.asarray(block_outputs, dtype=np.int64))
+    total: Any = 0
+    p = depth
+    depths = stage_depths(depth)
+    for i, d in enumerate(depths):
+        nq = 1 if i == len(depths) - 1 else -(-p // d)
+        reducers = max(1, depth // nq)
+        chunk = -(-bo // reducers)
+        recv = chunk * (d - 1) * partials.itemsize
+        exchange = cost_model.exchange_cycles(recv, np.zeros_like(recv), target)
+        work = cost_model.conv_reduce_cycles(chunk, d, partials, target) + cost_model.COMPUTE_SET_SUPERVISOR_CYCLES
+        total = total + sync + exchange + work
+        p = nq
+    return total
 
 
 def _blocks(size: int, split: int, grain_block: int) -> tuple[np.ndarray, np.ndarray]:
@@ -245,6 +254,36 @@ def _blocks(size: int, split: int, grain_block: int) -> tuple[np.ndarray, np.nda
     return starts[keep], lengths[keep]
 
 
+def _tile_of_block(plan: MatMulPlan, gi: Any, mi: Any, ki: Any, ni: Any) -> Any:
+    """The tile of block (group, row block, in-chan block, out-chan block). Out-chan blocks are
+    innermost, so tiles sharing an lhs block sit in the same supertile (ref §4.6: "Output channels
+    are the innermost linearised dimension, so tiles that share inputs sit in the same supertile")."""
+    gb = plan.block[0]
+    return (((gi // gb) * plan.row_split + mi) * plan.in_chan_split + ki) * plan.out_chan_split + ni
+
+
+def operand_tiles(plan: MatMulPlan, shape: tuple[int, int, int, int], side: str) -> np.ndarray:
+    """The tile of each element of the lhs ``[G, M, K]`` (side "lhs") or rhs ``[G, K, N]`` (side
+    "rhs"), flattened, as PopLibs' createMatMulInputLHS / RHS lay them out for ``plan`` (ref §3.8,
+    §4): each tile's block is shared by the tiles that read it (lhs: the out-chan split; rhs: the row
+    split) and cut, in block order, into one contiguous share per sharing tile, so a tile owns
+    1/sharers of its block and the step's exchange is one all-gather per block."""
+    G, M, K, N = shape
+    _, mb, kb, nb = plan.block
+    nm, nn = -(-M // mb), -(-N // nb)
+    if side == "lhs":
+        g, r, c = np.ix_(np.arange(G), np.arange(M), np.arange(K))
+        rb, cb, rs_, cs_, sharers = mb, kb, M, K, nn
+    else:
+        g, r, c = np.ix_(np.arange(G), np.arange(K), np.arange(N))
+        rb, cb, rs_, cs_, sharers = kb, nb, K, N, nm
+    ri, ci = r // rb, c // cb
+    rl, cl = np.minimum(rb, rs_ - ri * rb), np.minimum(cb, cs_ - ci * cb)
+    share = ((r - ri * rb) * cl + (c - ci * cb)) * sharers // (rl * cl)
+    tiles = _tile_of_block(plan, g, ri, ci, share) if side == "lhs" else _tile_of_block(plan, g, share, ri, ci)
+    return np.broadcast_to(tiles, (G, r.shape[1], c.shape[2])).reshape(-1).astype(np.int64)
+
+
 def _run_step(
     graph: Graph,
     a: Tensor,
@@ -254,7 +293,7 @@ def _run_step(
     prog: Prog,
     name: str,
 ) -> None:
-    """One serial step: a[G,M,Kc] x b[G,Kc,Nc] -> out[G,M,Nc] (mapped here when K is not split)."""
+    """One serial step: a[G,M,Kc] x b[G,Kc,Nc] -> out[G,M,Nc] (an unmapped variable, mapped here)."""
     G, M, K = a.shape
     N = b.shape[2]
     gb, mb, kb, nb = plan.block
@@ -264,11 +303,10 @@ def _run_step(
     m0, ml = _blocks(M, plan.row_split, mb)
     k0, kl = _blocks(K, ks, kb)
     n0, nl = _blocks(N, plan.out_chan_split, nb)
-    # block grid (group, row block, out block, in block); the in-chan block is innermost so the
-    # partials of one output block sit on consecutive tiles
-    gi, mi, ni, ki = (x.ravel() for x in np.meshgrid(
-        np.arange(G), np.arange(m0.size), np.arange(n0.size), np.arange(k0.size), indexing="ij"))  # fmt: skip
-    tile = (((gi // gb) * plan.row_split + mi) * plan.out_chan_split + ni) * ks + ki
+    # block grid (group, row block, in block, out block)
+    gi, mi, ki, ni = (x.ravel() for x in np.meshgrid(
+        np.arange(G), np.arange(m0.size), np.arange(k0.size), np.arange(n0.size), indexing="ij"))  # fmt: skip
+    tile = _tile_of_block(plan, gi, mi, ki, ni)
     split_k = k0.size > 1
     if split_k:
         partials = graph.add_variable(pdt, [k0.size, G, M, N], f"{name} partials")
@@ -303,10 +341,33 @@ def _run_step(
             :, None, None
         ]
         graph.add_vertices(cs, codelet, fields, tile[sel])
-    _add_kernel(graph, cs, codelet, a, b, dest, k0, kl)
+    if split_k:  # the partials are op-internal: the reduction's last kernel computes the product at once
+        graph.defer_kernel(cs)
+    else:  # the step's kernel: the whole product in one coarse vertex per group (a window stays a view)
+        graph.add_kernel(cs, codelet, {"a": a, "b": b, "out": dest})
     graph.set_tile_mapping(dest, dest_tiles)
     if split_k:
-        reduce_columns(graph, dest.reshape(k0.size, G * M * N), out, "add", prog, name=f"{name}/reduce")
+        # output element (g, m, n): its block (group block, row block, out block) and position in it
+        g, m, n = np.ix_(np.arange(G), np.arange(M), np.arange(N))
+        gk, mk, nk = g // gb, m // mb, n // nb
+        glen, mlen, nlen = np.minimum(gb, G - gk * gb), np.minimum(mb, M - mk * mb), np.minimum(nb, N - nk * nb)
+        block = ((gk * m0.size + mk) * n0.size + nk).astype(np.int64)
+        pos = (((g - gk * gb) * mlen + (m - mk * mb)) * nlen + (n - nk * nb)).astype(np.int64)
+        size = (glen * mlen * nlen).astype(np.int64)
+        full = (G, M, N)
+        block, pos, size = (np.broadcast_to(x, full).reshape(-1) for x in (block, pos, size))
+        sizes = np.zeros(int(block.max()) + 1, dtype=np.int64)
+        sizes[block] = size
+        row = np.zeros_like(sizes)
+        row[block] = np.broadcast_to(nlen, full).reshape(-1)  # a block row: its out-chan extent
+        bg, bm, bn = np.unravel_index(np.arange(sizes.size), (-(-G // gb), m0.size, n0.size))
+        block_tile = _tile_of_block(plan, bg * gb, bm, 0, bn).astype(np.int64)
+
+        def final(last: Any) -> None:  # out = a @ b in one coarse vertex per group (a window stays a view)
+            graph.add_kernel(last, codelet, {"a": a, "b": b, "out": out})
+
+        reduce_partials(graph, dest.reshape(k0.size, G * M * N), out, block, pos, sizes, block_tile,
+                        plan.out_chan_split, prog, f"{name}/reduce", final, row)  # fmt: skip
     elif dest is not out:
         graph.set_tile_mapping(out, dest_tiles)
         apply_map(graph, map_codelet("popops::Cast", _cast, 1, (("cast", "cast"),)), [dest], prog, f"{name} cast",
@@ -318,35 +379,86 @@ def _explicit(t: Tensor) -> int:
     return int(isinstance(t._lay, np.ndarray))
 
 
-def _add_kernel(
-    graph: Graph, cs: Any, codelet: Any, a: Tensor, b: Tensor, dest: Tensor, k0: np.ndarray, kl: np.ndarray
-) -> None:
-    """The step's kernel: one coarse vertex per group and in-chan block, ``a[g, :, kblock] @ b[g,
-    kblock, :]`` into that block's partials (or the result when K is not split) - the same sums as
-    the per-tile blocks, without gathering operands once per tile."""
-    G, M, K = a.shape
-    N = b.shape[2]
-    split_k = k0.size > 1
-    for length in np.unique(kl):
-        blocks = np.flatnonzero(kl == length)
-        kb, nb = int(length), blocks.size
-        first = int(k0[blocks[0]])
-        if nb == 1 and kb == K:  # the whole operands (kept as views: a convolution window stays one)
-            av, bv = a, b
-        elif np.array_equal(k0[blocks], first + np.arange(nb) * kb):  # consecutive blocks: views, no index each
-            if isinstance(a._lay, layout.Window):
-                av = Tensor(a.graph, a.single_variable(), layout.WindowSplit(a._lay, first, nb, kb), a.dtype)  # type: ignore[arg-type]
-            else:
-                av = a[:, :, first : first + nb * kb].reshape(G, M, nb, kb).transpose(0, 2, 1, 3).reshape(G * nb, M, kb)
-            bv = b[:, first : first + nb * kb, :].reshape(G * nb, kb, N)
-        else:
-            cols = (k0[blocks][:, None] + np.arange(kb)).reshape(-1)  # [blocks * kb]
-            av = a[:, :, cols].reshape(G, M, nb, kb).transpose(0, 2, 1, 3).reshape(G * nb, M, kb)
-            bv = b[:, cols, :].reshape(G, nb, kb, N).reshape(G * nb, kb, N)
-        consecutive = blocks.size and np.array_equal(blocks, blocks[0] + np.arange(blocks.size))
-        chosen = dest[int(blocks[0]) : int(blocks[-1]) + 1] if consecutive else dest[blocks]
-        ov = chosen.transpose(1, 0, 2, 3) if split_k else dest.expand(1)  # [G, nb, M, N]
-        graph.add_kernel(cs, codelet, {"a": av, "b": bv, "out": ov.reshape(G * nb, M, N)})
+def _rearrangeable(t: Tensor) -> bool:
+    """Whether an operand can be copied into the plan's layout first: a view without repeated
+    elements (a convolution's window or a broadcast would be materialised several times over)."""
+    lay = t._lay
+    if isinstance(lay, Affine):
+        return all(st != 0 for n, st in zip(lay.shape, lay.strides, strict=True) if n > 1)
+    if isinstance(lay, Window | WindowBlocks):
+        return False
+    var, idx = t.elements()  # an explicit or blocked view: each element once?
+    key = var.astype(np.int64) << 40 | idx.astype(np.int64)
+    return bool(np.unique(key).size == key.size)
+
+
+def _laid_out(graph: Graph, t: Tensor, want: np.ndarray, prog: Prog, side: str) -> Tensor:
+    """``t`` if it is mapped as the plan wants, else a copy of it in the plan's layout (PopLibs
+    rearranges a badly mapped operand before the matmul, ref §4.4 "transform copy + exchange"; docs/
+    fidelity.md "Exchange model" item 4): a step and a temporary, but the matmul's own exchange is
+    then one regular all-gather per block instead of pieces from wherever the operand lies."""
+    if not _rearrangeable(t) or np.array_equal(graph.tile_of(t).reshape(-1), want):
+        return t
+    tmp = graph.add_variable(t.dtype, t.shape, f"matmul {side} (rearranged)")
+    graph.set_tile_mapping(tmp, want)
+    return copy(graph, t, prog, dst=tmp)
+
+
+def _operand_plan(
+    graph: Graph, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: object, partials_dtype: object,
+    available_memory_proportion: float,
+) -> tuple[MatMulPlan, tuple[int, int, int, int]]:  # fmt: skip
+    grouped = len(a_shape) == 3
+    G = a_shape[0] if grouped else 1
+    M, K = a_shape[-2], a_shape[-1]
+    N = b_shape[-1]
+    plan = plan_matmul(graph.target, G, M, K, N, as_dtype(dtype), partials_dtype, available_memory_proportion)
+    return plan, (G, M, K, N)
+
+
+def map_for_matmul(
+    graph: Graph, t: Tensor, side: str, a_shape: Iterable[int], b_shape: Iterable[int],
+    partials_dtype: object = "float32", available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
+) -> bool:  # fmt: skip
+    """Map ``t`` (unmapped; the lhs or rhs of ``matmul(a[a_shape], b[b_shape])``) as that matmul's plan
+    wants it (createMatMulInputLHS / RHS); False (nothing mapped) for a serial plan, whose loops
+    rearrange their operands anyway."""
+    a_shape, b_shape = tuple(a_shape), tuple(b_shape)
+    plan, shape = _operand_plan(graph, a_shape, b_shape, t.dtype, partials_dtype, available_memory_proportion)
+    if plan.in_chan_serial * plan.out_chan_serial > 1:
+        return False
+    graph.set_tile_mapping(t, operand_tiles(plan, shape, side))
+    return True
+
+
+def _create_operand(
+    graph: Graph, side: str, dtype: object, a_shape: Iterable[int], b_shape: Iterable[int], name: str,
+    partials_dtype: object, available_memory_proportion: float,
+) -> Tensor:  # fmt: skip
+    a_shape, b_shape = tuple(a_shape), tuple(b_shape)
+    t = graph.add_variable(dtype, a_shape if side == "lhs" else b_shape, name)
+    if not map_for_matmul(graph, t, side, a_shape, b_shape, partials_dtype, available_memory_proportion):
+        graph.set_tile_mapping(t, linear_tiles(t.numel(), graph.target.num_tiles))
+    return t
+
+
+def create_matmul_lhs(
+    graph: Graph, dtype: object, a_shape: Iterable[int], b_shape: Iterable[int], name: str = "lhs",
+    partials_dtype: object = "float32", available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
+) -> Tensor:  # fmt: skip
+    """A new variable for the lhs of ``matmul(a[a_shape], b[b_shape])``, laid out for that matmul's
+    plan (poplin::createMatMulInputLHS): its exchange is then an all-gather, with no rearrangement."""
+    return _create_operand(graph, "lhs", dtype, a_shape, b_shape, name, partials_dtype, available_memory_proportion)
+
+
+def create_matmul_rhs(
+    graph: Graph, dtype: object, a_shape: Iterable[int], b_shape: Iterable[int], name: str = "rhs",
+    partials_dtype: object = "float32", available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
+) -> Tensor:  # fmt: skip
+    """A new variable for the rhs (the weights) of ``matmul(a[a_shape], b[b_shape])``, laid out for
+    that matmul's plan (poplin::createMatMulInputRHS): each tile holds its share of the weight block it
+    uses, so weights created this way need no exchange when the rows are not split."""
+    return _create_operand(graph, "rhs", dtype, a_shape, b_shape, name, partials_dtype, available_memory_proportion)
 
 
 @op("MatMul")
@@ -375,9 +487,10 @@ def matmul(
     if plan.in_chan_serial * plan.out_chan_serial > 1:
         out = _serial_loop(graph, a3, b3, plan, odt, prog)
     else:
+        shape = (G, M, K, N)
+        a3 = _laid_out(graph, a3, operand_tiles(plan, shape, "lhs"), prog, "lhs")
+        b3 = _laid_out(graph, b3, operand_tiles(plan, shape, "rhs"), prog, "rhs")
         out = graph.add_variable(odt, [G, M, N], "matmul out")
-        if plan.in_chan_split > 1:  # reduced results land spread linearly over the tiles
-            graph.map_linearly(out)
         _run_step(graph, a3, b3, out, plan, prog, "matmul")
     return out if grouped else out.reshape(M, N)
 
@@ -427,9 +540,7 @@ def _serial_loop(graph: Graph, a3: Tensor, b3: Tensor, plan: MatMulPlan, odt: np
     fill(graph, cn, 0, outer)
     inner = Sequence(name="matmul out-chan serial loop")
     b_step = b_chunk[0] if sn_n == 1 else dynamic_slice(graph, b_chunk, cn, inner)
-    step_out = graph.add_variable(odt, [G, M, n_step], "matmul step out")
-    if plan.in_chan_split > 1:
-        graph.map_linearly(step_out)
+    step_out = graph.add_variable(odt, [G, M, n_step], "matmul step out")  # mapped by the step
     _run_step(graph, a_chunk, b_step, step_out, plan, inner, "matmul step")
     if sk_n > 1:  # accumulate this in-chan chunk's contribution
         current = dynamic_slice(graph, store, cn, inner)

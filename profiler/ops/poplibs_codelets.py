@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from profiler import cost_model
-from profiler.codelets import MATMUL_CODE_BYTES, Codelet
+from profiler.codelets import MATMUL_CODE_BYTES, Codelet, vertex_state_bytes
 from profiler.targets import Target
 
 
@@ -272,6 +272,21 @@ class MatMulPartial(Codelet):
             cost_model.matmul_flops(m, k, n)
         )
 
+    def state_bytes(self, shapes=None, dtypes=None, params=None, target=None):  # type: ignore[override]
+        if self.method != "AMP" or shapes is None or dtypes is None or target is None:
+            return super().state_bytes(shapes, dtypes, params, target)
+        # PopLibs ConvPartial1x1Out's fields (lib/poplin/codelets/ConvPartial1x1Out.cpp): in, weights
+        # and out are COMPACT_PTR vectors of COMPACT_PTR vectors - one inner pointer per (conv group x)
+        # in group, in group x out group and out group -, worklists a COMPACT_PTR vector of 3 unsigned
+        # shorts per worker context (out offset, field elements, in offset), and 7 unsigned-short
+        # scalars (numConvGroupsM1, numOutGroupsM1, numInGroups, transformedInStride,
+        # outChansPerGroup, transformedOutStride, inChansPerGroup).
+        (_, k), (_, n) = shapes["a"], shapes["b"]
+        cfg = cost_model.amp_config(dtypes["a"], dtypes["out"], target)
+        ig, og = -(-k // cfg.in_chans_per_group), -(-n // cfg.out_chans_per_group)
+        inner = ig + ig * og + og
+        return vertex_state_bytes(scaled=4 + inner, shorts=3 * target.num_worker_contexts + 7)
+
 
 def block_cycles(method: str, m: Any, k: int, n: int, dtype: Any, partials: Any, target: Target) -> Any:
     """Cycles of one matmul-partials vertex (vectorised over ``m``)."""
@@ -427,3 +442,42 @@ REDUCE_COLUMN_CODELETS = {
     "max": ReduceColumns("max", np.max),
     "min": ReduceColumns("min", np.min),
 }
+
+
+class ConvReduce(Codelet):
+    """poplin::ReduceAdd: a supervisor vertex summing ``in[depth, L]`` down its partials into
+    ``out[L]`` (the conv/matmul partial-sum reduction, ref §3.5 ``getReduceCycleEstimate``);
+    float accumulation, output cast to the output's type."""
+
+    builtin = True
+    kind = "SupervisorVertex"
+    name = "poplin::ReduceAdd"
+    inputs = ("in",)
+    outputs = ("out",)
+    reads_outputs = False  # only out's shape and dtype
+
+    def type_name(self, dtypes):  # type: ignore[override]
+        return f"{self.name}<{dtypes['out'].name},{dtypes['in'].name}>"
+
+    def check_fields(self, where, shapes, params):  # type: ignore[override]
+        super().check_fields(where, shapes, params)
+        if len(shapes["in"]) != 2 or shapes["out"] != shapes["in"][1:]:
+            raise ValueError(f"compute set {where!r}: {self.name} needs in[depth, L], out[L]; got {dict(shapes)}")
+
+    def run_batch(self, values, params):  # type: ignore[override]
+        out = values["out"]
+        return {"out": values["in"].astype(np.float32, copy=False).sum(axis=1).astype(out.dtype, copy=False)}
+
+    def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
+        depth, length = shapes["in"]
+        cyc = cost_model.conv_reduce_cycles(length, depth, dtypes["in"], target)
+        return int(cyc), int(cost_model.reduce_flops("add", depth * length, length, dtypes["in"]))
+
+    def state_bytes(self, shapes=None, dtypes=None, params=None, target=None):  # type: ignore[override]
+        # PopLibs' poplin::ReduceAdd fields: partials (a SCALED_PTR32 vector of ONE_PTR vectors), out
+        # (SCALED_PTR32), numPartials and numElems (unsigned short) - see codelets.vertex_state_bytes
+        depth = shapes["in"][0] if shapes else 1
+        return vertex_state_bytes(scaled=2, one_ptr=depth, shorts=2)
+
+
+CONV_REDUCE = ConvReduce()

@@ -13,7 +13,7 @@ from profiler import ops
 from profiler.graph import Graph
 from profiler.programs import Copy, Sequence
 from profiler.targets import Target
-from profiler.workloads.common import Workload, main, workload_target
+from profiler.workloads.common import Workload, host_parameter, main, workload_target
 from profiler.workloads.mlp import dense, dense_grad
 
 DEFAULTS = {"batch": 4, "size": 28, "channels": 8, "classes": 10, "tiles": 16}
@@ -39,7 +39,16 @@ def build(
         "conv1": (c1, 1, 3, 3), "bn1_g": (c1,), "bn1_b": (c1,), "conv2": (c2, c1, 3, 3), "bn2_g": (c2,),
         "bn2_b": (c2,), "fc_w": (flat, classes), "fc_b": (classes,),
     }  # fmt: skip
-    params = {n: ops.parameter(g, dtype, s, n) for n, s in shapes.items()}
+    # weights laid out for the forward conv / matmul that uses them (createWeights / createMatMulInputRHS)
+    laid = {
+        "conv1": ops.create_conv_weights(g, dtype, (batch, 1, size, size), shapes["conv1"], "conv1", padding=1),
+        "conv2": ops.create_conv_weights(g, dtype, (batch, c1, size // 2, size // 2), shapes["conv2"], "conv2",
+                                         padding=1),
+        "fc_w": ops.create_matmul_rhs(g, dtype, (batch, flat), shapes["fc_w"], "fc_w"),
+    }  # fmt: skip
+    params = {
+        n: host_parameter(g, laid[n], n) if n in laid else ops.parameter(g, dtype, s, n) for n, s in shapes.items()
+    }
     x = ops.add_mapped(g, dtype, (batch, 1, size, size), "images")
     labels = ops.add_mapped(g, "int32", (batch,), "labels")
     step = Sequence(name="train step")

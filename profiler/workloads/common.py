@@ -19,9 +19,18 @@ from profiler.engine import Engine
 from profiler.graph import Graph
 from profiler.programs import Program
 from profiler.targets import Target, get_target, ipu_model
+from profiler.tensor import Tensor
 
 #: Tile memory of the small IPU-Model target the workloads default to (tiles=0 selects a whole GC200).
 TILE_BYTES = 262144
+
+
+def host_parameter(graph: Graph, t: Tensor, name: str) -> Tensor:
+    """Host access to a parameter created laid out for the op that uses it (ops.create_matmul_rhs,
+    ops.create_conv_weights; as TensorFlow and PopART create weights), as ops.parameter gives a linear one."""
+    graph.create_host_write(name, t)
+    graph.create_host_read(name, t)
+    return t
 
 
 def workload_target(target: Target | None, tiles: int) -> Target:

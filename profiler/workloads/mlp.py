@@ -16,7 +16,7 @@ from profiler import ops
 from profiler.graph import Graph
 from profiler.programs import Copy, Sequence
 from profiler.targets import Target
-from profiler.workloads.common import Workload, main, workload_target
+from profiler.workloads.common import Workload, host_parameter, main, workload_target
 
 DEFAULTS = {"batch": 32, "inputs": 784, "hidden": 64, "classes": 10, "tiles": 16}
 
@@ -66,7 +66,11 @@ def build(
     g = Graph(t)
     rng = np.random.default_rng(seed)
     shapes = {"w1": (inputs, hidden), "b1": (hidden,), "w2": (hidden, classes), "b2": (classes,)}
-    params = {n: ops.parameter(g, dtype, s, n) for n, s in shapes.items()}
+    # weights laid out for the forward matmuls that use them (createMatMulInputRHS), biases linearly
+    params = {n: ops.parameter(g, dtype, s, n) for n, s in shapes.items() if n.startswith("b")}
+    params["w1"] = host_parameter(g, ops.create_matmul_rhs(g, dtype, (batch, inputs), shapes["w1"], "w1"), "w1")
+    params["w2"] = host_parameter(g, ops.create_matmul_rhs(g, dtype, (batch, hidden), shapes["w2"], "w2"), "w2")
+    params = {n: params[n] for n in shapes}
     velocity = {n: ops.state_like(g, p, f"{n} velocity") for n, p in params.items()}
     x = ops.add_mapped(g, dtype, (batch, inputs), "x")
     labels = ops.add_mapped(g, "int32", (batch,), "labels")

@@ -15,7 +15,7 @@ from profiler import ops
 from profiler.graph import Graph
 from profiler.programs import Copy, Sequence
 from profiler.targets import Target, get_target
-from profiler.workloads.common import Workload, main
+from profiler.workloads.common import Workload, host_parameter, main
 
 DEFAULTS = {"batch": 1, "channels": 64, "size": 14, "blocks": 2}
 
@@ -35,8 +35,12 @@ def build(
     np_dt = np.dtype(dtype)
     initial: dict[str, np.ndarray] = {}
 
-    def param(name: str, shape: tuple[int, ...], value: np.ndarray) -> object:
+    def param(name: str, shape: tuple[int, ...], value: np.ndarray, x_shape: tuple[int, ...] = ()) -> object:
         initial[name] = value.astype(np_dt)
+        if x_shape:  # conv weights laid out for their conv (createWeights)
+            return host_parameter(
+                g, ops.create_conv_weights(g, dtype, x_shape, shape, name, padding=shape[2] // 2), name
+            )
         return ops.parameter(g, dtype, shape, name)
 
     x = ops.add_mapped(g, dtype, (batch, channels, size, size), "images")
@@ -48,7 +52,10 @@ def build(
             y = h
             for i, (cin, cout, k) in enumerate([(channels, mid, 1), (mid, mid, 3), (mid, channels, 1)]):
                 w = param(
-                    f"b{b}.conv{i}", (cout, cin, k, k), rng.standard_normal((cout, cin, k, k)) / np.sqrt(cin * k * k)
+                    f"b{b}.conv{i}",
+                    (cout, cin, k, k),
+                    rng.standard_normal((cout, cin, k, k)) / np.sqrt(cin * k * k),
+                    (batch, cin, size, size),
                 )
                 s = param(f"b{b}.scale{i}", (cout,), np.full(cout, 0.5 if i == 2 else 1.0))
                 t = param(f"b{b}.shift{i}", (cout,), rng.standard_normal(cout) * 0.1)

@@ -13,7 +13,7 @@ from profiler import ops
 from profiler.graph import Graph
 from profiler.programs import Copy, Sequence
 from profiler.targets import Target
-from profiler.workloads.common import Workload, main, workload_target
+from profiler.workloads.common import Workload, host_parameter, main, workload_target
 
 DEFAULTS = {"seq": 32, "model": 64, "heads": 4, "ff": 128, "tiles": 16}
 
@@ -38,7 +38,14 @@ def build(
         "ln1_g": (model,), "ln1_b": (model,), "wqkv": (model, 3 * model), "wo": (model, model),
         "ln2_g": (model,), "ln2_b": (model,), "w1": (model, ff), "b1": (ff,), "w2": (ff, model), "b2": (model,),
     }  # fmt: skip
-    p = {n: ops.parameter(g, dtype, s, n) for n, s in shapes.items()}
+    # projection weights laid out for the matmul that uses them (createMatMulInputRHS), the rest linearly
+    lhs = {"wqkv": (seq, model), "wo": (seq, model), "w1": (seq, model), "w2": (seq, ff)}
+    p = {
+        n: host_parameter(g, ops.create_matmul_rhs(g, dtype, lhs[n], s, n), n)
+        if n in lhs
+        else ops.parameter(g, dtype, s, n)
+        for n, s in shapes.items()
+    }
     x = ops.add_mapped(g, dtype, (seq, model), "tokens")
     out = g.add_device_to_host_fifo("out", dtype, [seq, model])
     prog = Sequence(name="encoder layer")

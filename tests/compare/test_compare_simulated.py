@@ -77,15 +77,20 @@ def test_batch_4_vs_8(out: Path) -> None:
     # the input batch x[batch, 64] float32: exactly twice the bytes
     assert (v.loc["x", "baseline_bytes"], v.loc["x", "active_bytes"]) == (4 * 64 * 4, 8 * 64 * 4)
     assert (v.loc["w1", "status"], v.loc["w1", "delta_bytes"]) == ("same", 0)  # weights do not depend on batch
-    # variables repeated in every op ("matmul out") are matched by name and context: none is lost
-    assert not c.variables["status"].eq("removed").any()
+    # variables repeated in every op ("matmul out") are matched by name and context: none is lost but
+    # an operand copy the batch-8 plan does not need (a rearrangement into the plan's layout depends
+    # on whether the operand's mapping already matches the plan)
+    removed = c.variables.loc[c.variables["status"].eq("removed"), "name"]
+    assert removed.str.contains("(rearranged)", regex=False).all()
     ops_ = c.operations.set_index("name")
     assert ops_.loc["fc1", "status"] == "changed" and ops_.loc["fc1", "delta_cycles"] > 0
 
 
 def test_available_memory_proportion_06_vs_03(out: Path) -> None:
     """A 256x64 @ 64x48 matmul on 4 tiles of 128 KiB: at 0.3 the planner must split the input
-    channels, adding partials and a reduction, so fc1 gets slower; the other ops do not change."""
+    channels, adding partials and a reduction, so fc1 gets slower; relu does not change. fc2 may:
+    fc1's result is mapped where its plan computes (or reduces) it, and fc2 first rearranges its
+    input into its own plan's layout, which costs what that mapping makes it cost."""
     small = {"tiles_per_ipu": 4, "bytes_per_tile": 131072}
     b = dense_net(out, "amp06", batch=256, amp=0.6, target=ipu_model(**small))
     a = dense_net(out, "amp03", batch=256, amp=0.3, target=ipu_model(**small))
@@ -95,13 +100,12 @@ def test_available_memory_proportion_06_vs_03(out: Path) -> None:
     assert ops_.loc["fc1", "status"] == "changed"
     assert_signs(c, {"execution.total_cycles": +1, "graph.program_steps": +1})
     assert ops_.loc["fc1", "delta_cycles"] > 0
-    for name in ("act", "fc2"):
-        assert (ops_.loc[name, "status"], ops_.loc[name, "delta_cycles"]) == ("same", 0), name
-    # the reduction's steps are inserted inside fc1; relu and fc2's steps stay aligned and unchanged
+    assert (ops_.loc["act", "status"], ops_.loc["act", "delta_cycles"]) == ("same", 0)
+    # the reduction's steps are inserted inside fc1; relu's steps stay aligned and unchanged
     st = c.steps
     assert st["status"].eq("added").sum() >= 1
-    tail = st.iloc[np.flatnonzero(st["name"].eq("relu").to_numpy())[0] :]
-    assert tail["status"].eq("same").all() and tail["delta_cycles"].eq(0).all()
+    relu = st[st["name"].eq("relu")]
+    assert len(relu) >= 1 and relu["status"].eq("same").all() and relu["delta_cycles"].eq(0).all()
 
 
 def test_one_inserted_op(out: Path) -> None:

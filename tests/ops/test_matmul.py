@@ -78,8 +78,12 @@ def test_lower_memory_budget_gives_more_serial_splits_and_less_temporary_memory(
     assert serial(lo) > serial(hi)
     assert lo["temp_bytes_per_tile"] < hi["temp_bytes_per_tile"]
     assert lo["cycles"] > hi["cycles"]  # less memory costs time
+    # both fit on the tile; the low-budget plan's peak is not below the high-budget one's since the
+    # exchange model (docs/fidelity.md): its serial loops hold whole rearranged operand copies (2 x
+    # 256 KiB / 16 tiles = 32 KiB per tile) the planner's per-step temporaries do not count, while the
+    # high-budget plan (in-chan split 4, 8 serial steps) keeps only its blocks and partials
     peak = lambda e: int(e.memory.tile_memory["not_always_live_bytes"].max())  # noqa: E731
-    assert peak(e_lo) < peak(e_hi)
+    assert peak(e_lo) < 65536 and peak(e_hi) < 65536
 
 
 def test_planner_picks_hmac_for_tiny_channel_counts_and_amp_for_large():
@@ -181,10 +185,14 @@ def test_int32_matmul_is_exact():
     [("GC200", 256, 256, 256, 0.6), ("GC200", 64, 2048, 64, 0.6), ("IPUModel16", 256, 512, 256, 0.05)],
 )
 def test_planner_estimate_tracks_the_simulation(target, m, k, n, amp):
-    """The planner's cycle estimate is within 25% of the simulated run (parallel and serial plans)."""
+    """The planner's cycle estimate is within 25% of the simulated run (parallel and serial plans),
+    for operands created for the matmul (the planner's assumption; a badly mapped operand adds a
+    rearrangement copy the plan does not count - test_badly_mapped_operands_are_rearranged_first)."""
     t = ipu_model(tiles_per_ipu=16, bytes_per_tile=262144) if target == "IPUModel16" else get_target(target)
     g = Graph(t)
-    a, b = ops.add_mapped(g, "float16", (m, k), "a"), ops.add_mapped(g, "float16", (k, n), "b")
+    kw = {"available_memory_proportion": amp, "partials_dtype": "float32"}
+    a = ops.create_matmul_lhs(g, "float16", (m, k), (k, n), "a", **kw)
+    b = ops.create_matmul_rhs(g, "float16", (m, k), (k, n), "b", **kw)
     prog = Sequence()
     ops.matmul(g, a, b, prog, available_memory_proportion=amp, debug_name="mm")
     e = Engine(g, prog)
@@ -216,3 +224,70 @@ def test_grouped_serial_loops_match_numpy():
     attrs = json.loads(next(c for c in g.debug_contexts if c.name == "mm").attributes)
     assert attrs["in_chan_serial"] > 1 and attrs["out_chan_serial"] > 1
     np.testing.assert_allclose(out["c"], np.matmul(a.astype(np.float64), b), rtol=1e-5, atol=1e-4)
+
+
+def test_badly_mapped_operands_are_rearranged_first():
+    """An operand mapped otherwise than the plan wants is copied into the plan's layout first (one
+    copy compute set with its exchange, docs/fidelity.md "Exchange model" item 4); operands created
+    with create_matmul_lhs / _rhs are used as they are; the results are equal."""
+    t = ipu_model(tiles_per_ipu=16, bytes_per_tile=262144)
+    rng = np.random.default_rng(0)
+    av, bv = rng.standard_normal((64, 96)).astype(np.float32), rng.standard_normal((96, 32)).astype(np.float32)
+    names = {}
+    outs = {}
+    for way in ("linear", "created"):
+        g = Graph(t)
+        if way == "linear":
+            a, b = ops.add_mapped(g, "float32", (64, 96), "a"), ops.add_mapped(g, "float32", (96, 32), "b")
+        else:
+            a = ops.create_matmul_lhs(g, "float32", (64, 96), (96, 32), "a")
+            b = ops.create_matmul_rhs(g, "float32", (64, 96), (96, 32), "b")
+        g.create_host_write("a", a)
+        g.create_host_write("b", b)
+        prog = Sequence()
+        g.create_host_read("c", ops.matmul(g, a, b, prog))
+        e = Engine(g, prog)
+        e.load()
+        e.write_tensor("a", av)
+        e.write_tensor("b", bv)
+        e.run(0)
+        outs[way] = e.read_tensor("c")
+        names[way] = [s.name for s in e.compiled.steps if s.type == "OnTileExecute"]
+    assert sum(n == "copy" for n in names["linear"]) >= 1 and "copy" not in names["created"]
+    np.testing.assert_allclose(outs["linear"], av @ bv, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(outs["linear"], outs["created"])
+
+
+def test_created_operands_and_their_all_gather_worked_by_hand():
+    """x[8, 32] @ w[32, 16] fp32 on a 4-tile IPU-Model: the plan is AMP with out-chan split 2 (block
+    8 x 32 x 8, tiles 0 and 1). create_matmul_lhs cuts x's block (all of x, shared by both tiles) into
+    2 shares in block order: rows 0-3 on tile 0, rows 4-7 on tile 1; create_matmul_rhs puts each
+    tile's w block (w[:, 0:8], w[:, 8:16]) on that tile (row split 1: nothing to share)."""
+    t = ipu_model(tiles_per_ipu=4)
+    g = Graph(t)
+    plan = ops.plan_matmul(t, 1, 8, 32, 16, "float32", "float32")
+    assert (plan.method, plan.row_split, plan.in_chan_split, plan.out_chan_split) == ("AMP", 1, 1, 2)
+    x = ops.create_matmul_lhs(g, "float32", (8, 32), (32, 16), "x")
+    w = ops.create_matmul_rhs(g, "float32", (8, 32), (32, 16), "w")
+    assert g.tile_of(x).reshape(8, 32)[:, 0].tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert (g.tile_of(w).reshape(32, 16) == (np.arange(16) // 8)[None, :]).all()
+    prog = Sequence()
+    g.create_host_read("y", ops.matmul(g, x, w, prog))
+    e = Engine(g, prog, {"debug.instrument": "false"})
+    e.compile()
+    sync, exch, mm = e.compiled.steps
+    # each tile receives the other's 4 rows of x (128 floats = 512 B) as one region and sends its
+    # own once: code 4 B x (6 + 1 + 1) = 32; ceil(16 x 512 / 64) + 64 = 192 cycles (the two tiles of
+    # supertile 0 receive different rows: no shared rate)
+    assert exch.bytes_in.tolist() == [512, 512, 0, 0] and exch.bytes_out.tolist() == [512, 512, 0, 0]
+    assert exch.code_bytes.tolist() == [32, 32, 0, 0]
+    assert exch.tile_cycles.tolist() == [192, 192, 0, 0]
+    # AMP fp32 (16 in x 8 out chans per group, core 8, weight loads 8 x 64 B / 16 = 32) over 8 rows:
+    # 2 in groups, 1 out group; workers get 2 or 1 rows: c(2) = 37 + 8 x (2 - 3) - 7 = 22 (zeroing) /
+    # 23, c(1) = 14 / 15; inner = max(6 c(2), 6 c(1) + 14) = 132 / 138;
+    # 50 + 6 x 9 + 13 + [15 + (19 + 6 + 32 + 138)] + [11 + (18 + 7 + 32 + 132)] + 25 = 552, + 30 supervisor
+    assert mm.tile_cycles.tolist() == [582, 582, 0, 0]
+    # ConvPartial1x1Out state: 4 + (2 + 2 + 1) compact pointers x 2 B + (3 x 6 + 7) shorts x 2 B = 68 B
+    bc = e.memory.by_category
+    state = bc["bytes"][bc["category"] == "vertexInstanceState"]
+    assert state.tolist() == [68, 68]

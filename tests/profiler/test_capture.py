@@ -144,7 +144,7 @@ def test_out_of_memory_allowed_writes_the_graph_report_and_refuses_to_run(tmp_pa
     g = _oom_graph()
     e = Engine(g, [Sequence()], options={**ALL, "autoReport.directory": str(tmp_path / "rep")})
     e.compile()  # debug.allowOutOfMemory defaults to true
-    with pytest.raises(OutOfMemoryError, match=r"out of memory on 1 tile\(s\).*tile 1 needs 9,\d{3} bytes"):
+    with pytest.raises(OutOfMemoryError, match=r"out of memory on 1 tile\(s\).*tile 1 needs 8,\d{3} bytes"):
         e.run(0)
     r = open_report(e.write_report())
     assert r.profiles["graph"] and not r.profiles["execution"]

@@ -1,18 +1,21 @@
 """Exchange planning works on intervals (regions of variables cut at tile-mapping intervals); this
-checks its per-tile figures against a reference written per element with plain numpy: every element
-a vertex reads from another tile, once per receiving tile, bytes in and out, and the distinct tile
-pairs. Graphs with random mappings, so runs are cut everywhere."""
+checks its per-tile figures against a reference written per element with plain Python: every element
+a vertex reads from another tile, once per receiving tile; bytes in; bytes out once per element
+however many tiles receive it (multicast); the distinct tile pairs; regions received (runs of
+consecutive elements from one sender, per receiving tile) and sent (runs of consecutive distinct
+elements per sending tile), which the exchange code follows. Graphs with random mappings, so runs
+are cut everywhere."""
 
 import numpy as np
 import pytest
 
-from profiler import Graph, Sequence, ipu_model, ops
+from profiler import Graph, Sequence, cost_model, ipu_model, ops
 from profiler import compile as compile_mod
 from profiler.compile import compile_programs
 from profiler.exchange import TILES_PER_SUPERTILE
 
 
-def _reference(graph: Graph, cs) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]
+def _reference(graph: Graph, cs) -> tuple[np.ndarray, ...]:  # type: ignore[no-untyped-def]
     n = graph.target.num_tiles
     base = np.cumsum([0] + [v.numel for v in graph.variables])
     gids, srcs, dsts, sizes = [], [], [], []
@@ -35,9 +38,14 @@ def _reference(graph: Graph, cs) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     b_in, b_out = np.zeros(n, np.int64), np.zeros(n, np.int64)
     pairs = set()
     shared = np.zeros(n)
+    sent: dict[int, set[int]] = {}  # sender -> distinct elements it sends
+    received: dict[int, list[tuple[int, int]]] = {}  # receiver -> (element, sender)
     for (g_, d_), (s_, z_) in seen.items():
         b_in[d_] += z_
-        b_out[s_] += z_
+        if g_ not in sent.setdefault(s_, set()):
+            sent[s_].add(g_)
+            b_out[s_] += z_  # multicast: once, however many tiles receive it
+        received.setdefault(d_, []).append((g_, s_))
         pairs.add((s_, d_))
         partner = d_ ^ 1 if TILES_PER_SUPERTILE == 2 else -1
         if (g_, partner) in seen:
@@ -46,7 +54,14 @@ def _reference(graph: Graph, cs) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     for s_, d_ in pairs:
         messages[s_] += 1
         messages[d_] += 1
-    return b_in, b_out, messages, b_in - np.floor(shared).astype(np.int64)
+    regions_in, regions_out = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    for d_, got in received.items():
+        got.sort()
+        regions_in[d_] = sum(1 for i, (g_, s_) in enumerate(got) if i == 0 or got[i - 1] != (g_ - 1, s_))
+    for s_, gs in sent.items():
+        gl = sorted(gs)
+        regions_out[s_] = sum(1 for i, g_ in enumerate(gl) if i == 0 or gl[i - 1] != g_ - 1)
+    return b_in, b_out, messages, b_in - np.floor(shared).astype(np.int64), regions_in, regions_out
 
 
 def _random_mapping(g: Graph, t, rng) -> None:  # type: ignore[no-untyped-def]
@@ -81,15 +96,18 @@ def test_interval_exchange_matches_a_per_element_reference(
     compiled = compile_programs(g, [prog])
     checked = 0
     for plan in compiled.cs_plans.values():
-        want_in, want_out, want_msg, want_eff = _reference(g, plan.compute_set)
+        want_in, want_out, want_msg, want_eff, want_rin, want_rout = _reference(g, plan.compute_set)
         e = plan.exchange
         np.testing.assert_array_equal(e.bytes_in, want_in)
         np.testing.assert_array_equal(e.bytes_out, want_out)
         np.testing.assert_array_equal(e.messages, want_msg)
-        from profiler import cost_model
-
+        np.testing.assert_array_equal(e.regions_in, want_rin)
+        np.testing.assert_array_equal(e.regions_out, want_rout)
         want_cycles = np.asarray(cost_model.exchange_cycles(want_eff, want_out, g.target), dtype=np.int64)
         np.testing.assert_array_equal(e.cycles, want_cycles)
+        # 4 B x (6 + regions sent + regions received) on tiles taking part
+        want_code = np.where(want_rin + want_rout > 0, 4 * (6 + want_rin + want_rout), 0)
+        np.testing.assert_array_equal(e.code_bytes, want_code)
         checked += int(want_in.sum() > 0)
     assert checked >= 4  # the graphs above do exchange
 

@@ -1,11 +1,12 @@
 """Hand-worked figures on a 4-tile IPU-Model target (64 KiB tiles, interleaved from 32 KiB).
 
 Constants used below and where they come from:
-  stack: (6 workers + supervisor) x 512 B = 3584 B per tile (targets.STACK_BYTES_PER_WORKER = 0x200, the
-    workerStackSizeInBytes PopLibs' benchmark tools use; memory.py reserves one more for the supervisor)
+  stack: 6 workers x 512 B + supervisor 128 B = 3200 B per tile (targets.STACK_BYTES_PER_WORKER = 0x200
+    and SUPERVISOR_STACK_BYTES = 0x80, the worker/supervisor stack sizes PopLibs' benchmark tools use)
   popops::Add code 256 B (codelets.SIMPLE_CODE_BYTES); vertex state 4 + 8 per field
   control code 8 B per program step + 8 B per control node (memory.CONTROL_CODE_*)
-  exchange code 24 B + 8 B per message (exchange.EXCHANGE_CODE_*)
+  exchange code 4 B x (6 + regions sent + regions received) per tile taking part, a region sent
+    once however many tiles receive it (cost_model.exchange_code_bytes; docs/fidelity.md)
   allocations 8-byte aligned
   BinaryOp1D<ADD,float> over n: 6 x (29 + ceil(ceil(n/6)/2) x (1 + 2)) + 11 (ref §3.1)
   compute-set supervisor 30 cycles per active tile; exchange ceil(16 b / 64) + 64 per tile;
@@ -50,22 +51,22 @@ def test_bytes_per_tile_per_category_and_gaps():
     e = Engine(g, [prog], options={"debug.instrument": "false"})
     e.compile()
     # layout on each tile: vertexCode 256 @0, controlCode 8 + 8*2 = 24 @256, vertexInstanceState
-    # 4 + 8*3 = 28 @280 (ends 308), stack 3584 @312 (4-byte gap), x 8 @3896, y 8 @3904.
-    # total excluding gaps 256 + 24 + 28 + 3584 + 16 = 3908; including the 4-byte gap 3912.
+    # 4 + 8*3 = 28 @280 (ends 308), stack 3200 @312 (4-byte gap), x 8 @3512, y 8 @3520.
+    # total excluding gaps 256 + 24 + 28 + 3200 + 16 = 3524; including the 4-byte gap 3528.
     assert _categories(e, 0) == {
         ("vertexCode", True): 256,
         ("controlCode", True): 24,
         ("vertexInstanceState", True): 28,
-        ("stack", True): 3584,
+        ("stack", True): 3200,
         ("variable", True): 16,
     }
     for t in range(4):
-        assert e.memory.tile_memory["total_bytes_excluding_gaps"][t] == 3908
-        assert e.memory.tile_memory["total_bytes_including_gaps"][t] == 3912
-        assert e.memory.tile_memory["non_interleaved_bytes_including_gaps"][t] == 3912
+        assert e.memory.tile_memory["total_bytes_excluding_gaps"][t] == 3524
+        assert e.memory.tile_memory["total_bytes_including_gaps"][t] == 3528
+        assert e.memory.tile_memory["non_interleaved_bytes_including_gaps"][t] == 3528
         assert e.memory.tile_memory["interleaved_bytes_including_gaps"][t] == 0
     pl = e.memory.placements
-    assert pl["offset"][(pl["variable_id"] == 0) & (pl["tile"] == 2)].tolist() == [3896]
+    assert pl["offset"][(pl["variable_id"] == 0) & (pl["tile"] == 2)].tolist() == [3512]
 
 
 def test_compute_step_cycles_flops_and_total():
@@ -103,7 +104,8 @@ def test_exchange_bytes_cycles_code_and_sync():
     assert exch.bytes_in.tolist() == [0, 16, 0, 0]
     assert exch.bytes_out.tolist() == [16, 0, 0, 0]
     assert exch.tile_cycles.tolist() == [68, 68, 0, 0]  # ceil(16*16/64) + 64
-    assert exch.code_bytes.tolist() == [32, 32, 0, 0]  # 24 + 8 x 1 message
+    # tile 0 sends c[0:4] as one region, tile 1 receives it as one: 4 x (6 + 1) = 28 B each
+    assert exch.code_bytes.tolist() == [28, 28, 0, 0]
     # UnaryOp1D<NEGATE,float> n=4, unrolled loop (c=2, u=2): 6 x (17 + ceil(ceil(4/6)/2) x 2) + 20 = 134, + 30
     assert compute.tile_cycles.tolist() == [0, 164, 0, 0]
     assert e.runs == [] and e.total_runs == 1
@@ -225,10 +227,13 @@ def test_both_tiles_of_a_supertile_receiving_the_same_data_receive_it_twice_as_f
     e = Engine(g, [Execute(cs)])
     e.compile()
     exch = e.compiled.steps[1]
-    assert exch.bytes_in.tolist() == [0, 64, 64, 64] and exch.bytes_out.tolist() == [192, 0, 0, 0]
+    # multicast: tile 0 sends its 64 B once, all three tiles listen (docs/fidelity.md "Exchange model")
+    assert exch.bytes_in.tolist() == [0, 64, 64, 64] and exch.bytes_out.tolist() == [64, 0, 0, 0]
     # tile 1 (supertile 0, alone) receives 64 B: ceil(16*64/64) + 64 = 80; tiles 2 and 3 (supertile 1)
-    # both receive the same 64 B at twice the rate: as 32 B, 72 cycles; tile 0 sends 192 B: 112
-    assert exch.tile_cycles.tolist() == [112, 80, 72, 72]
+    # both receive the same 64 B at twice the rate: as 32 B, 72 cycles; tile 0 sends 64 B once: 80
+    assert exch.tile_cycles.tolist() == [80, 80, 72, 72]
+    # one region sent (once) by tile 0, one received by each of the others: 4 x (6 + 1) = 28 B each
+    assert exch.code_bytes.tolist() == [28, 28, 28, 28]
 
 
 def test_general_data_past_the_interleaved_start_skips_the_interleaved_arena():
@@ -242,11 +247,11 @@ def test_general_data_past_the_interleaved_start_skips_the_interleaved_arena():
     e = Engine(g, [Sequence()])
     e.compile()
     tm = {k: int(v[0]) for k, v in e.memory.tile_memory.items()}
-    # stack 3584 @0 (control code 8 per control node x 2 = 16 @0 first, so stack @16, big @3600)
-    # big: [3600, 32768) non-interleaved = 29,168 B; the rest 40,000 - 29,168 = 10,832 B after il's 16 B at 32768
+    # stack 3200 (control code 8 per control node x 2 = 16 @0 first, so stack @16, big @3216)
+    # big: [3216, 32768) non-interleaved = 29,552 B; the rest 40,000 - 29,552 = 10,448 B after il's 16 B at 32768
     assert tm["non_interleaved_bytes_excluding_gaps"] == 32768
-    assert tm["interleaved_bytes_excluding_gaps"] == 10832 + 16
-    assert tm["interleaved_bytes_including_gaps"] == 10832 + 16
-    assert tm["total_bytes_excluding_gaps"] == 16 + 3584 + 40000 + 16
+    assert tm["interleaved_bytes_excluding_gaps"] == 10448 + 16
+    assert tm["interleaved_bytes_including_gaps"] == 10448 + 16
+    assert tm["total_bytes_excluding_gaps"] == 16 + 3200 + 40000 + 16
     pl = e.memory.placements
-    assert dict(zip(pl["variable_id"].tolist(), pl["offset"].tolist(), strict=True)) == {0: 3600, 1: 32768}
+    assert dict(zip(pl["variable_id"].tolist(), pl["offset"].tolist(), strict=True)) == {0: 3216, 1: 32768}

@@ -113,8 +113,13 @@ class Builder:
         self._host_keep: list[np.ndarray] = []  # keeps ids in _materialized valid
 
     # -- values ------------------------------------------------------------------------------
-    def device(self, v: Value, name: str = "const", like: np.dtype | None = None) -> Tensor:
-        """``v`` as a device tensor (host arrays become a weight or a constant once)."""
+    def device(
+        self, v: Value, name: str = "const", like: np.dtype | None = None,
+        mapper: Callable[[Tensor], bool] | None = None,
+    ) -> Tensor:  # fmt: skip
+        """``v`` as a device tensor (host arrays become a weight or a constant once). ``mapper(t)``
+        maps a new one for the op that uses it (PopART creates weights laid out for their matmul or
+        convolution) and says whether it did; else it is spread linearly."""
         if isinstance(v, Tensor):
             return v
         key = (id(v), None if like is None else np.dtype(like).name)
@@ -130,14 +135,16 @@ class Builder:
         if self.weights_mode == "variables" and arr.size > SMALL_CONSTANT:
             name = self._unique(name)
             t = g.add_variable(dt, arr.shape, name)
-            g.set_tile_mapping(t, self._spread(t.numel()))
+            if mapper is None or not mapper(t):
+                g.set_tile_mapping(t, self._spread(t.numel()))
             stream = WEIGHT_STREAM_PREFIX + name
             g.create_host_write(name, t)
             self.weights_prog.add(Copy(g.add_host_to_device_fifo(stream, dt, list(arr.shape)), t, name=stream))
             self.weights[stream] = np.ascontiguousarray(data)
         else:
             t = g.add_constant(dt, arr.shape, data, name=name)
-            g.set_tile_mapping(t, self._spread(t.numel()))
+            if mapper is None or not mapper(t):
+                g.set_tile_mapping(t, self._spread(t.numel()))
         self._materialized[key] = t
         self._host_keep.append(v)  # keeps id(v) unique while the builder lives
         return t

@@ -255,8 +255,18 @@ def _dropout(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
 
 # -- matmul --------------------------------------------------------------------------------------
 def matmul(b: Builder, a: Value, c: Value) -> Tensor:
-    """numpy.matmul semantics (1-D promotion, broadcast batch dimensions) with ops.matmul."""
-    ta, tc = b._pair(a, c)
+    """numpy.matmul semantics (1-D promotion, broadcast batch dimensions) with ops.matmul. A 2-D
+    weight (host array) is created laid out for the product (createMatMulInputRHS)."""
+    if isinstance(a, Tensor) and a.rank >= 1 and not isinstance(c, Tensor) and np.ndim(c) == 2 and a.dtype.kind == "f":
+        k_, m_ = a.shape[-1], int(np.prod(a.shape[:-1], dtype=np.int64))
+
+        def laid_out(t: Tensor) -> bool:
+            return t.shape[0] == k_ and ops.map_for_matmul(b.graph, t, "rhs", (m_, k_), t.shape)
+
+        like = a.dtype if np.asarray(c).dtype != a.dtype else None
+        ta, tc = a, b.device(c, like=like, mapper=laid_out)
+    else:
+        ta, tc = b._pair(a, c)
     if ta.dtype.kind != "f":
         raise Unsupported(f"integer matmul ({ta.dtype.name})")
     a1, c1 = ta.rank == 1, tc.rank == 1
@@ -726,13 +736,12 @@ def _conv(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
             y = b.binary("add", y, bias.reshape(1, -1, 1, 1, 1) if isinstance(bias, Tensor)
                          else np.asarray(bias).reshape(1, -1, 1, 1, 1))  # fmt: skip
         return [y]
-    w = b.device(inputs[1], name=node.input[1], like=x.dtype) if not isinstance(inputs[1], Tensor) else inputs[1]
+    w_shape = inputs[1].shape if isinstance(inputs[1], Tensor) else np.shape(inputs[1])
     x4, one_d = _to_2d(x, "convolution")
-    w4 = w.reshape(w.shape[0], w.shape[1], 1, w.shape[2]) if one_d else w
-    if w4.rank != 4:
+    if len(w_shape) != (3 if one_d else 4):
         raise Unsupported("weights rank")
     n_sp = x.rank - 2
-    kernel = list(at.get("kernel_shape", w.shape[2:]))
+    kernel = list(at.get("kernel_shape", w_shape[2:]))
     strides = list(at.get("strides", [1] * n_sp))
     dil = list(at.get("dilations", [1] * n_sp))
     pads = _spatial_pads(at, x.shape[2:], kernel, strides, dil)
@@ -743,8 +752,18 @@ def _conv(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
         sym = (0, 0)
     else:
         sym = (pads[0][0], pads[1][0])
+    groups = int(at.get("group", 1))
+    if isinstance(inputs[1], Tensor):
+        w = inputs[1]
+    else:  # weights created laid out for this convolution (PopART's createWeights)
+
+        def laid_out(t: Tensor) -> bool:
+            return not one_d and ops.map_conv_weights(b.graph, t, x4.shape, tuple(strides), sym, tuple(dil), groups)
+
+        w = b.device(inputs[1], name=node.input[1], like=x.dtype, mapper=laid_out)
+    w4 = w.reshape(w.shape[0], w.shape[1], 1, w.shape[2]) if one_d else w
     y = ops.conv2d(b.graph, x4, w4, b.prog, stride=tuple(strides), padding=sym, dilation=tuple(dil),
-                   groups=int(at.get("group", 1)))  # fmt: skip
+                   groups=groups)  # fmt: skip
     if one_d:
         y = y.reshape(y.shape[0], y.shape[1], y.shape[3])
     if len(inputs) > 2 and inputs[2] is not None:

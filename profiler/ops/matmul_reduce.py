@@ -1,0 +1,129 @@
+"""A matmul's partial-sum reduction as PopLibs plans it (ref §3.5 ``ConvReducePlan``).
+
+When the planner splits K over ``ks`` tiles, each output block has ``ks`` partial blocks, one on
+each of the block's in-chan tiles. They are reduced in 1 stage if ks < 16, 2 stages if ks < 125,
+else 3, each stage of depth ~ks^(1/stages): a stage groups the partials (balanced groups), and
+each group's outputs are cut into chunks, one per tile of the group's share of the block's
+in-chan tiles, so the reduction work and the result stay spread over the tiles that computed the
+partials. Each chunk is one ``poplin::ReduceAdd`` supervisor vertex (cost_model.conv_reduce_cycles);
+its exchange is what the compiler plans from the mappings (regions, multicast). The last stage
+writes the result, which is mapped where it is reduced (no spreading to a linear mapping).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from profiler.graph import ComputeSet, Graph
+from profiler.ops.core import execute
+from profiler.ops.poplibs_codelets import CONV_REDUCE
+from profiler.programs import Sequence as Prog
+from profiler.tensor import Tensor
+
+# ref §3.5 "Multi-stage plan (ConvReducePlan.cpp): 1 stage if depth < 16, 2 stages if 16 <= depth < 125,
+# 3 stages if >= 125".
+TWO_STAGES_FROM = 16
+THREE_STAGES_FROM = 125
+
+
+def stage_depths(depth: int) -> list[int]:
+    """Partials reduced per output at each stage: ~depth^(1/stages) (ref §3.5), the last stage
+    taking what is left."""
+    stages = 1 if depth < TWO_STAGES_FROM else 2 if depth < THREE_STAGES_FROM else 3
+    out, p = [], depth
+    for s in range(stages - 1):
+        d = math.ceil(p ** (1 / (stages - s)))
+        out.append(d)
+        p = -(-p // d)
+    return [*out, p]
+
+
+def reduce_partials(
+    graph: Graph,
+    partials: Tensor,
+    out: Tensor,
+    block_of: np.ndarray,
+    pos: np.ndarray,
+    block_size: np.ndarray,
+    block_tile: np.ndarray,
+    tile_step: int,
+    prog: Prog,
+    name: str,
+    final_kernel: Callable[[ComputeSet], None] | None = None,
+    block_row: np.ndarray | None = None,
+) -> np.ndarray:
+    """Reduce ``partials[P, E]`` (row r of output block b on tile ``block_tile[b] + r * tile_step``)
+    into ``out`` (E elements, unmapped); output element e is position ``pos[e]`` of block
+    ``block_of[e]``, which has ``block_size[b]`` elements. Maps ``out`` and returns its tiles.
+    ``block_row[b]``: block b's row length (its positions run row by row; None: rows of one).
+    ``final_kernel(cs)``: adds the last stage's kernel computing ``out`` from the op's inputs (the
+    partials are op-internal: the stages before defer to it, graph.defer_kernel)."""
+    p_total, e_total = partials.shape
+    order = np.lexsort((pos, block_of))  # elements in (block, position) order: each chunk a run
+    blk_s, pos_s = block_of[order], pos[order]
+    size_s = block_size[blk_s]
+    row_s = np.ones_like(size_s) if block_row is None else block_row[blk_s]
+    cur = partials.reshape(-1)
+    p = p_total
+    out_flat = out.reshape(-1)
+    out_tiles = np.empty(e_total, dtype=np.int64)
+    depths = stage_depths(p_total)
+    for stage, d in enumerate(depths, 1):
+        last = stage == len(depths)
+        nq = 1 if last else -(-p // d)
+        rows = (np.arange(nq + 1) * p) // nq  # balanced groups of partial rows
+        share = (np.arange(nq + 1) * p_total) // nq  # each group's share of the block's in-chan tiles
+        cs = execute(graph, prog, f"{name}/stage{stage}")
+        nxt = out if last else graph.add_variable(partials.dtype, [nq, e_total], f"{name} partials {stage}")
+        nxt_flat = nxt.reshape(-1)
+        tiles = np.empty((nq, e_total), dtype=np.int64)
+        sizes, reducers = rows[1:] - rows[:-1], share[1:] - share[:-1]
+        classes = []  # groups with the same depth and reducer count share their chunks
+        for size, c in sorted({(int(a), int(b)) for a, b in zip(sizes, reducers, strict=True)}):
+            qs = np.flatnonzero((sizes == size) & (reducers == c))
+            # each element's chunk within its block: whole block rows when the block has at least as
+            # many rows as reducers (a chunk's partials are then runs of whole rows), else positions
+            rows_s = size_s // row_s
+            chunk = np.where(rows_s >= c, (pos_s // row_s) * c // np.maximum(rows_s, 1), pos_s * c // size_s)
+            tiles[qs[:, None], order[None, :]] = block_tile[blk_s][None, :] + (share[qs][:, None] + chunk) * tile_step
+            classes.append((size, qs, chunk))
+        if last:  # outputs live where they are reduced
+            out_tiles[:] = tiles[0]
+            graph.set_tile_mapping(out_flat, out_tiles)
+        else:
+            graph.set_tile_mapping(nxt, tiles.reshape(-1))
+        dest = out_flat if last else nxt_flat
+        for size, qs, chunk in classes:
+            brk = np.ones(e_total, dtype=bool)
+            brk[1:] = (blk_s[1:] != blk_s[:-1]) | (chunk[1:] != chunk[:-1])
+            start = np.flatnonzero(brk)
+            length = np.diff(np.append(start, e_total))
+            src_rows = rows[qs][:, None] + np.arange(size)  # [Q, size] partial rows of each group
+            for ln in np.unique(length):
+                sel = start[length == ln]
+                elems = order[sel[:, None] + np.arange(ln)]  # [R, ln] output elements of each chunk
+                idx = (src_rows[:, None, :, None] * e_total + elems[None, :, None, :]).reshape(-1, size, ln)
+                dst = ((0 if last else qs[:, None, None] * e_total) + elems[None, :, :]).reshape(-1, ln)
+                vt = tiles[qs[:, None], elems[None, :, 0]]  # the chunk's reducer
+                graph.add_vertices(cs, CONV_REDUCE, {"in": cur[idx], "out": dest[dst]}, vt.reshape(-1))
+            if final_kernel is not None:
+                continue
+            # the kernel: every group of this class at once, over whole rows
+            flat_rows = src_rows.reshape(-1)
+            if np.array_equal(flat_rows, np.arange(flat_rows[0], flat_rows[0] + flat_rows.size)):  # a view
+                src = cur.reshape(p, e_total)[int(flat_rows[0]) : int(flat_rows[-1]) + 1]
+            else:
+                src = cur.reshape(p, e_total)[flat_rows]
+            src = src.reshape(qs.size, size, e_total)
+            graph.add_kernel(cs, CONV_REDUCE, {"in": src, "out": out_flat.reshape(1, e_total) if last else nxt[qs]})
+        if final_kernel is not None:
+            if last:
+                final_kernel(cs)
+            else:
+                graph.defer_kernel(cs)
+        if not last:
+            cur, p = nxt_flat, nq
+    return out_tiles

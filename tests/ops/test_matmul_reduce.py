@@ -1,0 +1,62 @@
+"""A matmul's partial-sum reduction (ConvReducePlan-like, profiler/ops/matmul_reduce.py): stage
+depths as ref §3.5 gives them, and one stage's cycles, exchange and memory worked by hand."""
+
+import numpy as np
+import pytest
+
+from profiler import Engine, Graph, Sequence, ipu_model
+from profiler.ops.matmul_reduce import reduce_partials, stage_depths
+
+
+@pytest.mark.parametrize(
+    "depth,want",
+    [
+        (1, [1]),
+        (15, [15]),  # < 16: one stage
+        (16, [4, 4]),  # 16 <= depth < 125: two stages of ceil(sqrt(16)) = 4, then ceil(16 / 4) = 4
+        (22, [5, 5]),  # ceil(sqrt(22)) = 5, then ceil(22 / 5) = 5 groups
+        (92, [10, 10]),
+        (124, [12, 11]),  # ceil(sqrt(124)) = 12, then ceil(124 / 12) = 11
+        (125, [5, 5, 5]),  # >= 125: three stages, ceil(125^(1/3)) = 5, then ceil(sqrt(25)) = 5, then 5
+    ],
+)
+def test_stage_depths_follow_conv_reduce_plan(depth: int, want: list[int]) -> None:
+    assert stage_depths(depth) == want
+
+
+def test_one_stage_reduction_worked_by_hand() -> None:
+    # 4 partial rows of one 8-output block, row r on tile r (block tile 0, step 1): one stage (4 < 16);
+    # the block's 8 outputs are cut into 4 chunks of 2, chunk t reduced on tile t (pos * 4 // 8)
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    partials = g.add_variable("float", [4, 8], "partials")
+    g.set_tile_mapping(partials, np.repeat(np.arange(4), 8))
+    out = g.add_variable("float", [8], "out")
+    g.create_host_write("p", partials)
+    g.create_host_read("out", out)
+    prog = Sequence()
+    tiles = reduce_partials(g, partials, out, np.zeros(8, np.int64), np.arange(8), np.array([8]), np.array([0]), 1,
+                            prog, "reduce")  # fmt: skip
+    assert tiles.tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
+    e = Engine(g, [prog], options={"debug.instrument": "false"})
+    e.load()
+    e.write_tensor("p", np.arange(32, dtype=np.float32).reshape(4, 8))
+    e.run(0)
+    np.testing.assert_array_equal(e.read_tensor("out"), np.arange(32, dtype=np.float32).reshape(4, 8).sum(0))
+    sync, exch, compute = e.compiled.steps
+    # each tile receives its 2 outputs from the 3 other rows: 3 regions of 8 B = 24 B
+    assert exch.bytes_in.tolist() == [24] * 4
+    # each sends its row minus its own chunk, once (multicast): 6 floats = 24 B; as runs: tile 0 sends
+    # [2, 8) (1 region), tile 1 [0, 2) and [4, 8) (2), tile 2 [0, 4) and [6, 8) (2), tile 3 [0, 6) (1)
+    assert exch.bytes_out.tolist() == [24] * 4
+    # code 4 B x (6 + sent + received): 4 x (6 + 1 + 3) = 40, 4 x (6 + 2 + 3) = 44
+    assert exch.code_bytes.tolist() == [40, 44, 44, 40]
+    # ceil(16 x 24 / 64) + 64 = 70 (no supertile sharing: the two tiles of a pair receive different outputs)
+    assert exch.tile_cycles.tolist() == [70] * 4
+    # poplin::ReduceAdd of 2 outputs x 4 partials, float: accW 4, cyclesPerLoop 4 / min(4, 2) + 1 = 3,
+    # loops ceil(ceil(2 / 4) / 6) = 1: 6 x (32 + 1 x (3 x 4 + 9)) = 318, + 30 compute-set supervisor
+    assert compute.tile_cycles.tolist() == [348] * 4
+    # vertex state: partials SCALED_PTR32 (2 B) + 4 ONE_PTR (16 B), out (2 B), numPartials and numElems
+    # (2 x 2 B) = 24 B on each tile
+    bc = e.memory.by_category
+    state = bc["bytes"][(bc["category"] == "vertexInstanceState")]
+    assert state.tolist() == [24] * 4
