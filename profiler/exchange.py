@@ -199,7 +199,8 @@ def piece_receives(
     if start.size == 0:
         return None, None
     span = int((start + length).max()) + 1
-    dst = dst.astype(np.int64, copy=False)  # tile * span passes int32 on graphs of 2^31+ elements
+    # tile * span passes int32 on graphs of 2^31+ elements
+    src, dst = src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False)
     shifted = start + dst * span  # one sort key: (receiving tile, start)
     order = np.argsort(shifted, kind="stable")  # timsort: pieces arrive as ascending runs
     shifted = shifted[order]
