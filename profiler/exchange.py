@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profiler import cost_model
+from profiler import cost_model, ipu_links
 from profiler.regions import union_length
 from profiler.targets import Target
 
@@ -118,7 +118,8 @@ def _finish(
     global_: bool,
 ) -> ExchangePlan:  # fmt: skip
     if global_:
-        cycles = np.asarray(cost_model.global_exchange_cycles(np.maximum(bytes_in, bytes_out), target), dtype=np.int64)
+        # the IPU's links are shared by its tiles (profiler.ipu_links), not one link per tile
+        cycles = ipu_links.global_exchange_cycles(bytes_in, bytes_out, target)
     else:
         cycles = np.asarray(cost_model.exchange_cycles(effective_in, bytes_out, target), dtype=np.int64)
     return ExchangePlan(bytes_in, bytes_out, messages.astype(np.int64), _code_bytes(messages), cycles)
