@@ -262,7 +262,7 @@ def write_report(engine: Engine, directory: str | None = None, note: str = "") -
     exec_on = opts.output_execution_profile and not engine.out_of_memory
     debug_on = opts.output_debug_info
     with ReportWriter(path, engine=engine.name) as w:
-        w.write("target", target_row(engine.graph.target))  # always: it says how to read per-tile data
+        w.write("target", _target(engine))  # always: it says how to read per-tile data
         if graph_on:
             w.write("engine_options", opts.rows())
             _graph_tables(engine, w)
@@ -293,3 +293,12 @@ def write_report(engine: Engine, directory: str | None = None, note: str = "") -
     for message in w.messages:  # files kept, stale temporaries cleaned: the user should know
         print(f"tilescope: {message}", file=sys.stderr)
     return path
+
+
+def _target(engine: Engine) -> dict[str, list]:
+    """The target row: the report holds one replica's IPUs (as PopVision's), and says how many
+    replicas ran (``num_replicas``; ``ipus_per_replica`` = the report's ``num_ipus``)."""
+    row = target_row(engine.graph.target)
+    row["num_replicas"] = [engine.graph.replication_factor]
+    row["ipus_per_replica"] = [engine.graph.target.num_ipus]
+    return row

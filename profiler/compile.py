@@ -339,10 +339,23 @@ class Compiler:
         elif isinstance(prog, P.Call):
             node = self._node(parent.id, len(parent.children), "Call", prog.name or prog.function.name)
             self._lower(prog.function.program, node)
+        elif hasattr(prog, "lower"):  # programs that lower themselves (profiler.replication.AllReduce)
+            prog.lower(self, parent)
         elif isinstance(prog, P.PrintTensor):
             self._lower_stream(parent, prog.tensor, None, to_host=True, name=prog.title, print_title=prog.title)
         else:
             raise CompileError(f"unsupported program {type(prog).__name__}")
+
+    def add_cross_replica_step(
+        self, parent: Node, name: str, tile_cycles: np.ndarray, bytes_per_tile: np.ndarray, action: Any, tensor: Tensor
+    ) -> None:
+        """An external sync then a GlobalExchange step moving data between replicas (an all-reduce):
+        each tile sends and receives ``bytes_per_tile``; the engine runs ``action`` across replicas."""
+        self._sync(parent, "external")
+        vs = _vars(tensor)
+        self._add_step(parent, "GlobalExchange", name, tile_cycles=tile_cycles, bytes_in=bytes_per_tile,
+                       bytes_out=bytes_per_tile, code_bytes=_code_bytes_for(bytes_per_tile),
+                       code_category="globalExchangeCode", external=True, reads=vs, writes=vs, action=action)  # fmt: skip
 
     def _sync(self, parent: Node, kind: str, name: str = "") -> Node:
         cycles = int(cost_model.sync_cycles(kind, self.target))
@@ -666,3 +679,10 @@ def compile_programs(graph: Graph, programs: list[P.Program], progress: Progress
     except GraphError as exc:
         raise CompileError(str(exc)) from None
     return CompiledGraph(graph, c.nodes, c.steps, c.cs_plans, c.codelets, c.repeat_ranges, c.program_ranges)
+
+
+def _code_bytes_for(bytes_per_tile: np.ndarray) -> np.ndarray:
+    """Exchange code of a tile that sends and receives one message each way (profiler.exchange constants)."""
+    return np.where(bytes_per_tile > 0, EXCHANGE_CODE_BASE_BYTES + 2 * EXCHANGE_CODE_BYTES_PER_MESSAGE, 0).astype(
+        np.int64
+    )

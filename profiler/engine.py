@@ -29,6 +29,7 @@ from profiler.options import EngineOptions, resolve_options
 from profiler.programs import Program
 from profiler.streams import DataStream
 from profiler.tensor import Access
+from profiler.replication import AllReduceAction
 from report_format.writer import check_destination
 
 # Executed steps captured per run at most; beyond it a truncation is recorded (never silent).
@@ -81,6 +82,15 @@ class Engine:
         self._needs: dict[int, list[int]] = {}  # step -> variables it touches (see _plan_host_values)
         self._release: dict[int, list[int]] = {}  # step -> variables whose values are dropped after it
         self._dropped: set[int] = set()
+        # replication (profiler.replication): one state per replica, run in lockstep
+        self.replicas = graph.replication_factor
+        self.profiled_replica = self.options.replica_to_profile
+        if not 0 <= self.profiled_replica < self.replicas:
+            raise EngineError(
+                f"profiler.replicaToProfile is {self.profiled_replica}; the graph has {self.replicas} replica(s)"
+            )
+        self._states: list[list[np.ndarray]] = []
+        self._replica = 0
 
     # -- compile / load ------------------------------------------------------------------------
     def compile(self, progress: Callable[[int, int], None] | None = None) -> None:
@@ -159,11 +169,15 @@ class Engine:
         if self.compiled is None:
             self.compile()
         g = self.graph
-        self._state = [
-            v.value.copy() if v.value is not None
-            else np.zeros(0 if v.id in self._dropped else v.numel, dtype=v.dtype)
-            for v in g.variables
-        ]  # fmt: skip
+        self._states = [
+            [
+                v.value.copy() if v.value is not None
+                else np.zeros(0 if v.id in self._dropped else v.numel, dtype=v.dtype)
+                for v in g.variables
+            ]  # fmt: skip
+            for _ in range(self.replicas)
+        ]
+        self._state = self._states[self.profiled_replica]
         self.loaded = True
 
     def _ready(self) -> CompiledGraph:
@@ -187,8 +201,9 @@ class Engine:
     def connect_stream(self, stream: DataStream | str, buffer: np.ndarray | Callable[..., Any]) -> None:
         """Connect a host buffer (read each transfer / written in place) or a callback to a stream."""
         s = self._stream(stream)
-        if isinstance(buffer, np.ndarray) and buffer.size != s.numel:
-            raise EngineError(f"stream {s.name!r}: buffer has {buffer.size} elements, a transfer has {s.numel}")
+        if isinstance(buffer, np.ndarray) and buffer.size not in (s.numel, s.numel * self.replicas):
+            per = f" (or {s.numel * self.replicas}: one transfer per replica)" if self.replicas > 1 else ""
+            raise EngineError(f"stream {s.name!r}: buffer has {buffer.size} elements, a transfer has {s.numel}{per}")
         self._streams[s.id] = buffer
 
     def write_tensor(self, handle: str, data: Any) -> None:
@@ -197,15 +212,24 @@ class Engine:
             raise EngineError(f"no host write named {handle!r}; create it with Graph.create_host_write")
         t = self.graph.host_writes[handle]
         arr = np.asarray(data, dtype=t.dtype)
-        if arr.size != t.numel():
+        if arr.size == t.numel():  # the same value on every replica
+            for state in self._states:
+                Access(t).scatter(state, arr)
+            return
+        if arr.size != t.numel() * self.replicas:
             raise EngineError(f"write_tensor {handle!r}: {arr.size} values for a tensor of {t.numel()} elements")
-        Access(t).scatter(self._state, arr)
+        for state, part in zip(self._states, np.split(arr.reshape(-1), self.replicas), strict=True):
+            Access(t).scatter(state, part)
 
-    def read_tensor(self, handle: str) -> np.ndarray:
+    def read_tensor(self, handle: str, replica: int | None = None) -> np.ndarray:
+        """The tensor's values on ``replica`` (default: the profiled one, profiler.replicaToProfile)."""
         self._ready()
         if handle not in self.graph.host_reads:
             raise EngineError(f"no host read named {handle!r}; create it with Graph.create_host_read")
-        return Access(self.graph.host_reads[handle]).gather(self._state).copy()
+        r = self.profiled_replica if replica is None else replica
+        if not 0 <= r < self.replicas:
+            raise EngineError(f"read_tensor {handle!r}: replica {r} does not exist ({self.replicas} replica(s))")
+        return Access(self.graph.host_reads[handle]).gather(self._states[r]).copy()
 
     # -- run ---------------------------------------------------------------------------------------
     def run(self, program: int = 0, name: str = "") -> None:
@@ -249,13 +273,22 @@ class Engine:
 
     def _step(self, node: Node) -> None:
         if node.action is not None:
-            state, variables = self._state, self.graph.variables
-            for v in self._needs.get(node.step, ()):
-                if state[v].size != variables[v].numel:  # made at first use (zeros, as at load)
-                    state[v] = np.zeros(variables[v].numel, dtype=variables[v].dtype)
-            self._act(node.action)
-            for v in self._release.get(node.step, ()):
-                state[v] = np.zeros(0, dtype=variables[v].dtype)
+            variables = self.graph.variables
+            self._fetched: dict[int, Any] = {}
+            for r, state in enumerate(self._states):  # replicas in lockstep (one state each)
+                for v in self._needs.get(node.step, ()):
+                    if state[v].size != variables[v].numel:  # made at first use (zeros, as at load)
+                        state[v] = np.zeros(variables[v].numel, dtype=variables[v].dtype)
+                if isinstance(node.action, AllReduceAction):
+                    continue
+                self._state, self._replica = state, r
+                self._act(node.action)
+            if isinstance(node.action, AllReduceAction):  # across replicas: once, over every state
+                node.action.run(self._states)
+            for state in self._states:
+                for v in self._release.get(node.step, ()):
+                    state[v] = np.zeros(0, dtype=variables[v].dtype)
+            self._state, self._replica = self._states[self.profiled_replica], self.profiled_replica
         if node.external:
             self._clock[:] = self._clock.max()
         rec = self._record
@@ -284,8 +317,15 @@ class Engine:
             src = self._streams.get(action.stream.id)
             if src is None:
                 raise EngineError(f"stream {action.stream.name!r} is not connected; call Engine.connect_stream first")
-            data = src() if callable(src) else src
-            action.dst.scatter(state, np.asarray(data, dtype=action.stream.dtype).reshape(-1))
+            if self.replicas > 1:  # one host transfer per step, split over the replicas
+                if action.stream.id not in self._fetched:
+                    self._fetched[action.stream.id] = src() if callable(src) else src
+                data = np.asarray(self._fetched[action.stream.id], dtype=action.stream.dtype).reshape(-1)
+            else:
+                data = np.asarray(src() if callable(src) else src, dtype=action.stream.dtype).reshape(-1)
+            if data.size == action.stream.numel * self.replicas and self.replicas > 1:  # this replica's slice
+                data = np.split(data, self.replicas)[self._replica]
+            action.dst.scatter(state, data)
         elif isinstance(action, actions.ToHost):
             dst = self._streams.get(action.stream.id)
             if dst is None:
@@ -293,6 +333,8 @@ class Engine:
             values = action.src.gather(state)
             if callable(dst):
                 dst(values.copy())
+            elif dst.size == values.size * self.replicas and self.replicas > 1:  # this replica's slice
+                np.split(dst.reshape(-1), self.replicas)[self._replica][:] = values.reshape(-1)
             else:
                 dst.reshape(-1)[:] = values.reshape(-1)
         elif isinstance(action, actions.Print):

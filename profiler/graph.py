@@ -21,7 +21,7 @@ from profiler.codelets import Codelet, resolve_codelet
 from profiler.dtypes import as_dtype
 from profiler.layout import Affine
 from profiler.streams import DEVICE_TO_HOST, HOST_TO_DEVICE, DataStream
-from profiler.targets import Target, sharding_view
+from profiler.targets import Target, replica_view, sharding_view
 from profiler.tensor import Tensor
 
 UNMAPPED = -1
@@ -167,7 +167,18 @@ class Function:
 class Graph:
     """A Poplar-style graph for one target."""
 
-    def __init__(self, target: Target) -> None:
+    def __init__(self, target: Target, replication_factor: int | None = None) -> None:
+        # Replication (Poplar ``Graph(target, replication_factor(R))``): the graph is one replica's,
+        # built on target.num_ipus / R IPUs; the engine runs R copies on disjoint IPUs, each with its
+        # own data (profiler.replication). Default: the target's num_replicas.
+        replicas = target.num_replicas if replication_factor is None else int(replication_factor)
+        if replicas < 1 or target.num_ipus % replicas:
+            raise GraphError(
+                f"replication factor {replicas}: must divide the target's {target.num_ipus} IPU(s) (and be >= 1)"
+            )
+        self.replication_factor = replicas
+        self.system_target = target  # every replica's IPUs
+        target = replica_view(target, replicas)
         self._target = target
         # Virtual graph (Poplar ``createVirtualGraph``, PopART ``virtualGraph``): while open, the graph
         # looks like one IPU of ``target``; see virtual_graph().
