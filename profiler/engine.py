@@ -27,9 +27,9 @@ from profiler.liveness import Liveness, analyse
 from profiler.memory import MemoryLayout, place
 from profiler.options import EngineOptions, resolve_options
 from profiler.programs import Program
+from profiler.replication import AllReduceAction
 from profiler.streams import DataStream
 from profiler.tensor import Access
-from profiler.replication import AllReduceAction
 from report_format.writer import check_destination
 
 # Executed steps captured per run at most; beyond it a truncation is recorded (never silent).
@@ -171,7 +171,8 @@ class Engine:
         g = self.graph
         self._states = [
             [
-                v.value.copy() if v.value is not None
+                v.value.copy()
+                if v.value is not None
                 else np.zeros(0 if v.id in self._dropped else v.numel, dtype=v.dtype)
                 for v in g.variables
             ]  # fmt: skip
