@@ -202,7 +202,7 @@ def _execution_tables(engine: Engine, w: ReportWriter) -> None:
         executed = np.asarray(rec.steps, dtype=np.int64)
         k = executed.size
         starts = np.stack(rec.starts) if k else np.zeros((0, ni), np.int64)
-        durations = engine._step_ipu_cycles[executed] if k else np.zeros((0, ni), np.int64)
+        durations = engine.step_durations(executed) if k else np.zeros((0, ni), np.int64)
         runs["run"].append(rec.run)
         runs["program_id"].append(top_ids[rec.program])
         runs["name"].append(rec.name)
@@ -229,6 +229,8 @@ def _execution_tables(engine: Engine, w: ReportWriter) -> None:
             chunk = executed[a : a + TILE_CYCLES_CHUNK_STEPS]
             m = chunk.size
             cyc = np.minimum(stats["cycles"][chunk], np.iinfo(np.int32).max).astype(np.int32)
+            held = engine.step_durations(chunk) > 0  # a pipelined step costs nothing on IPUs it does not hold
+            cyc = cyc * held[:, :, None].astype(np.int32)
             w.append("tile_cycles", {
                 "run": np.full(m * ni, rec.run, np.int32),
                 "step": np.repeat(np.arange(a, a + m, dtype=np.int32), ni),

@@ -224,6 +224,7 @@ class Compiler:
         self._codelet_ids: dict[str, int] = {}
         self._deferred_touched: set[int] = set()  # variables of compute sets deferring to a later kernel
         self.repeat_ranges: list[tuple[int, int]] = []  # step ranges of Repeat bodies
+        self.pipeline_ranges: list[tuple[int, int]] = []  # step ranges of pipelined bodies (profiler.pipeline)
         self.program_ranges: list[tuple[int, int]] = []  # step ranges of top-level programs
         n = self.target.num_tiles
         self._zeros = np.zeros(n, dtype=np.int64)
@@ -318,6 +319,8 @@ class Compiler:
             self._lower(prog.body, node)
             if len(self.steps) > first:
                 self.repeat_ranges.append((first, len(self.steps) - 1))
+                if getattr(prog, "pipelined", False):  # profiler.pipeline.Pipeline
+                    self.pipeline_ranges.append((first, len(self.steps) - 1))
         elif isinstance(prog, P.If):
             node = self._node(parent.id, len(parent.children), "If", prog.name)
             node.condition = Access(prog.condition)
@@ -662,6 +665,7 @@ class CompiledGraph:
     codelets: list[tuple[str, Codelet]]  # (type name, codelet)
     repeat_ranges: list[tuple[int, int]]
     program_ranges: list[tuple[int, int]]
+    pipeline_ranges: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def target(self) -> Any:
@@ -678,7 +682,8 @@ def compile_programs(graph: Graph, programs: list[P.Program], progress: Progress
         c.compile()
     except GraphError as exc:
         raise CompileError(str(exc)) from None
-    return CompiledGraph(graph, c.nodes, c.steps, c.cs_plans, c.codelets, c.repeat_ranges, c.program_ranges)
+    return CompiledGraph(graph, c.nodes, c.steps, c.cs_plans, c.codelets, c.repeat_ranges, c.program_ranges,
+                         c.pipeline_ranges)  # fmt: skip
 
 
 def _code_bytes_for(bytes_per_tile: np.ndarray) -> np.ndarray:

@@ -26,6 +26,7 @@ from profiler.graph import Graph
 from profiler.liveness import Liveness, analyse
 from profiler.memory import MemoryLayout, place
 from profiler.options import EngineOptions, resolve_options
+from profiler.pipeline import participants
 from profiler.programs import Program
 from profiler.replication import AllReduceAction
 from profiler.streams import DataStream
@@ -78,6 +79,8 @@ class Engine:
         self.out_of_memory = ""  # after compile: why the graph does not fit ("" when it does)
         self._report_written = False
         self._step_ipu_cycles: np.ndarray | None = None
+        self._pipelined = np.zeros(0, dtype=bool)
+        self._participants: np.ndarray | None = None
         self.report_path: Path | None = None
         self._needs: dict[int, list[int]] = {}  # step -> variables it touches (see _plan_host_values)
         self._release: dict[int, list[int]] = {}  # step -> variables whose values are dropped after it
@@ -110,6 +113,13 @@ class Engine:
         t = self.graph.target
         cyc = np.stack([st.tile_cycles for st in c.steps]) if c.steps else np.zeros((0, t.num_tiles), np.int64)
         self._step_ipu_cycles = cyc.reshape(len(c.steps), t.num_ipus, t.tiles_per_ipu).max(axis=2)
+        # inside a Pipeline a step holds back only the IPUs taking part (profiler.pipeline)
+        self._pipelined = np.zeros(len(c.steps), dtype=bool)
+        for a, b in c.pipeline_ranges:
+            self._pipelined[a : b + 1] = True
+        self._participants = (
+            participants([st.type for st in c.steps], self._step_ipu_cycles) if c.pipeline_ranges else None
+        )
         self.info["compile_seconds"] = time.perf_counter() - start
         oom = self.memory.out_of_memory_tiles()
         if oom.size:
@@ -125,6 +135,15 @@ class Engine:
                 return
         if opts.capture_enabled:
             _register(self)
+
+    def step_durations(self, executed: np.ndarray) -> np.ndarray:
+        """Cycles each IPU spends in each of the ``executed`` program steps (executed steps x IPUs):
+        inside a Pipeline an IPU not taking part in a step spends none in it."""
+        cycles = self._step_ipu_cycles[executed]  # type: ignore[index]
+        if self._participants is None:
+            return cycles
+        held = self._participants[executed] | ~self._pipelined[executed][:, None]
+        return np.where(held, cycles, 0)
 
     def _plan_host_values(self, c: CompiledGraph, live: Liveness) -> None:
         """Which variables' values the host holds when: a value that is not always-live is made at
@@ -290,7 +309,13 @@ class Engine:
                 for v in self._release.get(node.step, ()):
                     state[v] = np.zeros(0, dtype=variables[v].dtype)
             self._state, self._replica = self._states[self.profiled_replica], self.profiled_replica
-        if node.external:
+        cycles = self._step_ipu_cycles[node.step]  # type: ignore[index]
+        if self._pipelined[node.step]:
+            who = self._participants[node.step]  # type: ignore[index]
+            if who.any():
+                self._clock[who] = self._clock[who].max()
+            cycles = np.where(who, cycles, 0)
+        elif node.external:
             self._clock[:] = self._clock.max()
         rec = self._record
         if rec is not None:
@@ -298,7 +323,7 @@ class Engine:
             if len(rec.steps) < MAX_CAPTURED_STEPS_PER_RUN:
                 rec.steps.append(node.step)
                 rec.starts.append(self._clock.copy())
-        self._clock += self._step_ipu_cycles[node.step]  # type: ignore[index]
+        self._clock += cycles
 
     def _act(self, action: actions.Action) -> None:
         state = self._state
