@@ -81,6 +81,8 @@ class Engine:
         self._step_ipu_cycles: np.ndarray | None = None
         self._pipelined = np.zeros(0, dtype=bool)
         self._participants: np.ndarray | None = None
+        self._computes = np.zeros(0, dtype=bool)
+        self.compute_cycles = np.zeros(0, dtype=np.int64)
         self.report_path: Path | None = None
         self._needs: dict[int, list[int]] = {}  # step -> variables it touches (see _plan_host_values)
         self._release: dict[int, list[int]] = {}  # step -> variables whose values are dropped after it
@@ -120,6 +122,7 @@ class Engine:
         self._participants = (
             participants([st.type for st in c.steps], self._step_ipu_cycles) if c.pipeline_ranges else None
         )
+        self._computes = np.array([st.type == "OnTileExecute" for st in c.steps], dtype=bool)
         self.info["compile_seconds"] = time.perf_counter() - start
         oom = self.memory.out_of_memory_tiles()
         if oom.size:
@@ -263,6 +266,7 @@ class Engine:
         record = RunRecord(self.total_runs, program, name or f"run{self.total_runs}")
         self._record = record if capture_run else None
         self._clock = np.zeros(self.graph.target.num_ipus, dtype=np.int64)
+        self.compute_cycles = np.zeros(self.graph.target.num_ipus, dtype=np.int64)  # per IPU, this run
         top = next(n for n in c.nodes if n.parent_id == -1 and n.child_index == program)
         self._exec(top)
         record.cycles = int(self._clock.max())
@@ -324,6 +328,8 @@ class Engine:
                 rec.steps.append(node.step)
                 rec.starts.append(self._clock.copy())
         self._clock += cycles
+        if self._computes[node.step]:
+            self.compute_cycles += cycles
 
     def _act(self, action: actions.Action) -> None:
         state = self._state

@@ -377,7 +377,7 @@ def _import_model(
     weights_prog, prog = Prog(name="WeightsFromHost"), Prog(name="Inference")
     b = Builder(g, prog, weights_prog, opset, half, weights)
     # several IPUs: each node on its IPU (manual __ipu_number attributes, else balanced by memory)
-    ipus = sharding.assign_ipus(model, target.num_ipus) if target.num_ipus > 1 else None
+    ipus = sharding.assign_ipus(model, g.target.num_ipus) if g.target.num_ipus > 1 else None  # one replica's IPUs
     try:
         inputs = _input_specs(model, half)
     except Unsupported as exc:
