@@ -126,6 +126,7 @@ def _graph_tables(engine: Engine, w: ReportWriter) -> None:
             pv_var.append(v)
             pv_access.append("read_write" if v in nd.reads and v in nd.writes else "read" if v in nd.reads else "write")
     w.write("program_variables", {"program_id": pv_prog, "variable_id": pv_var, "access": pv_access})
+    _multi_ipu_tables(engine, w)
     css = g.compute_sets
     w.write("compute_sets", {
         "compute_set_id": [cs.id for cs in css],
@@ -304,3 +305,32 @@ def _target(engine: Engine) -> dict[str, list]:
     row["num_replicas"] = [engine.graph.replication_factor]
     row["ipus_per_replica"] = [engine.graph.target.num_ipus]
     return row
+
+
+def _multi_ipu_tables(engine: Engine, w: ReportWriter) -> None:
+    """``replicas`` and ``pipeline_stages`` (profiler.replication, profiler.pipeline)."""
+    replicas, ipr = engine.graph.replication_factor, engine.graph.target.num_ipus
+    w.write("replicas", {
+        "replica": np.arange(replicas, dtype=np.int32),
+        "first_ipu": np.arange(replicas, dtype=np.int32) * ipr,
+        "profiled": np.arange(replicas) == engine.profiled_replica,
+    })  # fmt: skip
+    c = engine.compiled
+    cols: dict[str, list[int]] = {k: [] for k in ("program_id", "stage", "ipu", "micro_batches", "compute_cycles",
+                                                  "busy_cycles")}  # fmt: skip
+    nodes = {nd.id: nd for nd in c.nodes}
+    for a, b, node_id in c.pipeline_ranges:
+        steps = np.arange(a, b + 1)
+        held = engine.step_durations(steps)  # steps x IPUs, what each IPU spends per micro-batch
+        compute = (held * engine._computes[steps][:, None]).sum(axis=0)
+        busy_steps = held > 0
+        used = np.flatnonzero(busy_steps.any(axis=0) & (compute > 0))
+        first_busy = np.array([int(np.argmax(busy_steps[:, i] & engine._computes[steps])) for i in used])
+        for stage, ipu in enumerate(used[np.argsort(first_busy, kind="stable")].tolist()):
+            cols["program_id"].append(node_id)
+            cols["stage"].append(stage)
+            cols["ipu"].append(ipu)
+            cols["micro_batches"].append(nodes[node_id].repeat_count)
+            cols["compute_cycles"].append(int(compute[ipu]))
+            cols["busy_cycles"].append(int(held[:, ipu].sum()))
+    w.write("pipeline_stages", cols)
