@@ -26,7 +26,7 @@ from profiler.graph import Graph
 from profiler.liveness import Liveness, analyse
 from profiler.memory import MemoryLayout, place
 from profiler.options import EngineOptions, resolve_options
-from profiler.pipeline import participants
+from profiler.pipeline import participants, senders_receivers
 from profiler.programs import Program
 from profiler.replication import AllReduceAction
 from profiler.streams import DataStream
@@ -122,6 +122,7 @@ class Engine:
         self._participants = (
             participants([st.type for st in c.steps], self._step_ipu_cycles) if c.pipeline_ranges else None
         )
+        self._senders, self._receivers = senders_receivers(c.steps, t) if c.pipeline_ranges else (None, None)
         self._computes = np.array([st.type == "OnTileExecute" for st in c.steps], dtype=bool)
         self.info["compile_seconds"] = time.perf_counter() - start
         oom = self.memory.out_of_memory_tiles()
@@ -315,10 +316,14 @@ class Engine:
             self._state, self._replica = self._states[self.profiled_replica], self.profiled_replica
         cycles = self._step_ipu_cycles[node.step]  # type: ignore[index]
         if self._pipelined[node.step]:
-            who = self._participants[node.step]  # type: ignore[index]
-            if who.any():
-                self._clock[who] = self._clock[who].max()
-            cycles = np.where(who, cycles, 0)
+            # dataflow: an IPU waits only for data it receives (its stage's inputs, buffered on
+            # arrival), never for a receiver to be ready; IPUs not taking part spend nothing
+            recv = self._receivers[node.step]  # type: ignore[index]
+            if recv.any():
+                sent = self._senders[node.step]  # type: ignore[index]
+                ready = int(self._clock[sent].max()) if sent.any() else 0
+                self._clock[recv] = np.maximum(self._clock[recv], ready)
+            cycles = np.where(self._participants[node.step], cycles, 0)  # type: ignore[index]
         elif node.external:
             self._clock[:] = self._clock.max()
         rec = self._record

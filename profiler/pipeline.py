@@ -1,13 +1,16 @@
 """Pipelining: a sharded model's stages (its IPUs, in order) work on different micro-batches at once.
 
 ``Pipeline(body, micro_batches)`` repeats ``body`` (one micro-batch through every stage) once per
-micro-batch, as a Repeat does, but inside it an IPU waits only for the IPUs it exchanges with: a
-sync (and the exchange or stream copy after it) holds back only the IPUs taking part in that next
-step, instead of the whole device. So while IPU 1 runs stage 1 of micro-batch m, IPU 0 already runs
-stage 0 of micro-batch m + 1: the fill / main / drain schedule of PopART's pipelining, whose length
-for S balanced stages of T cycles is (S + M - 1) x T (plus the exchanges between stages). The
-functional results are those of running the micro-batches one after another (each is computed
-whole), so they equal the unpipelined model's.
+micro-batch, as a Repeat does, but inside it the IPUs are not held together by external syncs:
+each IPU runs its own steps on its own clock, a step costs nothing on IPUs not taking part in it
+(a sync or stream copy begin: those of the step after it), and an IPU receiving a global exchange
+waits until its senders have reached it: data flows from stage to stage, buffered on arrival
+(PopART stashes inter-stage tensors), so a sender never waits for a receiver. So while IPU 1 runs
+stage 1 of micro-batch m, IPU 0 already runs stage 0 of micro-batch m + 1: the fill / main / drain
+schedule of PopART's pipelining, whose length for S balanced stages of T cycles is (S + M - 1) x T;
+the slowest stage (its compute plus its exchanges) sets the pace. The functional results are those
+of running the micro-batches one after another (each is computed whole), so they equal the
+unpipelined model's.
 
 Micro-batches are PopART's gradient accumulation count in training; here (inference) they are the
 batches streamed per run. Training pipelines (stashed activations, recomputation) are not modelled.
@@ -16,6 +19,7 @@ batches streamed per run. Training pipelines (stashed activations, recomputation
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -57,3 +61,14 @@ def schedule_length(stage_cycles: list[int] | np.ndarray, micro_batches: int) ->
         for s in range(t.size):
             prev = done[s] = max(done[s], prev) + t[s]
     return int(done[-1]) if t.size else 0
+
+
+def senders_receivers(steps: list[Any], target: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Per step (bool, steps x IPUs): IPUs sending and IPUs receiving in a GlobalExchange step."""
+    n, ni, tpi = len(steps), target.num_ipus, target.tiles_per_ipu
+    send, recv = np.zeros((n, ni), dtype=bool), np.zeros((n, ni), dtype=bool)
+    for i, st in enumerate(steps):
+        if st.type == "GlobalExchange" and st.bytes_in is not None and st.bytes_out is not None:
+            send[i] = st.bytes_out.reshape(ni, tpi).sum(axis=1) > 0
+            recv[i] = st.bytes_in.reshape(ni, tpi).sum(axis=1) > 0
+    return send, recv
