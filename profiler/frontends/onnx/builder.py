@@ -112,6 +112,7 @@ class Builder:
         self.weights: dict[str, np.ndarray] = {}
         self._materialized: dict[tuple[int, str | None], Tensor] = {}
         self._host_keep: list[np.ndarray] = []  # keeps ids in _materialized valid
+        self._on_ipu: dict[tuple[int, int], tuple[Tensor, Tensor]] = {}  # (id of a tensor, IPU) -> (it, its copy)
 
     # -- values ------------------------------------------------------------------------------
     def device(self, v: Value, name: str = "const", like: np.dtype | None = None) -> Tensor:
@@ -151,6 +152,24 @@ class Builder:
         used = -(-n // max(1, -(-n // tiles)))
         self._next_tile = (self._next_tile + used) % tiles
         return mapping
+
+    def to_ipu(self, t: Tensor, ipu: int) -> Tensor:
+        """``t`` on ``ipu``: itself if it is held there, else a copy laid out as it is, on that IPU's
+        tiles (made once per tensor and IPU). The copy moves each element over the IPU-Links once,
+        where an op reading ``t`` remotely would receive it on every tile that reads it."""
+        g = self.graph
+        tiles = g.tile_of(t)
+        tpi = g.target.tiles_per_ipu
+        if tiles.size == 0 or bool((tiles // tpi == ipu).all()):
+            return t
+        key = (id(t), ipu)
+        if key not in self._on_ipu:
+            with g.virtual_graph(ipu):
+                copy = g.add_variable(t.dtype, t.shape, f"{self.names.get(id(t), 'value')}/ipu{ipu}")
+                g.set_tile_mapping(copy, tiles % tpi)
+            self.prog.add(Copy(t, copy, name=f"IpuCopy to IPU {ipu}"))
+            self._on_ipu[key] = (t, copy)  # holds t: its id stays unique while the builder lives
+        return self._on_ipu[key][1]
 
     def _unique(self, name: str) -> str:
         base, k = name, 1
@@ -400,6 +419,8 @@ def _import_model(
     for i, node in enumerate(model.graph.node):
         name = node.name or f"{node.op_type}_{i}"
         args = [b.values.get(n) if n else None for n in node.input]
+        if ipus:  # inputs held on another IPU cross once, by an inter-IPU copy (PopART's IpuCopy)
+            args = [b.to_ipu(a, ipus[i]) if isinstance(a, Tensor) else a for a in args]
         missing = [n for n, a in zip(node.input, args, strict=True) if n and a is None]
         if missing:
             raise FrontendError(f"node {name!r} ({node.op_type}): input(s) {missing} are not defined")
