@@ -351,15 +351,24 @@ class Compiler:
             raise CompileError(f"unsupported program {type(prog).__name__}")
 
     def add_cross_replica_step(
-        self, parent: Node, name: str, tile_cycles: np.ndarray, bytes_per_tile: np.ndarray, action: Any, tensor: Tensor
+        self,
+        parent: Node,
+        name: str,
+        tile_cycles: np.ndarray,
+        bytes_per_tile: np.ndarray,
+        action: Any,
+        tensor: Tensor,
+        buffer: Tensor,
     ) -> None:
         """An external sync then a GlobalExchange step moving data between replicas (an all-reduce):
-        each tile sends and receives ``bytes_per_tile``; the engine runs ``action`` across replicas."""
+        each tile sends and receives ``bytes_per_tile`` through ``buffer`` (written, live at the step
+        only); the engine runs ``action`` across replicas."""
         self._sync(parent, "external")
         vs = _vars(tensor)
         self._add_step(parent, "GlobalExchange", name, tile_cycles=tile_cycles, bytes_in=bytes_per_tile,
                        bytes_out=bytes_per_tile, code_bytes=_code_bytes_for(bytes_per_tile),
-                       code_category="globalExchangeCode", external=True, reads=vs, writes=vs, action=action)  # fmt: skip
+                       code_category="globalExchangeCode", external=True, reads=vs, writes=vs | _vars(buffer),
+                       undefs=_vars(buffer), action=action)  # fmt: skip
 
     def _sync(self, parent: Node, kind: str, name: str = "") -> Node:
         cycles = int(cost_model.sync_cycles(kind, self.target))

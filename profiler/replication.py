@@ -43,6 +43,15 @@ class AllReduce(Program):
     def __post_init__(self) -> None:
         if self.op not in OPS:
             raise ValueError(f"AllReduce {self.name!r}: op must be one of {OPS}, got {self.op!r}")
+        # The ring's receive buffer: each tile receives 1/R of its part of the tensor per ring step,
+        # so it holds ceil(elements on the tile / R) more elements while the all-reduce runs (its
+        # memory shows in the report as a variable live at the all-reduce step only).
+        g = self.tensor.graph
+        tiles = g.tile_of(self.tensor).astype(np.int64)
+        held, count = np.unique(tiles, return_counts=True)
+        chunk = -(-count // max(g.replication_factor, 1))
+        self.buffer = g.add_variable(self.tensor.dtype, [int(chunk.sum())], f"{self.name or 'AllReduce'}/ring buffer")
+        g.set_tile_mapping(self.buffer, np.repeat(held, chunk))
 
     def lower(self, compiler: Compiler, parent: Node) -> None:
         """Steps of the all-reduce: an external sync, then the ring as one GlobalExchange step."""
@@ -58,7 +67,7 @@ class AllReduce(Program):
             cycles[sl] = np.where(per_tile[sl] > 0, ring_all_reduce_cycles(int(nbytes), replicas, t), 0)
         name = self.name or f"AllReduce/{self.op}"
         action = AllReduceAction(Access(self.tensor), self.op)
-        compiler.add_cross_replica_step(parent, name, cycles, share, action, self.tensor)
+        compiler.add_cross_replica_step(parent, name, cycles, share, action, self.tensor, self.buffer)
 
 
 @dataclass(frozen=True, eq=False)

@@ -48,6 +48,9 @@ def test_all_reduce_sums_over_replicas_with_hand_worked_bytes_and_cycles():
     assert int(ring.bytes_out.sum()) == ring_all_reduce_bytes(32, 4)  # 2 x 3 / 4 x 32 = 48
     # 2 x (4 - 1) = 6 ring steps, each 32 / 4 = 8 bytes: ceil(8 / 8) + 64 fixed + 80 sync = 145 -> 870
     assert ring.tile_cycles.tolist() == [870] * 4
+    # the ring's receive buffer: ceil(2 floats per tile / 4 replicas) = 1 float on each of 4 tiles,
+    # 16 bytes live at the all-reduce step only (x itself is host-visible: always live)
+    assert e.memory.liveness_steps.reshape(2, -1)[:, 0].tolist() == [0, 16]
 
 
 def test_replica_to_profile_is_checked_and_recorded(tmp_path):
