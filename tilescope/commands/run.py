@@ -411,8 +411,12 @@ def _render(doc: dict[str, Any]) -> str:
     if ex["executed"]:
         execution = [
             f"cycles/run    {per_run}  ({ex['seconds_per_run'] * 1e3:.4g} ms simulated)",
-            f"throughput    {ex['samples_per_second']:,.1f} samples/s (simulated)",
+            f"throughput    {ex['samples_per_second']:,.1f} samples/s (simulated, {ex['samples_per_run']} samples per run)",
         ]
+        if len(ex["ipu_utilisation"]) > 1:  # compute share of the run on each IPU (pipeline balance)
+            execution.append(
+                "utilisation   " + ", ".join(f"IPU {i} {u:.0%}" for i, u in enumerate(ex["ipu_utilisation"]))
+            )
     else:
         execution = ["cycles/run    not executed: the graph does not fit in tile memory"]
     lines = [
