@@ -143,6 +143,7 @@ STORE_DATA: dict[str, Check] = {
     ids.TRACE_RANGE: range_or_none,
     ids.COMPARE_LIVENESS_STEP: int_or_none,
     ids.COMPARE_BASELINE: text_or_none,
+    ids.COMPARE_SHOWN: text_or_none,  # pattern id: checked by its type
     "_pages_store": anything,  # Dash Pages' own store
 }
 
@@ -200,7 +201,7 @@ def _check_argument(item: Any, grid_kinds: frozenset[str], grid_type: str) -> No
     if prop == "data":
         # a store not listed is bounded by the body checks only (tests/app/test_guard.py asks
         # for a check of every store a callback reads)
-        check = STORE_DATA.get(cid, anything) if isinstance(cid, str) else anything
+        check = STORE_DATA.get(cid if isinstance(cid, str) else cid.get("type"), anything)
     else:
         check = BY_PROPERTY.get(prop, anything)
     problem = check(value)

@@ -74,13 +74,20 @@ TRACE_STEP_TILES = "trace-step-tiles"
 TRACE_IPUS = "trace-ipus"
 TRACE_IPU_TABLE = "trace-ipu-table"
 
-# compare mode: the shell's baseline picker and banner, then one section per page
+# compare mode: the shell's baseline picker and banner, then each page's compare tab
 COMPARE_BASELINE = "compare-baseline"  # dcc.Store: the chosen baseline's key (None: compare off)
 COMPARE_PICKER = "compare-picker"
 COMPARE_BANNER = "compare-banner"
 COMPARE_BANNER_TEXT = "compare-banner-text"
 COMPARE_OFF = "compare-off"
-COMPARE_JUMP = "compare-jump"  # pattern-matching type: a page title's link down to its compare section
+# pattern-matching types, one of each per page with a comparison (key "page"): the tab bar
+# ("This report" | "Compare with <baseline>"), the page's own view, the comparison pane, and the
+# store of the baseline the pane shows (set when its tab is first opened)
+COMPARE_TAB_BAR = "compare-tab-bar"
+COMPARE_TABS = "compare-tabs"
+COMPARE_OWN_VIEW = "compare-own-view"
+COMPARE_PANE = "compare-pane"
+COMPARE_SHOWN = "compare-shown"
 COMPARE_SUMMARY = "compare-summary"
 COMPARE_SUMMARY_PARITY = "compare-summary-parity"
 COMPARE_SUMMARY_TABLE = "compare-summary-table"

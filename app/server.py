@@ -15,7 +15,7 @@ import dash_bootstrap_components as dbc
 from dash import Dash, dcc, html
 
 from app import guard, ids, state
-from app.compare import shell as compare_shell  # compare mode: baseline picker and banner
+from app.comparison.pages import shell as compare_shell  # compare mode: baseline picker and banner
 
 #: Page modules, in navbar order.
 PAGES = (

@@ -35,9 +35,9 @@ sys.path.insert(0, str(ROOT))
 def inner(baseline: str, active: str) -> None:
     """Run in a child process: the diff's JSON path, with a per-stage breakdown."""
     t0 = time.perf_counter()
-    from app.views.compare.comparison import Comparison
+    from app.comparison.comparison import Comparison
+    from app.render.text import diff_document
     from report_format.reader import open_report
-    from tilescope.commands.diff import diff_document
 
     stages: dict[str, float] = {}
     t = time.perf_counter()
@@ -83,7 +83,7 @@ def cli_wall(baseline: Path, active: Path) -> float:
 def bench_aligner() -> list[tuple[str, float, int]]:
     import numpy as np
 
-    from app.views.compare.align import align_sequences
+    from app.comparison.align import align_sequences
 
     rng = np.random.default_rng(0)
     body = np.arange(2000)

@@ -1,7 +1,7 @@
 """Regenerate docs/screenshots/compare_<page>.png: the viewer in compare mode in headless Debian
 Chromium, on the sample MLP (batch 32, active) against the same MLP with batch 64 (baseline), as
-`tilescope demo --compare` serves them, at 1600x1000. Each page with a compare section: its own
-view first, then its compare section (the screenshot runs down to the section's end).
+`tilescope demo --compare` serves them, at 1600x1000. Each page with a comparison, its "Compare
+with mlp_batch64" tab opened (the screenshot runs down to the comparison's end).
 
     python docs/make_compare_screenshots.py [--active PATH --baseline PATH]
 """
@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 from tests.app.browser import CHROMIUM, CHROMIUM_ARGS, served, settle  # noqa: E402
 
 OUT = ROOT / "docs" / "screenshots"
-#: page path -> (screenshot name, id of the compare section)
+#: page path -> (screenshot name, id of the comparison in the page's compare tab)
 PAGES = {
     "/": ("compare_summary", "compare-summary"),
     "/insights": ("compare_insights", "compare-insights"),
@@ -63,11 +63,13 @@ def main() -> int:
                 if path == "/execution-trace" and page.locator("#trace-run option[value='1']").count():
                     page.select_option("#trace-run", "1")  # the training run (run 0 initialises)
                     settle(page, 1000)
+                page.get_by_role("tab", name=f"Compare with {baseline.name}", exact=True).click()
+                settle(page, 1200)
                 if path == "/operations":  # an operation selected: its baseline / active card
                     page.locator("#compare-operations .ag-center-cols-container .ag-row[row-index='1']").first.click()
                     settle(page, 800)
-                # the whole page at the 1000-pixel-high window (its own view, then the compare
-                # section): a taller window would stretch the window-filling grids instead
+                # the whole page at the 1000-pixel-high window: a taller window would stretch the
+                # window-filling grids instead
                 page.wait_for_function(
                     f"() => (document.getElementById('{section}') || {{}}).innerText?.includes('Compare:')"
                 )

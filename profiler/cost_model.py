@@ -692,6 +692,28 @@ def scaled_add_flops(n: np.ndarray, dtype: object = "float32") -> np.ndarray:
     return _i64(n, "element counts") * (2 if _is_float(dtype_name(dtype)) else 0)
 
 
+# popnn pooling vertex, per worker (PopLibs popnn PerformanceEstimation.hpp getPoolingCycles, with its
+# default unpack costs): the set-up before the row loop, the row loop's overhead per output row, the
+# work loop's per (row, kernel position) item, per channel group and per 64-bit channel vector, and
+# the inner repeat loop: 4 + 3n cycles for max (5 + 3n sum) over n + 1 outputs.
+POOL_WORKER_SETUP_CYCLES = 14 + 2 + 6 + 3 + 2 + 1 + 2 + 1 + 1  # + 1 more for sum pooling (scale load)
+POOL_ROW_CYCLES = 13 + 2 + 2
+POOL_ITEM_CYCLES = 20 + 3
+POOL_CHAN_GROUP_CYCLES = 2 + 2 + 2 + 2 + 4 + 1
+POOL_VECTOR_CYCLES = 2 + 1
+
+
+def pool_cycles(is_max: bool, rows: int, segments: int, channels: int, kernel: int, dtype: object) -> int:
+    """One worker's pooling of ``rows`` output positions (lying in ``segments`` output rows) over
+    ``channels`` channels in one channel group and a ``kernel``-element window: one work item per
+    segment and kernel position, each a repeat loop over its outputs per 64-bit channel vector."""
+    vectors = -(-channels // (DATAPATH_BYTES // elem_bytes(dtype)))
+    rpt_base = 4 if is_max else 5
+    item = POOL_ITEM_CYCLES + POOL_CHAN_GROUP_CYCLES + vectors * (POOL_VECTOR_CYCLES + rpt_base)
+    setup = POOL_WORKER_SETUP_CYCLES + (0 if is_max else 1)
+    return setup + segments * (POOL_ROW_CYCLES + kernel * item) + 3 * kernel * vectors * (rows - segments) + 1
+
+
 def reduce_flops(
     op: str, n_in: np.ndarray, n_out: np.ndarray | int = 1, dtype: object = "float32", is_update: bool = False
 ) -> np.ndarray:

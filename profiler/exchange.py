@@ -106,10 +106,7 @@ def plan_transfers(
 
 def _messages(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
     """Distinct (peer, direction) pairs per tile of transfers src[i] -> dst[i]."""
-    if n * n <= PAIR_BITMAP_LIMIT and src.size > n * n // 8:  # distinct (src, dst) pairs by counts: no sort
-        pairs = np.flatnonzero(np.bincount(src * n + dst, minlength=n * n))
-    else:
-        pairs = np.unique(src * n + dst)
+    pairs = _pairs(src, dst, n)
     return np.bincount(pairs // n, minlength=n) + np.bincount(pairs % n, minlength=n)
 
 
@@ -136,9 +133,18 @@ class _Receives:
 
 
 def _pairs(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
-    if n * n <= PAIR_BITMAP_LIMIT and src.size > n * n // 8:  # distinct (src, dst) pairs by counts: no sort
-        return np.flatnonzero(np.bincount(src * n + dst, minlength=n * n))
-    return np.unique(src * n + dst)
+    return _distinct(src * n + dst, n * n)
+
+
+def _distinct(keys: np.ndarray, space: int) -> np.ndarray:
+    """The distinct keys in [0, space), sorted: by counts when the space is small next to the keys
+    (no sort), else by a sort (numpy's hash-based unique is several times slower on int64 keys)."""
+    if space <= PAIR_BITMAP_LIMIT and keys.size > space // 64:
+        return np.flatnonzero(np.bincount(keys, minlength=space))
+    k = np.sort(keys)
+    keep = np.ones(k.size, dtype=bool)
+    np.not_equal(k[1:], k[:-1], out=keep[1:])
+    return k[keep]
 
 
 def _parts(src: np.ndarray, dst: np.ndarray, tpi: int) -> tuple[np.ndarray, np.ndarray]:
@@ -240,7 +246,7 @@ def plan_receives(
             continue
         b_in = sum(r.bytes_in for r in found)
         b_out = sum(r.bytes_out for r in found)
-        pairs = np.unique(np.concatenate([r.pairs for r in found]))
+        pairs = _distinct(np.concatenate([r.pairs for r in found]), n * n)
         messages = np.bincount(pairs // n, minlength=n) + np.bincount(pairs % n, minlength=n)
         effective = b_in - np.floor(sum(r.shared for r in found)).astype(np.int64)
         plans.append(_finish(b_in, b_out, messages, effective, target, global_=k == 1))  # type: ignore[arg-type]

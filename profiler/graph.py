@@ -59,6 +59,14 @@ class TileMapping:
         self.tiles = per_element[self.starts].astype(np.int32)
         self._lookup = None
 
+    def set_intervals(self, starts: np.ndarray, tiles: np.ndarray) -> None:
+        """Intervals [starts[i], starts[i+1]) on tiles[i] (starts[0] == 0, increasing); neighbours on
+        one tile merge, so the mapping is the same however it was given."""
+        keep = np.ones(starts.size, dtype=bool)
+        keep[1:] = tiles[1:] != tiles[:-1]
+        self.starts, self.tiles = starts[keep].astype(np.int64), tiles[keep].astype(np.int32)
+        self._lookup = None
+
     def assign(self, idx: np.ndarray, tiles: np.ndarray | int) -> None:
         if idx.size == self.n and np.isscalar(tiles):
             self.starts, self.tiles = np.zeros(1, np.int64), np.array([tiles], np.int32)
@@ -228,10 +236,13 @@ class Graph:
             self._ipu, self._ipu_target = saved
 
     def _to_device_tiles(self, tiles: np.ndarray) -> np.ndarray:
-        """Tile ids given inside a virtual graph (that IPU's) as device-global ids."""
+        """Tile ids given inside a virtual graph as device-global ids on its IPU: a tile's position
+        within an IPU (0-based, as the virtual graph numbers them; a device-global id read straight
+        from a mapping keeps its position) on the open IPU. Unmapped (negative) ids stay."""
         if self._ipu is None:
             return tiles
-        return tiles + self._ipu * self._target.tiles_per_ipu
+        tpi = self._target.tiles_per_ipu
+        return np.where(tiles < 0, tiles, tiles % tpi + self._ipu * tpi).astype(tiles.dtype, copy=False)
 
     def _from_device_tiles(self, tiles: np.ndarray) -> np.ndarray:
         """Device-global tile ids as seen inside a virtual graph (position within the IPU); unmapped stays."""
@@ -317,7 +328,15 @@ class Graph:
         return self.variables[vid]
 
     # -- tile mapping --------------------------------------------------------------------------
+    def _check_device_tile(self, tiles: np.ndarray, what: str) -> None:
+        n = self._target.num_tiles
+        if tiles.size and (tiles.min() < 0 or tiles.max() >= n):
+            bad = int(tiles[(tiles < 0) | (tiles >= n)][0])
+            raise GraphError(f"{what}: tile {bad} does not exist (target {self._target.name} has {n} tiles)")
+
     def _check_tile(self, tiles: np.ndarray, what: str) -> None:
+        if self._ipu is not None:  # a virtual graph takes its own tile ids and device-global ones
+            return self._check_device_tile(tiles, what)
         if tiles.size and (tiles.min() < 0 or tiles.max() >= self.target.num_tiles):
             bad = int(tiles[(tiles < 0) | (tiles >= self.target.num_tiles)][0])
             raise GraphError(
@@ -343,8 +362,59 @@ class Graph:
         n = t.numel()
         grains = -(-n // grain_size)
         per_tile = max(1, -(-grains // len(tile_ids)))
+        if self._whole_variable(t) is not None and n:  # as intervals: one per tile, no array per element
+            self._check_tile(tile_ids, f"mapping of {t!r}")
+            starts = np.arange(0, n, per_tile * grain_size, dtype=np.int64)
+            self.variables[t.single_variable()].mapping.set_intervals(  # type: ignore[index]
+                starts, self._to_device_tiles(tile_ids[: starts.size])
+            )
+            return
         owner = tile_ids[(np.arange(n) // grain_size) // per_tile]
         self.set_tile_mapping(t, owner)
+
+    def _whole_variable(self, t: Tensor) -> Variable | None:
+        """The variable ``t`` is, when ``t`` is all of it in its own order (a contiguous view)."""
+        lay, vid = t._lay, t.single_variable()
+        if vid is None or not isinstance(lay, Affine) or lay.offset != 0:
+            return None
+        var = self.variables[vid]
+        if lay.size != var.numel or lay.strides != Affine.contiguous(lay.shape).strides:
+            return None
+        return var
+
+    def clone(self, like: Tensor, name: str, dtype: object | None = None) -> Tensor | None:
+        """A new variable laid out and mapped as the variable ``like`` views (Poplar ``Graph::clone``):
+        the same view of a new variable of the same shape, its mapping copied interval by interval.
+        None when ``like`` is not a one-to-one view of all of one variable."""
+        lay, vid = like._lay, like.single_variable()
+        if vid is None or not isinstance(lay, Affine) or lay.offset != 0:
+            return None
+        var = self.variables[vid]
+        if lay.size != var.numel or var.numel == 0:
+            return None
+        dims = sorted((s, n) for n, s in zip(lay.shape, lay.strides, strict=True) if n != 1)
+        step = 1
+        for s, n in dims:  # the strides, smallest first, must be those of a contiguous array
+            if s != step:
+                return None
+            step *= n
+        # the new variable's shape is the view's dims in storage order (a transposed view's clone is
+        # stored as the original is, e.g. NHWC under an NCHW view)
+        big = [d for d, n in enumerate(lay.shape) if n != 1]
+        by_stride = sorted(big, key=lambda d: -lay.strides[d])
+        order = (
+            list(range(len(lay.shape)))
+            if by_stride == big
+            else [d for d in range(len(lay.shape)) if d not in big] + by_stride
+        )
+        t = self._add(var.dtype if dtype is None else dtype, [lay.shape[d] for d in order], name, False, False)
+        new = self.variables[t.single_variable()]  # type: ignore[index]
+        # inside a virtual graph the clone is laid out as ``like`` on the open IPU's tiles
+        new.mapping.starts, new.mapping.tiles = (
+            var.mapping.starts.copy(),
+            self._to_device_tiles(var.mapping.tiles.copy()),
+        )
+        return t.transpose(*np.argsort(order)) if order != sorted(order) else t
 
     def tile_of(self, t: Tensor) -> np.ndarray:
         """Tile of each element of ``t`` (flattened); UNMAPPED (-1) where unmapped."""

@@ -220,6 +220,27 @@ class Window:
 
 
 @dataclass(frozen=True, eq=False)
+class WindowSplit:
+    """A Window's columns ``[first, first + blocks * width)`` cut into ``blocks`` blocks of ``width``
+    and stacked: element ``(g * blocks + j, r, q)`` is ``cols[g, r, first + j * width + q]`` (a
+    matmul kernel's operand when its in-channels are split over tiles)."""
+
+    window: Window
+    first: int
+    blocks: int
+    width: int
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        g, m, _ = self.window.shape
+        return (g * self.blocks, m, self.width)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+@dataclass(frozen=True, eq=False)
 class WindowBlocks:
     """Blocks of a Window, one per row: row v is ``cols[g[v], r0[v]:+rows, c0[v]:+cols]`` (a
     matmul vertex's operand block of an im2col view)."""

@@ -194,6 +194,8 @@ def window_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
         w_lo = ow * sw + lo[:, None] - pw
         w_hi = ow * sw + (hi - 1)[:, None] - pw + 1
         owner = np.broadcast_to(sv[:, None], r.shape)
+    elif s_c == 1:  # channels innermost (NHWC storage): per output and kernel position, a run of channels
+        return _channel_regions(lay, base)
     else:
         return None
     hh = oh * sh + i * dh - ph
@@ -221,3 +223,59 @@ def window_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     regions.pad_first = int(base[w.pad_var]) + w.pad.offset  # type: ignore[union-attr]
     regions.pad_step = w.pad.strides[0]  # type: ignore[union-attr]
     return regions
+
+
+def _channel_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
+    """Regions of window blocks over an input whose channels are innermost (stride 1): for every
+    output position and kernel position of a block, the run of the block's channels there (one
+    region per output and kernel position, not per element); padding reads the pad element of the
+    tile of the nearest input element, channel by channel."""
+    w = lay.window
+    x = w.x
+    bsz, c, h, wd = x.shape
+    s_b, _, s_h, s_w = x.strides
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw), (ho, wo) = w.kernel, w.stride, w.padding, w.dilation, w.out
+    cg, k = c // w.groups, kh * kw
+    ms, ks = lay.rows, lay.cols
+    # per vertex and kernel position e = i * kw + j: the block's channel range [c_lo, c_hi] there
+    e = np.arange(k, dtype=np.int64)
+    c_lo = np.maximum(0, -(-(lay.c0[:, None] - e) // k))  # [v, k]
+    c_hi = np.minimum(cg - 1, (lay.c0[:, None] + ks - 1 - e) // k)
+    vv, ee = np.nonzero(c_hi >= c_lo)
+    if vv.size == 0:
+        return None
+    lo, n_ch = c_lo[vv, ee], (c_hi - c_lo + 1)[vv, ee]
+    r = lay.r0[vv][:, None] + np.arange(ms)  # [pairs, ms]
+    b_, oh, ow = r // (ho * wo), (r // wo) % ho, r % wo
+    hh = oh * sh + (ee // kw)[:, None] * dh - ph
+    ww = ow * sw + (ee % kw)[:, None] * dw - pw
+    chan = (lay.g[vv] * cg + lo)[:, None]
+    owner = np.broadcast_to(vv[:, None], r.shape).reshape(-1)
+    length = np.broadcast_to(n_ch[:, None], r.shape).reshape(-1)
+    inside = ((hh >= 0) & (hh < h) & (ww >= 0) & (ww < wd)).reshape(-1)
+    near = x.offset + int(base[w.x_var]) + b_ * s_b + chan + np.clip(hh, 0, h - 1) * s_h + np.clip(ww, 0, wd - 1) * s_w
+    near, inside, owner, length = _merge_adjacent(near.reshape(-1), inside, owner, length)
+    regions = Regions(near[inside], length[inside], owner[inside])
+    if inside.all():
+        return regions
+    out = ~inside
+    regions.pad = Regions(near[out], length[out], owner[out])
+    regions.pad_first = int(base[w.pad_var]) + w.pad.offset  # type: ignore[union-attr]
+    regions.pad_step = w.pad.strides[0]  # type: ignore[union-attr]
+    return regions
+
+
+def _merge_adjacent(
+    start: np.ndarray, inside: np.ndarray, owner: np.ndarray, length: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Runs that continue the one before them (same owner, same kind, next element) joined: a block
+    over all channels at consecutive positions (a 1x1 convolution's rows) is one region, not one
+    per position."""
+    if start.size < 2:
+        return start, inside, owner, length
+    brk = np.ones(start.size, dtype=bool)
+    brk[1:] = (start[1:] != start[:-1] + length[:-1]) | (owner[1:] != owner[:-1]) | (inside[1:] != inside[:-1])
+    first = np.flatnonzero(brk)
+    if first.size == start.size:
+        return start, inside, owner, length
+    return start[first], inside[first], owner[first], np.add.reduceat(length, first)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from profiler.layout import Affine, Blocks, Runs, Window, WindowBlocks
+from profiler.layout import Affine, Blocks, Runs, Window, WindowBlocks, WindowSplit
 
 if TYPE_CHECKING:
     from profiler.graph import Graph
@@ -51,7 +51,7 @@ class Tensor:
     @property
     def structured(self) -> bool:
         """A convolution window (or blocks of one): held by its geometry, see profiler.layout.Window."""
-        return isinstance(self._lay, Window | WindowBlocks)
+        return isinstance(self._lay, Window | WindowBlocks | WindowSplit)
 
     def _explicit(self) -> Tensor:
         """The same view with an index per element (windows materialise on first use)."""
@@ -61,6 +61,11 @@ class Tensor:
         if isinstance(lay, WindowBlocks):
             w = lay.window.materialised()
             return w.blocks([lay.g, lay.r0, lay.c0], (1, lay.rows, lay.cols), drop=(0,))  # type: ignore[attr-defined]
+        if isinstance(lay, WindowSplit):
+            w = lay.window.materialised()
+            g, m, _ = lay.window.shape
+            cols = w[:, :, lay.first : lay.first + lay.blocks * lay.width]  # type: ignore[index]
+            return cols.reshape(g, m, lay.blocks, lay.width).transpose(0, 2, 1, 3).reshape(g * lay.blocks, m, lay.width)
         return self
 
     @property
@@ -104,7 +109,7 @@ class Tensor:
     # -- elements ------------------------------------------------------------------------
     def variable_ids(self) -> list[int]:
         if self.structured:
-            w = self._lay.window if isinstance(self._lay, WindowBlocks) else self._lay
+            w = self._lay.window if isinstance(self._lay, WindowBlocks | WindowSplit) else self._lay
             return sorted({w.x_var} | ({w.pad_var} if w.pad_var >= 0 else set()))  # type: ignore[union-attr]
         if isinstance(self._var, int):
             return [self._var]
@@ -347,12 +352,15 @@ class Access:
     written through it; any other view is gathered and scattered by element index.
     """
 
-    __slots__ = ("shape", "dtype", "groups", "strided", "window")
+    __slots__ = ("shape", "dtype", "groups", "strided", "window", "split", "source")
 
     def __init__(self, t: Tensor) -> None:
         self.shape = t.shape
         self.dtype = t.dtype
-        self.window = t._lay if isinstance(t._lay, Window) else None  # read by sliding windows (im2col)
+        self.split = t._lay if isinstance(t._lay, WindowSplit) else None
+        self.source: Tensor | None = None
+        # read by sliding windows (im2col), then cut into column blocks when split
+        self.window = self.split.window if self.split is not None else t._lay if isinstance(t._lay, Window) else None
         if self.window is not None:
             self.strided, self.groups = None, []
             return
@@ -366,9 +374,11 @@ class Access:
                 offset, strides = layout
                 nbytes = tuple(s * t.dtype.itemsize for s in strides)
                 self.strided = (single, offset, nbytes, _one_to_one(t.shape, strides))
-            # gathered indices as intp once here: np.take would convert int32 ones on every run
-            # (a strided view that cannot be written through - a broadcast - scatters by index)
-            idx = np.zeros(0, np.intp) if self.strided and self.strided[3] else t._idx.reshape(-1).astype(np.intp)
+            # gathered indices as intp once here: np.take would convert int32 ones on every run; a
+            # strided view needs none to be read (a broadcast one that is written - rare - builds
+            # them then: 8 B per element held for every broadcast operand otherwise)
+            self.source = t if self.strided else None
+            idx = np.zeros(0, np.intp) if self.strided else t._idx.reshape(-1).astype(np.intp)
             self.groups: list[tuple[int, np.ndarray | None, np.ndarray]] = [(single, None, idx)]
         else:
             var_ids, idx = t.elements()
@@ -387,7 +397,12 @@ class Access:
     def gather(self, state: list[np.ndarray]) -> np.ndarray:
         """The tensor's values: a read-only view of the state when strided, else a new array."""
         if self.window is not None:
-            return im2col(self.window, state)
+            cols = im2col(self.window, state)
+            if self.split is None:
+                return cols
+            sp, (g, m, _) = self.split, cols.shape
+            cols = cols[:, :, sp.first : sp.first + sp.blocks * sp.width].reshape(g, m, sp.blocks, sp.width)
+            return np.ascontiguousarray(cols.transpose(0, 2, 1, 3)).reshape(self.shape)
         if self.strided is not None:
             return self._view(state, writeable=False)
         # np.take(mode="clip") skips the per-element bounds check (the indices come from tensor views,
@@ -408,6 +423,9 @@ class Access:
             self._view(state, writeable=True)[...] = np.asarray(values).reshape(self.shape)
             return
         flat = np.asarray(values).reshape(-1)
+        if self.strided is not None and self.source is not None:  # a broadcast view written: indices now
+            self.groups = [(self.strided[0], None, self.source._idx.reshape(-1).astype(np.intp))]
+            self.source = None
         for var, pos, idx in self.groups:
             state[var][idx] = flat if pos is None else flat[pos]
 

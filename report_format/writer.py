@@ -239,7 +239,8 @@ def check_destination(path: str | Path) -> dict[str, Any] | None:
             raise ReportError(dest, "cannot write a report here: a file with this name exists")
         manifest = ownership.read_own_manifest(dest)
         try:
-            empty = not any(os.scandir(dest))
+            with os.scandir(dest) as entries:  # closed at once: no ResourceWarning on a re-run
+                empty = not any(entries)
         except OSError as exc:
             raise ReportError(dest, f"cannot write a report here: {_problem(exc)}") from None
         if manifest is None and not empty:

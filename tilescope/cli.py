@@ -24,12 +24,22 @@ VERBS: dict[str, str] = {
     "export": "export",
 }
 
+#: ``{demo}``: where ``tilescope demo`` writes from the current directory, so each example runs as
+#: shown once the demo has (tests/cli/test_help_examples.py runs them).
 EPILOG = """\
 examples:
-  tilescope demo                                  make the sample reports and open the viewer
-  tilescope summary sample_reports/demo/mlp       headline figures of a report (add --json for CI)
-  tilescope dump sample_reports/demo/mlp tile_memory  raw table as CSV
-  tilescope serve ./report --compare ./baseline   open the viewer on a report and a baseline
+  tilescope demo
+      make the sample reports (in {demo}/) and open the viewer
+  tilescope summary {demo}/mlp
+      headline figures of a report (add --json for CI)
+  tilescope diff {demo}/mlp_batch64 {demo}/mlp --fail-if "execution.total_cycles>+5%"
+      compare a report with a baseline; exit 1 if it got more than 5% slower
+  tilescope export {demo}/mlp --html mlp.html
+      one offline page of the report, to attach to a bug report
+  tilescope dump {demo}/mlp tile_memory
+      a raw table as CSV
+  tilescope serve {demo}/mlp --compare {demo}/mlp_batch64
+      the viewer, with a "Compare with mlp_batch64" tab on every page
 
 Exit codes: 0 success, 1 a check failed (diff --fail-if) or the model does not fit (run),
 2 bad input (with a one-line reason). See docs/robustness.md for what each bad input gets.
@@ -41,10 +51,12 @@ class CommandError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from tilescope.commands.demo import default_out
+
     parser = argparse.ArgumentParser(
         prog="tilescope",
         description="An open, PopVision-style profiler for a simulated Graphcore IPU.",
-        epilog=EPILOG,
+        epilog=EPILOG.replace("{demo}", str(default_out())),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     from importlib.metadata import PackageNotFoundError, version

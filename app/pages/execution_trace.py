@@ -12,8 +12,8 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, ctx, dcc, html
 
 from app import ids, state
-from app.compare import execution_trace as compare  # the page's compare section, below its own view
-from app.compare.components import page_title
+from app.comparison.pages import execution_trace as compare  # the page's compare tab
+from app.comparison.pages.components import compare_tabs
 from app.components import no_execution_profile, stat_card
 from app.figures.execution_trace import (
     proportions_figure,
@@ -41,7 +41,7 @@ def layout(**_: object) -> html.Div:
     n_ipus = report.target_info.num_ipus
     return html.Div(
         [
-            page_title("Execution Trace", ids.COMPARE_TRACE),
+            html.H3("Execution Trace", className="mb-2"),
             dbc.Row(
                 [
                     dbc.Col(
@@ -98,20 +98,25 @@ def layout(**_: object) -> html.Div:
                 ],
                 className="g-3 mb-2",
             ),
-            dcc.Store(id=ids.TRACE_RANGE, data=None),
-            html.Div(id=ids.TRACE_SUMMARY),
-            html.Div(id=ids.TRACE_DETAIL, className="small text-muted"),
-            dcc.Loading(
-                dcc.Graph(id=ids.TRACE_TIMELINE, config={"displaylogo": False, "scrollZoom": True}), type="dot"
+            compare_tabs(
+                "execution_trace",
+                [
+                    dcc.Store(id=ids.TRACE_RANGE, data=None),
+                    html.Div(id=ids.TRACE_SUMMARY),
+                    html.Div(id=ids.TRACE_DETAIL, className="small text-muted"),
+                    dcc.Loading(
+                        dcc.Graph(id=ids.TRACE_TIMELINE, config={"displaylogo": False, "scrollZoom": True}), type="dot"
+                    ),
+                    html.Div(
+                        "Click a step for its figures on every IPU and its per-tile split.",
+                        id=ids.TRACE_STEP_DETAILS,
+                        className="mb-2 small text-muted",
+                    ),
+                    html.Div(id=ids.TRACE_IPUS, className="mb-2"),
+                    dcc.Loading(dcc.Graph(id=ids.TRACE_TILES, config={"displaylogo": False}), type="dot"),
+                ],
+                compare.section(),
             ),
-            html.Div(
-                "Click a step for its figures on every IPU and its per-tile split.",
-                id=ids.TRACE_STEP_DETAILS,
-                className="mb-2 small text-muted",
-            ),
-            html.Div(id=ids.TRACE_IPUS, className="mb-2"),
-            dcc.Loading(dcc.Graph(id=ids.TRACE_TILES, config={"displaylogo": False}), type="dot"),
-            compare.section(),  # below the page's own view (the title links to it)
         ]
     )
 

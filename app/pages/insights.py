@@ -7,8 +7,8 @@ import dash_bootstrap_components as dbc
 from dash import html
 
 from app import ids, state
-from app.compare import insights as compare  # the page's compare section, below its own view
-from app.compare.components import page_title
+from app.comparison.pages import insights as compare  # the page's compare tab
+from app.comparison.pages.components import compare_tabs
 from app.components import section
 from app.grid import small_grid
 from app.views import insights as view
@@ -22,30 +22,39 @@ def layout(**_: object) -> html.Div:
     )
     return html.Div(
         [
-            page_title("Insights", ids.COMPARE_INSIGHTS),
-            html.Div(
+            html.H3("Insights", className="mb-2"),
+            compare_tabs(
+                "insights",
                 [
-                    dbc.Alert(h, color="danger" if "out of memory" in h else "info", className="py-2 mb-1")
-                    for h in view.hints(report)
-                ],
-                id=ids.INSIGHTS_BODY,
-            ),
-            dbc.Row(
-                [
-                    dbc.Col(section("Tiles using the most memory", small_grid(view.top_tiles(report))), lg=6),
-                    dbc.Col(section(f"Over-memory tiles ({len(oom):,})", oom_block), lg=6),
-                ]
-            ),
-            dbc.Row(
-                [
-                    dbc.Col(
-                        section("Vertices (codelets) using the most memory", small_grid(view.top_vertices(report))),
-                        lg=6,
+                    html.Div(
+                        [
+                            dbc.Alert(h, color="danger" if "out of memory" in h else "info", className="py-2 mb-1")
+                            for h in view.hints(report)
+                        ],
+                        id=ids.INSIGHTS_BODY,
                     ),
-                    dbc.Col(section("Exchanges with the most code", small_grid(view.top_exchanges(report))), lg=6),
-                ]
+                    dbc.Row(
+                        [
+                            dbc.Col(section("Tiles using the most memory", small_grid(view.top_tiles(report))), lg=6),
+                            dbc.Col(section(f"Over-memory tiles ({len(oom):,})", oom_block), lg=6),
+                        ]
+                    ),
+                    dbc.Row(
+                        [
+                            dbc.Col(
+                                section(
+                                    "Vertices (codelets) using the most memory", small_grid(view.top_vertices(report))
+                                ),
+                                lg=6,
+                            ),
+                            dbc.Col(
+                                section("Exchanges with the most code", small_grid(view.top_exchanges(report))), lg=6
+                            ),
+                        ]
+                    ),
+                ],
+                compare.section(),
             ),
-            compare.section(),  # below the page's own view (the title links to it)
         ]
     )
 

@@ -11,8 +11,8 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html
 
 from app import grid, ids, state
-from app.compare import liveness as compare  # the page's compare section, below its own view
-from app.compare.components import page_title
+from app.comparison.pages import liveness as compare  # the page's compare tab
+from app.comparison.pages.components import compare_tabs
 from app.components import key_values
 from app.figures.liveness import liveness_figure
 from app.units import format_bytes
@@ -50,50 +50,55 @@ def layout(**_: object) -> html.Div:
     )
     return html.Div(
         [
-            page_title("Liveness", ids.COMPARE_LIVENESS),
-            html.Div(headline, className="mb-2"),
-            html.Div(
+            html.H3("Liveness", className="mb-2"),
+            compare_tabs(
+                "liveness",
                 [
-                    dbc.Checklist(
-                        id=ids.LIVENESS_ALWAYS_LIVE,
-                        switch=True,
-                        inline=True,
-                        value=[],
-                        options=[{"label": "Include always-live", "value": "always"}],
+                    html.Div(headline, className="mb-2"),
+                    html.Div(
+                        [
+                            dbc.Checklist(
+                                id=ids.LIVENESS_ALWAYS_LIVE,
+                                switch=True,
+                                inline=True,
+                                value=[],
+                                options=[{"label": "Include always-live", "value": "always"}],
+                            ),
+                            dbc.Checklist(
+                                id=ids.LIVENESS_PER_IPU,
+                                switch=True,
+                                inline=True,
+                                value=[],
+                                options=[{"label": "Per IPU", "value": "ipu"}],
+                            ),
+                        ],
+                        className="d-flex gap-3",
                     ),
-                    dbc.Checklist(
-                        id=ids.LIVENESS_PER_IPU,
-                        switch=True,
-                        inline=True,
-                        value=[],
-                        options=[{"label": "Per IPU", "value": "ipu"}],
+                    dcc.Graph(id=ids.LIVENESS_GRAPH, config={"displaylogo": False}),
+                    html.Div(
+                        "Click a step to see what is live; click a second step to compare the two.",
+                        className="small text-muted",
                     ),
+                    dcc.Store(id=ids.LIVENESS_SELECTION, data=[]),
+                    html.Div(id=ids.LIVENESS_SELECTION_TEXT, className="fw-semibold my-2"),
+                    dbc.Tabs(
+                        [
+                            dbc.Tab(label=lab, tab_id=tid)
+                            for lab, tid in (
+                                ("Not Always Live Variables", "live"),
+                                ("Always Live Variables", "always"),
+                                ("Vertices", "vertices"),
+                                ("Cycle Estimates", "cycles"),
+                                ("Difference", "difference"),
+                            )
+                        ],
+                        id=ids.LIVENESS_TABS,
+                        active_tab="live",
+                    ),
+                    dcc.Loading(html.Div(id=ids.LIVENESS_TAB_BODY, className="pt-2"), type="dot"),
                 ],
-                className="d-flex gap-3",
+                compare.section(),
             ),
-            dcc.Graph(id=ids.LIVENESS_GRAPH, config={"displaylogo": False}),
-            html.Div(
-                "Click a step to see what is live; click a second step to compare the two.",
-                className="small text-muted",
-            ),
-            dcc.Store(id=ids.LIVENESS_SELECTION, data=[]),
-            html.Div(id=ids.LIVENESS_SELECTION_TEXT, className="fw-semibold my-2"),
-            dbc.Tabs(
-                [
-                    dbc.Tab(label=lab, tab_id=tid)
-                    for lab, tid in (
-                        ("Not Always Live Variables", "live"),
-                        ("Always Live Variables", "always"),
-                        ("Vertices", "vertices"),
-                        ("Cycle Estimates", "cycles"),
-                        ("Difference", "difference"),
-                    )
-                ],
-                id=ids.LIVENESS_TABS,
-                active_tab="live",
-            ),
-            dcc.Loading(html.Div(id=ids.LIVENESS_TAB_BODY, className="pt-2"), type="dot"),
-            compare.section(),  # below the page's own view (the title links to it)
         ]
     )
 

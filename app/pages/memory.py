@@ -10,8 +10,8 @@ import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, State, callback, ctx, dcc, html
 
 from app import grid, ids, state
-from app.compare import memory as compare  # the page's compare section, below its own view
-from app.compare.components import page_title
+from app.comparison.pages import memory as compare  # the page's compare tab
+from app.comparison.pages.components import compare_tabs
 from app.components import section
 from app.figures.memory import tile_map_figure, tile_memory_figure, tile_memory_map_figure, variables_figure
 from app.tile_list import parse_tile_list
@@ -141,21 +141,26 @@ def layout(**_: object) -> html.Div:
     )
     return html.Div(
         [
-            page_title("Memory", ids.COMPARE_MEMORY),
-            controls,
-            dcc.Loading(dcc.Graph(id=ids.MEMORY_GRAPH, config={"displaylogo": False}), type="dot"),
-            _ipu_table(),
-            html.Div(
-                className="small text-muted mb-2",
-                children="Click the plot to select a tile (or a column of binned tiles), drag across it to select "
-                "a range, or type tiles above.",
+            html.H3("Memory", className="mb-2"),
+            compare_tabs(
+                "memory",
+                [
+                    controls,
+                    dcc.Loading(dcc.Graph(id=ids.MEMORY_GRAPH, config={"displaylogo": False}), type="dot"),
+                    _ipu_table(),
+                    html.Div(
+                        className="small text-muted mb-2",
+                        children="Click the plot to select a tile (or a column of binned tiles), drag across it to select "
+                        "a range, or type tiles above.",
+                    ),
+                    dcc.Store(id=ids.MEMORY_SELECTION, data=None),
+                    dcc.Store(id=ids.MEMORY_VARIABLES_PICK, data=[]),
+                    html.Div(id=ids.MEMORY_SELECTION_TEXT, className="fw-semibold mb-2"),
+                    tabs,
+                    dcc.Loading(html.Div(id=ids.MEMORY_TAB_BODY, className="pt-2"), type="dot"),
+                ],
+                compare.section(),
             ),
-            dcc.Store(id=ids.MEMORY_SELECTION, data=None),
-            dcc.Store(id=ids.MEMORY_VARIABLES_PICK, data=[]),
-            html.Div(id=ids.MEMORY_SELECTION_TEXT, className="fw-semibold mb-2"),
-            tabs,
-            dcc.Loading(html.Div(id=ids.MEMORY_TAB_BODY, className="pt-2"), type="dot"),
-            compare.section(),  # below the page's own view (the title links to it)
         ]
     )
 

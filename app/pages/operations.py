@@ -11,8 +11,8 @@ import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, callback, dcc, html
 
 from app import grid, ids, state
-from app.compare import operations as compare  # the page's compare section, below its own view
-from app.compare.components import page_title
+from app.comparison.pages import operations as compare  # the page's compare tab
+from app.comparison.pages.components import compare_tabs
 from app.components import key_values
 from app.figures.operations import operation_tile_cycles_figure
 from app.views import operations as view
@@ -44,7 +44,7 @@ def layout(**_: object) -> html.Div:
         ]
     return html.Div(
         [
-            page_title("Operations", ids.COMPARE_OPERATIONS),
+            html.H3("Operations", className="mb-2"),
             dbc.Row(
                 [
                     dbc.Col(
@@ -65,9 +65,15 @@ def layout(**_: object) -> html.Div:
                         ],
                         md=2,
                     ),
-                    dbc.Col(
+                ],
+                className="g-3 mb-2",
+            ),
+            compare_tabs(
+                "operations",
+                [
+                    html.Div(  # the columns of this report's table (layer and run drive both tabs)
                         [
-                            dbc.Label("Columns", className="small"),
+                            dbc.Label("Columns", className="small me-2"),
                             dbc.Checklist(
                                 id=ids.OPERATIONS_COLUMNS,
                                 inline=True,
@@ -75,15 +81,14 @@ def layout(**_: object) -> html.Div:
                                 options=[{"label": c.replace("_", " "), "value": c} for c in view.COLUMNS],
                             ),
                         ],
-                        md=7,
+                        className="d-flex align-items-center mb-1",
                     ),
+                    html.Div(id="operations-source", className="small text-muted mb-1"),
+                    dcc.Loading(html.Div(id="operations-table"), type="dot"),
+                    html.Div(id=ids.OPERATIONS_DETAILS, className="mt-3"),
                 ],
-                className="g-3 mb-2",
+                compare.section(),
             ),
-            html.Div(id="operations-source", className="small text-muted mb-1"),
-            dcc.Loading(html.Div(id="operations-table"), type="dot"),
-            html.Div(id=ids.OPERATIONS_DETAILS, className="mt-3"),
-            compare.section(),  # below the page's own view (the title links to it)
         ]
     )
 

@@ -10,7 +10,7 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, callback, dcc, html
 
 from app import ids, state
-from app.compare import baselines
+from app.comparison.pages import baselines
 from app.figures.operations import graph_height, operations_graph_figure
 from app.pages.operations import LAYER_NAMES, layers
 from app.views import operations as view

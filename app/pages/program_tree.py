@@ -12,8 +12,8 @@ import pandas as pd
 from dash import Input, Output, State, callback, ctx, dcc, html
 
 from app import ids, state
-from app.compare import program_tree as compare  # the page's compare section, below its own view
-from app.compare.components import page_title
+from app.comparison.pages import program_tree as compare  # the page's compare tab
+from app.comparison.pages.components import compare_tabs
 from app.components import key_values
 from app.grid import column_defs, fill_height, to_records
 from app.views import program_tree as view
@@ -60,36 +60,45 @@ def layout(**_: object) -> html.Div:
     )
     return html.Div(
         [
-            page_title("Program Tree", ids.COMPARE_PROGRAM_TREE),
-            html.Div(note, className="text-muted small"),
-            dbc.ButtonGroup(
+            html.H3("Program Tree", className="mb-2"),
+            compare_tabs(
+                "program_tree",
                 [
-                    dbc.Button(
-                        "Expand all", id=ids.PROGRAM_TREE_EXPAND_ALL, size="sm", color="secondary", outline=True
+                    html.Div(note, className="text-muted small"),
+                    dbc.ButtonGroup(
+                        [
+                            dbc.Button(
+                                "Expand all", id=ids.PROGRAM_TREE_EXPAND_ALL, size="sm", color="secondary", outline=True
+                            ),
+                            dbc.Button(
+                                "Collapse all",
+                                id=ids.PROGRAM_TREE_COLLAPSE_ALL,
+                                size="sm",
+                                color="secondary",
+                                outline=True,
+                            ),
+                        ],
+                        className="mb-2",
                     ),
-                    dbc.Button(
-                        "Collapse all", id=ids.PROGRAM_TREE_COLLAPSE_ALL, size="sm", color="secondary", outline=True
+                    dcc.Store(id=ids.PROGRAM_TREE_EXPANDED, data=sorted(expanded)),
+                    dag.AgGrid(
+                        id=ids.PROGRAM_TREE_GRID,
+                        columnDefs=defs,
+                        rowData=to_records(rows),
+                        getRowId='"" + params.data.program_id',
+                        defaultColDef={"flex": 1, "resizable": True},
+                        dashGridOptions={
+                            "animateRows": False,
+                            "suppressColumnVirtualisation": True,  # every column present when the grid scrolls sideways
+                            "rowSelection": {"mode": "singleRow", "checkboxes": False, "enableClickSelection": True},
+                        },
+                        style={"height": fill_height(460, 230)},  # the rest of the window
+                        className="ag-theme-alpine",
                     ),
+                    html.Div(id=ids.PROGRAM_TREE_DETAILS, className="mt-3"),
                 ],
-                className="mb-2",
+                compare.section(),
             ),
-            dcc.Store(id=ids.PROGRAM_TREE_EXPANDED, data=sorted(expanded)),
-            dag.AgGrid(
-                id=ids.PROGRAM_TREE_GRID,
-                columnDefs=defs,
-                rowData=to_records(rows),
-                getRowId='"" + params.data.program_id',
-                defaultColDef={"flex": 1, "resizable": True},
-                dashGridOptions={
-                    "animateRows": False,
-                    "suppressColumnVirtualisation": True,  # every column present when the grid scrolls sideways
-                    "rowSelection": {"mode": "singleRow", "checkboxes": False, "enableClickSelection": True},
-                },
-                style={"height": fill_height(460, 230)},  # the rest of the window
-                className="ag-theme-alpine",
-            ),
-            html.Div(id=ids.PROGRAM_TREE_DETAILS, className="mt-3"),
-            compare.section(),  # below the page's own view (the title links to it)
         ]
     )
 

@@ -11,8 +11,8 @@ import pandas as pd
 from dash import html
 
 from app import ids, state
-from app.compare import summary as compare  # the page's compare section, below its own view
-from app.compare.components import page_title
+from app.comparison.pages import summary as compare  # the page's compare tab
+from app.comparison.pages.components import compare_tabs
 from app.components import key_values, section, stat_card
 from app.grid import small_grid
 from app.units import format_bytes, format_count, format_percent, format_si
@@ -114,40 +114,45 @@ def layout(**_: object) -> html.Div:
     files = pd.DataFrame(report.files(), columns=["file", "bytes"])
     return html.Div(
         [
-            page_title("Summary", ids.COMPARE_SUMMARY),
-            html.Div(notes, id=ids.SUMMARY_NOTES),
-            dbc.Row(cards, className="g-2", id=ids.SUMMARY_BODY),
-            dbc.Row(
+            html.H3("Summary", className="mb-2"),
+            compare_tabs(
+                "summary",
                 [
-                    dbc.Col(section("Target", key_values(target_block)), md=4),
-                    dbc.Col(section("Graph", key_values(graph_block)), md=4),
-                    dbc.Col(
-                        section(
-                            "Report",
-                            key_values(
-                                {
-                                    "Path": str(report.path),
-                                    "Format version": doc["format_version"],
-                                    "Producer": f"{doc['producer'].get('name', '')} {doc['producer'].get('version', '')}",
-                                    "Created": doc["created"],
-                                    "Engine": doc["engine"] or "-",
-                                    "Profiles": ", ".join(k for k, v in doc["profiles"].items() if v) or "none",
-                                }
+                    html.Div(notes, id=ids.SUMMARY_NOTES),
+                    dbc.Row(cards, className="g-2", id=ids.SUMMARY_BODY),
+                    dbc.Row(
+                        [
+                            dbc.Col(section("Target", key_values(target_block)), md=4),
+                            dbc.Col(section("Graph", key_values(graph_block)), md=4),
+                            dbc.Col(
+                                section(
+                                    "Report",
+                                    key_values(
+                                        {
+                                            "Path": str(report.path),
+                                            "Format version": doc["format_version"],
+                                            "Producer": f"{doc['producer'].get('name', '')} {doc['producer'].get('version', '')}",
+                                            "Created": doc["created"],
+                                            "Engine": doc["engine"] or "-",
+                                            "Profiles": ", ".join(k for k, v in doc["profiles"].items() if v) or "none",
+                                        }
+                                    ),
+                                ),
+                                md=4,
                             ),
-                        ),
-                        md=4,
+                        ]
                     ),
-                ]
+                    *runs,
+                    *multi,
+                    dbc.Row(
+                        [
+                            dbc.Col(section("Engine options", small_grid(report.engine_options())), md=6),
+                            dbc.Col(section("Report files", small_grid(files)), md=6),
+                        ]
+                    ),
+                ],
+                compare.section(),
             ),
-            *runs,
-            *multi,
-            dbc.Row(
-                [
-                    dbc.Col(section("Engine options", small_grid(report.engine_options())), md=6),
-                    dbc.Col(section("Report files", small_grid(files)), md=6),
-                ]
-            ),
-            compare.section(),  # below the page's own view (the title links to it)
         ]
     )
 

@@ -11,7 +11,7 @@ Usage (Poplar style: every op appends its programs to a Sequence and returns its
     y = ops.relu(g, ops.matmul(g, x, w, prog), prog, debug_name="layer1")
 """
 
-from profiler.ops.conv import avg_pool2d, avg_pool2d_grad, conv2d, conv2d_grad, max_pool2d, max_pool2d_grad
+from profiler.ops.conv import conv2d, conv2d_grad
 from profiler.ops.core import OpError, add_like, add_mapped, constant_per_tile, linear_tiles, op, set_attributes
 from profiler.ops.elementwise import (
     add,
@@ -56,6 +56,7 @@ from profiler.ops.nn import (
     tanh,
 )
 from profiler.ops.optim import AdamState, adam, init_state, sgd, state_like
+from profiler.ops.pooling import avg_pool2d, avg_pool2d_grad, max_pool2d, max_pool2d_grad
 from profiler.ops.reduce import reduce, reduce_max, reduce_mean, reduce_sum, reduce_sum_grad
 from profiler.ops.slicing import (
     dynamic_slice,

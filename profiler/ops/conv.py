@@ -19,9 +19,8 @@ import numpy as np
 from profiler import layout
 from profiler.graph import Graph
 from profiler.ops import elementwise as ew
-from profiler.ops.core import OpError, add_like, constant_per_tile, linear_tiles, op, padded_rows, set_attributes
+from profiler.ops.core import OpError, add_like, constant_per_tile, op, padded_rows, set_attributes
 from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION, matmul
-from profiler.ops.poplibs_codelets import map_codelet
 from profiler.ops.reduce import reduce_groups
 from profiler.programs import Sequence as Prog
 from profiler.tensor import Tensor
@@ -72,9 +71,9 @@ def window(
     return Window(b, c, h, w, ho, wo, kh, kw, src, valid)
 
 
-def _cols(graph: Graph, x: Tensor, win: Window, groups: int) -> Tensor:
-    """The im2col view cols[G, B*Ho*Wo, C/G*kh*kw] of ``x`` (padding reads a zero on the tile of
-    the nearest input element)."""
+def _cols(graph: Graph, x: Tensor, win: Window, groups: int, pad_value: float = 0.0) -> Tensor:
+    """The im2col view cols[G, B*Ho*Wo, C/G*kh*kw] of ``x`` (padding reads ``pad_value`` on the tile
+    of the nearest input element)."""
     cg = win.channels // groups
     shape6 = (win.batch, win.out_h, win.out_w, groups, cg * win.kh * win.kw)
     src = win.src.reshape(shape6).transpose(3, 0, 1, 2, 4)
@@ -84,9 +83,9 @@ def _cols(graph: Graph, x: Tensor, win: Window, groups: int) -> Tensor:
     valid = valid.reshape(groups, m, -1)
     if valid.all():
         return x.reshape(-1)[src]
-    zero = constant_per_tile(graph, x.dtype, 0.0)
+    pad = constant_per_tile(graph, x.dtype, pad_value)
     pad_tile = graph.tile_of(x.reshape(-1)).astype(np.int64)[src]
-    return padded_rows(x, src, valid, zero, pad_tile)
+    return padded_rows(x, src, valid, pad, pad_tile)
 
 
 def _weights(w: Tensor, groups: int) -> Tensor:
@@ -114,13 +113,13 @@ def _check_conv(x: Tensor, w: Tensor, groups: int) -> None:
 
 def _window_view(
     graph: Graph, x: Tensor, kernel: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
-    dilation: tuple[int, int], groups: int,
+    dilation: tuple[int, int], groups: int, pad_value: float = 0.0,
 ) -> Tensor:  # fmt: skip
     """The im2col view of ``x`` as a Window (its geometry, no index per element) when ``x`` is an
-    affine view; else the explicit view ``_cols`` builds."""
+    affine view; else the explicit view ``_cols`` builds. Padding reads ``pad_value``."""
 
     def explicit() -> Tensor:
-        return _cols(graph, x, window(x.shape, kernel, stride, padding, dilation, "conv2d"), groups)
+        return _cols(graph, x, window(x.shape, kernel, stride, padding, dilation, "conv2d"), groups, pad_value)
 
     aff = x.affine
     if aff is None:
@@ -131,7 +130,7 @@ def _window_view(
     wo = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
     if ho < 1 or wo < 1 or min(sh, sw, dh, dw) < 1:
         return explicit()  # its one-line error
-    pad = constant_per_tile(graph, x.dtype, 0.0) if ph or pw else None
+    pad = constant_per_tile(graph, x.dtype, pad_value) if ph or pw else None
     lay = layout.Window(aff, x.single_variable(), groups, kernel, stride, padding, dilation, (ho, wo),  # type: ignore[arg-type]
                  -1 if pad is None else pad.single_variable(), None if pad is None else pad.affine, explicit)  # fmt: skip
     return Tensor(graph, x.single_variable(), lay, x.dtype)  # type: ignore[arg-type]
@@ -221,69 +220,3 @@ def conv2d_grad(
     keep = np.flatnonzero(valid)
     dx = _scatter_add(graph, dcols.reshape(-1)[keep], src[keep], x, prog)
     return dx, dw
-
-
-# -- pooling -------------------------------------------------------------------------------------
-def _pool_members(x: Tensor, kernel: int | tuple[int, int], stride: int | tuple[int, int] | None,
-                  padding: int | tuple[int, int], what: str,
-                  dilation: int | tuple[int, int] = 1) -> tuple[Window, np.ndarray, np.ndarray]:  # fmt: skip
-    """(window, member input index, output group) of every valid window element."""
-    if x.rank != 4:
-        raise OpError(f"{what}: needs x[B,C,H,W], got {x.shape}")
-    k = _pair(kernel)
-    win = window(x.shape, k, _pair(stride if stride is not None else kernel), _pair(padding), _pair(dilation), what)
-    # [B, Ho, Wo, C, kh, kw] -> output index order [B, C, Ho, Wo]
-    src = win.src.transpose(0, 3, 1, 2, 4, 5).reshape(-1, k[0] * k[1])
-    valid = win.valid.transpose(0, 3, 1, 2, 4, 5).reshape(-1, k[0] * k[1])
-    group = np.broadcast_to(np.arange(src.shape[0])[:, None], src.shape)
-    return win, src[valid], group[valid]
-
-
-def _pool_out(graph: Graph, x: Tensor, win: Window) -> Tensor:
-    y = graph.add_variable(x.dtype, (win.batch, win.channels, win.out_h, win.out_w), "pool out")
-    graph.set_tile_mapping(y, linear_tiles(y.numel(), graph.target.num_tiles))
-    return y
-
-
-@op("MaxPool")
-def max_pool2d(graph: Graph, x: Tensor, kernel: int | tuple[int, int], prog: Prog,
-               stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0,
-               dilation: int | tuple[int, int] = 1) -> Tensor:  # fmt: skip
-    """Max over each window (padding never wins); ``dilation`` spaces the window's elements."""
-    win, member, group = _pool_members(x, kernel, stride, padding, "max_pool2d", dilation)
-    y = _pool_out(graph, x, win)
-    set_attributes(graph, reduce_groups(graph, x, member, group, y, "max", prog, partials_dtype=x.dtype))
-    return y
-
-
-@op("AvgPool")
-def avg_pool2d(graph: Graph, x: Tensor, kernel: int | tuple[int, int], prog: Prog,
-               stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0,
-               dilation: int | tuple[int, int] = 1) -> Tensor:  # fmt: skip
-    """Mean over each window, padding counted as zeros (count_include_pad)."""
-    win, member, group = _pool_members(x, kernel, stride, padding, "avg_pool2d", dilation)
-    y = _pool_out(graph, x, win)
-    set_attributes(graph, reduce_groups(graph, x, member, group, y, "add", prog, scale=1.0 / (win.kh * win.kw)))
-    return y
-
-
-def _max_pool_contrib(xv: np.ndarray, yv: np.ndarray, dyv: np.ndarray) -> np.ndarray:
-    return dyv * (xv == yv)
-
-
-@op("MaxPoolGrad")
-def max_pool2d_grad(graph: Graph, x: Tensor, y: Tensor, dy: Tensor, kernel: int | tuple[int, int], prog: Prog,
-                    stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0) -> Tensor:  # fmt: skip
-    """dx: each window's gradient goes to the input element(s) equal to its maximum."""
-    _, member, group = _pool_members(x, kernel, stride, padding, "max_pool2d_grad")
-    cl = map_codelet("popnn::MaxPoolingGrad", _max_pool_contrib, 3, (("binary", "equal"), ("binary", "multiply")))
-    contrib = ew.apply_map(graph, cl, [x.reshape(-1)[member], y.reshape(-1)[group], dy.reshape(-1)[group]], prog,
-                           "max pool grad contributions")  # fmt: skip
-    return _scatter_add(graph, contrib, member, x, prog)
-
-
-@op("AvgPoolGrad")
-def avg_pool2d_grad(graph: Graph, x: Tensor, dy: Tensor, kernel: int | tuple[int, int], prog: Prog,
-                    stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0) -> Tensor:  # fmt: skip
-    win, member, group = _pool_members(x, kernel, stride, padding, "avg_pool2d_grad")
-    return _scatter_add(graph, dy.reshape(-1)[group], member, x, prog, scale=1.0 / (win.kh * win.kw))

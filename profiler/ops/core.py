@@ -23,6 +23,7 @@ from profiler.dtypes import as_dtype
 from profiler.graph import Graph
 from profiler.programs import Execute, Sequence
 from profiler.tensor import Tensor
+from profiler.tile_fields import fields_by_tile
 
 F = TypeVar("F", bound=Callable[..., Any])
 LAYER = "poplibs"
@@ -89,12 +90,17 @@ def linear_tiles(n: int, num_tiles: int, grain: int = 1, start: int = 0) -> np.n
 def add_mapped(graph: Graph, dtype: object, shape: tuple[int, ...], name: str, grain: int = 1) -> Tensor:
     """A new variable mapped linearly over all tiles in ``grain``-element grains."""
     t = graph.add_variable(dtype, shape, name)
-    graph.set_tile_mapping(t, linear_tiles(t.numel(), graph.target.num_tiles, grain))
+    graph.map_linearly(t, grain)
     return t
 
 
 def add_like(graph: Graph, like: Tensor, name: str, dtype: object | None = None) -> Tensor:
-    """A new variable shaped and mapped like ``like`` (Poplar ``Graph::clone``)."""
+    """A new variable shaped and mapped like ``like`` (Poplar ``Graph::clone``): laid out like the
+    variable ``like`` views when it views all of one, so a transposed view's clone is that view of
+    a new variable and each tile's elements stay intervals."""
+    cloned = graph.clone(like, name, dtype)
+    if cloned is not None:
+        return cloned
     t = graph.add_variable(like.dtype if dtype is None else dtype, like.shape, name)
     graph.set_tile_mapping(t, graph.tile_of(like))
     return t
@@ -125,6 +131,21 @@ def groups_by_tile(tiles: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]
     for c in np.unique(counts):
         sel = counts == c
         yield utiles[sel], order[starts[sel][:, None] + np.arange(c)]
+
+
+def vertex_fields(
+    graph: Graph, tensors: list[Tensor], names: tuple[str, ...]
+) -> Iterator[tuple[np.ndarray, dict[str, Tensor]]]:
+    """One vertex per tile holding ``tensors[0]``, each field (named ``names``) that tile's part of
+    one tensor (all of one shape): from mapping intervals when the tensors are affine views (see
+    profiler.tile_fields), else by element."""
+    batches = fields_by_tile(graph, tensors)
+    if batches is not None:
+        for vtiles, fields in batches:
+            yield vtiles, dict(zip(names, fields, strict=True))
+        return
+    for vtiles, idx in groups_by_tile(graph.tile_of(tensors[0])):
+        yield vtiles, {name: rows(t, idx) for name, t in zip(names, tensors, strict=True)}
 
 
 def rows(t: Tensor, idx: np.ndarray) -> Tensor:

@@ -14,7 +14,7 @@ import numpy as np
 
 from profiler.dtypes import as_dtype
 from profiler.graph import Graph
-from profiler.ops.core import OpError, add_like, check_same_graph, execute, groups_by_tile, linear_tiles, op, rows
+from profiler.ops.core import OpError, add_like, check_same_graph, execute, op, vertex_fields
 from profiler.ops.poplibs_codelets import Map, map_codelet
 from profiler.programs import Sequence as Prog
 from profiler.tensor import Tensor
@@ -130,15 +130,12 @@ def apply_map(
             target = add_like(graph, like, name, dt)
         else:
             target = graph.add_variable(dt, shape, name)
-            graph.set_tile_mapping(target, linear_tiles(target.numel(), graph.target.num_tiles))
+            graph.map_linearly(target)
     cs = execute(graph, prog, name)
     ins = [t if t.shape == shape else t.broadcast_to(shape) for t in inputs]
     fields = (("data",) + codelet.inputs) if codelet.in_place else codelet.inputs
-    tiles = graph.tile_of(target)
-    for vtiles, idx in groups_by_tile(tiles):
-        f = {fname: rows(t, idx) for fname, t in zip(fields, ins, strict=True)}
-        if not codelet.in_place:
-            f["out"] = rows(target, idx)
+    names = fields if codelet.in_place else ("out", *fields)
+    for vtiles, f in vertex_fields(graph, ins if codelet.in_place else [target, *ins], names):
         graph.add_vertices(cs, codelet, f, vtiles, **params)
     whole = dict(zip(fields, ins, strict=True)) | ({} if codelet.in_place else {"out": target})
     graph.add_kernel(cs, codelet, {f: t.expand(0) for f, t in whole.items()}, **params)
@@ -239,8 +236,8 @@ def cast(graph: Graph, x: Tensor, dtype: object, prog: Prog) -> Tensor:
 def fill(graph: Graph, t: Tensor, value: float, prog: Prog) -> Tensor:
     """Set every element of ``t`` to ``value`` (popops::Fill), one vertex per tile."""
     cs = execute(graph, prog, f"fill {value}")
-    for vtiles, idx in groups_by_tile(graph.tile_of(t)):
-        graph.add_vertices(cs, "popops::Fill", {"out": rows(t, idx)}, vtiles, value=value)
+    for vtiles, f in vertex_fields(graph, [t], ("out",)):
+        graph.add_vertices(cs, "popops::Fill", f, vtiles, value=value)
     graph.add_kernel(cs, "popops::Fill", {"out": t.expand(0)}, value=value)
     return t
 
@@ -253,10 +250,8 @@ def scaled_add(graph: Graph, a: Tensor, b: Tensor, factor: float, prog: Prog) ->
     if bb.dtype != a.dtype:
         raise OpError(f"scaled_add: operands have types {a.dtype.name} and {b.dtype.name}; cast one first")
     cs = execute(graph, prog, "scaled add")
-    for vtiles, idx in groups_by_tile(graph.tile_of(a)):
-        graph.add_vertices(
-            cs, "popops::ScaledAdd", {"data": rows(a, idx), "deltas": rows(bb, idx)}, vtiles, scale=float(factor)
-        )
+    for vtiles, f in vertex_fields(graph, [a, bb], ("data", "deltas")):
+        graph.add_vertices(cs, "popops::ScaledAdd", f, vtiles, scale=float(factor))
     graph.add_kernel(cs, "popops::ScaledAdd", {"data": a.expand(0), "deltas": bb.expand(0)}, scale=float(factor))
     return a
 
@@ -269,8 +264,8 @@ def copy(graph: Graph, src: Tensor, prog: Prog, dst: Tensor | None = None) -> Te
     if target.shape != src.shape:
         src = src.reshape(target.shape)
     cs = execute(graph, prog, "copy")
-    for vtiles, idx in groups_by_tile(graph.tile_of(target)):
-        graph.add_vertices(cs, "popops::Copy", {"in": rows(src, idx), "out": rows(target, idx)}, vtiles)
+    for vtiles, f in vertex_fields(graph, [target, src], ("out", "in")):
+        graph.add_vertices(cs, "popops::Copy", f, vtiles)
     graph.add_kernel(cs, "popops::Copy", {"in": src.expand(0), "out": target.expand(0)})
     return target
 
@@ -283,5 +278,5 @@ def broadcast(graph: Graph, t: Tensor, shape: Sequence[int], prog: Prog) -> Tens
     if shp != tuple(shape):
         raise OpError(f"broadcast: {t.shape} does not broadcast to {tuple(shape)}")
     out = graph.add_variable(t.dtype, shp, "broadcast")
-    graph.set_tile_mapping(out, linear_tiles(out.numel(), graph.target.num_tiles))
+    graph.map_linearly(out)
     return copy(graph, t.broadcast_to(shp), prog, dst=out)

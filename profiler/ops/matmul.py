@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from profiler import cost_model, host_memory
+from profiler import cost_model, host_memory, layout
 from profiler.dtypes import as_dtype
 from profiler.graph import Graph
 from profiler.ops.core import OpError, cdiv, check_same_graph, execute, linear_tiles, op, set_attributes
@@ -330,13 +330,22 @@ def _add_kernel(
     for length in np.unique(kl):
         blocks = np.flatnonzero(kl == length)
         kb, nb = int(length), blocks.size
+        first = int(k0[blocks[0]])
         if nb == 1 and kb == K:  # the whole operands (kept as views: a convolution window stays one)
             av, bv = a, b
+        elif np.array_equal(k0[blocks], first + np.arange(nb) * kb):  # consecutive blocks: views, no index each
+            if isinstance(a._lay, layout.Window):
+                av = Tensor(a.graph, a.single_variable(), layout.WindowSplit(a._lay, first, nb, kb), a.dtype)  # type: ignore[arg-type]
+            else:
+                av = a[:, :, first : first + nb * kb].reshape(G, M, nb, kb).transpose(0, 2, 1, 3).reshape(G * nb, M, kb)
+            bv = b[:, first : first + nb * kb, :].reshape(G * nb, kb, N)
         else:
             cols = (k0[blocks][:, None] + np.arange(kb)).reshape(-1)  # [blocks * kb]
             av = a[:, :, cols].reshape(G, M, nb, kb).transpose(0, 2, 1, 3).reshape(G * nb, M, kb)
             bv = b[:, cols, :].reshape(G, nb, kb, N).reshape(G * nb, kb, N)
-        ov = dest[blocks].transpose(1, 0, 2, 3) if split_k else dest.expand(1)  # [G, nb, M, N]
+        consecutive = blocks.size and np.array_equal(blocks, blocks[0] + np.arange(blocks.size))
+        chosen = dest[int(blocks[0]) : int(blocks[-1]) + 1] if consecutive else dest[blocks]
+        ov = chosen.transpose(1, 0, 2, 3) if split_k else dest.expand(1)  # [G, nb, M, N]
         graph.add_kernel(cs, codelet, {"a": av, "b": bv, "out": ov.reshape(G * nb, M, N)})
 
 
@@ -368,7 +377,7 @@ def matmul(
     else:
         out = graph.add_variable(odt, [G, M, N], "matmul out")
         if plan.in_chan_split > 1:  # reduced results land spread linearly over the tiles
-            graph.set_tile_mapping(out, linear_tiles(out.numel(), graph.target.num_tiles))
+            graph.map_linearly(out)
         _run_step(graph, a3, b3, out, plan, prog, "matmul")
     return out if grouped else out.reshape(M, N)
 
@@ -420,7 +429,7 @@ def _serial_loop(graph: Graph, a3: Tensor, b3: Tensor, plan: MatMulPlan, odt: np
     b_step = b_chunk[0] if sn_n == 1 else dynamic_slice(graph, b_chunk, cn, inner)
     step_out = graph.add_variable(odt, [G, M, n_step], "matmul step out")
     if plan.in_chan_split > 1:
-        graph.set_tile_mapping(step_out, linear_tiles(step_out.numel(), graph.target.num_tiles))
+        graph.map_linearly(step_out)
     _run_step(graph, a_chunk, b_step, step_out, plan, inner, "matmul step")
     if sk_n > 1:  # accumulate this in-chan chunk's contribution
         current = dynamic_slice(graph, store, cn, inner)

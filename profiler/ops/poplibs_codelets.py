@@ -195,6 +195,43 @@ REDUCE_CODELETS = {
 }
 
 
+class Pooling(Codelet):
+    """popnn::MaxPooling / SumPooling on one worker: ``in[rows, C * k]`` holds each output
+    position's window (channel-major, as the im2col view gives it), ``out[rows, C]`` its maximum or
+    scaled sum over the k window elements. Params: ``segments`` (output rows the positions lie in,
+    for the estimate) and ``scale``."""
+
+    builtin = True
+    kind = "Vertex"
+    inputs = ("in",)
+    outputs = ("out",)
+    reads_outputs = False
+
+    def __init__(self, op: str, fn: Callable[..., np.ndarray]) -> None:
+        self.op, self.fn = op, fn
+        self.name = "popnn::MaxPooling" if op == "max" else "popnn::SumPooling"
+
+    def type_name(self, dtypes):  # type: ignore[override]
+        return f"{self.name}<{dtypes['in'].name}>"
+
+    def run_batch(self, values, params):  # type: ignore[override]
+        v, out = values["in"], values["out"]
+        windows = v.reshape(*out.shape, -1)  # [vertices, rows, C, k]
+        r = _scaled(self.fn(_accumulator(windows, self.op, np.float32), axis=-1), params)
+        return {"out": r.astype(out.dtype).reshape(out.shape)}
+
+    def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
+        rows, channels = shapes["out"]
+        kernel = shapes["in"][1] // max(channels, 1)
+        cyc = cost_model.pool_cycles(self.op == "max", rows, int(params.get("segments", rows)), channels, kernel,
+                                     dtypes["in"])  # fmt: skip
+        flops = cost_model.reduce_flops(self.op, rows * channels * kernel, rows * channels, dtypes["in"])
+        return int(cyc), int(flops)
+
+
+POOLING_CODELETS = {"max": Pooling("max", np.max), "add": Pooling("add", np.sum)}
+
+
 class MatMulPartial(Codelet):
     """``out[m, n] = a[m, k] @ b[k, n]`` on one tile: the planner's vertex for one block (ref §3.7).
 

@@ -21,7 +21,6 @@ from profiler.ops.core import (
     constant_per_tile,
     execute,
     float_accumulator,
-    linear_tiles,
     op,
     padded_rows,
     rows,
@@ -215,7 +214,7 @@ def reduce(
         raise OpError(f"reduce: nothing to reduce over axes {ax} of shape {x.shape}")
     dt = x.dtype if out_dtype is None else as_dtype(out_dtype)
     out = graph.add_variable(dt, out_shape, "reduce")
-    graph.set_tile_mapping(out, linear_tiles(n_out, graph.target.num_tiles))
+    graph.map_linearly(out)
     xt = x.transpose(*(kept + ax)) if x.rank else x
     member = np.arange(n_out * r, dtype=np.int64)
     plan = reduce_groups(graph, xt, member, member // r, out, op_name, prog, scale)
@@ -287,11 +286,20 @@ def reduce_columns(
             return {"reduce_stages": stages, "partials_per_output": int(src.shape[0])}
         c = int(np.ceil(np.sqrt(p)))
         chunks = -(-p // c)
-        # chunk j of column i is reduced on the tile of one of its own partials, rotating with the
-        # column, so a block's outputs spread over all the tiles holding its partials
+        # chunk j of column i is reduced on the tile of one of its own partials: a run of columns
+        # whose first partials share a tile (a block's row) is cut into as many contiguous parts as
+        # the chunk has partials, each reduced where one of them lies - the block's outputs spread
+        # over the tiles holding its partials, in runs (not one column each)
         held = graph.tile_of(cur).astype(np.int64).reshape(p, n)
         lengths = np.minimum(c, p - np.arange(chunks) * c)
-        rows = np.arange(chunks)[:, None] * c + np.arange(n)[None, :] % lengths[:, None]
+        change = np.ones(n, dtype=bool)
+        change[1:] = held[0, 1:] != held[0, :-1]
+        run_id = np.cumsum(change) - 1
+        run_start = np.flatnonzero(change)
+        run_len = np.diff(np.append(run_start, n))[run_id]
+        pos = np.arange(n) - run_start[run_id]
+        part = np.where(run_len >= lengths[:, None], -(-run_len // lengths[:, None]), run_len)  # [chunks, n]
+        rows = np.arange(chunks)[:, None] * c + (run_id + pos // part) % lengths[:, None]
         first_tiles = held[rows, np.arange(n)[None, :]]
         nxt = graph.add_variable(pdt, [chunks, n], f"{name} partials {stages}")
         graph.set_tile_mapping(nxt, first_tiles.reshape(-1))

@@ -1,4 +1,5 @@
-"""Fixtures: the hand-made small report (with and without an execution profile)."""
+"""Fixtures: the hand-made small report (with and without an execution profile), the demo's sample
+reports (real simulator runs, made once per session) and a headless Chromium."""
 
 from __future__ import annotations
 
@@ -16,6 +17,29 @@ def small_report(tmp_path_factory: pytest.TempPathFactory) -> Report:
 @pytest.fixture(scope="session")
 def compile_only_report(tmp_path_factory: pytest.TempPathFactory) -> Report:
     return open_report(write_small_report(tmp_path_factory.mktemp("compile") / "report", execution=False))
+
+
+@pytest.fixture(scope="session")
+def demo_reports(tmp_path_factory: pytest.TempPathFactory):
+    """``make(*names)``: the directory holding those demo samples (each made once per session)."""
+    from tilescope.samples import SAMPLES, make_sample
+
+    out = tmp_path_factory.mktemp("demo")
+
+    def make(*names: str):
+        for sample in SAMPLES:
+            if sample.name in names and not (out / sample.name / "manifest.json").exists():
+                make_sample(sample, out)
+        return out
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def demo_pair(demo_reports):
+    """The demo's compare pair: (active: the MLP at batch 32, baseline: the same MLP at batch 64)."""
+    out = demo_reports("mlp", "mlp_batch64")
+    return out / "mlp", out / "mlp_batch64"
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,8 @@
 """Compare mode in real headless Chromium: `tilescope serve mlp --compare mlp_batch64` (the demo's
-pair: the same MLP at batch 32 and 64). Every page with a compare section shows it (and no
-console error, no request leaving the app), with the numbers the comparison views compute; a liveness step is selected by click and by typing; the
+pair: the same MLP at batch 32 and 64). Every page with a comparison opens on its own view and
+shows the comparison in its "Compare with mlp_batch64" tab (and no console error, no request
+leaving the app), with the numbers the comparison views compute; a liveness step is selected by
+click and by typing; the
 operations deltas grid sorts and filters on the server; the trace follows the run selector; the
 banner turns compare off and the navbar picker turns it back on."""
 
@@ -13,11 +15,11 @@ import pytest
 from playwright.sync_api import expect
 
 from app import state
-from app.compare.memory import tile_variable_rows
-from app.compare.summary import HEADLINE
-from app.export_html import _fmt
-from app.views.compare.comparison import Comparison
-from app.views.compare.variables import step_variable_comparison
+from app.comparison.comparison import Comparison
+from app.comparison.pages.memory import tile_variable_rows
+from app.comparison.pages.summary import HEADLINE
+from app.comparison.variables import step_variable_comparison
+from app.render.html import _fmt
 from report_format.reader import open_report
 from tests.app.browser import click_centre, served, settle
 
@@ -28,40 +30,44 @@ SECTIONS = {
     "/liveness": "#compare-liveness",
     "/operations": "#compare-operations",
     "/execution-trace": "#compare-trace",
+    "/program-tree": "#compare-program-tree",
+    "/insights": "#compare-insights",
 }
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory):
-    from tilescope.samples import SAMPLES, make_sample
-
-    out = tmp_path_factory.mktemp("demo")
-    for sample in SAMPLES:
-        if sample.name in ("mlp", "mlp_batch64"):
-            make_sample(sample, out)
-    return out / "mlp", out / "mlp_batch64"
-
-
-@pytest.fixture(scope="module")
-def comparison(reports):
-    active, baseline = reports
+def comparison(demo_pair):
+    active, baseline = demo_pair
     state.configure(active, baseline)  # so this process can ask the compare sections' producers too
     return Comparison(open_report(baseline), open_report(active), layer="poplibs")
 
 
 @pytest.fixture(scope="module")
-def base(reports):
-    active, baseline = reports
+def base(demo_pair):
+    active, baseline = demo_pair
     with served(active, "--compare", str(baseline)) as url:
         yield url
 
 
+def open_compare_tab(page, section: str) -> None:
+    """Open the page's "Compare with mlp_batch64" tab: the page's own view goes behind it."""
+    page.get_by_role("tab", name="Compare with mlp_batch64", exact=True).click()
+    settle(page, 600)
+    expect(page.locator(section)).to_contain_text("Compare:")
+    expect(page.locator(section)).to_be_visible()
+    expect(page.locator("[id*='compare-own-view']")).to_be_hidden()
+
+
 def open_page(page, base, path):
-    """Open a page started in compare mode: the banner names both reports, the section is filled."""
+    """Open a page started in compare mode: the banner names both demo_pair, the page opens on its
+    own view with the comparison one tab away (not built until that tab opens)."""
     page.goto(base + path)
     settle(page, 600)
     expect(page.locator("#compare-banner")).to_contain_text("Comparing mlp (active) against mlp_batch64")
-    expect(page.locator(SECTIONS[path])).to_contain_text("Compare:")
+    expect(page.locator("[id*='compare-own-view']")).to_be_visible()
+    expect(page.locator(SECTIONS[path])).to_be_hidden()
+    expect(page.locator(SECTIONS[path])).to_have_text("")
+    open_compare_tab(page, SECTIONS[path])
 
 
 def eventually(read, check, timeout: float = 8.0):
@@ -114,9 +120,12 @@ def test_memory_source_target_filters_added_and_removed(page, base, comparison):
             lambda got, want=want: got == want,
         )
         assert names == want, status
-    # select tiles on the page: the table compares only the variables on them
+    # select tiles on the page's own view: the table compares only the variables on them
+    page.get_by_role("tab", name="This report", exact=True).click()
     page.fill("#memory-tiles-input", "0-3")
     page.press("#memory-tiles-input", "Enter")
+    settle(page)
+    page.get_by_role("tab", name="Compare with mlp_batch64", exact=True).click()
     expect(section.locator("h6", has_text="selected tiles 0, 1, 2, 3")).to_be_visible()
     want = tile_variable_rows(str(comparison.baseline.path.absolute()), [0, 1, 2, 3])
     first = section.locator(".ag-root-wrapper .ag-row[row-index='0'] [col-id='name']").first
@@ -208,20 +217,40 @@ def test_execution_trace_follows_the_run(page, base, comparison):
     assert page.watch.errors == []
 
 
-def test_turn_compare_off_and_pick_a_baseline_again(page, base, reports):
+def test_turn_compare_off_and_pick_a_baseline_again(page, base, demo_pair):
     open_page(page, base, "/memory")
     page.click("#compare-off")
     settle(page)
     expect(page.locator("#compare-banner")).to_be_hidden()
+    expect(page.get_by_role("tab", name="This report")).to_be_hidden()  # no tabs while compare is off
+    expect(page.locator("#memory-graph")).to_be_visible()
     expect(page.locator("#compare-memory")).to_have_text("")
     assert page.locator("#compare-picker").input_value() == "off"
     expect(page.locator("#compare-picker option:checked")).to_have_text("compare: off")  # not blank
-    page.select_option("#compare-picker", str(reports[1].absolute()))
+    page.select_option("#compare-picker", str(demo_pair[1].absolute()))
     settle(page)
     expect(page.locator("#compare-banner")).to_be_visible()
-    expect(page.locator("#compare-memory")).to_contain_text("Compare:")
+    expect(page.locator("#memory-graph")).to_be_visible()  # a new baseline: the page's own view in front
+    open_compare_tab(page, "#compare-memory")
     # the choice holds across pages (client-side navigation keeps the shell's store)
     page.locator(".navbar .nav-link", has_text="Liveness").click()
     settle(page)
-    expect(page.locator("#compare-liveness")).to_contain_text("Compare:")
+    expect(page.locator("#liveness-graph")).to_be_visible()
+    open_compare_tab(page, "#compare-liveness")
+    assert page.watch.errors == []
+
+
+def test_program_tree_and_insights_compare_tabs(page, base, comparison):
+    open_page(page, base, "/program-tree")
+    counts = comparison.step_counts()
+    expect(page.locator("#compare-program-tree-counts")).to_contain_text(
+        f"{counts['same']:,} program steps in both, {counts['added']:,} only in active, "
+        f"{counts['removed']:,} only in baseline"
+    )
+    rows = page.locator("#compare-program-tree .ag-center-cols-container .ag-row")
+    assert eventually(rows.count, lambda n: n > 0) > 0
+    open_page(page, base, "/insights")
+    hints = page.locator("#compare-insights-hints")
+    expect(hints).to_contain_text("Baseline")
+    expect(hints).to_contain_text("Active")
     assert page.watch.errors == []

@@ -1,9 +1,10 @@
 """Layout in real headless Chromium at 1600×1000 on the demo reports. Served in Compare mode
 (`tilescope serve mlp --compare mlp_batch64`), every page shows its own view above the fold (the
-comparison comes below it); on every page of the MLP (in compare mode, a trace step clicked), the
-transformer and the out-of-memory MLP, no table cell or header cuts its text (measured as
-``scrollWidth > clientWidth`` on AG Grid cells, headers and plain table cells) and nothing
-overflows the window sideways."""
+comparison is one tab away, and fills the same place when that tab opens). On every page of the
+MLP (its own view with a trace step clicked, and its comparison tab) and of the other demo
+reports (transformer, out-of-memory MLP, CNN, ResNet-style), no table cell or header cuts its
+text (measured as ``scrollWidth > clientWidth`` on AG Grid cells, headers and plain table cells)
+and nothing overflows the window sideways."""
 
 from __future__ import annotations
 
@@ -34,14 +35,8 @@ CUT = """() => {
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    from tilescope.samples import SAMPLES, make_sample
-
-    out = tmp_path_factory.mktemp("demo")
-    for sample in SAMPLES:
-        if sample.name in ("mlp", "mlp_batch64", "transformer", "mlp_oom"):
-            make_sample(sample, out)
-    return out
+def demo(demo_reports):
+    return demo_reports("mlp", "mlp_batch64", "transformer", "mlp_oom", "cnn", "resnet")
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +67,20 @@ def test_own_view_above_the_fold_and_nothing_cut(wide, base, path):
         settle(wide, 600)
         assert wide.locator("#trace-step-grid").is_visible()
     assert wide.evaluate(CUT) == []
+    tab = wide.get_by_role("tab", name="Compare with mlp_batch64", exact=True)
+    if path == "/operations-graph":  # its comparison is a colouring of the same graph (Δ cycles)
+        assert tab.count() == 0
+        return
+    tab.click()  # the comparison in its tab: in place of the page's own view, nothing cut either
+    settle(wide, 800)
+    assert not wide.locator(OWN_VIEW[path]).first.is_visible()
+    pane = wide.locator("[id*='compare-pane']").first.bounding_box()
+    assert pane is not None and pane["y"] < HEIGHT - 250, f"{path}: the comparison starts at {pane}"
+    assert wide.evaluate("document.documentElement.scrollWidth") <= WIDTH, "the comparison overflows sideways"
+    assert wide.evaluate(CUT) == []
 
 
-@pytest.mark.parametrize("name", ["transformer", "mlp_oom"])
+@pytest.mark.parametrize("name", ["transformer", "mlp_oom", "cnn", "resnet"])
 def test_other_demo_reports_cut_nothing(chromium, demo, name):
     ctx = chromium.new_context(viewport={"width": WIDTH, "height": HEIGHT})
     page = ctx.new_page()

@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import plotly.io as pio
 
-from app.compare.execution_trace import MAX_STEP_POINTS as TRACE_POINTS
-from app.compare.liveness import MAX_STEP_POINTS
-from app.compare.memory import MAX_TILE_POINTS
-from app.figures.compare import liveness_comparison_figure, step_cycles_delta_figure, tile_memory_delta_figure
+from app.comparison.figures import liveness_comparison_figure, step_cycles_delta_figure, tile_memory_delta_figure
+from app.comparison.pages.execution_trace import MAX_STEP_POINTS as TRACE_POINTS
+from app.comparison.pages.liveness import MAX_STEP_POINTS
+from app.comparison.pages.memory import MAX_TILE_POINTS
 
 FIVE_MB = 5 * 1024 * 1024
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from app import ids, state
-from app.compare import memory as cmp_memory
-from app.compare import operations as cmp_operations
-from app.compare import shell
-from app.compare import summary as cmp_summary
-from app.compare.execution_trace import render as trace_render
+from app.comparison.pages import memory as cmp_memory
+from app.comparison.pages import operations as cmp_operations
+from app.comparison.pages import shell
+from app.comparison.pages import summary as cmp_summary
+from app.comparison.pages.execution_trace import render as trace_render
 from tests.app.dash_tree import find, text
 from tests.compare.compare_builders import Spec, build_report, mlp_steps
 

@@ -14,13 +14,13 @@ import dash
 import pytest
 
 from app import grid, ids, state
-from app.compare import baselines, shell
-from app.compare import execution_trace as cmp_trace
-from app.compare import liveness as cmp_liveness
-from app.compare import memory as cmp_memory
-from app.compare import operations as cmp_operations
-from app.compare import summary as cmp_summary
-from app.compare.components import short_header
+from app.comparison.pages import baselines, shell
+from app.comparison.pages import execution_trace as cmp_trace
+from app.comparison.pages import liveness as cmp_liveness
+from app.comparison.pages import memory as cmp_memory
+from app.comparison.pages import operations as cmp_operations
+from app.comparison.pages import summary as cmp_summary
+from app.comparison.pages.components import short_header
 from tests.app.dash_tree import find, text
 from tests.compare.compare_builders import Spec, Step, Var, build_report, mlp_steps
 
@@ -219,8 +219,8 @@ def test_operation_details_card(pair):
 
 
 def test_program_tree_and_insights_sections(pair):
-    from app.compare import insights as cmp_insights
-    from app.compare import program_tree as cmp_tree
+    from app.comparison.pages import insights as cmp_insights
+    from app.comparison.pages import program_tree as cmp_tree
 
     key = pair["baseline"]
     counts = text(find(cmp_tree.render(key), ids.COMPARE_PROGRAM_TREE_COUNTS))
@@ -230,3 +230,19 @@ def test_program_tree_and_insights_sections(pair):
     hints = find(cmp_insights.render(key), ids.COMPARE_INSIGHTS_HINTS)
     assert "Baseline" in text(hints) and "Active" in text(hints)
     assert text(cmp_tree.render(None)) == "" and text(cmp_insights.render(None)) == ""
+
+
+def test_compare_tab_states(pair):
+    """(tab bar, tabs, active tab, own view, pane, shown baseline) of a page: no tabs while compare is
+    off; with a baseline the page's own view is in front until its compare tab opens, the pane's
+    baseline is set once (reopening does not rebuild it), and a new baseline brings the own view back."""
+    from app.comparison.pages.components import COMPARE_TAB, HIDDEN, REPORT_TAB, tab_state
+
+    key = pair["baseline"]
+    assert tab_state(None, COMPARE_TAB, True) == (HIDDEN, dash.no_update, REPORT_TAB, {}, HIDDEN, None)
+    bar, tabs, active, own, pane, shown = tab_state(key, REPORT_TAB, False)
+    assert (bar, active, own, pane, shown) == ({}, REPORT_TAB, {}, HIDDEN, dash.no_update)
+    assert [t.label for t in tabs] == ["This report", f"Compare with {baselines.label(key)}"]
+    assert tab_state(key, COMPARE_TAB, False)[2:] == (COMPARE_TAB, HIDDEN, {}, key)
+    assert tab_state(key, COMPARE_TAB, False, showing=key)[5] is dash.no_update
+    assert tab_state(key, COMPARE_TAB, True)[2:] == (REPORT_TAB, {}, HIDDEN, dash.no_update)

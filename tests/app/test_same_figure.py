@@ -21,26 +21,15 @@ from tilescope.cli import main
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory):
-    from tilescope.samples import SAMPLES, make_sample
-
-    out = tmp_path_factory.mktemp("demo")
-    for sample in SAMPLES:
-        if sample.name in ("mlp", "mlp_batch64"):
-            make_sample(sample, out)
-    return out / "mlp", out / "mlp_batch64"
-
-
-@pytest.fixture(scope="module")
-def pages(pair):
-    from app.compare import baselines
+def pages(demo_pair):
+    from app.comparison.pages import baselines
     from app.server import PAGES, create_app
 
-    active, baseline = pair
+    active, baseline = demo_pair
     create_app(active, baseline)
     mods = {name: importlib.import_module(f"app.pages.{name}") for name in PAGES}
     for name in ("summary", "memory", "operations", "execution_trace"):
-        mods[f"compare_{name}"] = importlib.import_module(f"app.compare.{name}")
+        mods[f"compare_{name}"] = importlib.import_module(f"app.comparison.pages.{name}")
     mods["key"] = baselines.default_key()
     return mods
 
@@ -61,8 +50,8 @@ def grid_rows(component) -> list[dict]:
     return component.rowData
 
 
-def test_tile_balance(pair, pages, capsys):
-    active, baseline = pair
+def test_tile_balance(demo_pair, pages, capsys):
+    active, baseline = demo_pair
     summary = cli_json(capsys, "summary", str(active), "--json")["execution"]
     diff = cli_json(capsys, "diff", str(baseline), str(active), "--json")
     a, run = open_report(active), summary["longest_run"]
@@ -88,8 +77,8 @@ def test_tile_balance(pair, pages, capsys):
     assert f"tile balance {format_percent(per_run)}" in cli_text(capsys, "summary", str(active)).split(f"run {run}")[1]
 
 
-def test_executed_steps_per_run(pair, pages, capsys):
-    active, baseline = pair
+def test_executed_steps_per_run(demo_pair, pages, capsys):
+    active, baseline = demo_pair
     summary = cli_json(capsys, "summary", str(active), "--json")["execution"]
     run = summary["longest_run"]
     steps, base_steps = summary["steps_per_run"][run], run_figures(open_report(baseline), run)["steps"]
@@ -104,10 +93,10 @@ def test_executed_steps_per_run(pair, pages, capsys):
     assert f"{steps:,} executed steps" in cli_text(capsys, "summary", str(active))
 
 
-def test_operation_count_and_work_outside_any_operation(pair, pages):
+def test_operation_count_and_work_outside_any_operation(demo_pair, pages):
     from app.views.operations import OUTSIDE_ID, operations
 
-    active, _ = pair
+    active, _ = demo_pair
     ops = operations(open_report(active), "poplibs", None)
     count = int((ops["op_id"] != OUTSIDE_ID).sum())
     outside = int(ops.loc[ops["op_id"] == OUTSIDE_ID, "cycles"].iat[0])
@@ -120,10 +109,10 @@ def test_operation_count_and_work_outside_any_operation(pair, pages):
     assert text(find(compare, ids.COMPARE_OPERATIONS_COUNTS)).startswith(f"Active: {share}.")
 
 
-def test_memory_totals(pair, pages, capsys):
-    from app.compare.memory import source_target_rows
+def test_memory_totals(demo_pair, pages, capsys):
+    from app.comparison.pages.memory import source_target_rows
 
-    active, baseline = pair
+    active, baseline = demo_pair
     incl = cli_json(capsys, "summary", str(active), "--json")["memory"]["total_bytes_including_gaps"]
     base_incl = cli_json(capsys, "summary", str(baseline), "--json")["memory"]["total_bytes_including_gaps"]
     diff = cli_json(capsys, "diff", str(baseline), str(active), "--json")["metrics"]
@@ -138,10 +127,10 @@ def test_memory_totals(pair, pages, capsys):
     assert (total["name"], total["source_bytes"], total["target_bytes"]) == ("Total", base_incl, incl)
 
 
-def test_step_cycle_deltas_add_up_to_the_run(pair, pages):
-    from app.compare import baselines
+def test_step_cycle_deltas_add_up_to_the_run(demo_pair, pages):
+    from app.comparison.pages import baselines
 
-    active, baseline = pair
+    active, baseline = demo_pair
     run = run_figures(open_report(active), 1)
     base = run_figures(open_report(baseline), 1)
     ex = baselines.comparison(pages["key"]).executed_steps(1)
@@ -150,8 +139,8 @@ def test_step_cycle_deltas_add_up_to_the_run(pair, pages):
     assert one_sided.any() and ex.loc[one_sided, "delta_cycles_from"].isna().all()
 
 
-def test_operations_graph_colours_by_the_operations_deltas(pair, pages):
-    from app.compare import baselines
+def test_operations_graph_colours_by_the_operations_deltas(demo_pair, pages):
+    from app.comparison.pages import baselines
 
     fig, note, _ = pages["operations_graph"].graph("poplibs", "delta_cycles", pages["key"])
     nodes = fig.data[1]
@@ -165,8 +154,8 @@ def test_operations_graph_colours_by_the_operations_deltas(pair, pages):
     assert "needs a baseline" in off_note
 
 
-def test_html_pages_show_the_same_tile_balance(pair, tmp_path, capsys):
-    active, baseline = pair
+def test_html_pages_show_the_same_tile_balance(demo_pair, tmp_path, capsys):
+    active, baseline = demo_pair
     a = open_report(active)
     run = cli_json(capsys, "summary", str(active), "--json")["execution"]["longest_run"]
     per_run = format_percent(run_figures(a, run)["tile_balance"])

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.views.compare import align as align_mod
-from app.views.compare.align import align_sequences
+from app.comparison import align as align_mod
+from app.comparison.align import align_sequences
 
 
 def lcs_length(a: list[int], b: list[int]) -> int:

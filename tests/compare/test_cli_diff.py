@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from compare_builders import Spec, Step, Var, build_report, mlp_steps
 
-from app.views.compare.metrics import numeric_metrics
+from app.comparison.metrics import numeric_metrics
 from app.views.summary import REQUIRED_KEYS, summary
 from report_format.reader import open_report
 from tilescope.cli import main

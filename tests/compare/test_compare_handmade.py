@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from compare_builders import Spec, Step, Var, build_report, mlp_steps
 
-from app.views.compare.comparison import Comparison
-from app.views.compare.variables import step_variable_comparison
+from app.comparison.comparison import Comparison
+from app.comparison.variables import step_variable_comparison
 from report_format.reader import open_report
 
 BASE_CYCLES = 2390

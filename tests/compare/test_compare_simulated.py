@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from compare_builders import assert_signs
 
-from app.views.compare.comparison import Comparison
+from app.comparison.comparison import Comparison
 from profiler import Sequence, get_target, ipu_model, ops
 from profiler.graph import Graph
 from profiler.workloads import mlp

@@ -12,9 +12,9 @@ import pyarrow as pa
 import pytest
 from compare_builders import assert_signs
 
-from app.views.compare.comparison import Comparison
-from app.views.compare.metrics import numeric_metrics
-from app.views.compare.steps import executed_steps, step_table
+from app.comparison.comparison import Comparison
+from app.comparison.metrics import numeric_metrics
+from app.comparison.steps import executed_steps, step_table
 from app.views.summary import summary
 from report_format import schema
 from report_format.reader import open_report

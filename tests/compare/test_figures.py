@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from app.figures import compare as figs
+from app.comparison import figures as figs
 
 
 def test_bin_extremes_keeps_largest_increase_and_decrease_per_bin() -> None:

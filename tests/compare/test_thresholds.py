@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from app.views.compare.metrics import metric_deltas
-from app.views.compare.thresholds import ThresholdError, check_thresholds, parse_threshold
+from app.comparison.metrics import metric_deltas
+from app.comparison.thresholds import ThresholdError, check_thresholds, parse_threshold
 
 METRICS = metric_deltas(
     {"execution.total_cycles": 1000, "memory.max_tile_bytes": 500_000, "memory.out_of_memory_tiles": 0, "only.base": 1},

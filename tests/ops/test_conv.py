@@ -144,3 +144,42 @@ def test_conv_context_holds_the_plan_and_the_call_site():
     ctx = next(c for c in g.debug_contexts if c.name == "c1")
     assert ctx.file == __file__  # where the op was called (the run helper's build lambda is in this file)
     assert json.loads(ctx.attributes)["plan"]["method"] in ("AMP", "HMAC")
+
+
+@pytest.mark.parametrize("k,s,p,d", [(3, 2, 1, 1), (2, 2, 0, 1), (3, 1, 1, 2)])
+def test_pooling_of_channels_innermost_input(k, s, p, d):
+    # a convolution's result is stored channels innermost (NHWC): pooling reads its windows through
+    # the im2col view, one vertex per tile and worker share, whatever the batch
+    r = rng(37)
+    x_nhwc = r.standard_normal((3, 9, 8, 5)).astype(np.float32)
+    x = x_nhwc.transpose(0, 3, 1, 2)
+
+    def build(g, t, prog):
+        xv = t["x"].transpose(0, 3, 1, 2)
+        return {"mp": ops.max_pool2d(g, xv, k, prog, stride=s, padding=p, dilation=d),
+                "ap": ops.avg_pool2d(g, xv, k, prog, stride=s, padding=p, dilation=d)}  # fmt: skip
+
+    out, g, _ = run({"x": x_nhwc}, build, tiles=4)
+    np.testing.assert_allclose(out["mp"], ref_pool(x.astype(np.float64), k, s, p, "max", d=d), rtol=1e-6)
+    np.testing.assert_allclose(out["ap"], ref_pool(x.astype(np.float64), k, s, p, "avg", d=d), rtol=1e-5, atol=1e-6)
+    pools = [b for cs in g.compute_sets for b in cs.batches if b.codelet.name.startswith("popnn::")]
+    assert pools and sum(b.count for b in pools) <= 2 * 4 * g.target.num_worker_contexts
+    assert all(b.fields["out"].shape[2] == 5 for b in pools)  # a vertex's positions with all their channels
+
+
+def test_global_pooling_spreads_channel_chunks_over_tiles():
+    # fewer positions (one per image) than tiles: vertices take chunks of channels so every tile works
+    x_nhwc = rng(38).standard_normal((2, 3, 4, 16)).astype(np.float32)
+    x = x_nhwc.transpose(0, 3, 1, 2)
+
+    def build(g, t, prog):
+        xv = t["x"].transpose(0, 3, 1, 2)
+        return {"mp": ops.max_pool2d(g, xv, (3, 4), prog), "ap": ops.avg_pool2d(g, xv, (3, 4), prog)}
+
+    out, g, _ = run({"x": x_nhwc}, build, tiles=8)
+    np.testing.assert_allclose(out["mp"][:, :, 0, 0], x.max(axis=(2, 3)), rtol=1e-6)
+    np.testing.assert_allclose(out["ap"][:, :, 0, 0], x.mean(axis=(2, 3)), rtol=1e-5, atol=1e-6)
+    pools = [b for cs in g.compute_sets for b in cs.batches if b.codelet.name == "popnn::MaxPooling"]
+    tiles = np.concatenate([b.tiles for b in pools])
+    # 2 positions x 16 channels over 8 tiles: chunks of 4 channels (the largest that feeds every tile)
+    assert sorted(tiles.tolist()) == list(range(8)) and {b.fields["out"].shape[1:] for b in pools} == {(1, 4)}

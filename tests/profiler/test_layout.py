@@ -156,12 +156,16 @@ def test_field_regions_cover_exactly_the_fields_elements() -> None:
     [((3, 3), (1, 1), (1, 1), (1, 1), 1), ((1, 1), (2, 2), (0, 0), (1, 1), 1), ((3, 3), (2, 2), (1, 1), (1, 1), 2),
      ((3, 2), (1, 2), (2, 0), (2, 1), 1), ((2, 2), (2, 1), (0, 1), (1, 2), 1)],
 )  # fmt: skip
-def test_window_regions_match_the_explicit_im2col(kernel, stride, padding, dilation, groups) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("storage", ["NCHW", "NHWC"])
+def test_window_regions_match_the_explicit_im2col(kernel, stride, padding, dilation, groups, storage) -> None:  # type: ignore[no-untyped-def]
     from profiler import Sequence, ops
     from profiler.ops import conv
 
     g = _graph(8)
-    x = ops.add_mapped(g, "float", (2, 4, 7, 6), "x")
+    if storage == "NCHW":
+        x = ops.add_mapped(g, "float", (2, 4, 7, 6), "x")
+    else:  # channels innermost, as a convolution's result is stored: runs of channels
+        x = ops.add_mapped(g, "float", (2, 7, 6, 4), "x").transpose(0, 3, 1, 2)
     cols = conv._window_view(g, x, kernel, stride, padding, dilation, groups)
     assert isinstance(cols._lay, Window)
     gn, m, k = cols.shape
@@ -175,7 +179,7 @@ def test_window_regions_match_the_explicit_im2col(kernel, stride, padding, dilat
     got = _region_sets(r, v)
     # padding: the pad element of the tile holding each nearest input element
     if r.pad is not None:
-        tiles = g.tile_of(x).astype(np.int64)
+        tiles = g.variables[x.single_variable()].mapping.dense().astype(np.int64)  # by position in the variable
         for s, n, o in zip(r.pad.start.tolist(), r.pad.length.tolist(), r.pad.owner.tolist(), strict=True):
             got[o] |= {r.pad_first + int(tiles[e - base[x.single_variable()]]) * r.pad_step for e in range(s, s + n)}
     explicit = cols._explicit().blocks([gi, r0, c0], (1, 5, 3), drop=(0,))

@@ -15,8 +15,9 @@ from pathlib import Path
 HELP = "make the sample reports and open the viewer on them"
 
 
-def _default_out() -> Path:
-    # inside a checkout the samples go beside the golden reports (git-ignored)
+def default_out() -> Path:
+    """Where the samples go from the current directory (also the path ``tilescope --help`` shows):
+    inside a checkout beside the golden reports (git-ignored), elsewhere ./tilescope-demo."""
     return Path("sample_reports/demo") if Path("sample_reports").is_dir() else Path("tilescope-demo")
 
 
@@ -39,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tilescope.samples import make_samples
 
-    out = args.out or _default_out()
+    out = args.out or default_out()
     print(f"making sample reports in {out}/", file=sys.stderr)
     paths = make_samples(out, progress=lambda line: print(line, file=sys.stderr))
     print(f"done: {len(paths)} reports. Try: tilescope summary {paths[0]}", file=sys.stderr)

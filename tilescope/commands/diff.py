@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
-from typing import Any
 
 HELP = "compare two reports (text, --json, --html); --fail-if for CI"
 
@@ -49,8 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.views.compare.comparison import Comparison
-    from app.views.compare.thresholds import ThresholdError, check_thresholds, parse_threshold
+    from app.comparison.comparison import Comparison
+    from app.comparison.thresholds import ThresholdError, check_thresholds, parse_threshold
+    from app.render.text import diff_document, diff_text, json_default
     from report_format.reader import open_report
     from tilescope.cli import CommandError
 
@@ -77,15 +76,15 @@ def run(args: argparse.Namespace) -> int:
     checks = check_thresholds(thresholds, metrics)
     doc = diff_document(comparison, args.top, checks)
     if args.html:
-        from app.export_html import comparison_html
+        from app.render.html import comparison_html
         from tilescope.outputs import write_atomically
 
         page = comparison_html(comparison, args.top or 10).encode("utf-8")
         write_atomically(args.html, "--html", lambda f: f.write(page))
     if args.json:
-        print(json.dumps(doc, indent=2, sort_keys=False, allow_nan=False, default=_json_default))
+        print(json.dumps(doc, indent=2, sort_keys=False, allow_nan=False, default=json_default))
     else:
-        print(render_text(doc))
+        print(diff_text(doc))
         if args.html:
             print(f"\nwrote {args.html}")
     crossed = [c for c in checks if c["crossed"]]
@@ -94,138 +93,3 @@ def run(args: argparse.Namespace) -> int:
             print(f"tilescope diff: threshold crossed: {c['message']}", file=sys.stderr)
         return 1
     return 0
-
-
-def _side(report: Any) -> dict[str, Any]:
-    t = report.target_info
-    return {
-        "path": str(report.path),
-        "engine": report.manifest.engine,
-        "target": {"name": t.name, "num_ipus": t.num_ipus, "tiles_per_ipu": t.tiles_per_ipu},
-    }
-
-
-def diff_document(comparison: Any, top: int, checks: list[dict[str, Any]]) -> dict[str, Any]:
-    """The JSON document of a diff (also what the text output renders)."""
-    from app.views.compare.comparison import HEADLINE_METRICS
-
-    metrics = {k: {f: _finite(v) for f, v in m.items()} for k, m in comparison.metrics.items()}
-    return {
-        "baseline": _side(comparison.baseline),
-        "active": _side(comparison.active),
-        "parity": comparison.parity,
-        "headline": [k for k in HEADLINE_METRICS if k in metrics],
-        "metrics": metrics,
-        "liveness_peak": {**comparison.liveness_peaks, "sentence": comparison.peak_sentence()},
-        "steps": comparison.step_counts(),
-        "top": comparison.top_changes(top),
-        "thresholds": [{k: _finite(v) for k, v in c.items()} for c in checks],
-    }
-
-
-def _finite(v: Any) -> Any:
-    return None if isinstance(v, float) and not math.isfinite(v) else v
-
-
-def _json_default(v: Any) -> Any:
-    import numpy as np
-
-    if isinstance(v, np.generic):
-        return v.item()
-    raise TypeError(f"not JSON serialisable: {type(v).__name__}")
-
-
-def _value(name: str, v: Any) -> str:
-    from app.units import format_metric
-
-    return format_metric(name, v)
-
-
-def _delta(name: str, m: dict[str, Any]) -> str:
-    d, r = m["delta"], m["ratio"]
-    if d is None:
-        return "-"
-    text = _value(name, d)
-    text = text if text.startswith("-") or d == 0 else f"+{text}"
-    if r is not None and d != 0:
-        text += f" ({(r - 1) * 100:+.2f}%)"
-    return text
-
-
-def render_text(doc: dict[str, Any]) -> str:
-    b, a = doc["baseline"], doc["active"]
-    lines = [
-        f"baseline  {b['path']}  ({b['target']['name']}, engine {b['engine'] or '-'})",
-        f"active    {a['path']}  ({a['target']['name']}, engine {a['engine'] or '-'})",
-        "",
-    ]
-    if doc["parity"]:
-        lines.append("parity: the runs were set up differently, so deltas are not only due to the program:")
-        lines += [f"  - {p}" for p in doc["parity"]]
-    else:
-        lines.append("parity: same target and engine options")
-    lines.append("")
-    width = max((len(k) for k in doc["headline"]), default=10)
-    lines.append(f"{'metric':<{width}}  {'baseline':>18}  {'active':>18}  delta")
-    for k in doc["headline"]:
-        m = doc["metrics"][k]
-        lines.append(f"{k:<{width}}  {_value(k, m['baseline']):>18}  {_value(k, m['active']):>18}  {_delta(k, m)}")
-    s = doc["steps"]
-    lines += [
-        "",
-        f"program steps: {s['same']:,} in both, {s['added']:,} only in active, {s['removed']:,} only in baseline",
-        doc["liveness_peak"]["sentence"],
-    ]
-    top = doc["top"]
-    sections = (
-        (
-            "tiles (memory incl. gaps)",
-            "tiles",
-            lambda r: f"tile {r['tile']} (ipu {r['ipu']})",
-            "delta_total_bytes_including_gaps",
-            True,
-        ),
-        ("variables", "variables", lambda r: f"{r['name']} [{r['status']}]", "delta_bytes", True),
-        (
-            "operations by cycles",
-            "operations_by_cycles",
-            lambda r: f"{r['key']} [{r['status']}]",
-            "delta_cycles",
-            False,
-        ),
-        (
-            "operations by memory",
-            "operations_by_memory",
-            lambda r: f"{r['key']} [{r['status']}]",
-            "delta_memory_bytes",
-            True,
-        ),
-        ("program steps by cycles", "steps_by_cycles", _step_label, "delta_cycles", False),
-    )
-    for title, key, label, col, is_bytes in sections:
-        rows = top.get(key, [])
-        if not rows:
-            continue
-        lines += ["", f"top changes: {title}"]
-        for r in rows:
-            v = r[col]
-            shown = _value("bytes" if is_bytes else "", v)
-            lines.append(f"  {shown if v < 0 else '+' + shown:>14}  {label(r)}")
-    if top.get("steps_added_removed"):
-        lines += ["", "program steps added / removed"]
-        lines += [f"  {r['status']:<8} {_step_label(r)}" for r in top["steps_added_removed"]]
-    if doc["thresholds"]:
-        lines += ["", "thresholds"]
-        lines += [f"  {'CROSSED' if c['crossed'] else 'ok':<8} {c['message']}" for c in doc["thresholds"]]
-    return "\n".join(lines)
-
-
-def _step_label(r: dict[str, Any]) -> str:
-    bs, as_ = r["baseline_step"], r["active_step"]
-    if bs < 0:
-        where = f"active step {as_}"
-    elif as_ < 0:
-        where = f"baseline step {bs}"
-    else:
-        where = f"step {bs}" if bs == as_ else f"step {bs} -> {as_}"
-    return f"{where} {r['type']} {r['name']}"

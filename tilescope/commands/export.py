@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.html and not args.trace:
         raise CommandError("say what to write: --html OUT.html and/or --trace OUT.json")
     if args.html:
-        from app.export_html import write_report_html
+        from app.render.html import write_report_html
 
         out = write_report_html(report, args.html)
         print(f"wrote {out}: Summary, Memory, Liveness, Operations, Execution Trace (opens offline)")

@@ -787,17 +787,24 @@ def _pool(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     kernel, strides, dilations = (_expand_1d(v, one_d, 1) for v in (kernel, strides, dilations))
     pads, extra = ([(0, 0)] if one_d else []) + pads, ([(0, 0)] if one_d else []) + extra
     full = [(lo, hi + e) for (lo, hi), (_, e) in zip(pads, extra, strict=True)]
+    # equal padding on both sides is the op's own (its window reads a pad constant per tile, no
+    # index per element); other padding is a padded view
+    indices = node.op_type == "MaxPool" and len(node.output) > 1 and bool(node.output[1])
+    even = all(lo == hi for lo, hi in full) and not indices  # (the indices are found in the padded view)
+    op_pad = tuple(lo for lo, _ in full) if even else (0, 0)
     if node.op_type == "MaxPool":
         lowest = float(np.finfo(x.dtype).min) if x.dtype.kind == "f" else int(np.iinfo(x.dtype).min)
-        xp = pad_view(b, x4, [(0, 0), (0, 0)] + full, "constant", lowest)
-        y = ops.max_pool2d(b.graph, xp, tuple(kernel), b.prog, stride=tuple(strides), dilation=tuple(dilations))
+        xp = x4 if even else pad_view(b, x4, [(0, 0), (0, 0)] + full, "constant", lowest)
+        y = ops.max_pool2d(b.graph, xp, tuple(kernel), b.prog, stride=tuple(strides), padding=op_pad,
+                           dilation=tuple(dilations))  # fmt: skip
         if len(node.output) > 1 and node.output[1]:
             order = int(attrs(node).get("storage_order", 0))
             idx = more_operators.max_pool_indices(b, x4, xp, y, kernel, strides, dilations, full, order)
             return [y, idx]
     else:
-        xp = pad_view(b, x4, [(0, 0), (0, 0)] + full, "constant", 0.0)
-        y = ops.avg_pool2d(b.graph, xp, tuple(kernel), b.prog, stride=tuple(strides), dilation=tuple(dilations))
+        xp = x4 if even else pad_view(b, x4, [(0, 0), (0, 0)] + full, "constant", 0.0)
+        y = ops.avg_pool2d(b.graph, xp, tuple(kernel), b.prog, stride=tuple(strides), padding=op_pad,
+                           dilation=tuple(dilations))  # fmt: skip
         # divisor per output position: the window's elements inside the input (count_include_pad=0)
         # or inside the explicitly padded input (=1); ceil-mode overhang never counts
         include = attrs(node).get("count_include_pad", 0)
@@ -823,6 +830,9 @@ def _pool(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
 @handles("GlobalAveragePool", "GlobalMaxPool")
 def _global_pool(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     x = b.device(inputs[0])
+    if x.rank == 4:  # pooling over the whole image: vertices over positions and channel chunks
+        pool = ops.avg_pool2d if node.op_type == "GlobalAveragePool" else ops.max_pool2d
+        return [pool(b.graph, x, tuple(x.shape[2:]), b.prog)]
     kind = "mean" if node.op_type == "GlobalAveragePool" else "max"
     return [reduce(b, x, list(range(2, x.rank)), kind, keepdims=True)]
 

@@ -1,4 +1,6 @@
-"""Comparison of two reports, labelled baseline and active (pure: no Dash, no plotly).
+"""Everything that compares two reports, labelled baseline and active. Its tables (the modules
+here, pure: no Dash, no plotly) are read by the viewer's compare tabs (``pages/``), drawn by
+``figures`` and printed by ``tilescope diff`` (``app.render.text``, ``app.render.html``).
 
 Entry point: ``comparison.Comparison(baseline, active, run=None, layer=None)``; every table is a
 cached property computed on first use:
@@ -14,5 +16,5 @@ cached property computed on first use:
 Modules: ``align`` (sequence alignment), ``keys`` (identity across reports), ``parity``,
 ``steps``, ``liveness``, ``memory``, ``variables`` (also ``step_variable_comparison`` for a
 selected step pair), ``operations``, ``execution``, ``metrics``, ``thresholds`` (--fail-if).
-Figures for these tables: ``app.figures.compare``; the offline HTML page: ``app.export_html``.
+Figures for these tables: ``figures``; the viewer's compare tabs: ``pages``.
 """

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from app.views.compare.keys import context_paths, disambiguate, outer_join, take
+from app.comparison.keys import context_paths, disambiguate, outer_join, take
 from report_format.reader import Report
 
 VARIABLE_COLUMNS = ("name", "status", "baseline_bytes", "active_bytes", "delta_bytes", "diff_percent", "always_live")

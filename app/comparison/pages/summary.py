@@ -11,8 +11,8 @@ import pandas as pd
 from dash import Input, Output, callback, html
 
 from app import ids
-from app.compare import baselines
-from app.compare.components import delta_table, frame, unavailable
+from app.comparison.pages import baselines
+from app.comparison.pages.components import delta_table, frame, shown, unavailable
 from app.grid import small_grid
 
 #: The headline metrics (names as in `tilescope summary --json`) and how the table labels them.
@@ -38,7 +38,7 @@ def section() -> html.Div:
     return html.Div(id=ids.COMPARE_SUMMARY)
 
 
-@callback(Output(ids.COMPARE_SUMMARY, "children"), Input(ids.COMPARE_BASELINE, "data"))
+@callback(Output(ids.COMPARE_SUMMARY, "children"), Input(shown("summary"), "data"))
 def render(key: str | None) -> Any:
     blocked = unavailable(key)
     if blocked is not None:

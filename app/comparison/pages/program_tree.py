@@ -11,22 +11,12 @@ import pandas as pd
 from dash import Input, Output, callback, html
 
 from app import grid, ids
-from app.compare import baselines
-from app.compare.components import frame, unavailable
+from app.comparison.pages import baselines
+from app.comparison.pages.components import frame, shown, unavailable
+from app.comparison.steps import STEP_DELTA_COLUMNS
 
 STEPS_KIND = "compare-program-steps"
-COLUMNS = [
-    "baseline_step",
-    "active_step",
-    "status",
-    "type",
-    "name",
-    "baseline_cycles",
-    "active_cycles",
-    "delta_cycles",
-    "delta_executions",
-    "delta_not_always_live_bytes",
-]
+COLUMNS = [*STEP_DELTA_COLUMNS, "delta_executions", "delta_not_always_live_bytes"]
 
 
 @grid.producer(STEPS_KIND)
@@ -39,7 +29,7 @@ def section() -> html.Div:
     return html.Div(id=ids.COMPARE_PROGRAM_TREE)
 
 
-@callback(Output(ids.COMPARE_PROGRAM_TREE, "children"), Input(ids.COMPARE_BASELINE, "data"))
+@callback(Output(ids.COMPARE_PROGRAM_TREE, "children"), Input(shown("program_tree"), "data"))
 def render(key: str | None) -> Any:
     blocked = unavailable(key)
     if blocked is not None:

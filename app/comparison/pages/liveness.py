@@ -12,11 +12,11 @@ import pandas as pd
 from dash import Input, Output, State, callback, dcc, html
 
 from app import grid, ids
-from app.compare import baselines
-from app.compare.components import GRAPH_CONFIG, frame, unavailable
-from app.figures.compare import ACTIVE, liveness_comparison_figure
+from app.comparison.figures import ACTIVE, liveness_comparison_figure
+from app.comparison.pages import baselines
+from app.comparison.pages.components import GRAPH_CONFIG, frame, shown, unavailable
+from app.comparison.variables import step_variable_comparison
 from app.units import format_bytes
-from app.views.compare.variables import step_variable_comparison
 
 STEP_VARIABLES_KIND = "compare-step-variables"
 #: Aligned steps drawn at most (largest change per bin beyond that).
@@ -55,7 +55,7 @@ def figure(key: str, position: int | None) -> Any:
 @callback(
     Output(ids.COMPARE_LIVENESS, "children"),
     Output(ids.COMPARE_LIVENESS_STEP, "data"),
-    Input(ids.COMPARE_BASELINE, "data"),
+    Input(shown("liveness"), "data"),
 )
 def render(key: str | None) -> tuple[Any, Any]:
     blocked = unavailable(key)
@@ -126,7 +126,7 @@ def render(key: str | None) -> tuple[Any, Any]:
     Output(ids.COMPARE_LIVENESS_STEP, "data", allow_duplicate=True),
     Input(ids.COMPARE_LIVENESS_GRAPH, "clickData"),
     Input(ids.COMPARE_LIVENESS_STEP_INPUT, "value"),
-    State(ids.COMPARE_BASELINE, "data"),
+    State(shown("liveness"), "data"),
     prevent_initial_call=True,
 )
 def select_step(click: dict | None, typed: Any, key: str | None) -> Any:
@@ -185,7 +185,7 @@ def step_text(key: str, position: int) -> str:
     Output(ids.COMPARE_LIVENESS_GRAPH, "figure"),
     Input(ids.COMPARE_LIVENESS_STEP, "data"),
     Input(ids.COMPARE_LIVENESS_TABS, "active_tab"),
-    State(ids.COMPARE_BASELINE, "data"),
+    State(shown("liveness"), "data"),
     prevent_initial_call=True,
 )
 def step_body(position: int | None, tab: str, key: str | None) -> tuple[Any, Any, Any]:

@@ -12,10 +12,10 @@ import pandas as pd
 from dash import Input, Output, State, callback, html
 
 from app import grid, ids
-from app.compare import baselines
-from app.compare.components import delta_table, frame, graph, unavailable
-from app.figures.compare import category_delta_figure, tile_memory_delta_figure, tile_memory_overlay_figure
-from app.views.compare.variables import compare_variable_tables, variable_table
+from app.comparison.figures import category_delta_figure, tile_memory_delta_figure, tile_memory_overlay_figure
+from app.comparison.pages import baselines
+from app.comparison.pages.components import delta_table, frame, graph, shown, unavailable
+from app.comparison.variables import compare_variable_tables, variable_table
 from app.views.memory import tile_variables
 
 SOURCE_TARGET_KIND = "compare-source-target"
@@ -50,8 +50,12 @@ def section() -> html.Div:
     return html.Div(id=ids.COMPARE_MEMORY)
 
 
-@callback(Output(ids.COMPARE_MEMORY, "children"), Input(ids.COMPARE_BASELINE, "data"))
-def render(key: str | None) -> Any:
+@callback(
+    Output(ids.COMPARE_MEMORY, "children"),
+    Input(shown("memory"), "data"),
+    State(ids.MEMORY_SELECTION, "data"),  # tiles selected before the tab opened
+)
+def render(key: str | None, tiles: list[int] | None = None) -> Any:
     blocked = unavailable(key)
     if blocked is not None:
         return blocked
@@ -79,7 +83,7 @@ def render(key: str | None) -> Any:
                 ),
             ]
         ),
-        html.Div(variables_block(key, None), id=ids.COMPARE_MEMORY_VARIABLES),
+        html.Div(variables_block(key, tiles), id=ids.COMPARE_MEMORY_VARIABLES),
     )
 
 
@@ -88,8 +92,8 @@ def variables_block(key: str, tiles: list[int] | None) -> list[Any]:
     the tiles selected on the page (variables on those tiles)."""
     if tiles:
         rows = tile_variable_rows(key, tiles)
-        shown = ", ".join(map(str, tiles)) if len(tiles) <= 12 else f"{len(tiles):,} tiles ({tiles[0]}..{tiles[-1]})"
-        title = f"Variables on the selected tiles {shown}: Source (baseline) / Target (active) / Diff"
+        listed = ", ".join(map(str, tiles)) if len(tiles) <= 12 else f"{len(tiles):,} tiles ({tiles[0]}..{tiles[-1]})"
+        title = f"Variables on the selected tiles {listed}: Source (baseline) / Target (active) / Diff"
         table = grid.big_grid(TILES_KIND, {"baseline": key, "tiles": tiles}, sample=rows, height=380, short=True)
     else:
         rows = source_target_rows(key)
@@ -102,7 +106,7 @@ def variables_block(key: str, tiles: list[int] | None) -> list[Any]:
             f"{int(status.get('added', 0)):,} added, {int(status.get('removed', 0)):,} removed, "
             f"{int(status.get('changed', 0)):,} changed, {int(status.get('same', 0)):,} the same. "
             "Type 'added' or 'removed' in the status filter to list them; click a header to sort. "
-            "Select tiles in the memory graph above to compare only their variables.",
+            "Select tiles on the This report tab (click, drag or type them) to compare only their variables.",
             className="small text-muted mb-1",
             id=ids.COMPARE_MEMORY_COUNTS,
         ),
@@ -113,7 +117,7 @@ def variables_block(key: str, tiles: list[int] | None) -> list[Any]:
 @callback(
     Output(ids.COMPARE_MEMORY_VARIABLES, "children"),
     Input(ids.MEMORY_SELECTION, "data"),
-    State(ids.COMPARE_BASELINE, "data"),
+    State(shown("memory"), "data"),
     prevent_initial_call=True,
 )
 def follow_selection(tiles: list[int] | None, key: str | None) -> Any:

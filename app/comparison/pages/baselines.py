@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from app import state
-from app.views.compare.comparison import Comparison
+from app.comparison.comparison import Comparison
 from report_format.reader import ReportError
 
 #: At most this many candidates are listed (a huge directory must not stall the navbar).

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from app.views.compare.align import Alignment, align_sequences
-from app.views.compare.keys import factorize_pair, step_keys
+from app.comparison.align import Alignment, align_sequences
+from app.comparison.keys import factorize_pair, step_keys
 from report_format.reader import Report
 
 STEP_FIGURES = ("not_always_live_bytes", "executions", "cycles", "flops", "tile_balance")

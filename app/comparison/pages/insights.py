@@ -9,8 +9,8 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, callback, html
 
 from app import ids
-from app.compare import baselines
-from app.compare.components import frame, unavailable
+from app.comparison.pages import baselines
+from app.comparison.pages.components import frame, shown, unavailable
 from app.views.insights import hints
 
 
@@ -23,7 +23,7 @@ def _topic(hint: str) -> str:
     return hint.split(":")[0].split(" tile ")[0].strip()
 
 
-@callback(Output(ids.COMPARE_INSIGHTS, "children"), Input(ids.COMPARE_BASELINE, "data"))
+@callback(Output(ids.COMPARE_INSIGHTS, "children"), Input(shown("insights"), "data"))
 def render(key: str | None) -> Any:
     blocked = unavailable(key)
     if blocked is not None:

@@ -11,10 +11,10 @@ import pandas as pd
 from dash import ALL, Input, Output, State, callback, html
 
 from app import grid, ids
-from app.compare import baselines
-from app.compare.components import delta_table, frame, graph, unavailable
-from app.figures.compare import top_delta_figure
-from app.views.compare.operations import NO_CONTEXT
+from app.comparison.figures import top_delta_figure
+from app.comparison.operations import NO_CONTEXT
+from app.comparison.pages import baselines
+from app.comparison.pages.components import delta_table, frame, graph, shown, unavailable
 from app.views.operations import count_sentence
 
 OPERATIONS_KIND = "compare-operations"
@@ -55,7 +55,7 @@ def section() -> html.Div:
 
 @callback(
     Output(ids.COMPARE_OPERATIONS, "children"),
-    Input(ids.COMPARE_BASELINE, "data"),
+    Input(shown("operations"), "data"),
     Input(ids.OPERATIONS_LAYER, "value"),
     Input(ids.OPERATIONS_RUN, "value"),
 )
@@ -135,7 +135,7 @@ def operation_details(key: str, layer: str, run: int | None, name: str) -> Any:
 @callback(
     Output(ids.COMPARE_OPERATIONS_DETAILS, "children"),
     Input({"type": grid.GRID_TYPE, "kind": OPERATIONS_KIND, "args": ALL}, "cellClicked"),
-    State(ids.COMPARE_BASELINE, "data"),
+    State(shown("operations"), "data"),
     State(ids.OPERATIONS_LAYER, "value"),
     State(ids.OPERATIONS_RUN, "value"),
     prevent_initial_call=True,

@@ -40,7 +40,7 @@ def metric_values(report: Report, categories: dict[str, int] | None = None) -> d
     # a throwaway Report keeps that cache from living as long as the comparison does
     out = numeric_metrics(summary(open_report(report.path)))
     if categories is None:
-        from app.views.compare.memory import category_bytes
+        from app.comparison.memory import category_bytes
 
         categories = category_bytes(report).to_dict()
     for cat, n in categories.items():

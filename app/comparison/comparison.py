@@ -12,21 +12,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from app.views.compare.align import Alignment
-from app.views.compare.execution import run_comparison
-from app.views.compare.liveness import describe_peaks, liveness_comparison, liveness_peaks
-from app.views.compare.memory import category_bytes, category_comparison, tile_memory_comparison, total_comparison
-from app.views.compare.metrics import metric_deltas, metric_values
-from app.views.compare.operations import operation_comparison, operation_table
-from app.views.compare.parity import parity
-from app.views.compare.steps import (
+from app.comparison.align import Alignment
+from app.comparison.execution import run_comparison
+from app.comparison.liveness import describe_peaks, liveness_comparison, liveness_peaks
+from app.comparison.memory import category_bytes, category_comparison, tile_memory_comparison, total_comparison
+from app.comparison.metrics import metric_deltas, metric_values
+from app.comparison.operations import operation_comparison, operation_table
+from app.comparison.parity import parity
+from app.comparison.steps import (
     STEP_DELTA_COLUMNS,
     align_steps,
     executed_step_comparison,
     step_comparison,
     step_table,
 )
-from app.views.compare.variables import source_target_table, variable_comparison
+from app.comparison.variables import source_target_table, variable_comparison
 from app.views.runs import run_table
 from report_format.reader import Report
 

@@ -1,5 +1,5 @@
 """Compare mode in the shell: the baseline picker in the navbar, the "Comparing ACTIVE against
-BASELINE" banner with its off switch, and the store every page's compare section listens to."""
+BASELINE" banner with its off switch, and the store of the chosen baseline (each page's compare tab follows it)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, callback, ctx, dcc, html
 
 from app import ids, state
-from app.compare import baselines
+from app.comparison.pages import baselines
 
 #: The picker's value while compare is off (not "": a select shows an empty value as blank).
 OFF = "off"

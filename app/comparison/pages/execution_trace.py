@@ -10,12 +10,12 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, callback, html
 
 from app import grid, ids
-from app.compare import baselines
-from app.compare.components import frame, graph, unavailable
-from app.export_html import RUN_COLUMNS
-from app.figures.compare import step_cycles_delta_figure
+from app.comparison.figures import step_cycles_delta_figure
+from app.comparison.pages import baselines
+from app.comparison.pages.components import frame, graph, shown, unavailable
+from app.comparison.steps import STEP_DELTA_COLUMNS
+from app.render.html import RUN_COLUMNS
 from app.units import format_percent
-from app.views.compare.steps import STEP_DELTA_COLUMNS
 from app.views.runs import run_figures
 
 TOP = 15
@@ -45,7 +45,7 @@ def run_rows(runs: Any) -> Any:
     return out
 
 
-@callback(Output(ids.COMPARE_TRACE, "children"), Input(ids.COMPARE_BASELINE, "data"), Input(ids.TRACE_RUN, "value"))
+@callback(Output(ids.COMPARE_TRACE, "children"), Input(shown("execution_trace"), "data"), Input(ids.TRACE_RUN, "value"))
 def render(key: str | None, run: Any) -> Any:
     blocked = unavailable(key)
     if blocked is not None:

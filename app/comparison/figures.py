@@ -1,4 +1,4 @@
-"""Comparison figures: pure functions from the comparison tables (``app.views.compare``) to plotly
+"""Comparison figures: pure functions from the comparison tables (``app.comparison``) to plotly
 figures. No Dash, no Report: the viewer's Compare mode and the HTML export both call them.
 
 Colours: baseline grey, active blue; an increase is red (costs more), a decrease green.

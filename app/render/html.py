@@ -21,10 +21,10 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.figures import compare as figs
+from app.comparison import figures as figs
+from app.comparison.comparison import HEADLINE_METRICS, Comparison
+from app.comparison.steps import STEP_DELTA_COLUMNS
 from app.units import format_metric
-from app.views.compare.comparison import HEADLINE_METRICS, Comparison
-from app.views.compare.steps import STEP_DELTA_COLUMNS
 from report_format.reader import Report
 
 _CSS = """

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from app.views.compare.keys import context_paths
+from app.comparison.keys import context_paths
 from app.views.operations import OUTSIDE, OUTSIDE_ID, operations
 from report_format.reader import Report
 

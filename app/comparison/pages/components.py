@@ -1,17 +1,18 @@
-"""Layout pieces shared by the compare sections: the section frame, signed deltas and the headline
-deltas table (baseline / active / delta / ratio)."""
+"""Layout pieces shared by the compare sections: each page's compare tab, the section frame, signed
+deltas and the headline deltas table (baseline / active / delta / ratio)."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
+import dash
 import dash_bootstrap_components as dbc
-from dash import ALL, Input, Output, State, callback, dcc, html
+from dash import ALL, Input, Output, State, callback, ctx, dcc, html
 
 from app import ids
-from app.compare import baselines
-from app.figures.compare import DOWN, UP
+from app.comparison.figures import DOWN, UP
+from app.comparison.pages import baselines
 from app.grid import short_header  # noqa: F401 - compare tables' headers, re-exported
 from app.units import format_metric  # one formatting of metric values for the CLI, HTML and app
 
@@ -107,28 +108,68 @@ def graph(figure: Any, graph_id: str | None = None) -> dcc.Graph:
     return dcc.Graph(figure=figure, config=GRAPH_CONFIG, **kwargs)
 
 
-def page_title(title: str, section_id: str) -> html.Div:
-    """A page's title with a link down to its compare section, shown while compare is on: the page's
-    own view comes first, the comparison below it."""
+#: The two tabs of a page while compare is on.
+REPORT_TAB, COMPARE_TAB = "report", "compare"
+HIDDEN = {"display": "none"}
+
+
+def shown(page: str) -> dict[str, str]:
+    """Id of the store holding the baseline ``page``'s compare pane shows: a section's callbacks
+    listen to it (not to the shell's baseline), so a comparison is built only once its tab opens."""
+    return {"type": ids.COMPARE_SHOWN, "page": page}
+
+
+def compare_tabs(page: str, own_view: list[Any], section: Any) -> html.Div:
+    """The page's own view, and its comparison in a second tab: "This report" | "Compare with
+    <baseline>". The tab bar shows only while compare is on and the page opens on its own view.
+    Both stay in the page (the inactive one hidden), so selections made in one hold in the other."""
     return html.Div(
         [
-            html.H3(title, className="mb-0 me-3"),
-            html.A(
-                "↓ comparison with the baseline",
-                id={"type": ids.COMPARE_JUMP, "section": section_id},
-                href=f"#{section_id}",
-                className="small",
-                style={"display": "none"},
+            html.Div(
+                dbc.Tabs(
+                    [dbc.Tab(label="This report", tab_id=REPORT_TAB), dbc.Tab(label="Compare", tab_id=COMPARE_TAB)],
+                    id={"type": ids.COMPARE_TABS, "page": page},
+                    active_tab=REPORT_TAB,
+                    className="mb-2",
+                ),
+                id={"type": ids.COMPARE_TAB_BAR, "page": page},
+                style=HIDDEN,
             ),
-        ],
-        className="d-flex align-items-baseline mb-2",
+            dcc.Store(id=shown(page), data=None),
+            html.Div(own_view, id={"type": ids.COMPARE_OWN_VIEW, "page": page}),
+            html.Div(section, id={"type": ids.COMPARE_PANE, "page": page}, style=HIDDEN),
+        ]
     )
 
 
+def tab_state(key: str | None, active: str | None, turned_off: bool, showing: str | None = None) -> tuple[Any, ...]:
+    """(tab bar style, tabs, active tab, own view style, pane style, shown baseline) of one page for
+    baseline ``key`` (None: compare off), the ``active`` tab and the baseline the pane is ``showing``;
+    ``dash.no_update`` keeps the pane as it is (its comparison is not rebuilt on each switch)."""
+    if not key:
+        return HIDDEN, dash.no_update, REPORT_TAB, {}, HIDDEN, None
+    tabs = [
+        dbc.Tab(label="This report", tab_id=REPORT_TAB),
+        dbc.Tab(label=f"Compare with {baselines.label(key)}", tab_id=COMPARE_TAB),
+    ]
+    if turned_off or active != COMPARE_TAB:
+        return {}, tabs, REPORT_TAB, {}, HIDDEN, dash.no_update
+    return {}, tabs, COMPARE_TAB, HIDDEN, {}, dash.no_update if showing == key else key
+
+
 @callback(
-    Output({"type": ids.COMPARE_JUMP, "section": ALL}, "style"),
+    Output({"type": ids.COMPARE_TAB_BAR, "page": ALL}, "style"),
+    Output({"type": ids.COMPARE_TABS, "page": ALL}, "children"),
+    Output({"type": ids.COMPARE_TABS, "page": ALL}, "active_tab"),
+    Output({"type": ids.COMPARE_OWN_VIEW, "page": ALL}, "style"),
+    Output({"type": ids.COMPARE_PANE, "page": ALL}, "style"),
+    Output({"type": ids.COMPARE_SHOWN, "page": ALL}, "data"),
     Input(ids.COMPARE_BASELINE, "data"),
-    State({"type": ids.COMPARE_JUMP, "section": ALL}, "id"),
+    Input({"type": ids.COMPARE_TABS, "page": ALL}, "active_tab"),
+    State({"type": ids.COMPARE_SHOWN, "page": ALL}, "data"),
 )
-def show_jump(key: str | None, links: list[Any]) -> list[dict[str, str]]:
-    return [{} if key else {"display": "none"} for _ in links]
+def switch_tab(key: str | None, active: list[str | None], showing: list[str | None]) -> tuple[list[Any], ...]:
+    # a new baseline (or none) brings the page's own view to the front
+    baseline_changed = ctx.triggered_id == ids.COMPARE_BASELINE
+    states = [tab_state(key, a, baseline_changed, s) for a, s in zip(active, showing, strict=True)]
+    return tuple([s[i] for s in states] for i in range(6))
