@@ -46,7 +46,8 @@ def global_exchange_cycles(bytes_in: np.ndarray, bytes_out: np.ndarray, target: 
 def ring_all_reduce_bytes(gradient_bytes: int, replicas: int) -> int:
     """Bytes each replica sends in a ring all-reduce of ``gradient_bytes``: reduce-scatter then
     all-gather, each R-1 steps of 1/R of the data, so 2(R-1)/R of the gradient bytes (the
-    bandwidth-optimal ring of Patarasuk & Yuan 2009; Graphcore's GCL uses rings over IPU-Links)."""
+    bandwidth-optimal ring of Patarasuk & Yuan, JPDC 2009). [INF] That Graphcore's GCL all-reduce
+    runs as this ring over IPU-Links is assumed: the reference does not give its algorithm."""
     if replicas < 1:
         raise ValueError(f"all-reduce: replicas must be >= 1, got {replicas}")
     if replicas == 1:
