@@ -9,6 +9,11 @@ when POPLAR_ENGINE_OPTIONS asks for one; --report-dir DIR is shorthand for
 For SCRIPT.py: run the script in this process with POPLAR_ENGINE_OPTIONS set the same way
 (tilescope's options go before the script path; what follows it goes to the script).
 
+Several IPUs: --ipus N shards the model over N IPUs (nodes split by memory, or by their __ipu_number
+attributes); --pipeline makes those IPUs pipeline stages over --micro-batches micro-batches;
+--replicas R runs R data-parallel copies, each on its own N IPUs and --batch inputs. Samples per run
+are batch x replicas x micro-batches.
+
 With --check the same inputs also go through onnxruntime (or onnx.reference) and the largest
 absolute and relative difference per output is printed (and carried by --json under "check").
 
@@ -22,6 +27,9 @@ examples:
   tilescope run model.onnx --target C600 --dtype float16 --runs 3 --json
   tilescope run model.onnx --inputs in.npz --save-outputs out.npz
   tilescope run model.onnx --batch 4 --check --check-tolerance 1e-4
+  tilescope run model.onnx --ipus 2 --check              # sharded over 2 IPUs (split by memory)
+  tilescope run model.onnx --ipus 4 --pipeline --micro-batches 8 --json
+  tilescope run model.onnx --ipus 2 --replicas 2         # 2 replicas x 2 IPUs, inputs split
   tilescope run --report-dir ./report profiler/workloads/transformer.py --seq 64
 """
 
