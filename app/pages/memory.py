@@ -183,22 +183,24 @@ def _tiles_of_points(points: list[dict[str, Any]], first_tiles: Any, width: int)
     Input(ids.MEMORY_GRAPH, "clickData"),
     Input(ids.MEMORY_GRAPH, "selectedData"),
     Input(ids.MEMORY_TILES_INPUT, "value"),
+    Input(ids.MEMORY_IPU, "value"),
     State(ids.MEMORY_BREAKDOWN, "value"),
     State(ids.MEMORY_INCLUDE_GAPS, "value"),
     State(ids.MEMORY_ORDER, "value"),
-    State(ids.MEMORY_IPU, "value"),
     prevent_initial_call=True,
 )
 def select_tiles(
     click: dict | None,
     selected: dict | None,
     typed: str | None,
+    ipu: str | None,
     breakdown: str,
     options: list[str],
     order: str,
-    ipu: str | None = None,
 ) -> tuple[Any, Any]:
     report = state.report()
+    if f"{ids.MEMORY_IPU}.value" in ctx.triggered_prop_ids:  # another IPU: its tiles, nothing selected
+        return None, selection_text(None, _ipu_tiles(ipu))
     df = view.order_tiles(_on_ipu(view.tile_memory_breakdown(report, breakdown, "gaps" in options), ipu), order)
     binned, _, width = view.bin_tiles(df, MAX_COLUMNS)
     first_tiles = binned.index.to_numpy()
@@ -222,7 +224,17 @@ def _on_ipu(df: Any, ipu: str | None) -> Any:
     return ipus.tiles_of_ipu(df, state.report(), None if ipu in (None, "") else int(ipu))
 
 
-def selection_text(tiles: list[int] | None) -> str:
+def _ipu_tiles(ipu: str | None) -> list[int] | None:
+    """Tiles of the IPU chosen in the selector (None: all IPUs)."""
+    if ipu in (None, "") or int(ipu) == ipus.ALL_IPUS:  # type: ignore[arg-type]
+        return None
+    tpi = state.report().target_info.tiles_per_ipu
+    return list(range(int(ipu) * tpi, (int(ipu) + 1) * tpi))  # type: ignore[arg-type]
+
+
+def selection_text(tiles: list[int] | None, ipu_tiles: list[int] | None = None) -> str:
+    if not tiles and ipu_tiles:
+        return f"IPU {ipu_tiles[0] // len(ipu_tiles)}: tiles {ipu_tiles[0]}..{ipu_tiles[-1]}"
     if not tiles:
         return "All tiles"
     if len(tiles) <= 12:
@@ -261,10 +273,14 @@ def memory_figure(
     Input(ids.MEMORY_TABS, "active_tab"),
     Input(ids.MEMORY_SELECTION, "data"),
     Input(ids.MEMORY_INCLUDE_GAPS, "value"),
+    Input(ids.MEMORY_IPU, "value"),
     State(ids.MEMORY_VARIABLES_PICK, "data"),
 )
-def tab_body(tab: str, tiles: list[int] | None, options: list[str], picked: list[int] | None = None) -> Any:
+def tab_body(
+    tab: str, tiles: list[int] | None, options: list[str], ipu: str | None = None, picked: list[int] | None = None
+) -> Any:
     report = state.report()
+    tiles = tiles or _ipu_tiles(ipu)  # nothing selected: the tabs show the selected IPU's tiles
     if tab == "details":
         d = view.tile_details(report, tiles)
         gaps = "including_gaps" if "gaps" in options else "excluding_gaps"

@@ -83,6 +83,8 @@ def test_memory_ipu_selector_shows_one_ipus_tiles(page, base):
         " return fl.xaxis.range; }"
     )
     assert ticks[0] >= 31 and ticks[1] <= 48  # IPU 2 holds tiles 32..47 (bars centred on their ids)
+    # nothing selected: the tabs show the chosen IPU's tiles
+    assert page.inner_text("#memory-selection-text") == "IPU 2: tiles 32..47"
     assert not page.watch.errors
 
 
