@@ -27,6 +27,9 @@ MEMORY_VARIABLES_PICK = "memory-variables-pick"
 MEMORY_VARIABLES_GRAPH = "memory-variables-graph"
 MEMORY_TILE_MAP = "memory-tile-map"
 MEMORY_TILE_ADDRESS_MAP = "memory-tile-address-map"
+MEMORY_IPU = "memory-ipu"
+MEMORY_IPUS = "memory-ipus"
+SUMMARY_IPUS = "summary-ipus"
 
 # liveness
 LIVENESS_GRAPH = "liveness-graph"

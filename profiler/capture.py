@@ -126,6 +126,7 @@ def _graph_tables(engine: Engine, w: ReportWriter) -> None:
             pv_var.append(v)
             pv_access.append("read_write" if v in nd.reads and v in nd.writes else "read" if v in nd.reads else "write")
     w.write("program_variables", {"program_id": pv_prog, "variable_id": pv_var, "access": pv_access})
+    _multi_ipu_tables(engine, w)
     css = g.compute_sets
     w.write("compute_sets", {
         "compute_set_id": [cs.id for cs in css],
@@ -202,7 +203,7 @@ def _execution_tables(engine: Engine, w: ReportWriter) -> None:
         executed = np.asarray(rec.steps, dtype=np.int64)
         k = executed.size
         starts = np.stack(rec.starts) if k else np.zeros((0, ni), np.int64)
-        durations = engine._step_ipu_cycles[executed] if k else np.zeros((0, ni), np.int64)
+        durations = engine.step_durations(executed) if k else np.zeros((0, ni), np.int64)
         runs["run"].append(rec.run)
         runs["program_id"].append(top_ids[rec.program])
         runs["name"].append(rec.name)
@@ -229,6 +230,8 @@ def _execution_tables(engine: Engine, w: ReportWriter) -> None:
             chunk = executed[a : a + TILE_CYCLES_CHUNK_STEPS]
             m = chunk.size
             cyc = np.minimum(stats["cycles"][chunk], np.iinfo(np.int32).max).astype(np.int32)
+            held = engine.step_durations(chunk) > 0  # a pipelined step costs nothing on IPUs it does not hold
+            cyc = cyc * held[:, :, None].astype(np.int32)
             w.append("tile_cycles", {
                 "run": np.full(m * ni, rec.run, np.int32),
                 "step": np.repeat(np.arange(a, a + m, dtype=np.int32), ni),
@@ -262,7 +265,7 @@ def write_report(engine: Engine, directory: str | None = None, note: str = "") -
     exec_on = opts.output_execution_profile and not engine.out_of_memory
     debug_on = opts.output_debug_info
     with ReportWriter(path, engine=engine.name) as w:
-        w.write("target", target_row(engine.graph.target))  # always: it says how to read per-tile data
+        w.write("target", _target(engine))  # always: it says how to read per-tile data
         if graph_on:
             w.write("engine_options", opts.rows())
             _graph_tables(engine, w)
@@ -293,3 +296,41 @@ def write_report(engine: Engine, directory: str | None = None, note: str = "") -
     for message in w.messages:  # files kept, stale temporaries cleaned: the user should know
         print(f"tilescope: {message}", file=sys.stderr)
     return path
+
+
+def _target(engine: Engine) -> dict[str, list]:
+    """The target row: the report holds one replica's IPUs (as PopVision's), and says how many
+    replicas ran (``num_replicas``; ``ipus_per_replica`` = the report's ``num_ipus``)."""
+    row = target_row(engine.graph.target)
+    row["num_replicas"] = [engine.graph.replication_factor]
+    row["ipus_per_replica"] = [engine.graph.target.num_ipus]
+    return row
+
+
+def _multi_ipu_tables(engine: Engine, w: ReportWriter) -> None:
+    """``replicas`` and ``pipeline_stages`` (profiler.replication, profiler.pipeline)."""
+    replicas, ipr = engine.graph.replication_factor, engine.graph.target.num_ipus
+    w.write("replicas", {
+        "replica": np.arange(replicas, dtype=np.int32),
+        "first_ipu": np.arange(replicas, dtype=np.int32) * ipr,
+        "profiled": np.arange(replicas) == engine.profiled_replica,
+    })  # fmt: skip
+    c = engine.compiled
+    cols: dict[str, list[int]] = {k: [] for k in ("program_id", "stage", "ipu", "micro_batches", "compute_cycles",
+                                                  "busy_cycles")}  # fmt: skip
+    nodes = {nd.id: nd for nd in c.nodes}
+    for a, b, node_id in c.pipeline_ranges:
+        steps = np.arange(a, b + 1)
+        held = engine.step_durations(steps)  # steps x IPUs, what each IPU spends per micro-batch
+        compute = (held * engine._computes[steps][:, None]).sum(axis=0)
+        busy_steps = held > 0
+        used = np.flatnonzero(busy_steps.any(axis=0) & (compute > 0))
+        first_busy = np.array([int(np.argmax(busy_steps[:, i] & engine._computes[steps])) for i in used])
+        for stage, ipu in enumerate(used[np.argsort(first_busy, kind="stable")].tolist()):
+            cols["program_id"].append(node_id)
+            cols["stage"].append(stage)
+            cols["ipu"].append(ipu)
+            cols["micro_batches"].append(nodes[node_id].repeat_count)
+            cols["compute_cycles"].append(int(compute[ipu]))
+            cols["busy_cycles"].append(int(held[:, ipu].sum()))
+    w.write("pipeline_stages", cols)

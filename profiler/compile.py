@@ -222,6 +222,8 @@ class Compiler:
         self._codelet_ids: dict[str, int] = {}
         self._deferred_touched: set[int] = set()  # variables of compute sets deferring to a later kernel
         self.repeat_ranges: list[tuple[int, int]] = []  # step ranges of Repeat bodies
+        # (first step, last step, Repeat node id) of pipelined bodies (profiler.pipeline)
+        self.pipeline_ranges: list[tuple[int, int, int]] = []
         self.program_ranges: list[tuple[int, int]] = []  # step ranges of top-level programs
         n = self.target.num_tiles
         self._zeros = np.zeros(n, dtype=np.int64)
@@ -316,6 +318,8 @@ class Compiler:
             self._lower(prog.body, node)
             if len(self.steps) > first:
                 self.repeat_ranges.append((first, len(self.steps) - 1))
+                if getattr(prog, "pipelined", False):  # profiler.pipeline.Pipeline
+                    self.pipeline_ranges.append((first, len(self.steps) - 1, node.id))
         elif isinstance(prog, P.If):
             node = self._node(parent.id, len(parent.children), "If", prog.name)
             node.condition = Access(prog.condition)
@@ -337,10 +341,32 @@ class Compiler:
         elif isinstance(prog, P.Call):
             node = self._node(parent.id, len(parent.children), "Call", prog.name or prog.function.name)
             self._lower(prog.function.program, node)
+        elif hasattr(prog, "lower"):  # programs that lower themselves (profiler.replication.AllReduce)
+            prog.lower(self, parent)
         elif isinstance(prog, P.PrintTensor):
             self._lower_stream(parent, prog.tensor, None, to_host=True, name=prog.title, print_title=prog.title)
         else:
             raise CompileError(f"unsupported program {type(prog).__name__}")
+
+    def add_cross_replica_step(
+        self,
+        parent: Node,
+        name: str,
+        tile_cycles: np.ndarray,
+        bytes_per_tile: np.ndarray,
+        action: Any,
+        tensor: Tensor,
+        buffer: Tensor,
+    ) -> None:
+        """An external sync then a GlobalExchange step moving data between replicas (an all-reduce):
+        each tile sends and receives ``bytes_per_tile`` through ``buffer`` (written, live at the step
+        only); the engine runs ``action`` across replicas."""
+        self._sync(parent, "external")
+        vs = _vars(tensor)
+        self._add_step(parent, "GlobalExchange", name, tile_cycles=tile_cycles, bytes_in=bytes_per_tile,
+                       bytes_out=bytes_per_tile, code_bytes=_code_bytes_for(bytes_per_tile),
+                       code_category="globalExchangeCode", external=True, reads=vs, writes=vs | _vars(buffer),
+                       undefs=_vars(buffer), action=action)  # fmt: skip
 
     def _sync(self, parent: Node, kind: str, name: str = "") -> Node:
         cycles = int(cost_model.sync_cycles(kind, self.target))
@@ -649,6 +675,7 @@ class CompiledGraph:
     codelets: list[tuple[str, Codelet]]  # (type name, codelet)
     repeat_ranges: list[tuple[int, int]]
     program_ranges: list[tuple[int, int]]
+    pipeline_ranges: list[tuple[int, int, int]] = field(default_factory=list)
 
     @property
     def target(self) -> Any:
@@ -665,4 +692,12 @@ def compile_programs(graph: Graph, programs: list[P.Program], progress: Progress
         c.compile()
     except GraphError as exc:
         raise CompileError(str(exc)) from None
-    return CompiledGraph(graph, c.nodes, c.steps, c.cs_plans, c.codelets, c.repeat_ranges, c.program_ranges)
+    return CompiledGraph(graph, c.nodes, c.steps, c.cs_plans, c.codelets, c.repeat_ranges, c.program_ranges,
+                         c.pipeline_ranges)  # fmt: skip
+
+
+def _code_bytes_for(bytes_per_tile: np.ndarray) -> np.ndarray:
+    """Exchange code of a tile that sends and receives one message each way (profiler.exchange constants)."""
+    return np.where(bytes_per_tile > 0, EXCHANGE_CODE_BASE_BYTES + 2 * EXCHANGE_CODE_BYTES_PER_MESSAGE, 0).astype(
+        np.int64
+    )

@@ -26,7 +26,9 @@ from profiler.graph import Graph
 from profiler.liveness import Liveness, analyse
 from profiler.memory import MemoryLayout, place
 from profiler.options import EngineOptions, resolve_options
+from profiler.pipeline import participants, senders_receivers
 from profiler.programs import Program
+from profiler.replication import AllReduceAction
 from profiler.streams import DataStream
 from profiler.tensor import Access
 from report_format.writer import check_destination
@@ -77,10 +79,23 @@ class Engine:
         self.out_of_memory = ""  # after compile: why the graph does not fit ("" when it does)
         self._report_written = False
         self._step_ipu_cycles: np.ndarray | None = None
+        self._pipelined = np.zeros(0, dtype=bool)
+        self._participants: np.ndarray | None = None
+        self._computes = np.zeros(0, dtype=bool)
+        self.compute_cycles = np.zeros(0, dtype=np.int64)
         self.report_path: Path | None = None
         self._needs: dict[int, list[int]] = {}  # step -> variables it touches (see _plan_host_values)
         self._release: dict[int, list[int]] = {}  # step -> variables whose values are dropped after it
         self._dropped: set[int] = set()
+        # replication (profiler.replication): one state per replica, run in lockstep
+        self.replicas = graph.replication_factor
+        self.profiled_replica = self.options.replica_to_profile
+        if not 0 <= self.profiled_replica < self.replicas:
+            raise EngineError(
+                f"profiler.replicaToProfile is {self.profiled_replica}; the graph has {self.replicas} replica(s)"
+            )
+        self._states: list[list[np.ndarray]] = []
+        self._replica = 0
 
     # -- compile / load ------------------------------------------------------------------------
     def compile(self, progress: Callable[[int, int], None] | None = None) -> None:
@@ -100,6 +115,15 @@ class Engine:
         t = self.graph.target
         cyc = np.stack([st.tile_cycles for st in c.steps]) if c.steps else np.zeros((0, t.num_tiles), np.int64)
         self._step_ipu_cycles = cyc.reshape(len(c.steps), t.num_ipus, t.tiles_per_ipu).max(axis=2)
+        # inside a Pipeline a step holds back only the IPUs taking part (profiler.pipeline)
+        self._pipelined = np.zeros(len(c.steps), dtype=bool)
+        for a, b, _ in c.pipeline_ranges:
+            self._pipelined[a : b + 1] = True
+        self._participants = (
+            participants([st.type for st in c.steps], self._step_ipu_cycles) if c.pipeline_ranges else None
+        )
+        self._senders, self._receivers = senders_receivers(c.steps, t) if c.pipeline_ranges else (None, None)
+        self._computes = np.array([st.type == "OnTileExecute" for st in c.steps], dtype=bool)
         self.info["compile_seconds"] = time.perf_counter() - start
         oom = self.memory.out_of_memory_tiles()
         if oom.size:
@@ -115,6 +139,15 @@ class Engine:
                 return
         if opts.capture_enabled:
             _register(self)
+
+    def step_durations(self, executed: np.ndarray) -> np.ndarray:
+        """Cycles each IPU spends in each of the ``executed`` program steps (executed steps x IPUs):
+        inside a Pipeline an IPU not taking part in a step spends none in it."""
+        cycles = self._step_ipu_cycles[executed]  # type: ignore[index]
+        if self._participants is None:
+            return cycles
+        held = self._participants[executed] | ~self._pipelined[executed][:, None]
+        return np.where(held, cycles, 0)
 
     def _plan_host_values(self, c: CompiledGraph, live: Liveness) -> None:
         """Which variables' values the host holds when: a value that is not always-live is made at
@@ -159,11 +192,16 @@ class Engine:
         if self.compiled is None:
             self.compile()
         g = self.graph
-        self._state = [
-            v.value.copy() if v.value is not None
-            else np.zeros(0 if v.id in self._dropped else v.numel, dtype=v.dtype)
-            for v in g.variables
-        ]  # fmt: skip
+        self._states = [
+            [
+                v.value.copy()
+                if v.value is not None
+                else np.zeros(0 if v.id in self._dropped else v.numel, dtype=v.dtype)
+                for v in g.variables
+            ]  # fmt: skip
+            for _ in range(self.replicas)
+        ]
+        self._state = self._states[self.profiled_replica]
         self.loaded = True
 
     def _ready(self) -> CompiledGraph:
@@ -187,8 +225,9 @@ class Engine:
     def connect_stream(self, stream: DataStream | str, buffer: np.ndarray | Callable[..., Any]) -> None:
         """Connect a host buffer (read each transfer / written in place) or a callback to a stream."""
         s = self._stream(stream)
-        if isinstance(buffer, np.ndarray) and buffer.size != s.numel:
-            raise EngineError(f"stream {s.name!r}: buffer has {buffer.size} elements, a transfer has {s.numel}")
+        if isinstance(buffer, np.ndarray) and buffer.size not in (s.numel, s.numel * self.replicas):
+            per = f" (or {s.numel * self.replicas}: one transfer per replica)" if self.replicas > 1 else ""
+            raise EngineError(f"stream {s.name!r}: buffer has {buffer.size} elements, a transfer has {s.numel}{per}")
         self._streams[s.id] = buffer
 
     def write_tensor(self, handle: str, data: Any) -> None:
@@ -197,15 +236,24 @@ class Engine:
             raise EngineError(f"no host write named {handle!r}; create it with Graph.create_host_write")
         t = self.graph.host_writes[handle]
         arr = np.asarray(data, dtype=t.dtype)
-        if arr.size != t.numel():
+        if arr.size == t.numel():  # the same value on every replica
+            for state in self._states:
+                Access(t).scatter(state, arr)
+            return
+        if arr.size != t.numel() * self.replicas:
             raise EngineError(f"write_tensor {handle!r}: {arr.size} values for a tensor of {t.numel()} elements")
-        Access(t).scatter(self._state, arr)
+        for state, part in zip(self._states, np.split(arr.reshape(-1), self.replicas), strict=True):
+            Access(t).scatter(state, part)
 
-    def read_tensor(self, handle: str) -> np.ndarray:
+    def read_tensor(self, handle: str, replica: int | None = None) -> np.ndarray:
+        """The tensor's values on ``replica`` (default: the profiled one, profiler.replicaToProfile)."""
         self._ready()
         if handle not in self.graph.host_reads:
             raise EngineError(f"no host read named {handle!r}; create it with Graph.create_host_read")
-        return Access(self.graph.host_reads[handle]).gather(self._state).copy()
+        r = self.profiled_replica if replica is None else replica
+        if not 0 <= r < self.replicas:
+            raise EngineError(f"read_tensor {handle!r}: replica {r} does not exist ({self.replicas} replica(s))")
+        return Access(self.graph.host_reads[handle]).gather(self._states[r]).copy()
 
     # -- run ---------------------------------------------------------------------------------------
     def run(self, program: int = 0, name: str = "") -> None:
@@ -219,6 +267,7 @@ class Engine:
         record = RunRecord(self.total_runs, program, name or f"run{self.total_runs}")
         self._record = record if capture_run else None
         self._clock = np.zeros(self.graph.target.num_ipus, dtype=np.int64)
+        self.compute_cycles = np.zeros(self.graph.target.num_ipus, dtype=np.int64)  # per IPU, this run
         top = next(n for n in c.nodes if n.parent_id == -1 and n.child_index == program)
         self._exec(top)
         record.cycles = int(self._clock.max())
@@ -249,14 +298,33 @@ class Engine:
 
     def _step(self, node: Node) -> None:
         if node.action is not None:
-            state, variables = self._state, self.graph.variables
-            for v in self._needs.get(node.step, ()):
-                if state[v].size != variables[v].numel:  # made at first use (zeros, as at load)
-                    state[v] = np.zeros(variables[v].numel, dtype=variables[v].dtype)
-            self._act(node.action)
-            for v in self._release.get(node.step, ()):
-                state[v] = np.zeros(0, dtype=variables[v].dtype)
-        if node.external:
+            variables = self.graph.variables
+            self._fetched: dict[int, Any] = {}
+            for r, state in enumerate(self._states):  # replicas in lockstep (one state each)
+                for v in self._needs.get(node.step, ()):
+                    if state[v].size != variables[v].numel:  # made at first use (zeros, as at load)
+                        state[v] = np.zeros(variables[v].numel, dtype=variables[v].dtype)
+                if isinstance(node.action, AllReduceAction):
+                    continue
+                self._state, self._replica = state, r
+                self._act(node.action)
+            if isinstance(node.action, AllReduceAction):  # across replicas: once, over every state
+                node.action.run(self._states)
+            for state in self._states:
+                for v in self._release.get(node.step, ()):
+                    state[v] = np.zeros(0, dtype=variables[v].dtype)
+            self._state, self._replica = self._states[self.profiled_replica], self.profiled_replica
+        cycles = self._step_ipu_cycles[node.step]  # type: ignore[index]
+        if self._pipelined[node.step]:
+            # dataflow: an IPU waits only for data it receives (its stage's inputs, buffered on
+            # arrival), never for a receiver to be ready; IPUs not taking part spend nothing
+            recv = self._receivers[node.step]  # type: ignore[index]
+            if recv.any():
+                sent = self._senders[node.step]  # type: ignore[index]
+                ready = int(self._clock[sent].max()) if sent.any() else 0
+                self._clock[recv] = np.maximum(self._clock[recv], ready)
+            cycles = np.where(self._participants[node.step], cycles, 0)  # type: ignore[index]
+        elif node.external:
             self._clock[:] = self._clock.max()
         rec = self._record
         if rec is not None:
@@ -264,7 +332,9 @@ class Engine:
             if len(rec.steps) < MAX_CAPTURED_STEPS_PER_RUN:
                 rec.steps.append(node.step)
                 rec.starts.append(self._clock.copy())
-        self._clock += self._step_ipu_cycles[node.step]  # type: ignore[index]
+        self._clock += cycles
+        if self._computes[node.step]:
+            self.compute_cycles += cycles
 
     def _act(self, action: actions.Action) -> None:
         state = self._state
@@ -284,8 +354,15 @@ class Engine:
             src = self._streams.get(action.stream.id)
             if src is None:
                 raise EngineError(f"stream {action.stream.name!r} is not connected; call Engine.connect_stream first")
-            data = src() if callable(src) else src
-            action.dst.scatter(state, np.asarray(data, dtype=action.stream.dtype).reshape(-1))
+            if self.replicas > 1:  # one host transfer per step, split over the replicas
+                if action.stream.id not in self._fetched:
+                    self._fetched[action.stream.id] = src() if callable(src) else src
+                data = np.asarray(self._fetched[action.stream.id], dtype=action.stream.dtype).reshape(-1)
+            else:
+                data = np.asarray(src() if callable(src) else src, dtype=action.stream.dtype).reshape(-1)
+            if data.size == action.stream.numel * self.replicas and self.replicas > 1:  # this replica's slice
+                data = np.split(data, self.replicas)[self._replica]
+            action.dst.scatter(state, data)
         elif isinstance(action, actions.ToHost):
             dst = self._streams.get(action.stream.id)
             if dst is None:
@@ -293,6 +370,8 @@ class Engine:
             values = action.src.gather(state)
             if callable(dst):
                 dst(values.copy())
+            elif dst.size == values.size * self.replicas and self.replicas > 1:  # this replica's slice
+                np.split(dst.reshape(-1), self.replicas)[self._replica][:] = values.reshape(-1)
             else:
                 dst.reshape(-1)[:] = values.reshape(-1)
         elif isinstance(action, actions.Print):

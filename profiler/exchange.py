@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profiler import cost_model
+from profiler import cost_model, ipu_links
 from profiler.regions import union_length
 from profiler.targets import Target
 
@@ -131,7 +131,8 @@ def _finish(
     regions_in: np.ndarray, regions_out: np.ndarray, target: Target, global_: bool,
 ) -> ExchangePlan:  # fmt: skip
     if global_:
-        cycles = np.asarray(cost_model.global_exchange_cycles(np.maximum(bytes_in, bytes_out), target), dtype=np.int64)
+        # the IPU's links are shared by its tiles (profiler.ipu_links), not one link per tile
+        cycles = ipu_links.global_exchange_cycles(bytes_in, bytes_out, target)
     else:
         cycles = np.asarray(cost_model.exchange_cycles(effective_in, bytes_out, target), dtype=np.int64)
     code = np.asarray(cost_model.exchange_code_bytes(regions_out, regions_in, target), dtype=np.int64)

@@ -21,7 +21,7 @@ from profiler.codelets import Codelet, resolve_codelet
 from profiler.dtypes import as_dtype
 from profiler.layout import Affine
 from profiler.streams import DEVICE_TO_HOST, HOST_TO_DEVICE, DataStream
-from profiler.targets import Target
+from profiler.targets import Target, replica_view, sharding_view
 from profiler.tensor import Tensor
 
 UNMAPPED = -1
@@ -182,8 +182,23 @@ class Function:
 class Graph:
     """A Poplar-style graph for one target."""
 
-    def __init__(self, target: Target) -> None:
-        self.target = target
+    def __init__(self, target: Target, replication_factor: int | None = None) -> None:
+        # Replication (Poplar ``Graph(target, replication_factor(R))``): the graph is one replica's,
+        # built on target.num_ipus / R IPUs; the engine runs R copies on disjoint IPUs, each with its
+        # own data (profiler.replication). Default: the target's num_replicas.
+        replicas = target.num_replicas if replication_factor is None else int(replication_factor)
+        if replicas < 1 or target.num_ipus % replicas:
+            raise GraphError(
+                f"replication factor {replicas}: must divide the target's {target.num_ipus} IPU(s) (and be >= 1)"
+            )
+        self.replication_factor = replicas
+        self.system_target = target  # every replica's IPUs
+        target = replica_view(target, replicas)
+        self._target = target
+        # Virtual graph (Poplar ``createVirtualGraph``, PopART ``virtualGraph``): while open, the graph
+        # looks like one IPU of ``target``; see virtual_graph().
+        self._ipu: int | None = None
+        self._ipu_target: Target | None = None
         self.variables: list[Variable] = []
         self.compute_sets: list[ComputeSet] = []
         self.streams: list[DataStream] = []
@@ -192,6 +207,56 @@ class Graph:
         self.host_reads: dict[str, Tensor] = {}
         self.host_writes: dict[str, Tensor] = {}
         self._context_stack: list[int] = []
+
+    @property
+    def target(self) -> Target:
+        """The device; inside ``virtual_graph(ipu)``, one IPU of it (tiles 0..tiles_per_ipu-1)."""
+        return self._target if self._ipu_target is None else self._ipu_target
+
+    @property
+    def device_target(self) -> Target:
+        """The whole device, also inside a virtual graph."""
+        return self._target
+
+    @property
+    def current_ipu(self) -> int | None:
+        """The IPU of the open virtual graph (None: none is open)."""
+        return self._ipu
+
+    @contextlib.contextmanager
+    def virtual_graph(self, ipu: int) -> Iterator[int]:
+        """Build on one IPU: inside the block the graph's target is that IPU alone, so operations map
+        their tensors and vertices onto its tiles (tile ids given and read are that IPU's, 0-based).
+        A tensor held on another IPU reads as the same tile positions on this one, so an op that
+        lays its output out like an input keeps the layout; reading that input then crosses IPUs,
+        which the compiler plans as a global exchange over IPU-Links. Blocks may nest (innermost wins).
+        """
+        full = self._target
+        if not 0 <= ipu < full.num_ipus:
+            raise GraphError(f"virtual graph: IPU {ipu} does not exist (target {full.name} has {full.num_ipus} IPUs)")
+        saved = self._ipu, self._ipu_target
+        self._ipu = ipu
+        self._ipu_target = sharding_view(full)
+        try:
+            yield ipu
+        finally:
+            self._ipu, self._ipu_target = saved
+
+    def _to_device_tiles(self, tiles: np.ndarray) -> np.ndarray:
+        """Tile ids given inside a virtual graph as device-global ids on its IPU: a tile's position
+        within an IPU (0-based, as the virtual graph numbers them; a device-global id read straight
+        from a mapping keeps its position) on the open IPU. Unmapped (negative) ids stay."""
+        if self._ipu is None:
+            return tiles
+        tpi = self._target.tiles_per_ipu
+        return np.where(tiles < 0, tiles, tiles % tpi + self._ipu * tpi).astype(tiles.dtype, copy=False)
+
+    def _from_device_tiles(self, tiles: np.ndarray) -> np.ndarray:
+        """Device-global tile ids as seen inside a virtual graph (position within the IPU); unmapped stays."""
+        if self._ipu is None:
+            return tiles
+        tpi = self._target.tiles_per_ipu
+        return np.where(tiles < 0, tiles, tiles % tpi).astype(tiles.dtype, copy=False)
 
     # -- debug contexts ------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -270,7 +335,15 @@ class Graph:
         return self.variables[vid]
 
     # -- tile mapping --------------------------------------------------------------------------
+    def _check_device_tile(self, tiles: np.ndarray, what: str) -> None:
+        n = self._target.num_tiles
+        if tiles.size and (tiles.min() < 0 or tiles.max() >= n):
+            bad = int(tiles[(tiles < 0) | (tiles >= n)][0])
+            raise GraphError(f"{what}: tile {bad} does not exist (target {self._target.name} has {n} tiles)")
+
     def _check_tile(self, tiles: np.ndarray, what: str) -> None:
+        if self._ipu is not None:  # a virtual graph takes its own tile ids and device-global ones
+            return self._check_device_tile(tiles, what)
         if tiles.size and (tiles.min() < 0 or tiles.max() >= self.target.num_tiles):
             bad = int(tiles[(tiles < 0) | (tiles >= self.target.num_tiles)][0])
             raise GraphError(
@@ -281,6 +354,7 @@ class Graph:
         """Map every element of ``t`` to ``tile`` (or to tile[i] for element i of ``t`` flattened)."""
         tiles = np.asarray(tile, dtype=np.int64)
         self._check_tile(tiles.reshape(-1), f"mapping of {t!r}")
+        tiles = self._to_device_tiles(tiles)
         var_ids, idx = t.elements()
         if tiles.ndim and tiles.size != idx.size:
             raise GraphError(f"mapping of {t!r}: {tiles.size} tiles given for {idx.size} elements")
@@ -298,7 +372,9 @@ class Graph:
         if self._whole_variable(t) is not None and n:  # as intervals: one per tile, no array per element
             self._check_tile(tile_ids, f"mapping of {t!r}")
             starts = np.arange(0, n, per_tile * grain_size, dtype=np.int64)
-            self.variables[t.single_variable()].mapping.set_intervals(starts, tile_ids[: starts.size])  # type: ignore[index]
+            self.variables[t.single_variable()].mapping.set_intervals(  # type: ignore[index]
+                starts, self._to_device_tiles(tile_ids[: starts.size])
+            )
             return
         owner = tile_ids[(np.arange(n) // grain_size) // per_tile]
         self.set_tile_mapping(t, owner)
@@ -340,20 +416,24 @@ class Graph:
         )
         t = self._add(var.dtype if dtype is None else dtype, [lay.shape[d] for d in order], name, False, False)
         new = self.variables[t.single_variable()]  # type: ignore[index]
-        new.mapping.starts, new.mapping.tiles = var.mapping.starts.copy(), var.mapping.tiles.copy()
+        # inside a virtual graph the clone is laid out as ``like`` on the open IPU's tiles
+        new.mapping.starts, new.mapping.tiles = (
+            var.mapping.starts.copy(),
+            self._to_device_tiles(var.mapping.tiles.copy()),
+        )
         return t.transpose(*np.argsort(order)) if order != sorted(order) else t
 
     def tile_of(self, t: Tensor) -> np.ndarray:
         """Tile of each element of ``t`` (flattened); UNMAPPED (-1) where unmapped."""
         single = t.single_variable()
         if single is not None:
-            return self.variables[single].mapping.tile_of(t._idx.reshape(-1))  # TODO intervals
+            return self._from_device_tiles(self.variables[single].mapping.tile_of(t._idx.reshape(-1)))  # TODO intervals
         var_ids, idx = t.elements()
         out = np.empty(idx.size, dtype=np.int32)
         for vid in np.unique(var_ids):
             sel = var_ids == vid
             out[sel] = self.variables[vid].mapping.tile_of(idx[sel])
-        return out
+        return self._from_device_tiles(out)
 
     def get_tile_mapping(self, t: Tensor) -> dict[int, list[tuple[int, int]]]:
         """Poplar-style mapping of ``t``: tile -> intervals [begin, end) of t's flattened elements."""
@@ -387,7 +467,7 @@ class Graph:
         self._check_tile(tile_arr, f"compute set {cs.name!r}")
         cl.check_fields(cs.name, {k: v.shape[1:] for k, v in fields.items()}, params)
         self._check_fields(cs, cl, fields, tile_arr.size)
-        batch = VertexBatch(cl, tile_arr, dict(fields), dict(params), self._current_context())
+        batch = VertexBatch(cl, self._to_device_tiles(tile_arr), dict(fields), dict(params), self._current_context())
         cs.batches.append(batch)
         return batch
 

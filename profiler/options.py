@@ -69,6 +69,9 @@ _SPECS: dict[str, _Spec] = {
     # Defaults not found [NF]: on, because the simulator's estimates are what its profile is made of.
     "profiler.includeFlopEstimates": _Spec("bool", "true"),
     "profiler.includeCycleEstimates": _Spec("bool", "true"),
+    # popvision.md §3.2: "Profile one replica only" (integer); the engine captures that replica's
+    # execution (all replicas run the same program, on their own data). Default 0 [NF].
+    "profiler.replicaToProfile": _Spec("int", "0"),
     # tilescope's own: run every vertex's codelet instead of the compute sets' kernels (coarse
     # whole-tensor vertices computing the same, see profiler.graph.ComputeSet.kernel). Slower; the
     # results are the same up to float rounding, and the report (cycles, memory, exchange) identical.
@@ -134,6 +137,10 @@ class EngineOptions:
     @property
     def include_cycle_estimates(self) -> bool:
         return self._bool("profiler.includeCycleEstimates")
+
+    @property
+    def replica_to_profile(self) -> int:
+        return int(self.values["profiler.replicaToProfile"])
 
     @property
     def capture_enabled(self) -> bool:

@@ -164,6 +164,17 @@ class Target:
         return self.num_ipus // self.num_replicas
 
 
+def sharding_view(t: Target) -> Target:
+    """One IPU of ``t``, as a virtual graph on it sees the device (Poplar ``createVirtualGraph``)."""
+    return replace(t, num_ipus=1, num_replicas=1)
+
+
+def replica_view(t: Target, replicas: int) -> Target:
+    """The IPUs of one of ``replicas`` replicas of ``t`` (what a replicated graph is built on). The
+    external sync keeps the whole system's latency: replicas synchronise together."""
+    return replace(t, num_ipus=t.num_ipus // replicas, num_replicas=1)
+
+
 def external_sync_cycles(clock_hz: float, num_ipus: int) -> int:
     """Sync latency across all IPUs of a device (ref §1, poplibs_test Util.cpp::setGlobalSyncLatency)."""
     hops = 1 + num_ipus // 4

@@ -326,6 +326,14 @@ class Report:
     def programs(self) -> pd.DataFrame:
         return self.df("programs")
 
+    def replicas(self) -> pd.DataFrame:
+        """Data-parallel replicas and which one the report profiles (empty before format 3)."""
+        return self.df("replicas")
+
+    def pipeline_stages(self) -> pd.DataFrame:
+        """Stages of pipelined programs: stage, IPU, micro-batches, cycles (empty if none, or before format 3)."""
+        return self.df("pipeline_stages")
+
     def program_variables(self) -> pd.DataFrame:
         """Reads and writes of each program step (empty for format-1 reports)."""
         return self.df("program_variables")

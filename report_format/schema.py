@@ -30,11 +30,12 @@ import pyarrow as pa
 
 FORMAT_NAME = "tilescope.report"
 #: Bump on any change of a table or column. Readers accept exactly SUPPORTED_VERSIONS.
-FORMAT_VERSION = 2
-SUPPORTED_VERSIONS: tuple[int, ...] = (1, 2)
+FORMAT_VERSION = 3
+SUPPORTED_VERSIONS: tuple[int, ...] = (1, 2, 3)
 # Version history (a table's ``since`` says where it appeared; older reports read it as empty):
 #   1  the first format
 #   2  adds ``program_variables`` (which variables each program step reads and writes)
+#   3  adds ``replicas`` (data-parallel replicas, which one is profiled) and ``pipeline_stages``
 #: Arrow custom-metadata key; the ``name:`` prefix follows the Arrow spec's advice on
 #: application metadata (``ARROW:`` is reserved for Arrow itself).
 METADATA_KEY = "tilescope:report"
@@ -147,7 +148,13 @@ _TABLES: tuple[TableSpec, ...] = (
             _c("name", STR, NONE, STRUCTURAL, "target name, e.g. GC200, Bow, C600, IPUModel"),
             _c("type", STR, NONE, STRUCTURAL, "IPU or IPUModel (libpva Target.Type)"),
             _c("architecture", STR, NONE, STRUCTURAL, "ipu1, ipu2 or ipu21"),
-            _c("num_ipus", I32, "IPUs", STRUCTURAL, "IPUs in the device"),
+            _c(
+                "num_ipus",
+                I32,
+                "IPUs",
+                STRUCTURAL,
+                "IPUs in the report: one replica's (all of them when not replicated)",
+            ),
             _c("tiles_per_ipu", I32, "tiles", STRUCTURAL, "tiles on each IPU"),
             _c("num_tiles", I32, "tiles", STRUCTURAL, "num_ipus * tiles_per_ipu"),
             _c("bytes_per_tile", I64, "bytes", STRUCTURAL, "memory of one tile"),
@@ -301,6 +308,53 @@ _TABLES: tuple[TableSpec, ...] = (
         ),
         key=("program_id", "variable_id"),
         since=2,
+    ),
+    TableSpec(
+        "replicas",
+        "graph",
+        "Data-parallel replicas of the graph (libpva numReplicas): each runs the same program on its own "
+        "IPUs and inputs; the report's per-tile and per-IPU figures are the profiled replica's.",
+        (
+            _c("replica", I32, "index", STRUCTURAL, "replica"),
+            _c("first_ipu", I32, "IPU id", STRUCTURAL, "its first IPU in the system (replica x ipus_per_replica)"),
+            _c(
+                "profiled",
+                BOOL,
+                NONE,
+                STRUCTURAL,
+                "the replica whose execution is captured (profiler.replicaToProfile)",
+            ),
+        ),
+        key=("replica",),
+        since=3,
+    ),
+    TableSpec(
+        "pipeline_stages",
+        "graph",
+        "Stages of each pipelined program (a Repeat over micro-batches whose IPUs overlap): one row per "
+        "stage, in pipeline order. Empty when nothing is pipelined.",
+        (
+            _c("program_id", I32, "id", STRUCTURAL, "the pipeline's Repeat node in the program tree"),
+            _c("stage", I32, "index", STRUCTURAL, "stage, in the order micro-batches pass through them"),
+            _c("ipu", I32, "IPU id", STRUCTURAL, "IPU running the stage"),
+            _c("micro_batches", I32, "count", STRUCTURAL, "micro-batches per run (gradient accumulation count)"),
+            _c(
+                "compute_cycles",
+                I64,
+                "cycles",
+                ESTIMATED,
+                "compute (OnTileExecute) cycles of the stage per micro-batch",
+            ),
+            _c(
+                "busy_cycles",
+                I64,
+                "cycles",
+                ESTIMATED,
+                "all cycles of the stage's IPU per micro-batch (compute, exchange, syncs)",
+            ),
+        ),
+        key=("program_id", "stage"),
+        since=3,
     ),
     TableSpec(
         "compute_sets",

@@ -335,6 +335,7 @@ def synthetic_report(
                 "access": ["write"] * int(wr.sum()) + ["read"] * int(rd.sum()),
             },
         )
+        w.write("replicas", {"replica": [0], "first_ipu": [0], "profiled": [True]})  # not replicated
         w.write(
             "compute_sets",
             {

@@ -79,7 +79,8 @@ def tile_memory_figure(
             annotation_position="top left",
         )
     if tiles_per_ipu and not sorted_order and tiles[-1] >= tiles_per_ipu:
-        for ipu in range(1, int(tiles[-1]) // tiles_per_ipu + 1):  # IPU boundaries, as PopVision's x axis
+        # IPU boundaries, as PopVision's x axis; only those inside the tiles shown (one IPU selected)
+        for ipu in range(int(tiles[0]) // tiles_per_ipu + 1, int(tiles[-1]) // tiles_per_ipu + 1):
             fig.add_vline(x=ipu * tiles_per_ipu - 0.5 * tiles_per_bin, line_dash="dot", line_color="#888", line_width=1)
     if selected:
         # a selected tile among 1,472 is under a pixel wide: draw each range at least 0.5% of the

@@ -16,6 +16,7 @@ from app.components import section
 from app.figures.memory import tile_map_figure, tile_memory_figure, tile_memory_map_figure, variables_figure
 from app.tile_list import parse_tile_list
 from app.units import format_bytes
+from app.views import ipus
 from app.views import memory as view
 
 #: Tile-axis level of detail: at most this many bars (the rest are binned, see views.memory.bin_tiles).
@@ -37,9 +38,39 @@ def default_options() -> list[str]:
     return ["gaps", "max"] if peak > report.target_info.bytes_per_tile / 2 else ["gaps"]
 
 
+def _ipu_selector() -> Any:
+    """The IPU selector (hidden on one IPU): the plot shows all IPUs' tiles or one IPU's."""
+    report = state.report()
+    hidden = report.target_info.num_ipus < 2
+    return dbc.Col(
+        dbc.InputGroup(
+            [
+                dbc.InputGroupText("IPU"),
+                dbc.Select(id=ids.MEMORY_IPU, value=str(ipus.ALL_IPUS),
+                           options=[{"label": o["label"], "value": str(o["value"])} for o in ipus.ipu_choices(report)]),
+            ],
+            size="sm",
+        ),
+        md=2,
+        style={"display": "none"} if hidden else {},
+    )  # fmt: skip
+
+
+def _ipu_table() -> Any:
+    """Memory of each IPU under the plot (several IPUs only)."""
+    report = state.report()
+    if report.target_info.num_ipus < 2:
+        return html.Div(id=ids.MEMORY_IPUS)
+    df = ipus.ipu_memory(report)
+    for c in ("bytes_including_gaps", "bytes_excluding_gaps", "fullest_tile_bytes"):
+        df[c] = df[c].map(format_bytes)
+    return html.Div(section("Memory per IPU", grid.small_grid(df)), id=ids.MEMORY_IPUS)
+
+
 def layout(**_: object) -> html.Div:
     controls = dbc.Row(
         [
+            _ipu_selector(),
             dbc.Col(
                 [
                     dbc.Label("Breakdown", className="me-2 small"),
@@ -116,6 +147,7 @@ def layout(**_: object) -> html.Div:
                 [
                     controls,
                     dcc.Loading(dcc.Graph(id=ids.MEMORY_GRAPH, config={"displaylogo": False}), type="dot"),
+                    _ipu_table(),
                     html.Div(
                         className="small text-muted mb-2",
                         children="Click the plot to select a tile (or a column of binned tiles), drag across it to select "
@@ -151,16 +183,25 @@ def _tiles_of_points(points: list[dict[str, Any]], first_tiles: Any, width: int)
     Input(ids.MEMORY_GRAPH, "clickData"),
     Input(ids.MEMORY_GRAPH, "selectedData"),
     Input(ids.MEMORY_TILES_INPUT, "value"),
+    Input(ids.MEMORY_IPU, "value"),
     State(ids.MEMORY_BREAKDOWN, "value"),
     State(ids.MEMORY_INCLUDE_GAPS, "value"),
     State(ids.MEMORY_ORDER, "value"),
     prevent_initial_call=True,
 )
 def select_tiles(
-    click: dict | None, selected: dict | None, typed: str | None, breakdown: str, options: list[str], order: str
+    click: dict | None,
+    selected: dict | None,
+    typed: str | None,
+    ipu: str | None,
+    breakdown: str,
+    options: list[str],
+    order: str,
 ) -> tuple[Any, Any]:
     report = state.report()
-    df = view.order_tiles(view.tile_memory_breakdown(report, breakdown, "gaps" in options), order)
+    if f"{ids.MEMORY_IPU}.value" in ctx.triggered_prop_ids:  # another IPU: its tiles, nothing selected
+        return None, selection_text(None, _ipu_tiles(ipu))
+    df = view.order_tiles(_on_ipu(view.tile_memory_breakdown(report, breakdown, "gaps" in options), ipu), order)
     binned, _, width = view.bin_tiles(df, MAX_COLUMNS)
     first_tiles = binned.index.to_numpy()
     props = ctx.triggered_prop_ids
@@ -178,7 +219,22 @@ def select_tiles(
     return (tiles or None), selection_text(tiles)
 
 
-def selection_text(tiles: list[int] | None) -> str:
+def _on_ipu(df: Any, ipu: str | None) -> Any:
+    """The selected IPU's tiles of a per-tile frame (all tiles for "All IPUs")."""
+    return ipus.tiles_of_ipu(df, state.report(), None if ipu in (None, "") else int(ipu))
+
+
+def _ipu_tiles(ipu: str | None) -> list[int] | None:
+    """Tiles of the IPU chosen in the selector (None: all IPUs)."""
+    if ipu in (None, "") or int(ipu) == ipus.ALL_IPUS:  # type: ignore[arg-type]
+        return None
+    tpi = state.report().target_info.tiles_per_ipu
+    return list(range(int(ipu) * tpi, (int(ipu) + 1) * tpi))  # type: ignore[arg-type]
+
+
+def selection_text(tiles: list[int] | None, ipu_tiles: list[int] | None = None) -> str:
+    if not tiles and ipu_tiles:
+        return f"IPU {ipu_tiles[0] // len(ipu_tiles)}: tiles {ipu_tiles[0]}..{ipu_tiles[-1]}"
     if not tiles:
         return "All tiles"
     if len(tiles) <= 12:
@@ -192,10 +248,13 @@ def selection_text(tiles: list[int] | None) -> str:
     Input(ids.MEMORY_INCLUDE_GAPS, "value"),
     Input(ids.MEMORY_ORDER, "value"),
     Input(ids.MEMORY_SELECTION, "data"),
+    Input(ids.MEMORY_IPU, "value"),
 )
-def memory_figure(breakdown: str, options: list[str], order: str, tiles: list[int] | None) -> Any:
+def memory_figure(
+    breakdown: str, options: list[str], order: str, tiles: list[int] | None, ipu: str | None = None
+) -> Any:
     report = state.report()
-    df = view.order_tiles(view.tile_memory_breakdown(report, breakdown, "gaps" in options), order)
+    df = view.order_tiles(_on_ipu(view.tile_memory_breakdown(report, breakdown, "gaps" in options), ipu), order)
     binned, maxes, width = view.bin_tiles(df, MAX_COLUMNS)
     return tile_memory_figure(
         binned,
@@ -214,10 +273,14 @@ def memory_figure(breakdown: str, options: list[str], order: str, tiles: list[in
     Input(ids.MEMORY_TABS, "active_tab"),
     Input(ids.MEMORY_SELECTION, "data"),
     Input(ids.MEMORY_INCLUDE_GAPS, "value"),
+    Input(ids.MEMORY_IPU, "value"),
     State(ids.MEMORY_VARIABLES_PICK, "data"),
 )
-def tab_body(tab: str, tiles: list[int] | None, options: list[str], picked: list[int] | None = None) -> Any:
+def tab_body(
+    tab: str, tiles: list[int] | None, options: list[str], ipu: str | None = None, picked: list[int] | None = None
+) -> Any:
     report = state.report()
+    tiles = tiles or _ipu_tiles(ipu)  # nothing selected: the tabs show the selected IPU's tiles
     if tab == "details":
         d = view.tile_details(report, tiles)
         gaps = "including_gaps" if "gaps" in options else "excluding_gaps"

@@ -16,6 +16,7 @@ from app.comparison.pages.components import compare_tabs
 from app.components import key_values, section, stat_card
 from app.grid import small_grid
 from app.units import format_bytes, format_count, format_percent, format_si
+from app.views.ipus import ipu_execution, ipu_memory
 from app.views.runs import run_table
 from app.views.summary import summary
 
@@ -70,8 +71,10 @@ def layout(**_: object) -> html.Div:
         "Clock": f"{t['clock_hz'] / 1e9:.3g} GHz",
         "Worker contexts": t["num_worker_contexts"],
     }
-    if t["num_replicas"] > 1:
-        target_block.update({"Replicas": t["num_replicas"], "IPUs per replica": t["ipus_per_replica"]})
+    mi = doc["multi_ipu"]
+    if t["num_replicas"] > 1:  # PopVision shows these only for replicated reports; so does "IPUs" then
+        target_block.update({"Replicas": t["num_replicas"], "IPUs per replica": t["ipus_per_replica"],
+                             "Total IPUs": mi["total_ipus"], "Profiled replica": mi["profiled_replica"]})  # fmt: skip
     graph_block = {
         "Variables": format_count(g["variables"]),
         "Compute sets": format_count(g["compute_sets"]),
@@ -98,6 +101,7 @@ def layout(**_: object) -> html.Div:
                 ),
             )
         ]
+    multi = _multi_ipu_section(report, mi) if mi["total_ipus"] > 1 else []
     notes = [dbc.Alert(n, color="warning", className="py-2 mb-1") for n in doc["notes"]]
     notes += [
         dbc.Alert(
@@ -139,6 +143,7 @@ def layout(**_: object) -> html.Div:
                         ]
                     ),
                     *runs,
+                    *multi,
                     dbc.Row(
                         [
                             dbc.Col(section("Engine options", small_grid(report.engine_options())), md=6),
@@ -150,6 +155,32 @@ def layout(**_: object) -> html.Div:
             ),
         ]
     )
+
+
+def _multi_ipu_section(report: Any, mi: dict[str, Any]) -> list[Any]:
+    """Per-IPU memory and execution, replication and pipeline stages (several IPUs only)."""
+    per_ipu = ipu_memory(report)
+    ex = ipu_execution(report)
+    if len(ex):
+        per_ipu = per_ipu.merge(ex, on="ipu", how="left")
+        per_ipu["utilisation"] = per_ipu["utilisation"].map(format_percent)
+    for c in ("bytes_including_gaps", "bytes_excluding_gaps", "fullest_tile_bytes"):
+        per_ipu[c] = per_ipu[c].map(format_bytes)
+    facts = {
+        "Replicas": mi["num_replicas"],
+        "IPUs per replica": mi["ipus_per_replica"],
+        "Pipeline": f"{mi['pipeline_stages']} stages, {mi['micro_batches']} micro-batches"
+        if mi["pipeline_stages"]
+        else "not pipelined",
+        "Global exchange (all runs)": format_bytes(mi["global_exchange_bytes"]),
+    }
+    body = [dbc.Col(section("Multi-IPU", key_values(facts)), md=3),
+            dbc.Col(section("Per IPU", small_grid(per_ipu, grid_id=ids.SUMMARY_IPUS)), md=9)]  # fmt: skip
+    stages = report.pipeline_stages()
+    rows = [dbc.Row(body)]
+    if len(stages):
+        rows.append(section("Pipeline stages (cycles per micro-batch)", small_grid(stages)))
+    return rows
 
 
 dash.register_page(__name__, path="/", name="Summary", order=0, title="tilescope · Summary", layout=layout)

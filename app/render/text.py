@@ -28,6 +28,14 @@ def summary_text(doc: dict[str, Any]) -> str:
         f"out of memory {m['out_of_memory_tiles']} tiles",
         f"liveness      peak not-always-live {format_bytes(lv['peak_not_always_live_bytes'])} at step {lv['peak_step']}",
     ]
+    mi = doc.get("multi_ipu")
+    if mi and mi["total_ipus"] > 1:  # replication, pipeline and inter-IPU traffic (several IPUs only)
+        pipe = f"{mi['pipeline_stages']} pipeline stages x {mi['micro_batches']} micro-batches" if mi[
+            "pipeline_stages"] else "not pipelined"  # fmt: skip
+        lines.append(
+            f"multi-IPU     {mi['num_replicas']} replica(s) x {mi['ipus_per_replica']} IPU(s) (profiled replica "
+            f"{mi['profiled_replica']}); {pipe}; global exchange {format_bytes(mi['global_exchange_bytes'])}"
+        )
     if ex["captured"]:
         lines.append(
             f"execution     {ex['runs']} runs, {format_count(ex['total_cycles'])} cycles "

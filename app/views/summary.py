@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from app.views.ipus import multi_ipu_summary
 from app.views.runs import longest_run, overall, run_table
 from report_format.reader import Report
 
@@ -165,6 +166,7 @@ def summary(report: Report) -> dict[str, Any]:
         "memory": memory_summary(report),
         "liveness": liveness_summary(report),
         "execution": execution_summary(report),
+        "multi_ipu": multi_ipu_summary(report),
         "truncations": truncs,
     }
 

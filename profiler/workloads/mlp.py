@@ -10,11 +10,14 @@ computed, so liveness shows them) and the weight updates, and streams the loss o
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from profiler import ops
 from profiler.graph import Graph
 from profiler.programs import Copy, Sequence
+from profiler.replication import AllReduce, replica_batch
 from profiler.targets import Target
 from profiler.workloads.common import Workload, host_parameter, main, workload_target
 
@@ -61,9 +64,15 @@ def build(
     dtype: str = "float32",
     target: Target | None = None,
     seed: int = 0,
+    replicas: int = 1,
 ) -> Workload:
+    """``replicas`` > 1: data-parallel training, each replica takes batch / replicas of every batch
+    and the gradients are averaged across replicas (ring all-reduce) before the updates."""
     t = workload_target(target, tiles)
-    g = Graph(t)
+    if replicas > 1 and target is None:  # one small IPU per replica
+        t = replace(t, num_ipus=replicas, num_replicas=replicas)
+    g = Graph(t, replication_factor=replicas)
+    batch = replica_batch(batch, replicas)
     rng = np.random.default_rng(seed)
     shapes = {"w1": (inputs, hidden), "b1": (hidden,), "w2": (hidden, classes), "b2": (classes,)}
     # weights laid out for the forward matmuls that use them (createMatMulInputRHS), biases linearly
@@ -90,8 +99,13 @@ def build(
         dh, dw2, db2 = dense_grad(g, h, params["w2"], dlogits, step, "fc2 grad")
         dz1 = ops.nonlinearity_grad(g, "relu", h, dh, step)
         _, dw1, db1 = dense_grad(g, x, params["w1"], dz1, step, "fc1 grad", need_dx=False)
+    grads = {"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}
+    if replicas > 1:
+        with g.debug_context("gradient all-reduce", op_type="AllReduce", layer="user"):
+            for n, grad in grads.items():
+                step.add(AllReduce(grad, "mean", name=f"all-reduce {n} grad"))
     with g.debug_context("update", layer="user"):
-        for n, grad in {"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}.items():
+        for n, grad in grads.items():
             ops.sgd(g, params[n], grad, lr, step, momentum=momentum, velocity=velocity[n], debug_name=f"sgd {n}")
     step.add(Copy(loss.reshape(1), loss_out, name="loss"))
 
@@ -102,7 +116,7 @@ def build(
         "w2": (rng.standard_normal(shapes["w2"]) * np.sqrt(1.0 / hidden)).astype(np_dt),
         "b2": np.zeros(classes, np_dt),
     }
-    data = separable_data(batch, inputs, classes, seed + 1)
+    data = separable_data(batch * replicas, inputs, classes, seed + 1)  # global batches, split per replica
     current: dict[str, np.ndarray] = {}
 
     def next_x() -> np.ndarray:
@@ -111,7 +125,7 @@ def build(
 
     w = Workload("mlp", g, [init, step], initial, {"x": next_x, "labels": lambda: current["y"]})
     w.streams["loss"] = lambda v: w.losses.append(float(np.asarray(v).reshape(-1)[0]))
-    w.info = {"flops_per_step": 6 * batch * (inputs * hidden + hidden * classes)}
+    w.info = {"flops_per_step": 6 * batch * (inputs * hidden + hidden * classes), "replicas": replicas}
     return w
 
 

@@ -9,6 +9,11 @@ when POPLAR_ENGINE_OPTIONS asks for one; --report-dir DIR is shorthand for
 For SCRIPT.py: run the script in this process with POPLAR_ENGINE_OPTIONS set the same way
 (tilescope's options go before the script path; what follows it goes to the script).
 
+Several IPUs: --ipus N shards the model over N IPUs (nodes split by memory, or by their __ipu_number
+attributes); --pipeline makes those IPUs pipeline stages over --micro-batches micro-batches;
+--replicas R runs R data-parallel copies, each on its own N IPUs and --batch inputs. Samples per run
+are batch x replicas x micro-batches.
+
 With --check the same inputs also go through onnxruntime (or onnx.reference) and the largest
 absolute and relative difference per output is printed (and carried by --json under "check").
 
@@ -22,6 +27,9 @@ examples:
   tilescope run model.onnx --target C600 --dtype float16 --runs 3 --json
   tilescope run model.onnx --inputs in.npz --save-outputs out.npz
   tilescope run model.onnx --batch 4 --check --check-tolerance 1e-4
+  tilescope run model.onnx --ipus 2 --check              # sharded over 2 IPUs (split by memory)
+  tilescope run model.onnx --ipus 4 --pipeline --micro-batches 8 --json
+  tilescope run model.onnx --ipus 2 --replicas 2         # 2 replicas x 2 IPUs, inputs split
   tilescope run --report-dir ./report profiler/workloads/transformer.py --seq 64
 """
 
@@ -32,6 +40,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +58,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default="GC200", help="target name: GC2, GC200, Bow, C600, IPUModel (default GC200)")
-    p.add_argument("--ipus", type=int, default=1, help="number of IPUs (default 1)")
+    p.add_argument(
+        "--ipus",
+        type=int,
+        default=1,
+        help="IPUs per replica (default 1); more than 1 shards the model, balanced by memory",
+    )
+    p.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help="data-parallel replicas, each on its own --ipus IPUs and its own --batch of inputs",
+    )
+    p.add_argument(
+        "--pipeline",
+        action="store_true",
+        help="pipeline the sharded model: its IPUs are stages working on different micro-batches",
+    )
+    p.add_argument(
+        "--micro-batches", type=int, default=0, help="micro-batches per run with --pipeline (default 2 x --ipus)"
+    )
     p.add_argument(
         "--batch", type=int, default=None, help="batch size, for models whose batch dimension is 1 or symbolic"
     )
@@ -185,7 +213,7 @@ def _load_inputs(session: Any, file: str | None, seed: int = 0) -> dict[str, Any
     from profiler.frontends.onnx import FrontendError, random_inputs
 
     if file is None:
-        return random_inputs(session.model, seed)
+        return random_inputs(session.model, seed, rows=session.replicas * session.micro_batches)
     import zipfile
 
     if Path(file).is_file() and not zipfile.is_zipfile(file):  # np.load would guess a pickle and say so
@@ -211,11 +239,16 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
     from profiler.host_memory import HostMemoryError
     from profiler.targets import get_target
 
+    micro_batches = _micro_batches(args)
     try:
-        target = get_target(args.target, args.ipus)
+        if args.replicas < 1:
+            raise ValueError(f"--replicas must be >= 1, got {args.replicas}")
+        target = get_target(args.target, args.ipus * args.replicas)
+        target = replace(target, num_replicas=args.replicas)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-    _progress(f"importing {path} (target {target.name} x{target.num_ipus}, {args.dtype})")
+    layout = f"{args.replicas} replicas x {args.ipus} IPUs" if args.replicas > 1 else f"x{target.num_ipus}"
+    _progress(f"importing {path} (target {target.name} {layout}, {args.dtype})")
     t0 = time.perf_counter()
     nodes = _Counter("nodes")
     from profiler.frontends.onnx.operators import wrong_kernel
@@ -232,7 +265,7 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
     finally:
         nodes.close()
     import_s = time.perf_counter() - t0
-    session = Session(model)  # unnamed: the report goes into the directory itself
+    session = Session(model, micro_batches=micro_batches)  # unnamed: the report goes into the directory itself
     inputs = _load_inputs(session, args.inputs)
     _progress(f"compiling {model.nodes} nodes ({model.folded_nodes} folded at import)")
     t0 = time.perf_counter()
@@ -270,9 +303,23 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
     mem = e.memory.tile_memory  # type: ignore[union-attr]
     cycles = session.cycles
     mean_cycles = sum(cycles) / len(cycles) if cycles else 0.0
+    samples_per_run = model.batch_size * args.replicas * micro_batches  # every replica, every micro-batch
+    last = cycles[-1] if cycles else 0
+    utilisation = [float(c) / last if last else 0.0 for c in e.compute_cycles.tolist()] if cycles else []
     doc = {
         "model": str(path),
-        "target": {"name": target.name, "num_ipus": target.num_ipus, "clock_hz": target.clock_hz},
+        "target": {
+            "name": target.name,
+            "num_ipus": target.num_ipus,
+            "clock_hz": target.clock_hz,
+            "num_replicas": args.replicas,
+            "ipus_per_replica": args.ipus,
+        },
+        "pipeline": {
+            "enabled": args.pipeline,
+            "stages": args.ipus if args.pipeline else 1,
+            "micro_batches": micro_batches,
+        },
         "batch_size": model.batch_size,
         "dtype": args.dtype,
         "execution": {
@@ -282,7 +329,10 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
             "cycles_per_run": cycles,
             "total_cycles": int(sum(cycles)),
             "seconds_per_run": mean_cycles / target.clock_hz,
-            "samples_per_second": model.batch_size * target.clock_hz / mean_cycles if mean_cycles else 0.0,
+            "samples_per_run": samples_per_run,
+            "samples_per_second": samples_per_run * target.clock_hz / mean_cycles if mean_cycles else 0.0,
+            # per IPU of the profiled replica: cycles in compute steps / run cycles (last run)
+            "ipu_utilisation": utilisation,
         },
         "memory": {
             "max_tile_bytes": int(mem["total_bytes_including_gaps"].max()),
@@ -316,6 +366,19 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
     return 0
 
 
+def _micro_batches(args: argparse.Namespace) -> int:
+    """Micro-batches per run: 1 without --pipeline; with it --micro-batches, else 2 x --ipus."""
+    if not args.pipeline:
+        if args.micro_batches:
+            raise CommandError("--micro-batches needs --pipeline")
+        return 1
+    if args.ipus < 2:
+        raise CommandError("--pipeline needs --ipus 2 or more (each IPU is a pipeline stage)")
+    if args.micro_batches < 0:
+        raise CommandError(f"--micro-batches must be >= 1, got {args.micro_batches}")
+    return args.micro_batches or 2 * args.ipus
+
+
 def _check(model: Any, inputs: dict[str, Any], outputs: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     """The simulated outputs against a reference runtime's on the same inputs (the --check summary)."""
     import numpy as np
@@ -328,10 +391,14 @@ def _check(model: Any, inputs: dict[str, Any], outputs: dict[str, Any], args: ar
         return {"runtime": None, "tolerance": tol, "passed": False, "outputs": {}, "skipped": "not executed"}
     _progress("checking the outputs against a reference runtime")
     feeds = {s.name: np.asarray(inputs[s.name]).astype(s.host_dtype) for s in model.inputs}
+    rows = args.replicas * _micro_batches(args)  # the model's batch per replica and micro-batch
     try:
-        want, runtime = reference_run(model.onnx_model, feeds)
+        parts = [reference_run(model.onnx_model, {k: np.split(v, rows)[i] for k, v in feeds.items()})
+                 for i in range(rows)]  # fmt: skip
     except FrontendError as exc:
         raise CommandError(str(exc)) from None
+    runtime = parts[0][1]
+    want = {k: np.concatenate([p[0][k] for p in parts]) for k in parts[0][0]}
     checks = compare(outputs, want, tol)
     return {
         "runtime": runtime,
@@ -352,13 +419,19 @@ def _render(doc: dict[str, Any]) -> str:
     if ex["executed"]:
         execution = [
             f"cycles/run    {per_run}  ({ex['seconds_per_run'] * 1e3:.4g} ms simulated)",
-            f"throughput    {ex['samples_per_second']:,.1f} samples/s (simulated)",
+            f"throughput    {ex['samples_per_second']:,.1f} samples/s (simulated, {ex['samples_per_run']} samples per run)",
         ]
+        if len(ex["ipu_utilisation"]) > 1:  # compute share of the run on each IPU (pipeline balance)
+            execution.append(
+                "utilisation   " + ", ".join(f"IPU {i} {u:.0%}" for i, u in enumerate(ex["ipu_utilisation"]))
+            )
     else:
         execution = ["cycles/run    not executed: the graph does not fit in tile memory"]
     lines = [
         f"model         {doc['model']}  (batch {doc['batch_size']}, {doc['dtype']})",
-        f"target        {tg['name']} x{tg['num_ipus']} at {tg['clock_hz'] / 1e9:.3g} GHz",
+        f"target        {tg['name']} x{tg['num_ipus']} at {tg['clock_hz'] / 1e9:.3g} GHz"
+        + (f" ({tg['num_replicas']} replicas x {tg['ipus_per_replica']} IPUs)" if tg["num_replicas"] > 1 else "")
+        + (f"; pipelined, {doc['pipeline']['micro_batches']} micro-batches" if doc["pipeline"]["enabled"] else ""),
         *execution,
         f"memory        peak tile {format_bytes(m['max_tile_bytes'])} (tile {m['max_tile']}) of "
         f"{format_bytes(m['bytes_per_tile'])}; out of memory on {m['out_of_memory_tiles']} tiles",

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from profiler.engine import Engine
+from profiler.pipeline import Pipeline
 
 from . import examples
 from .builder import ImportedModel, IOSpec, import_model
@@ -23,13 +24,25 @@ from .operators import SUPPORTED
 
 class Session:
     """An Engine for an imported model: ``compile()``, then ``run(inputs)`` any number of times
-    (the weights are uploaded once, before the first run)."""
+    (the weights are uploaded once, before the first run).
 
-    def __init__(self, model: ImportedModel, options: Mapping[str, Any] | None = None, name: str = "") -> None:
+    A replicated model (imported for a target with num_replicas R) takes R x its batch per run, split
+    across the replicas; ``micro_batches`` M > 1 pipelines the run (profiler.pipeline): it takes M
+    x that, streamed one micro-batch after another. Outputs come back in the inputs' order."""
+
+    def __init__(
+        self, model: ImportedModel, options: Mapping[str, Any] | None = None, name: str = "", micro_batches: int = 1
+    ) -> None:
         self.model = model
-        self.engine = Engine(model.graph, list(model.programs), options, name=name)
-        self._inputs = {s.name: np.zeros(s.shape, dtype=s.device_dtype) for s in model.inputs}
-        self._outputs = {s.name: np.zeros(s.shape, dtype=s.device_dtype) for s in model.outputs
+        self.micro_batches = int(micro_batches)
+        programs = list(model.programs)
+        if self.micro_batches > 1:
+            programs[1] = Pipeline(programs[1], self.micro_batches, name="Pipeline")
+        self.engine = Engine(model.graph, programs, options, name=name)
+        self.replicas = model.graph.replication_factor
+        rows = self.replicas * self.micro_batches  # host rows per device row of an input or output
+        self._inputs = {s.name: np.zeros(_scaled(s.shape, rows), dtype=s.device_dtype) for s in model.inputs}
+        self._outputs = {s.name: np.zeros(_scaled(s.shape, rows), dtype=s.device_dtype) for s in model.outputs
                          if s.name not in model.host_outputs}  # fmt: skip
         self._weights_loaded = False
         self.cycles: list[int] = []  # simulated cycles of each inference run
@@ -43,7 +56,13 @@ class Session:
             e.connect_stream(name, value)
         empty = {s.name for s in self.model.inputs if 0 in s.shape}  # host values: no stream
         for name, buf in (self._inputs | self._outputs).items():
-            if name not in empty:
+            if name in empty:
+                continue
+            if self.micro_batches > 1:  # one micro-batch (all replicas' rows) per transfer, in order
+                to_device = name in self._inputs  # an input transfer is split over the replicas by the engine;
+                parts = self.micro_batches * (1 if to_device else self.replicas)  # outputs arrive per replica
+                e.connect_stream(name, _MicroBatches(buf, parts, to_device))
+            else:
                 e.connect_stream(name, buf)
 
     def upload_weights(self) -> None:
@@ -57,6 +76,7 @@ class Session:
     def check_inputs(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Inputs converted to the device types; FrontendError (one line) for missing, extra or misshapen ones."""
         specs = {s.name: s for s in self.model.inputs}
+        rows = self.replicas * self.micro_batches
         missing = [n for n in specs if n not in inputs]
         extra = [n for n in inputs if n not in specs]
         if missing or extra:
@@ -66,8 +86,8 @@ class Session:
         out = {}
         for name, spec in specs.items():
             arr = np.asarray(inputs[name])
-            if arr.shape != spec.shape:
-                raise FrontendError(f"input {name!r}: shape {arr.shape}, the model takes {spec.shape}")
+            if arr.shape != _scaled(spec.shape, rows):
+                raise FrontendError(f"input {name!r}: shape {arr.shape}, the model takes {_scaled(spec.shape, rows)}")
             # strings, objects, complex numbers, dates: no meaningful (or lossless) device value
             if arr.dtype.kind not in "biuf":
                 raise FrontendError(
@@ -85,6 +105,9 @@ class Session:
         self.upload_weights()
         for k, v in feeds.items():
             self._inputs[k][...] = v
+        for stream in self.engine._streams.values():
+            if isinstance(stream, _MicroBatches):
+                stream.rewind()
         e.run(1, name=name or f"inference {len(self.cycles)}")
         self.cycles.append(e.last_run_cycles)
         result = {}
@@ -103,17 +126,44 @@ class Session:
         self.close()
 
 
-def random_inputs(model: ImportedModel, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs for every model input: standard normal floats, small non-negative integers, booleans."""
+def _scaled(shape: tuple[int, ...], rows: int) -> tuple[int, ...]:
+    """``shape`` with ``rows`` x its first dimension (what the host sees of replicas x micro-batches)."""
+    return (shape[0] * rows, *shape[1:]) if rows > 1 and shape else shape
+
+
+class _MicroBatches:
+    """A host buffer fed to (or filled from) a stream one micro-batch at a time, in order."""
+
+    def __init__(self, buf: np.ndarray, micro_batches: int, to_device: bool) -> None:
+        self.parts = np.split(buf.reshape(-1), micro_batches)
+        self.to_device = to_device
+        self.next = 0
+
+    def rewind(self) -> None:
+        self.next = 0
+
+    def __call__(self, values: np.ndarray | None = None) -> np.ndarray | None:
+        part = self.parts[self.next % len(self.parts)]
+        self.next += 1
+        if self.to_device:
+            return part
+        part[:] = np.asarray(values).reshape(-1)
+        return None
+
+
+def random_inputs(model: ImportedModel, seed: int = 0, rows: int = 1) -> dict[str, np.ndarray]:
+    """Seeded inputs for every model input: standard normal floats, small non-negative integers,
+    booleans; ``rows`` x the first dimension (replicas x micro-batches of a Session)."""
     rng = np.random.default_rng(seed)
     out = {}
     for s in model.inputs:
+        shape = _scaled(s.shape, rows)
         if s.host_dtype.kind == "f":
-            out[s.name] = rng.standard_normal(s.shape).astype(s.host_dtype)
+            out[s.name] = rng.standard_normal(shape).astype(s.host_dtype)
         elif s.host_dtype.kind == "b":
-            out[s.name] = rng.random(s.shape) < 0.5
+            out[s.name] = rng.random(shape) < 0.5
         else:
-            out[s.name] = rng.integers(0, 2, s.shape).astype(s.host_dtype)
+            out[s.name] = rng.integers(0, 2, shape).astype(s.host_dtype)
     return out
 
 

@@ -10,6 +10,7 @@ that parents the contexts the operations library opens.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +19,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from profiler import ops
+from profiler import ops, sharding
 from profiler.dtypes import as_dtype
 from profiler.graph import Graph
 from profiler.ops.core import linear_tiles
@@ -111,6 +112,7 @@ class Builder:
         self.weights: dict[str, np.ndarray] = {}
         self._materialized: dict[tuple[int, str | None], Tensor] = {}
         self._host_keep: list[np.ndarray] = []  # keeps ids in _materialized valid
+        self._on_ipu: dict[tuple[int, int], tuple[Tensor, Tensor]] = {}  # (id of a tensor, IPU) -> (it, its copy)
 
     # -- values ------------------------------------------------------------------------------
     def device(
@@ -157,6 +159,24 @@ class Builder:
         used = -(-n // max(1, -(-n // tiles)))
         self._next_tile = (self._next_tile + used) % tiles
         return mapping
+
+    def to_ipu(self, t: Tensor, ipu: int) -> Tensor:
+        """``t`` on ``ipu``: itself if it is held there, else a copy laid out as it is, on that IPU's
+        tiles (made once per tensor and IPU). The copy moves each element over the IPU-Links once,
+        where an op reading ``t`` remotely would receive it on every tile that reads it."""
+        g = self.graph
+        tiles = g.tile_of(t)
+        tpi = g.target.tiles_per_ipu
+        if tiles.size == 0 or bool((tiles // tpi == ipu).all()):
+            return t
+        key = (id(t), ipu)
+        if key not in self._on_ipu:
+            with g.virtual_graph(ipu):
+                copy = g.add_variable(t.dtype, t.shape, f"{self.names.get(id(t), 'value')}/ipu{ipu}")
+                g.set_tile_mapping(copy, tiles % tpi)
+            self.prog.add(Copy(t, copy, name=f"IpuCopy to IPU {ipu}"))
+            self._on_ipu[key] = (t, copy)  # holds t: its id stays unique while the builder lives
+        return self._on_ipu[key][1]
 
     def _unique(self, name: str) -> str:
         base, k = name, 1
@@ -322,6 +342,11 @@ def _input_specs(model: onnx.ModelProto, half: bool) -> list[IOSpec]:
     return specs
 
 
+def _on_ipu(g: Graph, ipu: int | None) -> contextlib.AbstractContextManager[Any]:
+    """The node's virtual graph (one IPU of a sharded model), or nothing on one IPU."""
+    return contextlib.nullcontext() if ipu is None else g.virtual_graph(ipu)
+
+
 def check_supported(model: onnx.ModelProto, handlers: dict[str, Any]) -> None:
     """UnsupportedError listing every node whose operator has no handler (all at once)."""
     bad = [
@@ -377,6 +402,8 @@ def _import_model(
     g = Graph(target)
     weights_prog, prog = Prog(name="WeightsFromHost"), Prog(name="Inference")
     b = Builder(g, prog, weights_prog, opset, half, weights)
+    # several IPUs: each node on its IPU (manual __ipu_number attributes, else balanced by memory)
+    ipus = sharding.assign_ipus(model, g.target.num_ipus) if g.target.num_ipus > 1 else None  # one replica's IPUs
     try:
         inputs = _input_specs(model, half)
     except Unsupported as exc:
@@ -390,14 +417,17 @@ def _import_model(
         if 0 in spec.shape:  # no elements, so no data: a host value, and nodes on it fold on the host
             b.values[spec.name] = b.host(spec.name, np.zeros(spec.shape, spec.host_dtype))
             continue
-        x = g.add_variable(spec.device_dtype, spec.shape, spec.name)
-        g.set_tile_mapping(x, linear_tiles(x.numel(), target.num_tiles))
+        with _on_ipu(g, ipus[0] if ipus else None):  # inputs arrive on the first node's IPU
+            x = g.add_variable(spec.device_dtype, spec.shape, spec.name)
+            g.set_tile_mapping(x, linear_tiles(x.numel(), g.target.num_tiles))
         prog.add(Copy(g.add_host_to_device_fifo(spec.name, spec.device_dtype, list(spec.shape)), x, name=spec.name))
         b.values[spec.name] = x
     folded = 0
     for i, node in enumerate(model.graph.node):
         name = node.name or f"{node.op_type}_{i}"
         args = [b.values.get(n) if n else None for n in node.input]
+        if ipus:  # inputs held on another IPU cross once, by an inter-IPU copy (PopART's IpuCopy)
+            args = [b.to_ipu(a, ipus[i]) if isinstance(a, Tensor) else a for a in args]
         missing = [n for n, a in zip(node.input, args, strict=True) if n and a is None]
         if missing:
             raise FrontendError(f"node {name!r} ({node.op_type}): input(s) {missing} are not defined")
@@ -414,12 +444,15 @@ def _import_model(
                     # onnx.reference lacks some old operator versions: the device handler (which
                     # follows the model's opset) computes the value instead, else the fold's error
                     try:
-                        with g.debug_context(name, op_type=node.op_type, layer=LAYER):
+                        with (
+                            _on_ipu(g, ipus[i] if ipus else None),
+                            g.debug_context(name, op_type=node.op_type, layer=LAYER),
+                        ):
                             outs = HANDLERS[node.op_type](b, node, args)
                     except Exception:
                         raise exc from None
             else:
-                with g.debug_context(name, op_type=node.op_type, layer=LAYER):
+                with _on_ipu(g, ipus[i] if ipus else None), g.debug_context(name, op_type=node.op_type, layer=LAYER):
                     outs = HANDLERS[node.op_type](b, node, args)
         except Unsupported as exc:
             raise UnsupportedError([(node.op_type, name, str(exc))], opset) from None
@@ -449,4 +482,5 @@ def _import_model(
             outputs.append(IOSpec(vi.name, np.shape(v), host, host))
     batch = inputs[0].shape[0] if inputs and inputs[0].shape else 1
     return ImportedModel(g, [weights_prog, prog], inputs, outputs, b.weights, host_outputs, batch, opset,
-                         model.graph.name or "onnx", len(model.graph.node), folded, onnx_model=model)  # fmt: skip
+                         model.graph.name or "onnx", len(model.graph.node), folded, onnx_model=model,
+                         info={"node_ipus": ipus or [0] * len(model.graph.node)})  # fmt: skip

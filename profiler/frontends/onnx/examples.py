@@ -338,3 +338,36 @@ def gpt2_block(seq: int = 128, hidden: int = 768, heads: int = 12, batch: int | 
     net.node("Add", [m, x], "mlp_residual")
     inp = helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, seq, hidden])
     return net.model("gpt2_block", [inp], "output", [batch, seq, hidden])
+
+
+def vgg(
+    image: int = 224,
+    widths: tuple[int, ...] = (64, 128, 256, 512, 512),
+    convs: tuple[int, ...] = (2, 2, 3, 3, 3),
+    fc: tuple[int, ...] = (4096, 4096),
+    classes: int = 1000,
+    batch: int | str = "N",
+    seed: int = 0,
+) -> onnx.ModelProto:
+    """A VGG-style CNN (VGG-16 at its default sizes, 138M float32 weights): stages of 3x3 Conv + Relu
+    ending in a 2x2 max pool, then Flatten and fully connected layers (Gemm + Relu) and the classifier."""
+    net = _Net(seed)
+    x, cin = "input", 3
+    for s, (w, n) in enumerate(zip(widths, convs, strict=True)):
+        for i in range(n):
+            k = net.weight(f"s{s}c{i}_w", net.rng.standard_normal((w, cin, 3, 3)) * np.sqrt(2.0 / (cin * 9)))
+            bias = net.weight(f"s{s}c{i}_b", np.zeros(w))
+            x = net.node("Conv", [x, k, bias], f"s{s}c{i}_conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+            x = net.node("Relu", [x], f"s{s}c{i}_relu")
+            cin = w
+        x = net.node("MaxPool", [x], f"s{s}_pool", kernel_shape=[2, 2], strides=[2, 2])
+    x = net.node("Flatten", [x], "flatten", axis=1)
+    size = cin * (image // 2 ** len(widths)) ** 2
+    for j, n_out in enumerate((*fc, classes)):
+        w = net.weight(f"fc{j}_w", net.rng.standard_normal((n_out, size)) * np.sqrt(2.0 / size))
+        x = net.node("Gemm", [x, w, net.weight(f"fc{j}_b", np.zeros(n_out))], f"fc{j}", transB=1)
+        if j < len(fc):
+            x = net.node("Relu", [x], f"fc{j}_relu")
+        size = n_out
+    inp = helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, image, image])
+    return net.model("vgg", [inp], "output", [batch, classes])

@@ -1,0 +1,91 @@
+"""Sharding: which IPU each ONNX node runs on (PopART's virtual graphs).
+
+Manual: a node carrying PopART's ``__ipu_number`` attribute (what ``builder.virtualGraph(ipu)``
+sets) runs on that IPU. Automatic (PopART ``VirtualGraphMode::Auto``): the nodes, in the model's
+topological order, are cut into ``num_ipus`` contiguous groups of about equal memory: a node's
+memory is the bytes of the initializers it is first to use (its weights) plus the bytes of its
+outputs (activations, from ONNX shape inference). Contiguous groups keep the cut edges few (only
+tensors crossing a cut move over IPU-Links) and make the groups pipeline stages in order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper
+
+#: PopART's node attribute for the virtual graph (IPU) of a node (``builder.virtualGraph``).
+IPU_ATTRIBUTE = "__ipu_number"
+
+
+class ShardingError(ValueError):
+    """A sharding request that cannot be met (one line)."""
+
+
+def manual_ipus(model: onnx.ModelProto) -> list[int] | None:
+    """Each node's ``__ipu_number``, None when no node has one; a node without one follows the node
+    before it (PopART requires every node to have one in Manual mode; following is friendlier)."""
+    found = False
+    out, current = [], 0
+    for node in model.graph.node:
+        for a in node.attribute:
+            if a.name == IPU_ATTRIBUTE:
+                current, found = int(helper.get_attribute_value(a)), True
+        out.append(current)
+    return out if found else None
+
+
+def node_bytes(model: onnx.ModelProto) -> np.ndarray:
+    """Memory each node brings: bytes of the initializers it uses first plus bytes of its outputs."""
+    inits = {t.name: _tensor_bytes(t.dims, t.data_type) for t in model.graph.initializer}
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # shapes are an estimate only; a model shape inference cannot handle still shards by weights
+        inferred = model
+    values = {}
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+        tt = vi.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else 1 for d in tt.shape.dim]
+        values[vi.name] = _tensor_bytes(dims, tt.elem_type)
+    seen: set[str] = set()
+    out = np.zeros(len(model.graph.node), dtype=np.float64)
+    for i, node in enumerate(model.graph.node):
+        weights = 0
+        for name in node.input:
+            if name in inits and name not in seen:
+                seen.add(name)
+                weights += inits[name]
+        out[i] = weights + sum(values.get(o, 0) for o in node.output if o)
+    return out
+
+
+def _tensor_bytes(dims: object, elem_type: int) -> int:
+    try:
+        item = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).itemsize
+    except Exception:
+        item = 4
+    return int(np.prod([max(int(d), 0) for d in dims], dtype=np.int64)) * item  # type: ignore[union-attr]
+
+
+def balance(costs: np.ndarray, num_ipus: int) -> np.ndarray:
+    """Contiguous groups of about equal total cost: item i goes to the IPU whose share of the total
+    holds the middle of item i's cost (floor(num_ipus x midpoint / total)); never decreasing."""
+    if num_ipus < 1:
+        raise ShardingError(f"sharding: num_ipus must be >= 1, got {num_ipus}")
+    costs = np.asarray(costs, dtype=np.float64)
+    total = float(costs.sum())
+    if total <= 0 or num_ipus == 1:
+        return np.zeros(costs.size, dtype=np.int64)
+    middle = np.cumsum(costs) - costs / 2
+    return np.minimum((middle * num_ipus / total).astype(np.int64), num_ipus - 1)
+
+
+def assign_ipus(model: onnx.ModelProto, num_ipus: int) -> list[int]:
+    """Each node's IPU: the model's ``__ipu_number`` attributes if any, else balanced by memory."""
+    manual = manual_ipus(model)
+    if manual is not None:
+        bad = sorted({i for i in manual if not 0 <= i < num_ipus})
+        if bad:
+            raise ShardingError(f"sharding: the model puts nodes on IPU(s) {bad}, the target has {num_ipus} IPU(s)")
+        return manual
+    return balance(node_bytes(model), num_ipus).tolist()

@@ -1,0 +1,63 @@
+"""Per-IPU views against the engine's own figures and the per-tile tables."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.views import ipus
+from app.views.summary import summary
+from profiler import ipu_model
+from profiler.frontends.onnx import Session, examples, import_model, random_inputs
+from report_format.reader import open_report
+from report_format.synthetic import synthetic_report
+
+
+@pytest.fixture(scope="module")
+def pipelined(tmp_path_factory):  # type: ignore[no-untyped-def]
+    path = tmp_path_factory.mktemp("ipus") / "report"
+    model = import_model(examples.gpt2_block(seq=8, hidden=32, heads=2, batch=1),
+                         ipu_model(tiles_per_ipu=8, bytes_per_tile=1 << 20, num_ipus=3))  # fmt: skip
+    s = Session(model, {"autoReport.all": "true", "autoReport.directory": str(path)}, micro_batches=3)
+    s.run(random_inputs(model, rows=3))  # run 0 uploads the weights (no compute), run 1 infers
+    s.engine.write_report()
+    return open_report(path), s.engine
+
+
+def test_ipu_execution_matches_the_engines_compute_cycles(pipelined):  # type: ignore[no-untyped-def]
+    report, engine = pipelined
+    ex = ipus.ipu_execution(report)
+    assert ex["compute_cycles"].tolist() == engine.compute_cycles.tolist()
+    run_cycles = int(report.df("runs")["cycles"].sum())
+    np.testing.assert_allclose(ex["utilisation"], engine.compute_cycles / run_cycles)
+    assert (ex["global_exchange_bytes_out"] > 0).sum() >= 2  # stages 0 and 1 send to the next
+
+
+def test_ipu_memory_sums_each_ipus_tiles(pipelined):  # type: ignore[no-untyped-def]
+    report, _ = pipelined
+    tm = report.tile_memory()
+    mem = ipus.ipu_memory(report)
+    per_ipu = tm.groupby(tm["tile"] // 8)["total_bytes_including_gaps"].sum()
+    assert mem["bytes_including_gaps"].tolist() == per_ipu.tolist()
+    assert mem["fullest_tile"].tolist() == [
+        int(d.loc[d["total_bytes_including_gaps"].idxmax(), "tile"]) for _, d in tm.groupby(tm["tile"] // 8)
+    ]
+
+
+def test_multi_ipu_summary(pipelined):  # type: ignore[no-untyped-def]
+    report, _ = pipelined
+    mi = summary(report)["multi_ipu"]
+    assert mi["pipeline_stages"] == 3 and mi["micro_batches"] == 3
+    assert (mi["num_replicas"], mi["ipus_per_replica"], mi["total_ipus"]) == (1, 3, 3)
+    assert mi["global_exchange_bytes"] == int(ipus.ipu_execution(report)["global_exchange_bytes_out"].sum())
+
+
+def test_an_older_report_has_one_replica_and_no_pipeline(tmp_path):  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    v2 = Path(__file__).resolve().parents[2] / "sample_reports" / "golden" / "v2" / "synthetic"
+    mi = summary(open_report(v2))["multi_ipu"]
+    assert mi["num_replicas"] == 1 and mi["pipeline_stages"] == 0 and mi["profiled_replica"] == 0
+    fresh = open_report(synthetic_report(tmp_path / "s", num_ipus=2, tiles_per_ipu=16, seed=0))
+    choices = ipus.ipu_choices(fresh)
+    assert [c["value"] for c in choices] == [ipus.ALL_IPUS, 0, 1]

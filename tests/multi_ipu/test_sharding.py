@@ -1,0 +1,119 @@
+"""Sharding over IPUs: virtual graphs, global exchange over IPU-Links, automatic split of ONNX models."""
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from profiler import Engine, Graph, Sequence, ipu_model, ops
+from profiler.frontends.onnx import Session, examples, import_model, random_inputs
+from profiler.frontends.onnx.check import reference_run
+from profiler.graph import GraphError
+from profiler.sharding import IPU_ATTRIBUTE, ShardingError, assign_ipus, balance
+
+# 2 IPUs of 4 tiles; 8 bytes per cycle over IPU-Links so the arithmetic is round.
+LINK_BPC = 8.0
+
+
+def _two_ipus() -> Graph:
+    return Graph(ipu_model(tiles_per_ipu=4, num_ipus=2, ipu_link_bytes_per_cycle=LINK_BPC))
+
+
+def test_an_op_on_ipu1_reading_ipu0_moves_the_bytes_by_global_exchange():
+    g = _two_ipus()
+    prog = Sequence()
+    with g.virtual_graph(0):
+        x = g.add_variable("float", [16], "x")
+        g.map_linearly(x)  # local tiles 0..3 of IPU 0: 4 floats each
+        g.create_host_write("x", x)
+        y = ops.unary(g, "exp", x, prog)
+    with g.virtual_graph(1):
+        assert g.target.num_tiles == 4  # the virtual graph sees one IPU
+        z = ops.binary(g, "add", y, y, prog)
+    g.create_host_read("z", z)
+    assert g.tile_of(x).tolist() == [0] * 4 + [1] * 4 + [2] * 4 + [3] * 4  # device-global ids outside
+    assert g.tile_of(z).tolist() == [4] * 4 + [5] * 4 + [6] * 4 + [7] * 4  # same layout, on IPU 1
+    e = Engine(g, [prog])
+    e.load()
+    xv = np.linspace(-1, 1, 16, dtype=np.float32)
+    e.write_tensor("x", xv)
+    e.run(0)
+    np.testing.assert_allclose(e.read_tensor("z"), 2 * np.exp(xv), rtol=1e-6)
+    steps = {s.type: s for s in e.compiled.steps}
+    ge = steps["GlobalExchange"]
+    # each tile of IPU 1 receives its 4 floats of y once (both operands are y): 16 bytes
+    assert ge.bytes_in.tolist() == [0] * 4 + [16] * 4
+    assert ge.bytes_out.tolist() == [16] * 4 + [0] * 4
+    # 64 bytes leave IPU 0 and enter IPU 1 over its links: ceil(64 / 8) = 8 cycles + 64 fixed
+    # (cost_model.GLOBAL_EXCHANGE_FIXED_CYCLES) = 72 on every tile taking part
+    assert ge.tile_cycles.tolist() == [72] * 8
+    # the exchange is preceded by an external sync: ceil(15 ns x 1.33 GHz x (1 + 2 // 4) x 2) = 40
+    sync = [s for s in e.compiled.steps if s.type == "Sync"][0]
+    assert sync.name == "External" and sync.tile_cycles.tolist() == [40] * 8
+
+
+def test_global_exchange_cycles_follow_the_ipu_total_not_one_tile():
+    """1,000 bytes from each of 4 tiles: the IPU's links carry 4,000 bytes, ceil(4000 / 8) + 64 = 564."""
+    g = _two_ipus()
+    prog = Sequence()
+    with g.virtual_graph(0):
+        x = g.add_variable("float", [1000], "x")
+        g.map_linearly(x)  # 250 floats = 1,000 bytes per tile
+        g.create_host_write("x", x)
+    with g.virtual_graph(1):
+        y = ops.unary(g, "neg", x, prog)
+    e = Engine(g, [prog])
+    e.compile()
+    ge = next(s for s in e.compiled.steps if s.type == "GlobalExchange")
+    assert int(ge.bytes_out.sum()) == 4000 and ge.tile_cycles.max() == 4000 // 8 + 64
+    assert g.tile_of(y).min() >= 4
+
+
+def test_virtual_graph_rejects_an_ipu_the_target_lacks():
+    g = _two_ipus()
+    with pytest.raises(GraphError, match="IPU 2 does not exist"), g.virtual_graph(2):
+        pass
+
+
+def test_balance_cuts_contiguous_groups_of_equal_cost():
+    # total 8; midpoints 0.5, 1.5, 3, 5, 7 -> x2/8 -> 0, 0, 0, 1, 1
+    assert balance(np.array([1, 1, 2, 2, 2]), 2).tolist() == [0, 0, 0, 1, 1]
+    assert balance(np.array([5, 0, 0]), 3).tolist() == [1, 2, 2]
+    assert balance(np.zeros(3), 4).tolist() == [0, 0, 0]
+
+
+def _small_vgg() -> onnx.ModelProto:
+    return examples.vgg(image=16, widths=(8, 16), convs=(1, 2), fc=(128, 128), classes=10, batch=2)
+
+
+def test_a_vgg_that_does_not_fit_one_ipu_runs_sharded_over_two_with_the_same_results():
+    model = _small_vgg()
+    # 24 KiB tiles: one IPU needs ~26 KB on its fullest tile (out of memory); on two, ~21 KB fits
+    one = Session(import_model(model, ipu_model(tiles_per_ipu=16, bytes_per_tile=24576)),
+                  {"debug.allowOutOfMemory": "true"})  # fmt: skip
+    one.compile()
+    assert one.engine.out_of_memory
+    two_model = import_model(model, ipu_model(tiles_per_ipu=16, bytes_per_tile=24576, num_ipus=2))
+    assert two_model.info["node_ipus"][0] == 0 and two_model.info["node_ipus"][-1] == 1
+    inputs = random_inputs(two_model)
+    with Session(two_model) as two:
+        got = two.run(inputs)["output"]
+        assert not two.engine.out_of_memory
+        assert any(s.type == "GlobalExchange" for s in two.engine.compiled.steps)
+    big = Session(import_model(model, ipu_model(tiles_per_ipu=16, bytes_per_tile=1 << 16)))
+    single = big.run(inputs)["output"]
+    # equal up to float32 rounding: the planners split the sums differently under the smaller budget
+    np.testing.assert_allclose(got, single, rtol=1e-5, atol=1e-5)
+    want, _ = reference_run(two_model.onnx_model, inputs)
+    np.testing.assert_allclose(got, want["output"], rtol=1e-4, atol=1e-5)
+
+
+def test_manual_ipu_numbers_place_nodes():
+    model = examples.mlp((8, 6, 4), batch=2)
+    for i, node in enumerate(model.graph.node):
+        node.attribute.append(helper.make_attribute(IPU_ATTRIBUTE, 0 if i < 2 else 1))
+    assert assign_ipus(model, 2) == [0, 0] + [1] * (len(model.graph.node) - 2)
+    with pytest.raises(ShardingError, match=r"IPU\(s\) \[1\]"):
+        assign_ipus(model, 1)
+    im = import_model(model, ipu_model(tiles_per_ipu=4, num_ipus=2))
+    assert im.info["node_ipus"] == assign_ipus(model, 2)
