@@ -26,6 +26,7 @@ from profiler.exchange import (
 from profiler.graph import UNMAPPED, ComputeSet, Graph, GraphError, VertexBatch
 from profiler.regions import canonical, field_regions
 from profiler.streams import HOST_TO_DEVICE, DataStream
+from profiler.targets import Target
 from profiler.tensor import Access, Tensor, concat
 
 # Host bytes per region a compute set's vertex fields read, while its exchange is planned: a piece's
@@ -364,7 +365,7 @@ class Compiler:
         self._sync(parent, "external")
         vs = _vars(tensor)
         self._add_step(parent, "GlobalExchange", name, tile_cycles=tile_cycles, bytes_in=bytes_per_tile,
-                       bytes_out=bytes_per_tile, code_bytes=_code_bytes_for(bytes_per_tile),
+                       bytes_out=bytes_per_tile, code_bytes=_code_bytes_for(bytes_per_tile, self.target),
                        code_category="globalExchangeCode", external=True, reads=vs, writes=vs | _vars(buffer),
                        undefs=_vars(buffer), action=action)  # fmt: skip
 
@@ -696,8 +697,8 @@ def compile_programs(graph: Graph, programs: list[P.Program], progress: Progress
                          c.pipeline_ranges)  # fmt: skip
 
 
-def _code_bytes_for(bytes_per_tile: np.ndarray) -> np.ndarray:
-    """Exchange code of a tile that sends and receives one message each way (profiler.exchange constants)."""
-    return np.where(bytes_per_tile > 0, EXCHANGE_CODE_BASE_BYTES + 2 * EXCHANGE_CODE_BYTES_PER_MESSAGE, 0).astype(
-        np.int64
-    )
+def _code_bytes_for(bytes_per_tile: np.ndarray, target: Target) -> np.ndarray:
+    """Exchange code of a tile that sends one region and receives one (a ring all-reduce step's
+    neighbour transfer), by the exchange model's per-region code (cost_model.exchange_code_bytes)."""
+    one = (np.asarray(bytes_per_tile) > 0).astype(np.int64)
+    return np.asarray(cost_model.exchange_code_bytes(one, one, target), dtype=np.int64)
