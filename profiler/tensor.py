@@ -148,10 +148,12 @@ class Tensor:
             rows = _regular_rows(key, aff)
             if rows is not None:  # the same pattern in every row (a vertex per row): blocks, not an index each
                 return Tensor(self.graph, self._var, rows, self.dtype)
-            if key.ndim == 2 and key.dtype.kind in "iu" and key.min() >= 0 and key.max() < aff.shape[0]:
-                runs = Runs.encode(aff.offset + key.astype(np.int64) * aff.strides[0])
+            if key.dtype.kind in "iu" and key.min() >= 0 and key.max() < aff.shape[0]:
+                runs = Runs.encode(aff.offset + key.reshape(key.shape[0], -1).astype(np.int64) * aff.strides[0])
                 if runs.start.size * RUNS_WORTH_IT <= key.size:  # rows of a few long runs: kept as runs
-                    return Tensor(self.graph, self._var, runs, self.dtype)
+                    inner = key.shape[1:] if key.ndim > 2 else ()  # a row's own shape ([partials, outputs])
+                    lay = Runs(runs.start, runs.length, runs.step, runs.row_first, runs.width, inner)
+                    return Tensor(self.graph, self._var, lay, self.dtype)
         try:
             return self._view(lambda a: a.getitem(key), lambda a: np.asarray(a[key]))  # type: ignore[index]
         except IndexError as exc:
