@@ -408,42 +408,6 @@ def dynamic_slice_cycles(region: int, dtype: np.dtype, target: Target) -> int:
     return 11 + 14 + w * (39 + (24 + 2 * n_copies))
 
 
-class ReduceColumns(Codelet):
-    """A single-worker Reduce vertex over ``in[P, L]`` down its P partials: ``out[L]`` (the general
-    multi-output Reduce vertex of ref §3.5, one region); float accumulation, optional scale."""
-
-    builtin = True
-    kind = "Vertex"
-    inputs = ("in",)
-    outputs = ("out",)
-    reads_outputs = False  # only out's shape and dtype
-
-    def __init__(self, op: str, fn: Callable[..., np.ndarray]) -> None:
-        self.op, self.fn = op, fn
-        self.name = f"popops::Reduce{op.capitalize()}"
-
-    def type_name(self, dtypes):  # type: ignore[override]
-        return f"{self.name}<{dtypes['in'].name},{dtypes['out'].name}>"
-
-    def run_batch(self, values, params):  # type: ignore[override]
-        v, out = values["in"], values["out"]
-        # partials are few (< 16 per stage, ref §3.5): float accumulation, as the vertex's float partials
-        r = _scaled(self.fn(_accumulator(v, self.op, np.float32), axis=1), params)
-        return {"out": r.astype(out.dtype).reshape(out.shape)}
-
-    def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
-        n_in, n_out = _n(shapes["in"]), _n(shapes["out"])
-        cyc = cost_model.reduce_cycles(self.op, n_in, n_out, dtypes["in"], target)
-        return int(cyc), int(cost_model.reduce_flops(self.op, n_in, n_out, dtypes["in"]))
-
-
-REDUCE_COLUMN_CODELETS = {
-    "add": ReduceColumns("add", np.sum),
-    "max": ReduceColumns("max", np.max),
-    "min": ReduceColumns("min", np.min),
-}
-
-
 class ConvReduce(Codelet):
     """poplin::ReduceAdd: a supervisor vertex summing ``in[depth, L]`` down its partials into
     ``out[L]`` (the conv/matmul partial-sum reduction, ref §3.5 ``getReduceCycleEstimate``);

@@ -1,7 +1,7 @@
 """Reductions (popops::reduce) with multi-stage reduction across tiles.
 
-``reduce_groups`` is the engine of every reduction here (and of partial-sum reduction in matmul,
-col2im in convolution gradients, pooling): members of each group are first reduced on the tile that
+``reduce_groups`` is the engine of every reduction here (and of col2im in convolution gradients
+and pooling of inputs that are not affine views; matmul partials use profiler.ops.matmul_reduce): members of each group are first reduced on the tile that
 holds them (one partial per group and tile), the partials are exchanged and reduced again - in one
 more stage, or, when a group has many partials, through intermediate stages of about
 sqrt(partials) each (ref §3.5 "Multi-stage plan": stage depths ~ depth^(1/n)) - and the last stage
@@ -30,7 +30,6 @@ from profiler.ops.elementwise import broadcast
 from profiler.ops.elementwise import scale as scale_op
 from profiler.ops.poplibs_codelets import (
     REDUCE_CODELETS,
-    REDUCE_COLUMN_CODELETS,
     REDUCE_SEGMENT_CODELETS,
     reduce_identity,
 )
@@ -236,76 +235,6 @@ def reduce_mean(graph: Graph, x: Tensor, axes, prog: Prog, debug_name: str = "",
     ax = _axes(x.rank, axes)
     count = int(np.prod([x.shape[a] for a in ax], dtype=np.int64))
     return reduce(graph, x, axes, prog, op_name="add", scale=1.0 / count, debug_name=debug_name or "reduce_mean", **kw)
-
-
-# Outputs per column-reduce vertex: runs of outputs on one tile are cut into pieces of at most this
-# many, dealt round-robin over the tile's workers [INF: PopLibs splits regions over workers].
-COLUMN_PIECE = 64
-
-
-def _column_stage(
-    graph: Graph, cs: ComputeSet, src: Tensor, dest_tiles: np.ndarray, out: Tensor, op_name: str, scale: float
-) -> None:
-    """Vertices reducing ``src[p, n]`` down its rows into ``out[n]``, column i on dest_tiles[i]."""
-    p, n = src.shape
-    change = np.ones(n, dtype=bool)
-    change[1:] = dest_tiles[1:] != dest_tiles[:-1]
-    run_id = np.cumsum(change) - 1
-    run_start = np.flatnonzero(change)
-    pos = np.arange(n) - run_start[run_id]
-    piece_start = np.flatnonzero(pos % COLUMN_PIECE == 0)
-    lengths = np.diff(np.append(piece_start, n))
-    codelet = REDUCE_COLUMN_CODELETS[op_name]
-    src_flat, out_flat = src.reshape(-1), out.reshape(-1)
-    for length in np.unique(lengths):
-        starts = piece_start[lengths == length]
-        cols = starts[:, None] + np.arange(length)
-        idx = np.arange(p)[None, :, None] * n + cols[:, None, :]
-        graph.add_vertices(
-            cs, codelet, {"in": src_flat[idx], "out": out_flat[cols]}, dest_tiles[starts], scale=float(scale)
-        )
-    graph.add_kernel(cs, codelet, {"in": src.expand(0), "out": out.reshape(1, n)}, scale=float(scale))
-
-
-def reduce_columns(
-    graph: Graph, src: Tensor, out: Tensor, op_name: str, prog: Prog, scale: float = 1.0, name: str = "reduce"
-) -> dict[str, int]:
-    """out[j] = scale * op(src[:, j]) for partials ``src[P, n]`` whose rows already sit one partial
-    per tile (e.g. matmul partial sums): reduced on the output's tile, through intermediate stages
-    of ~sqrt(P) rows when P >= 16 (ref §3.5). Returns the plan."""
-    cur = src
-    pdt = src.dtype
-    stages = 0
-    out_tiles = graph.tile_of(out.reshape(-1)).astype(np.int64)
-    while True:
-        stages += 1
-        p, n = cur.shape
-        cs = execute(graph, prog, f"{name}/stage{stages}")
-        if p < SINGLE_STAGE_MAX_PARTIALS:
-            _column_stage(graph, cs, cur, out_tiles, out, op_name, scale)
-            return {"reduce_stages": stages, "partials_per_output": int(src.shape[0])}
-        c = int(np.ceil(np.sqrt(p)))
-        chunks = -(-p // c)
-        # chunk j of column i is reduced on the tile of one of its own partials: a run of columns
-        # whose first partials share a tile (a block's row) is cut into as many contiguous parts as
-        # the chunk has partials, each reduced where one of them lies - the block's outputs spread
-        # over the tiles holding its partials, in runs (not one column each)
-        held = graph.tile_of(cur).astype(np.int64).reshape(p, n)
-        lengths = np.minimum(c, p - np.arange(chunks) * c)
-        change = np.ones(n, dtype=bool)
-        change[1:] = held[0, 1:] != held[0, :-1]
-        run_id = np.cumsum(change) - 1
-        run_start = np.flatnonzero(change)
-        run_len = np.diff(np.append(run_start, n))[run_id]
-        pos = np.arange(n) - run_start[run_id]
-        part = np.where(run_len >= lengths[:, None], -(-run_len // lengths[:, None]), run_len)  # [chunks, n]
-        rows = np.arange(chunks)[:, None] * c + (run_id + pos // part) % lengths[:, None]
-        first_tiles = held[rows, np.arange(n)[None, :]]
-        nxt = graph.add_variable(pdt, [chunks, n], f"{name} partials {stages}")
-        graph.set_tile_mapping(nxt, first_tiles.reshape(-1))
-        for j in range(chunks):
-            _column_stage(graph, cs, cur[j * c : min(p, (j + 1) * c)], first_tiles[j], nxt[j], op_name, 1.0)
-        cur = nxt
 
 
 @op("ReduceGrad")
