@@ -270,9 +270,11 @@ class Runs:
 
     @staticmethod
     def encode(idx: np.ndarray) -> Runs:
-        """The runs of a [rows, width] index array. Each row is cut where the step between
-        neighbours stops being the run's (0 or 1); one pass, no loop over elements."""
-        rows, width = idx.shape
+        """The runs of a [rows, ...] index array (a row of more dims keeps its shape). Each row is
+        cut where the step between neighbours stops being the run's (0 or 1); one pass, no loop
+        over elements."""
+        rows, width = idx.shape[0], int(np.prod(idx.shape[1:], dtype=np.int64))
+        inner = tuple(idx.shape[1:]) if idx.ndim > 2 else ()
         flat = idx.reshape(-1).astype(np.int64, copy=False)
         d = np.diff(flat)
         kind = np.where((d == 0) | (d == 1), d, -1)  # the step of each neighbouring pair, -1: none
@@ -293,4 +295,5 @@ class Runs:
         nxt = np.minimum(first, max(flat.size - 2, 0))
         step = np.where(length > 1, kind[nxt] if flat.size > 1 else 1, 1)
         row_first = np.searchsorted(first, np.arange(rows + 1) * width)
-        return Runs(flat[first], length.astype(np.int64), step.astype(np.int64), row_first.astype(np.int64), width)
+        return Runs(flat[first], length.astype(np.int64), step.astype(np.int64), row_first.astype(np.int64), width,
+                    inner)  # fmt: skip

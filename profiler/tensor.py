@@ -149,11 +149,9 @@ class Tensor:
             if rows is not None:  # the same pattern in every row (a vertex per row): blocks, not an index each
                 return Tensor(self.graph, self._var, rows, self.dtype)
             if key.dtype.kind in "iu" and key.min() >= 0 and key.max() < aff.shape[0]:
-                runs = Runs.encode(aff.offset + key.reshape(key.shape[0], -1).astype(np.int64) * aff.strides[0])
+                runs = Runs.encode(aff.offset + key.astype(np.int64) * aff.strides[0])
                 if runs.start.size * RUNS_WORTH_IT <= key.size:  # rows of a few long runs: kept as runs
-                    inner = key.shape[1:] if key.ndim > 2 else ()  # a row's own shape ([partials, outputs])
-                    lay = Runs(runs.start, runs.length, runs.step, runs.row_first, runs.width, inner)
-                    return Tensor(self.graph, self._var, lay, self.dtype)
+                    return Tensor(self.graph, self._var, runs, self.dtype)
         try:
             return self._view(lambda a: a.getitem(key), lambda a: np.asarray(a[key]))  # type: ignore[index]
         except IndexError as exc:
@@ -243,10 +241,9 @@ class Tensor:
         t = self._apply(lambda a: a[index].reshape(out_shape))
         if isinstance(t._var, int) and t.numel() and len(out_shape) > 1:
             # blocks of a view that is not affine (attention heads merged back): kept as runs when long
-            runs = Runs.encode(t._lay.reshape(out_shape[0], -1))  # type: ignore[union-attr]
+            runs = Runs.encode(t._lay)  # type: ignore[arg-type]
             if runs.start.size * RUNS_WORTH_IT <= t.numel():
-                lay = Runs(runs.start, runs.length, runs.step, runs.row_first, runs.width, out_shape[1:])
-                return Tensor(self.graph, t._var, lay, self.dtype)
+                return Tensor(self.graph, t._var, runs, self.dtype)
         return t
 
     def broadcast(self, n: int, dim: int = 0) -> Tensor:
