@@ -205,8 +205,8 @@ def window_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     hc = np.clip(hh, 0, h - 1)
     wa, wb = np.clip(w_lo, 0, wd), np.clip(w_hi, 0, wd)
     inside = h_in & (wb > wa)
-    start = (row + hh * s_h + wa)[inside]
-    regions = Regions(start, (wb - wa)[inside], owner[inside])
+    start, own, length = _merge_adjacent((row + hh * s_h + wa)[inside], None, owner[inside], (wb - wa)[inside])
+    regions = Regions(start, length, own)
     if not (ph or pw):
         return regions
     # padding reads the pad element of the tile of each nearest input element: a padding row's
@@ -265,17 +265,25 @@ def _channel_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     return regions
 
 
-def _merge_adjacent(
-    start: np.ndarray, inside: np.ndarray, owner: np.ndarray, length: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Runs that continue the one before them (same owner, same kind, next element) joined: a block
-    over all channels at consecutive positions (a 1x1 convolution's rows) is one region, not one
-    per position."""
+def _merge_adjacent(start: np.ndarray, inside: np.ndarray | None, owner: np.ndarray, length: np.ndarray) -> tuple:
+    """Runs that continue or overlap the one before them (same owner, same kind, starting inside
+    or right after it) joined: a block over all channels at consecutive positions (a 1x1
+    convolution's rows) is one region, not one per position, and so are the overlapping kernel
+    rows of neighbouring output positions (a strided convolution's windows). The elements a vertex
+    reads are the same (a region may still overlap an earlier, unjoined one: readers take unions).
+    Returns (start, inside, owner, length), without ``inside`` when it is None (all one kind)."""
+    keep = (start, owner, length) if inside is None else (start, inside, owner, length)
     if start.size < 2:
-        return start, inside, owner, length
+        return keep
+    end = start + length
     brk = np.ones(start.size, dtype=bool)
-    brk[1:] = (start[1:] != start[:-1] + length[:-1]) | (owner[1:] != owner[:-1]) | (inside[1:] != inside[:-1])
+    brk[1:] = (start[1:] < start[:-1]) | (start[1:] > end[:-1]) | (owner[1:] != owner[:-1])
+    if inside is not None:
+        brk[1:] |= inside[1:] != inside[:-1]
     first = np.flatnonzero(brk)
     if first.size == start.size:
-        return start, inside, owner, length
-    return start[first], inside[first], owner[first], np.add.reduceat(length, first)
+        return keep
+    length = np.maximum.reduceat(end, first) - start[first]
+    if inside is None:
+        return start[first], owner[first], length
+    return start[first], inside[first], owner[first], length

@@ -199,3 +199,19 @@ def test_union_length_and_canonical() -> None:
     assert union_length(start, end).tolist() == [5, 0, 2, 1, 1]
     s, e = canonical(np.array([10, 0, 3, 7]), np.array([2, 4, 2, 3]))
     assert s.tolist() == [0, 7] and e.tolist() == [5, 12]
+
+
+def test_overlapping_windows_of_a_strided_convolution_are_one_region() -> None:
+    # kernel 1 x 3, stride 2 over a row of 20: output position w reads [2w, 2w + 3), so a vertex
+    # holding positions 0..4 at one kernel row reads elements 0..10 - one region of 11, not 5 of 3
+    from profiler import ops
+    from profiler.ops import conv
+
+    g = _graph(8)
+    x = ops.add_mapped(g, "float", (1, 1, 1, 20), "x")
+    cols = conv._window_view(g, x, (1, 3), (1, 2), (0, 0), (1, 1), 1)
+    blocks = cols.blocks([np.array([0]), np.array([0]), np.array([0])], (1, 5, 3), drop=(0,))
+    base = np.cumsum([0] + [var.numel for var in g.variables])
+    r = field_regions(blocks, base)
+    x0 = int(base[x.single_variable()])
+    assert (r.start.tolist(), r.length.tolist(), r.owner.tolist()) == ([x0], [11], [0])
