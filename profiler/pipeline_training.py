@@ -41,7 +41,7 @@ from profiler.ops.elementwise import apply_map, fill
 from profiler.ops.poplibs_codelets import map_codelet
 from profiler.ops.slicing import dynamic_slice, dynamic_update
 from profiler.pipeline import Pipeline, check_micro_batches
-from profiler.programs import Copy, Program, Repeat, Sequence
+from profiler.programs import Copy, Program, Repeat, Sequence, WriteUndef
 from profiler.tensor import Tensor
 
 
@@ -117,8 +117,11 @@ class TrainingPipeline(Pipeline):
                 fill(graph, put_at, 0, start)
                 fill(graph, get_at, 0, start)
                 for t in st.stash:
-                    buf = _stash_like(graph, t, depth, f"{_name(graph, t)} stash")
+                    buf = _stash_like(graph, t, depth, f"stage {s} stash of {_name(graph, t)}")
                     st.stash_tensors.append(buf)
+                    # undefined until the first stash writes it: live from there, not the program's start
+                    # (a DynamicUpdate writes part of it, which alone would not end its liveness)
+                    start.add(WriteUndef(buf, name=f"stage {s} stash undefined"))
                     dynamic_update(graph, buf, t, put_at, put)
                     dynamic_slice(graph, buf, get_at, get, out=t)  # restored in place
                 apply_map(graph, _INCREMENT_MOD, [put_at], put, "stash index", modulus=depth)
@@ -127,7 +130,7 @@ class TrainingPipeline(Pipeline):
                 # clone taken after the forward (PopART's insertClonesBeforeIpuCopyConsumers)
                 sends = []
                 for src, dst in st.to_next:
-                    clone = _stash_like(graph, src, 1, f"{_name(graph, src)} to send").reshape(src.shape)
+                    clone = _stash_like(graph, src, 1, f"stage {s} {_name(graph, src)} to send").reshape(src.shape)
                     put.add(Copy(src, clone, name=f"stage {s} clone for sending"))
                     sends.append((clone, dst))
                 st.to_next = sends
