@@ -27,7 +27,8 @@ from profiler.targets import Target
 from profiler.workloads.common import Workload, host_parameter, main, workload_target
 from profiler.workloads.mlp import dense, dense_grad, separable_data
 
-DEFAULTS = {"stages": 4, "micro_batches": 8, "batch": 4, "inputs": 64, "width": 64, "classes": 10, "tiles": 16}
+DEFAULTS = {"stages": 4, "micro_batches": 8, "batch": 4, "inputs": 64, "width": 64, "classes": 10, "tiles": 16,
+            "layers_per_stage": 1}  # fmt: skip
 
 
 def build(
@@ -43,21 +44,23 @@ def build(
     dtype: str = "float32",
     target: Target | None = None,
     seed: int = 0,
+    layers_per_stage: int = 1,
 ) -> Workload:
-    """``stages`` dense layers; ``batch`` samples per micro-batch (the unpipelined model takes
-    micro_batches x batch at once)."""
+    """``stages`` x ``layers_per_stage`` dense layers, stage s on IPU s; ``batch`` samples per
+    micro-batch (the unpipelined model takes micro_batches x batch at once, on one IPU)."""
     t = workload_target(target, tiles)
     if pipelined and target is None:
         t = replace(t, num_ipus=stages)
     g = Graph(t)
     rows = batch if pipelined else batch * micro_batches  # samples per pass through the stages
-    dims = [inputs] + [width] * (stages - 1) + [classes]
+    n = stages * layers_per_stage
+    dims = [inputs] + [width] * (n - 1) + [classes]
     rng = np.random.default_rng(seed)
     np_dt = np.dtype(dtype)
     initial = {}
-    for s in range(stages):
-        initial[f"w{s}"] = (rng.standard_normal((dims[s], dims[s + 1])) * np.sqrt(2.0 / dims[s])).astype(np_dt)
-        initial[f"b{s}"] = np.zeros(dims[s + 1], np_dt)
+    for i in range(n):
+        initial[f"w{i}"] = (rng.standard_normal((dims[i], dims[i + 1])) * np.sqrt(2.0 / dims[i])).astype(np_dt)
+        initial[f"b{i}"] = np.zeros(dims[i + 1], np_dt)
     on_ipu = (lambda s: g.virtual_graph(s)) if pipelined else (lambda s: contextlib.nullcontext())
     x_fifo = g.add_host_to_device_fifo("x", dtype, [rows, inputs])
     labels_fifo = g.add_host_to_device_fifo("labels", "int32", [rows])
@@ -65,37 +68,46 @@ def build(
     built: list[dict[str, Any]] = []
     for s in range(stages):
         last = s == stages - 1
+        layers = range(s * layers_per_stage, (s + 1) * layers_per_stage)
         fwd, bwd, upd = Sequence(name=f"stage {s} forward"), Sequence(name=f"stage {s} backward"), Sequence()
+        st: dict[str, Any] = {"forward": fwd, "backward": bwd, "update": upd, "sums": []}
         with on_ipu(s), g.debug_context(f"stage {s}", layer="user"):
-            w = host_parameter(
-                g, ops.create_matmul_rhs(g, dtype, (rows, dims[s]), (dims[s], dims[s + 1]), f"w{s}"), f"w{s}"
-            )
-            b = ops.parameter(g, dtype, (dims[s + 1],), f"b{s}")
-            acc_w, acc_b = ops.state_like(g, w, f"w{s} gradient sum"), ops.state_like(g, b, f"b{s} gradient sum")
-            x = ops.add_mapped(g, dtype, (rows, dims[s]), "x" if s == 0 else f"stage {s} input")
+            x = ops.add_mapped(g, dtype, (rows, dims[layers[0]]), "x" if s == 0 else f"stage {s} input")
             if s == 0:
                 fwd.add(Copy(x_fifo, x, name="x"))
-            z = dense(g, x, w, b, fwd, f"fc{s}")
-            st: dict[str, Any] = {"x": x}
-            if last:
+            params, acts = [], [x]  # acts[j]: the input of the stage's layer j
+            for i in layers:
+                rhs = ops.create_matmul_rhs(g, dtype, (rows, dims[i]), (dims[i], dims[i + 1]), f"w{i}")
+                w, b = host_parameter(g, rhs, f"w{i}"), ops.parameter(g, dtype, (dims[i + 1],), f"b{i}")
+                sums = ops.state_like(g, w, f"w{i} gradient sum"), ops.state_like(g, b, f"b{i} gradient sum")
+                params.append((w, b, *sums))
+                st["sums"].extend(sums)
+                z = dense(g, acts[-1], w, b, fwd, f"fc{i}")
+                if i < n - 1:
+                    acts.append(ops.relu(g, z, fwd))
+            if last:  # the loss, then its gradient: the start of the backward pass
                 labels = ops.add_mapped(g, "int32", (rows,), "labels")
                 fwd.add(Copy(labels_fifo, labels, name="labels"))
                 loss, probs, onehot = ops.cross_entropy(g, z, labels, fwd)
                 fwd.add(Copy(loss.reshape(1), loss_fifo, name="loss"))
                 dz = ops.cross_entropy_grad(g, probs, onehot, bwd)
-            else:
-                h = ops.relu(g, z, fwd)
-                dh = ops.add_mapped(g, dtype, (rows, dims[s + 1]), f"stage {s} output gradient")
-                dz = ops.nonlinearity_grad(g, "relu", h, dh, bwd)
-                st |= {"h": h, "dh": dh}
-            dx, dw, db = dense_grad(g, x, w, dz, bwd, f"fc{s} grad", need_dx=s > 0)
-            ops.binary_in_place(g, "add", acc_w, dw, bwd)
-            ops.binary_in_place(g, "add", acc_b, db, bwd)
-            # one SGD step with the mean of the accumulated gradients, then the sums start again
-            for p, acc in ((w, acc_w), (b, acc_b)):
-                ops.sgd(g, p, acc, lr / micro_batches if pipelined else lr, upd)
-                ops.fill(g, acc, 0.0, upd)
-        st |= {"forward": fwd, "backward": bwd, "update": upd, "dx": dx, "sums": (acc_w, acc_b)}
+            else:  # the gradient of this stage's output arrives from the next stage
+                st["dh"] = ops.add_mapped(g, dtype, (rows, dims[layers[-1] + 1]), f"stage {s} output gradient")
+                dz = ops.nonlinearity_grad(g, "relu", acts[-1], st["dh"], bwd)
+            for j in reversed(range(len(layers))):
+                i = layers[j]
+                w, b, acc_w, acc_b = params[j]
+                dx, dw, db = dense_grad(g, acts[j], w, dz, bwd, f"fc{i} grad", need_dx=i > 0)
+                ops.binary_in_place(g, "add", acc_w, dw, bwd)
+                ops.binary_in_place(g, "add", acc_b, db, bwd)
+                if j > 0:
+                    dz = ops.nonlinearity_grad(g, "relu", acts[j], dx, bwd)
+                # one SGD step with the mean of the accumulated gradients, then the sums start again
+                for p, acc in ((w, acc_w), (b, acc_b)):
+                    ops.sgd(g, p, acc, lr / micro_batches if pipelined else lr, upd)
+                    ops.fill(g, acc, 0.0, upd)
+        # the stage's input and every activation its backward reads; the output goes to the next stage
+        st |= {"x": x, "dx": dx, "stash": acts if not last else [], "h": acts[-1] if not last else None}
         built.append(st)
     init = Sequence(name="init")
     for st in built:
@@ -106,8 +118,8 @@ def build(
             TrainingStage(
                 st["forward"],
                 st["backward"],
-                stash=[st["x"], st["h"]] if "h" in st else [],
-                to_next=[(st["h"], built[s + 1]["x"])] if "h" in st else [],
+                stash=st["stash"],
+                to_next=[(st["h"], built[s + 1]["x"])] if st["h"] is not None else [],
                 to_previous=[(st["dx"], built[s - 1]["dh"])] if s > 0 else [],
                 name=f"stage {s}",
             )
@@ -118,7 +130,7 @@ def build(
         step = Sequence(name="train step")
         for s, st in enumerate(built):
             step.add(st["forward"])
-            if "h" in st:
+            if st["h"] is not None:
                 step.add(Copy(st["h"], built[s + 1]["x"], name=f"stage {s} -> {s + 1}"))
         for s in reversed(range(stages)):
             step.add(built[s]["backward"])

@@ -53,14 +53,14 @@ def _numpy_step(w: pipelined_mlp.Workload) -> tuple[dict[str, np.ndarray], float
     return out, loss
 
 
-@pytest.mark.parametrize(("stages", "micro_batches"), [(4, 6), (3, 2)])
-def test_pipelined_training_equals_one_unpipelined_step_over_the_whole_batch(stages, micro_batches):
-    piped = pipelined_mlp.build(stages, micro_batches, **SIZES)
-    flat = pipelined_mlp.build(stages, micro_batches, **SIZES, pipelined=False)
+@pytest.mark.parametrize(("stages", "micro_batches", "layers_per_stage"), [(4, 6, 1), (3, 2, 1), (2, 5, 2)])
+def test_pipelined_training_equals_one_unpipelined_step_over_the_whole_batch(stages, micro_batches, layers_per_stage):
+    piped = pipelined_mlp.build(stages, micro_batches, **SIZES, layers_per_stage=layers_per_stage)
+    flat = pipelined_mlp.build(1, micro_batches, **SIZES, pipelined=False, layers_per_stage=stages * layers_per_stage)
     e, f = piped.run(1), flat.run(1)
     assert e.graph.target.num_ipus == stages and f.graph.target.num_ipus == 1
     want, loss = _numpy_step(piped)
-    for s in range(stages):
+    for s in range(stages * layers_per_stage):
         np.testing.assert_allclose(e.read_tensor(f"w{s}"), f.read_tensor(f"w{s}"), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(e.read_tensor(f"w{s}"), want[f"w{s}"], rtol=1e-4, atol=1e-6)
     # one loss per micro-batch; their mean is the whole batch's (equal micro-batches)
@@ -71,7 +71,7 @@ def test_pipelined_training_equals_one_unpipelined_step_over_the_whole_batch(sta
 
 def test_a_second_step_continues_from_the_updated_weights():
     piped = pipelined_mlp.build(3, 4, **SIZES)
-    flat = pipelined_mlp.build(3, 4, **SIZES, pipelined=False)
+    flat = pipelined_mlp.build(1, 4, **SIZES, pipelined=False, layers_per_stage=3)
     e, f = piped.run(2), flat.run(2)
     assert len(piped.info["batches"]) == 2
     np.testing.assert_allclose(e.read_tensor("w0"), f.read_tensor("w0"), rtol=1e-5, atol=1e-6)
