@@ -87,6 +87,11 @@ class Codelet:
     def writes(self) -> tuple[str, ...]:
         return self.inouts + self.outputs
 
+    def read_dtypes(self, dtypes: Mapping[str, np.dtype]) -> Mapping[str, np.dtype]:
+        """The type each field is read in, from the types it is stored in: the engine converts while
+        it gathers (one pass, fused with the gather's copy) rather than the codelet after it."""
+        return dtypes
+
     @property
     def multi_worker(self) -> bool:
         return self.kind != "Vertex"

@@ -97,6 +97,14 @@ class BatchPlan:
     params: dict[str, Any]
     tensors: dict[str, Tensor]
     _fields: dict[str, Access] | None = None
+    _reads: dict[str, np.dtype] | None = None
+
+    @property
+    def reads(self) -> dict[str, np.dtype]:
+        """The type the engine gathers each field in (``Codelet.read_dtypes``), computed once."""
+        if self._reads is None:
+            self._reads = dict(self.codelet.read_dtypes({f: a.dtype for f, a in self.fields.items()}))
+        return self._reads
 
     @property
     def fields(self) -> dict[str, Access]:

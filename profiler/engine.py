@@ -342,8 +342,10 @@ class Engine:
             kernel = action.plan.kernel
             for b in action.plan.batches if kernel is None or self.options.execute_vertices else kernel:
                 skip = () if b.codelet.reads_outputs else b.codelet.outputs
+                reads = b.reads
                 values = {
-                    f: np.empty(acc.shape, acc.dtype) if f in skip else acc.gather(state) for f, acc in b.fields.items()
+                    f: np.empty(acc.shape, reads[f]) if f in skip else acc.gather(state, reads[f])
+                    for f, acc in b.fields.items()
                 }
                 out = b.codelet.run_batch(values, b.params)
                 for f in b.codelet.writes:

@@ -393,8 +393,13 @@ class Access:
         var, offset, strides, _ = self.strided  # type: ignore[misc]
         return np.lib.stride_tricks.as_strided(state[var][offset:], self.shape, strides, writeable=writeable)
 
-    def gather(self, state: list[np.ndarray]) -> np.ndarray:
-        """The tensor's values: a read-only view of the state when strided, else a new array."""
+    def gather(self, state: list[np.ndarray], dtype: np.dtype | None = None) -> np.ndarray:
+        """The tensor's values: a read-only view of the state when strided, else a new array; in
+        ``dtype`` when given (converted while copied: a new array then)."""
+        if dtype is not None and dtype != self.dtype:
+            if self.window is not None:
+                return im2col(self.window, state, dtype)
+            return self.gather(state).astype(dtype)
         if self.window is not None:
             return im2col(self.window, state)
         if self.strided is not None:
@@ -424,13 +429,16 @@ class Access:
             state[var][idx] = flat if pos is None else flat[pos]
 
 
-def im2col(w: Window, state: list[np.ndarray]) -> np.ndarray:
+def im2col(w: Window, state: list[np.ndarray], dtype: np.dtype | None = None) -> np.ndarray:
     """The values of a Window view: the input padded with the pad constant, read through sliding
-    windows (numpy strides, no index array), in the view's [G, B*Ho*Wo, C/G*kh*kw] order."""
+    windows (numpy strides, no index array), in the view's [G, B*Ho*Wo, C/G*kh*kw] order; in
+    ``dtype`` when given (the input is converted before the windows repeat its elements)."""
     x = state[w.x_var]
     xv = np.lib.stride_tricks.as_strided(
         x[w.x.offset :], w.x.shape, tuple(st * x.itemsize for st in w.x.strides), writeable=False
     )
+    if dtype is not None and dtype != xv.dtype:
+        xv = xv.astype(dtype)
     (kh, kw), (sh, sw), (ph, pw), (dh, dw), (ho, wo) = w.kernel, w.stride, w.padding, w.dilation, w.out
     if ph or pw:
         fill = state[w.pad_var][w.pad.offset] if w.pad is not None else 0  # every pad element holds the constant

@@ -15,7 +15,7 @@ import numpy as np
 from profiler.dtypes import as_dtype
 from profiler.graph import Graph
 from profiler.ops.core import OpError, add_like, check_same_graph, execute, op, vertex_fields
-from profiler.ops.poplibs_codelets import Map, map_codelet
+from profiler.ops.poplibs_codelets import EXACT_IN_STORED_TYPE, Map, map_codelet
 from profiler.programs import Sequence as Prog
 from profiler.tensor import Tensor
 
@@ -41,6 +41,9 @@ def _gelu(x: np.ndarray) -> np.ndarray:
 
 def _relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, 0)
+
+
+EXACT_IN_STORED_TYPE.add(_relu)  # picks x or 0: no rounding to do
 
 
 def _inverse(x: np.ndarray) -> np.ndarray:

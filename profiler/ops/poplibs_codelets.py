@@ -27,6 +27,16 @@ def _compute_dtype(dt: np.dtype) -> np.dtype:
     return np.dtype(np.float32) if dt == np.float16 else dt
 
 
+def _computed_in(dtypes: Mapping[str, np.dtype], fields: tuple[str, ...]) -> dict[str, np.dtype]:
+    """``dtypes`` with ``fields`` read in their compute type (half as float)."""
+    return {f: _compute_dtype(d) if f in fields else d for f, d in dtypes.items()}
+
+
+# Functions whose result is exactly one of their operands (or its negation): computed in the
+# stored type they give what float then rounding would, with no conversion either way.
+EXACT_IN_STORED_TYPE: set[Callable[..., np.ndarray]] = {np.negative, np.abs, np.maximum, np.minimum}
+
+
 class Map(Codelet):
     """An elementwise MultiVertex: ``out = fn(in1, ..., **params)`` (or in place on ``data``).
 
@@ -67,14 +77,21 @@ class Map(Codelet):
         if len({shapes[f] for f in self.fields}) != 1:
             raise ValueError(f"compute set {where!r}: {self.name} fields must have equal shapes, got {dict(shapes)}")
 
+    @property
+    def exact(self) -> bool:
+        return self.fn in EXACT_IN_STORED_TYPE
+
+    def read_dtypes(self, dtypes: Mapping[str, np.dtype]) -> Mapping[str, np.dtype]:
+        return dtypes if self.exact else _computed_in(dtypes, self.reads)
+
     def run_batch(self, values: dict[str, np.ndarray], params: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        res = self.result
-        dt = values[res].dtype
         args = [values[f] for f in ((("data",) + self.inputs) if self.in_place else self.inputs)]
-        args = [a.astype(_compute_dtype(a.dtype), copy=False) for a in args]
+        if not self.exact:  # read in the compute type already when the engine gathers them
+            args = [a.astype(_compute_dtype(a.dtype), copy=False) for a in args]
         with np.errstate(all="ignore"):
             out = self.fn(*args, **params)
-        return {res: np.asarray(out).astype(dt, copy=False)}
+        # left in the compute type: the engine's scatter rounds it into the stored type in its copy
+        return {self.result: np.asarray(out)}
 
     def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
         n = _n(shapes[self.result])
@@ -122,6 +139,9 @@ class ReducePartial(Codelet):
         if shapes["out"] != (1,):
             raise ValueError(f"compute set {where!r}: {self.name} writes one element per vertex, got {shapes['out']}")
 
+    def read_dtypes(self, dtypes):  # type: ignore[override]
+        return dtypes | {"in": _accumulator_dtype(dtypes["in"], self.op, np.float64)}
+
     def run_batch(self, values, params):  # type: ignore[override]
         v, out = values["in"], values["out"]
         r = _scaled(self.fn(_accumulator(v, self.op, np.float64), axis=1), params)
@@ -152,14 +172,17 @@ def reduce_identity(op: str, dtype: np.dtype) -> float | int:
     return -np.inf if op == "max" else np.inf
 
 
-def _accumulator(v: np.ndarray, op: str, float_acc: type) -> np.ndarray:
-    """``v`` in the type a reduction accumulates in: sums of floats in at least ``float_acc``, of
-    integers in int64; max and min need no wider type (they pick an element)."""
+def _accumulator_dtype(dtype: np.dtype, op: str, float_acc: type) -> np.dtype:
+    """The type a reduction accumulates in: sums of floats in at least ``float_acc``, of integers in
+    int64; max and min need no wider type (they pick an element)."""
     if op != "add":
-        return v
-    if v.dtype.kind == "f":
-        return v.astype(np.promote_types(v.dtype, float_acc), copy=False)
-    return v.astype(np.int64, copy=False)
+        return dtype
+    return np.promote_types(dtype, float_acc) if dtype.kind == "f" else np.dtype(np.int64)
+
+
+def _accumulator(v: np.ndarray, op: str, float_acc: type) -> np.ndarray:
+    """``v`` in its ``_accumulator_dtype`` (no copy when it is read in that type already)."""
+    return v.astype(_accumulator_dtype(v.dtype, op, float_acc), copy=False)
 
 
 class ReduceSegments(Codelet):
@@ -175,6 +198,9 @@ class ReduceSegments(Codelet):
     def __init__(self, op: str, ufunc: np.ufunc) -> None:
         self.op, self.ufunc = op, ufunc
         self.name = f"popops::Reduce{op.capitalize()}Segments"
+
+    def read_dtypes(self, dtypes):  # type: ignore[override]
+        return dtypes | {"in": _accumulator_dtype(dtypes["in"], self.op, np.float64)}
 
     def run_batch(self, values, params):  # type: ignore[override]
         v, out = values["in"], values["out"]
@@ -213,6 +239,9 @@ class Pooling(Codelet):
 
     def type_name(self, dtypes):  # type: ignore[override]
         return f"{self.name}<{dtypes['in'].name}>"
+
+    def read_dtypes(self, dtypes):  # type: ignore[override]
+        return dtypes | {"in": _accumulator_dtype(dtypes["in"], self.op, np.float32)}
 
     def run_batch(self, values, params):  # type: ignore[override]
         v, out = values["in"], values["out"]
@@ -260,11 +289,18 @@ class MatMulPartial(Codelet):
         if len(a) != 2 or len(b) != 2 or a[1] != b[0] or o != (a[0], b[1]):
             raise ValueError(f"compute set {where!r}: {self.name} needs a[m,k], b[k,n], out[m,n]; got {a}, {b}, {o}")
 
+    @staticmethod
+    def _accumulates_in(out: np.dtype) -> np.dtype:
+        return np.promote_types(out, np.float32) if out.kind == "f" else np.dtype(np.int64)
+
+    def read_dtypes(self, dtypes):  # type: ignore[override]
+        acc = self._accumulates_in(dtypes["out"])
+        return dtypes | {"a": acc, "b": acc}
+
     def run_batch(self, values, params):  # type: ignore[override]
-        out = values["out"]
-        acc = np.promote_types(out.dtype, np.float32) if out.dtype.kind == "f" else np.int64
-        a, b = values["a"].astype(acc, copy=False), values["b"].astype(acc, copy=False)  # gathered copies already
-        return {"out": np.matmul(a, b).astype(out.dtype, copy=False)}
+        acc = self._accumulates_in(values["out"].dtype)
+        a, b = values["a"].astype(acc, copy=False), values["b"].astype(acc, copy=False)  # read as acc already
+        return {"out": np.matmul(a, b)}  # rounded into out's type by the engine's scatter
 
     def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
         (m, k), (_, n) = shapes["a"], shapes["b"]
@@ -428,9 +464,11 @@ class ConvReduce(Codelet):
         if len(shapes["in"]) != 2 or shapes["out"] != shapes["in"][1:]:
             raise ValueError(f"compute set {where!r}: {self.name} needs in[depth, L], out[L]; got {dict(shapes)}")
 
+    def read_dtypes(self, dtypes):  # type: ignore[override]
+        return dtypes | {"in": np.promote_types(dtypes["in"], np.float32)}
+
     def run_batch(self, values, params):  # type: ignore[override]
-        out = values["out"]
-        return {"out": values["in"].astype(np.float32, copy=False).sum(axis=1).astype(out.dtype, copy=False)}
+        return {"out": values["in"].astype(np.float32, copy=False).sum(axis=1)}  # rounded by the scatter
 
     def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
         depth, length = shapes["in"]
