@@ -9,6 +9,7 @@ import numpy as np
 from dash import html
 
 from app import state
+from app.views import ipus
 
 
 def stat_card(label: str, value: str, hint: str | None = None, *, alarm: bool = False, share: bool = False) -> dbc.Col:
@@ -79,3 +80,22 @@ def no_execution_profile(page: str) -> dbc.Alert:
 
 def section(title: str, *children: Any) -> html.Div:
     return html.Div([html.H5(title, className="mt-3"), *children])
+
+
+def ipu_selector(component_id: str, class_name: str = "") -> dbc.Col:
+    """The IPU selector of the Memory, Liveness and Execution Trace pages (one control, one word):
+    "All IPUs" or one IPU of the report; hidden when the report has one IPU."""
+    report = state.report()
+    return dbc.Col(
+        dbc.InputGroup(
+            [
+                dbc.InputGroupText("IPU"),
+                dbc.Select(id=component_id, value=str(ipus.ALL_IPUS),
+                           options=[{"label": o["label"], "value": str(o["value"])} for o in ipus.ipu_choices(report)]),
+            ],
+            size="sm",
+        ),
+        md=2,
+        className=class_name,
+        style={"display": "none"} if report.target_info.num_ipus < 2 else {},
+    )  # fmt: skip

@@ -8,6 +8,12 @@ the host time of import + compile and of one run (wall and process CPU, best of 
 run and samples/s (samples per run = batch x replicas x micro-batches, at the target clock), and
 whether the outputs equal the 1-IPU run's (max abs difference).
 
+Training rows (pipelined training has no ONNX path yet): a stack of --layers dense layers of
+hidden x hidden (the encoder's feed-forward shape; profiler.workloads.pipelined_mlp), each
+micro-batch seq x batch tokens, one SGD step per run over --micro-batches micro-batches: on 1 IPU
+unpipelined (the whole batch at once), and pipelined over 2 and 4 IPUs (PopART's 1F1B schedule,
+one layer group per IPU); "diff" is the weights' max abs difference from the 1-IPU step.
+
     python bench/multi_ipu.py                                  # GC200, 4 layers, seq 128, hidden 256
     python bench/multi_ipu.py --layers 2 --seq 64 --target IPUModel
     python bench/multi_ipu.py --json
@@ -28,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from profiler.frontends.onnx import Session, examples, import_model, random_inputs  # noqa: E402
 from profiler.targets import get_target  # noqa: E402
+from profiler.workloads import pipelined_mlp  # noqa: E402
 
 #: (label, IPUs per replica, replicas, pipelined)
 CONFIGS = (
@@ -75,6 +82,50 @@ def measure(model, target_name: str, ipus: int, replicas: int, micro_batches: in
     }
 
 
+#: (label, IPUs, pipelined) of the training rows
+TRAINING = (
+    ("1 IPU training", 1, False),
+    ("2 IPUs pipelined training", 2, True),
+    ("4 IPUs pipelined training", 4, True),
+)
+
+
+def measure_training(args: argparse.Namespace, ipus: int, pipelined: bool) -> dict:  # type: ignore[type-arg]
+    """One SGD step of the dense stack (see the module docstring), timed like ``measure``."""
+    w0, c0 = _clocks()
+    tokens = args.seq * args.batch  # rows per micro-batch
+    if args.layers % ipus:
+        raise SystemExit(f"--layers {args.layers} does not split over {ipus} IPUs")
+    w = pipelined_mlp.build(stages=ipus, micro_batches=args.micro_batches, batch=tokens, inputs=args.hidden,
+                            width=args.hidden, classes=args.hidden, pipelined=pipelined,
+                            target=get_target(args.target, ipus), layers_per_stage=args.layers // ipus)  # fmt: skip
+    e = w.engine()
+    e.run(0, name="init")
+    w1, c1 = _clocks()
+    best = (float("inf"), float("inf"))
+    weights = []
+    for i in range(args.runs):  # each run is one more SGD step; the weights compared are after the first
+        w2, c2 = _clocks()
+        e.run(1, name=f"step {i}")
+        w3, c3 = _clocks()
+        best = min(best, (w3 - w2, c3 - c2))
+        if i == 0:
+            weights = [e.read_tensor(f"w{s}") for s in range(args.layers)]
+    cycles = e.last_run_cycles
+    samples = args.batch * args.micro_batches
+    return {
+        "compile_wall_s": w1 - w0,
+        "compile_cpu_s": c1 - c0,
+        "run_wall_s": best[0],
+        "run_cpu_s": best[1],
+        "cycles_per_run": cycles,
+        "samples_per_run": samples,
+        "samples_per_second": samples * e.graph.target.clock_hz / cycles if cycles else 0.0,
+        "ipu_utilisation": [round(float(c) / cycles, 3) for c in e.compute_cycles],
+        "weights": weights,
+    }
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--target", default="GC200")
@@ -100,15 +151,22 @@ def main() -> None:
         m["max_abs_diff_vs_1_ipu"] = float(np.abs(m.pop("outputs")["output"] - want).max())
         m.pop("inputs")
         rows.append({"config": label, **m})
+    reference: list[np.ndarray] = []
+    for label, ipus, piped in TRAINING:
+        m = measure_training(args, ipus, piped)
+        weights = m.pop("weights")
+        reference = reference or weights
+        m["max_abs_diff_vs_1_ipu"] = max(float(np.abs(a - b).max()) for a, b in zip(weights, reference, strict=True))
+        rows.append({"config": label, **m})
     if args.json:
         print(json.dumps({"args": vars(args), "results": rows}, indent=2))
         return
     print(f"{args.layers}-layer encoder, seq {args.seq}, hidden {args.hidden}, batch {args.batch}, on {args.target}; "
           f"pipelines over {args.micro_batches} micro-batches")  # fmt: skip
-    print(f"{'config':22} {'compile s (cpu)':>16} {'run s (cpu)':>13} {'cycles/run':>12} {'samples/s':>11}  "
+    print(f"{'config':26} {'compile s (cpu)':>16} {'run s (cpu)':>13} {'cycles/run':>12} {'samples/s':>11}  "
           f"{'IPU utilisation':24} diff")  # fmt: skip
     for r in rows:
-        print(f"{r['config']:22} {r['compile_wall_s']:7.2f} ({r['compile_cpu_s']:5.2f}) "
+        print(f"{r['config']:26} {r['compile_wall_s']:7.2f} ({r['compile_cpu_s']:5.2f}) "
               f"{r['run_wall_s']:5.2f} ({r['run_cpu_s']:5.2f}) {r['cycles_per_run']:12,} "
               f"{r['samples_per_second']:11,.0f}  {str(r['ipu_utilisation']):24} {r['max_abs_diff_vs_1_ipu']:.1e}")  # fmt: skip
 

@@ -115,7 +115,7 @@ def catalogue(port: int, baseline: str | None) -> list[tuple[str, dict[str, Any]
             values = {
                 f"{ids.TRACE_RUN}.value": run,
                 f"{ids.TRACE_VIEW}.value": "flat" if k % 2 == 0 else "flame",
-                f"{ids.TRACE_IPU}.value": 0,
+                f"{ids.TRACE_IPU}.value": "-1",
                 f"{ids.TRACE_RANGE}.data": span,
             }
             out.append(("execution trace", request_body(deps, trace_out, values, f"{ids.TRACE_RANGE}.data")))

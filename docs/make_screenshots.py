@@ -1,6 +1,7 @@
 """Regenerate docs/screenshots/<page>.png: the viewer in headless Debian Chromium on a synthetic
 report (2 IPUs x 1472 tiles, 2,000 executed steps), each page in a typical state (a tile
-selected, the peak liveness step clicked, an operation selected, a zoomed trace).
+selected, the peak liveness step clicked, one IPU's liveness, an operation selected, a zoomed
+trace), and the Execution Trace of a pipelined training run (4 IPUs, 8 micro-batches).
 
     python docs/make_screenshots.py [--report PATH]
 """
@@ -71,6 +72,8 @@ def main() -> int:
             settle(page)
             click_centre(page, page.locator("#liveness-graph .scatterlayer .point").last)  # the peak
             shoot(page, "liveness")
+            page.select_option("#liveness-ipu", "1")  # one IPU's liveness
+            shoot(page, "liveness_ipu")
             page.goto(base + "/program-tree")
             settle(page)
             page.click("#program-tree-expand-all")
@@ -96,8 +99,23 @@ def main() -> int:
             shoot(page, "execution_trace_zoomed")
             page.check("#trace-view input[value='flame']", force=True)
             shoot(page, "execution_trace_flame")
+            training = _training_report(Path(tmp))
+            with served(training) as train_base:
+                page.goto(train_base + "/execution-trace")
+                settle(page)
+                page.select_option("#trace-run", "1")  # the training step (run 0 initialises)
+                shoot(page, "execution_trace_training")
             browser.close()
     return 0
+
+
+def _training_report(tmp: Path) -> Path:
+    """Pipelined training of 4 dense layers on 4 IPUs over 8 micro-batches (profiler.workloads.pipelined_mlp)."""
+    from profiler.workloads import pipelined_mlp
+
+    w = pipelined_mlp.build(4, 8, batch=8, inputs=64, width=64, classes=10, tiles=16)
+    w.run(1, {"autoReport.all": "true", "autoReport.directory": str(tmp / "training")}).close()
+    return tmp / "training" / "pipelined_mlp"
 
 
 if __name__ == "__main__":

@@ -319,9 +319,14 @@ def _multi_ipu_tables(engine: Engine, w: ReportWriter) -> None:
     cols: dict[str, list[int]] = {k: [] for k in ("program_id", "stage", "ipu", "micro_batches", "compute_cycles",
                                                   "busy_cycles")}  # fmt: skip
     nodes = {nd.id: nd for nd in c.nodes}
-    for a, b, node_id in c.pipeline_ranges:
+    for a, b, node_id, micro_batches in c.pipeline_ranges:
         steps = np.arange(a, b + 1)
-        held = engine.step_durations(steps)  # steps x IPUs, what each IPU spends per micro-batch
+        # what each IPU spends per micro-batch (steps x IPUs): a step runs once per micro-batch in an
+        # inference pipeline; in a training pipeline (profiler.pipeline_training) once per pipeline
+        # cycle it takes part in (the main phase is a Repeat), so its cycles are averaged over the
+        # micro-batches (fill, drain and the weight update included)
+        runs = _executions(nodes, c.steps[a : b + 1], node_id) * nodes[node_id].repeat_count
+        held = engine.step_durations(steps) * runs[:, None] / micro_batches
         compute = (held * engine._computes[steps][:, None]).sum(axis=0)
         busy_steps = held > 0
         used = np.flatnonzero(busy_steps.any(axis=0) & (compute > 0))
@@ -330,7 +335,19 @@ def _multi_ipu_tables(engine: Engine, w: ReportWriter) -> None:
             cols["program_id"].append(node_id)
             cols["stage"].append(stage)
             cols["ipu"].append(ipu)
-            cols["micro_batches"].append(nodes[node_id].repeat_count)
-            cols["compute_cycles"].append(int(compute[ipu]))
-            cols["busy_cycles"].append(int(held[:, ipu].sum()))
+            cols["micro_batches"].append(micro_batches)
+            cols["compute_cycles"].append(int(round(compute[ipu])))
+            cols["busy_cycles"].append(int(round(held[:, ipu].sum())))
     w.write("pipeline_stages", cols)
+
+
+def _executions(nodes: dict[int, Any], steps: list[Any], top: int) -> np.ndarray:
+    """Times each of ``steps`` runs per run of node ``top``: the product of the Repeat counts between them."""
+    out = np.ones(len(steps), dtype=np.int64)
+    for i, st in enumerate(steps):  # steps of one pipeline (tens to thousands), at capture only
+        node = nodes[st.parent_id]
+        while node.id != top:
+            if node.type == "Repeat":
+                out[i] *= node.repeat_count
+            node = nodes[node.parent_id]
+    return out

@@ -235,8 +235,8 @@ class Compiler:
         self._codelet_ids: dict[str, int] = {}
         self._deferred_touched: set[int] = set()  # variables of compute sets deferring to a later kernel
         self.repeat_ranges: list[tuple[int, int]] = []  # step ranges of Repeat bodies
-        # (first step, last step, Repeat node id) of pipelined bodies (profiler.pipeline)
-        self.pipeline_ranges: list[tuple[int, int, int]] = []
+        # (first step, last step, Repeat node id, micro-batches) of pipelined bodies (profiler.pipeline)
+        self.pipeline_ranges: list[tuple[int, int, int, int]] = []
         self.program_ranges: list[tuple[int, int]] = []  # step ranges of top-level programs
         n = self.target.num_tiles
         self._zeros = np.zeros(n, dtype=np.int64)
@@ -332,7 +332,7 @@ class Compiler:
             if len(self.steps) > first:
                 self.repeat_ranges.append((first, len(self.steps) - 1))
                 if getattr(prog, "pipelined", False):  # profiler.pipeline.Pipeline
-                    self.pipeline_ranges.append((first, len(self.steps) - 1, node.id))
+                    self.pipeline_ranges.append((first, len(self.steps) - 1, node.id, int(prog.micro_batches)))
         elif isinstance(prog, P.If):
             node = self._node(parent.id, len(parent.children), "If", prog.name)
             node.condition = Access(prog.condition)
@@ -690,7 +690,7 @@ class CompiledGraph:
     codelets: list[tuple[str, Codelet]]  # (type name, codelet)
     repeat_ranges: list[tuple[int, int]]
     program_ranges: list[tuple[int, int]]
-    pipeline_ranges: list[tuple[int, int, int]] = field(default_factory=list)
+    pipeline_ranges: list[tuple[int, int, int, int]] = field(default_factory=list)
 
     @property
     def target(self) -> Any:

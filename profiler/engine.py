@@ -117,7 +117,7 @@ class Engine:
         self._step_ipu_cycles = cyc.reshape(len(c.steps), t.num_ipus, t.tiles_per_ipu).max(axis=2)
         # inside a Pipeline a step holds back only the IPUs taking part (profiler.pipeline)
         self._pipelined = np.zeros(len(c.steps), dtype=bool)
-        for a, b, _ in c.pipeline_ranges:
+        for a, b, _, _ in c.pipeline_ranges:
             self._pipelined[a : b + 1] = True
         self._participants = (
             participants([st.type for st in c.steps], self._step_ipu_cycles) if c.pipeline_ranges else None

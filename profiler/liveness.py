@@ -1,7 +1,8 @@
 """Liveness of variables over program steps (the leaves of the program tree, in pre-order).
 
 A variable is always-live if it is a constant, is read or written by the host, is never
-accessed, is read before it is written (its value comes from before the program), or is used
+accessed, is read before it is written (its value comes from before the program; after a WriteUndef it
+is undefined instead), or is used
 by more than one top-level program (its value persists between runs). Otherwise it is live
 from its first write to its last read, split where a WriteUndef ends its value; a value that
 crosses a Repeat body boundary, or is read before written inside a body (carried from one
@@ -64,7 +65,10 @@ def analyse(c: CompiledGraph) -> Liveness:
         if var.constant or var.host_visible or not accesses:
             always[var.id] = True
             continue
-        if len({int(prog_of_step[s]) for s, _ in accesses}) > 1 or accesses[0][1] == "R":
+        # read first: its value comes from before the program, unless a WriteUndef came first (then
+        # the read is of undefined data, e.g. the old part of a tensor partly updated in place)
+        read_first = accesses[0][1] == "R" and ev[0][1] != "U"
+        if len({int(prog_of_step[s]) for s, _ in accesses}) > 1 or read_first:
             always[var.id] = True
             continue
         segments: list[list[tuple[int, str]]] = [[]]

@@ -13,7 +13,9 @@ of running the micro-batches one after another (each is computed whole), so they
 unpipelined model's.
 
 Micro-batches are PopART's gradient accumulation count in training; here (inference) they are the
-batches streamed per run. Training pipelines (stashed activations, recomputation) are not modelled.
+batches streamed per run. Training (forward and backward stages, stashed activations, gradient
+accumulation) is profiler.pipeline_training, which schedules its pipeline cycles inside a Pipeline of
+one iteration. Recomputation is not modelled.
 """
 
 from __future__ import annotations
@@ -33,10 +35,17 @@ class Pipeline(Repeat):
     pipelined: bool = True
 
     def __init__(self, body: Program, micro_batches: int, name: str = "Pipeline") -> None:
-        if not isinstance(micro_batches, (int, np.integer)) or micro_batches < 1:
-            raise ValueError(f"pipeline: micro-batches must be an integer >= 1, got {micro_batches!r}")
+        check_micro_batches(micro_batches)
         super().__init__(int(micro_batches), body, name)
         self.pipelined = True
+        #: micro-batches per run (what the report's pipeline_stages says); the Repeat count here
+        self.micro_batches = int(micro_batches)
+
+
+def check_micro_batches(micro_batches: object) -> None:
+    """One line unless ``micro_batches`` is an integer >= 1."""
+    if not isinstance(micro_batches, (int, np.integer)) or micro_batches < 1:
+        raise ValueError(f"pipeline: micro-batches must be an integer >= 1, got {micro_batches!r}")
 
 
 def participants(step_types: list[str], step_ipu_cycles: np.ndarray) -> np.ndarray:

@@ -6,6 +6,11 @@ topological order, are cut into ``num_ipus`` contiguous groups of about equal me
 memory is the bytes of the initializers it is first to use (its weights) plus the bytes of its
 outputs (activations, from ONNX shape inference). Contiguous groups keep the cut edges few (only
 tensors crossing a cut move over IPU-Links) and make the groups pipeline stages in order.
+
+``split="compute"`` balances the groups' simulated cycles instead (profiler.frontends.onnx.split
+measures each node's cycles on the memory split, then cuts again), so pipeline stages take about
+equal time where memory and compute differ (a CNN's convolutions hold little weight and do most of
+the work; its fully connected layers the opposite).
 """
 
 from __future__ import annotations
@@ -80,12 +85,22 @@ def balance(costs: np.ndarray, num_ipus: int) -> np.ndarray:
     return np.minimum((middle * num_ipus / total).astype(np.int64), num_ipus - 1)
 
 
-def assign_ipus(model: onnx.ModelProto, num_ipus: int) -> list[int]:
-    """Each node's IPU: the model's ``__ipu_number`` attributes if any, else balanced by memory."""
+#: What an automatic split balances over the IPUs (the module docstring).
+SPLITS = ("memory", "compute")
+
+
+def check_split(split: str) -> None:
+    if split not in SPLITS:
+        raise ShardingError(f"sharding: split must be one of {', '.join(SPLITS)}, got {split!r}")
+
+
+def assign_ipus(model: onnx.ModelProto, num_ipus: int, costs: np.ndarray | None = None) -> list[int]:
+    """Each node's IPU: the model's ``__ipu_number`` attributes if any, else contiguous groups
+    balanced by ``costs`` per node (default: memory, ``node_bytes``)."""
     manual = manual_ipus(model)
     if manual is not None:
         bad = sorted({i for i in manual if not 0 <= i < num_ipus})
         if bad:
             raise ShardingError(f"sharding: the model puts nodes on IPU(s) {bad}, the target has {num_ipus} IPU(s)")
         return manual
-    return balance(node_bytes(model), num_ipus).tolist()
+    return balance(node_bytes(model) if costs is None else costs, num_ipus).tolist()

@@ -331,8 +331,9 @@ _TABLES: tuple[TableSpec, ...] = (
     TableSpec(
         "pipeline_stages",
         "graph",
-        "Stages of each pipelined program (a Repeat over micro-batches whose IPUs overlap): one row per "
-        "stage, in pipeline order. Empty when nothing is pipelined.",
+        "Stages of each pipelined program (a Repeat over micro-batches whose IPUs overlap; or a training "
+        "pipeline, whose stages run forward and backward): one row per stage, in pipeline order. Empty "
+        "when nothing is pipelined.",
         (
             _c("program_id", I32, "id", STRUCTURAL, "the pipeline's Repeat node in the program tree"),
             _c("stage", I32, "index", STRUCTURAL, "stage, in the order micro-batches pass through them"),
@@ -343,14 +344,16 @@ _TABLES: tuple[TableSpec, ...] = (
                 I64,
                 "cycles",
                 ESTIMATED,
-                "compute (OnTileExecute) cycles of the stage per micro-batch",
+                "compute (OnTileExecute) cycles of the stage per micro-batch (training: the run's, fill, drain and "
+                "weight update included, divided by the micro-batches)",
             ),
             _c(
                 "busy_cycles",
                 I64,
                 "cycles",
                 ESTIMATED,
-                "all cycles of the stage's IPU per micro-batch (compute, exchange, syncs)",
+                "all cycles of the stage's IPU per micro-batch (compute, exchange, syncs; training: averaged as "
+                "compute_cycles)",
             ),
         ),
         key=("program_id", "stage"),

@@ -14,7 +14,7 @@ from dash import Input, Output, State, callback, ctx, dcc, html
 from app import ids, state
 from app.comparison.pages import execution_trace as compare  # the page's compare tab
 from app.comparison.pages.components import compare_tabs
-from app.components import no_execution_profile, stat_card
+from app.components import ipu_selector, no_execution_profile, stat_card
 from app.figures.execution_trace import (
     proportions_figure,
     step_tile_split_figure,
@@ -24,6 +24,7 @@ from app.figures.execution_trace import (
 from app.grid import small_grid
 from app.units import format_bytes, format_percent, format_si
 from app.views import execution_trace as view
+from app.views import ipus as ipu_view
 from app.views.runs import longest_run, run_figures
 
 #: At most this many spans per timeline row, and in all rows, reach the browser (level of detail).
@@ -38,7 +39,6 @@ def layout(**_: object) -> html.Div:
     if not report.has_execution_profile:
         return html.Div([html.H3("Execution Trace"), no_execution_profile("The execution trace")])
     runs = report.runs()
-    n_ipus = report.target_info.num_ipus
     return html.Div(
         [
             html.H3("Execution Trace", className="mb-2"),
@@ -73,17 +73,7 @@ def layout(**_: object) -> html.Div:
                         ],
                         md=3,
                     ),
-                    dbc.Col(
-                        [
-                            dbc.Label("IPU (flame, tiles x steps)", className="small"),
-                            dbc.Select(
-                                id=ids.TRACE_IPU,
-                                value="0",
-                                options=[{"label": f"IPU {i}", "value": str(i)} for i in range(n_ipus)],
-                            ),
-                        ],
-                        md=2,
-                    ),
+                    ipu_selector(ids.TRACE_IPU, class_name="align-self-end"),
                     dbc.Col(
                         dbc.Button(
                             "Reset zoom",
@@ -158,16 +148,19 @@ def range_from_relayout(relayout: dict | None, current: list[int] | None) -> Any
     Input(ids.TRACE_RANGE, "data"),
 )
 def timeline(run: Any, mode: str, ipu: Any, cycle_range: list[int] | None) -> tuple[Any, str, Any]:
-    return render_trace(int(run), mode, int(ipu), cycle_range)
+    return render_trace(int(run), mode, ipu_view.selected_ipu(ipu), cycle_range)
 
 
 def per_row(rows: int) -> int:
     return max(200, min(MAX_PER_ROW, MAX_SPANS // max(rows, 1)))
 
 
-def render_trace(run: int, mode: str, ipu: int, cycle_range: list[int] | None) -> tuple[Any, str, Any]:
-    """The timeline figure, its level-of-detail sentence and the tiles x steps figure."""
+def render_trace(run: int, mode: str, chosen: int, cycle_range: list[int] | None) -> tuple[Any, str, Any]:
+    """The timeline figure, its level-of-detail sentence and the tiles x steps figure, of every IPU or
+    the chosen one (the IPU selector): the flat view shows the chosen IPU's row; the flame and tiles
+    x steps views show one IPU, the chosen one (IPU 0 for "All IPUs")."""
     report = state.report()
+    ipu = max(chosen, 0)
     length = view.run_length(report, run)
     x0, x1 = (0, max(length, 1)) if cycle_range is None else (max(0, cycle_range[0]), min(length, cycle_range[1]))
     if mode == "flame":
@@ -176,8 +169,11 @@ def render_trace(run: int, mode: str, ipu: int, cycle_range: list[int] | None) -
         lod = view.level_of_detail(spans, x0, x1, per_row(len(rows)))
         fig = timeline_figure(lod.table, row_label="depth", rows=rows, x_range=(x0, x1))
     else:
-        rows = list(range(report.target_info.num_ipus))
-        lod = view.level_of_detail(view.flat_spans(report, run), x0, x1, per_row(len(rows)))
+        rows = list(range(report.target_info.num_ipus)) if chosen == ipu_view.ALL_IPUS else [chosen]
+        spans = view.flat_spans(report, run)
+        if chosen != ipu_view.ALL_IPUS:
+            spans = spans[spans["row"].to_numpy() == chosen]
+        lod = view.level_of_detail(spans, x0, x1, per_row(len(rows)))
         fig = timeline_figure(lod.table, row_label="IPU", rows=rows, x_range=(x0, x1))
     first, last = view.steps_in_cycle_range(report, run, ipu, x0, x1)
     cyc, steps, tile_starts, width = view.tile_step_cycles(report, run, ipu, first, last, MAX_TILE_STEPS)
@@ -204,8 +200,8 @@ def step_clicked(click: dict | None, run: Any, mode: str, ipu: Any) -> Any:
     points = (click or {}).get("points", [])
     if not points or points[0].get("x") is None:
         return dash.no_update
-    # the flat view's rows are IPUs; the flame view shows the chosen IPU
-    row = int(round(points[0].get("y", 0))) if mode == "flat" else int(ipu)
+    # the flat view's rows are IPUs; the flame view shows the chosen IPU (IPU 0 for "All IPUs")
+    row = int(round(points[0].get("y", 0))) if mode == "flat" else max(ipu_view.selected_ipu(ipu), 0)
     step = view.step_at(state.report(), int(run), row, float(points[0]["x"]))
     d = view.step_details(state.report(), int(run), int(step))
     if d.empty:

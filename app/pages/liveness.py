@@ -13,9 +13,10 @@ from dash import Input, Output, State, callback, dcc, html
 from app import grid, ids, state
 from app.comparison.pages import liveness as compare  # the page's compare tab
 from app.comparison.pages.components import compare_tabs
-from app.components import key_values
+from app.components import ipu_selector, key_values
 from app.figures.liveness import liveness_figure
 from app.units import format_bytes
+from app.views import ipus
 from app.views import liveness as view
 
 LIVE_KIND = "liveness-live"
@@ -24,8 +25,8 @@ DIFF_KIND = "liveness-difference"
 
 
 @grid.producer(LIVE_KIND)
-def _live_rows(step: int) -> Any:
-    return view.live_variables(state.report(), step)
+def _live_rows(step: int, ipu: int = ipus.ALL_IPUS) -> Any:
+    return view.live_variables_on_ipu(state.report(), step, ipu)
 
 
 @grid.producer(ALWAYS_KIND)
@@ -38,25 +39,33 @@ def _diff_rows(a: int, b: int) -> Any:
     return view.step_difference(state.report(), a, b)
 
 
+def headline(by_step: Any, ipu: int) -> str:
+    """The page's first line: the peak of not-always-live memory (of the selected IPU) and always-live memory."""
+    if not len(by_step):
+        return ""
+    on = "" if ipu == ipus.ALL_IPUS else f" on IPU {ipu}"
+    return (
+        f"Peak not-always-live memory{on} {format_bytes(by_step['not_always_live'].max())} at program step "
+        f"{view.peak_step(by_step)}; always-live memory{on} {format_bytes(by_step['always_live'].iat[0])}."
+    )
+
+
 def layout(**_: object) -> html.Div:
     report = state.report()
-    by_step = view.liveness_by_step(report)
-    peak = view.peak_step(by_step)
-    headline = (
-        f"Peak not-always-live memory {format_bytes(by_step['not_always_live'].max())} at program step {peak}; "
-        f"always-live memory {format_bytes(by_step['always_live'].iat[0])}."
-        if len(by_step)
-        else ""
-    )
     return html.Div(
         [
             html.H3("Liveness", className="mb-2"),
             compare_tabs(
                 "liveness",
                 [
-                    html.Div(headline, className="mb-2"),
+                    html.Div(
+                        headline(view.liveness_by_step(report), ipus.ALL_IPUS),
+                        id=ids.LIVENESS_HEADLINE,
+                        className="mb-2",
+                    ),  # fmt: skip
                     html.Div(
                         [
+                            ipu_selector(ids.LIVENESS_IPU),
                             dbc.Checklist(
                                 id=ids.LIVENESS_ALWAYS_LIVE,
                                 switch=True,
@@ -72,7 +81,7 @@ def layout(**_: object) -> html.Div:
                                 options=[{"label": "Per IPU", "value": "ipu"}],
                             ),
                         ],
-                        className="d-flex gap-3",
+                        className="d-flex gap-3 align-items-center",
                     ),
                     dcc.Graph(id=ids.LIVENESS_GRAPH, config={"displaylogo": False}),
                     html.Div(
@@ -124,17 +133,25 @@ def next_selection(selected: list[int], step: int) -> list[int]:
 
 @callback(
     Output(ids.LIVENESS_GRAPH, "figure"),
+    Output(ids.LIVENESS_HEADLINE, "children"),
     Input(ids.LIVENESS_ALWAYS_LIVE, "value"),
     Input(ids.LIVENESS_PER_IPU, "value"),
     Input(ids.LIVENESS_SELECTION, "data"),
+    Input(ids.LIVENESS_IPU, "value"),
 )
-def figure(always: list[str], per_ipu: list[str], selected: list[int]) -> Any:
-    return liveness_figure(
-        view.liveness_by_step(state.report()),
+def figure(always: list[str], per_ipu: list[str], selected: list[int], ipu: str | None = None) -> tuple[Any, str]:
+    """The liveness graph and headline of all IPUs or the selected one ("Per IPU" draws a line per IPU)."""
+    chosen = ipus.selected_ipu(ipu)
+    by_step = view.liveness_on_ipu(state.report(), chosen)
+    fig = liveness_figure(
+        by_step,
         include_always_live=bool(always),
-        per_ipu=bool(per_ipu),
+        per_ipu=bool(per_ipu) and chosen == ipus.ALL_IPUS,
         selected=selected,
     )
+    if chosen != ipus.ALL_IPUS:
+        fig.update_yaxes(title=f"bytes (IPU {chosen})")
+    return fig, headline(by_step, chosen)
 
 
 @callback(
@@ -142,17 +159,20 @@ def figure(always: list[str], per_ipu: list[str], selected: list[int]) -> Any:
     Output(ids.LIVENESS_SELECTION_TEXT, "children"),
     Input(ids.LIVENESS_TABS, "active_tab"),
     Input(ids.LIVENESS_SELECTION, "data"),
+    Input(ids.LIVENESS_IPU, "value"),
 )
-def tab_body(tab: str, selected: list[int]) -> tuple[Any, Any]:
+def tab_body(tab: str, selected: list[int], ipu: str | None = None) -> tuple[Any, Any]:
     report = state.report()
-    by_step = view.liveness_by_step(report)
+    chosen = ipus.selected_ipu(ipu)
+    by_step = view.liveness_on_ipu(report, chosen)
     if not selected:
         if tab == "always":
             return grid.big_grid(ALWAYS_KIND, {}, row_id="variable_id"), "No step selected"
         return html.Div("Select a program step in the graph.", className="text-muted"), "No step selected"
     step = selected[-1]
     row = by_step.loc[step]
-    text = f"Step {step}: {row['type']} {row['name']} — not-always-live {format_bytes(row['not_always_live'])}"
+    on = "" if chosen == ipus.ALL_IPUS else f" on IPU {chosen}"
+    text = f"Step {step}: {row['type']} {row['name']} — not-always-live{on} {format_bytes(row['not_always_live'])}"
     if len(selected) == 2:
         a, b = selected
         text += (
@@ -160,7 +180,7 @@ def tab_body(tab: str, selected: list[int]) -> tuple[Any, Any]:
             f"(difference {format_bytes(row['not_always_live'] - by_step.at[a, 'not_always_live'])})"
         )
     if tab == "live":
-        return grid.big_grid(LIVE_KIND, {"step": step}, row_id="variable_id"), text
+        return grid.big_grid(LIVE_KIND, {"step": step, "ipu": chosen}, row_id="variable_id"), text
     if tab == "always":
         return grid.big_grid(ALWAYS_KIND, {}, row_id="variable_id"), text
     if tab == "vertices":

@@ -12,7 +12,7 @@ from dash import ALL, Input, Output, State, callback, ctx, dcc, html
 from app import grid, ids, state
 from app.comparison.pages import memory as compare  # the page's compare tab
 from app.comparison.pages.components import compare_tabs
-from app.components import section
+from app.components import ipu_selector, section
 from app.figures.memory import tile_map_figure, tile_memory_figure, tile_memory_map_figure, variables_figure
 from app.tile_list import parse_tile_list
 from app.units import format_bytes
@@ -38,24 +38,6 @@ def default_options() -> list[str]:
     return ["gaps", "max"] if peak > report.target_info.bytes_per_tile / 2 else ["gaps"]
 
 
-def _ipu_selector() -> Any:
-    """The IPU selector (hidden on one IPU): the plot shows all IPUs' tiles or one IPU's."""
-    report = state.report()
-    hidden = report.target_info.num_ipus < 2
-    return dbc.Col(
-        dbc.InputGroup(
-            [
-                dbc.InputGroupText("IPU"),
-                dbc.Select(id=ids.MEMORY_IPU, value=str(ipus.ALL_IPUS),
-                           options=[{"label": o["label"], "value": str(o["value"])} for o in ipus.ipu_choices(report)]),
-            ],
-            size="sm",
-        ),
-        md=2,
-        style={"display": "none"} if hidden else {},
-    )  # fmt: skip
-
-
 def _ipu_table() -> Any:
     """Memory of each IPU under the plot (several IPUs only)."""
     report = state.report()
@@ -70,7 +52,7 @@ def _ipu_table() -> Any:
 def layout(**_: object) -> html.Div:
     controls = dbc.Row(
         [
-            _ipu_selector(),
+            ipu_selector(ids.MEMORY_IPU),
             dbc.Col(
                 [
                     dbc.Label("Breakdown", className="me-2 small"),

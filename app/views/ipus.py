@@ -23,6 +23,11 @@ def ipu_choices(report: Report) -> list[dict[str, Any]]:
     return [{"label": "All IPUs", "value": ALL_IPUS}] + [{"label": f"IPU {i}", "value": i} for i in range(n)]
 
 
+def selected_ipu(value: object) -> int:
+    """An IPU selector's value as an IPU id, ALL_IPUS for "All IPUs" (or nothing chosen)."""
+    return ALL_IPUS if value in (None, "") else int(value)  # type: ignore[call-overload]
+
+
 def tiles_of_ipu(df: pd.DataFrame, report: Report, ipu: int | None) -> pd.DataFrame:
     """Rows of a per-tile frame (index: tile id) on ``ipu``; all rows for ALL_IPUS or None."""
     if ipu is None or int(ipu) == ALL_IPUS:

@@ -11,7 +11,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from app.views import tables
+from app.views import ipus, tables
 from report_format.reader import Report
 
 
@@ -32,6 +32,38 @@ def liveness_by_step(report: Report) -> pd.DataFrame:
     out["name"] = steps["name"].reindex(out.index).fillna("").to_numpy()
     out["program_id"] = steps["program_id"].reindex(out.index).fillna(-1).astype(np.int64).to_numpy()
     return out
+
+
+def liveness_on_ipu(report: Report, ipu: int) -> pd.DataFrame:
+    """``liveness_by_step`` of one IPU: ``not_always_live`` and ``always_live`` of that IPU's tiles
+    only (the whole report for ipus.ALL_IPUS)."""
+    by_step = liveness_by_step(report)
+    if ipu == ipus.ALL_IPUS:
+        return by_step
+    t = report.target_info
+    always = report.table("tile_memory", ["tile", "always_live_bytes"]).to_pandas()
+    on_ipu = always["tile"].to_numpy() // t.tiles_per_ipu == ipu
+    return by_step.assign(
+        not_always_live=by_step[f"ipu{ipu}"], always_live=int(always["always_live_bytes"].to_numpy()[on_ipu].sum())
+    )
+
+
+def live_variables_on_ipu(report: Report, step: int, ipu: int) -> pd.DataFrame:
+    """``live_variables`` holding bytes on ``ipu`` (all of them for ipus.ALL_IPUS)."""
+    live = live_variables(report, step)
+    if ipu == ipus.ALL_IPUS or live.empty:
+        return live
+    return live[live["variable_id"].isin(variables_on_ipu(report, ipu))].reset_index(drop=True)
+
+
+@lru_cache(maxsize=8)
+def variables_on_ipu(report: Report, ipu: int) -> frozenset[int]:
+    """Ids of the variables with bytes on ``ipu``'s tiles (from variable_placements)."""
+    tpi = report.target_info.tiles_per_ipu
+    places = report.table("variable_placements", ["variable_id", "tile"])
+    tiles = places["tile"].to_numpy()
+    on = (tiles >= ipu * tpi) & (tiles < (ipu + 1) * tpi)
+    return frozenset(np.unique(places["variable_id"].to_numpy()[on]).tolist())
 
 
 def peak_step(by_step: pd.DataFrame) -> int:

@@ -43,11 +43,15 @@ def replicated_index(graph: Graph, name: str) -> Tensor:
 
 
 @op("DynamicSlice")
-def dynamic_slice(graph: Graph, t: Tensor, index: Tensor, prog: Prog) -> Tensor:
-    """``t[index]`` along the first dimension, ``index`` a device tensor (clamped to range)."""
+def dynamic_slice(graph: Graph, t: Tensor, index: Tensor, prog: Prog, out: Tensor | None = None) -> Tensor:
+    """``t[index]`` along the first dimension, ``index`` a device tensor (clamped to range); into
+    ``out`` when given (a restore in place, as PopART's RestoreInplace), else a new tensor."""
     _check_index(index, "dynamic_slice")
     s = t.shape[0]
-    out = add_like(graph, t[0], "dynamic slice")
+    if out is None:
+        out = add_like(graph, t[0], "dynamic slice")
+    elif out.shape != t.shape[1:] or out.dtype != t.dtype:
+        raise OpError(f"dynamic_slice: out {out.shape} {out.dtype} is not a slice of {t.shape} {t.dtype}")
     cand = t.reshape(s, -1)
     cs = execute(graph, prog, "dynamic slice")
     for vtiles, idx in groups_by_tile(graph.tile_of(out)):

@@ -4,6 +4,9 @@ pipeline and per-IPU figures."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from profiler import ipu_model
@@ -13,6 +16,9 @@ from tests.app.browser import PageWatch, served, settle
 pytestmark = pytest.mark.browser
 
 MICRO_BATCHES = 4
+#: Screenshots of the pages these tests change, for a look (tmp, not the docs'; docs/make_screenshots.py makes those).
+SHOTS = Path(tempfile.gettempdir()) / "tilescope_multi_ipu_shots"
+SHOTS.mkdir(exist_ok=True)
 #: Compute segments of the timeline per IPU row: [[start, end], ...] from the drawn Plotly traces.
 COMPUTE_SEGMENTS = """() => {
   const gd = document.querySelector('#trace-timeline .js-plotly-plot');
@@ -95,3 +101,60 @@ def test_summary_shows_the_pipeline_and_each_ipu(page, base):
     assert f"4 stages, {MICRO_BATCHES} micro-batches" in text
     assert "Per IPU" in text and "Pipeline stages" in text
     assert not page.watch.errors
+
+
+def test_liveness_ipu_selector_shows_one_ipus_liveness(page, base):
+    page.goto(base + "/liveness")
+    settle(page)
+    assert "on IPU" not in page.inner_text("#liveness-headline")
+    page.select_option("#liveness-ipu", "2")  # the same control and word as on the Memory page
+    settle(page, 800)
+    assert "Peak not-always-live memory on IPU 2" in page.inner_text("#liveness-headline")
+    title = page.evaluate(
+        "() => document.querySelector('#liveness-graph .js-plotly-plot')._fullLayout.yaxis.title.text"
+    )
+    assert title == "bytes (IPU 2)"
+    page.screenshot(path=str(SHOTS / "liveness_ipu.png"), full_page=True)
+    assert not page.watch.errors
+
+
+def test_execution_trace_ipu_selector_shows_one_ipus_execution(page, base):
+    page.goto(base + "/execution-trace")
+    settle(page)
+    page.select_option("#trace-run", "1")
+    settle(page, 800)
+    assert sorted(page.evaluate(COMPUTE_SEGMENTS)) == ["0", "1", "2", "3"]  # All IPUs
+    page.select_option("#trace-ipu", "1")
+    settle(page, 800)
+    assert sorted(page.evaluate(COMPUTE_SEGMENTS)) == ["1"]  # IPU 1's row only
+    assert "Tiles x steps: IPU 1" in page.inner_text("#trace-detail")
+    page.screenshot(path=str(SHOTS / "execution_trace_ipu.png"), full_page=True)
+    assert not page.watch.errors
+
+
+@pytest.fixture(scope="module")
+def training_report(tmp_path_factory):
+    """Pipelined training over 4 IPUs (profiler.workloads.pipelined_mlp): 6 micro-batches."""
+    from profiler.workloads import pipelined_mlp
+
+    path = tmp_path_factory.mktemp("training") / "report"
+    w = pipelined_mlp.build(4, 6, batch=4, inputs=32, width=32, classes=10, tiles=8)
+    w.run(1, {"autoReport.all": "true", "autoReport.directory": str(path)}).close()
+    return path / "pipelined_mlp"
+
+
+def test_pipelined_training_overlaps_forward_and_backward_across_ipus(chromium, training_report):
+    with served(training_report) as url:
+        ctx = chromium.new_context(viewport={"width": 1400, "height": 1000})
+        pg = ctx.new_page()
+        pg.watch = PageWatch(pg, url)
+        pg.goto(url + "/execution-trace")
+        settle(pg)
+        pg.select_option("#trace-run", "1")  # the training step (run 0 initialises)
+        settle(pg, 800)
+        rows = pg.evaluate(COMPUTE_SEGMENTS)
+        assert sorted(rows) == ["0", "1", "2", "3"]
+        assert all(_overlap(rows[str(i)], rows[str(i + 1)]) for i in range(3))
+        pg.screenshot(path=str(SHOTS / "execution_trace_training.png"), full_page=True)
+        assert not pg.watch.errors and not pg.watch.external
+        ctx.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import plotly.utils
 import pytest
 
@@ -42,14 +43,26 @@ def test_every_layout_renders_and_names_its_page(pages):
     assert "96 B at program step 3" in as_json(pages["liveness"].layout())  # the peak, hand-computed
 
 
+def _rows(fig) -> list[int]:  # type: ignore[no-untyped-def]
+    """Timeline rows (IPUs) that have spans drawn (line traces separate spans with gaps)."""
+    ys = [np.asarray(t.y, dtype=float) for t in fig.data if t.y is not None]
+    ys = np.concatenate(ys) if ys else np.zeros(0)
+    return sorted({int(y) for y in ys[np.isfinite(ys)]})
+
+
 def test_trace_callbacks(pages):
     et = pages["execution_trace"]
     assert et.range_from_relayout({"xaxis.range[0]": 10.4, "xaxis.range[1]": 99.0}, None) == [10, 100]
     assert et.range_from_relayout({"xaxis.autorange": True}, [10, 100]) is None
-    fig, detail, tiles = et.render_trace(0, "flat", 1, [50, 100])
+    fig, detail, tiles = et.render_trace(0, "flat", -1, [50, 100])  # All IPUs
     # cycles 50..100: IPU 0 runs matmul (50-90) and the exchange (90-110); IPU 1 only matmul (50-110)
     assert "executed steps. exact: 3 step spans in cycles 50..100" in detail
+    assert "IPU 0, steps 3..4" in detail  # tiles x steps shows one IPU: IPU 0 for All IPUs
+    assert _rows(fig) == [0, 1]
+    fig, detail, tiles = et.render_trace(0, "flat", 1, [50, 100])  # IPU 1 selected: its row only
+    assert "executed steps. exact: 1 step spans in cycles 50..100" in detail
     assert "IPU 1, steps 3..3" in detail and tiles.data[0].z.shape == (4, 1)
+    assert _rows(fig) == [1]
     assert "230" in as_json(et.summary("0")) and "460" in as_json(et.summary("1"))
     from app.views.runs import longest_run
 

@@ -37,3 +37,19 @@ def test_step_vertices_and_cycle_estimates(small_report):
         10,
         5,
     )
+
+
+def test_liveness_of_one_ipu(small_report):
+    from app.views.ipus import ALL_IPUS
+
+    assert view.liveness_on_ipu(small_report, ALL_IPUS) is view.liveness_by_step(small_report)
+    one = view.liveness_on_ipu(small_report, 1)
+    # IPU 1 (tiles 4..7): x 4 tiles x 4 B at steps 1..3, y 4 x 8 B at 3..5, z 8 B on tile 7 at 5..6
+    assert one["not_always_live"].tolist() == [0, 16, 16, 48, 32, 40, 8]
+    # always live on IPU 1: vertex code 150 B on tiles 4, 5 and 50 B on 6, 7, control code 4 x 20 B
+    assert one["always_live"].iat[0] == 2 * 150 + 2 * 50 + 4 * 20 == 480
+    zero = view.liveness_on_ipu(small_report, 0)  # tiles 0..3, plus w (16 B on tiles 0, 1) and c (4 B on 0)
+    assert zero["always_live"].iat[0] == 4 * 150 + 4 * 20 + 32 + 4 == 716
+    assert view.peak_step(one) == 3
+    assert view.live_variables_on_ipu(small_report, 5, 1)["name"].tolist() == ["y", "z"]
+    assert view.live_variables_on_ipu(small_report, 5, 0)["name"].tolist() == ["y"]  # z is on tile 7 only

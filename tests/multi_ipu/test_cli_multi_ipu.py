@@ -48,6 +48,12 @@ def test_replicas_and_pipeline_in_the_json_and_the_report(model_file: Path, tmp_
     assert r.pipeline_stages()["micro_batches"].tolist() == [3, 3]
 
 
+def test_a_compute_split_from_the_command_line(model_file: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    doc = _run(capsys, str(model_file), "--ipus", "2", "--pipeline", "--split", "compute")
+    assert doc["check"]["passed"] and doc["pipeline"]["stages"] == 2
+    assert len(doc["execution"]["ipu_utilisation"]) == 2 and all(u > 0 for u in doc["execution"]["ipu_utilisation"])
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -61,3 +67,10 @@ def test_bad_multi_ipu_options_are_one_line_exit_2(model_file: Path, args, messa
     assert main(["run", str(model_file), *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("tilescope run: error:") and message in err[-1]
+
+
+def test_an_unknown_split_is_a_usage_error(model_file: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SystemExit) as exc:  # argparse's own exit for a bad choice
+        main(["run", str(model_file), "--ipus", "2", "--split", "flops"])
+    assert exc.value.code == 2
+    assert "argument --split: invalid choice: 'flops'" in capsys.readouterr().err.strip().splitlines()[-1]

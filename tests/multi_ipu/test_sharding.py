@@ -10,6 +10,7 @@ from profiler.frontends.onnx import Session, examples, import_model, random_inpu
 from profiler.frontends.onnx.check import reference_run
 from profiler.graph import GraphError
 from profiler.sharding import IPU_ATTRIBUTE, ShardingError, assign_ipus, balance
+from report_format.reader import open_report
 
 # 2 IPUs of 4 tiles; 8 bytes per cycle over IPU-Links so the arithmetic is round.
 LINK_BPC = 8.0
@@ -117,3 +118,28 @@ def test_manual_ipu_numbers_place_nodes():
         assign_ipus(model, 1)
     im = import_model(model, ipu_model(tiles_per_ipu=4, num_ipus=2))
     assert im.info["node_ipus"] == assign_ipus(model, 2)
+
+
+def test_a_compute_split_balances_the_pipeline_stages_where_memory_and_compute_differ(tmp_path):
+    # the small VGG: the convolutions hold little weight but do most of the work, the fully
+    # connected layers the opposite, so cutting by memory puts every convolution on IPU 0
+    model = _small_vgg()
+    target = ipu_model(tiles_per_ipu=16, bytes_per_tile=1 << 16, num_ipus=2)
+    stages, outputs, cycles = {}, {}, {}
+    for split in ("memory", "compute"):
+        im = import_model(model, target, split=split)
+        opts = {"autoReport.all": "true", "autoReport.directory": str(tmp_path / split)}
+        with Session(im, opts, micro_batches=4) as s:
+            outputs[split] = s.run(random_inputs(im, rows=4))["output"]
+            cycles[split] = s.cycles[0]
+        stages[split] = open_report(tmp_path / split).pipeline_stages()["compute_cycles"].to_numpy()
+    assert assign_ipus(model, 2)[:9] == [0] * 9  # memory: conv, relu, pool, conv, relu, conv, relu, pool, flatten
+    memory, compute = (stages[k].max() / stages[k].min() for k in ("memory", "compute"))
+    assert memory > 1.3 and compute < 1.1  # the slowest stage within 10 % of the fastest
+    assert cycles["compute"] < cycles["memory"]  # the pipeline runs at the slowest stage's pace
+    np.testing.assert_allclose(outputs["compute"], outputs["memory"], rtol=1e-5, atol=1e-6)
+
+
+def test_an_unknown_split_is_one_line():
+    with pytest.raises(Exception, match="split must be one of memory, compute"):
+        import_model(_small_vgg(), ipu_model(tiles_per_ipu=4, num_ipus=2), split="flops")

@@ -9,7 +9,8 @@ when POPLAR_ENGINE_OPTIONS asks for one; --report-dir DIR is shorthand for
 For SCRIPT.py: run the script in this process with POPLAR_ENGINE_OPTIONS set the same way
 (tilescope's options go before the script path; what follows it goes to the script).
 
-Several IPUs: --ipus N shards the model over N IPUs (nodes split by memory, or by their __ipu_number
+Several IPUs: --ipus N shards the model over N IPUs (nodes split by memory, by FLOPs with --split
+compute, or by their __ipu_number
 attributes); --pipeline makes those IPUs pipeline stages over --micro-batches micro-batches;
 --replicas R runs R data-parallel copies, each on its own N IPUs and --batch inputs. Samples per run
 are batch x replicas x micro-batches.
@@ -29,6 +30,7 @@ examples:
   tilescope run model.onnx --batch 4 --check --check-tolerance 1e-4
   tilescope run model.onnx --ipus 2 --check              # sharded over 2 IPUs (split by memory)
   tilescope run model.onnx --ipus 4 --pipeline --micro-batches 8 --json
+  tilescope run model.onnx --ipus 4 --pipeline --split compute   # stages of about equal FLOPs
   tilescope run model.onnx --ipus 2 --replicas 2         # 2 replicas x 2 IPUs, inputs split
   tilescope run --report-dir ./report profiler/workloads/transformer.py --seq 64
 """
@@ -63,6 +65,13 @@ def _add_options(p: argparse.ArgumentParser) -> None:
         type=int,
         default=1,
         help="IPUs per replica (default 1); more than 1 shards the model, balanced by memory",
+    )
+    p.add_argument(
+        "--split",
+        choices=("memory", "compute"),
+        default="memory",
+        help="what the automatic split over --ipus balances: memory (default) or compute (FLOPs, for "
+        "even pipeline stages)",
     )
     p.add_argument(
         "--replicas",
@@ -256,7 +265,8 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
     try:
         with wrong_kernel(args.test_wrong_kernel):
             model = import_model(load_model(path), target, args.batch, args.dtype,
-                                 "constants" if args.weights_as_constants else "variables", progress=nodes)  # fmt: skip
+                                 "constants" if args.weights_as_constants else "variables", progress=nodes,
+                                 split=args.split)  # fmt: skip
     except (FrontendError, HostMemoryError) as exc:
         raise CommandError(str(exc)) from None
     except Exception as exc:  # a bug outside any node: still one line, never a traceback

@@ -365,12 +365,14 @@ def import_model(
     dtype: str = "float32",
     weights: str = "variables",
     progress: Callable[[int, int], None] | None = None,
+    split: str = "memory",
 ) -> ImportedModel:
     """Build ``model`` (already loaded and checked) on a new graph for ``target``;
-    ``progress(done, total)`` after each node. Every failure is a FrontendError (one line; nodes
+    ``progress(done, total)`` after each node; on several IPUs ``split`` says what the automatic
+    split balances (profiler.sharding: "memory" or "compute"). Every failure is a FrontendError (one line; nodes
     are named with their operator and opset) or a HostMemoryError, never another exception."""
     try:
-        return _import_model(model, target, batch_size, dtype, weights, progress)
+        return _import_model(model, target, batch_size, dtype, weights, progress, split)
     except (FrontendError, MemoryError):
         raise
     except Exception as exc:  # outside any node (batch tracing, inputs, outputs): still one line
@@ -387,6 +389,7 @@ def _import_model(
     dtype: str,
     weights: str,
     progress: Callable[[int, int], None] | None,
+    split: str = "memory",
 ) -> ImportedModel:
     from .model import override_batch
     from .operators import HANDLERS
@@ -402,8 +405,16 @@ def _import_model(
     g = Graph(target)
     weights_prog, prog = Prog(name="WeightsFromHost"), Prog(name="Inference")
     b = Builder(g, prog, weights_prog, opset, half, weights)
-    # several IPUs: each node on its IPU (manual __ipu_number attributes, else balanced by memory)
-    ipus = sharding.assign_ipus(model, g.target.num_ipus) if g.target.num_ipus > 1 else None  # one replica's IPUs
+    # several IPUs: each node on its IPU (manual __ipu_number attributes, else balanced by ``split``)
+    sharding.check_split(split)
+    costs = None
+    if split == "compute" and g.target.num_ipus > 1 and sharding.manual_ipus(model) is None:
+        from .split import node_cycles  # the memory split, compiled: each node's simulated cycles
+
+        costs = node_cycles(_import_model(model, target, batch_size, dtype, weights, None, "memory"))
+    ipus = (
+        sharding.assign_ipus(model, g.target.num_ipus, costs) if g.target.num_ipus > 1 else None
+    )  # one replica's IPUs
     try:
         inputs = _input_specs(model, half)
     except Unsupported as exc:
