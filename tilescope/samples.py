@@ -43,8 +43,70 @@ SAMPLES: tuple[Sample, ...] = (
 )
 
 
-def make_sample(sample: Sample, out: Path) -> str:
+@dataclass(frozen=True)
+class ModelSample:
+    """A real-size sample: a built-in ONNX model (``profiler.frontends.onnx.examples``) imported
+    and run once for inference, so the report shows an IPU filled the way users' are."""
+
+    name: str
+    model: str  # "resnet50" (224 px) or "bert_base" (12 layers, seq 384)
+    what: str
+    batch: int
+    dtype: str = "float16"
+    target: str = "C600"
+    image: int = 224  # ResNet-50's input size
+    seq: int = 384  # BERT's sequence length
+    layers: int = 12  # BERT's encoder layers
+
+
+# tilescope demo --real-size: the settings of the published C600 benchmarks (seed 000: ResNet-50
+# and BERT-base inference in float16); minutes of host time and a few GiB of host memory each.
+REAL_SIZE_SAMPLES: tuple[ModelSample, ...] = (
+    ModelSample("resnet50_b16", "resnet50", "ResNet-50 inference on C600, batch 16, float16", 16),
+    ModelSample("bert_base_b1", "bert_base", "BERT-base inference on C600, seq 384, batch 1, float16", 1),
+)
+
+
+def _make_model_sample(sample: ModelSample, out: Path) -> str:
+    import numpy as np
+
+    from profiler.frontends.onnx import Session, examples, import_model, load_model
+    from profiler.targets import get_target
+    from tilescope.progress import Counter
+
+    if sample.model == "resnet50":
+        onnx_model = examples.resnet(image=sample.image)
+    else:
+        onnx_model = examples.bert_layer(seq=sample.seq, layers=sample.layers)
+    nodes = Counter("nodes imported", prefix="     ")
+    try:
+        model = import_model(load_model(onnx_model), get_target(sample.target), sample.batch, sample.dtype,
+                             progress=nodes)  # fmt: skip
+    finally:
+        nodes.close()
+    options = {"autoReport.all": "true", "autoReport.directory": str(out)}
+    session = Session(model, options, name=sample.name)
+    planned = Counter("compute sets planned", prefix="     ")
+    try:
+        session.compile(progress=planned)
+    finally:
+        planned.close()
+    if session.engine.out_of_memory:
+        session.close()
+        return "out of tile memory: graph profile only"
+    session.upload_weights()
+    x = model.inputs[0]
+    rng = np.random.default_rng(0)
+    session.run({x.name: rng.standard_normal([sample.batch, *x.shape[1:]]).astype(np.float32)})
+    cycles = session.cycles[-1]
+    session.close()
+    return f"1 run captured, {cycles:,} cycles"
+
+
+def make_sample(sample: Sample | ModelSample, out: Path) -> str:
     """Run one sample with reports into ``out/<name>``; returns a one-line outcome."""
+    if isinstance(sample, ModelSample):
+        return _make_model_sample(sample, out)
     from profiler import OutOfMemoryError, get_target, ipu_model
 
     build = importlib.import_module(f"profiler.workloads.{sample.workload}").build
@@ -64,13 +126,15 @@ def make_sample(sample: Sample, out: Path) -> str:
     return f"{len(cycles)} runs captured, {max(cycles, default=0):,} cycles in the longest"
 
 
-def make_samples(out: Path, progress: Callable[[str], None] = print) -> list[Path]:
+def make_samples(
+    out: Path, progress: Callable[[str], None] = print, samples: tuple[Sample | ModelSample, ...] = SAMPLES
+) -> list[Path]:
     """Make every sample report under ``out``; returns their directories."""
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for i, sample in enumerate(SAMPLES, 1):
+    for i, sample in enumerate(samples, 1):
         start = time.perf_counter()
-        progress(f"[{i}/{len(SAMPLES)}] {sample.name}: {sample.what} ...")
+        progress(f"[{i}/{len(samples)}] {sample.name}: {sample.what} ...")
         outcome = make_sample(sample, out)
         progress(f"      {outcome} ({time.perf_counter() - start:.1f} s)")
         paths.append(out / sample.name)

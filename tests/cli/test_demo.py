@@ -27,3 +27,28 @@ def test_demo_makes_every_sample(tmp_path: Path, capsys: pytest.CaptureFixture[s
     # the batch-64 MLP moves more data and does more work than the batch-32 one
     small, big = (summary(open_report(tmp_path / n))["execution"] for n in ("mlp", "mlp_batch64"))
     assert big["total_flops"] > small["total_flops"] and big["total_cycles"] > small["total_cycles"]
+
+
+def test_a_model_sample_runs_a_built_in_onnx_model(tmp_path: Path) -> None:
+    # the real-size samples' path at a small size: a ResNet-50 at 32 px, batch 2, on a C600
+    from tilescope.samples import REAL_SIZE_SAMPLES, ModelSample, make_sample
+
+    sample = ModelSample("resnet_small", "resnet50", "ResNet-50 at 32 px", batch=2, image=32)
+    outcome = make_sample(sample, tmp_path)
+    assert outcome.startswith("1 run captured")
+    report = open_report(tmp_path / "resnet_small")
+    s = summary(report)
+    assert s["memory"]["out_of_memory_tiles"] == 0 and s["execution"]["total_cycles"] > 0
+    assert outcome == f"1 run captured, {int(report.runs()['cycles'].iloc[-1]):,} cycles"  # the inference run
+    # the defaults are the published C600 benchmarks' settings (seed 000): float16, 224 px, seq 384
+    assert {(m.model, m.dtype, m.target) for m in REAL_SIZE_SAMPLES} == {
+        ("resnet50", "float16", "C600"),
+        ("bert_base", "float16", "C600"),
+    }
+    assert all(m.image == 224 and m.seq == 384 and m.layers == 12 for m in REAL_SIZE_SAMPLES)
+
+
+def test_demo_help_offers_the_real_size_samples(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    assert "--real-size" in capsys.readouterr().out

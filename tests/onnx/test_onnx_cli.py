@@ -160,7 +160,7 @@ def test_progress_counts_nodes_and_compute_sets_on_a_terminal() -> None:
 
     from profiler.frontends.onnx import Session, import_model, load_model
     from profiler.targets import ipu_model
-    from tilescope.commands.run import _Counter
+    from tilescope.progress import Counter
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
@@ -176,7 +176,7 @@ def test_progress_counts_nodes_and_compute_sets_on_a_terminal() -> None:
     assert done == list(range(1, len(done) + 1)) and seen["cs"][-1] == (done[-1], done[-1])  # ends at total
     term, log = Terminal(), io.StringIO()
     for stream in (term, log):
-        counter = _Counter("nodes", stream)
+        counter = Counter("nodes", stream)
         for i in range(1, 101):
             counter(i, 100)  # a fast loop: throttled, but the last count always shows
         counter.close()

@@ -28,6 +28,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="where to write the reports (default sample_reports/demo in a checkout, else ./tilescope-demo)",
     )
+    p.add_argument(
+        "--real-size",
+        action="store_true",
+        help="also make ResNet-50 (batch 16) and BERT-base (seq 384, batch 1) inference reports on a C600 in "
+        "float16, IPUs filled as in real use (several minutes and up to ~5 GiB of host memory)",
+    )
     p.add_argument("--no-serve", action="store_true", help="only make the reports")
     p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
@@ -38,11 +44,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tilescope.samples import make_samples
+    from tilescope.samples import REAL_SIZE_SAMPLES, SAMPLES, make_samples
 
     out = args.out or default_out()
     print(f"making sample reports in {out}/", file=sys.stderr)
-    paths = make_samples(out, progress=lambda line: print(line, file=sys.stderr))
+    samples = SAMPLES + (REAL_SIZE_SAMPLES if args.real_size else ())
+    paths = make_samples(out, progress=lambda line: print(line, file=sys.stderr), samples=samples)
     print(f"done: {len(paths)} reports. Try: tilescope summary {paths[0]}", file=sys.stderr)
     if args.no_serve:
         return 0

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from tilescope.cli import CommandError
+from tilescope.progress import Counter
 
 HELP = "profile an ONNX model or a workload script on the simulated IPU"
 
@@ -119,27 +120,6 @@ def _add_options(p: argparse.ArgumentParser) -> None:
 
 def _progress(msg: str) -> None:
     print(f"tilescope run: {msg}", file=sys.stderr, flush=True)
-
-
-class _Counter:
-    """``done/total what`` rewritten in place on a terminal, at most a few times a second (logs
-    that are not terminals get the phase lines only)."""
-
-    def __init__(self, what: str, stream: Any = None) -> None:
-        self.what, self.stream, self.last, self.shown = what, stream or sys.stderr, 0.0, False
-
-    def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if not self.stream.isatty() or (now - self.last < 0.2 and done < total):
-            return
-        self.last, self.shown = now, True
-        self.stream.write(f"\rtilescope run:   {done}/{total} {self.what}")
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.shown:
-            self.stream.write("\n")
-            self.stream.flush()
 
 
 def _engine_options(report_dir: str | None, script: bool = False) -> None:
@@ -259,7 +239,7 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
     layout = f"{args.replicas} replicas x {args.ipus} IPUs" if args.replicas > 1 else f"x{target.num_ipus}"
     _progress(f"importing {path} (target {target.name} {layout}, {args.dtype})")
     t0 = time.perf_counter()
-    nodes = _Counter("nodes")
+    nodes = Counter("nodes")
     from profiler.frontends.onnx.operators import wrong_kernel
 
     try:
@@ -279,7 +259,7 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
     inputs = _load_inputs(session, args.inputs)
     _progress(f"compiling {model.nodes} nodes ({model.folded_nodes} folded at import)")
     t0 = time.perf_counter()
-    compute_sets = _Counter("compute sets planned")
+    compute_sets = Counter("compute sets planned")
     try:
         session.compile(progress=compute_sets)
     except (EngineError, CompileError, HostMemoryError) as exc:
