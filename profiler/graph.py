@@ -417,10 +417,8 @@ class Graph:
         t = self._add(var.dtype if dtype is None else dtype, [lay.shape[d] for d in order], name, False, False)
         new = self.variables[t.single_variable()]  # type: ignore[index]
         # inside a virtual graph the clone is laid out as ``like`` on the open IPU's tiles
-        new.mapping.starts, new.mapping.tiles = (
-            var.mapping.starts.copy(),
-            self._to_device_tiles(var.mapping.tiles.copy()),
-        )
+        # shared, not copied: a mapping's arrays are replaced whole, never written in place
+        new.mapping.starts, new.mapping.tiles = var.mapping.starts, self._to_device_tiles(var.mapping.tiles)
         return t.transpose(*np.argsort(order)) if order != sorted(order) else t
 
     def tile_of(self, t: Tensor) -> np.ndarray:

@@ -295,5 +295,7 @@ class Runs:
         nxt = np.minimum(first, max(flat.size - 2, 0))
         step = np.where(length > 1, kind[nxt] if flat.size > 1 else 1, 1)
         row_first = np.searchsorted(first, np.arange(rows + 1) * width)
-        return Runs(flat[first], length.astype(np.int64), step.astype(np.int64), row_first.astype(np.int64), width,
-                    inner)  # fmt: skip
+        step = step.astype(np.int64)
+        if step.size and (step == step[0]).all():  # the usual case: one read-only broadcast, no array per run
+            step = np.broadcast_to(step[:1], step.shape)
+        return Runs(flat[first], length.astype(np.int64), step, row_first.astype(np.int64), width, inner)
