@@ -27,6 +27,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -51,6 +52,22 @@ def _clocks() -> tuple[float, float]:
     return time.perf_counter(), time.process_time()
 
 
+def _row(clocks: tuple[float, float, float, float], best: tuple[float, float], cycles: int, samples: int,
+         clock_hz: float, compute_cycles: Any) -> dict:  # type: ignore[type-arg]  # fmt: skip
+    """A row's timings and throughput: compile = clocks[0..1] to [2..3], run = the best of the runs."""
+    w0, c0, w1, c1 = clocks
+    return {
+        "compile_wall_s": w1 - w0,
+        "compile_cpu_s": c1 - c0,
+        "run_wall_s": best[0],
+        "run_cpu_s": best[1],
+        "cycles_per_run": cycles,
+        "samples_per_run": samples,
+        "samples_per_second": samples * clock_hz / cycles if cycles else 0.0,
+        "ipu_utilisation": [round(float(c) / cycles, 3) for c in compute_cycles],
+    }
+
+
 def measure(model, target_name: str, ipus: int, replicas: int, micro_batches: int, seed: int, runs: int) -> dict:  # type: ignore[no-untyped-def]
     w0, c0 = _clocks()
     target = replace(get_target(target_name, ipus * replicas), num_replicas=replicas)
@@ -66,17 +83,8 @@ def measure(model, target_name: str, ipus: int, replicas: int, micro_batches: in
         out = session.run(inputs)
         w3, c3 = _clocks()
         best = min(best, (w3 - w2, c3 - c2))
-    cycles = session.cycles[-1]
     samples = imported.batch_size * replicas * micro_batches
-    return {
-        "compile_wall_s": w1 - w0,
-        "compile_cpu_s": c1 - c0,
-        "run_wall_s": best[0],
-        "run_cpu_s": best[1],
-        "cycles_per_run": cycles,
-        "samples_per_run": samples,
-        "samples_per_second": samples * target.clock_hz / cycles if cycles else 0.0,
-        "ipu_utilisation": [round(float(c) / cycles, 3) for c in session.engine.compute_cycles],
+    return _row((w0, c0, w1, c1), best, session.cycles[-1], samples, target.clock_hz, session.engine.compute_cycles) | {
         "outputs": out,
         "inputs": inputs,
     }
@@ -111,17 +119,8 @@ def measure_training(args: argparse.Namespace, ipus: int, pipelined: bool) -> di
         best = min(best, (w3 - w2, c3 - c2))
         if i == 0:
             weights = [e.read_tensor(f"w{s}") for s in range(args.layers)]
-    cycles = e.last_run_cycles
     samples = args.batch * args.micro_batches
-    return {
-        "compile_wall_s": w1 - w0,
-        "compile_cpu_s": c1 - c0,
-        "run_wall_s": best[0],
-        "run_cpu_s": best[1],
-        "cycles_per_run": cycles,
-        "samples_per_run": samples,
-        "samples_per_second": samples * e.graph.target.clock_hz / cycles if cycles else 0.0,
-        "ipu_utilisation": [round(float(c) / cycles, 3) for c in e.compute_cycles],
+    return _row((w0, c0, w1, c1), best, e.last_run_cycles, samples, e.graph.target.clock_hz, e.compute_cycles) | {
         "weights": weights,
     }
 
