@@ -302,8 +302,16 @@ class MatMulPartial(Codelet):
         a, b = values["a"].astype(acc, copy=False), values["b"].astype(acc, copy=False)  # read as acc already
         return {"out": np.matmul(a, b)}  # rounded into out's type by the engine's scatter
 
-    def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
+    @staticmethod
+    def _mkn(shapes: Any, params: Any) -> tuple[int, int, int]:
+        """(field rows, in chans, out chans) of the vertex: with ``swap_operands`` (PopLibs'
+        swapOperands transform, ConvPlan.cpp) it computes out^T = b^T a^T, so its field runs over the
+        block's out chans (n) and its out channels over the block's rows (m)."""
         (m, k), (_, n) = shapes["a"], shapes["b"]
+        return (n, k, m) if params and params.get("swap_operands") else (m, k, n)
+
+    def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
+        m, k, n = self._mkn(shapes, params)
         return int(block_cycles(self.method, m, k, n, dtypes["a"], dtypes["out"], target)), int(
             cost_model.matmul_flops(m, k, n)
         )
@@ -317,7 +325,7 @@ class MatMulPartial(Codelet):
         # shorts per worker context (out offset, field elements, in offset), and 7 unsigned-short
         # scalars (numConvGroupsM1, numOutGroupsM1, numInGroups, transformedInStride,
         # outChansPerGroup, transformedOutStride, inChansPerGroup).
-        (_, k), (_, n) = shapes["a"], shapes["b"]
+        _, k, n = self._mkn(shapes, params)
         cfg = cost_model.amp_config(dtypes["a"], dtypes["out"], target)
         ig, og = -(-k // cfg.in_chans_per_group), -(-n // cfg.out_chans_per_group)
         inner = ig + ig * og + og
