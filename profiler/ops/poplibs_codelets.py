@@ -319,17 +319,27 @@ class MatMulPartial(Codelet):
     def state_bytes(self, shapes=None, dtypes=None, params=None, target=None):  # type: ignore[override]
         if self.method != "AMP" or shapes is None or dtypes is None or target is None:
             return super().state_bytes(shapes, dtypes, params, target)
-        # PopLibs ConvPartial1x1Out's fields (lib/poplin/codelets/ConvPartial1x1Out.cpp): in, weights
-        # and out are COMPACT_PTR vectors of COMPACT_PTR vectors - one inner pointer per (conv group x)
-        # in group, in group x out group and out group -, worklists a COMPACT_PTR vector of 3 unsigned
-        # shorts per worker context (out offset, field elements, in offset), and 7 unsigned-short
-        # scalars (numConvGroupsM1, numOutGroupsM1, numInGroups, transformedInStride,
-        # outChansPerGroup, transformedOutStride, inChansPerGroup).
+        # PopLibs ConvPartial1x1Out's fields as of Poplar SDK 3.0 (graphcore/poplibs
+        # lib/poplin/codelets/ConvPartial1x1Out.cpp at 87b8558f, July 2022): in, weights and out are
+        # ONE_PTR vectors of ONE_PTR vectors - one inner pointer per (conv group x) in group, in group
+        # x out group and out group -, worklists one ONE_PTR edge, and 7 unsigned-short scalars
+        # (numConvGroupsM1, numOutGroupsM1, numInGroups, transformedInStride, outChansPerGroup,
+        # transformedOutStride, inChansPerGroup). Where Poplar keeps the inner pointer arrays
+        # (instance state or vertexFieldData) is not documented [NF]: counted here as state.
         _, k, n = self._mkn(shapes, params)
         cfg = cost_model.amp_config(dtypes["a"], dtypes["out"], target)
         ig, og = -(-k // cfg.in_chans_per_group), -(-n // cfg.out_chans_per_group)
         inner = ig + ig * og + og
-        return vertex_state_bytes(scaled=4 + inner, shorts=3 * target.num_worker_contexts + 7)
+        return vertex_state_bytes(one_ptr=4 + inner, shorts=7)
+
+    def constant_bytes(self, shapes=None, dtypes=None, params=None, target=None):  # type: ignore[override]
+        """The worklists the vertex's field connects to: a graph constant PopLibs adds per vertex
+        (lib/poplin/ConvVertices.cpp: graph.addConstant(worklistEntryType, ...) then
+        graph.connect(v["worklists"], t)), 3 unsigned shorts per worker context (out offset, field
+        elements, in offset) - category constant, not vertex state."""
+        if self.method != "AMP" or target is None:
+            return 0
+        return 3 * target.num_worker_contexts * 2
 
 
 def block_cycles(method: str, m: Any, k: int, n: int, dtype: Any, partials: Any, target: Target) -> Any:
