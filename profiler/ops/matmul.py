@@ -361,7 +361,28 @@ def _run_step(
     tile = _tile_of_block(plan, gi, mi, ki, ni)
     split_k = k0.size > 1
     if split_k:
-        partials = graph.add_variable(pdt, [k0.size, G, M, N], f"{name} partials")
+        # output element (g, m, n): its block (group block, row block, out block) and position in it
+        g, m, n = np.ix_(np.arange(G), np.arange(M), np.arange(N))
+        gk, mk, nk = g // gb, m // mb, n // nb
+        glen, mlen, nlen = np.minimum(gb, G - gk * gb), np.minimum(mb, M - mk * mb), np.minimum(nb, N - nk * nb)
+        block = ((gk * m0.size + mk) * n0.size + nk).astype(np.int64)
+        pos = (((g - gk * gb) * mlen + (m - mk * mb)) * nlen + (n - nk * nb)).astype(np.int64)
+        size = (glen * mlen * nlen).astype(np.int64)
+        full = (G, M, N)
+        block, pos, size = (np.broadcast_to(x, full).reshape(-1) for x in (block, pos, size))
+        sizes = np.zeros(int(block.max()) + 1, dtype=np.int64)
+        sizes[block] = size
+        row = np.zeros_like(sizes)
+        row[block] = np.broadcast_to(nlen, full).reshape(-1)  # a block row: its out-chan extent
+        bg, bm, bn = np.unravel_index(np.arange(sizes.size), (-(-G // gb), m0.size, n0.size))
+        block_tile = _tile_of_block(plan, bg * gb, bm, 0, bn).astype(np.int64)
+
+        # PopLibs creates a split conv's partials per tile (Convolution.cpp getCreatePartialsLevel stops
+        # above a level that needs a reduction), so a tile's partial block is one contiguous buffer: the
+        # partials are held block-major, column off[block] + pos of each output element
+        off = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        e_total = G * M * N
+        partials = graph.add_variable(pdt, [k0.size, e_total], f"{name} partials")
         dest = partials
     elif pdt != out.dtype:
         partials = graph.add_variable(pdt, [G, M, N], f"{name} partials")
@@ -382,16 +403,21 @@ def _run_step(
         )
         g, r0, c0, o0 = gi[sel], m0[mi[sel]], k0[ki[sel]], n0[ni[sel]]
         # each vertex's operand blocks (a few integers per vertex when the operands are affine views)
-        o_field = dest.blocks([ki[sel], g, r0, o0], (1, 1, ms_, ns_), drop=(0, 1)) if split_k else (
-            dest.blocks([g, r0, o0], (1, ms_, ns_), drop=(0,)))  # fmt: skip
+        if split_k:  # this group's part of the vertex's block: ms x ns consecutive block-major columns
+            b_v = ((g // gb) * m0.size + mi[sel]) * n0.size + ni[sel]
+            first = off[b_v] + (g - (g // gb) * gb) * ms_ * ns_
+            o_field = dest.blocks([ki[sel], first], (1, ms_ * ns_), drop=(0,))
+        else:
+            o_field = dest.blocks([g, r0, o0], (1, ms_, ns_), drop=(0,))
         fields = {"a": a.blocks([g, r0, c0], (1, ms_, ks_), drop=(0,)),
                   "b": b.blocks([g, c0, o0], (1, ks_, ns_), drop=(0,)), "out": o_field}  # fmt: skip
-        o_rows = (g * M + r0)[:, None] + np.arange(ms_)  # [vertices, ms] rows of dest's [G*M, N] view
         if split_k:
-            o_rows = o_rows + (ki[sel] * (G * M))[:, None]
-        dest_tiles.reshape(-1, N)[o_rows[:, :, None], (o0[:, None] + np.arange(ns_))[:, None, :]] = tile[sel][
-            :, None, None
-        ]
+            dest_tiles[(ki[sel] * e_total + first)[:, None] + np.arange(ms_ * ns_)] = tile[sel][:, None]
+        else:
+            o_rows = (g * M + r0)[:, None] + np.arange(ms_)  # [vertices, ms] rows of dest's [G*M, N] view
+            dest_tiles.reshape(-1, N)[o_rows[:, :, None], (o0[:, None] + np.arange(ns_))[:, None, :]] = tile[sel][
+                :, None, None
+            ]
         # a swapped plan's vertex takes the same blocks, costed as out^T = b^T a^T (MatMulPlan.swap_operands)
         graph.add_vertices(cs, codelet, fields, tile[sel], **({"swap_operands": True} if plan.swap_operands else {}))
     if split_k:  # the partials are op-internal: the reduction's last kernel computes the product at once
@@ -400,27 +426,12 @@ def _run_step(
         graph.add_kernel(cs, codelet, {"a": a, "b": b, "out": dest})
     graph.set_tile_mapping(dest, dest_tiles)
     if split_k:
-        # output element (g, m, n): its block (group block, row block, out block) and position in it
-        g, m, n = np.ix_(np.arange(G), np.arange(M), np.arange(N))
-        gk, mk, nk = g // gb, m // mb, n // nb
-        glen, mlen, nlen = np.minimum(gb, G - gk * gb), np.minimum(mb, M - mk * mb), np.minimum(nb, N - nk * nb)
-        block = ((gk * m0.size + mk) * n0.size + nk).astype(np.int64)
-        pos = (((g - gk * gb) * mlen + (m - mk * mb)) * nlen + (n - nk * nb)).astype(np.int64)
-        size = (glen * mlen * nlen).astype(np.int64)
-        full = (G, M, N)
-        block, pos, size = (np.broadcast_to(x, full).reshape(-1) for x in (block, pos, size))
-        sizes = np.zeros(int(block.max()) + 1, dtype=np.int64)
-        sizes[block] = size
-        row = np.zeros_like(sizes)
-        row[block] = np.broadcast_to(nlen, full).reshape(-1)  # a block row: its out-chan extent
-        bg, bm, bn = np.unravel_index(np.arange(sizes.size), (-(-G // gb), m0.size, n0.size))
-        block_tile = _tile_of_block(plan, bg * gb, bm, 0, bn).astype(np.int64)
 
         def final(last: Any) -> None:  # out = a @ b in one coarse vertex per group (a window stays a view)
             graph.add_kernel(last, codelet, {"a": a, "b": b, "out": out})
 
-        reduce_partials(graph, dest.reshape(k0.size, G * M * N), out, block, pos, sizes, block_tile,
-                        plan.out_chan_split, prog, f"{name}/reduce", final, row)  # fmt: skip
+        reduce_partials(graph, dest, out, block, pos, sizes, block_tile, plan.out_chan_split, prog,
+                        f"{name}/reduce", final, row, block_major=True)  # fmt: skip
     elif dest is not out:
         graph.set_tile_mapping(out, dest_tiles)
         apply_map(graph, map_codelet("popops::Cast", _cast, 1, (("cast", "cast"),)), [dest], prog, f"{name} cast",

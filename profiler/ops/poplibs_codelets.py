@@ -286,7 +286,8 @@ class MatMulPartial(Codelet):
     def check_fields(self, where, shapes, params):  # type: ignore[override]
         super().check_fields(where, shapes, params)
         a, b, o = shapes["a"], shapes["b"], shapes["out"]
-        if len(a) != 2 or len(b) != 2 or a[1] != b[0] or o != (a[0], b[1]):
+        # out may also be flat (m*n in row-major order): a split matmul's partials, held block-major
+        if len(a) != 2 or len(b) != 2 or a[1] != b[0] or o not in ((a[0], b[1]), (a[0] * b[1],)):
             raise ValueError(f"compute set {where!r}: {self.name} needs a[m,k], b[k,n], out[m,n]; got {a}, {b}, {o}")
 
     @staticmethod
@@ -300,7 +301,8 @@ class MatMulPartial(Codelet):
     def run_batch(self, values, params):  # type: ignore[override]
         acc = self._accumulates_in(values["out"].dtype)
         a, b = values["a"].astype(acc, copy=False), values["b"].astype(acc, copy=False)  # read as acc already
-        return {"out": np.matmul(a, b)}  # rounded into out's type by the engine's scatter
+        # rounded into out's type by the engine's scatter; a flat out (block-major partials) takes it flat
+        return {"out": np.matmul(a, b).reshape(values["out"].shape)}
 
     @staticmethod
     def _mkn(shapes: Any, params: Any) -> tuple[int, int, int]:
