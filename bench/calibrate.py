@@ -304,8 +304,6 @@ ROWS: list[Row] = [
         tolerance=0.25,
         why=_DENSE_WHY,
         fast=False,
-        known_off="the exchange code is within (1.19) but the total is 0.83 of the published (row "
-        "dense_total_memory: the vertex code is 0.58, row dense_vertex_code)",
     ),  # fmt: skip
     _ratio_row(
         "dense_total_memory",
@@ -317,7 +315,7 @@ ROWS: list[Row] = [
         setting=_DENSE_SET + ": total memory excluding gaps (all tiles)",
         tolerance=0.25,
         why="the issue's acceptance bound. Within: vertex code is -1.4 MiB against the published categories "
-        "(row dense_vertex_code), exchange code +0.07 MiB",
+        "(row dense_vertex_code), exchange code -0.05 MiB",
         fast=False,
     ),
     _ratio_row(
