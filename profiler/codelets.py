@@ -106,6 +106,17 @@ class Codelet:
         """Vertex instance state of one vertex with these field shapes (a SPAN per field by default)."""
         return VERTEX_STATE_HEADER_BYTES + VERTEX_STATE_BYTES_PER_FIELD * len(self.fields)
 
+    def constant_bytes(
+        self,
+        shapes: Mapping[str, tuple[int, ...]] | None = None,
+        dtypes: Mapping[str, np.dtype] | None = None,
+        params: Mapping[str, Any] | None = None,
+        target: Target | None = None,
+    ) -> int:
+        """Bytes of graph constants one such vertex brings onto its tile besides its state (PopLibs
+        connects some fields to constants it adds, e.g. conv worklists); none by default."""
+        return 0
+
     def type_name(self, dtypes: Mapping[str, np.dtype]) -> str:
         return self.name
 

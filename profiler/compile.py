@@ -137,6 +137,7 @@ class ComputeSetPlan:
     v_state: np.ndarray
     v_cycles: np.ndarray
     v_flops: np.ndarray
+    v_constant: np.ndarray | None = None  # graph constants the vertices add on their tile (Codelet.constant_bytes)
 
 
 _LOG2_ITEMSIZE = {1: 0, 2: 1, 4: 2, 8: 3}
@@ -452,7 +453,7 @@ class Compiler:
         short_reads: list[tuple[np.ndarray, ...]] = []  # the same, of fields planned per element
         short_vars: set[int] = set()
         piece_vars: set[int] = set()
-        vt, vc, vstate, vcyc, vflops, vmulti = [], [], [], [], [], []
+        vt, vc, vstate, vconst, vcyc, vflops, vmulti = [], [], [], [], [], [], []
         reads: set[int] = set()
         writes: set[int] = set()
         written: list[tuple[np.ndarray, np.ndarray]] = []  # regions the vertices write (checked against a kernel)
@@ -467,6 +468,7 @@ class Compiler:
             vt.append(b.tiles)
             vc.append(np.full(count, cid, dtype=np.int32))
             vstate.append(np.full(count, cl.state_bytes(shapes, dtypes, b.params, t), dtype=np.int64))
+            vconst.append(np.full(count, cl.constant_bytes(shapes, dtypes, b.params, t), dtype=np.int64))
             vcyc.append(np.full(count, cyc, dtype=np.int64))
             vflops.append(np.full(count, fl, dtype=np.int64))
             vmulti.append(np.full(count, cl.multi_worker, dtype=bool))
@@ -540,7 +542,7 @@ class Compiler:
         return ComputeSetPlan(
             cs, batches, kernel, exchange, global_exchange, tile_cycles, tile_flops, reads, writes,
             (ukey // ncl).astype(np.int32), (ukey % ncl).astype(np.int32), agg(np.ones(key.size)),
-            agg(state), agg(cycles), agg(flops),
+            agg(state), agg(cycles), agg(flops), agg(cat(vconst, np.int64)),
         )  # fmt: skip
 
     def _plan_kernel(

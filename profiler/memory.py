@@ -200,6 +200,12 @@ def _always_live_items(c: CompiledGraph, rows: VariableRows, instrument: bool, i
     for p in plans:
         np.add.at(state, p.v_tile, p.v_state)
     parts.append(Items.of("vertexInstanceState", all_tiles, state))
+    # graph constants that building the vertices adds (PopLibs' conv worklists: Codelet.constant_bytes)
+    vertex_constants = np.zeros(n, dtype=np.int64)
+    for p in plans:
+        if p.v_constant is not None:
+            np.add.at(vertex_constants, p.v_tile, p.v_constant)
+    parts.append(Items.of("constant", all_tiles, vertex_constants))
     # A stack per worker context plus the supervisor's, at the sizes PopLibs' own tools set
     # (targets.STACK_BYTES_PER_WORKER 0x200, targets.SUPERVISOR_STACK_BYTES 0x80): 6 x 512 + 128 = 3,200 B.
     stack = np.full(n, t.num_worker_contexts * t.stack_bytes_per_worker + SUPERVISOR_STACK_BYTES, dtype=np.int64)

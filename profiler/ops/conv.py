@@ -171,7 +171,9 @@ def map_conv_weights(
     plan = plan_matmul(graph.target, *shape, as_dtype(w.dtype), partials_dtype, available_memory_proportion)
     if plan.in_chan_serial * plan.out_chan_serial > 1:
         return False
-    graph.set_tile_mapping(_weights(w, groups), operand_tiles(plan, shape, "rhs"))  # the matmul's rhs view
+    graph.set_tile_mapping(
+        _weights(w, groups), operand_tiles(plan, shape, "rhs", w.dtype.itemsize)
+    )  # the matmul's rhs view
     return True
 
 

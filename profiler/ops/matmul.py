@@ -60,6 +60,9 @@ class MatMulPlan:
     temp_bytes_per_tile: int  # estimate
     budget_bytes_per_tile: int
     fits: bool
+    # computed as out^T = b^T a^T (PopLibs' swapOperands transform): the vertices' field runs over
+    # the block's out chans and their out channels over its rows; splits and blocks stay unswapped
+    swap_operands: bool = False
 
     def attributes(self) -> dict[str, Any]:
         d = asdict(self)
@@ -126,7 +129,16 @@ def plan_matmul(
     partials_dtype: object = "float32",
     available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
 ) -> MatMulPlan:
-    """The plan for ``groups`` independent ``[m,k] x [k,n]`` products on ``target`` (see module doc)."""
+    """The plan for ``groups`` independent ``[m,k] x [k,n]`` products on ``target`` (see module doc).
+
+    Both operand orders are planned, as PopLibs does for a matmul (ConvPlan.cpp
+    ``getSwapOperandCandidates``: for the fully-connected and NONE_MATMUL passes the swapped
+    candidate first, "more likely to be optimal", so it wins a tie). Swapping computes
+    ``out^T = b^T a^T``: the vertex's field runs over ``n`` and its out channels over ``m``, which is
+    what makes a few-row matmul (a dense layer's small batch) efficient on the AMP, whose cost per
+    out-channel group is paid once per field pass. The data each tile holds and receives is the same
+    in both orders, so a swapped plan is returned in the unswapped form (row split over ``m``,
+    out-chan split over ``n``) with ``swap_operands`` set: only its vertices are costed swapped."""
     if min(groups, m, k, n) < 1:
         raise OpError(f"matmul: empty problem G={groups} M={m} K={k} N={n}")
     if not 0 < available_memory_proportion <= 1:
@@ -136,8 +148,37 @@ def plan_matmul(
         pdt = dt
     if dt.name == "float8" and target.fp8_flops_per_cycle <= 0:
         raise OpError(f"matmul: {target.name} ({target.architecture}) has no float8 AMP; float8 needs a C600 (ipu21)")
-    tiles = target.num_tiles
     budget = int(target.bytes_per_tile * available_memory_proportion)
+    # swapped first (PopLibs' order); a swapped plan's out-chan serial split would run over m, which
+    # the serial loops (over n) do not implement, so the swapped search keeps out-chan serial 1
+    swapped = _search(target, groups, n, k, m, dt, pdt, budget, out_serial=False)
+    plain = _search(target, groups, m, k, n, dt, pdt, budget, out_serial=True)
+    (sw_best, sw_least), (best, least) = swapped, plain
+    swap = False
+    if sw_best is not None and (best is None or sw_best[:2] <= best[:2]):
+        chosen, fits, swap = sw_best, True, True
+    elif best is not None:
+        chosen, fits = best, True
+    else:
+        assert sw_least is not None and least is not None
+        swap = (sw_least[1], sw_least[0]) <= (least[1], least[0])
+        chosen, fits = (sw_least if swap else least), False
+    cyc, temp, method, gs, ms, ks, ns, ks_ser, ns_ser, block = chosen
+    if swap:  # back to the unswapped form: the swapped rows are n, its out chans m
+        ms, ns = ns, ms
+        block = (block[0], block[3], block[2], block[1])
+    return MatMulPlan(
+        method, pdt.name, gs, ms, ks, ns, ks_ser, ns_ser, block, gs * ms * ks * ns, int(math.ceil(cyc)), temp,
+        budget, fits, swap,
+    )  # fmt: skip
+
+
+def _search(
+    target: Target, groups: int, m: int, k: int, n: int, dt: Any, pdt: np.dtype, budget: int, out_serial: bool
+) -> tuple[tuple | None, tuple | None]:
+    """(fastest plan fitting ``budget``, plan with the least temporary memory) for ``[m,k] x [k,n]``,
+    each as a tuple (cycles, temp bytes, method, splits g m k n, serial k n, block)."""
+    tiles = target.num_tiles
     eb, pb = dt.itemsize, pdt.itemsize
     sync = cost_model.sync_cycles("internal", target)
     supervisor = cost_model.COMPUTE_SET_SUPERVISOR_CYCLES
@@ -151,6 +192,8 @@ def plan_matmul(
                 k_step, n_step = -(-k // ks_ser), -(-n // ns_ser)
                 # serial steps slice equal chunks dynamically: they must divide K and N
                 if k % ks_ser or n % ns_ser or (ks_ser > 1 and k_step < kg) or (ns_ser > 1 and n_step < ng):
+                    continue
+                if ns_ser > 1 and not out_serial:
                     continue
                 g_c = _candidates(groups, tiles)
                 k_c = _candidates(-(-k_step // kg), tiles)
@@ -184,13 +227,7 @@ def plan_matmul(
                             least = cand
         if best is not None:
             break
-    chosen = best or least
-    assert chosen is not None
-    cyc, temp, method, gs, ms, ks, ns, ks_ser, ns_ser, block = chosen
-    return MatMulPlan(
-        method, pdt.name, gs, ms, ks, ns, ks_ser, ns_ser, block, gs * ms * ks * ns, int(math.ceil(cyc)), temp,
-        budget, best is not None,
-    )  # fmt: skip
+    return best, least
 
 
 def _serial_overhead(
@@ -262,15 +299,27 @@ def _tile_of_block(plan: MatMulPlan, gi: Any, mi: Any, ki: Any, ni: Any) -> Any:
     return (((gi // gb) * plan.row_split + mi) * plan.in_chan_split + ki) * plan.out_chan_split + ni
 
 
-def operand_tiles(plan: MatMulPlan, shape: tuple[int, int, int, int], side: str) -> np.ndarray:
+# PopLibs maps a conv/matmul operand by use with at least this many bytes per tile, "to reduce the
+# amount of exchange code" at some cost in balance (poplin Convolution.cpp mapActivationsOrWeights:
+# minBytesPerTile = isActs ? 128 : 256; the weights are the rhs, or the lhs when operands are swapped).
+MIN_OPERAND_BYTES_PER_TILE = {"acts": 128, "weights": 256}
+
+
+def operand_tiles(plan: MatMulPlan, shape: tuple[int, int, int, int], side: str, elem_bytes: int) -> np.ndarray:
     """The tile of each element of the lhs ``[G, M, K]`` (side "lhs") or rhs ``[G, K, N]`` (side
     "rhs"), flattened, as PopLibs' createMatMulInputLHS / RHS lay them out for ``plan`` (ref §3.8,
     §4): each tile's block is shared by the tiles that read it (lhs: the out-chan split; rhs: the row
-    split) and cut, in block order, into one contiguous share per sharing tile, so a tile owns
-    1/sharers of its block and the step's exchange is one all-gather per block."""
+    split) and cut into shares owned by the sharing tiles, so the step's exchange is one all-gather
+    per block. As in PopLibs' mapping by use (TensorUseTracker::mapTensorsByUse), a share holds at
+    least MIN_OPERAND_BYTES_PER_TILE, so small blocks are owned by fewer tiles than share them. Shares
+    follow block rows where there are enough rows: PopLibs creates the operand in its grouped order,
+    so each share is one contiguous region; tilescope keeps row-major order, where a whole block row
+    is the contiguous run that stands for it (a share cut mid-row would be two regions)."""
     G, M, K, N = shape
     _, mb, kb, nb = plan.block
     nm, nn = -(-M // mb), -(-N // nb)
+    acts_side = "rhs" if plan.swap_operands else "lhs"
+    min_bytes = MIN_OPERAND_BYTES_PER_TILE["acts" if side == acts_side else "weights"]
     if side == "lhs":
         g, r, c = np.ix_(np.arange(G), np.arange(M), np.arange(K))
         rb, cb, rs_, cs_, sharers = mb, kb, M, K, nn
@@ -279,7 +328,10 @@ def operand_tiles(plan: MatMulPlan, shape: tuple[int, int, int, int], side: str)
         rb, cb, rs_, cs_, sharers = kb, nb, K, N, nm
     ri, ci = r // rb, c // cb
     rl, cl = np.minimum(rb, rs_ - ri * rb), np.minimum(cb, cs_ - ci * cb)
-    share = ((r - ri * rb) * cl + (c - ci * cb)) * sharers // (rl * cl)
+    owners = np.clip(rl * cl * elem_bytes // min_bytes, 1, sharers)  # tiles owning a share of the block
+    row, col = r - ri * rb, c - ci * cb
+    per_row = np.maximum(1, owners // rl)  # shares per block row when the block has fewer rows than owners
+    share = np.where(rl >= owners, row * owners // rl, row * per_row + col * per_row // cl)
     tiles = _tile_of_block(plan, g, ri, ci, share) if side == "lhs" else _tile_of_block(plan, g, share, ri, ci)
     return np.broadcast_to(tiles, (G, r.shape[1], c.shape[2])).reshape(-1).astype(np.int64)
 
@@ -309,7 +361,28 @@ def _run_step(
     tile = _tile_of_block(plan, gi, mi, ki, ni)
     split_k = k0.size > 1
     if split_k:
-        partials = graph.add_variable(pdt, [k0.size, G, M, N], f"{name} partials")
+        # output element (g, m, n): its block (group block, row block, out block) and position in it
+        g, m, n = np.ix_(np.arange(G), np.arange(M), np.arange(N))
+        gk, mk, nk = g // gb, m // mb, n // nb
+        glen, mlen, nlen = np.minimum(gb, G - gk * gb), np.minimum(mb, M - mk * mb), np.minimum(nb, N - nk * nb)
+        block = ((gk * m0.size + mk) * n0.size + nk).astype(np.int64)
+        pos = (((g - gk * gb) * mlen + (m - mk * mb)) * nlen + (n - nk * nb)).astype(np.int64)
+        size = (glen * mlen * nlen).astype(np.int64)
+        full = (G, M, N)
+        block, pos, size = (np.broadcast_to(x, full).reshape(-1) for x in (block, pos, size))
+        sizes = np.zeros(int(block.max()) + 1, dtype=np.int64)
+        sizes[block] = size
+        row = np.zeros_like(sizes)
+        row[block] = np.broadcast_to(nlen, full).reshape(-1)  # a block row: its out-chan extent
+        bg, bm, bn = np.unravel_index(np.arange(sizes.size), (-(-G // gb), m0.size, n0.size))
+        block_tile = _tile_of_block(plan, bg * gb, bm, 0, bn).astype(np.int64)
+
+        # PopLibs creates a split conv's partials per tile (Convolution.cpp getCreatePartialsLevel stops
+        # above a level that needs a reduction), so a tile's partial block is one contiguous buffer: the
+        # partials are held block-major, column off[block] + pos of each output element
+        off = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        e_total = G * M * N
+        partials = graph.add_variable(pdt, [k0.size, e_total], f"{name} partials")
         dest = partials
     elif pdt != out.dtype:
         partials = graph.add_variable(pdt, [G, M, N], f"{name} partials")
@@ -330,44 +403,35 @@ def _run_step(
         )
         g, r0, c0, o0 = gi[sel], m0[mi[sel]], k0[ki[sel]], n0[ni[sel]]
         # each vertex's operand blocks (a few integers per vertex when the operands are affine views)
-        o_field = dest.blocks([ki[sel], g, r0, o0], (1, 1, ms_, ns_), drop=(0, 1)) if split_k else (
-            dest.blocks([g, r0, o0], (1, ms_, ns_), drop=(0,)))  # fmt: skip
+        if split_k:  # this group's part of the vertex's block: ms x ns consecutive block-major columns
+            b_v = ((g // gb) * m0.size + mi[sel]) * n0.size + ni[sel]
+            first = off[b_v] + (g - (g // gb) * gb) * ms_ * ns_
+            o_field = dest.blocks([ki[sel], first], (1, ms_ * ns_), drop=(0,))
+        else:
+            o_field = dest.blocks([g, r0, o0], (1, ms_, ns_), drop=(0,))
         fields = {"a": a.blocks([g, r0, c0], (1, ms_, ks_), drop=(0,)),
                   "b": b.blocks([g, c0, o0], (1, ks_, ns_), drop=(0,)), "out": o_field}  # fmt: skip
-        o_rows = (g * M + r0)[:, None] + np.arange(ms_)  # [vertices, ms] rows of dest's [G*M, N] view
         if split_k:
-            o_rows = o_rows + (ki[sel] * (G * M))[:, None]
-        dest_tiles.reshape(-1, N)[o_rows[:, :, None], (o0[:, None] + np.arange(ns_))[:, None, :]] = tile[sel][
-            :, None, None
-        ]
-        graph.add_vertices(cs, codelet, fields, tile[sel])
+            dest_tiles[(ki[sel] * e_total + first)[:, None] + np.arange(ms_ * ns_)] = tile[sel][:, None]
+        else:
+            o_rows = (g * M + r0)[:, None] + np.arange(ms_)  # [vertices, ms] rows of dest's [G*M, N] view
+            dest_tiles.reshape(-1, N)[o_rows[:, :, None], (o0[:, None] + np.arange(ns_))[:, None, :]] = tile[sel][
+                :, None, None
+            ]
+        # a swapped plan's vertex takes the same blocks, costed as out^T = b^T a^T (MatMulPlan.swap_operands)
+        graph.add_vertices(cs, codelet, fields, tile[sel], **({"swap_operands": True} if plan.swap_operands else {}))
     if split_k:  # the partials are op-internal: the reduction's last kernel computes the product at once
         graph.defer_kernel(cs)
     else:  # the step's kernel: the whole product in one coarse vertex per group (a window stays a view)
         graph.add_kernel(cs, codelet, {"a": a, "b": b, "out": dest})
     graph.set_tile_mapping(dest, dest_tiles)
     if split_k:
-        # output element (g, m, n): its block (group block, row block, out block) and position in it
-        g, m, n = np.ix_(np.arange(G), np.arange(M), np.arange(N))
-        gk, mk, nk = g // gb, m // mb, n // nb
-        glen, mlen, nlen = np.minimum(gb, G - gk * gb), np.minimum(mb, M - mk * mb), np.minimum(nb, N - nk * nb)
-        block = ((gk * m0.size + mk) * n0.size + nk).astype(np.int64)
-        pos = (((g - gk * gb) * mlen + (m - mk * mb)) * nlen + (n - nk * nb)).astype(np.int64)
-        size = (glen * mlen * nlen).astype(np.int64)
-        full = (G, M, N)
-        block, pos, size = (np.broadcast_to(x, full).reshape(-1) for x in (block, pos, size))
-        sizes = np.zeros(int(block.max()) + 1, dtype=np.int64)
-        sizes[block] = size
-        row = np.zeros_like(sizes)
-        row[block] = np.broadcast_to(nlen, full).reshape(-1)  # a block row: its out-chan extent
-        bg, bm, bn = np.unravel_index(np.arange(sizes.size), (-(-G // gb), m0.size, n0.size))
-        block_tile = _tile_of_block(plan, bg * gb, bm, 0, bn).astype(np.int64)
 
         def final(last: Any) -> None:  # out = a @ b in one coarse vertex per group (a window stays a view)
             graph.add_kernel(last, codelet, {"a": a, "b": b, "out": out})
 
-        reduce_partials(graph, dest.reshape(k0.size, G * M * N), out, block, pos, sizes, block_tile,
-                        plan.out_chan_split, prog, f"{name}/reduce", final, row)  # fmt: skip
+        reduce_partials(graph, dest, out, block, pos, sizes, block_tile, plan.out_chan_split, prog,
+                        f"{name}/reduce", final, row, block_major=True)  # fmt: skip
     elif dest is not out:
         graph.set_tile_mapping(out, dest_tiles)
         apply_map(graph, map_codelet("popops::Cast", _cast, 1, (("cast", "cast"),)), [dest], prog, f"{name} cast",
@@ -427,7 +491,7 @@ def map_for_matmul(
     plan, shape = _operand_plan(graph, a_shape, b_shape, t.dtype, partials_dtype, available_memory_proportion)
     if plan.in_chan_serial * plan.out_chan_serial > 1:
         return False
-    graph.set_tile_mapping(t, operand_tiles(plan, shape, side))
+    graph.set_tile_mapping(t, operand_tiles(plan, shape, side, t.dtype.itemsize))
     return True
 
 
@@ -488,8 +552,8 @@ def matmul(
         out = _serial_loop(graph, a3, b3, plan, odt, prog)
     else:
         shape = (G, M, K, N)
-        a3 = _laid_out(graph, a3, operand_tiles(plan, shape, "lhs"), prog, "lhs")
-        b3 = _laid_out(graph, b3, operand_tiles(plan, shape, "rhs"), prog, "rhs")
+        a3 = _laid_out(graph, a3, operand_tiles(plan, shape, "lhs", a3.dtype.itemsize), prog, "lhs")
+        b3 = _laid_out(graph, b3, operand_tiles(plan, shape, "rhs", b3.dtype.itemsize), prog, "rhs")
         out = graph.add_variable(odt, [G, M, N], "matmul out")
         _run_step(graph, a3, b3, out, plan, prog, "matmul")
     return out if grouped else out.reshape(M, N)

@@ -54,17 +54,26 @@ def reduce_partials(
     name: str,
     final_kernel: Callable[[ComputeSet], None] | None = None,
     block_row: np.ndarray | None = None,
+    block_major: bool = False,
 ) -> np.ndarray:
     """Reduce ``partials[P, E]`` (row r of output block b on tile ``block_tile[b] + r * tile_step``)
     into ``out`` (E elements, unmapped); output element e is position ``pos[e]`` of block
     ``block_of[e]``, which has ``block_size[b]`` elements. Maps ``out`` and returns its tiles.
     ``block_row[b]``: block b's row length (its positions run row by row; None: rows of one).
     ``final_kernel(cs)``: adds the last stage's kernel computing ``out`` from the op's inputs (the
-    partials are op-internal: the stages before defer to it, graph.defer_kernel)."""
+    partials are op-internal: the stages before defer to it, graph.defer_kernel).
+    ``block_major``: ``partials``' columns (and the intermediate stages') are in (block, position)
+    order rather than ``out``'s, so a chunk of a block is one run on each tile holding a partial
+    (PopLibs creates a split conv's partials per tile; needs ``final_kernel``)."""
+    if block_major and final_kernel is None:
+        raise ValueError("reduce_partials: block-major partials need the final kernel (out is in element order)")
     p_total, e_total = partials.shape
     order = np.lexsort((pos, block_of))  # elements in (block, position) order: each chunk a run
     blk_s, pos_s = block_of[order], pos[order]
     size_s = block_size[blk_s]
+    col = np.arange(e_total)  # each output element's column in the partials and intermediate stages
+    if block_major:
+        col[order] = np.arange(e_total)
     row_s = np.ones_like(size_s) if block_row is None else block_row[blk_s]
     cur = partials.reshape(-1)
     p = p_total
@@ -94,7 +103,9 @@ def reduce_partials(
             out_tiles[:] = tiles[0]
             graph.set_tile_mapping(out_flat, out_tiles)
         else:
-            graph.set_tile_mapping(nxt, tiles.reshape(-1))
+            nxt_tiles = np.empty_like(tiles)
+            nxt_tiles[:, col] = tiles
+            graph.set_tile_mapping(nxt, nxt_tiles.reshape(-1))
         dest = out_flat if last else nxt_flat
         for size, qs, chunk in classes:
             brk = np.ones(e_total, dtype=bool)
@@ -105,8 +116,10 @@ def reduce_partials(
             for ln in np.unique(length):
                 sel = start[length == ln]
                 elems = order[sel[:, None] + np.arange(ln)]  # [R, ln] output elements of each chunk
-                idx = (src_rows[:, None, :, None] * e_total + elems[None, :, None, :]).reshape(-1, size, ln)
-                dst = ((0 if last else qs[:, None, None] * e_total) + elems[None, :, :]).reshape(-1, ln)
+                idx = (src_rows[:, None, :, None] * e_total + col[elems][None, :, None, :]).reshape(-1, size, ln)
+                dst = (elems[None, :, :] if last else qs[:, None, None] * e_total + col[elems][None, :, :]).reshape(
+                    -1, ln
+                )
                 vt = tiles[qs[:, None], elems[None, :, 0]]  # the chunk's reducer
                 graph.add_vertices(cs, CONV_REDUCE, {"in": cur[idx], "out": dest[dst]}, vt.reshape(-1))
             if final_kernel is not None:

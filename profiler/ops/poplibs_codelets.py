@@ -286,7 +286,8 @@ class MatMulPartial(Codelet):
     def check_fields(self, where, shapes, params):  # type: ignore[override]
         super().check_fields(where, shapes, params)
         a, b, o = shapes["a"], shapes["b"], shapes["out"]
-        if len(a) != 2 or len(b) != 2 or a[1] != b[0] or o != (a[0], b[1]):
+        # out may also be flat (m*n in row-major order): a split matmul's partials, held block-major
+        if len(a) != 2 or len(b) != 2 or a[1] != b[0] or o not in ((a[0], b[1]), (a[0] * b[1],)):
             raise ValueError(f"compute set {where!r}: {self.name} needs a[m,k], b[k,n], out[m,n]; got {a}, {b}, {o}")
 
     @staticmethod
@@ -300,10 +301,19 @@ class MatMulPartial(Codelet):
     def run_batch(self, values, params):  # type: ignore[override]
         acc = self._accumulates_in(values["out"].dtype)
         a, b = values["a"].astype(acc, copy=False), values["b"].astype(acc, copy=False)  # read as acc already
-        return {"out": np.matmul(a, b)}  # rounded into out's type by the engine's scatter
+        # rounded into out's type by the engine's scatter; a flat out (block-major partials) takes it flat
+        return {"out": np.matmul(a, b).reshape(values["out"].shape)}
+
+    @staticmethod
+    def _mkn(shapes: Any, params: Any) -> tuple[int, int, int]:
+        """(field rows, in chans, out chans) of the vertex: with ``swap_operands`` (PopLibs'
+        swapOperands transform, ConvPlan.cpp) it computes out^T = b^T a^T, so its field runs over the
+        block's out chans (n) and its out channels over the block's rows (m)."""
+        (m, k), (_, n) = shapes["a"], shapes["b"]
+        return (n, k, m) if params and params.get("swap_operands") else (m, k, n)
 
     def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
-        (m, k), (_, n) = shapes["a"], shapes["b"]
+        m, k, n = self._mkn(shapes, params)
         return int(block_cycles(self.method, m, k, n, dtypes["a"], dtypes["out"], target)), int(
             cost_model.matmul_flops(m, k, n)
         )
@@ -311,17 +321,27 @@ class MatMulPartial(Codelet):
     def state_bytes(self, shapes=None, dtypes=None, params=None, target=None):  # type: ignore[override]
         if self.method != "AMP" or shapes is None or dtypes is None or target is None:
             return super().state_bytes(shapes, dtypes, params, target)
-        # PopLibs ConvPartial1x1Out's fields (lib/poplin/codelets/ConvPartial1x1Out.cpp): in, weights
-        # and out are COMPACT_PTR vectors of COMPACT_PTR vectors - one inner pointer per (conv group x)
-        # in group, in group x out group and out group -, worklists a COMPACT_PTR vector of 3 unsigned
-        # shorts per worker context (out offset, field elements, in offset), and 7 unsigned-short
-        # scalars (numConvGroupsM1, numOutGroupsM1, numInGroups, transformedInStride,
-        # outChansPerGroup, transformedOutStride, inChansPerGroup).
-        (_, k), (_, n) = shapes["a"], shapes["b"]
+        # PopLibs ConvPartial1x1Out's fields as of Poplar SDK 3.0 (graphcore/poplibs
+        # lib/poplin/codelets/ConvPartial1x1Out.cpp at 87b8558f, July 2022): in, weights and out are
+        # ONE_PTR vectors of ONE_PTR vectors - one inner pointer per (conv group x) in group, in group
+        # x out group and out group -, worklists one ONE_PTR edge, and 7 unsigned-short scalars
+        # (numConvGroupsM1, numOutGroupsM1, numInGroups, transformedInStride, outChansPerGroup,
+        # transformedOutStride, inChansPerGroup). Where Poplar keeps the inner pointer arrays
+        # (instance state or vertexFieldData) is not documented [NF]: counted here as state.
+        _, k, n = self._mkn(shapes, params)
         cfg = cost_model.amp_config(dtypes["a"], dtypes["out"], target)
         ig, og = -(-k // cfg.in_chans_per_group), -(-n // cfg.out_chans_per_group)
         inner = ig + ig * og + og
-        return vertex_state_bytes(scaled=4 + inner, shorts=3 * target.num_worker_contexts + 7)
+        return vertex_state_bytes(one_ptr=4 + inner, shorts=7)
+
+    def constant_bytes(self, shapes=None, dtypes=None, params=None, target=None):  # type: ignore[override]
+        """The worklists the vertex's field connects to: a graph constant PopLibs adds per vertex
+        (lib/poplin/ConvVertices.cpp: graph.addConstant(worklistEntryType, ...) then
+        graph.connect(v["worklists"], t)), 3 unsigned shorts per worker context (out offset, field
+        elements, in offset) - category constant, not vertex state."""
+        if self.method != "AMP" or target is None:
+            return 0
+        return 3 * target.num_worker_contexts * 2
 
 
 def block_cycles(method: str, m: Any, k: int, n: int, dtype: Any, partials: Any, target: Target) -> Any:

@@ -110,16 +110,22 @@ def test_memory_source_target_filters_added_and_removed(page, base, comparison):
     assert section.locator(".js-plotly-plot").count() == 3  # per-tile delta, overlay, categories
     grid = section.locator(".ag-root-wrapper")
     st = comparison.source_target
-    statuses = [s for s in ("added", "removed") if (st["status"] == s).any()]
-    assert statuses  # the batch sizes change the planner's partials: some variable comes or goes
+    # which statuses occur depends on the matmul plans at the two batch sizes (with PopLibs-like plans
+    # both split K, so no variable need come or go): the filter is checked on every status present
+    # besides "same", which must include at least one (the batch changes every variable's size)
+    statuses = [s for s in ("added", "removed", "changed") if (st["status"] == s).any()]
+    assert statuses
     for status in statuses:
         grid.locator(".ag-floating-filter[col-id='status'] input").fill(status)
         want = sorted(st.loc[st["status"] == status, "item"])
+        # a long list is rendered only as far as the grid's viewport (row virtualisation): then the rows
+        # shown must be some of that status's rows and no others
+        whole = len(want) <= 10
         names = eventually(
             lambda: sorted(grid.locator(".ag-center-cols-container .ag-row [col-id='name']").all_inner_texts()),
-            lambda got, want=want: got == want,
+            lambda got, want=want, whole=whole: got == want if whole else bool(got) and set(got) <= set(want),
         )
-        assert names == want, status
+        assert (names == want) if whole else (bool(names) and set(names) <= set(want)), status
     # select tiles on the page's own view: the table compares only the variables on them
     page.get_by_role("tab", name="This report", exact=True).click()
     page.fill("#memory-tiles-input", "0-3")
@@ -208,7 +214,10 @@ def test_execution_trace_follows_the_run(page, base, comparison):
     ex = comparison.executed_steps(1)
     steps = comparison.run_tables[1].set_index("run").at[1, "steps"]  # the active report's executed steps
     expect(text).to_contain_text(f"Run 1: {steps:,} executed steps in active")
-    assert len(ex) > steps  # aligned positions include the baseline's extra steps
+    # aligned positions cover both reports' executed steps (the baseline may have extra ones, depending
+    # on the matmul plans at the two batch sizes)
+    base_steps = comparison.run_tables[0].set_index("run").at[1, "steps"]
+    assert len(ex) >= max(steps, base_steps)
     top = ex.loc[ex["delta_cycles"].abs().sort_values(ascending=False, kind="stable").index[0]]
     first = page.locator("#compare-trace-steps .ag-row[row-index='0'] [col-id='delta_cycles']")
     expect(first).to_have_text(f"{int(top['delta_cycles']):,}".replace("-", "−"))

@@ -259,35 +259,74 @@ def test_badly_mapped_operands_are_rearranged_first():
 
 
 def test_created_operands_and_their_all_gather_worked_by_hand():
-    """x[8, 32] @ w[32, 16] fp32 on a 4-tile IPU-Model: the plan is AMP with out-chan split 2 (block
-    8 x 32 x 8, tiles 0 and 1). create_matmul_lhs cuts x's block (all of x, shared by both tiles) into
-    2 shares in block order: rows 0-3 on tile 0, rows 4-7 on tile 1; create_matmul_rhs puts each
-    tile's w block (w[:, 0:8], w[:, 8:16]) on that tile (row split 1: nothing to share)."""
+    """x[8, 32] @ w[32, 32] fp32 on a 4-tile IPU-Model: the plan is AMP, unswapped, with out-chan split
+    4 (block 8 x 32 x 8, tiles 0-3). create_matmul_lhs cuts x's block (all of x, 1,024 B, shared by
+    the 4 tiles) into min(4, 1,024 / 128) = 4 shares of whole block rows (PopLibs' 128 B minimum per
+    tile for activations): rows 0-1 on tile 0, 2-3 on tile 1, ...; create_matmul_rhs puts each tile's
+    w block (w[:, 8j:8j+8]) on tile j (row split 1: nothing to share)."""
     t = ipu_model(tiles_per_ipu=4)
     g = Graph(t)
-    plan = ops.plan_matmul(t, 1, 8, 32, 16, "float32", "float32")
-    assert (plan.method, plan.row_split, plan.in_chan_split, plan.out_chan_split) == ("AMP", 1, 1, 2)
-    x = ops.create_matmul_lhs(g, "float32", (8, 32), (32, 16), "x")
-    w = ops.create_matmul_rhs(g, "float32", (8, 32), (32, 16), "w")
-    assert g.tile_of(x).reshape(8, 32)[:, 0].tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
-    assert (g.tile_of(w).reshape(32, 16) == (np.arange(16) // 8)[None, :]).all()
+    plan = ops.plan_matmul(t, 1, 8, 32, 32, "float32", "float32")
+    assert (plan.method, plan.row_split, plan.in_chan_split, plan.out_chan_split) == ("AMP", 1, 1, 4)
+    assert not plan.swap_operands
+    x = ops.create_matmul_lhs(g, "float32", (8, 32), (32, 32), "x")
+    w = ops.create_matmul_rhs(g, "float32", (8, 32), (32, 32), "w")
+    assert g.tile_of(x).reshape(8, 32)[:, 0].tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert (g.tile_of(w).reshape(32, 32) == (np.arange(32) // 8)[None, :]).all()
     prog = Sequence()
     g.create_host_read("y", ops.matmul(g, x, w, prog))
     e = Engine(g, prog, {"debug.instrument": "false"})
     e.compile()
     sync, exch, mm = e.compiled.steps
-    # each tile receives the other's 4 rows of x (128 floats = 512 B) as one region and sends its
-    # own once: code 4 B x (6 + 1 + 1) = 32; ceil(16 x 512 / 64) + 64 = 192 cycles (the two tiles of
-    # supertile 0 receive different rows: no shared rate)
-    assert exch.bytes_in.tolist() == [512, 512, 0, 0] and exch.bytes_out.tolist() == [512, 512, 0, 0]
-    assert exch.code_bytes.tolist() == [32, 32, 0, 0]
-    assert exch.tile_cycles.tolist() == [192, 192, 0, 0]
+    # each tile receives the other 3 shares (2 whole rows of x = 64 contiguous floats = 256 B each: one
+    # region each, 768 B) and sends its own once (256 B): code 4 B x (6 + 1 + 3) = 40. Both tiles of
+    # a supertile receive the other supertile's 2 shares (512 B, counted at half) but not each
+    # other's: effective 256 + 512 / 2 = 512 B, ceil(16 x 512 / 64) + 64 = 192 cycles
+    assert exch.bytes_in.tolist() == [768] * 4 and exch.bytes_out.tolist() == [256] * 4
+    assert exch.code_bytes.tolist() == [40] * 4
+    assert exch.tile_cycles.tolist() == [192] * 4
     # AMP fp32 (16 in x 8 out chans per group, core 8, weight loads 8 x 64 B / 16 = 32) over 8 rows:
     # 2 in groups, 1 out group; workers get 2 or 1 rows: c(2) = 37 + 8 x (2 - 3) - 7 = 22 (zeroing) /
     # 23, c(1) = 14 / 15; inner = max(6 c(2), 6 c(1) + 14) = 132 / 138;
     # 50 + 6 x 9 + 13 + [15 + (19 + 6 + 32 + 138)] + [11 + (18 + 7 + 32 + 132)] + 25 = 552, + 30 supervisor
-    assert mm.tile_cycles.tolist() == [582, 582, 0, 0]
-    # ConvPartial1x1Out state: 4 + (2 + 2 + 1) compact pointers x 2 B + (3 x 6 + 7) shorts x 2 B = 68 B
+    assert mm.tile_cycles.tolist() == [582] * 4
+    # ConvPartial1x1Out state (SDK 3.0 fields): 4 ONE_PTR fields (in, weights, out, worklists) + inner
+    # pointers for 2 in groups, 2 x 1 in x out groups and 1 out group, 4 B each: (4 + 5) x 4 = 36 B,
+    # + 7 unsigned-short scalars 14 B = 50 B, padded to 52 B. Its worklists (3 shorts x 6 workers =
+    # 36 B) are a graph constant PopLibs adds on the vertex's tile (ConvVertices.cpp addConstant)
     bc = e.memory.by_category
     state = bc["bytes"][bc["category"] == "vertexInstanceState"]
-    assert state.tolist() == [68, 68]
+    assert state.tolist() == [52] * 4
+    constant = bc["bytes"][bc["category"] == "constant"]
+    assert constant.tolist() == [36] * 4
+
+
+def test_swapped_operands_plan_and_vertex_worked_by_hand():
+    """x[8, 32] @ w[32, 16] fp32 on a 4-tile IPU-Model: PopLibs plans a matmul with its operands
+    swapped as well (ConvPlan.cpp getSwapOperandCandidates), computing y^T = w^T x^T so the AMP's field
+    runs over N = 16 and its out channels over M = 8. On one tile that vertex is faster than the
+    unswapped one (field 8, two out-chan groups), so the plan is swapped, unsplit, and the result is
+    the same product."""
+    t = ipu_model(tiles_per_ipu=4)
+    plan = ops.plan_matmul(t, 1, 8, 32, 16, "float32", "float32")
+    assert plan.swap_operands and plan.tiles == 1 and plan.block == (1, 8, 32, 16)
+    g = Graph(t)
+    rng = np.random.default_rng(0)
+    xv, wv = rng.standard_normal((8, 32), dtype=np.float32), rng.standard_normal((32, 16), dtype=np.float32)
+    x, w = g.add_constant("float32", xv.shape, xv, "x"), g.add_constant("float32", wv.shape, wv, "w")
+    g.set_tile_mapping(x, 0)
+    g.set_tile_mapping(w, 0)
+    prog = Sequence()
+    g.create_host_read("y", ops.matmul(g, x, w, prog))
+    e = Engine(g, prog, {"debug.instrument": "false"})
+    e.compile()
+    (mm,) = [s for s in e.compiled.steps if s.type == "OnTileExecute"]
+    # AMP fp32 (16 in x 8 out chans per group, core 8, weight loads 32), swapped: 16 field rows over 6
+    # workers (3 or 2 each), 2 in groups, 1 out group (M = 8): c(3) = 37 + 8 x 0 - 7 = 30 (zeroing) /
+    # 31, c(2) = 22 / 23; inner = max(6 c(3), 6 c(2) + 14) = 180 / 186;
+    # 50 + 6 x 9 + 13 + [15 + (19 + 6 + 32 + 186)] + [11 + (18 + 7 + 32 + 180)] + 25 = 648, + 30 supervisor.
+    # (Unswapped, 8 rows and 2 out groups: 50 + 54 + 13 + [15 + 2 x 195] + [11 + 2 x 189] + 25 + 30 = 966.)
+    assert mm.tile_cycles.tolist() == [678, 0, 0, 0]
+    e.load()
+    e.run(0)
+    np.testing.assert_allclose(e.read_tensor("y"), xv @ wv, rtol=1e-5, atol=1e-5)

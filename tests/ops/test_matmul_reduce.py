@@ -4,7 +4,7 @@ depths as ref §3.5 gives them, and one stage's cycles, exchange and memory work
 import numpy as np
 import pytest
 
-from profiler import Engine, Graph, Sequence, ipu_model
+from profiler import Engine, Graph, Sequence, ipu_model, ops
 from profiler.ops.matmul_reduce import reduce_partials, stage_depths
 
 
@@ -60,3 +60,39 @@ def test_one_stage_reduction_worked_by_hand() -> None:
     bc = e.memory.by_category
     state = bc["bytes"][(bc["category"] == "vertexInstanceState")]
     assert state.tolist() == [24] * 4
+
+
+def test_block_major_partials_reach_each_reducer_as_one_region_per_tile() -> None:
+    """x[8, 64] @ w[64, 16] fp32 on an 8-tile IPU-Model: in split 4, out split 2 (block 8 x 16 x 8; tile
+    = 2 x in block + out block). PopLibs creates a split conv's partials per tile (Convolution.cpp
+    getCreatePartialsLevel), so tile (k, n)'s 8 x 8 partial block is one contiguous buffer (here:
+    block-major columns). Depth 4 < 16: one stage; each block's 8 rows go 2 per reducer (tiles n, n + 2,
+    n + 4, n + 6), so a reducer takes 2 rows = 16 consecutive partials (64 B) from each of the other 3
+    tiles: 3 regions, 192 B (with row-major partials each 2-row chunk was 2 runs of 8: 6 regions).
+    A tile sends its 3 other chunks; with in block 0 or 3 they are consecutive (1 region), with 1 or 2
+    split around its own chunk (2 regions): code 4 x (6 + 3 + 1) = 40 or 4 x (6 + 3 + 2) = 44 B;
+    cycles ceil(16 x 192 / 64) + 64 = 112 (the two tiles of a supertile reduce different blocks)."""
+    t = ipu_model(tiles_per_ipu=8)
+    plan = ops.plan_matmul(t, 1, 8, 64, 16, "float32", "float32")
+    assert (plan.row_split, plan.in_chan_split, plan.out_chan_split, plan.block) == (1, 4, 2, (1, 8, 16, 8))
+    assert not plan.swap_operands
+    g = Graph(t)
+    x = ops.create_matmul_lhs(g, "float32", (8, 64), (64, 16), "x")
+    w = ops.create_matmul_rhs(g, "float32", (8, 64), (64, 16), "w")
+    g.create_host_write("x", x)
+    g.create_host_write("w", w)
+    prog = Sequence()
+    g.create_host_read("y", ops.matmul(g, x, w, prog))
+    e = Engine(g, prog, {"debug.instrument": "false"})
+    e.compile()
+    (red,) = [s for s in e.compiled.steps if s.name == "matmul/reduce/stage1/Exchange"]
+    assert red.bytes_in.tolist() == [192] * 8 and red.bytes_out.tolist() == [192] * 8
+    assert red.code_bytes.tolist() == [40, 40, 44, 44, 44, 44, 40, 40]
+    assert red.tile_cycles.tolist() == [112] * 8
+    rng = np.random.default_rng(1)
+    xv, wv = rng.standard_normal((8, 64), dtype=np.float32), rng.standard_normal((64, 16), dtype=np.float32)
+    e.load()
+    e.write_tensor("x", xv)
+    e.write_tensor("w", wv)
+    e.run(0)
+    np.testing.assert_allclose(e.read_tensor("y"), xv @ wv, rtol=1e-5, atol=1e-4)

@@ -54,3 +54,19 @@ def test_render_marks_status_and_ratio() -> None:
 def test_doc_table_is_up_to_date() -> None:
     table = calibrate.render_table(calibrate.evaluate())
     assert calibrate._table_in_doc(calibrate.DOC.read_text()) == table, "run: python -m bench.calibrate"
+
+
+def test_end_to_end_record_is_current() -> None:
+    """The end-to-end rows are recorded by ``python -m bench.end_to_end`` (minutes to build): the
+    record must still match the model. Re-planning every recorded matmul/conv shape takes a second;
+    any change to the planner or the costs it uses changes a plan's estimate, and then the record is
+    stale."""
+    from bench import end_to_end
+
+    rec = end_to_end.load()["resnet50"]
+    assert rec["plans"], "the record holds no matmul plans"
+    assert rec["plans_cycles"] == sum(p["cycles"] for p in rec["plans"])
+    assert end_to_end.replan(rec["plans"], rec["target"]) == rec["plans_cycles"], (
+        f"bench/end_to_end.json is stale: run {end_to_end.COMMAND}"
+    )
+    assert rec["img_per_s"] == pytest.approx(rec["batch"] * rec["clock_hz"] / rec["cycles"])

@@ -1,0 +1,104 @@
+"""End-to-end calibration figures that take minutes to build: measured once, recorded, then checked.
+
+    python -m bench.end_to_end            # ResNet-50 on C600, fp16, batch 8 (a few minutes, ~3 GiB)
+
+ResNet-50 at ByteMLPerf's batch 32 compiles in ~5 min and 7.4 GiB here (bench/scale.py), too heavy for
+CI. Its simulated throughput is batch x clock / cycles, where cycles grow with the batch: the per-sample
+cycles are what the row needs, so it is run at batch 8 (each conv's field, hence its plan, differs from
+batch 32's; docs/fidelity.md states this). The run writes ``bench/end_to_end.json``: the value, the
+command, the date, and each matmul/conv plan's shape and estimated cycles. tests/profiler/
+test_fidelity.py holds the recorded ratio to its tolerance and checks the record is current by
+re-planning the recorded shapes (a second): a model change that alters any plan makes the record stale.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORD = ROOT / "bench" / "end_to_end.json"
+COMMAND = "python -m bench.end_to_end"
+RESNET_BATCH = 8
+
+
+def matmul_plans(graph: Any) -> list[dict[str, Any]]:
+    """Every MatMul op's shape, dtype and plan (estimated cycles, splits) from its debug context."""
+    out = []
+    for c in graph.debug_contexts:
+        if c.op_type != "MatMul":
+            continue
+        a = json.loads(c.attributes)
+        if "shape" not in a:
+            continue
+        s = a["shape"]
+        out.append({"G": s["G"], "M": s["M"], "K": s["K"], "N": s["N"], "dtype": a["dtype"],
+                    "partials": a["partials_dtype"], "cycles": a["cycles"]})  # fmt: skip
+    return out
+
+
+def replan(plans: list[dict[str, Any]], target_name: str) -> int:
+    """Sum of the planner's estimated cycles for the recorded shapes, recomputed now."""
+    from profiler.ops.matmul import plan_matmul
+    from profiler.targets import get_target
+
+    t = get_target(target_name)
+    return sum(plan_matmul(t, p["G"], p["M"], p["K"], p["N"], p["dtype"], p["partials"]).cycles for p in plans)
+
+
+def resnet50(batch: int = RESNET_BATCH, target_name: str = "C600") -> dict[str, Any]:
+    """Simulated ResNet-50 (224², fp16) inference on ``target_name``: cycles of one run, img/s, and the
+    memory categories (internalExchangeCode's share)."""
+    from profiler.frontends.onnx import Session, examples, import_model, load_model
+    from profiler.targets import get_target
+
+    target = get_target(target_name)
+    t0 = time.perf_counter()
+    imported = import_model(load_model(examples.resnet()), target, batch_size=batch, dtype="float16")
+    session = Session(imported, {"debug.instrument": "false"}, name="end_to_end")
+    session.compile()
+    session.upload_weights()
+    shape = [batch, *imported.inputs[0].shape[1:]]
+    session.run({imported.inputs[0].name: np.random.default_rng(0).standard_normal(shape).astype(np.float32)})
+    cycles = int(session.cycles[-1])
+    mem = session.engine.memory
+    bc = mem.by_category
+    cats: dict[str, float] = {}
+    for cat, b in zip(bc["category"], bc["bytes"], strict=True):
+        cats[str(cat)] = cats.get(str(cat), 0.0) + float(b)
+    total = float(np.sum(mem.tile_memory["total_bytes_excluding_gaps"]))
+    plans = matmul_plans(imported.graph)
+    return {
+        "model": "ResNet-50 (profiler.frontends.onnx.examples.resnet(), 224x224)", "target": target_name,
+        "dtype": "float16", "batch": batch, "cycles": cycles, "clock_hz": target.clock_hz,
+        "img_per_s": batch * target.clock_hz / cycles, "total_bytes": total,
+        "categories": {k: cats[k] for k in sorted(cats)},
+        "exchange_code_share": cats.get("internalExchangeCode", 0.0) / total,
+        "host_seconds": round(time.perf_counter() - t0, 1),
+        "plans": plans, "plans_cycles": int(sum(p["cycles"] for p in plans)),
+    }  # fmt: skip
+
+
+def load() -> dict[str, Any]:
+    return json.loads(RECORD.read_text())
+
+
+def main() -> int:
+    rec = {"command": COMMAND, "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+           "resnet50": resnet50()}  # fmt: skip
+    RECORD.write_text(json.dumps(rec, indent=1) + "\n")
+    r = rec["resnet50"]
+    print(f"ResNet-50 {r['target']} {r['dtype']} batch {r['batch']}: {r['cycles']:,} cycles, "
+          f"{r['img_per_s']:,.0f} img/s; exchange code {100 * r['exchange_code_share']:.1f} % of "
+          f"{r['total_bytes'] / 2**20:.0f} MiB; {r['host_seconds']} s; wrote {RECORD.relative_to(ROOT)}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
