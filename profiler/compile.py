@@ -39,10 +39,6 @@ PLAN_BYTES_PER_READ_ELEMENT = 40
 # Fields whose pieces hold fewer elements than this on average are planned per element (packed
 # keys, one sort): cheaper than the interval union when the runs are that short.
 SHORT_PIECE_ELEMENTS = 8
-# ... unless a compute set's short-run fields hold more elements than this together: then their
-# pieces are planned as intervals too (the same figures), so host memory follows the pieces, not
-# the elements (a large batch's strided stem convolution reads ~10^8 elements in ~10^7 pieces).
-SHORT_PATH_MAX_ELEMENTS = 1 << 22
 
 # Host bytes per tile of the target that compiling and placing memory hold whatever the model
 # (per-tile cycles, bytes and regions of every step, memory by category): measured ~2.7 KB per
@@ -534,9 +530,7 @@ class Compiler:
         key = tiles * ncl + codelet
         ukey, inv = np.unique(key, return_inverse=True)
         agg = lambda w: np.bincount(inv, weights=w, minlength=ukey.size).astype(np.int64)  # noqa: E731
-        if sum(int(p[1].sum()) for p in short_reads) > SHORT_PATH_MAX_ELEMENTS:
-            short_reads, receives = [], receives + short_reads
-        elif short_vars & piece_vars:  # an element set may not be split between the two ways
+        if short_vars & piece_vars:  # an element set may not be split between the two ways
             short_reads, receives = short_reads + receives, []
         exchange, global_exchange = self._plan_receives(receives, short_reads)
         return ComputeSetPlan(

@@ -71,16 +71,13 @@ def _random_mapping(g: Graph, t, rng) -> None:  # type: ignore[no-untyped-def]
     g.set_tile_mapping(t, np.repeat(tiles, np.diff(np.concatenate(([0], cuts, [n])))))
 
 
-@pytest.mark.parametrize("way", ["intervals", "elements", "elements past their limit"])
+@pytest.mark.parametrize("way", ["intervals", "elements"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_interval_exchange_matches_a_per_element_reference(
     seed: int, way: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # both ways the compiler plans a field's receives: as intervals, or per element when runs are
-    # short - unless the short runs hold too many elements together, when intervals take them back
+    # both ways the compiler plans a field's receives: as intervals, or per element when runs are short
     monkeypatch.setattr(compile_mod, "SHORT_PIECE_ELEMENTS", 0 if way == "intervals" else 10**9)
-    if way == "elements past their limit":
-        monkeypatch.setattr(compile_mod, "SHORT_PATH_MAX_ELEMENTS", 0)
     rng = np.random.default_rng(seed)
     g = Graph(ipu_model(tiles_per_ipu=16))
     prog = Sequence()
