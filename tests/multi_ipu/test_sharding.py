@@ -135,7 +135,10 @@ def test_a_compute_split_balances_the_pipeline_stages_where_memory_and_compute_d
         stages[split] = open_report(tmp_path / split).pipeline_stages()["compute_cycles"].to_numpy()
     assert assign_ipus(model, 2)[:9] == [0] * 9  # memory: conv, relu, pool, conv, relu, conv, relu, pool, flatten
     memory, compute = (stages[k].max() / stages[k].min() for k in ("memory", "compute"))
-    assert memory > 1.3 and compute < 1.1  # the slowest stage within 10 % of the fastest
+    # the slowest stage within 25 % of the fastest: the cut is made on the memory split's per-node
+    # cycles, and the stages' matmul plans change with what else shares their IPU (16 % at the
+    # planner of docs/fidelity.md; 3 % before it)
+    assert memory > 1.3 and compute < 1.25 and compute < memory / 1.5
     assert cycles["compute"] < cycles["memory"]  # the pipeline runs at the slowest stage's pace
     np.testing.assert_allclose(outputs["compute"], outputs["memory"], rtol=1e-5, atol=1e-6)
 
