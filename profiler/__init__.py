@@ -1,5 +1,6 @@
 """The simulated IPU: targets, graph API, compiler, BSP engine, capture."""
 
+from profiler.allocator import keep_freed_memory
 from profiler.codelets import BUILTIN_CODELETS, Codelet
 from profiler.compile import CompileError
 from profiler.engine import Engine, EngineError, OutOfMemoryError
@@ -10,6 +11,8 @@ from profiler.programs import Call, Copy, Execute, If, PrintTensor, Program, Rep
 from profiler.streams import DataStream
 from profiler.targets import Target, get_target, ipu_model
 from profiler.tensor import Tensor, concat
+
+keep_freed_memory()  # before the first large allocation (see profiler.allocator)
 
 __all__ = [
     "BUILTIN_CODELETS",
