@@ -255,8 +255,10 @@ def _share_by_liveness(shared: Items, interleaved: np.ndarray, live: Liveness) -
     """Offsets of not-always-live variables relative to their arena's free space: variables whose
     lifetimes overlap never share bytes; interleaved-required and general ones share within their
     own arena only."""
-    first = np.array([live.hull[int(v)][0] for v in shared.var], dtype=np.int64)
-    last = np.array([live.hull[int(v)][1] for v in shared.var], dtype=np.int64)
+    # one lookup per distinct variable, not per (variable, tile) item
+    ids, item_of = np.unique(np.asarray(shared.var, dtype=np.int64), return_inverse=True)
+    hull = np.array([live.hull[int(v)] for v in ids], dtype=np.int64).reshape(-1, 2)
+    first, last = hull[item_of.reshape(-1), 0], hull[item_of.reshape(-1), 1]
     rel = np.zeros(shared.tile.size, dtype=np.int64)
     for arena in (interleaved, ~interleaved):
         rel[arena] = _allocate_shared(shared.tile[arena], shared.var[arena], shared.size[arena], first[arena],
