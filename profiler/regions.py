@@ -205,8 +205,9 @@ def window_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     hc = np.clip(hh, 0, h - 1)
     wa, wb = np.clip(w_lo, 0, wd), np.clip(w_hi, 0, wd)
     inside = h_in & (wb > wa)
-    start, own, length = _merge_adjacent((row + hh * s_h + wa)[inside], None, owner[inside], (wb - wa)[inside])
-    regions = Regions(start, length, own)
+    start, owner_in = (row + hh * s_h + wa)[inside], owner[inside]
+    keep, length = _joined(start, (wb - wa)[inside], owner_in)
+    regions = Regions(start[keep], length, owner_in[keep])
     if not (ph or pw):
         return regions
     # padding reads the pad element of the tile of each nearest input element: a padding row's
@@ -254,7 +255,9 @@ def _channel_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     length = np.broadcast_to(n_ch[:, None], r.shape).reshape(-1)
     inside = ((hh >= 0) & (hh < h) & (ww >= 0) & (ww < wd)).reshape(-1)
     near = x.offset + int(base[w.x_var]) + b_ * s_b + chan + np.clip(hh, 0, h - 1) * s_h + np.clip(ww, 0, wd - 1) * s_w
-    near, inside, owner, length = _merge_adjacent(near.reshape(-1), inside, owner, length)
+    near = near.reshape(-1)
+    keep, length = _joined(near, length, owner, inside)
+    near, inside, owner = near[keep], inside[keep], owner[keep]
     regions = Regions(near[inside], length[inside], owner[inside])
     if inside.all():
         return regions
@@ -265,25 +268,23 @@ def _channel_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     return regions
 
 
-def _merge_adjacent(start: np.ndarray, inside: np.ndarray | None, owner: np.ndarray, length: np.ndarray) -> tuple:
+def _joined(
+    start: np.ndarray, length: np.ndarray, owner: np.ndarray, kind: np.ndarray | None = None
+) -> tuple[np.ndarray | slice, np.ndarray]:
     """Runs that continue or overlap the one before them (same owner, same kind, starting inside
     or right after it) joined: a block over all channels at consecutive positions (a 1x1
     convolution's rows) is one region, not one per position, and so are the overlapping kernel
     rows of neighbouring output positions (a strided convolution's windows). The elements a vertex
     reads are the same (a region may still overlap an earlier, unjoined one: readers take unions).
-    Returns (start, inside, owner, length), without ``inside`` when it is None (all one kind)."""
-    keep = (start, owner, length) if inside is None else (start, inside, owner, length)
+    Returns which regions start a joined one (a slice of all when none join) and their lengths."""
     if start.size < 2:
-        return keep
+        return slice(None), length
     end = start + length
     brk = np.ones(start.size, dtype=bool)
     brk[1:] = (start[1:] < start[:-1]) | (start[1:] > end[:-1]) | (owner[1:] != owner[:-1])
-    if inside is not None:
-        brk[1:] |= inside[1:] != inside[:-1]
+    if kind is not None:
+        brk[1:] |= kind[1:] != kind[:-1]
     first = np.flatnonzero(brk)
     if first.size == start.size:
-        return keep
-    length = np.maximum.reduceat(end, first) - start[first]
-    if inside is None:
-        return start[first], owner[first], length
-    return start[first], inside[first], owner[first], length
+        return slice(None), length
+    return first, np.maximum.reduceat(end, first) - start[first]

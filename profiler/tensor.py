@@ -396,12 +396,13 @@ class Access:
     def gather(self, state: list[np.ndarray], dtype: np.dtype | None = None) -> np.ndarray:
         """The tensor's values: a read-only view of the state when strided, else a new array; in
         ``dtype`` when given (converted while copied: a new array then)."""
-        if dtype is not None and dtype != self.dtype:
-            if self.window is not None:
-                return im2col(self.window, state, dtype)
-            return self.gather(state).astype(dtype)
         if self.window is not None:
-            return im2col(self.window, state)
+            return im2col(self.window, state, dtype)
+        values = self._stored(state)
+        return values if dtype is None or dtype == values.dtype else values.astype(dtype)
+
+    def _stored(self, state: list[np.ndarray]) -> np.ndarray:
+        """The tensor's values in their stored type."""
         if self.strided is not None:
             return self._view(state, writeable=False)
         # np.take(mode="clip") skips the per-element bounds check (the indices come from tensor views,

@@ -26,3 +26,9 @@ class Counter:
         if self.shown:
             self.stream.write("\n")
             self.stream.flush()
+
+    def __enter__(self) -> Counter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

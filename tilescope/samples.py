@@ -70,9 +70,7 @@ REAL_SIZE_SAMPLES: tuple[ModelSample, ...] = (
 
 
 def _make_model_sample(sample: ModelSample, out: Path) -> str:
-    import numpy as np
-
-    from profiler.frontends.onnx import Session, examples, import_model, load_model
+    from profiler.frontends.onnx import Session, examples, import_model, load_model, random_inputs
     from profiler.targets import get_target
     from tilescope.progress import Counter
 
@@ -80,26 +78,18 @@ def _make_model_sample(sample: ModelSample, out: Path) -> str:
         onnx_model = examples.resnet(image=sample.image)
     else:
         onnx_model = examples.bert_layer(seq=sample.seq, layers=sample.layers)
-    nodes = Counter("nodes imported", prefix="     ")
-    try:
+    with Counter("nodes imported", prefix="     ") as nodes:
         model = import_model(load_model(onnx_model), get_target(sample.target), sample.batch, sample.dtype,
                              progress=nodes)  # fmt: skip
-    finally:
-        nodes.close()
     options = {"autoReport.all": "true", "autoReport.directory": str(out)}
     session = Session(model, options, name=sample.name)
-    planned = Counter("compute sets planned", prefix="     ")
-    try:
+    with Counter("compute sets planned", prefix="     ") as planned:
         session.compile(progress=planned)
-    finally:
-        planned.close()
     if session.engine.out_of_memory:
         session.close()
         return "out of tile memory: graph profile only"
     session.upload_weights()
-    x = model.inputs[0]
-    rng = np.random.default_rng(0)
-    session.run({x.name: rng.standard_normal([sample.batch, *x.shape[1:]]).astype(np.float32)})
+    session.run(random_inputs(model))
     cycles = session.cycles[-1]
     session.close()
     return f"1 run captured, {cycles:,} cycles"
