@@ -19,7 +19,7 @@ import numpy as np
 from profiler import host_memory
 from profiler.codelets import Codelet, resolve_codelet
 from profiler.dtypes import as_dtype
-from profiler.layout import Affine
+from profiler.layout import Affine, Factored
 from profiler.streams import DEVICE_TO_HOST, HOST_TO_DEVICE, DataStream
 from profiler.targets import Target, replica_view, sharding_view
 from profiler.tensor import Tensor
@@ -394,17 +394,23 @@ class Graph:
         the same view of a new variable of the same shape, its mapping copied interval by interval.
         None when ``like`` is not a one-to-one view of all of one variable."""
         lay, vid = like._lay, like.single_variable()
-        if vid is None or not isinstance(lay, Affine) or lay.offset != 0:
+        flat = lay.flat if isinstance(lay, Factored) else lay
+        if vid is None or not isinstance(flat, Affine) or flat.offset != 0:
             return None
         var = self.variables[vid]
-        if lay.size != var.numel or var.numel == 0:
+        if flat.size != var.numel or var.numel == 0:
             return None
-        dims = sorted((s, n) for n, s in zip(lay.shape, lay.strides, strict=True) if n != 1)
+        dims = sorted((s, n) for n, s in zip(flat.shape, flat.strides, strict=True) if n != 1)
         step = 1
         for s, n in dims:  # the strides, smallest first, must be those of a contiguous array
             if s != step:
                 return None
             step *= n
+        if isinstance(lay, Factored):  # a grouped store: the same store, seen through the same view
+            t = self._add(var.dtype if dtype is None else dtype, list(var.shape), name, False, False)
+            new = self.variables[t.single_variable()]  # type: ignore[index]
+            new.mapping.starts, new.mapping.tiles = var.mapping.starts, self._to_device_tiles(var.mapping.tiles)
+            return Tensor(self, t.single_variable(), lay, t.dtype)  # type: ignore[arg-type]
         # the new variable's shape is the view's dims in storage order (a transposed view's clone is
         # stored as the original is, e.g. NHWC under an NCHW view)
         big = [d for d, n in enumerate(lay.shape) if n != 1]

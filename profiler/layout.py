@@ -160,6 +160,261 @@ def _resolve_shape(shape: tuple[int, ...], size: int, old: tuple[int, ...]) -> t
     return shape
 
 
+Factor = tuple[int, int]  # (size, stride) of one factor dim
+
+
+@dataclass(frozen=True)
+class Factored:
+    """A view whose dims each stand for one or more *factor* dims of a plain affine view: the index
+    of a dim is the mixed-radix number of its factors' indices, outermost first. PopLibs' grouped
+    layouts are such views: a convolution result ``[B, C, H, W]`` stored channel-group-major
+    ``[C/16][B][H][W][16]`` has channel ``c`` at factors ``(c // 16, c % 16)`` (strides
+    ``B*H*W*16`` and 1), which no single stride describes. ``flat`` is the factor-level view: it
+    holds the same elements in the same order, so whatever only walks elements uses it as is."""
+
+    flat: Affine
+    groups: tuple[int, ...]  # factor dims per dim (each >= 1), summing to the rank of ``flat``
+
+    @property
+    def offset(self) -> int:
+        return self.flat.offset
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(int(np.prod([n for n, _ in g], dtype=np.int64)) for g in self.factors())
+
+    @property
+    def size(self) -> int:
+        return self.flat.size
+
+    def factors(self) -> list[list[Factor]]:
+        out, i = [], 0
+        for k in self.groups:
+            out.append(list(zip(self.flat.shape[i : i + k], self.flat.strides[i : i + k], strict=True)))
+            i += k
+        return out
+
+    def indices(self, dtype: np.dtype | type = np.int64) -> np.ndarray:
+        return self.flat.indices(dtype).reshape(self.shape)
+
+    def getitem(self, key: object) -> Affine | Factored | None:
+        return _getitem(self.offset, self.factors(), key)
+
+    def transpose(self, axes: tuple[int, ...] | None) -> Affine | Factored:
+        f = self.factors()
+        order = tuple(reversed(range(len(f)))) if not axes else tuple(a % len(f) for a in axes)
+        if sorted(order) != list(range(len(f))):
+            raise ValueError(f"axes {axes} don't match a view of {len(f)} dimensions")
+        return factored(self.offset, [f[a] for a in order])
+
+    def expand(self, axis: int) -> Affine | Factored:
+        f = self.factors()
+        nd = len(f) + 1
+        if not -nd <= axis < nd:
+            raise np.exceptions.AxisError(axis, nd)
+        a = axis % nd
+        return factored(self.offset, f[:a] + [[(1, 0)]] + f[a:])
+
+    def broadcast_to(self, shape: tuple[int, ...]) -> Affine | Factored:
+        f, old = self.factors(), self.shape
+        if len(shape) < len(old):
+            raise ValueError(f"cannot broadcast {old} to {shape}")
+        lead = len(shape) - len(old)
+        out: list[list[Factor]] = [[(int(n), 0)] for n in shape[:lead]]
+        for g, n_old, n_new in zip(f, old, shape[lead:], strict=True):
+            if n_old == n_new:
+                out.append(g)
+            elif n_old == 1:
+                out.append([(int(n_new), 0)])
+            else:
+                raise ValueError(f"cannot broadcast {old} to {shape}")
+        return factored(self.offset, out)
+
+    def reshape(self, shape: tuple[int, ...]) -> Affine | Factored | None:
+        return _reshape(self.offset, self.factors(), shape, self.size)
+
+
+def factor_groups(lay: Affine | Factored) -> list[list[Factor]]:
+    """Each dim's factors (one per dim of a plain affine view)."""
+    if isinstance(lay, Factored):
+        return lay.factors()
+    return [[(n, s)] for n, s in zip(lay.shape, lay.strides, strict=True)]
+
+
+def factored(offset: int, groups: list[list[Factor]]) -> Affine | Factored:
+    """The view with these factors per dim, simplified: size-1 factors dropped and neighbours whose
+    strides nest merged, so a dim left with one factor is plain and a view of plain dims an Affine."""
+    if any(n == 0 for g in groups for n, _ in g):  # no elements: only the shape matters
+        shape = tuple(int(np.prod([n for n, _ in g], dtype=np.int64)) for g in groups)
+        return Affine(offset, shape, (0,) * len(shape))
+    out: list[list[Factor]] = []
+    for g in groups:
+        kept: list[Factor] = []
+        for n, s in g:
+            if n == 1:
+                continue
+            if kept and kept[-1][1] == n * s:
+                kept[-1] = (kept[-1][0] * n, s)
+            else:
+                kept.append((int(n), int(s)))
+        out.append(kept or [(1, 0)])
+    if all(len(g) == 1 for g in out):
+        return Affine(offset, tuple(g[0][0] for g in out), tuple(g[0][1] for g in out))
+    flat = Affine(offset, tuple(n for g in out for n, _ in g), tuple(s for g in out for _, s in g))
+    return Factored(flat, tuple(len(g) for g in out))
+
+
+def group_dims(lay: Affine | Factored, sizes: tuple[int, ...]) -> Affine | Factored:
+    """Merge consecutive dims into one, ``sizes[i]`` dims into dim i, keeping their factors: the
+    reshape that always stays a view (e.g. ``[G, M, N/nb, nb]`` of a block-major store to ``[G, M, N]``)."""
+    f = factor_groups(lay)
+    if sum(sizes) != len(f):
+        raise ValueError(f"cannot group {len(f)} dimensions as {sizes}")
+    out, i = [], 0
+    for k in sizes:
+        out.append([x for g in f[i : i + k] for x in g])
+        i += k
+    return factored(lay.offset, out)
+
+
+def _digits(i: int, g: list[Factor]) -> int:
+    """Offset of index ``i`` of a dim with factors ``g``."""
+    off = 0
+    for n, s in reversed(g):
+        off += (i % n) * s
+        i //= n
+    return off
+
+
+def _slice_factors(g: list[Factor], start: int, length: int, step: int) -> tuple[int, list[Factor]] | None:
+    """(offset, factors) of ``length`` indices from ``start`` by ``step`` of a dim with factors ``g``;
+    None when they are not one affine factor set (a slice across factor boundaries)."""
+    if len(g) == 1:
+        n, s = g[0]
+        return start * s, [(length, s * step)]
+    if length == 1:
+        return _digits(start, g), [(1, 0)]
+    s0, rest = g[0][1], g[1:]
+    inner = int(np.prod([n for n, _ in rest], dtype=np.int64))
+    if step == 1 and start % inner == 0 and length % inner == 0:  # whole inner blocks
+        return (start // inner) * s0, [(length // inner, s0)] + rest
+    if step > 0 and start // inner == (start + (length - 1) * step) // inner:  # inside one outer index
+        found = _slice_factors(rest, start % inner, length, step)
+        return None if found is None else ((start // inner) * s0 + found[0], found[1])
+    if step > 0 and step % inner == 0:  # the same inner index of every step // inner-th outer index
+        return (start // inner) * s0 + _digits(start % inner, rest), [(length, s0 * (step // inner))]
+    return None
+
+
+def _getitem(offset: int, f: list[list[Factor]], key: object) -> Affine | Factored | None:
+    keys = key if isinstance(key, tuple) else (key,)
+    for k in keys:
+        if not (k is None or k is Ellipsis or isinstance(k, slice) or _is_int(k)):
+            return None
+    given = sum(1 for k in keys if k is not None and k is not Ellipsis)
+    if given > len(f):
+        raise IndexError(f"too many indices: {given} for {len(f)} dimensions")
+    ell = [i for i, k in enumerate(keys) if k is Ellipsis]
+    if len(ell) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    fill = (slice(None),) * (len(f) - given)
+    keys = keys[: ell[0]] + fill + keys[ell[0] + 1 :] if ell else keys + fill
+    out: list[list[Factor]] = []
+    d = 0
+    for k in keys:
+        if k is None:
+            out.append([(1, 0)])
+            continue
+        g = f[d]
+        n = int(np.prod([x for x, _ in g], dtype=np.int64))
+        d += 1
+        if isinstance(k, slice):
+            start, stop, step = k.indices(n)
+            length = len(range(start, stop, step))
+            if length == 0:
+                out.append([(0, 0)])
+                continue
+            found = _slice_factors(g, start, length, step)
+            if found is None:
+                return None
+            offset += found[0]
+            out.append(found[1])
+        else:
+            i = operator.index(k)
+            if not -n <= i < n:
+                raise IndexError(f"index {i} is out of bounds for axis {d - 1} with size {n}")
+            offset += _digits(i % n, g)
+    return factored(offset, out)
+
+
+def _cut(flat: list[Factor], cuts: list[int]) -> list[tuple[int, Factor]]:
+    """The factors cut at the cumulative products ``cuts`` (which include every factor's own end
+    and nest): (cumulative product after the piece, (size, stride)) per piece, outermost first; a
+    factor of n cut into a x b keeps its order, strides b*s and s."""
+    pieces: list[tuple[int, Factor]] = []
+    before = 1
+    for n, s in flat:
+        end = before * n
+        inner = [c for c in cuts if before < c <= end]
+        sizes = [b // a for a, b in zip([before] + inner, inner, strict=False)]
+        stride_after = np.cumprod([1] + sizes[::-1]).tolist()[::-1][1:]  # product of the sizes after each
+        pieces += [(c, (m, s * st)) for c, m, st in zip(inner, sizes, stride_after, strict=True)]
+        before = end
+    return pieces
+
+
+def common_factors(lays: list[Affine | Factored]) -> list[Affine] | None:
+    """The views (one shape) as plain affine views over one common set of factor dims: each dim
+    cut wherever any view's factors cut it, so position i of every result is the same element
+    position of every view. None when the cuts do not nest (a store grouped by 8 against one by 12)."""
+    per_view = [factor_groups(lay) for lay in lays]
+    out: list[list[Factor]] = [[] for _ in lays]
+    for d in range(len(per_view[0])):
+        groups = [[(n, st) for n, st in f[d] if n != 1] for f in per_view]
+        if not any(groups):  # a dim of one
+            for o in out:
+                o.append((1, 0))
+            continue
+        cuts = sorted({int(c) for g in groups for c in np.cumprod([n for n, _ in g])})
+        if any(b % a for a, b in zip([1] + cuts, cuts, strict=False)):
+            return None
+        for o, g in zip(out, groups, strict=True):
+            o.extend(f for _, f in _cut(g, cuts))
+    return [
+        Affine(lay.offset, tuple(n for n, _ in o), tuple(st for _, st in o)) for lay, o in zip(lays, out, strict=True)
+    ]
+
+
+def _reshape(offset: int, f: list[list[Factor]], shape: tuple[int, ...], size: int) -> Affine | Factored | None:
+    """The reshaped view when every new dim is a run of whole factors, after cutting factors where
+    the new dims need it (a factor of n cut into a x b keeps its order: strides b*s and s); None
+    when a new dim would need part of a factor that does not divide (numpy would copy)."""
+    old = tuple(int(np.prod([n for n, _ in g], dtype=np.int64)) for g in f)
+    new = _resolve_shape(shape, size, old)
+    if size == 0:
+        return Affine(offset, new, (0,) * len(new))
+    flat = [(n, s) for g in f for n, s in g if n != 1]
+    cuts_old = np.cumprod([n for n, _ in flat]).tolist()
+    cuts_new = np.cumprod([n for n in new if n != 1]).tolist()
+    cuts = sorted(set(cuts_old) | set(cuts_new))
+    if any(b % a for a, b in zip([1] + cuts, cuts, strict=False)):
+        return None
+    pieces = _cut(flat, cuts)
+    out: list[list[Factor]] = []
+    i = 0
+    for n in new:
+        if n == 1:
+            out.append([(1, 0)])
+            continue
+        target = cuts_new.pop(0)
+        group = []
+        while i < len(pieces) and pieces[i][0] <= target:
+            group.append(pieces[i][1])
+            i += 1
+        out.append(group)
+    return factored(offset, out)
+
+
 @dataclass(frozen=True, eq=False)
 class Blocks:
     """Equal blocks of one variable, one per row: element ``(v, i...)`` is ``offsets[v] + inner(i...)``.
@@ -191,7 +446,7 @@ class Window:
     constant on the tile of the nearest input element. Described by the convolution's geometry,
     never by an index per element; ``explicit`` builds the index form for the paths that need one."""
 
-    x: Affine
+    x: Affine | Factored  # Factored: a channel-grouped store (conv._channel_grouped)
     x_var: int
     groups: int
     kernel: tuple[int, int]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profiler.layout import Affine, Blocks, Runs, WindowBlocks
+from profiler.layout import Affine, Blocks, Factored, Runs, WindowBlocks
 from profiler.tensor import Tensor
 
 
@@ -77,6 +77,8 @@ def field_regions(t: Tensor, base: np.ndarray) -> Regions:
             return found
         t = t._explicit()
         lay = t._lay
+    if isinstance(lay, Factored) and lay.groups[0] == 1:  # the rows are one factor: walk the factors
+        lay = lay.flat
     if isinstance(lay, Affine | Blocks):
         if isinstance(lay, Affine):
             offsets = lay.offset + np.arange(lay.shape[0], dtype=np.int64) * lay.strides[0]
@@ -168,14 +170,16 @@ def window_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     then uses the explicit form)."""
     w = lay.window
     x = w.x
-    bsz, c, h, wd = x.shape
-    s_b, s_c, s_h, s_w = x.strides
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw), (ho, wo) = w.kernel, w.stride, w.padding, w.dilation, w.out
-    cg = c // w.groups
     v = lay.g.size
     ms, ks = lay.rows, lay.cols
     if v == 0 or ms == 0 or ks == 0:
         return None
+    if isinstance(x, Factored):  # a channel-grouped store: runs of each group's channels
+        return _channel_regions(lay, base)
+    bsz, c, h, wd = x.shape
+    s_b, s_c, s_h, s_w = x.strides
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw), (ho, wo) = w.kernel, w.stride, w.padding, w.dilation, w.out
+    cg = c // w.groups
     vid = np.arange(v, dtype=np.int64)
     if sw == 1 and s_w == 1:  # runs along the output row: segments of the block's rows within one (b, oh)
         sv, q, lo, hi = _segments(vid, lay.r0, ms, wo)
@@ -227,14 +231,20 @@ def window_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
 
 
 def _channel_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
-    """Regions of window blocks over an input whose channels are innermost (stride 1): for every
-    output position and kernel position of a block, the run of the block's channels there (one
-    region per output and kernel position, not per element); padding reads the pad element of the
-    tile of the nearest input element, channel by channel."""
+    """Regions of window blocks over an input whose channels are innermost (stride 1), or grouped
+    innermost (a store [C/grp][B][H][W][grp], profiler.layout.Factored): for every output position
+    and kernel position of a block, the run of the block's channels there within each group (one
+    region per output and kernel position and group, not per element); padding reads the pad
+    element of the tile of the nearest input element, channel by channel."""
     w = lay.window
     x = w.x
     bsz, c, h, wd = x.shape
-    s_b, _, s_h, s_w = x.strides
+    if isinstance(x, Factored):  # channel c at (c // grp) * s_grp + c % grp (conv._window_view checks it)
+        fb, ((_, s_grp), (grp, _)), fh, fw = x.factors()
+        s_b, s_h, s_w = fb[0][1], fh[0][1], fw[0][1]
+    else:
+        s_b, _, s_h, s_w = x.strides
+        grp, s_grp = c, 0
     (kh, kw), (sh, sw), (ph, pw), (dh, dw), (ho, wo) = w.kernel, w.stride, w.padding, w.dilation, w.out
     cg, k = c // w.groups, kh * kw
     ms, ks = lay.rows, lay.cols
@@ -245,12 +255,19 @@ def _channel_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     vv, ee = np.nonzero(c_hi >= c_lo)
     if vv.size == 0:
         return None
-    lo, n_ch = c_lo[vv, ee], (c_hi - c_lo + 1)[vv, ee]
+    first, last = lay.g[vv] * cg + c_lo[vv, ee], lay.g[vv] * cg + c_hi[vv, ee]  # absolute channels
+    # each range cut where a channel group ends: one run per group it touches
+    n_grp = last // grp - first // grp + 1
+    rep = np.repeat(np.arange(n_grp.size), n_grp)
+    gi = (first // grp)[rep] + np.arange(rep.size) - (np.cumsum(n_grp) - n_grp)[rep]
+    vv, ee, first, last = vv[rep], ee[rep], first[rep], last[rep]
+    lo_c, hi_c = np.maximum(first, gi * grp), np.minimum(last, gi * grp + grp - 1)
+    n_ch = hi_c - lo_c + 1
     r = lay.r0[vv][:, None] + np.arange(ms)  # [pairs, ms]
     b_, oh, ow = r // (ho * wo), (r // wo) % ho, r % wo
     hh = oh * sh + (ee // kw)[:, None] * dh - ph
     ww = ow * sw + (ee % kw)[:, None] * dw - pw
-    chan = (lay.g[vv] * cg + lo)[:, None]
+    chan = (gi * s_grp + lo_c - gi * grp)[:, None]  # offset of the run's first channel
     owner = np.broadcast_to(vv[:, None], r.shape).reshape(-1)
     length = np.broadcast_to(n_ch[:, None], r.shape).reshape(-1)
     inside = ((hh >= 0) & (hh < h) & (ww >= 0) & (ww < wd)).reshape(-1)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from profiler.layout import Affine, Blocks, Runs, Window, WindowBlocks
+from profiler.layout import Affine, Blocks, Factored, Runs, Window, WindowBlocks, group_dims
 
 if TYPE_CHECKING:
     from profiler.graph import Graph
@@ -135,8 +135,8 @@ class Tensor:
         return Tensor(self.graph, var, idx, self.dtype)
 
     def _view(self, affine: Callable[[Affine], Affine | None], fn: Callable[[np.ndarray], np.ndarray]) -> Tensor:
-        """``affine`` on an affine view (None: not affine), else ``fn`` on the index array."""
-        if isinstance(self._lay, Affine):
+        """``affine`` on an affine or factored view (None: not one), else ``fn`` on the index array."""
+        if isinstance(self._lay, Affine | Factored):
             lay = affine(self._lay)
             if lay is not None:
                 return Tensor(self.graph, self._var, lay, self.dtype)
@@ -181,6 +181,14 @@ class Tensor:
 
     def flatten(self) -> Tensor:
         return self.reshape(-1)
+
+    def group_dims(self, *sizes: int) -> Tensor:
+        """Consecutive dims merged, ``sizes[i]`` of them into dim i: a reshape that stays a view of
+        an affine tensor whatever its strides (its dims become factors, profiler.layout.Factored), as
+        PopLibs sees a grouped store ``[C/16][N][16]`` as ``[N, C]``."""
+        if not isinstance(self._lay, Affine | Factored):
+            raise ValueError(f"{self!r}: only an affine view groups its dims")
+        return Tensor(self.graph, self._var, group_dims(self._lay, tuple(sizes)), self.dtype)
 
     def transpose(self, *axes: int) -> Tensor:
         return self._view(lambda a: a.transpose(axes or None), lambda a: np.transpose(a, axes or None))
@@ -251,7 +259,7 @@ class Tensor:
         d = dim % self.rank
 
         def affine(a: Affine) -> Affine | None:
-            rep = Affine(a.offset, a.shape[:d] + (n,) + a.shape[d:], a.strides[:d] + (0,) + a.strides[d:])
+            rep = a.expand(d).broadcast_to(a.shape[:d] + (n,) + a.shape[d:])
             return rep.reshape(a.shape[:d] + (n * a.shape[d],) + a.shape[d + 1 :])
 
         return self._view(affine, lambda a: np.concatenate([a] * n, axis=dim))
@@ -353,7 +361,7 @@ class Access:
     written through it; any other view is gathered and scattered by element index.
     """
 
-    __slots__ = ("shape", "dtype", "groups", "strided", "window", "source")
+    __slots__ = ("shape", "dtype", "groups", "strided", "window", "source", "flat_shape")
 
     def __init__(self, t: Tensor) -> None:
         self.shape = t.shape
@@ -366,13 +374,17 @@ class Access:
         t = t._explicit()
         single = t.single_variable()
         self.strided: tuple[int, int, tuple[int, ...], bool] | None = None  # var, offset, byte strides, writable
+        self.flat_shape = self.shape  # a factored view is strided over its factor dims
         if single is not None:
             aff = t.affine
+            if isinstance(t._lay, Factored):
+                aff = t._lay.flat
+                self.flat_shape = aff.shape
             layout = (aff.offset, aff.strides) if aff is not None else strided_layout(t._idx)
             if layout is not None and min(layout[1], default=0) >= 0:
                 offset, strides = layout
                 nbytes = tuple(s * t.dtype.itemsize for s in strides)
-                self.strided = (single, offset, nbytes, _one_to_one(t.shape, strides))
+                self.strided = (single, offset, nbytes, _one_to_one(self.flat_shape, strides))
             # gathered indices as intp once here: np.take would convert int32 ones on every run; a
             # strided view needs none to be read (a broadcast one that is written - rare - builds
             # them then: 8 B per element held for every broadcast operand otherwise)
@@ -391,7 +403,7 @@ class Access:
 
     def _view(self, state: list[np.ndarray], writeable: bool) -> np.ndarray:
         var, offset, strides, _ = self.strided  # type: ignore[misc]
-        return np.lib.stride_tricks.as_strided(state[var][offset:], self.shape, strides, writeable=writeable)
+        return np.lib.stride_tricks.as_strided(state[var][offset:], self.flat_shape, strides, writeable=writeable)
 
     def gather(self, state: list[np.ndarray], dtype: np.dtype | None = None) -> np.ndarray:
         """The tensor's values: a read-only view of the state when strided, else a new array; in
@@ -403,8 +415,8 @@ class Access:
 
     def _stored(self, state: list[np.ndarray]) -> np.ndarray:
         """The tensor's values in their stored type."""
-        if self.strided is not None:
-            return self._view(state, writeable=False)
+        if self.strided is not None:  # a factored view's values are copied into its own order
+            return self._view(state, writeable=False).reshape(self.shape)
         # np.take(mode="clip") skips the per-element bounds check (the indices come from tensor views,
         # so they are in range): up to ~3x faster than fancy indexing on scattered reads
         if len(self.groups) == 1 and self.groups[0][1] is None:
@@ -420,7 +432,7 @@ class Access:
             raise ValueError("a convolution window view is read-only")
         if self.strided is not None and self.strided[3]:
             # numpy copies through a temporary when ``values`` overlaps the destination
-            self._view(state, writeable=True)[...] = np.asarray(values).reshape(self.shape)
+            self._view(state, writeable=True)[...] = np.asarray(values).reshape(self.flat_shape)
             return
         flat = np.asarray(values).reshape(-1)
         if self.strided is not None and self.source is not None:  # a broadcast view written: indices now
@@ -435,9 +447,10 @@ def im2col(w: Window, state: list[np.ndarray], dtype: np.dtype | None = None) ->
     windows (numpy strides, no index array), in the view's [G, B*Ho*Wo, C/G*kh*kw] order; in
     ``dtype`` when given (the input is converted before the windows repeat its elements)."""
     x = state[w.x_var]
+    flat = w.x.flat if isinstance(w.x, Factored) else w.x  # a grouped store: copied into [B, C, H, W] order
     xv = np.lib.stride_tricks.as_strided(
-        x[w.x.offset :], w.x.shape, tuple(st * x.itemsize for st in w.x.strides), writeable=False
-    )
+        x[flat.offset :], flat.shape, tuple(st * x.itemsize for st in flat.strides), writeable=False
+    ).reshape(w.x.shape)
     if dtype is not None and dtype != xv.dtype:
         xv = xv.astype(dtype)
     (kh, kw), (sh, sw), (ph, pw), (dh, dw), (ho, wo) = w.kernel, w.stride, w.padding, w.dilation, w.out

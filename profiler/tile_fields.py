@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from profiler.layout import Affine, Runs
+from profiler.layout import Affine, Factored, Runs, common_factors
 from profiler.tensor import RUNS_WORTH_IT, Tensor
 
 
@@ -59,11 +59,15 @@ def fields_by_tile(graph: object, tensors: Sequence[Tensor]) -> list[tuple[np.nd
     All tensors have one shape and are affine views of one variable each. None when that does not
     hold, or when the runs would be short (the caller's per-element path is then as small)."""
     affs = [t._lay for t in tensors]
-    if not all(isinstance(a, Affine) for a in affs) or any(t.single_variable() is None for t in tensors):
+    if not all(isinstance(a, Affine | Factored) for a in affs) or any(t.single_variable() is None for t in tensors):
         return None
     size = affs[0].size
     if size == 0 or any(a.shape != affs[0].shape for a in affs):
         return None
+    if any(isinstance(a, Factored) for a in affs):  # grouped stores: walk common factor dims instead
+        affs = common_factors(affs)  # type: ignore[arg-type]
+        if affs is None:
+            return None
     found = _storage_dims(affs)  # type: ignore[arg-type]
     if found is None:
         return None

@@ -19,6 +19,7 @@ import numpy as np
 from profiler import layout
 from profiler.dtypes import as_dtype
 from profiler.graph import Graph
+from profiler.layout import Factored
 from profiler.ops import elementwise as ew
 from profiler.ops.core import OpError, add_like, constant_per_tile, linear_tiles, op, padded_rows, set_attributes
 from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION, matmul, operand_tiles, plan_matmul
@@ -122,7 +123,7 @@ def _window_view(
     def explicit() -> Tensor:
         return _cols(graph, x, window(x.shape, kernel, stride, padding, dilation, "conv2d"), groups, pad_value)
 
-    aff = x.affine
+    aff = x.affine if x.affine is not None else _channel_grouped(x)
     if aff is None:
         return explicit()
     b, c, h, w = x.shape
@@ -135,6 +136,16 @@ def _window_view(
     lay = layout.Window(aff, x.single_variable(), groups, kernel, stride, padding, dilation, (ho, wo),  # type: ignore[arg-type]
                  -1 if pad is None else pad.single_variable(), None if pad is None else pad.affine, explicit)  # fmt: skip
     return Tensor(graph, x.single_variable(), lay, x.dtype)  # type: ignore[arg-type]
+
+
+def _channel_grouped(x: Tensor) -> Factored | None:
+    """``x``'s layout when it is a channel-grouped store (channel c at (c // grp) * stride + c % grp,
+    every other dim one stride: a convolution result, profiler.ops.matmul), which windows read as
+    runs of each group's channels; else None."""
+    lay = x._lay
+    if not isinstance(lay, Factored) or lay.groups != (1, 2, 1, 1) or lay.factors()[1][1][1] != 1:
+        return None
+    return lay
 
 
 def create_conv_weights(
@@ -196,7 +207,8 @@ def conv2d(
     set_attributes(graph, {"conv": {"stride": _pair(stride), "padding": _pair(padding), "dilation": _pair(dilation),
                                     "groups": groups, "kernel": list(w.shape[2:]), "input": list(x.shape)}})  # fmt: skip
     y = matmul(graph, cols, _weights(w, groups), prog, partials_dtype=partials_dtype,
-               available_memory_proportion=available_memory_proportion, debug_name="conv matmul")  # fmt: skip
+               available_memory_proportion=available_memory_proportion, grouped_out=True,
+               debug_name="conv matmul")  # fmt: skip
 
     # the plan (splits, vertex type) also on the conv's own context, where the Operations view looks
     plan = json.loads(next(c for c in reversed(graph.debug_contexts) if c.op_type == "MatMul").attributes)

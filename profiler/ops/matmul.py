@@ -24,7 +24,7 @@ import numpy as np
 from profiler import cost_model, host_memory
 from profiler.dtypes import as_dtype
 from profiler.graph import Graph
-from profiler.layout import Affine, Window, WindowBlocks
+from profiler.layout import Affine, Factored, Window, WindowBlocks
 from profiler.ops.core import OpError, cdiv, check_same_graph, execute, linear_tiles, op, set_attributes
 from profiler.ops.elementwise import _binary_codelet, _cast, apply_map, copy, fill, map_codelet
 from profiler.ops.matmul_reduce import reduce_partials, stage_depths
@@ -344,12 +344,16 @@ def _run_step(
     plan: MatMulPlan,
     prog: Prog,
     name: str,
+    store: Tensor | None = None,
 ) -> None:
-    """One serial step: a[G,M,Kc] x b[G,Kc,Nc] -> out[G,M,Nc] (an unmapped variable, mapped here)."""
+    """One serial step: a[G,M,Kc] x b[G,Kc,Nc] -> out[G,M,Nc] (an unmapped variable, mapped here).
+    ``store``: ``out``'s block-major store [G, N/nb, M, nb] when ``out`` is its grouped view
+    (``output_store``): each tile's output block is then one contiguous region."""
     G, M, K = a.shape
     N = b.shape[2]
     gb, mb, kb, nb = plan.block
     pdt = as_dtype(plan.partials_dtype)
+    out_store = store
     ks = plan.in_chan_split
     g0, gl = _blocks(G, plan.group_split, gb)
     m0, ml = _blocks(M, plan.row_split, mb)
@@ -361,14 +365,20 @@ def _run_step(
     tile = _tile_of_block(plan, gi, mi, ki, ni)
     split_k = k0.size > 1
     if split_k:
-        # output element (g, m, n): its block (group block, row block, out block) and position in it
-        g, m, n = np.ix_(np.arange(G), np.arange(M), np.arange(N))
+        # output element (g, m, n): its block (group block, row block, out block) and position in it,
+        # listed in the order of the variable that holds the result
+        if store is None:
+            g, m, n = np.ix_(np.arange(G), np.arange(M), np.arange(N))
+            full: tuple[int, ...] = (G, M, N)
+        else:
+            g, ni_, m, nin = np.ix_(np.arange(G), np.arange(N // nb), np.arange(M), np.arange(nb))
+            n = ni_ * nb + nin
+            full = store.shape
         gk, mk, nk = g // gb, m // mb, n // nb
         glen, mlen, nlen = np.minimum(gb, G - gk * gb), np.minimum(mb, M - mk * mb), np.minimum(nb, N - nk * nb)
         block = ((gk * m0.size + mk) * n0.size + nk).astype(np.int64)
         pos = (((g - gk * gb) * mlen + (m - mk * mb)) * nlen + (n - nk * nb)).astype(np.int64)
         size = (glen * mlen * nlen).astype(np.int64)
-        full = (G, M, N)
         block, pos, size = (np.broadcast_to(x, full).reshape(-1) for x in (block, pos, size))
         sizes = np.zeros(int(block.max()) + 1, dtype=np.int64)
         sizes[block] = size
@@ -385,11 +395,11 @@ def _run_step(
         partials = graph.add_variable(pdt, [k0.size, e_total], f"{name} partials")
         dest = partials
     elif pdt != out.dtype:
-        partials = graph.add_variable(pdt, [G, M, N], f"{name} partials")
+        partials, store = output_store(graph, pdt, G, M, N, nb if store is not None else N, f"{name} partials")
         dest = partials
     else:
         dest = out
-    dest_tiles = np.empty(dest.numel(), dtype=np.int64)
+    dest_tiles = np.empty(dest.numel(), dtype=np.int64)  # in the order of the variable (``store``'s, if any)
     codelet = MATMUL_CODELETS[plan.method]
     cs = execute(graph, prog, name)
     shapes = np.stack([ml[mi], kl[ki], nl[ni]], axis=1)
@@ -407,12 +417,17 @@ def _run_step(
             b_v = ((g // gb) * m0.size + mi[sel]) * n0.size + ni[sel]
             first = off[b_v] + (g - (g // gb) * gb) * ms_ * ns_
             o_field = dest.blocks([ki[sel], first], (1, ms_ * ns_), drop=(0,))
+        elif store is not None:  # the block is rows r0.. of out-chan block o0 // nb: one region
+            o_field = store.blocks([g, o0 // nb, r0, 0 * o0], (1, 1, ms_, ns_), drop=(0, 1))
         else:
             o_field = dest.blocks([g, r0, o0], (1, ms_, ns_), drop=(0,))
         fields = {"a": a.blocks([g, r0, c0], (1, ms_, ks_), drop=(0,)),
                   "b": b.blocks([g, c0, o0], (1, ks_, ns_), drop=(0,)), "out": o_field}  # fmt: skip
         if split_k:
             dest_tiles[(ki[sel] * e_total + first)[:, None] + np.arange(ms_ * ns_)] = tile[sel][:, None]
+        elif store is not None:
+            s_rows = ((g * (N // nb) + o0 // nb) * M + r0)[:, None] + np.arange(ms_)  # rows of the [.., nb] store
+            dest_tiles.reshape(-1, nb)[s_rows] = tile[sel][:, None, None]
         else:
             o_rows = (g * M + r0)[:, None] + np.arange(ms_)  # [vertices, ms] rows of dest's [G*M, N] view
             dest_tiles.reshape(-1, N)[o_rows[:, :, None], (o0[:, None] + np.arange(ns_))[:, None, :]] = tile[sel][
@@ -424,18 +439,32 @@ def _run_step(
         graph.defer_kernel(cs)
     else:  # the step's kernel: the whole product in one coarse vertex per group (a window stays a view)
         graph.add_kernel(cs, codelet, {"a": a, "b": b, "out": dest})
-    graph.set_tile_mapping(dest, dest_tiles)
+    graph.set_tile_mapping(dest if split_k or store is None else store, dest_tiles)
     if split_k:
 
         def final(last: Any) -> None:  # out = a @ b in one coarse vertex per group (a window stays a view)
             graph.add_kernel(last, codelet, {"a": a, "b": b, "out": out})
 
-        reduce_partials(graph, dest, out, block, pos, sizes, block_tile, plan.out_chan_split, prog,
+        result = out if store is None else store  # reduced in the order of the variable holding it
+        reduce_partials(graph, dest, result, block, pos, sizes, block_tile, plan.out_chan_split, prog,
                         f"{name}/reduce", final, row, block_major=True)  # fmt: skip
     elif dest is not out:
-        graph.set_tile_mapping(out, dest_tiles)
+        graph.set_tile_mapping(out if out_store is None else out_store, dest_tiles)
         apply_map(graph, map_codelet("popops::Cast", _cast, 1, (("cast", "cast"),)), [dest], prog, f"{name} cast",
                   out=out)  # fmt: skip
+
+
+def output_store(
+    graph: Graph, dtype: object, G: int, M: int, N: int, nb: int, name: str
+) -> tuple[Tensor, Tensor | None]:
+    """A new ``[G, M, N]`` result and the variable holding it: block-major ``[G, N/nb, M, nb]`` (a
+    tile's block of rows x ``nb`` out channels is then one region, as PopLibs creates a conv's output
+    grouped by channels; the result is a grouped view of it, profiler.layout.Factored) when ``nb``
+    cuts N into several whole blocks, else plain ``[G, M, N]`` (and None)."""
+    if nb >= N or N % nb:
+        return graph.add_variable(dtype, [G, M, N], name), None
+    store = graph.add_variable(dtype, [G, N // nb, M, nb], name)
+    return store.transpose(0, 2, 1, 3).group_dims(1, 1, 2), store
 
 
 def _explicit(t: Tensor) -> int:
@@ -447,8 +476,9 @@ def _rearrangeable(t: Tensor) -> bool:
     """Whether an operand can be copied into the plan's layout first: a view without repeated
     elements (a convolution's window or a broadcast would be materialised several times over)."""
     lay = t._lay
-    if isinstance(lay, Affine):
-        return all(st != 0 for n, st in zip(lay.shape, lay.strides, strict=True) if n > 1)
+    if isinstance(lay, Affine | Factored):
+        flat = lay.flat if isinstance(lay, Factored) else lay
+        return all(st != 0 for n, st in zip(flat.shape, flat.strides, strict=True) if n > 1)
     if isinstance(lay, Window | WindowBlocks):
         return False
     var, idx = t.elements()  # an explicit or blocked view: each element once?
@@ -534,8 +564,11 @@ def matmul(
     partials_dtype: object = "float32",
     available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
     out_dtype: object | None = None,
+    grouped_out: bool = False,
 ) -> Tensor:
-    """``a @ b`` for ``a[M,K] b[K,N]`` or grouped ``a[G,M,K] b[G,K,N]`` (poplin::matMul / matMulGrouped)."""
+    """``a @ b`` for ``a[M,K] b[K,N]`` or grouped ``a[G,M,K] b[G,K,N]`` (poplin::matMul / matMulGrouped).
+    ``grouped_out``: hold the result block-major by the plan's out-channel blocks (``output_store``),
+    as a convolution's output is; its readers must take grouped views (windows, elementwise ops)."""
     check_same_graph(graph, a, b, what="matmul")
     grouped = a.rank == 3
     if a.rank not in (2, 3) or b.rank != a.rank or a.shape[-1] != b.shape[-2] or (grouped and a.shape[0] != b.shape[0]):
@@ -554,8 +587,8 @@ def matmul(
         shape = (G, M, K, N)
         a3 = _laid_out(graph, a3, operand_tiles(plan, shape, "lhs", a3.dtype.itemsize), prog, "lhs")
         b3 = _laid_out(graph, b3, operand_tiles(plan, shape, "rhs", b3.dtype.itemsize), prog, "rhs")
-        out = graph.add_variable(odt, [G, M, N], "matmul out")
-        _run_step(graph, a3, b3, out, plan, prog, "matmul")
+        out, store = output_store(graph, odt, G, M, N, plan.block[3] if grouped_out else N, "matmul out")
+        _run_step(graph, a3, b3, out, plan, prog, "matmul", store)
     return out if grouped else out.reshape(M, N)
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from profiler.graph import Graph
 from profiler.ops import elementwise as ew
-from profiler.ops.conv import Window, _pair, _scatter_add, _window_view, window
+from profiler.ops.conv import Window, _channel_grouped, _pair, _scatter_add, _window_view, window
 from profiler.ops.core import OpError, cdiv, execute, op, set_attributes
 from profiler.ops.poplibs_codelets import POOLING_CODELETS, map_codelet, reduce_identity
 from profiler.ops.reduce import reduce_groups
@@ -54,7 +54,8 @@ def _pool(graph: Graph, x: Tensor, op_name: str, kernel: int | tuple[int, int], 
     k, s = _pair(kernel), _pair(stride if stride is not None else kernel)
     p, d = _pair(padding), _pair(dilation)
     # channels innermost (a convolution's result): windows read runs of channels; else by groups
-    if x.rank != 4 or x.affine is None or x.affine.strides[1] != 1 or x.shape[1] == 1:
+    innermost = x.affine is not None and x.affine.strides[1] == 1
+    if x.rank != 4 or not (innermost or _channel_grouped(x) is not None) or x.shape[1] == 1:
         return _by_groups(graph, x, op_name, k, s, p, d, prog, what)
     pad_value = reduce_identity(op_name, x.dtype) if op_name == "max" else 0.0  # padding never wins a max
     cols = _window_view(graph, x, k, s, p, d, 1, pad_value)
