@@ -423,7 +423,7 @@ class Blocks:
     integers per vertex, never an index per element."""
 
     offsets: np.ndarray  # int64, one per row
-    inner: Affine  # offset 0
+    inner: Affine | Factored  # offset 0
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -457,6 +457,9 @@ class Window:
     pad_var: int  # the per-tile constant read where the window leaves x; -1 when it never does
     pad: Affine | None
     explicit: object  # () -> Tensor: the same view with explicit indices (built on first use)
+    # columns ordered (i, j, c) - each kernel position's channels together, as PopLibs' conv vertices
+    # take in-channel groups per kernel position - rather than (c, i, j)
+    kernel_major: bool = False
     _cached: object = None
 
     @property

@@ -84,7 +84,8 @@ def field_regions(t: Tensor, base: np.ndarray) -> Regions:
             offsets = lay.offset + np.arange(lay.shape[0], dtype=np.int64) * lay.strides[0]
             inner_shape, inner_strides = lay.shape[1:], lay.strides[1:]
         else:
-            offsets, inner_shape, inner_strides = lay.offsets, lay.inner.shape, lay.inner.strides
+            inner = lay.inner.flat if isinstance(lay.inner, Factored) else lay.inner
+            offsets, inner_shape, inner_strides = lay.offsets, inner.shape, inner.strides
         # a field is a set of elements to the exchange: walk the block's dims by decreasing stride so
         # the stride-1 dim (if any) makes the runs, whatever the view's order (a transposed weight)
         dims = sorted(((n, st) for n, st in zip(inner_shape, inner_strides, strict=True) if n != 1),
@@ -184,12 +185,27 @@ def window_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     if sw == 1 and s_w == 1:  # runs along the output row: segments of the block's rows within one (b, oh)
         sv, q, lo, hi = _segments(vid, lay.r0, ms, wo)
         kk = lay.c0[sv][:, None] + np.arange(ks)  # [segments, ks]
-        j = kk % kw
         b_, oh = (q // ho)[:, None], (q % ho)[:, None]
-        ch, i = lay.g[sv][:, None] * cg + kk // (kh * kw), (kk // kw) % kh
+        if w.kernel_major:  # column (i * kw + j) * cg + c
+            j, i, ch = (kk // cg) % kw, kk // (cg * kw), lay.g[sv][:, None] * cg + kk % cg
+        else:  # column (c * kh + i) * kw + j
+            j, i, ch = kk % kw, (kk // kw) % kh, lay.g[sv][:, None] * cg + kk // (kh * kw)
         w_lo = lo[:, None] + j * dw - pw
         w_hi = (hi - 1)[:, None] + j * dw - pw + 1
         owner = np.broadcast_to(sv[:, None], kk.shape)
+    elif dw == 1 and s_w == 1 and w.kernel_major:  # runs along the kernel row, per kernel row and channel
+        # the block's columns (i * kw + j) * cg + c of one (i, c) are a range of j
+        i_, c_ = np.divmod(np.arange(kh * cg, dtype=np.int64), cg)
+        j_lo = np.maximum(0, -(-(lay.c0[:, None] - c_) // cg) - i_ * kw)  # [v, kh * cg]
+        j_hi = np.minimum(kw - 1, (lay.c0[:, None] + ks - 1 - c_) // cg - i_ * kw)
+        sv, pair = np.nonzero(j_hi >= j_lo)
+        lo, hi = j_lo[sv, pair], j_hi[sv, pair] + 1
+        r = lay.r0[sv][:, None] + np.arange(ms)  # [pairs, ms]
+        b_, oh, ow = r // (ho * wo), (r // wo) % ho, r % wo
+        ch, i = (lay.g[sv] * cg + c_[pair])[:, None], i_[pair][:, None]
+        w_lo = ow * sw + lo[:, None] - pw
+        w_hi = ow * sw + (hi - 1)[:, None] - pw + 1
+        owner = np.broadcast_to(sv[:, None], r.shape)
     elif dw == 1 and s_w == 1:  # runs along the kernel row: each output position, segments of (c, i)
         sv, e, lo, hi = _segments(vid, lay.c0, ks, kw)
         r = lay.r0[sv][:, None] + np.arange(ms)  # [segments, ms]
@@ -250,8 +266,12 @@ def _channel_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     ms, ks = lay.rows, lay.cols
     # per vertex and kernel position e = i * kw + j: the block's channel range [c_lo, c_hi] there
     e = np.arange(k, dtype=np.int64)
-    c_lo = np.maximum(0, -(-(lay.c0[:, None] - e) // k))  # [v, k]
-    c_hi = np.minimum(cg - 1, (lay.c0[:, None] + ks - 1 - e) // k)
+    if w.kernel_major:  # column e * cg + c
+        c_lo = np.maximum(0, lay.c0[:, None] - e * cg)
+        c_hi = np.minimum(cg - 1, lay.c0[:, None] + ks - 1 - e * cg)
+    else:  # column c * k + e
+        c_lo = np.maximum(0, -(-(lay.c0[:, None] - e) // k))  # [v, k]
+        c_hi = np.minimum(cg - 1, (lay.c0[:, None] + ks - 1 - e) // k)
     vv, ee = np.nonzero(c_hi >= c_lo)
     if vv.size == 0:
         return None

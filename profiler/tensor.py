@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from profiler.layout import Affine, Blocks, Factored, Runs, Window, WindowBlocks, group_dims
+from profiler.layout import Affine, Blocks, Factored, Runs, Window, WindowBlocks, factored, group_dims
 
 if TYPE_CHECKING:
     from profiler.graph import Graph
@@ -225,7 +225,13 @@ class Tensor:
             return Tensor(self.graph, self._var, lay, self.dtype)
         if self.structured:
             return self._explicit().blocks(starts, shape, drop)
-        if isinstance(self._lay, Blocks):  # blocks of blocks: the row picks an offset, the rest is affine
+        if isinstance(self._lay, Factored):
+            found = _factored_blocks(self._lay, begin, shape, kept)
+            if found is not None:
+                return Tensor(self.graph, self._var, found, self.dtype)
+            return self._explicit_blocks(begin, shape, kept)
+        if isinstance(self._lay, Blocks) and isinstance(self._lay.inner, Affine):
+            # blocks of blocks: the row picks an offset, the rest is affine
             lay, inner = self._lay, self._lay.inner
             offsets = lay.offsets[begin[0]] + sum((b * st for b, st in zip(begin[1:], inner.strides, strict=True)),
                                                   np.int64(0))  # fmt: skip
@@ -263,6 +269,31 @@ class Tensor:
             return rep.reshape(a.shape[:d] + (n * a.shape[d],) + a.shape[d + 1 :])
 
         return self._view(affine, lambda a: np.concatenate([a] * n, axis=dim))
+
+
+def _factored_blocks(lay: Factored, begin: list[np.ndarray], shape: tuple[int, ...], kept: list[int]) -> Blocks | None:
+    """Blocks of a factored view when every block is whole inner factors of each factored dim, or
+    lies within one outer index of it (a matmul's weight blocks over kernel positions x channels);
+    None otherwise. Dims of more than two factors are left to the explicit path."""
+    offsets = np.full(begin[0].shape, lay.offset, dtype=np.int64)
+    inner: list[list[tuple[int, int]]] = []
+    for g, b, n in zip(lay.factors(), begin, shape, strict=True):
+        if len(g) == 1:
+            offsets += b * g[0][1]
+            inner.append([(n, g[0][1])])
+            continue
+        if len(g) > 2:
+            return None
+        (_, s0), (n1, s1) = g
+        if (b % n1 == 0).all() and n % n1 == 0:  # whole inner factors
+            offsets += (b // n1) * s0
+            inner.append([(n // n1, s0), (n1, s1)])
+        elif (b % n1 + n <= n1).all():  # inside one outer index
+            offsets += (b // n1) * s0 + (b % n1) * s1
+            inner.append([(n, s1)])
+        else:
+            return None
+    return Blocks(offsets, factored(0, [inner[d] for d in kept]))
 
 
 def _regular_rows(key: np.ndarray, aff: Affine) -> Blocks | None:
@@ -461,5 +492,6 @@ def im2col(w: Window, state: list[np.ndarray], dtype: np.dtype | None = None) ->
     win = win[:, :, : (ho - 1) * sh + 1 : sh, : (wo - 1) * sw + 1 : sw, ::dh, ::dw]  # [B, C, Ho, Wo, kh, kw]
     b, c = xv.shape[:2]
     g = w.groups
-    win = win.reshape(b, g, c // g, ho, wo, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)
+    order = (1, 0, 3, 4, 5, 6, 2) if w.kernel_major else (1, 0, 3, 4, 2, 5, 6)  # columns (i, j, c) or (c, i, j)
+    win = win.reshape(b, g, c // g, ho, wo, kh, kw).transpose(order)
     return np.ascontiguousarray(win).reshape(g, b * ho * wo, c // g * kh * kw)

@@ -27,6 +27,12 @@ from profiler.ops.reduce import reduce_groups
 from profiler.programs import Sequence as Prog
 from profiler.tensor import Tensor
 
+# The forward convolution's matmul takes its columns (i, j, c): a vertex's block of columns is then
+# whole channel groups at a few kernel positions, read as runs along the input rows of a
+# channel-grouped store (PopLibs' conv vertices take inChansPerGroup channels per kernel position,
+# ref §4.1), not a few channels at every position.
+KERNEL_MAJOR = True
+
 
 def _pair(v: int | tuple[int, int]) -> tuple[int, int]:
     return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
@@ -73,13 +79,16 @@ def window(
     return Window(b, c, h, w, ho, wo, kh, kw, src, valid)
 
 
-def _cols(graph: Graph, x: Tensor, win: Window, groups: int, pad_value: float = 0.0) -> Tensor:
+def _cols(
+    graph: Graph, x: Tensor, win: Window, groups: int, pad_value: float = 0.0, kernel_major: bool = False
+) -> Tensor:
     """The im2col view cols[G, B*Ho*Wo, C/G*kh*kw] of ``x`` (padding reads ``pad_value`` on the tile
-    of the nearest input element)."""
+    of the nearest input element); columns (c, i, j), or (i, j, c) when ``kernel_major``."""
     cg = win.channels // groups
-    shape6 = (win.batch, win.out_h, win.out_w, groups, cg * win.kh * win.kw)
-    src = win.src.reshape(shape6).transpose(3, 0, 1, 2, 4)
-    valid = win.valid.reshape(shape6).transpose(3, 0, 1, 2, 4)
+    shape7 = (win.batch, win.out_h, win.out_w, groups, cg, win.kh, win.kw)
+    order = (3, 0, 1, 2, 5, 6, 4) if kernel_major else (3, 0, 1, 2, 4, 5, 6)
+    src = win.src.reshape(shape7).transpose(order)
+    valid = win.valid.reshape(shape7).transpose(order)
     m = win.batch * win.out_h * win.out_w
     src = src.reshape(groups, m, -1)
     valid = valid.reshape(groups, m, -1)
@@ -90,8 +99,12 @@ def _cols(graph: Graph, x: Tensor, win: Window, groups: int, pad_value: float = 
     return padded_rows(x, src, valid, pad, pad_tile)
 
 
-def _weights(w: Tensor, groups: int) -> Tensor:
-    cout = w.shape[0]
+def _weights(w: Tensor, groups: int, kernel_major: bool = False) -> Tensor:
+    """The matmul rhs [G, K, Cout/G] of weights w[Cout, Cg, kh, kw]: K is (c, i, j), or (i, j, c)
+    when ``kernel_major`` (a grouped view of the weights, profiler.layout.Factored)."""
+    cout, cg, kh, kw = w.shape
+    if kernel_major:
+        return w.reshape(groups, cout // groups, cg, kh, kw).transpose(0, 3, 4, 2, 1).group_dims(1, 3, 1)
     return w.reshape(groups, cout // groups, -1).transpose(0, 2, 1)  # [G, Cg*kh*kw, Cout/G]
 
 
@@ -115,13 +128,15 @@ def _check_conv(x: Tensor, w: Tensor, groups: int) -> None:
 
 def _window_view(
     graph: Graph, x: Tensor, kernel: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
-    dilation: tuple[int, int], groups: int, pad_value: float = 0.0,
+    dilation: tuple[int, int], groups: int, pad_value: float = 0.0, kernel_major: bool = False,
 ) -> Tensor:  # fmt: skip
     """The im2col view of ``x`` as a Window (its geometry, no index per element) when ``x`` is an
-    affine view; else the explicit view ``_cols`` builds. Padding reads ``pad_value``."""
+    affine view or a channel-grouped store; else the explicit view ``_cols`` builds. Padding reads
+    ``pad_value``; columns (i, j, c) when ``kernel_major``, else (c, i, j)."""
 
     def explicit() -> Tensor:
-        return _cols(graph, x, window(x.shape, kernel, stride, padding, dilation, "conv2d"), groups, pad_value)
+        win = window(x.shape, kernel, stride, padding, dilation, "conv2d")
+        return _cols(graph, x, win, groups, pad_value, kernel_major)
 
     aff = x.affine if x.affine is not None else _channel_grouped(x)
     if aff is None:
@@ -134,7 +149,8 @@ def _window_view(
         return explicit()  # its one-line error
     pad = constant_per_tile(graph, x.dtype, pad_value) if ph or pw else None
     lay = layout.Window(aff, x.single_variable(), groups, kernel, stride, padding, dilation, (ho, wo),  # type: ignore[arg-type]
-                 -1 if pad is None else pad.single_variable(), None if pad is None else pad.affine, explicit)  # fmt: skip
+                 -1 if pad is None else pad.single_variable(), None if pad is None else pad.affine, explicit,
+                 kernel_major)  # fmt: skip
     return Tensor(graph, x.single_variable(), lay, x.dtype)  # type: ignore[arg-type]
 
 
@@ -148,6 +164,16 @@ def _channel_grouped(x: Tensor) -> Factored | None:
     return lay
 
 
+def new_conv_weights(graph: Graph, dtype: object, w_shape: tuple[int, ...], name: str) -> Tensor:
+    """A new (unmapped) variable for weights w[Cout, C/groups, kh, kw], stored [Cout, kh, kw, C/groups]
+    when the forward matmul takes kernel-major columns, so that its weight view stays strided (each
+    vertex's block a few runs, not an index per element)."""
+    if not KERNEL_MAJOR or len(w_shape) != 4:
+        return graph.add_variable(dtype, w_shape, name)
+    cout, cg, kh, kw = w_shape
+    return graph.add_variable(dtype, [cout, kh, kw, cg], name).transpose(0, 3, 1, 2)
+
+
 def create_conv_weights(
     graph: Graph, dtype: object, x_shape: tuple[int, ...], w_shape: tuple[int, ...], name: str = "weights",
     stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1,
@@ -157,7 +183,7 @@ def create_conv_weights(
     """New weights w[Cout, C/groups, kh, kw] laid out for ``conv2d(x[x_shape], w)``'s matmul plan
     (poplin::createWeights, the createMatMulInputRHS of the conv's matmul): the conv then uses them
     without rearranging them first (docs/fidelity.md "Exchange model" item 4)."""
-    w = graph.add_variable(dtype, w_shape, name)
+    w = new_conv_weights(graph, dtype, w_shape, name)
     if not map_conv_weights(graph, w, x_shape, stride, padding, dilation, groups, partials_dtype,
                             available_memory_proportion):  # fmt: skip
         graph.set_tile_mapping(w, linear_tiles(w.numel(), graph.target.num_tiles))
@@ -183,7 +209,7 @@ def map_conv_weights(
     if plan.in_chan_serial * plan.out_chan_serial > 1:
         return False
     graph.set_tile_mapping(
-        _weights(w, groups), operand_tiles(plan, shape, "rhs", w.dtype.itemsize)
+        _weights(w, groups, KERNEL_MAJOR), operand_tiles(plan, shape, "rhs", w.dtype.itemsize)
     )  # the matmul's rhs view
     return True
 
@@ -203,10 +229,11 @@ def conv2d(
 ) -> Tensor:
     """y[B, Cout, Ho, Wo] = conv(x[B, C, H, W], w[Cout, C/groups, kh, kw]) (no bias)."""
     _check_conv(x, w, groups)
-    cols = _window_view(graph, x, _pair(w.shape[2:]), _pair(stride), _pair(padding), _pair(dilation), groups)
+    cols = _window_view(graph, x, _pair(w.shape[2:]), _pair(stride), _pair(padding), _pair(dilation), groups,
+                        kernel_major=KERNEL_MAJOR)  # fmt: skip
     set_attributes(graph, {"conv": {"stride": _pair(stride), "padding": _pair(padding), "dilation": _pair(dilation),
                                     "groups": groups, "kernel": list(w.shape[2:]), "input": list(x.shape)}})  # fmt: skip
-    y = matmul(graph, cols, _weights(w, groups), prog, partials_dtype=partials_dtype,
+    y = matmul(graph, cols, _weights(w, groups, KERNEL_MAJOR), prog, partials_dtype=partials_dtype,
                available_memory_proportion=available_memory_proportion, grouped_out=True,
                debug_name="conv matmul")  # fmt: skip
 

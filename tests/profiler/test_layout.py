@@ -156,17 +156,20 @@ def test_field_regions_cover_exactly_the_fields_elements() -> None:
     [((3, 3), (1, 1), (1, 1), (1, 1), 1), ((1, 1), (2, 2), (0, 0), (1, 1), 1), ((3, 3), (2, 2), (1, 1), (1, 1), 2),
      ((3, 2), (1, 2), (2, 0), (2, 1), 1), ((2, 2), (2, 1), (0, 1), (1, 2), 1)],
 )  # fmt: skip
-@pytest.mark.parametrize("storage", ["NCHW", "NHWC"])
-def test_window_regions_match_the_explicit_im2col(kernel, stride, padding, dilation, groups, storage) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("storage", ["NCHW", "NHWC", "grouped"])
+@pytest.mark.parametrize("kernel_major", [False, True])
+def test_window_regions_match_the_explicit_im2col(kernel, stride, padding, dilation, groups, storage, kernel_major) -> None:  # type: ignore[no-untyped-def]
     from profiler import Sequence, ops
     from profiler.ops import conv
 
     g = _graph(8)
     if storage == "NCHW":
         x = ops.add_mapped(g, "float", (2, 4, 7, 6), "x")
-    else:  # channels innermost, as a convolution's result is stored: runs of channels
+    elif storage == "NHWC":  # channels innermost: runs of channels
         x = ops.add_mapped(g, "float", (2, 7, 6, 4), "x").transpose(0, 3, 1, 2)
-    cols = conv._window_view(g, x, kernel, stride, padding, dilation, groups)
+    else:  # a convolution's result: channel groups of 2, stored [C/2][B][H][W][2] (layout.Factored)
+        x = ops.add_mapped(g, "float", (2, 2, 7, 6, 2), "x").transpose(1, 0, 4, 2, 3).group_dims(1, 2, 1, 1)
+    cols = conv._window_view(g, x, kernel, stride, padding, dilation, groups, kernel_major=kernel_major)
     assert isinstance(cols._lay, Window)
     gn, m, k = cols.shape
     rng = np.random.default_rng(0)

@@ -117,11 +117,12 @@ class Builder:
     # -- values ------------------------------------------------------------------------------
     def device(
         self, v: Value, name: str = "const", like: np.dtype | None = None,
-        mapper: Callable[[Tensor], bool] | None = None,
+        mapper: Callable[[Tensor], bool] | None = None, storage: tuple[int, ...] | None = None,
     ) -> Tensor:  # fmt: skip
         """``v`` as a device tensor (host arrays become a weight or a constant once). ``mapper(t)``
         maps a new one for the op that uses it (PopART creates weights laid out for their matmul or
-        convolution) and says whether it did; else it is spread linearly."""
+        convolution) and says whether it did; else it is spread linearly. ``storage``: the order of
+        axes a new one is stored in (``v``'s own order when None); the tensor is ``v``-shaped."""
         if isinstance(v, Tensor):
             return v
         key = (id(v), None if like is None else np.dtype(like).name)
@@ -134,9 +135,11 @@ class Builder:
         data = arr.astype(dt)
         g = self.graph
         name = self.names.get(id(v), name)
+        order = tuple(range(arr.ndim)) if storage is None else storage
+        back = tuple(int(a) for a in np.argsort(order))
         if self.weights_mode == "variables" and arr.size > SMALL_CONSTANT:
             name = self._unique(name)
-            t = g.add_variable(dt, arr.shape, name)
+            t = g.add_variable(dt, [arr.shape[a] for a in order], name).transpose(*back)
             if mapper is None or not mapper(t):
                 g.set_tile_mapping(t, self._spread(t.numel()))
             stream = WEIGHT_STREAM_PREFIX + name
@@ -144,7 +147,7 @@ class Builder:
             self.weights_prog.add(Copy(g.add_host_to_device_fifo(stream, dt, list(arr.shape)), t, name=stream))
             self.weights[stream] = np.ascontiguousarray(data)
         else:
-            t = g.add_constant(dt, arr.shape, data, name=name)
+            t = g.add_constant(dt, [arr.shape[a] for a in order], data.transpose(order), name=name).transpose(*back)
             if mapper is None or not mapper(t):
                 g.set_tile_mapping(t, self._spread(t.numel()))
         self._materialized[key] = t
