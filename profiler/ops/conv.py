@@ -22,7 +22,7 @@ from profiler.graph import Graph
 from profiler.layout import Factored
 from profiler.ops import elementwise as ew
 from profiler.ops.core import OpError, add_like, constant_per_tile, linear_tiles, op, padded_rows, set_attributes
-from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION, matmul, operand_tiles, plan_matmul
+from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION, by_columns, matmul, operand_tiles, plan_matmul
 from profiler.ops.reduce import reduce_groups
 from profiler.programs import Sequence as Prog
 from profiler.tensor import Tensor
@@ -208,9 +208,8 @@ def map_conv_weights(
     plan = plan_matmul(graph.target, *shape, as_dtype(w.dtype), partials_dtype, available_memory_proportion)
     if plan.in_chan_serial * plan.out_chan_serial > 1:
         return False
-    graph.set_tile_mapping(
-        _weights(w, groups, KERNEL_MAJOR), operand_tiles(plan, shape, "rhs", w.dtype.itemsize)
-    )  # the matmul's rhs view
+    rhs = _weights(w, groups, KERNEL_MAJOR)
+    graph.set_tile_mapping(rhs, operand_tiles(plan, shape, "rhs", w.dtype.itemsize, by_columns(rhs)))
     return True
 
 

@@ -305,7 +305,16 @@ def _tile_of_block(plan: MatMulPlan, gi: Any, mi: Any, ki: Any, ni: Any) -> Any:
 MIN_OPERAND_BYTES_PER_TILE = {"acts": 128, "weights": 256}
 
 
-def operand_tiles(plan: MatMulPlan, shape: tuple[int, int, int, int], side: str, elem_bytes: int) -> np.ndarray:
+def by_columns(t: Tensor) -> bool:
+    """Whether ``t`` (a matmul operand) is stored column by column (its rows' stride 1, as a conv's
+    weights [Cout, kh, kw, Cin] are for their [K, Cout] view): its shares then follow columns."""
+    lay = t.affine
+    return lay is not None and min(lay.shape[-2:]) > 1 and lay.strides[-2] == 1 and lay.strides[-1] != 1
+
+
+def operand_tiles(
+    plan: MatMulPlan, shape: tuple[int, int, int, int], side: str, elem_bytes: int, columns: bool = False
+) -> np.ndarray:
     """The tile of each element of the lhs ``[G, M, K]`` (side "lhs") or rhs ``[G, K, N]`` (side
     "rhs"), flattened, as PopLibs' createMatMulInputLHS / RHS lay them out for ``plan`` (ref §3.8,
     §4): each tile's block is shared by the tiles that read it (lhs: the out-chan split; rhs: the row
@@ -314,7 +323,8 @@ def operand_tiles(plan: MatMulPlan, shape: tuple[int, int, int, int], side: str,
     least MIN_OPERAND_BYTES_PER_TILE, so small blocks are owned by fewer tiles than share them. Shares
     follow block rows where there are enough rows: PopLibs creates the operand in its grouped order,
     so each share is one contiguous region; tilescope keeps row-major order, where a whole block row
-    is the contiguous run that stands for it (a share cut mid-row would be two regions)."""
+    is the contiguous run that stands for it (a share cut mid-row would be two regions), or with
+    ``columns`` (an operand stored column by column, ``by_columns``) block columns."""
     G, M, K, N = shape
     _, mb, kb, nb = plan.block
     nm, nn = -(-M // mb), -(-N // nb)
@@ -330,6 +340,8 @@ def operand_tiles(plan: MatMulPlan, shape: tuple[int, int, int, int], side: str,
     rl, cl = np.minimum(rb, rs_ - ri * rb), np.minimum(cb, cs_ - ci * cb)
     owners = np.clip(rl * cl * elem_bytes // min_bytes, 1, sharers)  # tiles owning a share of the block
     row, col = r - ri * rb, c - ci * cb
+    if columns:  # the same over the transposed block
+        row, col, rl, cl = col, row, cl, rl
     per_row = np.maximum(1, owners // rl)  # shares per block row when the block has fewer rows than owners
     share = np.where(rl >= owners, row * owners // rl, row * per_row + col * per_row // cl)
     tiles = _tile_of_block(plan, g, ri, ci, share) if side == "lhs" else _tile_of_block(plan, g, share, ri, ci)
@@ -486,15 +498,19 @@ def _rearrangeable(t: Tensor) -> bool:
     return bool(np.unique(key).size == key.size)
 
 
-def _laid_out(graph: Graph, t: Tensor, want: np.ndarray, prog: Prog, side: str) -> Tensor:
+def _laid_out(
+    graph: Graph, t: Tensor, plan: MatMulPlan, shape: tuple[int, int, int, int], prog: Prog, side: str
+) -> Tensor:
     """``t`` if it is mapped as the plan wants, else a copy of it in the plan's layout (PopLibs
     rearranges a badly mapped operand before the matmul, ref §4.4 "transform copy + exchange"; docs/
     fidelity.md "Exchange model" item 4): a step and a temporary, but the matmul's own exchange is
     then one regular all-gather per block instead of pieces from wherever the operand lies."""
-    if not _rearrangeable(t) or np.array_equal(graph.tile_of(t).reshape(-1), want):
+    if not _rearrangeable(t):
         return t
-    tmp = graph.add_variable(t.dtype, t.shape, f"matmul {side} (rearranged)")
-    graph.set_tile_mapping(tmp, want)
+    if np.array_equal(graph.tile_of(t).reshape(-1), operand_tiles(plan, shape, side, t.dtype.itemsize, by_columns(t))):
+        return t
+    tmp = graph.add_variable(t.dtype, t.shape, f"matmul {side} (rearranged)")  # row-major: shares by rows
+    graph.set_tile_mapping(tmp, operand_tiles(plan, shape, side, t.dtype.itemsize))
     return copy(graph, t, prog, dst=tmp)
 
 
@@ -521,7 +537,7 @@ def map_for_matmul(
     plan, shape = _operand_plan(graph, a_shape, b_shape, t.dtype, partials_dtype, available_memory_proportion)
     if plan.in_chan_serial * plan.out_chan_serial > 1:
         return False
-    graph.set_tile_mapping(t, operand_tiles(plan, shape, side, t.dtype.itemsize))
+    graph.set_tile_mapping(t, operand_tiles(plan, shape, side, t.dtype.itemsize, by_columns(t)))
     return True
 
 
@@ -585,8 +601,8 @@ def matmul(
         out = _serial_loop(graph, a3, b3, plan, odt, prog)
     else:
         shape = (G, M, K, N)
-        a3 = _laid_out(graph, a3, operand_tiles(plan, shape, "lhs", a3.dtype.itemsize), prog, "lhs")
-        b3 = _laid_out(graph, b3, operand_tiles(plan, shape, "rhs", b3.dtype.itemsize), prog, "rhs")
+        a3 = _laid_out(graph, a3, plan, shape, prog, "lhs")
+        b3 = _laid_out(graph, b3, plan, shape, prog, "rhs")
         out, store = output_store(graph, odt, G, M, N, plan.block[3] if grouped_out else N, "matmul out")
         _run_step(graph, a3, b3, out, plan, prog, "matmul", store)
     return out if grouped else out.reshape(M, N)
