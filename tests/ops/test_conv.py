@@ -183,3 +183,73 @@ def test_global_pooling_spreads_channel_chunks_over_tiles():
     tiles = np.concatenate([b.tiles for b in pools])
     # 2 positions x 16 channels over 8 tiles: chunks of 4 channels (the largest that feeds every tile)
     assert sorted(tiles.tolist()) == list(range(8)) and {b.fields["out"].shape[1:] for b in pools} == {(1, 4)}
+
+
+def test_chained_convolutions_hold_results_channel_grouped_and_compute_them_exactly():
+    # a conv's result is stored block-major by its plan's out-channel blocks ([G][C/nb][B*H*W][nb], as
+    # PopLibs creates conv outputs grouped by channels) and the next conv, a relu, a residual add and a
+    # max pool read it through grouped views: the values are a direct convolution's
+    from profiler.layout import Factored
+    from profiler.ops.matmul import plan_matmul
+
+    r = rng(41)
+    x = r.standard_normal((2, 16, 10, 10)).astype(np.float32)
+    w1 = (r.standard_normal((32, 16, 3, 3)) / 12).astype(np.float32)
+    w2 = (r.standard_normal((32, 32, 1, 1)) / 6).astype(np.float32)
+    held = {}
+
+    def build(g, t, prog):
+        y1 = ops.conv2d(g, t["x"], t["w1"], prog, padding=1)
+        a = ops.relu(g, y1, prog)
+        y2 = ops.conv2d(g, a, t["w2"], prog)
+        s = ops.add(g, y2, a, prog)
+        held.update(y1=y1, a=a, s=s)
+        return {"y1": y1, "s": s, "p": ops.max_pool2d(g, s, 3, prog, stride=2, padding=1)}
+
+    out, g, _ = run({"x": x, "w1": w1, "w2": w2}, build, tiles=16)
+    y1 = ref_conv(x.astype(np.float64), w1.astype(np.float64), 1, 1, 1, 1)
+    a = np.maximum(y1, 0)
+    s = ref_conv(a, w2.astype(np.float64), 1, 0, 1, 1) + a
+    np.testing.assert_allclose(out["y1"], y1, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(out["s"], s, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(out["p"], ref_pool(s, 3, 2, 1, "max"), rtol=1e-4, atol=1e-4)
+
+    plan = plan_matmul(g.target, 1, 2 * 10 * 10, 16 * 9, 32, np.dtype(np.float32), "float32", 0.6)
+    nb = plan.block[3]
+    assert 32 // nb > 1  # the plan splits the out channels: the result is grouped
+    y1t = held["y1"]
+    assert isinstance(y1t._lay, Factored)
+    var = g.variables[y1t.single_variable()]
+    assert var.shape == (1, 32 // nb, 200, nb)
+    # each tile's block (its rows of one out-channel block) is one interval of the store
+    rows = -(-200 // plan.block[1])
+    assert var.mapping.starts.size <= rows * (32 // nb)
+    for t in (held["a"], held["s"]):  # elementwise results are clones: the same store, the same intervals
+        assert isinstance(t._lay, Factored) and g.variables[t.single_variable()].shape == var.shape
+
+
+def test_a_convolution_over_a_grouped_result_reads_runs_not_elements():
+    # the second conv's vertices read whole channel groups at a kernel position: runs along the input
+    # rows (PopLibs' in-channel groups per kernel position), far fewer regions than elements
+    from profiler import Graph, Sequence
+    from profiler.compile import compile_programs
+    from profiler.regions import field_regions
+    from profiler.targets import get_target
+
+    g = Graph(get_target("GC200"))
+    prog = Sequence()
+    x = ops.add_mapped(g, "float16", (2, 64, 28, 28), "x")
+    w1 = ops.create_conv_weights(g, "float16", x.shape, (64, 64, 3, 3), "w1", padding=1)
+    w2 = ops.create_conv_weights(g, "float16", x.shape, (64, 64, 3, 3), "w2", padding=1)
+    assert g.variables[w1.single_variable()].shape == (64, 3, 3, 64)  # stored [Cout, kh, kw, Cin]
+    y = ops.conv2d(g, ops.conv2d(g, x, w1, prog, padding=1), w2, prog, padding=1)
+    compiled = compile_programs(g, [prog])
+    base = np.cumsum([0] + [v.numel for v in g.variables])
+    cs = [p.compute_set for p in compiled.cs_plans.values() if p.compute_set.name == "matmul"][1]
+    for f in ("a", "b"):
+        t = next(b.fields[f] for b in cs.batches if f in b.fields)
+        regions = field_regions(t, base)
+        assert regions.count * 8 < regions.elements(), f
+    # the weights' shares are runs of a few columns: far fewer mapping intervals than elements
+    assert g.variables[w2.single_variable()].mapping.starts.size * 8 < w2.numel()
+    assert y.shape == (2, 64, 28, 28)
