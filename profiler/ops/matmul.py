@@ -471,7 +471,8 @@ def output_store(
 ) -> tuple[Tensor, Tensor | None]:
     """A new ``[G, M, N]`` result and the variable holding it: block-major ``[G, N/nb, M, nb]`` (a
     tile's block of rows x ``nb`` out channels is then one region, as PopLibs creates a conv's output
-    grouped by channels; the result is a grouped view of it, profiler.layout.Factored) when ``nb``
+    grouped by channels - lib/poplin/Convolution.cpp getPartialOutputShape: {G/cgpg, C/ocpg, batch,
+    field..., cgpg, ocpg}; the result is a grouped view of it, profiler.layout.Factored) when ``nb``
     cuts N into several whole blocks, else plain ``[G, M, N]`` (and None)."""
     if nb >= N or N % nb:
         return graph.add_variable(dtype, [G, M, N], name), None
