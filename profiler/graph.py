@@ -72,13 +72,30 @@ class TileMapping:
         self.starts, self.tiles = starts[keep].astype(np.int64), tiles[keep].astype(np.int32)
         self._lookup = None
 
+    def fill(self, tile: int) -> None:
+        """Every element on ``tile``."""
+        self.starts, self.tiles = np.zeros(1, np.int64), np.array([tile], np.int32)
+        self._lookup = None
+
     def assign(self, idx: np.ndarray, tiles: np.ndarray | int) -> None:
         if idx.size == self.n and np.isscalar(tiles):
-            self.starts, self.tiles = np.zeros(1, np.int64), np.array([tiles], np.int32)
-            self._lookup = None
+            self.fill(tiles)  # type: ignore[arg-type]
             return
         dense = self.dense()
         dense[idx] = tiles
+        self.set_dense(dense)
+
+    def assign_affine(self, lay: Affine, tiles: np.ndarray) -> None:
+        """Map the elements of a one-to-one affine view (``tiles``: one per view element, or one for
+        all) through a strided view of the per-element tiles: no index array is built."""
+        if tiles.ndim == 0 and lay.size == self.n:
+            self.fill(int(tiles))
+            return
+        dense = self.dense()
+        view = np.lib.stride_tricks.as_strided(
+            dense[lay.offset :], lay.shape, tuple(s * dense.itemsize for s in lay.strides)
+        )
+        view[...] = tiles.reshape(lay.shape) if tiles.ndim else tiles
         self.set_dense(dense)
 
     def tile_of(self, idx: np.ndarray) -> np.ndarray:
@@ -355,9 +372,25 @@ class Graph:
         tiles = np.asarray(tile, dtype=np.int64)
         self._check_tile(tiles.reshape(-1), f"mapping of {t!r}")
         tiles = self._to_device_tiles(tiles)
+        n = t.numel()
+        if tiles.ndim and tiles.size != n:
+            raise GraphError(f"mapping of {t!r}: {tiles.size} tiles given for {n} elements")
+        if n == 0:
+            return
+        vid = t.single_variable()
+        if vid is not None and not t.structured:  # one variable: no variable id per element to split by
+            mapping = self.variables[vid].mapping
+            whole = self._whole_variable(t) is not None
+            if whole and tiles.ndim == 0:
+                mapping.fill(int(tiles))
+            elif whole:  # all of it in its own order: the tiles are its mapping
+                mapping.set_dense(tiles.reshape(-1))
+            elif isinstance(t._lay, Affine) and t._lay.one_to_one():  # written through a strided view
+                mapping.assign_affine(t._lay, tiles)
+            else:
+                mapping.assign(t._idx.reshape(-1), int(tiles) if tiles.ndim == 0 else tiles.reshape(-1))
+            return
         var_ids, idx = t.elements()
-        if tiles.ndim and tiles.size != idx.size:
-            raise GraphError(f"mapping of {t!r}: {tiles.size} tiles given for {idx.size} elements")
         for vid in np.unique(var_ids):
             sel = var_ids == vid
             self.variables[vid].mapping.assign(idx[sel], int(tiles) if tiles.ndim == 0 else tiles.reshape(-1)[sel])
@@ -431,7 +464,10 @@ class Graph:
         """Tile of each element of ``t`` (flattened); UNMAPPED (-1) where unmapped."""
         single = t.single_variable()
         if single is not None:
-            return self._from_device_tiles(self.variables[single].mapping.tile_of(t._idx.reshape(-1)))  # TODO intervals
+            mapping = self.variables[single].mapping
+            if self._whole_variable(t) is not None and mapping.tiles.size > 1:  # its mapping, expanded
+                return self._from_device_tiles(mapping.dense())
+            return self._from_device_tiles(mapping.tile_of(t._idx.reshape(-1)))  # TODO intervals
         var_ids, idx = t.elements()
         out = np.empty(idx.size, dtype=np.int32)
         for vid in np.unique(var_ids):

@@ -494,7 +494,13 @@ def _rearrangeable(t: Tensor) -> bool:
         return all(st != 0 for n, st in zip(flat.shape, flat.strides, strict=True) if n > 1)
     if isinstance(lay, Window | WindowBlocks):
         return False
-    var, idx = t.elements()  # an explicit or blocked view: each element once?
+    vid = t.single_variable()
+    if vid is not None:  # an explicit or blocked view of one variable: each element once? (a bitmap, no sort)
+        idx = t._idx.reshape(-1)
+        seen = np.zeros(t.graph.variables[vid].numel, dtype=bool)
+        seen[idx] = True
+        return int(np.count_nonzero(seen)) == idx.size
+    var, idx = t.elements()
     key = var.astype(np.int64) << 40 | idx.astype(np.int64)
     return bool(np.unique(key).size == key.size)
 
