@@ -395,6 +395,29 @@ class Graph:
             sel = var_ids == vid
             self.variables[vid].mapping.assign(idx[sel], int(tiles) if tiles.ndim == 0 else tiles.reshape(-1)[sel])
 
+    def map_intervals(self, t: Tensor, starts: np.ndarray, lengths: np.ndarray, tiles: np.ndarray) -> None:
+        """Map ``t``'s flattened elements as intervals: [starts[i], starts[i] + lengths[i]) on tiles[i],
+        given in any order, together covering ``t`` once (a planner's blocks). When ``t`` is all of one
+        variable in its own order the mapping is built from them, never from a tile per element."""
+        tiles = np.asarray(tiles, dtype=np.int64).reshape(-1)
+        order = np.argsort(starts, kind="stable")
+        s, ln, tl = np.asarray(starts, dtype=np.int64)[order], np.asarray(lengths, dtype=np.int64)[order], tiles[order]
+        n = t.numel()
+        if (
+            s.size == 0
+            or s[0] != 0
+            or (ln <= 0).any()
+            or not np.array_equal(s[1:], (s + ln)[:-1])
+            or s[-1] + ln[-1] != n
+        ):
+            raise GraphError(f"mapping of {t!r}: the intervals do not cover its {n} elements once")
+        var = self._whole_variable(t)
+        if var is None:  # a view: by element
+            self.set_tile_mapping(t, np.repeat(tl, ln))
+            return
+        self._check_tile(tl, f"mapping of {t!r}")
+        var.mapping.set_intervals(s, self._to_device_tiles(tl))
+
     def map_linearly(self, t: Tensor, grain_size: int = 1, tiles: Sequence[int] | np.ndarray | None = None) -> None:
         """Spread ``t`` evenly over tiles in grains (poputil::mapTensorLinearly): each tile gets
         ceil(grains / tiles) consecutive grains, the last tiles possibly fewer or none."""

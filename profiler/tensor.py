@@ -260,6 +260,31 @@ class Tensor:
                 return Tensor(self.graph, t._var, runs, self.dtype)
         return t
 
+    def pattern_rows(self, first: np.ndarray, shape: Sequence[int], strides: Sequence[int]) -> Tensor:
+        """``self[key]`` for ``key[v, i...] = first[v] + sum(i_d * strides[d])`` (row v a vertex's
+        field, the same pattern in every row) on a one-dimensional affine view: the blocks indexing
+        would find (``_regular_rows``), built from the pattern instead of checked over an index per
+        element. Any other case indexes with the key itself."""
+        first = np.asarray(first, dtype=np.int64).reshape(-1)
+        shape = tuple(int(n) for n in shape)
+        # strides as strided_layout reads them from a pattern: 0 along dims of one element
+        st = tuple(0 if n == 1 else int(s) for n, s in zip(shape, strides, strict=True))
+        aff = self.affine
+        span = sum((n - 1) * s for n, s in zip(shape, st, strict=True))
+        if (
+            aff is None
+            or len(aff.shape) != 1
+            or first.size == 0
+            or 0 in shape
+            or min(st, default=0) < 0
+            or first.min() < 0
+            or int(first.max()) + span >= aff.shape[0]
+        ):
+            return self[first.reshape((-1,) + (1,) * len(shape)) + Affine(0, shape, st).indices(np.int64)]
+        s0 = aff.strides[0]
+        lay = Blocks(aff.offset + first * s0, Affine(0, shape, tuple(s * s0 for s in st)))
+        return Tensor(self.graph, self._var, lay, self.dtype)
+
     def broadcast(self, n: int, dim: int = 0) -> Tensor:
         """Repeat the tensor ``n`` times along ``dim`` (Poplar ``Tensor::broadcast``)."""
         d = dim % self.rank

@@ -411,7 +411,11 @@ def _run_step(
         dest = partials
     else:
         dest = out
-    dest_tiles = np.empty(dest.numel(), dtype=np.int64)  # in the order of the variable (``store``'s, if any)
+    # dest's mapping as intervals, one per vertex (split K: its block-major run) or per block row, in the
+    # order of the variable (``store``'s, if any)
+    map_starts: list[np.ndarray] = []
+    map_lengths: list[np.ndarray] = []
+    map_tiles: list[np.ndarray] = []
     codelet = MATMUL_CODELETS[plan.method]
     cs = execute(graph, prog, name)
     shapes = np.stack([ml[mi], kl[ki], nl[ni]], axis=1)
@@ -436,22 +440,27 @@ def _run_step(
         fields = {"a": a.blocks([g, r0, c0], (1, ms_, ks_), drop=(0,)),
                   "b": b.blocks([g, c0, o0], (1, ks_, ns_), drop=(0,)), "out": o_field}  # fmt: skip
         if split_k:
-            dest_tiles[(ki[sel] * e_total + first)[:, None] + np.arange(ms_ * ns_)] = tile[sel][:, None]
+            map_starts.append(ki[sel] * e_total + first)
+            map_lengths.append(np.full(sel.size, ms_ * ns_, dtype=np.int64))
+            map_tiles.append(tile[sel])
         elif store is not None:
             s_rows = ((g * (N // nb) + o0 // nb) * M + r0)[:, None] + np.arange(ms_)  # rows of the [.., nb] store
-            dest_tiles.reshape(-1, nb)[s_rows] = tile[sel][:, None, None]
+            map_starts.append((s_rows * nb).reshape(-1))
+            map_lengths.append(np.full(s_rows.size, nb, dtype=np.int64))
+            map_tiles.append(np.repeat(tile[sel], ms_))
         else:
             o_rows = (g * M + r0)[:, None] + np.arange(ms_)  # [vertices, ms] rows of dest's [G*M, N] view
-            dest_tiles.reshape(-1, N)[o_rows[:, :, None], (o0[:, None] + np.arange(ns_))[:, None, :]] = tile[sel][
-                :, None, None
-            ]
+            map_starts.append((o_rows * N + o0[:, None]).reshape(-1))
+            map_lengths.append(np.full(o_rows.size, ns_, dtype=np.int64))
+            map_tiles.append(np.repeat(tile[sel], ms_))
         # a swapped plan's vertex takes the same blocks, costed as out^T = b^T a^T (MatMulPlan.swap_operands)
         graph.add_vertices(cs, codelet, fields, tile[sel], **({"swap_operands": True} if plan.swap_operands else {}))
     if split_k:  # the partials are op-internal: the reduction's last kernel computes the product at once
         graph.defer_kernel(cs)
     else:  # the step's kernel: the whole product in one coarse vertex per group (a window stays a view)
         graph.add_kernel(cs, codelet, {"a": a, "b": b, "out": dest})
-    graph.set_tile_mapping(dest if split_k or store is None else store, dest_tiles)
+    dest_map = np.concatenate(map_starts), np.concatenate(map_lengths), np.concatenate(map_tiles)
+    graph.map_intervals(dest if split_k or store is None else store, *dest_map)
     if split_k:
 
         def final(last: Any) -> None:  # out = a @ b in one coarse vertex per group (a window stays a view)
@@ -461,7 +470,7 @@ def _run_step(
         reduce_partials(graph, dest, result, block, pos, sizes, block_tile, plan.out_chan_split, prog,
                         f"{name}/reduce", final, row, block_major=True)  # fmt: skip
     elif dest is not out:
-        graph.set_tile_mapping(out if out_store is None else out_store, dest_tiles)
+        graph.map_intervals(out if out_store is None else out_store, *dest_map)
         apply_map(graph, map_codelet("popops::Cast", _cast, 1, (("cast", "cast"),)), [dest], prog, f"{name} cast",
                   out=out)  # fmt: skip
 

@@ -68,12 +68,19 @@ def reduce_partials(
     if block_major and final_kernel is None:
         raise ValueError("reduce_partials: block-major partials need the final kernel (out is in element order)")
     p_total, e_total = partials.shape
-    order = np.lexsort((pos, block_of))  # elements in (block, position) order: each chunk a run
+    # elements in (block, position) order: each chunk a run. ``rank[e]``: element e's place in it,
+    # block_start[block] + pos, so the order is that permutation inverted (no sort)
+    block_start = np.concatenate(([0], np.cumsum(block_size)[:-1])).astype(np.int64)
+    rank = block_start[block_of] + pos
+    order = np.empty(e_total, dtype=np.int64)
+    order[rank] = np.arange(e_total)
+    if not np.array_equal(rank[order], np.arange(e_total)):  # (block, position) pairs not one each: sort
+        order = np.lexsort((pos, block_of))
+        rank[order] = np.arange(e_total)
     blk_s, pos_s = block_of[order], pos[order]
     size_s = block_size[blk_s]
-    col = np.arange(e_total)  # each output element's column in the partials and intermediate stages
-    if block_major:
-        col[order] = np.arange(e_total)
+    # each output element's column in the partials and intermediate stages
+    col = rank if block_major else np.arange(e_total)
     row_s = np.ones_like(size_s) if block_row is None else block_row[blk_s]
     cur = partials.reshape(-1)
     p = p_total
@@ -88,7 +95,7 @@ def reduce_partials(
         cs = execute(graph, prog, f"{name}/stage{stage}")
         nxt = out if last else graph.add_variable(partials.dtype, [nq, e_total], f"{name} partials {stage}")
         nxt_flat = nxt.reshape(-1)
-        tiles = np.empty((nq, e_total), dtype=np.int64)
+        tiles = np.empty((nq, e_total), dtype=np.int64)  # each group's reducer tile, in (block, position) order
         sizes, reducers = rows[1:] - rows[:-1], share[1:] - share[:-1]
         classes = []  # groups with the same depth and reducer count share their chunks
         for size, c in sorted({(int(a), int(b)) for a, b in zip(sizes, reducers, strict=True)}):
@@ -97,15 +104,13 @@ def reduce_partials(
             # many rows as reducers (a chunk's partials are then runs of whole rows), else positions
             rows_s = size_s // row_s
             chunk = np.where(rows_s >= c, (pos_s // row_s) * c // np.maximum(rows_s, 1), pos_s * c // size_s)
-            tiles[qs[:, None], order[None, :]] = block_tile[blk_s][None, :] + (share[qs][:, None] + chunk) * tile_step
+            tiles[qs] = block_tile[blk_s][None, :] + (share[qs][:, None] + chunk) * tile_step
             classes.append((size, qs, chunk))
         if last:  # outputs live where they are reduced
-            out_tiles[:] = tiles[0]
+            out_tiles[:] = tiles[0][rank]
             graph.set_tile_mapping(out_flat, out_tiles)
-        else:
-            nxt_tiles = np.empty_like(tiles)
-            nxt_tiles[:, col] = tiles
-            graph.set_tile_mapping(nxt, nxt_tiles.reshape(-1))
+        else:  # the next partials' columns: (block, position) order when block-major, else the elements'
+            graph.set_tile_mapping(nxt, (tiles if block_major else tiles[:, rank]).reshape(-1))
         dest = out_flat if last else nxt_flat
         for size, qs, chunk in classes:
             brk = np.ones(e_total, dtype=bool)
@@ -115,12 +120,24 @@ def reduce_partials(
             src_rows = rows[qs][:, None] + np.arange(size)  # [Q, size] partial rows of each group
             for ln in np.unique(length):
                 sel = start[length == ln]
+                vt = tiles[qs[:, None], sel[None, :]]  # the chunk's reducer
+                if block_major:  # a chunk is one run of each partial row: blocks from its first column
+                    ln_ = int(ln)
+                    src_first = (rows[qs][:, None] * e_total + sel[None, :]).reshape(-1)
+                    fields = {"in": cur.pattern_rows(src_first, (size, ln_), (e_total, 1))}
+                    if last:
+                        fields["out"] = dest[order[sel[:, None] + np.arange(ln)]]
+                    else:
+                        fields["out"] = dest.pattern_rows(
+                            (qs[:, None] * e_total + sel[None, :]).reshape(-1), (ln_,), (1,)
+                        )
+                    graph.add_vertices(cs, CONV_REDUCE, fields, vt.reshape(-1))
+                    continue
                 elems = order[sel[:, None] + np.arange(ln)]  # [R, ln] output elements of each chunk
                 idx = (src_rows[:, None, :, None] * e_total + col[elems][None, :, None, :]).reshape(-1, size, ln)
                 dst = (elems[None, :, :] if last else qs[:, None, None] * e_total + col[elems][None, :, :]).reshape(
                     -1, ln
                 )
-                vt = tiles[qs[:, None], elems[None, :, 0]]  # the chunk's reducer
                 graph.add_vertices(cs, CONV_REDUCE, {"in": cur[idx], "out": dest[dst]}, vt.reshape(-1))
             if final_kernel is not None:
                 continue
