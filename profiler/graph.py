@@ -78,9 +78,7 @@ class TileMapping:
         self._lookup = None
 
     def assign(self, idx: np.ndarray, tiles: np.ndarray | int) -> None:
-        if idx.size == self.n and np.isscalar(tiles):
-            self.fill(tiles)  # type: ignore[arg-type]
-            return
+        # by element even when idx has n entries: a view with repeated elements does not cover them all
         dense = self.dense()
         dense[idx] = tiles
         self.set_dense(dense)
@@ -487,9 +485,18 @@ class Graph:
         """Tile of each element of ``t`` (flattened); UNMAPPED (-1) where unmapped."""
         single = t.single_variable()
         if single is not None:
-            mapping = self.variables[single].mapping
-            if self._whole_variable(t) is not None and mapping.tiles.size > 1:  # its mapping, expanded
-                return self._from_device_tiles(mapping.dense())
+            mapping, lay = self.variables[single].mapping, t._lay
+            if (
+                isinstance(lay, Affine)
+                and mapping.tiles.size > 1
+                and min(lay.strides, default=0) >= 0
+                and mapping.n <= 2 * lay.size
+            ):  # most of the variable: its mapping expanded and read through the view (no index per element)
+                dense = mapping.dense()
+                view = np.lib.stride_tricks.as_strided(
+                    dense[lay.offset :], lay.shape, tuple(s * dense.itemsize for s in lay.strides)
+                )
+                return self._from_device_tiles(np.ascontiguousarray(view).reshape(-1))
             return self._from_device_tiles(mapping.tile_of(t._idx.reshape(-1)))  # TODO intervals
         var_ids, idx = t.elements()
         out = np.empty(idx.size, dtype=np.int32)
