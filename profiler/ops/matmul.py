@@ -13,7 +13,6 @@ tiles; they are reduced by ``reduce_groups`` (multi-stage when deep). Serial ste
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -177,13 +176,11 @@ def _search(
     target: Target, groups: int, m: int, k: int, n: int, dt: Any, pdt: np.dtype, budget: int, out_serial: bool
 ) -> tuple[tuple | None, tuple | None]:
     """(fastest plan fitting ``budget``, plan with the least temporary memory) for ``[m,k] x [k,n]``,
-    each as a tuple (cycles, temp bytes, method, splits g m k n, serial k n, block)."""
-    tiles = target.num_tiles
-    eb, pb = dt.itemsize, pdt.itemsize
-    sync = cost_model.sync_cycles("internal", target)
-    supervisor = cost_model.COMPUTE_SET_SUPERVISOR_CYCLES
-    best: tuple | None = None
-    least: tuple | None = None
+    each as a tuple (cycles, temp bytes, method, splits g m k n, serial k n, block).
+
+    Candidates are costed as arrays, all splits of one (serial steps, method) at once; ties go to
+    the first in the order (serial pass, method, serial steps, group, in-chan, out-chan, row split)."""
+    found: list[dict[str, Any]] = []
     for serial_pass in (False, True):
         for method in _methods(dt, pdt, target):
             kg, ng = _grain(method, dt, pdt, target)
@@ -195,39 +192,69 @@ def _search(
                     continue
                 if ns_ser > 1 and not out_serial:
                     continue
-                g_c = _candidates(groups, tiles)
-                k_c = _candidates(-(-k_step // kg), tiles)
-                n_c = _candidates(-(-n_step // ng), tiles)
-                m_c = _candidates(m, tiles)
-                for gs, ks, ns in itertools.product(g_c, k_c, n_c):
-                    rest = tiles // (gs * ks * ns)
-                    if rest < 1:
-                        continue
-                    ms = m_c[m_c <= rest]
-                    gb = -(-groups // gs)
-                    kb = min(k_step, cdiv(cdiv(k_step, kg), ks) * kg)
-                    nb = min(n_step, cdiv(cdiv(n_step, ng), ns) * ng)
-                    mb = -(-m // ms)
-                    compute = gb * block_cycles(method, mb, kb, nb, dt, pdt, target) + supervisor
-                    operand_bytes = gb * (mb * kb + kb * nb) * eb
-                    exchange = operand_exchange_cycles(gb * mb * kb * eb, gb * kb * nb * eb, int(ns), ms, target)
-                    partial_bytes = gb * mb * nb * pb
-                    red = reduce_cost(gb * mb * nb, int(ks), pdt, target) if ks > 1 else 0
-                    step = compute + exchange + red + sync
-                    total = step * ks_ser * ns_ser
-                    if ks_ser * ns_ser > 1:
-                        total = total + _serial_overhead(groups, m, k_step, n, n_step, ks_ser, ns_ser, dt, target)
-                    temp = operand_bytes + partial_bytes
-                    for i in range(ms.size):
-                        cand = (float(total[i]), int(temp[i]), method, int(gs), int(ms[i]), int(ks), int(ns),
-                                ks_ser, ns_ser, (int(gb), int(mb[i]), int(kb), int(nb)))  # fmt: skip
-                        if temp[i] <= budget and (best is None or cand[:2] < best[:2]):
-                            best = cand
-                        if least is None or (cand[1], cand[0]) < (least[1], least[0]):
-                            least = cand
-        if best is not None:
+                c = _costed(target, groups, m, k_step, n, n_step, dt, pdt, method, kg, ng, ks_ser, ns_ser)
+                if c is not None:
+                    found.append(c)
+        fitting = [c for c in found if (c["temp"] <= budget).any()]
+        if fitting:
             break
+    if not found:
+        return None, None
+    every = {key: np.concatenate([c[key] for c in found]) for key in found[0]}
+    best = None
+    if fitting:  # least (cycles, temp) among those fitting; the first of equals (a stable sort)
+        fit = np.flatnonzero(every["temp"] <= budget)
+        best = _candidate(every, fit[np.lexsort((every["temp"][fit], every["total"][fit]))[0]])
+    least = _candidate(every, np.lexsort((every["total"], every["temp"]))[0])
     return best, least
+
+
+def _costed(
+    target: Target, groups: int, m: int, k_step: int, n: int, n_step: int, dt: Any, pdt: np.dtype, method: str,
+    kg: int, ng: int, ks_ser: int, ns_ser: int,
+) -> dict[str, Any] | None:  # fmt: skip
+    """Every split candidate for one method and serial-step pair, costed as arrays (one entry per
+    candidate, in the order group, in-chan, out-chan, row split)."""
+    tiles = target.num_tiles
+    eb, pb = dt.itemsize, pdt.itemsize
+    g_c = _candidates(groups, tiles)
+    k_c = _candidates(-(-k_step // kg), tiles)
+    n_c = _candidates(-(-n_step // ng), tiles)
+    m_c = _candidates(m, tiles)
+    gs, ks, ns, ms = (x.ravel() for x in np.meshgrid(g_c, k_c, n_c, m_c, indexing="ij"))
+    keep = ms <= tiles // (gs * ks * ns)  # row splits that fit the tiles the other splits leave
+    if not keep.any():
+        return None
+    gs, ks, ns, ms = gs[keep], ks[keep], ns[keep], ms[keep]
+    gb = -(-groups // gs)
+    kb = np.minimum(k_step, cdiv(cdiv(k_step, kg), ks) * kg)
+    nb = np.minimum(n_step, cdiv(cdiv(n_step, ng), ns) * ng)
+    mb = -(-m // ms)
+    compute = gb * block_cycles(method, mb, kb, nb, dt, pdt, target) + cost_model.COMPUTE_SET_SUPERVISOR_CYCLES
+    operand_bytes = gb * (mb * kb + kb * nb) * eb
+    exchange = operand_exchange_cycles(gb * mb * kb * eb, gb * kb * nb * eb, ns, ms, target)
+    partial_bytes = gb * mb * nb * pb
+    red = np.zeros(gs.size, dtype=np.int64)
+    for depth in np.unique(ks[ks > 1]):  # the reduction's stages depend on its depth
+        sel = ks == depth
+        red[sel] = reduce_cost(gb[sel] * mb[sel] * nb[sel], int(depth), pdt, target)
+    step = compute + exchange + red + cost_model.sync_cycles("internal", target)
+    total: Any = step * ks_ser * ns_ser
+    if ks_ser * ns_ser > 1:
+        total = total + _serial_overhead(groups, m, k_step, n, n_step, ks_ser, ns_ser, dt, target)
+    return {
+        "total": np.asarray(total, dtype=np.float64), "temp": operand_bytes + partial_bytes,
+        "method": np.full(gs.size, method), "gs": gs, "ms": ms, "ks": ks, "ns": ns,
+        "ks_ser": np.full(gs.size, ks_ser), "ns_ser": np.full(gs.size, ns_ser),
+        "gb": gb, "mb": mb, "kb": kb, "nb": nb,
+    }  # fmt: skip
+
+
+def _candidate(c: dict[str, np.ndarray], i: int) -> tuple:
+    """Candidate ``i`` as the planner's tuple (cycles, temp bytes, method, splits g m k n, serial k n, block)."""
+    return (float(c["total"][i]), int(c["temp"][i]), str(c["method"][i]), int(c["gs"][i]), int(c["ms"][i]),
+            int(c["ks"][i]), int(c["ns"][i]), int(c["ks_ser"][i]), int(c["ns_ser"][i]),
+            (int(c["gb"][i]), int(c["mb"][i]), int(c["kb"][i]), int(c["nb"][i])))  # fmt: skip
 
 
 def _serial_overhead(
@@ -247,14 +274,14 @@ def _serial_overhead(
     return rearrange + ks_ser * per_outer + ks_ser * ns_ser * per_step
 
 
-def operand_exchange_cycles(a_block: int, b_block: Any, out_split: int, row_split: Any, target: Target) -> Any:
+def operand_exchange_cycles(a_block: Any, b_block: Any, out_split: Any, row_split: Any, target: Target) -> Any:
     """Cycles of a step's operand exchange with operands laid out for the plan (``create_matmul_lhs``
     / ``_rhs`` or rearranged first; docs/fidelity.md "Exchange model" item 6, ref §3.8): a tile owns
     1/out_split of its lhs block and 1/row_split of its rhs block and receives the rest (an
     all-gather, each piece sent once); the lhs block is shared by out-chan neighbours, so with an
-    even out_split both tiles of a supertile receive it at twice the rate. Vectorised over row_split."""
-    row_split = np.asarray(row_split)
-    a_in = a_block * (1 - 1 / out_split) / (2 if out_split % 2 == 0 else 1)
+    even out_split both tiles of a supertile receive it at twice the rate. Vectorised over the splits."""
+    row_split, out_split = np.asarray(row_split), np.asarray(out_split)
+    a_in = a_block * (1 - 1 / out_split) / np.where(out_split % 2 == 0, 2, 1)
     b_in = b_block * (1 - 1 / row_split)
     total = np.ceil(a_in + b_in).astype(np.int64)
     return np.asarray(cost_model.exchange_cycles(total, np.zeros_like(total), target))
