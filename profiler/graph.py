@@ -379,12 +379,13 @@ class Graph:
         if vid is not None and not t.structured:  # one variable: no variable id per element to split by
             mapping = self.variables[vid].mapping
             whole = self._whole_variable(t) is not None
+            flat = t._lay.flat if isinstance(t._lay, Factored) else t._lay  # a factored view: its factors, in order
             if whole and tiles.ndim == 0:
                 mapping.fill(int(tiles))
             elif whole:  # all of it in its own order: the tiles are its mapping
                 mapping.set_dense(tiles.reshape(-1))
-            elif isinstance(t._lay, Affine) and t._lay.one_to_one():  # written through a strided view
-                mapping.assign_affine(t._lay, tiles)
+            elif isinstance(flat, Affine) and flat.one_to_one():  # written through a strided view
+                mapping.assign_affine(flat, tiles)
             else:
                 mapping.assign(t._idx.reshape(-1), int(tiles) if tiles.ndim == 0 else tiles.reshape(-1))
             return
@@ -486,6 +487,7 @@ class Graph:
         single = t.single_variable()
         if single is not None:
             mapping, lay = self.variables[single].mapping, t._lay
+            lay = lay.flat if isinstance(lay, Factored) else lay  # the same elements in the same order
             if (
                 isinstance(lay, Affine)
                 and mapping.tiles.size > 1

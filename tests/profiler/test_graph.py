@@ -81,6 +81,13 @@ class _Index:
     def broadcast_to(self, shape: tuple[int, ...]) -> "_Index":
         return _Index(np.broadcast_to(self.a, shape))
 
+    def reshape(self, *shape: int) -> "_Index":
+        return _Index(self.a.reshape(shape))
+
+    def group_dims(self, *sizes: int) -> "_Index":
+        dims = np.split(np.array(self.a.shape), np.cumsum(sizes)[:-1])
+        return _Index(self.a.reshape([int(np.prod(d)) for d in dims]))
+
 
 @pytest.mark.parametrize(
     "view",
@@ -90,6 +97,7 @@ class _Index:
         lambda t: t[:, 1:3, ::2],  # part of it, strided
         lambda t: t[::-1],  # a negative stride: by element index
         lambda t: t[:, :1].broadcast_to((2, 3, 4)),  # repeated elements: the last write wins, as numpy's
+        lambda t: t.reshape(2, 3, 2, 2).transpose(0, 2, 1, 3).group_dims(1, 1, 2),  # factored: by its factors
     ],
 )
 def test_mapping_and_tile_of_through_a_view_match_numpy_indexing(view):
@@ -118,8 +126,8 @@ def test_map_intervals_takes_blocks_in_any_order_and_refuses_gaps():
     assert g.variables[0].mapping.intervals() == [(0, 3, 2), (3, 10, 1)]  # neighbours on one tile merge
     with pytest.raises(GraphError, match="do not cover"):
         g.map_intervals(v, np.array([0, 4]), np.array([3, 6]), np.array([0, 1]))
-    with pytest.raises(GraphError, match="all of one variable"):
-        g.map_intervals(v[2:], np.array([0]), np.array([8]), np.array([0]))
+    g.map_intervals(v[::3], np.array([2, 0]), np.array([2, 2]), np.array([3, 0]))  # a view: by element
+    assert g.tile_of(v).tolist() == [0, 2, 2, 0, 1, 1, 3, 1, 1, 3]
 
 
 def test_pattern_rows_are_the_blocks_indexing_finds():
