@@ -26,7 +26,7 @@ from profiler.graph import Graph
 from profiler.layout import Affine, Factored, Window, WindowBlocks
 from profiler.ops.core import OpError, cdiv, check_same_graph, execute, linear_tiles, op, set_attributes
 from profiler.ops.elementwise import _binary_codelet, _cast, apply_map, copy, fill, map_codelet
-from profiler.ops.matmul_reduce import reduce_partials, stage_depths
+from profiler.ops.matmul_reduce import reduce_block_major, stage_depths
 from profiler.ops.poplibs_codelets import MATMUL_CODELETS, block_cycles, dynamic_slice_cycles
 from profiler.ops.slicing import dynamic_slice, dynamic_update, replicated_index, sliceable
 from profiler.programs import Repeat, Sequence
@@ -404,28 +404,13 @@ def _run_step(
     tile = _tile_of_block(plan, gi, mi, ki, ni)
     split_k = k0.size > 1
     if split_k:
-        # output element (g, m, n): its block (group block, row block, out block) and position in it,
-        # listed in the order of the variable that holds the result
-        if store is None:
-            g, m, n = np.ix_(np.arange(G), np.arange(M), np.arange(N))
-            full: tuple[int, ...] = (G, M, N)
-        else:
-            g, ni_, m, nin = np.ix_(np.arange(G), np.arange(N // nb), np.arange(M), np.arange(nb))
-            n = ni_ * nb + nin
-            full = store.shape
-        gk, mk, nk = g // gb, m // mb, n // nb
-        glen, mlen, nlen = np.minimum(gb, G - gk * gb), np.minimum(mb, M - mk * mb), np.minimum(nb, N - nk * nb)
-        block = ((gk * m0.size + mk) * n0.size + nk).astype(np.int64)
-        pos = (((g - gk * gb) * mlen + (m - mk * mb)) * nlen + (n - nk * nb)).astype(np.int64)
-        size = (glen * mlen * nlen).astype(np.int64)
-        block, pos, size = (np.broadcast_to(x, full).reshape(-1) for x in (block, pos, size))
-        sizes = np.zeros(int(block.max()) + 1, dtype=np.int64)
-        sizes[block] = size
-        row = np.zeros_like(sizes)
-        row[block] = np.broadcast_to(nlen, full).reshape(-1)  # a block row: its out-chan extent
-        bg, bm, bn = np.unravel_index(np.arange(sizes.size), (-(-G // gb), m0.size, n0.size))
+        # output blocks (group block, row block, out block): their sizes, row lengths (out-chan extent)
+        # and tiles, one entry per block
+        bg, bm, bn = np.unravel_index(np.arange(-(-G // gb) * m0.size * n0.size), (-(-G // gb), m0.size, n0.size))
+        glen = np.minimum(gb, G - bg * gb)
+        sizes = (glen * ml[bm] * nl[bn]).astype(np.int64)
+        row = nl[bn].astype(np.int64)
         block_tile = _tile_of_block(plan, bg * gb, bm, 0, bn).astype(np.int64)
-
         # PopLibs creates a split conv's partials per tile (Convolution.cpp getCreatePartialsLevel stops
         # above a level that needs a reduction), so a tile's partial block is one contiguous buffer: the
         # partials are held block-major, column off[block] + pos of each output element
@@ -494,12 +479,37 @@ def _run_step(
             graph.add_kernel(last, codelet, {"a": a, "b": b, "out": out})
 
         result = out if store is None else store  # reduced in the order of the variable holding it
-        reduce_partials(graph, dest, result, block, pos, sizes, block_tile, plan.out_chan_split, prog,
-                        f"{name}/reduce", final, row, block_major=True)  # fmt: skip
+        order = _block_major_order(G, M, N, gb, m0, ml, n0, nl, off, nb if store is not None else None)
+        reduce_block_major(graph, dest, result, order, sizes, row, block_tile, plan.out_chan_split, prog,
+                           f"{name}/reduce", final)  # fmt: skip
     elif dest is not out:
         graph.map_intervals(out if out_store is None else out_store, *dest_map)
         apply_map(graph, map_codelet("popops::Cast", _cast, 1, (("cast", "cast"),)), [dest], prog, f"{name} cast",
                   out=out)  # fmt: skip
+
+
+def _block_major_order(
+    G: int, M: int, N: int, gb: int, m0: np.ndarray, ml: np.ndarray, n0: np.ndarray, nl: np.ndarray,
+    off: np.ndarray, store_nb: int | None,
+) -> np.ndarray:  # fmt: skip
+    """The result element of each block-major partials column: block (group block, row block, out
+    block) b's columns start at off[b] and run over its (group, row, out chan) positions row-major.
+    Elements are numbered in the order of the variable holding the result: ``[G, M, N]``, or the
+    store ``[G, N/nb, M, nb]`` (``store_nb``). Built per block shape, without an index per element."""
+    bg, bm, bn = np.unravel_index(np.arange(off.size), (-(-G // gb), m0.size, n0.size))
+    glen = np.minimum(gb, G - bg * gb)
+    if store_nb is None:  # element ((g * M) + m) * N + n
+        base, strides = (bg * gb * M + m0[bm]) * N + n0[bn], (M * N, N, 1)
+    else:  # element ((g * N/nb + n // nb) * M + m) * nb + n % nb, the blocks being whole out-chan groups
+        base, strides = ((bg * gb * (N // store_nb) + n0[bn] // store_nb) * M + m0[bm]) * store_nb, (M * N, store_nb, 1)
+    order = np.empty(G * M * N, dtype=np.int64)
+    extents = np.stack([glen, ml[bm], nl[bn]], axis=1)
+    for ext in np.unique(extents, axis=0):  # blocks of one shape share one position pattern
+        bs = np.flatnonzero((extents == ext).all(axis=1))
+        pattern = Affine(0, tuple(int(e) for e in ext), strides).indices(np.int64).reshape(-1)
+        cols = (off[bs][:, None] + np.arange(pattern.size)).reshape(-1)
+        order[cols] = (base[bs][:, None] + pattern[None, :]).reshape(-1)
+    return order
 
 
 def output_store(
