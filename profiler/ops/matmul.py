@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -357,22 +357,44 @@ def operand_tiles(
     nm, nn = -(-M // mb), -(-N // nb)
     acts_side = "rhs" if plan.swap_operands else "lhs"
     min_bytes = MIN_OPERAND_BYTES_PER_TILE["acts" if side == acts_side else "weights"]
-    if side == "lhs":
-        g, r, c = np.ix_(np.arange(G), np.arange(M), np.arange(K))
-        rb, cb, rs_, cs_, sharers = mb, kb, M, K, nn
+    rb, cb, rs_, cs_, sharers = (mb, kb, M, K, nn) if side == "lhs" else (kb, nb, K, N, nm)
+
+    def tile(ri: Any, ci: Any, share: Any) -> Any:  # of group 0: a group adds _tile_of_block(plan, g, 0, 0, 0)
+        return _tile_of_block(plan, 0, ri, ci, share) if side == "lhs" else _tile_of_block(plan, 0, share, ri, ci)
+
+    def owners(rl: np.ndarray, cl: np.ndarray) -> np.ndarray:  # tiles owning a share of a block
+        return np.clip(rl * cl * elem_bytes // min_bytes, 1, sharers)
+
+    if columns:  # the same over the transposed blocks: shares follow block columns
+        grid = _share_tiles(cs_, cb, rs_, rb, owners, lambda c, r, share: tile(r, c, share)).T
     else:
-        g, r, c = np.ix_(np.arange(G), np.arange(K), np.arange(N))
-        rb, cb, rs_, cs_, sharers = kb, nb, K, N, nm
-    ri, ci = r // rb, c // cb
-    rl, cl = np.minimum(rb, rs_ - ri * rb), np.minimum(cb, cs_ - ci * cb)
-    owners = np.clip(rl * cl * elem_bytes // min_bytes, 1, sharers)  # tiles owning a share of the block
-    row, col = r - ri * rb, c - ci * cb
-    if columns:  # the same over the transposed block
-        row, col, rl, cl = col, row, cl, rl
-    per_row = np.maximum(1, owners // rl)  # shares per block row when the block has fewer rows than owners
-    share = np.where(rl >= owners, row * owners // rl, row * per_row + col * per_row // cl)
-    tiles = _tile_of_block(plan, g, ri, ci, share) if side == "lhs" else _tile_of_block(plan, g, share, ri, ci)
-    return np.broadcast_to(tiles, (G, r.shape[1], c.shape[2])).reshape(-1).astype(np.int64)
+        grid = _share_tiles(rs_, rb, cs_, cb, owners, tile)
+    group = _tile_of_block(plan, np.arange(G), 0, 0, 0).astype(np.int64)
+    return (group[:, None, None] + grid[None, :, :]).reshape(-1).astype(np.int64, copy=False)
+
+
+def _share_tiles(rows: int, rb: int, cols: int, cb: int, owners: Callable, tile: Callable) -> np.ndarray:
+    """``operand_tiles`` of one group as a [rows, cols] grid of rb x cb blocks whose shares follow
+    block rows: worked out per row and column block (a share is whole block rows unless a block has
+    fewer rows than owners) and expanded to columns once, by column only for the rows of such
+    blocks: not a dozen passes over every element. ``tile(row block, column block, share)``."""
+    r = np.arange(rows)
+    ri = r // rb
+    rl, row = np.minimum(rb, rows - ri * rb), r - ri * rb
+    cbi = np.arange(-(-cols // cb))
+    cl_b = np.minimum(cb, cols - cbi * cb)
+    own = owners(rl[:, None], cl_b[None, :])  # [rows, column blocks]
+    grid = np.repeat(tile(ri[:, None], cbi, row[:, None] * own // rl[:, None]), cl_b, axis=1)
+    few = np.flatnonzero(~(rl[:, None] >= own).all(axis=1))  # rows of blocks with fewer rows than owners
+    if few.size:
+        c = np.arange(cols)
+        ci = c // cb
+        col, cl = c - ci * cb, cl_b[ci]
+        o, lr = own[few][:, ci], rl[few][:, None]
+        per_row = np.maximum(1, o // lr)  # shares per block row
+        share = np.where(lr >= o, row[few][:, None] * o // lr, row[few][:, None] * per_row + col * per_row // cl)
+        grid[few] = tile(ri[few][:, None], ci, share)
+    return grid
 
 
 def _run_step(
