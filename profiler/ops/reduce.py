@@ -59,12 +59,19 @@ def _stable_order(key: np.ndarray) -> np.ndarray | None:
 
 
 def _unique_inverse(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(key, return_inverse=True)``; without a sort when ``key`` is already sorted."""
-    if not _non_decreasing(key):
-        return np.unique(key, return_inverse=True)
+    """``np.unique(key, return_inverse=True)``: without a sort when ``key`` is already sorted, else by
+    a stable sort, which merges the long ascending runs (group-major keys, a few tiles per group)
+    that np.unique's quicksort does not exploit."""
+    order = None if _non_decreasing(key) else np.argsort(key, kind="stable")
+    sk = key if order is None else key[order]
     new = np.ones(key.size, dtype=bool)
-    new[1:] = key[1:] != key[:-1]
-    return key[new], np.cumsum(new) - 1
+    new[1:] = sk[1:] != sk[:-1]
+    rank = np.cumsum(new) - 1
+    if order is None:
+        return sk[new], rank
+    inverse = np.empty(key.size, dtype=rank.dtype)
+    inverse[order] = rank
+    return sk[new], inverse
 
 
 def _reduce_stage(
@@ -243,7 +250,8 @@ def reduce(
     graph.map_linearly(out)
     xt = x.transpose(*(kept + ax)) if x.rank else x
     member = np.arange(n_out * r, dtype=np.int64)
-    plan = reduce_groups(graph, xt, member, member // r, out, op_name, prog, scale)
+    group = np.repeat(np.arange(n_out, dtype=np.int64), r)  # member // r, without a division per element
+    plan = reduce_groups(graph, xt, member, group, out, op_name, prog, scale)
     set_attributes(graph, {"op": op_name, "axes": list(ax), **plan})
     if keepdims:
         return out.reshape(tuple(1 if a in ax else s for a, s in enumerate(x.shape)))
