@@ -399,16 +399,6 @@ def strided_layout(idx: np.ndarray) -> tuple[int, tuple[int, ...]] | None:
     return offset, tuple(strides)
 
 
-def _one_to_one(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
-    """Whether a strided layout reaches every position at a distinct element (safe to write)."""
-    span = 0  # furthest element offset reachable by the dims taken so far
-    for s, n in sorted((s, n) for s, n in zip(strides, shape, strict=True) if n > 1):
-        if s <= span:
-            return False
-        span += s * (n - 1)
-    return True
-
-
 class Access:
     """Precomputed gather/scatter of a tensor's elements against per-variable flat value arrays.
 
@@ -440,7 +430,7 @@ class Access:
             if layout is not None and min(layout[1], default=0) >= 0:
                 offset, strides = layout
                 nbytes = tuple(s * t.dtype.itemsize for s in strides)
-                self.strided = (single, offset, nbytes, _one_to_one(self.flat_shape, strides))
+                self.strided = (single, offset, nbytes, Affine(offset, self.flat_shape, strides).one_to_one())
             # gathered indices as intp once here: np.take would convert int32 ones on every run; a
             # strided view needs none to be read (a broadcast one that is written - rare - builds
             # them then: 8 B per element held for every broadcast operand otherwise)
