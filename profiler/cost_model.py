@@ -488,8 +488,9 @@ def amp_matmul_cycles(
     cfg = amp_config(dtype, partials_dtype, target)
     rows = _i64(rows, "rows")
     w = target.num_worker_contexts
-    in_groups = max(1, _cdiv(in_chans, cfg.in_chans_per_group).item())
-    out_groups = max(1, _cdiv(out_chans, cfg.out_chans_per_group).item())
+    # channel counts may be arrays too (the planner costs all its candidate blocks at once)
+    in_groups = np.maximum(1, _cdiv(in_chans, cfg.in_chans_per_group))
+    out_groups = np.maximum(1, _cdiv(out_chans, cfg.out_chans_per_group))
     max_w, min_w = _cdiv(rows, w), rows // w
 
     def inner(zero: bool) -> np.ndarray:
@@ -522,7 +523,8 @@ def mac_matmul_cycles(
     dtype_name(partials_dtype)  # validated; HMAC accumulates in the worker's registers
     rows = _i64(rows, "rows")
     w = target.num_worker_contexts
-    dot = math.ceil(in_chans * _ELEM_BYTES[dt] / DATAPATH_BYTES) + HMAC_DOT_OVERHEAD + (1 if dt == "float32" else 0)
+    # in_chans / out_chans may be arrays (the planner's candidates); ceil(k * bytes / 8) in integers
+    dot = _cdiv(np.asarray(in_chans) * _ELEM_BYTES[dt], DATAPATH_BYTES) + HMAC_DOT_OVERHEAD + int(dt == "float32")
     worker = 13 + _cdiv(rows, w) * (7 + out_chans * dot)
     outer = (65 if dt == "float16" else 58) - 10 + 23 + 15 + 10
     return outer + w * worker

@@ -72,13 +72,28 @@ class TileMapping:
         self.starts, self.tiles = starts[keep].astype(np.int64), tiles[keep].astype(np.int32)
         self._lookup = None
 
+    def fill(self, tile: int) -> None:
+        """Every element on ``tile``."""
+        self.starts, self.tiles = np.zeros(1, np.int64), np.array([tile], np.int32)
+        self._lookup = None
+
     def assign(self, idx: np.ndarray, tiles: np.ndarray | int) -> None:
-        if idx.size == self.n and np.isscalar(tiles):
-            self.starts, self.tiles = np.zeros(1, np.int64), np.array([tiles], np.int32)
-            self._lookup = None
-            return
+        # by element even when idx has n entries: a view with repeated elements does not cover them all
         dense = self.dense()
         dense[idx] = tiles
+        self.set_dense(dense)
+
+    def assign_affine(self, lay: Affine, tiles: np.ndarray) -> None:
+        """Map the elements of a one-to-one affine view (``tiles``: one per view element, or one for
+        all) through a strided view of the per-element tiles: no index array is built."""
+        if tiles.ndim == 0 and lay.size == self.n:
+            self.fill(int(tiles))
+            return
+        dense = self.dense()
+        view = np.lib.stride_tricks.as_strided(
+            dense[lay.offset :], lay.shape, tuple(s * dense.itemsize for s in lay.strides)
+        )
+        view[...] = tiles.reshape(lay.shape) if tiles.ndim else tiles
         self.set_dense(dense)
 
     def tile_of(self, idx: np.ndarray) -> np.ndarray:
@@ -355,12 +370,52 @@ class Graph:
         tiles = np.asarray(tile, dtype=np.int64)
         self._check_tile(tiles.reshape(-1), f"mapping of {t!r}")
         tiles = self._to_device_tiles(tiles)
+        n = t.numel()
+        if tiles.ndim and tiles.size != n:
+            raise GraphError(f"mapping of {t!r}: {tiles.size} tiles given for {n} elements")
+        if n == 0:
+            return
+        vid = t.single_variable()
+        if vid is not None and not t.structured:  # one variable: no variable id per element to split by
+            mapping = self.variables[vid].mapping
+            whole = self._whole_variable(t) is not None
+            flat = t._lay.flat if isinstance(t._lay, Factored) else t._lay  # a factored view: its factors, in order
+            if whole and tiles.ndim == 0:
+                mapping.fill(int(tiles))
+            elif whole:  # all of it in its own order: the tiles are its mapping
+                mapping.set_dense(tiles.reshape(-1))
+            elif isinstance(flat, Affine) and flat.one_to_one():  # written through a strided view
+                mapping.assign_affine(flat, tiles)
+            else:
+                mapping.assign(t._idx.reshape(-1), int(tiles) if tiles.ndim == 0 else tiles.reshape(-1))
+            return
         var_ids, idx = t.elements()
-        if tiles.ndim and tiles.size != idx.size:
-            raise GraphError(f"mapping of {t!r}: {tiles.size} tiles given for {idx.size} elements")
         for vid in np.unique(var_ids):
             sel = var_ids == vid
             self.variables[vid].mapping.assign(idx[sel], int(tiles) if tiles.ndim == 0 else tiles.reshape(-1)[sel])
+
+    def map_intervals(self, t: Tensor, starts: np.ndarray, lengths: np.ndarray, tiles: np.ndarray) -> None:
+        """Map ``t``'s flattened elements as intervals: [starts[i], starts[i] + lengths[i]) on tiles[i],
+        given in any order, together covering ``t`` once (a planner's blocks). When ``t`` is all of one
+        variable in its own order the mapping is built from them, never from a tile per element."""
+        tiles = np.asarray(tiles, dtype=np.int64).reshape(-1)
+        order = np.argsort(starts, kind="stable")
+        s, ln, tl = np.asarray(starts, dtype=np.int64)[order], np.asarray(lengths, dtype=np.int64)[order], tiles[order]
+        n = t.numel()
+        if (
+            s.size == 0
+            or s[0] != 0
+            or (ln <= 0).any()
+            or not np.array_equal(s[1:], (s + ln)[:-1])
+            or s[-1] + ln[-1] != n
+        ):
+            raise GraphError(f"mapping of {t!r}: the intervals do not cover its {n} elements once")
+        var = self._whole_variable(t)
+        if var is None:  # a view: by element
+            self.set_tile_mapping(t, np.repeat(tl, ln))
+            return
+        self._check_tile(tl, f"mapping of {t!r}")
+        var.mapping.set_intervals(s, self._to_device_tiles(tl))
 
     def map_linearly(self, t: Tensor, grain_size: int = 1, tiles: Sequence[int] | np.ndarray | None = None) -> None:
         """Spread ``t`` evenly over tiles in grains (poputil::mapTensorLinearly): each tile gets
@@ -431,7 +486,20 @@ class Graph:
         """Tile of each element of ``t`` (flattened); UNMAPPED (-1) where unmapped."""
         single = t.single_variable()
         if single is not None:
-            return self._from_device_tiles(self.variables[single].mapping.tile_of(t._idx.reshape(-1)))  # TODO intervals
+            mapping, lay = self.variables[single].mapping, t._lay
+            lay = lay.flat if isinstance(lay, Factored) else lay  # the same elements in the same order
+            if (
+                isinstance(lay, Affine)
+                and mapping.tiles.size > 1
+                and min(lay.strides, default=0) >= 0
+                and mapping.n <= 2 * lay.size
+            ):  # most of the variable: its mapping expanded and read through the view (no index per element)
+                dense = mapping.dense()
+                view = np.lib.stride_tricks.as_strided(
+                    dense[lay.offset :], lay.shape, tuple(s * dense.itemsize for s in lay.strides)
+                )
+                return self._from_device_tiles(np.ascontiguousarray(view).reshape(-1))
+            return self._from_device_tiles(mapping.tile_of(t._idx.reshape(-1)))  # TODO intervals
         var_ids, idx = t.elements()
         out = np.empty(idx.size, dtype=np.int32)
         for vid in np.unique(var_ids):

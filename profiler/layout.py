@@ -34,6 +34,16 @@ class Affine:
     def size(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64))
 
+    def one_to_one(self) -> bool:
+        """Whether the view reaches each of its positions at a distinct element, with no negative
+        stride (so a numpy strided view of the variable can be written through it)."""
+        span = 0  # furthest element offset reachable by the dims taken so far
+        for s, n in sorted((s, n) for s, n in zip(self.strides, self.shape, strict=True) if n > 1):
+            if s <= span:
+                return False
+            span += s * (n - 1)
+        return True
+
     def indices(self, dtype: np.dtype | type = np.int64) -> np.ndarray:
         """The explicit index array (one entry per element: only for paths that need one)."""
         idx = np.asarray(self.offset, dtype=dtype)

@@ -260,6 +260,31 @@ class Tensor:
                 return Tensor(self.graph, t._var, runs, self.dtype)
         return t
 
+    def pattern_rows(self, first: np.ndarray, shape: Sequence[int], strides: Sequence[int]) -> Tensor:
+        """``self[key]`` for ``key[v, i...] = first[v] + sum(i_d * strides[d])`` (row v a vertex's
+        field, the same pattern in every row) on a one-dimensional affine view: the blocks indexing
+        would find (``_regular_rows``), built from the pattern instead of checked over an index per
+        element. Any other case indexes with the key itself."""
+        first = np.asarray(first, dtype=np.int64).reshape(-1)
+        shape = tuple(int(n) for n in shape)
+        # strides as strided_layout reads them from a pattern: 0 along dims of one element
+        st = tuple(0 if n == 1 else int(s) for n, s in zip(shape, strides, strict=True))
+        aff = self.affine
+        span = sum((n - 1) * s for n, s in zip(shape, st, strict=True))
+        if (
+            aff is None
+            or len(aff.shape) != 1
+            or first.size == 0
+            or 0 in shape
+            or min(st, default=0) < 0
+            or first.min() < 0
+            or int(first.max()) + span >= aff.shape[0]
+        ):
+            return self[first.reshape((-1,) + (1,) * len(shape)) + Affine(0, shape, st).indices(np.int64)]
+        s0 = aff.strides[0]
+        lay = Blocks(aff.offset + first * s0, Affine(0, shape, tuple(s * s0 for s in st)))
+        return Tensor(self.graph, self._var, lay, self.dtype)
+
     def broadcast(self, n: int, dim: int = 0) -> Tensor:
         """Repeat the tensor ``n`` times along ``dim`` (Poplar ``Tensor::broadcast``)."""
         d = dim % self.rank
@@ -374,16 +399,6 @@ def strided_layout(idx: np.ndarray) -> tuple[int, tuple[int, ...]] | None:
     return offset, tuple(strides)
 
 
-def _one_to_one(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
-    """Whether a strided layout reaches every position at a distinct element (safe to write)."""
-    span = 0  # furthest element offset reachable by the dims taken so far
-    for s, n in sorted((s, n) for s, n in zip(strides, shape, strict=True) if n > 1):
-        if s <= span:
-            return False
-        span += s * (n - 1)
-    return True
-
-
 class Access:
     """Precomputed gather/scatter of a tensor's elements against per-variable flat value arrays.
 
@@ -415,7 +430,7 @@ class Access:
             if layout is not None and min(layout[1], default=0) >= 0:
                 offset, strides = layout
                 nbytes = tuple(s * t.dtype.itemsize for s in strides)
-                self.strided = (single, offset, nbytes, _one_to_one(self.flat_shape, strides))
+                self.strided = (single, offset, nbytes, Affine(offset, self.flat_shape, strides).one_to_one())
             # gathered indices as intp once here: np.take would convert int32 ones on every run; a
             # strided view needs none to be read (a broadcast one that is written - rare - builds
             # them then: 8 B per element held for every broadcast operand otherwise)

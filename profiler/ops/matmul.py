@@ -13,9 +13,8 @@ tiles; they are reduced by ``reduce_groups`` (multi-stage when deep). Serial ste
 from __future__ import annotations
 
 import functools
-import itertools
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -27,7 +26,7 @@ from profiler.graph import Graph
 from profiler.layout import Affine, Factored, Window, WindowBlocks
 from profiler.ops.core import OpError, cdiv, check_same_graph, execute, linear_tiles, op, set_attributes
 from profiler.ops.elementwise import _binary_codelet, _cast, apply_map, copy, fill, map_codelet
-from profiler.ops.matmul_reduce import reduce_partials, stage_depths
+from profiler.ops.matmul_reduce import reduce_block_major, stage_depths
 from profiler.ops.poplibs_codelets import MATMUL_CODELETS, block_cycles, dynamic_slice_cycles
 from profiler.ops.slicing import dynamic_slice, dynamic_update, replicated_index, sliceable
 from profiler.programs import Repeat, Sequence
@@ -177,13 +176,11 @@ def _search(
     target: Target, groups: int, m: int, k: int, n: int, dt: Any, pdt: np.dtype, budget: int, out_serial: bool
 ) -> tuple[tuple | None, tuple | None]:
     """(fastest plan fitting ``budget``, plan with the least temporary memory) for ``[m,k] x [k,n]``,
-    each as a tuple (cycles, temp bytes, method, splits g m k n, serial k n, block)."""
-    tiles = target.num_tiles
-    eb, pb = dt.itemsize, pdt.itemsize
-    sync = cost_model.sync_cycles("internal", target)
-    supervisor = cost_model.COMPUTE_SET_SUPERVISOR_CYCLES
-    best: tuple | None = None
-    least: tuple | None = None
+    each as a tuple (cycles, temp bytes, method, splits g m k n, serial k n, block).
+
+    Candidates are costed as arrays, all splits of one (serial steps, method) at once; ties go to
+    the first in the order (serial pass, method, serial steps, group, in-chan, out-chan, row split)."""
+    found: list[dict[str, Any]] = []
     for serial_pass in (False, True):
         for method in _methods(dt, pdt, target):
             kg, ng = _grain(method, dt, pdt, target)
@@ -195,39 +192,69 @@ def _search(
                     continue
                 if ns_ser > 1 and not out_serial:
                     continue
-                g_c = _candidates(groups, tiles)
-                k_c = _candidates(-(-k_step // kg), tiles)
-                n_c = _candidates(-(-n_step // ng), tiles)
-                m_c = _candidates(m, tiles)
-                for gs, ks, ns in itertools.product(g_c, k_c, n_c):
-                    rest = tiles // (gs * ks * ns)
-                    if rest < 1:
-                        continue
-                    ms = m_c[m_c <= rest]
-                    gb = -(-groups // gs)
-                    kb = min(k_step, cdiv(cdiv(k_step, kg), ks) * kg)
-                    nb = min(n_step, cdiv(cdiv(n_step, ng), ns) * ng)
-                    mb = -(-m // ms)
-                    compute = gb * block_cycles(method, mb, kb, nb, dt, pdt, target) + supervisor
-                    operand_bytes = gb * (mb * kb + kb * nb) * eb
-                    exchange = operand_exchange_cycles(gb * mb * kb * eb, gb * kb * nb * eb, int(ns), ms, target)
-                    partial_bytes = gb * mb * nb * pb
-                    red = reduce_cost(gb * mb * nb, int(ks), pdt, target) if ks > 1 else 0
-                    step = compute + exchange + red + sync
-                    total = step * ks_ser * ns_ser
-                    if ks_ser * ns_ser > 1:
-                        total = total + _serial_overhead(groups, m, k_step, n, n_step, ks_ser, ns_ser, dt, target)
-                    temp = operand_bytes + partial_bytes
-                    for i in range(ms.size):
-                        cand = (float(total[i]), int(temp[i]), method, int(gs), int(ms[i]), int(ks), int(ns),
-                                ks_ser, ns_ser, (int(gb), int(mb[i]), int(kb), int(nb)))  # fmt: skip
-                        if temp[i] <= budget and (best is None or cand[:2] < best[:2]):
-                            best = cand
-                        if least is None or (cand[1], cand[0]) < (least[1], least[0]):
-                            least = cand
-        if best is not None:
+                c = _costed(target, groups, m, k_step, n, n_step, dt, pdt, method, kg, ng, ks_ser, ns_ser)
+                if c is not None:
+                    found.append(c)
+        fitting = [c for c in found if (c["temp"] <= budget).any()]
+        if fitting:
             break
+    if not found:
+        return None, None
+    every = {key: np.concatenate([c[key] for c in found]) for key in found[0]}
+    best = None
+    if fitting:  # least (cycles, temp) among those fitting; the first of equals (a stable sort)
+        fit = np.flatnonzero(every["temp"] <= budget)
+        best = _candidate(every, fit[np.lexsort((every["temp"][fit], every["total"][fit]))[0]])
+    least = _candidate(every, np.lexsort((every["total"], every["temp"]))[0])
     return best, least
+
+
+def _costed(
+    target: Target, groups: int, m: int, k_step: int, n: int, n_step: int, dt: Any, pdt: np.dtype, method: str,
+    kg: int, ng: int, ks_ser: int, ns_ser: int,
+) -> dict[str, Any] | None:  # fmt: skip
+    """Every split candidate for one method and serial-step pair, costed as arrays (one entry per
+    candidate, in the order group, in-chan, out-chan, row split)."""
+    tiles = target.num_tiles
+    eb, pb = dt.itemsize, pdt.itemsize
+    g_c = _candidates(groups, tiles)
+    k_c = _candidates(-(-k_step // kg), tiles)
+    n_c = _candidates(-(-n_step // ng), tiles)
+    m_c = _candidates(m, tiles)
+    gs, ks, ns, ms = (x.ravel() for x in np.meshgrid(g_c, k_c, n_c, m_c, indexing="ij"))
+    keep = ms <= tiles // (gs * ks * ns)  # row splits that fit the tiles the other splits leave
+    if not keep.any():
+        return None
+    gs, ks, ns, ms = gs[keep], ks[keep], ns[keep], ms[keep]
+    gb = -(-groups // gs)
+    kb = np.minimum(k_step, cdiv(cdiv(k_step, kg), ks) * kg)
+    nb = np.minimum(n_step, cdiv(cdiv(n_step, ng), ns) * ng)
+    mb = -(-m // ms)
+    compute = gb * block_cycles(method, mb, kb, nb, dt, pdt, target) + cost_model.COMPUTE_SET_SUPERVISOR_CYCLES
+    operand_bytes = gb * (mb * kb + kb * nb) * eb
+    exchange = operand_exchange_cycles(gb * mb * kb * eb, gb * kb * nb * eb, ns, ms, target)
+    partial_bytes = gb * mb * nb * pb
+    red = np.zeros(gs.size, dtype=np.int64)
+    for depth in np.unique(ks[ks > 1]):  # the reduction's stages depend on its depth
+        sel = ks == depth
+        red[sel] = reduce_cost(gb[sel] * mb[sel] * nb[sel], int(depth), pdt, target)
+    step = compute + exchange + red + cost_model.sync_cycles("internal", target)
+    total: Any = step * ks_ser * ns_ser
+    if ks_ser * ns_ser > 1:
+        total = total + _serial_overhead(groups, m, k_step, n, n_step, ks_ser, ns_ser, dt, target)
+    return {
+        "total": np.asarray(total, dtype=np.float64), "temp": operand_bytes + partial_bytes,
+        "method": np.full(gs.size, method), "gs": gs, "ms": ms, "ks": ks, "ns": ns,
+        "ks_ser": np.full(gs.size, ks_ser), "ns_ser": np.full(gs.size, ns_ser),
+        "gb": gb, "mb": mb, "kb": kb, "nb": nb,
+    }  # fmt: skip
+
+
+def _candidate(c: dict[str, np.ndarray], i: int) -> tuple:
+    """Candidate ``i`` as the planner's tuple (cycles, temp bytes, method, splits g m k n, serial k n, block)."""
+    return (float(c["total"][i]), int(c["temp"][i]), str(c["method"][i]), int(c["gs"][i]), int(c["ms"][i]),
+            int(c["ks"][i]), int(c["ns"][i]), int(c["ks_ser"][i]), int(c["ns_ser"][i]),
+            (int(c["gb"][i]), int(c["mb"][i]), int(c["kb"][i]), int(c["nb"][i])))  # fmt: skip
 
 
 def _serial_overhead(
@@ -247,14 +274,14 @@ def _serial_overhead(
     return rearrange + ks_ser * per_outer + ks_ser * ns_ser * per_step
 
 
-def operand_exchange_cycles(a_block: int, b_block: Any, out_split: int, row_split: Any, target: Target) -> Any:
+def operand_exchange_cycles(a_block: Any, b_block: Any, out_split: Any, row_split: Any, target: Target) -> Any:
     """Cycles of a step's operand exchange with operands laid out for the plan (``create_matmul_lhs``
     / ``_rhs`` or rearranged first; docs/fidelity.md "Exchange model" item 6, ref §3.8): a tile owns
     1/out_split of its lhs block and 1/row_split of its rhs block and receives the rest (an
     all-gather, each piece sent once); the lhs block is shared by out-chan neighbours, so with an
-    even out_split both tiles of a supertile receive it at twice the rate. Vectorised over row_split."""
-    row_split = np.asarray(row_split)
-    a_in = a_block * (1 - 1 / out_split) / (2 if out_split % 2 == 0 else 1)
+    even out_split both tiles of a supertile receive it at twice the rate. Vectorised over the splits."""
+    row_split, out_split = np.asarray(row_split), np.asarray(out_split)
+    a_in = a_block * (1 - 1 / out_split) / np.where(out_split % 2 == 0, 2, 1)
     b_in = b_block * (1 - 1 / row_split)
     total = np.ceil(a_in + b_in).astype(np.int64)
     return np.asarray(cost_model.exchange_cycles(total, np.zeros_like(total), target))
@@ -330,22 +357,44 @@ def operand_tiles(
     nm, nn = -(-M // mb), -(-N // nb)
     acts_side = "rhs" if plan.swap_operands else "lhs"
     min_bytes = MIN_OPERAND_BYTES_PER_TILE["acts" if side == acts_side else "weights"]
-    if side == "lhs":
-        g, r, c = np.ix_(np.arange(G), np.arange(M), np.arange(K))
-        rb, cb, rs_, cs_, sharers = mb, kb, M, K, nn
+    rb, cb, rs_, cs_, sharers = (mb, kb, M, K, nn) if side == "lhs" else (kb, nb, K, N, nm)
+
+    def tile(ri: Any, ci: Any, share: Any) -> Any:  # of group 0: a group adds _tile_of_block(plan, g, 0, 0, 0)
+        return _tile_of_block(plan, 0, ri, ci, share) if side == "lhs" else _tile_of_block(plan, 0, share, ri, ci)
+
+    def owners(rl: np.ndarray, cl: np.ndarray) -> np.ndarray:  # tiles owning a share of a block
+        return np.clip(rl * cl * elem_bytes // min_bytes, 1, sharers)
+
+    if columns:  # the same over the transposed blocks: shares follow block columns
+        grid = _share_tiles(cs_, cb, rs_, rb, owners, lambda c, r, share: tile(r, c, share)).T
     else:
-        g, r, c = np.ix_(np.arange(G), np.arange(K), np.arange(N))
-        rb, cb, rs_, cs_, sharers = kb, nb, K, N, nm
-    ri, ci = r // rb, c // cb
-    rl, cl = np.minimum(rb, rs_ - ri * rb), np.minimum(cb, cs_ - ci * cb)
-    owners = np.clip(rl * cl * elem_bytes // min_bytes, 1, sharers)  # tiles owning a share of the block
-    row, col = r - ri * rb, c - ci * cb
-    if columns:  # the same over the transposed block
-        row, col, rl, cl = col, row, cl, rl
-    per_row = np.maximum(1, owners // rl)  # shares per block row when the block has fewer rows than owners
-    share = np.where(rl >= owners, row * owners // rl, row * per_row + col * per_row // cl)
-    tiles = _tile_of_block(plan, g, ri, ci, share) if side == "lhs" else _tile_of_block(plan, g, share, ri, ci)
-    return np.broadcast_to(tiles, (G, r.shape[1], c.shape[2])).reshape(-1).astype(np.int64)
+        grid = _share_tiles(rs_, rb, cs_, cb, owners, tile)
+    group = _tile_of_block(plan, np.arange(G), 0, 0, 0).astype(np.int64)
+    return (group[:, None, None] + grid[None, :, :]).reshape(-1).astype(np.int64, copy=False)
+
+
+def _share_tiles(rows: int, rb: int, cols: int, cb: int, owners: Callable, tile: Callable) -> np.ndarray:
+    """``operand_tiles`` of one group as a [rows, cols] grid of rb x cb blocks whose shares follow
+    block rows: worked out per row and column block (a share is whole block rows unless a block has
+    fewer rows than owners) and expanded to columns once, by column only for the rows of such
+    blocks: not a dozen passes over every element. ``tile(row block, column block, share)``."""
+    r = np.arange(rows)
+    ri = r // rb
+    rl, row = np.minimum(rb, rows - ri * rb), r - ri * rb
+    cbi = np.arange(-(-cols // cb))
+    cl_b = np.minimum(cb, cols - cbi * cb)
+    own = owners(rl[:, None], cl_b[None, :])  # [rows, column blocks]
+    grid = np.repeat(tile(ri[:, None], cbi, row[:, None] * own // rl[:, None]), cl_b, axis=1)
+    few = np.flatnonzero(~(rl[:, None] >= own).all(axis=1))  # rows of blocks with fewer rows than owners
+    if few.size:
+        c = np.arange(cols)
+        ci = c // cb
+        col, cl = c - ci * cb, cl_b[ci]
+        o, lr = own[few][:, ci], rl[few][:, None]
+        per_row = np.maximum(1, o // lr)  # shares per block row
+        share = np.where(lr >= o, row[few][:, None] * o // lr, row[few][:, None] * per_row + col * per_row // cl)
+        grid[few] = tile(ri[few][:, None], ci, share)
+    return grid
 
 
 def _run_step(
@@ -377,28 +426,13 @@ def _run_step(
     tile = _tile_of_block(plan, gi, mi, ki, ni)
     split_k = k0.size > 1
     if split_k:
-        # output element (g, m, n): its block (group block, row block, out block) and position in it,
-        # listed in the order of the variable that holds the result
-        if store is None:
-            g, m, n = np.ix_(np.arange(G), np.arange(M), np.arange(N))
-            full: tuple[int, ...] = (G, M, N)
-        else:
-            g, ni_, m, nin = np.ix_(np.arange(G), np.arange(N // nb), np.arange(M), np.arange(nb))
-            n = ni_ * nb + nin
-            full = store.shape
-        gk, mk, nk = g // gb, m // mb, n // nb
-        glen, mlen, nlen = np.minimum(gb, G - gk * gb), np.minimum(mb, M - mk * mb), np.minimum(nb, N - nk * nb)
-        block = ((gk * m0.size + mk) * n0.size + nk).astype(np.int64)
-        pos = (((g - gk * gb) * mlen + (m - mk * mb)) * nlen + (n - nk * nb)).astype(np.int64)
-        size = (glen * mlen * nlen).astype(np.int64)
-        block, pos, size = (np.broadcast_to(x, full).reshape(-1) for x in (block, pos, size))
-        sizes = np.zeros(int(block.max()) + 1, dtype=np.int64)
-        sizes[block] = size
-        row = np.zeros_like(sizes)
-        row[block] = np.broadcast_to(nlen, full).reshape(-1)  # a block row: its out-chan extent
-        bg, bm, bn = np.unravel_index(np.arange(sizes.size), (-(-G // gb), m0.size, n0.size))
+        # output blocks (group block, row block, out block): their sizes, row lengths (out-chan extent)
+        # and tiles, one entry per block
+        bg, bm, bn = np.unravel_index(np.arange(-(-G // gb) * m0.size * n0.size), (-(-G // gb), m0.size, n0.size))
+        glen = np.minimum(gb, G - bg * gb)
+        sizes = (glen * ml[bm] * nl[bn]).astype(np.int64)
+        row = nl[bn].astype(np.int64)
         block_tile = _tile_of_block(plan, bg * gb, bm, 0, bn).astype(np.int64)
-
         # PopLibs creates a split conv's partials per tile (Convolution.cpp getCreatePartialsLevel stops
         # above a level that needs a reduction), so a tile's partial block is one contiguous buffer: the
         # partials are held block-major, column off[block] + pos of each output element
@@ -411,7 +445,11 @@ def _run_step(
         dest = partials
     else:
         dest = out
-    dest_tiles = np.empty(dest.numel(), dtype=np.int64)  # in the order of the variable (``store``'s, if any)
+    # dest's mapping as intervals, one per vertex (split K: its block-major run) or per block row, in the
+    # order of the variable (``store``'s, if any)
+    map_starts: list[np.ndarray] = []
+    map_lengths: list[np.ndarray] = []
+    map_tiles: list[np.ndarray] = []
     codelet = MATMUL_CODELETS[plan.method]
     cs = execute(graph, prog, name)
     shapes = np.stack([ml[mi], kl[ki], nl[ni]], axis=1)
@@ -436,34 +474,64 @@ def _run_step(
         fields = {"a": a.blocks([g, r0, c0], (1, ms_, ks_), drop=(0,)),
                   "b": b.blocks([g, c0, o0], (1, ks_, ns_), drop=(0,)), "out": o_field}  # fmt: skip
         if split_k:
-            dest_tiles[(ki[sel] * e_total + first)[:, None] + np.arange(ms_ * ns_)] = tile[sel][:, None]
+            map_starts.append(ki[sel] * e_total + first)
+            map_lengths.append(np.full(sel.size, ms_ * ns_, dtype=np.int64))
+            map_tiles.append(tile[sel])
         elif store is not None:
             s_rows = ((g * (N // nb) + o0 // nb) * M + r0)[:, None] + np.arange(ms_)  # rows of the [.., nb] store
-            dest_tiles.reshape(-1, nb)[s_rows] = tile[sel][:, None, None]
+            map_starts.append((s_rows * nb).reshape(-1))
+            map_lengths.append(np.full(s_rows.size, nb, dtype=np.int64))
+            map_tiles.append(np.repeat(tile[sel], ms_))
         else:
             o_rows = (g * M + r0)[:, None] + np.arange(ms_)  # [vertices, ms] rows of dest's [G*M, N] view
-            dest_tiles.reshape(-1, N)[o_rows[:, :, None], (o0[:, None] + np.arange(ns_))[:, None, :]] = tile[sel][
-                :, None, None
-            ]
+            map_starts.append((o_rows * N + o0[:, None]).reshape(-1))
+            map_lengths.append(np.full(o_rows.size, ns_, dtype=np.int64))
+            map_tiles.append(np.repeat(tile[sel], ms_))
         # a swapped plan's vertex takes the same blocks, costed as out^T = b^T a^T (MatMulPlan.swap_operands)
         graph.add_vertices(cs, codelet, fields, tile[sel], **({"swap_operands": True} if plan.swap_operands else {}))
     if split_k:  # the partials are op-internal: the reduction's last kernel computes the product at once
         graph.defer_kernel(cs)
     else:  # the step's kernel: the whole product in one coarse vertex per group (a window stays a view)
         graph.add_kernel(cs, codelet, {"a": a, "b": b, "out": dest})
-    graph.set_tile_mapping(dest if split_k or store is None else store, dest_tiles)
+    dest_map = np.concatenate(map_starts), np.concatenate(map_lengths), np.concatenate(map_tiles)
+    graph.map_intervals(dest if split_k or store is None else store, *dest_map)
     if split_k:
 
         def final(last: Any) -> None:  # out = a @ b in one coarse vertex per group (a window stays a view)
             graph.add_kernel(last, codelet, {"a": a, "b": b, "out": out})
 
         result = out if store is None else store  # reduced in the order of the variable holding it
-        reduce_partials(graph, dest, result, block, pos, sizes, block_tile, plan.out_chan_split, prog,
-                        f"{name}/reduce", final, row, block_major=True)  # fmt: skip
+        order = _block_major_order(G, M, N, gb, m0, ml, n0, nl, off, nb if store is not None else None)
+        reduce_block_major(graph, dest, result, order, sizes, row, block_tile, plan.out_chan_split, prog,
+                           f"{name}/reduce", final)  # fmt: skip
     elif dest is not out:
-        graph.set_tile_mapping(out if out_store is None else out_store, dest_tiles)
+        graph.map_intervals(out if out_store is None else out_store, *dest_map)
         apply_map(graph, map_codelet("popops::Cast", _cast, 1, (("cast", "cast"),)), [dest], prog, f"{name} cast",
                   out=out)  # fmt: skip
+
+
+def _block_major_order(
+    G: int, M: int, N: int, gb: int, m0: np.ndarray, ml: np.ndarray, n0: np.ndarray, nl: np.ndarray,
+    off: np.ndarray, store_nb: int | None,
+) -> np.ndarray:  # fmt: skip
+    """The result element of each block-major partials column: block (group block, row block, out
+    block) b's columns start at off[b] and run over its (group, row, out chan) positions row-major.
+    Elements are numbered in the order of the variable holding the result: ``[G, M, N]``, or the
+    store ``[G, N/nb, M, nb]`` (``store_nb``). Built per block shape, without an index per element."""
+    bg, bm, bn = np.unravel_index(np.arange(off.size), (-(-G // gb), m0.size, n0.size))
+    glen = np.minimum(gb, G - bg * gb)
+    if store_nb is None:  # element ((g * M) + m) * N + n
+        base, strides = (bg * gb * M + m0[bm]) * N + n0[bn], (M * N, N, 1)
+    else:  # element ((g * N/nb + n // nb) * M + m) * nb + n % nb, the blocks being whole out-chan groups
+        base, strides = ((bg * gb * (N // store_nb) + n0[bn] // store_nb) * M + m0[bm]) * store_nb, (M * N, store_nb, 1)
+    order = np.empty(G * M * N, dtype=np.int64)
+    extents = np.stack([glen, ml[bm], nl[bn]], axis=1)
+    for ext in np.unique(extents, axis=0):  # blocks of one shape share one position pattern
+        bs = np.flatnonzero((extents == ext).all(axis=1))
+        pattern = Affine(0, tuple(int(e) for e in ext), strides).indices(np.int64).reshape(-1)
+        cols = (off[bs][:, None] + np.arange(pattern.size)).reshape(-1)
+        order[cols] = (base[bs][:, None] + pattern[None, :]).reshape(-1)
+    return order
 
 
 def output_store(
@@ -494,7 +562,13 @@ def _rearrangeable(t: Tensor) -> bool:
         return all(st != 0 for n, st in zip(flat.shape, flat.strides, strict=True) if n > 1)
     if isinstance(lay, Window | WindowBlocks):
         return False
-    var, idx = t.elements()  # an explicit or blocked view: each element once?
+    vid = t.single_variable()
+    if vid is not None:  # an explicit or blocked view of one variable: each element once? (a bitmap, no sort)
+        idx = t._idx.reshape(-1)
+        seen = np.zeros(t.graph.variables[vid].numel, dtype=bool)
+        seen[idx] = True
+        return int(np.count_nonzero(seen)) == idx.size
+    var, idx = t.elements()
     key = var.astype(np.int64) << 40 | idx.astype(np.int64)
     return bool(np.unique(key).size == key.size)
 

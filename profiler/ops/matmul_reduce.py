@@ -67,6 +67,13 @@ def reduce_partials(
     (PopLibs creates a split conv's partials per tile; needs ``final_kernel``)."""
     if block_major and final_kernel is None:
         raise ValueError("reduce_partials: block-major partials need the final kernel (out is in element order)")
+    if block_major:  # the element of each (block, position) column: rank = block start + pos, inverted
+        rank = np.concatenate(([0], np.cumsum(block_size)[:-1])).astype(np.int64)[block_of] + pos
+        order = np.empty(rank.size, dtype=np.int64)
+        order[rank] = np.arange(rank.size)
+        row = np.ones_like(block_size) if block_row is None else block_row
+        return reduce_block_major(graph, partials, out, order, block_size, row, block_tile, tile_step, prog, name,
+                                  final_kernel)  # type: ignore[arg-type]  # fmt: skip
     p_total, e_total = partials.shape
     order = np.lexsort((pos, block_of))  # elements in (block, position) order: each chunk a run
     blk_s, pos_s = block_of[order], pos[order]
@@ -138,5 +145,92 @@ def reduce_partials(
             else:
                 graph.defer_kernel(cs)
         if not last:
+            cur, p = nxt_flat, nq
+    return out_tiles
+
+
+def reduce_block_major(
+    graph: Graph,
+    partials: Tensor,
+    out: Tensor,
+    order: np.ndarray,
+    block_size: np.ndarray,
+    block_row: np.ndarray,
+    block_tile: np.ndarray,
+    tile_step: int,
+    prog: Prog,
+    name: str,
+    final_kernel: Callable[[ComputeSet], None],
+) -> np.ndarray:
+    """``reduce_partials`` of block-major partials, planned per block: column ``j`` of ``partials[P, E]``
+    (and of the intermediate stages) is position ``j - start[b]`` of block b (blocks one after another,
+    ``block_size[b]`` columns each), and output element ``order[j]`` of ``out``. A block's chunks are
+    runs of its columns whose bounds follow from its size and row length, so the stages' mappings and
+    vertex fields come from those runs; only the last stage's output field and mapping, in ``out``'s
+    element order, take an entry per element. Maps ``out`` and returns its tiles (element order)."""
+    p_total, e_total = partials.shape
+    block_start = np.concatenate(([0], np.cumsum(block_size)[:-1])).astype(np.int64)
+    block_row = np.maximum(block_row, 1)  # an empty block (no columns) may have no rows either
+    block_rows = block_size // block_row
+    cur = partials.reshape(-1)
+    p = p_total
+    out_flat = out.reshape(-1)
+    out_tiles = np.empty(e_total, dtype=np.int64)
+    depths = stage_depths(p_total)
+    for stage, d in enumerate(depths, 1):
+        last = stage == len(depths)
+        nq = 1 if last else -(-p // d)
+        rows = (np.arange(nq + 1) * p) // nq  # balanced groups of partial rows
+        share = (np.arange(nq + 1) * p_total) // nq  # each group's share of the block's in-chan tiles
+        cs = execute(graph, prog, f"{name}/stage{stage}")
+        nxt = out if last else graph.add_variable(partials.dtype, [nq, e_total], f"{name} partials {stage}")
+        nxt_flat = nxt.reshape(-1)
+        sizes, reducers = rows[1:] - rows[:-1], share[1:] - share[:-1]
+        classes = []  # groups with the same depth and reducer count share their chunks
+        for size, c in sorted({(int(a), int(b)) for a, b in zip(sizes, reducers, strict=True)}):
+            qs = np.flatnonzero((sizes == size) & (reducers == c))
+            # chunk j of a block: whole block rows when the block has at least as many rows as reducers
+            # (chunk of position p: (p // row) * c // rows, so it starts at row ceil(j * rows / c)),
+            # else positions (p * c // size: from ceil(j * size / c)); a last part row is chunk c
+            j = np.arange(c + 2)
+            by_rows = block_row[:, None] * -(-(j[None, :] * block_rows[:, None]) // c)
+            by_pos = -(-(j[None, :] * block_size[:, None]) // c)
+            bound = np.where((block_rows >= c)[:, None], by_rows, by_pos)
+            bound[:, c + 1] = block_size
+            b_run, j_run = np.nonzero(bound[:, 1:] > bound[:, :-1])  # non-empty chunks, in column order
+            r_start = block_start[b_run] + bound[b_run, j_run]
+            r_len = bound[b_run, j_run + 1] - bound[b_run, j_run]
+            r_tile = block_tile[b_run][None, :] + (share[qs][:, None] + j_run[None, :]) * tile_step  # [Q, runs]
+            classes.append((size, qs, r_start, r_len, r_tile))
+        if last:  # outputs live where they are reduced
+            _, _, r_start, r_len, r_tile = classes[0]
+            out_tiles[order] = np.repeat(r_tile[0], r_len)
+            graph.set_tile_mapping(out_flat, out_tiles)
+        else:  # each group's row of the next partials, as the chunks' runs
+            graph.map_intervals(
+                nxt,
+                np.concatenate([(qs[:, None] * e_total + s[None, :]).reshape(-1) for _, qs, s, _, _ in classes]),
+                np.concatenate([np.tile(ln, qs.size) for _, qs, _, ln, _ in classes]),
+                np.concatenate([t.reshape(-1) for *_, t in classes]),
+            )
+        dest = out_flat if last else nxt_flat
+        for size, qs, r_start, r_len, r_tile in classes:
+            for ln in np.unique(r_len):
+                run = r_len == ln
+                sel = r_start[run]
+                # a chunk is one run of each partial row: blocks from its first column
+                fields = {"in": cur.pattern_rows((rows[qs][:, None] * e_total + sel[None, :]).reshape(-1),
+                                                 (size, int(ln)), (e_total, 1))}  # fmt: skip
+                if last:
+                    fields["out"] = dest[order[sel[:, None] + np.arange(ln)]]
+                else:
+                    fields["out"] = dest.pattern_rows(
+                        (qs[:, None] * e_total + sel[None, :]).reshape(-1), (int(ln),), (1,)
+                    )
+                graph.add_vertices(cs, CONV_REDUCE, fields, r_tile[:, run].reshape(-1))
+        if last:
+            final_kernel(cs)
+        else:
+            graph.defer_kernel(cs)
             cur, p = nxt_flat, nq
     return out_tiles

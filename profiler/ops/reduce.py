@@ -48,6 +48,32 @@ def _bucket(counts: np.ndarray) -> np.ndarray:
     return -(-c // step) * step
 
 
+def _non_decreasing(x: np.ndarray) -> bool:
+    return bool((x[1:] >= x[:-1]).all())
+
+
+def _stable_order(key: np.ndarray) -> np.ndarray | None:
+    """``np.argsort(key, kind="stable")``, or None when that is the identity (``key`` already sorted,
+    as a reduction over trailing axes gives it): one pass instead of a sort, and no gathers."""
+    return None if _non_decreasing(key) else np.argsort(key, kind="stable")
+
+
+def _unique_inverse(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(key, return_inverse=True)``: without a sort when ``key`` is already sorted, else by
+    a stable sort, which merges the long ascending runs (group-major keys, a few tiles per group)
+    that np.unique's quicksort does not exploit."""
+    order = None if _non_decreasing(key) else np.argsort(key, kind="stable")
+    sk = key if order is None else key[order]
+    new = np.ones(key.size, dtype=bool)
+    new[1:] = sk[1:] != sk[:-1]
+    rank = np.cumsum(new) - 1
+    if order is None:
+        return sk[new], rank
+    inverse = np.empty(key.size, dtype=rank.dtype)
+    inverse[order] = rank
+    return sk[new], inverse
+
+
 def _reduce_stage(
     graph: Graph,
     src: Tensor,
@@ -62,15 +88,22 @@ def _reduce_stage(
 ) -> ComputeSet:
     """One compute set: vertex v (on vertex_tile[v]) reduces src[member[vertex == v]] into out[v]."""
     nv = vertex_tile.size
-    order = np.argsort(vertex, kind="stable")
-    member, vertex = member[order], vertex[order]
+    order = _stable_order(vertex)
+    if order is not None:
+        member, vertex = member[order], vertex[order]
     counts = np.bincount(vertex, minlength=nv)
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    pos = np.arange(member.size) - starts[vertex]
     length = _bucket(counts)
     pad = constant_per_tile(graph, src.dtype, reduce_identity(op_name, src.dtype))
     codelet = REDUCE_CODELETS[op_name]
     cs = execute(graph, prog, name)
+    if nv and (counts == length[0]).all():  # every vertex reduces as many members: its row of ``member``
+        graph.add_vertices(
+            cs, codelet, {"in": rows(src, member.reshape(nv, -1)), "out": rows(out, np.arange(nv)[:, None])},
+            vertex_tile, scale=float(scale),
+        )  # fmt: skip
+        return cs
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    pos = np.arange(member.size) - starts[vertex]
     for lb in np.unique(length):
         vs = np.flatnonzero(length == lb)
         row_of = np.full(nv, -1, dtype=np.int64)
@@ -100,15 +133,16 @@ def _add_kernel(
     """The whole reduction as ``cs``'s kernel, straight from ``src`` (the earlier stages' compute
     sets defer to it): rows of a view when every group has as many members, else segments."""
     n = out.numel()
-    order = np.argsort(group, kind="stable")
+    order = _stable_order(group)
+    ordered = member if order is None else member[order]
     counts = np.bincount(group, minlength=n)
     flat_src = src.reshape(-1)
     if (counts == counts[0]).all():
-        fields = {"in": rows(flat_src, member[order].reshape(n, -1)), "out": out.reshape(n, 1)}
+        fields = {"in": rows(flat_src, ordered.reshape(n, -1)), "out": out.reshape(n, 1)}
         graph.add_kernel(cs, REDUCE_CODELETS[op_name], fields, scale=float(scale))
         return
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    fields = {"in": rows(flat_src, member[order]).expand(0), "out": out.reshape(1, n)}
+    fields = {"in": rows(flat_src, ordered).expand(0), "out": out.reshape(1, n)}
     graph.add_kernel(cs, REDUCE_SEGMENT_CODELETS[op_name], fields, starts=starts, scale=float(scale))
 
 
@@ -139,7 +173,7 @@ def reduce_groups(
     src_tiles = graph.tile_of(src.reshape(-1)).astype(np.int64)[member]
     # stage 1: one partial per (group, tile holding members)
     key = group.astype(np.int64) * nt + src_tiles
-    ukey, pair = np.unique(key, return_inverse=True)
+    ukey, pair = _unique_inverse(key)
     pair_group, pair_tile = ukey // nt, ukey % nt
     stages, max_partials = 1, 1
     if ukey.size == n_groups and np.array_equal(pair_tile, out_tiles[pair_group]):
@@ -216,7 +250,8 @@ def reduce(
     graph.map_linearly(out)
     xt = x.transpose(*(kept + ax)) if x.rank else x
     member = np.arange(n_out * r, dtype=np.int64)
-    plan = reduce_groups(graph, xt, member, member // r, out, op_name, prog, scale)
+    group = np.repeat(np.arange(n_out, dtype=np.int64), r)  # member // r, without a division per element
+    plan = reduce_groups(graph, xt, member, group, out, op_name, prog, scale)
     set_attributes(graph, {"op": op_name, "axes": list(ax), **plan})
     if keepdims:
         return out.reshape(tuple(1 if a in ax else s for a, s in enumerate(x.shape)))

@@ -1,3 +1,6 @@
+import dataclasses
+import importlib
+import itertools
 import json
 
 import numpy as np
@@ -330,3 +333,99 @@ def test_swapped_operands_plan_and_vertex_worked_by_hand():
     e.load()
     e.run(0)
     np.testing.assert_allclose(e.read_tensor("y"), xv @ wv, rtol=1e-5, atol=1e-5)
+
+
+def test_matmuls_of_one_shape_share_one_immutable_plan_and_both_are_right():
+    # plan_matmul is cached by all it depends on (target, shape, types, memory proportion): a second
+    # layer of the same shape gets the very same plan, which nothing can change under the first
+    r = rng(23)
+    xs = {n: r.standard_normal(s).astype(np.float32) for n, s in [("a1", (6, 40)), ("b1", (40, 5)),
+                                                                    ("a2", (6, 40)), ("b2", (40, 5))]}  # fmt: skip
+
+    def build(g, t, p):
+        return {c: ops.matmul(g, t["a" + c[1]], t["b" + c[1]], p, debug_name="mm" + c[1]) for c in ("c1", "c2")}
+
+    out, g, _ = run(xs, build, tiles=8)
+    for i in "12":
+        want = xs["a" + i].astype(np.float64) @ xs["b" + i].astype(np.float64)
+        np.testing.assert_allclose(out["c" + i], want, rtol=1e-5, atol=1e-5)
+    attrs = [json.loads(next(c for c in g.debug_contexts if c.name == n).attributes) for n in ("mm1", "mm2")]
+    assert attrs[0] == attrs[1]
+    plan = ops.plan_matmul(g.target, 1, 6, 40, 5, np.dtype(np.float32))
+    assert plan is ops.plan_matmul(g.target, 1, 6, 40, 5, np.dtype(np.float32))
+    assert plan.attributes() == {k: v for k, v in attrs[0].items() if k not in ("shape", "dtype")}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.tiles = 1  # type: ignore[misc]
+    copied = plan.attributes()
+    copied["block"][0] = 99
+    assert plan.block[0] != 99
+    # another memory proportion is another plan (part of the key)
+    assert ops.plan_matmul(g.target, 1, 6, 40, 5, np.dtype(np.float32), "float32", 0.01) != plan
+
+
+def _search_one_by_one(target, groups, m, k, n, dt, pdt, budget, out_serial):
+    """The planner's search costing one candidate at a time (as it was written before it was
+    vectorised): the reference for its order and tie-breaking."""
+    mm = importlib.import_module("profiler.ops.matmul")  # the module (profiler.ops.matmul is the op)
+
+    best = least = None
+    for serial_pass in (False, True):
+        for method in mm._methods(dt, pdt, target):
+            kg, ng = mm._grain(method, dt, pdt, target)
+            for ks_ser, ns_ser in [(a, b) for a in mm.SERIAL_CHOICES for b in mm.SERIAL_CHOICES
+                                   if (a * b > 1) == serial_pass]:  # fmt: skip
+                k_step, n_step = -(-k // ks_ser), -(-n // ns_ser)
+                if k % ks_ser or n % ns_ser or (ks_ser > 1 and k_step < kg) or (ns_ser > 1 and n_step < ng):
+                    continue
+                if ns_ser > 1 and not out_serial:
+                    continue
+                for gs, ks, ns, ms in itertools.product(
+                    mm._candidates(groups, target.num_tiles), mm._candidates(-(-k_step // kg), target.num_tiles),
+                    mm._candidates(-(-n_step // ng), target.num_tiles), mm._candidates(m, target.num_tiles),
+                ):  # fmt: skip
+                    if ms > target.num_tiles // (gs * ks * ns):
+                        continue
+                    gb, mb = -(-groups // gs), -(-m // ms)
+                    kb = min(k_step, mm.cdiv(mm.cdiv(k_step, kg), ks) * kg)
+                    nb = min(n_step, mm.cdiv(mm.cdiv(n_step, ng), ns) * ng)
+                    compute = gb * int(mm.block_cycles(method, mb, kb, nb, dt, pdt, target))
+                    compute += cost_model.COMPUTE_SET_SUPERVISOR_CYCLES
+                    exchange = int(mm.operand_exchange_cycles(gb * mb * kb * dt.itemsize, gb * kb * nb * dt.itemsize,
+                                                              int(ns), int(ms), target))  # fmt: skip
+                    red = int(mm.reduce_cost(gb * mb * nb, int(ks), pdt, target)) if ks > 1 else 0
+                    total = (compute + exchange + red + cost_model.sync_cycles("internal", target)) * ks_ser * ns_ser
+                    if ks_ser * ns_ser > 1:
+                        total = total + mm._serial_overhead(groups, m, k_step, n, n_step, ks_ser, ns_ser, dt, target)
+                    temp = gb * (mb * kb + kb * nb) * dt.itemsize + gb * mb * nb * pdt.itemsize
+                    cand = (float(total), int(temp), method, int(gs), int(ms), int(ks), int(ns), ks_ser, ns_ser,
+                            (int(gb), int(mb), int(kb), int(nb)))  # fmt: skip
+                    if temp <= budget and (best is None or cand[:2] < best[:2]):
+                        best = cand
+                    if least is None or (cand[1], cand[0]) < (least[1], least[0]):
+                        least = cand
+        if best is not None:
+            break
+    return best, least
+
+
+@pytest.mark.parametrize("out_serial", [True, False])
+@pytest.mark.parametrize(
+    "groups,m,k,n,dtype,budget",
+    [
+        (1, 8, 32, 32, "float32", 1 << 16),
+        (3, 50, 64, 24, "float16", 1 << 14),
+        (1, 96, 512, 256, "float16", 4096),
+        (2, 7, 3, 5, "int32", 1 << 16),
+        (1, 64, 256, 256, "float32", 64),
+    ],  # fmt: skip
+)
+def test_vectorised_plan_search_picks_what_costing_one_by_one_picks(groups, m, k, n, dtype, budget, out_serial):
+    # all candidates costed at once must keep the one-at-a-time order: fastest fitting plan (first of
+    # equals), else the least memory; the last case fits nowhere and searches the serial steps too
+    mm = importlib.import_module("profiler.ops.matmul")  # the module (profiler.ops.matmul is the op)
+
+    target = ipu_model(tiles_per_ipu=16)
+    dt = np.dtype(dtype)
+    pdt = dt if dt.kind != "f" else np.dtype(np.float32)
+    got = mm._search(target, groups, m, k, n, dt, pdt, budget, out_serial)
+    assert got == _search_one_by_one(target, groups, m, k, n, dt, pdt, budget, out_serial)

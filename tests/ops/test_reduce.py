@@ -83,3 +83,15 @@ def test_broadcast_matches_numpy():
     x = rng(17).standard_normal((3, 1)).astype(np.float16)
     out, _, _ = run({"x": x}, lambda g, t, p: {"y": ops.broadcast(g, t["x"], (2, 3, 5), p)})
     np.testing.assert_array_equal(out["y"], np.broadcast_to(x, (2, 3, 5)))
+
+
+@pytest.mark.parametrize("presorted", [True, False])
+def test_unique_inverse_is_numpys_without_its_sort(presorted):
+    # reduce_groups' (group, tile) keys: sorted when a reduction runs over trailing axes of a linear
+    # mapping, else long ascending runs; either way the same as np.unique(return_inverse=True)
+    from profiler.ops.reduce import _unique_inverse
+
+    key = np.random.default_rng(5).integers(0, 50, 1000)
+    key = np.sort(key) if presorted else key
+    want, got = np.unique(key, return_inverse=True), _unique_inverse(key)
+    assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])

@@ -64,3 +64,83 @@ def test_bad_tile_and_bad_field_shapes_are_clear_errors():
         g.add_vertices(cs, "popops::Neg", {"in": v, "out": v}, tiles=[0, 1])
     with pytest.raises(ValueError, match="missing \\['out'\\]"):
         g.add_vertex(cs, "popops::Neg", {"in": v}, tile=0)
+
+
+class _Index:
+    """The same views as numpy expressions over the element indices (the reference)."""
+
+    def __init__(self, a: np.ndarray) -> None:
+        self.a = a
+
+    def transpose(self, *axes: int) -> "_Index":
+        return _Index(self.a.transpose(*axes))
+
+    def __getitem__(self, key: object) -> "_Index":
+        return _Index(self.a[key])
+
+    def broadcast_to(self, shape: tuple[int, ...]) -> "_Index":
+        return _Index(np.broadcast_to(self.a, shape))
+
+    def reshape(self, *shape: int) -> "_Index":
+        return _Index(self.a.reshape(shape))
+
+    def group_dims(self, *sizes: int) -> "_Index":
+        dims = np.split(np.array(self.a.shape), np.cumsum(sizes)[:-1])
+        return _Index(self.a.reshape([int(np.prod(d)) for d in dims]))
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda t: t,  # the whole variable: its tiles are the mapping
+        lambda t: t.transpose(1, 0, 2),  # one-to-one, not in order: written through a strided view
+        lambda t: t[:, 1:3, ::2],  # part of it, strided
+        lambda t: t[::-1],  # a negative stride: by element index
+        lambda t: t[:, :1].broadcast_to((2, 3, 4)),  # repeated elements: the last write wins, as numpy's
+        lambda t: t.reshape(2, 3, 2, 2).transpose(0, 2, 1, 3).group_dims(1, 1, 2),  # factored: by its factors
+    ],
+)
+def test_mapping_and_tile_of_through_a_view_match_numpy_indexing(view):
+    # the one-variable fast paths (no per-element variable ids) against numpy on the index array
+    g = Graph(ipu_model(tiles_per_ipu=32))
+    v = g.add_variable("float", [2, 3, 4], "v")
+    g.set_tile_mapping(v, 0)
+    t = view(v)
+    idx = view(_Index(np.arange(24).reshape(2, 3, 4))).a.reshape(-1)
+    tiles = np.arange(t.numel()) % 7 + 1
+    g.set_tile_mapping(t, tiles)
+    want = np.zeros(24, dtype=np.int64)
+    want[idx] = tiles
+    assert g.tile_of(v).tolist() == want.tolist()
+    assert g.tile_of(t).tolist() == want[idx].tolist()
+    g.set_tile_mapping(t, 9)
+    want[idx] = 9
+    assert g.tile_of(v).tolist() == want.tolist()
+
+
+def test_map_intervals_takes_blocks_in_any_order_and_refuses_gaps():
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    v = g.add_variable("float", [10], "v")
+    g.map_intervals(v, np.array([6, 0, 3]), np.array([4, 3, 3]), np.array([1, 2, 1]))
+    assert g.tile_of(v).tolist() == [2, 2, 2, 1, 1, 1, 1, 1, 1, 1]
+    assert g.variables[0].mapping.intervals() == [(0, 3, 2), (3, 10, 1)]  # neighbours on one tile merge
+    with pytest.raises(GraphError, match="do not cover"):
+        g.map_intervals(v, np.array([0, 4]), np.array([3, 6]), np.array([0, 1]))
+    g.map_intervals(v[::3], np.array([2, 0]), np.array([2, 2]), np.array([3, 0]))  # a view: by element
+    assert g.tile_of(v).tolist() == [0, 2, 2, 0, 1, 1, 3, 1, 1, 3]
+
+
+def test_pattern_rows_are_the_blocks_indexing_finds():
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    flat = g.add_variable("float", [6, 10], "p").reshape(-1)
+    first = np.array([0, 3, 21, 42])
+    for shape, strides in [((2, 3), (10, 1)), ((1, 4), (10, 1)), ((3,), (1,)), ((1, 1), (10, 1))]:
+        key = first.reshape((-1,) + (1,) * len(shape)) + (
+            np.indices(shape).reshape(len(shape), -1).T @ np.array(strides)
+        ).reshape(shape)
+        got, want = flat.pattern_rows(first, shape, strides), flat[key]
+        assert got.shape == want.shape and np.array_equal(got._idx, want._idx)
+        assert np.array_equal(got._lay.offsets, want._lay.offsets) and got._lay.inner == want._lay.inner
+    # past the end: indexed by the key like any other (here an error naming the index)
+    with pytest.raises(IndexError):
+        flat.pattern_rows(np.array([58]), (2, 3), (10, 1))
