@@ -158,7 +158,9 @@ def test_field_regions_cover_exactly_the_fields_elements() -> None:
 )  # fmt: skip
 @pytest.mark.parametrize("storage", ["NCHW", "NHWC", "grouped"])
 @pytest.mark.parametrize("kernel_major", [False, True])
-def test_window_regions_match_the_explicit_im2col(kernel, stride, padding, dilation, groups, storage, kernel_major) -> None:  # type: ignore[no-untyped-def]
+def test_window_regions_match_the_explicit_im2col(
+    kernel, stride, padding, dilation, groups, storage, kernel_major
+) -> None:  # type: ignore[no-untyped-def]
     from profiler import Sequence, ops
     from profiler.ops import conv
 
