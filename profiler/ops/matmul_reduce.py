@@ -13,7 +13,7 @@ writes the result, which is mapped where it is reduced (no spreading to a linear
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -39,6 +39,25 @@ def stage_depths(depth: int) -> list[int]:
         out.append(d)
         p = -(-p // d)
     return [*out, p]
+
+
+def _stages(
+    graph: Graph, prog: Prog, name: str, partials: Tensor, out: Tensor
+) -> Iterator[tuple[bool, np.ndarray, np.ndarray, ComputeSet, Tensor]]:
+    """The reduction's stages (ref §3.5): (last?, its groups' bounds in partial rows (balanced),
+    each group's share bounds of the block's in-chan tiles, the stage's compute set, its result:
+    ``out`` for the last, else new partials [groups, E]); a stage's groups are the next stage's
+    partial rows."""
+    p_total, e_total = partials.shape
+    p = p_total
+    depths = stage_depths(p_total)
+    for stage, d in enumerate(depths, 1):
+        last = stage == len(depths)
+        nq = 1 if last else -(-p // d)
+        cs = execute(graph, prog, f"{name}/stage{stage}")
+        nxt = out if last else graph.add_variable(partials.dtype, [nq, e_total], f"{name} partials {stage}")
+        yield last, (np.arange(nq + 1) * p) // nq, (np.arange(nq + 1) * p_total) // nq, cs, nxt
+        p = nq
 
 
 def reduce_partials(
@@ -83,20 +102,13 @@ def reduce_partials(
         col[order] = np.arange(e_total)
     row_s = np.ones_like(size_s) if block_row is None else block_row[blk_s]
     cur = partials.reshape(-1)
-    p = p_total
     out_flat = out.reshape(-1)
     out_tiles = np.empty(e_total, dtype=np.int64)
-    depths = stage_depths(p_total)
-    for stage, d in enumerate(depths, 1):
-        last = stage == len(depths)
-        nq = 1 if last else -(-p // d)
-        rows = (np.arange(nq + 1) * p) // nq  # balanced groups of partial rows
-        share = (np.arange(nq + 1) * p_total) // nq  # each group's share of the block's in-chan tiles
-        cs = execute(graph, prog, f"{name}/stage{stage}")
-        nxt = out if last else graph.add_variable(partials.dtype, [nq, e_total], f"{name} partials {stage}")
+    for last, rows, share, cs, nxt in _stages(graph, prog, name, partials, out):
         nxt_flat = nxt.reshape(-1)
+        nq = rows.size - 1
         tiles = np.empty((nq, e_total), dtype=np.int64)
-        sizes, reducers = rows[1:] - rows[:-1], share[1:] - share[:-1]
+        sizes, reducers = rows[1:] - rows[:-1], share[1:] - share[:-1]  # per group
         classes = []  # groups with the same depth and reducer count share their chunks
         for size, c in sorted({(int(a), int(b)) for a, b in zip(sizes, reducers, strict=True)}):
             qs = np.flatnonzero((sizes == size) & (reducers == c))
@@ -134,9 +146,9 @@ def reduce_partials(
             # the kernel: every group of this class at once, over whole rows
             flat_rows = src_rows.reshape(-1)
             if np.array_equal(flat_rows, np.arange(flat_rows[0], flat_rows[0] + flat_rows.size)):  # a view
-                src = cur.reshape(p, e_total)[int(flat_rows[0]) : int(flat_rows[-1]) + 1]
+                src = cur.reshape(-1, e_total)[int(flat_rows[0]) : int(flat_rows[-1]) + 1]
             else:
-                src = cur.reshape(p, e_total)[flat_rows]
+                src = cur.reshape(-1, e_total)[flat_rows]
             src = src.reshape(qs.size, size, e_total)
             graph.add_kernel(cs, CONV_REDUCE, {"in": src, "out": out_flat.reshape(1, e_total) if last else nxt[qs]})
         if final_kernel is not None:
@@ -145,7 +157,7 @@ def reduce_partials(
             else:
                 graph.defer_kernel(cs)
         if not last:
-            cur, p = nxt_flat, nq
+            cur = nxt_flat
     return out_tiles
 
 
@@ -173,17 +185,9 @@ def reduce_block_major(
     block_row = np.maximum(block_row, 1)  # an empty block (no columns) may have no rows either
     block_rows = block_size // block_row
     cur = partials.reshape(-1)
-    p = p_total
     out_flat = out.reshape(-1)
     out_tiles = np.empty(e_total, dtype=np.int64)
-    depths = stage_depths(p_total)
-    for stage, d in enumerate(depths, 1):
-        last = stage == len(depths)
-        nq = 1 if last else -(-p // d)
-        rows = (np.arange(nq + 1) * p) // nq  # balanced groups of partial rows
-        share = (np.arange(nq + 1) * p_total) // nq  # each group's share of the block's in-chan tiles
-        cs = execute(graph, prog, f"{name}/stage{stage}")
-        nxt = out if last else graph.add_variable(partials.dtype, [nq, e_total], f"{name} partials {stage}")
+    for last, rows, share, cs, nxt in _stages(graph, prog, name, partials, out):
         nxt_flat = nxt.reshape(-1)
         sizes, reducers = rows[1:] - rows[:-1], share[1:] - share[:-1]
         classes = []  # groups with the same depth and reducer count share their chunks
@@ -232,5 +236,5 @@ def reduce_block_major(
             final_kernel(cs)
         else:
             graph.defer_kernel(cs)
-            cur, p = nxt_flat, nq
+            cur = nxt_flat
     return out_tiles
