@@ -40,8 +40,8 @@ def test_select_a_tile_shows_its_details(page, base):
     settle(page)
     assert page.locator("#memory-selection-text").inner_text() == "Selected tiles: 5"
     tm = open_report(GOLDEN).tile_memory().set_index("tile")
-    details = page.locator("#memory-tab-body").inner_text()
-    assert f"{tm.loc[5, 'total_bytes_including_gaps']:,}" in details
+    # the details render after the selection text (a second callback): wait for them, as a user would
+    expect(page.locator("#memory-tab-body")).to_contain_text(f"{tm.loc[5, 'total_bytes_including_gaps']:,}")
     page.fill("#memory-tiles-input", "1, 3-4")
     page.press("#memory-tiles-input", "Enter")
     settle(page)
