@@ -32,6 +32,9 @@ from profiler.tensor import Tensor
 # channel-grouped store (PopLibs' conv vertices take inChansPerGroup channels per kernel position,
 # ref §4.1), not a few channels at every position.
 KERNEL_MAJOR = True
+# ...from weights w[Cout, C/groups, kh, kw] stored in this axis order ([Cout, kh, kw, C/groups]), so that
+# the kernel-major weight view stays strided (None: stored as shaped)
+WEIGHT_STORAGE: tuple[int, ...] | None = (0, 2, 3, 1) if KERNEL_MAJOR else None
 
 
 def _pair(v: int | tuple[int, int]) -> tuple[int, int]:
@@ -168,10 +171,10 @@ def new_conv_weights(graph: Graph, dtype: object, w_shape: tuple[int, ...], name
     """A new (unmapped) variable for weights w[Cout, C/groups, kh, kw], stored [Cout, kh, kw, C/groups]
     when the forward matmul takes kernel-major columns, so that its weight view stays strided (each
     vertex's block a few runs, not an index per element)."""
-    if not KERNEL_MAJOR or len(w_shape) != 4:
+    if WEIGHT_STORAGE is None or len(w_shape) != 4:
         return graph.add_variable(dtype, w_shape, name)
-    cout, cg, kh, kw = w_shape
-    return graph.add_variable(dtype, [cout, kh, kw, cg], name).transpose(0, 3, 1, 2)
+    back = tuple(int(a) for a in np.argsort(WEIGHT_STORAGE))
+    return graph.add_variable(dtype, [w_shape[a] for a in WEIGHT_STORAGE], name).transpose(*back)
 
 
 def create_conv_weights(

@@ -477,11 +477,10 @@ def _run_step(
             map_starts.append(ki[sel] * e_total + first)
             map_lengths.append(np.full(sel.size, ms_ * ns_, dtype=np.int64))
             map_tiles.append(tile[sel])
-        elif store is not None:
-            s_rows = ((g * (N // nb) + o0 // nb) * M + r0)[:, None] + np.arange(ms_)  # rows of the [.., nb] store
-            map_starts.append((s_rows * nb).reshape(-1))
-            map_lengths.append(np.full(s_rows.size, nb, dtype=np.int64))
-            map_tiles.append(np.repeat(tile[sel], ms_))
+        elif store is not None:  # the vertex's block is one run of the store
+            map_starts.append(((g * (N // nb) + o0 // nb) * M + r0) * nb)
+            map_lengths.append(np.full(sel.size, ms_ * nb, dtype=np.int64))
+            map_tiles.append(tile[sel])
         else:
             o_rows = (g * M + r0)[:, None] + np.arange(ms_)  # [vertices, ms] rows of dest's [G*M, N] view
             map_starts.append((o_rows * N + o0[:, None]).reshape(-1))

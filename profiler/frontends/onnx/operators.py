@@ -760,8 +760,7 @@ def _conv(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
         def laid_out(t: Tensor) -> bool:
             return not one_d and ops.map_conv_weights(b.graph, t, x4.shape, tuple(strides), sym, tuple(dil), groups)
 
-        # stored [Cout, kh, kw, Cin]: the matmul's kernel-major weight view is then plain strided
-        storage = (0, 2, 3, 1) if not one_d and ops.conv.KERNEL_MAJOR else None
+        storage = None if one_d else ops.conv.WEIGHT_STORAGE  # as ops.create_conv_weights stores them
         w = b.device(inputs[1], name=node.input[1], like=x.dtype, mapper=laid_out, storage=storage)
     w4 = w.reshape(w.shape[0], w.shape[1], 1, w.shape[2]) if one_d else w
     y = ops.conv2d(b.graph, x4, w4, b.prog, stride=tuple(strides), padding=sym, dilation=tuple(dil),
