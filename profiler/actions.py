@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from profiler.access import Access
 from profiler.streams import DataStream
-from profiler.tensor import Access
 
 if TYPE_CHECKING:
     from profiler.compile import ComputeSetPlan

@@ -15,6 +15,7 @@ import numpy as np
 
 from profiler import actions, cost_model, host_memory
 from profiler import programs as P
+from profiler.access import Access
 from profiler.actions import Action
 from profiler.codelets import Codelet
 from profiler.exchange import (
@@ -27,7 +28,7 @@ from profiler.graph import UNMAPPED, ComputeSet, Graph, GraphError, VertexBatch
 from profiler.regions import canonical, field_regions
 from profiler.streams import HOST_TO_DEVICE, DataStream
 from profiler.targets import Target
-from profiler.tensor import Access, Tensor, concat
+from profiler.tensor import Tensor, concat
 
 # Host bytes per region a compute set's vertex fields read, while its exchange is planned: a piece's
 # start, length, source and destination tiles and element size, their sorted copies and the union

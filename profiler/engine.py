@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from profiler import actions, capture
+from profiler.access import Access
 from profiler.compile import CompiledGraph, Node, compile_programs
 from profiler.graph import Graph
 from profiler.liveness import Liveness, analyse
@@ -30,7 +31,6 @@ from profiler.pipeline import participants, senders_receivers
 from profiler.programs import Program
 from profiler.replication import AllReduceAction
 from profiler.streams import DataStream
-from profiler.tensor import Access
 from report_format.writer import check_destination
 
 # Executed steps captured per run at most; beyond it a truncation is recorded (never silent).

@@ -567,3 +567,23 @@ class Runs:
         if step.size and (step == step[0]).all():  # the usual case: one read-only broadcast, no array per run
             step = np.broadcast_to(step[:1], step.shape)
         return Runs(flat[first], length.astype(np.int64), step, row_first.astype(np.int64), width, inner)
+
+
+def strided_layout(idx: np.ndarray) -> tuple[int, tuple[int, ...]] | None:
+    """(offset, element strides) when ``idx[i0, i1, ...] == offset + sum(i_d * stride_d)`` with
+    non-negative strides (a numpy strided view of the variable: slices, transposes, broadcasts),
+    else None. One pass over ``idx`` per dimension; done once, when a step is compiled."""
+    if idx.size == 0:
+        return None
+    offset = int(idx.reshape(-1)[0])
+    strides = []
+    for d, n in enumerate(idx.shape):
+        if n == 1:
+            strides.append(0)
+            continue
+        step = np.diff(idx, axis=d)
+        s = int(step.reshape(-1)[0])
+        if s < 0 or not (step == s).all():
+            return None
+        strides.append(s)
+    return offset, tuple(strides)

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from profiler.access import Access
 from profiler.ipu_links import ring_all_reduce_cycles
 from profiler.programs import Program
-from profiler.tensor import Access, Tensor
+from profiler.tensor import Tensor
 
 if TYPE_CHECKING:
     from profiler.compile import Compiler, Node

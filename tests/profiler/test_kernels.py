@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from profiler import CompileError, Engine, Graph, GraphError, Sequence, ipu_model, ops
+from profiler.access import Access
+from profiler.layout import strided_layout
 from profiler.programs import Execute
-from profiler.tensor import Access, strided_layout
 
 VIEWS = {
     "whole": lambda a: a,

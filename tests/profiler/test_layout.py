@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from profiler import Graph, ipu_model
+from profiler.access import Access
 from profiler.layout import Affine, Blocks, Runs, Window, WindowBlocks
 from profiler.regions import canonical, field_regions, union_length
-from profiler.tensor import Access
 
 
 def _graph(tiles: int = 8) -> Graph:
