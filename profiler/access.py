@@ -8,8 +8,11 @@ through sliding windows.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
+from profiler.dtypes import converted
 from profiler.layout import Affine, Factored, Window, strided_layout
 from profiler.tensor import Tensor
 
@@ -71,13 +74,16 @@ class Access:
         ``dtype`` when given (converted while copied: a new array then)."""
         if self.window is not None:
             return im2col(self.window, state, dtype)
-        values = self._stored(state)
-        return values if dtype is None or dtype == values.dtype else values.astype(dtype)
+        if self.strided is not None:
+            values = self._view(state, writeable=False)
+            if dtype is not None and dtype != values.dtype:
+                values = converted(values, dtype)  # C order over the factor dims: the reshape is a view
+            return values.reshape(self.shape)  # a factored view's values are copied into its own order
+        values = self._taken(state)
+        return values if dtype is None or dtype == values.dtype else converted(values, dtype)
 
-    def _stored(self, state: list[np.ndarray]) -> np.ndarray:
-        """The tensor's values in their stored type."""
-        if self.strided is not None:  # a factored view's values are copied into its own order
-            return self._view(state, writeable=False).reshape(self.shape)
+    def _taken(self, state: list[np.ndarray]) -> np.ndarray:
+        """The values of a view read by element index, in their stored type."""
         # np.take(mode="clip") skips the per-element bounds check (the indices come from tensor views,
         # so they are in range): up to ~3x faster than fancy indexing on scattered reads
         if len(self.groups) == 1 and self.groups[0][1] is None:
@@ -92,8 +98,13 @@ class Access:
         if self.window is not None:
             raise ValueError("a convolution window view is read-only")
         if self.strided is not None and self.strided[3]:
-            # numpy copies through a temporary when ``values`` overlaps the destination
-            self._view(state, writeable=True)[...] = np.asarray(values).reshape(self.flat_shape)
+            # numpy copies through a temporary when ``values`` overlaps the destination; a value of
+            # another type is converted first, in its own order (numpy's casting copy into a strided
+            # view is ~1.7x slower than astype then a same-type copy)
+            values = np.asarray(values)
+            if values.dtype != self.dtype:
+                values = values.astype(self.dtype)
+            self._view(state, writeable=True)[...] = values.reshape(self.flat_shape)
             return
         flat = np.asarray(values).reshape(-1)
         if self.strided is not None and self.source is not None:  # a broadcast view written: indices now
@@ -103,25 +114,101 @@ class Access:
             state[var][idx] = flat if pos is None else flat[pos]
 
 
+def align_positionwise(fields: dict[str, Access], written: tuple[str, ...]) -> bool:
+    """Let a positionwise codelet's fields (one shape; element i of a result depends only on element
+    i of each operand) be read and written in the storage order of its first written field.
+
+    Each access becomes a strided view over the common refinement of the fields' factor dims,
+    permuted by the written field's strides, with the dims every field walks contiguously merged:
+    a conv result held channel-grouped and read as [B, C, H, W] is then walked in memory order, not
+    copied through a transpose each way. Applies (and returns True) when every field is strided,
+    the written ones one-to-one, and all have one shape; else leaves them as they are."""
+    acc = list(fields.values())
+    if not written or any(a.strided is None for a in acc) or any(not fields[f].strided[3] for f in written):
+        return False
+    if len({a.shape for a in acc}) != 1 or int(np.prod(acc[0].shape, dtype=np.int64)) == 0:
+        return False
+    refined = _common_refinement([a.flat_shape for a in acc])
+    if refined is None:
+        return False
+    strides = [_refined_strides(a.flat_shape, a.strided[2], refined) for a in acc]  # type: ignore[index]
+    lead = strides[acc.index(fields[written[0]])]
+    order = sorted(range(len(refined)), key=lambda d: -lead[d])
+    shape, merged = [], [[] for _ in acc]  # type: ignore[var-annotated]
+    for d in order:
+        if shape and all(m[-1] == st[d] * refined[d] for m, st in zip(merged, strides, strict=True)):
+            shape[-1] *= refined[d]  # walked contiguously by every field: one dim
+            for m, st in zip(merged, strides, strict=True):
+                m[-1] = st[d]
+        else:
+            shape.append(refined[d])
+            for m, st in zip(merged, strides, strict=True):
+                m.append(st[d])
+    for a, st in zip(acc, merged, strict=True):
+        var, offset, _, one_to_one = a.strided  # type: ignore[misc]
+        a.shape = a.flat_shape = tuple(shape)
+        a.strided = (var, offset, tuple(st), one_to_one)
+    return True
+
+
+def _common_refinement(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
+    """The coarsest shape that refines every one of ``shapes`` (equal sizes, row-major): cut where
+    any of them cuts; None when their cuts do not nest (e.g. (4, 6) and (6, 4))."""
+    cuts = {1}
+    for shape in shapes:
+        p = 1
+        for n in reversed(shape):
+            p *= n
+            cuts.add(p)
+    ordered = sorted(cuts, reverse=True)
+    if any(a % b for a, b in itertools.pairwise(ordered)):
+        return None
+    return tuple(a // b for a, b in itertools.pairwise(ordered))
+
+
+def _refined_strides(shape: tuple[int, ...], strides: tuple[int, ...], refined: tuple[int, ...]) -> list[int]:
+    """Strides over ``refined`` of a view of ``shape`` with ``strides``: a dim split into factors
+    walks its stride times the size of the factors inside each."""
+    out, r = [], len(refined) - 1
+    for n, s in zip(reversed(shape), reversed(strides), strict=True):
+        m = 1
+        while m < n:
+            out.append(s * m)
+            m *= refined[r]
+            r -= 1
+    return out[::-1]
+
+
 def im2col(w: Window, state: list[np.ndarray], dtype: np.dtype | None = None) -> np.ndarray:
     """The values of a Window view: the input padded with the pad constant, read through sliding
     windows (numpy strides, no index array), in the view's [G, B*Ho*Wo, C/G*kh*kw] order; in
-    ``dtype`` when given (the input is converted before the windows repeat its elements)."""
+    ``dtype`` when given (the input is converted in storage order before the windows repeat its
+    elements). A channel-grouped input is windowed over its factor dims as stored: the one copy
+    is the final gather of the columns."""
     x = state[w.x_var]
-    flat = w.x.flat if isinstance(w.x, Factored) else w.x  # a grouped store: copied into [B, C, H, W] order
+    flat = w.x.flat if isinstance(w.x, Factored) else w.x
     xv = np.lib.stride_tricks.as_strided(
         x[flat.offset :], flat.shape, tuple(st * x.itemsize for st in flat.strides), writeable=False
-    ).reshape(w.x.shape)
+    )
     if dtype is not None and dtype != xv.dtype:
-        xv = xv.astype(dtype)
+        xv = converted(xv, dtype)
+    nb, nc = w.x.groups[:2] if isinstance(w.x, Factored) else (1, 1)  # factor dims of B and of C
+    if xv.ndim != nb + nc + 2 or (nc > 1 and w.groups > 1):  # H or W factored, or channel groups across factors
+        xv, nb, nc = xv.reshape(w.x.shape), 1, 1
     (kh, kw), (sh, sw), (ph, pw), (dh, dw), (ho, wo) = w.kernel, w.stride, w.padding, w.dilation, w.out
     if ph or pw:
         fill = state[w.pad_var][w.pad.offset] if w.pad is not None else 0  # every pad element holds the constant
-        xv = np.pad(xv, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=fill)
-    win = np.lib.stride_tricks.sliding_window_view(xv, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(2, 3))
-    win = win[:, :, : (ho - 1) * sh + 1 : sh, : (wo - 1) * sw + 1 : sw, ::dh, ::dw]  # [B, C, Ho, Wo, kh, kw]
-    b, c = xv.shape[:2]
+        xv = np.pad(xv, ((0, 0),) * (xv.ndim - 2) + ((ph, ph), (pw, pw)), constant_values=fill)
+    win = np.lib.stride_tricks.sliding_window_view(xv, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(-2, -1))
+    win = win[..., : (ho - 1) * sh + 1 : sh, : (wo - 1) * sw + 1 : sw, :, :][
+        ..., ::dh, ::dw
+    ]  # [B.., C.., Ho, Wo, kh, kw]
+    b, c = w.x.shape[:2]
     g = w.groups
-    order = (1, 0, 3, 4, 5, 6, 2) if w.kernel_major else (1, 0, 3, 4, 2, 5, 6)  # columns (i, j, c) or (c, i, j)
-    win = win.reshape(b, g, c // g, ho, wo, kh, kw).transpose(order)
+    # split channel c into (group, c): one dim when not factored, else one group (checked above)
+    win = win.reshape(win.shape[:nb] + (g, c // g) + win.shape[nb + 1 :]) if nc == 1 else np.expand_dims(win, nb)
+    bs, cs = list(range(nb)), list(range(nb + 1, nb + 1 + nc))
+    oh = nb + 1 + nc
+    cols = [oh + 2, oh + 3, *cs] if w.kernel_major else [*cs, oh + 2, oh + 3]  # (i, j, c) or (c, i, j)
+    win = win.transpose([nb, *bs, oh, oh + 1, *cols])
     return np.ascontiguousarray(win).reshape(g, b * ho * wo, c // g * kh * kw)

@@ -63,6 +63,9 @@ class Codelet:
     # run_batch looks at its outputs' old values; a codelet that only needs their shape and dtype
     # sets False, and the engine passes uninitialised arrays instead of gathering them
     reads_outputs: bool = True
+    # every field has one shape and element i of each result depends only on element i of the
+    # operands: the engine may walk the fields in any one order (it takes the result's storage order)
+    positionwise: bool = False
 
     # -- user codelet hooks (per vertex) ------------------------------------------------------
     def compute(self, **fields: np.ndarray) -> Mapping[str, np.ndarray] | None:
@@ -157,6 +160,8 @@ def _n(shape: tuple[int, ...]) -> int:
 class _Elementwise(Codelet):
     builtin = True
     kind = "MultiVertex"
+    reads_outputs = False  # only out's dtype
+    positionwise = True
 
     def __init__(self, name: str, op: str, fn: Callable[..., np.ndarray], arity: int) -> None:
         self.name, self.op, self.fn, self.arity = name, op, fn, arity

@@ -15,7 +15,7 @@ import numpy as np
 
 from profiler import actions, cost_model, host_memory
 from profiler import programs as P
-from profiler.access import Access
+from profiler.access import Access, align_positionwise
 from profiler.actions import Action
 from profiler.codelets import Codelet
 from profiler.exchange import (
@@ -113,6 +113,8 @@ class BatchPlan:
         # and their element indices would otherwise be held twice
         if self._fields is None:
             self._fields = {f: Access(t) for f, t in self.tensors.items()}
+            if self.codelet.positionwise:
+                align_positionwise(self._fields, self.codelet.writes)
         return self._fields
 
 

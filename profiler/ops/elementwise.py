@@ -40,6 +40,12 @@ def _gelu(x: np.ndarray) -> np.ndarray:
 
 
 def _relu(x: np.ndarray) -> np.ndarray:
+    if x.dtype == np.float16:  # numpy's half maximum converts each element (~7 ns); on the bits ~0.4 ns
+        bits = x.view(np.uint16)
+        # the half values below zero are the bit patterns 0x8001 (-denorm_min) .. 0xFC00 (-inf): they
+        # become +0; everything else (NaNs of either sign, -0) is kept, as np.maximum(x, 0) keeps it
+        keep = (bits - np.uint16(0x8001)) > np.uint16(0xFC00 - 0x8001)
+        return (bits * keep).view(np.float16)
     return np.maximum(x, 0)
 
 

@@ -47,6 +47,8 @@ class Map(Codelet):
 
     builtin = True
     kind = "MultiVertex"
+    reads_outputs = False  # out is only written
+    positionwise = True
 
     def __init__(
         self,

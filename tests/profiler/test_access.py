@@ -1,0 +1,98 @@
+"""The engine's reads and writes of tensor values (profiler.access) and the conversions they make,
+checked against plain numpy on the same views."""
+
+import numpy as np
+import pytest
+
+from profiler import Graph, ipu_model
+from profiler.access import Access, align_positionwise
+from profiler.dtypes import converted
+from profiler.ops.elementwise import _relu
+
+HALVES = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)  # every half bit pattern
+
+
+def test_half_to_float_is_bit_exact_for_every_half() -> None:
+    got = converted(HALVES, np.float32)
+    assert np.array_equal(got.view(np.uint32), HALVES.astype(np.float32).view(np.uint32))
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda a: a,
+        lambda a: a.transpose(2, 0, 1),
+        lambda a: a[:, ::2, 1:],
+        lambda a: np.broadcast_to(a[:, :1, :], (3, 40, 50)),
+        lambda a: a[1],
+    ],
+    ids=["whole", "transpose", "slice", "broadcast", "row"],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_conversion_keeps_the_memory_order_and_the_values(view, dtype) -> None:
+    a = np.random.default_rng(0).standard_normal((3, 40, 50)).astype(np.float16)
+    v = view(a)
+    got = converted(v, dtype)
+    assert got.dtype == dtype and got.shape == v.shape
+    assert np.array_equal(got, v.astype(dtype))
+    order = lambda x: [d for d in np.argsort([-abs(s) for s in x.strides], kind="stable") if x.shape[d] > 1]  # noqa: E731
+    assert order(got) == order(v)  # dims walked in the order the source lies in memory
+    assert [s == 0 for s in got.strides] == [s == 0 for s in v.strides]  # a broadcast dim stays one
+
+
+def test_half_relu_on_the_bits_matches_numpy_maximum_for_every_half() -> None:
+    want = np.maximum(HALVES, 0)
+    assert np.array_equal(_relu(HALVES).view(np.uint16), want.view(np.uint16))  # NaNs and -0 kept alike
+
+
+def _grouped_fields() -> tuple[Graph, dict[str, Access], dict[str, np.ndarray]]:
+    """A conv result held channel-grouped ([C/4][B*H*W][4], read as [B, C, H, W]) times a per-channel
+    parameter, into a plain [B, C, H, W] result - the fields of a batch-norm multiply."""
+    g = Graph(ipu_model(tiles_per_ipu=2))
+    b, c, h, w, nb = 2, 8, 3, 5, 4
+    store = g.add_variable("half", [c // nb, b * h * w, nb], "store")
+    x = store.reshape([c // nb, b, h, w, nb]).transpose(1, 0, 4, 2, 3).group_dims(1, 2, 1, 1)
+    scale = g.add_variable("half", [c], "scale")
+    out = g.add_variable("half", [b, c, h, w], "out")
+    fields = {
+        "in1": Access(x),
+        "in2": Access(scale.reshape([1, c, 1, 1]).broadcast_to((b, c, h, w))),
+        "out": Access(out),
+    }
+    rng = np.random.default_rng(1)
+    state = [rng.standard_normal(v.numel).astype(np.float16) for v in g.variables]
+    logical = {
+        "in1": state[0].reshape(c // nb, b, h, w, nb).transpose(1, 0, 4, 2, 3).reshape(b, c, h, w),
+        "in2": np.broadcast_to(state[1].reshape(1, c, 1, 1), (b, c, h, w)),
+    }
+    return g, fields, {"state": state, **logical}  # type: ignore[dict-item]
+
+
+@pytest.mark.parametrize("lead", ["out", "in1"])
+def test_positionwise_fields_walked_in_the_written_fields_order_give_the_same_result(lead: str) -> None:
+    _, fields, data = _grouped_fields()
+    state = data["state"]
+    if lead == "in1":  # written in place into the grouped store
+        fields = {"in1": fields["in1"], "in2": fields["in2"]}
+    assert align_positionwise(fields, (lead,))
+    shapes = {a.shape for a in fields.values()}
+    assert len(shapes) == 1  # one common order
+    vals = {f: a.gather(state, np.dtype(np.float32)) for f, a in fields.items() if f != "out" or lead == "in1"}
+    fields[lead].scatter(state, vals["in1"] * vals["in2"])
+    want = (data["in1"].astype(np.float32) * data["in2"].astype(np.float32)).astype(np.float16)
+    # read the written variable back through an access of its logical view, not aligned
+    _, plain, _ = _grouped_fields()
+    got = plain[lead].gather(state)
+    assert np.array_equal(got, want)
+    if lead == "in1":  # the grouped store itself is walked contiguously: one merged dim per run of it
+        assert fields["in1"].strided[2][-1] == 2  # type: ignore[index]  # innermost: consecutive halves
+
+
+def test_fields_of_different_shapes_or_index_gathered_are_left_alone() -> None:
+    g = Graph(ipu_model(tiles_per_ipu=2))
+    v = g.add_variable("float", [4, 6], "v")
+    a, b = Access(v), Access(v.transpose())
+    assert not align_positionwise({"in": a, "out": b}, ("out",))
+    assert a.shape == (4, 6) and b.shape == (6, 4)
+    picked = Access(v[np.array([2, 0, 1])])  # an explicit index view: gathered, not strided
+    assert not align_positionwise({"in": picked, "out": Access(v[:3])}, ("out",))
