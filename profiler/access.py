@@ -65,20 +65,27 @@ class Access:
                 for a, b in zip(np.concatenate(([0], cuts)), np.append(cuts, sv.size), strict=True)
             ]
 
-    def _view(self, state: list[np.ndarray], writeable: bool) -> np.ndarray:
+    def _view(self, state: list[np.ndarray], writeable: bool, rows: slice | None = None) -> np.ndarray:
         var, offset, strides, _ = self.strided  # type: ignore[misc]
-        return np.lib.stride_tricks.as_strided(state[var][offset:], self.flat_shape, strides, writeable=writeable)
+        view = np.lib.stride_tricks.as_strided(state[var][offset:], self.flat_shape, strides, writeable=writeable)
+        return view if rows is None else view[rows]
 
-    def gather(self, state: list[np.ndarray], dtype: np.dtype | None = None) -> np.ndarray:
+    def rows_shape(self, rows: slice) -> tuple[int, ...]:
+        """The shape of ``rows`` of a strided access's (flat) view."""
+        return (len(range(*rows.indices(self.flat_shape[0]))), *self.flat_shape[1:])
+
+    def gather(self, state: list[np.ndarray], dtype: np.dtype | None = None, rows: slice | None = None) -> np.ndarray:
         """The tensor's values: a read-only view of the state when strided, else a new array; in
-        ``dtype`` when given (converted while copied: a new array then)."""
+        ``dtype`` when given (converted while copied: a new array then). ``rows``: only those rows
+        of a strided access's view (its flat view, the shape when aligned - align_positionwise)."""
         if self.window is not None:
             return im2col(self.window, state, dtype)
         if self.strided is not None:
-            values = self._view(state, writeable=False)
+            values = self._view(state, writeable=False, rows=rows)
             if dtype is not None and dtype != values.dtype:
-                values = converted(values, dtype)  # C order over the factor dims: the reshape is a view
-            return values.reshape(self.shape)  # a factored view's values are copied into its own order
+                values = converted(values, dtype)  # in the view's memory order
+            # a factored view's values are copied into its own order (an aligned view needs no reshape)
+            return values if rows is not None else values.reshape(self.shape)
         values = self._taken(state)
         return values if dtype is None or dtype == values.dtype else converted(values, dtype)
 
@@ -94,9 +101,12 @@ class Access:
             out[pos] = np.take(state[var], idx, mode="clip")
         return out.reshape(self.shape)
 
-    def scatter(self, state: list[np.ndarray], values: np.ndarray) -> None:
+    def scatter(self, state: list[np.ndarray], values: np.ndarray, rows: slice | None = None) -> None:
+        """Write ``values`` (the tensor's shape, or ``rows`` of a strided access's view) into the state."""
         if self.window is not None:
             raise ValueError("a convolution window view is read-only")
+        if rows is not None and (self.strided is None or not self.strided[3]):
+            raise ValueError("only a one-to-one strided view is written by rows")
         if self.strided is not None and self.strided[3]:
             # numpy copies through a temporary when ``values`` overlaps the destination; a value of
             # another type is converted first, in its own order (numpy's casting copy into a strided
@@ -104,7 +114,8 @@ class Access:
             values = np.asarray(values)
             if values.dtype != self.dtype:
                 values = values.astype(self.dtype)
-            self._view(state, writeable=True)[...] = values.reshape(self.flat_shape)
+            view = self._view(state, writeable=True, rows=rows)
+            view[...] = values.reshape(view.shape)
             return
         flat = np.asarray(values).reshape(-1)
         if self.strided is not None and self.source is not None:  # a broadcast view written: indices now
@@ -129,7 +140,7 @@ def align_positionwise(fields: dict[str, Access], written: tuple[str, ...]) -> b
     if len({a.shape for a in acc}) != 1 or int(np.prod(acc[0].shape, dtype=np.int64)) == 0:
         return False
     refined = _common_refinement([a.flat_shape for a in acc])
-    if refined is None:
+    if not refined:  # cuts that do not nest, or one element
         return False
     strides = [_refined_strides(a.flat_shape, a.strided[2], refined) for a in acc]  # type: ignore[index]
     lead = strides[acc.index(fields[written[0]])]

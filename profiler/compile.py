@@ -99,6 +99,7 @@ class BatchPlan:
     tensors: dict[str, Tensor]
     _fields: dict[str, Access] | None = None
     _reads: dict[str, np.dtype] | None = None
+    _aligned: bool = False
 
     @property
     def reads(self) -> dict[str, np.dtype]:
@@ -114,8 +115,15 @@ class BatchPlan:
         if self._fields is None:
             self._fields = {f: Access(t) for f, t in self.tensors.items()}
             if self.codelet.positionwise:
-                align_positionwise(self._fields, self.codelet.writes)
+                self._aligned = align_positionwise(self._fields, self.codelet.writes)
         return self._fields
+
+    @property
+    def aligned_rows(self) -> int:
+        """Rows of the storage order a positionwise batch's fields are walked in (it may run in
+        chunks of them, ``profiler.batch_run``); 0 for any other batch."""
+        fields = self.fields
+        return next(iter(fields.values())).shape[0] if self._aligned else 0
 
 
 @dataclass

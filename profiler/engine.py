@@ -22,6 +22,7 @@ import numpy as np
 
 from profiler import actions, capture
 from profiler.access import Access
+from profiler.batch_run import run_batch
 from profiler.compile import CompiledGraph, Node, compile_programs
 from profiler.graph import Graph
 from profiler.liveness import Liveness, analyse
@@ -341,15 +342,7 @@ class Engine:
         if isinstance(action, actions.Execute):
             kernel = action.plan.kernel
             for b in action.plan.batches if kernel is None or self.options.execute_vertices else kernel:
-                skip = () if b.codelet.reads_outputs else b.codelet.outputs
-                reads = b.reads
-                values = {
-                    f: np.empty(acc.shape, reads[f]) if f in skip else acc.gather(state, reads[f])
-                    for f, acc in b.fields.items()
-                }
-                out = b.codelet.run_batch(values, b.params)
-                for f in b.codelet.writes:
-                    b.fields[f].scatter(state, out[f])
+                run_batch(b, state)
         elif isinstance(action, actions.Copy):
             action.dst.scatter(state, action.src.gather(state))
         elif isinstance(action, actions.FromHost):

@@ -123,3 +123,26 @@ def test_flops_and_cycles_come_from_the_cost_model():
     expected = int(cost_model.binary_cycles("add", n, np.float32, g.target))
     assert int(leaf.tile_cycles[0]) == expected + cost_model.COMPUTE_SET_SUPERVISOR_CYCLES
     assert json.loads(g.debug_contexts[0].attributes) == {}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_positionwise_ops_run_in_row_chunks_on_threads_give_the_whole_result(monkeypatch, dtype):
+    # an add of a transposed operand and a broadcast one, then relu in place: the engine walks each
+    # batch in its result's storage order, in chunks of rows on a thread per core
+    from profiler import batch_run
+
+    calls = []
+    whole = batch_run._run_rows
+    monkeypatch.setattr(batch_run, "CHUNK_ELEMENTS", 64)
+    monkeypatch.setattr(batch_run, "_run_rows", lambda b, s, rows: calls.append(rows) or whole(b, s, rows))
+    r = rng(7)
+    a, b, c = (r.standard_normal(s).astype(dtype) for s in [(40, 30), (30, 40), (30,)])
+    out, _, _ = run(
+        {"a": a, "b": b, "c": c},
+        lambda g, t, p: {"y": ops.unary(g, "relu", ops.binary(g, "add", ops.binary(g, "mul", t["a"], t["b"].T, p), t["c"], p), p)},
+        tiles=3,
+    )  # fmt: skip
+    f = np.float32  # half is computed in float and rounded after each op
+    want = np.maximum((((a.astype(f) * b.T.astype(f)).astype(dtype)).astype(f) + c.astype(f)).astype(dtype), 0)
+    assert np.array_equal(out["y"], want)
+    assert sum(rows is not None for rows in calls) >= 3 * 2  # each of the three ops ran in several chunks
