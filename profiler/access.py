@@ -12,6 +12,7 @@ import itertools
 
 import numpy as np
 
+from profiler import parallel
 from profiler.dtypes import converted
 from profiler.layout import Affine, Factored, Window, strided_layout
 from profiler.tensor import Tensor
@@ -108,14 +109,12 @@ class Access:
         if rows is not None and (self.strided is None or not self.strided[3]):
             raise ValueError("only a one-to-one strided view is written by rows")
         if self.strided is not None and self.strided[3]:
-            # numpy copies through a temporary when ``values`` overlaps the destination; a value of
-            # another type is converted first, in its own order (numpy's casting copy into a strided
-            # view is ~1.7x slower than astype then a same-type copy)
-            values = np.asarray(values)
-            if values.dtype != self.dtype:
-                values = values.astype(self.dtype)
             view = self._view(state, writeable=True, rows=rows)
-            view[...] = values.reshape(view.shape)
+            values = np.asarray(values).reshape(view.shape)
+            if rows is not None or np.may_share_memory(values, view):  # numpy copies through a temporary
+                view[...] = values if values.dtype == view.dtype else values.astype(view.dtype)
+            else:
+                parallel.copy(view, values)
             return
         flat = np.asarray(values).reshape(-1)
         if self.strided is not None and self.source is not None:  # a broadcast view written: indices now
@@ -222,4 +221,6 @@ def im2col(w: Window, state: list[np.ndarray], dtype: np.dtype | None = None) ->
     oh = nb + 1 + nc
     cols = [oh + 2, oh + 3, *cs] if w.kernel_major else [*cs, oh + 2, oh + 3]  # (i, j, c) or (c, i, j)
     win = win.transpose([nb, *bs, oh, oh + 1, *cols])
-    return np.ascontiguousarray(win).reshape(g, b * ho * wo, c // g * kh * kw)
+    out = np.empty(win.shape, win.dtype)
+    parallel.copy(out, win)
+    return out.reshape(g, b * ho * wo, c // g * kh * kw)

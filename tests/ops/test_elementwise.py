@@ -129,11 +129,12 @@ def test_flops_and_cycles_come_from_the_cost_model():
 def test_positionwise_ops_run_in_row_chunks_on_threads_give_the_whole_result(monkeypatch, dtype):
     # an add of a transposed operand and a broadcast one, then relu in place: the engine walks each
     # batch in its result's storage order, in chunks of rows on a thread per core
-    from profiler import batch_run
+    from profiler import batch_run, parallel
 
     calls = []
     whole = batch_run._run_rows
-    monkeypatch.setattr(batch_run, "CHUNK_ELEMENTS", 64)
+    monkeypatch.setattr(parallel, "CHUNK_ELEMENTS", 64)
+    monkeypatch.setattr(parallel, "threads", lambda: 2)  # chunks on threads even on a one-core machine
     monkeypatch.setattr(batch_run, "_run_rows", lambda b, s, rows: calls.append(rows) or whole(b, s, rows))
     r = rng(7)
     a, b, c = (r.standard_normal(s).astype(dtype) for s in [(40, 30), (30, 40), (30,)])

@@ -96,3 +96,21 @@ def test_fields_of_different_shapes_or_index_gathered_are_left_alone() -> None:
     assert a.shape == (4, 6) and b.shape == (6, 4)
     picked = Access(v[np.array([2, 0, 1])])  # an explicit index view: gathered, not strided
     assert not align_positionwise({"in": picked, "out": Access(v[:3])}, ("out",))
+
+
+def test_work_split_in_chunks_on_threads_covers_every_row_once_even_when_nested(monkeypatch) -> None:
+    from profiler import parallel
+
+    monkeypatch.setattr(parallel, "threads", lambda: 2)
+    hits = np.zeros(1000, dtype=int)
+
+    def outer(rows: slice) -> None:  # each chunk splits its own rows again: run inline, no deadlock
+        parallel.in_row_chunks(lambda r: np.add.at(hits, np.arange(1000)[rows][r], 1), rows.stop - rows.start, 10**6, 1)
+
+    parallel.in_row_chunks(outer, 1000, 4000, 1000)  # four chunks of 250 rows, on two workers
+    assert (hits == 1).all()
+    src = np.random.default_rng(2).standard_normal((1, 300, 700)).astype(np.float32)
+    dst = np.zeros((700, 300), np.float16).T[None]  # a transposed destination of another type
+    monkeypatch.setattr(parallel, "COPY_CHUNK_ELEMENTS", 1000)
+    parallel.copy(dst, src)
+    assert np.array_equal(dst, src.astype(np.float16))
