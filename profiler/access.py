@@ -12,8 +12,7 @@ import itertools
 
 import numpy as np
 
-from profiler import parallel
-from profiler.dtypes import converted
+from profiler.convert import converted, copy_into, store
 from profiler.layout import Affine, Factored, Window, strided_layout
 from profiler.tensor import Tensor
 
@@ -111,10 +110,12 @@ class Access:
         if self.strided is not None and self.strided[3]:
             view = self._view(state, writeable=True, rows=rows)
             values = np.asarray(values).reshape(view.shape)
-            if rows is not None or np.may_share_memory(values, view):  # numpy copies through a temporary
-                view[...] = values if values.dtype == view.dtype else values.astype(view.dtype)
-            else:
-                parallel.copy(view, values)
+            if np.may_share_memory(values, view):  # e.g. a codelet handing back its operand's view
+                values = values.copy()
+            if rows is None:
+                copy_into(view, values)
+            else:  # a chunk, already on a worker
+                store(view, values)
             return
         flat = np.asarray(values).reshape(-1)
         if self.strided is not None and self.source is not None:  # a broadcast view written: indices now
@@ -222,5 +223,5 @@ def im2col(w: Window, state: list[np.ndarray], dtype: np.dtype | None = None) ->
     cols = [oh + 2, oh + 3, *cs] if w.kernel_major else [*cs, oh + 2, oh + 3]  # (i, j, c) or (c, i, j)
     win = win.transpose([nb, *bs, oh, oh + 1, *cols])
     out = np.empty(win.shape, win.dtype)
-    parallel.copy(out, win)
+    copy_into(out, win)
     return out.reshape(g, b * ho * wo, c // g * kh * kw)

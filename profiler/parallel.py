@@ -44,27 +44,3 @@ def in_row_chunks(work: Callable[[slice], object], rows: int, elements: int, chu
     edges = np.linspace(0, rows, n + 1).astype(int)
     for done in [_pool.submit(work, slice(a, z)) for a, z in zip(edges[:-1], edges[1:], strict=True)]:
         done.result()  # re-raises a chunk's error here
-
-
-def copy(dst: np.ndarray, src: np.ndarray) -> None:
-    """``dst[...] = src`` (same shape; converted to dst's type first, in src's own order, which is
-    ~1.7x faster than numpy's casting copy into a strided view), in chunks of rows on the threads
-    when large. ``src`` must not overlap ``dst``."""
-    dst, src = _without_leading_units(dst), _without_leading_units(src)
-
-    def part(rows: slice) -> None:
-        s = src[rows]
-        dst[rows] = s if s.dtype == dst.dtype else s.astype(dst.dtype)
-
-    if dst.ndim == 0:
-        dst[...] = src
-        return
-    in_row_chunks(part, dst.shape[0], dst.size, COPY_CHUNK_ELEMENTS)
-
-
-def _without_leading_units(a: np.ndarray) -> np.ndarray:
-    """``a`` without its leading size-1 dims (a view): the first dim left is the one to chunk."""
-    i = 0
-    while i < a.ndim - 1 and a.shape[i] == 1:
-        i += 1
-    return a.reshape(a.shape[i:]) if i else a

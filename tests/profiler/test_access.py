@@ -6,7 +6,7 @@ import pytest
 
 from profiler import Graph, ipu_model
 from profiler.access import Access, align_positionwise
-from profiler.dtypes import converted
+from profiler.convert import converted, copy_into
 from profiler.ops.elementwise import _relu
 
 HALVES = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)  # every half bit pattern
@@ -112,5 +112,22 @@ def test_work_split_in_chunks_on_threads_covers_every_row_once_even_when_nested(
     src = np.random.default_rng(2).standard_normal((1, 300, 700)).astype(np.float32)
     dst = np.zeros((700, 300), np.float16).T[None]  # a transposed destination of another type
     monkeypatch.setattr(parallel, "COPY_CHUNK_ELEMENTS", 1000)
-    parallel.copy(dst, src)
+    copy_into(dst, src)
     assert np.array_equal(dst, src.astype(np.float16))
+
+
+def test_float_to_half_is_bit_exact_with_numpy_across_the_float_range() -> None:
+    # every half (as float: exact), random bit patterns (NaNs, infs, subnormals, overflows of both
+    # signs), ties between halves, and a sweep of 1.3 M floats spread over all 2^32 patterns
+    halves = HALVES.astype(np.float32)
+    rng = np.random.default_rng(3)
+    patterns = rng.integers(0, 1 << 32, 1 << 20, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    lo, hi = HALVES[:-1][np.isfinite(HALVES[:-1])].astype(np.float64), HALVES[1:][np.isfinite(HALVES[:-1])]
+    ties = ((lo + hi.astype(np.float64)) / 2).astype(np.float32)
+    sweep = np.arange(0, 1 << 32, 3271, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    for x in (halves, patterns, ties, sweep, sweep[: sweep.size // 7 * 7].reshape(-1, 7)[:, ::2]):
+        out = np.empty(x.shape, np.float16)
+        with np.errstate(all="ignore"):
+            want = x.astype(np.float16)
+        copy_into(out, x)
+        assert np.array_equal(out.view(np.uint16), want.view(np.uint16))
