@@ -65,6 +65,13 @@ class Access:
                 for a, b in zip(np.concatenate(([0], cuts)), np.append(cuts, sv.size), strict=True)
             ]
 
+    @property
+    def variable(self) -> int | None:
+        """The one variable the view reads, or None (several, or a window)."""
+        if self.strided is not None:
+            return self.strided[0]
+        return self.groups[0][0] if len(self.groups) == 1 and self.groups[0][1] is None else None
+
     def _view(self, state: list[np.ndarray], writeable: bool, rows: slice | None = None) -> np.ndarray:
         var, offset, strides, _ = self.strided  # type: ignore[misc]
         view = np.lib.stride_tricks.as_strided(state[var][offset:], self.flat_shape, strides, writeable=writeable)

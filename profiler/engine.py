@@ -22,7 +22,7 @@ import numpy as np
 
 from profiler import actions, capture
 from profiler.access import Access
-from profiler.batch_run import run_batch
+from profiler.batch_run import ReadCache, run_batch
 from profiler.compile import CompiledGraph, Node, compile_programs
 from profiler.graph import Graph
 from profiler.liveness import Liveness, analyse
@@ -97,6 +97,8 @@ class Engine:
             )
         self._states: list[list[np.ndarray]] = []
         self._replica = 0
+        self._read_caches: list[ReadCache] = []  # per replica: converted reads of unwritten values
+        self._volatile: dict[int, set[int]] = {}  # program -> variables a run of it writes or drops
 
     # -- compile / load ------------------------------------------------------------------------
     def compile(self, progress: Callable[[int, int], None] | None = None) -> None:
@@ -180,6 +182,7 @@ class Engine:
         self._needs = {k: sorted(v) for k, v in needs.items()}
         self._release = release
         self._dropped = {v for vs in release.values() for v in vs}  # made on first use
+        self._volatile = {}
 
     def _describe_oom(self, tiles: np.ndarray) -> str:
         mem = self.memory.tile_memory  # type: ignore[union-attr]
@@ -203,6 +206,7 @@ class Engine:
             for _ in range(self.replicas)
         ]
         self._state = self._states[self.profiled_replica]
+        self._read_caches = [ReadCache() for _ in range(self.replicas)]
         self.loaded = True
 
     def _ready(self) -> CompiledGraph:
@@ -237,6 +241,8 @@ class Engine:
             raise EngineError(f"no host write named {handle!r}; create it with Graph.create_host_write")
         t = self.graph.host_writes[handle]
         arr = np.asarray(data, dtype=t.dtype)
+        for cache in self._read_caches:
+            cache.clear()
         if arr.size == t.numel():  # the same value on every replica
             for state in self._states:
                 Access(t).scatter(state, arr)
@@ -270,6 +276,11 @@ class Engine:
         self._clock = np.zeros(self.graph.target.num_ipus, dtype=np.int64)
         self.compute_cycles = np.zeros(self.graph.target.num_ipus, dtype=np.int64)  # per IPU, this run
         top = next(n for n in c.nodes if n.parent_id == -1 and n.child_index == program)
+        volatile = self._volatile.get(program)
+        if volatile is None:  # what this program writes, and values made and dropped per step
+            volatile = self._volatile[program] = self._dropped | set().union(*(n.writes for n in _steps_of(top)))
+        for cache in self._read_caches:
+            cache.volatile = volatile
         self._exec(top)
         record.cycles = int(self._clock.max())
         self.last_run_cycles = record.cycles
@@ -311,6 +322,8 @@ class Engine:
                 self._act(node.action)
             if isinstance(node.action, AllReduceAction):  # across replicas: once, over every state
                 node.action.run(self._states)
+            for cache in self._read_caches:
+                cache.written(node.writes)
             for state in self._states:
                 for v in self._release.get(node.step, ()):
                     state[v] = np.zeros(0, dtype=variables[v].dtype)
@@ -342,7 +355,7 @@ class Engine:
         if isinstance(action, actions.Execute):
             kernel = action.plan.kernel
             for b in action.plan.batches if kernel is None or self.options.execute_vertices else kernel:
-                run_batch(b, state)
+                run_batch(b, state, self._read_caches[self._replica])
         elif isinstance(action, actions.Copy):
             action.dst.scatter(state, action.src.gather(state))
         elif isinstance(action, actions.FromHost):
@@ -411,3 +424,14 @@ def _write_pending_reports() -> None:
                 e.close()
             except Exception as exc:  # report the problem in one line; never a traceback at exit
                 print(f"tilescope: could not write the report of engine {e.name!r}: {exc}")
+
+
+def _steps_of(node: Node) -> list[Node]:
+    """The steps under ``node`` (itself if it is one)."""
+    out, todo = [], [node]
+    while todo:
+        n = todo.pop()
+        if n.is_step:
+            out.append(n)
+        todo.extend(n.children)
+    return out

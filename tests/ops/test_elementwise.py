@@ -135,7 +135,9 @@ def test_positionwise_ops_run_in_row_chunks_on_threads_give_the_whole_result(mon
     whole = batch_run._run_rows
     monkeypatch.setattr(parallel, "CHUNK_ELEMENTS", 64)
     monkeypatch.setattr(parallel, "threads", lambda: 2)  # chunks on threads even on a one-core machine
-    monkeypatch.setattr(batch_run, "_run_rows", lambda b, s, rows: calls.append(rows) or whole(b, s, rows))
+    monkeypatch.setattr(
+        batch_run, "_run_rows", lambda b, s, rows, cache: calls.append(rows) or whole(b, s, rows, cache)
+    )
     r = rng(7)
     a, b, c = (r.standard_normal(s).astype(dtype) for s in [(40, 30), (30, 40), (30,)])
     out, _, _ = run(

@@ -144,3 +144,37 @@ def test_element_indices_are_int32_when_they_fit() -> None:
     v = g.add_variable("float", [3, 4], "v")
     assert v._idx.dtype == np.int32 and v.T[1:]._idx.dtype == np.int32
     assert index_dtype(2**31 - 1) == np.int32 and index_dtype(2**31) == np.int64
+
+
+def test_weights_converted_for_a_run_are_reused_until_a_program_or_the_host_writes_them() -> None:
+    # program 1 reads half weights as float (a matmul's operand): converted once and kept between
+    # runs; program 0 negates the weights on the device, and write_tensor replaces them from the host
+    g = Graph(ipu_model(tiles_per_ipu=4, bytes_per_tile=1 << 20))
+    x = ops.create_matmul_lhs(g, "half", (8, 16), (16, 4), "x")  # laid out for the matmul: read in place
+    w = ops.create_matmul_rhs(g, "half", (8, 16), (16, 4), "w")
+    g.create_host_write("x", x)
+    g.create_host_write("w", w)
+    negate, infer = Sequence(), Sequence()
+    ops.unary_in_place(g, "neg", w, negate)
+    g.create_host_read("y", ops.matmul(g, x, w, infer))
+    e = Engine(g, [negate, infer])
+    rng = np.random.default_rng(4)
+    xv, wv = (rng.standard_normal(s).astype(np.float16) for s in [(8, 16), (16, 4)])
+    e.write_tensor("x", xv)
+    e.write_tensor("w", wv)
+
+    def y_after(program: int | None = None) -> np.ndarray:
+        if program is not None:
+            e.run(program)
+        e.run(1)
+        return e.read_tensor("y")
+
+    def want(wgt: np.ndarray) -> np.ndarray:
+        return (xv.astype(np.float32) @ wgt.astype(np.float32)).astype(np.float16)
+
+    assert np.array_equal(y_after(), want(wv))
+    assert np.array_equal(y_after(), want(wv))  # the kept conversion
+    assert np.array_equal(y_after(0), want(-wv))  # the device wrote w: converted anew
+    w2 = rng.standard_normal((16, 4)).astype(np.float16)
+    e.write_tensor("w", w2)
+    assert np.array_equal(y_after(), want(w2))  # the host wrote w
