@@ -200,20 +200,20 @@ def _refined_strides(shape: tuple[int, ...], strides: tuple[int, ...], refined: 
 def im2col(w: Window, state: list[np.ndarray], dtype: np.dtype | None = None) -> np.ndarray:
     """The values of a Window view: the input padded with the pad constant, read through sliding
     windows (numpy strides, no index array), in the view's [G, B*Ho*Wo, C/G*kh*kw] order; in
-    ``dtype`` when given (the input is converted in storage order before the windows repeat its
-    elements). A channel-grouped input is windowed over its factor dims as stored: the one copy
+    ``dtype`` when given (converted in storage order before a kernel's windows repeat the input's
+    elements, else while copied). A channel-grouped input is windowed over its factor dims as stored: the one copy
     is the final gather of the columns."""
     x = state[w.x_var]
     flat = w.x.flat if isinstance(w.x, Factored) else w.x
     xv = np.lib.stride_tricks.as_strided(
         x[flat.offset :], flat.shape, tuple(st * x.itemsize for st in flat.strides), writeable=False
     )
-    if dtype is not None and dtype != xv.dtype:
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw), (ho, wo) = w.kernel, w.stride, w.padding, w.dilation, w.out
+    if dtype is not None and dtype != xv.dtype and kh * kw > 1:  # windows repeat elements: convert them once
         xv = converted(xv, dtype)
     nb, nc = w.x.groups[:2] if isinstance(w.x, Factored) else (1, 1)  # factor dims of B and of C
     if xv.ndim != nb + nc + 2 or (nc > 1 and w.groups > 1):  # H or W factored, or channel groups across factors
         xv, nb, nc = xv.reshape(w.x.shape), 1, 1
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw), (ho, wo) = w.kernel, w.stride, w.padding, w.dilation, w.out
     if ph or pw:
         fill = state[w.pad_var][w.pad.offset] if w.pad is not None else 0  # every pad element holds the constant
         xv = np.pad(xv, ((0, 0),) * (xv.ndim - 2) + ((ph, ph), (pw, pw)), constant_values=fill)
@@ -229,6 +229,6 @@ def im2col(w: Window, state: list[np.ndarray], dtype: np.dtype | None = None) ->
     oh = nb + 1 + nc
     cols = [oh + 2, oh + 3, *cs] if w.kernel_major else [*cs, oh + 2, oh + 3]  # (i, j, c) or (c, i, j)
     win = win.transpose([nb, *bs, oh, oh + 1, *cols])
-    out = np.empty(win.shape, win.dtype)
-    copy_into(out, win)
+    out = np.empty(win.shape, win.dtype if dtype is None else dtype)
+    copy_into(out, win)  # a 1x1 kernel's elements are converted here, in the one copy
     return out.reshape(g, b * ho * wo, c // g * kh * kw)
