@@ -116,6 +116,10 @@ def main() -> int:
     rows = []
     header = (f"{'case':28} {'import s':>8} {'compile s':>9} {'RSS i+c':>8} {'run s':>8} {'ort s':>7} {'ratio':>6} "
               f"{'RSS peak':>8} {'report':>8} {'samples/s':>10}")  # fmt: skip
+    sys.path.insert(0, str(ROOT))
+    from profiler.parallel import threads
+
+    print(f"threads: tilescope {threads()} (numpy's BLAS and its own run threads), onnxruntime its default")
     print(header)
     for model in args.models:
         for batch in args.batches or ([1, 8, 32] if model == "resnet50" else [8]):
