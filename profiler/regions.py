@@ -70,7 +70,11 @@ def field_regions(t: Tensor, base: np.ndarray) -> Regions:
         per_row = np.diff(lay.row_first)
         owner = np.repeat(np.arange(per_row.size, dtype=np.int64), per_row)
         # a repeated element (step 0) is one element, however often the row reads it
-        return Regions(lay.start + int(base[t._var]), np.where(lay.step == 0, 1, lay.length), owner)
+        start, length = lay.start + int(base[t._var]), np.where(lay.step == 0, 1, lay.length)
+        # a row's runs laid end to end in memory (an elementwise operand over whole rows) or reading
+        # the same elements again (a broadcast operand, once per pixel) are one region
+        keep, length = _joined(start, length, owner)
+        return Regions(start[keep], length, owner[keep])
     if isinstance(lay, WindowBlocks):
         found = window_regions(lay, base)
         if found is not None:
