@@ -168,6 +168,24 @@ def _segments(
     return row, outer, lo, hi
 
 
+def _position_units(
+    start: np.ndarray, count: int, width: int, joins: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Output positions ``[start[i], start[i] + count)`` of each block i of a flattened (output
+    row, width) axis as units: one per output row the block touches where ``joins[i]`` (its windows
+    at neighbouring positions overlap or touch, so their union is one run), else one per position.
+    Returns (block, output row, first and last position within the row) of every unit, in order."""
+    row, outer, lo, hi = _segments(np.arange(start.size, dtype=np.int64), start, count, width)
+    split = ~joins[row]
+    if not split.any():
+        return row, outer, lo, hi - 1
+    n = np.where(split, hi - lo, 1)
+    rep = np.repeat(np.arange(row.size), n)
+    lo = lo[rep] + (np.arange(rep.size) - np.repeat(np.cumsum(n) - n, n))
+    hi = np.where(split[rep], lo + 1, hi[rep])
+    return row[rep], outer[rep], lo, hi - 1
+
+
 def window_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     """Regions of blocks of a convolution window without an index per element: runs along the
     output row (stride 1) or along the kernel row (dilation 1) of contiguous input rows, each split
@@ -204,20 +222,21 @@ def window_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
         j_hi = np.minimum(kw - 1, (lay.c0[:, None] + ks - 1 - c_) // cg - i_ * kw)
         sv, pair = np.nonzero(j_hi >= j_lo)
         lo, hi = j_lo[sv, pair], j_hi[sv, pair] + 1
-        r = lay.r0[sv][:, None] + np.arange(ms)  # [pairs, ms]
-        b_, oh, ow = r // (ho * wo), (r // wo) % ho, r % wo
-        ch, i = (lay.g[sv] * cg + c_[pair])[:, None], i_[pair][:, None]
-        w_lo = ow * sw + lo[:, None] - pw
-        w_hi = ow * sw + (hi - 1)[:, None] - pw + 1
-        owner = np.broadcast_to(sv[:, None], r.shape)
+        # a unit: the block's positions along one output row, or one position when windows leave gaps
+        u, q, ow0, ow1 = _position_units(lay.r0[sv], ms, wo, hi - lo >= sw)
+        b_, oh = q // ho, q % ho
+        ch, i = lay.g[sv[u]] * cg + c_[pair[u]], i_[pair[u]]
+        w_lo = ow0 * sw + lo[u] - pw  # the union of the unit's windows along the input row
+        w_hi = ow1 * sw + (hi - 1)[u] - pw + 1
+        owner = sv[u]
     elif dw == 1 and s_w == 1:  # runs along the kernel row: each output position, segments of (c, i)
         sv, e, lo, hi = _segments(vid, lay.c0, ks, kw)
-        r = lay.r0[sv][:, None] + np.arange(ms)  # [segments, ms]
-        b_, oh, ow = r // (ho * wo), (r // wo) % ho, r % wo
-        ch, i = lay.g[sv][:, None] * cg + (e // kh)[:, None], (e % kh)[:, None]
-        w_lo = ow * sw + lo[:, None] - pw
-        w_hi = ow * sw + (hi - 1)[:, None] - pw + 1
-        owner = np.broadcast_to(sv[:, None], r.shape)
+        u, q, ow0, ow1 = _position_units(lay.r0[sv], ms, wo, hi - lo >= sw)  # as in the branch above
+        b_, oh = q // ho, q % ho
+        ch, i = lay.g[sv[u]] * cg + e[u] // kh, e[u] % kh
+        w_lo = ow0 * sw + lo[u] - pw
+        w_hi = ow1 * sw + (hi - 1)[u] - pw + 1
+        owner = sv[u]
     elif s_c == 1:  # channels innermost (NHWC storage): per output and kernel position, a run of channels
         return _channel_regions(lay, base)
     else:
@@ -287,16 +306,25 @@ def _channel_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     vv, ee, first, last = vv[rep], ee[rep], first[rep], last[rep]
     lo_c, hi_c = np.maximum(first, gi * grp), np.minimum(last, gi * grp + grp - 1)
     n_ch = hi_c - lo_c + 1
-    r = lay.r0[vv][:, None] + np.arange(ms)  # [pairs, ms]
-    b_, oh, ow = r // (ho * wo), (r // wo) % ho, r % wo
-    hh = oh * sh + (ee // kw)[:, None] * dh - ph
-    ww = ow * sw + (ee % kw)[:, None] * dw - pw
-    chan = (gi * s_grp + lo_c - gi * grp)[:, None]  # offset of the run's first channel
-    owner = np.broadcast_to(vv[:, None], r.shape).reshape(-1)
-    length = np.broadcast_to(n_ch[:, None], r.shape).reshape(-1)
-    inside = ((hh >= 0) & (hh < h) & (ww >= 0) & (ww < wd)).reshape(-1)
-    near = x.offset + int(base[w.x_var]) + b_ * s_b + chan + np.clip(hh, 0, h - 1) * s_h + np.clip(ww, 0, wd - 1) * s_w
-    near = near.reshape(-1)
+    chan = gi * s_grp + lo_c - gi * grp  # offset of the run's first channel
+    # the runs of neighbouring output positions touch when the positions' memory step is at most a
+    # run (stride 1 over whole groups): then a unit is the positions along one output row
+    u, q, ow0, ow1 = _position_units(lay.r0[vv], ms, wo, sw * s_w <= n_ch)
+    n, owner = n_ch[u], vv[u]
+    hh = (q % ho) * sh + (ee // kw)[u] * dh - ph
+    off = (ee % kw)[u] * dw - pw  # output position ow reads input column ow * sw + off
+    a = np.maximum(ow0, -(off // sw))  # the unit's positions [a, z) read columns inside the input
+    z = np.minimum(ow1 + 1, (wd - 1 - off) // sw + 1)
+    row = x.offset + int(base[w.x_var]) + (q // ho) * s_b + chan[u] + np.clip(hh, 0, h - 1) * s_h  # column 0
+    # per unit, up to three runs: positions left of the input (nearest: column 0), the columns inside
+    # (padding when the input row is), positions right of it (nearest: column wd - 1)
+    mid = a < z
+    near = np.stack([row, row + (a * sw + off) * s_w * mid, row + (wd - 1) * s_w], axis=1)
+    length = np.stack([n, (z - 1 - a) * sw * s_w * mid + n, n], axis=1)
+    present = np.stack([ow0 < a, mid, z <= ow1], axis=1).reshape(-1)
+    inside = np.stack([np.zeros_like(mid), mid & (hh >= 0) & (hh < h), np.zeros_like(mid)], axis=1).reshape(-1)
+    near, length, inside = near.reshape(-1)[present], length.reshape(-1)[present], inside[present]
+    owner = np.repeat(owner, 3)[present]
     keep, length = _joined(near, length, owner, inside)
     near, inside, owner = near[keep], inside[keep], owner[keep]
     regions = Regions(near[inside], length[inside], owner[inside])
