@@ -260,12 +260,15 @@ class Compiler:
         """Regions cut where the tile mapping changes: (start, length, holding tile, reading tile) per piece."""
         ms, me, mt = self._mapping()
         keep = length > 0
-        start, length, dst = start[keep], length[keep], dst[keep]
+        if not keep.all():
+            start, length, dst = start[keep], length[keep], dst[keep]
         first = np.searchsorted(ms, start, side="right") - 1
-        last = np.searchsorted(ms, start + length - 1, side="right") - 1
-        count = last - first + 1
-        if count.size == 0 or int(count.max()) == 1:
+        # most regions end in the interval they start in: search only the others' ends
+        cut = np.flatnonzero(start + length > me[first])
+        if cut.size == 0:
             return start, length, mt[first], dst
+        count = np.ones(start.size, dtype=np.int64)
+        count[cut] += np.searchsorted(ms, start[cut] + length[cut] - 1, side="right") - 1 - first[cut]
         rep = np.repeat(np.arange(start.size), count)
         iv = first[rep] + (np.arange(rep.size) - np.repeat(np.cumsum(count) - count, count))
         s = np.maximum(start[rep], ms[iv])
@@ -575,7 +578,11 @@ class Compiler:
         parts = []
         if pieces:
             start, length, src, dst = (np.concatenate([r[i] for r in pieces]) for i in range(4))
-            size = np.concatenate([np.full(r[0].size, r[4], dtype=np.int64) for r in pieces])
+            sizes = {r[4] for r in pieces}
+            # one element size (the usual case): a plain int, no array of sizes per piece
+            size = (
+                sizes.pop() if len(sizes) == 1 else np.concatenate([np.full(r[0].size, r[4], np.int64) for r in pieces])
+            )
             parts.append(piece_receives(start, length, src, dst, size, n, tpi))
         if short:
             keys = _ReceiveKeys(n, int(self._gid_base[-1]))

@@ -159,7 +159,9 @@ def _distinct(keys: np.ndarray, space: int) -> np.ndarray:
     """The distinct keys in [0, space), sorted: by counts when the space is small next to the keys
     (no sort), else by a sort (numpy's hash-based unique is several times slower on int64 keys)."""
     if space <= PAIR_BITMAP_LIMIT and keys.size > space // 64:
-        return np.flatnonzero(np.bincount(keys, minlength=space))
+        seen = np.zeros(space, dtype=bool)  # a byte per key, not bincount's 8: fewer fresh pages to fault
+        seen[keys] = True
+        return np.flatnonzero(seen)
     k = np.sort(keys)
     keep = np.ones(k.size, dtype=bool)
     np.not_equal(k[1:], k[:-1], out=keep[1:])
@@ -171,32 +173,44 @@ def _parts(src: np.ndarray, dst: np.ndarray, tpi: int) -> tuple[np.ndarray, np.n
     return ~cross, cross
 
 
+def _weighted(count: np.ndarray, itemsize: np.ndarray | int, part: np.ndarray | slice) -> np.ndarray:
+    """Elements times their size (one size: a plain product, no per-piece array of sizes)."""
+    return count * itemsize if np.ndim(itemsize) == 0 else count * itemsize[part]  # type: ignore[index]
+
+
 def _sent(
-    src: np.ndarray, first: np.ndarray, length: np.ndarray, itemsize: np.ndarray, n: int, span: int
+    src: np.ndarray, first: np.ndarray, length: np.ndarray, itemsize: np.ndarray | int, n: int, span: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """(bytes, regions) each tile sends when every interval [first, first + length) it holds goes
     out once however many tiles read it (multicast): the union of its intervals, and that union's
     runs (touching intervals make one run)."""
     key = src * span + first
     order = np.argsort(key, kind="stable")
-    key, ln, s, w = key[order], length[order], src[order], itemsize[order]
-    new = union_length(key, key + ln)
-    covered = np.maximum.accumulate(key + ln)
+    key, ln, s = key[order], length[order], src[order]
+    end = key + ln
+    new = union_length(key, end)
+    covered = np.maximum.accumulate(end)
     starts = np.ones(key.size, dtype=bool)
-    starts[1:] = key[1:] > covered[:-1]  # a gap before it: a new run
-    sent = np.bincount(s, weights=new * w, minlength=n).astype(np.int64)
+    np.greater(key[1:], covered[:-1], out=starts[1:])  # a gap before it: a new run
+    sent = np.bincount(s, weights=_weighted(new, itemsize, order), minlength=n).astype(np.int64)
     return sent, np.bincount(s[starts], minlength=n).astype(np.int64)
 
 
 def piece_receives(
-    start: np.ndarray, length: np.ndarray, src: np.ndarray, dst: np.ndarray, itemsize: np.ndarray, n: int, tpi: int
+    start: np.ndarray,
+    length: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    itemsize: np.ndarray | int,
+    n: int,
+    tpi: int,
 ) -> tuple[_Receives | None, _Receives | None]:
     """Receives from region pieces: piece i is global elements ``[start[i], start[i] + length[i])``,
     held by tile src[i] (inside one mapping interval), read on tile dst[i] != src[i], ``itemsize[i]``
-    bytes each. Each element counts once per receiving tile however many pieces cover it (the union
-    per tile), and once per sending tile however many tiles receive it (multicast); a tile's
-    received regions are the runs of its new parts from one sender. All over pieces, never
-    elements. (on-IPU, inter-IPU) parts, None where empty."""
+    bytes each (or ``itemsize`` for all). Each element counts once per receiving tile however many
+    pieces cover it (the union per tile), and once per sending tile however many tiles receive it
+    (multicast); a tile's received regions are the runs of its new parts from one sender. All over
+    pieces, never elements. (on-IPU, inter-IPU) parts, None where empty."""
     if start.size == 0:
         return None, None
     span = int((start + length).max()) + 1
@@ -205,36 +219,44 @@ def piece_receives(
     shifted = start + dst * span  # one sort key: (receiving tile, start)
     order = np.argsort(shifted, kind="stable")  # timsort: pieces arrive as ascending runs
     shifted = shifted[order]
-    ln, sr, d, w = length[order], src[order], dst[order], itemsize[order]
-    new = union_length(shifted, shifted + ln)
+    ln, sr, d = length[order], src[order], dst[order]
+    w = itemsize if np.ndim(itemsize) == 0 else itemsize[order]  # type: ignore[index]
+    end = shifted + ln
+    new = union_length(shifted, end)
+    first = end - new - d * span  # where each piece's new part begins
     keep = new > 0
-    first = (shifted + ln - new)[keep] - d[keep] * span  # where each piece's new part begins
-    ln, sr, d, w = new[keep], sr[keep], d[keep], w[keep]
-    nbytes = ln * w
+    if not keep.all():  # pieces wholly inside earlier ones add nothing
+        first, ln, sr, d = first[keep], new[keep], sr[keep], d[keep]
+        w = w if np.ndim(w) == 0 else w[keep]
+    else:
+        ln = new
     out: list[_Receives | None] = []
-    parts = _parts(sr, d, tpi)
-    for part in parts:
-        if not part.any():
+    # one IPU (tpi == n): every transfer is on-IPU, no masks to build or apply
+    parts = (slice(None), None) if tpi >= n else _parts(sr, d, tpi)
+    for k, part in enumerate(parts):
+        if part is None or (not isinstance(part, slice) and not part.any()):
             out.append(None)
             continue
-        ps, pd, pb, pf, pl = sr[part], d[part], nbytes[part], first[part], ln[part]
+        ps, pd, pf, pl = (sr, d, first, ln) if isinstance(part, slice) else (sr[part], d[part], first[part], ln[part])
+        pw = w if np.ndim(w) == 0 else w[part]
         shared = np.zeros(n)
-        if part is parts[0]:
+        if k == 0:
             # elements both tiles of a supertile receive: the pieces' total minus their union per supertile
             st = pd // TILES_PER_SUPERTILE
             sh2 = pf + st * span
-            o2 = np.argsort(sh2, kind="stable")
-            sh2 = sh2[o2]
-            union = union_length(sh2, sh2 + pl[o2])
-            both = np.bincount(st[o2], weights=(pl[o2] - union) * w[part][o2], minlength=n)
+            o2 = np.argsort(sh2, kind="stable")  # two sorted runs per supertile: a merge
+            sh2, pl2 = sh2[o2], pl[o2]
+            twice = pl2 - union_length(sh2, sh2 + pl2)
+            both = np.bincount(st[o2], weights=_weighted(twice, pw, o2), minlength=n)
             shared = both[np.arange(n) // TILES_PER_SUPERTILE] / 2
         # received regions: new parts sorted by (receiving tile, start); a run continues only from
         # the same sender, contiguously
         new_region = np.ones(pd.size, dtype=bool)
         new_region[1:] = (pd[1:] != pd[:-1]) | (ps[1:] != ps[:-1]) | (pf[1:] != pf[:-1] + pl[:-1])
-        sent, regions_out = _sent(ps, pf, pl, w[part], n, span)
-        out.append(_Receives(np.bincount(pd, weights=pb, minlength=n).astype(np.int64), sent, _pairs(ps, pd, n),
-                             shared, np.bincount(pd[new_region], minlength=n).astype(np.int64), regions_out))  # fmt: skip
+        sent, regions_out = _sent(ps, pf, pl, pw, n, span)
+        b_in = np.bincount(pd, weights=_weighted(pl, pw, slice(None)), minlength=n).astype(np.int64)
+        out.append(_Receives(b_in, sent, _pairs(ps, pd, n), shared,
+                             np.bincount(pd[new_region], minlength=n).astype(np.int64), regions_out))  # fmt: skip
     return out[0], out[1]
 
 

@@ -134,10 +134,11 @@ def union_length(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     if start.size == 0:
         return np.zeros(0, np.int64)
     covered = np.maximum.accumulate(end)
-    prev = np.empty_like(covered)
-    prev[0] = start[0]
-    prev[1:] = covered[:-1]
-    return np.maximum(0, end - np.maximum(start, prev))
+    new = np.empty_like(covered)  # built in place: these arrays run to millions of pieces
+    new[0] = start[0]
+    np.maximum(start[1:], covered[:-1], out=new[1:])
+    np.subtract(end, new, out=new)
+    return np.maximum(new, 0, out=new)
 
 
 def canonical(start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
