@@ -270,6 +270,70 @@ def window_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     return regions
 
 
+@dataclass(frozen=True)
+class _ChannelInput:
+    """A window over a channels-innermost input, as _channel_regions' helpers read it: the global id
+    of x[0, 0, 0, 0] (channel offsets added per run), the batch, row and column strides, the input's
+    height and width, the window's geometry and the blocks' first output positions and row count."""
+
+    origin: int
+    s_b: int
+    s_h: int
+    s_w: int
+    h: int
+    wd: int
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    dilation: tuple[int, int]
+    out: tuple[int, int]
+    r0: np.ndarray  # per block
+    rows: int
+
+
+Runs4 = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # (start, length, owner, inside) of runs
+
+
+def _channel_runs_by_position(
+    geo: _ChannelInput, vv: np.ndarray, ee: np.ndarray, chan: np.ndarray, n_ch: np.ndarray
+) -> Runs4:
+    """One run per output position of block vv[p]'s rows, at kernel position ee[p], of n_ch[p]
+    channels from offset chan[p]: at the input element, or (padding) at the nearest one."""
+    (_, kw), (sh, sw), (ph, pw), (dh, dw), (ho, wo) = geo.kernel, geo.stride, geo.padding, geo.dilation, geo.out
+    r = geo.r0[vv][:, None] + np.arange(geo.rows)  # [pairs, rows]
+    b_, oh, ow = r // (ho * wo), (r // wo) % ho, r % wo
+    hh = oh * sh + (ee // kw)[:, None] * dh - ph
+    ww = ow * sw + (ee % kw)[:, None] * dw - pw
+    inside = ((hh >= 0) & (hh < geo.h) & (ww >= 0) & (ww < geo.wd)).reshape(-1)
+    hh, ww = np.minimum(np.maximum(hh, 0), geo.h - 1), np.minimum(np.maximum(ww, 0), geo.wd - 1)
+    near = (geo.origin + b_ * geo.s_b + chan[:, None] + hh * geo.s_h + ww * geo.s_w).reshape(-1)
+    owner = np.repeat(vv, geo.rows)
+    return near, np.repeat(n_ch, geo.rows), owner, inside
+
+
+def _channel_runs_by_row(
+    geo: _ChannelInput, vv: np.ndarray, ee: np.ndarray, chan: np.ndarray, n_ch: np.ndarray
+) -> Runs4:
+    """As _channel_runs_by_position where neighbouring positions' runs touch: per output row of
+    the block, up to three runs: positions left of the input (nearest: column 0), the columns inside
+    (padding when the input row is), positions right of it (nearest: column wd - 1)."""
+    (_, kw), (sh, sw), (ph, pw), (dh, dw), (ho, wo) = geo.kernel, geo.stride, geo.padding, geo.dilation, geo.out
+    u, q, ow0, ow1 = _position_units(geo.r0[vv], geo.rows, wo, np.ones(vv.size, dtype=bool))
+    n = n_ch[u]
+    hh = (q % ho) * sh + (ee // kw)[u] * dh - ph
+    off = (ee % kw)[u] * dw - pw  # output position ow reads input column ow * sw + off
+    a = np.maximum(ow0, -(off // sw))  # the unit's positions [a, z) read columns inside the input
+    z = np.minimum(ow1 + 1, (geo.wd - 1 - off) // sw + 1)
+    row = geo.origin + (q // ho) * geo.s_b + chan[u] + np.minimum(np.maximum(hh, 0), geo.h - 1) * geo.s_h
+    mid = a < z
+    step = sw * geo.s_w
+    near = np.stack([row, row + (a * sw + off) * geo.s_w * mid, row + (geo.wd - 1) * geo.s_w], axis=1)
+    length = np.stack([n, (z - 1 - a) * step * mid + n, n], axis=1)
+    present = np.stack([ow0 < a, mid, z <= ow1], axis=1).reshape(-1)
+    inside = np.stack([np.zeros_like(mid), mid & (hh >= 0) & (hh < geo.h), np.zeros_like(mid)], axis=1).reshape(-1)
+    return near.reshape(-1)[present], length.reshape(-1)[present], np.repeat(vv[u], 3)[present], inside[present]
+
+
 def _channel_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     """Regions of window blocks over an input whose channels are innermost (stride 1), or grouped
     innermost (a store [C/grp][B][H][W][grp], profiler.layout.Factored): for every output position
@@ -285,7 +349,7 @@ def _channel_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     else:
         s_b, _, s_h, s_w = x.strides
         grp, s_grp = c, 0
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw), (ho, wo) = w.kernel, w.stride, w.padding, w.dilation, w.out
+    (kh, kw), sw = w.kernel, w.stride[1]
     cg, k = c // w.groups, kh * kw
     ms, ks = lay.rows, lay.cols
     # per vertex and kernel position e = i * kw + j: the block's channel range [c_lo, c_hi] there
@@ -308,24 +372,17 @@ def _channel_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     lo_c, hi_c = np.maximum(first, gi * grp), np.minimum(last, gi * grp + grp - 1)
     n_ch = hi_c - lo_c + 1
     chan = gi * s_grp + lo_c - gi * grp  # offset of the run's first channel
+    geo = _ChannelInput(x.offset + int(base[w.x_var]), s_b, s_h, s_w, h, wd, w.kernel, w.stride, w.padding,
+                        w.dilation, w.out, lay.r0, ms)  # fmt: skip
     # the runs of neighbouring output positions touch when the positions' memory step is at most a
-    # run (stride 1 over whole groups): then a unit is the positions along one output row
-    u, q, ow0, ow1 = _position_units(lay.r0[vv], ms, wo, sw * s_w <= n_ch)
-    n, owner = n_ch[u], vv[u]
-    hh = (q % ho) * sh + (ee // kw)[u] * dh - ph
-    off = (ee % kw)[u] * dw - pw  # output position ow reads input column ow * sw + off
-    a = np.maximum(ow0, -(off // sw))  # the unit's positions [a, z) read columns inside the input
-    z = np.minimum(ow1 + 1, (wd - 1 - off) // sw + 1)
-    row = x.offset + int(base[w.x_var]) + (q // ho) * s_b + chan[u] + np.clip(hh, 0, h - 1) * s_h  # column 0
-    # per unit, up to three runs: positions left of the input (nearest: column 0), the columns inside
-    # (padding when the input row is), positions right of it (nearest: column wd - 1)
-    mid = a < z
-    near = np.stack([row, row + (a * sw + off) * s_w * mid, row + (wd - 1) * s_w], axis=1)
-    length = np.stack([n, (z - 1 - a) * sw * s_w * mid + n, n], axis=1)
-    present = np.stack([ow0 < a, mid, z <= ow1], axis=1).reshape(-1)
-    inside = np.stack([np.zeros_like(mid), mid & (hh >= 0) & (hh < h), np.zeros_like(mid)], axis=1).reshape(-1)
-    near, length, inside = near.reshape(-1)[present], length.reshape(-1)[present], inside[present]
-    owner = np.repeat(owner, 3)[present]
+    # run (stride 1 over whole groups): then the block's positions along an output row are one run
+    joins = sw * s_w <= n_ch
+    parts = [
+        runs(geo, vv[sel], ee[sel], chan[sel], n_ch[sel])
+        for runs, sel in ((_channel_runs_by_row, joins), (_channel_runs_by_position, ~joins))
+        if sel.any()
+    ]
+    near, length, owner, inside = (np.concatenate([p[i] for p in parts]) for i in range(4))
     keep, length = _joined(near, length, owner, inside)
     near, inside, owner = near[keep], inside[keep], owner[keep]
     regions = Regions(near[inside], length[inside], owner[inside])
