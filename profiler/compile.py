@@ -24,7 +24,7 @@ from profiler.exchange import (
     plan_transfers,
 )
 from profiler.graph import UNMAPPED, ComputeSet, Graph, GraphError, VertexBatch
-from profiler.regions import canonical, field_regions
+from profiler.regions import Regions, canonical, field_regions, rows_of_blocks
 from profiler.streams import HOST_TO_DEVICE, DataStream
 from profiler.targets import Target
 from profiler.tensor import Access, Tensor, concat
@@ -211,6 +211,26 @@ def _same_elements(a: list[tuple[np.ndarray, np.ndarray]], b: list[tuple[np.ndar
     return all(np.array_equal(x, y) for x, y in zip(ua, ub, strict=True))
 
 
+def _sent_pieces(
+    start: np.ndarray, length: np.ndarray, src: np.ndarray, remote: np.ndarray, shared: tuple[np.ndarray, ...] | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What the holding tiles send of a field's remote pieces: (start, length, holding tile) of
+    pieces whose union is what each tile sends (multicast: an element goes out once however many
+    tiles read it). With blocks shared by rows, each distinct piece some tile reads remotely once,
+    instead of one copy per reading row; the padding pieces after them as they are."""
+    if shared is None:
+        return start[remote], length[remote], src[remote]
+    s, n, t, idx = shared
+    read = np.zeros(s.size, dtype=bool)
+    read[idx[remote[: idx.size]]] = True
+    pad = np.flatnonzero(remote[idx.size :]) + idx.size
+    return (
+        np.concatenate([s[read], start[pad]]),
+        np.concatenate([n[read], length[pad]]),
+        np.concatenate([t[read], src[pad]]),
+    )
+
+
 def _vars(t: Tensor) -> set[int]:
     return set(t.variable_ids())
 
@@ -274,6 +294,31 @@ class Compiler:
         s = np.maximum(start[rep], ms[iv])
         e = np.minimum(start[rep] + length[rep], me[iv])
         return s, e - s, mt[iv], dst[rep]
+
+    def _field_pieces(
+        self, regions: Regions, tiles: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...] | None]:
+        """(start, length, holding tile, reading tile) of every piece a field's vertices (on
+        ``tiles``) read, padding reads last; and, when vertices share blocks, (start, length,
+        holding tile) of the blocks' distinct pieces and which of those each row's piece is."""
+        start, length, src, owner = self._pieces(regions.start, regions.length, regions.owner)
+        shared = None
+        if regions.block is not None:  # cut once per distinct block, then given to each row reading it
+            idx, owner = rows_of_blocks(owner, regions.block)
+            shared = (start, length, src, idx)
+            start, length, src = start[idx], length[idx], src[idx]
+        dst = tiles[owner]
+        if regions.pad is not None:  # padding: the pad element on the tile of each nearest input element
+            pad = regions.pad
+            if regions.block is not None:
+                idx, row = rows_of_blocks(pad.owner, regions.block)
+                pad = Regions(pad.start[idx], pad.length[idx], row)
+            _, _, near, pdst = self._pieces(pad.start, pad.length, tiles[pad.owner])
+            pgid = regions.pad_first + near * regions.pad_step
+            _, _, psrc, pdst = self._pieces(pgid, np.ones_like(pgid), pdst)
+            start, length = np.concatenate([start, pgid]), np.concatenate([length, np.ones_like(pgid)])
+            src, dst = np.concatenate([src, psrc]), np.concatenate([dst, pdst])
+        return start, length, src, dst, shared
 
     def _element_name(self, gid: int) -> str:
         v = int(np.searchsorted(self._gid_base, gid, side="right") - 1)
@@ -482,14 +527,9 @@ class Compiler:
                     PLAN_BYTES_PER_REGION * regions.count,
                     f"compiling compute set {cs.name!r} ({regions.count:,} regions of field {f!r})",
                 )
-                start, length, src, dst = self._pieces(regions.start, regions.length, b.tiles[regions.owner])
-                if regions.pad is not None:  # padding: the pad element on the tile of each nearest input element
-                    pad = regions.pad
-                    _, _, near, pdst = self._pieces(pad.start, pad.length, b.tiles[pad.owner])
-                    pgid = regions.pad_first + near * regions.pad_step
-                    _, _, psrc, pdst = self._pieces(pgid, np.ones_like(pgid), pdst)
-                    start, length = np.concatenate([start, pgid]), np.concatenate([length, np.ones_like(pgid)])
-                    src, dst = np.concatenate([src, psrc]), np.concatenate([dst, pdst])
+                if f in cl.writes:
+                    regions = regions.per_row()
+                start, length, src, dst, shared = self._field_pieces(regions, b.tiles)
                 remote = src != dst
                 if f in cl.writes:
                     writes |= _vars(tensor)
@@ -505,7 +545,8 @@ class Compiler:
                 if f in cl.reads:
                     reads |= _vars(tensor)
                     if remote.any():
-                        piece = (start[remote], length[remote], src[remote], dst[remote], tensor.dtype.itemsize)
+                        piece = (start[remote], length[remote], src[remote], dst[remote], tensor.dtype.itemsize,
+                                 _sent_pieces(start, length, src, remote, shared))  # fmt: skip
                         short = int(piece[1].sum()) < SHORT_PIECE_ELEMENTS * piece[0].size
                         (short_reads if short else receives).append(piece)
                         (short_vars if short else piece_vars).update(_vars(tensor))
@@ -578,15 +619,18 @@ class Compiler:
         parts = []
         if pieces:
             start, length, src, dst = (np.concatenate([r[i] for r in pieces]) for i in range(4))
+            sent = tuple(np.concatenate([r[5][i] for r in pieces]) for i in range(3))
             sizes = {r[4] for r in pieces}
             # one element size (the usual case): a plain int, no array of sizes per piece
-            size = (
-                sizes.pop() if len(sizes) == 1 else np.concatenate([np.full(r[0].size, r[4], np.int64) for r in pieces])
-            )
-            parts.append(piece_receives(start, length, src, dst, size, n, tpi))
+            if len(sizes) == 1:
+                size = sent_size = sizes.pop()
+            else:
+                size = np.concatenate([np.full(r[0].size, r[4], np.int64) for r in pieces])
+                sent_size = np.concatenate([np.full(r[5][0].size, r[4], np.int64) for r in pieces])
+            parts.append(piece_receives(start, length, src, dst, size, n, tpi, sent=(*sent, sent_size)))
         if short:
             keys = _ReceiveKeys(n, int(self._gid_base[-1]))
-            for start, length, src, dst, size in short:  # a field's elements share one size
+            for start, length, src, dst, size, _ in short:  # a field's elements share one size
                 total = int(length.sum())
                 host_memory.ensure(
                     PLAN_BYTES_PER_READ_ELEMENT * total, f"planning an exchange of {total:,} short-run elements"

@@ -204,13 +204,18 @@ def piece_receives(
     itemsize: np.ndarray | int,
     n: int,
     tpi: int,
+    sent: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | int] | None = None,
 ) -> tuple[_Receives | None, _Receives | None]:
     """Receives from region pieces: piece i is global elements ``[start[i], start[i] + length[i])``,
     held by tile src[i] (inside one mapping interval), read on tile dst[i] != src[i], ``itemsize[i]``
     bytes each (or ``itemsize`` for all). Each element counts once per receiving tile however many
     pieces cover it (the union per tile), and once per sending tile however many tiles receive it
     (multicast); a tile's received regions are the runs of its new parts from one sender. All over
-    pieces, never elements. (on-IPU, inter-IPU) parts, None where empty."""
+    pieces, never elements. (on-IPU, inter-IPU) parts, None where empty.
+
+    ``sent``: (start, length, holding tile, itemsize) of pieces whose union per holding tile is the
+    union of the pieces above (fewer: each distinct piece once, however many tiles read it); on one
+    IPU the bytes and regions sent are found from them."""
     if start.size == 0:
         return None, None
     span = int((start + length).max()) + 1
@@ -253,9 +258,13 @@ def piece_receives(
         # the same sender, contiguously
         new_region = np.ones(pd.size, dtype=bool)
         new_region[1:] = (pd[1:] != pd[:-1]) | (ps[1:] != ps[:-1]) | (pf[1:] != pf[:-1] + pl[:-1])
-        sent, regions_out = _sent(ps, pf, pl, pw, n, span)
+        if sent is not None and isinstance(part, slice):
+            s_start, s_len, s_src, s_w = sent
+            sent_bytes, regions_out = _sent(s_src.astype(np.int64, copy=False), s_start, s_len, s_w, n, span)
+        else:
+            sent_bytes, regions_out = _sent(ps, pf, pl, pw, n, span)
         b_in = np.bincount(pd, weights=_weighted(pl, pw, slice(None)), minlength=n).astype(np.int64)
-        out.append(_Receives(b_in, sent, _pairs(ps, pd, n), shared,
+        out.append(_Receives(b_in, sent_bytes, _pairs(ps, pd, n), shared,
                              np.bincount(pd[new_region], minlength=n).astype(np.int64), regions_out))  # fmt: skip
     return out[0], out[1]
 

@@ -30,13 +30,49 @@ class Regions:
     pad: Regions | None = None
     pad_first: int = 0
     pad_step: int = 1
+    # rows that read the same block of a window read the same elements: when set, ``owner`` (here
+    # and in ``pad``) numbers distinct blocks and row v reads block ``block[v]``'s regions, so that
+    # the compiler cuts them at tile-mapping intervals once (``per_row`` gives a copy per row)
+    block: np.ndarray | None = None
 
     @property
     def count(self) -> int:
         return int(self.start.size)
 
+    def per_row(self) -> Regions:
+        """These regions owned by rows: each block's regions once per row reading it."""
+        if self.block is None:
+            return self
+        idx, row = rows_of_blocks(self.owner, self.block)
+        out = Regions(self.start[idx], self.length[idx], row, pad_first=self.pad_first, pad_step=self.pad_step)
+        if self.pad is not None:
+            idx, row = rows_of_blocks(self.pad.owner, self.block)
+            out.pad = Regions(self.pad.start[idx], self.pad.length[idx], row)
+        return out
+
     def elements(self) -> int:
         return int(self.length.sum())
+
+
+def rows_of_blocks(owner: np.ndarray, block: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Items owned by blocks (``owner[i]``) given to the rows reading them (row v reads block
+    ``block[v]``): (item index, row) of every copy, row by row, each row's items in their order."""
+    order = np.argsort(owner, kind="stable")
+    count = np.bincount(owner, minlength=int(block.max()) + 1 if block.size else 0)
+    first = np.cumsum(count) - count
+    per_row = count[block]
+    within = np.arange(int(per_row.sum()), dtype=np.int64) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+    return order[np.repeat(first[block], per_row) + within], np.repeat(np.arange(block.size, dtype=np.int64), per_row)
+
+
+def _distinct_blocks(lay: WindowBlocks) -> tuple[WindowBlocks, np.ndarray | None]:
+    """The distinct blocks of ``lay`` (several vertices, e.g. of different output channels, read the
+    same window block) and each row's among them; None when every block is distinct."""
+    key = np.stack([lay.g, lay.r0, lay.c0], axis=1)
+    distinct, first, block = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    if distinct.shape[0] == key.shape[0]:
+        return lay, None
+    return WindowBlocks(lay.window, lay.g[first], lay.r0[first], lay.c0[first], lay.rows, lay.cols), block.reshape(-1)
 
 
 def _runs(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, int]:
@@ -76,8 +112,10 @@ def field_regions(t: Tensor, base: np.ndarray) -> Regions:
         keep, length = _joined(start, length, owner)
         return Regions(start[keep], length, owner[keep])
     if isinstance(lay, WindowBlocks):
-        found = window_regions(lay, base)
+        distinct, block = _distinct_blocks(lay)
+        found = window_regions(distinct, base)
         if found is not None:
+            found.block = block
             return found
         t = t._explicit()
         lay = t._lay

@@ -7,7 +7,7 @@ import pytest
 
 from profiler import Graph, ipu_model
 from profiler.layout import Affine, Blocks, Runs, Window, WindowBlocks
-from profiler.regions import _position_units, canonical, field_regions, union_length
+from profiler.regions import _position_units, canonical, field_regions, rows_of_blocks, union_length
 from profiler.tensor import Access, Tensor
 
 
@@ -178,10 +178,11 @@ def test_window_regions_match_the_explicit_im2col(
     rng = np.random.default_rng(0)
     v = 40
     gi, r0, c0 = rng.integers(0, gn, v), rng.integers(0, m - rows, v), rng.integers(0, k - 3, v)
+    gi[1::4], r0[1::4], c0[1::4] = gi[::4][: v // 4], r0[::4][: v // 4], c0[::4][: v // 4]  # rows sharing a block
     blocks = cols.blocks([gi, r0, c0], (1, rows, 3), drop=(0,))
     assert isinstance(blocks._lay, WindowBlocks)
     base = np.cumsum([0] + [var.numel for var in g.variables])
-    r = field_regions(blocks, base)
+    r = field_regions(blocks, base).per_row()
     got = _region_sets(r, v)
     # padding: the pad element of the tile holding each nearest input element
     if r.pad is not None:
@@ -254,3 +255,12 @@ def test_a_broadcast_or_contiguous_runs_field_is_one_region_per_row() -> None:
     assert (r.start.tolist(), r.length.tolist(), r.owner.tolist()) == ([0, 12], [12, 12], [0, 1])
     r = field_regions(per_pixel, base)
     assert (r.start.tolist(), r.length.tolist(), r.owner.tolist()) == ([24, 24], [3, 3], [0, 1])
+
+
+def test_rows_of_blocks_give_each_row_its_blocks_items_in_order() -> None:
+    rng = np.random.default_rng(5)
+    owner = rng.integers(0, 6, 40)
+    block = rng.integers(0, 6, 15)
+    idx, row = rows_of_blocks(owner, block)
+    want = [(i, v) for v, b in enumerate(block.tolist()) for i in range(owner.size) if owner[i] == b]
+    assert list(zip(idx.tolist(), row.tolist(), strict=True)) == want
