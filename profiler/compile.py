@@ -272,7 +272,14 @@ class Compiler:
             self._map_start = np.concatenate(starts) if starts else np.zeros(0, np.int64)
             self._map_tile = np.concatenate([v.mapping.tiles for v in vs]).astype(np.int64) if vs else self._map_start
             self._map_end = np.append(self._map_start[1:], self._gid_base[-1])
+            self._map_first = np.cumsum([0] + [v.mapping.starts.size for v in vs], dtype=np.int64)
         return self._map_start, self._map_end, self._map_tile
+
+    def _interval_range(self, lo: int, hi: int) -> slice:
+        """The tile-mapping intervals of the variables holding global elements [lo, hi): a field's
+        regions lie in one variable, whose intervals are searched far faster than all (cache)."""
+        v0, v1 = np.searchsorted(self._gid_base, [lo, hi - 1], side="right") - 1
+        return slice(int(self._map_first[v0]), int(self._map_first[v1 + 1]))
 
     def _pieces(
         self, start: np.ndarray, length: np.ndarray, dst: np.ndarray
@@ -282,13 +289,17 @@ class Compiler:
         keep = length > 0
         if not keep.all():
             start, length, dst = start[keep], length[keep], dst[keep]
-        first = np.searchsorted(ms, start, side="right") - 1
+        if start.size == 0:
+            return start, length, mt[:0], dst
+        end = start + length
+        near = self._interval_range(int(start.min()), int(end.max()))
+        first = np.searchsorted(ms[near], start, side="right") - 1 + near.start
         # most regions end in the interval they start in: search only the others' ends
-        cut = np.flatnonzero(start + length > me[first])
+        cut = np.flatnonzero(end > me[first])
         if cut.size == 0:
             return start, length, mt[first], dst
         count = np.ones(start.size, dtype=np.int64)
-        count[cut] += np.searchsorted(ms, start[cut] + length[cut] - 1, side="right") - 1 - first[cut]
+        count[cut] += np.searchsorted(ms[near], end[cut] - 1, side="right") - 1 + near.start - first[cut]
         rep = np.repeat(np.arange(start.size), count)
         iv = first[rep] + (np.arange(rep.size) - np.repeat(np.cumsum(count) - count, count))
         s = np.maximum(start[rep], ms[iv])
