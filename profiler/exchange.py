@@ -196,6 +196,13 @@ def _sent(
     return sent, np.bincount(s[starts], minlength=n).astype(np.int64)
 
 
+def _bytes_per_tile(tile: np.ndarray, count: np.ndarray, itemsize: np.ndarray | int, n: int) -> np.ndarray:
+    """Bytes per tile of ``count[i]`` elements of ``itemsize`` bytes on ``tile[i]``."""
+    if np.ndim(itemsize) == 0:  # one size: the counts' sums times it, no product per piece
+        return np.bincount(tile, weights=count, minlength=n).astype(np.int64) * int(itemsize)  # type: ignore[arg-type]
+    return np.bincount(tile, weights=count * itemsize, minlength=n).astype(np.int64)
+
+
 def piece_receives(
     start: np.ndarray,
     length: np.ndarray,
@@ -263,7 +270,7 @@ def piece_receives(
             sent_bytes, regions_out = _sent(s_src.astype(np.int64, copy=False), s_start, s_len, s_w, n, span)
         else:
             sent_bytes, regions_out = _sent(ps, pf, pl, pw, n, span)
-        b_in = np.bincount(pd, weights=_weighted(pl, pw, slice(None)), minlength=n).astype(np.int64)
+        b_in = _bytes_per_tile(pd, pl, pw, n)
         out.append(_Receives(b_in, sent_bytes, _pairs(ps, pd, n), shared,
                              np.bincount(pd[new_region], minlength=n).astype(np.int64), regions_out))  # fmt: skip
     return out[0], out[1]
