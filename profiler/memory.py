@@ -9,6 +9,7 @@ general arena skips over it. Bytes past the end of the tile are *overflowed* (ou
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,14 +68,14 @@ def _first_fit(sizes: np.ndarray, firsts: np.ndarray, lasts: np.ndarray) -> np.n
     active: list[tuple[int, int, int]] = []  # (start, end, last step)
     for i in order:  # plain ints: this loop runs per allocation of every distinct tile layout
         f, size = first_of[i], size_of[i]
-        active = sorted(a for a in active if a[2] >= f)
+        active = [a for a in active if a[2] >= f]  # kept sorted: insort below
         pos = 0
         for s, e, _ in active:
             if pos + size <= s:
                 break
             pos = max(pos, (e + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT)
         offsets[i] = pos
-        active.append((pos, pos + size, last_of[i]))
+        bisect.insort(active, (pos, pos + size, last_of[i]))
     return np.array(offsets, dtype=np.int64)
 
 
