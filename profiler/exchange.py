@@ -226,16 +226,19 @@ def piece_receives(
     if start.size == 0:
         return None, None
     span = int((start + length).max()) + 1
-    # tile * span passes int32 on graphs of 2^31+ elements
-    src, dst = src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False)
-    shifted = start + dst * span  # one sort key: (receiving tile, start)
+    # tile * span passes int32 on graphs of 2^31+ elements (in place: these arrays run to millions)
+    shifted = dst.astype(np.int64)
+    shifted *= span
+    shifted += start  # one sort key: (receiving tile, start)
     order = np.argsort(shifted, kind="stable")  # timsort: pieces arrive as ascending runs
     shifted = shifted[order]
-    ln, sr, d = length[order], src[order], dst[order]
+    ln, sr, d = length[order], src[order].astype(np.int64, copy=False), dst[order].astype(np.int64, copy=False)
     w = itemsize if np.ndim(itemsize) == 0 else itemsize[order]  # type: ignore[index]
     end = shifted + ln
     new = union_length(shifted, end)
-    first = end - new - d * span  # where each piece's new part begins
+    first = end
+    first -= new  # where each piece's new part begins, then less the tile's offset
+    first -= d * span
     keep = new > 0
     if not keep.all():  # pieces wholly inside earlier ones add nothing
         first, ln, sr, d = first[keep], new[keep], sr[keep], d[keep]
@@ -264,7 +267,9 @@ def piece_receives(
         # received regions: new parts sorted by (receiving tile, start); a run continues only from
         # the same sender, contiguously
         new_region = np.ones(pd.size, dtype=bool)
-        new_region[1:] = (pd[1:] != pd[:-1]) | (ps[1:] != ps[:-1]) | (pf[1:] != pf[:-1] + pl[:-1])
+        np.not_equal(pf[1:], pf[:-1] + pl[:-1], out=new_region[1:])
+        new_region[1:] |= pd[1:] != pd[:-1]
+        new_region[1:] |= ps[1:] != ps[:-1]
         if sent is not None and isinstance(part, slice):
             s_start, s_len, s_src, s_w = sent
             sent_bytes, regions_out = _sent(s_src.astype(np.int64, copy=False), s_start, s_len, s_w, n, span)
