@@ -120,3 +120,23 @@ def test_piece_receives_on_graphs_past_int32_element_ids() -> None:
     local, _ = piece_receives(start, np.array([3, 3]), np.array([0, 0], np.int32), np.array([3, 3], np.int32),
                               np.array([2, 2]), 4, 4)  # fmt: skip
     assert local is not None and local.bytes_in.tolist() == [0, 0, 0, 8] and local.bytes_out.tolist() == [8, 0, 0, 0]
+
+
+def test_sent_pieces_hold_what_each_tile_sends_once() -> None:
+    # distinct block pieces given to rows, then padding pieces: what goes out is every element some
+    # other tile reads, per holding tile, each distinct piece once however many rows read it
+    from profiler.compile import _sent_pieces
+
+    rng = np.random.default_rng(7)
+    s, n, t = rng.integers(0, 50, 12), rng.integers(1, 5, 12), rng.integers(0, 4, 12)
+    idx = rng.integers(0, 12, 30)  # the distinct piece each row's piece is
+    pad = (rng.integers(100, 120, 5), np.ones(5, np.int64), rng.integers(0, 4, 5))
+    start, length, src = (np.concatenate([a[idx], p]) for a, p in zip((s, n, t), pad, strict=True))
+    remote = rng.random(start.size) < 0.5
+    got = _sent_pieces(start, length, src, remote, (s, n, t, idx))
+
+    def held(a, b, c):  # type: ignore[no-untyped-def]
+        return {(int(z), e) for x, y, z in zip(a, b, c, strict=True) for e in range(int(x), int(x + y))}
+
+    assert held(*got) == held(start[remote], length[remote], src[remote])
+    assert got[0].size <= np.unique(idx[remote[: idx.size]]).size + int(remote[idx.size :].sum())
