@@ -232,6 +232,11 @@ def _sent_pieces(
     )
 
 
+def _cat(parts: list[np.ndarray]) -> np.ndarray:
+    """np.concatenate, without copying a lone array (the pieces of a compute set run to millions)."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
 def _vars(t: Tensor) -> set[int]:
     return set(t.variable_ids())
 
@@ -630,8 +635,8 @@ class Compiler:
         n, tpi = self.target.num_tiles, self.target.tiles_per_ipu
         parts = []
         if pieces:
-            start, length, src, dst = (np.concatenate([r[i] for r in pieces]) for i in range(4))
-            sent = tuple(np.concatenate([r[5][i] for r in pieces]) for i in range(3))
+            start, length, src, dst = (_cat([r[i] for r in pieces]) for i in range(4))
+            sent = tuple(_cat([r[5][i] for r in pieces]) for i in range(3))
             sizes = {r[4] for r in pieces}
             # one element size (the usual case): a plain int, no array of sizes per piece
             if len(sizes) == 1:
