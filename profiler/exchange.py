@@ -159,7 +159,9 @@ def _distinct(keys: np.ndarray, space: int) -> np.ndarray:
     """The distinct keys in [0, space), sorted: by counts when the space is small next to the keys
     (no sort), else by a sort (numpy's hash-based unique is several times slower on int64 keys)."""
     if space <= PAIR_BITMAP_LIMIT and keys.size > space // 64:
-        return np.flatnonzero(np.bincount(keys, minlength=space))
+        seen = np.zeros(space, dtype=bool)  # a byte per key, not bincount's 8: fewer fresh pages to fault
+        seen[keys] = True
+        return np.flatnonzero(seen)
     k = np.sort(keys)
     keep = np.ones(k.size, dtype=bool)
     np.not_equal(k[1:], k[:-1], out=keep[1:])
@@ -171,71 +173,190 @@ def _parts(src: np.ndarray, dst: np.ndarray, tpi: int) -> tuple[np.ndarray, np.n
     return ~cross, cross
 
 
+def _weighted(count: np.ndarray, itemsize: np.ndarray | int, part: np.ndarray | slice) -> np.ndarray:
+    """Elements times their size (one size: a plain product, no per-piece array of sizes)."""
+    return count * itemsize if np.ndim(itemsize) == 0 else count * itemsize[part]  # type: ignore[index]
+
+
 def _sent(
-    src: np.ndarray, first: np.ndarray, length: np.ndarray, itemsize: np.ndarray, n: int, span: int
+    src: np.ndarray, first: np.ndarray, length: np.ndarray, itemsize: np.ndarray | int, n: int, span: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """(bytes, regions) each tile sends when every interval [first, first + length) it holds goes
     out once however many tiles read it (multicast): the union of its intervals, and that union's
     runs (touching intervals make one run)."""
     key = src * span + first
     order = np.argsort(key, kind="stable")
-    key, ln, s, w = key[order], length[order], src[order], itemsize[order]
-    new = union_length(key, key + ln)
-    covered = np.maximum.accumulate(key + ln)
+    key, ln, s = key[order], length[order], src[order]
+    end = key + ln
+    new = union_length(key, end)
+    covered = np.maximum.accumulate(end)
     starts = np.ones(key.size, dtype=bool)
-    starts[1:] = key[1:] > covered[:-1]  # a gap before it: a new run
-    sent = np.bincount(s, weights=new * w, minlength=n).astype(np.int64)
+    np.greater(key[1:], covered[:-1], out=starts[1:])  # a gap before it: a new run
+    sent = np.bincount(s, weights=_weighted(new, itemsize, order), minlength=n).astype(np.int64)
     return sent, np.bincount(s[starts], minlength=n).astype(np.int64)
 
 
+def _bytes_per_tile(tile: np.ndarray, count: np.ndarray, itemsize: np.ndarray | int, n: int) -> np.ndarray:
+    """Bytes per tile of ``count[i]`` elements of ``itemsize`` bytes on ``tile[i]``."""
+    if np.ndim(itemsize) == 0:  # one size: the counts' sums times it, no product per piece
+        return np.bincount(tile, weights=count, minlength=n).astype(np.int64) * int(itemsize)  # type: ignore[arg-type]
+    return np.bincount(tile, weights=count * itemsize, minlength=n).astype(np.int64)
+
+
 def piece_receives(
-    start: np.ndarray, length: np.ndarray, src: np.ndarray, dst: np.ndarray, itemsize: np.ndarray, n: int, tpi: int
+    start: np.ndarray,
+    length: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    itemsize: np.ndarray | int,
+    n: int,
+    tpi: int,
+    sent: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | int] | None = None,
 ) -> tuple[_Receives | None, _Receives | None]:
     """Receives from region pieces: piece i is global elements ``[start[i], start[i] + length[i])``,
     held by tile src[i] (inside one mapping interval), read on tile dst[i] != src[i], ``itemsize[i]``
-    bytes each. Each element counts once per receiving tile however many pieces cover it (the union
-    per tile), and once per sending tile however many tiles receive it (multicast); a tile's
-    received regions are the runs of its new parts from one sender. All over pieces, never
-    elements. (on-IPU, inter-IPU) parts, None where empty."""
+    bytes each (or ``itemsize`` for all). Each element counts once per receiving tile however many
+    pieces cover it (the union per tile), and once per sending tile however many tiles receive it
+    (multicast); a tile's received regions are the runs of its new parts from one sender. All over
+    pieces, never elements. (on-IPU, inter-IPU) parts, None where empty.
+
+    ``sent``: (start, length, holding tile, itemsize) of pieces whose union per holding tile is the
+    union of the pieces above (fewer: each distinct piece once, however many tiles read it); on one
+    IPU the bytes and regions sent are found from them."""
     if start.size == 0:
         return None, None
     span = int((start + length).max()) + 1
-    # tile * span passes int32 on graphs of 2^31+ elements
-    src, dst = src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False)
-    shifted = start + dst * span  # one sort key: (receiving tile, start)
-    order = np.argsort(shifted, kind="stable")  # timsort: pieces arrive as ascending runs
-    shifted = shifted[order]
-    ln, sr, d, w = length[order], src[order], dst[order], itemsize[order]
-    new = union_length(shifted, shifted + ln)
-    keep = new > 0
-    first = (shifted + ln - new)[keep] - d[keep] * span  # where each piece's new part begins
-    ln, sr, d, w = new[keep], sr[keep], d[keep], w[keep]
-    nbytes = ln * w
+    # tile * span passes int32 on graphs of 2^31+ elements (in place: these arrays run to millions)
+    key = dst.astype(np.int64)
+    key *= span
+    key += start  # one sort key: (receiving tile, start)
+    order = np.argsort(key, kind="stable")  # timsort: pieces arrive as ascending runs
+    key = key[order]
+    one_ipu = tpi >= n
+    parts = [_PartSums(n), _PartSums(n)]  # on-IPU, inter-IPU
+    # receiving tiles are independent (but for supertile partners): planned a chunk of them at a
+    # time, so the temporaries stay small enough for the allocator to reuse (profiler.allocator)
+    bounds = _chunk_bounds(key, span, n)
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        o = order[a:b]
+        w = itemsize if np.ndim(itemsize) == 0 else itemsize[o]  # type: ignore[index]
+        first, ln, sr, d, w = _new_parts(key[a:b], length[o], src[o].astype(np.int64, copy=False), w, span)
+        split = (slice(None), None) if one_ipu else _parts(sr, d, tpi)
+        for sums, part in zip(parts, split, strict=True):
+            if part is None or (not isinstance(part, slice) and not part.any()):
+                continue
+            pw = w if np.ndim(w) == 0 else w[part]
+            sums.add(
+                sr[part],
+                d[part],
+                first[part],
+                ln[part],
+                pw,
+                span,
+                local=sums is parts[0],
+                keep=not one_ipu or sent is None,
+            )
     out: list[_Receives | None] = []
-    parts = _parts(sr, d, tpi)
-    for part in parts:
-        if not part.any():
+    for sums in parts:
+        if not sums.any:
             out.append(None)
             continue
-        ps, pd, pb, pf, pl = sr[part], d[part], nbytes[part], first[part], ln[part]
-        shared = np.zeros(n)
-        if part is parts[0]:
-            # elements both tiles of a supertile receive: the pieces' total minus their union per supertile
+        if sent is not None and one_ipu:
+            s_start, s_len, s_src, s_w = sent
+            sent_bytes, regions_out = _sent(s_src.astype(np.int64, copy=False), s_start, s_len, s_w, n, span)
+        else:
+            sent_bytes, regions_out = _sent(*sums.held(), n, span)
+        out.append(_Receives(sums.b_in, sent_bytes, _distinct(np.concatenate(sums.pairs), n * n), sums.shared,
+                             sums.regions_in, regions_out))  # fmt: skip
+    return out[0], out[1]
+
+
+# Pieces planned per chunk of receiving tiles, about: 2^20 pieces keep each temporary at 8 MiB,
+# below glibc's mmap threshold as profiler.allocator sets it, so freed ones are reused rather than
+# faulted in afresh (ResNet-50 at batch 32 plans compute sets of 14 M pieces).
+PIECE_CHUNK = 1 << 20
+
+
+def _chunk_bounds(key: np.ndarray, span: int, n: int) -> list[int]:
+    """Cuts of pieces sorted by (receiving tile, start) into chunks of about PIECE_CHUNK, each
+    starting at a supertile's first tile (the two receivers of a supertile are planned together)."""
+    if key.size <= PIECE_CHUNK:
+        return [0, key.size]
+    supertile_first = np.searchsorted(key, np.arange(0, n + TILES_PER_SUPERTILE, TILES_PER_SUPERTILE) * span)
+    near = np.searchsorted(supertile_first, np.arange(PIECE_CHUNK, key.size, PIECE_CHUNK))
+    cuts = np.unique(supertile_first[np.minimum(near, supertile_first.size - 1)])
+    return [0, *(int(c) for c in cuts if 0 < c < key.size), key.size]
+
+
+def _new_parts(
+    key: np.ndarray, length: np.ndarray, src: np.ndarray, itemsize: np.ndarray | int, span: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | int]:
+    """Of pieces sorted by key (receiving tile * span + start): the part of each that no earlier
+    piece of its tile covers, (first, length, holding tile, receiving tile, itemsize); pieces
+    wholly inside earlier ones are dropped."""
+    end = key + length
+    new = union_length(key, end)
+    first = end
+    first -= new  # where each piece's new part begins, in key space
+    d = key // span
+    first -= d * span
+    keep = new > 0
+    if keep.all():
+        return first, new, src, d, itemsize
+    w = itemsize if np.ndim(itemsize) == 0 else itemsize[keep]  # type: ignore[index]
+    return first[keep], new[keep], src[keep], d[keep], w
+
+
+class _PartSums:
+    """Per-tile figures of one part (on-IPU or inter-IPU) summed over chunks of receiving tiles."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.any = False
+        self.b_in = np.zeros(n, np.int64)
+        self.shared = np.zeros(n)
+        self.regions_in = np.zeros(n, np.int64)
+        self.pairs: list[np.ndarray] = []
+        self.kept: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | int]] = []
+
+    def add(
+        self, ps: np.ndarray, pd: np.ndarray, pf: np.ndarray, pl: np.ndarray, pw: np.ndarray | int, span: int,
+        local: bool, keep: bool,
+    ) -> None:  # fmt: skip
+        """New parts (sending tile, receiving tile, first, length, itemsize) sorted by (receiving
+        tile, first); ``keep``: hold them for the sent figures (no distinct pieces were given)."""
+        n = self.n
+        self.any = True
+        if local:
+            # elements both tiles of a supertile receive: the parts' total minus their union per supertile
             st = pd // TILES_PER_SUPERTILE
             sh2 = pf + st * span
-            o2 = np.argsort(sh2, kind="stable")
-            sh2 = sh2[o2]
-            union = union_length(sh2, sh2 + pl[o2])
-            both = np.bincount(st[o2], weights=(pl[o2] - union) * w[part][o2], minlength=n)
-            shared = both[np.arange(n) // TILES_PER_SUPERTILE] / 2
-        # received regions: new parts sorted by (receiving tile, start); a run continues only from
-        # the same sender, contiguously
+            o2 = np.argsort(sh2, kind="stable")  # two sorted runs per supertile: a merge
+            sh2, pl2 = sh2[o2], pl[o2]
+            twice = pl2 - union_length(sh2, sh2 + pl2)
+            both = np.bincount(st[o2], weights=_weighted(twice, pw, o2), minlength=n)
+            self.shared += both[np.arange(n) // TILES_PER_SUPERTILE] / 2
+        # received regions: a run continues only from the same sender, contiguously
         new_region = np.ones(pd.size, dtype=bool)
-        new_region[1:] = (pd[1:] != pd[:-1]) | (ps[1:] != ps[:-1]) | (pf[1:] != pf[:-1] + pl[:-1])
-        sent, regions_out = _sent(ps, pf, pl, w[part], n, span)
-        out.append(_Receives(np.bincount(pd, weights=pb, minlength=n).astype(np.int64), sent, _pairs(ps, pd, n),
-                             shared, np.bincount(pd[new_region], minlength=n).astype(np.int64), regions_out))  # fmt: skip
-    return out[0], out[1]
+        np.not_equal(pf[1:], pf[:-1] + pl[:-1], out=new_region[1:])
+        new_region[1:] |= pd[1:] != pd[:-1]
+        new_region[1:] |= ps[1:] != ps[:-1]
+        self.regions_in += np.bincount(pd[new_region], minlength=n)
+        self.b_in += _bytes_per_tile(pd, pl, pw, n)
+        self.pairs.append(_pairs(ps, pd, n))
+        if keep:
+            self.kept.append((ps, pf, pl, pw))
+
+    def held(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | int]:
+        """(sending tile, first, length, itemsize) of every new part kept."""
+        ws = [k[3] for k in self.kept]
+        if all(np.ndim(w) == 0 for w in ws) and len({int(w) for w in ws}) == 1:  # type: ignore[arg-type]
+            w: np.ndarray | int = ws[0]
+        else:
+            w = np.concatenate(
+                [np.broadcast_to(np.asarray(w, np.int64), k[0].shape) for w, k in zip(ws, self.kept, strict=True)]
+            )
+        return (*(np.concatenate([k[i] for k in self.kept]) for i in range(3)), w)  # type: ignore[return-value]
 
 
 def element_receives(

@@ -31,9 +31,11 @@ def available_bytes() -> int:
     """Memory the system can still give this process without swapping: MemAvailable, or less when
     the process's cgroup limit leaves less; unlimited where neither says."""
     available = 1 << 62
-    for line in _read(MEMINFO).splitlines():
-        fields = line.split()
-        if fields[:1] == ["MemAvailable:"] and fields[1:2] and fields[1].isdigit():
+    info = "\n" + _read(MEMINFO)
+    at = info.find("\nMemAvailable:")  # one line looked up, not every line split (checked per field)
+    if at >= 0:
+        fields = info[at + 1 :].split(None, 2)
+        if fields[1:2] and fields[1].isdigit():
             available = int(fields[1]) * 1024
     limit, used = _read(f"{CGROUP}/memory.max").strip(), _read(f"{CGROUP}/memory.current").strip()
     if limit.isdigit() and used.isdigit():

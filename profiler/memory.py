@@ -9,6 +9,7 @@ general arena skips over it. Bytes past the end of the tile are *overflowed* (ou
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,20 +60,23 @@ class MemoryLayout:
 
 def _first_fit(sizes: np.ndarray, firsts: np.ndarray, lasts: np.ndarray) -> np.ndarray:
     """Offsets for allocations live over [first, last] steps; ones whose lifetimes overlap never share bytes."""
-    order = sorted(range(len(sizes)), key=lambda i: (firsts[i], -sizes[i], i))
-    offsets = np.zeros(len(sizes), dtype=np.int64)
+    sizes = np.asarray(sizes, dtype=np.int64)
+    # by first step, then largest first, then index (lexsort: the last key is the primary one)
+    order = np.lexsort((np.arange(sizes.size), -sizes, np.asarray(firsts))).tolist()
+    size_of, first_of, last_of = sizes.tolist(), np.asarray(firsts).tolist(), np.asarray(lasts).tolist()
+    offsets = [0] * len(size_of)
     active: list[tuple[int, int, int]] = []  # (start, end, last step)
-    for i in order:
-        f, size = int(firsts[i]), int(sizes[i])
-        active = sorted(a for a in active if a[2] >= f)
+    for i in order:  # plain ints: this loop runs per allocation of every distinct tile layout
+        f, size = first_of[i], size_of[i]
+        active = [a for a in active if a[2] >= f]  # kept sorted: insort below
         pos = 0
         for s, e, _ in active:
             if pos + size <= s:
                 break
-            pos = max(pos, int(_align(e)))
+            pos = max(pos, (e + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT)
         offsets[i] = pos
-        active.append((pos, pos + size, int(lasts[i])))
-    return offsets
+        bisect.insort(active, (pos, pos + size, last_of[i]))
+    return np.array(offsets, dtype=np.int64)
 
 
 def _allocate_shared(

@@ -30,13 +30,49 @@ class Regions:
     pad: Regions | None = None
     pad_first: int = 0
     pad_step: int = 1
+    # rows that read the same block of a window read the same elements: when set, ``owner`` (here
+    # and in ``pad``) numbers distinct blocks and row v reads block ``block[v]``'s regions, so that
+    # the compiler cuts them at tile-mapping intervals once (``per_row`` gives a copy per row)
+    block: np.ndarray | None = None
 
     @property
     def count(self) -> int:
         return int(self.start.size)
 
+    def per_row(self) -> Regions:
+        """These regions owned by rows: each block's regions once per row reading it."""
+        if self.block is None:
+            return self
+        idx, row = rows_of_blocks(self.owner, self.block)
+        out = Regions(self.start[idx], self.length[idx], row, pad_first=self.pad_first, pad_step=self.pad_step)
+        if self.pad is not None:
+            idx, row = rows_of_blocks(self.pad.owner, self.block)
+            out.pad = Regions(self.pad.start[idx], self.pad.length[idx], row)
+        return out
+
     def elements(self) -> int:
         return int(self.length.sum())
+
+
+def rows_of_blocks(owner: np.ndarray, block: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Items owned by blocks (``owner[i]``) given to the rows reading them (row v reads block
+    ``block[v]``): (item index, row) of every copy, row by row, each row's items in their order."""
+    order = np.argsort(owner, kind="stable")
+    count = np.bincount(owner, minlength=int(block.max()) + 1 if block.size else 0)
+    first = np.cumsum(count) - count
+    per_row = count[block]
+    within = np.arange(int(per_row.sum()), dtype=np.int64) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+    return order[np.repeat(first[block], per_row) + within], np.repeat(np.arange(block.size, dtype=np.int64), per_row)
+
+
+def _distinct_blocks(lay: WindowBlocks) -> tuple[WindowBlocks, np.ndarray | None]:
+    """The distinct blocks of ``lay`` (several vertices, e.g. of different output channels, read the
+    same window block) and each row's among them; None when every block is distinct."""
+    key = np.stack([lay.g, lay.r0, lay.c0], axis=1)
+    distinct, first, block = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    if distinct.shape[0] == key.shape[0]:
+        return lay, None
+    return WindowBlocks(lay.window, lay.g[first], lay.r0[first], lay.c0[first], lay.rows, lay.cols), block.reshape(-1)
 
 
 def _runs(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, int]:
@@ -70,10 +106,16 @@ def field_regions(t: Tensor, base: np.ndarray) -> Regions:
         per_row = np.diff(lay.row_first)
         owner = np.repeat(np.arange(per_row.size, dtype=np.int64), per_row)
         # a repeated element (step 0) is one element, however often the row reads it
-        return Regions(lay.start + int(base[t._var]), np.where(lay.step == 0, 1, lay.length), owner)
+        start, length = lay.start + int(base[t._var]), np.where(lay.step == 0, 1, lay.length)
+        # a row's runs laid end to end in memory (an elementwise operand over whole rows) or reading
+        # the same elements again (a broadcast operand, once per pixel) are one region
+        keep, length = _joined(start, length, owner)
+        return Regions(start[keep], length, owner[keep])
     if isinstance(lay, WindowBlocks):
-        found = window_regions(lay, base)
+        distinct, block = _distinct_blocks(lay)
+        found = window_regions(distinct, base)
         if found is not None:
+            found.block = block
             return found
         t = t._explicit()
         lay = t._lay
@@ -130,10 +172,11 @@ def union_length(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     if start.size == 0:
         return np.zeros(0, np.int64)
     covered = np.maximum.accumulate(end)
-    prev = np.empty_like(covered)
-    prev[0] = start[0]
-    prev[1:] = covered[:-1]
-    return np.maximum(0, end - np.maximum(start, prev))
+    new = np.empty_like(covered)  # built in place: these arrays run to millions of pieces
+    new[0] = start[0]
+    np.maximum(start[1:], covered[:-1], out=new[1:])
+    np.subtract(end, new, out=new)
+    return np.maximum(new, 0, out=new)
 
 
 def canonical(start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -162,6 +205,24 @@ def _segments(
     lo = np.maximum(start[row], outer * width) - outer * width
     hi = np.minimum(start[row] + count, (outer + 1) * width) - outer * width
     return row, outer, lo, hi
+
+
+def _position_units(
+    start: np.ndarray, count: int, width: int, joins: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Output positions ``[start[i], start[i] + count)`` of each block i of a flattened (output
+    row, width) axis as units: one per output row the block touches where ``joins[i]`` (its windows
+    at neighbouring positions overlap or touch, so their union is one run), else one per position.
+    Returns (block, output row, first and last position within the row) of every unit, in order."""
+    row, outer, lo, hi = _segments(np.arange(start.size, dtype=np.int64), start, count, width)
+    split = ~joins[row]
+    if not split.any():
+        return row, outer, lo, hi - 1
+    n = np.where(split, hi - lo, 1)
+    rep = np.repeat(np.arange(row.size), n)
+    lo = lo[rep] + (np.arange(rep.size) - np.repeat(np.cumsum(n) - n, n))
+    hi = np.where(split[rep], lo + 1, hi[rep])
+    return row[rep], outer[rep], lo, hi - 1
 
 
 def window_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
@@ -200,20 +261,21 @@ def window_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
         j_hi = np.minimum(kw - 1, (lay.c0[:, None] + ks - 1 - c_) // cg - i_ * kw)
         sv, pair = np.nonzero(j_hi >= j_lo)
         lo, hi = j_lo[sv, pair], j_hi[sv, pair] + 1
-        r = lay.r0[sv][:, None] + np.arange(ms)  # [pairs, ms]
-        b_, oh, ow = r // (ho * wo), (r // wo) % ho, r % wo
-        ch, i = (lay.g[sv] * cg + c_[pair])[:, None], i_[pair][:, None]
-        w_lo = ow * sw + lo[:, None] - pw
-        w_hi = ow * sw + (hi - 1)[:, None] - pw + 1
-        owner = np.broadcast_to(sv[:, None], r.shape)
+        # a unit: the block's positions along one output row, or one position when windows leave gaps
+        u, q, ow0, ow1 = _position_units(lay.r0[sv], ms, wo, hi - lo >= sw)
+        b_, oh = q // ho, q % ho
+        ch, i = lay.g[sv[u]] * cg + c_[pair[u]], i_[pair[u]]
+        w_lo = ow0 * sw + lo[u] - pw  # the union of the unit's windows along the input row
+        w_hi = ow1 * sw + (hi - 1)[u] - pw + 1
+        owner = sv[u]
     elif dw == 1 and s_w == 1:  # runs along the kernel row: each output position, segments of (c, i)
         sv, e, lo, hi = _segments(vid, lay.c0, ks, kw)
-        r = lay.r0[sv][:, None] + np.arange(ms)  # [segments, ms]
-        b_, oh, ow = r // (ho * wo), (r // wo) % ho, r % wo
-        ch, i = lay.g[sv][:, None] * cg + (e // kh)[:, None], (e % kh)[:, None]
-        w_lo = ow * sw + lo[:, None] - pw
-        w_hi = ow * sw + (hi - 1)[:, None] - pw + 1
-        owner = np.broadcast_to(sv[:, None], r.shape)
+        u, q, ow0, ow1 = _position_units(lay.r0[sv], ms, wo, hi - lo >= sw)  # as in the branch above
+        b_, oh = q // ho, q % ho
+        ch, i = lay.g[sv[u]] * cg + e[u] // kh, e[u] % kh
+        w_lo = ow0 * sw + lo[u] - pw
+        w_hi = ow1 * sw + (hi - 1)[u] - pw + 1
+        owner = sv[u]
     elif s_c == 1:  # channels innermost (NHWC storage): per output and kernel position, a run of channels
         return _channel_regions(lay, base)
     else:
@@ -246,6 +308,70 @@ def window_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     return regions
 
 
+@dataclass(frozen=True)
+class _ChannelInput:
+    """A window over a channels-innermost input, as _channel_regions' helpers read it: the global id
+    of x[0, 0, 0, 0] (channel offsets added per run), the batch, row and column strides, the input's
+    height and width, the window's geometry and the blocks' first output positions and row count."""
+
+    origin: int
+    s_b: int
+    s_h: int
+    s_w: int
+    h: int
+    wd: int
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    dilation: tuple[int, int]
+    out: tuple[int, int]
+    r0: np.ndarray  # per block
+    rows: int
+
+
+Runs4 = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # (start, length, owner, inside) of runs
+
+
+def _channel_runs_by_position(
+    geo: _ChannelInput, vv: np.ndarray, ee: np.ndarray, chan: np.ndarray, n_ch: np.ndarray
+) -> Runs4:
+    """One run per output position of block vv[p]'s rows, at kernel position ee[p], of n_ch[p]
+    channels from offset chan[p]: at the input element, or (padding) at the nearest one."""
+    (_, kw), (sh, sw), (ph, pw), (dh, dw), (ho, wo) = geo.kernel, geo.stride, geo.padding, geo.dilation, geo.out
+    r = geo.r0[vv][:, None] + np.arange(geo.rows)  # [pairs, rows]
+    b_, oh, ow = r // (ho * wo), (r // wo) % ho, r % wo
+    hh = oh * sh + (ee // kw)[:, None] * dh - ph
+    ww = ow * sw + (ee % kw)[:, None] * dw - pw
+    inside = ((hh >= 0) & (hh < geo.h) & (ww >= 0) & (ww < geo.wd)).reshape(-1)
+    hh, ww = np.minimum(np.maximum(hh, 0), geo.h - 1), np.minimum(np.maximum(ww, 0), geo.wd - 1)
+    near = (geo.origin + b_ * geo.s_b + chan[:, None] + hh * geo.s_h + ww * geo.s_w).reshape(-1)
+    owner = np.repeat(vv, geo.rows)
+    return near, np.repeat(n_ch, geo.rows), owner, inside
+
+
+def _channel_runs_by_row(
+    geo: _ChannelInput, vv: np.ndarray, ee: np.ndarray, chan: np.ndarray, n_ch: np.ndarray
+) -> Runs4:
+    """As _channel_runs_by_position where neighbouring positions' runs touch: per output row of
+    the block, up to three runs: positions left of the input (nearest: column 0), the columns inside
+    (padding when the input row is), positions right of it (nearest: column wd - 1)."""
+    (_, kw), (sh, sw), (ph, pw), (dh, dw), (ho, wo) = geo.kernel, geo.stride, geo.padding, geo.dilation, geo.out
+    u, q, ow0, ow1 = _position_units(geo.r0[vv], geo.rows, wo, np.ones(vv.size, dtype=bool))
+    n = n_ch[u]
+    hh = (q % ho) * sh + (ee // kw)[u] * dh - ph
+    off = (ee % kw)[u] * dw - pw  # output position ow reads input column ow * sw + off
+    a = np.maximum(ow0, -(off // sw))  # the unit's positions [a, z) read columns inside the input
+    z = np.minimum(ow1 + 1, (geo.wd - 1 - off) // sw + 1)
+    row = geo.origin + (q // ho) * geo.s_b + chan[u] + np.minimum(np.maximum(hh, 0), geo.h - 1) * geo.s_h
+    mid = a < z
+    step = sw * geo.s_w
+    near = np.stack([row, row + (a * sw + off) * geo.s_w * mid, row + (geo.wd - 1) * geo.s_w], axis=1)
+    length = np.stack([n, (z - 1 - a) * step * mid + n, n], axis=1)
+    present = np.stack([ow0 < a, mid, z <= ow1], axis=1).reshape(-1)
+    inside = np.stack([np.zeros_like(mid), mid & (hh >= 0) & (hh < geo.h), np.zeros_like(mid)], axis=1).reshape(-1)
+    return near.reshape(-1)[present], length.reshape(-1)[present], np.repeat(vv[u], 3)[present], inside[present]
+
+
 def _channel_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     """Regions of window blocks over an input whose channels are innermost (stride 1), or grouped
     innermost (a store [C/grp][B][H][W][grp], profiler.layout.Factored): for every output position
@@ -261,7 +387,7 @@ def _channel_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     else:
         s_b, _, s_h, s_w = x.strides
         grp, s_grp = c, 0
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw), (ho, wo) = w.kernel, w.stride, w.padding, w.dilation, w.out
+    (kh, kw), sw = w.kernel, w.stride[1]
     cg, k = c // w.groups, kh * kw
     ms, ks = lay.rows, lay.cols
     # per vertex and kernel position e = i * kw + j: the block's channel range [c_lo, c_hi] there
@@ -283,16 +409,18 @@ def _channel_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     vv, ee, first, last = vv[rep], ee[rep], first[rep], last[rep]
     lo_c, hi_c = np.maximum(first, gi * grp), np.minimum(last, gi * grp + grp - 1)
     n_ch = hi_c - lo_c + 1
-    r = lay.r0[vv][:, None] + np.arange(ms)  # [pairs, ms]
-    b_, oh, ow = r // (ho * wo), (r // wo) % ho, r % wo
-    hh = oh * sh + (ee // kw)[:, None] * dh - ph
-    ww = ow * sw + (ee % kw)[:, None] * dw - pw
-    chan = (gi * s_grp + lo_c - gi * grp)[:, None]  # offset of the run's first channel
-    owner = np.broadcast_to(vv[:, None], r.shape).reshape(-1)
-    length = np.broadcast_to(n_ch[:, None], r.shape).reshape(-1)
-    inside = ((hh >= 0) & (hh < h) & (ww >= 0) & (ww < wd)).reshape(-1)
-    near = x.offset + int(base[w.x_var]) + b_ * s_b + chan + np.clip(hh, 0, h - 1) * s_h + np.clip(ww, 0, wd - 1) * s_w
-    near = near.reshape(-1)
+    chan = gi * s_grp + lo_c - gi * grp  # offset of the run's first channel
+    geo = _ChannelInput(x.offset + int(base[w.x_var]), s_b, s_h, s_w, h, wd, w.kernel, w.stride, w.padding,
+                        w.dilation, w.out, lay.r0, ms)  # fmt: skip
+    # the runs of neighbouring output positions touch when the positions' memory step is at most a
+    # run (stride 1 over whole groups): then the block's positions along an output row are one run
+    joins = sw * s_w <= n_ch
+    parts = [
+        runs(geo, vv[sel], ee[sel], chan[sel], n_ch[sel])
+        for runs, sel in ((_channel_runs_by_row, joins), (_channel_runs_by_position, ~joins))
+        if sel.any()
+    ]
+    near, length, owner, inside = (np.concatenate([p[i] for p in parts]) for i in range(4))
     keep, length = _joined(near, length, owner, inside)
     near, inside, owner = near[keep], inside[keep], owner[keep]
     regions = Regions(near[inside], length[inside], owner[inside])

@@ -11,6 +11,7 @@ import pytest
 
 from profiler import Graph, Sequence, cost_model, ipu_model, ops
 from profiler import compile as compile_mod
+from profiler import exchange as exchange_mod
 from profiler.compile import compile_programs
 from profiler.exchange import TILES_PER_SUPERTILE
 
@@ -71,13 +72,15 @@ def _random_mapping(g: Graph, t, rng) -> None:  # type: ignore[no-untyped-def]
     g.set_tile_mapping(t, np.repeat(tiles, np.diff(np.concatenate(([0], cuts, [n])))))
 
 
-@pytest.mark.parametrize("way", ["intervals", "elements"])
+@pytest.mark.parametrize("way", ["intervals", "intervals in chunks", "elements"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_interval_exchange_matches_a_per_element_reference(
     seed: int, way: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # both ways the compiler plans a field's receives: as intervals, or per element when runs are short
-    monkeypatch.setattr(compile_mod, "SHORT_PIECE_ELEMENTS", 0 if way == "intervals" else 10**9)
+    monkeypatch.setattr(compile_mod, "SHORT_PIECE_ELEMENTS", 10**9 if way == "elements" else 0)
+    if way == "intervals in chunks":  # receiving tiles planned a few pieces at a time
+        monkeypatch.setattr(exchange_mod, "PIECE_CHUNK", 8)
     rng = np.random.default_rng(seed)
     g = Graph(ipu_model(tiles_per_ipu=16))
     prog = Sequence()
@@ -120,3 +123,38 @@ def test_piece_receives_on_graphs_past_int32_element_ids() -> None:
     local, _ = piece_receives(start, np.array([3, 3]), np.array([0, 0], np.int32), np.array([3, 3], np.int32),
                               np.array([2, 2]), 4, 4)  # fmt: skip
     assert local is not None and local.bytes_in.tolist() == [0, 0, 0, 8] and local.bytes_out.tolist() == [8, 0, 0, 0]
+
+
+def test_sent_pieces_hold_what_each_tile_sends_once() -> None:
+    # distinct block pieces given to rows, then padding pieces: what goes out is every element some
+    # other tile reads, per holding tile, each distinct piece once however many rows read it
+    from profiler.compile import _sent_pieces
+
+    rng = np.random.default_rng(7)
+    s, n, t = rng.integers(0, 50, 12), rng.integers(1, 5, 12), rng.integers(0, 4, 12)
+    idx = rng.integers(0, 12, 30)  # the distinct piece each row's piece is
+    pad = (rng.integers(100, 120, 5), np.ones(5, np.int64), rng.integers(0, 4, 5))
+    start, length, src = (np.concatenate([a[idx], p]) for a, p in zip((s, n, t), pad, strict=True))
+    remote = rng.random(start.size) < 0.5
+    got = _sent_pieces(start, length, src, remote, (s, n, t, idx))
+
+    def held(a, b, c):  # type: ignore[no-untyped-def]
+        return {(int(z), e) for x, y, z in zip(a, b, c, strict=True) for e in range(int(x), int(x + y))}
+
+    assert held(*got) == held(start[remote], length[remote], src[remote])
+    assert got[0].size <= np.unique(idx[remote[: idx.size]]).size + int(remote[idx.size :].sum())
+
+
+def test_chunks_of_pieces_start_at_supertiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    from profiler.exchange import _chunk_bounds
+
+    monkeypatch.setattr(exchange_mod, "PIECE_CHUNK", 20)
+    rng = np.random.default_rng(4)
+    n, span = 16, 1000
+    key = np.sort(rng.integers(0, n, 200) * span + rng.integers(0, span, 200))
+    bounds = _chunk_bounds(key, span, n)
+    assert bounds[0] == 0 and bounds[-1] == key.size and bounds == sorted(set(bounds))
+    supertile = key // span // TILES_PER_SUPERTILE
+    for c in bounds[1:-1]:  # a cut between supertiles, never inside one
+        assert supertile[c] != supertile[c - 1]
+    assert len(bounds) > 3  # the chunk size was taken into account

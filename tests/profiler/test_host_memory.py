@@ -64,3 +64,17 @@ def test_a_variable_that_cannot_fit_is_refused_before_its_element_ids_exist() ->
         g.add_variable("float", (10**12, 64), "huge")
     with pytest.raises(HostMemoryError):  # a product past int64 must not wrap into a small size
         g.add_variable("float", (2**40, 2**40), "wraps")
+
+
+def test_compiling_switches_numpys_huge_page_advice_off_and_back() -> None:
+    from numpy._core.multiarray import _set_madvise_hugepage
+
+    from profiler.compile import small_pages
+
+    before = _set_madvise_hugepage(True)
+    try:
+        with small_pages():
+            assert _set_madvise_hugepage(False) is False  # off inside (setting it off again changes nothing)
+        assert _set_madvise_hugepage(True) is True  # back on after
+    finally:
+        _set_madvise_hugepage(before)

@@ -8,7 +8,8 @@ import pytest
 from profiler import Graph, ipu_model
 from profiler.access import Access
 from profiler.layout import Affine, Blocks, Runs, Window, WindowBlocks
-from profiler.regions import canonical, field_regions, union_length
+from profiler.regions import _position_units, canonical, field_regions, rows_of_blocks, union_length
+from profiler.tensor import Tensor
 
 
 def _graph(tiles: int = 8) -> Graph:
@@ -158,8 +159,9 @@ def test_field_regions_cover_exactly_the_fields_elements() -> None:
 )  # fmt: skip
 @pytest.mark.parametrize("storage", ["NCHW", "NHWC", "grouped"])
 @pytest.mark.parametrize("kernel_major", [False, True])
+@pytest.mark.parametrize("rows", [5, 13])  # blocks over one or two output rows, and over three or more
 def test_window_regions_match_the_explicit_im2col(
-    kernel, stride, padding, dilation, groups, storage, kernel_major
+    kernel, stride, padding, dilation, groups, storage, kernel_major, rows
 ) -> None:  # type: ignore[no-untyped-def]
     from profiler import Sequence, ops
     from profiler.ops import conv
@@ -176,18 +178,19 @@ def test_window_regions_match_the_explicit_im2col(
     gn, m, k = cols.shape
     rng = np.random.default_rng(0)
     v = 40
-    gi, r0, c0 = rng.integers(0, gn, v), rng.integers(0, m - 5, v), rng.integers(0, k - 3, v)
-    blocks = cols.blocks([gi, r0, c0], (1, 5, 3), drop=(0,))
+    gi, r0, c0 = rng.integers(0, gn, v), rng.integers(0, m - rows, v), rng.integers(0, k - 3, v)
+    gi[1::4], r0[1::4], c0[1::4] = gi[::4][: v // 4], r0[::4][: v // 4], c0[::4][: v // 4]  # rows sharing a block
+    blocks = cols.blocks([gi, r0, c0], (1, rows, 3), drop=(0,))
     assert isinstance(blocks._lay, WindowBlocks)
     base = np.cumsum([0] + [var.numel for var in g.variables])
-    r = field_regions(blocks, base)
+    r = field_regions(blocks, base).per_row()
     got = _region_sets(r, v)
     # padding: the pad element of the tile holding each nearest input element
     if r.pad is not None:
         tiles = g.variables[x.single_variable()].mapping.dense().astype(np.int64)  # by position in the variable
         for s, n, o in zip(r.pad.start.tolist(), r.pad.length.tolist(), r.pad.owner.tolist(), strict=True):
             got[o] |= {r.pad_first + int(tiles[e - base[x.single_variable()]]) * r.pad_step for e in range(s, s + n)}
-    explicit = cols._explicit().blocks([gi, r0, c0], (1, 5, 3), drop=(0,))
+    explicit = cols._explicit().blocks([gi, r0, c0], (1, rows, 3), drop=(0,))
     assert got == _element_sets(explicit, base)
     # and the values a run reads through sliding windows are the explicit gather's
     state = [np.arange(var.numel, dtype=np.float32) + 1000 * i for i, var in enumerate(g.variables)]
@@ -220,3 +223,45 @@ def test_overlapping_windows_of_a_strided_convolution_are_one_region() -> None:
     r = field_regions(blocks, base)
     x0 = int(base[x.single_variable()])
     assert (r.start.tolist(), r.length.tolist(), r.owner.tolist()) == ([x0], [11], [0])
+
+
+def test_position_units_cut_blocks_at_output_rows_or_into_positions() -> None:
+    rng = np.random.default_rng(3)
+    width, count = 7, 12
+    start = rng.integers(0, 40, 30)
+    joins = rng.random(30) < 0.5
+    got = list(zip(*(a.tolist() for a in _position_units(start, count, width, joins)), strict=True))
+    want = []  # per block, its positions grouped by output row (whole rows joined, else one each)
+    for i, (s, j) in enumerate(zip(start.tolist(), joins.tolist(), strict=True)):
+        by_row: dict[int, list[int]] = {}
+        for p in range(s, s + count):
+            by_row.setdefault(p // width, []).append(p % width)
+        for q, cols in by_row.items():
+            want += [(i, q, cols[0], cols[-1])] if j else [(i, q, c, c) for c in cols]
+    assert got == want
+
+
+def test_a_broadcast_or_contiguous_runs_field_is_one_region_per_row() -> None:
+    # an elementwise operand over whole rows, and a per-channel operand read once per pixel
+    g = _graph()
+    a = g.add_variable("float", [4, 6], "a")
+    p = g.add_variable("float", [3], "p")
+    base = np.cumsum([0] + [var.numel for var in g.variables])
+    # as profiler.tile_fields connects a field: runs of 3 laid end to end, per row
+    runs = Runs(np.arange(8) * 3, np.full(8, 3), np.ones(8, np.int64), np.array([0, 4, 8]), 12)
+    rows = Tensor(g, a.single_variable(), runs, a.dtype)
+    repeat = Runs(np.zeros(8, np.int64), np.full(8, 3), np.ones(8, np.int64), np.array([0, 4, 8]), 12)
+    per_pixel = Tensor(g, p.single_variable(), repeat, p.dtype)
+    r = field_regions(rows, base)
+    assert (r.start.tolist(), r.length.tolist(), r.owner.tolist()) == ([0, 12], [12, 12], [0, 1])
+    r = field_regions(per_pixel, base)
+    assert (r.start.tolist(), r.length.tolist(), r.owner.tolist()) == ([24, 24], [3, 3], [0, 1])
+
+
+def test_rows_of_blocks_give_each_row_its_blocks_items_in_order() -> None:
+    rng = np.random.default_rng(5)
+    owner = rng.integers(0, 6, 40)
+    block = rng.integers(0, 6, 15)
+    idx, row = rows_of_blocks(owner, block)
+    want = [(i, v) for v, b in enumerate(block.tolist()) for i in range(owner.size) if owner[i] == b]
+    assert list(zip(idx.tolist(), row.tolist(), strict=True)) == want
