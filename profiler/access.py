@@ -12,7 +12,7 @@ import itertools
 
 import numpy as np
 
-from profiler.convert import converted, copy_into, store
+from profiler.convert import converted, copy_into
 from profiler.layout import Affine, Factored, Window, strided_layout
 from profiler.tensor import Tensor
 
@@ -119,10 +119,7 @@ class Access:
             values = np.asarray(values).reshape(view.shape)
             if np.may_share_memory(values, view):  # e.g. a codelet handing back its operand's view
                 values = values.copy()
-            if rows is None:
-                copy_into(view, values)
-            else:  # a chunk, already on a worker
-                store(view, values)
+            copy_into(view, values)  # in chunks on the run's threads; inline when this is a chunk
             return
         flat = np.asarray(values).reshape(-1)
         if self.strided is not None and self.source is not None:  # a broadcast view written: indices now

@@ -40,6 +40,3 @@ def as_dtype(dtype: object) -> np.dtype:
 
 def is_float(dt: np.dtype) -> bool:
     return dt.kind == "f"
-
-
-# Every float16 value as float3

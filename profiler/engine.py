@@ -278,7 +278,10 @@ class Engine:
         top = next(n for n in c.nodes if n.parent_id == -1 and n.child_index == program)
         volatile = self._volatile.get(program)
         if volatile is None:  # what this program writes, and values made and dropped per step
-            volatile = self._volatile[program] = self._dropped | set().union(*(n.writes for n in _steps_of(top)))
+            first, last = c.program_ranges[program]
+            volatile = self._volatile[program] = self._dropped | set().union(
+                *(n.writes for n in c.steps[first : last + 1])
+            )
         for cache in self._read_caches:
             cache.volatile = volatile
         self._exec(top)
@@ -424,14 +427,3 @@ def _write_pending_reports() -> None:
                 e.close()
             except Exception as exc:  # report the problem in one line; never a traceback at exit
                 print(f"tilescope: could not write the report of engine {e.name!r}: {exc}")
-
-
-def _steps_of(node: Node) -> list[Node]:
-    """The steps under ``node`` (itself if it is one)."""
-    out, todo = [], [node]
-    while todo:
-        n = todo.pop()
-        if n.is_step:
-            out.append(n)
-        todo.extend(n.children)
-    return out
