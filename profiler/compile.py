@@ -7,8 +7,7 @@ placement then work on these steps (profiler.liveness, profiler.memory).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +17,7 @@ from profiler import actions, cost_model, host_memory
 from profiler import programs as P
 from profiler.access import Access, align_positionwise
 from profiler.actions import Action
+from profiler.allocator import small_pages
 from profiler.codelets import Codelet
 from profiler.exchange import (
     element_receives,
@@ -787,24 +787,6 @@ def compile_programs(graph: Graph, programs: list[P.Program], progress: Progress
         raise CompileError(str(exc)) from None
     return CompiledGraph(graph, c.nodes, c.steps, c.cs_plans, c.codelets, c.repeat_ranges, c.program_ranges,
                          c.pipeline_ranges)  # fmt: skip
-
-
-@contextmanager
-def small_pages() -> Iterator[None]:
-    """numpy's huge-page advice (madvise) off while planning: the planner's arrays are large and
-    short-lived, and each fresh one faulted in 2 MB pages cost more kernel time (zeroing, compaction)
-    than the pages saved - ResNet-50 224 b8 compile 7.7 user + 2.6 sys CPU s with it, 6.7 + 0.5 without.
-    Restored after (the engine's long-lived state keeps it)."""
-    try:
-        from numpy._core.multiarray import _set_madvise_hugepage  # type: ignore[attr-defined]
-    except ImportError:  # a numpy without the switch: nothing to change
-        yield
-        return
-    previous = _set_madvise_hugepage(False)
-    try:
-        yield
-    finally:
-        _set_madvise_hugepage(previous)
 
 
 def _code_bytes_for(bytes_per_tile: np.ndarray, target: Target) -> np.ndarray:

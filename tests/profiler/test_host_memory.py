@@ -69,7 +69,7 @@ def test_a_variable_that_cannot_fit_is_refused_before_its_element_ids_exist() ->
 def test_compiling_switches_numpys_huge_page_advice_off_and_back() -> None:
     from numpy._core.multiarray import _set_madvise_hugepage
 
-    from profiler.compile import small_pages
+    from profiler.allocator import small_pages
 
     before = _set_madvise_hugepage(True)
     try:

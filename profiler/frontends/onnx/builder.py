@@ -20,6 +20,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from profiler import ops, sharding
+from profiler.allocator import heap_only
 from profiler.dtypes import as_dtype
 from profiler.graph import Graph
 from profiler.ops.core import linear_tiles
@@ -375,7 +376,8 @@ def import_model(
     split balances (profiler.sharding: "memory" or "compute"). Every failure is a FrontendError (one line; nodes
     are named with their operator and opset) or a HostMemoryError, never another exception."""
     try:
-        return _import_model(model, target, batch_size, dtype, weights, progress, split)
+        with heap_only():  # the graph's large temporaries reused, not faulted in afresh (profiler.allocator)
+            return _import_model(model, target, batch_size, dtype, weights, progress, split)
     except (FrontendError, MemoryError):
         raise
     except Exception as exc:  # outside any node (batch tracing, inputs, outputs): still one line
