@@ -146,6 +146,86 @@ def _add_kernel(
     graph.add_kernel(cs, REDUCE_SEGMENT_CODELETS[op_name], fields, starts=starts, scale=float(scale))
 
 
+class _ElementPairs:
+    """Stage 1's (group, tile) pairs found per element: any members and groups."""
+
+    def __init__(self, graph: Graph, src: Tensor, member: np.ndarray, group: np.ndarray) -> None:
+        nt = graph.target.num_tiles
+        src_tiles = graph.tile_of(src.reshape(-1)).astype(np.int64)[member]
+        key = group.astype(np.int64) * nt + src_tiles
+        ukey, self.pair = _unique_inverse(key)
+        self.group, self.tile = ukey // nt, ukey % nt
+        self.graph, self.src, self.member, self.member_group = graph, src, member, group
+
+    def stage(self, out: Tensor, op_name: str, prog: Prog, name: str, scale: float = 1.0) -> ComputeSet:
+        """Stage 1: vertex v (on ``self.tile[v]``) reduces pair v's members into ``out[v]``."""
+        return _reduce_stage(self.graph, self.src, self.member, self.pair, self.tile, out, op_name, prog, name, scale)
+
+    def kernel(self, cs: ComputeSet, out: Tensor, op_name: str, scale: float) -> None:
+        _add_kernel(self.graph, cs, self.src, self.member, self.member_group, out, op_name, scale)
+
+
+class _RunPairs:
+    """Stage 1's (group, tile) pairs of groups of ``size`` consecutive elements of a one-dimensional
+    affine view, found per run of elements on one tile: the pairs, their fields and the kernel come
+    out as ``_ElementPairs`` gives them when each pair's members are consecutive, without an array
+    per element beyond the tiles (an attention score tensor at batch 8 has 14 M elements per layer)."""
+
+    def __init__(self, graph: Graph, flat: Tensor, size: int, pair_group: np.ndarray, pair_tile: np.ndarray,
+                 start: np.ndarray, count: np.ndarray) -> None:  # fmt: skip
+        self.graph, self.flat, self.size = graph, flat, size
+        self.group, self.tile, self.start, self.count = pair_group, pair_tile, start, count
+
+    @classmethod
+    def find(cls, graph: Graph, src: Tensor, size: int) -> _RunPairs | None:
+        """The pairs, or None when a group's members on one tile are not consecutive (it leaves a
+        tile and comes back) or ``src`` flattened is not affine."""
+        flat = src.reshape(-1)
+        if flat.affine is None or flat.numel() == 0:
+            return None
+        nt = graph.target.num_tiles
+        tiles = graph.tile_of(flat)
+        new_run = np.empty(tiles.size, dtype=bool)  # a run starts where a group begins or the tile changes
+        new_run[0] = True
+        np.not_equal(tiles[1:], tiles[:-1], out=new_run[1:])
+        new_run[::size] = True
+        first = np.flatnonzero(new_run)
+        key = (first // size) * nt + tiles[first].astype(np.int64)
+        order = np.argsort(key, kind="stable")
+        sk = key[order]
+        if (sk[1:] == sk[:-1]).any():  # a pair of several runs
+            return None
+        count = np.diff(np.append(first, tiles.size))
+        return cls(graph, flat, size, sk // nt, sk % nt, first[order], count[order])
+
+    def stage(self, out: Tensor, op_name: str, prog: Prog, name: str, scale: float = 1.0) -> ComputeSet:
+        """``_reduce_stage`` of consecutive members: each batch of vertices reducing as many members
+        takes blocks of ``self.flat`` (what indexing it by members finds), padded rows element by element."""
+        graph, nv = self.graph, self.tile.size
+        length = _bucket(self.count)
+        pad = constant_per_tile(graph, self.flat.dtype, reduce_identity(op_name, self.flat.dtype))
+        codelet = REDUCE_CODELETS[op_name]
+        cs = execute(graph, prog, name)
+        batches = [np.arange(nv)] if nv and (self.count == length[0]).all() else None
+        for vs in batches or (np.flatnonzero(length == lb) for lb in np.unique(length)):
+            lb, count = int(length[vs[0]]), self.count[vs]
+            if (count == lb).all():
+                field = self.flat.pattern_rows(self.start[vs], (lb,), (1,))
+            else:
+                valid = np.arange(lb) < count[:, None]
+                idx = np.where(valid, self.start[vs][:, None] + np.arange(lb), 0)
+                field = padded_rows(self.flat, idx, valid, pad, self.tile[vs])
+            fields = {"in": field, "out": rows(out, vs[:, None])}
+            graph.add_vertices(cs, codelet, fields, self.tile[vs], scale=float(scale))
+        return cs
+
+    def kernel(self, cs: ComputeSet, out: Tensor, op_name: str, scale: float) -> None:
+        """``_add_kernel``: every group has ``size`` members, one row of the flattened source each."""
+        n = out.numel()
+        fields = {"in": self.flat.pattern_rows(np.arange(n) * self.size, (self.size,), (1,)), "out": out.reshape(n, 1)}
+        self.graph.add_kernel(cs, REDUCE_CODELETS[op_name], fields, scale=float(scale))
+
+
 def reduce_groups(
     graph: Graph,
     src: Tensor,
@@ -161,28 +241,59 @@ def reduce_groups(
 
     Returns the plan (stages, largest number of partials per output) for the debug context.
     """
+    _check_op(op_name)
+    if np.bincount(group, minlength=out.numel()).min(initial=1) == 0:
+        raise OpError("reduce: every output needs at least one input")
+    pairs = _ElementPairs(graph, src, member, group)
+    return _reduce_pairs(graph, pairs, out, src.dtype, op_name, prog, scale, partials_dtype)
+
+
+def reduce_consecutive(
+    graph: Graph, src: Tensor, size: int, out: Tensor, op_name: str, prog: Prog, scale: float = 1.0
+) -> dict[str, int]:
+    """``reduce_groups`` of groups of ``size`` consecutive elements of ``src`` (flattened): group g
+    is elements ``[g * size, (g + 1) * size)``. Planned per run of elements on one tile when it can
+    (``_RunPairs``), else per element; the plan is the same."""
+    _check_op(op_name)
+    pairs = _RunPairs.find(graph, src, size)
+    if pairs is None:
+        member = np.arange(src.numel(), dtype=np.int64)
+        group = np.repeat(np.arange(out.numel(), dtype=np.int64), size)  # member // size, without a division
+        return reduce_groups(graph, src, member, group, out, op_name, prog, scale)
+    return _reduce_pairs(graph, pairs, out, src.dtype, op_name, prog, scale, None)
+
+
+def _check_op(op_name: str) -> None:
     if op_name not in REDUCE_CODELETS:
         raise OpError(f"reduce: unknown operation {op_name!r}; known: {', '.join(REDUCE_CODELETS)}")
+
+
+def _reduce_pairs(
+    graph: Graph,
+    pairs: _ElementPairs | _RunPairs,
+    out: Tensor,
+    src_dtype: np.dtype,
+    op_name: str,
+    prog: Prog,
+    scale: float,
+    partials_dtype: object | None,
+) -> dict[str, int]:
+    """The stages after the (group, tile) pairs: one when each group is one pair on its output's
+    tile, else the pairs' partials reduced in further stages (see the module's docstring)."""
     flat_out = out.reshape(-1)
     n_groups = flat_out.numel()
-    if np.bincount(group, minlength=n_groups).min(initial=1) == 0:
-        raise OpError("reduce: every output needs at least one input")
-    nt = graph.target.num_tiles
-    pdt = as_dtype(partials_dtype) if partials_dtype is not None else float_accumulator(src.dtype)
+    pdt = as_dtype(partials_dtype) if partials_dtype is not None else float_accumulator(src_dtype)
     out_tiles = graph.tile_of(flat_out).astype(np.int64)
-    src_tiles = graph.tile_of(src.reshape(-1)).astype(np.int64)[member]
-    # stage 1: one partial per (group, tile holding members)
-    key = group.astype(np.int64) * nt + src_tiles
-    ukey, pair = _unique_inverse(key)
-    pair_group, pair_tile = ukey // nt, ukey % nt
+    pair_group, pair_tile = pairs.group, pairs.tile
     stages, max_partials = 1, 1
-    if ukey.size == n_groups and np.array_equal(pair_tile, out_tiles[pair_group]):
-        cs = _reduce_stage(graph, src, member, pair_group[pair], pair_tile, flat_out, op_name, prog, "reduce", scale)
-        _add_kernel(graph, cs, src, member, group, flat_out, op_name, scale)
+    if pair_group.size == n_groups and np.array_equal(pair_tile, out_tiles[pair_group]):
+        # one pair per group: pair_group is 0, 1, ..., so the pairs are the outputs
+        cs = pairs.stage(flat_out, op_name, prog, "reduce", scale)
+        pairs.kernel(cs, flat_out, op_name, scale)
         return {"stages": 1, "max_partials_per_output": 1}
-    partial = graph.add_variable(pdt, [ukey.size], "reduce partials")
+    partial = graph.add_variable(pdt, [pair_group.size], "reduce partials")
     graph.set_tile_mapping(partial, pair_tile)
-    graph.defer_kernel(_reduce_stage(graph, src, member, pair, pair_tile, partial, op_name, prog, "reduce/stage1"))
+    graph.defer_kernel(pairs.stage(partial, op_name, prog, "reduce/stage1"))
     cur, cur_group, cur_tile = partial, pair_group, pair_tile
     while True:
         stages += 1
@@ -194,7 +305,7 @@ def reduce_groups(
                 graph, cur, np.arange(cur.numel()), cur_group, out_tiles, flat_out, op_name, prog,
                 f"reduce/stage{stages}", scale,
             )  # fmt: skip
-            _add_kernel(graph, cs, src, member, group, flat_out, op_name, scale)
+            pairs.kernel(cs, flat_out, op_name, scale)
             return {"stages": stages, "max_partials_per_output": max_partials}
         # an intermediate stage: chunks of ~sqrt(depth) partials, each reduced where its first lies
         chunk = int(np.ceil(np.sqrt(depth)))
@@ -241,7 +352,6 @@ def reduce(
     ax = _axes(x.rank, axes)
     kept = tuple(a for a in range(x.rank) if a not in ax)
     out_shape = tuple(x.shape[a] for a in kept)
-    n_out = int(np.prod(out_shape, dtype=np.int64))
     r = int(np.prod([x.shape[a] for a in ax], dtype=np.int64))
     if r == 0:
         raise OpError(f"reduce: nothing to reduce over axes {ax} of shape {x.shape}")
@@ -249,9 +359,7 @@ def reduce(
     out = graph.add_variable(dt, out_shape, "reduce")
     graph.map_linearly(out)
     xt = x.transpose(*(kept + ax)) if x.rank else x
-    member = np.arange(n_out * r, dtype=np.int64)
-    group = np.repeat(np.arange(n_out, dtype=np.int64), r)  # member // r, without a division per element
-    plan = reduce_groups(graph, xt, member, group, out, op_name, prog, scale)
+    plan = reduce_consecutive(graph, xt, r, out, op_name, prog, scale)
     set_attributes(graph, {"op": op_name, "axes": list(ax), **plan})
     if keepdims:
         return out.reshape(tuple(1 if a in ax else s for a, s in enumerate(x.shape)))

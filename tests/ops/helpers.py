@@ -61,3 +61,26 @@ def np_erf(x: np.ndarray) -> np.ndarray:
 
 def rng(seed: int = 0) -> np.random.Generator:
     return np.random.default_rng(seed)
+
+
+def _tensor_snapshot(t: object) -> tuple:
+    var, idx = t.elements()  # type: ignore[attr-defined]
+    return type(t._lay).__name__, t.shape, t.dtype.str, var.tolist(), idx.tolist()  # type: ignore[attr-defined]
+
+
+def _batch_snapshot(b: object) -> tuple:
+    fields = {k: _tensor_snapshot(v) for k, v in b.fields.items()}  # type: ignore[attr-defined]
+    return b.codelet.name, b.tiles.tolist(), repr(b.params), fields  # type: ignore[attr-defined]
+
+
+def graph_snapshot(g: Graph) -> list:
+    """What a graph holds, as plain values: its variables and mappings, and every compute set's
+    vertices and kernel (each field's layout kind, shape and elements), to compare two graphs built
+    by different code paths."""
+    out: list = [
+        (v.name, v.shape, v.dtype.str, v.mapping.starts.tolist(), v.mapping.tiles.tolist()) for v in g.variables
+    ]
+    for cs in g.compute_sets:
+        kernel = None if cs.kernel is None else [_batch_snapshot(b) for b in cs.kernel]
+        out.append((cs.name, [_batch_snapshot(b) for b in cs.batches], kernel))
+    return out

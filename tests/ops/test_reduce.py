@@ -95,3 +95,70 @@ def test_unique_inverse_is_numpys_without_its_sort(presorted):
     key = np.sort(key) if presorted else key
     want, got = np.unique(key, return_inverse=True), _unique_inverse(key)
     assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])
+
+
+def _mapped(g, shape, tiles):  # type: ignore[no-untyped-def]
+    t = g.add_variable(np.float16, shape, "x")
+    g.set_tile_mapping(t, np.asarray(tiles))
+    return t
+
+
+# (shape, tile of each element (None: linear over the tiles), tiles); every case reduces the last axis
+CONSECUTIVE_CASES = {
+    "ragged runs (padded rows)": ((6, 40), None, 7),
+    "equal runs": ((8, 64), None, 16),
+    "one tile per group (one stage)": ((4, 8), None, 4),
+    "deep (three stages)": ((2, 640), None, 64),
+    "a group leaves a tile and comes back": ((4, 6), np.tile([0, 0, 1, 1, 0, 0], 4), 4),
+    "tiles falling within a group": ((3, 8), np.repeat([3, 2, 1, 0], 6), 4),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONSECUTIVE_CASES))
+@pytest.mark.parametrize("op_name", ["add", "max"])
+def test_reduce_consecutive_builds_what_reduce_groups_builds(case, op_name):
+    # reduce_groups with a member per element and group = member // size is the reference: the
+    # same variables, mappings, vertices (fields' layouts and elements) and kernels
+    from profiler import Graph, Sequence, ipu_model
+    from profiler.ops.core import linear_tiles
+    from profiler.ops.reduce import reduce_consecutive, reduce_groups
+    from tests.ops.helpers import graph_snapshot
+
+    shape, tiles, nt = CONSECUTIVE_CASES[case]
+    n, size = int(np.prod(shape)), shape[-1]
+    tiles = linear_tiles(n, nt) if tiles is None else tiles
+    snaps = []
+    for fast in (True, False):
+        g = Graph(ipu_model(tiles_per_ipu=nt))
+        x, prog = _mapped(g, shape, tiles), Sequence()
+        out = ops.add_mapped(g, np.float16, shape[:-1], "out")
+        if fast:
+            plan = reduce_consecutive(g, x, size, out, op_name, prog, scale=0.5)
+        else:
+            member, group = np.arange(n), np.arange(n) // size
+            plan = reduce_groups(g, x, member, group, out, op_name, prog, scale=0.5)
+        snaps.append((plan, graph_snapshot(g)))
+    assert snaps[0] == snaps[1]
+
+
+@pytest.mark.parametrize(
+    "case,planned_by_runs",
+    [("equal runs", True), ("ragged runs (padded rows)", True), ("tiles falling within a group", True),
+     ("a group leaves a tile and comes back", False)],
+)  # fmt: skip
+def test_consecutive_groups_are_planned_by_runs_unless_a_tile_holds_two_runs_of_one(case, planned_by_runs):
+    from profiler import Graph, ipu_model
+    from profiler.ops.core import linear_tiles
+    from profiler.ops.reduce import _RunPairs
+
+    shape, tiles, nt = CONSECUTIVE_CASES[case]
+    g = Graph(ipu_model(tiles_per_ipu=nt))
+    x = _mapped(g, shape, linear_tiles(int(np.prod(shape)), nt) if tiles is None else tiles)
+    assert (_RunPairs.find(g, x, shape[-1]) is not None) is planned_by_runs
+    assert _RunPairs.find(g, x.transpose(1, 0), shape[0]) is None  # flattened, not an affine view
+
+
+def test_reduce_over_a_transposed_view_still_matches_numpy():
+    x = rng(18).standard_normal((6, 40)).astype(np.float32)
+    out, _, _ = run({"x": x}, lambda g, t, p: {"y": ops.reduce_sum(g, t["x"].transpose(1, 0), 1, p)}, tiles=7)
+    np.testing.assert_allclose(out["y"], x.sum(0), rtol=1e-5)
