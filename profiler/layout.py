@@ -569,6 +569,29 @@ class Runs:
         return Runs(flat[first], length.astype(np.int64), step, row_first.astype(np.int64), width, inner)
 
 
+def cut_ranges(breaks: np.ndarray, first: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ranges ``[first[r], first[r] + length[r])`` cut at the positions in ``breaks`` (sorted) that lie
+    strictly inside them: (start of each piece, pieces per range), the pieces of each range one after
+    another, range by range. Per range and break, never per position."""
+    first, length = np.asarray(first, dtype=np.int64), np.asarray(length, dtype=np.int64)
+    lo = np.searchsorted(breaks, first, side="right")
+    inner = np.searchsorted(breaks, first + length, side="left") - lo  # breaks inside each range
+    head = np.cumsum(inner + 1) - (inner + 1)  # each range's first piece
+    start = np.empty(int(head[-1] + inner[-1] + 1) if first.size else 0, dtype=np.int64)
+    start[head] = first
+    of = np.repeat(np.arange(first.size), inner)  # the range of each inner break
+    k = np.arange(of.size) - np.repeat(head - np.arange(first.size), inner)  # its rank within the range
+    start[head[of] + 1 + k] = breaks[lo[of] + k]
+    return start, inner + 1
+
+
+def piece_lengths(start: np.ndarray, pieces: np.ndarray, first: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """Lengths of ``cut_ranges``' pieces: to the next piece of the range, or to the range's end."""
+    end = np.append(start[1:], 0)
+    end[np.cumsum(pieces) - 1] = np.asarray(first, dtype=np.int64) + length
+    return end - start
+
+
 def strided_layout(idx: np.ndarray) -> tuple[int, tuple[int, ...]] | None:
     """(offset, element strides) when ``idx[i0, i1, ...] == offset + sum(i_d * stride_d)`` with
     non-negative strides (a numpy strided view of the variable: slices, transposes, broadcasts),

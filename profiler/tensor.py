@@ -13,7 +13,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from profiler.layout import Affine, Blocks, Factored, Runs, Window, WindowBlocks, factored, group_dims, strided_layout
+from profiler.layout import (
+    Affine,
+    Blocks,
+    Factored,
+    Runs,
+    Window,
+    WindowBlocks,
+    cut_ranges,
+    factored,
+    group_dims,
+    piece_lengths,
+    strided_layout,
+)
 
 if TYPE_CHECKING:
     from profiler.graph import Graph
@@ -284,6 +296,34 @@ class Tensor:
         s0 = aff.strides[0]
         lay = Blocks(aff.offset + first * s0, Affine(0, shape, tuple(s * s0 for s in st)))
         return Tensor(self.graph, self._var, lay, self.dtype)
+
+    def permuted_rows(self, index: np.ndarray, breaks: np.ndarray, first: np.ndarray, width: int) -> Tensor:
+        """``self[index[first[:, None] + np.arange(width)]]`` for ``index`` with no two equal neighbours
+        (a permutation: a reduction's result elements in its partials' order), given ``breaks``, where
+        ``index`` stops counting up by one (``np.flatnonzero(np.diff(index) != 1) + 1``): on a
+        contiguous one-dimensional view, the blocks (each row one run) or runs indexing finds, built
+        per run of each row rather than per element; any other case indexes."""
+        first = np.asarray(first, dtype=np.int64).reshape(-1)
+        aff = self.affine
+        if aff is None or len(aff.shape) != 1 or aff.strides[0] != 1 or first.size == 0 or width < 1:
+            return self[index[first[:, None] + np.arange(width)]]
+        start, pieces = cut_ranges(breaks, first, np.full(first.size, width))
+        if width > 1 and (pieces == width).all():  # every element a run of its own: maybe one stride, as blocks
+            return self[index[first[:, None] + np.arange(width)]]
+        value = index[start]
+        length = piece_lengths(start, pieces, first, np.full(first.size, width))
+        if value.min() < 0 or (value + length).max() > aff.shape[0]:
+            return self[index[first[:, None] + np.arange(width)]]  # out of range: indexing says so
+        if (pieces == 1).all():  # every row one run from its first element: what _regular_rows finds
+            return self.pattern_rows(value, (width,), (1,))
+        if start.size * RUNS_WORTH_IT > first.size * width:  # too short to be worth runs: an index each
+            return self[index[first[:, None] + np.arange(width)]]
+        # a row with some runs, but not one run or one per element, has no single stride: runs, as
+        # Runs.encode cuts them (step 1: no two equal neighbours)
+        row_first = np.append(np.cumsum(pieces) - pieces, start.size).astype(np.int64)
+        step = np.broadcast_to(np.ones(1, dtype=np.int64), start.shape)
+        runs = Runs(aff.offset + value, length, step, row_first, int(width))
+        return Tensor(self.graph, self._var, runs, self.dtype)
 
     def broadcast(self, n: int, dim: int = 0) -> Tensor:
         """Repeat the tensor ``n`` times along ``dim`` (Poplar ``Tensor::broadcast``)."""

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from profiler.graph import ComputeSet, Graph
+from profiler.layout import cut_ranges, piece_lengths
 from profiler.ops.core import execute
 from profiler.ops.poplibs_codelets import CONV_REDUCE
 from profiler.programs import Sequence as Prog
@@ -91,8 +92,9 @@ def reduce_partials(
         order = np.empty(rank.size, dtype=np.int64)
         order[rank] = np.arange(rank.size)
         row = np.ones_like(block_size) if block_row is None else block_row
-        return reduce_block_major(graph, partials, out, order, block_size, row, block_tile, tile_step, prog, name,
-                                  final_kernel)  # type: ignore[arg-type]  # fmt: skip
+        reduce_block_major(graph, partials, out, order, block_size, row, block_tile, tile_step, prog, name,
+                           final_kernel)  # type: ignore[arg-type]  # fmt: skip
+        return graph.tile_of(out.reshape(-1)).astype(np.int64)
     p_total, e_total = partials.shape
     order = np.lexsort((pos, block_of))  # elements in (block, position) order: each chunk a run
     blk_s, pos_s = block_of[order], pos[order]
@@ -173,20 +175,20 @@ def reduce_block_major(
     prog: Prog,
     name: str,
     final_kernel: Callable[[ComputeSet], None],
-) -> np.ndarray:
+) -> None:
     """``reduce_partials`` of block-major partials, planned per block: column ``j`` of ``partials[P, E]``
     (and of the intermediate stages) is position ``j - start[b]`` of block b (blocks one after another,
-    ``block_size[b]`` columns each), and output element ``order[j]`` of ``out``. A block's chunks are
-    runs of its columns whose bounds follow from its size and row length, so the stages' mappings and
-    vertex fields come from those runs; only the last stage's output field and mapping, in ``out``'s
-    element order, take an entry per element. Maps ``out`` and returns its tiles (element order)."""
+    ``block_size[b]`` columns each), and output element ``order[j]`` of ``out`` (a permutation). A
+    block's chunks are runs of its columns whose bounds follow from its size and row length, so the
+    stages' mappings and vertex fields come from those runs; the last stage's, in ``out``'s element
+    order, from those runs cut where ``order`` stops counting up. Maps ``out``."""
     p_total, e_total = partials.shape
     block_start = np.concatenate(([0], np.cumsum(block_size)[:-1])).astype(np.int64)
     block_row = np.maximum(block_row, 1)  # an empty block (no columns) may have no rows either
     block_rows = block_size // block_row
     cur = partials.reshape(-1)
     out_flat = out.reshape(-1)
-    out_tiles = np.empty(e_total, dtype=np.int64)
+    breaks = np.flatnonzero(order[1:] != order[:-1] + 1) + 1  # where a run of consecutive elements ends
     for last, rows, share, cs, nxt in _stages(graph, prog, name, partials, out):
         nxt_flat = nxt.reshape(-1)
         sizes, reducers = rows[1:] - rows[:-1], share[1:] - share[:-1]
@@ -206,10 +208,12 @@ def reduce_block_major(
             r_len = bound[b_run, j_run + 1] - bound[b_run, j_run]
             r_tile = block_tile[b_run][None, :] + (share[qs][:, None] + j_run[None, :]) * tile_step  # [Q, runs]
             classes.append((size, qs, r_start, r_len, r_tile))
-        if last:  # outputs live where they are reduced
+        if last:  # outputs live where they are reduced: each chunk's runs of elements on its reducer
             _, _, r_start, r_len, r_tile = classes[0]
-            out_tiles[order] = np.repeat(r_tile[0], r_len)
-            graph.set_tile_mapping(out_flat, out_tiles)
+            start, pieces = cut_ranges(breaks, r_start, r_len)
+            lengths = piece_lengths(start, pieces, r_start, r_len)
+            if e_total:  # (an empty result has no intervals to map)
+                graph.map_intervals(out_flat, order[start], lengths, np.repeat(r_tile[0], pieces))
         else:  # each group's row of the next partials, as the chunks' runs
             graph.map_intervals(
                 nxt,
@@ -226,7 +230,7 @@ def reduce_block_major(
                 fields = {"in": cur.pattern_rows((rows[qs][:, None] * e_total + sel[None, :]).reshape(-1),
                                                  (size, int(ln)), (e_total, 1))}  # fmt: skip
                 if last:
-                    fields["out"] = dest[order[sel[:, None] + np.arange(ln)]]
+                    fields["out"] = dest.permuted_rows(order, breaks, sel, int(ln))
                 else:
                     fields["out"] = dest.pattern_rows(
                         (qs[:, None] * e_total + sel[None, :]).reshape(-1), (int(ln),), (1,)
@@ -237,4 +241,3 @@ def reduce_block_major(
         else:
             graph.defer_kernel(cs)
             cur = nxt_flat
-    return out_tiles

@@ -265,3 +265,56 @@ def test_rows_of_blocks_give_each_row_its_blocks_items_in_order() -> None:
     idx, row = rows_of_blocks(owner, block)
     want = [(i, v) for v, b in enumerate(block.tolist()) for i in range(owner.size) if owner[i] == b]
     assert list(zip(idx.tolist(), row.tolist(), strict=True)) == want
+
+
+def test_cut_ranges_cuts_each_range_at_the_breaks_inside_it() -> None:
+    from profiler.layout import cut_ranges, piece_lengths
+
+    rng = np.random.default_rng(3)
+    breaks = np.flatnonzero(rng.random(400) < 0.2)
+    first = np.sort(rng.choice(380, 40, replace=False))
+    length = rng.integers(1, 20, first.size)
+    start, pieces = cut_ranges(breaks, first, length)
+    lengths = piece_lengths(start, pieces, first, length)
+    want_start, want_len = [], []  # the reference: position by position
+    for f, n in zip(first.tolist(), length.tolist(), strict=True):
+        cuts = [f] + [b for b in breaks.tolist() if f < b < f + n] + [f + n]
+        want_start += cuts[:-1]
+        want_len += np.diff(cuts).tolist()
+    assert start.tolist() == want_start and lengths.tolist() == want_len
+    assert pieces.sum() == start.size and (pieces >= 1).all()
+    empty = cut_ranges(breaks, np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert empty[0].size == 0 and empty[1].size == 0
+
+
+def _layout_and_elements(t: Tensor) -> tuple:
+    var, idx = t.elements()
+    lay = t._lay
+    arrays = {k: np.asarray(v).tolist() for k, v in vars(lay).items() if isinstance(v, np.ndarray)} if not isinstance(
+        lay, np.ndarray) else {}  # fmt: skip
+    return type(lay).__name__, t.shape, var.tolist(), idx.tolist(), arrays
+
+
+@pytest.mark.parametrize(
+    "runs,width,kind",
+    [
+        ([(0, 64)], 8, "Blocks"),  # one run: every row one run
+        ([(20, 44), (0, 20)], 32, "Runs"),  # a row across the seam: two runs
+        ([(i * 7 % 64, 1) for i in range(64)], 4, "ndarray"),  # no run longer than one: indexing decides
+        ([(32, 16), (0, 16), (48, 16), (16, 16)], 16, "Blocks"),  # rows of whole runs
+        ([(0, 1), (10, 30), (1, 9), (40, 24)], 5, "ndarray"),  # runs too short to be worth it
+        ([(0, 64)], 1, "Blocks"),
+    ],
+)
+def test_permuted_rows_index_as_indexing_does(runs: list[tuple[int, int]], width: int, kind: str) -> None:
+    # the reference is plain indexing: the same layout kind (blocks, runs, explicit), shape and elements
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    index = np.concatenate([np.arange(s, s + n) for s, n in runs])
+    breaks = np.flatnonzero(np.diff(index) != 1) + 1
+    first = np.arange(0, index.size - width + 1, width)
+    views = [g.add_variable("float", [64], "v"), g.add_variable("float", [70], "w")[3:67]]  # contiguous
+    for t in [*views, g.add_variable("float", [128], "s")[::2]]:  # the last is strided: indexed
+        want = t[index[first[:, None] + np.arange(width)]]
+        got = t.permuted_rows(index, breaks, first, width)
+        assert _layout_and_elements(got) == _layout_and_elements(want)
+    assert all(type(t.permuted_rows(index, breaks, first, width)._lay).__name__ == kind for t in views)
