@@ -26,7 +26,7 @@ from profiler.graph import Graph
 from profiler.layout import Affine, Factored, Window, WindowBlocks
 from profiler.ops.core import OpError, cdiv, check_same_graph, execute, linear_tiles, op, set_attributes
 from profiler.ops.elementwise import _binary_codelet, _cast, apply_map, copy, fill, map_codelet
-from profiler.ops.matmul_reduce import reduce_block_major, stage_depths
+from profiler.ops.matmul_reduce import BlockGrid, reduce_block_major, stage_depths
 from profiler.ops.poplibs_codelets import MATMUL_CODELETS, block_cycles, dynamic_slice_cycles
 from profiler.ops.slicing import dynamic_slice, dynamic_update, replicated_index, sliceable
 from profiler.programs import Repeat, Sequence
@@ -512,25 +512,19 @@ def _run_step(
 def _block_major_order(
     G: int, M: int, N: int, gb: int, m0: np.ndarray, ml: np.ndarray, n0: np.ndarray, nl: np.ndarray,
     off: np.ndarray, store_nb: int | None,
-) -> np.ndarray:  # fmt: skip
+) -> BlockGrid:  # fmt: skip
     """The result element of each block-major partials column: block (group block, row block, out
     block) b's columns start at off[b] and run over its (group, row, out chan) positions row-major.
     Elements are numbered in the order of the variable holding the result: ``[G, M, N]``, or the
-    store ``[G, N/nb, M, nb]`` (``store_nb``). Built per block shape, without an index per element."""
+    store ``[G, N/nb, M, nb]`` (``store_nb``). Held by the blocks' geometry (BlockGrid), not per element."""
     bg, bm, bn = np.unravel_index(np.arange(off.size), (-(-G // gb), m0.size, n0.size))
     glen = np.minimum(gb, G - bg * gb)
     if store_nb is None:  # element ((g * M) + m) * N + n
-        base, strides = (bg * gb * M + m0[bm]) * N + n0[bn], (M * N, N, 1)
+        base, strides = (bg * gb * M + m0[bm]) * N + n0[bn], (M * N, N)
     else:  # element ((g * N/nb + n // nb) * M + m) * nb + n % nb, the blocks being whole out-chan groups
-        base, strides = ((bg * gb * (N // store_nb) + n0[bn] // store_nb) * M + m0[bm]) * store_nb, (M * N, store_nb, 1)
-    order = np.empty(G * M * N, dtype=np.int64)
-    extents = np.stack([glen, ml[bm], nl[bn]], axis=1)
-    for ext in np.unique(extents, axis=0):  # blocks of one shape share one position pattern
-        bs = np.flatnonzero((extents == ext).all(axis=1))
-        pattern = Affine(0, tuple(int(e) for e in ext), strides).indices(np.int64).reshape(-1)
-        cols = (off[bs][:, None] + np.arange(pattern.size)).reshape(-1)
-        order[cols] = (base[bs][:, None] + pattern[None, :]).reshape(-1)
-    return order
+        base, strides = ((bg * gb * (N // store_nb) + n0[bn] // store_nb) * M + m0[bm]) * store_nb, (M * N, store_nb)
+    extent = np.stack([glen, ml[bm], nl[bn]], axis=1).astype(np.int64)
+    return BlockGrid(np.asarray(off, dtype=np.int64), np.asarray(base, dtype=np.int64), extent, strides)
 
 
 def output_store(
@@ -581,10 +575,12 @@ def _laid_out(
     then one regular all-gather per block instead of pieces from wherever the operand lies."""
     if not _rearrangeable(t):
         return t
-    if np.array_equal(graph.tile_of(t).reshape(-1), operand_tiles(plan, shape, side, t.dtype.itemsize, by_columns(t))):
+    columns = by_columns(t)
+    wanted = operand_tiles(plan, shape, side, t.dtype.itemsize, columns)
+    if np.array_equal(graph.tile_of(t).reshape(-1), wanted):
         return t
     tmp = graph.add_variable(t.dtype, t.shape, f"matmul {side} (rearranged)")  # row-major: shares by rows
-    graph.set_tile_mapping(tmp, operand_tiles(plan, shape, side, t.dtype.itemsize))
+    graph.set_tile_mapping(tmp, operand_tiles(plan, shape, side, t.dtype.itemsize) if columns else wanted)
     return copy(graph, t, prog, dst=tmp)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -59,6 +60,44 @@ def _stages(
         nxt = out if last else graph.add_variable(partials.dtype, [nq, e_total], f"{name} partials {stage}")
         yield last, (np.arange(nq + 1) * p) // nq, (np.arange(nq + 1) * p_total) // nq, cs, nxt
         p = nq
+
+
+@dataclass(frozen=True, eq=False)
+class BlockGrid:
+    """The result element of each column of block-major partials, from the blocks' geometry: block b's
+    columns start at ``off[b]`` and run over its ``extent[b]`` (groups, rows, cols) positions row-major;
+    position (g, m, n) is element ``base[b] + g * strides[0] + m * strides[1] + n`` of the result.
+    Indexed like the array of those elements (``grid[j]``), without holding one entry per column."""
+
+    off: np.ndarray  # int64, one per block
+    base: np.ndarray  # int64, one per block
+    extent: np.ndarray  # int64, [blocks, 3]
+    strides: tuple[int, int]  # between groups and rows of a block (1 between its columns)
+
+    def __getitem__(self, j: np.ndarray) -> np.ndarray:
+        j = np.asarray(j, dtype=np.int64)
+        b = np.searchsorted(self.off, j, side="right") - 1  # an empty block shares its successor's start
+        p = j - self.off[b]
+        per_group = self.extent[b, 1] * self.extent[b, 2]
+        g, m, n = p // per_group, p % per_group // self.extent[b, 2], p % self.extent[b, 2]
+        return self.base[b] + g * self.strides[0] + m * self.strides[1] + n
+
+    def breaks(self) -> np.ndarray:
+        """The columns whose element is not the previous column's plus one: only where a block row
+        begins can it not be (each row's elements are consecutive)."""
+        rows = self.extent[:, 0] * self.extent[:, 1] * (self.extent[:, 2] > 0)
+        of = np.repeat(np.arange(rows.size), rows)
+        k = np.arange(of.size) - np.repeat(np.cumsum(rows) - rows, rows)
+        j = self.off[of] + k * self.extent[of, 2]  # each block row's first column
+        j = j[j > 0]
+        return j[self[j] != self[j - 1] + 1]
+
+
+def breaks_of(order: np.ndarray | BlockGrid) -> np.ndarray:
+    """The positions where ``order`` (a permutation) stops counting up by one."""
+    if isinstance(order, BlockGrid):
+        return order.breaks()
+    return np.flatnonzero(order[1:] != order[:-1] + 1) + 1
 
 
 def reduce_partials(
@@ -167,7 +206,7 @@ def reduce_block_major(
     graph: Graph,
     partials: Tensor,
     out: Tensor,
-    order: np.ndarray,
+    order: np.ndarray | BlockGrid,
     block_size: np.ndarray,
     block_row: np.ndarray,
     block_tile: np.ndarray,
@@ -188,7 +227,7 @@ def reduce_block_major(
     block_rows = block_size // block_row
     cur = partials.reshape(-1)
     out_flat = out.reshape(-1)
-    breaks = np.flatnonzero(order[1:] != order[:-1] + 1) + 1  # where a run of consecutive elements ends
+    breaks = breaks_of(order)  # where a run of consecutive elements ends
     for last, rows, share, cs, nxt in _stages(graph, prog, name, partials, out):
         nxt_flat = nxt.reshape(-1)
         sizes, reducers = rows[1:] - rows[:-1], share[1:] - share[:-1]

@@ -96,3 +96,30 @@ def test_block_major_partials_reach_each_reducer_as_one_region_per_tile() -> Non
     e.write_tensor("w", wv)
     e.run(0)
     np.testing.assert_allclose(e.read_tensor("y"), xv @ wv, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("store_nb", [None, 4])
+@pytest.mark.parametrize("G,M,N,gb,mb,nb", [(1, 10, 12, 1, 4, 4), (3, 7, 8, 2, 3, 4), (2, 5, 4, 1, 5, 4)])
+def test_block_grid_numbers_columns_as_a_loop_over_blocks_does(G, M, N, gb, mb, nb, store_nb) -> None:
+    # the reference: each block's (group, row, col) positions row-major, each element written out
+    from profiler.ops.matmul import _block_major_order
+    from profiler.ops.matmul_reduce import breaks_of
+
+    m0, n0 = np.arange(0, M, mb), np.arange(0, N, nb)
+    ml, nl = np.minimum(mb, M - m0), np.minimum(nb, N - n0)
+    want = []
+    for g_start in range(0, G, gb):
+        for r0, rl in zip(m0, ml, strict=True):
+            for c0, cl in zip(n0, nl, strict=True):
+                for g in range(g_start, min(G, g_start + gb)):
+                    for m in range(r0, r0 + rl):
+                        for n in range(c0, c0 + cl):
+                            store = ((g * (N // 4) + n // 4) * M + m) * 4 + n % 4
+                            want.append(((g * M) + m) * N + n if store_nb is None else store)
+    sizes = [min(gb, G - g) * rl * cl for g in range(0, G, gb) for rl in ml for cl in nl]
+    off = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    grid = _block_major_order(G, M, N, gb, m0, ml, n0, nl, off, store_nb)
+    want = np.array(want)
+    assert grid[np.arange(want.size)].tolist() == want.tolist()
+    assert grid[np.arange(want.size).reshape(-1, 2)].tolist() == want.reshape(-1, 2).tolist()
+    assert breaks_of(grid).tolist() == breaks_of(want).tolist() == (np.flatnonzero(np.diff(want) != 1) + 1).tolist()
