@@ -39,6 +39,8 @@ class GraphError(ValueError):
 # Variables up to this many elements keep a tile per element for lookups (a gather); larger ones
 # binary-search their intervals, so the host holds nothing per element of a large activation.
 LOOKUP_MAX_ELEMENTS = 1 << 22
+# ...nor for a lookup of fewer than 1/FEW_ELEMENTS of its elements (a probe of a few): they are searched
+FEW_ELEMENTS = 64
 
 
 class TileMapping:
@@ -101,7 +103,8 @@ class TileMapping:
         hundreds of millions of elements; a gather is several times faster than a binary search)."""
         if self.tiles.size == 1:
             return np.full(np.shape(idx), self.tiles[0], dtype=np.int32)
-        if self._lookup is None and self.n > LOOKUP_MAX_ELEMENTS:  # no 4 B per element kept: search the intervals
+        if self._lookup is None and (self.n > LOOKUP_MAX_ELEMENTS or np.size(idx) * FEW_ELEMENTS <= self.n):
+            # no 4 B per element kept, or not worth building for a few: search the intervals
             return self.tiles[np.searchsorted(self.starts, idx, side="right") - 1]
         if self._lookup is None:
             self._lookup = self.dense().astype(np.int32, copy=False)

@@ -325,6 +325,23 @@ class Tensor:
         runs = Runs(aff.offset + value, length, step, row_first, int(width))
         return Tensor(self.graph, self._var, runs, self.dtype)
 
+    def head(self, k: int) -> Tensor | None:
+        """The first ``k`` elements of this view flattened, with an index each (a probe of a large
+        view, built without indexing all of it); None for a window view."""
+        k = min(int(k), self.numel())
+        lay = self._lay.flat if isinstance(self._lay, Factored) else self._lay
+        if isinstance(lay, Affine):
+            coords = np.unravel_index(np.arange(k), lay.shape)
+            idx = lay.offset + sum((c * st for c, st in zip(coords, lay.strides, strict=True)), np.zeros(k, np.int64))
+        elif isinstance(lay, Blocks) and lay.inner.size:
+            idx = Blocks(lay.offsets[: -(-k // lay.inner.size)], lay.inner).indices().reshape(-1)[:k]
+        elif isinstance(lay, np.ndarray):
+            idx = lay.reshape(-1)[:k]
+        else:
+            return None
+        var = self._var if isinstance(self._var, int) else self._var.reshape(-1)[:k]
+        return Tensor(self.graph, var, idx, self.dtype)
+
     def broadcast(self, n: int, dim: int = 0) -> Tensor:
         """Repeat the tensor ``n`` times along ``dim`` (Poplar ``Tensor::broadcast``)."""
         d = dim % self.rank

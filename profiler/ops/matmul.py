@@ -22,7 +22,7 @@ import numpy as np
 
 from profiler import cost_model, host_memory
 from profiler.dtypes import as_dtype
-from profiler.graph import Graph
+from profiler.graph import FEW_ELEMENTS, Graph
 from profiler.layout import Affine, Factored, Window, WindowBlocks
 from profiler.ops.core import OpError, cdiv, check_same_graph, execute, linear_tiles, op, set_attributes
 from profiler.ops.elementwise import _binary_codelet, _cast, apply_map, copy, fill, map_codelet
@@ -566,6 +566,21 @@ def _rearrangeable(t: Tensor) -> bool:
     return bool(np.unique(key).size == key.size)
 
 
+# elements of a large operand compared with the plan's tiles before all of them (_mapped_as)
+PROBE_ELEMENTS = 4096
+PROBED_FROM = FEW_ELEMENTS * PROBE_ELEMENTS  # the probe then searches the mapping (no lookup built)
+
+
+def _mapped_as(graph: Graph, t: Tensor, wanted: np.ndarray) -> bool:
+    """Whether ``t``'s elements (flattened) are on the ``wanted`` tiles. A large operand's first
+    elements are compared first: one mapped otherwise (most that are rearranged) differs there,
+    which is then found without a tile per element."""
+    head = t.head(PROBE_ELEMENTS) if t.numel() >= PROBED_FROM else None
+    if head is not None and not np.array_equal(graph.tile_of(head), wanted[: head.numel()]):
+        return False
+    return bool(np.array_equal(graph.tile_of(t).reshape(-1), wanted))
+
+
 def _laid_out(
     graph: Graph, t: Tensor, plan: MatMulPlan, shape: tuple[int, int, int, int], prog: Prog, side: str
 ) -> Tensor:
@@ -577,7 +592,7 @@ def _laid_out(
         return t
     columns = by_columns(t)
     wanted = operand_tiles(plan, shape, side, t.dtype.itemsize, columns)
-    if np.array_equal(graph.tile_of(t).reshape(-1), wanted):
+    if _mapped_as(graph, t, wanted):
         return t
     tmp = graph.add_variable(t.dtype, t.shape, f"matmul {side} (rearranged)")  # row-major: shares by rows
     graph.set_tile_mapping(tmp, operand_tiles(plan, shape, side, t.dtype.itemsize) if columns else wanted)

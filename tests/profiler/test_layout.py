@@ -318,3 +318,35 @@ def test_permuted_rows_index_as_indexing_does(runs: list[tuple[int, int]], width
         got = t.permuted_rows(index, breaks, first, width)
         assert _layout_and_elements(got) == _layout_and_elements(want)
     assert all(type(t.permuted_rows(index, breaks, first, width)._lay).__name__ == kind for t in views)
+
+
+def test_head_is_the_first_elements_of_any_view() -> None:
+    from profiler.tensor import concat
+
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    v = g.add_variable("float", [6, 8, 10], "v")
+    w = g.add_variable("float", [4, 10], "w")
+    views = {
+        "affine": v.transpose(2, 0, 1)[1:, ::2],
+        "factored": v.transpose(0, 2, 1).group_dims(1, 2),
+        "blocks": v.reshape(48, 10).blocks([np.array([5, 0, 20]), np.array([0, 2, 1])], (7, 8)),
+        "explicit": v.reshape(-1)[np.array([[3, 1], [40, 41], [7, 7]])],
+        "two variables": concat([v.reshape(48, 10), w]),
+    }
+    for name, t in views.items():
+        var, idx = t.elements()
+        for k in (0, 1, 5, t.numel(), t.numel() + 3):
+            h = t.head(k)
+            hv, hi = h.elements()
+            assert hv.tolist() == var[:k].tolist() and hi.tolist() == idx[:k].tolist(), (name, k)
+
+
+def test_a_few_elements_are_searched_without_building_the_lookup() -> None:
+    from profiler.graph import FEW_ELEMENTS, TileMapping
+
+    m = TileMapping(FEW_ELEMENTS * 10)
+    m.set_dense(np.arange(m.n) // 7 % 4)
+    few = np.array([0, 6, 7, 300, m.n - 1])
+    assert m.tile_of(few).tolist() == (few // 7 % 4).tolist() and m._lookup is None
+    every = np.arange(m.n)
+    assert m.tile_of(every).tolist() == (every // 7 % 4).tolist() and m._lookup is not None
