@@ -215,3 +215,33 @@ def test_padding_reads_constants_on_the_tile_of_the_nearest_element() -> None:
     for plan in plans:
         per_tile = np.bincount(plan.v_tile, weights=plan.v_count, minlength=TARGET.num_tiles)
         assert per_tile.max() <= 2 * per_tile[per_tile > 0].mean(), plan.compute_set.name
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_shape_inference_without_the_weights_gives_onnxs_model(name: str) -> None:
+    # the reference: onnx's own shape inference on the whole model, byte for byte
+    from onnx import shape_inference
+
+    from profiler.frontends.onnx.model import infer_shapes
+
+    model = load_model(MODELS[name]())
+    assert infer_shapes(model).SerializeToString() == shape_inference.infer_shapes(model).SerializeToString()
+
+
+def test_shape_inference_reads_small_float_constants() -> None:
+    # Resize's scales are floats whose values set the output shape: they stay in the inferred copy
+    from onnx import shape_inference
+
+    from profiler.frontends.onnx.model import infer_shapes
+
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 3], np.float32), "scales")
+    big = numpy_helper.from_array(np.ones((12, 50), np.float32), "big")
+    graph = helper.make_graph(
+        [helper.make_node("Resize", ["x", "", "scales"], ["y"]), helper.make_node("MatMul", ["y", "big"], ["z"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3, 4])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)], [scales, big],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    got = infer_shapes(model)
+    assert got.SerializeToString() == shape_inference.infer_shapes(model).SerializeToString()
+    assert [d.dim_value for d in got.graph.output[0].type.tensor_type.shape.dim] == [1, 2, 6, 50]
