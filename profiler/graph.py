@@ -437,6 +437,18 @@ class Graph:
         owner = tile_ids[(np.arange(n) // grain_size) // per_tile]
         self.set_tile_mapping(t, owner)
 
+    def tile_runs(self, t: Tensor) -> tuple[np.ndarray, np.ndarray] | None:
+        """(start, tile) of the maximal runs of ``t``'s flattened elements on one tile (UNMAPPED
+        too) when ``t`` is all of one variable in its own order, else None: ``tile_of(t)`` without a
+        tile per element (it is ``np.repeat(tile, np.diff(np.append(start, t.numel())))``)."""
+        var = self._whole_variable(t)
+        if var is None or var.numel == 0:
+            return None
+        tiles = self._from_device_tiles(var.mapping.tiles.astype(np.int64))
+        keep = np.ones(tiles.size, dtype=bool)
+        keep[1:] = tiles[1:] != tiles[:-1]  # neighbours on one tile are one run (as seen from here)
+        return var.mapping.starts[keep], tiles[keep]
+
     def _whole_variable(self, t: Tensor) -> Variable | None:
         """The variable ``t`` is, when ``t`` is all of it in its own order (a contiguous view)."""
         lay, vid = t._lay, t.single_variable()

@@ -352,12 +352,40 @@ def operand_tiles(
     so each share is one contiguous region; tilescope keeps row-major order, where a whole block row
     is the contiguous run that stands for it (a share cut mid-row would be two regions), or with
     ``columns`` (an operand stored column by column, ``by_columns``) block columns."""
+    rows, rb, cols, cb, owners, tile, group = _share_plan(plan, shape, side, elem_bytes)
+    if columns:  # the same over the transposed blocks: shares follow block columns
+        grid = _share_tiles(cols, cb, rows, rb, owners, lambda c, r, share: tile(r, c, share)).T
+    else:
+        grid = _share_tiles(rows, rb, cols, cb, owners, tile)
+    return (group[:, None, None] + grid[None, :, :]).reshape(-1).astype(np.int64, copy=False)
+
+
+def operand_runs(
+    plan: MatMulPlan, shape: tuple[int, int, int, int], side: str, elem_bytes: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``operand_tiles`` (shares by rows) as its maximal runs of elements on one tile: (start,
+    length, tile) of each, in element order. Built per row and column block (per element only in
+    rows of blocks with fewer rows than owners), so mapping an operand or comparing its mapping
+    takes no tile per element."""
+    rows, rb, cols, cb, owners, tile, group = _share_plan(plan, shape, side, elem_bytes)
+    start, _, tiles = _share_pieces(rows, rb, cols, cb, owners, tile)
+    start = (np.arange(group.size)[:, None] * (rows * cols) + start[None, :]).reshape(-1)
+    tiles = (group[:, None] + tiles[None, :]).reshape(-1)
+    keep = np.ones(tiles.size, dtype=bool)
+    keep[1:] = tiles[1:] != tiles[:-1]  # neighbouring pieces on one tile are one run
+    start, tiles = start[keep], tiles[keep]
+    return start, np.diff(np.append(start, group.size * rows * cols)), tiles
+
+
+def _share_plan(plan: MatMulPlan, shape: tuple[int, int, int, int], side: str, elem_bytes: int) -> tuple:
+    """What ``operand_tiles`` cuts into shares: (rows, row block, cols, col block, owners(rows, cols)
+    of a block, tile(row block, col block, share) of group 0, the tile offset of each group)."""
     G, M, K, N = shape
     _, mb, kb, nb = plan.block
     nm, nn = -(-M // mb), -(-N // nb)
     acts_side = "rhs" if plan.swap_operands else "lhs"
     min_bytes = MIN_OPERAND_BYTES_PER_TILE["acts" if side == acts_side else "weights"]
-    rb, cb, rs_, cs_, sharers = (mb, kb, M, K, nn) if side == "lhs" else (kb, nb, K, N, nm)
+    rb, cb, rows, cols, sharers = (mb, kb, M, K, nn) if side == "lhs" else (kb, nb, K, N, nm)
 
     def tile(ri: Any, ci: Any, share: Any) -> Any:  # of group 0: a group adds _tile_of_block(plan, g, 0, 0, 0)
         return _tile_of_block(plan, 0, ri, ci, share) if side == "lhs" else _tile_of_block(plan, 0, share, ri, ci)
@@ -365,36 +393,53 @@ def operand_tiles(
     def owners(rl: np.ndarray, cl: np.ndarray) -> np.ndarray:  # tiles owning a share of a block
         return np.clip(rl * cl * elem_bytes // min_bytes, 1, sharers)
 
-    if columns:  # the same over the transposed blocks: shares follow block columns
-        grid = _share_tiles(cs_, cb, rs_, rb, owners, lambda c, r, share: tile(r, c, share)).T
-    else:
-        grid = _share_tiles(rs_, rb, cs_, cb, owners, tile)
     group = _tile_of_block(plan, np.arange(G), 0, 0, 0).astype(np.int64)
-    return (group[:, None, None] + grid[None, :, :]).reshape(-1).astype(np.int64, copy=False)
+    return rows, rb, cols, cb, owners, tile, group
 
 
 def _share_tiles(rows: int, rb: int, cols: int, cb: int, owners: Callable, tile: Callable) -> np.ndarray:
     """``operand_tiles`` of one group as a [rows, cols] grid of rb x cb blocks whose shares follow
-    block rows: worked out per row and column block (a share is whole block rows unless a block has
-    fewer rows than owners) and expanded to columns once, by column only for the rows of such
-    blocks: not a dozen passes over every element. ``tile(row block, column block, share)``."""
+    block rows: its pieces (``_share_pieces``) expanded to columns once, not a dozen passes over
+    every element. ``tile(row block, column block, share)``."""
+    _, length, tiles = _share_pieces(rows, rb, cols, cb, owners, tile)
+    return np.repeat(tiles, length).reshape(rows, cols)
+
+
+def _share_pieces(
+    rows: int, rb: int, cols: int, cb: int, owners: Callable, tile: Callable
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The [rows, cols] grid of ``_share_tiles`` as pieces in row-major order: (start, length, tile)
+    of each. A share is whole block rows unless a block has fewer rows than owners, so a row's piece
+    is a column block; in rows of such blocks, one element."""
     r = np.arange(rows)
     ri = r // rb
     rl, row = np.minimum(rb, rows - ri * rb), r - ri * rb
     cbi = np.arange(-(-cols // cb))
     cl_b = np.minimum(cb, cols - cbi * cb)
     own = owners(rl[:, None], cl_b[None, :])  # [rows, column blocks]
-    grid = np.repeat(tile(ri[:, None], cbi, row[:, None] * own // rl[:, None]), cl_b, axis=1)
-    few = np.flatnonzero(~(rl[:, None] >= own).all(axis=1))  # rows of blocks with fewer rows than owners
-    if few.size:
+    few = ~(rl[:, None] >= own).all(axis=1)  # rows of blocks with fewer rows than owners
+    pieces = np.where(few, cols, cbi.size)
+    first = np.cumsum(pieces) - pieces  # each row's first piece
+    start = np.empty(int(pieces.sum()), dtype=np.int64)
+    length = np.ones(start.size, dtype=np.int64)
+    tiles = np.empty(start.size, dtype=np.int64)
+    whole = np.flatnonzero(~few)
+    at = (first[whole][:, None] + np.arange(cbi.size)).reshape(-1)
+    start[at] = (whole[:, None] * cols + cbi * cb).reshape(-1)
+    length[at] = np.tile(cl_b, whole.size)
+    tiles[at] = tile(ri[whole][:, None], cbi, row[whole][:, None] * own[whole] // rl[whole][:, None]).reshape(-1)
+    some = np.flatnonzero(few)
+    if some.size:
         c = np.arange(cols)
         ci = c // cb
         col, cl = c - ci * cb, cl_b[ci]
-        o, lr = own[few][:, ci], rl[few][:, None]
+        o, lr = own[some][:, ci], rl[some][:, None]
         per_row = np.maximum(1, o // lr)  # shares per block row
-        share = np.where(lr >= o, row[few][:, None] * o // lr, row[few][:, None] * per_row + col * per_row // cl)
-        grid[few] = tile(ri[few][:, None], ci, share)
-    return grid
+        share = np.where(lr >= o, row[some][:, None] * o // lr, row[some][:, None] * per_row + col * per_row // cl)
+        at = (first[some][:, None] + c).reshape(-1)
+        start[at] = (some[:, None] * cols + c).reshape(-1)
+        tiles[at] = np.broadcast_to(tile(ri[some][:, None], ci, share), (some.size, cols)).reshape(-1)
+    return start, length, tiles
 
 
 def _run_step(
@@ -590,13 +635,30 @@ def _laid_out(
     then one regular all-gather per block instead of pieces from wherever the operand lies."""
     if not _rearrangeable(t):
         return t
-    columns = by_columns(t)
-    wanted = operand_tiles(plan, shape, side, t.dtype.itemsize, columns)
-    if _mapped_as(graph, t, wanted):
+    runs = operand_runs(plan, shape, side, t.dtype.itemsize)  # shares by rows: also a rearranged copy's
+    if by_columns(t):
+        if _mapped_as(graph, t, operand_tiles(plan, shape, side, t.dtype.itemsize, columns=True)):
+            return t
+    elif _runs_mapped_as(graph, t, runs):
         return t
-    tmp = graph.add_variable(t.dtype, t.shape, f"matmul {side} (rearranged)")  # row-major: shares by rows
-    graph.set_tile_mapping(tmp, operand_tiles(plan, shape, side, t.dtype.itemsize) if columns else wanted)
+    tmp = graph.add_variable(t.dtype, t.shape, f"matmul {side} (rearranged)")
+    _map_runs(graph, tmp, runs)
     return copy(graph, t, prog, dst=tmp)
+
+
+def _runs_mapped_as(graph: Graph, t: Tensor, runs: tuple[np.ndarray, np.ndarray, np.ndarray]) -> bool:
+    """``_mapped_as`` for the wanted tiles as maximal runs (``operand_runs``): a whole variable's
+    mapping is compared run by run, any other view element by element."""
+    found = graph.tile_runs(t)
+    if found is None:
+        return _mapped_as(graph, t, np.repeat(runs[2], runs[1]))
+    return bool(np.array_equal(found[0], runs[0]) and np.array_equal(found[1], runs[2]))
+
+
+def _map_runs(graph: Graph, t: Tensor, runs: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+    """Map ``t`` as ``operand_runs`` gives it: by intervals (element by element for a view)."""
+    if t.numel():
+        graph.map_intervals(t, *runs)
 
 
 def _operand_plan(
@@ -622,7 +684,10 @@ def map_for_matmul(
     plan, shape = _operand_plan(graph, a_shape, b_shape, t.dtype, partials_dtype, available_memory_proportion)
     if plan.in_chan_serial * plan.out_chan_serial > 1:
         return False
-    graph.set_tile_mapping(t, operand_tiles(plan, shape, side, t.dtype.itemsize, by_columns(t)))
+    if by_columns(t):
+        graph.set_tile_mapping(t, operand_tiles(plan, shape, side, t.dtype.itemsize, columns=True))
+    else:
+        _map_runs(graph, t, operand_runs(plan, shape, side, t.dtype.itemsize))
     return True
 
 

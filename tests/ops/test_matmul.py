@@ -429,3 +429,68 @@ def test_vectorised_plan_search_picks_what_costing_one_by_one_picks(groups, m, k
     pdt = dt if dt.kind != "f" else np.dtype(np.float32)
     got = mm._search(target, groups, m, k, n, dt, pdt, budget, out_serial)
     assert got == _search_one_by_one(target, groups, m, k, n, dt, pdt, budget, out_serial)
+
+
+def _share_tiles_by_element(rows, rb, cols, cb, owners, tile):  # type: ignore[no-untyped-def]
+    """The reference for matmul._share_tiles: element by element, as its docstring describes."""
+    out = np.zeros((rows, cols), dtype=np.int64)
+    n_cb = -(-cols // cb)
+    for r in range(rows):
+        ri, row = r // rb, r % rb
+        rl = min(rb, rows - ri * rb)
+        own = [int(owners(np.array(rl), np.array(min(cb, cols - j * cb)))) for j in range(n_cb)]
+        few = any(rl < o for o in own)  # the row's blocks include one with fewer rows than owners
+        for c in range(cols):
+            ci, col = c // cb, c % cb
+            cl, o = min(cb, cols - ci * cb), own[ci]
+            if not few or rl >= o:
+                share = row * o // rl
+            else:
+                per_row = max(1, o // rl)
+                share = row * per_row + col * per_row // cl
+            out[r, c] = tile(ri, ci, share)
+    return out
+
+
+@pytest.mark.parametrize(
+    # (10, 4, 7, 3, 1): the last row block has fewer rows than owners; (6, 2, 10, 5, 1): every block
+    "rows,rb,cols,cb,min_elems",
+    [(10, 4, 7, 3, 1), (10, 4, 7, 3, 6), (9, 2, 16, 5, 9), (3, 3, 1, 1, 1), (6, 2, 10, 5, 1)],
+)
+def test_share_tiles_pieces_and_runs_match_an_element_by_element_reference(rows, rb, cols, cb, min_elems):
+    from profiler.ops.matmul import _share_pieces, _share_tiles
+
+    def owners(rl, cl):  # type: ignore[no-untyped-def]
+        return np.clip(rl * cl // min_elems, 1, 4)
+
+    def tile(ri, ci, share):  # type: ignore[no-untyped-def]
+        return (ri * 3 + ci) * 4 + share
+
+    want = _share_tiles_by_element(rows, rb, cols, cb, owners, tile)
+    assert _share_tiles(rows, rb, cols, cb, owners, tile).tolist() == want.tolist()
+    start, length, tiles = _share_pieces(rows, rb, cols, cb, owners, tile)
+    assert np.repeat(tiles, length).tolist() == want.reshape(-1).tolist()
+    assert start.tolist() == (np.cumsum(length) - length).tolist()
+
+
+@pytest.mark.parametrize("G,M,K,N", [(1, 64, 48, 40), (3, 20, 8, 12), (1, 7, 300, 5), (2, 96, 64, 8)])
+@pytest.mark.parametrize("side", ["lhs", "rhs"])
+def test_operand_runs_are_operand_tiles_as_maximal_runs(G, M, K, N, side):
+    from profiler.ops.matmul import operand_runs, operand_tiles
+
+    plan = ops.plan_matmul(ipu_model(tiles_per_ipu=16), G, M, K, N, "float16", "float32")
+    for itemsize in (2, 4):
+        want = operand_tiles(plan, (G, M, K, N), side, itemsize)
+        start, length, tiles = operand_runs(plan, (G, M, K, N), side, itemsize)
+        assert np.repeat(tiles, length).tolist() == want.tolist()
+        assert start.tolist() == np.flatnonzero(np.diff(want, prepend=-1) != 0).tolist()  # maximal runs
+
+
+def test_tile_runs_are_a_whole_variables_tiles_as_maximal_runs():
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    v = g.add_variable("float", [4, 6], "v")
+    g.set_tile_mapping(v, np.repeat([0, 0, 2, 2, 1, 3], 4))
+    start, tiles = g.tile_runs(v.reshape(2, 12))
+    assert start.tolist() == [0, 8, 16, 20] and tiles.tolist() == [0, 2, 1, 3]
+    assert np.repeat(tiles, np.diff(np.append(start, 24))).tolist() == g.tile_of(v).tolist()
+    assert g.tile_runs(v.transpose(1, 0)) is None and g.tile_runs(v[1:]) is None
