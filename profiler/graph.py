@@ -444,7 +444,7 @@ class Graph:
         var = self._whole_variable(t)
         if var is None or var.numel == 0:
             return None
-        tiles = self._from_device_tiles(var.mapping.tiles.astype(np.int64))
+        tiles = self._from_device_tiles(var.mapping.tiles)
         keep = np.ones(tiles.size, dtype=bool)
         keep[1:] = tiles[1:] != tiles[:-1]  # neighbours on one tile are one run (as seen from here)
         return var.mapping.starts[keep], tiles[keep]

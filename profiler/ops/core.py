@@ -133,6 +133,23 @@ def groups_by_tile(tiles: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]
         yield utiles[sel], order[starts[sel][:, None] + np.arange(c)]
 
 
+def groups_by_runs(start: np.ndarray, tile: np.ndarray, n: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``groups_by_tile`` of ``n`` elements held as runs (run i: elements ``start[i]`` up to the next
+    run's start, on ``tile[i]``): the same batches, with the tiles sorted per run rather than per element."""
+    if n == 0:
+        return
+    length = np.diff(np.append(start, n))
+    by_tile = np.argsort(tile, kind="stable")  # runs tile by tile, in element order within a tile
+    utiles, first_run = np.unique(tile[by_tile], return_index=True)
+    counts = np.add.reduceat(length[by_tile], first_run)
+    sl = length[by_tile]
+    order = np.repeat(start[by_tile] - (np.cumsum(sl) - sl), sl) + np.arange(n, dtype=np.int64)
+    starts = np.cumsum(counts) - counts
+    for c in np.unique(counts):
+        sel = counts == c
+        yield utiles[sel], order[starts[sel][:, None] + np.arange(c)]
+
+
 def vertex_fields(
     graph: Graph, tensors: list[Tensor], names: tuple[str, ...]
 ) -> Iterator[tuple[np.ndarray, dict[str, Tensor]]]:
@@ -144,7 +161,9 @@ def vertex_fields(
         for vtiles, fields in batches:
             yield vtiles, dict(zip(names, fields, strict=True))
         return
-    for vtiles, idx in groups_by_tile(graph.tile_of(tensors[0])):
+    runs = graph.tile_runs(tensors[0])  # a whole variable: its elements grouped per run of its mapping
+    groups = groups_by_tile(graph.tile_of(tensors[0])) if runs is None else groups_by_runs(*runs, tensors[0].numel())
+    for vtiles, idx in groups:
         yield vtiles, {name: rows(t, idx) for name, t in zip(names, tensors, strict=True)}
 
 

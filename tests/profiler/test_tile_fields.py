@@ -70,3 +70,19 @@ def test_fields_by_tile_declines_short_runs() -> None:
     # element by element over the tiles: runs of one, where an index per element is smaller
     g.variables[a.single_variable()].mapping.set_dense(np.arange(128, dtype=np.int32) % 4)
     assert fields_by_tile(g, [a, a]) is None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_groups_by_runs_are_the_groups_by_tile_of_the_runs_elements(seed: int) -> None:
+    from profiler.ops.core import groups_by_runs, groups_by_tile
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 300))
+    start = np.unique(np.concatenate([[0], rng.integers(0, n, int(rng.integers(0, 20)))]))
+    tile = rng.integers(0, 6, start.size).astype(np.int32)
+    tiles = np.repeat(tile, np.diff(np.append(start, n)))
+    want = list(groups_by_tile(tiles))
+    got = list(groups_by_runs(start, tile, n))
+    assert len(got) == len(want)
+    for (gt, gi), (wt, wi) in zip(got, want, strict=True):
+        assert gt.tolist() == wt.tolist() and gt.dtype == wt.dtype and gi.tolist() == wi.tolist()
