@@ -133,21 +133,20 @@ def groups_by_tile(tiles: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]
         yield utiles[sel], order[starts[sel][:, None] + np.arange(c)]
 
 
-def groups_by_runs(start: np.ndarray, tile: np.ndarray, n: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """``groups_by_tile`` of ``n`` elements held as runs (run i: elements ``start[i]`` up to the next
-    run's start, on ``tile[i]``): the same batches, with the tiles sorted per run rather than per element."""
-    if n == 0:
-        return
+def tile_order(start: np.ndarray, tile: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
+    """``n`` elements held as runs (run i: elements ``start[i]`` up to the next run's start, on
+    ``tile[i]``) ordered tile by tile, in element order within a tile, as a stable sort of their
+    tiles orders them but per run: (tiles, elements on each, the order, where the order stops
+    counting up by one)."""
     length = np.diff(np.append(start, n))
-    by_tile = np.argsort(tile, kind="stable")  # runs tile by tile, in element order within a tile
+    by_tile = np.argsort(tile, kind="stable")
     utiles, first_run = np.unique(tile[by_tile], return_index=True)
     counts = np.add.reduceat(length[by_tile], first_run)
-    sl = length[by_tile]
-    order = np.repeat(start[by_tile] - (np.cumsum(sl) - sl), sl) + np.arange(n, dtype=np.int64)
-    starts = np.cumsum(counts) - counts
-    for c in np.unique(counts):
-        sel = counts == c
-        yield utiles[sel], order[starts[sel][:, None] + np.arange(c)]
+    s, sl = start[by_tile], length[by_tile]
+    at = np.cumsum(sl) - sl  # each run's place in the order
+    order = np.repeat(s - at, sl) + np.arange(n, dtype=np.int64)
+    breaks = at[1:][s[1:] != s[:-1] + sl[:-1]]
+    return utiles, counts, order, breaks
 
 
 def vertex_fields(
@@ -155,16 +154,27 @@ def vertex_fields(
 ) -> Iterator[tuple[np.ndarray, dict[str, Tensor]]]:
     """One vertex per tile holding ``tensors[0]``, each field (named ``names``) that tile's part of
     one tensor (all of one shape): from mapping intervals when the tensors are affine views (see
-    profiler.tile_fields), else by element."""
+    profiler.tile_fields), else by element - grouped per run of the mapping when ``tensors[0]`` is a
+    whole variable, whose own field then comes from those runs (Tensor.permuted_rows)."""
     batches = fields_by_tile(graph, tensors)
     if batches is not None:
         for vtiles, fields in batches:
             yield vtiles, dict(zip(names, fields, strict=True))
         return
-    runs = graph.tile_runs(tensors[0])  # a whole variable: its elements grouped per run of its mapping
-    groups = groups_by_tile(graph.tile_of(tensors[0])) if runs is None else groups_by_runs(*runs, tensors[0].numel())
-    for vtiles, idx in groups:
-        yield vtiles, {name: rows(t, idx) for name, t in zip(names, tensors, strict=True)}
+    runs, n = graph.tile_runs(tensors[0]), tensors[0].numel()
+    if runs is None:
+        for vtiles, idx in groups_by_tile(graph.tile_of(tensors[0])):
+            yield vtiles, {name: rows(t, idx) for name, t in zip(names, tensors, strict=True)}
+        return
+    utiles, counts, order, breaks = tile_order(*runs, n)
+    starts = np.cumsum(counts) - counts
+    flat = tensors[0].reshape(-1)
+    for c in np.unique(counts):
+        sel = counts == c
+        idx = order[starts[sel][:, None] + np.arange(c)]
+        fields = {names[0]: flat.permuted_rows(order, breaks, starts[sel], int(c))}
+        fields |= {name: rows(t, idx) for name, t in zip(names[1:], tensors[1:], strict=True)}
+        yield utiles[sel], fields
 
 
 def rows(t: Tensor, idx: np.ndarray) -> Tensor:

@@ -616,12 +616,17 @@ PROBE_ELEMENTS = 4096
 PROBED_FROM = FEW_ELEMENTS * PROBE_ELEMENTS  # the probe then searches the mapping (no lookup built)
 
 
-def _mapped_as(graph: Graph, t: Tensor, wanted: np.ndarray) -> bool:
-    """Whether ``t``'s elements (flattened) are on the ``wanted`` tiles. A large operand's first
-    elements are compared first: one mapped otherwise (most that are rearranged) differs there,
-    which is then found without a tile per element."""
+def _head_differs(graph: Graph, t: Tensor, wanted_head: Callable[[int], np.ndarray]) -> bool:
+    """Whether a large operand's first elements lie elsewhere than ``wanted_head(k)`` (the wanted
+    tiles of its first k) says: one mapped otherwise (most that are rearranged) differs there, which
+    is then found without a tile per element."""
     head = t.head(PROBE_ELEMENTS) if t.numel() >= PROBED_FROM else None
-    if head is not None and not np.array_equal(graph.tile_of(head), wanted[: head.numel()]):
+    return head is not None and not np.array_equal(graph.tile_of(head), wanted_head(head.numel()))
+
+
+def _mapped_as(graph: Graph, t: Tensor, wanted: np.ndarray) -> bool:
+    """Whether ``t``'s elements (flattened) are on the ``wanted`` tiles (its first ones compared first)."""
+    if _head_differs(graph, t, lambda k: wanted[:k]):
         return False
     return bool(np.array_equal(graph.tile_of(t).reshape(-1), wanted))
 
@@ -649,10 +654,13 @@ def _laid_out(
 def _runs_mapped_as(graph: Graph, t: Tensor, runs: tuple[np.ndarray, np.ndarray, np.ndarray]) -> bool:
     """``_mapped_as`` for the wanted tiles as maximal runs (``operand_runs``): a whole variable's
     mapping is compared run by run, any other view element by element."""
+    start, length, tiles = runs
     found = graph.tile_runs(t)
-    if found is None:
-        return _mapped_as(graph, t, np.repeat(runs[2], runs[1]))
-    return bool(np.array_equal(found[0], runs[0]) and np.array_equal(found[1], runs[2]))
+    if found is not None:
+        return bool(np.array_equal(found[0], start) and np.array_equal(found[1], tiles))
+    if _head_differs(graph, t, lambda k: tiles[np.searchsorted(start, np.arange(k), side="right") - 1]):
+        return False
+    return bool(np.array_equal(graph.tile_of(t).reshape(-1), np.repeat(tiles, length)))
 
 
 def _map_runs(graph: Graph, t: Tensor, runs: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:

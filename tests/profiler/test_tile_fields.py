@@ -73,16 +73,38 @@ def test_fields_by_tile_declines_short_runs() -> None:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_groups_by_runs_are_the_groups_by_tile_of_the_runs_elements(seed: int) -> None:
-    from profiler.ops.core import groups_by_runs, groups_by_tile
+def test_tile_order_is_a_stable_sort_of_the_runs_tiles(seed: int) -> None:
+    from profiler.ops.core import tile_order
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 300))
     start = np.unique(np.concatenate([[0], rng.integers(0, n, int(rng.integers(0, 20)))]))
     tile = rng.integers(0, 6, start.size).astype(np.int32)
     tiles = np.repeat(tile, np.diff(np.append(start, n)))
-    want = list(groups_by_tile(tiles))
-    got = list(groups_by_runs(start, tile, n))
+    utiles, counts, order, breaks = tile_order(start, tile, n)
+    want = np.argsort(tiles, kind="stable")
+    assert order.tolist() == want.tolist()
+    assert breaks.tolist() == (np.flatnonzero(np.diff(want) != 1) + 1).tolist()
+    assert utiles.tolist() == np.unique(tiles).tolist() and counts.tolist() == np.bincount(tiles)[utiles].tolist()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fields_of_a_whole_variable_by_runs_are_those_by_element(seed: int) -> None:
+    # a whole variable (its field built from the runs of its mapping) with a view that is not affine:
+    # the same batches, tiles and fields (layout kind and elements) as grouping a tile per element
+    from profiler.ops.core import vertex_fields
+
+    rng = np.random.default_rng(seed)
+    g = Graph(ipu_model(tiles_per_ipu=6))
+    v = g.add_variable("float", [12, 20], "v")
+    cuts = np.unique(np.concatenate([[0], rng.integers(0, 240, 12)]))
+    g.set_tile_mapping(v, np.repeat(rng.integers(0, 6, cuts.size), np.diff(np.append(cuts, 240))))
+    src = g.add_variable("float", [240], "src")[rng.permutation(240)].reshape(12, 20)
+    want = [(t, {"out": rows(v, idx), "in": rows(src, idx)}) for t, idx in groups_by_tile(g.tile_of(v))]
+    got = list(vertex_fields(g, [v, src], ("out", "in")))
     assert len(got) == len(want)
-    for (gt, gi), (wt, wi) in zip(got, want, strict=True):
-        assert gt.tolist() == wt.tolist() and gt.dtype == wt.dtype and gi.tolist() == wi.tolist()
+    for (gt, gf), (wt, wf) in zip(got, want, strict=True):
+        assert gt.tolist() == wt.tolist() and list(gf) == list(wf)
+        for k in wf:
+            assert type(gf[k]._lay) is type(wf[k]._lay) and gf[k].shape == wf[k].shape
+            assert [a.tolist() for a in gf[k].elements()] == [a.tolist() for a in wf[k].elements()]
