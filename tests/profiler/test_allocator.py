@@ -1,5 +1,6 @@
 """profiler.allocator: glibc keeps freed temporaries for reuse, unless the user opts out."""
 
+import os
 import subprocess
 import sys
 
@@ -13,27 +14,43 @@ def test_the_user_can_keep_the_c_librarys_defaults(monkeypatch: pytest.MonkeyPat
     assert allocator.keep_freed_memory() is False
 
 
+# Allocates, touches and frees an array of 2**argv[2] float64 20 times and prints the page faults
+# that took (after a first one). Modes: "off" (the C library's defaults: profiler not imported),
+# "on" (profiler.allocator's policy), "heap" (that policy inside heap_only).
+FAULTS = (
+    "import resource, sys, numpy as np\n"
+    "mode, n = sys.argv[1], 1 << int(sys.argv[2])\n"
+    "if mode != 'off':\n"
+    "    import profiler.allocator as a; assert a.keep_freed_memory()\n"
+    "def faults():\n"
+    "    np.ones(n)\n"
+    "    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+    "    for _ in range(20):\n"
+    "        x = np.ones(n); del x\n"
+    "    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before\n"
+    "if mode == 'heap':\n"
+    "    with a.heap_only():\n"
+    "        print(faults())\n"
+    "else:\n"
+    "    print(faults())\n"
+)
+
+
+def _faults(log2_elements: int, modes: tuple[str, ...]) -> dict[str, int]:
+    """FAULTS' count in a fresh interpreter per mode, the allocator policy allowed (no opt-out)."""
+    env = {**os.environ, "TILESCOPE_DEFAULT_MALLOC": ""}
+    cmd = [sys.executable, "-c", FAULTS]
+    runs = {m: subprocess.run([*cmd, m, str(log2_elements)], capture_output=True, text=True, check=True, env=env)
+            for m in modes}  # fmt: skip
+    return {m: int(out.stdout) for m, out in runs.items()}
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
 def test_freed_large_arrays_are_reused_without_new_page_faults() -> None:
-    # a 16 MiB array allocated, touched and freed 20 times: with glibc's defaults each one is fresh
-    # mmap pages, faulted in again (at least 8 transparent huge pages a time, 508 faults measured);
-    # kept by the process, the first one's pages serve them all (0 measured)
-    code = (
-        "import resource, sys, numpy as np\n"
-        "if sys.argv[1] == 'on':\n"
-        "    import profiler.allocator as a; assert a.keep_freed_memory()\n"
-        "np.ones(1 << 21)\n"
-        "before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
-        "for _ in range(20):\n"
-        "    a = np.ones(1 << 21); del a\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)\n"
-    )
-    env = {"TILESCOPE_DEFAULT_MALLOC": ""}
-    faults = {}
-    for mode in ("off", "on"):
-        out = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, check=True,
-                             env={**__import__("os").environ, **env})  # fmt: skip
-        faults[mode] = int(out.stdout)
+    # a 16 MiB array: with glibc's defaults each one is fresh mmap pages, faulted in again (at least 8
+    # transparent huge pages a time, 508 faults measured); kept by the process, the first one's pages
+    # serve them all (0 measured)
+    faults = _faults(21, ("off", "on"))
     assert faults["off"] > 20 * 8  # a fresh 16 MiB each time (at least 8 transparent huge pages)
     assert faults["on"] < faults["off"] / 10
 
@@ -41,28 +58,9 @@ def test_freed_large_arrays_are_reused_without_new_page_faults() -> None:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
 def test_inside_heap_only_arrays_over_the_mmap_threshold_are_reused_too() -> None:
     # 64 MiB, over the largest mmap threshold: fresh pages every time, except inside heap_only
-    code = (
-        "import resource, sys, numpy as np\n"
-        "import profiler.allocator as a; assert a.keep_freed_memory()\n"
-        "def faults():\n"
-        "    np.ones(1 << 23)\n"
-        "    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
-        "    for _ in range(10):\n"
-        "        x = np.ones(1 << 23); del x\n"
-        "    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before\n"
-        "if sys.argv[1] == 'heap':\n"
-        "    with a.heap_only():\n"
-        "        print(faults())\n"
-        "else:\n"
-        "    print(faults())\n"
-    )
-    faults = {}
-    for mode in ("mmap", "heap"):
-        out = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, check=True,
-                             env={**__import__("os").environ, "TILESCOPE_DEFAULT_MALLOC": ""})  # fmt: skip
-        faults[mode] = int(out.stdout)
-    assert faults["mmap"] > 10 * 32  # at least 32 huge pages (or 16,384 small ones) a time
-    assert faults["heap"] < faults["mmap"] / 10
+    faults = _faults(23, ("on", "heap"))
+    assert faults["on"] > 20 * 32  # at least 32 huge pages (or 16,384 small ones) a time
+    assert faults["heap"] < faults["on"] / 10
 
 
 def test_heap_only_switches_huge_page_advice_off_and_restores_both() -> None:
