@@ -183,19 +183,14 @@ class _RunPairs:
         flat = src.reshape(-1)
         if flat.affine is None or flat.numel() == 0:
             return None
-        nt = graph.target.num_tiles
-        tiles = graph.tile_of(flat)
-        new_run = np.empty(tiles.size, dtype=bool)  # a run starts where a group begins or the tile changes
-        new_run[0] = True
-        np.not_equal(tiles[1:], tiles[:-1], out=new_run[1:])
-        new_run[::size] = True
-        first = np.flatnonzero(new_run)
-        key = (first // size) * nt + tiles[first].astype(np.int64)
+        nt, n = graph.target.num_tiles, flat.numel()
+        first, tile = _runs_and_groups(graph, flat, size)
+        key = (first // size) * nt + tile.astype(np.int64)
         order = np.argsort(key, kind="stable")
         sk = key[order]
         if (sk[1:] == sk[:-1]).any():  # a pair of several runs
             return None
-        count = np.diff(np.append(first, tiles.size))
+        count = np.diff(np.append(first, n))
         return cls(graph, flat, size, sk // nt, sk % nt, first[order], count[order])
 
     def stage(self, out: Tensor, op_name: str, prog: Prog, name: str, scale: float = 1.0) -> ComputeSet:
@@ -224,6 +219,27 @@ class _RunPairs:
         n = out.numel()
         fields = {"in": self.flat.pattern_rows(np.arange(n) * self.size, (self.size,), (1,)), "out": out.reshape(n, 1)}
         self.graph.add_kernel(cs, REDUCE_CODELETS[op_name], fields, scale=float(scale))
+
+
+def _runs_and_groups(graph: Graph, flat: Tensor, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(first element, tile) of each run of ``flat``'s elements that lie on one tile within one group of
+    ``size``: a run starts where a group begins or the tile changes. From the mapping's runs when
+    ``flat`` is a whole variable, else from a tile per element."""
+    n = flat.numel()
+    runs = graph.tile_runs(flat)
+    if runs is not None:
+        mapped, tiles = runs
+        first = np.concatenate([mapped, np.arange(0, n, size)])
+        first.sort(kind="stable")
+        first = first[np.append(True, first[1:] != first[:-1])]
+        return first, tiles[np.searchsorted(mapped, first, side="right") - 1]
+    tiles = graph.tile_of(flat)
+    new_run = np.empty(n, dtype=bool)
+    new_run[0] = True
+    np.not_equal(tiles[1:], tiles[:-1], out=new_run[1:])
+    new_run[::size] = True
+    first = np.flatnonzero(new_run)
+    return first, tiles[first]
 
 
 def reduce_groups(

@@ -162,3 +162,17 @@ def test_reduce_over_a_transposed_view_still_matches_numpy():
     x = rng(18).standard_normal((6, 40)).astype(np.float32)
     out, _, _ = run({"x": x}, lambda g, t, p: {"y": ops.reduce_sum(g, t["x"].transpose(1, 0), 1, p)}, tiles=7)
     np.testing.assert_allclose(out["y"], x.sum(0), rtol=1e-5)
+
+
+def test_runs_within_groups_from_the_mapping_or_per_element_are_the_same():
+    from profiler import Graph, ipu_model
+    from profiler.ops.reduce import _runs_and_groups
+
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    x = _mapped(g, (6, 10), np.repeat([0, 0, 1, 3, 3, 2, 1, 1], [7, 5, 9, 3, 11, 8, 12, 5]))
+    for t, size in ((x.reshape(-1), 10), (x.reshape(-1), 7), (x[1:].reshape(-1), 5)):
+        tiles = g.tile_of(t)
+        want = np.flatnonzero((np.arange(tiles.size) % size == 0) | (np.diff(tiles, prepend=-9) != 0))
+        first, tile = _runs_and_groups(g, t, size)
+        assert first.tolist() == want.tolist() and tile.tolist() == tiles[want].tolist()
+    assert g.tile_runs(x.reshape(-1)) is not None and g.tile_runs(x[1:].reshape(-1)) is None  # both paths ran
