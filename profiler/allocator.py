@@ -80,6 +80,9 @@ def heap_only() -> Iterator[None]:
     + 33 sys CPU s. From the heap, which keeps freed memory (``keep_freed_memory``), they are reused:
     31 + 10 s, same peak RSS. Both switches are needed: with either alone the kernel time stayed
     (huge pages on the heap were still faulted and compacted, small mmap pages faulted 10x as often).
+    Once the import's per-element temporaries were gone it still saves it ~4 s of kernel time (10
+    against 15 s in all), though the compile that follows has then spent 2-6 s more in the kernel
+    in some runs (as many page faults, each dearer; not understood): import + compile about even.
     """
     mallopt = _mallopt()
     heap = mallopt is not None and bool(mallopt(M_MMAP_MAX, 0))
