@@ -12,6 +12,7 @@ import itertools
 
 import numpy as np
 
+from profiler import scratch
 from profiler.convert import converted, copy_into
 from profiler.layout import Affine, Factored, Window, strided_layout
 from profiler.tensor import Tensor
@@ -206,14 +207,13 @@ def im2col(w: Window, state: list[np.ndarray], dtype: np.dtype | None = None) ->
         x[flat.offset :], flat.shape, tuple(st * x.itemsize for st in flat.strides), writeable=False
     )
     (kh, kw), (sh, sw), (ph, pw), (dh, dw), (ho, wo) = w.kernel, w.stride, w.padding, w.dilation, w.out
-    if dtype is not None and dtype != xv.dtype and kh * kw > 1:  # windows repeat elements: convert them once
-        xv = converted(xv, dtype)
     nb, nc = w.x.groups[:2] if isinstance(w.x, Factored) else (1, 1)  # factor dims of B and of C
     if xv.ndim != nb + nc + 2 or (nc > 1 and w.groups > 1):  # H or W factored, or channel groups across factors
         xv, nb, nc = xv.reshape(w.x.shape), 1, 1
-    if ph or pw:
+    convert = dtype is not None and dtype != xv.dtype and kh * kw > 1  # windows repeat elements: convert once
+    if ph or pw or convert:
         fill = state[w.pad_var][w.pad.offset] if w.pad is not None else 0  # every pad element holds the constant
-        xv = np.pad(xv, ((0, 0),) * (xv.ndim - 2) + ((ph, ph), (pw, pw)), constant_values=fill)
+        xv = _padded(xv, dtype if convert else xv.dtype, ph, pw, fill)
     win = np.lib.stride_tricks.sliding_window_view(xv, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(-2, -1))
     win = win[..., : (ho - 1) * sh + 1 : sh, : (wo - 1) * sw + 1 : sw, :, :][
         ..., ::dh, ::dw
@@ -226,6 +226,24 @@ def im2col(w: Window, state: list[np.ndarray], dtype: np.dtype | None = None) ->
     oh = nb + 1 + nc
     cols = [oh + 2, oh + 3, *cs] if w.kernel_major else [*cs, oh + 2, oh + 3]  # (i, j, c) or (c, i, j)
     win = win.transpose([nb, *bs, oh, oh + 1, *cols])
-    out = np.empty(win.shape, win.dtype if dtype is None else dtype)
+    out = scratch.buffer("columns", win.shape, win.dtype if dtype is None else dtype)
     copy_into(out, win)  # a 1x1 kernel's elements are converted here, in the one copy
     return out.reshape(g, b * ho * wo, c // g * kh * kw)
+
+
+def _padded(x: np.ndarray, dtype: np.dtype, ph: int, pw: int, fill: object) -> np.ndarray:
+    """``x`` in ``dtype`` with ``ph`` / ``pw`` elements of ``fill`` on both sides of its last two
+    dims, in a scratch buffer laid out in ``x``'s memory order (so the copy streams both sides)."""
+    perm = sorted(range(x.ndim), key=lambda d: -abs(x.strides[d]))
+    shape = (*x.shape[:-2], x.shape[-2] + 2 * ph, x.shape[-1] + 2 * pw)
+    out = scratch.buffer("padded", tuple(shape[d] for d in perm), dtype).transpose(np.argsort(perm))
+    h, w = x.shape[-2:]
+    for edge in (
+        np.s_[..., :ph, :],
+        np.s_[..., ph + h :, :],
+        np.s_[..., ph : ph + h, :pw],
+        np.s_[..., ph : ph + h, pw + w :],
+    ):
+        out[edge] = fill
+    copy_into(out[..., ph : ph + h, pw : pw + w], x)
+    return out

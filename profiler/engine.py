@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from profiler import actions, capture
+from profiler import actions, capture, scratch
 from profiler.access import Access
 from profiler.batch_run import ReadCache, run_batch
 from profiler.compile import CompiledGraph, Node, compile_programs
@@ -284,7 +284,10 @@ class Engine:
             )
         for cache in self._read_caches:
             cache.volatile = volatile
-        self._exec(top)
+        try:
+            self._exec(top)
+        finally:
+            scratch.release()  # the run's reused temporaries: not held between runs
         record.cycles = int(self._clock.max())
         self.last_run_cycles = record.cycles
         if capture_run:

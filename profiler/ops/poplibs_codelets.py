@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from profiler import cost_model
+from profiler import cost_model, scratch
 from profiler.codelets import MATMUL_CODE_BYTES, Codelet, vertex_state_bytes
 from profiler.targets import Target
 
@@ -310,8 +310,12 @@ class MatMulPartial(Codelet):
     def run_batch(self, values, params):  # type: ignore[override]
         acc = self._accumulates_in(values["out"].dtype)
         a, b = values["a"].astype(acc, copy=False), values["b"].astype(acc, copy=False)  # read as acc already
-        # rounded into out's type by the engine's scatter; a flat out (block-major partials) takes it flat
-        return {"out": np.matmul(a, b).reshape(values["out"].shape)}
+        # into a reused buffer (the engine's scatter consumes it before the next batch) and rounded
+        # into out's type by that scatter; a flat out (block-major partials) takes it flat
+        product = scratch.buffer(
+            "product", (*np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1]), acc
+        )
+        return {"out": np.matmul(a, b, out=product).reshape(values["out"].shape)}
 
     @staticmethod
     def _mkn(shapes: Any, params: Any) -> tuple[int, int, int]:
