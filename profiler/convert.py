@@ -70,8 +70,11 @@ def _convert_half(dst: np.ndarray, src: np.ndarray) -> None:
         src = np.broadcast_to(src, dst.shape)
     s, d = (src, dst.view(np.uint16)) if to_half else (src.view(np.uint16), dst)
     kernel = _kernels.to_half if to_half else _kernels.to_float
-    shape, _ = _merged_dims(s.shape, (s.strides, d.strides))
-    shape = (1,) * (3 - len(shape)) + shape
+    if s.flags.c_contiguous and d.flags.c_contiguous:  # the common case: one row
+        shape: tuple[int, ...] = (1, 1, s.size)
+    else:
+        shape, _ = _merged_dims(s.shape, (s.strides, d.strides))
+        shape = (1,) * (3 - len(shape)) + shape
     # views, never copies: the merged dims are laid out as one in both arrays
     s3, d3 = s.reshape(shape, copy=False), d.reshape(shape, copy=False)
     s3.flags.writeable = False  # read-only whatever it came as: numba compiles one loop per layout pair
