@@ -199,17 +199,33 @@ def im2col(w: Window, state: list[np.ndarray], dtype: np.dtype | None = None) ->
     """The values of a Window view: the input padded with the pad constant, read through sliding
     windows (numpy strides, no index array), in the view's [G, B*Ho*Wo, C/G*kh*kw] order; in
     ``dtype`` when given (converted in storage order before a kernel's windows repeat the input's
-    elements, else while copied). A channel-grouped input is windowed over its factor dims as stored: the one copy
-    is the final gather of the columns."""
+    elements, else while copied). A channel-grouped input is windowed over its factor dims as
+    stored: the one copy is the final gather of the columns."""
+    win = windows(w, state, dtype)  # [G, B.., Ho, Wo, C.., kh, kw]
+    if w.kernel_major:  # columns (i, j, c): the kernel dims before the channel dims
+        first_c = win.ndim - 2 - _factor_dims(w)[1]
+        win = win.transpose([*range(first_c), win.ndim - 2, win.ndim - 1, *range(first_c, win.ndim - 2)])
+    b, c = w.x.shape[:2]
+    (kh, kw), (ho, wo) = w.kernel, w.out
+    out = scratch.buffer("columns", win.shape, win.dtype if dtype is None else dtype)
+    copy_into(out, win)  # a 1x1 kernel's elements are converted here, in the one copy
+    return out.reshape(w.groups, b * ho * wo, c // w.groups * kh * kw)
+
+
+def windows(w: Window, state: list[np.ndarray], dtype: np.dtype | None = None) -> np.ndarray:
+    """The windows of a Window view as a strided view ``[G, B.., Ho, Wo, C.., kh, kw]`` (B and C
+    as their factor dims when the input is channel-grouped) over the input - padded with the pad
+    constant and converted to ``dtype`` first (in a scratch buffer) when either is needed and the
+    kernel is larger than 1x1 (a 1x1 kernel's view is converted where it is copied)."""
     x = state[w.x_var]
     flat = w.x.flat if isinstance(w.x, Factored) else w.x
     xv = np.lib.stride_tricks.as_strided(
         x[flat.offset :], flat.shape, tuple(st * x.itemsize for st in flat.strides), writeable=False
     )
     (kh, kw), (sh, sw), (ph, pw), (dh, dw), (ho, wo) = w.kernel, w.stride, w.padding, w.dilation, w.out
-    nb, nc = w.x.groups[:2] if isinstance(w.x, Factored) else (1, 1)  # factor dims of B and of C
-    if xv.ndim != nb + nc + 2 or (nc > 1 and w.groups > 1):  # H or W factored, or channel groups across factors
-        xv, nb, nc = xv.reshape(w.x.shape), 1, 1
+    nb, nc = _factor_dims(w)
+    if xv.ndim != nb + nc + 2:
+        xv = xv.reshape(w.x.shape)
     convert = dtype is not None and dtype != xv.dtype and kh * kw > 1  # windows repeat elements: convert once
     if ph or pw or convert:
         fill = state[w.pad_var][w.pad.offset] if w.pad is not None else 0  # every pad element holds the constant
@@ -218,17 +234,24 @@ def im2col(w: Window, state: list[np.ndarray], dtype: np.dtype | None = None) ->
     win = win[..., : (ho - 1) * sh + 1 : sh, : (wo - 1) * sw + 1 : sw, :, :][
         ..., ::dh, ::dw
     ]  # [B.., C.., Ho, Wo, kh, kw]
-    b, c = w.x.shape[:2]
-    g = w.groups
-    # split channel c into (group, c): one dim when not factored, else one group (checked above)
+    c, g = w.x.shape[1], w.groups
+    # split channel c into (group, c): one dim when not factored, else one group (_factor_dims)
     win = win.reshape(win.shape[:nb] + (g, c // g) + win.shape[nb + 1 :]) if nc == 1 else np.expand_dims(win, nb)
     bs, cs = list(range(nb)), list(range(nb + 1, nb + 1 + nc))
     oh = nb + 1 + nc
-    cols = [oh + 2, oh + 3, *cs] if w.kernel_major else [*cs, oh + 2, oh + 3]  # (i, j, c) or (c, i, j)
-    win = win.transpose([nb, *bs, oh, oh + 1, *cols])
-    out = scratch.buffer("columns", win.shape, win.dtype if dtype is None else dtype)
-    copy_into(out, win)  # a 1x1 kernel's elements are converted here, in the one copy
-    return out.reshape(g, b * ho * wo, c // g * kh * kw)
+    return win.transpose([nb, *bs, oh, oh + 1, *cs, oh + 2, oh + 3])
+
+
+def _factor_dims(w: Window) -> tuple[int, int]:
+    """How many dims B and C of the window's input take in ``windows``: their factor dims for a
+    channel-grouped input windowed as stored, else one each (H or W factored, or channel groups
+    across factors)."""
+    if not isinstance(w.x, Factored):
+        return 1, 1
+    nb, nc = w.x.groups[:2]
+    if len(w.x.flat.shape) != nb + nc + 2 or (nc > 1 and w.groups > 1):
+        return 1, 1
+    return nb, nc
 
 
 def _padded(x: np.ndarray, dtype: np.dtype, ph: int, pw: int, fill: object) -> np.ndarray:

@@ -8,6 +8,7 @@ all vertices of a batch; ``estimate`` gives one vertex's cycles and FLOPs) and a
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -238,6 +239,9 @@ class Pooling(Codelet):
     def __init__(self, op: str, fn: Callable[..., np.ndarray]) -> None:
         self.op, self.fn = op, fn
         self.name = "popnn::MaxPooling" if op == "max" else "popnn::SumPooling"
+        # a maximum is taken over the windows as they lie in the input (no columns copied); a sum
+        # keeps numpy's summation order over the copied columns
+        self.window_field = "in" if op == "max" else None
 
     def type_name(self, dtypes):  # type: ignore[override]
         return f"{self.name}<{dtypes['in'].name}>"
@@ -257,6 +261,18 @@ class Pooling(Codelet):
         else:
             r = _scaled(self.fn(windows, axis=-1), params)
         return {"out": r.reshape(out.shape)}  # rounded into out's type by the engine's scatter
+
+    def run_windows(self, values, params):  # type: ignore[override]
+        win, out = values["in"], values["out"]  # win [G, B.., Ho, Wo, C.., kh, kw]
+        first = win[..., 0, 0]
+        # the running maximum laid out as the input is (each pass then streams both)
+        perm = sorted(range(first.ndim), key=lambda d: -abs(first.strides[d]))
+        r = np.empty([first.shape[d] for d in perm], first.dtype).transpose(np.argsort(perm))
+        r[...] = first
+        for i, j in itertools.product(range(win.shape[-2]), range(win.shape[-1])):
+            if i or j:
+                np.maximum(r, win[..., i, j], out=r)
+        return {"out": r.reshape(out.shape)}  # [G, B*Ho*Wo, C] as the columns would give it
 
     def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
         rows, channels = shapes["out"]
