@@ -14,7 +14,7 @@ import numpy as np
 
 from profiler import scratch
 from profiler.convert import converted, copy_into
-from profiler.layout import Affine, Factored, Window, strided_layout
+from profiler.layout import Affine, Factored, Window, merged_dims, strided_layout
 from profiler.tensor import Tensor
 
 
@@ -150,16 +150,8 @@ def align_positionwise(fields: dict[str, Access], written: tuple[str, ...]) -> b
     strides = [_refined_strides(a.flat_shape, a.strided[2], refined) for a in acc]  # type: ignore[index]
     lead = strides[acc.index(fields[written[0]])]
     order = sorted(range(len(refined)), key=lambda d: -lead[d])
-    shape, merged = [], [[] for _ in acc]  # type: ignore[var-annotated]
-    for d in order:
-        if shape and all(m[-1] == st[d] * refined[d] for m, st in zip(merged, strides, strict=True)):
-            shape[-1] *= refined[d]  # walked contiguously by every field: one dim
-            for m, st in zip(merged, strides, strict=True):
-                m[-1] = st[d]
-        else:
-            shape.append(refined[d])
-            for m, st in zip(merged, strides, strict=True):
-                m.append(st[d])
+    # in the written field's order, dims every field walks contiguously merged into one
+    shape, merged = merged_dims(tuple(refined[d] for d in order), tuple(tuple(st[d] for d in order) for st in strides))
     for a, st in zip(acc, merged, strict=True):
         var, offset, _, one_to_one = a.strided  # type: ignore[misc]
         a.shape = a.flat_shape = tuple(shape)

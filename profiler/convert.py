@@ -14,6 +14,7 @@ from types import ModuleType
 import numpy as np
 
 from profiler import parallel
+from profiler.layout import merged_dims
 
 _U = np.uint32
 _kernels: ModuleType | None = None  # profiler.half_kernels, imported on the first conversion
@@ -73,7 +74,7 @@ def _convert_half(dst: np.ndarray, src: np.ndarray) -> None:
     if s.flags.c_contiguous and d.flags.c_contiguous:  # the common case: one row
         shape: tuple[int, ...] = (1, 1, s.size)
     else:
-        shape, _ = _merged_dims(s.shape, (s.strides, d.strides))
+        shape, _ = merged_dims(s.shape, (s.strides, d.strides))
         shape = (1,) * (3 - len(shape)) + shape
     # views, never copies: the merged dims are laid out as one in both arrays
     s3, d3 = s.reshape(shape, copy=False), d.reshape(shape, copy=False)
@@ -97,26 +98,6 @@ def _numpy_nans(dst: np.ndarray, src: np.ndarray) -> None:
         where = (h & np.uint16(0x7FFF)) > np.uint16(0x7C00)
         b = h[where].astype(_U)
         dst.view(_U)[where] = ((b & _U(0x8000)) << _U(16)) | _U(0x7F800000) | ((b & _U(0x3FF)) << _U(13))
-
-
-def _merged_dims(
-    shape: tuple[int, ...], strides: tuple[tuple[int, ...], ...]
-) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
-    """``shape`` without unit dims and with neighbouring dims merged where every array in
-    ``strides`` lays them out as one (so a contiguous pair becomes one long row)."""
-    dims = [d for d, n in enumerate(shape) if n != 1] or [len(shape) - 1] if shape else []
-    out_shape: list[int] = []
-    out_strides: list[list[int]] = [[] for _ in strides]
-    for d in dims:
-        if out_shape and all(st[-1] == s[d] * shape[d] for st, s in zip(out_strides, strides, strict=True)):
-            out_shape[-1] *= shape[d]
-            for st, s in zip(out_strides, strides, strict=True):
-                st[-1] = s[d]
-        else:
-            out_shape.append(shape[d])
-            for st, s in zip(out_strides, strides, strict=True):
-                st.append(s[d])
-    return tuple(out_shape), tuple(tuple(st) for st in out_strides)
 
 
 def _without_leading_units(a: np.ndarray) -> np.ndarray:
