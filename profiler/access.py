@@ -12,8 +12,9 @@ import itertools
 
 import numpy as np
 
+from profiler import scratch
 from profiler.convert import converted, copy_into
-from profiler.layout import Affine, Factored, Window, strided_layout
+from profiler.layout import Affine, Factored, Window, merged_dims, strided_layout
 from profiler.tensor import Tensor
 
 
@@ -149,16 +150,8 @@ def align_positionwise(fields: dict[str, Access], written: tuple[str, ...]) -> b
     strides = [_refined_strides(a.flat_shape, a.strided[2], refined) for a in acc]  # type: ignore[index]
     lead = strides[acc.index(fields[written[0]])]
     order = sorted(range(len(refined)), key=lambda d: -lead[d])
-    shape, merged = [], [[] for _ in acc]  # type: ignore[var-annotated]
-    for d in order:
-        if shape and all(m[-1] == st[d] * refined[d] for m, st in zip(merged, strides, strict=True)):
-            shape[-1] *= refined[d]  # walked contiguously by every field: one dim
-            for m, st in zip(merged, strides, strict=True):
-                m[-1] = st[d]
-        else:
-            shape.append(refined[d])
-            for m, st in zip(merged, strides, strict=True):
-                m.append(st[d])
+    # in the written field's order, dims every field walks contiguously merged into one
+    shape, merged = merged_dims(tuple(refined[d] for d in order), tuple(tuple(st[d] for d in order) for st in strides))
     for a, st in zip(acc, merged, strict=True):
         var, offset, _, one_to_one = a.strided  # type: ignore[misc]
         a.shape = a.flat_shape = tuple(shape)
@@ -198,34 +191,74 @@ def im2col(w: Window, state: list[np.ndarray], dtype: np.dtype | None = None) ->
     """The values of a Window view: the input padded with the pad constant, read through sliding
     windows (numpy strides, no index array), in the view's [G, B*Ho*Wo, C/G*kh*kw] order; in
     ``dtype`` when given (converted in storage order before a kernel's windows repeat the input's
-    elements, else while copied). A channel-grouped input is windowed over its factor dims as stored: the one copy
-    is the final gather of the columns."""
+    elements, else while copied). A channel-grouped input is windowed over its factor dims as
+    stored: the one copy is the final gather of the columns."""
+    win = windows(w, state, dtype)  # [G, B.., Ho, Wo, C.., kh, kw]
+    if w.kernel_major:  # columns (i, j, c): the kernel dims before the channel dims
+        first_c = win.ndim - 2 - _factor_dims(w)[1]
+        win = win.transpose([*range(first_c), win.ndim - 2, win.ndim - 1, *range(first_c, win.ndim - 2)])
+    b, c = w.x.shape[:2]
+    (kh, kw), (ho, wo) = w.kernel, w.out
+    out = scratch.buffer("columns", win.shape, win.dtype if dtype is None else dtype)
+    copy_into(out, win)  # a 1x1 kernel's elements are converted here, in the one copy
+    return out.reshape(w.groups, b * ho * wo, c // w.groups * kh * kw)
+
+
+def windows(w: Window, state: list[np.ndarray], dtype: np.dtype | None = None) -> np.ndarray:
+    """The windows of a Window view as a strided view ``[G, B.., Ho, Wo, C.., kh, kw]`` (B and C
+    as their factor dims when the input is channel-grouped) over the input - padded with the pad
+    constant and converted to ``dtype`` first (in a scratch buffer) when either is needed and the
+    kernel is larger than 1x1 (a 1x1 kernel's view is converted where it is copied)."""
     x = state[w.x_var]
     flat = w.x.flat if isinstance(w.x, Factored) else w.x
     xv = np.lib.stride_tricks.as_strided(
         x[flat.offset :], flat.shape, tuple(st * x.itemsize for st in flat.strides), writeable=False
     )
     (kh, kw), (sh, sw), (ph, pw), (dh, dw), (ho, wo) = w.kernel, w.stride, w.padding, w.dilation, w.out
-    if dtype is not None and dtype != xv.dtype and kh * kw > 1:  # windows repeat elements: convert them once
-        xv = converted(xv, dtype)
-    nb, nc = w.x.groups[:2] if isinstance(w.x, Factored) else (1, 1)  # factor dims of B and of C
-    if xv.ndim != nb + nc + 2 or (nc > 1 and w.groups > 1):  # H or W factored, or channel groups across factors
-        xv, nb, nc = xv.reshape(w.x.shape), 1, 1
-    if ph or pw:
+    nb, nc = _factor_dims(w)
+    if xv.ndim != nb + nc + 2:
+        xv = xv.reshape(w.x.shape)
+    convert = dtype is not None and dtype != xv.dtype and kh * kw > 1  # windows repeat elements: convert once
+    if ph or pw or convert:
         fill = state[w.pad_var][w.pad.offset] if w.pad is not None else 0  # every pad element holds the constant
-        xv = np.pad(xv, ((0, 0),) * (xv.ndim - 2) + ((ph, ph), (pw, pw)), constant_values=fill)
+        xv = _padded(xv, dtype if convert else xv.dtype, ph, pw, fill)
     win = np.lib.stride_tricks.sliding_window_view(xv, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(-2, -1))
     win = win[..., : (ho - 1) * sh + 1 : sh, : (wo - 1) * sw + 1 : sw, :, :][
         ..., ::dh, ::dw
     ]  # [B.., C.., Ho, Wo, kh, kw]
-    b, c = w.x.shape[:2]
-    g = w.groups
-    # split channel c into (group, c): one dim when not factored, else one group (checked above)
+    c, g = w.x.shape[1], w.groups
+    # split channel c into (group, c): one dim when not factored, else one group (_factor_dims)
     win = win.reshape(win.shape[:nb] + (g, c // g) + win.shape[nb + 1 :]) if nc == 1 else np.expand_dims(win, nb)
     bs, cs = list(range(nb)), list(range(nb + 1, nb + 1 + nc))
     oh = nb + 1 + nc
-    cols = [oh + 2, oh + 3, *cs] if w.kernel_major else [*cs, oh + 2, oh + 3]  # (i, j, c) or (c, i, j)
-    win = win.transpose([nb, *bs, oh, oh + 1, *cols])
-    out = np.empty(win.shape, win.dtype if dtype is None else dtype)
-    copy_into(out, win)  # a 1x1 kernel's elements are converted here, in the one copy
-    return out.reshape(g, b * ho * wo, c // g * kh * kw)
+    return win.transpose([nb, *bs, oh, oh + 1, *cs, oh + 2, oh + 3])
+
+
+def _factor_dims(w: Window) -> tuple[int, int]:
+    """How many dims B and C of the window's input take in ``windows``: their factor dims for a
+    channel-grouped input windowed as stored, else one each (H or W factored, or channel groups
+    across factors)."""
+    if not isinstance(w.x, Factored):
+        return 1, 1
+    nb, nc = w.x.groups[:2]
+    if len(w.x.flat.shape) != nb + nc + 2 or (nc > 1 and w.groups > 1):
+        return 1, 1
+    return nb, nc
+
+
+def _padded(x: np.ndarray, dtype: np.dtype, ph: int, pw: int, fill: object) -> np.ndarray:
+    """``x`` in ``dtype`` with ``ph`` / ``pw`` elements of ``fill`` on both sides of its last two
+    dims, in a scratch buffer laid out in ``x``'s memory order (so the copy streams both sides)."""
+    perm = sorted(range(x.ndim), key=lambda d: -abs(x.strides[d]))
+    shape = (*x.shape[:-2], x.shape[-2] + 2 * ph, x.shape[-1] + 2 * pw)
+    out = scratch.buffer("padded", tuple(shape[d] for d in perm), dtype).transpose(np.argsort(perm))
+    h, w = x.shape[-2:]
+    for edge in (
+        np.s_[..., :ph, :],
+        np.s_[..., ph + h :, :],
+        np.s_[..., ph : ph + h, :pw],
+        np.s_[..., ph : ph + h, pw + w :],
+    ):
+        out[edge] = fill
+    copy_into(out[..., ph : ph + h, pw : pw + w], x)
+    return out

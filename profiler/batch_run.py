@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from profiler import parallel
+from profiler.access import windows
 
 if TYPE_CHECKING:
     from profiler.access import Access
@@ -63,14 +64,18 @@ def run_batch(b: BatchPlan, state: list[np.ndarray], cache: ReadCache | None = N
 def _run_rows(b: BatchPlan, state: list[np.ndarray], rows: slice | None, cache: ReadCache | None) -> None:
     codelet, reads = b.codelet, b.reads
     skip = () if codelet.reads_outputs else codelet.outputs
+    wf = codelet.window_field
+    windowed = rows is None and wf is not None and b.fields[wf].window is not None
     values = {}
     for f, acc in b.fields.items():
         if f in skip:
             values[f] = np.empty(acc.shape if rows is None else acc.rows_shape(rows), reads[f])
+        elif windowed and f == wf:
+            values[f] = windows(acc.window, state, reads[f])  # type: ignore[arg-type]
         elif rows is None and cache is not None and acc.dtype != reads[f]:
             values[f] = cache.read(acc, state, reads[f])
         else:
             values[f] = acc.gather(state, reads[f], rows)
-    out = codelet.run_batch(values, b.params)
+    out = codelet.run_windows(values, b.params) if windowed else codelet.run_batch(values, b.params)
     for f in codelet.writes:
         b.fields[f].scatter(state, out[f], rows)

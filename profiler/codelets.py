@@ -66,6 +66,10 @@ class Codelet:
     # every field has one shape and element i of each result depends only on element i of the
     # operands: the engine may walk the fields in any one order (it takes the result's storage order)
     positionwise: bool = False
+    # a field this codelet can take as the strided view of its convolution windows
+    # (``access.windows``: [G, B.., Ho, Wo, C.., kh, kw]) rather than as copied columns: when that
+    # field reads a Window, the engine calls ``run_windows`` with it instead of ``run_batch``
+    window_field: str | None = None
 
     # -- user codelet hooks (per vertex) ------------------------------------------------------
     def compute(self, **fields: np.ndarray) -> Mapping[str, np.ndarray] | None:
@@ -131,6 +135,10 @@ class Codelet:
                 f"compute set {where!r}: codelet {self.name} needs fields {list(self.fields)}; "
                 f"missing {missing or 'none'}, unknown {extra or 'none'}"
             )
+
+    def run_windows(self, values: dict[str, np.ndarray], params: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """``run_batch`` with ``values[window_field]`` the windows view (see ``window_field``)."""
+        raise NotImplementedError(f"codelet {self.name} has no run_windows()")
 
     def run_batch(self, values: dict[str, np.ndarray], params: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Compute every vertex of a batch: values[f] has one row per vertex; returns written fields."""

@@ -1,33 +1,23 @@
 """Conversions the run makes millions of times: stored half to computed float and back.
 
-numpy converts half one element at a time where the CPU lacks AVX512-FP16 (this machine: AVX2 +
-F16C, numpy 2.4): ~2.5 ns an element from half, and from float 3-9 ns on ordinary values but 50-90
-ns on values that overflow or fall below half's normal range (its per-element floating-point
-status path). Here half to float is a lookup in a 256 KiB table (it stays in L2) and float to half
-a fixed sequence of integer operations over whole arrays; both give numpy's bits exactly (checked
-over every half and a sweep of floats in tests/profiler/test_access.py). Large arrays are converted
-in chunks of rows on the run's threads (``profiler.parallel``).
+Half <-> float goes through compiled loops on the CPU's conversion instructions
+(``profiler.half_kernels``, ~0.3 ns an element against numpy's 2.5-9 ns), with NaNs rewritten by
+numpy's rule, so the bits are exactly what ``astype`` gives (checked over every half and a sweep of
+floats in tests/profiler/test_access.py). Large arrays are converted in chunks of rows on the run's
+threads (``profiler.parallel``).
 """
 
 from __future__ import annotations
 
+from types import ModuleType
+
 import numpy as np
 
 from profiler import parallel
+from profiler.layout import merged_dims
 
-# Every half value as float, indexed by its bits.
-_HALF_TO_FLOAT = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
-
-# Float to half with rounding to nearest even (F. Giesen, "float_to_half_fast3_rtne", public
-# domain, 2016): a normal half is the float's bits re-biased (exponent 127 -> 15) and shifted by the
-# 13 mantissa bits half lacks, after adding 0xfff plus the lowest kept bit (ties to even); a subnormal
-# one is aligned by a float addition of 2^-1 * 2^(-14 + ...) (the FPU rounds that to nearest even).
 _U = np.uint32
-_SMALLEST_NORMAL = _U(113 << 23)  # 2^-14, half's smallest normal, as float bits
-_TOO_BIG = _U((127 + 16) << 23)  # 2^16: rounds to inf (and inf, NaN)
-_REBIAS = _U((((15 - 127) << 23) + 0xFFF) % (1 << 32))
-_DENORM_MAGIC = _U(((127 - 15) + (23 - 10) + 1) << 23)
-_DENORM_MAGIC_F = np.array([_DENORM_MAGIC], np.uint32).view(np.float32)[0]
+_kernels: ModuleType | None = None  # profiler.half_kernels, imported on the first conversion
 
 
 def converted(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -63,35 +53,51 @@ def store(dst: np.ndarray, src: np.ndarray) -> None:
     """``dst[...] = src`` converted to dst's type, on this thread."""
     if src.dtype == dst.dtype:
         dst[...] = src
-    elif src.dtype == np.float16 and dst.dtype == np.float32:
-        np.take(_HALF_TO_FLOAT, src.view(np.uint16), out=dst, mode="clip")
-    elif src.dtype == np.float32 and dst.dtype == np.float16:
-        _float_to_half(src, dst)
+    elif {src.dtype, dst.dtype} == {np.dtype(np.float16), np.dtype(np.float32)}:
+        _convert_half(dst, src)
     else:
         dst[...] = src.astype(dst.dtype)
 
 
-def _float_to_half(src: np.ndarray, dst: np.ndarray) -> None:
-    u = src.view(np.uint32)
-    a = u & _U(0x7FFFFFFF)
-    h = a >> _U(13)  # normal: h = (a + rebias + 0xfff + lowest kept bit) >> 13
-    h &= _U(1)
-    h += a
-    h += _REBIAS
-    h >>= _U(13)
-    small = a < _SMALLEST_NORMAL
-    if small.any():  # subnormal or zero
-        with np.errstate(all="ignore"):  # the add also runs over the other lanes (NaN, inf): unused
-            s = (a.view(np.float32) + _DENORM_MAGIC_F).view(np.uint32)
-        s -= _DENORM_MAGIC
-        np.copyto(h, s, where=small)
-    big = a >= _TOO_BIG
-    if big.any():  # inf, and NaN keeping its top payload bits (at least one: numpy's rule)
-        i = np.nonzero(big)
-        ai = a[i]
-        h[i] = np.where(ai > _U(0x7F800000), _U(0x7C00) + np.maximum((ai & _U(0x7FFFFF)) >> _U(13), _U(1)), _U(0x7C00))
-    h |= (u >> _U(16)) & _U(0x8000)
-    np.copyto(dst.view(np.uint16), h, casting="unsafe")
+def _convert_half(dst: np.ndarray, src: np.ndarray) -> None:
+    """half <-> float32 of one shape, through the compiled loops over 3-d views of both arrays."""
+    global _kernels
+    if _kernels is None:
+        from profiler import half_kernels
+
+        _kernels = half_kernels
+    to_half = dst.dtype == np.float16
+    if src.shape != dst.shape:
+        src = np.broadcast_to(src, dst.shape)
+    s, d = (src, dst.view(np.uint16)) if to_half else (src.view(np.uint16), dst)
+    kernel = _kernels.to_half if to_half else _kernels.to_float
+    if s.flags.c_contiguous and d.flags.c_contiguous:  # the common case: one row
+        shape: tuple[int, ...] = (1, 1, s.size)
+    else:
+        shape, _ = merged_dims(s.shape, (s.strides, d.strides))
+        shape = (1,) * (3 - len(shape)) + shape
+    # views, never copies: the merged dims are laid out as one in both arrays
+    s3, d3 = s.reshape(shape, copy=False), d.reshape(shape, copy=False)
+    s3.flags.writeable = False  # read-only whatever it came as: numba compiles one loop per layout pair
+    nan = False
+    for lead in np.ndindex(*shape[:-3]):  # more than 3 dims left: rare, a call per leading index
+        nan |= kernel(s3[lead], d3[lead])
+    if nan:
+        _numpy_nans(dst, src)
+
+
+def _numpy_nans(dst: np.ndarray, src: np.ndarray) -> None:
+    """Rewrite NaNs as numpy converts them: the payload's top bits kept, no quiet bit set."""
+    if dst.dtype == np.float16:
+        where = np.isnan(src)
+        u = src.view(np.uint32)[where]
+        top = np.maximum((u & _U(0x7FFFFF)) >> _U(13), _U(1))
+        dst.view(np.uint16)[where] = (((u >> _U(16)) & _U(0x8000)) | _U(0x7C00) | top).astype(np.uint16)
+    else:
+        h = src.view(np.uint16)
+        where = (h & np.uint16(0x7FFF)) > np.uint16(0x7C00)
+        b = h[where].astype(_U)
+        dst.view(_U)[where] = ((b & _U(0x8000)) << _U(16)) | _U(0x7F800000) | ((b & _U(0x3FF)) << _U(13))
 
 
 def _without_leading_units(a: np.ndarray) -> np.ndarray:

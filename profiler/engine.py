@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from profiler import actions, capture
+from profiler import actions, capture, scratch
 from profiler.access import Access
 from profiler.batch_run import ReadCache, run_batch
 from profiler.compile import CompiledGraph, Node, compile_programs
@@ -32,6 +32,7 @@ from profiler.pipeline import participants, senders_receivers
 from profiler.programs import Program
 from profiler.replication import AllReduceAction
 from profiler.streams import DataStream
+from profiler.value_pool import ValuePool
 from report_format.writer import check_destination
 
 # Executed steps captured per run at most; beyond it a truncation is recorded (never silent).
@@ -87,6 +88,7 @@ class Engine:
         self.report_path: Path | None = None
         self._needs: dict[int, list[int]] = {}  # step -> variables it touches (see _plan_host_values)
         self._release: dict[int, list[int]] = {}  # step -> variables whose values are dropped after it
+        self._values = ValuePool()  # dropped values, handed to the next variable of their type and size
         self._dropped: set[int] = set()
         # replication (profiler.replication): one state per replica, run in lockstep
         self.replicas = graph.replication_factor
@@ -284,7 +286,11 @@ class Engine:
             )
         for cache in self._read_caches:
             cache.volatile = volatile
-        self._exec(top)
+        try:
+            self._exec(top)
+        finally:
+            scratch.release()  # the run's reused temporaries and dropped values: not held between runs
+            self._values.clear()
         record.cycles = int(self._clock.max())
         self.last_run_cycles = record.cycles
         if capture_run:
@@ -318,7 +324,7 @@ class Engine:
             for r, state in enumerate(self._states):  # replicas in lockstep (one state each)
                 for v in self._needs.get(node.step, ()):
                     if state[v].size != variables[v].numel:  # made at first use (zeros, as at load)
-                        state[v] = np.zeros(variables[v].numel, dtype=variables[v].dtype)
+                        state[v] = self._values.zeros(variables[v].numel, variables[v].dtype)
                 if isinstance(node.action, AllReduceAction):
                     continue
                 self._state, self._replica = state, r
@@ -329,6 +335,7 @@ class Engine:
                 cache.written(node.writes)
             for state in self._states:
                 for v in self._release.get(node.step, ()):
+                    self._values.drop(state[v])
                     state[v] = np.zeros(0, dtype=variables[v].dtype)
             self._state, self._replica = self._states[self.profiled_replica], self.profiled_replica
         cycles = self._step_ipu_cycles[node.step]  # type: ignore[index]

@@ -592,6 +592,27 @@ def piece_lengths(start: np.ndarray, pieces: np.ndarray, first: np.ndarray, leng
     return end - start
 
 
+def merged_dims(
+    shape: tuple[int, ...], strides: tuple[tuple[int, ...], ...]
+) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
+    """``shape`` without unit dims and with neighbouring dims merged where every one of the
+    ``strides`` (one tuple per array walked together) lays them out as one: a pair walked
+    contiguously by all becomes one long row. Returns the shape and each array's strides."""
+    dims = [d for d, n in enumerate(shape) if n != 1] or [len(shape) - 1] if shape else []
+    out_shape: list[int] = []
+    out_strides: list[list[int]] = [[] for _ in strides]
+    for d in dims:
+        if out_shape and all(st[-1] == s[d] * shape[d] for st, s in zip(out_strides, strides, strict=True)):
+            out_shape[-1] *= shape[d]
+            for st, s in zip(out_strides, strides, strict=True):
+                st[-1] = s[d]
+        else:
+            out_shape.append(shape[d])
+            for st, s in zip(out_strides, strides, strict=True):
+                st.append(s[d])
+    return tuple(out_shape), tuple(tuple(st) for st in out_strides)
+
+
 def strided_layout(idx: np.ndarray) -> tuple[int, tuple[int, ...]] | None:
     """(offset, element strides) when ``idx[i0, i1, ...] == offset + sum(i_d * stride_d)`` with
     non-negative strides (a numpy strided view of the variable: slices, transposes, broadcasts),

@@ -8,12 +8,13 @@ all vertices of a batch; ``estimate`` gives one vertex's cycles and FLOPs) and a
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from profiler import cost_model
+from profiler import cost_model, scratch
 from profiler.codelets import MATMUL_CODE_BYTES, Codelet, vertex_state_bytes
 from profiler.targets import Target
 
@@ -238,18 +239,40 @@ class Pooling(Codelet):
     def __init__(self, op: str, fn: Callable[..., np.ndarray]) -> None:
         self.op, self.fn = op, fn
         self.name = "popnn::MaxPooling" if op == "max" else "popnn::SumPooling"
+        # a maximum is taken over the windows as they lie in the input (no columns copied); a sum
+        # keeps numpy's summation order over the copied columns
+        self.window_field = "in" if op == "max" else None
 
     def type_name(self, dtypes):  # type: ignore[override]
         return f"{self.name}<{dtypes['in'].name}>"
 
     def read_dtypes(self, dtypes):  # type: ignore[override]
+        if self.op == "max":  # a half maximum in float (exact: it picks an element); numpy compares halves slowly
+            return dtypes | {"in": np.dtype(np.float32)} if dtypes["in"] == np.float16 else dtypes
         return dtypes | {"in": _accumulator_dtype(dtypes["in"], self.op, np.float32)}
 
     def run_batch(self, values, params):  # type: ignore[override]
         v, out = values["in"], values["out"]
-        windows = v.reshape(*out.shape, -1)  # [vertices, rows, C, k]
-        r = _scaled(self.fn(_accumulator(windows, self.op, np.float32), axis=-1), params)
-        return {"out": r.astype(out.dtype).reshape(out.shape)}
+        windows = _accumulator(v.reshape(*out.shape, -1), self.op, np.float32)  # [vertices, rows, C, k]
+        if self.op == "max":  # one pass per window element: numpy reduces a short last axis slowly
+            r = windows[..., 0].copy()
+            for i in range(1, windows.shape[-1]):
+                np.maximum(r, windows[..., i], out=r)
+        else:
+            r = _scaled(self.fn(windows, axis=-1), params)
+        return {"out": r.reshape(out.shape)}  # rounded into out's type by the engine's scatter
+
+    def run_windows(self, values, params):  # type: ignore[override]
+        win, out = values["in"], values["out"]  # win [G, B.., Ho, Wo, C.., kh, kw]
+        first = win[..., 0, 0]
+        # the running maximum laid out as the input is (each pass then streams both)
+        perm = sorted(range(first.ndim), key=lambda d: -abs(first.strides[d]))
+        r = np.empty([first.shape[d] for d in perm], first.dtype).transpose(np.argsort(perm))
+        r[...] = first
+        for i, j in itertools.product(range(win.shape[-2]), range(win.shape[-1])):
+            if i or j:
+                np.maximum(r, win[..., i, j], out=r)
+        return {"out": r.reshape(out.shape)}  # [G, B*Ho*Wo, C] as the columns would give it
 
     def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
         rows, channels = shapes["out"]
@@ -303,8 +326,12 @@ class MatMulPartial(Codelet):
     def run_batch(self, values, params):  # type: ignore[override]
         acc = self._accumulates_in(values["out"].dtype)
         a, b = values["a"].astype(acc, copy=False), values["b"].astype(acc, copy=False)  # read as acc already
-        # rounded into out's type by the engine's scatter; a flat out (block-major partials) takes it flat
-        return {"out": np.matmul(a, b).reshape(values["out"].shape)}
+        # into a reused buffer (the engine's scatter consumes it before the next batch) and rounded
+        # into out's type by that scatter; a flat out (block-major partials) takes it flat
+        product = scratch.buffer(
+            "product", (*np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1]), acc
+        )
+        return {"out": np.matmul(a, b, out=product).reshape(values["out"].shape)}
 
     @staticmethod
     def _mkn(shapes: Any, params: Any) -> tuple[int, int, int]:

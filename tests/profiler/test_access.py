@@ -131,3 +131,32 @@ def test_float_to_half_is_bit_exact_with_numpy_across_the_float_range() -> None:
             want = x.astype(np.float16)
         copy_into(out, x)
         assert np.array_equal(out.view(np.uint16), want.view(np.uint16))
+
+
+@pytest.mark.parametrize(
+    "dst_view",
+    [
+        lambda a: a,
+        lambda a: a.transpose(4, 2, 0, 3, 1),  # more dims than the compiled loops take, none merged
+        lambda a: a[::-1, :, ::-1],  # reversed dims
+        lambda a: a[:, :, 1:, :, ::2],  # gaps between rows
+    ],
+    ids=["whole", "transposed-5d", "reversed", "gaps"],
+)
+@pytest.mark.parametrize("to", [np.float16, np.float32])
+def test_copies_between_half_and_float_of_any_layout_are_bit_exact(dst_view, to) -> None:
+    """Every layout's dims are merged or walked until three are left for the compiled loop; NaNs
+    (quiet and signalling, both signs) come out as numpy writes them."""
+    rng = np.random.default_rng(5)
+    other = np.float32 if to == np.float16 else np.float16
+    bits = rng.integers(0, 1 << (8 * np.dtype(other).itemsize), (4, 3, 5, 6, 4), dtype=np.uint64)
+    src = bits.astype(np.uint32 if other == np.float32 else np.uint16).view(other)
+    dst_whole = np.zeros((4, 3, 5, 6, 4), to)
+    dst = dst_view(dst_whole)
+    s = dst_view(src)
+    copy_into(dst, s)
+    with np.errstate(all="ignore"):
+        want = s.astype(to)
+    uint = np.uint16 if to == np.float16 else np.uint32
+    assert np.isnan(want).any()
+    assert np.array_equal(dst.view(uint), want.view(uint))
