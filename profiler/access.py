@@ -14,7 +14,7 @@ import numpy as np
 
 from profiler import scratch
 from profiler.convert import converted, copy_into
-from profiler.layout import Affine, Factored, Window, merged_dims, strided_layout
+from profiler.layout import Affine, Factored, Window, memory_order, merged_dims, strided_layout
 from profiler.tensor import Tensor
 
 
@@ -249,7 +249,7 @@ def _factor_dims(w: Window) -> tuple[int, int]:
 def _padded(x: np.ndarray, dtype: np.dtype, ph: int, pw: int, fill: object) -> np.ndarray:
     """``x`` in ``dtype`` with ``ph`` / ``pw`` elements of ``fill`` on both sides of its last two
     dims, in a scratch buffer laid out in ``x``'s memory order (so the copy streams both sides)."""
-    perm = sorted(range(x.ndim), key=lambda d: -abs(x.strides[d]))
+    perm = memory_order(x)
     shape = (*x.shape[:-2], x.shape[-2] + 2 * ph, x.shape[-1] + 2 * pw)
     out = scratch.buffer("padded", tuple(shape[d] for d in perm), dtype).transpose(np.argsort(perm))
     h, w = x.shape[-2:]

@@ -14,7 +14,7 @@ from types import ModuleType
 import numpy as np
 
 from profiler import parallel
-from profiler.layout import merged_dims
+from profiler.layout import memory_order, merged_dims
 
 _U = np.uint32
 _kernels: ModuleType | None = None  # profiler.half_kernels, imported on the first conversion
@@ -30,7 +30,7 @@ def converted(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
         slice(0, 1) if st == 0 and n > 1 else slice(None) for n, st in zip(values.shape, values.strides, strict=True)
     )
     core = values[distinct]
-    perm = sorted(range(core.ndim), key=lambda d: -abs(core.strides[d]))
+    perm = memory_order(core)
     out = np.empty([core.shape[d] for d in perm], dtype)
     copy_into(out, core.transpose(perm))
     out = out.transpose(np.argsort(perm))

@@ -592,6 +592,12 @@ def piece_lengths(start: np.ndarray, pieces: np.ndarray, first: np.ndarray, leng
     return end - start
 
 
+def memory_order(a: np.ndarray) -> list[int]:
+    """``a``'s dims from outermost to innermost in memory (by stride size): allocating a new array
+    in this order and copying walks both sides contiguously."""
+    return sorted(range(a.ndim), key=lambda d: -abs(a.strides[d]))
+
+
 def merged_dims(
     shape: tuple[int, ...], strides: tuple[tuple[int, ...], ...]
 ) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:

@@ -16,6 +16,7 @@ import numpy as np
 
 from profiler import cost_model, scratch
 from profiler.codelets import MATMUL_CODE_BYTES, Codelet, vertex_state_bytes
+from profiler.layout import memory_order
 from profiler.targets import Target
 
 
@@ -266,7 +267,7 @@ class Pooling(Codelet):
         win, out = values["in"], values["out"]  # win [G, B.., Ho, Wo, C.., kh, kw]
         first = win[..., 0, 0]
         # the running maximum laid out as the input is (each pass then streams both)
-        perm = sorted(range(first.ndim), key=lambda d: -abs(first.strides[d]))
+        perm = memory_order(first)
         r = np.empty([first.shape[d] for d in perm], first.dtype).transpose(np.argsort(perm))
         r[...] = first
         for i, j in itertools.product(range(win.shape[-2]), range(win.shape[-1])):
