@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from profiler import parallel
+from profiler import half_maps, parallel
 from profiler.access import windows
 
 if TYPE_CHECKING:
@@ -56,12 +56,16 @@ def run_batch(b: BatchPlan, state: list[np.ndarray], cache: ReadCache | None = N
     rows = b.aligned_rows
     if rows:
         n = int(np.prod(next(iter(b.fields.values())).shape, dtype=np.int64))
-        parallel.in_row_chunks(lambda part: _run_rows(b, state, part, cache), rows, n)
+        # one pass over each element: a chunk per thread (no cache to stay within)
+        chunk = -(-n // parallel.threads()) if b.on_halves else None
+        parallel.in_row_chunks(lambda part: _run_rows(b, state, part, cache), rows, n, chunk)
     else:
         _run_rows(b, state, None, cache)
 
 
 def _run_rows(b: BatchPlan, state: list[np.ndarray], rows: slice | None, cache: ReadCache | None) -> None:
+    if rows is not None and b.on_halves and half_maps.run_rows(b, state, rows):
+        return
     codelet, reads = b.codelet, b.reads
     skip = () if codelet.reads_outputs else codelet.outputs
     wf = codelet.window_field

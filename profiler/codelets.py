@@ -70,6 +70,9 @@ class Codelet:
     # (``access.windows``: [G, B.., Ho, Wo, C.., kh, kw]) rather than as copied columns: when that
     # field reads a Window, the engine calls ``run_windows`` with it instead of ``run_batch``
     window_field: str | None = None
+    # an elementwise op ``profiler.half_maps`` may run on stored halves in one compiled pass (when
+    # every field is half and the result is another variable): a name in half_maps.LOOPS
+    half_op: str | None = None
 
     # -- user codelet hooks (per vertex) ------------------------------------------------------
     def compute(self, **fields: np.ndarray) -> Mapping[str, np.ndarray] | None:

@@ -26,6 +26,7 @@ from profiler.exchange import (
     plan_transfers,
 )
 from profiler.graph import UNMAPPED, ComputeSet, Graph, GraphError, VertexBatch
+from profiler.half_maps import runs_on_halves
 from profiler.regions import Regions, canonical, field_regions, rows_of_blocks
 from profiler.streams import HOST_TO_DEVICE, DataStream
 from profiler.targets import Target
@@ -103,6 +104,7 @@ class BatchPlan:
     _fields: dict[str, Access] | None = None
     _reads: dict[str, np.dtype] | None = None
     _aligned: bool = False
+    _on_halves: bool | None = None
 
     @property
     def reads(self) -> dict[str, np.dtype]:
@@ -127,6 +129,14 @@ class BatchPlan:
         chunks of them, ``profiler.batch_run``); 0 for any other batch."""
         fields = self.fields
         return next(iter(fields.values())).shape[0] if self._aligned else 0
+
+    @property
+    def on_halves(self) -> bool:
+        """Whether the batch runs as one compiled pass over stored halves
+        (``profiler.half_maps.runs_on_halves``), decided once."""
+        if self._on_halves is None:
+            self._on_halves = runs_on_halves(self)
+        return self._on_halves
 
 
 @dataclass

@@ -9,6 +9,7 @@ threads (``profiler.parallel``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
 
 import numpy as np
@@ -60,30 +61,46 @@ def store(dst: np.ndarray, src: np.ndarray) -> None:
 
 
 def _convert_half(dst: np.ndarray, src: np.ndarray) -> None:
-    """half <-> float32 of one shape, through the compiled loops over 3-d views of both arrays."""
+    """half <-> float32 of one shape, through the compiled loops."""
+    to_half = dst.dtype == np.float16
+    if src.shape != dst.shape:
+        src = np.broadcast_to(src, dst.shape)
+    loops = kernels()
+    if to_half:
+        nan = run_3d(loops.to_half, [src, dst.view(np.uint16)])
+    else:
+        nan = run_3d(loops.to_float, [src.view(np.uint16), dst])
+    if nan:
+        _numpy_nans(dst, src)
+
+
+def kernels() -> ModuleType:
+    """``profiler.half_kernels``, imported on first use (numba takes ~0.5 s to import)."""
     global _kernels
     if _kernels is None:
         from profiler import half_kernels
 
         _kernels = half_kernels
-    to_half = dst.dtype == np.float16
-    if src.shape != dst.shape:
-        src = np.broadcast_to(src, dst.shape)
-    s, d = (src, dst.view(np.uint16)) if to_half else (src.view(np.uint16), dst)
-    kernel = _kernels.to_half if to_half else _kernels.to_float
-    if s.flags.c_contiguous and d.flags.c_contiguous:  # the common case: one row
-        shape: tuple[int, ...] = (1, 1, s.size)
+    return _kernels
+
+
+def run_3d(loop: Callable[..., bool], arrays: list[np.ndarray], *head: object) -> bool:
+    """``loop(*head, *views)`` over 3-d views of ``arrays`` (one shape, any strides; the last is the
+    one written): dims merged where every array lays them out as one, unit dims put in front, one
+    call per leading index where more than 3 dims are left (rare). True if any call returned True."""
+    if all(a.flags.c_contiguous for a in arrays):  # the common case: one row
+        shape: tuple[int, ...] = (1, 1, arrays[0].size)
     else:
-        shape, _ = merged_dims(s.shape, (s.strides, d.strides))
+        shape, _ = merged_dims(arrays[0].shape, tuple(a.strides for a in arrays))
         shape = (1,) * (3 - len(shape)) + shape
-    # views, never copies: the merged dims are laid out as one in both arrays
-    s3, d3 = s.reshape(shape, copy=False), d.reshape(shape, copy=False)
-    s3.flags.writeable = False  # read-only whatever it came as: numba compiles one loop per layout pair
-    nan = False
-    for lead in np.ndindex(*shape[:-3]):  # more than 3 dims left: rare, a call per leading index
-        nan |= kernel(s3[lead], d3[lead])
-    if nan:
-        _numpy_nans(dst, src)
+    # views, never copies: the merged dims are laid out as one in every array
+    views = [a.reshape(shape, copy=False) for a in arrays]
+    for v in views[:-1]:  # read-only whatever they came as: numba compiles one loop per layout
+        v.flags.writeable = False
+    flagged = False
+    for lead in np.ndindex(*shape[:-3]):
+        flagged |= loop(*head, *(v[lead] for v in views))
+    return flagged
 
 
 def _numpy_nans(dst: np.ndarray, src: np.ndarray) -> None:

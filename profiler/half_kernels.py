@@ -66,3 +66,58 @@ def to_float(src: np.ndarray, dst: np.ndarray) -> bool:
                 nan |= (h & 0x7FFF) > 0x7C00
                 dst[i, j, k] = _from_half_bits(h)
     return nan
+
+
+# The ops ``binary_half`` computes, by its ``op`` argument (one compiled loop for all four: the
+# branch is the same for every element, and LLVM hoists it out of the loop, which then vectorises).
+ADD, SUBTRACT, MULTIPLY, DIVIDE = range(4)
+
+# The elementwise loops below walk arrays of half bits given as flat buffers and a geometry: row
+# (i, j) of array x is the ``shape[2]`` elements from ``geo[x, 0] + i * geo[x, 1] + j * geo[x, 2]``
+# on. Each row is sliced out as a 1-d contiguous view, which LLVM vectorises; numba's 3-d
+# non-contiguous arrays are walked one element at a time (~1 ns an element, against ~0.2 ns).
+
+
+@njit(nogil=True, cache=True, error_model="numpy")  # IEEE division by zero (inf, NaN), not an exception
+def binary_half(op: int, a: np.ndarray, b: np.ndarray, out: np.ndarray, shape: np.ndarray, geo: np.ndarray) -> bool:
+    """``out = half(float(a) op float(b))`` over rows of the flat half-bit buffers ``a``, ``b``,
+    ``out`` (geometry rows 0, 1, 2), as the engine computes half: in float, rounded once. True if
+    any result is NaN (the caller then computes the rows the general way, for numpy's NaN bits)."""
+    nan = False
+    n = shape[2]
+    for i in range(shape[0]):
+        for j in range(shape[1]):
+            pa = geo[0, 0] + i * geo[0, 1] + j * geo[0, 2]
+            pb = geo[1, 0] + i * geo[1, 1] + j * geo[1, 2]
+            po = geo[2, 0] + i * geo[2, 1] + j * geo[2, 2]
+            ra, rb, ro = a[pa : pa + n], b[pb : pb + n], out[po : po + n]
+            for k in range(n):
+                x, y = _from_half_bits(ra[k]), _from_half_bits(rb[k])
+                if op == ADD:
+                    r = x + y
+                elif op == SUBTRACT:
+                    r = x - y
+                elif op == MULTIPLY:
+                    r = x * y
+                else:
+                    r = x / y
+                nan |= r != r
+                ro[k] = _half_bits(r)
+    return nan
+
+
+@njit(nogil=True, cache=True)
+def relu_half(src: np.ndarray, dst: np.ndarray, shape: np.ndarray, geo: np.ndarray) -> bool:
+    """``dst = max(src, 0)`` over rows of flat half-bit buffers (geometry rows 0, 1): the halves
+    below zero (bits 0x8001, -denorm_min, to 0xFC00, -inf) become +0; -0 and NaNs are kept, as
+    np.maximum keeps them. Exact; returns False (no NaN to rewrite)."""
+    n = shape[2]
+    for i in range(shape[0]):
+        for j in range(shape[1]):
+            ps = geo[0, 0] + i * geo[0, 1] + j * geo[0, 2]
+            pd = geo[1, 0] + i * geo[1, 1] + j * geo[1, 2]
+            rs, rd = src[ps : ps + n], dst[pd : pd + n]
+            for k in range(n):
+                h = rs[k]
+                rd[k] = 0 if 0x8001 <= h <= 0xFC00 else h
+    return False

@@ -15,7 +15,7 @@ import numpy as np
 from profiler.dtypes import as_dtype
 from profiler.graph import Graph
 from profiler.ops.core import OpError, add_like, check_same_graph, execute, op, vertex_fields
-from profiler.ops.poplibs_codelets import EXACT_IN_STORED_TYPE, Map, map_codelet
+from profiler.ops.poplibs_codelets import EXACT_IN_STORED_TYPE, HALF_OPS, Map, map_codelet
 from profiler.programs import Sequence as Prog
 from profiler.tensor import Tensor
 
@@ -50,6 +50,7 @@ def _relu(x: np.ndarray) -> np.ndarray:
 
 
 EXACT_IN_STORED_TYPE.add(_relu)  # picks x or 0: no rounding to do
+HALF_OPS[_relu] = "relu"
 
 
 def _inverse(x: np.ndarray) -> np.ndarray:

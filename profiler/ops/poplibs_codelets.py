@@ -37,6 +37,10 @@ def _computed_in(dtypes: Mapping[str, np.dtype], fields: tuple[str, ...]) -> dic
 # Functions whose result is exactly one of their operands (or its negation): computed in the
 # stored type they give what float then rounding would, with no conversion either way.
 EXACT_IN_STORED_TYPE: set[Callable[..., np.ndarray]] = {np.negative, np.abs, np.maximum, np.minimum}
+# Functions ``profiler.half_maps`` computes on stored halves in one compiled pass, by name.
+HALF_OPS: dict[Callable[..., np.ndarray], str] = {
+    np.add: "add", np.subtract: "subtract", np.multiply: "multiply", np.divide: "divide"
+}  # fmt: skip
 
 
 class Map(Codelet):
@@ -68,6 +72,7 @@ class Map(Codelet):
         else:
             self.inputs, self.outputs, self.inouts = names, ("out",), ()
         self.out_dtype = out_dtype
+        self.half_op = None if in_place else HALF_OPS.get(fn)
 
     @property
     def result(self) -> str:

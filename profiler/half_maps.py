@@ -1,0 +1,107 @@
+"""Elementwise ops on half run as one compiled pass over the stored bits.
+
+The general path reads each half operand into float, computes in float and rounds the result into
+half as it is written: three passes over every element, in chunks. For the ops a network spends
+its elementwise time in (add, subtract, multiply, divide, relu) ``profiler.half_kernels`` does
+the same arithmetic per element in one pass (~0.2 ns an element): float of each operand, the op
+in float, one rounding. The bits are the general path's; where a result is NaN the rows are
+computed again the general way, so NaN bits too follow numpy's rule.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from profiler.convert import kernels
+from profiler.layout import merged_dims
+
+if TYPE_CHECKING:
+    from profiler.access import Access
+    from profiler.compile import BatchPlan
+
+_HALF = np.dtype(np.float16)
+# op name -> (loop, op code constant of the loop or None)
+LOOPS = {"add": ("binary_half", "ADD"), "subtract": ("binary_half", "SUBTRACT"),
+         "multiply": ("binary_half", "MULTIPLY"), "divide": ("binary_half", "DIVIDE"),
+         "relu": ("relu_half", None)}  # fmt: skip
+# Elements a row should have at least: a vectorised loop takes 32-64 halves an iteration, and a
+# short row (16 channels of a per-channel scale) runs mostly in its scalar remainder (~0.5 ns an
+# element against ~0.2). Shorter rows of arrays laid out one after the other are joined, a
+# broadcast operand's row repeated to match.
+_LONG_ROW = 128
+
+
+def runs_on_halves(b: BatchPlan) -> bool:
+    """Whether ``b`` can run here: a positionwise op named in LOOPS with no params, every field half
+    and a strided view (aligned in the result's storage order) that walks its last dim contiguously
+    in at most 3 merged dims, the result another variable than every operand (the general path
+    recomputes NaN rows from unchanged operands)."""
+    c = b.codelet
+    if c.half_op not in LOOPS or b.params or not b.aligned_rows or len(c.outputs) != 1 or c.inouts:
+        return False
+    fields = b.fields
+    if any(a.dtype != _HALF or a.strided is None for a in fields.values()):
+        return False
+    accs = _in_order(b)
+    if any(a.strided[0] == accs[-1].strided[0] for a in accs[:-1]):  # type: ignore[index]
+        return False
+    shape, strides = _geometry(accs, slice(0, b.aligned_rows))[:2]
+    return len(shape) <= 3 and all(st[-1] == 1 for st in strides)
+
+
+def run_rows(b: BatchPlan, state: list[np.ndarray], rows: slice) -> bool:
+    """Compute ``rows`` of ``b`` (``runs_on_halves``) into the state; False if a result is NaN (the
+    rows written are then to be computed the general way)."""
+    accs = _in_order(b)
+    shape, strides, offsets = _geometry(accs, rows)
+    buffers = [state[a.strided[0]].view(np.uint16) for a in accs]  # type: ignore[index]
+    shape = (1,) * (3 - len(shape)) + shape
+    strides = [(0,) * (3 - len(st)) + st for st in strides]
+    shape, geo = _long_rows(shape, strides, offsets, buffers)
+    name, code = LOOPS[b.codelet.half_op]  # type: ignore[index]
+    loops = kernels()
+    head = () if code is None else (getattr(loops, code),)
+    return not getattr(loops, name)(*head, *buffers, np.array(shape, np.int64), np.array(geo, np.int64))
+
+
+def _in_order(b: BatchPlan) -> list[Access]:
+    """The batch's operand accesses, then its result's."""
+    c = b.codelet
+    return [b.fields[f] for f in (*c.inputs, c.outputs[0])]
+
+
+def _geometry(accs: list[Access], rows: slice) -> tuple[tuple[int, ...], list[tuple[int, ...]], list[int]]:
+    """The merged shape of ``rows`` of the accesses' (aligned) views, each one's element strides over
+    it and element offset in its variable."""
+    start, stop, _ = rows.indices(accs[0].flat_shape[0])
+    element = [tuple(s // _HALF.itemsize for s in a.strided[2]) for a in accs]  # type: ignore[index]
+    offsets = [a.strided[1] + start * st[0] for a, st in zip(accs, element, strict=True)]  # type: ignore[index]
+    shape, strides = merged_dims((stop - start, *accs[0].flat_shape[1:]), tuple(element))
+    return shape, list(strides), offsets
+
+
+def _long_rows(
+    shape: tuple[int, ...], strides: list[tuple[int, ...]], offsets: list[int], buffers: list[np.ndarray]
+) -> tuple[tuple[int, ...], list[tuple[int, int, int]]]:
+    """The 3-d ``shape`` with short rows joined ``r`` at a time where every array lays its rows out one
+    after the other or repeats one row (a broadcast operand: its rows are copied ``r`` times into a
+    new buffer, which replaces it in ``buffers``); each array's (offset, stride 0, stride 1)."""
+    n0, n1, n2 = shape
+    r = 1
+    if all(st[1] in (n2, 0) for st in strides):
+        while r * n2 < _LONG_ROW and n1 % (2 * r) == 0:
+            r *= 2
+    if r == 1:
+        return shape, [(o, st[0], st[1]) for o, st in zip(offsets, strides, strict=True)]
+    geo = []
+    for x, (o, st) in enumerate(zip(offsets, strides, strict=True)):
+        if st[1] == n2:
+            geo.append((o, st[0], r * n2))
+            continue
+        distinct = n0 if st[0] else 1
+        row = np.lib.stride_tricks.as_strided(buffers[x][o:], (distinct, n2), (st[0] * 2, 2))
+        buffers[x] = np.tile(row, (1, r)).reshape(-1)
+        geo.append((0, r * n2 if st[0] else 0, 0))
+    return (n0, n1 // r, r * n2), geo

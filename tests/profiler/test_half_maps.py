@@ -1,0 +1,96 @@
+"""Elementwise half ops run as one compiled pass (profiler.half_maps): the same bits as numpy's
+float arithmetic rounded to half, NaNs, infinities, overflow and subnormals included, in every
+layout the pass takes and in those it leaves to the general path."""
+
+import numpy as np
+import pytest
+
+from profiler import Engine, Graph, Sequence, ipu_model, ops
+from profiler.ops.elementwise import _relu
+
+# halves that test the rounding and the special cases: NaNs (quiet, signalling, both signs, with
+# payloads), infinities, the largest finite (whose sums overflow), subnormals, both zeros
+SPECIAL = np.array([0x7E00, 0xFE00, 0x7C01, 0xFD55, 0x7C00, 0xFC00, 0x7BFF, 0xFBFF, 0x0001, 0x83FF, 0x0000, 0x8000],
+                   np.uint16).view(np.float16)  # fmt: skip
+NUMPY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
+
+
+def _values(shape: tuple[int, ...], seed: int, special: bool) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    v = (rng.standard_normal(shape) * 4).astype(np.float16)
+    if special:
+        flat = v.reshape(-1)
+        at = rng.choice(flat.size, min(flat.size, SPECIAL.size * 3), replace=False)
+        flat[at] = np.resize(SPECIAL, at.size)
+    return v
+
+
+def _run(shapes: list[tuple[int, ...]], build, values: list[np.ndarray], dtype: str = "half"):
+    g = Graph(ipu_model(tiles_per_ipu=4, bytes_per_tile=1 << 20))
+    prog = Sequence()
+    ins = [ops.add_mapped(g, dtype, s, f"in{i}", grain=8) for i, s in enumerate(shapes)]
+    for i, t in enumerate(ins):
+        g.create_host_write(f"in{i}", t)
+    g.create_host_read("out", build(g, ins, prog))
+    e = Engine(g, [prog])
+    e.load()
+    for i, v in enumerate(values):
+        e.write_tensor(f"in{i}", v)
+    e.run(0)
+    batches = [b for p in e.compiled.cs_plans.values() for b in (p.kernel or p.batches)]  # type: ignore[union-attr]
+    return e.read_tensor("out"), batches
+
+
+# (operand shapes, whether the compiled pass takes them)
+LAYOUTS = {
+    "same-shape": ([(6, 40, 16), (6, 40, 16)], True),
+    "per-channel, short rows joined": ([(6, 40, 16), (16,)], True),  # a 16-element row repeated
+    "per-row": ([(6, 40, 16), (6, 40, 1)], False),  # the operand's last dim broadcast: general path
+    "transposed": ([(16, 40, 6), (6, 40, 16)], False),  # not walked contiguously alike: general path
+}
+
+
+@pytest.mark.parametrize("special", [False, True], ids=["finite", "special"])
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("name", list(NUMPY))
+def test_binary_half_ops_give_numpys_bits(name: str, layout: str, special: bool, monkeypatch) -> None:
+    from profiler import parallel
+
+    monkeypatch.setattr(parallel, "threads", lambda: 3)  # rows split unevenly over three chunks
+    shapes, compiled = LAYOUTS[layout]
+    values = [_values(s, i, special) for i, s in enumerate(shapes)]
+    transposed = layout == "transposed"
+
+    def build(g, ins, prog):
+        a = ins[0].transpose(2, 1, 0) if transposed else ins[0]
+        return ops.binary(g, name, a, ins[1], prog)
+
+    got, batches = _run(shapes, build, values)
+    a = values[0].transpose(2, 1, 0) if transposed else values[0]
+    with np.errstate(all="ignore"):
+        want = NUMPY[name](a.astype(np.float32), values[1].astype(np.float32)).astype(np.float16)
+    assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
+    assert any(b.on_halves for b in batches) == compiled
+
+
+@pytest.mark.parametrize("special", [False, True], ids=["finite", "special"])
+def test_half_relu_gives_numpys_bits(special: bool) -> None:
+    v = _values((7, 33, 24), 9, special)
+    got, batches = _run([v.shape], lambda g, ins, prog: ops.relu(g, ins[0], prog), [v])
+    assert np.array_equal(got.view(np.uint16), _relu(v).view(np.uint16))
+    assert np.array_equal(got.view(np.uint16), np.maximum(v, np.float16(0)).view(np.uint16))
+    assert any(b.on_halves for b in batches)
+
+
+def test_float_ops_and_in_place_ops_keep_the_general_path() -> None:
+    v = _values((6, 40, 16), 1, False)
+    f = v.astype(np.float32)
+    got, batches = _run([v.shape, v.shape], lambda g, ins, prog: ops.add(g, ins[0], ins[1], prog), [f, f], "float")
+    assert np.array_equal(got, f + f) and not any(b.on_halves for b in batches)
+
+    def in_place(g, ins, prog):
+        ops.binary_in_place(g, "mul", ins[0], ins[1], prog)
+        return ins[0]
+
+    got, batches = _run([v.shape, v.shape], in_place, [v, v])
+    assert np.array_equal(got, (f * f).astype(np.float16)) and not any(b.on_halves for b in batches)
