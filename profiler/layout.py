@@ -515,8 +515,8 @@ class Runs:
     ``start`` (step 1) or one element repeated ``length`` times (step 0: a broadcast operand); row v
     is the runs ``[row_first[v], row_first[v + 1])`` laid end to end, ``width`` elements in all."""
 
-    start: np.ndarray  # int64, one per run
-    length: np.ndarray  # int64, one per run
+    start: np.ndarray  # int64 (int32 where the variable's offsets fit), one per run
+    length: np.ndarray  # as start, one per run
     step: np.ndarray  # int64, 0 or 1, one per run
     row_first: np.ndarray  # int64, one per row + 1
     width: int
@@ -533,7 +533,7 @@ class Runs:
     def indices(self, dtype: np.dtype | type = np.int64) -> np.ndarray:
         total = int(self.length.sum())
         within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(self.length) - self.length, self.length)
-        idx = np.repeat(self.start, self.length) + within * np.repeat(self.step, self.length)
+        idx = np.repeat(self.start.astype(np.int64), self.length) + within * np.repeat(self.step, self.length)
         return idx.astype(dtype).reshape(self.shape)
 
     @staticmethod

@@ -106,7 +106,8 @@ def field_regions(t: Tensor, base: np.ndarray) -> Regions:
         per_row = np.diff(lay.row_first)
         owner = np.repeat(np.arange(per_row.size, dtype=np.int64), per_row)
         # a repeated element (step 0) is one element, however often the row reads it
-        start, length = lay.start + int(base[t._var]), np.where(lay.step == 0, 1, lay.length)
+        start = lay.start.astype(np.int64) + int(base[t._var])  # int32 runs: global ids may pass 2^31
+        length = np.where(lay.step == 0, 1, lay.length).astype(np.int64)
         # a row's runs laid end to end in memory (an elementwise operand over whole rows) or reading
         # the same elements again (a broadcast operand, once per pixel) are one region
         keep, length = _joined(start, length, owner)

@@ -107,13 +107,17 @@ def fields_by_tile(graph: object, tensors: Sequence[Tensor]) -> list[tuple[np.nd
         sel = np.flatnonzero(width == w)
         take = order[_ranges(first[sel], per_tile[sel])]  # the selected tiles' pieces, tile by tile
         row_first = np.concatenate(([0], np.cumsum(per_tile[sel]))).astype(np.int64)
-        lengths = length[take].astype(np.int64)  # shared by the fields: their runs line up
+        # a broadcast operand makes runs as short as its period (16 channels of a per-channel scale):
+        # positions / 16 runs, held as int32 where the variables' offsets fit (half the memory)
+        itype = np.int32 if max(graph.variables[t.single_variable()].numel for t in tensors) < 2**31 else np.int64  # type: ignore[attr-defined]
+        lengths = length[take].astype(itype)  # shared by the fields: their runs line up
         fields = []
         for t, off, st in zip(tensors, row_off, strides, strict=True):
             step = st[-1]
             # one step for all of a field's runs: a read-only broadcast, no array per run
             steps = np.broadcast_to(np.int64(step), lengths.shape)
-            runs = Runs(off[piece_row[take]] + begin[take] * step, lengths, steps, row_first, int(w))
+            starts = (off[piece_row[take]] + begin[take] * step).astype(itype)
+            runs = Runs(starts, lengths, steps, row_first, int(w))
             fields.append(Tensor(t.graph, t.single_variable(), runs, t.dtype))  # type: ignore[arg-type]
         batches.append((utiles[sel].astype(np.int64), fields))
     return batches
