@@ -56,8 +56,9 @@ def run_batch(b: BatchPlan, state: list[np.ndarray], cache: ReadCache | None = N
     rows = b.aligned_rows
     if rows:
         n = int(np.prod(next(iter(b.fields.values())).shape, dtype=np.int64))
-        # one pass over each element: a chunk per thread (no cache to stay within)
-        chunk = -(-n // parallel.threads()) if b.on_halves else None
+        # one pass over each element: a chunk per thread (no cache to stay within), of at least
+        # CHUNK_ELEMENTS (a smaller one takes less time than handing it to a thread)
+        chunk = max(parallel.CHUNK_ELEMENTS, -(-n // parallel.threads())) if b.on_halves else None
         parallel.in_row_chunks(lambda part: _run_rows(b, state, part, cache), rows, n, chunk)
     else:
         _run_rows(b, state, None, cache)
