@@ -158,6 +158,9 @@ class ComputeSetPlan:
     v_cycles: np.ndarray
     v_flops: np.ndarray
     v_constant: np.ndarray | None = None  # graph constants the vertices add on their tile (Codelet.constant_bytes)
+    # variables whose every element the vertices write and which they do not read: a value made
+    # for one of them at this step needs no zeros (every element is written before any is read)
+    fills: frozenset[int] = frozenset()
 
 
 _LOG2_ITEMSIZE = {1: 0, 2: 1, 4: 2, 8: 3}
@@ -215,6 +218,11 @@ class _ReceiveKeys:
         gid, src, dst, nbytes = (np.concatenate([p[i] for p in parts]) for i in range(4))
         _, first = np.unique(gid.astype(np.int64) * num_tiles + dst, return_index=True)
         return gid[first], src[first], dst[first], nbytes[first]
+
+
+def _kernel_reads(cs: ComputeSet) -> set[int]:
+    """The variables a compute set's kernel reads."""
+    return {v for b in cs.kernel or [] for f in b.codelet.reads for v in _vars(b.fields[f])}
 
 
 def _same_elements(a: list[tuple[np.ndarray, np.ndarray]], b: list[tuple[np.ndarray, np.ndarray]]) -> bool:
@@ -541,6 +549,7 @@ class Compiler:
         reads: set[int] = set()
         writes: set[int] = set()
         written: list[tuple[np.ndarray, np.ndarray]] = []  # regions the vertices write (checked against a kernel)
+        all_written: list[tuple[np.ndarray, np.ndarray]] = []  # every write field's regions (ComputeSetPlan.fills)
         merged = self._merged_batches(cs)
         for b in merged:
             cl = b.codelet
@@ -571,6 +580,7 @@ class Compiler:
                 remote = src != dst
                 if f in cl.writes:
                     writes |= _vars(tensor)
+                    all_written.append((regions.start, regions.length))
                     if cs.kernel:
                         written.append((regions.start, regions.length))
                     if remote.any():
@@ -621,7 +631,23 @@ class Compiler:
             cs, batches, kernel, exchange, global_exchange, tile_cycles, tile_flops, reads, writes,
             (ukey // ncl).astype(np.int32), (ukey % ncl).astype(np.int32), agg(np.ones(key.size)),
             agg(state), agg(cycles), agg(flops), agg(cat(vconst, np.int64)),
+            self._fully_written(all_written, writes - reads - _kernel_reads(cs)),
         )  # fmt: skip
+
+    def _fully_written(self, parts: list[tuple[np.ndarray, np.ndarray]], candidates: set[int]) -> frozenset[int]:
+        """The ``candidates`` whose every element the regions ``parts`` ((global start, length) each,
+        within one variable; they may overlap) cover."""
+        if not candidates or not parts:
+            return frozenset()
+        start, length = (np.concatenate([p[i] for p in parts]).astype(np.int64) for i in range(2))
+        order = np.argsort(start, kind="stable")
+        start, end = start[order], start[order] + length[order]
+        # each region counts only past the furthest end before it (the union's length, per variable)
+        before = np.concatenate(([start[0]], np.maximum.accumulate(end)[:-1])) if start.size else start
+        covered = np.maximum(end - np.maximum(start, before), 0)
+        var = np.searchsorted(self._gid_base, start, side="right") - 1
+        per_var = np.bincount(var, weights=covered, minlength=self._gid_base.size - 1)
+        return frozenset(v for v in candidates if per_var[v] == self._gid_base[v + 1] - self._gid_base[v])
 
     def _plan_kernel(
         self, cs: ComputeSet, written: list[tuple[np.ndarray, np.ndarray]], touched: set[int]

@@ -181,6 +181,15 @@ class Engine:
             if live.always_live[v] or var.value is not None or v in kept or in_repeat[step]:
                 continue
             release.setdefault(step, []).append(v)
+        # values made at a step that writes every element before reading any need no zeros: those
+        # of a compute set's fills (profiler.compile.ComputeSetPlan), when the step writes them at
+        # run time (its kernel or its vertices; a stage deferring to a later kernel writes nothing)
+        self._unzeroed = {
+            node.step: needs[node.step] & node.action.plan.fills
+            for node in c.steps
+            if node.step in needs and isinstance(node.action, actions.Execute)
+            and (node.action.plan.kernel is None or node.action.plan.kernel or self.options.execute_vertices)
+        }  # fmt: skip
         self._needs = {k: sorted(v) for k, v in needs.items()}
         self._release = release
         self._dropped = {v for vs in release.values() for v in vs}  # made on first use
@@ -322,9 +331,10 @@ class Engine:
             variables = self.graph.variables
             self._fetched: dict[int, Any] = {}
             for r, state in enumerate(self._states):  # replicas in lockstep (one state each)
+                unzeroed = self._unzeroed.get(node.step, ())
                 for v in self._needs.get(node.step, ()):
                     if state[v].size != variables[v].numel:  # made at first use (zeros, as at load)
-                        state[v] = self._values.zeros(variables[v].numel, variables[v].dtype)
+                        state[v] = self._values.zeros(variables[v].numel, variables[v].dtype, v not in unzeroed)
                 if isinstance(node.action, AllReduceAction):
                     continue
                 self._state, self._replica = state, r

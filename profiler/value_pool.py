@@ -20,15 +20,17 @@ class ValuePool:
     def __init__(self) -> None:
         self._waiting: dict[tuple[np.dtype, int], list[np.ndarray]] = {}
 
-    def zeros(self, n: int, dtype: np.dtype) -> np.ndarray:
-        """``n`` zeros of ``dtype``: a waiting array zeroed, else a new one (after freeing the rest)."""
+    def zeros(self, n: int, dtype: np.dtype, zeroed: bool = True) -> np.ndarray:
+        """``n`` zeros of ``dtype``: a waiting array zeroed, else a new one (after freeing the rest).
+        ``zeroed=False``: any values (the caller writes every element before reading one)."""
         waiting = self._waiting.get((np.dtype(dtype), n))
         if waiting:
             values = waiting.pop()
-            values.fill(0)
+            if zeroed:
+                values.fill(0)
             return values
         self._waiting.clear()
-        return np.zeros(n, dtype)
+        return np.zeros(n, dtype) if zeroed else np.empty(n, dtype)
 
     def drop(self, values: np.ndarray) -> None:
         """Keep ``values`` (no longer a variable's) for the next request of its type and size."""

@@ -31,3 +31,31 @@ def test_dead_intermediates_are_dropped_and_results_stay_right() -> None:
     for name in ("x", "w", "add"):  # read or written by the host: always-live, kept
         v = by_name[name]
         assert e._state[v.id].size == v.numel
+
+
+def test_a_value_made_for_a_full_write_is_not_zeroed_and_a_partial_one_reads_zeros() -> None:
+    from profiler.ops.elementwise import BINARY, UNARY, apply_map, map_codelet
+
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    prog = Sequence()
+    x = ops.add_mapped(g, "float", (64,), "x")
+    g.create_host_write("x", x)
+    a = ops.unary(g, "neg", x, prog)  # written whole at its first step: no zeros needed
+    b = ops.add(g, a, a, prog)  # the last read of a: its values are handed to the next of its size
+    z = ops.add_mapped(g, "float", (64,), "z")
+    neg = map_codelet("popops::Negate", UNARY["neg"][0], 1, (("unary", "negate"),))
+    apply_map(g, neg, [x[:32]], prog, "half of z", out=z[:32])  # writes half of z: the rest reads zeros
+    add = map_codelet("popops::Add", BINARY["add"][0], 2, (("binary", "add"),))
+    y = ops.add(g, z, apply_map(g, add, [b, b], prog, "b+b"), prog)
+    g.create_host_read("y", y)
+    e = Engine(g, [prog])
+    xv = np.arange(1, 65, dtype=np.float32)
+    e.write_tensor("x", xv)
+    for _ in range(2):
+        e.run(0)
+        half = np.concatenate([-xv[:32], np.zeros(32, np.float32)])
+        np.testing.assert_array_equal(e.read_tensor("y"), half - 4 * xv)
+    fills = {v for p in e.compiled.cs_plans.values() for v in p.fills}  # type: ignore[union-attr]
+    assert a._var in fills and z._var not in fills
+    made_empty = {v for vs in e._unzeroed.values() for v in vs}
+    assert a._var in made_empty and z._var not in made_empty
