@@ -6,7 +6,7 @@ Arrays of hundreds of megabytes are beyond glibc's largest mmap threshold (32 Mi
 every page) and unmapped again at every step: at ResNet-50 batch 32 that was ~1.5 of a run's ~10
 CPU-s, and a first-touch copy into fresh pages ran 3-8x slower than into warm ones. A buffer here
 is kept per thread and per slot and handed out again, grown when a larger one is asked for, and
-dropped at the end of a run (``release``).
+kept from run to run until the engine closes (``release``).
 
 A buffer is valid until the next request for the same slot on the same thread: its users consume it
 within one batch (the engine runs a batch's gathers, codelet and scatters before the next batch).

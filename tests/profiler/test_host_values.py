@@ -59,3 +59,22 @@ def test_a_value_made_for_a_full_write_is_not_zeroed_and_a_partial_one_reads_zer
     assert a._var in fills and z._var not in fills
     made_empty = {v for vs in e._unzeroed.values() for v in vs}
     assert a._var in made_empty and z._var not in made_empty
+
+
+def test_values_a_run_drops_are_reused_by_the_next_run_and_freed_at_close() -> None:
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    prog = Sequence()
+    x = ops.add_mapped(g, "float", (64,), "x")
+    g.create_host_write("x", x)
+    y = ops.add(g, ops.unary(g, "neg", x, prog), x, prog)  # neg's value is dropped after the add
+    g.create_host_read("y", y)
+    e = Engine(g, [prog])
+    e.write_tensor("x", np.arange(64, dtype=np.float32))
+    e.run(0)
+    kept = [id(a) for arrays in e._values._waiting.values() for a in arrays]
+    assert kept  # neg's array waits for the next run
+    e.run(0)
+    assert [id(a) for arrays in e._values._waiting.values() for a in arrays] == kept  # the same array again
+    np.testing.assert_array_equal(e.read_tensor("y"), np.zeros(64, np.float32))
+    e.close()
+    assert not e._values._waiting
