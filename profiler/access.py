@@ -194,7 +194,7 @@ def im2col(w: Window, state: list[np.ndarray], dtype: np.dtype | None = None) ->
     ``dtype`` when given (converted in storage order before a kernel's windows repeat the input's
     elements, else while copied). A channel-grouped input is windowed over its factor dims as
     stored: the one copy is the final gather of the columns."""
-    win = windows(w, state, dtype)  # [G, B.., Ho, Wo, C.., kh, kw]
+    win = windows(w, state, dtype, channels_last=w.kernel_major)  # [G, B.., Ho, Wo, C.., kh, kw]
     if w.kernel_major:  # columns (i, j, c): the kernel dims before the channel dims
         first_c = win.ndim - 2 - _factor_dims(w)[1]
         win = win.transpose([*range(first_c), win.ndim - 2, win.ndim - 1, *range(first_c, win.ndim - 2)])
@@ -205,11 +205,15 @@ def im2col(w: Window, state: list[np.ndarray], dtype: np.dtype | None = None) ->
     return out.reshape(w.groups, b * ho * wo, c // w.groups * kh * kw)
 
 
-def windows(w: Window, state: list[np.ndarray], dtype: np.dtype | None = None) -> np.ndarray:
+def windows(
+    w: Window, state: list[np.ndarray], dtype: np.dtype | None = None, channels_last: bool = False
+) -> np.ndarray:
     """The windows of a Window view as a strided view ``[G, B.., Ho, Wo, C.., kh, kw]`` (B and C
     as their factor dims when the input is channel-grouped) over the input - padded with the pad
     constant and converted to ``dtype`` first (in a scratch buffer) when either is needed and the
-    kernel is larger than 1x1 (a 1x1 kernel's view is converted where it is copied)."""
+    kernel is larger than 1x1 (a 1x1 kernel's view is converted where it is copied).
+    ``channels_last``: that buffer holds each pixel's channels together (for kernel-major columns,
+    whose ``(j, c)`` elements are then one contiguous run of kw x C)."""
     x = state[w.x_var]
     flat = w.x.flat if isinstance(w.x, Factored) else w.x
     xv = np.lib.stride_tricks.as_strided(
@@ -222,7 +226,7 @@ def windows(w: Window, state: list[np.ndarray], dtype: np.dtype | None = None) -
     convert = dtype is not None and dtype != xv.dtype and kh * kw > 1  # windows repeat elements: convert once
     if ph or pw or convert:
         fill = state[w.pad_var][w.pad.offset] if w.pad is not None else 0  # every pad element holds the constant
-        xv = _padded(xv, dtype if convert else xv.dtype, ph, pw, fill)
+        xv = _padded(xv, dtype if convert else xv.dtype, ph, pw, fill, nb if channels_last else None)
     win = np.lib.stride_tricks.sliding_window_view(xv, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(-2, -1))
     win = win[..., : (ho - 1) * sh + 1 : sh, : (wo - 1) * sw + 1 : sw, :, :][
         ..., ::dh, ::dw
@@ -247,10 +251,18 @@ def _factor_dims(w: Window) -> tuple[int, int]:
     return nb, nc
 
 
-def _padded(x: np.ndarray, dtype: np.dtype, ph: int, pw: int, fill: object) -> np.ndarray:
+def _padded(
+    x: np.ndarray, dtype: np.dtype, ph: int, pw: int, fill: object, batch_dims: int | None = None
+) -> np.ndarray:
     """``x`` in ``dtype`` with ``ph`` / ``pw`` elements of ``fill`` on both sides of its last two
-    dims, in a scratch buffer laid out in ``x``'s memory order (so the copy streams both sides)."""
-    perm = memory_order(x)
+    dims, in a scratch buffer laid out in ``x``'s memory order (so the copy streams both sides), or
+    with ``batch_dims``: ``x`` is ``[B.., C.., H, W]`` and the buffer ``[B.., H, W, C..]`` (B dims
+    in their memory order, a pixel's channels together in their own order)."""
+    if batch_dims is None:
+        perm = memory_order(x)
+    else:
+        b = sorted(range(batch_dims), key=lambda d: -abs(x.strides[d]))
+        perm = [*b, x.ndim - 2, x.ndim - 1, *range(batch_dims, x.ndim - 2)]
     shape = (*x.shape[:-2], x.shape[-2] + 2 * ph, x.shape[-1] + 2 * pw)
     out = scratch.buffer("padded", tuple(shape[d] for d in perm), dtype).transpose(np.argsort(perm))
     h, w = x.shape[-2:]

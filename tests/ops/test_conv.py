@@ -196,6 +196,7 @@ def test_chained_convolutions_hold_results_channel_grouped_and_compute_them_exac
     x = r.standard_normal((2, 16, 10, 10)).astype(np.float32)
     w1 = (r.standard_normal((32, 16, 3, 3)) / 12).astype(np.float32)
     w2 = (r.standard_normal((32, 32, 1, 1)) / 6).astype(np.float32)
+    w3 = (r.standard_normal((8, 32, 3, 3)) / 17).astype(np.float32)
     held = {}
 
     def build(g, t, prog):
@@ -204,15 +205,18 @@ def test_chained_convolutions_hold_results_channel_grouped_and_compute_them_exac
         y2 = ops.conv2d(g, a, t["w2"], prog)
         s = ops.add(g, y2, a, prog)
         held.update(y1=y1, a=a, s=s)
-        return {"y1": y1, "s": s, "p": ops.max_pool2d(g, s, 3, prog, stride=2, padding=1)}
+        # a padded 3x3 conv over the grouped result: its columns come from a channels-last copy
+        y3 = ops.conv2d(g, s, t["w3"], prog, padding=1)
+        return {"y1": y1, "s": s, "p": ops.max_pool2d(g, s, 3, prog, stride=2, padding=1), "y3": y3}
 
-    out, g, _ = run({"x": x, "w1": w1, "w2": w2}, build, tiles=16)
+    out, g, _ = run({"x": x, "w1": w1, "w2": w2, "w3": w3}, build, tiles=16)
     y1 = ref_conv(x.astype(np.float64), w1.astype(np.float64), 1, 1, 1, 1)
     a = np.maximum(y1, 0)
     s = ref_conv(a, w2.astype(np.float64), 1, 0, 1, 1) + a
     np.testing.assert_allclose(out["y1"], y1, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(out["s"], s, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(out["p"], ref_pool(s, 3, 2, 1, "max"), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(out["y3"], ref_conv(s, w3.astype(np.float64), 1, 1, 1, 1), rtol=1e-4, atol=1e-4)
 
     plan = plan_matmul(g.target, 1, 2 * 10 * 10, 16 * 9, 32, np.dtype(np.float32), "float32", 0.6)
     nb = plan.block[3]
