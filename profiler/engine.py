@@ -162,11 +162,17 @@ class Engine:
         needs: dict[int, set[int]] = {}
         last: dict[int, int] = {}
         for node in c.steps:
-            vars_ = set(node.reads) | set(node.writes) | set(node.undefs)
-            if isinstance(node.action, actions.Execute):
-                for b in node.action.plan.kernel or []:
-                    for t in b.tensors.values():
-                        vars_.update(t.variable_ids())
+            action = node.action
+            if (
+                isinstance(action, actions.Execute)
+                and action.plan.kernel is not None
+                and not self.options.execute_vertices
+            ):
+                # what the kernel touches: a stage deferring to a later kernel (kernel []) touches
+                # nothing, and a value only such stages write is never made
+                vars_ = {v for b in action.plan.kernel for t in b.tensors.values() for v in t.variable_ids()}
+            else:
+                vars_ = set(node.reads) | set(node.writes) | set(node.undefs)
             if vars_:
                 needs[node.step] = vars_
                 for v in vars_:
@@ -193,6 +199,11 @@ class Engine:
         self._needs = {k: sorted(v) for k, v in needs.items()}
         self._release = release
         self._dropped = {v for vs in release.values() for v in vs}  # made on first use
+        # nor is a value no running step touches (e.g. partials only stages deferring to a kernel write)
+        self._dropped |= {
+            var.id for var in self.graph.variables
+            if var.id not in last and not live.always_live[var.id] and var.value is None and var.id not in kept
+        }  # fmt: skip
         self._volatile = {}
 
     def _describe_oom(self, tiles: np.ndarray) -> str:

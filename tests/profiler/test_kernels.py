@@ -135,6 +135,16 @@ def test_a_deferred_stage_lets_the_next_kernel_read_its_inputs() -> None:
     kernels = [p.kernel for p in sorted(e.compiled.cs_plans.values(), key=lambda p: p.compute_set.id)]  # type: ignore[union-attr]
     assert kernels[0] == [] and len(kernels[-1]) == 1
     assert e.read_tensor("s") == pytest.approx(values.astype(np.float64).sum(), rel=1e-6)
+    # the partials only the deferring stage writes are never made on the host (no step runs them)
+    first = min(e.compiled.cs_plans.values(), key=lambda p: p.compute_set.id)  # type: ignore[union-attr]
+    partials = first.writes - {s._var}
+    assert partials and all(e._state[v].size == 0 for v in partials)
+    assert not any(p in needs for p in partials for needs in e._needs.values())
+    v = Engine(g, [prog], {"tilescope.executeVertices": "true"})  # every vertex runs: made and written
+    v.write_tensor("x", values)
+    v.run(0)
+    assert v.read_tensor("s") == pytest.approx(values.astype(np.float64).sum(), rel=1e-6)
+    assert all(any(p in needs for needs in v._needs.values()) for p in partials)
 
 
 def test_element_indices_are_int32_when_they_fit() -> None:
