@@ -105,6 +105,7 @@ class BatchPlan:
     _reads: dict[str, np.dtype] | None = None
     _aligned: bool = False
     _on_halves: bool | None = None
+    half_rows: dict[tuple[int, int], Any] = field(default_factory=dict)  # profiler.half_maps' plans by rows
 
     @property
     def reads(self) -> dict[str, np.dtype]:

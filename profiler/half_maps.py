@@ -10,6 +10,7 @@ computed again the general way, so NaN bits too follow numpy's rule.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -54,16 +55,52 @@ def runs_on_halves(b: BatchPlan) -> bool:
 def run_rows(b: BatchPlan, state: list[np.ndarray], rows: slice) -> bool:
     """Compute ``rows`` of ``b`` (``runs_on_halves``) into the state; False if a result is NaN (the
     rows written are then to be computed the general way)."""
-    accs = _in_order(b)
-    shape, strides, offsets = _geometry(accs, rows)
-    buffers = [state[a.strided[0]].view(np.uint16) for a in accs]  # type: ignore[index]
-    shape = (1,) * (3 - len(shape)) + shape
-    strides = [(0,) * (3 - len(st)) + st for st in strides]
-    shape, geo = _long_rows(shape, strides, offsets, buffers)
+    plan = b.half_rows.get((rows.start, rows.stop))
+    if plan is None:  # the same chunks come back every run: their geometry is worked out once
+        plan = b.half_rows[rows.start, rows.stop] = _RowsPlan.of(_in_order(b), rows)
+    buffers = [state[a.strided[0]].view(np.uint16) for a in _in_order(b)]  # type: ignore[index]
+    for x, o, s0, distinct, n2, r in plan.repeated:  # a broadcast operand's rows, r times each
+        row = np.lib.stride_tricks.as_strided(buffers[x][o:], (distinct, n2), (s0 * _HALF.itemsize, _HALF.itemsize))
+        buffers[x] = np.tile(row, (1, r)).reshape(-1)
     name, code = LOOPS[b.codelet.half_op]  # type: ignore[index]
     loops = kernels()
     head = () if code is None else (getattr(loops, code),)
-    return not getattr(loops, name)(*head, *buffers, np.array(shape, np.int64), np.array(geo, np.int64))
+    return not getattr(loops, name)(*head, *buffers, plan.shape, plan.geo)
+
+
+@dataclass(frozen=True)
+class _RowsPlan:
+    """How the compiled loop walks some rows of a batch: its 3-d shape, each array's (offset,
+    stride 0, stride 1) in elements, and the broadcast operands whose rows are repeated into a new
+    buffer first (array, offset, stride 0, distinct rows, row length, times)."""
+
+    shape: np.ndarray
+    geo: np.ndarray
+    repeated: tuple[tuple[int, int, int, int, int, int], ...]
+
+    @staticmethod
+    def of(accs: list[Access], rows: slice) -> _RowsPlan:
+        shape, strides, offsets = _geometry(accs, rows)
+        shape = (1,) * (3 - len(shape)) + shape
+        strides = [(0,) * (3 - len(st)) + st for st in strides]
+        n0, n1, n2 = shape
+        # short rows joined r at a time where every array lays its rows out one after the other or
+        # repeats one row (a broadcast operand, copied r times into a new buffer)
+        r = 1
+        if all(st[1] in (n2, 0) for st in strides):
+            while r * n2 < _LONG_ROW and n1 % (2 * r) == 0:
+                r *= 2
+        if r == 1:
+            geo = [(o, st[0], st[1]) for o, st in zip(offsets, strides, strict=True)]
+            return _RowsPlan(np.array(shape, np.int64), np.array(geo, np.int64), ())
+        geo, repeated = [], []
+        for x, (o, st) in enumerate(zip(offsets, strides, strict=True)):
+            if st[1] == n2:
+                geo.append((o, st[0], r * n2))
+            else:
+                repeated.append((x, o, st[0], n0 if st[0] else 1, n2, r))
+                geo.append((0, r * n2 if st[0] else 0, 0))
+        return _RowsPlan(np.array((n0, n1 // r, r * n2), np.int64), np.array(geo, np.int64), tuple(repeated))
 
 
 def _in_order(b: BatchPlan) -> list[Access]:
@@ -80,28 +117,3 @@ def _geometry(accs: list[Access], rows: slice) -> tuple[tuple[int, ...], list[tu
     offsets = [a.strided[1] + start * st[0] for a, st in zip(accs, element, strict=True)]  # type: ignore[index]
     shape, strides = merged_dims((stop - start, *accs[0].flat_shape[1:]), tuple(element))
     return shape, list(strides), offsets
-
-
-def _long_rows(
-    shape: tuple[int, ...], strides: list[tuple[int, ...]], offsets: list[int], buffers: list[np.ndarray]
-) -> tuple[tuple[int, ...], list[tuple[int, int, int]]]:
-    """The 3-d ``shape`` with short rows joined ``r`` at a time where every array lays its rows out one
-    after the other or repeats one row (a broadcast operand: its rows are copied ``r`` times into a
-    new buffer, which replaces it in ``buffers``); each array's (offset, stride 0, stride 1)."""
-    n0, n1, n2 = shape
-    r = 1
-    if all(st[1] in (n2, 0) for st in strides):
-        while r * n2 < _LONG_ROW and n1 % (2 * r) == 0:
-            r *= 2
-    if r == 1:
-        return shape, [(o, st[0], st[1]) for o, st in zip(offsets, strides, strict=True)]
-    geo = []
-    for x, (o, st) in enumerate(zip(offsets, strides, strict=True)):
-        if st[1] == n2:
-            geo.append((o, st[0], r * n2))
-            continue
-        distinct = n0 if st[0] else 1
-        row = np.lib.stride_tricks.as_strided(buffers[x][o:], (distinct, n2), (st[0] * 2, 2))
-        buffers[x] = np.tile(row, (1, r)).reshape(-1)
-        geo.append((0, r * n2 if st[0] else 0, 0))
-    return (n0, n1 // r, r * n2), geo
