@@ -648,7 +648,9 @@ class Compiler:
         covered = np.maximum(end - np.maximum(start, before), 0)
         var = np.searchsorted(self._gid_base, start, side="right") - 1
         per_var = np.bincount(var, weights=covered, minlength=self._gid_base.size - 1)
-        return frozenset(v for v in candidates if per_var[v] == self._gid_base[v + 1] - self._gid_base[v])
+        ids = np.fromiter(candidates, np.int64, len(candidates))
+        whole = per_var[ids] == self._gid_base[ids + 1] - self._gid_base[ids]
+        return frozenset(ids[whole].tolist())
 
     def _plan_kernel(
         self, cs: ComputeSet, written: list[tuple[np.ndarray, np.ndarray]], touched: set[int]
