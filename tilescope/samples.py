@@ -60,7 +60,7 @@ class ModelSample:
 
 
 # tilescope demo --real-size: the settings of the published C600 benchmarks (seed 000: ResNet-50
-# and BERT-base inference in float16); minutes of host time and a few GiB of host memory each.
+# and BERT-base inference in float16); 20-25 s of host time and up to ~3 GiB of host memory each.
 # ResNet-50 at the benchmark's batch 32 uses 514 of the C600's 897 MiB (variables 311 MiB, exchange
 # code 144 MiB; max tile 386 of 624 KiB) since convolution results are stored channel-grouped.
 REAL_SIZE_SAMPLES: tuple[ModelSample, ...] = (

@@ -32,7 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--real-size",
         action="store_true",
         help="also make ResNet-50 (batch 32) and BERT-base (seq 384, batch 1) inference reports on a C600 in "
-        "float16, IPUs filled as in real use (several minutes and up to ~5 GiB of host memory)",
+        "float16, IPUs filled as in real use (about a minute and ~3 GiB of host memory)",
     )
     p.add_argument("--no-serve", action="store_true", help="only make the reports")
     p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
