@@ -2,7 +2,8 @@
 
 The general path reads each half operand into float, computes in float and rounds the result into
 half as it is written: three passes over every element, in chunks. For the ops a network spends
-its elementwise time in (add, subtract, multiply, divide, relu) ``profiler.half_kernels`` does
+its elementwise time in (add, subtract, multiply, divide, relu; the second operand of a binary op
+may be one element per row, as a softmax's row maximum and sum) ``profiler.half_kernels`` does
 the same arithmetic per element in one pass (~0.2 ns an element): float of each operand, the op
 in float, one rounding. The bits are the general path's; where a result is NaN the rows are
 computed again the general way, so NaN bits too follow numpy's rule.
@@ -49,7 +50,10 @@ def runs_on_halves(b: BatchPlan) -> bool:
     if any(a.strided[0] == accs[-1].strided[0] for a in accs[:-1]):  # type: ignore[index]
         return False
     shape, strides = _geometry(accs, slice(0, b.aligned_rows))[:2]
-    return len(shape) <= 3 and all(st[-1] == 1 for st in strides)
+    if len(shape) > 3 or any(st[-1] != 1 for i, st in enumerate(strides) if i != 1):
+        return False
+    # the second operand of a binary op may hold one element per row (a per-row maximum or sum)
+    return strides[1][-1] == 1 or (strides[1][-1] == 0 and LOOPS[c.half_op][0] == "binary_half")
 
 
 def run_rows(b: BatchPlan, state: list[np.ndarray], rows: slice) -> bool:
@@ -65,18 +69,21 @@ def run_rows(b: BatchPlan, state: list[np.ndarray], rows: slice) -> bool:
     name, code = LOOPS[b.codelet.half_op]  # type: ignore[index]
     loops = kernels()
     head = () if code is None else (getattr(loops, code),)
-    return not getattr(loops, name)(*head, *buffers, plan.shape, plan.geo)
+    loop = getattr(loops, name + "_per_row" if plan.per_row else name)
+    return not loop(*head, *buffers, plan.shape, plan.geo)
 
 
 @dataclass(frozen=True)
 class _RowsPlan:
     """How the compiled loop walks some rows of a batch: its 3-d shape, each array's (offset,
-    stride 0, stride 1) in elements, and the broadcast operands whose rows are repeated into a new
-    buffer first (array, offset, stride 0, distinct rows, row length, times)."""
+    stride 0, stride 1) in elements, the broadcast operands whose rows are repeated into a new
+    buffer first (array, offset, stride 0, distinct rows, row length, times), and whether the second
+    operand is one element per row (``binary_half_per_row``)."""
 
     shape: np.ndarray
     geo: np.ndarray
     repeated: tuple[tuple[int, int, int, int, int, int], ...]
+    per_row: bool = False
 
     @staticmethod
     def of(accs: list[Access], rows: slice) -> _RowsPlan:
@@ -87,12 +94,12 @@ class _RowsPlan:
         # short rows joined r at a time where every array lays its rows out one after the other or
         # repeats one row (a broadcast operand, copied r times into a new buffer)
         r = 1
-        if all(st[1] in (n2, 0) for st in strides):
+        if all(st[1] in (n2, 0) and st[2] == 1 for st in strides):
             while r * n2 < _LONG_ROW and n1 % (2 * r) == 0:
                 r *= 2
         if r == 1:
             geo = [(o, st[0], st[1]) for o, st in zip(offsets, strides, strict=True)]
-            return _RowsPlan(np.array(shape, np.int64), np.array(geo, np.int64), ())
+            return _RowsPlan(np.array(shape, np.int64), np.array(geo, np.int64), (), strides[1][2] == 0)
         geo, repeated = [], []
         for x, (o, st) in enumerate(zip(offsets, strides, strict=True)):
             if st[1] == n2:

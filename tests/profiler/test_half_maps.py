@@ -45,7 +45,8 @@ def _run(shapes: list[tuple[int, ...]], build, values: list[np.ndarray], dtype: 
 LAYOUTS = {
     "same-shape": ([(6, 40, 16), (6, 40, 16)], True),
     "per-channel, short rows joined": ([(6, 40, 16), (16,)], True),  # a 16-element row repeated
-    "per-row": ([(6, 40, 16), (6, 40, 1)], False),  # the operand's last dim broadcast: general path
+    "per-row": ([(6, 40, 16), (6, 40, 1)], True),  # the second operand one element per row
+    "per-row first": ([(6, 40, 1), (6, 40, 16)], False),  # the first operand's last dim broadcast: general path
     "transposed": ([(16, 40, 6), (6, 40, 16)], False),  # not walked contiguously alike: general path
 }
 
