@@ -73,7 +73,7 @@ class Access:
             return self.strided[0]
         return self.groups[0][0] if len(self.groups) == 1 and self.groups[0][1] is None else None
 
-    def view(self, state: list[np.ndarray], writeable: bool, rows: slice | None = None) -> np.ndarray:
+    def _view(self, state: list[np.ndarray], writeable: bool, rows: slice | None = None) -> np.ndarray:
         """A strided access's numpy view of its variable (``rows`` of its flat view when given)."""
         var, offset, strides, _ = self.strided  # type: ignore[misc]
         view = np.lib.stride_tricks.as_strided(state[var][offset:], self.flat_shape, strides, writeable=writeable)
@@ -90,7 +90,7 @@ class Access:
         if self.window is not None:
             return im2col(self.window, state, dtype)
         if self.strided is not None:
-            values = self.view(state, writeable=False, rows=rows)
+            values = self._view(state, writeable=False, rows=rows)
             if dtype is not None and dtype != values.dtype:
                 values = converted(values, dtype)  # in the view's memory order
             # a factored view's values are copied into its own order (an aligned view needs no reshape)
@@ -117,7 +117,7 @@ class Access:
         if rows is not None and (self.strided is None or not self.strided[3]):
             raise ValueError("only a one-to-one strided view is written by rows")
         if self.strided is not None and self.strided[3]:
-            view = self.view(state, writeable=True, rows=rows)
+            view = self._view(state, writeable=True, rows=rows)
             values = np.asarray(values).reshape(view.shape)
             if np.may_share_memory(values, view):  # e.g. a codelet handing back its operand's view
                 values = values.copy()

@@ -340,8 +340,8 @@ class Engine:
         if node.action is not None:
             variables = self.graph.variables
             self._fetched: dict[int, Any] = {}
+            unzeroed = self._unzeroed.get(node.step, ())
             for r, state in enumerate(self._states):  # replicas in lockstep (one state each)
-                unzeroed = self._unzeroed.get(node.step, ())
                 for v in self._needs.get(node.step, ()):
                     if state[v].size != variables[v].numel:  # made at first use (zeros, as at load)
                         state[v] = self._values.zeros(variables[v].numel, variables[v].dtype, v not in unzeroed)

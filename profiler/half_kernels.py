@@ -78,6 +78,12 @@ ADD, SUBTRACT, MULTIPLY, DIVIDE = range(4)
 # non-contiguous arrays are walked one element at a time (~1 ns an element, against ~0.2 ns).
 
 
+@njit(inline="always")
+def _start(geo: np.ndarray, x: int, i: int, j: int) -> int:
+    """Where row (i, j) of array ``x`` starts in its flat buffer."""
+    return geo[x, 0] + i * geo[x, 1] + j * geo[x, 2]
+
+
 @njit(inline="always", error_model="numpy")
 def _binary(op: int, x: float, y: float) -> float:
     if op == ADD:
@@ -98,9 +104,9 @@ def binary_half(op: int, a: np.ndarray, b: np.ndarray, out: np.ndarray, shape: n
     n = shape[2]
     for i in range(shape[0]):
         for j in range(shape[1]):
-            pa = geo[0, 0] + i * geo[0, 1] + j * geo[0, 2]
-            pb = geo[1, 0] + i * geo[1, 1] + j * geo[1, 2]
-            po = geo[2, 0] + i * geo[2, 1] + j * geo[2, 2]
+            pa = _start(geo, 0, i, j)
+            pb = _start(geo, 1, i, j)
+            po = _start(geo, 2, i, j)
             ra, rb, ro = a[pa : pa + n], b[pb : pb + n], out[po : po + n]
             for k in range(n):
                 r = _binary(op, _from_half_bits(ra[k]), _from_half_bits(rb[k]))
@@ -118,10 +124,10 @@ def binary_half_per_row(
     n = shape[2]
     for i in range(shape[0]):
         for j in range(shape[1]):
-            pa = geo[0, 0] + i * geo[0, 1] + j * geo[0, 2]
-            po = geo[2, 0] + i * geo[2, 1] + j * geo[2, 2]
+            pa = _start(geo, 0, i, j)
+            po = _start(geo, 2, i, j)
             ra, ro = a[pa : pa + n], out[po : po + n]
-            y = _from_half_bits(b[geo[1, 0] + i * geo[1, 1] + j * geo[1, 2]])
+            y = _from_half_bits(b[_start(geo, 1, i, j)])
             for k in range(n):
                 r = _binary(op, _from_half_bits(ra[k]), y)
                 nan |= r != r
@@ -137,8 +143,8 @@ def relu_half(src: np.ndarray, dst: np.ndarray, shape: np.ndarray, geo: np.ndarr
     n = shape[2]
     for i in range(shape[0]):
         for j in range(shape[1]):
-            ps = geo[0, 0] + i * geo[0, 1] + j * geo[0, 2]
-            pd = geo[1, 0] + i * geo[1, 1] + j * geo[1, 2]
+            ps = _start(geo, 0, i, j)
+            pd = _start(geo, 1, i, j)
             rs, rd = src[ps : ps + n], dst[pd : pd + n]
             for k in range(n):
                 h = rs[k]
