@@ -194,11 +194,18 @@ def im2col(w: Window, state: list[np.ndarray], dtype: np.dtype | None = None) ->
     ``dtype`` when given (converted in storage order before a kernel's windows repeat the input's
     elements, else while copied). A channel-grouped input is windowed over its factor dims as
     stored: the one copy is the final gather of the columns."""
-    win = windows(w, state, dtype, channels_last=w.kernel_major)  # [G, B.., Ho, Wo, C.., kh, kw]
-    if w.kernel_major:  # columns (i, j, c): the kernel dims before the channel dims
-        first_c = win.ndim - 2 - _factor_dims(w)[1]
-        win = win.transpose([*range(first_c), win.ndim - 2, win.ndim - 1, *range(first_c, win.ndim - 2)])
     b, c = w.x.shape[:2]
+    grp, cg = w.channel_group, c // w.groups
+    # kernel-major columns (i, j, c) read pixels' channels together; grouped ones (c // grp, i, j,
+    # c % grp) of a store grouped alike read it in its own order: runs of kw x grp either way
+    win = windows(w, state, dtype, channels_last=grp == cg > 1)  # [G, B.., Ho, Wo, C.., kh, kw]
+    first_c = win.ndim - 2 - _factor_dims(w)[1]
+    if grp == cg > 1:  # columns (i, j, c): the kernel dims before the channel dims
+        win = win.transpose([*range(first_c), win.ndim - 2, win.ndim - 1, *range(first_c, win.ndim - 2)])
+    elif grp > 1:  # columns (c // grp, i, j, c % grp): the kernel dims between the channel dims
+        if win.ndim - first_c != 4 or win.shape[first_c + 1] != grp:  # the channel dims as (C/G/grp, grp)
+            win = win.reshape([*win.shape[:first_c], cg // grp, grp, *win.shape[-2:]])
+        win = win.transpose([*range(first_c), first_c, first_c + 2, first_c + 3, first_c + 1])
     (kh, kw), (ho, wo) = w.kernel, w.out
     out = scratch.buffer("columns", win.shape, win.dtype if dtype is None else dtype)
     copy_into(out, win)  # a 1x1 kernel's elements are converted here, in the one copy

@@ -467,9 +467,11 @@ class Window:
     pad_var: int  # the per-tile constant read where the window leaves x; -1 when it never does
     pad: Affine | None
     explicit: object  # () -> Tensor: the same view with explicit indices (built on first use)
-    # columns ordered (i, j, c) - each kernel position's channels together, as PopLibs' conv vertices
-    # take in-channel groups per kernel position - rather than (c, i, j)
-    kernel_major: bool = False
+    # columns ordered (c // grp, i, j, c % grp) with grp = channel_group: channel groups outermost,
+    # then kernel positions, then a group's channels, as PopLibs orders a convolution's weights
+    # ({..., IC/icpg, kh, kw, ..., icpg}, lib/poplin/Convolution.cpp createWeights); 1 gives (c, i, j),
+    # C/groups gives (i, j, c)
+    channel_group: int = 1
     _cached: object = None
 
     @property
@@ -480,6 +482,14 @@ class Window:
     @property
     def size(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64))
+
+    def column(self, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(channel within its convolution group, kernel row i, kernel column j) of columns ``k``."""
+        grp, kw = self.channel_group, self.kernel[1]
+        q, c = np.divmod(k, grp)
+        cgrp, e = np.divmod(q, self.kernel[0] * kw)
+        i, j = np.divmod(e, kw)
+        return cgrp * grp + c, i, j
 
     def materialised(self) -> object:
         if self._cached is None:

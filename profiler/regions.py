@@ -248,18 +248,18 @@ def window_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
         sv, q, lo, hi = _segments(vid, lay.r0, ms, wo)
         kk = lay.c0[sv][:, None] + np.arange(ks)  # [segments, ks]
         b_, oh = (q // ho)[:, None], (q % ho)[:, None]
-        if w.kernel_major:  # column (i * kw + j) * cg + c
-            j, i, ch = (kk // cg) % kw, kk // (cg * kw), lay.g[sv][:, None] * cg + kk % cg
-        else:  # column (c * kh + i) * kw + j
-            j, i, ch = kk % kw, (kk // kw) % kh, lay.g[sv][:, None] * cg + kk // (kh * kw)
+        c_, i, j = w.column(kk)
+        ch = lay.g[sv][:, None] * cg + c_
         w_lo = lo[:, None] + j * dw - pw
         w_hi = (hi - 1)[:, None] + j * dw - pw + 1
         owner = np.broadcast_to(sv[:, None], kk.shape)
-    elif dw == 1 and s_w == 1 and w.kernel_major:  # runs along the kernel row, per kernel row and channel
-        # the block's columns (i * kw + j) * cg + c of one (i, c) are a range of j
+    elif dw == 1 and s_w == 1 and w.channel_group > 1:  # runs along the kernel row, per kernel row and channel
+        # the block's columns ((c // grp) * kh * kw + i * kw + j) * grp + c % grp of one (i, c): a range of j
+        grp = w.channel_group
         i_, c_ = np.divmod(np.arange(kh * cg, dtype=np.int64), cg)
-        j_lo = np.maximum(0, -(-(lay.c0[:, None] - c_) // cg) - i_ * kw)  # [v, kh * cg]
-        j_hi = np.minimum(kw - 1, (lay.c0[:, None] + ks - 1 - c_) // cg - i_ * kw)
+        first_col = ((c_ // grp) * kh * kw + i_ * kw) * grp + c_ % grp  # column of j = 0
+        j_lo = np.maximum(0, -(-(lay.c0[:, None] - first_col) // grp))  # [v, kh * cg]
+        j_hi = np.minimum(kw - 1, (lay.c0[:, None] + ks - 1 - first_col) // grp)
         sv, pair = np.nonzero(j_hi >= j_lo)
         lo, hi = j_lo[sv, pair], j_hi[sv, pair] + 1
         # a unit: the block's positions along one output row, or one position when windows leave gaps
@@ -391,18 +391,23 @@ def _channel_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     (kh, kw), sw = w.kernel, w.stride[1]
     cg, k = c // w.groups, kh * kw
     ms, ks = lay.rows, lay.cols
-    # per vertex and kernel position e = i * kw + j: the block's channel range [c_lo, c_hi] there
-    e = np.arange(k, dtype=np.int64)
-    if w.kernel_major:  # column e * cg + c
-        c_lo = np.maximum(0, lay.c0[:, None] - e * cg)
-        c_hi = np.minimum(cg - 1, lay.c0[:, None] + ks - 1 - e * cg)
-    else:  # column c * k + e
+    if w.channel_group == 1:  # column c * k + e: per vertex and kernel position e, a channel range
+        e = np.arange(k, dtype=np.int64)
         c_lo = np.maximum(0, -(-(lay.c0[:, None] - e) // k))  # [v, k]
         c_hi = np.minimum(cg - 1, (lay.c0[:, None] + ks - 1 - e) // k)
-    vv, ee = np.nonzero(c_hi >= c_lo)
+        vv, ee = np.nonzero(c_hi >= c_lo)
+        lo_v, hi_v = c_lo[vv, ee], c_hi[vv, ee]
+    else:  # per vertex and unit u = (c // grp) * k + e (columns [u * grp, u * grp + grp)): a channel range
+        grp_k = w.channel_group
+        u0, u1 = lay.c0 // grp_k, (lay.c0 + ks - 1) // grp_k
+        vv = np.repeat(np.arange(u0.size, dtype=np.int64), u1 - u0 + 1)
+        uu = u0[vv] + np.arange(vv.size) - np.repeat(np.cumsum(u1 - u0 + 1) - (u1 - u0 + 1), u1 - u0 + 1)
+        cgrp, ee = np.divmod(uu, k)
+        lo_v = cgrp * grp_k + np.maximum(lay.c0[vv] - uu * grp_k, 0)
+        hi_v = cgrp * grp_k + np.minimum(lay.c0[vv] + ks - 1 - uu * grp_k, grp_k - 1)
     if vv.size == 0:
         return None
-    first, last = lay.g[vv] * cg + c_lo[vv, ee], lay.g[vv] * cg + c_hi[vv, ee]  # absolute channels
+    first, last = lay.g[vv] * cg + lo_v, lay.g[vv] * cg + hi_v  # absolute channels
     # each range cut where a channel group ends: one run per group it touches
     n_grp = last // grp - first // grp + 1
     rep = np.repeat(np.arange(n_grp.size), n_grp)

@@ -27,14 +27,33 @@ from profiler.ops.reduce import reduce_groups
 from profiler.programs import Sequence as Prog
 from profiler.tensor import Tensor
 
-# The forward convolution's matmul takes its columns (i, j, c): a vertex's block of columns is then
-# whole channel groups at a few kernel positions, read as runs along the input rows of a
-# channel-grouped store (PopLibs' conv vertices take inChansPerGroup channels per kernel position,
-# ref §4.1), not a few channels at every position.
-KERNEL_MAJOR = True
-# ...from weights w[Cout, C/groups, kh, kw] stored in this axis order ([Cout, kh, kw, C/groups]), so that
-# the kernel-major weight view stays strided (None: stored as shaped)
-WEIGHT_STORAGE: tuple[int, ...] | None = (0, 2, 3, 1) if KERNEL_MAJOR else None
+# The forward convolution's matmul takes its columns (c // grp, i, j, c % grp), PopLibs' weight order
+# ({..., IC/icpg, kh, kw, ..., icpg}, lib/poplin/Convolution.cpp createWeights): a tile's block of
+# columns is then a few channel groups at every kernel position, so what it reads of a
+# channel-grouped input is the union of its windows - a rectangle of input rows per group, one run
+# each - not one kernel position's channels at every output position (a region per position and
+# group when the conv is strided). grp: the input's stored channel group (``channel_group``).
+
+
+@dataclass(frozen=True)
+class WeightStorage:
+    """Weights w[Cout, C/groups, kh, kw] stored [Cout, C/groups/grp, kh, kw, grp] - the forward
+    matmul's column order per output channel - so that each vertex's weight block is a few runs."""
+
+    group: int
+
+    def shape(self, w_shape: tuple[int, ...]) -> list[int]:
+        cout, cg, kh, kw = w_shape
+        return [cout, cg // self.group, kh, kw, self.group]
+
+    def view(self, stored: Tensor) -> Tensor:
+        """The [Cout, C/groups, kh, kw] view of the stored variable."""
+        return stored.transpose(0, 1, 4, 2, 3).group_dims(1, 2, 1, 1)
+
+    def stored(self, w: np.ndarray) -> np.ndarray:
+        """Host values w[Cout, C/groups, kh, kw] in the stored order."""
+        cout, cg, kh, kw = w.shape
+        return w.reshape(cout, cg // self.group, self.group, kh, kw).transpose(0, 1, 3, 4, 2)
 
 
 def _pair(v: int | tuple[int, int]) -> tuple[int, int]:
@@ -83,15 +102,16 @@ def window(
 
 
 def _cols(
-    graph: Graph, x: Tensor, win: Window, groups: int, pad_value: float = 0.0, kernel_major: bool = False
+    graph: Graph, x: Tensor, win: Window, groups: int, pad_value: float = 0.0, channel_group: int = 1
 ) -> Tensor:
     """The im2col view cols[G, B*Ho*Wo, C/G*kh*kw] of ``x`` (padding reads ``pad_value`` on the tile
-    of the nearest input element); columns (c, i, j), or (i, j, c) when ``kernel_major``."""
+    of the nearest input element); columns (c // grp, i, j, c % grp) with grp = ``channel_group``."""
     cg = win.channels // groups
-    shape7 = (win.batch, win.out_h, win.out_w, groups, cg, win.kh, win.kw)
-    order = (3, 0, 1, 2, 5, 6, 4) if kernel_major else (3, 0, 1, 2, 4, 5, 6)
-    src = win.src.reshape(shape7).transpose(order)
-    valid = win.valid.reshape(shape7).transpose(order)
+    grp = channel_group
+    shape8 = (win.batch, win.out_h, win.out_w, groups, cg // grp, grp, win.kh, win.kw)
+    order = (3, 0, 1, 2, 4, 6, 7, 5)
+    src = win.src.reshape(shape8).transpose(order)
+    valid = win.valid.reshape(shape8).transpose(order)
     m = win.batch * win.out_h * win.out_w
     src = src.reshape(groups, m, -1)
     valid = valid.reshape(groups, m, -1)
@@ -102,13 +122,15 @@ def _cols(
     return padded_rows(x, src, valid, pad, pad_tile)
 
 
-def _weights(w: Tensor, groups: int, kernel_major: bool = False) -> Tensor:
-    """The matmul rhs [G, K, Cout/G] of weights w[Cout, Cg, kh, kw]: K is (c, i, j), or (i, j, c)
-    when ``kernel_major`` (a grouped view of the weights, profiler.layout.Factored)."""
+def _weights(w: Tensor, groups: int, channel_group: int = 1) -> Tensor:
+    """The matmul rhs [G, K, Cout/G] of weights w[Cout, Cg, kh, kw]: K is (c // grp, i, j, c % grp)
+    with grp = ``channel_group`` (a grouped view of the weights, profiler.layout.Factored)."""
     cout, cg, kh, kw = w.shape
-    if kernel_major:
-        return w.reshape(groups, cout // groups, cg, kh, kw).transpose(0, 3, 4, 2, 1).group_dims(1, 3, 1)
-    return w.reshape(groups, cout // groups, -1).transpose(0, 2, 1)  # [G, Cg*kh*kw, Cout/G]
+    grp = channel_group
+    if grp == 1:
+        return w.reshape(groups, cout // groups, -1).transpose(0, 2, 1)  # [G, Cg*kh*kw, Cout/G]
+    return (w.reshape(groups, cout // groups, cg // grp, grp, kh, kw).transpose(0, 2, 4, 5, 3, 1)
+            .group_dims(1, 4, 1))  # fmt: skip
 
 
 def _out_view(y_mm: Tensor, b: int, ho: int, wo: int) -> Tensor:
@@ -131,15 +153,15 @@ def _check_conv(x: Tensor, w: Tensor, groups: int) -> None:
 
 def _window_view(
     graph: Graph, x: Tensor, kernel: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
-    dilation: tuple[int, int], groups: int, pad_value: float = 0.0, kernel_major: bool = False,
+    dilation: tuple[int, int], groups: int, pad_value: float = 0.0, channel_group: int = 1,
 ) -> Tensor:  # fmt: skip
     """The im2col view of ``x`` as a Window (its geometry, no index per element) when ``x`` is an
     affine view or a channel-grouped store; else the explicit view ``_cols`` builds. Padding reads
-    ``pad_value``; columns (i, j, c) when ``kernel_major``, else (c, i, j)."""
+    ``pad_value``; columns (c // grp, i, j, c % grp) with grp = ``channel_group``."""
 
     def explicit() -> Tensor:
         win = window(x.shape, kernel, stride, padding, dilation, "conv2d")
-        return _cols(graph, x, win, groups, pad_value, kernel_major)
+        return _cols(graph, x, win, groups, pad_value, channel_group)
 
     aff = x.affine if x.affine is not None else _channel_grouped(x)
     if aff is None:
@@ -153,7 +175,7 @@ def _window_view(
     pad = constant_per_tile(graph, x.dtype, pad_value) if ph or pw else None
     lay = layout.Window(aff, x.single_variable(), groups, kernel, stride, padding, dilation, (ho, wo),  # type: ignore[arg-type]
                  -1 if pad is None else pad.single_variable(), None if pad is None else pad.affine, explicit,
-                 kernel_major)  # fmt: skip
+                 channel_group)  # fmt: skip
     return Tensor(graph, x.single_variable(), lay, x.dtype)  # type: ignore[arg-type]
 
 
@@ -167,28 +189,45 @@ def _channel_grouped(x: Tensor) -> Factored | None:
     return lay
 
 
-def new_conv_weights(graph: Graph, dtype: object, w_shape: tuple[int, ...], name: str) -> Tensor:
-    """A new (unmapped) variable for weights w[Cout, C/groups, kh, kw], stored [Cout, kh, kw, C/groups]
-    when the forward matmul takes kernel-major columns, so that its weight view stays strided (each
-    vertex's block a few runs, not an index per element)."""
-    if WEIGHT_STORAGE is None or len(w_shape) != 4:
+def channel_group(x: Tensor, groups: int = 1) -> int:
+    """grp of the forward convolution's columns (c // grp, i, j, c % grp) over input ``x``: the
+    group of a channel-grouped store (a convolution's result; PopLibs creates activations {...,
+    IC/icpg, N, H, W, icpg} and weights with the same icpg), else C/groups - kernel-major columns
+    (i, j, c), which read an affine input's pixels as runs of channels."""
+    cg = x.shape[1] // groups
+    lay = _channel_grouped(x)
+    if lay is not None:
+        grp = lay.factors()[1][1][0]
+        if cg % grp == 0:
+            return int(grp)
+    return cg
+
+
+def new_conv_weights(
+    graph: Graph, dtype: object, w_shape: tuple[int, ...], name: str, channel_group: int | None = None
+) -> Tensor:
+    """A new (unmapped) variable for weights w[Cout, C/groups, kh, kw], stored in the forward
+    matmul's column order (WeightStorage; ``channel_group`` None: C/groups, kernel-major) so that its
+    weight view stays strided (each vertex's block a few runs, not an index per element)."""
+    if len(w_shape) != 4:
         return graph.add_variable(dtype, w_shape, name)
-    back = tuple(int(a) for a in np.argsort(WEIGHT_STORAGE))
-    return graph.add_variable(dtype, [w_shape[a] for a in WEIGHT_STORAGE], name).transpose(*back)
+    storage = WeightStorage(w_shape[1] if channel_group is None else channel_group)
+    return storage.view(graph.add_variable(dtype, storage.shape(w_shape), name))
 
 
 def create_conv_weights(
     graph: Graph, dtype: object, x_shape: tuple[int, ...], w_shape: tuple[int, ...], name: str = "weights",
     stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1,
     groups: int = 1, partials_dtype: object = "float32",
-    available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
+    available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION, channel_group: int | None = None,
 ) -> Tensor:  # fmt: skip
     """New weights w[Cout, C/groups, kh, kw] laid out for ``conv2d(x[x_shape], w)``'s matmul plan
     (poplin::createWeights, the createMatMulInputRHS of the conv's matmul): the conv then uses them
-    without rearranging them first (docs/fidelity.md "Exchange model" item 4)."""
-    w = new_conv_weights(graph, dtype, w_shape, name)
+    without rearranging them first (docs/fidelity.md "Exchange model" item 4). ``channel_group``:
+    ``channel_group(x)`` of the input the conv will read (None: C/groups, as for an affine input)."""
+    w = new_conv_weights(graph, dtype, w_shape, name, channel_group)
     if not map_conv_weights(graph, w, x_shape, stride, padding, dilation, groups, partials_dtype,
-                            available_memory_proportion):  # fmt: skip
+                            available_memory_proportion, channel_group):  # fmt: skip
         graph.set_tile_mapping(w, linear_tiles(w.numel(), graph.target.num_tiles))
     return w
 
@@ -197,9 +236,11 @@ def map_conv_weights(
     graph: Graph, w: Tensor, x_shape: tuple[int, ...], stride: int | tuple[int, int] = 1,
     padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, groups: int = 1,
     partials_dtype: object = "float32", available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
+    channel_group: int | None = None,
 ) -> bool:  # fmt: skip
-    """Map the (unmapped) weights ``w`` as ``conv2d(x[x_shape], w)``'s matmul plan wants its rhs;
-    False (nothing mapped) for a serial plan or an empty output."""
+    """Map the (unmapped) weights ``w`` as ``conv2d(x[x_shape], w)``'s matmul plan wants its rhs
+    (``channel_group`` as ``create_conv_weights``); False (nothing mapped) for a serial plan or an
+    empty output."""
     b, c, h, wd = x_shape
     cout, cg, kh, kw = w.shape
     (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
@@ -211,7 +252,7 @@ def map_conv_weights(
     plan = plan_matmul(graph.target, *shape, as_dtype(w.dtype), partials_dtype, available_memory_proportion)
     if plan.in_chan_serial * plan.out_chan_serial > 1:
         return False
-    rhs = _weights(w, groups, KERNEL_MAJOR)
+    rhs = _weights(w, groups, cg if channel_group is None else channel_group)
     graph.set_tile_mapping(rhs, operand_tiles(plan, shape, "rhs", w.dtype.itemsize, by_columns(rhs)))
     return True
 
@@ -231,11 +272,12 @@ def conv2d(
 ) -> Tensor:
     """y[B, Cout, Ho, Wo] = conv(x[B, C, H, W], w[Cout, C/groups, kh, kw]) (no bias)."""
     _check_conv(x, w, groups)
+    grp = channel_group(x, groups)
     cols = _window_view(graph, x, _pair(w.shape[2:]), _pair(stride), _pair(padding), _pair(dilation), groups,
-                        kernel_major=KERNEL_MAJOR)  # fmt: skip
+                        channel_group=grp)  # fmt: skip
     set_attributes(graph, {"conv": {"stride": _pair(stride), "padding": _pair(padding), "dilation": _pair(dilation),
                                     "groups": groups, "kernel": list(w.shape[2:]), "input": list(x.shape)}})  # fmt: skip
-    y = matmul(graph, cols, _weights(w, groups, KERNEL_MAJOR), prog, partials_dtype=partials_dtype,
+    y = matmul(graph, cols, _weights(w, groups, grp), prog, partials_dtype=partials_dtype,
                available_memory_proportion=available_memory_proportion, grouped_out=True,
                debug_name="conv matmul")  # fmt: skip
 

@@ -15,6 +15,7 @@ from profiler import ops
 from profiler.graph import Graph
 from profiler.programs import Copy, Sequence
 from profiler.targets import Target, get_target
+from profiler.tensor import Tensor
 from profiler.workloads.common import Workload, host_parameter, main
 
 DEFAULTS = {"batch": 1, "channels": 64, "size": 14, "blocks": 2}
@@ -35,12 +36,12 @@ def build(
     np_dt = np.dtype(dtype)
     initial: dict[str, np.ndarray] = {}
 
-    def param(name: str, shape: tuple[int, ...], value: np.ndarray, x_shape: tuple[int, ...] = ()) -> object:
+    def param(name: str, shape: tuple[int, ...], value: np.ndarray, x: Tensor | None = None) -> object:
         initial[name] = value.astype(np_dt)
-        if x_shape:  # conv weights laid out for their conv (createWeights)
-            return host_parameter(
-                g, ops.create_conv_weights(g, dtype, x_shape, shape, name, padding=shape[2] // 2), name
-            )
+        if x is not None:  # conv weights laid out for their conv (createWeights)
+            w = ops.create_conv_weights(g, dtype, x.shape, shape, name, padding=shape[2] // 2,
+                                        channel_group=ops.conv.channel_group(x))  # fmt: skip
+            return host_parameter(g, w, name)
         return ops.parameter(g, dtype, shape, name)
 
     x = ops.add_mapped(g, dtype, (batch, channels, size, size), "images")
@@ -55,7 +56,7 @@ def build(
                     f"b{b}.conv{i}",
                     (cout, cin, k, k),
                     rng.standard_normal((cout, cin, k, k)) / np.sqrt(cin * k * k),
-                    (batch, cin, size, size),
+                    y,
                 )
                 s = param(f"b{b}.scale{i}", (cout,), np.full(cout, 0.5 if i == 2 else 1.0))
                 t = param(f"b{b}.shift{i}", (cout,), rng.standard_normal(cout) * 0.1)

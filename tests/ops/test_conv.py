@@ -207,7 +207,8 @@ def test_chained_convolutions_hold_results_channel_grouped_and_compute_them_exac
         held.update(y1=y1, a=a, s=s)
         # a padded 3x3 conv over the grouped result: its columns come from a channels-last copy
         y3 = ops.conv2d(g, s, t["w3"], prog, padding=1)
-        return {"y1": y1, "s": s, "p": ops.max_pool2d(g, s, 3, prog, stride=2, padding=1), "y3": y3}
+        y4 = ops.conv2d(g, s, t["w3"], prog, stride=2, padding=1)  # strided: columns (c // nb, i, j, c % nb)
+        return {"y1": y1, "s": s, "p": ops.max_pool2d(g, s, 3, prog, stride=2, padding=1), "y3": y3, "y4": y4}
 
     out, g, _ = run({"x": x, "w1": w1, "w2": w2, "w3": w3}, build, tiles=16)
     y1 = ref_conv(x.astype(np.float64), w1.astype(np.float64), 1, 1, 1, 1)
@@ -217,6 +218,7 @@ def test_chained_convolutions_hold_results_channel_grouped_and_compute_them_exac
     np.testing.assert_allclose(out["s"], s, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(out["p"], ref_pool(s, 3, 2, 1, "max"), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(out["y3"], ref_conv(s, w3.astype(np.float64), 1, 1, 1, 1), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(out["y4"], ref_conv(s, w3.astype(np.float64), 2, 1, 1, 1), rtol=1e-4, atol=1e-4)
 
     plan = plan_matmul(g.target, 1, 2 * 10 * 10, 16 * 9, 32, np.dtype(np.float32), "float32", 0.6)
     nb = plan.block[3]
@@ -244,9 +246,13 @@ def test_a_convolution_over_a_grouped_result_reads_runs_not_elements():
     prog = Sequence()
     x = ops.add_mapped(g, "float16", (2, 64, 28, 28), "x")
     w1 = ops.create_conv_weights(g, "float16", x.shape, (64, 64, 3, 3), "w1", padding=1)
-    w2 = ops.create_conv_weights(g, "float16", x.shape, (64, 64, 3, 3), "w2", padding=1)
-    assert g.variables[w1.single_variable()].shape == (64, 3, 3, 64)  # stored [Cout, kh, kw, Cin]
-    y = ops.conv2d(g, ops.conv2d(g, x, w1, prog, padding=1), w2, prog, padding=1)
+    assert g.variables[w1.single_variable()].shape == (64, 1, 3, 3, 64)  # stored [Cout, kh, kw, Cin]
+    y1 = ops.conv2d(g, x, w1, prog, padding=1)
+    grp = ops.conv.channel_group(y1)
+    assert grp < 64 and 64 % grp == 0  # y1 is stored in channel groups: the columns take them
+    w2 = ops.create_conv_weights(g, "float16", y1.shape, (64, 64, 3, 3), "w2", padding=1, channel_group=grp)
+    assert g.variables[w2.single_variable()].shape == (64, 64 // grp, 3, 3, grp)  # [Cout, C/grp, kh, kw, grp]
+    y = ops.conv2d(g, y1, w2, prog, padding=1)
     compiled = compile_programs(g, [prog])
     base = np.cumsum([0] + [v.numel for v in g.variables])
     cs = [p.compute_set for p in compiled.cs_plans.values() if p.compute_set.name == "matmul"][1]
@@ -257,3 +263,42 @@ def test_a_convolution_over_a_grouped_result_reads_runs_not_elements():
     # the weights' shares are runs of a few columns: far fewer mapping intervals than elements
     assert g.variables[w2.single_variable()].mapping.starts.size * 8 < w2.numel()
     assert y.shape == (2, 64, 28, 28)
+
+
+def _conv_receives(channel_group: int | None) -> tuple[int, int]:
+    """(regions, bytes) the tiles receive for a strided 3x3 conv over a conv's channel-grouped
+    result, its columns in channel groups of ``channel_group`` (None: the input's own group)."""
+    from profiler import Graph, Sequence
+    from profiler.compile import compile_programs
+    from profiler.ops import conv
+    from profiler.targets import get_target
+
+    g = Graph(get_target("GC200"))
+    prog = Sequence()
+    x = ops.add_mapped(g, "float16", (1, 64, 28, 28), "x")
+    y1 = ops.conv2d(g, x, ops.create_conv_weights(g, "float16", x.shape, (128, 64, 3, 3), "w1", padding=1), prog,
+                    padding=1)  # fmt: skip
+    assert conv.channel_group(y1) < 128  # stored in channel groups
+    grp = conv.channel_group(y1) if channel_group is None else channel_group
+    w2 = ops.create_conv_weights(g, "float16", y1.shape, (128, 128, 3, 3), "w2", stride=2, padding=1,
+                                 channel_group=grp)  # fmt: skip
+    real = conv.channel_group
+    conv.channel_group = lambda *_: grp  # the column order under test
+    try:
+        ops.conv2d(g, y1, w2, prog, stride=2, padding=1)
+    finally:
+        conv.channel_group = real
+    compiled = compile_programs(g, [prog])
+    plan = [p for p in compiled.cs_plans.values() if p.compute_set.name == "matmul"][1]
+    return int(plan.exchange.regions_in.sum()), int(plan.exchange.bytes_in.sum())
+
+
+def test_a_strided_convolution_receives_whole_channel_groups_once():
+    # columns (c // grp, i, j, c % grp) in the stored group grp put every kernel position of a few
+    # channel groups on one tile (PopLibs' weight order): a tile receives the union of its windows,
+    # a rectangle of input rows per group, once - not one kernel position's channels at every other
+    # output position (a region per position and group, each element fetched again per position)
+    grouped = _conv_receives(None)
+    kernel_major = _conv_receives(128)  # columns (i, j, c)
+    assert grouped[0] * 4 < kernel_major[0]
+    assert grouped[1] < kernel_major[1]

@@ -158,10 +158,11 @@ def test_field_regions_cover_exactly_the_fields_elements() -> None:
      ((3, 2), (1, 2), (2, 0), (2, 1), 1), ((2, 2), (2, 1), (0, 1), (1, 2), 1)],
 )  # fmt: skip
 @pytest.mark.parametrize("storage", ["NCHW", "NHWC", "grouped"])
-@pytest.mark.parametrize("kernel_major", [False, True])
+# columns (c // grp, i, j, c % grp): 1 (c, i, j), 2 two-channel groups, 0 C/groups (i, j, c)
+@pytest.mark.parametrize("channel_group", [1, 2, 0])
 @pytest.mark.parametrize("rows", [5, 13])  # blocks over one or two output rows, and over three or more
 def test_window_regions_match_the_explicit_im2col(
-    kernel, stride, padding, dilation, groups, storage, kernel_major, rows
+    kernel, stride, padding, dilation, groups, storage, channel_group, rows
 ) -> None:  # type: ignore[no-untyped-def]
     from profiler import Sequence, ops
     from profiler.ops import conv
@@ -173,7 +174,8 @@ def test_window_regions_match_the_explicit_im2col(
         x = ops.add_mapped(g, "float", (2, 7, 6, 4), "x").transpose(0, 3, 1, 2)
     else:  # a convolution's result: channel groups of 2, stored [C/2][B][H][W][2] (layout.Factored)
         x = ops.add_mapped(g, "float", (2, 2, 7, 6, 2), "x").transpose(1, 0, 4, 2, 3).group_dims(1, 2, 1, 1)
-    cols = conv._window_view(g, x, kernel, stride, padding, dilation, groups, kernel_major=kernel_major)
+    grp = channel_group or 4 // groups
+    cols = conv._window_view(g, x, kernel, stride, padding, dilation, groups, channel_group=grp)
     assert isinstance(cols._lay, Window)
     gn, m, k = cols.shape
     rng = np.random.default_rng(0)

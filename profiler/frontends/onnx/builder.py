@@ -23,6 +23,7 @@ from profiler import ops, sharding
 from profiler.allocator import heap_only
 from profiler.dtypes import as_dtype
 from profiler.graph import Graph
+from profiler.ops.conv import WeightStorage
 from profiler.ops.core import linear_tiles
 from profiler.ops.elementwise import apply_map
 from profiler.ops.poplibs_codelets import map_codelet
@@ -118,12 +119,12 @@ class Builder:
     # -- values ------------------------------------------------------------------------------
     def device(
         self, v: Value, name: str = "const", like: np.dtype | None = None,
-        mapper: Callable[[Tensor], bool] | None = None, storage: tuple[int, ...] | None = None,
+        mapper: Callable[[Tensor], bool] | None = None, storage: WeightStorage | None = None,
     ) -> Tensor:  # fmt: skip
         """``v`` as a device tensor (host arrays become a weight or a constant once). ``mapper(t)``
         maps a new one for the op that uses it (PopART creates weights laid out for their matmul or
-        convolution) and says whether it did; else it is spread linearly. ``storage``: the order of
-        axes a new one is stored in (``v``'s own order when None); the tensor is ``v``-shaped."""
+        convolution) and says whether it did; else it is spread linearly. ``storage``: how a new
+        one is stored (``v``'s own order when None); the tensor is ``v``-shaped."""
         if isinstance(v, Tensor):
             return v
         key = (id(v), None if like is None else np.dtype(like).name)
@@ -136,11 +137,10 @@ class Builder:
         data = arr.astype(dt)
         g = self.graph
         name = self.names.get(id(v), name)
-        order = tuple(range(arr.ndim)) if storage is None else storage
-        back = tuple(int(a) for a in np.argsort(order))
+        shape, view = (list(arr.shape), _as_stored) if storage is None else (storage.shape(arr.shape), storage.view)
         if self.weights_mode == "variables" and arr.size > SMALL_CONSTANT:
             name = self._unique(name)
-            t = g.add_variable(dt, [arr.shape[a] for a in order], name).transpose(*back)
+            t = view(g.add_variable(dt, shape, name))
             if mapper is None or not mapper(t):
                 g.set_tile_mapping(t, self._spread(t.numel()))
             stream = WEIGHT_STREAM_PREFIX + name
@@ -148,7 +148,7 @@ class Builder:
             self.weights_prog.add(Copy(g.add_host_to_device_fifo(stream, dt, list(arr.shape)), t, name=stream))
             self.weights[stream] = np.ascontiguousarray(data)
         else:
-            t = g.add_constant(dt, [arr.shape[a] for a in order], data.transpose(order), name=name).transpose(*back)
+            t = view(g.add_constant(dt, shape, data if storage is None else storage.stored(data), name=name))
             if mapper is None or not mapper(t):
                 g.set_tile_mapping(t, self._spread(t.numel()))
         self._materialized[key] = t
@@ -500,3 +500,8 @@ def _import_model(
     return ImportedModel(g, [weights_prog, prog], inputs, outputs, b.weights, host_outputs, batch, opset,
                          model.graph.name or "onnx", len(model.graph.node), folded, onnx_model=model,
                          info={"node_ipus": ipus or [0] * len(model.graph.node)})  # fmt: skip
+
+
+def _as_stored(t: Tensor) -> Tensor:
+    """A tensor stored in its own order: itself."""
+    return t

@@ -757,10 +757,13 @@ def _conv(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
         w = inputs[1]
     else:  # weights created laid out for this convolution (PopART's createWeights)
 
-        def laid_out(t: Tensor) -> bool:
-            return not one_d and ops.map_conv_weights(b.graph, t, x4.shape, tuple(strides), sym, tuple(dil), groups)
+        grp = ops.conv.channel_group(x4, groups)  # the column order conv2d will take
 
-        storage = None if one_d else ops.conv.WEIGHT_STORAGE  # as ops.create_conv_weights stores them
+        def laid_out(t: Tensor) -> bool:
+            return not one_d and ops.map_conv_weights(b.graph, t, x4.shape, tuple(strides), sym, tuple(dil), groups,
+                                                      channel_group=grp)  # fmt: skip
+
+        storage = None if one_d else ops.conv.WeightStorage(grp)  # as ops.create_conv_weights stores them
         w = b.device(inputs[1], name=node.input[1], like=x.dtype, mapper=laid_out, storage=storage)
     w4 = w.reshape(w.shape[0], w.shape[1], 1, w.shape[2]) if one_d else w
     y = ops.conv2d(b.graph, x4, w4, b.prog, stride=tuple(strides), padding=sym, dilation=tuple(dil),
