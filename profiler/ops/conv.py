@@ -101,9 +101,7 @@ def window(
     return Window(b, c, h, w, ho, wo, kh, kw, src, valid)
 
 
-def _cols(
-    graph: Graph, x: Tensor, win: Window, groups: int, pad_value: float = 0.0, channel_group: int = 1
-) -> Tensor:
+def _cols(graph: Graph, x: Tensor, win: Window, groups: int, pad_value: float = 0.0, channel_group: int = 1) -> Tensor:
     """The im2col view cols[G, B*Ho*Wo, C/G*kh*kw] of ``x`` (padding reads ``pad_value`` on the tile
     of the nearest input element); columns (c // grp, i, j, c % grp) with grp = ``channel_group``."""
     cg = win.channels // groups

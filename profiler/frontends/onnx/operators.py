@@ -756,7 +756,6 @@ def _conv(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     if isinstance(inputs[1], Tensor):
         w = inputs[1]
     else:  # weights created laid out for this convolution (PopART's createWeights)
-
         grp = ops.conv.channel_group(x4, groups)  # the column order conv2d will take
 
         def laid_out(t: Tensor) -> bool:
