@@ -79,12 +79,27 @@ def cdiv(a: Any, b: Any) -> Any:
 
 
 # -- tile mapping ------------------------------------------------------------------------------
-def linear_tiles(n: int, num_tiles: int, grain: int = 1, start: int = 0) -> np.ndarray:
+def linear_tiles(n: int, num_tiles: int, grain: int = 1, start: int = 0, min_elements: int = 1) -> np.ndarray:
     """Tile of each of ``n`` elements spread evenly in grains over ``num_tiles`` tiles
-    (poputil::mapTensorLinearly: each tile takes ceil(grains / tiles) consecutive grains)."""
+    (poputil::mapTensorLinearly: each tile takes ceil(grains / tiles) consecutive grains, and at
+    least ``min_elements``)."""
     grains = max(1, -(-n // grain))
-    per_tile = max(1, -(-grains // num_tiles))
+    per_tile = max(1, -(-grains // num_tiles), -(-min_elements // grain))
     return ((np.arange(n, dtype=np.int64) // grain) // per_tile + start) % num_tiles
+
+
+# poputil::calcLinearTileMapping's defaults (graphcore/poplibs lib/poputil/TileMapping.cpp): at least
+# 128 bytes per tile, in grains of the target's vector width (64-bit data path: 4 halves or 2 floats,
+# ref §1 "Load/store datapath")
+LINEAR_MIN_BYTES_PER_TILE = 128
+DATA_PATH_BYTES = 8
+
+
+def default_linear_tiles(n: int, itemsize: int, num_tiles: int, start: int = 0) -> np.ndarray:
+    """``linear_tiles`` with poputil::mapTensorLinearly's default grain and minimum per tile: a small
+    tensor (a layer norm's gamma, a bias) sits on a few tiles, not one element on each of n tiles."""
+    grain = max(1, DATA_PATH_BYTES // itemsize)
+    return linear_tiles(n, num_tiles, grain, start, -(-LINEAR_MIN_BYTES_PER_TILE // itemsize))
 
 
 def add_mapped(graph: Graph, dtype: object, shape: tuple[int, ...], name: str, grain: int = 1) -> Tensor:

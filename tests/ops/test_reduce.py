@@ -176,3 +176,19 @@ def test_runs_within_groups_from_the_mapping_or_per_element_are_the_same():
         first, tile = _runs_and_groups(g, t, size)
         assert first.tolist() == want.tolist() and tile.tolist() == tiles[want].tolist()
     assert g.tile_runs(x.reshape(-1)) is not None and g.tile_runs(x[1:].reshape(-1)) is None  # both paths ran
+
+
+def test_default_linear_mapping_keeps_128_bytes_per_tile_in_vector_grains():
+    # poputil::mapTensorLinearly's defaults: at least 128 B per tile, grains of the 64-bit vector
+    from profiler.ops.core import default_linear_tiles
+
+    # 768 halves (a BERT-base layer norm's gamma): 128 B = 64 elements per tile -> 12 tiles, not 768
+    t = default_linear_tiles(768, 2, 1472)
+    assert np.unique(t).tolist() == list(range(12))
+    assert (np.bincount(t) == 64).all()
+    # 100 floats from tile 1470: 32 per tile (128 B), in grains of 2, wrapping past the last tile
+    t = default_linear_tiles(100, 4, 1472, start=1470)
+    assert np.bincount(t, minlength=1472)[[1470, 1471, 0, 1]].tolist() == [32, 32, 32, 4]
+    # a large tensor: ceil(grains / tiles) grains each, whole grains of 4 halves
+    t = default_linear_tiles(1472 * 100, 2, 1472)
+    assert (np.bincount(t) == 100).all() and (np.diff(t.reshape(-1, 4), axis=1) == 0).all()

@@ -56,17 +56,31 @@ def test_doc_table_is_up_to_date() -> None:
     assert calibrate._table_in_doc(calibrate.DOC.read_text()) == table, "run: python -m bench.calibrate"
 
 
-def test_end_to_end_record_is_current() -> None:
-    """The end-to-end rows are recorded by ``python -m bench.end_to_end`` (minutes to build): the
-    record must still match the model. Re-planning every recorded matmul/conv shape takes a second;
-    any change to the planner or the costs it uses changes a plan's estimate, and then the record is
-    stale."""
+@pytest.mark.parametrize("batch", [32, 4])
+def test_end_to_end_record_is_current(batch: int) -> None:
+    """The end-to-end rows are recorded by ``python -m bench.end_to_end``: the record must still
+    match the model. Re-planning every recorded matmul/conv shape takes a second; any change to the
+    planner or the costs it uses changes a plan's estimate, and then the record is stale."""
     from bench import end_to_end
 
-    rec = end_to_end.load()["resnet50"]
+    assert batch in end_to_end.RESNET_BATCHES
+    rec = end_to_end.recorded(batch)
+    assert rec["batch"] == batch
     assert rec["plans"], "the record holds no matmul plans"
     assert rec["plans_cycles"] == sum(p["cycles"] for p in rec["plans"])
     assert end_to_end.replan(rec["plans"], rec["target"]) == rec["plans_cycles"], (
         f"bench/end_to_end.json is stale: run {end_to_end.COMMAND}"
     )
     assert rec["img_per_s"] == pytest.approx(rec["batch"] * rec["clock_hz"] / rec["cycles"])
+
+
+def test_end_to_end_record_matches_a_run_now() -> None:
+    """Exchange and memory changes leave the plans alone: the smaller recorded batch is simulated
+    again (~10 s) and its cycles and memory must be the record's exactly (the model is deterministic)."""
+    from bench import end_to_end
+
+    batch = min(end_to_end.RESNET_BATCHES)
+    rec, now = end_to_end.recorded(batch), end_to_end.resnet50(batch)
+    stale = f"bench/end_to_end.json is stale: run {end_to_end.COMMAND}"
+    assert (now["cycles"], now["total_bytes"], now["categories"]) == (
+        rec["cycles"], rec["total_bytes"], rec["categories"]), stale  # fmt: skip

@@ -24,7 +24,7 @@ from profiler.allocator import heap_only
 from profiler.dtypes import as_dtype
 from profiler.graph import Graph
 from profiler.ops.conv import WeightStorage
-from profiler.ops.core import linear_tiles
+from profiler.ops.core import default_linear_tiles, linear_tiles
 from profiler.ops.elementwise import apply_map
 from profiler.ops.poplibs_codelets import map_codelet
 from profiler.programs import Copy
@@ -142,7 +142,7 @@ class Builder:
             name = self._unique(name)
             t = view(g.add_variable(dt, shape, name))
             if mapper is None or not mapper(t):
-                g.set_tile_mapping(t, self._spread(t.numel()))
+                g.set_tile_mapping(t, self._spread(t))
             stream = WEIGHT_STREAM_PREFIX + name
             g.create_host_write(name, t)
             self.weights_prog.add(Copy(g.add_host_to_device_fifo(stream, dt, list(arr.shape)), t, name=stream))
@@ -150,17 +150,18 @@ class Builder:
         else:
             t = view(g.add_constant(dt, shape, data if storage is None else storage.stored(data), name=name))
             if mapper is None or not mapper(t):
-                g.set_tile_mapping(t, self._spread(t.numel()))
+                g.set_tile_mapping(t, self._spread(t))
         self._materialized[key] = t
         self._host_keep.append(v)  # keeps id(v) unique while the builder lives
         return t
 
-    def _spread(self, n: int) -> np.ndarray:
-        """Linear mapping starting where the previous weight or constant ended, so that the many small
-        ones do not all start on tile 0 (which would run out of memory first)."""
+    def _spread(self, t: Tensor) -> np.ndarray:
+        """Linear mapping with poputil::mapTensorLinearly's defaults, starting where the previous
+        weight or constant ended, so that the many small ones do not all start on tile 0 (which would
+        run out of memory first) - as PopART's LinearMapper offsets them."""
         tiles = self.graph.target.num_tiles
-        mapping = linear_tiles(n, tiles, start=self._next_tile)
-        used = -(-n // max(1, -(-n // tiles)))
+        mapping = default_linear_tiles(t.numel(), t.dtype.itemsize, tiles, start=self._next_tile)
+        used = int(mapping[-1] - self._next_tile) % tiles + 1  # consecutive tiles from the start
         self._next_tile = (self._next_tile + used) % tiles
         return mapping
 
