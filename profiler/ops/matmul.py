@@ -460,6 +460,7 @@ def _run_step(
     gb, mb, kb, nb = plan.block
     pdt = as_dtype(plan.partials_dtype)
     out_store = store
+    sg = int(store.shape[3]) if store is not None else nb  # the store's out-channel group (_store_group)
     ks = plan.in_chan_split
     g0, gl = _blocks(G, plan.group_split, gb)
     m0, ml = _blocks(M, plan.row_split, mb)
@@ -486,7 +487,7 @@ def _run_step(
         partials = graph.add_variable(pdt, [k0.size, e_total], f"{name} partials")
         dest = partials
     elif pdt != out.dtype:
-        partials, store = output_store(graph, pdt, G, M, N, nb if store is not None else N, f"{name} partials")
+        partials, store = output_store(graph, pdt, G, M, N, sg if store is not None else N, f"{name} partials")
         dest = partials
     else:
         dest = out
@@ -512,7 +513,7 @@ def _run_step(
             b_v = ((g // gb) * m0.size + mi[sel]) * n0.size + ni[sel]
             first = off[b_v] + (g - (g // gb) * gb) * ms_ * ns_
             o_field = dest.blocks([ki[sel], first], (1, ms_ * ns_), drop=(0,))
-        elif store is not None:  # the block is rows r0.. of out-chan block o0 // nb: one region
+        elif store is not None and sg == nb:  # the block is rows r0.. of out-chan group o0 // nb: one region
             o_field = store.blocks([g, o0 // nb, r0, 0 * o0], (1, 1, ms_, ns_), drop=(0, 1))
         else:
             o_field = dest.blocks([g, r0, o0], (1, ms_, ns_), drop=(0,))
@@ -522,10 +523,11 @@ def _run_step(
             map_starts.append(ki[sel] * e_total + first)
             map_lengths.append(np.full(sel.size, ms_ * ns_, dtype=np.int64))
             map_tiles.append(tile[sel])
-        elif store is not None:  # the vertex's block is one run of the store
-            map_starts.append(((g * (N // nb) + o0 // nb) * M + r0) * nb)
-            map_lengths.append(np.full(sel.size, ms_ * nb, dtype=np.int64))
-            map_tiles.append(tile[sel])
+        elif store is not None:  # the vertex's block is a run of the store per out-chan group
+            q = (g * (N // sg) + o0 // sg)[:, None] + np.arange(ns_ // sg)  # [vertices, groups]
+            map_starts.append(((q * M + r0[:, None]) * sg).reshape(-1))
+            map_lengths.append(np.full(q.size, ms_ * sg, dtype=np.int64))
+            map_tiles.append(np.repeat(tile[sel], ns_ // sg))
         else:
             o_rows = (g * M + r0)[:, None] + np.arange(ms_)  # [vertices, ms] rows of dest's [G*M, N] view
             map_starts.append((o_rows * N + o0[:, None]).reshape(-1))
@@ -545,7 +547,9 @@ def _run_step(
             graph.add_kernel(last, codelet, {"a": a, "b": b, "out": out})
 
         result = out if store is None else store  # reduced in the order of the variable holding it
-        order = _block_major_order(G, M, N, gb, m0, ml, n0, nl, off, nb if store is not None else None)
+        order = _block_major_order(G, M, N, gb, m0, ml, n0, nl, off, sg if store is not None else None)
+        if store is not None:  # a block's positions run (out-chan group, row, channel): rows of sg
+            row = np.minimum(row, sg)
         reduce_block_major(graph, dest, result, order, sizes, row, block_tile, plan.out_chan_split, prog,
                            f"{name}/reduce", final)  # fmt: skip
     elif dest is not out:
@@ -566,10 +570,31 @@ def _block_major_order(
     glen = np.minimum(gb, G - bg * gb)
     if store_nb is None:  # element ((g * M) + m) * N + n
         base, strides = (bg * gb * M + m0[bm]) * N + n0[bn], (M * N, N)
-    else:  # element ((g * N/nb + n // nb) * M + m) * nb + n % nb, the blocks being whole out-chan groups
+        extent = np.stack([glen, ml[bm], nl[bn]], axis=1).astype(np.int64)
+    elif gb == 1:  # element ((g * N/sg + n // sg) * M + m) * sg + n % sg: positions (n // sg, m, n % sg)
+        sg = store_nb
+        base, strides = ((bg * (N // sg) + n0[bn] // sg) * M + m0[bm]) * sg, (M * sg, sg)
+        extent = np.stack([nl[bn] // sg, ml[bm], np.full(bn.size, sg)], axis=1).astype(np.int64)
+    else:  # several conv groups a block (the store group is then the block's out chans): (g, m, n)
         base, strides = ((bg * gb * (N // store_nb) + n0[bn] // store_nb) * M + m0[bm]) * store_nb, (M * N, store_nb)
-    extent = np.stack([glen, ml[bm], nl[bn]], axis=1).astype(np.int64)
+        extent = np.stack([glen, ml[bm], nl[bn]], axis=1).astype(np.int64)
     return BlockGrid(np.asarray(off, dtype=np.int64), np.asarray(base, dtype=np.int64), extent, strides)
+
+
+def _store_group(plan: MatMulPlan, N: int, dtype: np.dtype, target: Target) -> int:
+    """The out-channel group a grouped result is stored in: the tile's out-channel block, or when
+    that is wider than an AMP vertex's partial channels per group can be (PopLibs' candidates
+    {numConvUnits, weightsPerConvUnit, 8}, ref §4.2), the widest of those dividing it: PopLibs
+    creates a conv's output {..., C/ocpg, batch, field..., ocpg} whatever the tile split
+    (lib/poplin/Convolution.cpp getPartialOutputShape). One conv group per block only."""
+    nb = plan.block[3]
+    if plan.method != "AMP" or plan.block[0] != 1:
+        return nb
+    in_grp, out_grp = _grain(plan.method, dtype, as_dtype(plan.partials_dtype), target)
+    candidates = sorted({in_grp, out_grp, 8}, reverse=True)
+    if nb <= candidates[0]:
+        return nb
+    return next((c for c in candidates if nb % c == 0 and N % c == 0), nb)
 
 
 def output_store(
@@ -761,7 +786,8 @@ def matmul(
         shape = (G, M, K, N)
         a3 = _laid_out(graph, a3, plan, shape, prog, "lhs")
         b3 = _laid_out(graph, b3, plan, shape, prog, "rhs")
-        out, store = output_store(graph, odt, G, M, N, plan.block[3] if grouped_out else N, "matmul out")
+        group = _store_group(plan, N, a.dtype, graph.target) if grouped_out else N
+        out, store = output_store(graph, odt, G, M, N, group, "matmul out")
         _run_step(graph, a3, b3, out, plan, prog, "matmul", store)
     return out if grouped else out.reshape(M, N)
 

@@ -302,3 +302,33 @@ def test_a_strided_convolution_receives_whole_channel_groups_once():
     kernel_major = _conv_receives(128)  # columns (i, j, c)
     assert grouped[0] * 4 < kernel_major[0]
     assert grouped[1] < kernel_major[1]
+
+
+def test_a_wide_out_channel_block_is_stored_in_amp_channel_groups():
+    # a swapped plan gives each tile all 128 out channels of a few positions; the result is still
+    # stored grouped by 16 channels (PopLibs' conv output {C/ocpg, N, H, W, ocpg} whatever the tile
+    # split), so the next conv reads runs of a group's positions, not a run per position
+    from profiler import Graph, Sequence
+    from profiler.compile import compile_programs
+    from profiler.ops import conv
+    from profiler.ops.matmul import plan_matmul
+    from profiler.regions import field_regions
+    from profiler.targets import get_target
+
+    g = Graph(get_target("GC200"))
+    prog = Sequence()
+    plan = plan_matmul(g.target, 1, 28 * 28, 128 * 9, 128, np.dtype(np.float16), "float32", 0.6)
+    assert plan.block[3] == 128  # the shape's plan: every tile holds all out channels
+    x = ops.add_mapped(g, "float16", (1, 128, 28, 28), "x")
+    w = ops.create_conv_weights(g, "float16", x.shape, (128, 128, 3, 3), "w", padding=1)
+    y = ops.conv2d(g, x, w, prog, padding=1)
+    assert conv.channel_group(y) == 16
+    assert g.variables[y.single_variable()].shape == (1, 8, 28 * 28, 16)
+    # a 1x1 conv over it reads each tile's channel groups as runs of positions, not a run per position
+    w2 = ops.create_conv_weights(g, "float16", y.shape, (64, 128, 1, 1), "w2", channel_group=16)
+    ops.conv2d(g, y, w2, prog)
+    compiled = compile_programs(g, [prog])
+    base = np.cumsum([0] + [v.numel for v in g.variables])
+    cs = [p.compute_set for p in compiled.cs_plans.values() if p.compute_set.name == "matmul"][1]
+    regions = field_regions(next(b.fields["a"] for b in cs.batches if "a" in b.fields), base)
+    assert regions.count * 16 < regions.elements()
