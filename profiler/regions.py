@@ -419,8 +419,12 @@ def _channel_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     geo = _ChannelInput(x.offset + int(base[w.x_var]), s_b, s_h, s_w, h, wd, w.kernel, w.stride, w.padding,
                         w.dilation, w.out, lay.r0, ms)  # fmt: skip
     # the runs of neighbouring output positions touch when the positions' memory step is at most a
-    # run (stride 1 over whole groups): then the block's positions along an output row are one run
-    joins = sw * s_w <= n_ch
+    # run (stride 1 over whole groups): then the block's positions along an output row are one run.
+    # A strided window over whole positions (a run is all of a position's stored channels) is read
+    # as PopLibs slices a tile's input, a contiguous range of each field dim (lib/poplin/Convolution.cpp
+    # "Explicitly truncate the input"; the AMP vertex skips positions with transformedInStride): one
+    # run along the output row, the skipped positions included (rows stay apart)
+    joins = (sw * s_w <= n_ch) | (n_ch == s_w)
     parts = [
         runs(geo, vv[sel], ee[sel], chan[sel], n_ch[sel])
         for runs, sel in ((_channel_runs_by_row, joins), (_channel_runs_by_position, ~joins))

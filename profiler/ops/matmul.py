@@ -586,7 +586,9 @@ def _store_group(plan: MatMulPlan, N: int, dtype: np.dtype, target: Target) -> i
     that is wider than an AMP vertex's partial channels per group can be (PopLibs' candidates
     {numConvUnits, weightsPerConvUnit, 8}, ref §4.2), the widest of those dividing it: PopLibs
     creates a conv's output {..., C/ocpg, batch, field..., ocpg} whatever the tile split
-    (lib/poplin/Convolution.cpp getPartialOutputShape). One conv group per block only."""
+    (lib/poplin/Convolution.cpp getPartialOutputShape). A wider group (a swapped plan's block holds
+    every out channel: a plain [positions][C] store) made the next conv, whose tiles take a few
+    groups each, read a region per position. One conv group per block only."""
     nb = plan.block[3]
     if plan.method != "AMP" or plan.block[0] != 1:
         return nb

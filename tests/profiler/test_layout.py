@@ -193,7 +193,19 @@ def test_window_regions_match_the_explicit_im2col(
         for s, n, o in zip(r.pad.start.tolist(), r.pad.length.tolist(), r.pad.owner.tolist(), strict=True):
             got[o] |= {r.pad_first + int(tiles[e - base[x.single_variable()]]) * r.pad_step for e in range(s, s + n)}
     explicit = cols._explicit().blocks([gi, r0, c0], (1, rows, 3), drop=(0,))
-    assert got == _element_sets(explicit, base)
+    want = _element_sets(explicit, base)
+    if storage == "NCHW" or stride[1] == 1:
+        assert got == want
+    else:  # strided over whole positions: PopLibs' contiguous slice of each input row, gaps included
+        row_len = 6 * (2 if storage == "grouped" else 4)  # elements of one stored input row
+        for g_set, w_set in zip(got, want, strict=True):
+            assert g_set >= w_set
+            spans = {}
+            for e in w_set:
+                lo, hi = spans.get(e // row_len, (e, e))
+                spans[e // row_len] = (min(lo, e), max(hi, e))
+            extra = g_set - w_set
+            assert all(e // row_len in spans and spans[e // row_len][0] <= e <= spans[e // row_len][1] for e in extra)
     # and the values a run reads through sliding windows are the explicit gather's
     state = [np.arange(var.numel, dtype=np.float32) + 1000 * i for i, var in enumerate(g.variables)]
     for var in g.variables:
@@ -225,6 +237,24 @@ def test_overlapping_windows_of_a_strided_convolution_are_one_region() -> None:
     r = field_regions(blocks, base)
     x0 = int(base[x.single_variable()])
     assert (r.start.tolist(), r.length.tolist(), r.owner.tolist()) == ([x0], [11], [0])
+
+
+def test_a_strided_window_over_whole_positions_is_read_as_a_slice_of_each_row() -> None:
+    # a 1x1 stride-2 conv over a grouped store [C/2][B][H][W][2] (8 x 8): output row r reads input
+    # row 2r at columns 0, 2, 4, 6. As PopLibs slices a tile's input (a contiguous range per field
+    # dim, the vertex skipping with its in-stride), a block of two output rows reads, per output
+    # row, columns 0..6 of its input row: 7 positions x 2 channels = 14 elements from 2 * 8 * r * 2
+    from profiler import ops
+    from profiler.ops import conv
+
+    g = _graph(8)
+    x = ops.add_mapped(g, "float", (1, 1, 8, 8, 2), "x").transpose(1, 0, 4, 2, 3).group_dims(1, 2, 1, 1)
+    cols = conv._window_view(g, x, (1, 1), (2, 2), (0, 0), (1, 1), 1, channel_group=2)
+    blocks = cols.blocks([np.array([0]), np.array([0]), np.array([0])], (1, 8, 2), drop=(0,))
+    base = np.cumsum([0] + [var.numel for var in g.variables])
+    r = field_regions(blocks, base)
+    x0 = int(base[x.single_variable()])
+    assert (r.start.tolist(), r.length.tolist()) == ([x0, x0 + 32], [14, 14])
 
 
 def test_position_units_cut_blocks_at_output_rows_or_into_positions() -> None:
