@@ -112,12 +112,15 @@ def fields_by_tile(graph: object, tensors: Sequence[Tensor]) -> list[tuple[np.nd
         itype = np.int32 if max(graph.variables[t.single_variable()].numel for t in tensors) < 2**31 else np.int64  # type: ignore[attr-defined]
         lengths = length[take].astype(itype)  # shared by the fields: their runs line up
         fields = []
-        for t, off, st in zip(tensors, row_off, strides, strict=True):
+        made: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}  # fields laid out alike share starts
+        for t, a, off, st in zip(tensors, affs, row_off, strides, strict=True):
             step = st[-1]
             # one step for all of a field's runs: a read-only broadcast, no array per run
             steps = np.broadcast_to(np.int64(step), lengths.shape)
-            starts = (off[piece_row[take]] + begin[take] * step).astype(itype)
-            runs = Runs(starts, lengths, steps, row_first, int(w))
+            key = (a.offset, tuple(st))  # an op's output is laid out as its input (a clone): same runs
+            if key not in made:
+                made[key] = (off[piece_row[take]] + begin[take] * step).astype(itype)
+            runs = Runs(made[key], lengths, steps, row_first, int(w))
             fields.append(Tensor(t.graph, t.single_variable(), runs, t.dtype))  # type: ignore[arg-type]
         batches.append((utiles[sel].astype(np.int64), fields))
     return batches
