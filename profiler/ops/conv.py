@@ -270,14 +270,19 @@ def conv2d(
 ) -> Tensor:
     """y[B, Cout, Ho, Wo] = conv(x[B, C, H, W], w[Cout, C/groups, kh, kw]) (no bias)."""
     _check_conv(x, w, groups)
-    grp = channel_group(x, groups)
-    cols = _window_view(graph, x, _pair(w.shape[2:]), _pair(stride), _pair(padding), _pair(dilation), groups,
-                        channel_group=grp)  # fmt: skip
+    grp, cg = channel_group(x, groups), x.shape[1] // groups
+    geometry = (_pair(w.shape[2:]), _pair(stride), _pair(padding), _pair(dilation), groups)
+    cols = _window_view(graph, x, *geometry, channel_group=grp)
+    # the host sums the same product kernel-major, (i, j, c): its columns are copied in runs of kw x C
+    # rather than kw x grp (the vertices keep the modelled order, which the host's sum does not see)
+    host = None
+    if 1 < grp < cg and w.shape[2] * w.shape[3] > 1:
+        host = (_window_view(graph, x, *geometry, channel_group=cg), _weights(w, groups, cg))
     set_attributes(graph, {"conv": {"stride": _pair(stride), "padding": _pair(padding), "dilation": _pair(dilation),
                                     "groups": groups, "kernel": list(w.shape[2:]), "input": list(x.shape)}})  # fmt: skip
     y = matmul(graph, cols, _weights(w, groups, grp), prog, partials_dtype=partials_dtype,
                available_memory_proportion=available_memory_proportion, grouped_out=True,
-               debug_name="conv matmul")  # fmt: skip
+               host_operands=host, debug_name="conv matmul")  # fmt: skip
 
     # the plan (splits, vertex type) also on the conv's own context, where the Operations view looks
     plan = json.loads(next(c for c in reversed(graph.debug_contexts) if c.op_type == "MatMul").attributes)

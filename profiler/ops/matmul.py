@@ -451,10 +451,13 @@ def _run_step(
     prog: Prog,
     name: str,
     store: Tensor | None = None,
+    host_operands: tuple[Tensor, Tensor] | None = None,
 ) -> None:
     """One serial step: a[G,M,Kc] x b[G,Kc,Nc] -> out[G,M,Nc] (an unmapped variable, mapped here).
     ``store``: ``out``'s block-major store [G, N/nb, M, nb] when ``out`` is its grouped view
-    (``output_store``): each tile's output block is then one contiguous region."""
+    (``output_store``): each tile's output block is then one contiguous region. ``host_operands``:
+    what the step's kernel computes the product from (``matmul``), else ``a`` and ``b``."""
+    host_a, host_b = host_operands or (a, b)
     G, M, K = a.shape
     N = b.shape[2]
     gb, mb, kb, nb = plan.block
@@ -538,13 +541,13 @@ def _run_step(
     if split_k:  # the partials are op-internal: the reduction's last kernel computes the product at once
         graph.defer_kernel(cs)
     else:  # the step's kernel: the whole product in one coarse vertex per group (a window stays a view)
-        graph.add_kernel(cs, codelet, {"a": a, "b": b, "out": dest})
+        graph.add_kernel(cs, codelet, {"a": host_a, "b": host_b, "out": dest})
     dest_map = np.concatenate(map_starts), np.concatenate(map_lengths), np.concatenate(map_tiles)
     graph.map_intervals(dest if split_k or store is None else store, *dest_map)
     if split_k:
 
         def final(last: Any) -> None:  # out = a @ b in one coarse vertex per group (a window stays a view)
-            graph.add_kernel(last, codelet, {"a": a, "b": b, "out": out})
+            graph.add_kernel(last, codelet, {"a": host_a, "b": host_b, "out": out})
 
         result = out if store is None else store  # reduced in the order of the variable holding it
         order = _block_major_order(G, M, N, gb, m0, ml, n0, nl, off, sg if store is not None else None)
@@ -766,10 +769,14 @@ def matmul(
     available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
     out_dtype: object | None = None,
     grouped_out: bool = False,
+    host_operands: tuple[Tensor, Tensor] | None = None,
 ) -> Tensor:
     """``a @ b`` for ``a[M,K] b[K,N]`` or grouped ``a[G,M,K] b[G,K,N]`` (poplin::matMul / matMulGrouped).
     ``grouped_out``: hold the result block-major by the plan's out-channel blocks (``output_store``),
-    as a convolution's output is; its readers must take grouped views (windows, elementwise ops)."""
+    as a convolution's output is; its readers must take grouped views (windows, elementwise ops).
+    ``host_operands``: the same operands with K in another order (the same variables), which the
+    host computes the product from when neither operand is rearranged first; the vertices keep
+    ``a`` and ``b`` (a convolution's modelled column order, its host's fastest copy)."""
     check_same_graph(graph, a, b, what="matmul")
     grouped = a.rank == 3
     if a.rank not in (2, 3) or b.rank != a.rank or a.shape[-1] != b.shape[-2] or (grouped and a.shape[0] != b.shape[0]):
@@ -786,11 +793,14 @@ def matmul(
         out = _serial_loop(graph, a3, b3, plan, odt, prog)
     else:
         shape = (G, M, K, N)
+        a_in, b_in = a3, b3
         a3 = _laid_out(graph, a3, plan, shape, prog, "lhs")
         b3 = _laid_out(graph, b3, plan, shape, prog, "rhs")
+        if a3 is not a_in or b3 is not b_in or not grouped:
+            host_operands = None  # a rearranged operand is a new variable: the host reads the copies
         group = _store_group(plan, N, a.dtype, graph.target) if grouped_out else N
         out, store = output_store(graph, odt, G, M, N, group, "matmul out")
-        _run_step(graph, a3, b3, out, plan, prog, "matmul", store)
+        _run_step(graph, a3, b3, out, plan, prog, "matmul", store, host_operands)
     return out if grouped else out.reshape(M, N)
 
 

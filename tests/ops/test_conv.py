@@ -332,3 +332,30 @@ def test_a_wide_out_channel_block_is_stored_in_amp_channel_groups():
     cs = [p.compute_set for p in compiled.cs_plans.values() if p.compute_set.name == "matmul"][1]
     regions = field_regions(next(b.fields["a"] for b in cs.batches if "a" in b.fields), base)
     assert regions.count * 16 < regions.elements()
+
+
+def test_the_host_sums_a_grouped_convolution_kernel_major_while_its_vertices_read_groups():
+    # the vertices take PopLibs' column order (c // grp, i, j, c % grp), which decides the modelled
+    # exchange; the host's product (the step's kernel) takes the same columns kernel-major (i, j, c),
+    # whose copy runs kw x C long - the same product, the last stop's summation order
+    from profiler import Graph, Sequence
+    from profiler.compile import compile_programs
+    from profiler.layout import Window, WindowBlocks
+    from profiler.targets import get_target
+
+    g = Graph(get_target("GC200"))
+    prog = Sequence()
+    x = ops.add_mapped(g, "float16", (1, 64, 28, 28), "x")
+    y1 = ops.conv2d(g, x, ops.create_conv_weights(g, "float16", x.shape, (128, 64, 3, 3), "w1", padding=1), prog,
+                    padding=1)  # fmt: skip
+    grp = ops.conv.channel_group(y1)
+    w2 = ops.create_conv_weights(g, "float16", y1.shape, (64, 128, 3, 3), "w2", padding=1, channel_group=grp)
+    ops.conv2d(g, y1, w2, prog, padding=1)
+    compiled = compile_programs(g, [prog])
+    cs = [p.compute_set for p in compiled.cs_plans.values() if p.compute_set.name == "matmul"][1]
+    vertex_a = next(b.fields["a"] for b in cs.batches if "a" in b.fields)
+    assert isinstance(vertex_a._lay, WindowBlocks) and vertex_a._lay.window.channel_group == grp < 128
+    # the product's kernel (on the matmul step, or on its reduction's last step when K is split)
+    windows = [b.fields["a"]._lay for p in compiled.cs_plans.values() for b in (p.compute_set.kernel or [])
+               if "a" in b.fields and isinstance(b.fields["a"]._lay, Window)]  # fmt: skip
+    assert [w.channel_group for w in windows] == [64, 128]  # each conv's C: kernel-major
