@@ -87,15 +87,25 @@ def fields_by_tile(graph: object, tensors: Sequence[Tensor]) -> list[tuple[np.nd
     ends = np.append(starts[1:], mapping.n)
     p0 = row_off[0]
     lo = np.searchsorted(starts, p0, side="right") - 1
-    hi = np.searchsorted(starts, p0 + last - 1, side="right") - 1
+    # most rows end inside the interval they start in: only those crossing an interval end are searched
+    hi = lo.copy()
+    cross = np.flatnonzero((lo < 0) | (p0 + last > ends[np.maximum(lo, 0)]))
+    if cross.size:
+        hi[cross] = np.searchsorted(starts, p0[cross] + last - 1, side="right") - 1
     count = hi - lo + 1
     total = int(count.sum())
     if total * RUNS_WORTH_IT > size:
         return None
-    piece_row = np.repeat(np.arange(rows, dtype=np.int64), count)
-    iv = lo[piece_row] + np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
-    begin = np.maximum(starts[iv], p0[piece_row]) - p0[piece_row]
-    length = np.minimum(ends[iv], p0[piece_row] + last) - p0[piece_row] - begin
+    if total == rows:  # every row inside one interval (the usual case): a piece per row, whole
+        piece_row = np.arange(rows, dtype=np.int64)
+        iv = lo
+        begin = np.zeros(rows, dtype=np.int64)
+        length = np.full(rows, last, dtype=np.int64)
+    else:
+        piece_row = np.repeat(np.arange(rows, dtype=np.int64), count)
+        iv = lo[piece_row] + np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+        begin = np.maximum(starts[iv], p0[piece_row]) - p0[piece_row]
+        length = np.minimum(ends[iv], p0[piece_row] + last) - p0[piece_row] - begin
     piece_tile = tiles[iv]
     if piece_tile.min() < 0:
         return None  # unmapped: the per-element path reports it
