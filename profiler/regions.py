@@ -399,9 +399,10 @@ def _channel_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
         lo_v, hi_v = c_lo[vv, ee], c_hi[vv, ee]
     else:  # per vertex and unit u = (c // grp) * k + e (columns [u * grp, u * grp + grp)): a channel range
         grp_k = w.channel_group
-        u0, u1 = lay.c0 // grp_k, (lay.c0 + ks - 1) // grp_k
-        vv = np.repeat(np.arange(u0.size, dtype=np.int64), u1 - u0 + 1)
-        uu = u0[vv] + np.arange(vv.size) - np.repeat(np.cumsum(u1 - u0 + 1) - (u1 - u0 + 1), u1 - u0 + 1)
+        u0 = lay.c0 // grp_k
+        n_u = (lay.c0 + ks - 1) // grp_k - u0 + 1  # units each vertex's block touches
+        vv = np.repeat(np.arange(u0.size, dtype=np.int64), n_u)
+        uu = u0[vv] + np.arange(vv.size) - np.repeat(np.cumsum(n_u) - n_u, n_u)
         cgrp, ee = np.divmod(uu, k)
         lo_v = cgrp * grp_k + np.maximum(lay.c0[vv] - uu * grp_k, 0)
         hi_v = cgrp * grp_k + np.minimum(lay.c0[vv] + ks - 1 - uu * grp_k, grp_k - 1)

@@ -137,7 +137,7 @@ class Builder:
         data = arr.astype(dt)
         g = self.graph
         name = self.names.get(id(v), name)
-        shape, view = (list(arr.shape), _as_stored) if storage is None else (storage.shape(arr.shape), storage.view)
+        shape, view = (list(arr.shape), lambda t: t) if storage is None else (storage.shape(arr.shape), storage.view)
         if self.weights_mode == "variables" and arr.size > SMALL_CONSTANT:
             name = self._unique(name)
             t = view(g.add_variable(dt, shape, name))
@@ -501,8 +501,3 @@ def _import_model(
     return ImportedModel(g, [weights_prog, prog], inputs, outputs, b.weights, host_outputs, batch, opset,
                          model.graph.name or "onnx", len(model.graph.node), folded, onnx_model=model,
                          info={"node_ipus": ipus or [0] * len(model.graph.node)})  # fmt: skip
-
-
-def _as_stored(t: Tensor) -> Tensor:
-    """A tensor stored in its own order: itself."""
-    return t
