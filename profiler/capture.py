@@ -140,7 +140,7 @@ def _graph_tables(engine: Engine, w: ReportWriter) -> None:
         "name": [name for name, _ in c.codelets],
         "kind": [cl.kind for _, cl in c.codelets],
         "builtin": [cl.builtin for _, cl in c.codelets],
-        "code_bytes": [cl.code_bytes for _, cl in c.codelets],
+        "code_bytes": list(c.code_bytes),
     })  # fmt: skip
     plans = sorted(c.cs_plans.values(), key=lambda p: p.compute_set.id)
     if plans:

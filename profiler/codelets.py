@@ -22,6 +22,13 @@ from profiler.targets import Target
 # 2 bytes [INF]. A generic codelet's fields are SPANs; plus [INF] 4 bytes per vertex for the
 # vertex's code pointer. PopLibs vertices whose field layouts are public (ConvPartial1x1Out,
 # poplin::ReduceAdd) give their own layouts through ``vertex_state_bytes``.
+# The state is the vertex's fixed-size struct: a ``Vector<Input<Vector<T>>, ONE_PTR>`` field is one
+# pointer in it (PopLibs' assembly reads such a field as one word at a fixed offset and then steps
+# through the array it points to), so the array of inner pointers is stored out of line. Poplar's
+# category for out-of-line field data is vertexFieldData ([INF]: the category names it; no document
+# says which fields fill it), kept apart as the profiler tests of PopLibs themselves count it
+# (tests/popops/DynamicSliceTest.cpp: vertex state = vertexInstanceState + copyDescriptor +
+# vectorListDescriptor + vertexFieldData).
 VERTEX_STATE_BYTES_PER_FIELD = 8
 VERTEX_STATE_HEADER_BYTES = 4
 ONE_PTR_BYTES = 4
@@ -40,6 +47,9 @@ def vertex_state_bytes(*, scaled: int = 0, one_ptr: int = 0, shorts: int = 0, wo
 
 # [INF] ref §5: vertexCode is about 3.4 MiB over 1472 tiles (~2.4 KiB per tile) for a dense layer
 # using a handful of codelets, so a few hundred bytes per simple codelet; matmul kernels are larger.
+# PopLibs' AMP and ReduceAdd codelets have sizes counted from their assembly instead
+# (ops.poplibs_codelets.AMP_CODE_BYTES: 0.8-1.2 KiB; REDUCE_ADD_CODE_BYTES: 224-424 B), which bear
+# these two out; the rest keep them.
 SIMPLE_CODE_BYTES = 256
 MATMUL_CODE_BYTES = 1024
 
@@ -125,6 +135,23 @@ class Codelet:
     ) -> int:
         """Bytes of graph constants one such vertex brings onto its tile besides its state (PopLibs
         connects some fields to constants it adds, e.g. conv worklists); none by default."""
+        return 0
+
+    def code_size(self, dtypes: Mapping[str, np.dtype], target: Target) -> int:
+        """Bytes of machine code of this codelet's type with these field types (vertexCode, once per
+        tile that runs it); ``code_bytes`` unless a codelet knows its variants' sizes."""
+        return self.code_bytes
+
+    def field_data_bytes(
+        self,
+        shapes: Mapping[str, tuple[int, ...]] | None = None,
+        dtypes: Mapping[str, np.dtype] | None = None,
+        params: Mapping[str, Any] | None = None,
+        target: Target | None = None,
+    ) -> int:
+        """Bytes of out-of-line field data one such vertex has besides its state (category
+        vertexFieldData): the pointer arrays of ``Vector<Input<Vector<T>>>`` fields, whose state holds
+        one pointer to the array; none by default (a generic codelet's fields are SPANs)."""
         return 0
 
     def type_name(self, dtypes: Mapping[str, np.dtype]) -> str:

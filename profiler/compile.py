@@ -159,6 +159,7 @@ class ComputeSetPlan:
     v_cycles: np.ndarray
     v_flops: np.ndarray
     v_constant: np.ndarray | None = None  # graph constants the vertices add on their tile (Codelet.constant_bytes)
+    v_field_data: np.ndarray | None = None  # their out-of-line field data (Codelet.field_data_bytes)
     # variables whose every element the vertices write and which they do not read: a value made
     # for one of them at this step needs no zeros (every element is written before any is read)
     fills: frozenset[int] = frozenset()
@@ -287,6 +288,7 @@ class Compiler:
         self.steps: list[Node] = []
         self.cs_plans: dict[int, ComputeSetPlan] = {}
         self.codelets: list[tuple[str, Codelet]] = []  # (type name, codelet)
+        self.code_bytes: list[int] = []  # each codelet type's code size (Codelet.code_size)
         self._codelet_ids: dict[str, int] = {}
         self._deferred_touched: set[int] = set()  # variables of compute sets deferring to a later kernel
         self.repeat_ranges: list[tuple[int, int]] = []  # step ranges of Repeat bodies
@@ -486,10 +488,12 @@ class Compiler:
         )
 
     # -- compute sets --------------------------------------------------------------------------
-    def _codelet_id(self, name: str, cl: Codelet) -> int:
+    def _codelet_id(self, cl: Codelet, dtypes: dict[str, np.dtype]) -> int:
+        name = cl.type_name(dtypes)
         if name not in self._codelet_ids:
             self._codelet_ids[name] = len(self.codelets)
             self.codelets.append((name, cl))
+            self.code_bytes.append(cl.code_size(dtypes, self.target))
         return self._codelet_ids[name]
 
     def _lower_execute(self, prog: P.Execute, parent: Node) -> None:
@@ -546,7 +550,7 @@ class Compiler:
         short_reads: list[tuple[np.ndarray, ...]] = []  # the same, of fields planned per element
         short_vars: set[int] = set()
         piece_vars: set[int] = set()
-        vt, vc, vstate, vconst, vcyc, vflops, vmulti = [], [], [], [], [], [], []
+        vt, vc, vstate, vconst, vfield, vcyc, vflops, vmulti = [], [], [], [], [], [], [], []
         reads: set[int] = set()
         writes: set[int] = set()
         written: list[tuple[np.ndarray, np.ndarray]] = []  # regions the vertices write (checked against a kernel)
@@ -556,13 +560,14 @@ class Compiler:
             cl = b.codelet
             shapes = {f: b.fields[f].shape[1:] for f in cl.fields}
             dtypes = {f: b.fields[f].dtype for f in cl.fields}
-            cid = self._codelet_id(cl.type_name(dtypes), cl)
+            cid = self._codelet_id(cl, dtypes)
             cyc, fl = cl.estimate(shapes, dtypes, b.params, t)
             count = b.count
             vt.append(b.tiles)
             vc.append(np.full(count, cid, dtype=np.int32))
             vstate.append(np.full(count, cl.state_bytes(shapes, dtypes, b.params, t), dtype=np.int64))
             vconst.append(np.full(count, cl.constant_bytes(shapes, dtypes, b.params, t), dtype=np.int64))
+            vfield.append(np.full(count, cl.field_data_bytes(shapes, dtypes, b.params, t), dtype=np.int64))
             vcyc.append(np.full(count, cyc, dtype=np.int64))
             vflops.append(np.full(count, fl, dtype=np.int64))
             vmulti.append(np.full(count, cl.multi_worker, dtype=bool))
@@ -631,7 +636,7 @@ class Compiler:
         return ComputeSetPlan(
             cs, batches, kernel, exchange, global_exchange, tile_cycles, tile_flops, reads, writes,
             (ukey // ncl).astype(np.int32), (ukey % ncl).astype(np.int32), agg(np.ones(key.size)),
-            agg(state), agg(cycles), agg(flops), agg(cat(vconst, np.int64)),
+            agg(state), agg(cycles), agg(flops), agg(cat(vconst, np.int64)), agg(cat(vfield, np.int64)),
             self._fully_written(all_written, writes - reads - _kernel_reads(cs)),
         )  # fmt: skip
 
@@ -807,6 +812,7 @@ class CompiledGraph:
     repeat_ranges: list[tuple[int, int]]
     program_ranges: list[tuple[int, int]]
     pipeline_ranges: list[tuple[int, int, int, int]] = field(default_factory=list)
+    code_bytes: list[int] = field(default_factory=list)  # per codelet type, in ``codelets`` order
 
     @property
     def target(self) -> Any:
@@ -825,7 +831,7 @@ def compile_programs(graph: Graph, programs: list[P.Program], progress: Progress
     except GraphError as exc:
         raise CompileError(str(exc)) from None
     return CompiledGraph(graph, c.nodes, c.steps, c.cs_plans, c.codelets, c.repeat_ranges, c.program_ranges,
-                         c.pipeline_ranges)  # fmt: skip
+                         c.pipeline_ranges, c.code_bytes)  # fmt: skip
 
 
 def _code_bytes_for(bytes_per_tile: np.ndarray, target: Target) -> np.ndarray:

@@ -169,12 +169,12 @@ def _variable_rows(c: CompiledGraph, live: Liveness) -> VariableRows:
 
 def _always_live_items(c: CompiledGraph, rows: VariableRows, instrument: bool, instrumentation_level: str) -> Items:
     """Always-live data of the general arena, in layout order: code, control, exchange code,
-    descriptors, headers, vertex state, stack, instrumentation, constants, always-live variables."""
+    descriptors, headers, vertex state and field data, stack, instrumentation, constants, always-live variables."""
     t = c.target
     n = t.num_tiles
     all_tiles = np.arange(n, dtype=np.int64)
     parts: list[Items] = []
-    code_bytes = np.array([cl.code_bytes for _, cl in c.codelets] or [0], dtype=np.int64)
+    code_bytes = np.array(c.code_bytes or [0], dtype=np.int64)
     plans = list(c.cs_plans.values())
     if plans:
         pair = np.unique(np.concatenate([p.v_tile.astype(np.int64) * len(code_bytes) + p.v_codelet for p in plans]))
@@ -204,6 +204,11 @@ def _always_live_items(c: CompiledGraph, rows: VariableRows, instrument: bool, i
     for p in plans:
         np.add.at(state, p.v_tile, p.v_state)
     parts.append(Items.of("vertexInstanceState", all_tiles, state))
+    field_data = np.zeros(n, dtype=np.int64)
+    for p in plans:
+        if p.v_field_data is not None:
+            np.add.at(field_data, p.v_tile, p.v_field_data)
+    parts.append(Items.of("vertexFieldData", all_tiles, field_data))
     # graph constants that building the vertices adds (PopLibs' conv worklists: Codelet.constant_bytes)
     vertex_constants = np.zeros(n, dtype=np.int64)
     for p in plans:

@@ -15,9 +15,31 @@ from typing import Any
 import numpy as np
 
 from profiler import cost_model, scratch
-from profiler.codelets import MATMUL_CODE_BYTES, Codelet, vertex_state_bytes
+from profiler.codelets import MATMUL_CODE_BYTES, ONE_PTR_BYTES, Codelet, vertex_state_bytes
 from profiler.layout import memory_order
 from profiler.targets import Target
+
+# Code sizes counted from PopLibs' own assembly (graphcore/poplibs lib/poplin/codelets/asm, the mk2
+# main branch): instructions after macro and .if expansion x 4 B, plus .align padding. A
+# ConvPartial1x1Out is its supervisor (conv_partial_1x1_supervisor.S CONV_1x1_SUPERVISOR, the
+# 64-bit weight-load variant without stochastic-rounding control) plus the worker it runs
+# (convPartialFlattenedField_*): float/float 8 units 420 + 496 B (conv_partial_1x1_float_float.S),
+# half/float 8 units 420 + 628 B and half/half 16 units 548 + 628 B
+# (conv_partial_1x1_half_float_8_and_half_half_h16.S), half/half 8 units 420 + 356 B
+# (conv_partial_1x1_half_half.S). Keyed (in type, partials type, conv units).
+AMP_CODE_BYTES = {
+    ("float32", "float32", 8): 420 + 496,
+    ("float16", "float32", 8): 420 + 628,
+    ("float16", "float16", 16): 548 + 628,
+    ("float16", "float16", 8): 420 + 356,
+}
+# poplin::ReduceAdd<out, partials> (ReduceAdd.S, one section per type pair), counted the same way.
+REDUCE_ADD_CODE_BYTES = {
+    ("float32", "float32"): 224,
+    ("float32", "float16"): 424,
+    ("float16", "float32"): 320,
+    ("float16", "float16"): 400,
+}
 
 
 def _n(shape: tuple[int, ...]) -> int:
@@ -311,6 +333,12 @@ class MatMulPartial(Codelet):
         self.method = method
         self.name = "poplin::ConvPartial1x1Out" if method == "AMP" else "poplin::ConvPartialHorizontalMac"
 
+    def code_size(self, dtypes, target):  # type: ignore[override]
+        if self.method != "AMP":
+            return self.code_bytes
+        units = cost_model.amp_config(dtypes["a"], dtypes["out"], target).num_conv_units
+        return AMP_CODE_BYTES.get((dtypes["a"].name, dtypes["out"].name, units), self.code_bytes)
+
     def type_name(self, dtypes):  # type: ignore[override]
         return f"{self.name}<{dtypes['a'].name},{dtypes['out'].name}>"
 
@@ -358,16 +386,24 @@ class MatMulPartial(Codelet):
             return super().state_bytes(shapes, dtypes, params, target)
         # PopLibs ConvPartial1x1Out's fields as of Poplar SDK 3.0 (graphcore/poplibs
         # lib/poplin/codelets/ConvPartial1x1Out.cpp at 87b8558f, July 2022): in, weights and out are
-        # ONE_PTR vectors of ONE_PTR vectors - one inner pointer per (conv group x) in group, in group
-        # x out group and out group -, worklists one ONE_PTR edge, and 7 unsigned-short scalars
+        # ONE_PTR vectors of ONE_PTR vectors, worklists one ONE_PTR edge, and 7 unsigned-short scalars
         # (numConvGroupsM1, numOutGroupsM1, numInGroups, transformedInStride, outChansPerGroup,
-        # transformedOutStride, inChansPerGroup). Where Poplar keeps the inner pointer arrays
-        # (instance state or vertexFieldData) is not documented [NF]: counted here as state.
+        # transformedOutStride, inChansPerGroup). The state is the fixed-size struct: its assembly
+        # reads the four vectors as one word each at offsets 0-12 and the scalars from 16 on
+        # (conv_partial_1x1_supervisor.S SUP_INCHAN_VECTORS ... SUP_OUTSTRIDE), 30 B padded to 32;
+        # the inner pointers live out of line (field_data_bytes).
+        return vertex_state_bytes(one_ptr=4, shorts=7)
+
+    def field_data_bytes(self, shapes=None, dtypes=None, params=None, target=None):  # type: ignore[override]
+        """The out-of-line arrays of in, weights and out: one 32-bit pointer per in group, per in group
+        x out group and per out group (conv_partial_1x1_supervisor.S steps through each array with
+        ld32step), category vertexFieldData."""
+        if self.method != "AMP" or shapes is None or dtypes is None or target is None:
+            return 0
         _, k, n = self._mkn(shapes, params)
         cfg = cost_model.amp_config(dtypes["a"], dtypes["out"], target)
         ig, og = -(-k // cfg.in_chans_per_group), -(-n // cfg.out_chans_per_group)
-        inner = ig + ig * og + og
-        return vertex_state_bytes(one_ptr=4 + inner, shorts=7)
+        return ONE_PTR_BYTES * (ig + ig * og + og)
 
     def constant_bytes(self, shapes=None, dtypes=None, params=None, target=None):  # type: ignore[override]
         """The worklists the vertex's field connects to: a graph constant PopLibs adds per vertex
@@ -514,6 +550,9 @@ class ConvReduce(Codelet):
     def type_name(self, dtypes):  # type: ignore[override]
         return f"{self.name}<{dtypes['out'].name},{dtypes['in'].name}>"
 
+    def code_size(self, dtypes, target):  # type: ignore[override]
+        return REDUCE_ADD_CODE_BYTES.get((dtypes["out"].name, dtypes["in"].name), self.code_bytes)
+
     def check_fields(self, where, shapes, params):  # type: ignore[override]
         super().check_fields(where, shapes, params)
         if len(shapes["in"]) != 2 or shapes["out"] != shapes["in"][1:]:
@@ -531,10 +570,15 @@ class ConvReduce(Codelet):
         return int(cyc), int(cost_model.reduce_flops("add", depth * length, length, dtypes["in"]))
 
     def state_bytes(self, shapes=None, dtypes=None, params=None, target=None):  # type: ignore[override]
-        # PopLibs' poplin::ReduceAdd fields: partials (a SCALED_PTR32 vector of ONE_PTR vectors), out
-        # (SCALED_PTR32), numPartials and numElems (unsigned short) - see codelets.vertex_state_bytes
-        depth = shapes["in"][0] if shapes else 1
-        return vertex_state_bytes(scaled=2, one_ptr=depth, shorts=2)
+        # PopLibs' poplin::ReduceAdd fields: partials (a COMPACT_PTR vector of ONE_PTR vectors), out
+        # (COMPACT_PTR), numPartials and numElems (unsigned short): 8 B, as its assembly reads them
+        # (ReduceAdd.S VOFF_PARTIALS 0, VOFF_OUT 2, VOFF_NUM_PARTIALS 4, VOFF_NUM_ELEMS 6 with compact
+        # pointers); the partials' pointer array lives out of line (field_data_bytes)
+        return vertex_state_bytes(scaled=2, shorts=2)
+
+    def field_data_bytes(self, shapes=None, dtypes=None, params=None, target=None):  # type: ignore[override]
+        """One 32-bit pointer per partial (ReduceAdd.S reads them with ld32step), vertexFieldData."""
+        return ONE_PTR_BYTES * (shapes["in"][0] if shapes else 1)
 
 
 CONV_REDUCE = ConvReduce()

@@ -293,13 +293,16 @@ def test_created_operands_and_their_all_gather_worked_by_hand():
     # 23, c(1) = 14 / 15; inner = max(6 c(2), 6 c(1) + 14) = 132 / 138;
     # 50 + 6 x 9 + 13 + [15 + (19 + 6 + 32 + 138)] + [11 + (18 + 7 + 32 + 132)] + 25 = 552, + 30 supervisor
     assert mm.tile_cycles.tolist() == [582] * 4
-    # ConvPartial1x1Out state (SDK 3.0 fields): 4 ONE_PTR fields (in, weights, out, worklists) + inner
-    # pointers for 2 in groups, 2 x 1 in x out groups and 1 out group, 4 B each: (4 + 5) x 4 = 36 B,
-    # + 7 unsigned-short scalars 14 B = 50 B, padded to 52 B. Its worklists (3 shorts x 6 workers =
-    # 36 B) are a graph constant PopLibs adds on the vertex's tile (ConvVertices.cpp addConstant)
+    # ConvPartial1x1Out state (SDK 3.0 fields): 4 ONE_PTR fields (in, weights, out, worklists) 16 B +
+    # 7 unsigned-short scalars 14 B = 30 B, padded to 32 B. Out of line (vertexFieldData): the inner
+    # pointers for 2 in groups, 2 x 1 in x out groups and 1 out group, 4 B each: 5 x 4 = 20 B. Its
+    # worklists (3 shorts x 6 workers = 36 B) are a graph constant PopLibs adds on the vertex's tile
+    # (ConvVertices.cpp addConstant)
     bc = e.memory.by_category
     state = bc["bytes"][bc["category"] == "vertexInstanceState"]
-    assert state.tolist() == [52] * 4
+    assert state.tolist() == [32] * 4
+    field_data = bc["bytes"][bc["category"] == "vertexFieldData"]
+    assert field_data.tolist() == [20] * 4
     constant = bc["bytes"][bc["category"] == "constant"]
     assert constant.tolist() == [36] * 4
 

@@ -55,11 +55,13 @@ def test_one_stage_reduction_worked_by_hand() -> None:
     # poplin::ReduceAdd of 2 outputs x 4 partials, float: accW 4, cyclesPerLoop 4 / min(4, 2) + 1 = 3,
     # loops ceil(ceil(2 / 4) / 6) = 1: 6 x (32 + 1 x (3 x 4 + 9)) = 318, + 30 compute-set supervisor
     assert compute.tile_cycles.tolist() == [348] * 4
-    # vertex state: partials SCALED_PTR32 (2 B) + 4 ONE_PTR (16 B), out (2 B), numPartials and numElems
-    # (2 x 2 B) = 24 B on each tile
+    # vertex state: partials and out as compact pointers (2 x 2 B), numPartials and numElems (2 x 2 B)
+    # = 8 B on each tile; the partials' 4 inner pointers out of line, 4 x 4 B = 16 B of vertexFieldData
     bc = e.memory.by_category
     state = bc["bytes"][(bc["category"] == "vertexInstanceState")]
-    assert state.tolist() == [24] * 4
+    assert state.tolist() == [8] * 4
+    field_data = bc["bytes"][(bc["category"] == "vertexFieldData")]
+    assert field_data.tolist() == [16] * 4
 
 
 def test_block_major_partials_reach_each_reducer_as_one_region_per_tile() -> None:
