@@ -371,8 +371,8 @@ def _recorded(batch: int, key: str) -> float:
 
 def _resnet_setting(batch: int) -> str:
     r = end_to_end.load()
-    return (f"ResNet-50 inference, C600, FP16 (tilescope: batch {batch}, one run, batch × clock / cycles; "
-            f"recorded {r['date']} by `{r['command']}`)")  # fmt: skip
+    return (f"ResNet-50 inference, C600, FP16, half partials (ByteMLPerf's PopRT partials_type default; "
+            f"tilescope: batch {batch}, one run, batch × clock / cycles; recorded {r['date']} by `{r['command']}`)")  # fmt: skip
 
 
 _RESNET_WHY = (

@@ -25,6 +25,10 @@ ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "bench" / "end_to_end.json"
 COMMAND = "python -m bench.end_to_end"
 RESNET_BATCHES = (32, 4)  # ByteMLPerf resnet50-torch-fp32 on C600, FP16 (ref §6)
+# The partials type ByteMLPerf's IPU backend compiles with: compile_backend_ipu.py sets PopRT's
+# ``options.partials_type = compiler_options.get("partials_type", "half")`` and resnet50's
+# interact_infos/resnet50-torch-fp32.json sets no partials_type (bytedance/ByteMLPerf a30b4f97).
+RESNET_PARTIALS = "float16"
 
 
 def matmul_plans(graph: Any) -> list[dict[str, Any]]:
@@ -52,14 +56,16 @@ def replan(plans: list[dict[str, Any]], target_name: str) -> int:
 
 
 def resnet50(batch: int, target_name: str = "C600") -> dict[str, Any]:
-    """Simulated ResNet-50 (224², fp16) inference on ``target_name``: cycles of one run, img/s, and the
-    memory categories (internalExchangeCode's share)."""
+    """Simulated ResNet-50 (224², fp16, half partials as ByteMLPerf compiles it) inference on
+    ``target_name``: cycles of one run, img/s, and the memory categories (internalExchangeCode's share)."""
     from profiler.frontends.onnx import Session, examples, import_model, load_model
     from profiler.targets import get_target
 
     target = get_target(target_name)
     t0 = time.perf_counter()
-    imported = import_model(load_model(examples.resnet()), target, batch_size=batch, dtype="float16")
+    imported = import_model(
+        load_model(examples.resnet()), target, batch_size=batch, dtype="float16", partials=RESNET_PARTIALS
+    )
     session = Session(imported, {"debug.instrument": "false"}, name="end_to_end")
     session.compile()
     session.upload_weights()
@@ -75,7 +81,7 @@ def resnet50(batch: int, target_name: str = "C600") -> dict[str, Any]:
     plans = matmul_plans(imported.graph)
     return {
         "model": "ResNet-50 (profiler.frontends.onnx.examples.resnet(), 224x224)", "target": target_name,
-        "dtype": "float16", "batch": batch, "cycles": cycles, "clock_hz": target.clock_hz,
+        "dtype": "float16", "partials": RESNET_PARTIALS, "batch": batch, "cycles": cycles, "clock_hz": target.clock_hz,
         "img_per_s": batch * target.clock_hz / cycles, "total_bytes": total,
         "categories": {k: cats[k] for k in sorted(cats)},
         "exchange_code_share": cats.get("internalExchangeCode", 0.0) / total,

@@ -62,6 +62,14 @@ def test_run_json_summary_matches_the_report(mlp_file: Path, tmp_path: Path, cap
     assert doc["memory"]["out_of_memory_tiles"] == 0
 
 
+def test_run_with_half_partials_says_so(mlp_file: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """--partials float16 is taken (the summary and the JSON say it; the plans are checked in test_onnx_models)."""
+    assert main(["run", str(mlp_file), "--dtype", "float16", "--partials", "float16", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["partials"] == "float16"
+    assert main(["run", str(mlp_file), "--dtype", "float16", "--partials", "float16"]) == 0
+    assert "(batch 1, float16, partials float16)" in capsys.readouterr().out
+
+
 def test_inputs_and_saved_outputs_by_name(mlp_file: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     x = np.random.default_rng(3).standard_normal((5, 64)).astype(np.float32)
     np.savez(tmp_path / "in.npz", input=x)

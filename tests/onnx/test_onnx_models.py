@@ -3,6 +3,8 @@ list the ONNX nodes as debug contexts."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
 import pytest
@@ -245,3 +247,34 @@ def test_shape_inference_reads_small_float_constants() -> None:
     got = infer_shapes(model)
     assert got.SerializeToString() == shape_inference.infer_shapes(model).SerializeToString()
     assert [d.dim_value for d in got.graph.output[0].type.tensor_type.shape.dim] == [1, 2, 6, 50]
+
+
+def _matmul_plans(imported: object) -> list[dict]:
+    plans = [json.loads(c.attributes) for c in imported.graph.debug_contexts if c.op_type == "MatMul"]  # type: ignore[attr-defined]
+    return [a for a in plans if "partials_dtype" in a]
+
+
+def test_half_partials_plan_every_product_in_half_and_match_the_reference() -> None:
+    """``partials="float16"`` (PopRT's partialsType default, which ByteMLPerf's IPU backend keeps):
+    every matmul and convolution is planned with half partials; on an Mk2 target the half AMP then
+    drives 16 conv units instead of 8 (cost_model.amp_config), so the products' estimates drop, and
+    the outputs still match onnx.reference at half's tolerance."""
+    model = MODELS["resnet"]()
+    cycles = {}
+    for partials in ("float32", "float16"):
+        imported = import_model(load_model(model), TARGET, batch_size=2, dtype="float16", partials=partials)
+        plans = _matmul_plans(imported)
+        assert plans and {a["partials_dtype"] for a in plans} == {partials}
+        cycles[partials] = sum(a["cycles"] for a in plans)
+        feeds = random_inputs(imported)
+        with Session(imported) as s:
+            got = s.run(feeds)["output"]
+        expected = ReferenceEvaluator(model).run(None, feeds)[0]
+        rtol, atol = TOLERANCE["float16"]
+        np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol * np.abs(expected).max())
+    assert cycles["float16"] < cycles["float32"]
+
+
+def test_partials_type_is_checked() -> None:
+    with pytest.raises(FrontendError, match="partials must be float32 or float16, got 'bfloat16'"):
+        import_model(load_model(MODELS["mlp"]()), TARGET, partials="bfloat16")

@@ -66,6 +66,7 @@ def test_end_to_end_record_is_current(batch: int) -> None:
     assert batch in end_to_end.RESNET_BATCHES
     rec = end_to_end.recorded(batch)
     assert rec["batch"] == batch
+    assert rec["partials"] == end_to_end.RESNET_PARTIALS and {p["partials"] for p in rec["plans"]} == {"float16"}
     assert rec["plans"], "the record holds no matmul plans"
     assert rec["plans_cycles"] == sum(p["cycles"] for p in rec["plans"])
     assert end_to_end.replan(rec["plans"], rec["target"]) == rec["plans_cycles"], (

@@ -92,6 +92,11 @@ def _add_options(p: argparse.ArgumentParser) -> None:
         "--batch", type=int, default=None, help="batch size, for models whose batch dimension is 1 or symbolic"
     )
     p.add_argument("--dtype", choices=("float32", "float16"), default="float32", help="compute type of float tensors")
+    p.add_argument(
+        "--partials", choices=("float32", "float16"), default="float32",
+        help="type matmuls and convolutions accumulate partial sums in (PopLibs' partialsType): float32, the "
+        "PopLibs and PopART default, or float16, PopRT's default (twice the AMP rate on Mk2 for float16 data)",
+    )  # fmt: skip
     src = p.add_mutually_exclusive_group()
     src.add_argument("--inputs", metavar="FILE.npz", help="model inputs keyed by input name")
     src.add_argument("--random-inputs", action="store_true", help="seeded random inputs (the default)")
@@ -246,7 +251,7 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
         with wrong_kernel(args.test_wrong_kernel):
             model = import_model(load_model(path), target, args.batch, args.dtype,
                                  "constants" if args.weights_as_constants else "variables", progress=nodes,
-                                 split=args.split)  # fmt: skip
+                                 split=args.split, partials=args.partials)  # fmt: skip
     except (FrontendError, HostMemoryError) as exc:
         raise CommandError(str(exc)) from None
     except Exception as exc:  # a bug outside any node: still one line, never a traceback
@@ -312,6 +317,7 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
         },
         "batch_size": model.batch_size,
         "dtype": args.dtype,
+        "partials": args.partials,
         "execution": {
             "executed": not e.out_of_memory,
             "not_executed_because": e.out_of_memory or None,
@@ -418,7 +424,7 @@ def _render(doc: dict[str, Any]) -> str:
     else:
         execution = ["cycles/run    not executed: the graph does not fit in tile memory"]
     lines = [
-        f"model         {doc['model']}  (batch {doc['batch_size']}, {doc['dtype']})",
+        f"model         {doc['model']}  (batch {doc['batch_size']}, {doc['dtype']}, partials {doc['partials']})",
         f"target        {tg['name']} x{tg['num_ipus']} at {tg['clock_hz'] / 1e9:.3g} GHz"
         + (f" ({tg['num_replicas']} replicas x {tg['ipus_per_replica']} IPUs)" if tg["num_replicas"] > 1 else "")
         + (f"; pipelined, {doc['pipeline']['micro_batches']} micro-batches" if doc["pipeline"]["enabled"] else ""),

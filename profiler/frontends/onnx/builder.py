@@ -104,9 +104,13 @@ def _elem_np_dtype(elem_type: int) -> np.dtype:
 class Builder:
     """Holds the values of an ONNX graph while its nodes are built onto ``graph``."""
 
-    def __init__(self, graph: Graph, prog: Prog, weights_prog: Prog, opset: int, half: bool, weights: str) -> None:
+    def __init__(
+        self, graph: Graph, prog: Prog, weights_prog: Prog, opset: int, half: bool, weights: str,
+        partials: str = "float32",
+    ) -> None:  # fmt: skip
         self.graph, self.prog, self.weights_prog = graph, prog, weights_prog
         self.opset, self.half, self.weights_mode = opset, half, weights
+        self.partials = partials  # matmuls' and convolutions' partials type (PopLibs' partialsType)
         self.values: dict[str, Value] = {}
         self.names: dict[int, str] = {}  # id of a host value -> its ONNX value name
         self._used: set[str] = set()
@@ -371,14 +375,17 @@ def import_model(
     weights: str = "variables",
     progress: Callable[[int, int], None] | None = None,
     split: str = "memory",
+    partials: str = "float32",
 ) -> ImportedModel:
     """Build ``model`` (already loaded and checked) on a new graph for ``target``;
     ``progress(done, total)`` after each node; on several IPUs ``split`` says what the automatic
-    split balances (profiler.sharding: "memory" or "compute"). Every failure is a FrontendError (one line; nodes
+    split balances (profiler.sharding: "memory" or "compute"). ``partials`` is the type matmuls and
+    convolutions accumulate partial sums in: float32 (PopLibs' and PopART's default) or float16
+    (PopRT's default, e.g. ByteMLPerf's IPU backend). Every failure is a FrontendError (one line; nodes
     are named with their operator and opset) or a HostMemoryError, never another exception."""
     try:
         with heap_only():  # the graph's large temporaries reused, not faulted in afresh (profiler.allocator)
-            return _import_model(model, target, batch_size, dtype, weights, progress, split)
+            return _import_model(model, target, batch_size, dtype, weights, progress, split, partials)
     except (FrontendError, MemoryError):
         raise
     except Exception as exc:  # outside any node (batch tracing, inputs, outputs): still one line
@@ -396,12 +403,15 @@ def _import_model(
     weights: str,
     progress: Callable[[int, int], None] | None,
     split: str = "memory",
+    partials: str = "float32",
 ) -> ImportedModel:
     from .model import override_batch
     from .operators import HANDLERS
 
     if dtype not in ("float32", "float16"):
         raise FrontendError(f"dtype must be float32 or float16, got {dtype!r}")
+    if partials not in ("float32", "float16"):
+        raise FrontendError(f"partials must be float32 or float16, got {partials!r}")
     if weights not in ("variables", "constants"):
         raise FrontendError(f"weights must be 'variables' or 'constants', got {weights!r}")
     check_supported(model, HANDLERS)
@@ -410,14 +420,14 @@ def _import_model(
     opset = opset_version(model)
     g = Graph(target)
     weights_prog, prog = Prog(name="WeightsFromHost"), Prog(name="Inference")
-    b = Builder(g, prog, weights_prog, opset, half, weights)
+    b = Builder(g, prog, weights_prog, opset, half, weights, partials)
     # several IPUs: each node on its IPU (manual __ipu_number attributes, else balanced by ``split``)
     sharding.check_split(split)
     costs = None
     if split == "compute" and g.target.num_ipus > 1 and sharding.manual_ipus(model) is None:
         from .split import node_cycles  # the memory split, compiled: each node's simulated cycles
 
-        costs = node_cycles(_import_model(model, target, batch_size, dtype, weights, None, "memory"))
+        costs = node_cycles(_import_model(model, target, batch_size, dtype, weights, None, "memory", partials))
     ipus = (
         sharding.assign_ipus(model, g.target.num_ipus, costs) if g.target.num_ipus > 1 else None
     )  # one replica's IPUs

@@ -661,7 +661,17 @@ def _conv_transpose(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list
     else:
         if not isinstance(wt, Tensor):
             wt = b.device(b.host(f"{node.name or 'convtranspose'}/weights", wt), like=x.dtype)
-        y = ops.conv2d(b.graph, xp, wt, b.prog, stride=(1, 1), padding=(0, 0), dilation=tuple(dil), groups=g)
+        y = ops.conv2d(
+            b.graph,
+            xp,
+            wt,
+            b.prog,
+            stride=(1, 1),
+            padding=(0, 0),
+            dilation=tuple(dil),
+            groups=g,
+            partials_dtype=b.partials,
+        )
     if one_d:
         y = y.reshape(y.shape[0], y.shape[1], y.shape[3])
     if len(inputs) > 2 and inputs[2] is not None:
@@ -847,7 +857,7 @@ def conv3d_by_slices(b: Builder, node: onnx.NodeProto, x: Tensor, w: Value, at: 
         wi = w[:, :, i] if isinstance(w, Tensor) else b.device(
             b.host(f"{node.name}/w_depth{i}", np.ascontiguousarray(np.asarray(w)[:, :, i])), like=x.dtype)  # fmt: skip
         y = ops.conv2d(b.graph, x4, wi, b.prog, stride=tuple(strides[1:]), padding=(0, 0), dilation=tuple(dil[1:]),
-                       groups=g)  # fmt: skip
+                       groups=g, partials_dtype=b.partials)  # fmt: skip
         total = y if total is None else b.binary("add", total, y)
     assert total is not None
     _, co, ho, wo = total.shape
