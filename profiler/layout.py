@@ -523,7 +523,10 @@ class Runs:
     """Rows of runs of one variable's elements (a vertex field over whatever its tile holds, as
     Poplar connects a field to a list of regions): a run is ``length`` consecutive elements from
     ``start`` (step 1) or one element repeated ``length`` times (step 0: a broadcast operand); row v
-    is the runs ``[row_first[v], row_first[v + 1])`` laid end to end, ``width`` elements in all."""
+    is the runs ``[row_first[v], row_first[v + 1])`` laid end to end, ``width`` elements in all.
+    With ``period``, a step-1 run cycles through its first ``period`` elements (element i reads
+    ``start + i % period``): a per-channel operand over channel-grouped data, one run per group of
+    positions where it would take one per position (PopLibs' BroadcastVectorInner reads it so)."""
 
     start: np.ndarray  # int64 (int32 where the variable's offsets fit), one per run
     length: np.ndarray  # as start, one per run
@@ -531,6 +534,7 @@ class Runs:
     row_first: np.ndarray  # int64, one per row + 1
     width: int
     inner: tuple[int, ...] = ()  # a row's shape when not flat (a matmul vertex's [rows, cols] block)
+    period: np.ndarray | None = None  # as start, one per run: the elements a run cycles through; None: its length
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -543,6 +547,8 @@ class Runs:
     def indices(self, dtype: np.dtype | type = np.int64) -> np.ndarray:
         total = int(self.length.sum())
         within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(self.length) - self.length, self.length)
+        if self.period is not None:
+            within %= np.repeat(self.period.astype(np.int64), self.length)
         idx = np.repeat(self.start.astype(np.int64), self.length) + within * np.repeat(self.step, self.length)
         return idx.astype(dtype).reshape(self.shape)
 

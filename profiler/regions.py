@@ -105,9 +105,10 @@ def field_regions(t: Tensor, base: np.ndarray) -> Regions:
     if isinstance(lay, Runs):
         per_row = np.diff(lay.row_first)
         owner = np.repeat(np.arange(per_row.size, dtype=np.int64), per_row)
-        # a repeated element (step 0) is one element, however often the row reads it
+        # a repeated element (step 0) is one element, however often the row reads it; a periodic run
+        # reads its period's elements
         start = lay.start.astype(np.int64) + int(base[t._var])  # int32 runs: global ids may pass 2^31
-        length = np.where(lay.step == 0, 1, lay.length).astype(np.int64)
+        length = np.where(lay.step == 0, 1, lay.length if lay.period is None else lay.period).astype(np.int64)
         # a row's runs laid end to end in memory (an elementwise operand over whole rows) or reading
         # the same elements again (a broadcast operand, once per pixel) are one region
         keep, length = _joined(start, length, owner)

@@ -74,9 +74,44 @@ def fields_by_tile(graph: object, tensors: Sequence[Tensor]) -> list[tuple[np.nd
     shape, strides = found
     if not shape:  # one element: nothing to gain
         return None
-    last = shape[-1]
     if strides[0][-1] != 1 or any(st[-1] not in (0, 1) for st in strides):
         return None
+    periodic = _periodic(shape, strides)
+    if periodic is not None:
+        batches = _batches(graph, tensors, affs, size, *periodic)
+        if batches is not None:
+            return batches
+    return _batches(graph, tensors, affs, size, shape, strides, [0] * len(affs))
+
+
+def _periodic(shape: list[int], strides: list[list[int]]) -> tuple[list[int], list[list[int]], list[int]] | None:
+    """The storage dims with the innermost one extended over the dims outside it that a per-channel
+    operand repeats (stride 0 there, step 1 inside: it cycles through the same channels while the
+    others run on); (shape, strides, period of each view: 0 for none) or None when no view repeats."""
+    shape, strides = list(shape), [list(st) for st in strides]
+    periods = [0] * len(strides)
+    while len(shape) > 1:
+        n, k = shape[-1], len(shape) - 2
+        regular = [st[k] == st[-1] * n and periods[j] == 0 for j, st in enumerate(strides)]
+        repeats = [st[k] == 0 and st[-1] == 1 and (periods[j] or n) for j, st in enumerate(strides)]
+        if not regular[0] or not all(r or p for r, p in zip(regular, repeats, strict=True)):
+            break
+        for j, st in enumerate(strides):
+            if not regular[j]:
+                periods[j] = periods[j] or n
+            del st[k]
+        shape[-2:] = [shape[k] * n]
+    return (shape, strides, periods) if any(periods) else None
+
+
+def _batches(
+    graph: object, tensors: Sequence[Tensor], affs: Sequence[Affine], size: int,
+    shape: list[int], strides: list[list[int]], periods: list[int],
+) -> list[tuple[np.ndarray, list[Tensor]]] | None:  # fmt: skip
+    """fields_by_tile's batches over the storage dims ``shape`` (each view's ``strides``; a view with
+    a period cycles through that many elements along the innermost dim); None when the runs would be
+    short, or when a piece would start or end inside a period."""
+    last = shape[-1]
     rows = size // last
     if rows * RUNS_WORTH_IT > size:
         return None
@@ -109,6 +144,9 @@ def fields_by_tile(graph: object, tensors: Sequence[Tensor]) -> list[tuple[np.nd
     piece_tile = tiles[iv]
     if piece_tile.min() < 0:
         return None  # unmapped: the per-element path reports it
+    for p in set(periods) - {0}:  # a periodic field's runs start on a period (read from the row's start)
+        if (begin % p).any() or (length % p).any():
+            return None
     order = np.argsort(piece_tile, kind="stable")
     utiles, first, per_tile = np.unique(piece_tile[order], return_index=True, return_counts=True)
     width = np.add.reduceat(length[order], first)
@@ -123,14 +161,15 @@ def fields_by_tile(graph: object, tensors: Sequence[Tensor]) -> list[tuple[np.nd
         lengths = length[take].astype(itype)  # shared by the fields: their runs line up
         fields = []
         made: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}  # fields laid out alike share starts
-        for t, a, off, st in zip(tensors, affs, row_off, strides, strict=True):
+        for t, a, off, st, p in zip(tensors, affs, row_off, strides, periods, strict=True):
             step = st[-1]
             # one step for all of a field's runs: a read-only broadcast, no array per run
             steps = np.broadcast_to(np.int64(step), lengths.shape)
-            key = (a.offset, tuple(st))  # an op's output is laid out as its input (a clone): same runs
+            key = (a.offset, tuple(st), p)  # an op's output is laid out as its input (a clone): same runs
             if key not in made:
-                made[key] = (off[piece_row[take]] + begin[take] * step).astype(itype)
-            runs = Runs(made[key], lengths, steps, row_first, int(w))
+                made[key] = (off[piece_row[take]] + (0 if p else begin[take] * step)).astype(itype)
+            period = np.broadcast_to(itype(p), lengths.shape) if p else None
+            runs = Runs(made[key], lengths, steps, row_first, int(w), period=period)
             fields.append(Tensor(t.graph, t.single_variable(), runs, t.dtype))  # type: ignore[arg-type]
         batches.append((utiles[sel].astype(np.int64), fields))
     return batches

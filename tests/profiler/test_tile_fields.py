@@ -66,8 +66,8 @@ def test_fields_by_tile_match_the_per_element_path(case: str) -> None:
 
 def test_an_output_laid_out_as_its_input_shares_its_runs_arrays() -> None:
     # y = x * scale[c] with y a clone of x: x's and y's runs are the same offsets in their own
-    # variables, so they are held once (the runs of a per-channel operand over a 16-channel grouped
-    # store number elements / 16: a third less host memory for a batch norm's multiply and add)
+    # variables, so they are held once (here the mapping cuts the channels, so the per-channel
+    # operand takes a run per 16 elements and so do x and y)
     g = Graph(ipu_model(tiles_per_ipu=6, bytes_per_tile=1 << 20))
     x = ops.add_mapped(g, "float", (4, 8, 8, 16), "x")
     y = ops.add_like(g, x, "y")
@@ -77,6 +77,38 @@ def test_an_output_laid_out_as_its_input_shares_its_runs_arrays() -> None:
     for _, (fy, fx, fs) in got:
         assert fy._lay.start is fx._lay.start and fy.single_variable() != fx.single_variable()
         assert fs._lay.start is not fx._lay.start
+
+
+def test_a_per_channel_operand_over_whole_channel_groups_is_one_periodic_run_per_piece() -> None:
+    """x[B=3, H=5, W=4, C=16] stored channel-innermost (960 elements), mapped by whole positions:
+    [0, 320) on tile 0, [320, 480) on tile 1, [480, 800) on tile 0, [800, 960) on tile 2. For
+    x * scale[c] each tile's x part is its intervals (tile 0: 2 runs, 640 elements) and the scale is
+    one run per piece cycling through its 16 channels (Runs.period 16, as PopLibs' BroadcastVectorInner
+    reads B), not a run per position (40 on tile 0); it reads one region, scale[0:16], per tile."""
+    from profiler.regions import field_regions
+
+    g = Graph(ipu_model(tiles_per_ipu=4, bytes_per_tile=1 << 20))
+    base = ops.add_mapped(g, "float", (3, 5, 4, 16), "x")
+    g.variables[base.single_variable()].mapping.set_intervals(
+        np.array([0, 320, 480, 800], np.int64), np.array([0, 1, 0, 2], np.int32)
+    )
+    scale = ops.add_mapped(g, "float", (16,), "scale")
+    x = base.transpose(0, 3, 1, 2)  # NCHW view
+    tensors = [x, scale.reshape(1, 16, 1, 1).broadcast_to(x.shape)]
+    got = fields_by_tile(g, tensors)
+    assert got is not None
+    want = _by_element(g, tensors)
+    runs = {}
+    for vtiles, (fx, fs) in got:
+        assert fs._lay.period is not None and set(fs._lay.period.tolist()) == {16}
+        regions = field_regions(fs, np.zeros(len(g.variables), np.int64))  # lengths do not depend on the base
+        for v, tile in enumerate(vtiles.tolist()):
+            lo, hi = fs._lay.row_first[v], fs._lay.row_first[v + 1]
+            runs[tile] = (fx._lay.length[lo:hi].tolist(), fs._lay.length[lo:hi].tolist())
+            assert _as_sets([fx[v : v + 1].elements(), fs[v : v + 1].elements()]) == _as_sets(want[tile])
+            mine = regions.owner == v
+            assert regions.length[mine].tolist() == [16]
+    assert runs == {0: ([320, 320], [320, 320]), 1: ([160], [160]), 2: ([160], [160])}
 
 
 def test_fields_by_tile_declines_short_runs() -> None:
