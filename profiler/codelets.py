@@ -9,7 +9,7 @@ slower path Poplar tutorials use for custom vertices).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -35,6 +35,14 @@ ONE_PTR_BYTES = 4
 SCALED_PTR_BYTES = 2
 # [INF] vertex state is a struct of 32-bit words: each vertex's state is padded to 4 bytes.
 VERTEX_STATE_ALIGN = 4
+
+
+class VertexBytes(NamedTuple):
+    """Bytes one vertex puts on its tile besides its codelet's code."""
+
+    state: int  # its instance state: the vertex's fixed-size struct (vertexInstanceState)
+    field_data: int = 0  # out of line: the pointer arrays of Vector<Input<Vector<T>>> fields (vertexFieldData)
+    constant: int = 0  # graph constants its fields connect to (PopLibs' conv worklists; category constant)
 
 
 def vertex_state_bytes(*, scaled: int = 0, one_ptr: int = 0, shorts: int = 0, words: int = 0) -> int:
@@ -116,43 +124,21 @@ class Codelet:
     def multi_worker(self) -> bool:
         return self.kind != "Vertex"
 
-    def state_bytes(
+    def vertex_bytes(
         self,
-        shapes: Mapping[str, tuple[int, ...]] | None = None,
-        dtypes: Mapping[str, np.dtype] | None = None,
-        params: Mapping[str, Any] | None = None,
-        target: Target | None = None,
-    ) -> int:
-        """Vertex instance state of one vertex with these field shapes (a SPAN per field by default)."""
-        return VERTEX_STATE_HEADER_BYTES + VERTEX_STATE_BYTES_PER_FIELD * len(self.fields)
-
-    def constant_bytes(
-        self,
-        shapes: Mapping[str, tuple[int, ...]] | None = None,
-        dtypes: Mapping[str, np.dtype] | None = None,
-        params: Mapping[str, Any] | None = None,
-        target: Target | None = None,
-    ) -> int:
-        """Bytes of graph constants one such vertex brings onto its tile besides its state (PopLibs
-        connects some fields to constants it adds, e.g. conv worklists); none by default."""
-        return 0
+        shapes: Mapping[str, tuple[int, ...]],
+        dtypes: Mapping[str, np.dtype],
+        params: Mapping[str, Any],
+        target: Target,
+    ) -> VertexBytes:
+        """What one vertex with these field shapes puts on its tile besides its code: its instance
+        state (a SPAN per field and a header by default), out-of-line field data and graph constants."""
+        return VertexBytes(VERTEX_STATE_HEADER_BYTES + VERTEX_STATE_BYTES_PER_FIELD * len(self.fields))
 
     def code_size(self, dtypes: Mapping[str, np.dtype], target: Target) -> int:
         """Bytes of machine code of this codelet's type with these field types (vertexCode, once per
         tile that runs it); ``code_bytes`` unless a codelet knows its variants' sizes."""
         return self.code_bytes
-
-    def field_data_bytes(
-        self,
-        shapes: Mapping[str, tuple[int, ...]] | None = None,
-        dtypes: Mapping[str, np.dtype] | None = None,
-        params: Mapping[str, Any] | None = None,
-        target: Target | None = None,
-    ) -> int:
-        """Bytes of out-of-line field data one such vertex has besides its state (category
-        vertexFieldData): the pointer arrays of ``Vector<Input<Vector<T>>>`` fields, whose state holds
-        one pointer to the array; none by default (a generic codelet's fields are SPANs)."""
-        return 0
 
     def type_name(self, dtypes: Mapping[str, np.dtype]) -> str:
         return self.name

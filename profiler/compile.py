@@ -158,8 +158,8 @@ class ComputeSetPlan:
     v_state: np.ndarray
     v_cycles: np.ndarray
     v_flops: np.ndarray
-    v_constant: np.ndarray | None = None  # graph constants the vertices add on their tile (Codelet.constant_bytes)
-    v_field_data: np.ndarray | None = None  # their out-of-line field data (Codelet.field_data_bytes)
+    v_constant: np.ndarray | None = None  # graph constants the vertices add on their tile (Codelet.vertex_bytes)
+    v_field_data: np.ndarray | None = None  # their out-of-line field data (Codelet.vertex_bytes)
     # variables whose every element the vertices write and which they do not read: a value made
     # for one of them at this step needs no zeros (every element is written before any is read)
     fills: frozenset[int] = frozenset()
@@ -565,9 +565,10 @@ class Compiler:
             count = b.count
             vt.append(b.tiles)
             vc.append(np.full(count, cid, dtype=np.int32))
-            vstate.append(np.full(count, cl.state_bytes(shapes, dtypes, b.params, t), dtype=np.int64))
-            vconst.append(np.full(count, cl.constant_bytes(shapes, dtypes, b.params, t), dtype=np.int64))
-            vfield.append(np.full(count, cl.field_data_bytes(shapes, dtypes, b.params, t), dtype=np.int64))
+            vb = cl.vertex_bytes(shapes, dtypes, b.params, t)
+            vstate.append(np.full(count, vb.state, dtype=np.int64))
+            vconst.append(np.full(count, vb.constant, dtype=np.int64))
+            vfield.append(np.full(count, vb.field_data, dtype=np.int64))
             vcyc.append(np.full(count, cyc, dtype=np.int64))
             vflops.append(np.full(count, fl, dtype=np.int64))
             vmulti.append(np.full(count, cl.multi_worker, dtype=bool))

@@ -209,7 +209,7 @@ def _always_live_items(c: CompiledGraph, rows: VariableRows, instrument: bool, i
         if p.v_field_data is not None:
             np.add.at(field_data, p.v_tile, p.v_field_data)
     parts.append(Items.of("vertexFieldData", all_tiles, field_data))
-    # graph constants that building the vertices adds (PopLibs' conv worklists: Codelet.constant_bytes)
+    # graph constants that building the vertices adds (PopLibs' conv worklists: Codelet.vertex_bytes)
     vertex_constants = np.zeros(n, dtype=np.int64)
     for p in plans:
         if p.v_constant is not None:

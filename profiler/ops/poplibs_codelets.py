@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from profiler import cost_model, scratch
-from profiler.codelets import MATMUL_CODE_BYTES, ONE_PTR_BYTES, Codelet, vertex_state_bytes
+from profiler.codelets import MATMUL_CODE_BYTES, ONE_PTR_BYTES, Codelet, VertexBytes, vertex_state_bytes
 from profiler.layout import memory_order
 from profiler.targets import Target
 
@@ -381,38 +381,30 @@ class MatMulPartial(Codelet):
             cost_model.matmul_flops(m, k, n)
         )
 
-    def state_bytes(self, shapes=None, dtypes=None, params=None, target=None):  # type: ignore[override]
-        if self.method != "AMP" or shapes is None or dtypes is None or target is None:
-            return super().state_bytes(shapes, dtypes, params, target)
+    def vertex_bytes(self, shapes, dtypes, params, target):  # type: ignore[override]
+        if self.method != "AMP":
+            return super().vertex_bytes(shapes, dtypes, params, target)
         # PopLibs ConvPartial1x1Out's fields as of Poplar SDK 3.0 (graphcore/poplibs
         # lib/poplin/codelets/ConvPartial1x1Out.cpp at 87b8558f, July 2022): in, weights and out are
         # ONE_PTR vectors of ONE_PTR vectors, worklists one ONE_PTR edge, and 7 unsigned-short scalars
         # (numConvGroupsM1, numOutGroupsM1, numInGroups, transformedInStride, outChansPerGroup,
         # transformedOutStride, inChansPerGroup). The state is the fixed-size struct: its assembly
         # reads the four vectors as one word each at offsets 0-12 and the scalars from 16 on
-        # (conv_partial_1x1_supervisor.S SUP_INCHAN_VECTORS ... SUP_OUTSTRIDE), 30 B padded to 32;
-        # the inner pointers live out of line (field_data_bytes).
-        return vertex_state_bytes(one_ptr=4, shorts=7)
-
-    def field_data_bytes(self, shapes=None, dtypes=None, params=None, target=None):  # type: ignore[override]
-        """The out-of-line arrays of in, weights and out: one 32-bit pointer per in group, per in group
-        x out group and per out group (conv_partial_1x1_supervisor.S steps through each array with
-        ld32step), category vertexFieldData."""
-        if self.method != "AMP" or shapes is None or dtypes is None or target is None:
-            return 0
+        # (conv_partial_1x1_supervisor.S SUP_INCHAN_VECTORS ... SUP_OUTSTRIDE), 30 B padded to 32.
+        # Out of line: the arrays of in, weights and out, one 32-bit pointer per in group, per in
+        # group x out group and per out group (the supervisor steps through each with ld32step).
+        # The worklists the vertex's field connects to are a graph constant PopLibs adds per vertex
+        # (lib/poplin/ConvVertices.cpp: graph.addConstant(worklistEntryType, ...) then
+        # graph.connect(v["worklists"], t)), 3 unsigned shorts per worker context (out offset, field
+        # elements, in offset).
         _, k, n = self._mkn(shapes, params)
         cfg = cost_model.amp_config(dtypes["a"], dtypes["out"], target)
         ig, og = -(-k // cfg.in_chans_per_group), -(-n // cfg.out_chans_per_group)
-        return ONE_PTR_BYTES * (ig + ig * og + og)
-
-    def constant_bytes(self, shapes=None, dtypes=None, params=None, target=None):  # type: ignore[override]
-        """The worklists the vertex's field connects to: a graph constant PopLibs adds per vertex
-        (lib/poplin/ConvVertices.cpp: graph.addConstant(worklistEntryType, ...) then
-        graph.connect(v["worklists"], t)), 3 unsigned shorts per worker context (out offset, field
-        elements, in offset) - category constant, not vertex state."""
-        if self.method != "AMP" or target is None:
-            return 0
-        return 3 * target.num_worker_contexts * 2
+        return VertexBytes(
+            vertex_state_bytes(one_ptr=4, shorts=7),
+            ONE_PTR_BYTES * (ig + ig * og + og),
+            3 * target.num_worker_contexts * 2,
+        )
 
 
 def block_cycles(method: str, m: Any, k: int, n: int, dtype: Any, partials: Any, target: Target) -> Any:
@@ -569,16 +561,12 @@ class ConvReduce(Codelet):
         cyc = cost_model.conv_reduce_cycles(length, depth, dtypes["in"], target)
         return int(cyc), int(cost_model.reduce_flops("add", depth * length, length, dtypes["in"]))
 
-    def state_bytes(self, shapes=None, dtypes=None, params=None, target=None):  # type: ignore[override]
+    def vertex_bytes(self, shapes, dtypes, params, target):  # type: ignore[override]
         # PopLibs' poplin::ReduceAdd fields: partials (a COMPACT_PTR vector of ONE_PTR vectors), out
         # (COMPACT_PTR), numPartials and numElems (unsigned short): 8 B, as its assembly reads them
         # (ReduceAdd.S VOFF_PARTIALS 0, VOFF_OUT 2, VOFF_NUM_PARTIALS 4, VOFF_NUM_ELEMS 6 with compact
-        # pointers); the partials' pointer array lives out of line (field_data_bytes)
-        return vertex_state_bytes(scaled=2, shorts=2)
-
-    def field_data_bytes(self, shapes=None, dtypes=None, params=None, target=None):  # type: ignore[override]
-        """One 32-bit pointer per partial (ReduceAdd.S reads them with ld32step), vertexFieldData."""
-        return ONE_PTR_BYTES * (shapes["in"][0] if shapes else 1)
+        # pointers); out of line, one 32-bit pointer per partial (read with ld32step)
+        return VertexBytes(vertex_state_bytes(scaled=2, shorts=2), ONE_PTR_BYTES * shapes["in"][0])
 
 
 CONV_REDUCE = ConvReduce()
