@@ -307,8 +307,7 @@ def _reduce_pairs(
         cs = pairs.stage(flat_out, op_name, prog, "reduce", scale)
         pairs.kernel(cs, flat_out, op_name, scale)
         return {"stages": 1, "max_partials_per_output": 1}
-    partial = graph.add_variable(pdt, [pair_group.size], "reduce partials")
-    graph.set_tile_mapping(partial, pair_tile)
+    partial = _per_tile(graph, pdt, pair_tile, "reduce partials")
     graph.defer_kernel(pairs.stage(partial, op_name, prog, "reduce/stage1"))
     cur, cur_group, cur_tile = partial, pair_group, pair_tile
     while True:
@@ -334,13 +333,28 @@ def _reduce_pairs(
         chunk_first = np.zeros(uck.size, dtype=np.int64)
         chunk_first[chunk_of[::-1]] = order[::-1]  # first member of each chunk (lowest rank wins)
         ctile = cur_tile[chunk_first]
-        nxt = graph.add_variable(pdt, [uck.size], f"reduce partials {stages}")
-        graph.set_tile_mapping(nxt, ctile)
+        nxt = _per_tile(graph, pdt, ctile, f"reduce partials {stages}")
         members = order
         graph.defer_kernel(
             _reduce_stage(graph, cur, members, chunk_of, ctile, nxt, op_name, prog, f"reduce/stage{stages}")
         )
         cur, cur_group, cur_tile = nxt, cur_group[chunk_first], ctile
+
+
+def _per_tile(graph: Graph, dtype: np.dtype, tiles: np.ndarray, name: str) -> Tensor:
+    """A variable of one partial per entry of ``tiles`` (element i on ``tiles[i]``), stored tile by
+    tile: PopLibs keeps a reduction's intermediate partials in a tensor per tile (popops
+    IntermediatePartials), so a tile's partials are one region, and the partials of neighbouring
+    groups a reducer takes from one tile arrive as one region rather than one per element. Returns
+    the view in ``tiles``' order."""
+    order = np.argsort(tiles, kind="stable")
+    var = graph.add_variable(dtype, [tiles.size], name)
+    graph.set_tile_mapping(var, tiles[order])
+    if (order[1:] > order[:-1]).all():  # already tile by tile
+        return var
+    where = np.empty_like(order)
+    where[order] = np.arange(order.size)
+    return var[where]
 
 
 def _axes(rank: int, axes: int | Sequence[int] | None) -> tuple[int, ...]:

@@ -192,3 +192,35 @@ def test_default_linear_mapping_keeps_128_bytes_per_tile_in_vector_grains():
     # a large tensor: ceil(grains / tiles) grains each, whole grains of 4 halves
     t = default_linear_tiles(1472 * 100, 2, 1472)
     assert (np.bincount(t) == 100).all() and (np.diff(t.reshape(-1, 4), axis=1) == 0).all()
+
+
+def test_partials_are_stored_tile_by_tile_and_read_as_one_region_per_tile():
+    """x[4, 8] float32 with columns 0-3 of every row on tile 0 and 4-7 on tile 1, summed over rows
+    into y[4] on tile 2. Stage 1 reduces each row's part on its tile: 8 partials, (row, tile) in row
+    order. PopLibs keeps a tile's partials together (popops IntermediatePartials: a tensor per tile),
+    so the partials variable is stored tile by tile - 2 mapping intervals, not 8 alternating ones -
+    and tile 2 receives rows 0-3's partials from each tile as one 16-byte region: 2 regions in, one
+    out from each sender. Exchange code 4 B x (6 + regions sent + received): tiles 0 and 1
+    4 x (6 + 1) = 28, tile 2 4 x (6 + 2) = 32 (stored in row order it was 4 regions each way: 40 and 56)."""
+    from profiler import Engine, Graph, Sequence, ipu_model
+    from profiler.ops.reduce import reduce_consecutive
+
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    x = g.add_variable("float32", [4, 8], "x")
+    g.variables[x.single_variable()].mapping.set_dense(np.where(np.arange(32) % 8 < 4, 0, 1).astype(np.int32))
+    y = g.add_variable("float32", [4], "y")
+    g.set_tile_mapping(y, 2)
+    prog = Sequence()
+    reduce_consecutive(g, x, 8, y, "add", prog)
+    partials = next(v for v in g.variables if v.name == "reduce partials")
+    assert partials.mapping.starts.tolist() == [0, 4] and partials.mapping.tiles.tolist() == [0, 1]
+    g.create_host_write("x", x)
+    g.create_host_read("y", y)
+    xv = rng(15).standard_normal((4, 8)).astype(np.float32)
+    e = Engine(g, [prog], options={"debug.instrument": "false"})
+    e.load()
+    e.write_tensor("x", xv)
+    e.run(0)
+    np.testing.assert_allclose(e.read_tensor("y"), xv.sum(1), rtol=1e-6)
+    (exch,) = [s for s in e.compiled.steps if s.type == "DoExchange"]
+    assert exch.code_bytes.tolist() == [28, 28, 32, 0]
