@@ -255,7 +255,7 @@ def _matmul_plans(imported: object) -> list[dict]:
 
 
 def test_half_partials_plan_every_product_in_half_and_match_the_reference() -> None:
-    """``partials="float16"`` (PopRT's partialsType default, which ByteMLPerf's IPU backend keeps):
+    """``partials="float16"`` (what ByteMLPerf's IPU backend compiles with through PopRT):
     every matmul and convolution is planned with half partials; on an Mk2 target the half AMP then
     drives 16 conv units instead of 8 (cost_model.amp_config), so the products' estimates drop, and
     the outputs still match onnx.reference at half's tolerance."""

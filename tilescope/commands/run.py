@@ -95,7 +95,8 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--partials", choices=("float32", "float16"), default="float32",
         help="type matmuls and convolutions accumulate partial sums in (PopLibs' partialsType): float32, the "
-        "PopLibs and PopART default, or float16, PopRT's default (twice the AMP rate on Mk2 for float16 data)",
+        "PopLibs and PopART default, or float16, as ByteMLPerf's IPU backend compiles with PopRT (twice the AMP "
+        "rate on Mk2 for float16 data)",
     )  # fmt: skip
     src = p.add_mutually_exclusive_group()
     src.add_argument("--inputs", metavar="FILE.npz", help="model inputs keyed by input name")

@@ -381,7 +381,7 @@ def import_model(
     ``progress(done, total)`` after each node; on several IPUs ``split`` says what the automatic
     split balances (profiler.sharding: "memory" or "compute"). ``partials`` is the type matmuls and
     convolutions accumulate partial sums in: float32 (PopLibs' and PopART's default) or float16
-    (PopRT's default, e.g. ByteMLPerf's IPU backend). Every failure is a FrontendError (one line; nodes
+    (what ByteMLPerf's IPU backend compiles with through PopRT). Every failure is a FrontendError (one line; nodes
     are named with their operator and opset) or a HostMemoryError, never another exception."""
     try:
         with heap_only():  # the graph's large temporaries reused, not faulted in afresh (profiler.allocator)
