@@ -151,7 +151,9 @@ def _graph_tables(engine: Engine, w: ReportWriter) -> None:
             "tile": cat(lambda p: p.v_tile),
             "codelet_id": cat(lambda p: p.v_codelet),
             "count": cat(lambda p: p.v_count).astype(np.int32),
-            "state_bytes": cat(lambda p: p.v_state),
+            # vertex state as PopLibs' tests count it: the struct and its out-of-line field data
+            # (categories vertexInstanceState + vertexFieldData)
+            "state_bytes": cat(lambda p: p.v_state if p.v_field_data is None else p.v_state + p.v_field_data),
             "cycles": zeros(cat(lambda p: p.v_cycles)),
             "flops": cat(lambda p: p.v_flops) if opts.include_flop_estimates else cat(lambda p: p.v_flops) * 0,
         })  # fmt: skip

@@ -394,7 +394,14 @@ _TABLES: tuple[TableSpec, ...] = (
             _tile(),
             _c("codelet_id", I32, "id", STRUCTURAL, "codelet"),
             _c("count", I32, "vertices", STRUCTURAL, "vertices of this codelet on this tile in this compute set"),
-            _c("state_bytes", I64, "bytes", ESTIMATED, "vertex instance state of those vertices"),
+            _c(
+                "state_bytes",
+                I64,
+                "bytes",
+                ESTIMATED,
+                "vertex state of those vertices: their instance state plus their out-of-line field data (memory "
+                "categories vertexInstanceState + vertexFieldData)",
+            ),  # fmt: skip
             _c("cycles", I64, "cycles", ESTIMATED, "sum of their cycle estimates (PopLibs convention)"),
             _c("flops", I64, "FLOPs", ESTIMATED, "sum of their FLOP estimates"),
         ),

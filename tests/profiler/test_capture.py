@@ -228,3 +228,25 @@ def test_program_variables_record_the_data_flow(tmp_path):
     assert shift == {"tmp": "read", "x": "read", "y": "write"}
     # the exchange before "shift" moves x's first elements between tiles: it reads x
     assert "x" in set(pv.loc[pv["type"] == "DoExchange", "variable"])
+
+
+def test_vertex_state_is_the_instance_state_and_the_field_data(tmp_path):
+    """SPEC: vertices.state_bytes is a vertex's state as PopLibs' own tests count it, its struct and
+    its out-of-line field data; the memory tables split the two into vertexInstanceState and
+    vertexFieldData. A split matmul has both (ConvPartial1x1Out's pointer arrays, ReduceAdd's)."""
+    from profiler import ops
+
+    g = Graph(ipu_model(tiles_per_ipu=8))
+    x = ops.create_matmul_lhs(g, "float32", (8, 64), (64, 16), "x")
+    w = ops.create_matmul_rhs(g, "float32", (8, 64), (64, 16), "w")
+    prog = Sequence()
+    ops.matmul(g, x, w, prog)
+    e = Engine(g, [prog], options={**ALL, "autoReport.directory": str(tmp_path / "rep")})
+    e.load()
+    e.run(0)
+    r = open_report(e.write_report())
+    bc = r.tile_memory_by_category()
+    field = bc[bc["category"] == "vertexFieldData"].groupby("tile")["bytes"].sum()
+    state = bc[bc["category"].isin(["vertexInstanceState", "vertexFieldData"])].groupby("tile")["bytes"].sum()
+    assert field.sum() > 0
+    assert r.vertices().groupby("tile")["state_bytes"].sum().reindex(state.index).tolist() == state.tolist()

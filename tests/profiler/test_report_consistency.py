@@ -37,6 +37,10 @@ def test_memory_tables_agree(report):
     assert (per_tile.values == tm["total_bytes_excluding_gaps"].values).all()
     al = bc[bc["always_live"]].groupby("tile")["bytes"].sum().reindex(tm["tile"], fill_value=0)
     assert (al.values == tm["always_live_bytes"].values).all()
+    # the vertices' state (SPEC: instance state plus out-of-line field data) is those two categories
+    state = bc[bc["category"].isin(["vertexInstanceState", "vertexFieldData"])].groupby("tile")["bytes"].sum()
+    vx = report.vertices().groupby("tile")["state_bytes"].sum()
+    assert (vx.reindex(tm["tile"], fill_value=0).values == state.reindex(tm["tile"], fill_value=0).values).all()
     # placements add up to each variable's bytes; offsets lie inside the tile
     pl, var = report.variable_placements(), report.variables().set_index("variable_id")
     assert (pl.groupby("variable_id")["bytes"].sum() == var["bytes"][var["bytes"] > 0]).all()
