@@ -40,10 +40,11 @@ def test_a_model_sample_runs_a_built_in_onnx_model(tmp_path: Path) -> None:
     s = summary(report)
     assert s["memory"]["out_of_memory_tiles"] == 0 and s["execution"]["total_cycles"] > 0
     assert outcome == f"1 run captured, {int(report.runs()['cycles'].iloc[-1]):,} cycles"  # the inference run
-    # the defaults are the published C600 benchmarks' settings (seed 000): float16, 224 px, seq 384
-    assert {(m.model, m.dtype, m.target) for m in REAL_SIZE_SAMPLES} == {
-        ("resnet50", "float16", "C600"),
-        ("bert_base", "float16", "C600"),
+    # the defaults are the published C600 benchmarks' settings (seed 000; ByteMLPerf's IPU backend
+    # compiles with half partials): float16, 224 px, seq 384
+    assert {(m.model, m.dtype, m.partials, m.target) for m in REAL_SIZE_SAMPLES} == {
+        ("resnet50", "float16", "float16", "C600"),
+        ("bert_base", "float16", "float16", "C600"),
     }
     assert all(m.image == 224 and m.seq == 384 and m.layers == 12 for m in REAL_SIZE_SAMPLES)
 
