@@ -31,7 +31,10 @@ def _rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # kB on Linux
 
 
-def child(model: str, batch: int, target_name: str, dtype: str, runs: int, image: int, seq: int, layers: int) -> dict:
+def child(
+    model: str, batch: int, target_name: str, dtype: str, runs: int, image: int, seq: int, layers: int,
+    partials: str = "float32",
+) -> dict:  # fmt: skip
     sys.path.insert(0, str(ROOT))
     import numpy as np
 
@@ -41,9 +44,9 @@ def child(model: str, batch: int, target_name: str, dtype: str, runs: int, image
 
     onnx_model = examples.resnet(image=image) if model == "resnet50" else examples.bert_layer(seq=seq, layers=layers)
     target = get_target(target_name)
-    out: dict = {"model": model, "batch": batch, "target": target_name, "dtype": dtype}
+    out: dict = {"model": model, "batch": batch, "target": target_name, "dtype": dtype, "partials": partials}
     t0 = time.perf_counter()
-    imported = import_model(load_model(onnx_model), target, batch_size=batch, dtype=dtype)
+    imported = import_model(load_model(onnx_model), target, batch_size=batch, dtype=dtype, partials=partials)
     out["import_s"] = time.perf_counter() - t0
     report = Path(tempfile.mkdtemp(prefix="tilescope-scale-"))
     try:
@@ -99,6 +102,10 @@ def main() -> int:
     p.add_argument("--batches", nargs="+", type=int, help="default: 1 8 32 for ResNet-50, 8 for BERT")
     p.add_argument("--target", default="C600")
     p.add_argument("--dtype", default="float16", choices=["float16", "float32"])
+    p.add_argument(
+        "--partials", default="float32", choices=["float32", "float16"],
+        help="matmul/conv partials type (default float32, PopLibs'; float16 is the C600 benchmarks' setting)",
+    )  # fmt: skip
     p.add_argument("--runs", type=int, default=2, help="timed runs of each; the best is shown (default 2)")
     p.add_argument("--image", type=int, default=224)
     p.add_argument("--seq", type=int, default=384)
@@ -109,7 +116,7 @@ def main() -> int:
     args = p.parse_args()
     if args.child:
         row = child(args.child[0], int(args.child[1]), args.target, args.dtype, args.runs, args.image, args.seq,
-                    args.layers)  # fmt: skip
+                    args.layers, args.partials)  # fmt: skip
         print("ROW " + json.dumps(row))
         return 0
     os.environ.pop("POPLAR_ENGINE_OPTIONS", None)  # the bench sets its own options
@@ -123,10 +130,10 @@ def main() -> int:
     print(header)
     for model in args.models:
         for batch in args.batches or ([1, 8, 32] if model == "resnet50" else [8]):
-            name = f"{model} b{batch} {args.dtype} {args.target}"
+            name = f"{model} b{batch} {args.dtype} {args.target}" + (" half-p" if args.partials == "float16" else "")
             cmd = [sys.executable, __file__, "--child", model, str(batch), "--target", args.target, "--dtype",
                    args.dtype, "--runs", str(args.runs), "--image", str(args.image), "--seq", str(args.seq),
-                   "--layers", str(args.layers)]  # fmt: skip
+                   "--layers", str(args.layers), "--partials", args.partials]  # fmt: skip
             try:
                 done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
             except subprocess.TimeoutExpired:
