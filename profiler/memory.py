@@ -10,11 +10,12 @@ general arena skips over it. Bytes past the end of the tile are *overflowed* (ou
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from profiler.compile import CompiledGraph
+from profiler.compile import CompiledGraph, ComputeSetPlan
 from profiler.liveness import Liveness
 from profiler.targets import SUPERVISOR_STACK_BYTES
 from report_format.schema import MEMORY_CATEGORIES, MEMORY_REGIONS
@@ -200,21 +201,19 @@ def _always_live_items(c: CompiledGraph, rows: VariableRows, instrument: bool, i
         if st.code_category == "hostExchangeCode":
             host |= st.code_bytes > 0
     parts.append(Items.of("hostExchangePacketHeader", all_tiles, np.where(host, HOST_PACKET_HEADER_BYTES, 0)))
-    state = np.zeros(n, dtype=np.int64)
-    for p in plans:
-        np.add.at(state, p.v_tile, p.v_state)
-    parts.append(Items.of("vertexInstanceState", all_tiles, state))
-    field_data = np.zeros(n, dtype=np.int64)
-    for p in plans:
-        if p.v_field_data is not None:
-            np.add.at(field_data, p.v_tile, p.v_field_data)
-    parts.append(Items.of("vertexFieldData", all_tiles, field_data))
+
+    def vertices_per_tile(bytes_of: Callable[[ComputeSetPlan], np.ndarray | None]) -> np.ndarray:
+        """The (tile, codelet) rows' ``bytes_of`` summed per tile over every compute set."""
+        rows = [(p.v_tile, b) for p in plans if (b := bytes_of(p)) is not None]
+        if not rows:
+            return np.zeros(n, dtype=np.int64)
+        tiles, values = (np.concatenate(c) for c in zip(*rows, strict=True))
+        return np.bincount(tiles, weights=values, minlength=n).astype(np.int64)
+
+    parts.append(Items.of("vertexInstanceState", all_tiles, vertices_per_tile(lambda p: p.v_state)))
+    parts.append(Items.of("vertexFieldData", all_tiles, vertices_per_tile(lambda p: p.v_field_data)))
     # graph constants that building the vertices adds (PopLibs' conv worklists: Codelet.vertex_bytes)
-    vertex_constants = np.zeros(n, dtype=np.int64)
-    for p in plans:
-        if p.v_constant is not None:
-            np.add.at(vertex_constants, p.v_tile, p.v_constant)
-    parts.append(Items.of("constant", all_tiles, vertex_constants))
+    parts.append(Items.of("constant", all_tiles, vertices_per_tile(lambda p: p.v_constant)))
     # A stack per worker context plus the supervisor's, at the sizes PopLibs' own tools set
     # (targets.STACK_BYTES_PER_WORKER 0x200, targets.SUPERVISOR_STACK_BYTES 0x80): 6 x 512 + 128 = 3,200 B.
     stack = np.full(n, t.num_worker_contexts * t.stack_bytes_per_worker + SUPERVISOR_STACK_BYTES, dtype=np.int64)

@@ -93,7 +93,7 @@ def _periodic(shape: list[int], strides: list[list[int]]) -> tuple[list[int], li
     while len(shape) > 1:
         n, k = shape[-1], len(shape) - 2
         regular = [st[k] == st[-1] * n and periods[j] == 0 for j, st in enumerate(strides)]
-        repeats = [st[k] == 0 and st[-1] == 1 and (periods[j] or n) for j, st in enumerate(strides)]
+        repeats = [st[k] == 0 and st[-1] == 1 for st in strides]
         if not regular[0] or not all(r or p for r, p in zip(regular, repeats, strict=True)):
             break
         for j, st in enumerate(strides):
@@ -160,7 +160,7 @@ def _batches(
         itype = np.int32 if max(graph.variables[t.single_variable()].numel for t in tensors) < 2**31 else np.int64  # type: ignore[attr-defined]
         lengths = length[take].astype(itype)  # shared by the fields: their runs line up
         fields = []
-        made: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}  # fields laid out alike share starts
+        made: dict[tuple[int, tuple[int, ...], int], np.ndarray] = {}  # fields laid out alike share starts
         for t, a, off, st, p in zip(tensors, affs, row_off, strides, periods, strict=True):
             step = st[-1]
             # one step for all of a field's runs: a read-only broadcast, no array per run
