@@ -386,32 +386,88 @@ def reduce_cycles(op: str, n_in: np.ndarray, n_out: np.ndarray, dtype: object, t
     return np.where(n_out == 1, single, general)
 
 
-# Conv/matmul partial-sum reduction as PopLibs estimates it (ref §3.5 "Conv partial-sum reduction",
-# lib/poplin ConvModel/ConvReducePlan getReduceCycleEstimate, multi-input variant). The per-loop tail is
-# given as "7/9/6/8" by vertex variant without saying which is which [NF]: 9, the largest, is used.
+# Conv/matmul partial-sum reduction as PopLibs estimates it: lib/poplin/PerformanceEstimation.hpp
+# getReduceCycleEstimate at graphcore/poplibs sdk-release-3.0 (ref §3.5 gives its multi-input shape).
+# Multi-input ReduceAdd: W x (32 + loops x (cyclesPerLoop x depth + tail)), tail by (out, partials)
+# type, a partial last loop costing 2 x depth + 13 (float partials) / 11 (half) once.
 CONV_REDUCE_WORKER_BASE = 32
-CONV_REDUCE_LOOP_TAIL = 9
+CONV_REDUCE_TAIL = {
+    (True, True): 7,
+    (True, False): 9,
+    (False, True): 6,
+    (False, False): 8,
+}  # (out float, partials float)
+CONV_REDUCE_PART_LOOP = {True: 13, False: 11}  # by partials float
+# Single-input ReduceAdd (ReduceAddSingleInput.S): W x (20 + loops x (cyclesPerLoop x (depth - 1) + tail)) + 33
+CONV_REDUCE_SINGLE_WORKER_BASE = 20
+CONV_REDUCE_SINGLE_SUPERVISOR = 33
+CONV_REDUCE_SINGLE_TAIL = {(True, True): 8, (False, True): 7, (True, False): 10, (False, False): 9}
+# poplin/ConvReducePlan.hpp checkPartialsSizeForSingleInputReduce: the exchanged partials, rounded up
+# to whole memory elements, must fill less than 1/16 of the tile's memory.
+SINGLE_INPUT_MEMORY_FRACTION = 16
 
 
-def conv_reduce_cycles(outputs: np.ndarray, depth: int, partials_dtype: object, target: Target) -> np.ndarray:
-    """One tile reducing ``depth`` partials into each of its ``outputs`` outputs with PopLibs' multi-input
-    reduce MultiVertex (ref §3.5): W x (32 + loopsPerWorker x (cyclesPerLoop x depth + 9)), where
-    accW = 8 (half) / 4 (float) outputs per loop, loops = ceil(outputs/accW) split evenly over the W
-    workers, cyclesPerLoop = accW / min(accW, elements per 64 bits) + 1. 0 outputs cost 0.
+def _acc_width(partials: str) -> int:
+    return 8 if elem_bytes(partials) <= 2 else 4
 
-    This is the estimate tilescope's planner and engine should use for a matmul's reduction stages
-    (docs/fidelity.md, "Exchange model: what to change", item 5) instead of single-worker Reduce vertices.
+
+def conv_reduce_single_input(outputs: np.ndarray, depth: int, partials_dtype: object, target: Target) -> np.ndarray:
+    """Whether PopLibs reduces a tile's ``outputs`` outputs of ``depth`` partials with the single-input
+    ReduceAdd (poplin/ConvReduce.cpp, enableFastReduce off): its outputs fill whole accumulator
+    vectors (4 float / 8 half partials) and the ``depth - 1`` exchanged partials, rounded up to whole
+    memory elements (the target's banks [INF]), fill less than 1/16 of the tile."""
+    outputs = _i64(outputs, "outputs")
+    pt = dtype_name(partials_dtype)
+    exchanged = outputs * max(depth - 1, 0) * elem_bytes(pt)
+    element = target.memory_bank_bytes
+    occupied = _cdiv(exchanged, element) * element
+    return (outputs % _acc_width(pt) == 0) & (occupied < target.bytes_per_tile // SINGLE_INPUT_MEMORY_FRACTION)
+
+
+def conv_reduce_cycles(
+    outputs: np.ndarray,
+    depth: int,
+    partials_dtype: object,
+    target: Target,
+    out_dtype: object | None = None,
+    single: np.ndarray | bool | None = None,
+) -> np.ndarray:
+    """One tile reducing ``depth`` partials into each of its ``outputs`` outputs (of ``out_dtype``,
+    default the partials' type) with PopLibs' ReduceAdd MultiVertex, as getReduceCycleEstimate
+    (sdk-release-3.0) costs it: the single-input variant where ``single`` (default: where PopLibs
+    would pick it, ``conv_reduce_single_input``), else the multi-input one. 0 outputs cost 0.
+
+    Multi-input: accW = 8 (half) / 4 (float) outputs per loop, loops = outputs // accW plus one per
+    set bit below accW, cyclesPerLoop = accW / min(accW, partials per 64 bits) + 1. Single-input: the
+    local partial is the first row, so ``depth - 1`` partials are loaded, cyclesPerLoop = accW /
+    min(accW, partials per 64 bits), loops = outputs // accW.
     """
     outputs = _i64(outputs, "outputs")
     if depth < 1:
         raise ValueError(f"cost model: a reduction needs depth >= 1, got {depth}")
     pt = dtype_name(partials_dtype)
-    acc_w = 8 if elem_bytes(pt) <= 2 else 4
-    per_loop = acc_w // min(acc_w, vector_width(pt)) + 1
+    ot = pt if out_dtype is None else dtype_name(out_dtype)
+    pf, of = elem_bytes(pt) == 4, elem_bytes(ot) == 4
+    acc_w, vw = _acc_width(pt), vector_width(pt)
     w = target.num_worker_contexts
-    loops_per_worker = _cdiv(_cdiv(outputs, acc_w), w)
-    cycles = w * (CONV_REDUCE_WORKER_BASE + loops_per_worker * (per_loop * depth + CONV_REDUCE_LOOP_TAIL))
-    return np.where(outputs > 0, cycles, 0)
+    if single is None:
+        single = conv_reduce_single_input(outputs, depth, pt, target)
+    # multi-input
+    loops = outputs // acc_w
+    for i in range(int(math.log2(acc_w))):
+        loops = loops + ((outputs >> i) & 1)
+    per_worker = loops // w
+    part = (loops % w != 0) & (outputs % acc_w != 0)
+    per_worker = per_worker + ((loops % w != 0) & (outputs % acc_w == 0))
+    multi = CONV_REDUCE_WORKER_BASE + np.where(part, 2 * depth + CONV_REDUCE_PART_LOOP[pf], 0)
+    multi = w * (multi + (acc_w // min(acc_w, vw) + 1) * depth * per_worker + CONV_REDUCE_TAIL[(of, pf)] * per_worker)
+    # single-input
+    s_loops = _cdiv(outputs // acc_w, w)
+    one = CONV_REDUCE_SINGLE_WORKER_BASE + s_loops * (
+        (acc_w // min(acc_w, vw)) * (depth - 1) + CONV_REDUCE_SINGLE_TAIL[(of, pf)]
+    )
+    one = w * one + CONV_REDUCE_SINGLE_SUPERVISOR
+    return np.where(outputs > 0, np.where(single, one, multi), 0)
 
 
 # -- matmul partials (ref §3.7, lib/poplin/PerformanceEstimation.hpp, poplinCycleEstimators.cpp) -----

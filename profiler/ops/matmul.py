@@ -553,8 +553,12 @@ def _run_step(
         order = _block_major_order(G, M, N, gb, m0, ml, n0, nl, off, sg if store is not None else None)
         if store is not None:  # a block's positions run (out-chan group, row, channel): rows of sg
             row = np.minimum(row, sg)
+        # PopLibs splits a reduction's outputs over its reducers in grains of the partials' channel group,
+        # at least a vector of the result (ConvReduce.cpp partialGroupedReduce: grainSize)
+        vec = cost_model.vector_width(out.dtype) if out.dtype.kind == "f" else 1
+        grain = -(-max(_grain(plan.method, a.dtype, pdt, graph.target)[1], vec) // vec) * vec
         reduce_block_major(graph, dest, result, order, sizes, row, block_tile, plan.out_chan_split, prog,
-                           f"{name}/reduce", final)  # fmt: skip
+                           f"{name}/reduce", final, grain)  # fmt: skip
     elif dest is not out:
         graph.map_intervals(out if out_store is None else out_store, *dest_map)
         apply_map(graph, map_codelet("popops::Cast", _cast, 1, (("cast", "cast"),)), [dest], prog, f"{name} cast",

@@ -5,7 +5,8 @@ each of the block's in-chan tiles. They are reduced in 1 stage if ks < 16, 2 sta
 else 3, each stage of depth ~ks^(1/stages): a stage groups the partials (balanced groups), and
 each group's outputs are cut into chunks, one per tile of the group's share of the block's
 in-chan tiles, so the reduction work and the result stay spread over the tiles that computed the
-partials. Each chunk is one ``poplin::ReduceAdd`` supervisor vertex (cost_model.conv_reduce_cycles);
+partials. Each chunk is one ``poplin::ReduceAdd`` vertex (cost_model.conv_reduce_cycles), of the
+single-input variant where PopLibs would pick it (``conv_reduce_codelet``);
 its exchange is what the compiler plans from the mappings (regions, multicast). The last stage
 writes the result, which is mapped where it is reduced (no spreading to a linear mapping).
 """
@@ -21,7 +22,7 @@ import numpy as np
 from profiler.graph import ComputeSet, Graph
 from profiler.layout import cut_ranges, piece_lengths
 from profiler.ops.core import execute
-from profiler.ops.poplibs_codelets import CONV_REDUCE
+from profiler.ops.poplibs_codelets import CONV_REDUCE, conv_reduce_codelet
 from profiler.programs import Sequence as Prog
 from profiler.tensor import Tensor
 
@@ -181,7 +182,8 @@ def reduce_partials(
                     -1, ln
                 )
                 vt = tiles[qs[:, None], elems[None, :, 0]]  # the chunk's reducer
-                graph.add_vertices(cs, CONV_REDUCE, {"in": cur[idx], "out": dest[dst]}, vt.reshape(-1))
+                reducer = conv_reduce_codelet(int(ln), size, partials.dtype, graph.target)
+                graph.add_vertices(cs, reducer, {"in": cur[idx], "out": dest[dst]}, vt.reshape(-1))
             if final_kernel is not None:
                 continue
             # the kernel: every group of this class at once, over whole rows
@@ -214,13 +216,16 @@ def reduce_block_major(
     prog: Prog,
     name: str,
     final_kernel: Callable[[ComputeSet], None],
+    grain: int = 1,
 ) -> None:
     """``reduce_partials`` of block-major partials, planned per block: column ``j`` of ``partials[P, E]``
     (and of the intermediate stages) is position ``j - start[b]`` of block b (blocks one after another,
     ``block_size[b]`` columns each), and output element ``order[j]`` of ``out`` (a permutation). A
     block's chunks are runs of its columns whose bounds follow from its size and row length, so the
     stages' mappings and vertex fields come from those runs; the last stage's, in ``out``'s element
-    order, from those runs cut where ``order`` stops counting up. Maps ``out``."""
+    order, from those runs cut where ``order`` stops counting up. A block cut by positions is cut in
+    whole ``grain``s as PopLibs' splitRegions cuts a reduction's outputs (poputil/Util.cpp: at most
+    ceil(grains / reducers) grains a chunk, so a small block may use fewer reducers). Maps ``out``."""
     p_total, e_total = partials.shape
     block_start = np.concatenate(([0], np.cumsum(block_size)[:-1])).astype(np.int64)
     block_row = np.maximum(block_row, 1)  # an empty block (no columns) may have no rows either
@@ -236,10 +241,14 @@ def reduce_block_major(
             qs = np.flatnonzero((sizes == size) & (reducers == c))
             # chunk j of a block: whole block rows when the block has at least as many rows as reducers
             # (chunk of position p: (p // row) * c // rows, so it starts at row ceil(j * rows / c)),
-            # else positions (p * c // size: from ceil(j * size / c)); a last part row is chunk c
+            # else positions in whole grains as splitRegions cuts them: ng grains, at most ceil(ng / c)
+            # a chunk, so v = ceil(ng / that) chunks, chunk j from grain floor(j * ng / v) (capped at the
+            # block's end; chunks past v are empty); a last part row is chunk c
             j = np.arange(c + 2)
             by_rows = block_row[:, None] * -(-(j[None, :] * block_rows[:, None]) // c)
-            by_pos = -(-(j[None, :] * block_size[:, None]) // c)
+            ng = np.maximum(1, -(-block_size // grain))
+            v = -(-ng // -(-ng // c))
+            by_pos = np.minimum((j[None, :] * ng[:, None]) // v[:, None] * grain, block_size[:, None])
             bound = np.where((block_rows >= c)[:, None], by_rows, by_pos)
             bound[:, c + 1] = block_size
             b_run, j_run = np.nonzero(bound[:, 1:] > bound[:, :-1])  # non-empty chunks, in column order
@@ -274,7 +283,8 @@ def reduce_block_major(
                     fields["out"] = dest.pattern_rows(
                         (qs[:, None] * e_total + sel[None, :]).reshape(-1), (int(ln),), (1,)
                     )
-                graph.add_vertices(cs, CONV_REDUCE, fields, r_tile[:, run].reshape(-1))
+                reducer = conv_reduce_codelet(int(ln), size, partials.dtype, graph.target)
+                graph.add_vertices(cs, reducer, fields, r_tile[:, run].reshape(-1))
         if last:
             final_kernel(cs)
         else:

@@ -40,6 +40,15 @@ REDUCE_ADD_CODE_BYTES = {
     ("float16", "float32"): 320,
     ("float16", "float16"): 400,
 }
+# Its single-input variant (ReduceAddSingleInput.S, the partialsMemConstraints=false sections that
+# enableFastReduce off selects): the worker preamble (12 instructions with compact pointers) and one
+# loop body per type pair.
+REDUCE_ADD_SINGLE_CODE_BYTES = {
+    ("float32", "float32"): 4 * 42,
+    ("float32", "float16"): 4 * 47,
+    ("float16", "float32"): 4 * 42,
+    ("float16", "float16"): 4 * 44,
+}
 
 
 def _n(shape: tuple[int, ...]) -> int:
@@ -528,22 +537,29 @@ def dynamic_slice_cycles(region: int, dtype: np.dtype, target: Target) -> int:
 
 
 class ConvReduce(Codelet):
-    """poplin::ReduceAdd: a supervisor vertex summing ``in[depth, L]`` down its partials into
-    ``out[L]`` (the conv/matmul partial-sum reduction, ref §3.5 ``getReduceCycleEstimate``);
-    float accumulation, output cast to the output's type."""
+    """poplin::ReduceAdd: a MultiVertex summing ``in[depth, L]`` down its partials into ``out[L]``
+    (the conv/matmul partial-sum reduction, ref §3.5 ``getReduceCycleEstimate``); float
+    accumulation, output cast to the output's type. ``single_input``: PopLibs' single-input variant
+    (``ReduceAdd<out, partials, true, false>``): the tile's own partial row and the exchanged rows
+    are two vectors rather than a vector of pointers, one per partial."""
 
     builtin = True
-    kind = "SupervisorVertex"
+    kind = "MultiVertex"
     name = "poplin::ReduceAdd"
     inputs = ("in",)
     outputs = ("out",)
     reads_outputs = False  # only out's shape and dtype
 
+    def __init__(self, single_input: bool) -> None:
+        self.single_input = single_input
+
     def type_name(self, dtypes):  # type: ignore[override]
-        return f"{self.name}<{dtypes['out'].name},{dtypes['in'].name}>"
+        flag = "true" if self.single_input else "false"
+        return f"{self.name}<{dtypes['out'].name},{dtypes['in'].name},{flag},false>"
 
     def code_size(self, dtypes, target):  # type: ignore[override]
-        return REDUCE_ADD_CODE_BYTES.get((dtypes["out"].name, dtypes["in"].name), self.code_bytes)
+        table = REDUCE_ADD_SINGLE_CODE_BYTES if self.single_input else REDUCE_ADD_CODE_BYTES
+        return table.get((dtypes["out"].name, dtypes["in"].name), self.code_bytes)
 
     def check_fields(self, where, shapes, params):  # type: ignore[override]
         super().check_fields(where, shapes, params)
@@ -558,15 +574,26 @@ class ConvReduce(Codelet):
 
     def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
         depth, length = shapes["in"]
-        cyc = cost_model.conv_reduce_cycles(length, depth, dtypes["in"], target)
+        cyc = cost_model.conv_reduce_cycles(length, depth, dtypes["in"], target, dtypes["out"], self.single_input)
         return int(cyc), int(cost_model.reduce_flops("add", depth * length, length, dtypes["in"]))
 
     def vertex_bytes(self, shapes, dtypes, params, target):  # type: ignore[override]
-        # PopLibs' poplin::ReduceAdd fields: partials (a COMPACT_PTR vector of ONE_PTR vectors), out
-        # (COMPACT_PTR), numPartials and numElems (unsigned short): 8 B, as its assembly reads them
-        # (ReduceAdd.S VOFF_PARTIALS 0, VOFF_OUT 2, VOFF_NUM_PARTIALS 4, VOFF_NUM_ELEMS 6 with compact
-        # pointers); out of line, one 32-bit pointer per partial (read with ld32step)
+        # PopLibs' poplin::ReduceAdd fields as its assembly reads them with compact pointers
+        # (ReduceAdd.S / ReduceAddSingleInput.S: VOFF_PARTIALS 0, VOFF_OUT 2, VOFF_NUM_PARTIALS 4,
+        # VOFF_NUM_ELEMS 6, and for the single-input variant VOFF_INITIAL_PARTIAL 8): multi-input
+        # 8 B, its partials an out-of-line array of one 32-bit pointer per partial (read with
+        # ld32step); single-input 10 B, padded to 12, every partial row reached by a stride
+        if self.single_input:
+            return VertexBytes(vertex_state_bytes(scaled=3, shorts=2))
         return VertexBytes(vertex_state_bytes(scaled=2, shorts=2), ONE_PTR_BYTES * shapes["in"][0])
 
 
-CONV_REDUCE = ConvReduce()
+CONV_REDUCE = ConvReduce(single_input=False)
+CONV_REDUCE_SINGLE = ConvReduce(single_input=True)
+
+
+def conv_reduce_codelet(outputs: int, depth: int, partials: np.dtype, target: Target) -> ConvReduce:
+    """The ReduceAdd variant PopLibs gives a tile reducing ``depth`` partials of ``outputs`` outputs
+    (poplin/ConvReduce.cpp; cost_model.conv_reduce_single_input)."""
+    single = bool(cost_model.conv_reduce_single_input(np.int64(outputs), depth, partials, target))
+    return CONV_REDUCE_SINGLE if single else CONV_REDUCE

@@ -52,8 +52,9 @@ def test_one_stage_reduction_worked_by_hand() -> None:
     assert exch.code_bytes.tolist() == [40, 44, 44, 40]
     # ceil(16 x 24 / 64) + 64 = 70 (no supertile sharing: the two tiles of a pair receive different outputs)
     assert exch.tile_cycles.tolist() == [70] * 4
-    # poplin::ReduceAdd of 2 outputs x 4 partials, float: accW 4, cyclesPerLoop 4 / min(4, 2) + 1 = 3,
-    # loops ceil(ceil(2 / 4) / 6) = 1: 6 x (32 + 1 x (3 x 4 + 9)) = 318, + 30 compute-set supervisor
+    # poplin::ReduceAdd of 2 outputs x 4 partials, float: 2 is not a whole accumulator vector (4 floats),
+    # so the multi-input vertex (poplin ConvReduce.cpp); getReduceCycleEstimate: loops 0 + 1 (bit 1 of 2),
+    # none whole per worker, a part loop 2 x 4 + 13: 6 x (32 + 21) = 318, + 30 compute-set supervisor
     assert compute.tile_cycles.tolist() == [348] * 4
     # vertex state: partials and out as compact pointers (2 x 2 B), numPartials and numElems (2 x 2 B)
     # = 8 B on each tile; the partials' 4 inner pointers out of line, 4 x 4 B = 16 B of vertexFieldData
@@ -91,6 +92,16 @@ def test_block_major_partials_reach_each_reducer_as_one_region_per_tile() -> Non
     assert red.bytes_in.tolist() == [192] * 8 and red.bytes_out.tolist() == [192] * 8
     assert red.code_bytes.tolist() == [40, 40, 44, 44, 44, 44, 40, 40]
     assert red.tile_cycles.tolist() == [112] * 8
+    # each reducer's 16 outputs are whole accumulator vectors, but its 3 x 64 B of exchanged partials
+    # round up to one 16 KiB memory element, not under 1/16 of this 64 KiB tile: PopLibs keeps the
+    # multi-input ReduceAdd (ConvReduce.cpp checkPartialsSizeForSingleInputReduce). getReduceCycleEstimate:
+    # 4 loops, none a whole round of 6 workers but whole vectors, so 1 a worker:
+    # 6 x (32 + 1 x (3 x 4 + 7)) = 306, + 30 compute-set supervisor
+    (stage,) = [s for s in e.compiled.steps if s.name == "matmul/reduce/stage1"]
+    assert stage.tile_cycles.tolist() == [336] * 8
+    assert {name for name, _ in e.compiled.codelets if name.startswith("poplin::ReduceAdd")} == {
+        "poplin::ReduceAdd<float32,float32,false,false>"
+    }
     rng = np.random.default_rng(1)
     xv, wv = rng.standard_normal((8, 64), dtype=np.float32), rng.standard_normal((64, 16), dtype=np.float32)
     e.load()
@@ -125,3 +136,44 @@ def test_block_grid_numbers_columns_as_a_loop_over_blocks_does(G, M, N, gb, mb, 
     assert grid[np.arange(want.size)].tolist() == want.tolist()
     assert grid[np.arange(want.size).reshape(-1, 2)].tolist() == want.reshape(-1, 2).tolist()
     assert breaks_of(grid).tolist() == breaks_of(want).tolist() == (np.flatnonzero(np.diff(want) != 1) + 1).tolist()
+
+
+@pytest.mark.parametrize("grain,want_bounds,want_single", [(8, [0, 8, 16, 20], True), (1, [0, 5, 10, 15, 20], False)])
+def test_block_cut_by_positions_in_whole_grains(grain, want_bounds, want_single) -> None:
+    """One block of 20 outputs in one row (fewer rows than its 4 reducers), 4 partial rows on tiles
+    0-3. PopLibs' splitRegions (poputil/Util.cpp) cuts it in grains: grain 8 -> 3 grains, at most
+    ceil(3 / 4) = 1 a reducer, so 3 reducers take [0, 8), [8, 16), [16, 20) and tile 3 none; each
+    chunk a whole number of float accumulator vectors (8, 8, 4): single-input ReduceAdd. Grain 1:
+    4 chunks of 5, not whole vectors: multi-input. Cycles (getReduceCycleEstimate, depth 4): single
+    6 x (20 + 1 x (2 x 3 + 8)) + 33 = 237; multi, 5 outputs: 1 + 1 (bit 0) = 2 loops, a part loop
+    2 x 4 + 13: 6 x (32 + 21) = 318; + 30 compute-set supervisor each."""
+    from profiler.ops.matmul_reduce import reduce_block_major
+    from profiler.ops.poplibs_codelets import CONV_REDUCE
+
+    g = Graph(ipu_model(tiles_per_ipu=4, bytes_per_tile=638976))  # a GC200 tile: 16 KiB < 624 KiB / 16
+    partials = g.add_variable("float", [4, 20], "partials")
+    g.set_tile_mapping(partials, np.repeat(np.arange(4), 20))
+    out = g.add_variable("float", [20], "out")
+    g.create_host_write("p", partials)
+    g.create_host_read("out", out)
+    prog = Sequence()
+
+    def final(cs):
+        g.add_kernel(cs, CONV_REDUCE, {"in": partials.expand(0), "out": out.expand(0)})
+
+    reduce_block_major(g, partials, out, np.arange(20), np.array([20]), np.array([20]), np.array([0]), 1, prog,
+                       "reduce", final, grain)  # fmt: skip
+    tiles = g.tile_of(out).tolist()
+    chunks = [tiles[a:b] for a, b in zip(want_bounds[:-1], want_bounds[1:], strict=True)]
+    assert [set(c) for c in chunks] == [{t} for t in range(len(chunks))]
+    (cs,) = [c for c in g.compute_sets if c.batches]
+    assert {b.codelet.single_input for b in cs.batches} == {want_single}
+    e = Engine(g, [prog], options={"debug.instrument": "false"})
+    e.load()
+    (step,) = [s for s in e.compiled.steps if s.type == "OnTileExecute"]
+    busy = [237 + 30] * 3 + [0] if want_single else [318 + 30] * 4
+    assert step.tile_cycles.tolist() == busy
+    p = np.arange(80, dtype=np.float32).reshape(4, 20)
+    e.write_tensor("p", p)
+    e.run(0)
+    np.testing.assert_array_equal(e.read_tensor("out"), p.sum(0))

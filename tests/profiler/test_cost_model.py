@@ -321,14 +321,33 @@ def test_dtype_names():
 
 
 def test_conv_reduce_cycles_hand_worked():
-    # ref §3.5 (poplin getReduceCycleEstimate, multi-input): W x (32 + loopsPerWorker x (cpl x depth + 9)).
-    # float partials: accW 4, 2 floats per 64 bits -> cpl = 4/2 + 1 = 3. 111 outputs -> ceil(111/4) = 28
-    # loops, ceil(28/6) = 5 per worker: 6 x (32 + 5 x (3 x 10 + 9)) = 6 x 227 = 1362.
-    # 1 output: 1 loop on the busiest worker: 6 x (32 + 39) = 426. 0 outputs: 0.
-    assert cm.conv_reduce_cycles(np.array([0, 1, 111]), 10, "float32", GC200).tolist() == [0, 426, 1362]
-    # half partials: accW 8, 4 halves per 64 bits -> cpl = 3; 111 -> 14 loops -> 3 per worker:
-    # 6 x (32 + 3 x 39) = 894
-    assert cm.conv_reduce_cycles(np.array([111]), 10, "float16", GC200).tolist() == [894]
+    # poplin getReduceCycleEstimate (PerformanceEstimation.hpp, sdk-release-3.0), multi-input:
+    # W x (32 [+ 2 x depth + 13 float / 11 half for a part loop] + perWorker x (cpl x depth + tail)),
+    # loops = outputs // accW + the set bits of outputs below accW; tail 7 (float out, float partials),
+    # 8 (half, half). Single-input: W x (20 + ceil(outputs / accW / W) x (cpl' x (depth - 1) + tail')) + 33.
+    # float partials, multi: accW 4, 2 floats per 64 bits -> cpl = 4/2 + 1 = 3.
+    # 111 outputs: 27 + 2 (bits 0, 1) = 29 loops, 4 per worker, 29 % 6 != 0 and 111 % 4 != 0 -> a part
+    # loop: 6 x (32 + 33 + 4 x (3 x 10 + 7)) = 6 x 213 = 1278.
+    # 1 output: 1 loop, 0 per worker, a part loop: 6 x (32 + 33) = 390. 0 outputs: 0.
+    # (111 and 1 are not whole accumulator vectors: PopLibs picks the multi-input vertex.)
+    assert cm.conv_reduce_cycles(np.array([0, 1, 111]), 10, "float32", GC200).tolist() == [0, 390, 1278]
+    # half partials, multi: accW 8, 4 halves per 64 bits -> cpl = 3; 111 -> 13 + 3 (bits 0-2) = 16 loops,
+    # 2 per worker, a part loop 2 x 10 + 11 = 31: 6 x (32 + 31 + 2 x (3 x 10 + 8)) = 6 x 139 = 834
+    assert cm.conv_reduce_cycles(np.array([111]), 10, "float16", GC200).tolist() == [834]
+    # single-input (112 outputs are whole vectors; 112 x 9 x 4 B = 4,032 B -> one 16 KiB bank < 624 KiB / 16):
+    # float: cpl' = 4/2 = 2, 28 loops -> 5 per worker: 6 x (20 + 5 x (2 x 9 + 8)) + 33 = 933
+    assert cm.conv_reduce_single_input(np.array([112, 111, 4000]), 10, "float32", GC200).tolist() == [
+        True,
+        False,
+        False,
+    ]
+    assert cm.conv_reduce_cycles(np.array([112]), 10, "float32", GC200).tolist() == [933]
+    # half partials to a float result: cpl' = 8/4 = 2, 14 loops -> 3 per worker, tail' 10:
+    # 6 x (20 + 3 x (2 x 9 + 10)) + 33 = 657
+    assert cm.conv_reduce_cycles(np.array([112]), 10, "float16", GC200, "float32").tolist() == [657]
+    # 4,000 outputs x 9 x 4 B = 144,000 B -> 9 banks = 147,456 B >= 39,936 B: multi-input even though whole
+    # vectors: 1000 loops, 166 per worker + 1 (1000 % 6 != 0, no part loop): 6 x (32 + 167 x 37) = 37,266
+    assert cm.conv_reduce_cycles(np.array([4000]), 10, "float32", GC200).tolist() == [37266]
     with pytest.raises(ValueError, match="depth"):
         cm.conv_reduce_cycles(np.array([4]), 0, "float32", GC200)
 
