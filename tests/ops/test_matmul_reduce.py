@@ -24,16 +24,21 @@ def test_stage_depths_follow_conv_reduce_plan(depth: int, want: list[int]) -> No
     assert stage_depths(depth) == want
 
 
+def _partials_on_4_tiles(outputs: int, **target: int) -> tuple[Graph, object, object, Sequence]:
+    """4 float partial rows of ``outputs`` outputs, row r on tile r, and the unmapped result."""
+    g = Graph(ipu_model(tiles_per_ipu=4, **target))
+    partials = g.add_variable("float", [4, outputs], "partials")
+    g.set_tile_mapping(partials, np.repeat(np.arange(4), outputs))
+    out = g.add_variable("float", [outputs], "out")
+    g.create_host_write("p", partials)
+    g.create_host_read("out", out)
+    return g, partials, out, Sequence()
+
+
 def test_one_stage_reduction_worked_by_hand() -> None:
     # 4 partial rows of one 8-output block, row r on tile r (block tile 0, step 1): one stage (4 < 16);
     # the block's 8 outputs are cut into 4 chunks of 2, chunk t reduced on tile t (pos * 4 // 8)
-    g = Graph(ipu_model(tiles_per_ipu=4))
-    partials = g.add_variable("float", [4, 8], "partials")
-    g.set_tile_mapping(partials, np.repeat(np.arange(4), 8))
-    out = g.add_variable("float", [8], "out")
-    g.create_host_write("p", partials)
-    g.create_host_read("out", out)
-    prog = Sequence()
+    g, partials, out, prog = _partials_on_4_tiles(8)
     tiles = reduce_partials(g, partials, out, np.zeros(8, np.int64), np.arange(8), np.array([8]), np.array([0]), 1,
                             prog, "reduce")  # fmt: skip
     assert tiles.tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
@@ -150,13 +155,7 @@ def test_block_cut_by_positions_in_whole_grains(grain, want_bounds, want_single)
     from profiler.ops.matmul_reduce import reduce_block_major
     from profiler.ops.poplibs_codelets import CONV_REDUCE
 
-    g = Graph(ipu_model(tiles_per_ipu=4, bytes_per_tile=638976))  # a GC200 tile: 16 KiB < 624 KiB / 16
-    partials = g.add_variable("float", [4, 20], "partials")
-    g.set_tile_mapping(partials, np.repeat(np.arange(4), 20))
-    out = g.add_variable("float", [20], "out")
-    g.create_host_write("p", partials)
-    g.create_host_read("out", out)
-    prog = Sequence()
+    g, partials, out, prog = _partials_on_4_tiles(20, bytes_per_tile=638976)  # GC200: 16 KiB < 624 KiB / 16
 
     def final(cs):
         g.add_kernel(cs, CONV_REDUCE, {"in": partials.expand(0), "out": out.expand(0)})
