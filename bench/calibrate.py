@@ -215,13 +215,6 @@ _BERT_MM_OFF: dict[str, str] = {
     "operation's other ~24 KiB are not accounted for (candidates: copy vertices rearranging its input, "
     "which comes from a layer norm there and is created for the matmul here; Poplar per-vertex overheads "
     "not in the structs)",
-    "exchange_code": "the operand exchange is 934,912 of tilescope's 1,017,984 B. Created operands are stored "
-    "row-major, so a tile's share of a block is one region per block row: under the swapped plan (row split "
-    "4, block 32 x 128 x 94) each tile receives its weight block's other 96 rows from 3 owners as 96 "
-    "regions. PopLibs creates them in its grouped order (lib/poplin/Convolution.cpp createInput / "
-    "createWeights: {IC/icpg, batch, icpg} and {OC/ocpg, IC/icpg, ocpg, icpg}), where a share is a few "
-    "contiguous runs: about 6 regions from the 3 owners, which by hand puts the operation near 0.34 MB "
-    "(0.76). Not yet modelled",
 }
 
 ROWS: list[Row] = [

@@ -348,10 +348,10 @@ def operand_tiles(
     split) and cut into shares owned by the sharing tiles, so the step's exchange is one all-gather
     per block. As in PopLibs' mapping by use (TensorUseTracker::mapTensorsByUse), a share holds at
     least MIN_OPERAND_BYTES_PER_TILE, so small blocks are owned by fewer tiles than share them. Shares
-    follow block rows where there are enough rows: PopLibs creates the operand in its grouped order,
-    so each share is one contiguous region; tilescope keeps row-major order, where a whole block row
-    is the contiguous run that stands for it (a share cut mid-row would be two regions), or with
-    ``columns`` (an operand stored column by column, ``by_columns``) block columns."""
+    follow block rows where there are enough rows: for an operand mapped in its own (row-major) order
+    a whole block row is the contiguous run (a share cut mid-row would be two regions), or with
+    ``columns`` (an operand stored column by column, ``by_columns``) block columns. Operands the
+    planner creates are stored in PopLibs' grouped order instead (``grouped_store``, ``grouped_runs``)."""
     rows, rb, cols, cb, owners, tile, group = _share_plan(plan, shape, side, elem_bytes)
     if columns:  # the same over the transposed blocks: shares follow block columns
         grid = _share_tiles(cols, cb, rows, rb, owners, lambda c, r, share: tile(r, c, share)).T
@@ -672,7 +672,7 @@ def _laid_out(
     rearranges a badly mapped operand before the matmul, ref §4.4 "transform copy + exchange"; docs/
     fidelity.md "Exchange model" item 4): a step and a temporary, but the matmul's own exchange is
     then one regular all-gather per block instead of pieces from wherever the operand lies."""
-    if not _rearrangeable(t):
+    if not _rearrangeable(t) or _grouped_as_planned(graph, t, plan, shape, side):
         return t
     runs = operand_runs(plan, shape, side, t.dtype.itemsize)  # shares by rows: also a rearranged copy's
     if by_columns(t):
@@ -733,11 +733,116 @@ def map_for_matmul(
     return True
 
 
+@dataclass(frozen=True)
+class GroupedStore:
+    """How PopLibs stores a matmul operand it creates (lib/poplin/Convolution.cpp ``createInput`` /
+    ``createWeights``), in channel groups of the plan's vertex: activations ``[IC/icpg, batch, icpg]``,
+    weights ``[OC/ocpg, IC/icpg, ocpg, icpg]``. The lhs is the activations (batch M) and the rhs the
+    weights (OC = N), or the other way round when the plan swaps them (rhs: batch N; lhs: OC = M)."""
+
+    shape: tuple[int, ...]  # the variable's
+    axes: tuple[int, ...]  # its dims in the view's order, before grouping
+    groups: tuple[int, int]  # store dims merged into the view's rows and columns
+
+    def view(self, store: Tensor) -> Tensor:
+        return store.transpose(*self.axes).group_dims(*self.groups)
+
+
+def grouped_store(plan: MatMulPlan, shape: tuple[int, int, int, int], side: str, dtype: np.dtype,
+                  target: Target) -> GroupedStore | None:  # fmt: skip
+    """PopLibs' grouped store of the ``side`` operand of a one-group matmul, or None where tilescope keeps
+    it row-major: a serial plan, a vertex without channel groups, or dims or blocks that are not
+    whole groups (PopLibs pads those)."""
+    G, M, K, N = shape
+    _, mb, kb, nb = plan.block
+    ig, og = _grain(plan.method, dtype, as_dtype(plan.partials_dtype), target)
+    if G != 1 or plan.in_chan_serial * plan.out_chan_serial > 1 or ig == 1 or K % ig or kb % ig:
+        return None
+    acts = (side == "rhs") == plan.swap_operands
+    if acts:  # [K/ig, batch, ig]: the lhs' batch is M, a swapped rhs' N
+        if side == "lhs":
+            return GroupedStore((K // ig, M, ig), (1, 0, 2), (1, 2))
+        return GroupedStore((K // ig, N, ig), (0, 2, 1), (2, 1))
+    out, ob = (N, nb) if side == "rhs" else (M, mb)
+    if og == 1 or out % og or ob % og:
+        return None
+    if side == "rhs":  # [N/og, K/ig, og, ig] seen as [K, N]
+        return GroupedStore((N // og, K // ig, og, ig), (1, 3, 0, 2), (2, 2))
+    return GroupedStore((M // og, K // ig, og, ig), (0, 2, 1, 3), (2, 2))  # a swapped lhs: OC = M
+
+
+def grouped_runs(plan: MatMulPlan, shape: tuple[int, int, int, int], side: str, store: GroupedStore,
+                 elem_bytes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """(start, length, tile) of the intervals of a grouped store as PopLibs maps it by use: each block
+    of the operand (its elements in store order: a run per channel group) is cut into as many
+    contiguous shares as ``operand_tiles`` gives it owners, share s on the tile ``operand_tiles``
+    gives share s, so a share is one or two regions of the store, not one per block row."""
+    rows, rb, cols, cb, owners, tile, _ = _share_plan(plan, shape, side, elem_bytes)
+    ri, ci = (a.reshape(-1) for a in np.meshgrid(np.arange(-(-rows // rb)), np.arange(-(-cols // cb)), indexing="ij"))
+    rl, cl = np.minimum(rb, rows - ri * rb), np.minimum(cb, cols - ci * cb)
+    own = owners(rl, cl).astype(np.int64)
+    # the view's (row, column) dims as store dims: which is in-chan (K), which the batch or out-chans
+    k0, kl, x0, xl = (ci * cb, cl, ri * rb, rl) if side == "lhs" else (ri * rb, rl, ci * cb, cl)
+    if len(store.shape) == 3:  # activations [K/ig, X, ig]: a run of xl * ig per in-chan group
+        _, x_total, ig = store.shape
+        n_runs, run_len = kl // ig, xl * ig
+        first = (k0 // ig * x_total + x0) * ig
+        step = x_total * ig
+    else:  # weights [X/og, K/ig, og, ig]: a run of (kl / ig) * og * ig per out-chan group
+        _, k_groups, og, ig = store.shape
+        n_runs, run_len = xl // og, kl * og
+        first = (x0 // og * k_groups + k0 // ig) * og * ig
+        step = k_groups * og * ig
+    starts, lengths, tiles = [], [], []
+    for nr, ln, o in {(int(a), int(b), int(c)) for a, b, c in zip(n_runs, run_len, own, strict=True)}:
+        sel = np.flatnonzero((n_runs == nr) & (run_len == ln) & (own == o))
+        e = nr * ln
+        # cuts in the block's concatenated runs: run ends and share ends, each interval in one of each
+        cuts = np.union1d(np.arange(nr + 1) * ln, (np.arange(o + 1) * e) // o)
+        lo, hi = cuts[:-1], cuts[1:]
+        run, share = lo // ln, np.searchsorted((np.arange(o + 1) * e) // o, lo, side="right") - 1
+        starts.append((first[sel][:, None] + run[None, :] * step + (lo - run * ln)[None, :]).reshape(-1))
+        lengths.append(np.broadcast_to(hi - lo, (sel.size, lo.size)).reshape(-1))
+        tiles.append(np.asarray(tile(ri[sel][:, None], ci[sel][:, None], share[None, :])).reshape(-1))
+    return np.concatenate(starts), np.concatenate(lengths), np.concatenate(tiles).astype(np.int64)
+
+
+def _grouped_as_planned(graph: Graph, t: Tensor, plan: MatMulPlan, shape: tuple[int, int, int, int],
+                        side: str) -> bool:  # fmt: skip
+    """Whether ``t`` is a grouped store created for this plan (``create_matmul_lhs`` / ``_rhs``): the
+    store's view, mapped as ``grouped_runs`` maps it."""
+    vid = t.single_variable()
+    store = grouped_store(plan, shape, side, t.dtype, graph.target) if vid is not None else None
+    if store is None or not isinstance(t._lay, Factored) or graph.variables[vid].numel != t.numel():
+        return False
+    whole = Tensor(graph, vid, Affine.contiguous(store.shape), t.dtype)
+    view = store.view(whole)
+    if (view.expand(0) if t.rank == 3 else view)._lay != t._lay:  # matmul sees [M, K] as [1, M, K]
+        return False
+    start, length, tiles = grouped_runs(plan, shape, side, store, t.dtype.itemsize)
+    order = np.argsort(start)
+    found = graph.tile_runs(whole)
+    keep = np.ones(order.size, dtype=bool)
+    keep[1:] = tiles[order][1:] != tiles[order][:-1]
+    return (
+        found is not None
+        and np.array_equal(found[0], start[order][keep])
+        and np.array_equal(found[1], tiles[order][keep])
+    )
+
+
 def _create_operand(
     graph: Graph, side: str, dtype: object, a_shape: Iterable[int], b_shape: Iterable[int], name: str,
     partials_dtype: object, available_memory_proportion: float,
 ) -> Tensor:  # fmt: skip
     a_shape, b_shape = tuple(a_shape), tuple(b_shape)
+    dt = as_dtype(dtype)
+    plan, shape = _operand_plan(graph, a_shape, b_shape, dt, partials_dtype, available_memory_proportion)
+    store = grouped_store(plan, shape, side, dt, graph.target) if len(a_shape) == 2 else None
+    if store is not None:  # PopLibs' grouped order: each tile's share a region or two of the variable
+        var = graph.add_variable(dt, list(store.shape), name)
+        graph.map_intervals(var, *grouped_runs(plan, shape, side, store, dt.itemsize))
+        return store.view(var)
     t = graph.add_variable(dtype, a_shape if side == "lhs" else b_shape, name)
     if not map_for_matmul(graph, t, side, a_shape, b_shape, partials_dtype, available_memory_proportion):
         graph.set_tile_mapping(t, linear_tiles(t.numel(), graph.target.num_tiles))
@@ -748,8 +853,10 @@ def create_matmul_lhs(
     graph: Graph, dtype: object, a_shape: Iterable[int], b_shape: Iterable[int], name: str = "lhs",
     partials_dtype: object = "float32", available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
 ) -> Tensor:  # fmt: skip
-    """A new variable for the lhs of ``matmul(a[a_shape], b[b_shape])``, laid out for that matmul's
-    plan (poplin::createMatMulInputLHS): its exchange is then an all-gather, with no rearrangement."""
+    """A new ``[M, K]`` lhs of ``matmul(a[a_shape], b[b_shape])``, laid out for that matmul's plan
+    (poplin::createMatMulInputLHS): stored in PopLibs' channel-grouped order where the plan's vertex
+    groups channels (``grouped_store``; the result is a view of that variable), each tile's share of
+    the block it reads a region or two, so its exchange is an all-gather with no rearrangement."""
     return _create_operand(graph, "lhs", dtype, a_shape, b_shape, name, partials_dtype, available_memory_proportion)
 
 
@@ -757,9 +864,10 @@ def create_matmul_rhs(
     graph: Graph, dtype: object, a_shape: Iterable[int], b_shape: Iterable[int], name: str = "rhs",
     partials_dtype: object = "float32", available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
 ) -> Tensor:  # fmt: skip
-    """A new variable for the rhs (the weights) of ``matmul(a[a_shape], b[b_shape])``, laid out for
-    that matmul's plan (poplin::createMatMulInputRHS): each tile holds its share of the weight block it
-    uses, so weights created this way need no exchange when the rows are not split."""
+    """A new ``[K, N]`` rhs (the weights) of ``matmul(a[a_shape], b[b_shape])``, laid out for that
+    matmul's plan (poplin::createMatMulInputRHS), stored grouped as ``create_matmul_lhs`` is: each tile
+    holds its share of the weight block it uses, so weights created this way need no exchange when
+    the rows are not split."""
     return _create_operand(graph, "rhs", dtype, a_shape, b_shape, name, partials_dtype, available_memory_proportion)
 
 

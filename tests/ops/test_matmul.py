@@ -263,10 +263,12 @@ def test_badly_mapped_operands_are_rearranged_first():
 
 def test_created_operands_and_their_all_gather_worked_by_hand():
     """x[8, 32] @ w[32, 32] fp32 on a 4-tile IPU-Model: the plan is AMP, unswapped, with out-chan split
-    4 (block 8 x 32 x 8, tiles 0-3). create_matmul_lhs cuts x's block (all of x, 1,024 B, shared by
-    the 4 tiles) into min(4, 1,024 / 128) = 4 shares of whole block rows (PopLibs' 128 B minimum per
-    tile for activations): rows 0-1 on tile 0, 2-3 on tile 1, ...; create_matmul_rhs puts each tile's
-    w block (w[:, 8j:8j+8]) on tile j (row split 1: nothing to share)."""
+    4 (block 8 x 32 x 8, tiles 0-3). create_matmul_lhs stores x as PopLibs creates activations,
+    in-channel-grouped [K/16, M, 16] (lib/poplin/Convolution.cpp createInput), and cuts its block (all of
+    x, 1,024 B, shared by the 4 tiles) into min(4, 1,024 / 128) = 4 contiguous shares of that store
+    (PopLibs' 128 B minimum per tile for activations): tile t holds in-channel group t // 2 of rows
+    4 (t % 2) to 4 (t % 2) + 3; create_matmul_rhs puts each tile's w block (w[:, 8j:8j+8]) on tile j
+    (row split 1: nothing to share)."""
     t = ipu_model(tiles_per_ipu=4)
     g = Graph(t)
     plan = ops.plan_matmul(t, 1, 8, 32, 32, "float32", "float32")
@@ -274,14 +276,16 @@ def test_created_operands_and_their_all_gather_worked_by_hand():
     assert not plan.swap_operands
     x = ops.create_matmul_lhs(g, "float32", (8, 32), (32, 32), "x")
     w = ops.create_matmul_rhs(g, "float32", (8, 32), (32, 32), "w")
-    assert g.tile_of(x).reshape(8, 32)[:, 0].tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert x.single_variable() is not None and g.variables[x.single_variable()].numel == 256
+    want = (np.arange(32)[None, :] // 16) * 2 + (np.arange(8)[:, None] // 4)
+    assert (g.tile_of(x).reshape(8, 32) == want).all()
     assert (g.tile_of(w).reshape(32, 32) == (np.arange(32) // 8)[None, :]).all()
     prog = Sequence()
     g.create_host_read("y", ops.matmul(g, x, w, prog))
     e = Engine(g, prog, {"debug.instrument": "false"})
     e.compile()
     sync, exch, mm = e.compiled.steps
-    # each tile receives the other 3 shares (2 whole rows of x = 64 contiguous floats = 256 B each: one
+    # each tile receives the other 3 shares (64 contiguous floats of the store = 256 B each: one
     # region each, 768 B) and sends its own once (256 B): code 4 B x (6 + 1 + 3) = 40. Both tiles of
     # a supertile receive the other supertile's 2 shares (512 B, counted at half) but not each
     # other's: effective 256 + 512 / 2 = 512 B, ceil(16 x 512 / 64) + 64 = 192 cycles
@@ -497,3 +501,44 @@ def test_tile_runs_are_a_whole_variables_tiles_as_maximal_runs():
     assert start.tolist() == [0, 8, 16, 20] and tiles.tolist() == [0, 2, 1, 3]
     assert np.repeat(tiles, np.diff(np.append(start, 24))).tolist() == g.tile_of(v).tolist()
     assert g.tile_runs(v.transpose(1, 0)) is None and g.tile_runs(v[1:]) is None
+
+
+def test_created_operands_stored_grouped_as_poplibs_creates_them():
+    """x[32, 64] @ w[64, 16] fp32 on an 8-tile IPU-Model: the plan is swapped (y^T = w^T x^T), row split 4,
+    out-chan split 2 (block 8 x 64 x 8; tile 2 r + c for row block r, out block c). PopLibs creates
+    the operands in channel groups (lib/poplin/Convolution.cpp createInput / createWeights; AMP fp32:
+    16 in and 8 out channels per group): w, the activations here, as [K/16, N, 16]; x, the weights,
+    as [M/8, K/16, 8, 16]. Each block is cut into contiguous shares of that store (at least 128 B for
+    activations, 256 B for weights): x's block r (8 rows, 2 KiB, shared by 2 tiles) into 2 shares of 4
+    in-channel groups' halves (k < 32 on tile 2 r, k >= 32 on 2 r + 1); w's block c (64 x 8, 2 KiB,
+    shared by 4 tiles) into 4 shares, one in-channel group each (k in [16 s, 16 s + 16) on tile 2 s + c).
+    So a tile receives 4 regions - the other half of its x block (1 KiB) and 3 shares of its w block
+    (512 B each) - where row-major w would have given 16 regions a share (one per block row), and sends
+    its x share and its w share: code 4 x (6 + 2 + 4) = 48 B; no supertile partner receives the same
+    elements, so ceil(2,560 / 4) + 64 = 704 cycles."""
+    t = ipu_model(tiles_per_ipu=8)
+    plan = ops.plan_matmul(t, 1, 32, 64, 16, "float32", "float32")
+    assert plan.swap_operands and (plan.row_split, plan.in_chan_split, plan.out_chan_split) == (4, 1, 2)
+    g = Graph(t)
+    x = ops.create_matmul_lhs(g, "float32", (32, 64), (64, 16), "x")
+    w = ops.create_matmul_rhs(g, "float32", (32, 64), (64, 16), "w")
+    assert [g.variables[v.single_variable()].shape for v in (x, w)] == [(4, 4, 8, 16), (4, 16, 16)]
+    assert (g.tile_of(x).reshape(32, 64) == 2 * (np.arange(32)[:, None] // 8) + (np.arange(64)[None, :] // 32)).all()
+    assert (g.tile_of(w).reshape(64, 16) == 2 * (np.arange(64)[:, None] // 16) + (np.arange(16)[None, :] // 8)).all()
+    g.create_host_write("x", x)
+    g.create_host_write("w", w)
+    prog = Sequence()
+    g.create_host_read("y", ops.matmul(g, x, w, prog))
+    e = Engine(g, prog, {"debug.instrument": "false"})
+    e.compile()
+    (exch,) = [s for s in e.compiled.steps if s.type == "DoExchange"]
+    assert exch.bytes_in.tolist() == [2560] * 8
+    assert exch.code_bytes.tolist() == [48] * 8
+    assert exch.tile_cycles.tolist() == [704] * 8
+    rng = np.random.default_rng(2)
+    xv, wv = rng.standard_normal((32, 64), dtype=np.float32), rng.standard_normal((64, 16), dtype=np.float32)
+    e.load()
+    e.write_tensor("x", xv)
+    e.write_tensor("w", wv)
+    e.run(0)
+    np.testing.assert_allclose(e.read_tensor("y"), xv @ wv, rtol=1e-5, atol=1e-4)
