@@ -84,3 +84,29 @@ def graph_snapshot(g: Graph) -> list:
         kernel = None if cs.kernel is None else [_batch_snapshot(b) for b in cs.kernel]
         out.append((cs.name, [_batch_snapshot(b) for b in cs.batches], kernel))
     return out
+
+
+def created_matmul(tiles: int, m: int, k: int, n: int) -> tuple[Graph, Engine]:
+    """x[m, k] @ w[k, n] fp32 on a ``tiles``-tile IPU-Model, both operands created for the matmul
+    (host writes "x", "w"; host read "y"), compiled."""
+    g = Graph(ipu_model(tiles_per_ipu=tiles))
+    x = ops.create_matmul_lhs(g, "float32", (m, k), (k, n), "x")
+    w = ops.create_matmul_rhs(g, "float32", (m, k), (k, n), "w")
+    g.create_host_write("x", x)
+    g.create_host_write("w", w)
+    prog = Sequence()
+    g.create_host_read("y", ops.matmul(g, x, w, prog))
+    e = Engine(g, prog, {"debug.instrument": "false"})
+    e.compile()
+    return g, e
+
+
+def check_created_matmul(e: Engine, m: int, k: int, n: int, seed: int) -> None:
+    """Run ``created_matmul``'s engine on random operands and compare y with numpy's product."""
+    r = np.random.default_rng(seed)
+    xv, wv = r.standard_normal((m, k), dtype=np.float32), r.standard_normal((k, n), dtype=np.float32)
+    e.load()
+    e.write_tensor("x", xv)
+    e.write_tensor("w", wv)
+    e.run(0)
+    np.testing.assert_allclose(e.read_tensor("y"), xv @ wv, rtol=1e-5, atol=1e-4)

@@ -9,7 +9,7 @@ import pytest
 from profiler import Engine, Graph, Sequence, cost_model, get_target, ipu_model, ops
 from profiler.ops.poplibs_codelets import MATMUL_CODELETS
 from profiler.workloads.mlp import dense, dense_grad
-from tests.ops.helpers import fd_grad, rng, run, tol
+from tests.ops.helpers import check_created_matmul, created_matmul, fd_grad, rng, run, tol
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
@@ -519,26 +519,13 @@ def test_created_operands_stored_grouped_as_poplibs_creates_them():
     t = ipu_model(tiles_per_ipu=8)
     plan = ops.plan_matmul(t, 1, 32, 64, 16, "float32", "float32")
     assert plan.swap_operands and (plan.row_split, plan.in_chan_split, plan.out_chan_split) == (4, 1, 2)
-    g = Graph(t)
-    x = ops.create_matmul_lhs(g, "float32", (32, 64), (64, 16), "x")
-    w = ops.create_matmul_rhs(g, "float32", (32, 64), (64, 16), "w")
+    g, e = created_matmul(8, 32, 64, 16)
+    x, w = g.host_writes["x"], g.host_writes["w"]
     assert [g.variables[v.single_variable()].shape for v in (x, w)] == [(4, 4, 8, 16), (4, 16, 16)]
     assert (g.tile_of(x).reshape(32, 64) == 2 * (np.arange(32)[:, None] // 8) + (np.arange(64)[None, :] // 32)).all()
     assert (g.tile_of(w).reshape(64, 16) == 2 * (np.arange(64)[:, None] // 16) + (np.arange(16)[None, :] // 8)).all()
-    g.create_host_write("x", x)
-    g.create_host_write("w", w)
-    prog = Sequence()
-    g.create_host_read("y", ops.matmul(g, x, w, prog))
-    e = Engine(g, prog, {"debug.instrument": "false"})
-    e.compile()
     (exch,) = [s for s in e.compiled.steps if s.type == "DoExchange"]
     assert exch.bytes_in.tolist() == [2560] * 8
     assert exch.code_bytes.tolist() == [48] * 8
     assert exch.tile_cycles.tolist() == [704] * 8
-    rng = np.random.default_rng(2)
-    xv, wv = rng.standard_normal((32, 64), dtype=np.float32), rng.standard_normal((64, 16), dtype=np.float32)
-    e.load()
-    e.write_tensor("x", xv)
-    e.write_tensor("w", wv)
-    e.run(0)
-    np.testing.assert_allclose(e.read_tensor("y"), xv @ wv, rtol=1e-5, atol=1e-4)
+    check_created_matmul(e, 32, 64, 16, seed=2)

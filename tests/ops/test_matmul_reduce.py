@@ -6,6 +6,7 @@ import pytest
 
 from profiler import Engine, Graph, Sequence, ipu_model, ops
 from profiler.ops.matmul_reduce import reduce_partials, stage_depths
+from tests.ops.helpers import check_created_matmul, created_matmul
 
 
 @pytest.mark.parametrize(
@@ -84,15 +85,7 @@ def test_block_major_partials_reach_each_reducer_as_one_region_per_tile() -> Non
     plan = ops.plan_matmul(t, 1, 8, 64, 16, "float32", "float32")
     assert (plan.row_split, plan.in_chan_split, plan.out_chan_split, plan.block) == (1, 4, 2, (1, 8, 16, 8))
     assert not plan.swap_operands
-    g = Graph(t)
-    x = ops.create_matmul_lhs(g, "float32", (8, 64), (64, 16), "x")
-    w = ops.create_matmul_rhs(g, "float32", (8, 64), (64, 16), "w")
-    g.create_host_write("x", x)
-    g.create_host_write("w", w)
-    prog = Sequence()
-    g.create_host_read("y", ops.matmul(g, x, w, prog))
-    e = Engine(g, prog, {"debug.instrument": "false"})
-    e.compile()
+    g, e = created_matmul(8, 8, 64, 16)
     (red,) = [s for s in e.compiled.steps if s.name == "matmul/reduce/stage1/Exchange"]
     assert red.bytes_in.tolist() == [192] * 8 and red.bytes_out.tolist() == [192] * 8
     assert red.code_bytes.tolist() == [40, 40, 44, 44, 44, 44, 40, 40]
@@ -107,13 +100,7 @@ def test_block_major_partials_reach_each_reducer_as_one_region_per_tile() -> Non
     assert {name for name, _ in e.compiled.codelets if name.startswith("poplin::ReduceAdd")} == {
         "poplin::ReduceAdd<float32,float32,false,false>"
     }
-    rng = np.random.default_rng(1)
-    xv, wv = rng.standard_normal((8, 64), dtype=np.float32), rng.standard_normal((64, 16), dtype=np.float32)
-    e.load()
-    e.write_tensor("x", xv)
-    e.write_tensor("w", wv)
-    e.run(0)
-    np.testing.assert_allclose(e.read_tensor("y"), xv @ wv, rtol=1e-5, atol=1e-4)
+    check_created_matmul(e, 8, 64, 16, seed=1)
 
 
 @pytest.mark.parametrize("store_nb", [None, 4])
