@@ -30,7 +30,15 @@ from profiler.ops.elementwise import (
     unary,
     unary_in_place,
 )
-from profiler.ops.matmul import MatMulPlan, create_matmul_lhs, create_matmul_rhs, map_for_matmul, matmul, plan_matmul
+from profiler.ops.matmul import (
+    MatMulPlan,
+    create_matmul_lhs,
+    create_matmul_rhs,
+    map_for_matmul,
+    matmul,
+    operand_storage,
+    plan_matmul,
+)
 from profiler.ops.nn import (
     batch_norm,
     batch_norm_grad,
@@ -77,7 +85,7 @@ __all__ = [
     "fill", "gather", "gather_grad", "gelu", "group_norm", "group_norm_grad", "init_state", "layer_norm",
     "layer_norm_grad", "linear_tiles", "log_softmax", "matmul", "max_pool2d", "max_pool2d_grad", "mse_loss",
     "mse_loss_grad", "mul", "nll_loss", "nll_loss_grad", "nonlinearity_grad", "one_hot", "op", "parameter",
-    "plan_matmul", "create_matmul_lhs", "create_matmul_rhs", "reduce", "reduce_max", "reduce_mean", "reduce_sum", "reduce_sum_grad", "relu", "replicated_index", "scale", "scaled_add",
+    "plan_matmul", "operand_storage", "create_matmul_lhs", "create_matmul_rhs", "reduce", "reduce_max", "reduce_mean", "reduce_sum", "reduce_sum_grad", "relu", "replicated_index", "scale", "scaled_add",
     "set_attributes", "sgd", "sigmoid", "sliceable", "softmax", "softmax_grad", "state_like", "sub", "tanh", "unary",
     "unary_in_place",
 ]  # fmt: skip

@@ -726,6 +726,11 @@ def map_for_matmul(
     plan, shape = _operand_plan(graph, a_shape, b_shape, t.dtype, partials_dtype, available_memory_proportion)
     if plan.in_chan_serial * plan.out_chan_serial > 1:
         return False
+    store = grouped_store(plan, shape, side, t.dtype, graph.target) if len(a_shape) == 2 else None
+    whole = store.whole(t) if store is not None else None
+    if whole is not None:  # a variable stored as PopLibs creates the operand (operand_storage)
+        graph.map_intervals(whole, *grouped_runs(plan, shape, side, store, t.dtype.itemsize))
+        return True
     if by_columns(t):
         graph.set_tile_mapping(t, operand_tiles(plan, shape, side, t.dtype.itemsize, columns=True))
     else:
@@ -740,12 +745,30 @@ class GroupedStore:
     weights ``[OC/ocpg, IC/icpg, ocpg, icpg]``. The lhs is the activations (batch M) and the rhs the
     weights (OC = N), or the other way round when the plan swaps them (rhs: batch N; lhs: OC = M)."""
 
-    shape: tuple[int, ...]  # the variable's
+    dims: tuple[int, ...]  # the variable's shape
     axes: tuple[int, ...]  # its dims in the view's order, before grouping
     groups: tuple[int, int]  # store dims merged into the view's rows and columns
 
+    def shape(self, view_shape: tuple[int, ...]) -> list[int]:
+        """The variable's shape for a ``view_shape`` operand (the builder's storage protocol, as
+        ops.conv.WeightStorage)."""
+        return list(self.dims)
+
     def view(self, store: Tensor) -> Tensor:
         return store.transpose(*self.axes).group_dims(*self.groups)
+
+    def stored(self, data: np.ndarray) -> np.ndarray:
+        """Host values of the operand (its [rows, cols]) in the variable's order."""
+        return data.reshape([self.dims[a] for a in self.axes]).transpose(np.argsort(self.axes))
+
+    def whole(self, t: Tensor) -> Tensor | None:
+        """The variable ``t`` views, when ``t`` is this store's view of all of it (else None)."""
+        vid = t.single_variable()
+        if vid is None or not isinstance(t._lay, Factored) or t.graph.variables[vid].numel != t.numel():
+            return None
+        whole = Tensor(t.graph, vid, Affine.contiguous(self.dims), t.dtype)
+        view = self.view(whole)
+        return whole if (view.expand(0) if t.rank == 3 else view)._lay == t._lay else None  # matmul: [1, M, K]
 
 
 def grouped_store(plan: MatMulPlan, shape: tuple[int, int, int, int], side: str, dtype: np.dtype,
@@ -783,13 +806,13 @@ def grouped_runs(plan: MatMulPlan, shape: tuple[int, int, int, int], side: str, 
     own = owners(rl, cl).astype(np.int64)
     # the view's (row, column) dims as store dims: which is in-chan (K), which the batch or out-chans
     k0, kl, x0, xl = (ci * cb, cl, ri * rb, rl) if side == "lhs" else (ri * rb, rl, ci * cb, cl)
-    if len(store.shape) == 3:  # activations [K/ig, X, ig]: a run of xl * ig per in-chan group
-        _, x_total, ig = store.shape
+    if len(store.dims) == 3:  # activations [K/ig, X, ig]: a run of xl * ig per in-chan group
+        _, x_total, ig = store.dims
         n_runs, run_len = kl // ig, xl * ig
         first = (k0 // ig * x_total + x0) * ig
         step = x_total * ig
     else:  # weights [X/og, K/ig, og, ig]: a run of (kl / ig) * og * ig per out-chan group
-        _, k_groups, og, ig = store.shape
+        _, k_groups, og, ig = store.dims
         n_runs, run_len = xl // og, kl * og
         first = (x0 // og * k_groups + k0 // ig) * og * ig
         step = k_groups * og * ig
@@ -809,15 +832,11 @@ def grouped_runs(plan: MatMulPlan, shape: tuple[int, int, int, int], side: str, 
 
 def _grouped_as_planned(graph: Graph, t: Tensor, plan: MatMulPlan, shape: tuple[int, int, int, int],
                         side: str) -> bool:  # fmt: skip
-    """Whether ``t`` is a grouped store created for this plan (``create_matmul_lhs`` / ``_rhs``): the
-    store's view, mapped as ``grouped_runs`` maps it."""
-    vid = t.single_variable()
-    store = grouped_store(plan, shape, side, t.dtype, graph.target) if vid is not None else None
-    if store is None or not isinstance(t._lay, Factored) or graph.variables[vid].numel != t.numel():
-        return False
-    whole = Tensor(graph, vid, Affine.contiguous(store.shape), t.dtype)
-    view = store.view(whole)
-    if (view.expand(0) if t.rank == 3 else view)._lay != t._lay:  # matmul sees [M, K] as [1, M, K]
+    """Whether ``t`` is a grouped store for this plan (``create_matmul_lhs`` / ``_rhs``, or an imported
+    weight): the store's view, mapped as ``grouped_runs`` maps it."""
+    store = grouped_store(plan, shape, side, t.dtype, graph.target)
+    whole = store.whole(t) if store is not None else None
+    if whole is None:
         return False
     start, length, tiles = grouped_runs(plan, shape, side, store, t.dtype.itemsize)
     order = np.argsort(start)
@@ -831,6 +850,21 @@ def _grouped_as_planned(graph: Graph, t: Tensor, plan: MatMulPlan, shape: tuple[
     )
 
 
+def operand_storage(
+    graph: Graph, side: str, dtype: object, a_shape: Iterable[int], b_shape: Iterable[int],
+    partials_dtype: object = "float32", available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
+) -> GroupedStore | None:  # fmt: skip
+    """How PopLibs would store the ``side`` operand of ``matmul(a[a_shape], b[b_shape])`` it creates
+    (``grouped_store``), for a caller creating it itself (the ONNX importer's weights); None: in its
+    own order. ``map_for_matmul`` then maps the view of such a variable."""
+    a_shape, b_shape = tuple(a_shape), tuple(b_shape)
+    if len(a_shape) != 2:
+        return None
+    dt = as_dtype(dtype)
+    plan, shape = _operand_plan(graph, a_shape, b_shape, dt, partials_dtype, available_memory_proportion)
+    return grouped_store(plan, shape, side, dt, graph.target)
+
+
 def _create_operand(
     graph: Graph, side: str, dtype: object, a_shape: Iterable[int], b_shape: Iterable[int], name: str,
     partials_dtype: object, available_memory_proportion: float,
@@ -840,7 +874,7 @@ def _create_operand(
     plan, shape = _operand_plan(graph, a_shape, b_shape, dt, partials_dtype, available_memory_proportion)
     store = grouped_store(plan, shape, side, dt, graph.target) if len(a_shape) == 2 else None
     if store is not None:  # PopLibs' grouped order: each tile's share a region or two of the variable
-        var = graph.add_variable(dt, list(store.shape), name)
+        var = graph.add_variable(dt, list(store.dims), name)
         graph.map_intervals(var, *grouped_runs(plan, shape, side, store, dt.itemsize))
         return store.view(var)
     t = graph.add_variable(dtype, a_shape if side == "lhs" else b_shape, name)

@@ -278,3 +278,20 @@ def test_half_partials_plan_every_product_in_half_and_match_the_reference() -> N
 def test_partials_type_is_checked() -> None:
     with pytest.raises(FrontendError, match="partials must be float32 or float16, got 'bfloat16'"):
         import_model(load_model(MODELS["mlp"]()), TARGET, partials="bfloat16")
+
+
+def test_matmul_weights_are_stored_as_poplibs_creates_them() -> None:
+    """PopART creates a MatMul/Gemm weight for its product (createMatMulInputRHS), which stores it in
+    channel groups: the MLP's first weight [64, 32] fp32 (AMP: 16 in and 8 out channels per group) is
+    the variable [32/8, 64/16, 8, 16] seen as [64, 32], mapped for the product (no rearranging copy of
+    it), and the outputs still match onnx.reference. The second, [32, 10], is not whole out-channel
+    groups (PopLibs would pad it): tilescope keeps it in its own order."""
+    model = MODELS["mlp"]()
+    imported = import_model(load_model(model), TARGET, batch_size=16)
+    shapes = {v.name: v.shape for v in imported.graph.variables}
+    assert shapes["fc0_w_1"] == (4, 4, 8, 16) and shapes["fc1_w_5"] == (32, 10)
+    assert "matmul rhs (rearranged)" not in shapes
+    feeds = random_inputs(imported)
+    with Session(imported) as s:
+        got = s.run(feeds)["output"]
+    np.testing.assert_allclose(got, ReferenceEvaluator(model).run(None, feeds)[0], rtol=1e-4, atol=1e-5)

@@ -264,7 +264,12 @@ def matmul(b: Builder, a: Value, c: Value) -> Tensor:
             return t.shape[0] == k_ and ops.map_for_matmul(b.graph, t, "rhs", (m_, k_), t.shape, b.partials)
 
         like = a.dtype if np.asarray(c).dtype != a.dtype else None
-        ta, tc = a, b.device(c, like=like, mapper=laid_out)
+        dt = device_dtype(np.asarray(c).dtype if like is None else like, b.half)
+        # stored as PopLibs creates the weights for this product (createMatMulInputRHS), where it groups them
+        storage = (
+            ops.operand_storage(b.graph, "rhs", dt, (m_, k_), np.shape(c), b.partials) if np.shape(c)[0] == k_ else None
+        )
+        ta, tc = a, b.device(c, like=like, mapper=laid_out, storage=storage)
     else:
         ta, tc = b._pair(a, c)
     if ta.dtype.kind != "f":
