@@ -796,7 +796,8 @@ def grouped_store(plan: MatMulPlan, shape: tuple[int, int, int, int], side: str,
 
 def grouped_runs(plan: MatMulPlan, shape: tuple[int, int, int, int], side: str, store: GroupedStore,
                  elem_bytes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """(start, length, tile) of the intervals of a grouped store as PopLibs maps it by use: each block
+    """(start, length, tile) of the maximal runs of a grouped store on one tile, in store order, as
+    PopLibs maps it by use (as ``operand_runs`` gives them for an operand in its own order): each block
     of the operand (its elements in store order: a run per channel group) is cut into as many
     contiguous shares as ``operand_tiles`` gives it owners, share s on the tile ``operand_tiles``
     gives share s, so a share is one or two regions of the store, not one per block row."""
@@ -827,7 +828,13 @@ def grouped_runs(plan: MatMulPlan, shape: tuple[int, int, int, int], side: str, 
         starts.append((first[sel][:, None] + run[None, :] * step + (lo - run * ln)[None, :]).reshape(-1))
         lengths.append(np.broadcast_to(hi - lo, (sel.size, lo.size)).reshape(-1))
         tiles.append(np.asarray(tile(ri[sel][:, None], ci[sel][:, None], share[None, :])).reshape(-1))
-    return np.concatenate(starts), np.concatenate(lengths), np.concatenate(tiles).astype(np.int64)
+    start, tiles_ = np.concatenate(starts), np.concatenate(tiles).astype(np.int64)
+    order = np.argsort(start)
+    start, tiles_ = start[order], tiles_[order]
+    keep = np.ones(start.size, dtype=bool)
+    keep[1:] = tiles_[1:] != tiles_[:-1]  # neighbouring pieces on one tile are one run
+    start = start[keep]
+    return start, np.diff(np.append(start, int(np.prod(store.dims)))), tiles_[keep]
 
 
 def _grouped_as_planned(graph: Graph, t: Tensor, plan: MatMulPlan, shape: tuple[int, int, int, int],
@@ -836,18 +843,7 @@ def _grouped_as_planned(graph: Graph, t: Tensor, plan: MatMulPlan, shape: tuple[
     weight): the store's view, mapped as ``grouped_runs`` maps it."""
     store = grouped_store(plan, shape, side, t.dtype, graph.target)
     whole = store.whole(t) if store is not None else None
-    if whole is None:
-        return False
-    start, length, tiles = grouped_runs(plan, shape, side, store, t.dtype.itemsize)
-    order = np.argsort(start)
-    found = graph.tile_runs(whole)
-    keep = np.ones(order.size, dtype=bool)
-    keep[1:] = tiles[order][1:] != tiles[order][:-1]
-    return (
-        found is not None
-        and np.array_equal(found[0], start[order][keep])
-        and np.array_equal(found[1], tiles[order][keep])
-    )
+    return whole is not None and _runs_mapped_as(graph, whole, grouped_runs(plan, shape, side, store, t.dtype.itemsize))
 
 
 def operand_storage(
@@ -870,14 +866,12 @@ def _create_operand(
     partials_dtype: object, available_memory_proportion: float,
 ) -> Tensor:  # fmt: skip
     a_shape, b_shape = tuple(a_shape), tuple(b_shape)
-    dt = as_dtype(dtype)
-    plan, shape = _operand_plan(graph, a_shape, b_shape, dt, partials_dtype, available_memory_proportion)
-    store = grouped_store(plan, shape, side, dt, graph.target) if len(a_shape) == 2 else None
-    if store is not None:  # PopLibs' grouped order: each tile's share a region or two of the variable
-        var = graph.add_variable(dt, list(store.dims), name)
-        graph.map_intervals(var, *grouped_runs(plan, shape, side, store, dt.itemsize))
-        return store.view(var)
-    t = graph.add_variable(dtype, a_shape if side == "lhs" else b_shape, name)
+    # in PopLibs' grouped order where it groups the operand (map_for_matmul then maps that store)
+    store = operand_storage(graph, side, dtype, a_shape, b_shape, partials_dtype, available_memory_proportion)
+    if store is not None:
+        t = store.view(graph.add_variable(dtype, list(store.dims), name))
+    else:
+        t = graph.add_variable(dtype, a_shape if side == "lhs" else b_shape, name)
     if not map_for_matmul(graph, t, side, a_shape, b_shape, partials_dtype, available_memory_proportion):
         graph.set_tile_mapping(t, linear_tiles(t.numel(), graph.target.num_tiles))
     return t
