@@ -319,11 +319,16 @@ def _blocks(size: int, split: int, grain_block: int) -> tuple[np.ndarray, np.nda
 
 
 def _tile_of_block(plan: MatMulPlan, gi: Any, mi: Any, ki: Any, ni: Any) -> Any:
-    """The tile of block (group, row block, in-chan block, out-chan block). Out-chan blocks are
-    innermost, so tiles sharing an lhs block sit in the same supertile (ref §4.6: "Output channels
-    are the innermost linearised dimension, so tiles that share inputs sit in the same supertile")."""
-    gb = plan.block[0]
-    return (((gi // gb) * plan.row_split + mi) * plan.in_chan_split + ki) * plan.out_chan_split + ni
+    """The tile of block (group, row block, in-chan block, out-chan block). The convolution's output
+    channels are innermost, so tiles sharing its input block sit in the same supertile (ref §4.6:
+    "Output channels are the innermost linearised dimension, so tiles that share inputs sit in the
+    same supertile"). They are ``n`` unswapped and ``m`` in a swapped plan (whose convolution computes
+    ``out^T = b^T a^T``), as ``operand_exchange_cycles`` plans them: there tiles sharing an rhs block
+    are neighbours."""
+    g = gi // plan.block[0]
+    if plan.swap_operands:
+        return ((g * plan.out_chan_split + ni) * plan.in_chan_split + ki) * plan.row_split + mi
+    return ((g * plan.row_split + mi) * plan.in_chan_split + ki) * plan.out_chan_split + ni
 
 
 # PopLibs maps a conv/matmul operand by use with at least this many bytes per tile, "to reduce the
@@ -557,7 +562,8 @@ def _run_step(
         # at least a vector of the result (ConvReduce.cpp partialGroupedReduce: grainSize)
         vec = cost_model.vector_width(out.dtype) if out.dtype.kind == "f" else 1
         grain = -(-max(_grain(plan.method, a.dtype, pdt, graph.target)[1], vec) // vec) * vec
-        reduce_block_major(graph, dest, result, order, sizes, row, block_tile, plan.out_chan_split, prog,
+        in_chan_step = int(_tile_of_block(plan, 0, 0, 1, 0) - _tile_of_block(plan, 0, 0, 0, 0))
+        reduce_block_major(graph, dest, result, order, sizes, row, block_tile, in_chan_step, prog,
                            f"{name}/reduce", final, grain)  # fmt: skip
     elif dest is not out:
         graph.map_intervals(out if out_store is None else out_store, *dest_map)
