@@ -319,16 +319,16 @@ def _blocks(size: int, split: int, grain_block: int) -> tuple[np.ndarray, np.nda
 
 
 def _tile_of_block(plan: MatMulPlan, gi: Any, mi: Any, ki: Any, ni: Any) -> Any:
-    """The tile of block (group, row block, in-chan block, out-chan block). The convolution's output
-    channels are innermost, so tiles sharing its input block sit in the same supertile (ref §4.6:
-    "Output channels are the innermost linearised dimension, so tiles that share inputs sit in the
-    same supertile"). They are ``n`` unswapped and ``m`` in a swapped plan (whose convolution computes
-    ``out^T = b^T a^T``), as ``operand_exchange_cycles`` plans them: there tiles sharing an rhs block
-    are neighbours."""
+    """The tile of block (group, row block, in-chan block, out-chan block), linearised as PopLibs orders a
+    convolution's partition (lib/poplin/Convolution.cpp ``linearizeConvIndices``, outer to inner: conv
+    group, in-chan, kernel, batch, field, out-chan): out channels innermost "to increase the chance that
+    tiles in a supertile both read the same activations" (ref §4.6), in channels outermost. The
+    convolution's field and out channels are ``m`` and ``n`` unswapped, ``n`` and ``m`` in a swapped plan
+    (``out^T = b^T a^T``), as ``operand_exchange_cycles`` plans them."""
     g = gi // plan.block[0]
     if plan.swap_operands:
-        return ((g * plan.out_chan_split + ni) * plan.in_chan_split + ki) * plan.row_split + mi
-    return ((g * plan.row_split + mi) * plan.in_chan_split + ki) * plan.out_chan_split + ni
+        return ((g * plan.in_chan_split + ki) * plan.out_chan_split + ni) * plan.row_split + mi
+    return ((g * plan.in_chan_split + ki) * plan.row_split + mi) * plan.out_chan_split + ni
 
 
 # PopLibs maps a conv/matmul operand by use with at least this many bytes per tile, "to reduce the
