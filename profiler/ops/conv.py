@@ -315,6 +315,25 @@ def _scatter_add(
     return out
 
 
+def _input_grad(
+    graph: Graph, dy: Tensor, w: Tensor, prog: Prog, padding: tuple[int, int], dilation: tuple[int, int],
+    groups: int, partials_dtype: object,
+) -> Tensor:  # fmt: skip
+    """dx of a stride-1 ``conv2d`` as PopLibs' backward pass computes it (lib/poplin/Convolution.cpp): a
+    convolution of dy with the weights flipped in x and y and their channels transposed in each group,
+    copied first into weights created for that convolution (weightsTransposeChansFlipXY) - so dx is a
+    convolution's output, not a scatter-add of columns."""
+    (ph, pw), (dh, dw) = padding, dilation
+    cog, cg, kh, kw = w.shape[0] // groups, w.shape[1], w.shape[2], w.shape[3]
+    flipped = w.reshape(groups, cog, cg, kh, kw).transpose(0, 2, 1, 3, 4)[:, :, :, ::-1, ::-1]
+    geometry = {"padding": (dh * (kh - 1) - ph, dw * (kw - 1) - pw), "dilation": dilation, "groups": groups}
+    w_bwd = create_conv_weights(graph, w.dtype, dy.shape, (groups * cg, cog, kh, kw), "bwd weights",
+                                partials_dtype=partials_dtype, channel_group=channel_group(dy, groups),
+                                **geometry)  # type: ignore[arg-type]  # fmt: skip
+    ew.copy(graph, flipped.reshape(w_bwd.shape), prog, dst=w_bwd)
+    return conv2d(graph, dy, w_bwd, prog, partials_dtype=partials_dtype, debug_name="input grad", **geometry)
+
+
 @op("ConvGrad")
 def conv2d_grad(
     graph: Graph,
@@ -338,6 +357,20 @@ def conv2d_grad(
     dw = dw_mm.transpose(0, 2, 1).reshape(w.shape)
     if not need_dx:
         return None, dw
+    (sh, sw), (ph, pw), (dh, dw_) = _pair(stride), _pair(padding), _pair(dilation)
+    kh, kw = w.shape[2:]
+    if (kh, kw) == (1, 1) and (sh, sw) != (1, 1) and (ph, pw) == (0, 0):
+        # PopLibs convolves dy dilated by the stride: the input positions the forward pass skipped get
+        # zeros, the others a 1x1 convolution of dy
+        dx = add_like(graph, x, "input grad")
+        hit = dx[:, :, ::sh, ::sw]
+        skipped = np.ones(x.shape, dtype=bool)
+        skipped[:, :, ::sh, ::sw] = False
+        ew.fill(graph, dx.reshape(-1)[np.flatnonzero(skipped)], 0.0, prog)
+        ew.copy(graph, _input_grad(graph, dy, w, prog, (0, 0), (1, 1), groups, partials_dtype), prog, dst=hit)
+        return dx, dw
+    if (sh, sw) == (1, 1) and ph <= dh * (kh - 1) and pw <= dw_ * (kw - 1):
+        return _input_grad(graph, dy, w, prog, (ph, pw), (dh, dw_), groups, partials_dtype), dw
     dcols = matmul(graph, dym, _weights(w, groups).transpose(0, 2, 1), prog, partials_dtype=partials_dtype,
                    debug_name="input grad")  # fmt: skip
     cg = win.channels // groups

@@ -53,6 +53,8 @@ CASES = [
     (2, 6, 5, 5, 4, 2, 1, 0, 1, 2),  # grouped
     (1, 1, 4, 4, 1, 1, 1, 0, 1, 1),  # 1x1, single channel
     (1, 2, 5, 3, 3, 3, 3, 0, 1, 1),  # stride larger than the kernel leaves input unread
+    (2, 4, 7, 6, 6, 1, 2, 0, 1, 2),  # strided 1x1, grouped: dx is zeros and a 1x1 convolution of dy
+    (1, 2, 5, 5, 2, 1, 1, 1, 1, 1),  # padding beyond the kernel: no backward convolution (columns)
 ]
 
 
@@ -359,3 +361,33 @@ def test_the_host_sums_a_grouped_convolution_kernel_major_while_its_vertices_rea
     windows = [b.fields["a"]._lay for p in compiled.cs_plans.values() for b in (p.compute_set.kernel or [])
                if "a" in b.fields and isinstance(b.fields["a"]._lay, Window)]  # fmt: skip
     assert [w.channel_group for w in windows] == [64, 128]  # each conv's C: kernel-major
+
+
+@pytest.mark.parametrize(
+    "k, s, p, expect",
+    [(3, 1, 1, "convolution"), (1, 2, 0, "convolution"), (3, 2, 1, "columns")],
+)
+def test_input_gradient_is_a_convolution_as_poplibs_computes_it(k, s, p, expect):
+    """PopLibs computes a convolution's input gradient as a convolution of dy with the flipped, channel-
+    transposed weights (copied into weights created for it), dilating dy by the stride: for a stride-1
+    convolution and a strided 1x1 one dx is a convolution's output ("input grad" is a Conv op after a
+    "bwd weights" copy); other strided kernels scatter-add the columns' gradients (a reduction)."""
+    r = rng(33)
+    x = r.standard_normal((2, 8, 6, 6)).astype(np.float32)
+    wt = r.standard_normal((8, 8, k, k)).astype(np.float32)
+    ho = (6 + 2 * p - k) // s + 1
+    dy = r.standard_normal((2, 8, ho, ho)).astype(np.float32)
+
+    def build(g, t, prog):
+        dx, _ = ops.conv2d_grad(g, t["x"], t["w"], t["dy"], prog, stride=s, padding=p)
+        return {"dx": dx}
+
+    out, g, _ = run({"x": x, "w": wt, "dy": dy}, build, tiles=4)
+    fx = fd_grad(lambda v: ref_conv(v, wt.astype(np.float64), s, p, 1, 1), x, dy)
+    np.testing.assert_allclose(out["dx"], fx, rtol=1e-4, atol=1e-4)
+    convs = [c for c in g.debug_contexts if c.op_type == "Conv" and c.name == "input grad"]
+    copies = [c for c in g.debug_contexts if c.op_type == "Copy"]
+    if expect == "convolution":
+        assert len(convs) == 1 and copies
+    else:
+        assert not convs
