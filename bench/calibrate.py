@@ -173,6 +173,7 @@ POPLIBS_GEMM_CYCLES = {
 }  # fmt: skip
 
 
+@cache
 def gemm_cycles(m: int, k: int, n: int) -> float:
     """PopLibs' gemm benchmark as its tool builds it (tools/general_matrix_multiply.cpp, sdk-release-2.0):
     ``C = A·B + C`` with A[m,k], B[k,n] half, created for the matmul (createMatMulGroupedInputLHS / RHS),
@@ -229,6 +230,7 @@ def _conv_activations(g: Graph, b: int, c: int, h: int, name: str) -> object:
     return view.reshape(b, h, h, c).transpose(0, 3, 1, 2)
 
 
+@cache
 def conv_train_cycles(field: int, k: int, stride: int, pad: int, c: int, cout: int, batch: int = 4) -> float:
     """A convolution layer's training step as PopLibs' benchmark builds it (tools/single_conv_layer.cpp,
     sdk-release-2.0, the default ``--pass ALL``): the forward convolution, the backward one (dx) and the
