@@ -302,12 +302,6 @@ _CONV_WHY = (
     "program (PopLibs SDK 2.0 in Poplar's IPU model against tilescope), and the setting differs in how the "
     "input and the output gradient are laid out (created for their convolutions there, spread linearly here)"
 )
-_CONV_OFF = (
-    "tilescope costs a k×k convolution as a 1x1 AMP vertex (ConvPartial1x1Out) over k·k·C input channels with "
-    "its field flattened; PopLibs runs ConvPartialnx1 for kernels wider than 1 (PerformanceEstimation.hpp "
-    "getConvPartialnx1WorkerCycles: a worklist entry per output row and kernel position, 34 cycles each before "
-    "its 4 cycles a position), which costs more on small fields: the 3×3 rows are 0.73-0.83, the 1x1 rows 0.88-1.03"
-)
 _DENSE_SRC = "ipu_tensorflow_addons profiler_test.py (Poplar SDK 3.0, GC200; ref §5)"
 _DENSE_SET = "dense 4096→1024, batch 16, fp32, 1 × GC200"
 _DENSE_WHY = (
@@ -402,7 +396,6 @@ ROWS: list[Row] = [
             tolerance=0.25,
             why=_CONV_WHY,
             fast=False,
-            known_off=_CONV_OFF if name == "bm256L0A1" else "",
         )  # fmt: skip
         for name, (geo, c) in POPLIBS_RESNET50_TRAIN_CONV_CYCLES.items()
     ],

@@ -43,7 +43,8 @@ def matmul_plans(graph: Any) -> list[dict[str, Any]]:
             continue
         s = a["shape"]
         out.append({"G": s["G"], "M": s["M"], "K": s["K"], "N": s["N"], "dtype": a["dtype"],
-                    "partials": a["partials_dtype"], "cycles": a["cycles"]})  # fmt: skip
+                    "partials": a["partials_dtype"], "cycles": a["cycles"]}
+                   | ({"conv": a["conv"]} if "conv" in a else {}))  # fmt: skip
     return out
 
 
@@ -53,7 +54,12 @@ def replan(plans: list[dict[str, Any]], target_name: str) -> int:
     from profiler.targets import get_target
 
     t = get_target(target_name)
-    return sum(plan_matmul(t, p["G"], p["M"], p["K"], p["N"], p["dtype"], p["partials"]).cycles for p in plans)
+    return sum(
+        plan_matmul(
+            t, p["G"], p["M"], p["K"], p["N"], p["dtype"], p["partials"], conv=tuple(p.get("conv") or ()) or None
+        ).cycles
+        for p in plans
+    )
 
 
 def resnet50(batch: int, target_name: str = "C600") -> dict[str, Any]:

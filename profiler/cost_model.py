@@ -20,6 +20,7 @@ Every function is vectorised: arrays of work sizes in, int64 arrays out (FLOPs l
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -560,6 +561,98 @@ def amp_matmul_cycles(
     first_in_group = 11 + out_groups * (18 + 7 + loads + inner(True))
     supervisor = AMP_SUPERVISOR_BASE + w * AMP_SUPERVISOR_RETENTION + 13
     return supervisor + later_in_groups + first_in_group + AMP_CALIBRATION_CYCLES
+
+
+# ConvPartialnx1: the AMP vertex PopLibs runs for kernels wider than 1x1 (graphcore/poplibs sdk-release-3.0
+# lib/poplin/PerformanceEstimation.hpp, as ConvModel.cpp costs an AMP partition that cannot use the 1x1
+# vertex). Supervisor constant cycles (convNx1Overhead), worker state retention savings
+# (convnx1WorkerRetentionSavings, zeroPartialsRetentionSavings float / half), the worker's start-up
+# cycles to its partition loop, and the cycles of one worklist entry (a row piece of n positions) by
+# activation type: n = 1, n = 2, n >= 3 base and per position (getConvPartialnx1WorkerCycles).
+CONV_NX1_OVERHEAD = 109
+CONV_NX1_RETENTION_SAVINGS = 9
+ZERO_PARTIALS_RETENTION_SAVINGS = {True: 9, False: 10}
+CONV_NX1_WORKER_START = 17
+CONV_NX1_ENTRY = {True: (33, 44, 45), False: (29, 33, 34)}  # float activations: (n=1, n=2, n>=3 base)
+CONV_NX1_IMBALANCE = 9  # "std::max(maxWorkerCycles, minWorkerCycles + 9)"
+
+
+def _nx1_entries(
+    begin: np.ndarray, end: np.ndarray, row_width: int, entry: Callable[[np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """Sum of ``entry(n)`` over the row pieces of output positions [begin, end) (rows ``row_width`` long):
+    PopLibs' partitionConvPartialByWorker gives a worker one worklist entry per output row its range meets."""
+    first_row, last_row = begin // row_width, (end - 1) // row_width
+    rows = np.where(end > begin, last_row - first_row + 1, 0)
+    head = np.minimum(end, (first_row + 1) * row_width) - begin
+    tail = end - last_row * row_width
+    one = entry(np.maximum(end - begin, 1))
+    many = (
+        entry(np.maximum(head, 1)) + entry(np.maximum(tail, 1)) + np.maximum(rows - 2, 0) * entry(np.array(row_width))
+    )
+    return np.where(rows == 1, one, np.where(rows >= 2, many, 0))
+
+
+def nx1_worklist_entries(rows: int, row_width: int, workers: int) -> int:
+    """Worklist entries of a ConvPartialnx1 vertex for one kernel position: the row pieces its workers'
+    ranges of ``rows`` consecutive output positions (rows ``row_width`` long) meet."""
+    r = np.array([rows])
+    return int(sum(int(_nx1_entries(i * r // workers, (i + 1) * r // workers, row_width, np.ones_like)[0])
+                   for i in range(workers)))  # fmt: skip
+
+
+def amp_nx1_cycles(
+    rows: np.ndarray, row_width: int, kernel: tuple[int, int], in_chans: np.ndarray, out_chans: np.ndarray,
+    dtype: object, partials_dtype: object, target: Target,
+) -> np.ndarray:  # fmt: skip
+    """One ConvPartialnx1 supervisor vertex (plus the partials' zeroing PopLibs costs with it) on one tile:
+    ``rows`` output positions (consecutive, in output rows of ``row_width``), ``in_chans`` columns of the
+    convolution's im2col view (in-channel groups x kernel positions x group, as tilescope orders them)
+    and ``out_chans`` output channels. PopLibs' estimate, term by term (PerformanceEstimation.hpp
+    getConvPartialnx1InnerLoopCycleEstimate and the functions it calls; the kernel height per AMP pass,
+    convUnitWeightHeight, is 1 for the AMP groupings here, whose weights per conv unit equal the input
+    channels per group):
+
+      worker  = 17 (+1 half partials) + sum over its row pieces of (3 + entry(n) - 9),
+      entry(n) = 33 | 29 (n = 1), 44 | 33 (+1 for half/half 16 units and half/float 8) (n = 2),
+                 45 + 8 (n - 3) | 34 + 4 (n - 3) (n >= 3)   (float | half activations);
+      kernel  = kh kw passes max(W max_w, W min_w + 9);  inner = kh (14 + kw (12 + passes (loads + 18))) + kernel;
+      vertex  = 109 + 9 W + zeroRetention W + (oG 17 + (oG - 1) 6 + 1) + 1 + 16 + iG (14 + oG (14 + inner));
+      zeroing = W oG (ceil(ceil(rows ocpg / W) / 2) + 14 - 9).
+    """
+    cfg = amp_config(dtype, partials_dtype, target)
+    float_acts, float_partials = dtype_name(dtype) == "float32", dtype_name(partials_dtype) == "float32"
+    rows = _i64(rows, "rows")
+    w = target.num_worker_contexts
+    n1, n2, n3 = CONV_NX1_ENTRY[float_acts]
+    extra = int(not float_acts and (float_partials == (cfg.num_conv_units == 8)))
+
+    def entry(n: np.ndarray) -> np.ndarray:
+        cyc = np.where(n == 1, n1, np.where(n == 2, n2 + extra, n3 + (n - 3) * cfg.core_cycles_per_position))
+        return 3 + cyc - CONV_NX1_RETENTION_SAVINGS
+
+    start = CONV_NX1_WORKER_START + int(not float_partials)
+    workers = [start + _nx1_entries(i * rows // w, (i + 1) * rows // w, row_width, entry) for i in range(w)]
+    max_w, min_w = np.maximum.reduce(workers), np.minimum.reduce(workers)
+    kh, kw = kernel
+    positions = kh * kw
+    pairs = np.maximum(1, _cdiv(in_chans, cfg.in_chans_per_group))  # (in-channel group, kernel position) pairs
+    in_groups = _cdiv(pairs, positions)
+    k_pos = np.minimum(pairs, positions)  # a tile given part of the kernel (an in-chan split inside a group)
+    k_h = _cdiv(k_pos, kw)
+    k_w = np.minimum(k_pos, kw)
+    passes = max(1, cfg.out_chans_per_group // cfg.num_conv_units)
+    kernel_loop = k_h * k_w * passes * np.maximum(w * max_w, w * min_w + CONV_NX1_IMBALANCE)
+    inner = k_h * (14 + k_w * (12 + passes * (cfg.weight_load_cycles + 15 + 3))) + kernel_loop
+    out_groups = np.maximum(1, _cdiv(out_chans, cfg.out_chans_per_group))
+    vertex = (CONV_NX1_OVERHEAD + w * CONV_NX1_RETENTION_SAVINGS + w * ZERO_PARTIALS_RETENTION_SAVINGS[float_partials]
+              + out_groups * 17 + (out_groups - 1) * 6 + 1 + 1 + 16 + in_groups * (14 + out_groups * (14 + inner)))  # fmt: skip
+    zeroing = (
+        w
+        * out_groups
+        * (_cdiv(_cdiv(rows * cfg.out_chans_per_group, w), 2) + 14 - ZERO_PARTIALS_RETENTION_SAVINGS[True])
+    )
+    return vertex + zeroing
 
 
 # HMAC (ref §3.7): "dot(n) ~ 1 cycle per 64 bits of activations + 5-7, float +1": 6 [INF midpoint].

@@ -247,7 +247,8 @@ def map_conv_weights(
     if min(ho, wo) < 1 or cout % groups:
         return False
     shape = (groups, b * ho * wo, cg * kh * kw, cout // groups)
-    plan = plan_matmul(graph.target, *shape, as_dtype(w.dtype), partials_dtype, available_memory_proportion)
+    plan = plan_matmul(graph.target, *shape, as_dtype(w.dtype), partials_dtype, available_memory_proportion,
+                       conv=(kh, kw, wo))  # fmt: skip
     if plan.in_chan_serial * plan.out_chan_serial > 1:
         return False
     rhs = _weights(w, groups, cg if channel_group is None else channel_group)
@@ -280,14 +281,15 @@ def conv2d(
         host = (_window_view(graph, x, *geometry, channel_group=cg), _weights(w, groups, cg))
     set_attributes(graph, {"conv": {"stride": _pair(stride), "padding": _pair(padding), "dilation": _pair(dilation),
                                     "groups": groups, "kernel": list(w.shape[2:]), "input": list(x.shape)}})  # fmt: skip
+    ho, wo = _out_hw(x.shape, w.shape[2:], stride, padding, dilation)
     y = matmul(graph, cols, _weights(w, groups, grp), prog, partials_dtype=partials_dtype,
                available_memory_proportion=available_memory_proportion, grouped_out=True,
-               host_operands=host, debug_name="conv matmul")  # fmt: skip
+               host_operands=host, conv=(w.shape[2], w.shape[3], wo), debug_name="conv matmul")  # fmt: skip
 
     # the plan (splits, vertex type) also on the conv's own context, where the Operations view looks
     plan = json.loads(next(c for c in reversed(graph.debug_contexts) if c.op_type == "MatMul").attributes)
     set_attributes(graph, {"plan": plan})
-    return _out_view(y, x.shape[0], *_out_hw(x.shape, w.shape[2:], stride, padding, dilation))
+    return _out_view(y, x.shape[0], ho, wo)
 
 
 def _out_hw(

@@ -27,7 +27,7 @@ from profiler.layout import Affine, Factored, Window, WindowBlocks
 from profiler.ops.core import OpError, cdiv, check_same_graph, execute, linear_tiles, op, set_attributes
 from profiler.ops.elementwise import _binary_codelet, _cast, apply_map, copy, fill, map_codelet
 from profiler.ops.matmul_reduce import BlockGrid, reduce_block_major, stage_depths
-from profiler.ops.poplibs_codelets import MATMUL_CODELETS, block_cycles, dynamic_slice_cycles
+from profiler.ops.poplibs_codelets import MATMUL_CODELETS, ConvWindow, block_cycles, dynamic_slice_cycles
 from profiler.ops.slicing import dynamic_slice, dynamic_update, replicated_index, sliceable
 from profiler.programs import Repeat, Sequence
 from profiler.programs import Sequence as Prog
@@ -62,10 +62,17 @@ class MatMulPlan:
     # computed as out^T = b^T a^T (PopLibs' swapOperands transform): the vertices' field runs over
     # the block's out chans and their out channels over its rows; splits and blocks stay unswapped
     swap_operands: bool = False
+    # a convolution's im2col product: (kernel height, kernel width, output row width), which its AMP
+    # vertices are costed by (ConvPartialnx1 for a kernel wider than 1x1); None for a matmul
+    conv: ConvWindow | None = None
 
     def attributes(self) -> dict[str, Any]:
         d = asdict(self)
         d["block"] = list(self.block)
+        if self.conv is None:
+            del d["conv"]
+        else:
+            d["conv"] = list(self.conv)
         return d
 
 
@@ -127,6 +134,7 @@ def plan_matmul(
     dtype: object,
     partials_dtype: object = "float32",
     available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
+    conv: ConvWindow | None = None,
 ) -> MatMulPlan:
     """The plan for ``groups`` independent ``[m,k] x [k,n]`` products on ``target`` (see module doc).
 
@@ -137,7 +145,11 @@ def plan_matmul(
     what makes a few-row matmul (a dense layer's small batch) efficient on the AMP, whose cost per
     out-channel group is paid once per field pass. The data each tile holds and receives is the same
     in both orders, so a swapped plan is returned in the unswapped form (row split over ``m``,
-    out-chan split over ``n``) with ``swap_operands`` set: only its vertices are costed swapped."""
+    out-chan split over ``n``) with ``swap_operands`` set: only its vertices are costed swapped.
+
+    ``conv``: the product is a convolution's (its im2col view, ``m`` output positions): with a kernel
+    wider than 1x1 its AMP blocks are costed as ConvPartialnx1 and the operands are not swapped (the
+    swapped convolution's kernel would be the field: ConvPlan.cpp swapOperands)."""
     if min(groups, m, k, n) < 1:
         raise OpError(f"matmul: empty problem G={groups} M={m} K={k} N={n}")
     if not 0 < available_memory_proportion <= 1:
@@ -150,8 +162,9 @@ def plan_matmul(
     budget = int(target.bytes_per_tile * available_memory_proportion)
     # swapped first (PopLibs' order); a swapped plan's out-chan serial split would run over m, which
     # the serial loops (over n) do not implement, so the swapped search keeps out-chan serial 1
-    swapped = _search(target, groups, n, k, m, dt, pdt, budget, out_serial=False)
-    plain = _search(target, groups, m, k, n, dt, pdt, budget, out_serial=True)
+    nx1 = conv is not None and conv[0] * conv[1] > 1
+    swapped = (None, None) if nx1 else _search(target, groups, n, k, m, dt, pdt, budget, out_serial=False)
+    plain = _search(target, groups, m, k, n, dt, pdt, budget, out_serial=True, conv=conv)
     (sw_best, sw_least), (best, least) = swapped, plain
     swap = False
     if sw_best is not None and (best is None or sw_best[:2] <= best[:2]):
@@ -159,8 +172,8 @@ def plan_matmul(
     elif best is not None:
         chosen, fits = best, True
     else:
-        assert sw_least is not None and least is not None
-        swap = (sw_least[1], sw_least[0]) <= (least[1], least[0])
+        assert least is not None
+        swap = sw_least is not None and (sw_least[1], sw_least[0]) <= (least[1], least[0])
         chosen, fits = (sw_least if swap else least), False
     cyc, temp, method, gs, ms, ks, ns, ks_ser, ns_ser, block = chosen
     if swap:  # back to the unswapped form: the swapped rows are n, its out chans m
@@ -168,13 +181,14 @@ def plan_matmul(
         block = (block[0], block[3], block[2], block[1])
     return MatMulPlan(
         method, pdt.name, gs, ms, ks, ns, ks_ser, ns_ser, block, gs * ms * ks * ns, int(math.ceil(cyc)), temp,
-        budget, fits, swap,
+        budget, fits, swap, None if swap else conv,
     )  # fmt: skip
 
 
 def _search(
-    target: Target, groups: int, m: int, k: int, n: int, dt: Any, pdt: np.dtype, budget: int, out_serial: bool
-) -> tuple[tuple | None, tuple | None]:
+    target: Target, groups: int, m: int, k: int, n: int, dt: Any, pdt: np.dtype, budget: int, out_serial: bool,
+    conv: ConvWindow | None = None,
+) -> tuple[tuple | None, tuple | None]:  # fmt: skip
     """(fastest plan fitting ``budget``, plan with the least temporary memory) for ``[m,k] x [k,n]``,
     each as a tuple (cycles, temp bytes, method, splits g m k n, serial k n, block).
 
@@ -192,7 +206,7 @@ def _search(
                     continue
                 if ns_ser > 1 and not out_serial:
                     continue
-                c = _costed(target, groups, m, k_step, n, n_step, dt, pdt, method, kg, ng, ks_ser, ns_ser)
+                c = _costed(target, groups, m, k_step, n, n_step, dt, pdt, method, kg, ng, ks_ser, ns_ser, conv)
                 if c is not None:
                     found.append(c)
         fitting = [c for c in found if (c["temp"] <= budget).any()]
@@ -211,7 +225,7 @@ def _search(
 
 def _costed(
     target: Target, groups: int, m: int, k_step: int, n: int, n_step: int, dt: Any, pdt: np.dtype, method: str,
-    kg: int, ng: int, ks_ser: int, ns_ser: int,
+    kg: int, ng: int, ks_ser: int, ns_ser: int, conv: ConvWindow | None = None,
 ) -> dict[str, Any] | None:  # fmt: skip
     """Every split candidate for one method and serial-step pair, costed as arrays (one entry per
     candidate, in the order group, in-chan, out-chan, row split)."""
@@ -230,7 +244,7 @@ def _costed(
     kb = np.minimum(k_step, cdiv(cdiv(k_step, kg), ks) * kg)
     nb = np.minimum(n_step, cdiv(cdiv(n_step, ng), ns) * ng)
     mb = -(-m // ms)
-    compute = gb * block_cycles(method, mb, kb, nb, dt, pdt, target) + cost_model.COMPUTE_SET_SUPERVISOR_CYCLES
+    compute = gb * block_cycles(method, mb, kb, nb, dt, pdt, target, conv) + cost_model.COMPUTE_SET_SUPERVISOR_CYCLES
     operand_bytes = gb * (mb * kb + kb * nb) * eb
     exchange = operand_exchange_cycles(gb * mb * kb * eb, gb * kb * nb * eb, ns, ms, target)
     partial_bytes = gb * mb * nb * pb
@@ -504,7 +518,8 @@ def _run_step(
     map_starts: list[np.ndarray] = []
     map_lengths: list[np.ndarray] = []
     map_tiles: list[np.ndarray] = []
-    codelet = MATMUL_CODELETS[plan.method]
+    nx1 = plan.method == "AMP" and plan.conv is not None and plan.conv[0] * plan.conv[1] > 1
+    codelet = MATMUL_CODELETS["AMP_NX1" if nx1 else plan.method]
     cs = execute(graph, prog, name)
     shapes = np.stack([ml[mi], kl[ki], nl[ni]], axis=1)
     for shape in np.unique(shapes, axis=0):
@@ -542,7 +557,8 @@ def _run_step(
             map_lengths.append(np.full(o_rows.size, ns_, dtype=np.int64))
             map_tiles.append(np.repeat(tile[sel], ms_))
         # a swapped plan's vertex takes the same blocks, costed as out^T = b^T a^T (MatMulPlan.swap_operands)
-        graph.add_vertices(cs, codelet, fields, tile[sel], **({"swap_operands": True} if plan.swap_operands else {}))
+        params = {"swap_operands": True} if plan.swap_operands else {"conv": plan.conv} if plan.conv else {}
+        graph.add_vertices(cs, codelet, fields, tile[sel], **params)
     if split_k:  # the partials are op-internal: the reduction's last kernel computes the product at once
         graph.defer_kernel(cs)
     else:  # the step's kernel: the whole product in one coarse vertex per group (a window stays a view)
@@ -916,8 +932,10 @@ def matmul(
     out_dtype: object | None = None,
     grouped_out: bool = False,
     host_operands: tuple[Tensor, Tensor] | None = None,
+    conv: ConvWindow | None = None,
 ) -> Tensor:
     """``a @ b`` for ``a[M,K] b[K,N]`` or grouped ``a[G,M,K] b[G,K,N]`` (poplin::matMul / matMulGrouped).
+    ``conv``: ``a`` is a convolution's im2col view (see ``plan_matmul``).
     ``grouped_out``: hold the result block-major by the plan's out-channel blocks (``output_store``),
     as a convolution's output is; its readers must take grouped views (windows, elementwise ops).
     ``host_operands``: the same operands with K in another order (the same variables), which the
@@ -932,7 +950,7 @@ def matmul(
     a3, b3 = (a, b) if grouped else (a.expand(0), b.expand(0))
     G, M, K = a3.shape
     N = b3.shape[2]
-    plan = plan_matmul(graph.target, G, M, K, N, a.dtype, partials_dtype, available_memory_proportion)
+    plan = plan_matmul(graph.target, G, M, K, N, a.dtype, partials_dtype, available_memory_proportion, conv)
     set_attributes(graph, {"shape": {"G": G, "M": M, "K": K, "N": N}, "dtype": a.dtype.name, **plan.attributes()})
     odt = a.dtype if out_dtype is None else as_dtype(out_dtype)
     if plan.in_chan_serial * plan.out_chan_serial > 1:

@@ -33,6 +33,16 @@ AMP_CODE_BYTES = {
     ("float16", "float16", 16): 548 + 628,
     ("float16", "float16", 8): 420 + 356,
 }
+# ConvPartialnx1, the AMP vertex for kernels wider than 1x1, counted the same way: its supervisor
+# (conv_partial_nx1_supervisor.S, the 64-bit weight-load variant without stochastic-rounding control),
+# the worker it runs (convPartialNx1Flattened_*: float/float 640 B, half/float and half/half 16 units
+# 532 B, half/half 8 units 452 B) and the partials' zeroing (conv_partial_nx1_zero_output.S, 68 B).
+AMP_NX1_CODE_BYTES = {
+    ("float32", "float32", 8): 1004 + 640 + 68,
+    ("float16", "float32", 8): 1004 + 532 + 68,
+    ("float16", "float16", 16): 1388 + 532 + 68,
+    ("float16", "float16", 8): 1004 + 452 + 68,
+}
 # poplin::ReduceAdd<out, partials> (ReduceAdd.S, one section per type pair), counted the same way.
 REDUCE_ADD_CODE_BYTES = {
     ("float32", "float32"): 224,
@@ -338,15 +348,19 @@ class MatMulPartial(Codelet):
     reads_outputs = False  # only out's shape and dtype
     code_bytes = MATMUL_CODE_BYTES
 
-    def __init__(self, method: str) -> None:
-        self.method = method
-        self.name = "poplin::ConvPartial1x1Out" if method == "AMP" else "poplin::ConvPartialHorizontalMac"
+    def __init__(self, method: str, nx1: bool = False) -> None:
+        self.method, self.nx1 = method, nx1
+        if method == "AMP":
+            self.name = "poplin::ConvPartialnx1" if nx1 else "poplin::ConvPartial1x1Out"
+        else:
+            self.name = "poplin::ConvPartialHorizontalMac"
 
     def code_size(self, dtypes, target):  # type: ignore[override]
         if self.method != "AMP":
             return self.code_bytes
         units = cost_model.amp_config(dtypes["a"], dtypes["out"], target).num_conv_units
-        return AMP_CODE_BYTES.get((dtypes["a"].name, dtypes["out"].name, units), self.code_bytes)
+        table = AMP_NX1_CODE_BYTES if self.nx1 else AMP_CODE_BYTES
+        return table.get((dtypes["a"].name, dtypes["out"].name, units), self.code_bytes)
 
     def type_name(self, dtypes):  # type: ignore[override]
         return f"{self.name}<{dtypes['a'].name},{dtypes['out'].name}>"
@@ -386,7 +400,8 @@ class MatMulPartial(Codelet):
 
     def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
         m, k, n = self._mkn(shapes, params)
-        return int(block_cycles(self.method, m, k, n, dtypes["a"], dtypes["out"], target)), int(
+        conv = params.get("conv") if params else None
+        return int(block_cycles(self.method, m, k, n, dtypes["a"], dtypes["out"], target, conv)), int(
             cost_model.matmul_flops(m, k, n)
         )
 
@@ -406,9 +421,26 @@ class MatMulPartial(Codelet):
         # (lib/poplin/ConvVertices.cpp: graph.addConstant(worklistEntryType, ...) then
         # graph.connect(v["worklists"], t)), 3 unsigned shorts per worker context (out offset, field
         # elements, in offset).
-        _, k, n = self._mkn(shapes, params)
+        m, k, n = self._mkn(shapes, params)
         cfg = cost_model.amp_config(dtypes["a"], dtypes["out"], target)
         ig, og = -(-k // cfg.in_chans_per_group), -(-n // cfg.out_chans_per_group)
+        if self.nx1:
+            # ConvPartialnx1's fields (lib/poplin/codelets/ConvPartialnx1.cpp, SDK 3.0, the limited version):
+            # transformedInStride, transformedOutStride and zerosInfo (32-bit), the in, weights and out
+            # vectors and the worklists' VectorList (a word each), 9 unsigned shorts (numOutGroupsM1,
+            # numInGroups, kernelOuterSizeM1, kernelInnerElementsM1, numConvGroupsM1, ampKernelHeightM1,
+            # transformedInRowStride, outChansPerGroup, inChansPerGroup): 46 B padded to 48. Out of line
+            # the pointer arrays as ConvPartial1x1Out's (per in group, in x out group, out group), and a
+            # worklist per worker and kernel position: 3 unsigned shorts per output-row piece.
+            kh, kw, wo = params["conv"]
+            positions = min(ig, kh * kw)
+            ig = -(-ig // (kh * kw))
+            entries = cost_model.nx1_worklist_entries(m, wo, target.num_worker_contexts)
+            return VertexBytes(
+                vertex_state_bytes(one_ptr=4, words=3, shorts=9),
+                ONE_PTR_BYTES * (ig + ig * og + og),
+                3 * 2 * entries * positions,
+            )
         return VertexBytes(
             vertex_state_bytes(one_ptr=4, shorts=7),
             ONE_PTR_BYTES * (ig + ig * og + og),
@@ -416,14 +448,28 @@ class MatMulPartial(Codelet):
         )
 
 
-def block_cycles(method: str, m: Any, k: int, n: int, dtype: Any, partials: Any, target: Target) -> Any:
-    """Cycles of one matmul-partials vertex (vectorised over ``m``)."""
+# A convolution's window geometry as its im2col matmul's vertices need it: (kernel height, kernel width,
+# output row width). None for a plain matmul.
+ConvWindow = tuple[int, int, int]
+
+
+def block_cycles(
+    method: str, m: Any, k: Any, n: Any, dtype: Any, partials: Any, target: Target, conv: ConvWindow | None = None
+) -> Any:
+    """Cycles of one matmul-partials vertex (vectorised over ``m``, ``k``, ``n``). An AMP block of a
+    convolution with a kernel wider than 1x1 (``conv``) runs ConvPartialnx1, as PopLibs runs it."""
+    if method == "AMP" and conv is not None and conv[0] * conv[1] > 1:
+        return cost_model.amp_nx1_cycles(m, conv[2], (conv[0], conv[1]), k, n, dtype, partials, target)
     if method == "AMP":
         return cost_model.amp_matmul_cycles(m, k, n, dtype, partials, target)
     return cost_model.mac_matmul_cycles(m, k, n, dtype, partials, target)
 
 
-MATMUL_CODELETS = {"AMP": MatMulPartial("AMP"), "HMAC": MatMulPartial("HMAC")}
+MATMUL_CODELETS = {
+    "AMP": MatMulPartial("AMP"),
+    "AMP_NX1": MatMulPartial("AMP", nx1=True),
+    "HMAC": MatMulPartial("HMAC"),
+}
 
 
 # DynamicSlice / MultiSlice figures, ref §3.4.

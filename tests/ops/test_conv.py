@@ -307,9 +307,10 @@ def test_a_strided_convolution_receives_whole_channel_groups_once():
 
 
 def test_a_wide_out_channel_block_is_stored_in_amp_channel_groups():
-    # a swapped plan gives each tile all 128 out channels of a few positions; the result is still
-    # stored grouped by 16 channels (PopLibs' conv output {C/ocpg, N, H, W, ocpg} whatever the tile
-    # split), so the next conv reads runs of a group's positions, not a run per position
+    # a swapped plan (a 1x1 convolution over 1152 channels: a wider kernel is not swapped) gives each
+    # tile all 128 out channels of a few positions; the result is still stored grouped by 16 channels
+    # (PopLibs' conv output {C/ocpg, N, H, W, ocpg} whatever the tile split), so the next conv reads
+    # runs of a group's positions, not a run per position
     from profiler import Graph, Sequence
     from profiler.compile import compile_programs
     from profiler.ops import conv
@@ -319,11 +320,11 @@ def test_a_wide_out_channel_block_is_stored_in_amp_channel_groups():
 
     g = Graph(get_target("GC200"))
     prog = Sequence()
-    plan = plan_matmul(g.target, 1, 28 * 28, 128 * 9, 128, np.dtype(np.float16), "float32", 0.6)
-    assert plan.block[3] == 128  # the shape's plan: every tile holds all out channels
-    x = ops.add_mapped(g, "float16", (1, 128, 28, 28), "x")
-    w = ops.create_conv_weights(g, "float16", x.shape, (128, 128, 3, 3), "w", padding=1)
-    y = ops.conv2d(g, x, w, prog, padding=1)
+    plan = plan_matmul(g.target, 1, 28 * 28, 1152, 128, np.dtype(np.float16), "float32", 0.6, conv=(1, 1, 28))
+    assert plan.swap_operands and plan.block[3] == 128  # the shape's plan: every tile holds all out channels
+    x = ops.add_mapped(g, "float16", (1, 1152, 28, 28), "x")
+    w = ops.create_conv_weights(g, "float16", x.shape, (128, 1152, 1, 1), "w")
+    y = ops.conv2d(g, x, w, prog)
     assert conv.channel_group(y) == 16
     assert g.variables[y.single_variable()].shape == (1, 8, 28 * 28, 16)
     # a 1x1 conv over it reads each tile's channel groups as runs of positions, not a run per position
@@ -391,3 +392,39 @@ def test_input_gradient_is_a_convolution_as_poplibs_computes_it(k, s, p, expect)
         assert len(convs) == 1 and copies
     else:
         assert not convs
+
+
+def test_a_3x3_convolution_runs_convpartialnx1_as_poplibs_does():
+    """A kernel wider than 1x1 runs PopLibs' ConvPartialnx1 (its vertex type, 48 B of state, costed by
+    cost_model.amp_nx1_cycles over the block's output rows), unswapped; a 1x1 convolution keeps
+    ConvPartial1x1Out. The planner costs the same vertices it builds: the plan's conv geometry is the
+    convolution's (kernel 3 x 3, output rows 14 wide)."""
+    from profiler import Graph, Sequence, cost_model
+    from profiler.compile import compile_programs
+    from profiler.targets import get_target
+
+    t = get_target("GC200")
+    g = Graph(t)
+    prog = Sequence()
+    x = ops.add_mapped(g, "float16", (2, 64, 14, 14), "x")
+    w = ops.create_conv_weights(g, "float16", x.shape, (64, 64, 3, 3), "w", padding=1)
+    ops.conv2d(g, x, w, prog, padding=1, debug_name="c3")
+    w1 = ops.create_conv_weights(g, "float16", x.shape, (64, 64, 1, 1), "w1")
+    ops.conv2d(g, x, w1, prog, debug_name="c1")
+    plans = [json.loads(c.attributes) for c in g.debug_contexts if c.op_type == "MatMul"]
+    assert plans[0]["conv"] == [3, 3, 14] and not plans[0]["swap_operands"]
+    assert plans[1]["conv"] == [1, 1, 14]
+    compiled = compile_programs(g, [prog])
+    amp = [b for p in compiled.cs_plans.values() for b in p.compute_set.batches if "ConvPartial" in b.codelet.name]
+    names = [b.codelet.name for b in amp]
+    first_1x1 = names.index("poplin::ConvPartial1x1Out")  # c3's vertices are all built before c1's
+    assert set(names[:first_1x1]) == {"poplin::ConvPartialnx1"} and set(names[first_1x1:]) == {names[first_1x1]}
+    nx1 = amp[0]
+    (m, k), n = nx1.fields["a"].shape[1:], nx1.fields["b"].shape[2]
+    cycles, _ = nx1.codelet.estimate({"a": (m, k), "b": (k, n), "out": (m, n)}, {"a": np.dtype(np.float16),
+                                     "out": np.dtype(np.float32)}, nx1.params, t)  # fmt: skip
+    assert cycles == cost_model.amp_nx1_cycles(np.array([m]), 14, (3, 3), np.array([k]), np.array([n]), "float16",
+                                               "float32", t)[0]  # fmt: skip
+    state = nx1.codelet.vertex_bytes({"a": (m, k), "b": (k, n), "out": (m, n)},
+                                     {"a": np.dtype(np.float16), "out": np.dtype(np.float32)}, nx1.params, t)  # fmt: skip
+    assert state.state == 48

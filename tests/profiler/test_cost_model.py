@@ -358,3 +358,23 @@ def test_exchange_code_bytes_per_region_multicast_once():
     # receiver of only that region: 4 x (6 + 0 + 1) = 28 B; idle tile 0 B.
     code = cm.exchange_code_bytes(np.array([1, 0, 0]), np.array([15, 1, 0]), GC200)
     assert code.tolist() == [88, 28, 0]
+
+
+def test_amp_nx1_cycles_hand_worked():
+    """A 3x3 convolution's ConvPartialnx1 on a GC200 tile, half in, float partials (AMP 8 units, 16 in
+    and 8 out channels per group, 4 cycles a position, weight loads 8 x 32 B / 16 = 16 cycles): 20 output
+    positions in rows of 8, 144 columns (one in-channel group x 9 kernel positions), 8 out channels.
+
+    Workers take positions [i 20 / 6, (i + 1) 20 / 6): [0,3) [3,6) [6,10) [10,13) [13,16) [16,20), a
+    worklist entry per output row met: 3 | 3 | 2 + 2 | 3 | 3 | 4 positions. An entry costs 3 + e(n) - 9
+    with e(2) = 33 + 1 (half/float 8 units), e(n >= 3) = 34 + 4 (n - 3): 28 for n = 2 or 3, 32 for 4.
+    Worker = 17 + its entries: 45, 45, 73, 45, 45, 49. Kernel loop = 9 positions x max(6 x 73 = 438,
+    6 x 45 + 9 = 279) = 3,942; inner = 3 (14 + 3 (12 + 16 + 15 + 3)) + 3,942 = 4,398.
+    Vertex = 109 + 6 x 9 + 6 x 9 + (17 + 1) + 1 + 16 + (14 + (14 + 4,398)) = 4,678; zeroing the partials
+    = 6 x (ceil(ceil(20 x 8 / 6) / 2) + 14 - 9) = 6 x (14 + 5) = 114; total 4,792."""
+    t = get_target("GC200")
+    got = cm.amp_nx1_cycles(np.array([20]), 8, (3, 3), np.array([144]), np.array([8]), "float16", "float32", t)
+    assert got.tolist() == [4792]
+    # two in-channel groups run the kernel loop twice: + (14 + (14 + 4,398)) = 4,426
+    two = cm.amp_nx1_cycles(np.array([20]), 8, (3, 3), np.array([288]), np.array([8]), "float16", "float32", t)
+    assert two.tolist() == [4792 + 4426]
