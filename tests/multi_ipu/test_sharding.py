@@ -121,9 +121,11 @@ def test_manual_ipu_numbers_place_nodes():
 
 
 def test_a_compute_split_balances_the_pipeline_stages_where_memory_and_compute_differ(tmp_path):
-    # the small VGG: the convolutions hold little weight but do most of the work, the fully
-    # connected layers the opposite, so cutting by memory puts every convolution on IPU 0
-    model = _small_vgg()
+    # a small VGG: the convolutions hold little weight but do most of the work, the fully
+    # connected layers the opposite, so cutting by memory puts every convolution on IPU 0. Two
+    # convolutions a stage, so that a cut by cycles can fall near the middle (with one 3x3
+    # convolution of 5,881 cycles among 26 k the best cut leaves 1.5 x between the stages)
+    model = examples.vgg(image=16, widths=(8, 16), convs=(2, 2), fc=(128, 128), classes=10, batch=2)
     target = ipu_model(tiles_per_ipu=16, bytes_per_tile=1 << 16, num_ipus=2)
     stages, outputs, cycles = {}, {}, {}
     for split in ("memory", "compute"):
@@ -133,7 +135,8 @@ def test_a_compute_split_balances_the_pipeline_stages_where_memory_and_compute_d
             outputs[split] = s.run(random_inputs(im, rows=4))["output"]
             cycles[split] = s.cycles[0]
         stages[split] = open_report(tmp_path / split).pipeline_stages()["compute_cycles"].to_numpy()
-    assert assign_ipus(model, 2)[:9] == [0] * 9  # memory: conv, relu, pool, conv, relu, conv, relu, pool, flatten
+    by_memory = assign_ipus(model, 2)
+    assert {by_memory[i] for i, n in enumerate(model.graph.node) if n.op_type == "Conv"} == {0}
     memory, compute = (stages[k].max() / stages[k].min() for k in ("memory", "compute"))
     # the slowest stage within 25 % of the fastest: the cut is made on the memory split's per-node
     # cycles, and the stages' matmul plans change with what else shares their IPU (16 % at the
