@@ -353,10 +353,16 @@ def conv2d_grad(
     """(dx, dw) of ``conv2d`` given the stashed input ``x``, weights ``w`` and output gradient ``dy``."""
     _check_conv(x, w, groups)
     win = window(x.shape, w.shape[2:], _pair(stride), _pair(padding), _pair(dilation), "conv2d_grad")
-    cols = _cols(graph, x, win, groups)
+    # the weight gradient's columns as the forward convolution's, (c // grp, i, j, c % grp) in x's channel
+    # groups: a window (its geometry, not an index per element) where x allows one
+    grp = channel_group(x, groups)
+    cols = _window_view(graph, x, w.shape[2:], _pair(stride), _pair(padding), _pair(dilation), groups,
+                        channel_group=grp)  # fmt: skip
     dym = _dy_mm(dy, groups)
     dw_mm = matmul(graph, cols.transpose(0, 2, 1), dym, prog, partials_dtype=partials_dtype, debug_name="weight grad")
-    dw = dw_mm.transpose(0, 2, 1).reshape(w.shape)
+    cout, cg, kh, kw = w.shape
+    dw = (dw_mm.reshape(groups, cg // grp, kh, kw, grp, cout // groups).transpose(0, 5, 1, 4, 2, 3)
+          .reshape(w.shape))  # fmt: skip
     if not need_dx:
         return None, dw
     (sh, sw), (ph, pw), (dh, dw_) = _pair(stride), _pair(padding), _pair(dilation)
