@@ -76,6 +76,18 @@ class Window:
     valid: np.ndarray  # same shape: inside the input (not padding)
 
 
+def _window_out(
+    shape: tuple[int, ...], kernel: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
+    dilation: tuple[int, int], what: str,
+) -> tuple[int, int]:  # fmt: skip
+    """(Ho, Wo) of a window over ``shape``; one line naming ``what`` when it gives no output."""
+    ho, wo = _out_hw(shape, kernel, stride, padding, dilation)
+    if ho < 1 or wo < 1 or min(*stride, *dilation) < 1:
+        raise OpError(f"{what}: input {shape} with kernel {kernel}, stride {stride}, padding {padding}, "
+                      f"dilation {dilation} gives no output")  # fmt: skip
+    return ho, wo
+
+
 def window(
     shape: tuple[int, ...], kernel: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
     dilation: tuple[int, int], what: str,
@@ -83,11 +95,7 @@ def window(
     b, c, h, w = shape
     kh, kw = kernel
     (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
-    ho = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-    wo = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-    if ho < 1 or wo < 1 or min(sh, sw, dh, dw) < 1:
-        raise OpError(f"{what}: input {shape} with kernel {kernel}, stride {stride}, padding {padding}, "
-                      f"dilation {dilation} gives no output")  # fmt: skip
+    ho, wo = _window_out(shape, kernel, stride, padding, dilation, what)
     ih = (np.arange(ho) * sh - ph)[:, None] + np.arange(kh) * dh  # [Ho, kh]
     iw = (np.arange(wo) * sw - pw)[:, None] + np.arange(kw) * dw  # [Wo, kw]
     vh, vw = (ih >= 0) & (ih < h), (iw >= 0) & (iw < w)
@@ -352,7 +360,7 @@ def conv2d_grad(
 ) -> tuple[Tensor | None, Tensor]:
     """(dx, dw) of ``conv2d`` given the stashed input ``x``, weights ``w`` and output gradient ``dy``."""
     _check_conv(x, w, groups)
-    win = window(x.shape, w.shape[2:], _pair(stride), _pair(padding), _pair(dilation), "conv2d_grad")
+    _window_out(x.shape, w.shape[2:], _pair(stride), _pair(padding), _pair(dilation), "conv2d_grad")
     # the weight gradient's columns as the forward convolution's, (c // grp, i, j, c % grp) in x's channel
     # groups: a window (its geometry, not an index per element) where x allows one
     grp = channel_group(x, groups)
@@ -379,6 +387,8 @@ def conv2d_grad(
         return dx, dw
     if (sh, sw) == (1, 1) and ph <= dh * (kh - 1) and pw <= dw_ * (kw - 1):
         return _input_grad(graph, dy, w, prog, (ph, pw), (dh, dw_), groups, partials_dtype), dw
+    # other strided kernels: the columns' gradients scatter-added back (an index per window element)
+    win = window(x.shape, w.shape[2:], _pair(stride), _pair(padding), _pair(dilation), "conv2d_grad")
     dcols = matmul(graph, dym, _weights(w, groups).transpose(0, 2, 1), prog, partials_dtype=partials_dtype,
                    debug_name="input grad")  # fmt: skip
     cg = win.channels // groups

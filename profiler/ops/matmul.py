@@ -27,7 +27,7 @@ from profiler.layout import Affine, Factored, Window, WindowBlocks
 from profiler.ops.core import OpError, cdiv, check_same_graph, execute, linear_tiles, op, set_attributes
 from profiler.ops.elementwise import _binary_codelet, _cast, apply_map, copy, fill, map_codelet
 from profiler.ops.matmul_reduce import BlockGrid, reduce_block_major, stage_depths
-from profiler.ops.poplibs_codelets import MATMUL_CODELETS, ConvWindow, block_cycles, dynamic_slice_cycles
+from profiler.ops.poplibs_codelets import MATMUL_CODELETS, ConvWindow, block_cycles, dynamic_slice_cycles, runs_nx1
 from profiler.ops.slicing import dynamic_slice, dynamic_update, replicated_index, sliceable
 from profiler.programs import Repeat, Sequence
 from profiler.programs import Sequence as Prog
@@ -162,8 +162,7 @@ def plan_matmul(
     budget = int(target.bytes_per_tile * available_memory_proportion)
     # swapped first (PopLibs' order); a swapped plan's out-chan serial split would run over m, which
     # the serial loops (over n) do not implement, so the swapped search keeps out-chan serial 1
-    nx1 = conv is not None and conv[0] * conv[1] > 1
-    swapped = (None, None) if nx1 else _search(target, groups, n, k, m, dt, pdt, budget, out_serial=False)
+    swapped = (None, None) if runs_nx1(conv) else _search(target, groups, n, k, m, dt, pdt, budget, out_serial=False)
     plain = _search(target, groups, m, k, n, dt, pdt, budget, out_serial=True, conv=conv)
     (sw_best, sw_least), (best, least) = swapped, plain
     swap = False
@@ -518,8 +517,7 @@ def _run_step(
     map_starts: list[np.ndarray] = []
     map_lengths: list[np.ndarray] = []
     map_tiles: list[np.ndarray] = []
-    nx1 = plan.method == "AMP" and plan.conv is not None and plan.conv[0] * plan.conv[1] > 1
-    codelet = MATMUL_CODELETS["AMP_NX1" if nx1 else plan.method]
+    codelet = MATMUL_CODELETS["AMP_NX1" if plan.method == "AMP" and runs_nx1(plan.conv) else plan.method]
     cs = execute(graph, prog, name)
     shapes = np.stack([ml[mi], kl[ki], nl[ni]], axis=1)
     for shape in np.unique(shapes, axis=0):

@@ -453,12 +453,19 @@ class MatMulPartial(Codelet):
 ConvWindow = tuple[int, int, int]
 
 
+def runs_nx1(conv: ConvWindow | None) -> bool:
+    """Whether a convolution's AMP blocks run ConvPartialnx1 rather than ConvPartial1x1Out: a kernel
+    wider than 1x1 (ConvModel.cpp canUseConvPartial1x1Vertex)."""
+    return conv is not None and conv[0] * conv[1] > 1
+
+
 def block_cycles(
     method: str, m: Any, k: Any, n: Any, dtype: Any, partials: Any, target: Target, conv: ConvWindow | None = None
 ) -> Any:
     """Cycles of one matmul-partials vertex (vectorised over ``m``, ``k``, ``n``). An AMP block of a
     convolution with a kernel wider than 1x1 (``conv``) runs ConvPartialnx1, as PopLibs runs it."""
-    if method == "AMP" and conv is not None and conv[0] * conv[1] > 1:
+    if method == "AMP" and runs_nx1(conv):
+        assert conv is not None
         return cost_model.amp_nx1_cycles(m, conv[2], (conv[0], conv[1]), k, n, dtype, partials, target)
     if method == "AMP":
         return cost_model.amp_matmul_cycles(m, k, n, dtype, partials, target)
