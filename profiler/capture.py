@@ -79,7 +79,7 @@ def _graph_tables(engine: Engine, w: ReportWriter) -> None:
     opts = engine.options
     w.write("tile_memory", mem.tile_memory)
     w.write("tile_memory_by_category", mem.by_category)
-    variables = g.variables
+    variables = c.variables  # the graph's, then the receive buffers (profiler.receive_buffers)
     w.write("variables", {
         "variable_id": np.arange(len(variables), dtype=np.int32),
         "name": [v.name for v in variables],
@@ -120,11 +120,23 @@ def _graph_tables(engine: Engine, w: ReportWriter) -> None:
         "estimated_cycles": est,
     })  # fmt: skip
     pv_prog, pv_var, pv_access = [], [], []
+    # a receive buffer is written by its exchange steps and read by its compute set
+    buffer_access: dict[int, list[tuple[int, str]]] = {}
+    for k, buf in enumerate(c.receive_buffers):
+        for first, last in buf.spans:
+            for step in range(first, last):
+                if c.steps[step].type in ("DoExchange", "GlobalExchange"):
+                    buffer_access.setdefault(step, []).append((len(g.variables) + k, "write"))
+            buffer_access.setdefault(last, []).append((len(g.variables) + k, "read"))
     for nd in c.nodes:  # per program node (not per element): its variable sets are small
         for v in sorted(nd.reads | nd.writes):
             pv_prog.append(nd.id)
             pv_var.append(v)
             pv_access.append("read_write" if v in nd.reads and v in nd.writes else "read" if v in nd.reads else "write")
+        for v, access in buffer_access.get(nd.step, []) if nd.is_step else []:
+            pv_prog.append(nd.id)
+            pv_var.append(v)
+            pv_access.append(access)
     w.write("program_variables", {"program_id": pv_prog, "variable_id": pv_var, "access": pv_access})
     _multi_ipu_tables(engine, w)
     css = g.compute_sets

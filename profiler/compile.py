@@ -25,8 +25,9 @@ from profiler.exchange import (
     plan_receives,
     plan_transfers,
 )
-from profiler.graph import UNMAPPED, ComputeSet, Graph, GraphError, VertexBatch
+from profiler.graph import UNMAPPED, ComputeSet, Graph, GraphError, Variable, VertexBatch
 from profiler.half_maps import runs_on_halves
+from profiler.receive_buffers import ReceiveBuffer, as_variables, record
 from profiler.regions import Regions, canonical, field_regions, rows_of_blocks
 from profiler.streams import HOST_TO_DEVICE, DataStream
 from profiler.targets import Target
@@ -295,6 +296,7 @@ class Compiler:
         # (first step, last step, Repeat node id, micro-batches) of pipelined bodies (profiler.pipeline)
         self.pipeline_ranges: list[tuple[int, int, int, int]] = []
         self.program_ranges: list[tuple[int, int]] = []  # step ranges of top-level programs
+        self.receive_buffers: dict[int, ReceiveBuffer] = {}  # by compute set (profiler.receive_buffers)
         n = self.target.num_tiles
         self._zeros = np.zeros(n, dtype=np.int64)
         self._gid_base = np.cumsum([0] + [v.numel for v in graph.variables], dtype=np.int64)
@@ -504,21 +506,27 @@ class Compiler:
             if self.progress is not None:
                 self.progress(len(self.cs_plans), self._cs_total)
         ctx = cs.debug_context_id
+        received = []  # (first step, bytes in per tile) of the exchanges bringing the vertices' remote data
         if plan.global_exchange is not None and plan.global_exchange.active:
             self._sync(parent, "external")
             g = plan.global_exchange
-            self._add_step(parent, "GlobalExchange", f"{cs.name}/GlobalExchange", debug_context_id=ctx, tile_cycles=g.cycles,
-                       bytes_in=g.bytes_in, bytes_out=g.bytes_out, code_bytes=g.code_bytes,
+            node = self._add_step(parent, "GlobalExchange", f"{cs.name}/GlobalExchange", debug_context_id=ctx,
+                       tile_cycles=g.cycles, bytes_in=g.bytes_in, bytes_out=g.bytes_out, code_bytes=g.code_bytes,
                        code_category="globalExchangeCode", external=True, reads=plan.reads)  # fmt: skip
+            received.append((node.step, g.bytes_in))
         if plan.exchange.active:
             self._sync(parent, "internal")
             e = plan.exchange
-            self._add_step(parent, "DoExchange", f"{cs.name}/Exchange", debug_context_id=ctx, tile_cycles=e.cycles,
+            node = self._add_step(parent, "DoExchange", f"{cs.name}/Exchange", debug_context_id=ctx, tile_cycles=e.cycles,
                        bytes_in=e.bytes_in, bytes_out=e.bytes_out, code_bytes=e.code_bytes,
                        code_category="internalExchangeCode", reads=plan.reads)  # fmt: skip
-        self._add_step(parent, "OnTileExecute", cs.name, debug_context_id=ctx, compute_set_id=cs.id,
+            received.append((node.step, e.bytes_in))
+        node = self._add_step(parent, "OnTileExecute", cs.name, debug_context_id=ctx, compute_set_id=cs.id,
                    tile_cycles=plan.tile_cycles, flops=plan.flops, reads=plan.reads, writes=plan.writes,
                    action=actions.Execute(plan))  # fmt: skip
+        if received:
+            total = sum((np.asarray(b, dtype=np.int64) for _, b in received), self._zeros)
+            record(self.receive_buffers, cs.id, cs.name, ctx, total, received[0][0], node.step)
 
     def _gid(self, var_ids: np.ndarray, idx: np.ndarray) -> np.ndarray:
         return self._gid_base[var_ids] + idx
@@ -814,10 +822,21 @@ class CompiledGraph:
     program_ranges: list[tuple[int, int]]
     pipeline_ranges: list[tuple[int, int, int, int]] = field(default_factory=list)
     code_bytes: list[int] = field(default_factory=list)  # per codelet type, in ``codelets`` order
+    receive_buffers: list[ReceiveBuffer] = field(default_factory=list)
+    _variables: list[Variable] | None = None
 
     @property
     def target(self) -> Any:
         return self.graph.target
+
+    @property
+    def variables(self) -> list[Variable]:
+        """The graph's variables, then one per receive buffer (ids follow on): what liveness, memory
+        placement and the report account for."""
+        if self._variables is None:
+            gv = self.graph.variables
+            self._variables = gv + as_variables(self.receive_buffers, len(gv))
+        return self._variables
 
 
 def compile_programs(graph: Graph, programs: list[P.Program], progress: Progress | None = None) -> CompiledGraph:
@@ -832,7 +851,7 @@ def compile_programs(graph: Graph, programs: list[P.Program], progress: Progress
     except GraphError as exc:
         raise CompileError(str(exc)) from None
     return CompiledGraph(graph, c.nodes, c.steps, c.cs_plans, c.codelets, c.repeat_ranges, c.program_ranges,
-                         c.pipeline_ranges, c.code_bytes)  # fmt: skip
+                         c.pipeline_ranges, c.code_bytes, list(c.receive_buffers.values()))  # fmt: skip
 
 
 def _code_bytes_for(bytes_per_tile: np.ndarray, target: Target) -> np.ndarray:

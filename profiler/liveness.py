@@ -91,6 +91,12 @@ def analyse(c: CompiledGraph) -> Liveness:
                 merged.append([a, b])
         intervals.extend((var.id, a, b) for a, b in merged)
         hull[var.id] = (merged[0][0], merged[-1][1])
+    # receive buffers (profiler.receive_buffers): live from their exchange to the compute set reading them
+    for k, buf in enumerate(c.receive_buffers):
+        vid = nvars + k
+        intervals.extend((vid, a, b) for a, b in buf.spans)
+        hull[vid] = (min(a for a, _ in buf.spans), max(b for _, b in buf.spans))
+    always = np.concatenate([always, np.zeros(len(c.receive_buffers), dtype=bool)])
     return Liveness(always, intervals, hull)
 
 

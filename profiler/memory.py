@@ -104,7 +104,7 @@ def _allocate_shared(
 def _var_tile_bytes(c: CompiledGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(variable, tile, bytes) for every variable and tile holding part of it."""
     vs, ts, bs = [], [], []
-    for v in c.graph.variables:
+    for v in c.variables:
         m = v.mapping
         lengths = np.diff(np.append(m.starts, m.n))
         keep = lengths > 0
@@ -161,7 +161,7 @@ class VariableRows:
 
 def _variable_rows(c: CompiledGraph, live: Liveness) -> VariableRows:
     v_var, v_tile, v_bytes = _var_tile_bytes(c)
-    variables = c.graph.variables
+    variables = c.variables
     is_const = np.array([v.constant for v in variables] or [False], dtype=bool)
     is_il = np.array([v.interleaved for v in variables] or [False], dtype=bool)
     al = live.always_live if len(variables) else np.zeros(1, bool)
@@ -414,7 +414,7 @@ def _liveness_steps(c: CompiledGraph, live: Liveness, shared: Items) -> np.ndarr
     nsteps = len(c.steps)
     diff = np.zeros((nsteps + 1, t.num_ipus), dtype=np.int64)
     if live.intervals and shared.var.size:
-        ipu_bytes = np.zeros((len(c.graph.variables), t.num_ipus), dtype=np.int64)
+        ipu_bytes = np.zeros((len(c.variables), t.num_ipus), dtype=np.int64)
         np.add.at(ipu_bytes, (shared.var, shared.tile // t.tiles_per_ipu), shared.size)
         iv = np.array(live.intervals, dtype=np.int64)
         np.add.at(diff, iv[:, 1], ipu_bytes[iv[:, 0]])
@@ -433,7 +433,7 @@ def place(
                                    t.num_tiles)  # fmt: skip
     ranges = _address_ranges(placed, t.interleaved_memory_start, t.bytes_per_tile)
     tile_memory, by_category = _memory_tables(ranges, t.num_tiles, t.tiles_per_ipu, t.interleaved_memory_start)
-    variables = c.graph.variables
+    variables = c.variables
     return MemoryLayout(
         tile_memory, by_category, _placements(placed, t.interleaved_memory_start, t.bytes_per_tile),
         _liveness_steps(c, live, shared), np.bincount(rows.var, minlength=len(variables)).astype(np.int32),

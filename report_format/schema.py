@@ -232,7 +232,10 @@ _TABLES: tuple[TableSpec, ...] = (
     TableSpec(
         "variables",
         "graph",
-        "Variables and constants of the graph (one row per variable).",
+        "Variables and constants of the graph (one row per variable), then the receive buffers: where a "
+        "compute set's vertices read data held on other tiles, what each tile receives lands in a temporary "
+        "(as PopLibs copies operands to the tiles using them), one `uint8` variable per compute set named "
+        "`<compute set>/received`, written by its exchange steps and read by the compute set.",
         (
             _c("variable_id", I32, "id", STRUCTURAL, "variable id"),
             _c("name", STR, NONE, STRUCTURAL, "variable name (debug name)"),

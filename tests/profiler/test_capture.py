@@ -225,9 +225,34 @@ def test_program_variables_record_the_data_flow(tmp_path):
         zip(ote.loc[ote.step_name == "shift", "variable"], ote.loc[ote.step_name == "shift", "access"], strict=True)
     )
     assert square == {"x": "read", "tmp": "write"}
-    assert shift == {"tmp": "read", "x": "read", "y": "write"}
-    # the exchange before "shift" moves x's first elements between tiles: it reads x
-    assert "x" in set(pv.loc[pv["type"] == "DoExchange", "variable"])
+    # "shift" also reads what the exchange brought it: x's neighbouring element lands in its receive buffer
+    assert shift == {"tmp": "read", "x": "read", "y": "write", "shift/received": "read"}
+    # the exchange before "shift" moves x's first elements between tiles: it reads x, writes the buffer
+    xch = pv[pv["type"] == "DoExchange"]
+    access = dict(zip(xch["variable"], xch["access"], strict=True))
+    assert access["x"] == "read" and access["shift/received"] == "write"
+
+
+def test_a_compute_set_reading_remote_data_holds_it_in_a_receive_buffer(tmp_path):
+    """Each of the 4 tiles receives one float of x for "shift" (its right neighbour's first element):
+    a 16-byte not-always-live variable, 4 B on every tile, live from the exchange to "shift" only
+    (twice: the Repeat runs the body twice, one compiled body)."""
+    e, path = _run(tmp_path)
+    r = open_report(path)
+    v = r.variables().set_index("name").loc["shift/received"]
+    assert (v["bytes"], v["tiles"], bool(v["always_live"]), v["dtype"]) == (16, 4, False, "uint8")
+    pl = r.variable_placements()
+    assert pl.loc[pl["variable_id"] == v["variable_id"], "bytes"].tolist() == [4, 4, 4, 4]
+    steps = r.programs().set_index("step")
+    iv = r.liveness_intervals()
+    iv = iv[iv["variable_id"] == v["variable_id"]]
+    assert [
+        (steps.loc[a, "type"], steps.loc[b, "name"]) for a, b in zip(iv["first_step"], iv["last_step"], strict=True)
+    ] == [("DoExchange", "shift")]
+    # steps: square, sync, exchange, shift. tmp (64 floats, 256 B) is live from square to shift (x and y
+    # are host-visible: always live); the buffer's 16 B join it at the exchange
+    at = r.liveness()["not_always_live_bytes"].tolist()
+    assert at == [256, 256, 256 + 16, 256 + 16]
 
 
 def test_vertex_state_is_the_instance_state_and_the_field_data(tmp_path):
