@@ -33,7 +33,7 @@ def _rss_gib() -> float:
 
 def child(
     model: str, batch: int, target_name: str, dtype: str, runs: int, image: int, seq: int, layers: int,
-    partials: str = "float32",
+    partials: str = "float32", amp: float = 0.6,
 ) -> dict:  # fmt: skip
     sys.path.insert(0, str(ROOT))
     import numpy as np
@@ -44,9 +44,11 @@ def child(
 
     onnx_model = examples.resnet(image=image) if model == "resnet50" else examples.bert_layer(seq=seq, layers=layers)
     target = get_target(target_name)
-    out: dict = {"model": model, "batch": batch, "target": target_name, "dtype": dtype, "partials": partials}
+    out: dict = {"model": model, "batch": batch, "target": target_name, "dtype": dtype, "partials": partials,
+                 "available_memory_proportion": amp}  # fmt: skip
     t0 = time.perf_counter()
-    imported = import_model(load_model(onnx_model), target, batch_size=batch, dtype=dtype, partials=partials)
+    imported = import_model(load_model(onnx_model), target, batch_size=batch, dtype=dtype, partials=partials,
+                            available_memory_proportion=amp)  # fmt: skip
     out["import_s"] = time.perf_counter() - t0
     report = Path(tempfile.mkdtemp(prefix="tilescope-scale-"))
     try:
@@ -106,6 +108,11 @@ def main() -> int:
         "--partials", default="float32", choices=["float32", "float16"],
         help="matmul/conv partials type (default float32, PopLibs'; float16 is the C600 benchmarks' setting)",
     )  # fmt: skip
+    p.add_argument(
+        "--available-memory-proportion", type=float, default=0.6, metavar="P",
+        help="matmul/conv plans' share of tile memory for temporaries (default 0.6, PopLibs'; ByteMLPerf's BERT "
+        "on C600 uses 0.4)",
+    )  # fmt: skip
     p.add_argument("--runs", type=int, default=2, help="timed runs of each; the best is shown (default 2)")
     p.add_argument("--image", type=int, default=224)
     p.add_argument("--seq", type=int, default=384)
@@ -116,7 +123,7 @@ def main() -> int:
     args = p.parse_args()
     if args.child:
         row = child(args.child[0], int(args.child[1]), args.target, args.dtype, args.runs, args.image, args.seq,
-                    args.layers, args.partials)  # fmt: skip
+                    args.layers, args.partials, args.available_memory_proportion)  # fmt: skip
         print("ROW " + json.dumps(row))
         return 0
     os.environ.pop("POPLAR_ENGINE_OPTIONS", None)  # the bench sets its own options
@@ -131,9 +138,12 @@ def main() -> int:
     for model in args.models:
         for batch in args.batches or ([1, 8, 32] if model == "resnet50" else [8]):
             name = f"{model} b{batch} {args.dtype} {args.target}" + (" half-p" if args.partials == "float16" else "")
+            amp = args.available_memory_proportion
+            name += f" amp {amp:g}" if amp != 0.6 else ""
             cmd = [sys.executable, __file__, "--child", model, str(batch), "--target", args.target, "--dtype",
                    args.dtype, "--runs", str(args.runs), "--image", str(args.image), "--seq", str(args.seq),
-                   "--layers", str(args.layers), "--partials", args.partials]  # fmt: skip
+                   "--layers", str(args.layers), "--partials", args.partials,
+                   "--available-memory-proportion", str(amp)]  # fmt: skip
             try:
                 done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
             except subprocess.TimeoutExpired:

@@ -70,6 +70,19 @@ def test_run_with_half_partials_says_so(mlp_file: Path, capsys) -> None:  # type
     assert "(batch 1, float16, partials float16)" in capsys.readouterr().out
 
 
+def test_run_takes_an_available_memory_proportion(mlp_file: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """--available-memory-proportion reaches the plans (the JSON says it; the plans' budgets are checked in
+    test_onnx_models); a value outside (0, 1] is refused in one line."""
+    assert main(["run", str(mlp_file), "--available-memory-proportion", "0.3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["available_memory_proportion"] == 0.3
+    assert main(["run", str(mlp_file), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["available_memory_proportion"] == 0.6
+    with pytest.raises(SystemExit):
+        main(["run", str(mlp_file), "--available-memory-proportion", "0"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.endswith("argument --available-memory-proportion: must be in (0, 1], got 0")
+
+
 def test_inputs_and_saved_outputs_by_name(mlp_file: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     x = np.random.default_rng(3).standard_normal((5, 64)).astype(np.float32)
     np.savez(tmp_path / "in.npz", input=x)

@@ -275,6 +275,31 @@ def test_half_partials_plan_every_product_in_half_and_match_the_reference() -> N
     assert cycles["float16"] < cycles["float32"]
 
 
+def test_available_memory_proportion_bounds_every_plan_it_can() -> None:
+    """``available_memory_proportion`` is the budget each matmul/convolution plan is held to (PopLibs'
+    availableMemoryProportion x the tile's bytes): every plan records it, a plan that fits stays within
+    it, a tighter one never picks a plan needing more temporary memory, and the outputs are the same."""
+    model = MODELS["resnet"]()
+    temp = {}
+    outputs = {}
+    for amp in (0.6, 0.02):
+        imported = import_model(load_model(model), TARGET, batch_size=2, available_memory_proportion=amp)
+        plans = _matmul_plans(imported)
+        assert plans and {a["budget_bytes_per_tile"] for a in plans} == {int(TARGET.bytes_per_tile * amp)}
+        assert all(a["temp_bytes_per_tile"] <= a["budget_bytes_per_tile"] for a in plans if a["fits"])
+        temp[amp] = [a["temp_bytes_per_tile"] for a in plans]
+        feeds = random_inputs(imported)
+        with Session(imported) as s:
+            outputs[amp] = s.run(feeds)["output"]
+    assert all(t <= u for t, u in zip(temp[0.02], temp[0.6], strict=True)) and temp[0.02] != temp[0.6]
+    np.testing.assert_allclose(outputs[0.02], outputs[0.6], rtol=1e-5, atol=1e-6)
+
+
+def test_available_memory_proportion_is_checked() -> None:
+    with pytest.raises(FrontendError, match=r"availableMemoryProportion must be in \(0, 1\], got 1.5"):
+        import_model(load_model(MODELS["mlp"]()), TARGET, available_memory_proportion=1.5)
+
+
 def test_partials_type_is_checked() -> None:
     with pytest.raises(FrontendError, match="partials must be float32 or float16, got 'bfloat16'"):
         import_model(load_model(MODELS["mlp"]()), TARGET, partials="bfloat16")

@@ -98,6 +98,12 @@ def _add_options(p: argparse.ArgumentParser) -> None:
         "PopLibs and PopART default, or float16, as ByteMLPerf's IPU backend compiles with PopRT (twice the AMP "
         "rate on Mk2 for float16 data)",
     )  # fmt: skip
+    p.add_argument(
+        "--available-memory-proportion", type=_proportion, default=None, metavar="P",
+        help="share of each tile's memory matmul and convolution plans may use for temporaries (PopLibs' and "
+        "PopART's availableMemoryProportion, default 0.6); lower it when the model does not fit in tile memory "
+        "(ByteMLPerf's BERT runs at 0.4 on C600)",
+    )  # fmt: skip
     src = p.add_mutually_exclusive_group()
     src.add_argument("--inputs", metavar="FILE.npz", help="model inputs keyed by input name")
     src.add_argument("--random-inputs", action="store_true", help="seeded random inputs (the default)")
@@ -122,6 +128,25 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     )
     # test-only: make one ONNX operator's kernel deliberately wrong (proves --check catches it)
     p.add_argument("--test-wrong-kernel", metavar="OP", default=None, help=argparse.SUPPRESS)
+
+
+def _proportion(text: str) -> float:
+    """An availableMemoryProportion: a number in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
+def _amp(args: argparse.Namespace) -> float:
+    """--available-memory-proportion, or PopLibs' default (profiler.ops.matmul, imported only when a model runs)."""
+    from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION
+
+    p = args.available_memory_proportion
+    return DEFAULT_AVAILABLE_MEMORY_PROPORTION if p is None else p
 
 
 def _progress(msg: str) -> None:
@@ -252,7 +277,8 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
         with wrong_kernel(args.test_wrong_kernel):
             model = import_model(load_model(path), target, args.batch, args.dtype,
                                  "constants" if args.weights_as_constants else "variables", progress=nodes,
-                                 split=args.split, partials=args.partials)  # fmt: skip
+                                 split=args.split, partials=args.partials,
+                                 available_memory_proportion=_amp(args))  # fmt: skip
     except (FrontendError, HostMemoryError) as exc:
         raise CommandError(str(exc)) from None
     except Exception as exc:  # a bug outside any node: still one line, never a traceback
@@ -319,6 +345,7 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
         "batch_size": model.batch_size,
         "dtype": args.dtype,
         "partials": args.partials,
+        "available_memory_proportion": _amp(args),
         "execution": {
             "executed": not e.out_of_memory,
             "not_executed_because": e.out_of_memory or None,
@@ -423,7 +450,10 @@ def _render(doc: dict[str, Any]) -> str:
                 "utilisation   " + ", ".join(f"IPU {i} {u:.0%}" for i, u in enumerate(ex["ipu_utilisation"]))
             )
     else:
-        execution = ["cycles/run    not executed: the graph does not fit in tile memory"]
+        execution = [
+            "cycles/run    not executed: the graph does not fit in tile memory"
+            f" (try a lower --available-memory-proportion than {doc['available_memory_proportion']:g})"
+        ]
     lines = [
         f"model         {doc['model']}  (batch {doc['batch_size']}, {doc['dtype']}, partials {doc['partials']})",
         f"target        {tg['name']} x{tg['num_ipus']} at {tg['clock_hz'] / 1e9:.3g} GHz"

@@ -26,6 +26,7 @@ from profiler.graph import Graph
 from profiler.ops.conv import WeightStorage
 from profiler.ops.core import default_linear_tiles, linear_tiles
 from profiler.ops.elementwise import apply_map
+from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION
 from profiler.ops.poplibs_codelets import map_codelet
 from profiler.programs import Copy
 from profiler.programs import Sequence as Prog
@@ -106,11 +107,13 @@ class Builder:
 
     def __init__(
         self, graph: Graph, prog: Prog, weights_prog: Prog, opset: int, half: bool, weights: str,
-        partials: str = "float32",
+        partials: str = "float32", available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
     ) -> None:  # fmt: skip
         self.graph, self.prog, self.weights_prog = graph, prog, weights_prog
         self.opset, self.half, self.weights_mode = opset, half, weights
         self.partials = partials  # matmuls' and convolutions' partials type (PopLibs' partialsType)
+        # the share of a tile their plans may take for temporaries (PopLibs' availableMemoryProportion)
+        self.amp = available_memory_proportion
         self.values: dict[str, Value] = {}
         self.names: dict[int, str] = {}  # id of a host value -> its ONNX value name
         self._used: set[str] = set()
@@ -376,16 +379,22 @@ def import_model(
     progress: Callable[[int, int], None] | None = None,
     split: str = "memory",
     partials: str = "float32",
+    available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
 ) -> ImportedModel:
     """Build ``model`` (already loaded and checked) on a new graph for ``target``;
     ``progress(done, total)`` after each node; on several IPUs ``split`` says what the automatic
     split balances (profiler.sharding: "memory" or "compute"). ``partials`` is the type matmuls and
     convolutions accumulate partial sums in: float32 (PopLibs' and PopART's default) or float16
-    (what ByteMLPerf's IPU backend compiles with through PopRT). Every failure is a FrontendError (one line; nodes
+    (what ByteMLPerf's IPU backend compiles with through PopRT). ``available_memory_proportion`` is
+    the share of a tile's memory their plans may take for temporaries (PopLibs' and PopART's
+    availableMemoryProportion, default 0.6; lower it when a model runs out of tile memory, as
+    ByteMLPerf's BERT on C600 runs at 0.4). Every failure is a FrontendError (one line; nodes
     are named with their operator and opset) or a HostMemoryError, never another exception."""
     try:
         with heap_only():  # the graph's large temporaries reused, not faulted in afresh (profiler.allocator)
-            return _import_model(model, target, batch_size, dtype, weights, progress, split, partials)
+            return _import_model(
+                model, target, batch_size, dtype, weights, progress, split, partials, available_memory_proportion
+            )
     except (FrontendError, MemoryError):
         raise
     except Exception as exc:  # outside any node (batch tracing, inputs, outputs): still one line
@@ -404,6 +413,7 @@ def _import_model(
     progress: Callable[[int, int], None] | None,
     split: str = "memory",
     partials: str = "float32",
+    available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
 ) -> ImportedModel:
     from .model import override_batch
     from .operators import HANDLERS
@@ -412,6 +422,8 @@ def _import_model(
         raise FrontendError(f"dtype must be float32 or float16, got {dtype!r}")
     if partials not in ("float32", "float16"):
         raise FrontendError(f"partials must be float32 or float16, got {partials!r}")
+    if not 0 < available_memory_proportion <= 1:
+        raise FrontendError(f"availableMemoryProportion must be in (0, 1], got {available_memory_proportion}")
     if weights not in ("variables", "constants"):
         raise FrontendError(f"weights must be 'variables' or 'constants', got {weights!r}")
     check_supported(model, HANDLERS)
@@ -420,14 +432,18 @@ def _import_model(
     opset = opset_version(model)
     g = Graph(target)
     weights_prog, prog = Prog(name="WeightsFromHost"), Prog(name="Inference")
-    b = Builder(g, prog, weights_prog, opset, half, weights, partials)
+    b = Builder(g, prog, weights_prog, opset, half, weights, partials, available_memory_proportion)
     # several IPUs: each node on its IPU (manual __ipu_number attributes, else balanced by ``split``)
     sharding.check_split(split)
     costs = None
     if split == "compute" and g.target.num_ipus > 1 and sharding.manual_ipus(model) is None:
         from .split import node_cycles  # the memory split, compiled: each node's simulated cycles
 
-        costs = node_cycles(_import_model(model, target, batch_size, dtype, weights, None, "memory", partials))
+        costs = node_cycles(
+            _import_model(
+                model, target, batch_size, dtype, weights, None, "memory", partials, available_memory_proportion
+            )
+        )
     ipus = (
         sharding.assign_ipus(model, g.target.num_ipus, costs) if g.target.num_ipus > 1 else None
     )  # one replica's IPUs

@@ -671,6 +671,7 @@ def _conv_transpose(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list
             dilation=tuple(dil),
             groups=g,
             partials_dtype=b.partials,
+            available_memory_proportion=b.amp,
         )
     if one_d:
         y = y.reshape(y.shape[0], y.shape[1], y.shape[3])
@@ -857,7 +858,7 @@ def conv3d_by_slices(b: Builder, node: onnx.NodeProto, x: Tensor, w: Value, at: 
         wi = w[:, :, i] if isinstance(w, Tensor) else b.device(
             b.host(f"{node.name}/w_depth{i}", np.ascontiguousarray(np.asarray(w)[:, :, i])), like=x.dtype)  # fmt: skip
         y = ops.conv2d(b.graph, x4, wi, b.prog, stride=tuple(strides[1:]), padding=(0, 0), dilation=tuple(dil[1:]),
-                       groups=g, partials_dtype=b.partials)  # fmt: skip
+                       groups=g, partials_dtype=b.partials, available_memory_proportion=b.amp)  # fmt: skip
         total = y if total is None else b.binary("add", total, y)
     assert total is not None
     _, co, ho, wo = total.shape

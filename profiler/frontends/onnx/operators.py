@@ -261,13 +261,15 @@ def matmul(b: Builder, a: Value, c: Value) -> Tensor:
         k_, m_ = a.shape[-1], int(np.prod(a.shape[:-1], dtype=np.int64))
 
         def laid_out(t: Tensor) -> bool:
-            return t.shape[0] == k_ and ops.map_for_matmul(b.graph, t, "rhs", (m_, k_), t.shape, b.partials)
+            return t.shape[0] == k_ and ops.map_for_matmul(b.graph, t, "rhs", (m_, k_), t.shape, b.partials, b.amp)
 
         like = a.dtype if np.asarray(c).dtype != a.dtype else None
         dt = device_dtype(np.asarray(c).dtype if like is None else like, b.half)
         # stored as PopLibs creates the weights for this product (createMatMulInputRHS), where it groups them
         storage = (
-            ops.operand_storage(b.graph, "rhs", dt, (m_, k_), np.shape(c), b.partials) if np.shape(c)[0] == k_ else None
+            ops.operand_storage(b.graph, "rhs", dt, (m_, k_), np.shape(c), b.partials, b.amp)
+            if np.shape(c)[0] == k_
+            else None
         )
         ta, tc = a, b.device(c, like=like, mapper=laid_out, storage=storage)
     else:
@@ -285,14 +287,16 @@ def matmul(b: Builder, a: Value, c: Value) -> Tensor:
         raise ValueError(f"MatMul: shapes {ta.shape} and {tc.shape} do not multiply")
     batch = tuple(np.broadcast_shapes(ta.shape[:-2], tc.shape[:-2]))
     if tc.rank == 2:  # [.., M, K] x [K, N]: one big product
-        out = ops.matmul(b.graph, ta.reshape(-1, k), tc, b.prog, partials_dtype=b.partials).reshape(
-            *ta.shape[:-2], m, n
-        )
+        out = ops.matmul(
+            b.graph, ta.reshape(-1, k), tc, b.prog, partials_dtype=b.partials, available_memory_proportion=b.amp
+        ).reshape(*ta.shape[:-2], m, n)
     else:
         g = int(np.prod(batch, dtype=np.int64))
         xa = ta.broadcast_to(batch + (m, k)).reshape(g, m, k)
         xc = tc.broadcast_to(batch + (k, n)).reshape(g, k, n)
-        out = ops.matmul(b.graph, xa, xc, b.prog, partials_dtype=b.partials).reshape(*batch, m, n)
+        out = ops.matmul(b.graph, xa, xc, b.prog, partials_dtype=b.partials, available_memory_proportion=b.amp).reshape(
+            *batch, m, n
+        )
     shape = out.shape
     if a1:
         shape = shape[:-2] + shape[-1:]
@@ -767,13 +771,13 @@ def _conv(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
 
         def laid_out(t: Tensor) -> bool:
             return not one_d and ops.map_conv_weights(b.graph, t, x4.shape, tuple(strides), sym, tuple(dil), groups,
-                                                      b.partials, channel_group=grp)  # fmt: skip
+                                                      b.partials, b.amp, channel_group=grp)  # fmt: skip
 
         storage = None if one_d else ops.conv.WeightStorage(grp)  # as ops.create_conv_weights stores them
         w = b.device(inputs[1], name=node.input[1], like=x.dtype, mapper=laid_out, storage=storage)
     w4 = w.reshape(w.shape[0], w.shape[1], 1, w.shape[2]) if one_d else w
     y = ops.conv2d(b.graph, x4, w4, b.prog, stride=tuple(strides), padding=sym, dilation=tuple(dil),
-                   groups=groups, partials_dtype=b.partials)  # fmt: skip
+                   groups=groups, partials_dtype=b.partials, available_memory_proportion=b.amp)  # fmt: skip
     if one_d:
         y = y.reshape(y.shape[0], y.shape[1], y.shape[3])
     if len(inputs) > 2 and inputs[2] is not None:
