@@ -379,6 +379,15 @@ _DENSE_WHY = (
     "its loop, so it checks vertexCode only: the other figures are values its author read off PopVision"
 )
 
+
+def _dense_row(key: str, published: float, unit: str, figure: Callable[[dict[str, float]], float], setting: str,
+               why: str = _DENSE_WHY, known_off: str = "") -> Row:  # fmt: skip
+    """A row of the published dense 4096->1024 profile: ``figure`` of ``dense_layer()``'s figures."""
+    return _ratio_row(key, published, unit, lambda: figure(dense_layer()), source=_DENSE_SRC, provenance="estimated",
+                      setting=f"{_DENSE_SET}: {setting}", tolerance=0.25, why=why, fast=False,
+                      known_off=known_off)  # fmt: skip
+
+
 _BERT_MM_SRC = (
     "a PopART BERT-large SQuAD inference profile read by Graphcore's PopLiner (graphcore/popliner "
     "tests/test_popart_bert_inf.py, operation Layer0/FF/1/MatMul; the Poplar SDK of its 2022-03-14 commit, "
@@ -489,30 +498,21 @@ ROWS: list[Row] = [
         _CONV_WHY,
     ),
     *_poplibs_rows("bert_train", "bert_", POPLIBS_BERT_FC_CYCLES, fc_train_cycles, _fc_setting, _FC_WHY),
-    _ratio_row(
+    _dense_row(
         "dense_internal_exchange_code",
         360 * KIB,
         "bytes",
-        lambda: dense_layer()["internalExchangeCode"],
-        source=_DENSE_SRC,
-        provenance="estimated",
-        setting=_DENSE_SET + ": internalExchangeCode (all tiles)",
-        tolerance=0.25,
-        why=_DENSE_WHY,
-        fast=False,
+        lambda d: d["internalExchangeCode"],
+        "internalExchangeCode (all tiles)",
     ),  # fmt: skip
-    _ratio_row(
+    _dense_row(
         "dense_vertex_instance_state",
         178 * KIB,
         "bytes",
-        lambda: dense_layer()["vertexInstanceState"],
-        source=_DENSE_SRC,
-        provenance="estimated",
-        setting=_DENSE_SET + ": vertexInstanceState (all tiles)",
-        tolerance=0.25,
-        why=_DENSE_WHY,
-        fast=False,
-        known_off="~69 B per tile of the layer's 1,352 tiles against the published ~124 B per tile of the whole "
+        lambda d: d["vertexInstanceState"],
+        "vertexInstanceState (all tiles)",
+        _DENSE_WHY,
+        "~69 B per tile of the layer's 1,352 tiles against the published ~124 B per tile of the whole "
         "IPU: the AMP vertex's struct 32 B (SDK 3.0 ConvPartial1x1Out: 4 ONE_PTR vectors and 7 shorts, at the "
         "offsets conv_partial_1x1_supervisor.S reads), two single-input poplin::ReduceAdd stages 12 B each "
         "(ReduceAddSingleInput.S offsets), the bias add 20 B [INF]; the AMP vectors' inner pointer arrays are out "
@@ -524,18 +524,14 @@ ROWS: list[Row] = [
         "Against the layer's ~130 KiB the ratio is 0.70, still outside; TensorFlow's seed and copy vertices are "
         "not modelled",
     ),  # fmt: skip
-    _ratio_row(
+    _dense_row(
         "dense_vertex_code",
         3.4 * MIB,
         "bytes",
-        lambda: dense_layer()["vertexCode"],
-        source=_DENSE_SRC,
-        provenance="estimated",
-        setting=_DENSE_SET + ": vertexCode (all tiles)",
-        tolerance=0.25,
-        why=_DENSE_WHY,
-        fast=False,
-        known_off="the layer's codelets are at most 1.31 KiB on each of its 1,352 tiles: ConvPartial1x1Out"
+        lambda d: d["vertexCode"],
+        "vertexCode (all tiles)",
+        _DENSE_WHY,
+        "the layer's codelets are at most 1.31 KiB on each of its 1,352 tiles: ConvPartial1x1Out"
         "<float,float> 916 B and the single-input ReduceAdd<float,float> 168 B, both counted from PopLibs' "
         "assembly (instructions x 4 B; ops.poplibs_codelets), and the bias add 256 B [INF]. The published figure "
         "is the whole executable's (pva_utils.get_vertex_code sums the category over all tiles), 2.4 KiB per "
@@ -546,74 +542,52 @@ ROWS: list[Row] = [
         "codelets: TensorFlow's seed setting (a PopTorch report's seed operation: 188 B per tile, popliner "
         "test_profile.py), stream copies, Poplar's runtime vertices, none of which tilescope models",
     ),  # fmt: skip
-    _ratio_row(
+    _dense_row(
         "dense_control_code",
         100 * KIB,
         "bytes",
-        lambda: dense_layer()["layerControlCode"],
-        source=_DENSE_SRC,
-        provenance="estimated",
-        setting=_DENSE_SET + ": controlCode of the layer's programs (its exchanges and compute sets; all tiles)",
-        tolerance=0.25,
-        why="the issue's acceptance bound; a consistency check rather than a validation: the model's 8 B per "
+        lambda d: d["layerControlCode"],
+        "controlCode of the layer's programs (its exchanges and compute sets; all tiles)",
+        "the issue's acceptance bound; a consistency check rather than a validation: the model's 8 B per "
         "program step per tile [INF] was first read off this same figure (at the old model's 6 steps, counting "
         "every step); counted now as the source counts it (pva_utils.get_control_code: the layer's named "
         "programs, 8 here, not the syncs), with no first-party per-step figure",
-        fast=False,
     ),  # fmt: skip
-    _ratio_row(
+    _dense_row(
         "dense_cycles",
         8700,
         "cycles",
-        lambda: dense_layer()["cycles"],
-        source=_DENSE_SRC,
-        provenance="estimated",
-        setting=_DENSE_SET + ": layer cycles (max over tiles)",
-        tolerance=0.25,
-        why=_DENSE_WHY,
-        fast=False,
+        lambda d: d["cycles"],
+        "layer cycles (max over tiles)",
     ),  # fmt: skip
-    _ratio_row(
+    _dense_row(
         "dense_exchange_code_share",
         360 / (32.8 * 1024),
         "fraction",
-        lambda: dense_layer()["internalExchangeCode"] / dense_layer()["total"],
-        source=_DENSE_SRC,
-        provenance="estimated",
-        setting=_DENSE_SET + ": internalExchangeCode / total memory excluding gaps (32.8 MiB)",
-        tolerance=0.25,
-        why=_DENSE_WHY,
-        fast=False,
+        lambda d: d["internalExchangeCode"] / d["total"],
+        "internalExchangeCode / total memory excluding gaps (32.8 MiB)",
     ),  # fmt: skip
-    _ratio_row(
+    _dense_row(
         "dense_peak_not_always_live",
         9.8 * MIB,
         "bytes",
-        lambda: dense_layer()["peakNotAlwaysLive"],
-        source=_DENSE_SRC,
-        provenance="estimated",
-        setting=_DENSE_SET + ": peak not-always-live memory (the largest step's, less the first step's; all tiles)",
-        tolerance=0.25,
-        why=_DENSE_WHY + ". At the matmul's compute set: its fp32 partials (16 x 1024 x 52 in-chan blocks, 3.3 MiB) "
+        lambda d: d["peakNotAlwaysLive"],
+        "peak not-always-live memory (the largest step's, less the first step's; all tiles)",
+        _DENSE_WHY + ". At the matmul's compute set: its fp32 partials (16 x 1024 x 52 in-chan blocks, 3.3 MiB) "
         "and the blocks of x each tile receives (16 x 80 fp32 on each of 1,352 tiles, less the row it holds: "
         "6.2 MiB; profiler.receive_buffers)",
-        fast=False,
     ),  # fmt: skip
-    _ratio_row(
+    _dense_row(
         "dense_total_memory",
         32.8 * MIB,
         "bytes",
-        lambda: dense_layer()["total"],
-        source=_DENSE_SRC,
-        provenance="estimated",
-        setting=_DENSE_SET + ": total memory excluding gaps (all tiles)",
-        tolerance=0.25,
-        why="the issue's acceptance bound. Partly by cancellation: against the published categories vertex code "
+        lambda d: d["total"],
+        "total memory excluding gaps (all tiles)",
+        "the issue's acceptance bound. Partly by cancellation: against the published categories vertex code "
         "is -1.7 MiB (row dense_vertex_code) and the peak not-always-live -0.3 MiB, while the stack, 3,200 B on "
         "every tile (4.5 MiB; docs/fidelity.md 'Stack'), is not among them and is likely above what Poplar "
         "reserves since it sizes stacks from the vertices' own use",
-        fast=False,
-    ),
+    ),  # fmt: skip
     *[
         _ratio_row(
             f"bert_large_matmul_{key}",
