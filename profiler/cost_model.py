@@ -387,6 +387,29 @@ def reduce_cycles(op: str, n_in: np.ndarray, n_out: np.ndarray, dtype: object, t
     return np.where(n_out == 1, single, general)
 
 
+# popops::ContinuousReduce, the vertex popops gives a worker's run of reductions of equally many
+# contiguous partials (ALL_REGIONS_CONTINUOUS): graphcore/poplibs lib/popops/reduction/
+# CycleEstimationFunctions.cpp getCycleEstimateReduceAllRegionsContinuous, with its op vector width
+# (8 half / 4 float accumulators), the 64-bit data path's elements and 1 cycle per op (getOpCyclesPerVector).
+CONTINUOUS_REDUCE_PER_OUTPUT = 12
+CONTINUOUS_REDUCE_BASE = 10 + 7  # set-up, then call / return
+
+
+def continuous_reduce_cycles(op: str, n_partials: np.ndarray, n_outputs: np.ndarray, dtype: object) -> np.ndarray:
+    """A ContinuousReduce vertex: ``n_outputs`` outputs of ``n_partials`` contiguous partials each:
+    outputs x (partials // min(accumulator width, data-path elements)) + 2 if partials is odd
+    + 12 per output + 17. (PopLibs' estimator passes numOutputsM1 for the output count; the vertex's
+    loop, which the formula follows, runs numOutputsM1 + 1 times, so this counts every output.)
+    C++-only ops (logical, log-add) cost as ``reduce_cycles`` charges them, per element."""
+    name, dt = _reduce_op(op), dtype_name(dtype)
+    n_p, n_o = np.broadcast_arrays(_i64(n_partials, "partials"), _i64(n_outputs, "outputs"))
+    if name in _REDUCE_SCALAR:
+        return 7 + 26 + REDUCE_SCALAR_CYCLES_PER_ELEMENT * n_p * n_o
+    acc_width = 8 if elem_bytes(dt) <= 2 else 4
+    per_loop = min(acc_width, vector_width(dt))
+    return n_o * (n_p // per_loop) + 2 * (n_p % 2) + CONTINUOUS_REDUCE_PER_OUTPUT * n_o + CONTINUOUS_REDUCE_BASE
+
+
 # Conv/matmul partial-sum reduction as PopLibs estimates it: lib/poplin/PerformanceEstimation.hpp
 # getReduceCycleEstimate at graphcore/poplibs sdk-release-3.0 (ref §3.5 gives its multi-input shape).
 # Multi-input ReduceAdd: W x (32 + loops x (cyclesPerLoop x depth + tail)), tail by (out, partials)

@@ -202,6 +202,58 @@ class ReducePartial(Codelet):
         cyc = cost_model.reduce_cycles(self.op, n, 1, dtypes["in"], target)
         return int(cyc), int(cost_model.reduce_flops(self.op, n, 1, dtypes["in"]))
 
+    def vertex_bytes(self, shapes, dtypes, params, target):  # type: ignore[override]
+        # popops' single-input reduction: its partials and output pointers and its count (lib/popops/
+        # reduction/ReductionConnection.cpp specialSingleInputBaseMemoryCost = 12)
+        return VertexBytes(vertex_state_bytes(one_ptr=2, words=1))
+
+
+class ContinuousReduce(Codelet):
+    """popops::ContinuousReduce: ``out[o] = op(in[o, :])`` for a worker's run of outputs, each of as many
+    contiguous partials (lib/popops/codelets/ContinuousReduce.cpp; popops builds one per worker's run of
+    reductions: ReductionConnection.cpp ALL_REGIONS_CONTINUOUS), accumulated in float."""
+
+    builtin = True
+    kind = "Vertex"
+    inputs = ("in",)
+    outputs = ("out",)
+    reads_outputs = False
+
+    def __init__(self, op: str, fn: Callable[..., np.ndarray]) -> None:
+        self.op, self.fn = op, fn
+        self.name = f"popops::ContinuousReduce<popops::Reduce{op.capitalize()}>"
+
+    def type_name(self, dtypes):  # type: ignore[override]
+        return (
+            f"popops::ContinuousReduce<popops::Reduce{self.op.capitalize()},{dtypes['in'].name},{dtypes['out'].name}>"
+        )
+
+    def check_fields(self, where, shapes, params):  # type: ignore[override]
+        super().check_fields(where, shapes, params)
+        if len(shapes["in"]) != 2 or shapes["out"] != shapes["in"][:1]:
+            raise ValueError(
+                f"compute set {where!r}: {self.name} reduces in[outputs, partials] into out[outputs], got "
+                f"in {shapes['in']} and out {shapes['out']}"
+            )
+
+    def read_dtypes(self, dtypes):  # type: ignore[override]
+        return dtypes | {"in": _accumulator_dtype(dtypes["in"], self.op, np.float64)}
+
+    def run_batch(self, values, params):  # type: ignore[override]
+        v, out = values["in"], values["out"]
+        r = _scaled(self.fn(_accumulator(v, self.op, np.float64), axis=2), params)
+        return {"out": r.astype(out.dtype).reshape(out.shape)}
+
+    def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
+        k, n = shapes["in"]
+        cyc = cost_model.continuous_reduce_cycles(self.op, n, k, dtypes["in"])
+        return int(cyc), int(cost_model.reduce_flops(self.op, k * n, k, dtypes["in"]))
+
+    def vertex_bytes(self, shapes, dtypes, params, target):  # type: ignore[override]
+        # partials and out pointers, numOutputsM1 and numPartials (ContinuousReduce.cpp; popops' own
+        # cost, specialContinuousBaseMemoryCost = 12)
+        return VertexBytes(vertex_state_bytes(one_ptr=2, shorts=2))
+
 
 def _scaled(r: np.ndarray, params: Mapping[str, Any]) -> np.ndarray:
     """A reduction's result times the scale PopLibs fuses into Reduce; unscaled results keep their
@@ -268,6 +320,11 @@ REDUCE_CODELETS = {
     "add": ReducePartial("add", np.sum),
     "max": ReducePartial("max", np.max),
     "min": ReducePartial("min", np.min),
+}
+CONTINUOUS_REDUCE_CODELETS = {
+    "add": ContinuousReduce("add", np.sum),
+    "max": ContinuousReduce("max", np.max),
+    "min": ContinuousReduce("min", np.min),
 }
 
 

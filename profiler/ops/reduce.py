@@ -10,7 +10,7 @@ writes the result on the output's tile.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from profiler.ops.core import (
 from profiler.ops.elementwise import broadcast
 from profiler.ops.elementwise import scale as scale_op
 from profiler.ops.poplibs_codelets import (
+    CONTINUOUS_REDUCE_CODELETS,
     REDUCE_CODELETS,
     REDUCE_SEGMENT_CODELETS,
     reduce_identity,
@@ -74,6 +75,49 @@ def _unique_inverse(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sk[new], inverse
 
 
+def _worker_runs(tile: np.ndarray, count: np.ndarray, workers: int) -> np.ndarray:
+    """Which vertex each output goes to, as popops hands a tile's reductions to its workers: the outputs
+    on one tile with as many partials each (``count``), in order, split into at most ``workers`` runs of
+    near-equal size, two outputs at least (popops ReductionConnection.cpp ``splitRowsToWorkers``; three
+    or fewer stay together), each run of several one ContinuousReduce vertex. Returns a run id per
+    output, runs numbered in order of (tile, count, first output)."""
+    nv = tile.size
+    if nv == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.lexsort((np.arange(nv), count, tile))
+    t, c = tile[order], count[order]
+    new_seg = np.ones(nv, dtype=bool)
+    new_seg[1:] = (t[1:] != t[:-1]) | (c[1:] != c[:-1])
+    seg = np.cumsum(new_seg) - 1
+    seg_start = np.flatnonzero(new_seg)
+    r = np.diff(np.append(seg_start, nv))[seg]  # outputs in this output's segment
+    pos = np.arange(nv) - seg_start[seg]
+    max_rows = -(-r // workers)
+    n_runs = np.where(r <= 3, 1, np.minimum(r // 2, -(-r // max_rows)))
+    base, extra = r // n_runs, r % n_runs  # the first ``extra`` runs take one more
+    big = extra * (base + 1)
+    run_in_seg = np.where(pos < big, pos // (base + 1), extra + (pos - big) // np.maximum(base, 1))
+    new_run = new_seg.copy()
+    new_run[1:] |= run_in_seg[1:] != run_in_seg[:-1]
+    out = np.empty(nv, dtype=np.int64)
+    out[order] = np.cumsum(new_run) - 1
+    return out
+
+
+def _runs_by_shape(run: np.ndarray, count: np.ndarray, length: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """The runs by shape: (partials per output, the runs' outputs as a matrix [runs, k]), runs in id
+    order. A run of several outputs takes their exact count; a lone output the bucketed ``length``
+    (padded), so that few shapes of single vertices arise."""
+    order = np.argsort(run, kind="stable")
+    sizes = np.bincount(run)
+    first = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    lead = order[first]
+    run_len = np.where(sizes > 1, count[lead], length[lead])
+    for k, lb in sorted({(int(a), int(b)) for a, b in zip(sizes, run_len, strict=True)}):
+        rs = np.flatnonzero((sizes == k) & (run_len == lb))
+        yield lb, order[first[rs][:, None] + np.arange(k)]
+
+
 def _reduce_stage(
     graph: Graph,
     src: Tensor,
@@ -94,30 +138,50 @@ def _reduce_stage(
     counts = np.bincount(vertex, minlength=nv)
     length = _bucket(counts)
     pad = constant_per_tile(graph, src.dtype, reduce_identity(op_name, src.dtype))
-    codelet = REDUCE_CODELETS[op_name]
     cs = execute(graph, prog, name)
-    if nv and (counts == length[0]).all():  # every vertex reduces as many members: its row of ``member``
-        graph.add_vertices(
-            cs, codelet, {"in": rows(src, member.reshape(nv, -1)), "out": rows(out, np.arange(nv)[:, None])},
-            vertex_tile, scale=float(scale),
-        )  # fmt: skip
+    run = _worker_runs(vertex_tile, counts, graph.target.num_worker_contexts)
+    if nv and (counts == length[0]).all():  # every output reduces as many members: its row of ``member``
+        idx_of = member.reshape(nv, -1)
+        for _, outs in _runs_by_shape(run, counts, length):
+            _add_reduce_vertices(graph, cs, op_name, rows(src, idx_of[outs]), out, outs, vertex_tile, scale)
         return cs
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     pos = np.arange(member.size) - starts[vertex]
+    row_of = np.full(nv, -1, dtype=np.int64)
+    for lb in np.unique(length):  # each output's members as a row of its length's index matrix
+        vs = np.flatnonzero(length == lb)
+        row_of[vs] = np.arange(vs.size)
+    idx_of, valid_of = {}, {}
     for lb in np.unique(length):
         vs = np.flatnonzero(length == lb)
-        row_of = np.full(nv, -1, dtype=np.int64)
-        row_of[vs] = np.arange(vs.size)
-        sel = row_of[vertex] >= 0
+        sel = length[vertex] == lb
         idx = np.zeros((vs.size, int(lb)), dtype=np.int64)
         valid = np.zeros((vs.size, int(lb)), dtype=bool)
         idx[row_of[vertex[sel]], pos[sel]] = member[sel]
         valid[row_of[vertex[sel]], pos[sel]] = True
-        field = rows(src, idx) if valid.all() else padded_rows(src, idx, valid, pad, vertex_tile[vs])
-        graph.add_vertices(
-            cs, codelet, {"in": field, "out": rows(out, vs[:, None])}, vertex_tile[vs], scale=float(scale)
-        )
+        idx_of[int(lb)], valid_of[int(lb)] = idx, valid
+    for lb, outs in _runs_by_shape(run, counts, length):
+        full = int(length[outs[0, 0]])  # a run of several takes its exact count, the first lb of its rows
+        idx, valid = idx_of[full][row_of[outs]][..., :lb], valid_of[full][row_of[outs]][..., :lb]
+        field = rows(src, idx) if valid.all() else padded_rows(src, idx, valid, pad, vertex_tile[outs[:, 0]])
+        _add_reduce_vertices(graph, cs, op_name, field, out, outs, vertex_tile, scale)
     return cs
+
+
+def _add_reduce_vertices(
+    graph: Graph, cs: ComputeSet, op_name: str, field: Tensor, out: Tensor, outs: np.ndarray,
+    output_tile: np.ndarray, scale: float,
+) -> None:  # fmt: skip
+    """Vertices reducing ``field`` [runs, k, partials] into ``out[outs]`` [runs, k]: one output each (popops'
+    single-input reduction) when k is 1, else a ContinuousReduce each."""
+    k = outs.shape[1]
+    tiles = output_tile[outs[:, 0]]
+    if k == 1:
+        fields = {"in": field.reshape(field.shape[0], -1), "out": rows(out, outs)}
+        graph.add_vertices(cs, REDUCE_CODELETS[op_name], fields, tiles, scale=float(scale))
+    else:
+        fields = {"in": field, "out": rows(out, outs)}
+        graph.add_vertices(cs, CONTINUOUS_REDUCE_CODELETS[op_name], fields, tiles, scale=float(scale))
 
 
 def _add_kernel(
@@ -196,22 +260,33 @@ class _RunPairs:
     def stage(self, out: Tensor, op_name: str, prog: Prog, name: str, scale: float = 1.0) -> ComputeSet:
         """``_reduce_stage`` of consecutive members: each batch of vertices reducing as many members
         takes blocks of ``self.flat`` (what indexing it by members finds), padded rows element by element."""
-        graph, nv = self.graph, self.tile.size
+        graph = self.graph
         length = _bucket(self.count)
         pad = constant_per_tile(graph, self.flat.dtype, reduce_identity(op_name, self.flat.dtype))
-        codelet = REDUCE_CODELETS[op_name]
         cs = execute(graph, prog, name)
-        batches = [np.arange(nv)] if nv and (self.count == length[0]).all() else None
-        for vs in batches or (np.flatnonzero(length == lb) for lb in np.unique(length)):
-            lb, count = int(length[vs[0]]), self.count[vs]
-            if (count == lb).all():
-                field = self.flat.pattern_rows(self.start[vs], (lb,), (1,))
-            else:
-                valid = np.arange(lb) < count[:, None]
-                idx = np.where(valid, self.start[vs][:, None] + np.arange(lb), 0)
-                field = padded_rows(self.flat, idx, valid, pad, self.tile[vs])
-            fields = {"in": field, "out": rows(out, vs[:, None])}
-            graph.add_vertices(cs, codelet, fields, self.tile[vs], scale=float(scale))
+        run = _worker_runs(self.tile, self.count, graph.target.num_worker_contexts)
+        for lb, outs in _runs_by_shape(run, self.count, length):
+            k = outs.shape[1]
+            start = self.start[outs]
+            count = self.count[outs]
+            if not (count == lb).all():  # padded (ragged) outputs: one each
+                valid = np.arange(lb) < count[:, :, None]
+                idx = np.where(valid, start[:, :, None] + np.arange(lb), 0)
+                field = padded_rows(self.flat, idx, valid, pad, self.tile[outs[:, 0]])
+                _add_reduce_vertices(graph, cs, op_name, field, out, outs, self.tile, scale)
+                continue
+            # a run's outputs a constant stride apart: one pattern per vertex, no index per element
+            step = np.diff(start, axis=1) if k > 1 else np.zeros((start.shape[0], 0), np.int64)
+            stride = step[:, 0] if k > 1 else np.zeros(start.shape[0], np.int64)
+            regular = (step == stride[:, None]).all(axis=1) & (stride >= 0)
+            for s in np.unique(stride[regular]):
+                rs = np.flatnonzero(regular & (stride == s))
+                field = self.flat.pattern_rows(start[rs, 0], (k, lb), (int(s), 1))
+                _add_reduce_vertices(graph, cs, op_name, field, out, outs[rs], self.tile, scale)
+            rs = np.flatnonzero(~regular)
+            if rs.size:
+                idx = start[rs][:, :, None] + np.arange(lb)
+                _add_reduce_vertices(graph, cs, op_name, rows(self.flat, idx), out, outs[rs], self.tile, scale)
         return cs
 
     def kernel(self, cs: ComputeSet, out: Tensor, op_name: str, scale: float) -> None:

@@ -224,3 +224,42 @@ def test_partials_are_stored_tile_by_tile_and_read_as_one_region_per_tile():
     np.testing.assert_allclose(e.read_tensor("y"), xv.sum(1), rtol=1e-6)
     (exch,) = [s for s in e.compiled.steps if s.type == "DoExchange"]
     assert exch.code_bytes.tolist() == [28, 28, 32, 0]
+
+
+@pytest.mark.parametrize("rows,runs,tile_cycles", [(12, [2] * 6, 6 * 49 + 30), (7, [3, 2, 2], 6 * 65 + 30)])
+def test_a_tiles_reductions_run_as_popops_hands_them_to_its_workers(rows, runs, tile_cycles):
+    """x[rows, 8] float32 on tile 0 summed over its rows into y[rows] on tile 0: one stage, every output's
+    8 partials contiguous. popops splits a tile's equal reductions into at most 6 runs of near-equal size,
+    2 outputs at least (splitRowsToWorkers: 12 -> 6 x 2; 7 -> 3, 2, 2), each a ContinuousReduce vertex of
+    12 B (two pointers, two shorts). Its estimate (getCycleEstimateReduceAllRegionsContinuous), float:
+    k x (8 // min(4, 2)) + 12 k + 17 -> 49 for k = 2, 65 for k = 3; single-worker vertices one per
+    context, so the tile takes 6 x the longest + the compute set's 30."""
+    from profiler import Engine, Graph, Sequence, ipu_model
+    from profiler.ops.reduce import reduce_consecutive
+
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    x = g.add_variable("float32", [rows, 8], "x")
+    y = g.add_variable("float32", [rows], "y")
+    g.set_tile_mapping(x, 0)
+    g.set_tile_mapping(y, 0)
+    g.create_host_write("x", x)
+    g.create_host_read("y", y)
+    prog = Sequence()
+    reduce_consecutive(g, x, 8, y, "add", prog)
+    e = Engine(g, [prog], options={"debug.instrument": "false"})
+    e.load()
+    xv = rng(19).standard_normal((rows, 8)).astype(np.float32)
+    e.write_tensor("x", xv)
+    e.run(0)
+    np.testing.assert_allclose(e.read_tensor("y"), xv.sum(1), rtol=1e-6)
+    (plan,) = e.compiled.cs_plans.values()
+    names = [e.compiled.codelets[c][0] for c in plan.v_codelet]
+    assert names == ["popops::ContinuousReduce<popops::ReduceAdd,float32,float32>"]
+    assert plan.v_count.tolist() == [len(runs)] and plan.v_state.tolist() == [12 * len(runs)]
+    (step,) = [s for s in e.compiled.steps if s.type == "OnTileExecute"]
+    assert step.tile_cycles.tolist() == [tile_cycles, 0, 0, 0]
+    # the vertices' outputs: runs of consecutive rows, in order
+    outs = [b.fields["out"].elements()[1].reshape(b.count, -1) for b in g.compute_sets[0].batches]
+    got = sorted(tuple(r.tolist()) for o in outs for r in o)
+    first = np.cumsum([0, *runs[:-1]])
+    assert got == sorted(tuple(range(f, f + k)) for f, k in zip(first, runs, strict=True))

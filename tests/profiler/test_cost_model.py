@@ -102,6 +102,21 @@ def test_fill_copy_scaled_add_hand_worked():
     assert cm.scaled_add_cycles(7, "half", T, subtract=True) == cm.scaled_add_cycles(7, "half", T) + 7
 
 
+def test_continuous_reduce_hand_worked():
+    # getCycleEstimateReduceAllRegionsContinuous: k x (n // min(acc width, data-path elements))
+    # + 2 if n odd + 12 k + 10 + 7 (call / return).
+    # half, 5 outputs of 43: min(8, 4) = 4 a loop -> 5 x 10 + 2 + 60 + 17 = 129
+    assert cm.continuous_reduce_cycles("add", 43, 5, "half") == 129
+    # float max, 2 outputs of 8: min(4, 2) = 2 -> 2 x 4 + 0 + 24 + 17 = 49
+    assert cm.continuous_reduce_cycles("max", 8, 2, "float") == 49
+    # fewer partials than a loop takes: no loop, only the odd tail and the per-output cost
+    assert cm.continuous_reduce_cycles("add", 1, 3, "half") == 0 + 2 + 36 + 17
+    assert cm.continuous_reduce_cycles("add", np.array([8, 43]), np.array([2, 5]), "float").tolist() == [
+        2 * 4 + 24 + 17,
+        5 * 21 + 2 + 60 + 17,
+    ]
+
+
 def test_reduce_hand_worked():
     # One output: 3 + 6 + ceil(n/vw) + 5 + rem + 3 (+5 not float).
     assert cm.reduce_cycles("add", 10, 1, "float", T) == 3 + 6 + 5 + 5 + 0 + 3
