@@ -176,10 +176,11 @@ class ReducePartial(Codelet):
     inputs = ("in",)
     outputs = ("out",)
     reads_outputs = False  # only out's shape and dtype
+    vertex = "popops::Reduce{op}"
 
     def __init__(self, op: str, fn: Callable[..., np.ndarray]) -> None:
         self.op, self.fn = op, fn
-        self.name = f"popops::Reduce{op.capitalize()}"
+        self.name = self.vertex.format(op=op.capitalize())
 
     def type_name(self, dtypes):  # type: ignore[override]
         return f"{self.name}<{dtypes['in'].name},{dtypes['out'].name}>"
@@ -194,7 +195,7 @@ class ReducePartial(Codelet):
 
     def run_batch(self, values, params):  # type: ignore[override]
         v, out = values["in"], values["out"]
-        r = _scaled(self.fn(_accumulator(v, self.op, np.float64), axis=1), params)
+        r = _scaled(self.fn(_accumulator(v, self.op, np.float64), axis=-1), params)
         return {"out": r.astype(out.dtype).reshape(out.shape)}
 
     def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
@@ -208,41 +209,23 @@ class ReducePartial(Codelet):
         return VertexBytes(vertex_state_bytes(one_ptr=2, words=1))
 
 
-class ContinuousReduce(Codelet):
+class ContinuousReduce(ReducePartial):
     """popops::ContinuousReduce: ``out[o] = op(in[o, :])`` for a worker's run of outputs, each of as many
     contiguous partials (lib/popops/codelets/ContinuousReduce.cpp; popops builds one per worker's run of
     reductions: ReductionConnection.cpp ALL_REGIONS_CONTINUOUS), accumulated in float."""
 
-    builtin = True
-    kind = "Vertex"
-    inputs = ("in",)
-    outputs = ("out",)
-    reads_outputs = False
-
-    def __init__(self, op: str, fn: Callable[..., np.ndarray]) -> None:
-        self.op, self.fn = op, fn
-        self.name = f"popops::ContinuousReduce<popops::Reduce{op.capitalize()}>"
+    vertex = "popops::ContinuousReduce<popops::Reduce{op}>"
 
     def type_name(self, dtypes):  # type: ignore[override]
-        return (
-            f"popops::ContinuousReduce<popops::Reduce{self.op.capitalize()},{dtypes['in'].name},{dtypes['out'].name}>"
-        )
+        return f"{self.name[:-1]},{dtypes['in'].name},{dtypes['out'].name}>"
 
     def check_fields(self, where, shapes, params):  # type: ignore[override]
-        super().check_fields(where, shapes, params)
+        Codelet.check_fields(self, where, shapes, params)
         if len(shapes["in"]) != 2 or shapes["out"] != shapes["in"][:1]:
             raise ValueError(
                 f"compute set {where!r}: {self.name} reduces in[outputs, partials] into out[outputs], got "
                 f"in {shapes['in']} and out {shapes['out']}"
             )
-
-    def read_dtypes(self, dtypes):  # type: ignore[override]
-        return dtypes | {"in": _accumulator_dtype(dtypes["in"], self.op, np.float64)}
-
-    def run_batch(self, values, params):  # type: ignore[override]
-        v, out = values["in"], values["out"]
-        r = _scaled(self.fn(_accumulator(v, self.op, np.float64), axis=2), params)
-        return {"out": r.astype(out.dtype).reshape(out.shape)}
 
     def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
         k, n = shapes["in"]
