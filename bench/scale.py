@@ -33,17 +33,19 @@ def _rss_gib() -> float:
 
 def child(
     model: str, batch: int, target_name: str, dtype: str, runs: int, image: int, seq: int, layers: int,
-    partials: str = "float32", amp: float = 0.6,
+    partials: str = "float32", amp: float | None = None,
 ) -> dict:  # fmt: skip
     sys.path.insert(0, str(ROOT))
     import numpy as np
 
     from profiler.frontends.onnx import Session, examples, import_model, load_model
     from profiler.frontends.onnx.model import override_batch
+    from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION
     from profiler.targets import get_target
 
     onnx_model = examples.resnet(image=image) if model == "resnet50" else examples.bert_layer(seq=seq, layers=layers)
     target = get_target(target_name)
+    amp = DEFAULT_AVAILABLE_MEMORY_PROPORTION if amp is None else amp
     out: dict = {"model": model, "batch": batch, "target": target_name, "dtype": dtype, "partials": partials,
                  "available_memory_proportion": amp}  # fmt: skip
     t0 = time.perf_counter()
@@ -109,7 +111,7 @@ def main() -> int:
         help="matmul/conv partials type (default float32, PopLibs'; float16 is the C600 benchmarks' setting)",
     )  # fmt: skip
     p.add_argument(
-        "--available-memory-proportion", type=float, default=0.6, metavar="P",
+        "--available-memory-proportion", type=float, default=None, metavar="P",
         help="matmul/conv plans' share of tile memory for temporaries (default 0.6, PopLibs'; ByteMLPerf's BERT "
         "on C600 uses 0.4)",
     )  # fmt: skip
@@ -139,11 +141,11 @@ def main() -> int:
         for batch in args.batches or ([1, 8, 32] if model == "resnet50" else [8]):
             name = f"{model} b{batch} {args.dtype} {args.target}" + (" half-p" if args.partials == "float16" else "")
             amp = args.available_memory_proportion
-            name += f" amp {amp:g}" if amp != 0.6 else ""
+            name += f" amp {amp:g}" if amp is not None else ""
             cmd = [sys.executable, __file__, "--child", model, str(batch), "--target", args.target, "--dtype",
                    args.dtype, "--runs", str(args.runs), "--image", str(args.image), "--seq", str(args.seq),
                    "--layers", str(args.layers), "--partials", args.partials,
-                   "--available-memory-proportion", str(amp)]  # fmt: skip
+                   *(["--available-memory-proportion", str(amp)] if amp is not None else [])]  # fmt: skip
             try:
                 done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
             except subprocess.TimeoutExpired:

@@ -148,12 +148,10 @@ def _reduce_stage(
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     pos = np.arange(member.size) - starts[vertex]
     row_of = np.full(nv, -1, dtype=np.int64)
+    idx_of, valid_of = {}, {}
     for lb in np.unique(length):  # each output's members as a row of its length's index matrix
         vs = np.flatnonzero(length == lb)
         row_of[vs] = np.arange(vs.size)
-    idx_of, valid_of = {}, {}
-    for lb in np.unique(length):
-        vs = np.flatnonzero(length == lb)
         sel = length[vertex] == lb
         idx = np.zeros((vs.size, int(lb)), dtype=np.int64)
         valid = np.zeros((vs.size, int(lb)), dtype=bool)
