@@ -556,6 +556,8 @@ def _run_step(
             map_tiles.append(np.repeat(tile[sel], ms_))
         # a swapped plan's vertex takes the same blocks, costed as out^T = b^T a^T (MatMulPlan.swap_operands)
         params = {"swap_operands": True} if plan.swap_operands else {"conv": plan.conv} if plan.conv else {}
+        if split_k and store is not None and sg < ns_:  # the block's partials in the store's out-chan groups
+            params["out_group"] = sg
         graph.add_vertices(cs, codelet, fields, tile[sel], **params)
     if split_k:  # the partials are op-internal: the reduction's last kernel computes the product at once
         graph.defer_kernel(cs)

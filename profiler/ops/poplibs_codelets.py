@@ -408,7 +408,7 @@ class MatMulPartial(Codelet):
     def check_fields(self, where, shapes, params):  # type: ignore[override]
         super().check_fields(where, shapes, params)
         a, b, o = shapes["a"], shapes["b"], shapes["out"]
-        # out may also be flat (m*n in row-major order): a split matmul's partials, held block-major
+        # out may also be flat (m*n, row-major or in out-chan groups): a split matmul's partials, held block-major
         if len(a) != 2 or len(b) != 2 or a[1] != b[0] or o not in ((a[0], b[1]), (a[0] * b[1],)):
             raise ValueError(f"compute set {where!r}: {self.name} needs a[m,k], b[k,n], out[m,n]; got {a}, {b}, {o}")
 
@@ -424,11 +424,17 @@ class MatMulPartial(Codelet):
         acc = self._accumulates_in(values["out"].dtype)
         a, b = values["a"].astype(acc, copy=False), values["b"].astype(acc, copy=False)  # read as acc already
         # into a reused buffer (the engine's scatter consumes it before the next batch) and rounded
-        # into out's type by that scatter; a flat out (block-major partials) takes it flat
+        # into out's type by that scatter; a flat out (block-major partials) takes it flat, in out-chan
+        # groups of ``out_group`` when given (positions (n // group, m, n % group), as PopLibs holds a
+        # conv's partials: {..., OC/ocpg, N, ocpg}, lib/poplin/Convolution.cpp createPartials)
         product = scratch.buffer(
             "product", (*np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1]), acc
         )
-        return {"out": np.matmul(a, b, out=product).reshape(values["out"].shape)}
+        r = np.matmul(a, b, out=product)
+        group = params.get("out_group", 0) if params else 0
+        if group and len(values["out"].shape) < r.ndim and group < r.shape[-1]:
+            r = r.reshape(*r.shape[:-1], r.shape[-1] // group, group).swapaxes(-3, -2)
+        return {"out": r.reshape(values["out"].shape)}
 
     @staticmethod
     def _mkn(shapes: Any, params: Any) -> tuple[int, int, int]:

@@ -41,6 +41,25 @@ def test_grouped_matmul_and_partials_type(partials):
     assert attrs["partials_dtype"] == partials and attrs["shape"] == {"G": 3, "M": 4, "K": 40, "N": 6}
 
 
+def test_a_split_matmul_grouped_in_narrower_groups_than_its_blocks_matches_numpy():
+    """x[16, 256] @ w[256, 128] fp32 on 8 tiles, result held grouped (as a conv's output is): the plan
+    splits K 4 ways with out-chan blocks of 64, which the store holds in groups of 16 (the widest AMP
+    candidate dividing 64, _store_group). Each vertex's partials are then written in those groups -
+    positions (n // 16, m, n % 16), the order the reduction reads them in - not row by row: with the
+    vertices executed, a row-major write scrambled every block (found with BERT's chained matmuls)."""
+    t = ipu_model(tiles_per_ipu=8, bytes_per_tile=1 << 20)
+    plan = ops.plan_matmul(t, 1, 16, 256, 128, "float32", "float32")
+    assert (plan.in_chan_split, plan.block[3]) == (4, 64)
+    r = rng(23)
+    x, w = r.standard_normal((16, 256)).astype(np.float32), r.standard_normal((256, 128)).astype(np.float32)
+    out, g, _ = run(
+        {"x": x, "w": w}, lambda g, t, p: {"y": ops.matmul(g, t["x"], t["w"], p, grouped_out=True)}, tiles=8
+    )
+    (store,) = [v for v in g.variables if v.name == "matmul out"]
+    assert store.shape == (1, 8, 16, 16)  # [G, N/16, M, 16]
+    np.testing.assert_allclose(out["y"], x.astype(np.float64) @ w, rtol=1e-5, atol=1e-4)
+
+
 def test_matmul_gradients_match_numpy_and_finite_differences():
     r = rng(22)
     x, w = r.standard_normal((5, 7)).astype(np.float32), r.standard_normal((7, 3)).astype(np.float32)
