@@ -693,7 +693,12 @@ def _laid_out(
     """``t`` if it is mapped as the plan wants, else a copy of it in the plan's layout (PopLibs
     rearranges a badly mapped operand before the matmul, ref §4.4 "transform copy + exchange"; docs/
     fidelity.md "Exchange model" item 4): a step and a temporary, but the matmul's own exchange is
-    then one regular all-gather per block instead of pieces from wherever the operand lies."""
+    then one regular all-gather per block instead of pieces from wherever the operand lies. The copy
+    is created as PopLibs creates it: in the channel-grouped store of ``create_matmul_lhs`` / ``_rhs``
+    where the plan groups the operand (lib/poplin/Convolution.cpp convolutionPreprocess: ``actsRearranged
+    = createInputImpl(..)``, ``weightsRearranged = createWeightsImpl(..)``), so a tile's block is a region
+    per channel group, not one per block row (BERT-base at batch 8, sequence 384: a 3072 x 3072 lhs
+    block of 384 rows)."""
     if not _rearrangeable(t) or _grouped_as_planned(graph, t, plan, shape, side):
         return t
     runs = operand_runs(plan, shape, side, t.dtype.itemsize)  # shares by rows: also a rearranged copy's
@@ -702,6 +707,11 @@ def _laid_out(
             return t
     elif _runs_mapped_as(graph, t, runs):
         return t
+    store = grouped_store(plan, shape, side, t.dtype, graph.target)
+    if store is not None:
+        var = graph.add_variable(t.dtype, store.dims, f"matmul {side} (rearranged)")
+        graph.map_intervals(var, *grouped_runs(plan, shape, side, store, t.dtype.itemsize))
+        return copy(graph, t, prog, dst=store.view(var).expand(0))
     tmp = graph.add_variable(t.dtype, t.shape, f"matmul {side} (rearranged)")
     _map_runs(graph, tmp, runs)
     return copy(graph, t, prog, dst=tmp)

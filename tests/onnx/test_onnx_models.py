@@ -320,3 +320,31 @@ def test_matmul_weights_are_stored_as_poplibs_creates_them() -> None:
     with Session(imported) as s:
         got = s.run(feeds)["output"]
     np.testing.assert_allclose(got, ReferenceEvaluator(model).run(None, feeds)[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("execution", list(EXECUTION))
+def test_matmul_results_are_held_channel_grouped_for_the_next_matmul(execution: str) -> None:
+    """x[32, 32] @ w1[32, 64] @ w2[64, 32] fp32 on 16 tiles. PopLibs' matmul result is its convolution's
+    output, created {C/ocpg, batch, ocpg} (lib/poplin/Convolution.cpp getPartialOutputShape): the first
+    product's plan takes out-chan blocks of 8 (AMP fp32: 8 out channels a group), so h is held as
+    [1, 64/8, 32, 8]. The second product needs its lhs elsewhere and copies it first into the grouped
+    store PopLibs' createInputImpl gives its plan: its weights' role here (the plan swaps the operands),
+    [32/8, 64/16, 8, 16]. Both products' values match onnx.reference with the compute sets' kernels and
+    with every vertex (a split product's partials in out-chan groups, as the store holds them)."""
+    rng = np.random.default_rng(5)
+    w1 = numpy_helper.from_array(rng.standard_normal((32, 64)).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array(rng.standard_normal((64, 32)).astype(np.float32), "w2")
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("MatMul", ["h", "w2"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [32, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [32, 32])], [w1, w2],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    imported = import_model(load_model(model), TARGET)
+    shapes = [v.shape for v in imported.graph.variables]
+    assert (1, 8, 32, 8) in shapes  # h
+    assert [v.shape for v in imported.graph.variables if "(rearranged)" in v.name] == [(4, 4, 8, 16)]
+    x = rng.standard_normal((32, 32)).astype(np.float32)
+    with Session(imported, EXECUTION[execution]) as s:
+        got = s.run({"x": x})["y"]
+    np.testing.assert_allclose(got, ReferenceEvaluator(model).run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)

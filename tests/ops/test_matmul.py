@@ -251,12 +251,14 @@ def test_grouped_serial_loops_match_numpy():
 def test_badly_mapped_operands_are_rearranged_first():
     """An operand mapped otherwise than the plan wants is copied into the plan's layout first (one
     copy compute set with its exchange, docs/fidelity.md "Exchange model" item 4); operands created
-    with create_matmul_lhs / _rhs are used as they are; the results are equal."""
+    with create_matmul_lhs / _rhs are used as they are; the results are equal. The copies are created
+    as PopLibs creates them (createInputImpl / createWeightsImpl): in the same channel-grouped stores
+    and mapping as the created operands, so the matmul's own exchange is the created case's, byte for
+    byte and instruction for instruction."""
     t = ipu_model(tiles_per_ipu=16, bytes_per_tile=262144)
     rng = np.random.default_rng(0)
     av, bv = rng.standard_normal((64, 96)).astype(np.float32), rng.standard_normal((96, 32)).astype(np.float32)
-    names = {}
-    outs = {}
+    names, outs, stores, exchanges = {}, {}, {}, {}
     for way in ("linear", "created"):
         g = Graph(t)
         if way == "linear":
@@ -275,9 +277,17 @@ def test_badly_mapped_operands_are_rearranged_first():
         e.run(0)
         outs[way] = e.read_tensor("c")
         names[way] = [s.name for s in e.compiled.steps if s.type == "OnTileExecute"]
+        stores[way] = sorted(v.shape for v in g.variables if v.name in ("a", "b") or "(rearranged)" in v.name)
+        (exchanges[way],) = [s for s in e.compiled.steps if s.name == "matmul/Exchange"]
     assert sum(n == "copy" for n in names["linear"]) >= 1 and "copy" not in names["created"]
     np.testing.assert_allclose(outs["linear"], av @ bv, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(outs["linear"], outs["created"])
+    # the created operands' stores, and the rearranged copies of the linear ones in the same shapes
+    assert stores["linear"] == sorted([(64, 96), (96, 32)] + stores["created"])
+    assert all(len(shape) > 2 for shape in stores["created"])
+    lin, cre = exchanges["linear"], exchanges["created"]
+    for field in ("bytes_in", "bytes_out", "code_bytes", "tile_cycles"):
+        np.testing.assert_array_equal(getattr(lin, field), getattr(cre, field), err_msg=field)
 
 
 def test_created_operands_and_their_all_gather_worked_by_hand():

@@ -287,8 +287,17 @@ def matmul(b: Builder, a: Value, c: Value) -> Tensor:
         raise ValueError(f"MatMul: shapes {ta.shape} and {tc.shape} do not multiply")
     batch = tuple(np.broadcast_shapes(ta.shape[:-2], tc.shape[:-2]))
     if tc.rank == 2:  # [.., M, K] x [K, N]: one big product
+        # held channel-grouped as PopLibs holds it (a matmul's result is its convolution's output,
+        # {C/ocpg, batch, ocpg}: lib/poplin/Convolution.cpp getPartialOutputShape); the elementwise ops
+        # after it clone that layout (Graph::clone), so the next matmul's lhs arrives grouped
         out = ops.matmul(
-            b.graph, ta.reshape(-1, k), tc, b.prog, partials_dtype=b.partials, available_memory_proportion=b.amp
+            b.graph,
+            ta.reshape(-1, k),
+            tc,
+            b.prog,
+            partials_dtype=b.partials,
+            available_memory_proportion=b.amp,
+            grouped_out=True,
         ).reshape(*ta.shape[:-2], m, n)
     else:
         g = int(np.prod(batch, dtype=np.int64))
