@@ -16,6 +16,7 @@ import numpy as np
 
 from profiler.dtypes import as_dtype
 from profiler.graph import ComputeSet, Graph
+from profiler.layout import Affine, Factored
 from profiler.ops.core import (
     OpError,
     constant_per_tile,
@@ -241,9 +242,10 @@ class _RunPairs:
     @classmethod
     def find(cls, graph: Graph, src: Tensor, size: int) -> _RunPairs | None:
         """The pairs, or None when a group's members on one tile are not consecutive (it leaves a
-        tile and comes back) or ``src`` flattened is not affine."""
+        tile and comes back) or ``src`` flattened is neither affine nor a grouped (factored) view, e.g.
+        a layer norm's input held in a matmul result's channel groups."""
         flat = src.reshape(-1)
-        if flat.affine is None or flat.numel() == 0:
+        if not isinstance(flat._lay, Affine | Factored) or flat.numel() == 0:
             return None
         nt, n = graph.target.num_tiles, flat.numel()
         first, tile = _runs_and_groups(graph, flat, size)
@@ -290,7 +292,11 @@ class _RunPairs:
     def kernel(self, cs: ComputeSet, out: Tensor, op_name: str, scale: float) -> None:
         """``_add_kernel``: every group has ``size`` members, one row of the flattened source each."""
         n = out.numel()
-        fields = {"in": self.flat.pattern_rows(np.arange(n) * self.size, (self.size,), (1,)), "out": out.reshape(n, 1)}
+        if self.flat.affine is None:  # a factored view: its rows stay a view, not an index per element
+            members = self.flat.reshape(n, self.size)
+        else:
+            members = self.flat.pattern_rows(np.arange(n) * self.size, (self.size,), (1,))
+        fields = {"in": members, "out": out.reshape(n, 1)}
         self.graph.add_kernel(cs, REDUCE_CODELETS[op_name], fields, scale=float(scale))
 
 

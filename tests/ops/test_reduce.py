@@ -158,6 +158,40 @@ def test_consecutive_groups_are_planned_by_runs_unless_a_tile_holds_two_runs_of_
     assert _RunPairs.find(g, x.transpose(1, 0), shape[0]) is None  # flattened, not an affine view
 
 
+def test_a_channel_grouped_view_is_planned_by_runs_as_per_element():
+    """A layer norm's input held in a matmul result's channel groups: the store [3, 4, 2] (in-chan
+    groups of 2, 4 rows) seen as x[4, 6], group a of rows 0-1 on tile a and of rows 2-3 on tile 3 + a,
+    so each row's members on a tile are one run of 2. Reducing its rows is planned by runs (no sort
+    of a key per element) into the same variables, mappings, vertices and kernel elements as the
+    per-element reference; only the kernel's field stays a grouped view instead of an index each."""
+    from profiler import Graph, Sequence, ipu_model
+    from profiler.ops.reduce import _RunPairs, reduce_consecutive, reduce_groups
+    from tests.ops.helpers import graph_snapshot
+
+    def elements_only(snapshot: list) -> list:  # a field's (kind, shape, dtype, vars, elements) less its kind
+        def strip(batches):  # type: ignore[no-untyped-def]
+            return None if batches is None else [b[:3] + ({k: f[1:] for k, f in b[3].items()},) for b in batches]
+
+        return [x if len(x) != 3 or not isinstance(x[1], list) else (x[0], strip(x[1]), strip(x[2])) for x in snapshot]
+
+    snaps = []
+    for fast in (True, False):
+        g = Graph(ipu_model(tiles_per_ipu=6))
+        store = g.add_variable(np.float16, (3, 4, 2), "x")
+        a, m = np.meshgrid(np.arange(3), np.arange(4), indexing="ij")
+        g.set_tile_mapping(store, np.repeat((a + 3 * (m >= 2)).reshape(-1), 2))
+        x, prog = store.transpose(1, 0, 2).group_dims(1, 2), Sequence()
+        assert x.shape == (4, 6) and (_RunPairs.find(g, x, 6) is not None)
+        out = ops.add_mapped(g, np.float16, (4,), "out")
+        if fast:
+            plan = reduce_consecutive(g, x, 6, out, "add", prog, scale=0.5)
+        else:
+            plan = reduce_groups(g, x, np.arange(24), np.arange(24) // 6, out, "add", prog, scale=0.5)
+        snaps.append((plan, elements_only(graph_snapshot(g))))
+    assert snaps[0] == snaps[1]
+    assert snaps[0][0]["stages"] == 2  # each row's 3 partials (one per tile) reduced on its output's tile
+
+
 def test_reduce_over_a_transposed_view_still_matches_numpy():
     x = rng(18).standard_normal((6, 40)).astype(np.float32)
     out, _, _ = run({"x": x}, lambda g, t, p: {"y": ops.reduce_sum(g, t["x"].transpose(1, 0), 1, p)}, tiles=7)
