@@ -85,11 +85,14 @@ class BlockGrid:
 
     def breaks(self) -> np.ndarray:
         """The columns whose element is not the previous column's plus one: only where a block row
-        begins can it not be (each row's elements are consecutive)."""
-        rows = self.extent[:, 0] * self.extent[:, 1] * (self.extent[:, 2] > 0)
-        of = np.repeat(np.arange(rows.size), rows)
-        k = np.arange(of.size) - np.repeat(np.cumsum(rows) - rows, rows)
-        j = self.off[of] + k * self.extent[of, 2]  # each block row's first column
+        begins can it not be (each row's elements are consecutive), and only where a group of rows
+        begins when the rows follow one another (a grouped store's rows of one channel group)."""
+        whole = self.extent[:, 2] == self.strides[1]  # a group's rows are one run
+        unit = np.where(whole, self.extent[:, 1] * self.extent[:, 2], self.extent[:, 2])  # columns
+        units = self.extent[:, 0] * np.where(whole, 1, self.extent[:, 1]) * (self.extent[:, 2] > 0)
+        of = np.repeat(np.arange(units.size), units)
+        k = np.arange(of.size) - np.repeat(np.cumsum(units) - units, units)
+        j = self.off[of] + k * unit[of]  # each unit's first column
         j = j[j > 0]
         return j[self[j] != self[j - 1] + 1]
 

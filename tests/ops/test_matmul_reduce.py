@@ -104,9 +104,13 @@ def test_block_major_partials_reach_each_reducer_as_one_region_per_tile() -> Non
 
 
 @pytest.mark.parametrize("store_nb", [None, 4])
-@pytest.mark.parametrize("G,M,N,gb,mb,nb", [(1, 10, 12, 1, 4, 4), (3, 7, 8, 2, 3, 4), (2, 5, 4, 1, 5, 4)])
+@pytest.mark.parametrize(
+    "G,M,N,gb,mb,nb", [(1, 10, 12, 1, 4, 4), (3, 7, 8, 2, 3, 4), (2, 5, 4, 1, 5, 4), (1, 6, 16, 1, 3, 8)]
+)
 def test_block_grid_numbers_columns_as_a_loop_over_blocks_does(G, M, N, gb, mb, nb, store_nb) -> None:
-    # the reference: each block's (group, row, col) positions row-major, each element written out
+    # the reference: each block's (group, row, col) positions row-major, each element written out; in a
+    # store of 4-channel groups narrower than the block (nb 8, one conv group a block) its positions run
+    # (channel group, row, channel), as the vertices write the partials
     from profiler.ops.matmul import _block_major_order
     from profiler.ops.matmul_reduce import breaks_of
 
@@ -117,10 +121,20 @@ def test_block_grid_numbers_columns_as_a_loop_over_blocks_does(G, M, N, gb, mb, 
         for r0, rl in zip(m0, ml, strict=True):
             for c0, cl in zip(n0, nl, strict=True):
                 for g in range(g_start, min(G, g_start + gb)):
-                    for m in range(r0, r0 + rl):
-                        for n in range(c0, c0 + cl):
-                            store = ((g * (N // 4) + n // 4) * M + m) * 4 + n % 4
-                            want.append(((g * M) + m) * N + n if store_nb is None else store)
+                    by_group = store_nb is not None and gb == 1
+                    positions = (
+                        [
+                            (m, q * 4 + c)
+                            for q in range(c0 // 4, (c0 + cl) // 4)
+                            for m in range(r0, r0 + rl)
+                            for c in range(4)
+                        ]
+                        if by_group
+                        else [(m, n) for m in range(r0, r0 + rl) for n in range(c0, c0 + cl)]
+                    )
+                    for m, n in positions:
+                        store = ((g * (N // 4) + n // 4) * M + m) * 4 + n % 4
+                        want.append(((g * M) + m) * N + n if store_nb is None else store)
     sizes = [min(gb, G - g) * rl * cl for g in range(0, G, gb) for rl in ml for cl in nl]
     off = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     grid = _block_major_order(G, M, N, gb, m0, ml, n0, nl, off, store_nb)
