@@ -408,9 +408,20 @@ _BERT_MM_OFF: dict[str, str] = {
 }
 
 
+# Rows of PopLibs' BERT table outside their tolerance, and the component that puts them there.
+_BERT_TRAIN_OFF: dict[str, str] = {
+    "grouped_12x128x64x128": "tilescope plans each pass of the attention's small grouped matmuls alone (12 groups "
+    "of [128,64]x[64,128]: plans of 1,921-2,489 cycles a pass) where PopLibs plans them knowing the pass "
+    "(fullyConnectedPass); its 16-group twin sits at 0.751. 0.751 before a grouped matmul's operands "
+    "were created and rearranged in PopLibs' grouped stores ([G, IC/icpg, batch, icpg]), 0.740 since: the "
+    "store is right and the pass planning, not modelled, is what is off (docs/fidelity.md, 'Training passes "
+    "as PopLibs plans them')",
+}
+
+
 def _poplibs_rows(
     kind: str, bench: str, table: dict[str, tuple[tuple[int, ...], int]], compute: Callable[..., float],
-    setting: Callable[..., str], why: str, fast: bool = False,
+    setting: Callable[..., str], why: str, fast: bool = False, known_off: dict[str, str] | None = None,
 ) -> list[Row]:  # fmt: skip
     """A row per benchmark of PopLibs' own table (``bench`` + name there), each computed from its geometry."""
     return [
@@ -426,6 +437,7 @@ def _poplibs_rows(
             tolerance=0.25,
             why=why,
             fast=fast,
+            known_off=(known_off or {}).get(name, ""),
         )  # fmt: skip
         for name, (geo, c) in table.items()
     ]
@@ -497,7 +509,9 @@ ROWS: list[Row] = [
         _conv_setting,
         _CONV_WHY,
     ),
-    *_poplibs_rows("bert_train", "bert_", POPLIBS_BERT_FC_CYCLES, fc_train_cycles, _fc_setting, _FC_WHY),
+    *_poplibs_rows(
+        "bert_train", "bert_", POPLIBS_BERT_FC_CYCLES, fc_train_cycles, _fc_setting, _FC_WHY, known_off=_BERT_TRAIN_OFF
+    ),  # fmt: skip
     _dense_row(
         "dense_internal_exchange_code",
         360 * KIB,

@@ -711,7 +711,8 @@ def _laid_out(
     if store is not None:
         var = graph.add_variable(t.dtype, store.dims, f"matmul {side} (rearranged)")
         graph.map_intervals(var, *grouped_runs(plan, shape, side, store, t.dtype.itemsize))
-        return copy(graph, t, prog, dst=store.view(var).expand(0))
+        view = store.view(var)
+        return copy(graph, t, prog, dst=view.expand(0) if view.rank < t.rank else view)
     tmp = graph.add_variable(t.dtype, t.shape, f"matmul {side} (rearranged)")
     _map_runs(graph, tmp, runs)
     return copy(graph, t, prog, dst=tmp)
@@ -758,7 +759,7 @@ def map_for_matmul(
     plan, shape = _operand_plan(graph, a_shape, b_shape, t.dtype, partials_dtype, available_memory_proportion)
     if plan.in_chan_serial * plan.out_chan_serial > 1:
         return False
-    store = grouped_store(plan, shape, side, t.dtype, graph.target) if len(a_shape) == 2 else None
+    store = grouped_store(plan, shape, side, t.dtype, graph.target)
     whole = store.whole(t) if store is not None else None
     if whole is not None:  # a variable stored as PopLibs creates the operand (operand_storage)
         graph.map_intervals(whole, *grouped_runs(plan, shape, side, store, t.dtype.itemsize))
@@ -775,11 +776,21 @@ class GroupedStore:
     """How PopLibs stores a matmul operand it creates (lib/poplin/Convolution.cpp ``createInput`` /
     ``createWeights``), in channel groups of the plan's vertex: activations ``[IC/icpg, batch, icpg]``,
     weights ``[OC/ocpg, IC/icpg, ocpg, icpg]``. The lhs is the activations (batch M) and the rhs the
-    weights (OC = N), or the other way round when the plan swaps them (rhs: batch N; lhs: OC = M)."""
+    weights (OC = N), or the other way round when the plan swaps them (rhs: batch N; lhs: OC = M). A
+    grouped matmul's operand (``conv_groups`` G > 1, poplin::matMulGrouped: a convolution of G groups,
+    one group each per ``createInput`` group) leads with G: ``[G, IC/icpg, batch, icpg]``, seen as
+    ``[G, rows, cols]``."""
 
     dims: tuple[int, ...]  # the variable's shape
     axes: tuple[int, ...]  # its dims in the view's order, before grouping
-    groups: tuple[int, int]  # store dims merged into the view's rows and columns
+    groups: tuple[int, ...]  # store dims merged into the view's (groups,) rows and columns
+    conv_groups: int = 1  # G > 1: dims[0] is G
+
+    def per_group(self) -> GroupedStore:
+        """The store of one conv group (the whole store when there is one)."""
+        if self.conv_groups == 1:
+            return self
+        return GroupedStore(self.dims[1:], tuple(a - 1 for a in self.axes[1:]), self.groups[1:])
 
     def shape(self, view_shape: tuple[int, ...]) -> list[int]:
         """The variable's shape for a ``view_shape`` operand (the builder's storage protocol, as
@@ -800,18 +811,25 @@ class GroupedStore:
             return None
         whole = Tensor(t.graph, vid, Affine.contiguous(self.dims), t.dtype)
         view = self.view(whole)
-        return whole if (view.expand(0) if t.rank == 3 else view)._lay == t._lay else None  # matmul: [1, M, K]
+        view = view.expand(0) if view.rank < t.rank else view  # one group's matmul: [1, M, K]
+        return whole if view._lay == t._lay else None
 
 
 def grouped_store(plan: MatMulPlan, shape: tuple[int, int, int, int], side: str, dtype: np.dtype,
                   target: Target) -> GroupedStore | None:  # fmt: skip
-    """PopLibs' grouped store of the ``side`` operand of a one-group matmul, or None where tilescope keeps
-    it row-major: a serial plan, a vertex without channel groups, or dims or blocks that are not
-    whole groups (PopLibs pads those)."""
+    """PopLibs' grouped store of the ``side`` operand of a matmul, or None where tilescope keeps it
+    row-major: a serial plan, a vertex without channel groups, dims or blocks that are not whole
+    groups (PopLibs pads those), or blocks of several conv groups. A grouped matmul's store leads
+    with its G groups (``GroupedStore.conv_groups``)."""
     G, M, K, N = shape
-    _, mb, kb, nb = plan.block
+    gb, mb, kb, nb = plan.block
+    if G > 1:
+        one = grouped_store(plan, (1, M, K, N), side, dtype, target) if gb == 1 else None
+        if one is None:
+            return None
+        return GroupedStore((G, *one.dims), (0, *(a + 1 for a in one.axes)), (1, *one.groups), G)
     ig, og = _grain(plan.method, dtype, as_dtype(plan.partials_dtype), target)
-    if G != 1 or plan.in_chan_serial * plan.out_chan_serial > 1 or ig == 1 or K % ig or kb % ig:
+    if plan.in_chan_serial * plan.out_chan_serial > 1 or ig == 1 or K % ig or kb % ig:
         return None
     acts = (side == "rhs") == plan.swap_operands
     if acts:  # [K/ig, batch, ig]: the lhs' batch is M, a swapped rhs' N
@@ -832,20 +850,22 @@ def grouped_runs(plan: MatMulPlan, shape: tuple[int, int, int, int], side: str, 
     PopLibs maps it by use (as ``operand_runs`` gives them for an operand in its own order): each block
     of the operand (its elements in store order: a run per channel group) is cut into as many
     contiguous shares as ``operand_tiles`` gives it owners, share s on the tile ``operand_tiles``
-    gives share s, so a share is one or two regions of the store, not one per block row."""
-    rows, rb, cols, cb, owners, tile, _ = _share_plan(plan, shape, side, elem_bytes)
+    gives share s, so a share is one or two regions of the store, not one per block row. A grouped
+    matmul's groups repeat group 0's runs, each on its own tiles (as ``operand_runs`` gives them)."""
+    rows, rb, cols, cb, owners, tile, group = _share_plan(plan, shape, side, elem_bytes)
+    one = store.per_group()
     ri, ci = (a.reshape(-1) for a in np.meshgrid(np.arange(-(-rows // rb)), np.arange(-(-cols // cb)), indexing="ij"))
     rl, cl = np.minimum(rb, rows - ri * rb), np.minimum(cb, cols - ci * cb)
     own = owners(rl, cl).astype(np.int64)
     # the view's (row, column) dims as store dims: which is in-chan (K), which the batch or out-chans
     k0, kl, x0, xl = (ci * cb, cl, ri * rb, rl) if side == "lhs" else (ri * rb, rl, ci * cb, cl)
-    if len(store.dims) == 3:  # activations [K/ig, X, ig]: a run of xl * ig per in-chan group
-        _, x_total, ig = store.dims
+    if len(one.dims) == 3:  # activations [K/ig, X, ig]: a run of xl * ig per in-chan group
+        _, x_total, ig = one.dims
         n_runs, run_len = kl // ig, xl * ig
         first = (k0 // ig * x_total + x0) * ig
         step = x_total * ig
     else:  # weights [X/og, K/ig, og, ig]: a run of (kl / ig) * og * ig per out-chan group
-        _, k_groups, og, ig = store.dims
+        _, k_groups, og, ig = one.dims
         n_runs, run_len = xl // og, kl * og
         first = (x0 // og * k_groups + k0 // ig) * og * ig
         step = k_groups * og * ig
@@ -863,6 +883,10 @@ def grouped_runs(plan: MatMulPlan, shape: tuple[int, int, int, int], side: str, 
     start, tiles_ = np.concatenate(starts), np.concatenate(tiles).astype(np.int64)
     order = np.argsort(start)
     start, tiles_ = start[order], tiles_[order]
+    if store.conv_groups > 1:  # group g: group 0's runs g stores on, on group 0's tiles + its offset
+        size = int(np.prod(one.dims))
+        start = (np.arange(store.conv_groups)[:, None] * size + start[None, :]).reshape(-1)
+        tiles_ = (group[:, None] + tiles_[None, :]).reshape(-1)
     keep = np.ones(start.size, dtype=bool)
     keep[1:] = tiles_[1:] != tiles_[:-1]  # neighbouring pieces on one tile are one run
     start = start[keep]
@@ -886,8 +910,6 @@ def operand_storage(
     (``grouped_store``), for a caller creating it itself (the ONNX importer's weights); None: in its
     own order. ``map_for_matmul`` then maps the view of such a variable."""
     a_shape, b_shape = tuple(a_shape), tuple(b_shape)
-    if len(a_shape) != 2:
-        return None
     dt = as_dtype(dtype)
     plan, shape = _operand_plan(graph, a_shape, b_shape, dt, partials_dtype, available_memory_proportion)
     return grouped_store(plan, shape, side, dt, graph.target)

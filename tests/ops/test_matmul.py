@@ -248,24 +248,28 @@ def test_grouped_serial_loops_match_numpy():
     np.testing.assert_allclose(out["c"], np.matmul(a.astype(np.float64), b), rtol=1e-5, atol=1e-4)
 
 
-def test_badly_mapped_operands_are_rearranged_first():
+@pytest.mark.parametrize("groups", [(), (3,)])
+def test_badly_mapped_operands_are_rearranged_first(groups):
     """An operand mapped otherwise than the plan wants is copied into the plan's layout first (one
     copy compute set with its exchange, docs/fidelity.md "Exchange model" item 4); operands created
     with create_matmul_lhs / _rhs are used as they are; the results are equal. The copies are created
     as PopLibs creates them (createInputImpl / createWeightsImpl): in the same channel-grouped stores
     and mapping as the created operands, so the matmul's own exchange is the created case's, byte for
-    byte and instruction for instruction."""
+    byte and instruction for instruction. A grouped matmul (3 groups of [64,96]x[96,32], swapped:
+    the lhs is its weights) stores each with the groups leading: [3, 64/8, 96/16, 8, 16] and
+    [3, 96/16, 32, 16]."""
     t = ipu_model(tiles_per_ipu=16, bytes_per_tile=262144)
     rng = np.random.default_rng(0)
-    av, bv = rng.standard_normal((64, 96)).astype(np.float32), rng.standard_normal((96, 32)).astype(np.float32)
+    a_shape, b_shape = (*groups, 64, 96), (*groups, 96, 32)
+    av, bv = rng.standard_normal(a_shape).astype(np.float32), rng.standard_normal(b_shape).astype(np.float32)
     names, outs, stores, exchanges = {}, {}, {}, {}
     for way in ("linear", "created"):
         g = Graph(t)
         if way == "linear":
-            a, b = ops.add_mapped(g, "float32", (64, 96), "a"), ops.add_mapped(g, "float32", (96, 32), "b")
+            a, b = ops.add_mapped(g, "float32", a_shape, "a"), ops.add_mapped(g, "float32", b_shape, "b")
         else:
-            a = ops.create_matmul_lhs(g, "float32", (64, 96), (96, 32), "a")
-            b = ops.create_matmul_rhs(g, "float32", (64, 96), (96, 32), "b")
+            a = ops.create_matmul_lhs(g, "float32", a_shape, b_shape, "a")
+            b = ops.create_matmul_rhs(g, "float32", a_shape, b_shape, "b")
         g.create_host_write("a", a)
         g.create_host_write("b", b)
         prog = Sequence()
@@ -280,11 +284,12 @@ def test_badly_mapped_operands_are_rearranged_first():
         stores[way] = sorted(v.shape for v in g.variables if v.name in ("a", "b") or "(rearranged)" in v.name)
         (exchanges[way],) = [s for s in e.compiled.steps if s.name == "matmul/Exchange"]
     assert sum(n == "copy" for n in names["linear"]) >= 1 and "copy" not in names["created"]
-    np.testing.assert_allclose(outs["linear"], av @ bv, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(outs["linear"], np.matmul(av, bv), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(outs["linear"], outs["created"])
     # the created operands' stores, and the rearranged copies of the linear ones in the same shapes
-    assert stores["linear"] == sorted([(64, 96), (96, 32)] + stores["created"])
-    assert all(len(shape) > 2 for shape in stores["created"])
+    assert stores["linear"] == sorted([a_shape, b_shape] + stores["created"])
+    want = [(6, 32, 16), (8, 6, 8, 16)] if not groups else [(3, 6, 32, 16), (3, 8, 6, 8, 16)]
+    assert sorted(stores["created"]) == sorted(want)
     lin, cre = exchanges["linear"], exchanges["created"]
     for field in ("bytes_in", "bytes_out", "code_bytes", "tile_cycles"):
         np.testing.assert_array_equal(getattr(lin, field), getattr(cre, field), err_msg=field)

@@ -303,9 +303,9 @@ def matmul(b: Builder, a: Value, c: Value) -> Tensor:
         g = int(np.prod(batch, dtype=np.int64))
         xa = ta.broadcast_to(batch + (m, k)).reshape(g, m, k)
         xc = tc.broadcast_to(batch + (k, n)).reshape(g, k, n)
-        out = ops.matmul(b.graph, xa, xc, b.prog, partials_dtype=b.partials, available_memory_proportion=b.amp).reshape(
-            *batch, m, n
-        )
+        out = ops.matmul(
+            b.graph, xa, xc, b.prog, partials_dtype=b.partials, available_memory_proportion=b.amp, grouped_out=True
+        ).reshape(*batch, m, n)
     shape = out.shape
     if a1:
         shape = shape[:-2] + shape[-1:]
