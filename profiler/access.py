@@ -93,8 +93,15 @@ class Access:
             values = self._view(state, writeable=False, rows=rows)
             if dtype is not None and dtype != values.dtype:
                 values = converted(values, dtype)  # in the view's memory order
-            # a factored view's values are copied into its own order (an aligned view needs no reshape)
-            return values if rows is not None else values.reshape(self.shape)
+            # a factored view's values are copied into its own order (an aligned view needs no reshape),
+            # in chunks of rows on the run's threads when the dims it merges are not one run
+            if rows is not None:
+                return values
+            if _merge_copies(values.shape, values.strides, self.shape):
+                out = np.empty(values.shape, dtype=values.dtype)
+                copy_into(out, values)
+                return out.reshape(self.shape)
+            return values.reshape(self.shape)
         values = self._taken(state)
         return values if dtype is None or dtype == values.dtype else converted(values, dtype)
 
@@ -282,3 +289,21 @@ def _padded(
         out[edge] = fill
     copy_into(out[..., ph : ph + h, pw : pw + w], x)
     return out
+
+
+def _merge_copies(shape: tuple[int, ...], strides: tuple[int, ...], to: tuple[int, ...]) -> bool:
+    """Whether reshaping an array of ``shape`` and ``strides`` to ``to``, which merges runs of its dims,
+    copies: some merged neighbours are not a stride apart. False for any other reshape (numpy's own
+    reshape then decides)."""
+    dims = [(n, st) for n, st in zip(shape, strides, strict=True) if n != 1]
+    i = 0
+    for want in (n for n in to if n != 1):
+        size, first = 1, i
+        while i < len(dims) and size < want:
+            size *= dims[i][0]
+            i += 1
+        if size != want:
+            return False  # not a merge of whole dims
+        if any(dims[j][1] != dims[j + 1][1] * dims[j + 1][0] for j in range(first, i - 1)):
+            return True
+    return False
