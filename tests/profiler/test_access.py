@@ -160,3 +160,22 @@ def test_copies_between_half_and_float_of_any_layout_are_bit_exact(dst_view, to)
     uint = np.uint16 if to == np.float16 else np.uint32
     assert np.isnan(want).any()
     assert np.array_equal(dst.view(uint), want.view(uint))
+
+
+@pytest.mark.parametrize("chunk", [1 << 30, 64])
+def test_a_grouped_store_is_gathered_in_its_views_order(chunk, monkeypatch) -> None:
+    """A matmul result's store [N/16, M, 16] seen as [M, N] (a factored view): gathering it copies the
+    values into the view's order, in chunks of rows on the run's threads when they are many (here
+    whenever the chunk is small), the same values as numpy's transpose and reshape."""
+    from profiler import parallel
+
+    monkeypatch.setattr(parallel, "COPY_CHUNK_ELEMENTS", chunk)
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    store = g.add_variable(np.float32, (3, 40, 16), "store")
+    g.set_tile_mapping(store, np.zeros(store.numel(), dtype=np.int64))
+    view = store.transpose(1, 0, 2).group_dims(1, 2)
+    values = np.arange(store.numel(), dtype=np.float32).reshape(3, 40, 16)
+    state = [values.reshape(-1).copy()]
+    got = Access(view).gather(state)
+    np.testing.assert_array_equal(got, values.transpose(1, 0, 2).reshape(40, 48))
+    assert not np.shares_memory(got, state[0])
