@@ -9,7 +9,6 @@ general arena skips over it. Bytes past the end of the tile are *overflowed* (ou
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -60,24 +59,11 @@ class MemoryLayout:
 
 
 def _first_fit(sizes: np.ndarray, firsts: np.ndarray, lasts: np.ndarray) -> np.ndarray:
-    """Offsets for allocations live over [first, last] steps; ones whose lifetimes overlap never share bytes."""
-    sizes = np.asarray(sizes, dtype=np.int64)
-    # by first step, then largest first, then index (lexsort: the last key is the primary one)
-    order = np.lexsort((np.arange(sizes.size), -sizes, np.asarray(firsts))).tolist()
-    size_of, first_of, last_of = sizes.tolist(), np.asarray(firsts).tolist(), np.asarray(lasts).tolist()
-    offsets = [0] * len(size_of)
-    active: list[tuple[int, int, int]] = []  # (start, end, last step)
-    for i in order:  # plain ints: this loop runs per allocation of every distinct tile layout
-        f, size = first_of[i], size_of[i]
-        active = [a for a in active if a[2] >= f]  # kept sorted: insort below
-        pos = 0
-        for s, e, _ in active:
-            if pos + size <= s:
-                break
-            pos = max(pos, (e + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT)
-        offsets[i] = pos
-        bisect.insort(active, (pos, pos + size, last_of[i]))
-    return np.array(offsets, dtype=np.int64)
+    """Offsets for allocations live over [first, last] steps; ones whose lifetimes overlap never share bytes
+    (``profiler.first_fit``, a compiled loop, imported on first use)."""
+    from profiler.first_fit import first_fit
+
+    return first_fit(sizes, firsts, lasts, ALIGNMENT)
 
 
 def _allocate_shared(
