@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from profiler.memory import CONTROL_CODE_BYTES_PER_NODE, CONTROL_CODE_BYTES_PER_STEP
+from profiler.memory import control_code_bytes
 from profiler.targets import target_row
 from report_format.writer import ReportWriter
 
@@ -99,10 +99,10 @@ def _graph_tables(engine: Engine, w: ReportWriter) -> None:
     for nd in c.nodes:
         if nd.is_step:
             xb = nd.code_bytes if nd.code_bytes is not None else np.zeros(n, np.int64)
-            code_bytes.append(int(xb.sum()) + CONTROL_CODE_BYTES_PER_STEP * n)
+            code_bytes.append(int(xb.sum()) + control_code_bytes(nd) * n)
             est.append(int(nd.tile_cycles.max()) if opts.include_cycle_estimates and n else 0)
         else:
-            code_bytes.append(CONTROL_CODE_BYTES_PER_NODE * n)
+            code_bytes.append(control_code_bytes(nd) * n)
             est.append(0)
         code_tiles.append(n)  # control code is on every tile
     w.write("programs", {

@@ -83,6 +83,9 @@ class Node:
     code_category: str = ""
     descriptor_bytes: np.ndarray | None = None  # copy descriptors per tile (on-tile copies)
     external: bool = False  # synchronises all IPUs
+    # a step or node of a later call of a function: its code (exchange, control, descriptors) is the
+    # first call's, held once (Poplar: a function's body is compiled once and every Call runs it)
+    shares_code: bool = False
     reads: set[int] = field(default_factory=set)
     writes: set[int] = field(default_factory=set)
     undefs: set[int] = field(default_factory=set)
@@ -302,6 +305,8 @@ class Compiler:
         self._gid_base = np.cumsum([0] + [v.numel for v in graph.variables], dtype=np.int64)
         self._itemsize = np.array([v.dtype.itemsize for v in graph.variables] + [1], dtype=np.int64)
         self._map_start: np.ndarray | None = None  # every variable's tile-mapping intervals, by global id
+        self._called: set[int] = set()  # functions lowered once (their later calls share that code)
+        self._sharing = 0  # depth of later calls being lowered
 
     def _mapping(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(start, end, tile) of every tile-mapping interval of every variable, by global element id
@@ -401,7 +406,7 @@ class Compiler:
 
     # -- tree ----------------------------------------------------------------------------------
     def _node(self, parent_id: int, child_index: int, type_: str, name: str, **kw: Any) -> Node:
-        node = Node(len(self.nodes), parent_id, child_index, type_, name, **kw)
+        node = Node(len(self.nodes), parent_id, child_index, type_, name, shares_code=self._sharing > 0, **kw)
         self.nodes.append(node)
         if parent_id >= 0:
             self.nodes[parent_id].children.append(node)
@@ -411,6 +416,9 @@ class Compiler:
         node = self._node(parent.id, len(parent.children), type_, name, step=len(self.steps), **kw)
         if node.tile_cycles is None:
             node.tile_cycles = self._zeros
+        if node.shares_code:  # the first call's steps hold this code
+            node.code_bytes = None if node.code_bytes is None else self._zeros
+            node.descriptor_bytes = None
         self.steps.append(node)
         return node
 
@@ -451,7 +459,13 @@ class Compiler:
             self._add_step(parent, "WriteUndef", prog.name or f"WriteUndef {prog.tensor!r}", undefs=_vars(prog.tensor))
         elif isinstance(prog, P.Call):
             node = self._node(parent.id, len(parent.children), "Call", prog.name or prog.function.name)
-            self._lower(prog.function.program, node)
+            later = id(prog.function) in self._called
+            self._called.add(id(prog.function))
+            self._sharing += later
+            try:
+                self._lower(prog.function.program, node)
+            finally:
+                self._sharing -= later
         elif hasattr(prog, "lower"):  # programs that lower themselves (profiler.replication.AllReduce)
             prog.lower(self, parent)
         elif isinstance(prog, P.PrintTensor):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profiler.compile import CompiledGraph, ComputeSetPlan
+from profiler.compile import CompiledGraph, ComputeSetPlan, Node
 from profiler.liveness import Liveness
 from profiler.targets import SUPERVISOR_STACK_BYTES
 from report_format.schema import MEMORY_CATEGORIES, MEMORY_REGIONS
@@ -27,6 +27,16 @@ ALIGNMENT = 8
 # control node (Repeat, If, Call...) a loop or branch header of the same size.
 CONTROL_CODE_BYTES_PER_STEP = 8
 CONTROL_CODE_BYTES_PER_NODE = 8
+
+
+def control_code_bytes(node: Node) -> int:
+    """A program node's control code on each tile: none for a later call's (the function's body is
+    held once, by its first call's nodes)."""
+    if node.shares_code:
+        return 0
+    return CONTROL_CODE_BYTES_PER_STEP if node.is_step else CONTROL_CODE_BYTES_PER_NODE
+
+
 # [INF] ref §5 controlId ("variables used in switch programs or ... a sync ID for tracking host/device
 # synchronisation points"): the 2-IPU profile holds 12 B in all, so a 4-byte id each, on few tiles.
 CONTROL_ID_BYTES = 4
@@ -166,8 +176,7 @@ def _always_live_items(c: CompiledGraph, rows: VariableRows, instrument: bool, i
     if plans:
         pair = np.unique(np.concatenate([p.v_tile.astype(np.int64) * len(code_bytes) + p.v_codelet for p in plans]))
         parts.append(Items.of("vertexCode", pair // len(code_bytes), code_bytes[pair % len(code_bytes)]))
-    n_control = sum(1 for nd in c.nodes if not nd.is_step)
-    control = CONTROL_CODE_BYTES_PER_STEP * len(c.steps) + CONTROL_CODE_BYTES_PER_NODE * n_control
+    control = sum(control_code_bytes(nd) for nd in c.nodes)
     parts.append(Items.of("controlCode", all_tiles, np.full(n, control, dtype=np.int64)))
     # controlId: a sync id per host synchronisation and a branch id per If/Switch, on each IPU's first tile
     ids = sum(1 for nd in c.nodes if nd.type in ("If", "Switch") or nd.type == "StreamCopyBegin")

@@ -64,6 +64,41 @@ def test_call_runs_a_function_and_print_tensor_prints(capsys):
     assert [n.type for n in e.compiled.nodes if n.type == "Call"] == ["Call", "Call"]
 
 
+def _category_total(e: Engine, category: str) -> int:
+    bc = e.memory.by_category
+    return int(bc["bytes"][bc["category"] == category].sum())
+
+
+def test_a_function_called_twice_holds_its_code_once():
+    # the body reads ``a`` (tile 0) on tile 1: an exchange then a compute set. Poplar compiles a
+    # function's body once, so a second Call adds only its own call node (8 B of control code on
+    # each of the 4 tiles), not another copy of the body's exchange or control code.
+    def engine(calls: int) -> Engine:
+        g, a, _ = _graph()
+        out = g.add_variable("float", [4], "out")
+        g.set_tile_mapping(out, 1)
+        neg = g.add_compute_set("neg")
+        g.add_vertex(neg, "popops::Neg", {"in": a, "out": out}, tile=1)
+        f = g.add_function(Execute(neg), "negate")
+        e = Engine(g, [Sequence(*[Call(f) for _ in range(calls)])])
+        e.load()
+        return e
+
+    once, twice = engine(1), engine(2)
+    assert _category_total(once, "internalExchangeCode") > 0
+    assert _category_total(twice, "internalExchangeCode") == _category_total(once, "internalExchangeCode")
+    # nodes of one call: Program, Sequence, Call, then the body: Sync, DoExchange, OnTileExecute
+    assert _category_total(once, "controlCode") == (3 * 8 + 3 * 8) * 4
+    assert _category_total(twice, "controlCode") == _category_total(once, "controlCode") + 8 * 4
+    shared = [n for n in twice.compiled.nodes if n.shares_code]
+    assert [n.type for n in shared] == ["Sync", "DoExchange", "OnTileExecute"]
+    assert all(int(n.code_bytes.sum()) == 0 for n in shared if n.code_bytes is not None)
+    # both calls run: twice the steps, twice the cycles
+    twice.run(0)
+    once.run(0)
+    assert twice.last_run_cycles == 2 * once.last_run_cycles
+
+
 def test_write_undef_splits_a_variable_lifetime():
     g = Graph(ipu_model(tiles_per_ipu=4))
     t = g.add_variable("float", [4], "t")
