@@ -34,6 +34,7 @@ from profiler.targets import Target
 from profiler.tensor import Tensor
 
 from .model import FrontendError, UnsupportedError, opset_version, printable
+from .outline import build_repeat, find_repeat
 
 LAYER = "onnx"
 WEIGHT_STREAM_PREFIX = "weights/"
@@ -102,6 +103,18 @@ def _elem_np_dtype(elem_type: int) -> np.dtype:
         raise Unsupported(f"element type {onnx.TensorProto.DataType.Name(elem_type)}") from None
 
 
+@dataclass
+class CreatedWeight:
+    """A weight variable ``device()`` made from a host array (by id), converted to ``like`` if given,
+    and the weights-to-device copy that fills it."""
+
+    host_id: int
+    like: np.dtype | None
+    tensor: Tensor
+    upload: Copy
+    stored: Tensor | None = None  # outlined: the block's own copy (``tensor`` is the body's working copy)
+
+
 class Builder:
     """Holds the values of an ONNX graph while its nodes are built onto ``graph``."""
 
@@ -122,6 +135,7 @@ class Builder:
         self._materialized: dict[tuple[int, str | None], Tensor] = {}
         self._host_keep: list[np.ndarray] = []  # keeps ids in _materialized valid
         self._on_ipu: dict[tuple[int, int], tuple[Tensor, Tensor]] = {}  # (id of a tensor, IPU) -> (it, its copy)
+        self.created_weights: list[CreatedWeight] = []  # weight variables, in the order device() made them
 
     # -- values ------------------------------------------------------------------------------
     def device(
@@ -152,14 +166,32 @@ class Builder:
                 g.set_tile_mapping(t, self._spread(t))
             stream = WEIGHT_STREAM_PREFIX + name
             g.create_host_write(name, t)
-            self.weights_prog.add(Copy(g.add_host_to_device_fifo(stream, dt, list(arr.shape)), t, name=stream))
+            upload = Copy(g.add_host_to_device_fifo(stream, dt, list(arr.shape)), t, name=stream)
+            self.weights_prog.add(upload)
             self.weights[stream] = np.ascontiguousarray(data)
+            self.created_weights.append(CreatedWeight(id(v), like, t, upload))
         else:
             t = view(g.add_constant(dt, shape, data if storage is None else storage.stored(data), name=name))
             if mapper is None or not mapper(t):
                 g.set_tile_mapping(t, self._spread(t))
         self._materialized[key] = t
         self._host_keep.append(v)  # keeps id(v) unique while the builder lives
+        return t
+
+    def weight_like(self, like: Tensor, v: np.ndarray, dtype: np.dtype | None, name: str) -> Tensor:
+        """A weight variable holding host ``v`` (converted to ``dtype`` if given), laid out and mapped
+        as ``like`` (a weight variable), uploaded by the weights-to-device program."""
+        arr = np.asarray(v) if dtype is None else np.asarray(v).astype(dtype)
+        dt = device_dtype(arr.dtype, self.half)
+        name = self._unique(self.names.get(id(v), name))
+        t = self.graph.clone(like, name)
+        if t is None:
+            raise FrontendError(f"weight {name!r}: cannot be laid out as {like!r}")
+        stream = WEIGHT_STREAM_PREFIX + name
+        self.graph.create_host_write(name, t)
+        self.weights_prog.add(Copy(self.graph.add_host_to_device_fifo(stream, dt, list(arr.shape)), t, name=stream))
+        self.weights[stream] = np.ascontiguousarray(arr.astype(dt))
+        self._host_keep.append(v)
         return t
 
     def _spread(self, t: Tensor) -> np.ndarray:
@@ -380,6 +412,7 @@ def import_model(
     split: str = "memory",
     partials: str = "float32",
     available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
+    outline: bool = False,
 ) -> ImportedModel:
     """Build ``model`` (already loaded and checked) on a new graph for ``target``;
     ``progress(done, total)`` after each node; on several IPUs ``split`` says what the automatic
@@ -388,13 +421,18 @@ def import_model(
     (what ByteMLPerf's IPU backend compiles with through PopRT). ``available_memory_proportion`` is
     the share of a tile's memory their plans may take for temporaries (PopLibs' and PopART's
     availableMemoryProportion, default 0.6; lower it when a model runs out of tile memory, as
-    ByteMLPerf's BERT on C600 runs at 0.4). Every failure is a FrontendError (one line; nodes
-    are named with their operator and opset) or a HostMemoryError, never another exception."""
+    ByteMLPerf's BERT on C600 runs at 0.4). ``outline``: build the longest run of identical blocks of
+    nodes (a transformer's layers) once, as a function each block calls with copies in and out
+    (PopART's outlining; profiler.frontends.onnx.outline); one IPU, weights as variables. Off by
+    default: PopART outlines smaller pieces, weighing what the copies cost. Every failure is a
+    FrontendError (one line; nodes are named with their operator and opset) or a HostMemoryError,
+    never another exception."""
     try:
         with heap_only():  # the graph's large temporaries reused, not faulted in afresh (profiler.allocator)
             return _import_model(
-                model, target, batch_size, dtype, weights, progress, split, partials, available_memory_proportion
-            )
+                model, target, batch_size, dtype, weights, progress, split, partials, available_memory_proportion,
+                outline,
+            )  # fmt: skip
     except (FrontendError, MemoryError):
         raise
     except Exception as exc:  # outside any node (batch tracing, inputs, outputs): still one line
@@ -414,6 +452,7 @@ def _import_model(
     split: str = "memory",
     partials: str = "float32",
     available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
+    outline: bool = False,
 ) -> ImportedModel:
     from .model import override_batch
     from .operators import HANDLERS
@@ -466,7 +505,12 @@ def _import_model(
         prog.add(Copy(g.add_host_to_device_fifo(spec.name, spec.device_dtype, list(spec.shape)), x, name=spec.name))
         b.values[spec.name] = x
     folded = 0
-    for i, node in enumerate(model.graph.node):
+
+    def build_node(i: int) -> tuple[list[Any], bool]:
+        """Node ``i`` folded on the host or built on the device (its outputs into ``b.values``):
+        (its arguments, whether they were all host values)."""
+        nonlocal folded
+        node = model.graph.node[i]
         name = node.name or f"{node.op_type}_{i}"
         args = [b.values.get(n) if n else None for n in node.input]
         if ipus:  # inputs held on another IPU cross once, by an inter-IPU copy (PopART's IpuCopy)
@@ -474,12 +518,14 @@ def _import_model(
         missing = [n for n, a in zip(node.input, args, strict=True) if n and a is None]
         if missing:
             raise FrontendError(f"node {name!r} ({node.op_type}): input(s) {missing} are not defined")
+        on_host = all(a is None or isinstance(a, np.ndarray) for a in args)
         try:
             empty = _empty_outputs(node, args, opset)
             if empty is not None:  # an empty input whose outputs are all empty: nothing to compute
                 outs: list[Value | None] = list(empty)
                 folded += 1
-            elif all(a is None or isinstance(a, np.ndarray) for a in args):
+                on_host = True
+            elif on_host:
                 try:
                     outs = list(_fold(node, args, opset))
                     folded += 1
@@ -508,8 +554,20 @@ def _import_model(
         for out_name, v in zip(node.output, outs, strict=False):
             if out_name:
                 b.values[out_name] = b.host(out_name, v) if isinstance(v, np.ndarray) else v  # type: ignore[assignment]
+        return args, on_host
+
+    n_nodes = len(model.graph.node)
+    rep = find_repeat(model, SMALL_CONSTANT) if outline and ipus is None and weights == "variables" else None
+    i = 0
+    while i < n_nodes:
+        if rep is not None and i == rep.start:
+            build_repeat(b, model, rep, build_node, progress)
+            i = rep.end
+            continue
+        build_node(i)
+        i += 1
         if progress is not None:
-            progress(i + 1, len(model.graph.node))
+            progress(i, n_nodes)
     outputs, host_outputs = [], {}
     for vi in model.graph.output:
         v = b.values.get(vi.name)
