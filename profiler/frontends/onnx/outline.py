@@ -1,13 +1,19 @@
-"""Outlining (PopART's ``enableOutlining``, on by default): a run of identical blocks of nodes, such
-as a transformer's layers, is built once as a function that every block calls.
+"""Outlining: a run of identical blocks of nodes, such as a transformer's layers, built once as a
+function that every block calls (``import_model(outline=True)``).
 
-PopART "identif[ies] and extract[s] repeated parts of computational graph into subgraphs"
+PopART can "identify and extract repeated parts of computational graph into subgraphs"
 (graphcore/popart ``SessionOptions::enableOutlining``, default true). A call copies its inputs into
-the subgraph's input tensors, which are clones of the first caller's, and copies the subgraph's
-outputs out (popart ``willow/include/popart/popx/op/callx.hpp``: ``copyInput``, ``copyOutput``).
-So the blocks share one body's code, its exchange code above all, and its temporaries; each call
-pays on-tile copies of its weights and activations. This module finds the run (``find_repeat``);
-the importer builds it (``builder._import_model``).
+the subgraph's input tensors, clones of the first caller's, and copies the subgraph's outputs out
+(popart ``willow/include/popart/popx/op/callx.hpp``: ``copyInput``, ``copyOutput``). So the blocks
+share one body's code (exchange and control code above all), its vertex state and its temporaries;
+each call pays on-tile copies of its weights and activations.
+
+Off by default: PopART weighs what the copies cost (``enableOutliningCopyCostPruning``, default
+true), and a measured PopART BERT-large profile (graphcore/popliner tests/test_popart_bert_inf.py)
+keeps every layer's own vertex state (1.05 MB) and control code (1.35 MB), calling shared bodies
+only for pieces such as the layer norms (its ``Call(1254)``, ``Call(1255)``). Whole-block outlining
+is the bound on what sharing can save. This module finds the run (``find_repeat``) and builds it
+(``build_repeat``, from the importer).
 """
 
 from __future__ import annotations
@@ -254,7 +260,7 @@ def build_repeat(
             ins = [(originals[n], p) for n, p in params.items()]
             weight_copies = [(cw.stored, cw.tensor) for cw in working if cw.stored is not None]
         else:
-            plan = _call_plan(b, model, rep, j, made_in[j], args0, on_host0, params, by_host, build_node)
+            plan = _call_plan(b, model, rep, j, args0, on_host0, params, by_host, build_node)
             if plan is None:  # differs from the first block: built inline
                 for i in block:
                     build_node(i)
@@ -309,7 +315,6 @@ def _call_plan(
     model: onnx.ModelProto,
     rep: Repeat,
     j: int,
-    made: set[str],
     args0: list[list[Any]],
     on_host0: list[bool],
     params: dict[str, Tensor],
@@ -326,6 +331,7 @@ def _call_plan(
             if any(isinstance(b.values.get(n), Tensor) for n in nodes[i].input if n):
                 return None
             build_node(i)
+    made_by_body = {o for t, i in enumerate(block) if not on_host0[t] for o in nodes[i].output if o}
     ins: dict[str, tuple[Tensor, Tensor]] = {}
     weights: dict[int, tuple[CreatedWeight, np.ndarray, str]] = {}  # its own value for each working copy
     first_names = [nodes[i].input for i in rep.block(0)]
@@ -334,7 +340,7 @@ def _call_plan(
             continue
         for k, name in enumerate(nodes[i].input):
             a0 = args0[t][k]
-            if not name or name in made:
+            if not name or name in made_by_body:  # absent, or the body's own value
                 if (not name) != (a0 is None):
                     return None
                 continue
