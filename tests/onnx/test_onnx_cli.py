@@ -203,3 +203,25 @@ def test_progress_counts_nodes_and_compute_sets_on_a_terminal() -> None:
         counter.close()
     assert term.getvalue().startswith("\rtilescope run:   1/100 nodes") and term.getvalue().endswith("100/100 nodes\n")
     assert term.getvalue().count("\r") < 10 and log.getvalue() == ""
+
+
+def test_run_outline_calls_one_body_per_layer(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """--outline: the report's program tree holds a Call per layer, the code held once (the report's
+    exchange code below the inline build's); with --ipus 2 it is refused in one line."""
+    path = tmp_path / "bert.onnx"
+    onnx.save(examples.bert_layer(seq=8, hidden=32, heads=4, ff=64, layers=3), path)
+    exchange = {}
+    for flag in ([], ["--outline"]):
+        rep = tmp_path / f"rep{len(flag)}"
+        assert main(["run", str(path), "--batch", "2", "--report-dir", str(rep), "--json", "--check", *flag]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["outline"] is bool(flag)
+        report = open_report(rep)
+        calls = int((report.programs()["type"] == "Call").sum())
+        assert calls == (3 if flag else 0)
+        mem = report.tile_memory_by_category()
+        exchange[bool(flag)] = int(mem.loc[mem["category"] == "internalExchangeCode", "bytes"].sum())
+    assert exchange[True] < exchange[False]
+    assert main(["run", str(path), "--outline", "--ipus", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("tilescope run: error: --outline builds on one IPU")

@@ -104,6 +104,12 @@ def _add_options(p: argparse.ArgumentParser) -> None:
         "PopART's availableMemoryProportion, default 0.6); lower it when the model does not fit in tile memory "
         "(ByteMLPerf's BERT runs at 0.4 on C600)",
     )  # fmt: skip
+    p.add_argument(
+        "--outline", action="store_true",
+        help="build the longest run of identical blocks of nodes (a transformer's layers) once, as a function "
+        "each block calls with copies in and out (PopART's outlining): their code, vertex state and temporaries "
+        "are held once; one IPU only. Off by default: PopART outlines smaller pieces, weighing the copies' cost",
+    )  # fmt: skip
     src = p.add_mutually_exclusive_group()
     src.add_argument("--inputs", metavar="FILE.npz", help="model inputs keyed by input name")
     src.add_argument("--random-inputs", action="store_true", help="seeded random inputs (the default)")
@@ -267,6 +273,8 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
         target = replace(target, num_replicas=args.replicas)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
+    if args.outline and args.ipus > 1:
+        raise CommandError(f"--outline builds on one IPU; the model is split over --ipus {args.ipus}")
     layout = f"{args.replicas} replicas x {args.ipus} IPUs" if args.replicas > 1 else f"x{target.num_ipus}"
     _progress(f"importing {path} (target {target.name} {layout}, {args.dtype})")
     t0 = time.perf_counter()
@@ -278,7 +286,7 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
             model = import_model(load_model(path), target, args.batch, args.dtype,
                                  "constants" if args.weights_as_constants else "variables", progress=nodes,
                                  split=args.split, partials=args.partials,
-                                 available_memory_proportion=_amp(args))  # fmt: skip
+                                 available_memory_proportion=_amp(args), outline=args.outline)  # fmt: skip
     except (FrontendError, HostMemoryError) as exc:
         raise CommandError(str(exc)) from None
     except Exception as exc:  # a bug outside any node: still one line, never a traceback
@@ -346,6 +354,7 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
         "dtype": args.dtype,
         "partials": args.partials,
         "available_memory_proportion": _amp(args),
+        "outline": args.outline,
         "execution": {
             "executed": not e.out_of_memory,
             "not_executed_because": e.out_of_memory or None,
