@@ -33,7 +33,7 @@ def _rss_gib() -> float:
 
 def child(
     model: str, batch: int, target_name: str, dtype: str, runs: int, image: int, seq: int, layers: int,
-    partials: str = "float32", amp: float | None = None,
+    partials: str = "float32", amp: float | None = None, outline: bool = False,
 ) -> dict:  # fmt: skip
     sys.path.insert(0, str(ROOT))
     import numpy as np
@@ -47,10 +47,10 @@ def child(
     target = get_target(target_name)
     amp = DEFAULT_AVAILABLE_MEMORY_PROPORTION if amp is None else amp
     out: dict = {"model": model, "batch": batch, "target": target_name, "dtype": dtype, "partials": partials,
-                 "available_memory_proportion": amp}  # fmt: skip
+                 "available_memory_proportion": amp, "outline": outline}  # fmt: skip
     t0 = time.perf_counter()
     imported = import_model(load_model(onnx_model), target, batch_size=batch, dtype=dtype, partials=partials,
-                            available_memory_proportion=amp)  # fmt: skip
+                            available_memory_proportion=amp, outline=outline)  # fmt: skip
     out["import_s"] = time.perf_counter() - t0
     report = Path(tempfile.mkdtemp(prefix="tilescope-scale-"))
     try:
@@ -61,6 +61,10 @@ def child(
         session.compile()
         out["compile_s"] = time.perf_counter() - t0
         out["rss_import_compile_gib"] = _rss_gib()
+        by_cat = session.engine.memory.by_category
+        tile_bytes = np.bincount(by_cat["tile"], weights=by_cat["bytes"], minlength=target.num_tiles)
+        out["max_tile_kib"] = float(tile_bytes.max()) / 1024
+        out["exchange_code_mib"] = float(by_cat["bytes"][by_cat["category"] == "internalExchangeCode"].sum()) / 2**20
         if session.engine.out_of_memory:
             out["stopped"] = "out of tile memory"
             return out
@@ -115,6 +119,7 @@ def main() -> int:
         help="matmul/conv plans' share of tile memory for temporaries (default 0.6, PopLibs'; ByteMLPerf's BERT "
         "on C600 uses 0.4)",
     )  # fmt: skip
+    p.add_argument("--outline", action="store_true", help="import with outlining (identical layers built once)")
     p.add_argument("--runs", type=int, default=2, help="timed runs of each; the best is shown (default 2)")
     p.add_argument("--image", type=int, default=224)
     p.add_argument("--seq", type=int, default=384)
@@ -125,13 +130,13 @@ def main() -> int:
     args = p.parse_args()
     if args.child:
         row = child(args.child[0], int(args.child[1]), args.target, args.dtype, args.runs, args.image, args.seq,
-                    args.layers, args.partials, args.available_memory_proportion)  # fmt: skip
+                    args.layers, args.partials, args.available_memory_proportion, args.outline)  # fmt: skip
         print("ROW " + json.dumps(row))
         return 0
     os.environ.pop("POPLAR_ENGINE_OPTIONS", None)  # the bench sets its own options
     rows = []
     header = (f"{'case':28} {'import s':>8} {'compile s':>9} {'RSS i+c':>8} {'run s':>8} {'ort s':>7} {'ratio':>6} "
-              f"{'RSS peak':>8} {'report':>8} {'samples/s':>10}")  # fmt: skip
+              f"{'RSS peak':>8} {'report':>8} {'samples/s':>10} {'fullest':>8} {'exch code':>9}")  # fmt: skip
     sys.path.insert(0, str(ROOT))
     from profiler.parallel import threads
 
@@ -142,10 +147,12 @@ def main() -> int:
             name = f"{model} b{batch} {args.dtype} {args.target}" + (" half-p" if args.partials == "float16" else "")
             amp = args.available_memory_proportion
             name += f" amp {amp:g}" if amp is not None else ""
+            name += " outlined" if args.outline else ""
             cmd = [sys.executable, __file__, "--child", model, str(batch), "--target", args.target, "--dtype",
                    args.dtype, "--runs", str(args.runs), "--image", str(args.image), "--seq", str(args.seq),
                    "--layers", str(args.layers), "--partials", args.partials,
-                   *(["--available-memory-proportion", str(amp)] if amp is not None else [])]  # fmt: skip
+                   *(["--available-memory-proportion", str(amp)] if amp is not None else []),
+                   *(["--outline"] if args.outline else [])]  # fmt: skip
             try:
                 done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
             except subprocess.TimeoutExpired:
@@ -164,7 +171,8 @@ def main() -> int:
                 continue
             print(f"{name:28} {r['import_s']:8.1f} {r['compile_s']:9.1f} {r['rss_import_compile_gib']:7.2f}G "
                   f"{r['run_s']:8.3f} {r['onnxruntime_run_s']:7.3f} {r['run_s'] / r['onnxruntime_run_s']:6.1f} "
-                  f"{r['rss_peak_gib']:7.2f}G {r['report_mib']:7.1f}M {r['samples_per_s']:10,.0f}")  # fmt: skip
+                  f"{r['rss_peak_gib']:7.2f}G {r['report_mib']:7.1f}M {r['samples_per_s']:10,.0f} "
+                  f"{r['max_tile_kib']:7.0f}K {r['exchange_code_mib']:8.1f}M")  # fmt: skip
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
     return 0

@@ -306,6 +306,7 @@ class Compiler:
         self._itemsize = np.array([v.dtype.itemsize for v in graph.variables] + [1], dtype=np.int64)
         self._map_start: np.ndarray | None = None  # every variable's tile-mapping intervals, by global id
         self._called: set[int] = set()  # functions lowered once (their later calls share that code)
+        self.call_ranges: list[tuple[int, int, int]] = []  # (function id, first step, last step) per call
         self._sharing = 0  # depth of later calls being lowered
 
     def _mapping(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -456,16 +457,21 @@ class Compiler:
         elif isinstance(prog, P.Sync):
             self._sync(parent, prog.kind, prog.name)
         elif isinstance(prog, P.WriteUndef):
-            self._add_step(parent, "WriteUndef", prog.name or f"WriteUndef {prog.tensor!r}", undefs=_vars(prog.tensor))
+            ts = prog.tensor if isinstance(prog.tensor, tuple) else (prog.tensor,)
+            self._add_step(parent, "WriteUndef", prog.name or f"WriteUndef {prog.tensor!r}",
+                           undefs=set().union(*(_vars(t) for t in ts)))  # fmt: skip
         elif isinstance(prog, P.Call):
             node = self._node(parent.id, len(parent.children), "Call", prog.name or prog.function.name)
             later = id(prog.function) in self._called
             self._called.add(id(prog.function))
             self._sharing += later
+            first = len(self.steps)
             try:
                 self._lower(prog.function.program, node)
             finally:
                 self._sharing -= later
+            if len(self.steps) > first:
+                self.call_ranges.append((prog.function.id, first, len(self.steps) - 1))
         elif hasattr(prog, "lower"):  # programs that lower themselves (profiler.replication.AllReduce)
             prog.lower(self, parent)
         elif isinstance(prog, P.PrintTensor):
@@ -837,6 +843,7 @@ class CompiledGraph:
     pipeline_ranges: list[tuple[int, int, int, int]] = field(default_factory=list)
     code_bytes: list[int] = field(default_factory=list)  # per codelet type, in ``codelets`` order
     receive_buffers: list[ReceiveBuffer] = field(default_factory=list)
+    call_ranges: list[tuple[int, int, int]] = field(default_factory=list)  # (function id, first, last step)
     _variables: list[Variable] | None = None
 
     @property
@@ -865,7 +872,8 @@ def compile_programs(graph: Graph, programs: list[P.Program], progress: Progress
     except GraphError as exc:
         raise CompileError(str(exc)) from None
     return CompiledGraph(graph, c.nodes, c.steps, c.cs_plans, c.codelets, c.repeat_ranges, c.program_ranges,
-                         c.pipeline_ranges, c.code_bytes, list(c.receive_buffers.values()))  # fmt: skip
+                         c.pipeline_ranges, c.code_bytes, list(c.receive_buffers.values()),
+                         c.call_ranges)  # fmt: skip
 
 
 def _code_bytes_for(bytes_per_tile: np.ndarray, target: Target) -> np.ndarray:

@@ -11,7 +11,7 @@ iteration to the next), is live across the whole body.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,6 +23,9 @@ class Liveness:
     always_live: np.ndarray  # bool per variable
     intervals: list[tuple[int, int, int]]  # (variable, first_step, last_step) of not-always-live variables
     hull: dict[int, tuple[int, int]]  # variable -> (first, last) over all its intervals
+    # variables live only inside calls of one function: -> (function id, first, last step) relative
+    # to the start of a call (placed once for all the calls, profiler.memory)
+    in_calls: dict[int, tuple[int, int, int]] = field(default_factory=dict)
 
 
 def _extend_for_repeats(first: int, last: int, read_first: bool, repeats: list[tuple[int, int]]) -> tuple[int, int]:
@@ -97,7 +100,36 @@ def analyse(c: CompiledGraph) -> Liveness:
         intervals.extend((vid, a, b) for a, b in buf.spans)
         hull[vid] = (min(a for a, _ in buf.spans), max(b for _, b in buf.spans))
     always = np.concatenate([always, np.zeros(len(c.receive_buffers), dtype=bool)])
-    return Liveness(always, intervals, hull)
+    return Liveness(always, intervals, hull, _in_calls(intervals, c.call_ranges))
+
+
+def _in_calls(
+    intervals: list[tuple[int, int, int]], calls: list[tuple[int, int, int]]
+) -> dict[int, tuple[int, int, int]]:
+    """Variables whose every interval lies inside a call of one function (a function's temporaries,
+    whose value ends with each call): their lifetime relative to the call's start, the union over calls."""
+    if not calls:
+        return {}
+    calls = sorted(calls, key=lambda r: r[1])
+    starts = np.array([a for _, a, _ in calls], dtype=np.int64)
+    found: dict[int, tuple[int, int, int]] = {}
+    bad: set[int] = set()
+    for v, a, b in intervals:
+        if v in bad:
+            continue
+        k = int(np.searchsorted(starts, a, side="right")) - 1
+        if k < 0 or b > calls[k][2]:
+            bad.add(v)
+            found.pop(v, None)
+            continue
+        fid, s = calls[k][0], calls[k][1]
+        prev = found.get(v)
+        if prev is not None and prev[0] != fid:
+            bad.add(v)
+            found.pop(v, None)
+            continue
+        found[v] = (fid, a - s, b - s) if prev is None else (fid, min(prev[1], a - s), max(prev[2], b - s))
+    return found
 
 
 def _first_step(node) -> int:  # noqa: ANN001 - compile.Node

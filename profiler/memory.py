@@ -257,15 +257,44 @@ def _pack_per_tile(items: Items, n: int) -> tuple[Items, np.ndarray, np.ndarray]
 def _share_by_liveness(shared: Items, interleaved: np.ndarray, live: Liveness) -> np.ndarray:
     """Offsets of not-always-live variables relative to their arena's free space: variables whose
     lifetimes overlap never share bytes; interleaved-required and general ones share within their
-    own arena only."""
+    own arena only. A function's temporaries (live only inside its calls) are placed once, by their
+    lifetime within a call, in a block of their own that is live over all the calls (a variable has
+    one address, and every call reuses it)."""
     # one lookup per distinct variable, not per (variable, tile) item
     ids, item_of = np.unique(np.asarray(shared.var, dtype=np.int64), return_inverse=True)
+    item_of = item_of.reshape(-1)
     hull = np.array([live.hull[int(v)] for v in ids], dtype=np.int64).reshape(-1, 2)
-    first, last = hull[item_of.reshape(-1), 0], hull[item_of.reshape(-1), 1]
+    first, last = hull[item_of, 0], hull[item_of, 1]
+    fn = np.array([live.in_calls.get(int(v), (-1, 0, 0)) for v in ids], dtype=np.int64).reshape(-1, 3)[item_of]
     rel = np.zeros(shared.tile.size, dtype=np.int64)
     for arena in (interleaved, ~interleaved):
-        rel[arena] = _allocate_shared(shared.tile[arena], shared.var[arena], shared.size[arena], first[arena],
-                                      last[arena])  # fmt: skip
+        tile, var, size, f, la = shared.tile[arena], shared.var[arena], shared.size[arena], first[arena], last[arena]
+        fid = fn[arena, 0]
+        inner = np.zeros(tile.size, dtype=np.int64)
+        blocks: list[tuple[np.ndarray, ...]] = []  # (tile, pseudo variable, size, first, last) per function
+        for k, f_id in enumerate(np.unique(fid[fid >= 0]).tolist()):
+            m = fid == f_id
+            inner[m] = _allocate_shared(tile[m], var[m], size[m], fn[arena][m, 1], fn[arena][m, 2])
+            end = np.zeros(int(tile.max()) + 1, dtype=np.int64)
+            np.maximum.at(end, tile[m], inner[m] + _align(size[m]))
+            b_tiles = np.flatnonzero(end)
+            pseudo = np.full(b_tiles.size, -1 - k, dtype=np.int64)  # sorts before every variable
+            blocks.append((b_tiles, pseudo, end[b_tiles], np.full(b_tiles.size, f[m].min()),
+                           np.full(b_tiles.size, la[m].max())))  # fmt: skip
+        own = fid < 0
+        cols = [np.concatenate([x[own], *(blk[i] for blk in blocks)]) for i, x in enumerate((tile, var, size, f, la))]
+        placed = _allocate_shared(*cols)
+        out = np.zeros(tile.size, dtype=np.int64)
+        out[own] = placed[: int(own.sum())]
+        at = int(own.sum())
+        for k, blk in enumerate(blocks):  # a function's temporaries: its block's offset + theirs inside it
+            f_id = np.unique(fid[fid >= 0])[k]
+            m = fid == f_id
+            block_at = np.zeros(int(tile.max()) + 1, dtype=np.int64)
+            block_at[blk[0]] = placed[at : at + blk[0].size]
+            at += blk[0].size
+            out[m] = block_at[tile[m]] + inner[m]
+        rel[arena] = out
     return rel
 
 

@@ -122,9 +122,10 @@ class Sync(Program):
 
 @dataclass(eq=False)
 class WriteUndef(Program):
-    """Mark a tensor's contents undefined (ends its liveness until next written)."""
+    """Mark a tensor's contents undefined (ends its liveness until next written); a sequence of
+    tensors is marked in one step (as Poplar would the concatenation, without building it)."""
 
-    tensor: Tensor
+    tensor: Tensor | tuple[Tensor, ...]
     name: str = ""
 
 

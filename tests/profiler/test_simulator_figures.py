@@ -15,7 +15,7 @@ Constants used below and where they come from:
 
 import numpy as np
 
-from profiler import Copy, Engine, Execute, Graph, Repeat, Sequence, ipu_model
+from profiler import Call, Copy, Engine, Execute, Graph, Repeat, Sequence, WriteUndef, ipu_model
 
 
 def _tile0(engine, column):
@@ -153,6 +153,54 @@ def test_temporaries_with_overlapping_lifetimes_add_up():
     assert _tile0(e, "not_always_live_bytes") == 16 + 32
     # liveness per step: t1 alone, both, both, t2 alone
     assert e.memory.liveness_steps[:, 0].tolist() == [16, 48, 48, 32]
+
+
+def test_a_functions_temporaries_share_memory_within_each_call():
+    # body: fill t1 (4 floats), reduce it into r, fill t2 (8 floats), reduce it into r; then its
+    # values end (WriteUndef). Called twice, t1 and t2 are each live in two intervals whose hulls
+    # overlap (steps 0-1 and 4-5, 2-3 and 6-7), but never at the same step: they share one 32 B
+    # block on tile 0, as Poplar gives a variable one address for every call. A value made
+    # between the calls (u, 16 B, steps 8-9 of the program) sits beside that block only while
+    # the block is live.
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    t1, t2 = g.add_variable("float", [4], "t1"), g.add_variable("float", [8], "t2")
+    r, u, out = (
+        g.add_variable("float", [1], "r"),
+        g.add_variable("float", [4], "u"),
+        g.add_variable("float", [4], "out"),
+    )
+    for v in (t1, t2, r, u, out):
+        g.set_tile_mapping(v, 0)
+    g.create_host_read("r", r)
+    g.create_host_read("out", out)
+
+    def cs(name, codelet, fields, **params):
+        c = g.add_compute_set(name)
+        g.add_vertex(c, codelet, fields, tile=0, **params)
+        return Execute(c)
+
+    body = Sequence(
+        cs("fill1", "popops::Fill", {"out": t1}, value=1.0), cs("red1", "popops::ReduceAdd", {"in": t1, "out": r}),
+        cs("fill2", "popops::Fill", {"out": t2}, value=2.0), cs("red2", "popops::ReduceAdd", {"in": t2, "out": r}),
+    )  # fmt: skip
+    f = g.add_function(body, "f")
+    after = Sequence(
+        cs("fillu", "popops::Fill", {"out": u}, value=3.0), cs("negu", "popops::Neg", {"in": u, "out": out})
+    )
+    e = Engine(g, [Sequence(Call(f), WriteUndef((t1, t2)), Call(f), WriteUndef((t1, t2)), after)])
+    e.run(0)
+    assert e.read_tensor("r").tolist() == [16.0] and e.read_tensor("out").tolist() == [-3.0] * 4
+    # steps: call 1 = 0-3, undef 4, call 2 = 5-8, undef 9, fillu 10, negu 11
+    assert sorted(e.liveness.intervals) == [(0, 0, 1), (0, 5, 6), (1, 2, 3), (1, 7, 8), (3, 10, 11)]
+    assert e.liveness.in_calls == {0: (0, 0, 1), 1: (0, 2, 3)}
+    assert e.compiled.call_ranges == [(0, 0, 3), (0, 5, 8)]
+    pl = e.memory.placements
+    off = {int(v): int(o) for v, o in zip(pl["variable_id"], pl["offset"], strict=True)}
+    assert off[t1.single_variable()] == off[t2.single_variable()]
+    # by the hulls alone t1 and t2 would overlap (16 + 32 B); shared they take 32 B, and u 16 B after
+    # the calls can take the same bytes again
+    assert _tile0(e, "not_always_live_bytes") == 32
+    assert e.memory.liveness_steps[:, 0].tolist() == [16, 16, 32, 32, 0, 16, 16, 32, 32, 0, 16, 16]
 
 
 def test_value_carried_around_a_repeat_is_live_across_the_body():

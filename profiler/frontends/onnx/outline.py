@@ -26,7 +26,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from profiler.programs import Call, Copy
+from profiler.layout import Affine
+from profiler.programs import Call, Copy, WriteUndef
 from profiler.programs import Sequence as Prog
 from profiler.tensor import Tensor
 
@@ -194,6 +195,19 @@ def _like(g: Graph, t: Tensor, name: str) -> Tensor:
     return c
 
 
+def _copy(g: Graph, src: Tensor, dst: Tensor, name: str) -> Copy:
+    """A copy between a tensor and its clone: their variables whole, in storage order, when both are
+    the same view of all of a variable (one region per mapping interval, not one per run of a
+    channel-grouped view's elements); else element by element."""
+    vs, vd = src.single_variable(), dst.single_variable()
+    if vs is not None and vd is not None and src._lay == dst._lay:
+        a, b = g.variables[vs], g.variables[vd]
+        if a.shape == b.shape and a.dtype == b.dtype and src.numel() == a.numel:
+            whole = Affine.contiguous(a.shape)
+            src, dst = Tensor(g, vs, whole, a.dtype), Tensor(g, vd, whole, b.dtype)
+    return Copy(src, dst, name=name)
+
+
 def build_repeat(
     b: Builder,
     model: onnx.ModelProto,
@@ -226,6 +240,7 @@ def build_repeat(
     body = Prog(name=fname)
     outer, b.prog = b.prog, body
     weights_before = len(b.created_weights)
+    vars_before = len(g.variables)
     args0: list[list[Any]] = []
     on_host0: list[bool] = []
     try:
@@ -242,6 +257,14 @@ def build_repeat(
     for cw in working:
         by_host.setdefault(cw.host_id, []).append(cw)
     function = g.add_function(body, fname)
+    # the body's variables (not its constants), whose values end with each call once its outputs are
+    # copied out: a WriteUndef after each call says so, as Poplar's liveness finds a value dead
+    # until the next call overwrites it (tilescope's liveness splits a lifetime only there)
+    temporaries = [p for p in params.values()] + [
+        Tensor(g, v.id, Affine.contiguous(v.shape), v.dtype)
+        for v in g.variables[vars_before:]
+        if not v.constant and v.numel > 0
+    ]
     for cw in working:  # the body's weights become working copies, written by each call
         var = g.variables[cw.tensor.single_variable()]  # type: ignore[index]
         handle, var.name, var.host_visible = var.name, f"{fname}/{var.name}", False
@@ -270,9 +293,9 @@ def build_repeat(
             ins, weight_copies = plan
         with g.debug_context(f"{fname} (call {j})", op_type="Call", layer=LAYER):
             for src, dst in ins:
-                b.prog.add(Copy(src, dst, name=f"{fname}/copy in"))
+                b.prog.add(_copy(g, src, dst, f"{fname}/copy in"))
             for src, dst in weight_copies:
-                b.prog.add(Copy(src, dst, name=f"{fname}/copy weights in"))
+                b.prog.add(_copy(g, src, dst, f"{fname}/copy weights in"))
             b.prog.add(Call(function, name=fname))
             for t, i in enumerate(block):
                 for o, name in enumerate(nodes[i].output):
@@ -285,8 +308,9 @@ def build_repeat(
                         continue
                     if name in used_outside[j]:
                         out = _like(g, inner, f"{fname}/out{j}/{name}")
-                        b.prog.add(Copy(inner, out, name=f"{fname}/copy out"))
+                        b.prog.add(_copy(g, inner, out, f"{fname}/copy out"))
                         b.values[name] = out
+            b.prog.add(WriteUndef(tuple(temporaries), name=f"{fname}/end of call"))
         if progress is not None:
             progress(block[-1] + 1, n_nodes)
 
