@@ -22,6 +22,13 @@ def _tile0(engine, column):
     return int(engine.memory.tile_memory[column][0])
 
 
+def _on_tile0(g, name, codelet, fields, **params):
+    """A compute set of one vertex on tile 0, executed."""
+    c = g.add_compute_set(name)
+    g.add_vertex(c, codelet, fields, tile=0, **params)
+    return Execute(c)
+
+
 def _categories(engine, tile):
     bc = engine.memory.by_category
     sel = bc["tile"] == tile
@@ -125,9 +132,7 @@ def _temporaries(overlap: bool):
     g.create_host_read("r2", r2)
 
     def cs(name, codelet, fields, **params):
-        c = g.add_compute_set(name)
-        g.add_vertex(c, codelet, fields, tile=0, **params)
-        return Execute(c)
+        return _on_tile0(g, name, codelet, fields, **params)
 
     fill1 = cs("fill1", "popops::Fill", {"out": t1}, value=1.0)
     fill2 = cs("fill2", "popops::Fill", {"out": t2}, value=2.0)
@@ -175,9 +180,7 @@ def test_a_functions_temporaries_share_memory_within_each_call():
     g.create_host_read("out", out)
 
     def cs(name, codelet, fields, **params):
-        c = g.add_compute_set(name)
-        g.add_vertex(c, codelet, fields, tile=0, **params)
-        return Execute(c)
+        return _on_tile0(g, name, codelet, fields, **params)
 
     body = Sequence(
         cs("fill1", "popops::Fill", {"out": t1}, value=1.0), cs("red1", "popops::ReduceAdd", {"in": t1, "out": r}),
