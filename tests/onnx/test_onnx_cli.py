@@ -216,6 +216,8 @@ def test_run_outline_calls_one_body_per_layer(tmp_path: Path, capsys) -> None:  
         assert main(["run", str(path), "--batch", "2", "--report-dir", str(rep), "--json", "--check", *flag]) == 0
         doc = json.loads(capsys.readouterr().out)
         assert doc["outline"] is bool(flag)
+        assert main(["run", str(path), "--batch", "2", *flag]) == 0
+        assert ("float32, partials float32, outlined)" in capsys.readouterr().out) is bool(flag)
         report = open_report(rep)
         calls = int((report.programs()["type"] == "Call").sum())
         assert calls == (3 if flag else 0)

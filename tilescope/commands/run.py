@@ -464,7 +464,8 @@ def _render(doc: dict[str, Any]) -> str:
             f" (try a lower --available-memory-proportion than {doc['available_memory_proportion']:g})"
         ]
     lines = [
-        f"model         {doc['model']}  (batch {doc['batch_size']}, {doc['dtype']}, partials {doc['partials']})",
+        f"model         {doc['model']}  (batch {doc['batch_size']}, {doc['dtype']}, partials {doc['partials']}"
+        + (", outlined)" if doc.get("outline") else ")"),
         f"target        {tg['name']} x{tg['num_ipus']} at {tg['clock_hz'] / 1e9:.3g} GHz"
         + (f" ({tg['num_replicas']} replicas x {tg['ipus_per_replica']} IPUs)" if tg["num_replicas"] > 1 else "")
         + (f"; pipelined, {doc['pipeline']['micro_batches']} micro-batches" if doc["pipeline"]["enabled"] else ""),
