@@ -27,6 +27,7 @@ from profiler.exchange import (
 )
 from profiler.graph import UNMAPPED, ComputeSet, Graph, GraphError, Variable, VertexBatch
 from profiler.half_maps import runs_on_halves
+from profiler.layout import Affine
 from profiler.receive_buffers import ReceiveBuffer, as_variables, record
 from profiler.regions import Regions, canonical, field_regions, rows_of_blocks
 from profiler.streams import HOST_TO_DEVICE, DataStream
@@ -762,6 +763,16 @@ class Compiler:
                 f"Copy {prog.name!r}: source is {src.dtype.name}, destination {dst.dtype.name}; cast first"
             )
         t = self.target
+        whole = self._whole_copy(src, dst)
+        if whole is not None:  # a variable into its clone: on-tile, a region per mapping interval
+            local_bytes, regions = whole
+            copy = np.where(local_bytes > 0, np.asarray(cost_model.copy_cycles(local_bytes, t), dtype=np.int64), 0)
+            self._add_step(parent, "DoExchange", prog.name or f"Copy {src!r} -> {dst!r}", tile_cycles=copy,
+                           bytes_in=self._zeros, bytes_out=self._zeros, code_bytes=self._zeros,
+                           code_category="internalExchangeCode", reads=_vars(src), writes=_vars(dst),
+                           action=actions.Copy(Access(src), Access(dst)),
+                           descriptor_bytes=regions * COPY_DESCRIPTOR_BYTES_PER_REGION)  # fmt: skip
+            return
         s_tile, d_tile = self.graph.tile_of(src).astype(np.int64), self.graph.tile_of(dst).astype(np.int64)
         item = src.dtype.itemsize
         cross = (s_tile // t.tiles_per_ipu) != (d_tile // t.tiles_per_ipu)
@@ -794,6 +805,35 @@ class Compiler:
                    bytes_out=plan.bytes_out, code_bytes=plan.code_bytes, code_category="internalExchangeCode",
                    reads=reads, writes=writes, action=action,
                    descriptor_bytes=regions * COPY_DESCRIPTOR_BYTES_PER_REGION)  # fmt: skip
+
+    def _whole_copy(self, src: Tensor, dst: Tensor) -> tuple[np.ndarray, np.ndarray] | None:
+        """(bytes, regions) per tile of a copy of all of one variable, in storage order, into all of
+        another mapped the same way (a clone): found from the mapping's intervals, not per element.
+        None for any other copy."""
+        vs, vd = src.single_variable(), dst.single_variable()
+        if vs is None or vd is None:
+            return None
+        a, b = self.graph.variables[vs], self.graph.variables[vd]
+        for t, v in ((src, a), (dst, b)):
+            lay = t._lay
+            if (
+                not isinstance(lay, Affine)
+                or lay.offset != 0
+                or lay != Affine.contiguous(lay.shape)
+                or lay.size != v.numel
+            ):
+                return None
+        ma, mb = a.mapping, b.mapping
+        if a.numel != b.numel or not (np.array_equal(ma.starts, mb.starts) and np.array_equal(ma.tiles, mb.tiles)):
+            return None
+        n = self.target.num_tiles
+        lengths = np.diff(np.append(ma.starts, ma.n))
+        local_bytes = np.bincount(ma.tiles, weights=lengths, minlength=n).astype(np.int64) * a.dtype.itemsize
+        tiles = ma.tiles[lengths > 0]
+        first = np.ones(tiles.size, dtype=bool)  # intervals on the tile of the one before continue its region
+        first[1:] = tiles[1:] != tiles[:-1]
+        regions = np.bincount(tiles[first], minlength=n).astype(np.int64)
+        return local_bytes, regions
 
     def _lower_stream(
         self, parent: Node, tensor: Tensor, stream: DataStream | None, to_host: bool, name: str, print_title: str = ""

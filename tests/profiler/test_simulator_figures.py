@@ -16,6 +16,7 @@ Constants used below and where they come from:
 import numpy as np
 
 from profiler import Call, Copy, Engine, Execute, Graph, Repeat, Sequence, WriteUndef, ipu_model
+from profiler.tensor import concat
 
 
 def _tile0(engine, column):
@@ -263,6 +264,28 @@ def test_on_tile_copies_cost_a_memcpy_and_one_descriptor_per_region():
     assert first.descriptor_bytes.tolist() == [8, 0, 0, 0]
     assert second.descriptor_bytes.tolist() == [32, 0, 0, 0]
     assert _categories(e, 0)[("copyDescriptor", True)] == 40
+
+
+def test_a_variable_copied_into_its_clone_costs_what_an_element_by_element_copy_does():
+    # a: 12 floats, [0:4] and [8:12] on tile 0, [4:8] on tile 1; its clone is mapped the same. The
+    # whole-variable copy is planned from the 3 mapping intervals, the same copy seen as two
+    # slices (concatenated) element by element: both are 2 regions (16 B of descriptors) and
+    # 288 + 32 / 8 cycles on tile 0, 1 region and 288 + 16 / 8 on tile 1 (ref §3.4 [3P]).
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    a = g.add_variable("float", [12], "a")
+    g.set_tile_mapping(a, np.repeat([0, 1, 0], 4))
+    twin, other = g.clone(a, "twin"), g.clone(a, "other")
+    g.create_host_write("a", a)
+    g.create_host_read("twin", twin)
+    g.create_host_read("other", other)
+    e = Engine(g, [Sequence(Copy(a, twin), Copy(concat([a[:6], a[6:]]), concat([other[:6], other[6:]])))])
+    e.load()
+    e.write_tensor("a", np.arange(12))
+    e.run(0)
+    assert e.read_tensor("twin").tolist() == e.read_tensor("other").tolist() == list(range(12))
+    whole, by_element = e.compiled.steps
+    assert whole.descriptor_bytes.tolist() == by_element.descriptor_bytes.tolist() == [16, 8, 0, 0]
+    assert whole.tile_cycles.tolist() == by_element.tile_cycles.tolist() == [288 + 4, 288 + 2, 0, 0]
 
 
 def test_both_tiles_of_a_supertile_receiving_the_same_data_receive_it_twice_as_fast():
