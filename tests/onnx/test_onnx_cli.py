@@ -150,6 +150,7 @@ def test_a_model_that_does_not_fit_gives_its_memory_report_and_exit_1(
         doc = json.loads(out)
         assert doc["execution"]["executed"] is False and doc["execution"]["runs"] == 0
         assert doc["memory"]["out_of_memory_tiles"] == 2 and doc["report"] == str(report)
+        assert doc["execution"]["identical_blocks"] is None  # nothing to outline in an MLP
     else:
         assert "not executed: the graph does not fit in tile memory" in out and "outputs       none" in out
     mem = open_report(report).tile_memory()
@@ -227,3 +228,17 @@ def test_run_outline_calls_one_body_per_layer(tmp_path: Path, capsys) -> None:  
     assert main(["run", str(path), "--outline", "--ipus", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("tilescope run: error: --outline builds on one IPU")
+
+
+def test_a_transformer_that_does_not_fit_is_pointed_to_outline(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    from profiler.targets import ipu_model
+
+    monkeypatch.setattr(
+        "profiler.targets.get_target", lambda name, ipus=1: ipu_model(tiles_per_ipu=4, bytes_per_tile=8192)
+    )
+    path = tmp_path / "bert.onnx"
+    model = examples.bert_layer(seq=8, hidden=32, heads=4, ff=64, layers=3)
+    onnx.save(model, path)
+    assert main(["run", str(path), "--batch", "2"]) == 1
+    per_layer = len(model.graph.node) // 3
+    assert f"or --outline: 3 identical blocks of {per_layer} nodes)" in capsys.readouterr().out

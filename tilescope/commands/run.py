@@ -386,6 +386,8 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
     }
     if check is not None:
         doc["check"] = check
+    if e.out_of_memory and not args.outline and args.ipus == 1:  # would sharing the layers' code help?
+        doc["execution"]["identical_blocks"] = _identical_blocks(model.onnx_model)
     print(json.dumps(doc, indent=2) if args.json else _render(doc))
     if e.out_of_memory:
         where = f"; the report shows the memory: {report_path}" if report_path else ""
@@ -410,6 +412,15 @@ def _micro_batches(args: argparse.Namespace) -> int:
     if args.micro_batches < 0:
         raise CommandError(f"--micro-batches must be >= 1, got {args.micro_batches}")
     return args.micro_batches or 2 * args.ipus
+
+
+def _identical_blocks(onnx_model: Any) -> list[int] | None:
+    """[count, nodes each] of the run of identical blocks ``--outline`` would build once, or None."""
+    from profiler.frontends.onnx.builder import SMALL_CONSTANT
+    from profiler.frontends.onnx.outline import find_repeat
+
+    rep = find_repeat(onnx_model, SMALL_CONSTANT) if onnx_model is not None else None
+    return [rep.count, rep.period] if rep is not None else None
 
 
 def _check(model: Any, inputs: dict[str, Any], outputs: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
@@ -459,9 +470,12 @@ def _render(doc: dict[str, Any]) -> str:
                 "utilisation   " + ", ".join(f"IPU {i} {u:.0%}" for i, u in enumerate(ex["ipu_utilisation"]))
             )
     else:
+        blocks = ex.get("identical_blocks")
         execution = [
             "cycles/run    not executed: the graph does not fit in tile memory"
-            f" (try a lower --available-memory-proportion than {doc['available_memory_proportion']:g})"
+            f" (try a lower --available-memory-proportion than {doc['available_memory_proportion']:g}"
+            + (f", or --outline: {blocks[0]} identical blocks of {blocks[1]} nodes" if blocks else "")
+            + ")"
         ]
     lines = [
         f"model         {doc['model']}  (batch {doc['batch_size']}, {doc['dtype']}, partials {doc['partials']}"
