@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
@@ -93,3 +94,13 @@ def test_a_block_whose_host_values_differ_is_built_inline():
     expected = ReferenceEvaluator(model).run(None, {"input": x["input"]})[0]
     np.testing.assert_allclose(out["y2"], expected, rtol=1e-5, atol=1e-5)
     assert [n.type for n in s.engine.compiled.nodes].count("Call") == 2  # blocks 0 and 2
+
+
+def test_outline_refuses_what_it_cannot_build_in_one_line():
+    from profiler.frontends.onnx import FrontendError
+    from profiler.targets import ipu_model as model_target
+
+    with pytest.raises(FrontendError, match="outline needs weights as variables"):
+        import_model(_bert(2), TARGET, weights="constants", outline=True)
+    with pytest.raises(FrontendError, match="outline builds on one IPU; the model would be split over 2"):
+        import_model(_bert(2), model_target(tiles_per_ipu=16, num_ipus=2), outline=True)

@@ -465,6 +465,11 @@ def _import_model(
         raise FrontendError(f"availableMemoryProportion must be in (0, 1], got {available_memory_proportion}")
     if weights not in ("variables", "constants"):
         raise FrontendError(f"weights must be 'variables' or 'constants', got {weights!r}")
+    if outline and weights != "variables":
+        raise FrontendError("outline needs weights as variables: each block's own weights are copied into the body's")
+    per_replica = target.num_ipus // max(target.num_replicas, 1)
+    if outline and per_replica > 1:
+        raise FrontendError(f"outline builds on one IPU; the model would be split over {per_replica}")
     check_supported(model, HANDLERS)
     model = override_batch(model, batch_size)
     half = dtype == "float16"
@@ -557,7 +562,7 @@ def _import_model(
         return args, on_host
 
     n_nodes = len(model.graph.node)
-    rep = find_repeat(model, SMALL_CONSTANT) if outline and ipus is None and weights == "variables" else None
+    rep = find_repeat(model, SMALL_CONSTANT) if outline else None
     i = 0
     while i < n_nodes:
         if rep is not None and i == rep.start:
