@@ -526,16 +526,17 @@ ROWS: list[Row] = [
         lambda d: d["vertexInstanceState"],
         "vertexInstanceState (all tiles)",
         _DENSE_WHY,
-        "~69 B per tile of the layer's 1,352 tiles against the published ~124 B per tile of the whole "
+        "~63 B per tile of the layer's 1,352 tiles against the published ~124 B per tile of the whole "
         "IPU: the AMP vertex's struct 32 B (SDK 3.0 ConvPartial1x1Out: 4 ONE_PTR vectors and 7 shorts, at the "
         "offsets conv_partial_1x1_supervisor.S reads), two single-input poplin::ReduceAdd stages 12 B each "
-        "(ReduceAddSingleInput.S offsets), the bias add 20 B [INF]; the AMP vectors' inner pointer arrays are out "
+        "(ReduceAddSingleInput.S offsets), the bias add 12 B (popops BinaryOp1DInPlace, binaryOps1D.S offsets) "
+        "where the output lies; the AMP vectors' inner pointer arrays are out "
         "of line, counted as vertexFieldData [INF]. The published figure is the whole report's and two "
         "first-party sources put ~48-52 KiB of it outside the layer: Graphcore's auto-pipeline tool subtracts "
         "'random seed and supervisor vertex state, which is usually 48 KB' from this same single-layer figure "
         "(ipu_tensorflow_addons auto_pipeline partition.py), and a measured PopTorch report's random-seed "
         "operation holds 53,016 B of vertex state on 1,472 tiles (graphcore/popliner tests/test_profile.py). "
-        "Against the layer's ~130 KiB the ratio is 0.70, still outside; TensorFlow's seed and copy vertices are "
+        "Against the layer's ~130 KiB the ratio is 0.64, still outside; TensorFlow's seed and copy vertices are "
         "not modelled",
     ),  # fmt: skip
     _dense_row(

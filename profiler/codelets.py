@@ -45,6 +45,21 @@ class VertexBytes(NamedTuple):
     constant: int = 0  # graph constants its fields connect to (PopLibs' conv worklists; category constant)
 
 
+# A SPAN vector field: a pointer and its 32-bit count (see above).
+SPAN_BYTES = 8
+
+
+def elementwise_state_bytes(inputs: int, in_place: bool = False) -> int:
+    """Vertex state of a popops elementwise 1D MultiVertex (``UnaryOp1D``, ``BinaryOp1D``, their
+    InPlace forms): each input a ONE_PTR pointer, the output (or the in-place operand) a SPAN, no
+    header. ``inputs`` counts the in-place operand. graphcore/poplibs
+    lib/popops/codelets/elemwiseBinaryCodelets.cpp (``Input<Vector<T, ONE_PTR, 8>> in1, in2;
+    Output<Vector<outputType, SPAN, 8>> out``) and the offsets asm/binaryOps1D.S and asm/unaryOps1D.S
+    read: binary 16 B (in1 0, in2 4, out 8, count 12), in place 12 B; unary 12 B, in place 8 B."""
+    pointers = inputs - 1 if in_place else inputs
+    return vertex_state_bytes(one_ptr=pointers) + SPAN_BYTES
+
+
 def vertex_state_bytes(*, scaled: int = 0, one_ptr: int = 0, shorts: int = 0, words: int = 0) -> int:
     """Bytes of one vertex's state: ``scaled`` 16-bit compressed pointers, ``one_ptr`` 32-bit
     pointers, ``shorts`` 16-bit scalars and ``words`` 32-bit scalars (out-of-line vectors of
@@ -204,6 +219,9 @@ class _Elementwise(Codelet):
         dt = values["out"].dtype
         with np.errstate(all="ignore"):
             return {"out": self.fn(*(values[f] for f in self.inputs)).astype(dt, copy=False)}
+
+    def vertex_bytes(self, shapes, dtypes, params, target):  # type: ignore[override]
+        return VertexBytes(elementwise_state_bytes(self.arity))
 
     def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
         n, dt = _n(shapes["out"]), dtypes["out"]

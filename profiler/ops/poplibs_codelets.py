@@ -15,7 +15,14 @@ from typing import Any
 import numpy as np
 
 from profiler import cost_model, scratch
-from profiler.codelets import MATMUL_CODE_BYTES, ONE_PTR_BYTES, Codelet, VertexBytes, vertex_state_bytes
+from profiler.codelets import (
+    MATMUL_CODE_BYTES,
+    ONE_PTR_BYTES,
+    Codelet,
+    VertexBytes,
+    elementwise_state_bytes,
+    vertex_state_bytes,
+)
 from profiler.layout import memory_order
 from profiler.targets import Target
 
@@ -142,6 +149,9 @@ class Map(Codelet):
             out = self.fn(*args, **params)
         # left in the compute type: the engine's scatter rounds it into the stored type in its copy
         return {self.result: np.asarray(out)}
+
+    def vertex_bytes(self, shapes, dtypes, params, target):  # type: ignore[override]
+        return VertexBytes(elementwise_state_bytes(self.arity, self.in_place))
 
     def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
         n = _n(shapes[self.result])

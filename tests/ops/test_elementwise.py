@@ -154,3 +154,22 @@ def test_positionwise_ops_run_in_row_chunks_on_threads_give_the_whole_result(mon
     assert chunked and min(chunked.values()) >= 2
     if dtype == np.float16:
         assert any(b.on_halves for b in chunked)
+
+
+@pytest.mark.parametrize(
+    ("build", "per_vertex"),
+    [
+        # PopLibs' 1D elementwise structs (asm/binaryOps1D.S, asm/unaryOps1D.S offsets): ONE_PTR 4 B
+        # per input, a SPAN (pointer + count) 8 B for the output or the in-place operand
+        (lambda g, t, p: ops.binary(g, "add", t["a"], t["b"], p), 4 + 4 + 8),
+        (lambda g, t, p: ops.binary_in_place(g, "add", t["a"], t["b"], p), 8 + 4),
+        (lambda g, t, p: ops.unary(g, "exp", t["a"], p), 4 + 8),
+        (lambda g, t, p: ops.unary_in_place(g, "exp", t["a"], p), 8),
+    ],
+)
+def test_elementwise_vertex_state_is_poplibs_1d_struct(build, per_vertex):
+    a = rng(2).standard_normal(16).astype(np.float32)
+    _, _, e = run({"a": a, "b": a}, lambda g, t, p: {"y": build(g, t, p)})
+    plan = next(iter(e.compiled.cs_plans.values()))
+    assert set(plan.v_state.tolist()) == {per_vertex}  # one vertex per tile, 4 elements each
+    assert int(plan.v_count.sum()) == 4

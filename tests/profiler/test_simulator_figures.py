@@ -59,22 +59,22 @@ def test_bytes_per_tile_per_category_and_gaps():
     e = Engine(g, [prog], options={"debug.instrument": "false"})
     e.compile()
     # layout on each tile: vertexCode 256 @0, controlCode 8 + 8*2 = 24 @256, vertexInstanceState
-    # 4 + 8*3 = 28 @280 (ends 308), stack 3200 @312 (4-byte gap), x 8 @3512, y 8 @3520.
-    # total excluding gaps 256 + 24 + 28 + 3200 + 16 = 3524; including the 4-byte gap 3528.
+    # 16 @280 (BinaryOp1D: in1, in2 ONE_PTR 4 B each, out SPAN 8 B; ends 296), stack 3200 @296,
+    # x 8 @3496, y 8 @3504. Total 256 + 24 + 16 + 3200 + 16 = 3512, no gap (296 is 8-aligned).
     assert _categories(e, 0) == {
         ("vertexCode", True): 256,
         ("controlCode", True): 24,
-        ("vertexInstanceState", True): 28,
+        ("vertexInstanceState", True): 16,
         ("stack", True): 3200,
         ("variable", True): 16,
     }
     for t in range(4):
-        assert e.memory.tile_memory["total_bytes_excluding_gaps"][t] == 3524
-        assert e.memory.tile_memory["total_bytes_including_gaps"][t] == 3528
-        assert e.memory.tile_memory["non_interleaved_bytes_including_gaps"][t] == 3528
+        assert e.memory.tile_memory["total_bytes_excluding_gaps"][t] == 3512
+        assert e.memory.tile_memory["total_bytes_including_gaps"][t] == 3512
+        assert e.memory.tile_memory["non_interleaved_bytes_including_gaps"][t] == 3512
         assert e.memory.tile_memory["interleaved_bytes_including_gaps"][t] == 0
     pl = e.memory.placements
-    assert pl["offset"][(pl["variable_id"] == 0) & (pl["tile"] == 2)].tolist() == [3512]
+    assert pl["offset"][(pl["variable_id"] == 0) & (pl["tile"] == 2)].tolist() == [3496]
 
 
 def test_compute_step_cycles_flops_and_total():
