@@ -260,7 +260,7 @@ def build_repeat(
     # the body's variables (not its constants), whose values end with each call once its outputs are
     # copied out: a WriteUndef after each call says so, as Poplar's liveness finds a value dead
     # until the next call overwrites it (tilescope's liveness splits a lifetime only there)
-    temporaries = [p for p in params.values()] + [
+    temporaries = list(params.values()) + [
         Tensor(g, v.id, Affine.contiguous(v.shape), v.dtype)
         for v in g.variables[vars_before:]
         if not v.constant and v.numel > 0
