@@ -106,8 +106,9 @@ def analyse(c: CompiledGraph) -> Liveness:
 def _in_calls(
     intervals: list[tuple[int, int, int]], calls: list[tuple[int, int, int]]
 ) -> dict[int, tuple[int, int, int]]:
-    """Variables whose every interval lies inside a call of one function (a function's temporaries,
-    whose value ends with each call): their lifetime relative to the call's start, the union over calls."""
+    """Variables whose every interval ends inside a call of one function and starts after the call
+    before it ended (a function's temporaries, and its parameters written just before each call,
+    whose value ends with the call): their lifetime relative to the call's start, the union over calls."""
     if not calls:
         return {}
     calls = sorted(calls, key=lambda r: r[1])
@@ -117,8 +118,9 @@ def _in_calls(
     for v, a, b in intervals:
         if v in bad:
             continue
-        k = int(np.searchsorted(starts, a, side="right")) - 1
-        if k < 0 or b > calls[k][2]:
+        k = int(np.searchsorted(starts, b, side="right")) - 1
+        after = calls[k - 1][2] if k > 0 else -1  # the call before ended here
+        if k < 0 or b > calls[k][2] or a <= after:
             bad.add(v)
             found.pop(v, None)
             continue

@@ -207,6 +207,29 @@ def test_a_functions_temporaries_share_memory_within_each_call():
     assert e.memory.liveness_steps[:, 0].tolist() == [16, 16, 32, 32, 0, 16, 16, 32, 32, 0, 16, 16]
 
 
+def test_a_parameter_written_just_before_each_call_is_placed_with_the_functions_temporaries():
+    # p is copied in before each call (as an outlined block's input is) and read by the body; its
+    # value ends after each call. Steps: copy 0, call 1 (reduce), undef 2, copy 3, call 4, undef 5:
+    # p is live (0, 1) and (3, 4), i.e. from one step before each call's start to its first step.
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    s1, s2, p, r = (g.add_variable("float", [n], name) for n, name in ((4, "s1"), (4, "s2"), (4, "p"), (1, "r")))
+    for v in (s1, s2, p, r):
+        g.set_tile_mapping(v, 0)
+    for v, name in ((s1, "s1"), (s2, "s2")):
+        g.create_host_write(name, v)
+    g.create_host_read("r", r)
+    f = g.add_function(_on_tile0(g, "red", "popops::ReduceAdd", {"in": p, "out": r}), "f")
+    prog = Sequence(Copy(s1, p), Call(f), WriteUndef(p), Copy(s2, p), Call(f), WriteUndef(p))
+    e = Engine(g, [prog])
+    e.load()
+    e.write_tensor("s1", [1, 1, 1, 1])
+    e.write_tensor("s2", [2, 2, 2, 2])
+    e.run(0)
+    assert e.read_tensor("r").tolist() == [8.0]
+    assert sorted(e.liveness.intervals) == [(2, 0, 1), (2, 3, 4)]
+    assert e.liveness.in_calls == {p.single_variable(): (0, -1, 0)}
+
+
 def test_value_carried_around_a_repeat_is_live_across_the_body():
     g = Graph(ipu_model(tiles_per_ipu=4))
     acc = g.add_variable("float", [4], "acc")
