@@ -104,3 +104,21 @@ def test_outline_refuses_what_it_cannot_build_in_one_line():
         import_model(_bert(2), TARGET, weights="constants", outline=True)
     with pytest.raises(FrontendError, match="outline builds on one IPU; the model would be split over 2"):
         import_model(_bert(2), model_target(tiles_per_ipu=16, num_ipus=2), outline=True)
+
+
+def test_blocks_whose_weights_are_computed_on_the_host_are_called_with_their_own():
+    # bottlenecks with BatchNormalization: the importer folds each one's statistics into a scale and
+    # shift on the host, so a block's weights are not its initializers; they are found by building
+    # the node again on the block's values (and taking that back), and every block is called
+    model = examples.resnet(image=16, blocks=(3,), widths=(32,), stem=32, classes=10)
+    rep = find_repeat(model, SMALL_CONSTANT)
+    assert rep is not None and rep.count == 2
+    s, x, out = _run(model, outline=True, batch=2)
+    expected = ReferenceEvaluator(model).run(None, {"input": x["input"]})[0]
+    np.testing.assert_allclose(next(iter(out.values())), expected, rtol=1e-4, atol=1e-5)
+    assert [n.type for n in s.engine.compiled.nodes].count("Call") == rep.count
+    # nothing is left of the rebuilds: every compute set runs, every weight is uploaded
+    g = s.model.graph
+    assert {cs.id for cs in g.compute_sets} == set(s.engine.compiled.cs_plans)
+    inline, _, _ = _run(model, outline=False, batch=2)
+    assert len(s.model.weights) == len(inline.model.weights)

@@ -112,6 +112,7 @@ class CreatedWeight:
     like: np.dtype | None
     tensor: Tensor
     upload: Copy
+    value: np.ndarray | None = None  # the host array (kept alive by the builder)
     stored: Tensor | None = None  # outlined: the block's own copy (``tensor`` is the body's working copy)
 
 
@@ -169,7 +170,7 @@ class Builder:
             upload = Copy(g.add_host_to_device_fifo(stream, dt, list(arr.shape)), t, name=stream)
             self.weights_prog.add(upload)
             self.weights[stream] = np.ascontiguousarray(data)
-            self.created_weights.append(CreatedWeight(id(v), like, t, upload))
+            self.created_weights.append(CreatedWeight(id(v), like, t, upload, v))
         else:
             t = view(g.add_constant(dt, shape, data if storage is None else storage.stored(data), name=name))
             if mapper is None or not mapper(t):

@@ -243,11 +243,14 @@ def build_repeat(
     vars_before = len(g.variables)
     args0: list[list[Any]] = []
     on_host0: list[bool] = []
+    made0: list[_Made] = []  # what each node's build created: weights, constants
     try:
         for i in first:
+            w0, v0 = len(b.created_weights), len(g.variables)
             args, on_host = build_node(i)
             args0.append(args)
             on_host0.append(on_host)
+            made0.append(_Made(b.created_weights[w0:], [v for v in g.variables[v0:] if v.constant]))
     finally:
         b.prog = outer
     b.values.update(originals)
@@ -283,7 +286,7 @@ def build_repeat(
             ins = [(originals[n], p) for n, p in params.items()]
             weight_copies = [(cw.stored, cw.tensor) for cw in working if cw.stored is not None]
         else:
-            plan = _call_plan(b, model, rep, j, args0, on_host0, params, by_host, build_node)
+            plan = _call_plan(b, model, rep, j, args0, on_host0, made0, params, by_host, build_node)
             if plan is None:  # differs from the first block: built inline
                 for i in block:
                     build_node(i)
@@ -341,6 +344,7 @@ def _call_plan(
     j: int,
     args0: list[list[Any]],
     on_host0: list[bool],
+    made0: list[_Made],
     params: dict[str, Tensor],
     by_host: dict[int, list[CreatedWeight]],
     build_node: Callable[[int], tuple[list[Any], bool]],
@@ -362,8 +366,11 @@ def _call_plan(
     for t, i in enumerate(block):
         if on_host0[t]:
             continue
+        derived = False  # a host value that is not itself a weight differs: rebuild to find its weights
+        stand_ins: list[Any] = []
         for k, name in enumerate(nodes[i].input):
             a0 = args0[t][k]
+            stand_ins.append(a0 if isinstance(a0, Tensor) or not name or name in made_by_body else b.values.get(name))
             if not name or name in made_by_body:  # absent, or the body's own value
                 if (not name) != (a0 is None):
                     return None
@@ -383,8 +390,65 @@ def _call_plan(
                 for cw in by_host.get(id(a0), []):  # a weight: its own, copied to the working copy
                     weights.setdefault(id(cw), (cw, v, name))
                 if id(a0) not in by_host and v is not a0 and not np.array_equal(v, a0):
-                    return None
+                    derived = True
             elif a0 is not None or v is not None:
                 return None
+        if derived:  # e.g. a batch norm's scale and shift, computed on the host from its statistics
+            rebuilt = _rebuilt_weights(b, nodes[i], stand_ins, made0[t])
+            if rebuilt is None:
+                return None
+            for cw, value in rebuilt:
+                weights[id(cw)] = (cw, value, nodes[i].name)
     stored = [(b.weight_like(cw.tensor, v, cw.like, name), cw.tensor) for cw, v, name in weights.values()]
     return list(ins.values()), stored
+
+
+@dataclass
+class _Made:
+    """What building one node of the first block created: weight variables and constants."""
+
+    weights: list[CreatedWeight]
+    constants: list[Any]  # profiler.graph.Variable
+
+
+def _rebuilt_weights(
+    b: Builder, node: onnx.NodeProto, args: list[Any], made: _Made
+) -> list[tuple[CreatedWeight, np.ndarray]] | None:
+    """A block's own weights for a node whose host values differ from the first block's in more than
+    weights (the importer computes them on the host): its handler is run again on the block's host
+    values (the first block's tensors standing in for its device inputs) and everything it added to
+    the graph and the builder is taken back. Each weight it made is paired, in order, with the first
+    block's; None unless the same weights (shape, type) and the same constants came out."""
+    from .operators import HANDLERS
+
+    g = b.graph
+    lens = (len(g.variables), len(g.compute_sets), len(g.streams), len(g.debug_contexts), len(g.functions))
+    keys = (set(g.host_reads), set(g.host_writes), set(b.weights), set(b._materialized), set(b._used))
+    n_created, n_uploads, next_tile = len(b.created_weights), len(b.weights_prog.programs), b._next_tile
+    outer, b.prog = b.prog, Prog()
+    try:
+        HANDLERS[node.op_type](b, node, args)
+        new = b.created_weights[n_created:]
+        consts = [v for v in g.variables[lens[0] :] if v.constant]
+        same = (
+            len(new) == len(made.weights)
+            and all(n.tensor.shape == m.tensor.shape and n.tensor.dtype == m.tensor.dtype
+                    for n, m in zip(new, made.weights, strict=True))
+            and len(consts) == len(made.constants)
+            and all(c.value is not None and m.value is not None and np.array_equal(c.value, m.value)
+                    for c, m in zip(consts, made.constants, strict=True))
+        )  # fmt: skip
+        return [(m, n.value) for n, m in zip(new, made.weights, strict=True)] if same else None  # type: ignore[misc]
+    except Exception:  # the handler refuses the stand-ins: build the block inline instead
+        return None
+    finally:
+        b.prog = outer
+        for lst, n in zip((g.variables, g.compute_sets, g.streams, g.debug_contexts, g.functions), lens, strict=True):
+            del lst[n:]
+        for d, old in zip((g.host_reads, g.host_writes, b.weights, b._materialized), keys[:4], strict=True):
+            for k in set(d) - old:
+                del d[k]
+        b._used = keys[4]
+        del b.created_weights[n_created:]
+        del b.weights_prog.programs[n_uploads:]
+        b._next_tile = next_tile
