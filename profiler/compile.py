@@ -773,30 +773,41 @@ class Compiler:
                            action=actions.Copy(Access(src), Access(dst)),
                            descriptor_bytes=regions * COPY_DESCRIPTOR_BYTES_PER_REGION)  # fmt: skip
             return
-        s_tile, d_tile = self.graph.tile_of(src).astype(np.int64), self.graph.tile_of(dst).astype(np.int64)
         item = src.dtype.itemsize
+        pieces = self._whole_pieces(src, dst)
+        if pieces is not None:  # all of one variable into all of another: by the mappings' intervals
+            s_tile, d_tile, length = pieces
+            nbytes: np.ndarray | int = length * item
+        else:  # element by element
+            s_tile, d_tile = self.graph.tile_of(src).astype(np.int64), self.graph.tile_of(dst).astype(np.int64)
+            length, nbytes = np.ones(s_tile.size, dtype=np.int64), item
         cross = (s_tile // t.tiles_per_ipu) != (d_tile // t.tiles_per_ipu)
         name = prog.name or f"Copy {src!r} -> {dst!r}"
         reads, writes = _vars(src), _vars(dst)
         action = actions.Copy(Access(src), Access(dst))
         if cross.any():
-            gplan = plan_transfers(s_tile[cross], d_tile[cross], item, t, global_=True)
+            part = nbytes[cross] if pieces is not None else item
+            gplan = plan_transfers(s_tile[cross], d_tile[cross], part, t, global_=True)
             self._sync(parent, "external")
             self._add_step(parent, "GlobalExchange", name, tile_cycles=gplan.cycles, bytes_in=gplan.bytes_in,
                        bytes_out=gplan.bytes_out, code_bytes=gplan.code_bytes, code_category="globalExchangeCode",
                        external=True, reads=reads, writes=writes, action=None if (~cross).any() else action)  # fmt: skip
             if not (~cross).any():
                 return
-        s_gid, d_gid = self._gid(*src.elements())[~cross], self._gid(*dst.elements())[~cross]
-        s_tile, d_tile = s_tile[~cross], d_tile[~cross]
-        plan = plan_transfers(s_tile, d_tile, item, t, run_gids=(s_gid, d_gid))
+        if pieces is not None:  # pieces next to each other are contiguous in both variables
+            s_gid = d_gid = np.flatnonzero(~cross)
+            nbytes = nbytes[~cross]
+        else:
+            s_gid, d_gid = self._gid(*src.elements())[~cross], self._gid(*dst.elements())[~cross]
+        s_tile, d_tile, length = s_tile[~cross], d_tile[~cross], length[~cross]
+        plan = plan_transfers(s_tile, d_tile, nbytes, t, run_gids=(s_gid, d_gid))
         # on-tile part: one copy descriptor per contiguous region (ref §5 copyDescriptor)
         loc = s_tile == d_tile
         lt, ls, ld = d_tile[loc], s_gid[loc], d_gid[loc]
         new_region = np.ones(lt.size, dtype=bool)
         new_region[1:] = (lt[1:] != lt[:-1]) | (ls[1:] != ls[:-1] + 1) | (ld[1:] != ld[:-1] + 1)
         regions = np.bincount(lt[new_region], minlength=t.num_tiles).astype(np.int64)
-        local_bytes = np.bincount(d_tile[s_tile == d_tile], minlength=t.num_tiles).astype(np.int64) * item
+        local_bytes = np.bincount(lt, weights=length[loc], minlength=t.num_tiles).astype(np.int64) * item
         # on-tile part: a memcpy on each tile (ref §3.4)
         copy = np.where(local_bytes > 0, np.asarray(cost_model.copy_cycles(local_bytes, t), dtype=np.int64), 0)
         if plan.active:
@@ -805,6 +816,28 @@ class Compiler:
                    bytes_out=plan.bytes_out, code_bytes=plan.code_bytes, code_category="internalExchangeCode",
                    reads=reads, writes=writes, action=action,
                    descriptor_bytes=regions * COPY_DESCRIPTOR_BYTES_PER_REGION)  # fmt: skip
+
+    def _whole_pieces(self, src: Tensor, dst: Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(source tile, destination tile, elements) of each piece of a copy of all of one variable,
+        in storage order, into all of another of the same size: the pieces cut where either mapping
+        changes tile. None for any other copy (planned element by element)."""
+        vs, vd = src.single_variable(), dst.single_variable()
+        if vs is None or vd is None:
+            return None
+        a, b = self.graph.variables[vs], self.graph.variables[vd]
+        for tensor, v in ((src, a), (dst, b)):
+            lay = tensor._lay
+            if not isinstance(lay, Affine) or lay != Affine.contiguous(lay.shape) or lay.size != v.numel:
+                return None
+        if a.numel != b.numel or a.numel == 0:
+            return None
+        starts = np.union1d(a.mapping.starts, b.mapping.starts)
+        starts = starts[starts < a.numel]
+        length = np.diff(np.append(starts, a.numel))
+        s_tile = a.mapping.tiles[np.searchsorted(a.mapping.starts, starts, side="right") - 1].astype(np.int64)
+        d_tile = b.mapping.tiles[np.searchsorted(b.mapping.starts, starts, side="right") - 1].astype(np.int64)
+        keep = length > 0
+        return s_tile[keep], d_tile[keep], length[keep]
 
     def _whole_copy(self, src: Tensor, dst: Tensor) -> tuple[np.ndarray, np.ndarray] | None:
         """(bytes, regions) per tile of a copy of all of one variable, in storage order, into all of

@@ -14,6 +14,7 @@ Constants used below and where they come from:
 """
 
 import numpy as np
+import pytest
 
 from profiler import Call, Copy, Engine, Execute, Graph, Repeat, Sequence, WriteUndef, ipu_model
 from profiler.tensor import concat
@@ -309,6 +310,39 @@ def test_a_variable_copied_into_its_clone_costs_what_an_element_by_element_copy_
     whole, by_element = e.compiled.steps
     assert whole.descriptor_bytes.tolist() == by_element.descriptor_bytes.tolist() == [16, 8, 0, 0]
     assert whole.tile_cycles.tolist() == by_element.tile_cycles.tolist() == [288 + 4, 288 + 2, 0, 0]
+
+
+@pytest.mark.parametrize("ipus", [1, 2])
+def test_a_whole_variable_copy_is_planned_by_pieces_as_element_by_element(ipus):
+    # a: [0:4] tile 0, [4:8] tile 1, [8:12] tile 0; b: [0:6] on tile 0, [6:12] on tile 2 (or, on 2
+    # IPUs, on the second IPU's tiles 4 and 6: a global exchange). All of a into all of b is planned
+    # from the 4 pieces the two mappings cut; the same copy through concatenated slices element by
+    # element: every figure of every step is the same.
+    g = Graph(ipu_model(tiles_per_ipu=4, num_ipus=ipus))
+    a = g.add_variable("float", [12], "a")
+    g.set_tile_mapping(a, np.repeat([0, 1, 0], 4))
+    b, c = g.add_variable("float", [12], "b"), g.add_variable("float", [12], "c")
+    far = 4 * (ipus - 1)
+    for v in (b, c):
+        g.set_tile_mapping(v, np.repeat([far, far + 2], 6))
+    g.create_host_write("a", a)
+    g.create_host_read("b", b)
+    g.create_host_read("c", c)
+    halves = (concat([a[:6], a[6:]]), concat([c[:6], c[6:]]))
+    e = Engine(g, [Sequence(Copy(a, b)), Sequence(Copy(*halves))])
+    e.load()
+    e.write_tensor("a", np.arange(12))
+    e.run(0)
+    e.run(1)
+    assert e.read_tensor("b").tolist() == e.read_tensor("c").tolist() == list(range(12))
+    (f0, l0), (f1, l1) = e.compiled.program_ranges
+    by_pieces, by_element = e.compiled.steps[f0 : l0 + 1], e.compiled.steps[f1 : l1 + 1]
+    assert [st.type for st in by_pieces] == [st.type for st in by_element]
+    for x, y in zip(by_pieces, by_element, strict=True):
+        for field in ("tile_cycles", "bytes_in", "bytes_out", "code_bytes", "descriptor_bytes"):
+            vx, vy = getattr(x, field), getattr(y, field)
+            assert (vx is None) == (vy is None) and (vx is None or vx.tolist() == vy.tolist()), field
+    assert any(st.type == ("GlobalExchange" if ipus == 2 else "DoExchange") for st in by_pieces)
 
 
 def test_both_tiles_of_a_supertile_receiving_the_same_data_receive_it_twice_as_fast():
