@@ -763,16 +763,6 @@ class Compiler:
                 f"Copy {prog.name!r}: source is {src.dtype.name}, destination {dst.dtype.name}; cast first"
             )
         t = self.target
-        whole = self._whole_copy(src, dst)
-        if whole is not None:  # a variable into its clone: on-tile, a region per mapping interval
-            local_bytes, regions = whole
-            copy = np.where(local_bytes > 0, np.asarray(cost_model.copy_cycles(local_bytes, t), dtype=np.int64), 0)
-            self._add_step(parent, "DoExchange", prog.name or f"Copy {src!r} -> {dst!r}", tile_cycles=copy,
-                           bytes_in=self._zeros, bytes_out=self._zeros, code_bytes=self._zeros,
-                           code_category="internalExchangeCode", reads=_vars(src), writes=_vars(dst),
-                           action=actions.Copy(Access(src), Access(dst)),
-                           descriptor_bytes=regions * COPY_DESCRIPTOR_BYTES_PER_REGION)  # fmt: skip
-            return
         item = src.dtype.itemsize
         pieces = self._whole_pieces(src, dst)
         if pieces is not None:  # all of one variable into all of another: by the mappings' intervals
@@ -817,10 +807,9 @@ class Compiler:
                    reads=reads, writes=writes, action=action,
                    descriptor_bytes=regions * COPY_DESCRIPTOR_BYTES_PER_REGION)  # fmt: skip
 
-    def _whole_pieces(self, src: Tensor, dst: Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """(source tile, destination tile, elements) of each piece of a copy of all of one variable,
-        in storage order, into all of another of the same size: the pieces cut where either mapping
-        changes tile. None for any other copy (planned element by element)."""
+    def _whole_variables(self, src: Tensor, dst: Tensor) -> tuple[Variable, Variable] | None:
+        """The variables of a copy that reads all of one, in storage order, into all of another of
+        the same size; None for any other copy."""
         vs, vd = src.single_variable(), dst.single_variable()
         if vs is None or vd is None:
             return None
@@ -829,8 +818,16 @@ class Compiler:
             lay = tensor._lay
             if not isinstance(lay, Affine) or lay != Affine.contiguous(lay.shape) or lay.size != v.numel:
                 return None
-        if a.numel != b.numel or a.numel == 0:
+        return (a, b) if a.numel == b.numel and a.numel > 0 else None
+
+    def _whole_pieces(self, src: Tensor, dst: Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(source tile, destination tile, elements) of each piece of a copy of all of one variable,
+        in storage order, into all of another of the same size: the pieces cut where either mapping
+        changes tile. None for any other copy (planned element by element)."""
+        whole = self._whole_variables(src, dst)
+        if whole is None:
             return None
+        a, b = whole
         starts = np.union1d(a.mapping.starts, b.mapping.starts)
         starts = starts[starts < a.numel]
         length = np.diff(np.append(starts, a.numel))
@@ -838,35 +835,6 @@ class Compiler:
         d_tile = b.mapping.tiles[np.searchsorted(b.mapping.starts, starts, side="right") - 1].astype(np.int64)
         keep = length > 0
         return s_tile[keep], d_tile[keep], length[keep]
-
-    def _whole_copy(self, src: Tensor, dst: Tensor) -> tuple[np.ndarray, np.ndarray] | None:
-        """(bytes, regions) per tile of a copy of all of one variable, in storage order, into all of
-        another mapped the same way (a clone): found from the mapping's intervals, not per element.
-        None for any other copy."""
-        vs, vd = src.single_variable(), dst.single_variable()
-        if vs is None or vd is None:
-            return None
-        a, b = self.graph.variables[vs], self.graph.variables[vd]
-        for t, v in ((src, a), (dst, b)):
-            lay = t._lay
-            if (
-                not isinstance(lay, Affine)
-                or lay.offset != 0
-                or lay != Affine.contiguous(lay.shape)
-                or lay.size != v.numel
-            ):
-                return None
-        ma, mb = a.mapping, b.mapping
-        if a.numel != b.numel or not (np.array_equal(ma.starts, mb.starts) and np.array_equal(ma.tiles, mb.tiles)):
-            return None
-        n = self.target.num_tiles
-        lengths = np.diff(np.append(ma.starts, ma.n))
-        local_bytes = np.bincount(ma.tiles, weights=lengths, minlength=n).astype(np.int64) * a.dtype.itemsize
-        tiles = ma.tiles[lengths > 0]
-        first = np.ones(tiles.size, dtype=bool)  # intervals on the tile of the one before continue its region
-        first[1:] = tiles[1:] != tiles[:-1]
-        regions = np.bincount(tiles[first], minlength=n).astype(np.int64)
-        return local_bytes, regions
 
     def _lower_stream(
         self, parent: Node, tensor: Tensor, stream: DataStream | None, to_host: bool, name: str, print_title: str = ""
