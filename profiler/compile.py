@@ -27,7 +27,7 @@ from profiler.exchange import (
 )
 from profiler.graph import UNMAPPED, ComputeSet, Graph, GraphError, Variable, VertexBatch
 from profiler.half_maps import runs_on_halves
-from profiler.layout import Affine
+from profiler.layout import Affine, covers_all
 from profiler.receive_buffers import ReceiveBuffer, as_variables, record
 from profiler.regions import Regions, canonical, field_regions, rows_of_blocks
 from profiler.streams import HOST_TO_DEVICE, DataStream
@@ -808,17 +808,18 @@ class Compiler:
                    descriptor_bytes=regions * COPY_DESCRIPTOR_BYTES_PER_REGION)  # fmt: skip
 
     def _whole_variables(self, src: Tensor, dst: Tensor) -> tuple[Variable, Variable] | None:
-        """The variables of a copy that reads all of one, in storage order, into all of another of
-        the same size; None for any other copy."""
+        """The variables of a copy of all of one into all of another of the same size, element i of
+        the one's storage to element i of the other's: both in storage order, or both the same
+        one-to-one view (a tensor and its clone, e.g. channel-grouped stores); None for any other copy."""
         vs, vd = src.single_variable(), dst.single_variable()
         if vs is None or vd is None:
             return None
         a, b = self.graph.variables[vs], self.graph.variables[vd]
-        for tensor, v in ((src, a), (dst, b)):
-            lay = tensor._lay
-            if not isinstance(lay, Affine) or lay != Affine.contiguous(lay.shape) or lay.size != v.numel:
-                return None
-        return (a, b) if a.numel == b.numel and a.numel > 0 else None
+        if a.numel != b.numel or not (covers_all(src._lay, a.numel) and covers_all(dst._lay, b.numel)):
+            return None
+        same_view = src._lay == dst._lay
+        in_order = all(isinstance(t._lay, Affine) and t._lay == Affine.contiguous(t._lay.shape) for t in (src, dst))
+        return (a, b) if same_view or in_order else None
 
     def _whole_pieces(self, src: Tensor, dst: Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """(source tile, destination tile, elements) of each piece of a copy of all of one variable,

@@ -19,7 +19,7 @@ import numpy as np
 from profiler import host_memory
 from profiler.codelets import Codelet, resolve_codelet
 from profiler.dtypes import as_dtype
-from profiler.layout import Affine, Factored
+from profiler.layout import Affine, Factored, covers_all
 from profiler.streams import DEVICE_TO_HOST, HOST_TO_DEVICE, DataStream
 from profiler.targets import Target, replica_view, sharding_view
 from profiler.tensor import Tensor
@@ -464,18 +464,9 @@ class Graph:
         the same view of a new variable of the same shape, its mapping copied interval by interval.
         None when ``like`` is not a one-to-one view of all of one variable."""
         lay, vid = like._lay, like.single_variable()
-        flat = lay.flat if isinstance(lay, Factored) else lay
-        if vid is None or not isinstance(flat, Affine) or flat.offset != 0:
+        if vid is None or not covers_all(lay, self.variables[vid].numel):
             return None
         var = self.variables[vid]
-        if flat.size != var.numel or var.numel == 0:
-            return None
-        dims = sorted((s, n) for n, s in zip(flat.shape, flat.strides, strict=True) if n != 1)
-        step = 1
-        for s, n in dims:  # the strides, smallest first, must be those of a contiguous array
-            if s != step:
-                return None
-            step *= n
         if isinstance(lay, Factored):  # a grouped store: the same store, seen through the same view
             t = self._add(var.dtype if dtype is None else dtype, list(var.shape), name, False, False)
             new = self.variables[t.single_variable()]  # type: ignore[index]

@@ -244,6 +244,20 @@ class Factored:
         return _reshape(self.offset, self.factors(), shape, self.size)
 
 
+def covers_all(lay: object, size: int) -> bool:
+    """Whether view ``lay`` takes each of a ``size``-element variable's elements once (a plain or
+    factored affine view from offset 0 whose strides are a contiguous array's in some order)."""
+    flat = lay.flat if isinstance(lay, Factored) else lay
+    if not isinstance(flat, Affine) or flat.offset != 0 or flat.size != size or size == 0:
+        return False
+    step = 1
+    for s, n in sorted((s, n) for n, s in zip(flat.shape, flat.strides, strict=True) if n != 1):
+        if s != step:  # the strides, smallest first, must be those of a contiguous array
+            return False
+        step *= n
+    return True
+
+
 def factor_groups(lay: Affine | Factored) -> list[list[Factor]]:
     """Each dim's factors (one per dim of a plain affine view)."""
     if isinstance(lay, Factored):

@@ -271,6 +271,7 @@ def _share_by_liveness(shared: Items, interleaved: np.ndarray, live: Liveness) -
         tile, var, size, f, la = shared.tile[arena], shared.var[arena], shared.size[arena], first[arena], last[arena]
         fid = fn[arena, 0]
         inner = np.zeros(tile.size, dtype=np.int64)
+        members: list[np.ndarray] = []  # per function: which items are its temporaries
         blocks: list[tuple[np.ndarray, ...]] = []  # (tile, pseudo variable, size, first, last) per function
         for k, f_id in enumerate(np.unique(fid[fid >= 0]).tolist()):
             m = fid == f_id
@@ -279,17 +280,16 @@ def _share_by_liveness(shared: Items, interleaved: np.ndarray, live: Liveness) -
             np.maximum.at(end, tile[m], inner[m] + _align(size[m]))
             b_tiles = np.flatnonzero(end)
             pseudo = np.full(b_tiles.size, -1 - k, dtype=np.int64)  # sorts before every variable
+            members.append(m)
             blocks.append((b_tiles, pseudo, end[b_tiles], np.full(b_tiles.size, f[m].min()),
                            np.full(b_tiles.size, la[m].max())))  # fmt: skip
         own = fid < 0
         cols = [np.concatenate([x[own], *(blk[i] for blk in blocks)]) for i, x in enumerate((tile, var, size, f, la))]
         placed = _allocate_shared(*cols)
         out = np.zeros(tile.size, dtype=np.int64)
-        out[own] = placed[: int(own.sum())]
         at = int(own.sum())
-        for k, blk in enumerate(blocks):  # a function's temporaries: its block's offset + theirs inside it
-            f_id = np.unique(fid[fid >= 0])[k]
-            m = fid == f_id
+        out[own] = placed[:at]
+        for m, blk in zip(members, blocks, strict=True):  # a function's temporaries: its block's offset + theirs
             block_at = np.zeros(int(tile.max()) + 1, dtype=np.int64)
             block_at[blk[0]] = placed[at : at + blk[0].size]
             at += blk[0].size

@@ -165,11 +165,7 @@ class Builder:
             t = view(g.add_variable(dt, shape, name))
             if mapper is None or not mapper(t):
                 g.set_tile_mapping(t, self._spread(t))
-            stream = WEIGHT_STREAM_PREFIX + name
-            g.create_host_write(name, t)
-            upload = Copy(g.add_host_to_device_fifo(stream, dt, list(arr.shape)), t, name=stream)
-            self.weights_prog.add(upload)
-            self.weights[stream] = np.ascontiguousarray(data)
+            upload = self._upload(t, name, data)
             self.created_weights.append(CreatedWeight(id(v), like, t, upload, v))
         else:
             t = view(g.add_constant(dt, shape, data if storage is None else storage.stored(data), name=name))
@@ -188,12 +184,19 @@ class Builder:
         t = self.graph.clone(like, name)
         if t is None:
             raise FrontendError(f"weight {name!r}: cannot be laid out as {like!r}")
-        stream = WEIGHT_STREAM_PREFIX + name
-        self.graph.create_host_write(name, t)
-        self.weights_prog.add(Copy(self.graph.add_host_to_device_fifo(stream, dt, list(arr.shape)), t, name=stream))
-        self.weights[stream] = np.ascontiguousarray(arr.astype(dt))
+        self._upload(t, name, arr.astype(dt))
         self._host_keep.append(v)
         return t
+
+    def _upload(self, t: Tensor, name: str, data: np.ndarray) -> Copy:
+        """Make weight ``t`` (``data``-shaped) host-writable as ``name`` and filled by the
+        weights-to-device program from its own stream; the upload copy."""
+        g, stream = self.graph, WEIGHT_STREAM_PREFIX + name
+        g.create_host_write(name, t)
+        upload = Copy(g.add_host_to_device_fifo(stream, data.dtype, list(data.shape)), t, name=stream)
+        self.weights_prog.add(upload)
+        self.weights[stream] = np.ascontiguousarray(data)
+        return upload
 
     def _spread(self, t: Tensor) -> np.ndarray:
         """Linear mapping with poputil::mapTensorLinearly's defaults, starting where the previous

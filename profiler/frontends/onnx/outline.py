@@ -195,19 +195,6 @@ def _like(g: Graph, t: Tensor, name: str) -> Tensor:
     return c
 
 
-def _copy(g: Graph, src: Tensor, dst: Tensor, name: str) -> Copy:
-    """A copy between a tensor and its clone: their variables whole, in storage order, when both are
-    the same view of all of a variable (one region per mapping interval, not one per run of a
-    channel-grouped view's elements); else element by element."""
-    vs, vd = src.single_variable(), dst.single_variable()
-    if vs is not None and vd is not None and src._lay == dst._lay:
-        a, b = g.variables[vs], g.variables[vd]
-        if a.shape == b.shape and a.dtype == b.dtype and src.numel() == a.numel:
-            whole = Affine.contiguous(a.shape)
-            src, dst = Tensor(g, vs, whole, a.dtype), Tensor(g, vd, whole, b.dtype)
-    return Copy(src, dst, name=name)
-
-
 def build_repeat(
     b: Builder,
     model: onnx.ModelProto,
@@ -296,9 +283,9 @@ def build_repeat(
             ins, weight_copies = plan
         with g.debug_context(f"{fname} (call {j})", op_type="Call", layer=LAYER):
             for src, dst in ins:
-                b.prog.add(_copy(g, src, dst, f"{fname}/copy in"))
+                b.prog.add(Copy(src, dst, name=f"{fname}/copy in"))
             for src, dst in weight_copies:
-                b.prog.add(_copy(g, src, dst, f"{fname}/copy weights in"))
+                b.prog.add(Copy(src, dst, name=f"{fname}/copy weights in"))
             b.prog.add(Call(function, name=fname))
             for t, i in enumerate(block):
                 for o, name in enumerate(nodes[i].output):
@@ -311,7 +298,7 @@ def build_repeat(
                         continue
                     if name in used_outside[j]:
                         out = _like(g, inner, f"{fname}/out{j}/{name}")
-                        b.prog.add(_copy(g, inner, out, f"{fname}/copy out"))
+                        b.prog.add(Copy(inner, out, name=f"{fname}/copy out"))
                         b.values[name] = out
             b.prog.add(WriteUndef(tuple(temporaries), name=f"{fname}/end of call"))
         if progress is not None:
