@@ -114,7 +114,10 @@ class Engine:
         c = compile_programs(self.graph, self.programs, progress)
         self.liveness = analyse(c)
         opts = self.options
-        self.memory = place(c, self.liveness, opts.instrument, opts.compute_instrumentation_level)
+        self.memory = place(
+            c, self.liveness, opts.instrument, opts.compute_instrumentation_level,
+            (opts.worker_stack_bytes, opts.supervisor_stack_bytes),
+        )  # fmt: skip
         self.compiled = c
         self._plan_host_values(c, self.liveness)
         t = self.graph.target

@@ -16,7 +16,7 @@ import numpy as np
 
 from profiler.compile import CompiledGraph, ComputeSetPlan, Node
 from profiler.liveness import Liveness
-from profiler.targets import SUPERVISOR_STACK_BYTES
+from profiler.targets import AUTO_SUPERVISOR_STACK_BYTES, AUTO_WORKER_STACK_BYTES
 from report_format.schema import MEMORY_CATEGORIES, MEMORY_REGIONS
 
 # [INF] 64-bit loads/stores (ref §1 "Load/store datapath") need 8-byte alignment; every allocation
@@ -164,9 +164,12 @@ def _variable_rows(c: CompiledGraph, live: Liveness) -> VariableRows:
     return VariableRows(v_var, v_tile, v_bytes, is_const[v_var], is_il[v_var], al[v_var])
 
 
-def _always_live_items(c: CompiledGraph, rows: VariableRows, instrument: bool, instrumentation_level: str) -> Items:
+def _always_live_items(
+    c: CompiledGraph, rows: VariableRows, instrument: bool, instrumentation_level: str, stacks: tuple[int, int]
+) -> Items:
     """Always-live data of the general arena, in layout order: code, control, exchange code,
-    descriptors, headers, vertex state and field data, stack, instrumentation, constants, always-live variables."""
+    descriptors, headers, vertex state and field data, stack, instrumentation, constants, always-live
+    variables. ``stacks``: each worker context's and the supervisor's stack bytes."""
     t = c.target
     n = t.num_tiles
     all_tiles = np.arange(n, dtype=np.int64)
@@ -209,9 +212,10 @@ def _always_live_items(c: CompiledGraph, rows: VariableRows, instrument: bool, i
     parts.append(Items.of("vertexFieldData", all_tiles, vertices_per_tile(lambda p: p.v_field_data)))
     # graph constants that building the vertices adds (PopLibs' conv worklists: Codelet.vertex_bytes)
     parts.append(Items.of("constant", all_tiles, vertices_per_tile(lambda p: p.v_constant)))
-    # A stack per worker context plus the supervisor's, at the sizes PopLibs' own tools set
-    # (targets.STACK_BYTES_PER_WORKER 0x200, targets.SUPERVISOR_STACK_BYTES 0x80): 6 x 512 + 128 = 3,200 B.
-    stack = np.full(n, t.num_worker_contexts * t.stack_bytes_per_worker + SUPERVISOR_STACK_BYTES, dtype=np.int64)
+    # A stack per worker context plus the supervisor's on every tile (control code runs on all of
+    # them); automatic sizes: 6 x 48 + 96 = 384 B (targets.AUTO_*_STACK_BYTES).
+    worker, supervisor = stacks
+    stack = np.full(n, t.num_worker_contexts * worker + supervisor, dtype=np.int64)
     parts.append(Items.of("stack", all_tiles, stack))
     if instrument:
         parts.append(Items.of("instrumentationResults", all_tiles, _counters(c, instrumentation_level)))
@@ -447,13 +451,19 @@ def _liveness_steps(c: CompiledGraph, live: Liveness, shared: Items) -> np.ndarr
 
 
 def place(
-    c: CompiledGraph, live: Liveness, instrument: bool = False, instrumentation_level: str = "tile"
+    c: CompiledGraph,
+    live: Liveness,
+    instrument: bool = False,
+    instrumentation_level: str = "tile",
+    stacks: tuple[int, int] = (AUTO_WORKER_STACK_BYTES, AUTO_SUPERVISOR_STACK_BYTES),
 ) -> MemoryLayout:
     """Place everything on the tiles: always-live items, packed per tile; not-always-live variables
-    shared by liveness; the arenas cut into regions; the memory tables, placements and liveness."""
+    shared by liveness; the arenas cut into regions; the memory tables, placements and liveness.
+    ``stacks``: each worker context's and the supervisor's stack bytes (engine options
+    ``target.workerStackSizeInBytes`` / ``target.supervisorStackSizeInBytes``)."""
     t = c.target
     rows = _variable_rows(c, live)
-    placed, shared = _place_arenas(rows, _always_live_items(c, rows, instrument, instrumentation_level), live,
+    placed, shared = _place_arenas(rows, _always_live_items(c, rows, instrument, instrumentation_level, stacks), live,
                                    t.num_tiles)  # fmt: skip
     ranges = _address_ranges(placed, t.interleaved_memory_start, t.bytes_per_tile)
     tile_memory, by_category = _memory_tables(ranges, t.num_tiles, t.tiles_per_ipu, t.interleaved_memory_start)

@@ -14,6 +14,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from profiler.targets import AUTO_SUPERVISOR_STACK_BYTES, AUTO_WORKER_STACK_BYTES
+
 ENV_VAR = "POPLAR_ENGINE_OPTIONS"
 
 DEFAULT = "default"
@@ -27,7 +29,7 @@ class OptionError(ValueError):
 
 @dataclass(frozen=True)
 class _Spec:
-    kind: str  # "bool" | "int" | "str" | "enum"
+    kind: str  # "bool" | "int" | "str" | "enum" | "size" (auto or bytes)
     default: str
     choices: tuple[str, ...] = ()
 
@@ -72,6 +74,11 @@ _SPECS: dict[str, _Spec] = {
     # popvision.md §3.2: "Profile one replica only" (integer); the engine captures that replica's
     # execution (all replicas run the same program, on their own data). Default 0 [NF].
     "profiler.replicaToProfile": _Spec("int", "0"),
+    # Stack sizes per tile (Poplar engine options): "auto" sizes them as Poplar does since SDK 1.2,
+    # from what the codelets use (targets.AUTO_*_STACK_BYTES); a number (decimal or 0x hex, as
+    # TensorFlow's "0x200") fixes that context's stack on every tile.
+    "target.workerStackSizeInBytes": _Spec("size", "auto"),
+    "target.supervisorStackSizeInBytes": _Spec("size", "auto"),
     # tilescope's own: run every vertex's codelet instead of the compute sets' kernels (coarse
     # whole-tensor vertices computing the same, see profiler.graph.ComputeSet.kernel). Slower; the
     # results are the same up to float rounding, and the report (cycles, memory, exchange) identical.
@@ -143,6 +150,18 @@ class EngineOptions:
         return int(self.values["profiler.replicaToProfile"])
 
     @property
+    def worker_stack_bytes(self) -> int:
+        """Each worker context's stack on every tile."""
+        value = self.values["target.workerStackSizeInBytes"]
+        return AUTO_WORKER_STACK_BYTES if value == "auto" else int(value)
+
+    @property
+    def supervisor_stack_bytes(self) -> int:
+        """The supervisor's stack on every tile."""
+        value = self.values["target.supervisorStackSizeInBytes"]
+        return AUTO_SUPERVISOR_STACK_BYTES if value == "auto" else int(value)
+
+    @property
     def capture_enabled(self) -> bool:
         """Whether any report output is on."""
         return self.output_graph_profile or self.output_execution_profile or self.output_debug_info
@@ -183,6 +202,20 @@ def _canonical(name: str, value: object, origin: str) -> str:
             )
         if number < 0:
             raise OptionError(f"engine option {name}: bad value {number}{where}; allowed: a non-negative integer")
+        return str(number)
+    if spec.kind == "size":
+        text = str(value).strip().lower() if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
+        if text == "auto":
+            return text
+        try:
+            number = int(text, 16) if text.startswith("0x") else int(text)
+        except ValueError:
+            number = -1
+        if not 0 <= number < 2**32:  # a 32-bit size, as a tile address is [INF]
+            raise OptionError(
+                f"engine option {name}: bad value {_one_line(value)}{where}; allowed: auto or a number of bytes "
+                "from 0 to 4294967295 (decimal or 0x hex)"
+            )
         return str(number)
     if spec.kind == "enum":
         if isinstance(value, str) and value.strip().lower() in spec.choices:

@@ -23,20 +23,21 @@ EXCHANGE_BYTES_PER_CYCLE = 4.0
 # ref §1 "Internal (on-IPU) sync": maxIPUSyncDelay 126 [3P] (unverified Rust model); ref §8 puts an
 # internal sync at about 100-150 cycles.
 INTERNAL_SYNC_CYCLES = 126
-# Stack reserved per tile (ref §5 "Default stack sizes: [NF]"; Poplar engine options
-# `target.workerStackSizeInBytes` / `target.supervisorStackSizeInBytes`). Poplar's built-in defaults
-# were not found; PopLibs' own conv/matmul benchmark tools run with workerStackSizeInBytes 0x200 and
-# supervisorStackSizeInBytes 0x80 (graphcore/poplibs tools/single_conv_layer.cpp and the matmul
-# tool's `engineOptions`; PopART's early Devicex sets 0x200 too), so 512 B per worker and 128 B for the
-# supervisor [INF]. Cross-check against a real profile (ref §5, dense 4096->1024 fp32, GC200, SDK 3.0):
-# total excluding gaps 32.8 MiB minus the listed categories (vertexCode 3.4 + internalExchangeCode 0.35
-# + vertexInstanceState 0.17 + controlCode 0.10 + parameters 16.0 MiB + peak not-always-live 9.8 MiB)
-# leaves ~3 MiB, i.e. ~2 KiB per tile for stack and everything unlisted: 6 x 512 + 128 = 3,200 B fits
-# within that profile test's +-10 %; the former 7 x 1 KiB = 7 KiB (10 MiB per IPU) does not.
-STACK_BYTES_PER_WORKER = 0x200
-# Not a Target field (the report's target table has no column for it): memory.py reserves
-# workers x STACK_BYTES_PER_WORKER + SUPERVISOR_STACK_BYTES (3,200 B per tile).
-SUPERVISOR_STACK_BYTES = 0x80
+# Stack per tile: a supervisor stack and one per worker context. Since SDK 1.2 (2020) Poplar sizes them
+# at compile time from the codelets' declared use unless the engine options
+# `target.workerStackSizeInBytes` / `target.supervisorStackSizeInBytes` fix them (graphcore/tensorflow
+# 80ee06b: "the supervisor and workers stack size is automatically determined at graph compile time").
+# Its sizing rule is closed and per-codelet figures exist only for PopLibs' assembly, so the automatic
+# sizes are two calibration points (docs/fidelity.md "Why the stack matters"):
+# * supervisor 96 B: the TensorFlow user guide's example report (graphcore/tensorflow docs/logging.rst,
+#   bf04e64, 2019, Mk1, 1,216 tiles) holds Stack 3,852,288 B = 3,168 B a tile with the workers fixed
+#   at 0x200 by TensorFlow: 3,168 - 6 x 512 = 96 [INF: the supervisor's size then holds today];
+# * workers 48 B each: PopVision screenshots of a PopTorch MNIST CNN in training on one GC200 (seed
+#   002_fcfb2e29a4dcef23.txt, Liveness Report, all tiles) show stack 535 KiB = 372 B a tile, a mean
+#   over tiles; (372 - 96) / 6 = 46, rounded up to 8 B [INF: a stack keeps the 8-byte alignment of
+#   the 64-bit loads and stores]. 6 x 48 + 96 = 384 B a tile.
+AUTO_SUPERVISOR_STACK_BYTES = 96
+AUTO_WORKER_STACK_BYTES = 48
 # [INF] Poplar IPUModel field `instructionBytes` (ref §1, IPUModel field list); the IPU ISA uses 32-bit
 # instructions (assembly programming guide), so 4 bytes.
 INSTRUCTION_BYTES = 4
@@ -129,7 +130,6 @@ class Target:
     external_sync_cycles: int  # all IPUs of the device
     host_bytes_per_cycle: float  # host link, per IPU, per tile-clock cycle
     ipu_link_bytes_per_cycle: float  # inter-IPU bandwidth per tile-clock cycle
-    stack_bytes_per_worker: int
     instruction_bytes: int
     num_replicas: int = 1
 
@@ -218,7 +218,6 @@ def _make(
         external_sync_cycles=external_sync_cycles(clock_hz, num_ipus),
         host_bytes_per_cycle=host_bytes_per_s / clock_hz,
         ipu_link_bytes_per_cycle=ipu_link_bytes_per_s / clock_hz,
-        stack_bytes_per_worker=STACK_BYTES_PER_WORKER,
         instruction_bytes=INSTRUCTION_BYTES,
     )
 

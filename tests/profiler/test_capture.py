@@ -131,10 +131,10 @@ def test_bad_options_are_one_line_errors(monkeypatch):
 
 
 def _oom_graph():
-    # 8 KiB tiles: stack is (6 + 1) x 512 = 3584 B, so a 5.5 KiB variable (1408 floats) on tile 1 does not
-    # fit (3584 + 5632 = 9216 B plus code and control > 8192)
+    # 8 KiB tiles: stack is 6 x 48 + 96 = 384 B, so a 7.75 KiB variable (1984 floats) on tile 1 does not
+    # fit (384 + 7936 = 8320 B plus control code > 8192)
     g = Graph(ipu_model(tiles_per_ipu=4, bytes_per_tile=8192))
-    v = g.add_variable("float", [1408], "big")
+    v = g.add_variable("float", [1984], "big")
     g.set_tile_mapping(v, 1)
     g.create_host_read("big", v)
     return g

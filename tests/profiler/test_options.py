@@ -80,6 +80,22 @@ def test_int_and_enum_forms():
     assert resolve_options({"debug.computeInstrumentationLevel": "IPU"}, NO_ENV).compute_instrumentation_level == "ipu"
 
 
+def test_stack_size_forms():
+    o = resolve_options(None, NO_ENV)
+    # automatic: targets.AUTO_WORKER_STACK_BYTES / AUTO_SUPERVISOR_STACK_BYTES
+    assert o.values["target.workerStackSizeInBytes"] == "auto" and (o.worker_stack_bytes, o.supervisor_stack_bytes) == (
+        48,
+        96,
+    )
+    o = resolve_options({"target.workerStackSizeInBytes": "0x200"}, env(target_supervisorStackSizeInBytes=128))
+    assert (o.worker_stack_bytes, o.supervisor_stack_bytes) == (512, 128)
+    assert o.values["target.workerStackSizeInBytes"] == "512"  # canonical decimal, as the report lists it
+    o = resolve_options(
+        {"target.supervisorStackSizeInBytes": " 0X40 ", "target.workerStackSizeInBytes": "AUTO"}, NO_ENV
+    )
+    assert (o.worker_stack_bytes, o.supervisor_stack_bytes) == (48, 64)
+
+
 def test_empty_environment_variable_means_no_options():
     assert set(resolve_options(None, {"POPLAR_ENGINE_OPTIONS": "  "}).sources.values()) == {"default"}
 
@@ -132,6 +148,11 @@ def test_unknown_option_suggests_closest():
         ("autoReport.directory", "", "non-empty string"),
         ("autoReport.directory", None, "non-empty string"),
         ("debug.allowOutOfMemory", [True], "true or false"),
+        ("target.workerStackSizeInBytes", "0x", "auto or a number of bytes"),
+        ("target.workerStackSizeInBytes", -8, "auto or a number of bytes"),
+        ("target.supervisorStackSizeInBytes", 96.0, "auto or a number of bytes"),
+        ("target.supervisorStackSizeInBytes", False, "auto or a number of bytes"),
+        ("target.supervisorStackSizeInBytes", "0x100000000", "from 0 to 4294967295"),
     ],
 )
 def test_bad_value_names_option_value_and_allowed(name, value, allowed):

@@ -1,8 +1,10 @@
 """Hand-worked figures on a 4-tile IPU-Model target (64 KiB tiles, interleaved from 32 KiB).
 
 Constants used below and where they come from:
-  stack: 6 workers x 512 B + supervisor 128 B = 3200 B per tile (targets.STACK_BYTES_PER_WORKER = 0x200
-    and SUPERVISOR_STACK_BYTES = 0x80, the worker/supervisor stack sizes PopLibs' benchmark tools use)
+  stack: 6 workers x 48 B + supervisor 96 B = 384 B per tile (targets.AUTO_WORKER_STACK_BYTES and
+    AUTO_SUPERVISOR_STACK_BYTES, Poplar's automatic sizes as calibrated); with the engine options
+    target.workerStackSizeInBytes 0x200 and target.supervisorStackSizeInBytes 0x80 (the sizes
+    PopLibs' benchmark tools set), 6 x 512 + 128 = 3200 B
   popops::Add code 256 B (codelets.SIMPLE_CODE_BYTES); vertex state 4 + 8 per field
   control code 8 B per program step + 8 B per control node (memory.CONTROL_CODE_*)
   exchange code 4 B x (6 + regions sent + regions received) per tile taking part, a region sent
@@ -55,27 +57,37 @@ def _add_graph():
     return g, Sequence(Execute(cs))
 
 
-def test_bytes_per_tile_per_category_and_gaps():
+@pytest.mark.parametrize(
+    ("options", "stack"),
+    [
+        ({}, 384),  # automatic: 6 x 48 + 96
+        ({"target.workerStackSizeInBytes": "0x200", "target.supervisorStackSizeInBytes": 128}, 3200),  # 6 x 512 + 128
+        ({"target.workerStackSizeInBytes": "64"}, 480),  # 6 x 64 + the automatic supervisor's 96
+    ],
+)
+def test_bytes_per_tile_per_category_and_gaps(options: dict, stack: int):
     g, prog = _add_graph()
-    e = Engine(g, [prog], options={"debug.instrument": "false"})
+    e = Engine(g, [prog], options={"debug.instrument": "false", **options})
     e.compile()
     # layout on each tile: vertexCode 256 @0, controlCode 8 + 8*2 = 24 @256, vertexInstanceState
-    # 16 @280 (BinaryOp1D: in1, in2 ONE_PTR 4 B each, out SPAN 8 B; ends 296), stack 3200 @296,
-    # x 8 @3496, y 8 @3504. Total 256 + 24 + 16 + 3200 + 16 = 3512, no gap (296 is 8-aligned).
+    # 16 @280 (BinaryOp1D: in1, in2 ONE_PTR 4 B each, out SPAN 8 B; ends 296), the stack @296,
+    # x 8 @296 + stack, y 8 after it. Total 256 + 24 + 16 + stack + 16 (384: 696; 3200: 3512; 480: 792),
+    # no gap (296 and every stack here are 8-aligned).
     assert _categories(e, 0) == {
         ("vertexCode", True): 256,
         ("controlCode", True): 24,
         ("vertexInstanceState", True): 16,
-        ("stack", True): 3200,
+        ("stack", True): stack,
         ("variable", True): 16,
     }
+    total = 256 + 24 + 16 + stack + 16
     for t in range(4):
-        assert e.memory.tile_memory["total_bytes_excluding_gaps"][t] == 3512
-        assert e.memory.tile_memory["total_bytes_including_gaps"][t] == 3512
-        assert e.memory.tile_memory["non_interleaved_bytes_including_gaps"][t] == 3512
+        assert e.memory.tile_memory["total_bytes_excluding_gaps"][t] == total
+        assert e.memory.tile_memory["total_bytes_including_gaps"][t] == total
+        assert e.memory.tile_memory["non_interleaved_bytes_including_gaps"][t] == total
         assert e.memory.tile_memory["interleaved_bytes_including_gaps"][t] == 0
     pl = e.memory.placements
-    assert pl["offset"][(pl["variable_id"] == 0) & (pl["tile"] == 2)].tolist() == [3496]
+    assert pl["offset"][(pl["variable_id"] == 0) & (pl["tile"] == 2)].tolist() == [296 + stack]
 
 
 def test_compute_step_cycles_flops_and_total():
@@ -378,11 +390,11 @@ def test_general_data_past_the_interleaved_start_skips_the_interleaved_arena():
     e = Engine(g, [Sequence()])
     e.compile()
     tm = {k: int(v[0]) for k, v in e.memory.tile_memory.items()}
-    # stack 3200 (control code 8 per control node x 2 = 16 @0 first, so stack @16, big @3216)
-    # big: [3216, 32768) non-interleaved = 29,552 B; the rest 40,000 - 29,552 = 10,448 B after il's 16 B at 32768
+    # stack 384 (control code 8 per control node x 2 = 16 @0 first, so stack @16, big @400)
+    # big: [400, 32768) non-interleaved = 32,368 B; the rest 40,000 - 32,368 = 7,632 B after il's 16 B at 32768
     assert tm["non_interleaved_bytes_excluding_gaps"] == 32768
-    assert tm["interleaved_bytes_excluding_gaps"] == 10448 + 16
-    assert tm["interleaved_bytes_including_gaps"] == 10448 + 16
-    assert tm["total_bytes_excluding_gaps"] == 16 + 3200 + 40000 + 16
+    assert tm["interleaved_bytes_excluding_gaps"] == 7632 + 16
+    assert tm["interleaved_bytes_including_gaps"] == 7632 + 16
+    assert tm["total_bytes_excluding_gaps"] == 16 + 384 + 40000 + 16
     pl = e.memory.placements
-    assert dict(zip(pl["variable_id"].tolist(), pl["offset"].tolist(), strict=True)) == {0: 3216, 1: 32768}
+    assert dict(zip(pl["variable_id"].tolist(), pl["offset"].tolist(), strict=True)) == {0: 400, 1: 32768}
