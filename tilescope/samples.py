@@ -31,6 +31,13 @@ SAMPLES: tuple[Sample, ...] = (
         "mlp_batch64", "mlp", "the same MLP with batch 64 (Compare it with mlp)", {"batch": 64, "tiles": 0}, steps=5
     ),
     Sample("cnn", "cnn", "small CNN training on GC200, 3 steps", {"tiles": 0}, steps=3),
+    Sample(
+        "fashion_mnist",
+        "fashion_mnist",
+        "the PopTorch basics tutorial's FashionMNIST classifier, training on GC200, batch 16, 3 steps",
+        {"tiles": 0},
+        steps=3,
+    ),
     Sample("transformer", "transformer", "transformer encoder layer inference on GC200", {"tiles": 0}),
     Sample("resnet", "resnet", "ResNet-style bottleneck stack inference on GC200"),
     Sample(
