@@ -650,7 +650,11 @@ ROWS: list[Row] = [
         "partials) holds 2,372,928 B of vertex code for that matmul and tilescope 1,903,616 B for it (0.80, "
         "operands created for it). So ~1 KiB per tile of the published figure is code outside the layer's "
         "codelets: TensorFlow's seed setting (a PopTorch report's seed operation: 188 B per tile, popliner "
-        "test_profile.py), stream copies, Poplar's runtime vertices, none of which tilescope models",
+        "test_profile.py), stream copies, Poplar's runtime vertices (a 2019 TensorFlow report lists "
+        "poplar_rt copy vertices beside PopLibs' on one tile, graphcore/tensorflow docs/logging.rst), none of "
+        "which tilescope models. A second whole executable shows the same shortfall: on the PopTorch basics "
+        "classifier's profile tilescope's vertex code is 1.6 KiB a tile short of the measured 8.2 (row "
+        "poptorch_basics_vertex_code, 0.79)",
     ),  # fmt: skip
     _dense_row(
         "dense_control_code",
