@@ -347,6 +347,19 @@ def host_gb_per_s(total_bytes: int = 4 * MIB) -> float:
     return total_bytes / (int(mid.tile_cycles.max()) / GC200.clock_hz) / 1e9
 
 
+def small_stream_copy_cycles() -> float:
+    """The StreamCopyMid of a host-to-device copy of one int32 to one tile (tile 100) of a GC200, as
+    Graphcore's lightweight-profiling tutorial times it (example_3.cpp: ``Copy(inStream, in1)``)."""
+    g = Graph(GC200)
+    x = g.add_variable("int32", [1], "in1")
+    g.set_tile_mapping(x, 100)
+    s = g.add_host_to_device_fifo("in", "int32", 1)
+    e = Engine(g, [Sequence(Copy(s, x))], options={"debug.instrument": "false"})
+    e.compile()
+    mid = next(lf for lf in e.compiled.steps if lf.type == "StreamCopyMid")
+    return float(mid.tile_cycles.max())
+
+
 @cache
 def poptorch_basics() -> dict[str, float]:
     """The PopTorch basics tutorial's FashionMNIST training on one GC200 (profiler.workloads.fashion_mnist:
@@ -768,6 +781,21 @@ ROWS: list[Row] = [
         tolerance=0.25,
         why="an example output (host → gateway buffer leg), not a controlled benchmark; the model's "
         "6.25 GB/s is the per-IPU share of an M2000's 2 × 100 Gb/s gateway links",
+    ),  # fmt: skip
+    _ratio_row(
+        "host_copy_mid_4b",
+        1_501,
+        "cycles",
+        small_stream_copy_cycles,
+        source="Graphcore's lightweight-profiling tutorial, measured block timings (graphcore/tutorials "
+        "tutorials/popvision/lightweight_profiling README.md, example_3.cpp; IPU hardware)",
+        provenance="measured",
+        setting="StreamCopyMid of a 4 B host → IPU copy to one tile: the median of the tutorial's seven "
+        "(1,491-1,771 cycles; five user copies on tile 100, two control copies on tile 0); tilescope: one GC200",
+        tolerance=0.25,
+        why="checks the host latency cost_model.HOST_LATENCY_SECONDS (1 µs, [NF]) that a tiny copy's Mid is "
+        "made of; the tutorial does not name its system: at an M2000's 1.33 GHz the same microsecond is the "
+        "1,331 cycles compared here, at a Bow's 1.85 GHz it would be 1,851 (1.23)",
     ),  # fmt: skip
     *[
         _ratio_row(
