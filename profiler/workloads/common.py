@@ -69,17 +69,67 @@ class Workload:
         return e
 
 
+# What each size option means, for --help (a workload's DEFAULTS names the ones it takes).
+_HELP = {
+    "batch": "samples per step",
+    "tiles": "tiles of the small IPU-Model target the workload runs on; 0: a whole GC200",
+    "size": "image height and width",
+    "channels": "channels of the first convolution",
+    "classes": "output classes",
+    "inputs": "input features",
+    "hidden": "hidden units",
+    "width": "hidden units of each stage",
+    "stages": "pipeline stages (one IPU each)",
+    "micro_batches": "micro-batches per step",
+    "blocks": "bottleneck blocks",
+    "seq": "sequence length",
+    "model": "model width",
+    "heads": "attention heads",
+    "ff": "feed-forward width",
+}
+
+
+def _size(name: str, minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is below {minimum}")
+        return value
+
+    parse.__name__ = name  # argparse names the type in its message
+    return parse
+
+
 def main(build: Callable[..., Workload], defaults: dict[str, int], description: str, steps: int = 1) -> None:
-    """Script entry point: sizes as --name value options; reports per POPLAR_ENGINE_OPTIONS."""
-    parser = argparse.ArgumentParser(description=description)
+    """Script entry point: sizes as --name value options; reports per POPLAR_ENGINE_OPTIONS. Bad
+    sizes, a graph that cannot be built and a model that does not fit end in one line, not a traceback."""
+    from profiler.engine import EngineError, OutOfMemoryError
+    from profiler.host_memory import HostMemoryError
+
+    parser = argparse.ArgumentParser(
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # keeps the epilog's JSON on one line
+        epilog='Reports: POPLAR_ENGINE_OPTIONS=\'{"autoReport.all":"true","autoReport.directory":"./report"}\'',
+    )
     for k, v in defaults.items():
-        parser.add_argument(f"--{k.replace('_', '-')}", type=type(v), default=v)
-    parser.add_argument("--steps", type=int, default=steps)
+        minimum = 0 if k == "tiles" else 1
+        parser.add_argument(f"--{k.replace('_', '-')}", type=_size(k, minimum), default=v, metavar="N",
+                            help=f"{_HELP.get(k, k.replace('_', ' '))} (default: {v})")  # fmt: skip
+    parser.add_argument("--steps", type=_size("steps", 1), default=steps, metavar="N",
+                        help=f"training or inference steps to run (default: {steps})")  # fmt: skip
     args = vars(parser.parse_args())
     n = args.pop("steps")
     start = time.perf_counter()
-    w = build(**args)
-    e = w.run(n)
+    try:
+        w = build(**args)
+        e = w.run(n)
+    except OutOfMemoryError as exc:
+        parser.exit(1, f"{parser.prog}: {exc}\n")
+    except (ValueError, EngineError, HostMemoryError) as exc:  # OpError, GraphError, CompileError, OptionError
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
     print(f"{w.name}: {n} step(s); host {time.perf_counter() - start:.2f} s; simulated cycles of the last step "
           f"{e.last_run_cycles:,}")  # fmt: skip
     if w.losses:

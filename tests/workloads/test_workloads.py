@@ -113,3 +113,37 @@ def test_mlp_report_groups_steps_by_op(tmp_path):
     assert (mm["parent_id"] >= 0).all() and set(dc.loc[mm["parent_id"], "layer"]) == {"user"}
     assert all(json.loads(a)["method"] in ("AMP", "HMAC") for a in mm["attributes"])
     assert all(f.endswith(".py") and f != "" for f in mm["file"])
+
+
+def _script(monkeypatch, capsys, module, *argv: str, options: str = "") -> tuple[int, str]:
+    """Run a workload's script entry point with ``argv`` (and POPLAR_ENGINE_OPTIONS ``options``);
+    (exit status, stderr)."""
+    from profiler.workloads.common import main
+
+    monkeypatch.setattr("sys.argv", [f"{module.__name__.rsplit('.', 1)[-1]}.py", *argv])
+    monkeypatch.setenv("POPLAR_ENGINE_OPTIONS", options)
+    try:
+        main(module.build, module.DEFAULTS, "test")
+        status = 0
+    except SystemExit as exc:
+        status = int(exc.code or 0)
+    return status, capsys.readouterr().err
+
+
+def test_workload_scripts_refuse_bad_sizes_in_one_line(monkeypatch, capsys):
+    status, err = _script(monkeypatch, capsys, cnn, "--batch", "0")
+    assert status == 2 and "argument --batch: 0 is below 1" in err and "Traceback" not in err
+    status, err = _script(monkeypatch, capsys, mlp, "--tiles", "x")
+    assert status == 2 and "'x' is not a whole number" in err
+
+
+def test_workload_scripts_report_a_model_that_does_not_fit_in_one_line(monkeypatch, capsys):
+    status, err = _script(monkeypatch, capsys, mlp, "--hidden", "20000", "--tiles", "4")
+    assert status == 1 and "out of memory on 4 tile(s)" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_workload_scripts_name_a_bad_engine_option(monkeypatch, capsys):
+    status, err = _script(monkeypatch, capsys, mlp, options='{"target.workerStackSizeInBytes": "big"}')
+    assert status == 2
+    assert err.startswith("mlp.py: error: engine option target.workerStackSizeInBytes: bad value 'big'")
