@@ -16,6 +16,9 @@ momentum accumulator (PopART names it ``Accl1_<weight>``), streamed with it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from profiler import ops
@@ -131,7 +134,7 @@ def build(
         else:
             bound = 1.0 / np.sqrt(fan_in[layer])
             initial[n] = rng.uniform(-bound, bound, s).astype(np_dt)
-    streams: dict[str, object] = {n: v for n, v in initial.items()}
+    streams: dict[str, Callable[..., Any] | np.ndarray] = dict(initial)
     streams |= {f"Accl1_{n}": np.zeros(s, np_dt) for n, s in SHAPES.items()}
     out = {n: np.zeros(t.shape, np_dt) for n, t in state.items()}
     streams |= {f"{n} out": buf for n, buf in out.items()}
@@ -146,7 +149,7 @@ def build(
         return current["x"]
 
     streams |= {"images": next_images, "labels": lambda: current["y"], "output": np.zeros((batch, CLASSES), np_dt)}
-    w = Workload("fashion_mnist", g, [weights_in, step, weights_out], {}, streams)  # type: ignore[arg-type]
+    w = Workload("fashion_mnist", g, [weights_in, step, weights_out], {}, streams)
     w.streams["loss"] = lambda v: w.losses.append(float(np.asarray(v).reshape(-1)[0]))
     w.info = {"initial": initial, "weights_out": out, "batch": current}
     return w
