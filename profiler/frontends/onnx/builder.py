@@ -152,11 +152,15 @@ class Builder:
         key = (id(v), None if like is None else np.dtype(like).name)
         if key in self._materialized:
             return self._materialized[key]
-        arr = np.asarray(v) if like is None else np.asarray(v).astype(like)
-        if arr.size == 0:
-            raise Unsupported("empty tensors")
-        dt = device_dtype(arr.dtype, self.half)
-        data = arr.astype(dt)
+        # A value beyond a narrower type's range becomes +-inf, as an IEEE cast (and ONNX Cast) makes
+        # it: a float32 mask constant (-1e9, float32's lowest) is -inf in float16, which the softmax
+        # after it takes as the mask it is. Not a fault of the model, so not warned about.
+        with np.errstate(over="ignore"):
+            arr = np.asarray(v) if like is None else np.asarray(v).astype(like)
+            if arr.size == 0:
+                raise Unsupported("empty tensors")
+            dt = device_dtype(arr.dtype, self.half)
+            data = arr.astype(dt)
         g = self.graph
         name = self.names.get(id(v), name)
         shape, view = (list(arr.shape), lambda t: t) if storage is None else (storage.shape(arr.shape), storage.view)
