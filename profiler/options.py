@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -207,10 +208,11 @@ def _canonical(name: str, value: object, origin: str) -> str:
         text = str(value).strip().lower() if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
         if text == "auto":
             return text
-        try:
-            number = int(text, 16) if text.startswith("0x") else int(text)
-        except ValueError:
-            number = -1
+        # plain ASCII decimal or 0x hex only (int() alone would take "1_000" and other scripts' digits)
+        if re.fullmatch(r"0x[0-9a-f]+", text):
+            number = int(text, 16)
+        else:
+            number = int(text) if re.fullmatch(r"[0-9]+", text) else -1
         if not 0 <= number < 2**32:  # a 32-bit size, as a tile address is [INF]
             raise OptionError(
                 f"engine option {name}: bad value {_one_line(value)}{where}; allowed: auto or a number of bytes "

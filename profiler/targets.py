@@ -32,7 +32,7 @@ INTERNAL_SYNC_CYCLES = 126
 # * supervisor 96 B: the TensorFlow user guide's example report (graphcore/tensorflow docs/logging.rst,
 #   bf04e64, 2019, Mk1, 1,216 tiles) holds Stack 3,852,288 B = 3,168 B a tile with the workers fixed
 #   at 0x200 by TensorFlow: 3,168 - 6 x 512 = 96 [INF: the supervisor's size then holds today];
-# * workers 48 B each: PopVision screenshots of a PopTorch MNIST CNN in training on one GC200 (seed
+# * workers 48 B each: PopVision screenshots of the PopTorch basics tutorial's FashionMNIST CNN in training on one GC200 (seed
 #   002_fcfb2e29a4dcef23.txt, Liveness Report, all tiles) show stack 535 KiB = 372 B a tile, a mean
 #   over tiles; (372 - 96) / 6 = 46, rounded up to 8 B [INF: a stack keeps the 8-byte alignment of
 #   the 64-bit loads and stores]. 6 x 48 + 96 = 384 B a tile.

@@ -30,6 +30,8 @@ def build(
     target: Target | None = None,
     seed: int = 0,
 ) -> Workload:
+    if size < 4 or size % 4:
+        raise ValueError(f"cnn: image size {size} must be a multiple of 4 (two 2x2 max-pools)")
     t = workload_target(target, tiles)
     g = Graph(t)
     rng = np.random.default_rng(seed)

@@ -128,8 +128,13 @@ def main(build: Callable[..., Workload], defaults: dict[str, int], description: 
         e = w.run(n)
     except OutOfMemoryError as exc:
         parser.exit(1, f"{parser.prog}: {exc}\n")
-    except (ValueError, EngineError, HostMemoryError) as exc:  # OpError, GraphError, CompileError, OptionError
+    # the builds refuse sizes that do not fit together with a ValueError (as do tilescope's OpError,
+    # GraphError, CompileError and OptionError, its subclasses)
+    except (ValueError, EngineError, HostMemoryError) as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    except Exception as exc:  # a fault of tilescope's, not of the sizes given: still one line, said so
+        first = next((line for line in str(exc).splitlines() if line.strip()), "")
+        parser.exit(1, f"{parser.prog}: internal error (please report it): {type(exc).__name__}: {first}\n")
     print(f"{w.name}: {n} step(s); host {time.perf_counter() - start:.2f} s; simulated cycles of the last step "
           f"{e.last_run_cycles:,}")  # fmt: skip
     if w.losses:

@@ -70,6 +70,28 @@ def test_run_with_half_partials_says_so(mlp_file: Path, capsys) -> None:  # type
     assert "(batch 1, float16, partials float16)" in capsys.readouterr().out
 
 
+def test_float16_values_out_of_range_are_named_once(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A float32 weight of 1e6 has no float16 value: it becomes +inf on the device, and the run says
+    which tensor, once (no warning per element); a float32 run says nothing."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.array([[1e6, 1.0, 2.0, 3.0]], np.float32), "big_w")
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "big_w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [w],
+    )  # fmt: skip
+    path = tmp_path / "big.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    assert main(["run", str(path), "--dtype", "float16", "--random-inputs", "--json"]) == 0
+    out = capsys.readouterr()
+    assert "note: values beyond float16's range became +-inf in 1 tensor(s): 'big_w'" in out.err
+    assert json.loads(out.out)["overflowed_to_inf"] == ["big_w"]
+    assert main(["run", str(path), "--random-inputs", "--json"]) == 0
+    out = capsys.readouterr()
+    assert "note:" not in out.err and json.loads(out.out)["overflowed_to_inf"] == []
+
+
 def test_run_takes_an_available_memory_proportion(mlp_file: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     """--available-memory-proportion reaches the plans (the JSON says it; the plans' budgets are checked in
     test_onnx_models); a value outside (0, 1] is refused in one line."""

@@ -94,6 +94,7 @@ def test_stack_size_forms():
         {"target.supervisorStackSizeInBytes": " 0X40 ", "target.workerStackSizeInBytes": "AUTO"}, NO_ENV
     )
     assert (o.worker_stack_bytes, o.supervisor_stack_bytes) == (48, 64)
+    assert resolve_options({"target.workerStackSizeInBytes": "0064"}, NO_ENV).worker_stack_bytes == 64
 
 
 def test_empty_environment_variable_means_no_options():
@@ -153,6 +154,8 @@ def test_unknown_option_suggests_closest():
         ("target.supervisorStackSizeInBytes", 96.0, "auto or a number of bytes"),
         ("target.supervisorStackSizeInBytes", False, "auto or a number of bytes"),
         ("target.supervisorStackSizeInBytes", "0x100000000", "from 0 to 4294967295"),
+        ("target.workerStackSizeInBytes", "1_000", "auto or a number of bytes"),
+        ("target.workerStackSizeInBytes", "\u0665\u0661\u0662", "auto or a number of bytes"),  # Arabic-Indic 512
     ],
 )
 def test_bad_value_names_option_value_and_allowed(name, value, allowed):

@@ -86,3 +86,33 @@ def test_programs_are_poparts():
     assert names == ["WeightsFromHost", "train step", "WeightsToHost"]
     n = len(fashion_mnist.SHAPES)
     assert len(w.programs[0].programs) == len(w.programs[2].programs) == 2 * n
+
+
+def test_the_second_step_carries_momentum():
+    """Step 2 from step 1's weights: each accumulator becomes 0.9 x its step-1 value + the new gradient
+    (central differences of the numpy loss at step 1's weights on step 2's batch), and the weight moves
+    by -lr x that accumulator."""
+    w = fashion_mnist.build(batch=4, tiles=16)
+    e = w.engine()
+    out, batch = w.info["weights_out"], w.info["batch"]
+    e.run(0)
+    snapshots = []
+    for _ in range(2):
+        e.run(1)
+        e.run(2)
+        snapshots.append(({k: v.astype(np.float64) for k, v in out.items()}, batch["x"].astype(np.float64), batch["y"]))
+    e.close()
+    (s1, _, _), (s2, x2, y2) = snapshots
+    p1 = {n: s1[n] for n in fashion_mnist.SHAPES}
+    rng = np.random.default_rng(2)
+    eps = 1e-6
+    for name, value in p1.items():
+        for flat in rng.choice(value.size, size=min(3, value.size), replace=False):
+            idx = np.unravel_index(flat, value.shape)
+            up, down = ({**p1, name: value.copy()} for _ in range(2))
+            up[name][idx] += eps
+            down[name][idx] -= eps
+            g2 = (_loss(up, x2, y2) - _loss(down, x2, y2)) / (2 * eps)
+            v1, v2 = s1[f"Accl1_{name}"][idx], s2[f"Accl1_{name}"][idx]
+            assert v2 == pytest.approx(0.9 * v1 + g2, rel=2e-3, abs=2e-6), (name, idx)
+        np.testing.assert_allclose(s2[name], value - 0.001 * s2[f"Accl1_{name}"], rtol=1e-6, atol=1e-7)

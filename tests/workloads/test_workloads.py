@@ -147,3 +147,16 @@ def test_workload_scripts_name_a_bad_engine_option(monkeypatch, capsys):
     status, err = _script(monkeypatch, capsys, mlp, options='{"target.workerStackSizeInBytes": "big"}')
     assert status == 2
     assert err.startswith("mlp.py: error: engine option target.workerStackSizeInBytes: bad value 'big'")
+
+
+def test_workload_scripts_say_a_fault_of_their_own_is_one(monkeypatch, capsys):
+    """Not a ValueError of the sizes but a bug (here a KeyError): one line that says so, exit 1."""
+    from types import SimpleNamespace
+
+    def broken(**_):
+        raise KeyError("conv1")
+
+    status, err = _script(monkeypatch, capsys, SimpleNamespace(__name__="broken", build=broken, DEFAULTS={"batch": 1}))
+    assert status == 1 and err.strip() == "broken.py: internal error (please report it): KeyError: 'conv1'"
+    status, err = _script(monkeypatch, capsys, cnn, "--size", "6")
+    assert status == 2 and "cnn: image size 6 must be a multiple of 4" in err

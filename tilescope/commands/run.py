@@ -295,6 +295,12 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
     finally:
         nodes.close()
     import_s = time.perf_counter() - t0
+    overflowed = model.info.get("overflowed", [])
+    if overflowed:  # values a float32 model holds that float16 cannot: said once, by tensor
+        names = ", ".join(repr(n) for n in overflowed[:5]) + (
+            f" and {len(overflowed) - 5} more" if len(overflowed) > 5 else ""
+        )
+        _progress(f"note: values beyond {args.dtype}'s range became +-inf in {len(overflowed)} tensor(s): {names}")
     session = Session(model, micro_batches=micro_batches)  # unnamed: the report goes into the directory itself
     inputs = _load_inputs(session, args.inputs)
     _progress(f"compiling {model.nodes} nodes ({model.folded_nodes} folded at import)")
@@ -355,6 +361,7 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
         "partials": args.partials,
         "available_memory_proportion": _amp(args),
         "outline": args.outline,
+        "overflowed_to_inf": overflowed,
         "execution": {
             "executed": not e.out_of_memory,
             "not_executed_because": e.out_of_memory or None,

@@ -137,6 +137,7 @@ class Builder:
         self._host_keep: list[np.ndarray] = []  # keeps ids in _materialized valid
         self._on_ipu: dict[tuple[int, int], tuple[Tensor, Tensor]] = {}  # (id of a tensor, IPU) -> (it, its copy)
         self.created_weights: list[CreatedWeight] = []  # weight variables, in the order device() made them
+        self.overflowed: list[str] = []  # host tensors with finite values the device type holds as +-inf
 
     # -- values ------------------------------------------------------------------------------
     def device(
@@ -153,14 +154,20 @@ class Builder:
         if key in self._materialized:
             return self._materialized[key]
         # A value beyond a narrower type's range becomes +-inf, as an IEEE cast (and ONNX Cast) makes
-        # it: a float32 mask constant (-1e9, float32's lowest) is -inf in float16, which the softmax
-        # after it takes as the mask it is. Not a fault of the model, so not warned about.
+        # it: a float32 mask constant (-1e9, or float32's lowest) is -inf in float16, which the softmax
+        # after it takes as the mask it is. A weight that overflows is likely a fault, so each tensor
+        # with a value that did is named in ``overflowed`` (the import's info) rather than warned about
+        # element by element.
         with np.errstate(over="ignore"):
-            arr = np.asarray(v) if like is None else np.asarray(v).astype(like)
+            host = np.asarray(v)
+            arr = host if like is None else host.astype(like)
             if arr.size == 0:
                 raise Unsupported("empty tensors")
             dt = device_dtype(arr.dtype, self.half)
             data = arr.astype(dt)
+        narrowed = data.dtype.kind == "f" and host.dtype.kind == "f" and data.itemsize < host.itemsize
+        if narrowed and np.isinf(data).any() and (np.isinf(data) & np.isfinite(host)).any():
+            self.overflowed.append(self.names.get(id(v), name))
         g = self.graph
         name = self.names.get(id(v), name)
         shape, view = (list(arr.shape), lambda t: t) if storage is None else (storage.shape(arr.shape), storage.view)
@@ -597,4 +604,5 @@ def _import_model(
     batch = inputs[0].shape[0] if inputs and inputs[0].shape else 1
     return ImportedModel(g, [weights_prog, prog], inputs, outputs, b.weights, host_outputs, batch, opset,
                          model.graph.name or "onnx", len(model.graph.node), folded, onnx_model=model,
-                         info={"node_ipus": ipus or [0] * len(model.graph.node)})  # fmt: skip
+                         info={"node_ipus": ipus or [0] * len(model.graph.node),
+                               "overflowed": sorted(set(b.overflowed))})  # fmt: skip
