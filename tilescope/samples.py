@@ -71,7 +71,7 @@ class ModelSample:
 
 # tilescope demo --real-size: the settings of the published C600 benchmarks (seed 000: ResNet-50
 # and BERT-base inference in float16 with half partials); 10-25 s of host time and up to ~3 GiB of
-# host memory each. ResNet-50 at the benchmark's batch 32 uses ~315 of the C600's 897 MiB.
+# host memory each. ResNet-50 at the benchmark's batch 32 uses ~665 of the C600's 897 MiB.
 REAL_SIZE_SAMPLES: tuple[ModelSample, ...] = (
     ModelSample("resnet50_b32", "resnet50", "ResNet-50 inference on C600, batch 32, float16, half partials", 32),
     ModelSample(
