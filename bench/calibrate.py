@@ -31,6 +31,7 @@ from profiler import Copy, Engine, Graph, Sequence, cost_model, get_target, ops
 from profiler.memory import CONTROL_CODE_BYTES_PER_STEP
 from profiler.ops.conv import channel_group
 from profiler.ops.matmul import output_store
+from profiler.tensor import Tensor
 from profiler.workloads import fashion_mnist
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -340,11 +341,16 @@ def host_gb_per_s(total_bytes: int = 4 * MIB) -> float:
     """A host-to-device stream copy of ``total_bytes`` into a tensor spread over one GC200."""
     g = Graph(GC200)
     x = ops.add_mapped(g, "float32", (total_bytes // 4,), "x")
-    s = g.add_host_to_device_fifo("in", "float32", total_bytes // 4)
+    return total_bytes / (_stream_copy_mid_cycles(g, x) / GC200.clock_hz) / 1e9
+
+
+def _stream_copy_mid_cycles(g: Graph, x: Tensor) -> float:
+    """The StreamCopyMid cycles (max over tiles) of a host-to-device copy of all of ``x``."""
+    s = g.add_host_to_device_fifo("in", x.dtype, x.numel())
     e = Engine(g, [Sequence(Copy(s, x))], options={"debug.instrument": "false"})
     e.compile()
     mid = next(lf for lf in e.compiled.steps if lf.type == "StreamCopyMid")
-    return total_bytes / (int(mid.tile_cycles.max()) / GC200.clock_hz) / 1e9
+    return float(mid.tile_cycles.max())
 
 
 def small_stream_copy_cycles() -> float:
@@ -353,11 +359,7 @@ def small_stream_copy_cycles() -> float:
     g = Graph(GC200)
     x = g.add_variable("int32", [1], "in1")
     g.set_tile_mapping(x, 100)
-    s = g.add_host_to_device_fifo("in", "int32", 1)
-    e = Engine(g, [Sequence(Copy(s, x))], options={"debug.instrument": "false"})
-    e.compile()
-    mid = next(lf for lf in e.compiled.steps if lf.type == "StreamCopyMid")
-    return float(mid.tile_cycles.max())
+    return _stream_copy_mid_cycles(g, x)
 
 
 @cache

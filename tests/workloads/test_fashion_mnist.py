@@ -35,6 +35,20 @@ def _loss(p: dict[str, np.ndarray], x: np.ndarray, y: np.ndarray) -> float:
     return float(-logp[np.arange(b), y].mean())
 
 
+def _central_differences(p: dict[str, np.ndarray], x: np.ndarray, y: np.ndarray, per_param: int, seed: int):
+    """(name, index, d loss / d p[name][index]) for ``per_param`` random entries of every parameter,
+    by central differences of the numpy loss (float64, step 1e-6)."""
+    rng = np.random.default_rng(seed)
+    eps = 1e-6
+    for name, value in p.items():
+        for flat in rng.choice(value.size, size=min(per_param, value.size), replace=False):
+            idx = np.unravel_index(flat, value.shape)
+            up, down = ({**p, name: value.copy()} for _ in range(2))
+            up[name][idx] += eps
+            down[name][idx] -= eps
+            yield name, idx, (_loss(up, x, y) - _loss(down, x, y)) / (2 * eps)
+
+
 @pytest.fixture(scope="module")
 def one_step():
     w = fashion_mnist.build(batch=4, tiles=16)
@@ -59,18 +73,10 @@ def test_gradients_match_central_differences_and_sgd_applies_them(one_step):
     p = {k: v.astype(np.float64) for k, v in w.info["initial"].items()}
     x, y = w.info["batch"]["x"].astype(np.float64), w.info["batch"]["y"]
     out = w.info["weights_out"]
-    rng = np.random.default_rng(1)
-    eps = 1e-6
+    for name, idx, expected in _central_differences(p, x, y, per_param=5, seed=1):
+        assert out[f"Accl1_{name}"][idx] == pytest.approx(expected, rel=2e-3, abs=2e-6), (name, idx)
     for name, value in p.items():
-        grad = out[f"Accl1_{name}"]
-        for flat in rng.choice(value.size, size=min(5, value.size), replace=False):
-            idx = np.unravel_index(flat, value.shape)
-            up, down = ({**p, name: value.copy()} for _ in range(2))
-            up[name][idx] += eps
-            down[name][idx] -= eps
-            expected = (_loss(up, x, y) - _loss(down, x, y)) / (2 * eps)
-            assert grad[idx] == pytest.approx(expected, rel=2e-3, abs=2e-6), (name, idx)
-        np.testing.assert_allclose(out[name], value - 0.001 * grad, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(out[name], value - 0.001 * out[f"Accl1_{name}"], rtol=1e-6, atol=1e-7)
 
 
 def test_the_loss_falls_over_training():
@@ -104,15 +110,8 @@ def test_the_second_step_carries_momentum():
     e.close()
     (s1, _, _), (s2, x2, y2) = snapshots
     p1 = {n: s1[n] for n in fashion_mnist.SHAPES}
-    rng = np.random.default_rng(2)
-    eps = 1e-6
+    for name, idx, g2 in _central_differences(p1, x2, y2, per_param=3, seed=2):
+        v1, v2 = s1[f"Accl1_{name}"][idx], s2[f"Accl1_{name}"][idx]
+        assert v2 == pytest.approx(0.9 * v1 + g2, rel=2e-3, abs=2e-6), (name, idx)
     for name, value in p1.items():
-        for flat in rng.choice(value.size, size=min(3, value.size), replace=False):
-            idx = np.unravel_index(flat, value.shape)
-            up, down = ({**p1, name: value.copy()} for _ in range(2))
-            up[name][idx] += eps
-            down[name][idx] -= eps
-            g2 = (_loss(up, x2, y2) - _loss(down, x2, y2)) / (2 * eps)
-            v1, v2 = s1[f"Accl1_{name}"][idx], s2[f"Accl1_{name}"][idx]
-            assert v2 == pytest.approx(0.9 * v1 + g2, rel=2e-3, abs=2e-6), (name, idx)
         np.testing.assert_allclose(s2[name], value - 0.001 * s2[f"Accl1_{name}"], rtol=1e-6, atol=1e-7)

@@ -165,9 +165,10 @@ class Builder:
                 raise Unsupported("empty tensors")
             dt = device_dtype(arr.dtype, self.half)
             data = arr.astype(dt)
-        narrowed = data.dtype.kind == "f" and host.dtype.kind == "f" and data.itemsize < host.itemsize
-        if narrowed and np.isinf(data).any() and (np.isinf(data) & np.isfinite(host)).any():
-            self.overflowed.append(self.names.get(id(v), name))
+        if data.dtype.kind == "f" and host.dtype.kind == "f" and data.itemsize < host.itemsize:
+            inf = np.isinf(data)
+            if inf.any() and (inf & np.isfinite(host)).any():
+                self.overflowed.append(self.names.get(id(v), name))
         g = self.graph
         name = self.names.get(id(v), name)
         shape, view = (list(arr.shape), lambda t: t) if storage is None else (storage.shape(arr.shape), storage.view)
