@@ -424,6 +424,8 @@ class Engine:
         path = capture.write_report(self, directory, note)
         self._report_written = True
         self.report_path = path
+        if path not in REPORTS_WRITTEN:
+            REPORTS_WRITTEN.append(path)
         return path
 
     def close(self) -> None:
@@ -445,6 +447,8 @@ class Engine:
 # Engines whose reports are written at exit if the script did not close them (as Poplar writes
 # auto-reports when the engine goes away); strong references so a report is never lost to GC.
 _LIVE: list[Engine] = []
+#: Report directories this process wrote, in order (``tilescope run SCRIPT.py`` lists them).
+REPORTS_WRITTEN: list[Path] = []
 
 
 def _register(engine: Engine) -> None:

@@ -92,6 +92,11 @@ def read_manifest(path: Path) -> Manifest:
     if not path.is_dir():
         raise ReportError(path, "not a tilescope report (a report is a directory holding manifest.json)")
     if not mpath.is_file():
+        inside = sorted(d for d in path.iterdir() if (d / schema.MANIFEST_NAME).is_file())
+        if inside:  # e.g. autoReport.directory of a named engine, which writes into <directory>/<name>
+            names = ", ".join(str(d) for d in inside[:5]) + (f" and {len(inside) - 5} more" if len(inside) > 5 else "")
+            raise ReportError(path, f"not a report itself, but it holds {len(inside)}: {names} (a named engine "
+                              "writes into a sub-directory named after it); open one of those")  # fmt: skip
         raise ReportError(mpath, "missing: not a tilescope report, or its writing did not finish")
     try:
         doc = json.loads(mpath.read_bytes().decode("utf-8"))

@@ -24,7 +24,7 @@ DuckDB without tilescope). Supported versions: {supported}.
 | `format_version` | integer; readers refuse versions they do not support |
 | `producer` | `{{"name": "tilescope", "version": ...}}` |
 | `created` | UTC timestamp of writing (the only field that differs between two identical runs, with `info`) |
-| `engine` | engine name (one sub-directory per engine when a process has several) |
+| `engine` | engine name (a named engine writes into a sub-directory of autoReport.directory named after it) |
 | `profiles` | `{{"graph": bool, "execution": bool, "debug_info": bool}}`: which capture products are present; tables of a profile not captured are present and empty |
 | `notes` | list of sentences: why a profile is missing, out-of-memory tiles, etc. |
 | `info` | free-form facts measured on the host (wall times); not part of the determinism guarantee |

@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import signal
+import stat
 import tempfile
 import threading
 from collections.abc import Iterator, Mapping
@@ -198,6 +199,20 @@ def _signals_deferred() -> Iterator[None]:
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         for sig in dict.fromkeys(held):
             signal.raise_signal(sig)
+
+
+def _umask() -> int:
+    """The process's umask (read from /proc where it can be, without setting it: other threads may
+    be creating files meanwhile)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def check_writable(path: str | Path) -> None:
@@ -378,6 +393,9 @@ class ReportWriter:
         dest, tmp = self.destination, self._tmp
         assert tmp is not None
         previous = check_destination(dest)  # re-check: something may have appeared meanwhile
+        # mkdtemp made the directory 0700; a report is shared like any file: the umask's mode for a
+        # new one, the previous directory's own mode (a user's chmod) for a rewrite
+        os.chmod(tmp, stat.S_IMODE(dest.stat().st_mode) if dest.is_dir() else 0o777 & ~_umask())
         if not dest.exists():
             os.rename(tmp, dest)
             self._tmp = None

@@ -132,7 +132,13 @@ def make_sample(sample: Sample | ModelSample, out: Path) -> str:
 def make_samples(
     out: Path, progress: Callable[[str], None] = print, samples: tuple[Sample | ModelSample, ...] = SAMPLES
 ) -> list[Path]:
-    """Make every sample report under ``out``; returns their directories."""
+    """Make every sample report under ``out``; returns their directories. Every destination is
+    checked first (ReportError, one line), so a bad ``out`` or a user's directory in the way of the
+    last sample stops the demo before it writes anything."""
+    from report_format.writer import check_destination
+
+    for sample in samples:
+        check_destination(out / sample.name)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for i, sample in enumerate(samples, 1):

@@ -140,3 +140,5 @@ def main(build: Callable[..., Workload], defaults: dict[str, int], description: 
     if w.losses:
         print("losses:", " ".join(f"{x:.4f}" for x in w.losses))
     e.close()
+    if e.report_path:  # a named engine writes into <autoReport.directory>/<name>: say where
+        print(f"report: {e.report_path}")

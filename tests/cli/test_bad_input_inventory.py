@@ -105,6 +105,18 @@ def _damaged(env: Env) -> None:
     f.write_bytes(bytes(data))
 
 
+def _user_directory(name: str) -> Callable[[Env], None]:
+    def make(env: Env) -> None:  # a directory of the user's where a sample report would go
+        (env.tmp / name).mkdir()
+        (env.tmp / name / "notes.txt").write_text("mine")
+
+    return make
+
+
+def _nested_report(env: Env) -> None:  # what a named engine leaves: DIR/<engine name>/manifest.json
+    synthetic_report(env.tmp / "outer" / "mlp", tiles_per_ipu=16)
+
+
 def _port_in_use(env: Env) -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -136,6 +148,14 @@ ROWS = [
     Row("batch-past-int64", ["run", "{model}", "--batch", "10" * 10], 2, "larger than an ONNX dimension", M),
     Row("options-json", ["run", "{model}"], 2, "POPLAR_ENGINE_OPTIONS", M, {"POPLAR_ENGINE_OPTIONS": "{bad"}),
     Row("options-unknown", ["run", "{model}"], 2, "unknown", M, {"POPLAR_ENGINE_OPTIONS": '{"autoReport.nope": "1"}'}),
+    Row(
+        "options-replica-to-profile",
+        ["run", "{model}"],
+        2,
+        "profiler.replicaToProfile is 5; the graph has 1 replica(s)",
+        M,
+        {"POPLAR_ENGINE_OPTIONS": '{"profiler.replicaToProfile": "5"}'},
+    ),
     Row("diff-top", ["diff", "{report}", "{report}", "--top", "-1"], 2, "--top must be 0 or more", [_report]),
     Row("diff-fail-if", ["diff", "{report}", "{report}", "--fail-if", "cycles~5"], 2, "--fail-if", [_report]),
     Row("export-tiles", ["export", "{report}", "--trace", "{tmp}/t.json", "--tiles", "x"], 2, "tile list", [_report]),
@@ -232,6 +252,20 @@ ROWS = [
         "is a file, not a directory",
         [*M, _file("plain", b"x")],
     ),
+    Row(
+        "demo-out-file",
+        ["demo", "--no-serve", "--out", "{plain}"],
+        2,
+        "is a file, not a directory",
+        [_file("plain", b"x")],
+    ),
+    Row(
+        "demo-out-blocked",
+        ["demo", "--no-serve", "--out", "{tmp}"],
+        2,
+        "cnn: refusing to overwrite",
+        [_user_directory("cnn")],
+    ),
     Row("trace-directory", ["export", "{report}", "--trace", "{tmp}"], 2, "is a directory", [_report]),
     Row("trace-proc", ["export", "{report}", "--trace", "/proc/t.json"], 2, "cannot write here", [_report]),
     Row("html-directory", ["diff", "{report}", "{report}", "--html", "{tmp}"], 2, "is a directory", [_report]),
@@ -241,6 +275,7 @@ ROWS = [
     Row("report-is-file", ["summary", "{plain}"], 2, "not a tilescope report", [_file("plain", b"x")]),
     Row("report-empty-dir", ["summary", "{tmp}"], 2, "manifest.json: missing", []),
     Row("report-foreign", ["summary", "{site}"], 2, "not a tilescope report manifest", [_web_project]),
+    Row("report-parent", ["summary", "{tmp}/outer"], 2, "not a report itself, but it holds 1:", [_nested_report]),
     Row(
         "report-newer",
         ["summary", "{report}"],

@@ -29,3 +29,15 @@ def test_readme_program_writes_a_report(tmp_path: Path) -> None:
     # half output one per element (popopsCycleEstimators.cpp castFlops); the relu one per element
     m, k, n = 128, 256, 64
     assert int(report.runs()["flops"][0]) == 2 * m * k * n + m * n + m * n
+
+
+def test_readme_states_the_current_format_version() -> None:
+    from report_format import schema
+
+    said = re.search(
+        r"\(format version (\d+); versions? ([\d, and]+) stays? readable\)", (ROOT / "README.md").read_text()
+    )
+    assert said, "README no longer states the report format version"
+    assert int(said.group(1)) == schema.FORMAT_VERSION
+    older = [int(v) for v in re.findall(r"\d+", said.group(2))]
+    assert older == [v for v in schema.SUPPORTED_VERSIONS if v != schema.FORMAT_VERSION]

@@ -266,3 +266,23 @@ def test_killed_at_random_points_the_report_stays_whole(tmp_path: Path, sig: sig
     assert (path / "notes.txt").read_text() == "precious"
     left = {str(p.relative_to(tmp_path)): p.stat().st_size for p in tmp_path.rglob("*") if not p.is_relative_to(path)}
     assert not left, (left, w.messages)
+
+
+def test_a_report_directory_gets_the_umask_mode_and_a_rewrite_keeps_the_users(tmp_path: Path) -> None:
+    # mkdtemp makes its directory 0700; a report must be readable as the user's umask allows
+    old = os.umask(0o022)
+    try:
+        dest = tmp_path / "shared"
+        with ReportWriter(dest) as w:
+            _small(w)
+        assert dest.stat().st_mode & 0o777 == 0o755
+        os.chmod(dest, 0o750)  # the user narrows it; rewriting the report keeps that
+        with ReportWriter(dest) as w:
+            _small(w)
+        assert dest.stat().st_mode & 0o777 == 0o750
+        os.umask(0o077)
+        with ReportWriter(tmp_path / "private") as w:
+            _small(w)
+        assert (tmp_path / "private").stat().st_mode & 0o777 == 0o700
+    finally:
+        os.umask(old)

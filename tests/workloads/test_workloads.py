@@ -2,6 +2,7 @@ import json
 import math
 
 import numpy as np
+import pytest
 
 from profiler.workloads import cnn, mlp, resnet, transformer
 
@@ -160,3 +161,21 @@ def test_workload_scripts_say_a_fault_of_their_own_is_one(monkeypatch, capsys):
     assert status == 1 and err.strip() == "broken.py: internal error (please report it): KeyError: 'conv1'"
     status, err = _script(monkeypatch, capsys, cnn, "--size", "6")
     assert status == 2 and "cnn: image size 6 must be a multiple of 4" in err
+
+
+def test_workload_scripts_say_where_the_report_went(monkeypatch, capsys, tmp_path):
+    """A workload's engine is named, so its report is a sub-directory of autoReport.directory: the
+    script prints it, and a reader given the parent names it."""
+    from profiler.workloads.common import main
+    from report_format import open_report
+    from report_format.errors import ReportError
+
+    monkeypatch.setattr("sys.argv", ["mlp.py", "--batch", "4", "--hidden", "8", "--tiles", "4"])
+    monkeypatch.setenv(
+        "POPLAR_ENGINE_OPTIONS",
+        json.dumps({"autoReport.all": "true", "autoReport.directory": str(tmp_path / "report")}),
+    )
+    main(mlp.build, mlp.DEFAULTS, "test")
+    assert capsys.readouterr().out.splitlines()[-1] == f"report: {tmp_path / 'report' / 'mlp'}"
+    with pytest.raises(ReportError, match=r"holds 1: .*report/mlp \(a named engine"):
+        open_report(tmp_path / "report")

@@ -20,8 +20,9 @@ absolute and relative difference per output is printed (and carried by --json un
 
 Exit status: 0 done; 1 the graph does not fit in tile memory (nothing runs; the summary and the
 report show the memory), or --check found an output beyond --check-tolerance; 2 bad input (one line saying what and where), including a simulation
-that would need more host memory than is available. Host memory grows with the model's vertex
-fields: a ResNet-50 takes about 5.7 GB at batch 1 and 8 GB at batch 2.
+that would need more host memory than is available. Host memory grows with the model's graph
+(vertices, regions, tiles), not with its tensors' elements: a ResNet-50 in float16 on a C600 peaks at
+about 1.0 GiB at batch 1 and 1.6 GiB at batch 32, run included (README; python bench/scale.py).
 
 examples:
   tilescope run model.onnx --batch 8 --report-dir ./report
@@ -222,14 +223,14 @@ def _run_script(path: Path, script_args: list[str]) -> int:
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
-    from profiler.engine import _LIVE
+    from profiler.engine import _LIVE, REPORTS_WRITTEN
 
-    for e in _LIVE:  # write pending reports now, so progress shows before we return
+    for e in list(_LIVE):  # write pending reports now, so progress shows before we return
         if not e._report_written:
             _progress(f"writing report of engine {e.name or '(unnamed)'}")
             e.close()
-            if e.report_path:
-                _progress(f"report: {e.report_path}")
+    for report in REPORTS_WRITTEN:  # also those the script wrote itself: a named engine's is a sub-directory
+        _progress(f"report: {report}")
     return 0
 
 
@@ -301,7 +302,10 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
             f" and {len(overflowed) - 5} more" if len(overflowed) > 5 else ""
         )
         _progress(f"note: values beyond {args.dtype}'s range became +-inf in {len(overflowed)} tensor(s): {names}")
-    session = Session(model, micro_batches=micro_batches)  # unnamed: the report goes into the directory itself
+    try:  # unnamed: the report goes into the directory itself
+        session = Session(model, micro_batches=micro_batches)
+    except EngineError as exc:  # an engine option the graph cannot meet (e.g. profiler.replicaToProfile)
+        raise CommandError(str(exc)) from None
     inputs = _load_inputs(session, args.inputs)
     _progress(f"compiling {model.nodes} nodes ({model.folded_nodes} folded at import)")
     t0 = time.perf_counter()
