@@ -74,7 +74,7 @@ def warm_caches() -> None:
         lambda: operations.operations(report, "poplibs", None),
     ]
     if report.has_execution_profile:
-        steps += [lambda: execution_trace.flat_spans(report, runs.longest_run(report))]
+        steps += [lambda: execution_trace.flat_spans(report, runs.opening_run(report))]
     for step in steps:
         try:
             step()

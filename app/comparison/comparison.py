@@ -119,7 +119,7 @@ class Comparison:
 
     @cached_property
     def metrics(self) -> dict[str, dict[str, Any]]:
-        b, a = (metric_values(report, category_bytes(report).to_dict()) for report in (self.baseline, self.active))
+        b, a = (metric_values(r, category_bytes(r).to_dict(), self.run) for r in (self.baseline, self.active))
         return metric_deltas(b, a)
 
     def executed_steps(self, run: int = 0) -> pd.DataFrame:

@@ -33,12 +33,14 @@ def numeric_metrics(doc: dict[str, Any]) -> dict[str, float | int]:
     return out
 
 
-def metric_values(report: Report, categories: dict[str, int] | None = None) -> dict[str, float | int]:
-    """Every metric of one report. ``categories`` (bytes per memory category) may be passed when
-    already computed."""
+def metric_values(
+    report: Report, categories: dict[str, int] | None = None, run: int | None = None
+) -> dict[str, float | int]:
+    """Every metric of one report (execution totals of run ``run`` alone when given). ``categories``
+    (bytes per memory category) may be passed when already computed."""
     # summary() reads whole tables (vertices: millions of rows on a POD) into the report's cache;
     # a throwaway Report keeps that cache from living as long as the comparison does
-    out = numeric_metrics(summary(open_report(report.path)))
+    out = numeric_metrics(summary(open_report(report.path), run))
     if categories is None:
         from app.comparison.memory import category_bytes
 

@@ -25,7 +25,7 @@ from app.grid import small_grid
 from app.units import format_bytes, format_percent, format_si
 from app.views import execution_trace as view
 from app.views import ipus as ipu_view
-from app.views.runs import longest_run, run_figures
+from app.views.runs import opening_run, run_figures
 
 #: At most this many spans per timeline row, and in all rows, reach the browser (level of detail).
 MAX_PER_ROW = 1500
@@ -49,7 +49,7 @@ def layout(**_: object) -> html.Div:
                             dbc.Label("Run", className="small"),
                             dbc.Select(
                                 id=ids.TRACE_RUN,
-                                value=str(longest_run(report)),
+                                value=str(opening_run(report)),
                                 options=[
                                     {"label": f"run {r}: {n} ({c:,} cycles)", "value": str(int(r))}
                                     for r, n, c in zip(runs["run"], runs["name"], runs["cycles"], strict=True)

@@ -212,7 +212,7 @@ REPORT_MAX_SPANS_PER_ROW = 1500
 
 def report_html(report: Report, top: int = 40) -> str:
     """One report as a static page: Summary, Memory, Liveness, Operations, Execution Trace (the
-    longest run, the one the viewer opens on)."""
+    run the viewer opens on: the longest that computes)."""
     from app.figures.execution_trace import proportions_figure, timeline_figure
     from app.figures.liveness import liveness_figure
     from app.figures.memory import tile_memory_figure
@@ -307,7 +307,7 @@ def report_html(report: Report, top: int = 40) -> str:
         "<h2>Execution Trace</h2>",
     ]
     if ex["captured"]:
-        run = ex["longest_run"]
+        run = ex["opening_run"]
         length = trace.run_length(report, run)
         lod = trace.level_of_detail(trace.flat_spans(report, run), 0, max(length, 1), REPORT_MAX_SPANS_PER_ROW)
         s = trace.trace_summary(report, run)
@@ -315,7 +315,7 @@ def report_html(report: Report, top: int = 40) -> str:
         for col in ("tile_balance", "tile_utilisation"):
             ipus[col] = ipus[col].map(format_percent)
         parts += [
-            f"<p>Run {run} ({html.escape(run_figures(report, run)['name'])}, the longest): "
+            f"<p>Run {run} ({html.escape(run_figures(report, run)['name'])}, the longest that computes): "
             f"{format_count(s['cycles'])} cycles, {format_count(s['steps'])} executed steps, "
             f"{format_si(s['flops'], 'FLOP')}, tile balance {format_percent(s['tile_balance'])}, "
             f"tile utilisation {format_percent(s['tile_utilisation'])}. {html.escape(lod.detail)}.</p>",

@@ -38,7 +38,13 @@ def summary_text(doc: dict[str, Any]) -> str:
         )
     if ex["captured"]:
         lines.append(
-            f"execution     {ex['runs']} runs, {format_count(ex['total_cycles'])} cycles "
+            "execution     "
+            + (
+                f"{ex['runs']} run{'' if ex['runs'] == 1 else 's'}"
+                if ex.get("only_run") is None
+                else f"run {ex['only_run']} of {ex['runs']}"
+            )  # fmt: skip
+            + f", {format_count(ex['total_cycles'])} cycles "
             f"({ex['total_seconds'] * 1e3:.4g} ms at the target clock), {format_si(ex['total_flops'], 'FLOP')}, "
             f"tile balance {format_percent(ex['tile_balance'])}"
         )
@@ -47,7 +53,7 @@ def summary_text(doc: dict[str, Any]) -> str:
         ):
             lines.append(
                 f"  run {i:<9} {format_count(c)} cycles, {format_count(n)} executed steps, tile balance {format_percent(b)}"
-                + ("  (longest: the viewer opens on it)" if i == ex["longest_run"] else "")
+                + ("  (the viewer opens on it: the longest that computes)" if i == ex["opening_run"] else "")
             )
     else:
         lines.append("execution     not captured")
@@ -74,6 +80,7 @@ def diff_document(comparison: Any, top: int, checks: list[dict[str, Any]]) -> di
         "baseline": _side(comparison.baseline),
         "active": _side(comparison.active),
         "parity": comparison.parity,
+        "run": comparison.run,  # executed figures (execution.total_*, steps, operations) of this run alone
         "headline": [k for k in HEADLINE_METRICS if k in metrics],
         "metrics": metrics,
         "liveness_peak": {**comparison.liveness_peaks, "sentence": comparison.peak_sentence()},
@@ -122,6 +129,8 @@ def diff_text(doc: dict[str, Any]) -> str:
         lines += [f"  - {p}" for p in doc["parity"]]
     else:
         lines.append("parity: same target and engine options")
+    if doc.get("run") is not None:
+        lines.append(f"executed figures (execution.total_*, tile balance, steps, operations): run {doc['run']} only")
     lines.append("")
     width = max((len(k) for k in doc["headline"]), default=10)
     lines.append(f"{'metric':<{width}}  {'baseline':>18}  {'active':>18}  delta")

@@ -105,9 +105,28 @@ def overall(report: Report, figure: str = "tile_balance") -> float | None:
 
 
 def longest_run(report: Report) -> int:
-    """The run the viewer and the exports open on: the longest (the first is often a short
-    initialisation, such as the weight upload)."""
+    """The run with the most cycles (the first of equals)."""
     runs = report.table("runs", ["run", "cycles"]).to_pandas()
     if runs.empty:
         return 0
     return int(runs["run"].iat[int(runs["cycles"].to_numpy().argmax())])
+
+
+#: Program step types whose cycles make a run one that computes (``opening_run``).
+COMPUTE_STEPS = ("OnTileExecute",)
+
+
+def opening_run(report: Report) -> int:
+    """The run the viewer and the exports open on: the longest run that computes (spends cycles in
+    compute sets). A run that only moves data - the weight upload before an ONNX model's inference,
+    a stream of weights back to the host - is passed over, however long, unless no run computes."""
+    runs = report.table("runs", ["run", "cycles"]).to_pandas()
+    if runs.empty:
+        return 0
+    es = report.table("execution_steps", ["run", "program_id", "cycles_from", "cycles_to"]).to_pandas()
+    prog = report.table("programs", ["program_id", "type"]).to_pandas()
+    computing = es["program_id"].isin(prog.loc[prog["type"].isin(COMPUTE_STEPS), "program_id"])
+    busy = (es["cycles_to"] - es["cycles_from"])[computing & (es["cycles_to"] > es["cycles_from"])]
+    computes = runs["run"].isin(es.loc[busy.index, "run"]).to_numpy()
+    cycles = np.where(computes, runs["cycles"].to_numpy(), -1) if computes.any() else runs["cycles"].to_numpy()
+    return int(runs["run"].iat[int(cycles.argmax())])

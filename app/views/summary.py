@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from app.views.ipus import multi_ipu_summary
-from app.views.runs import longest_run, overall, run_table
+from app.views.runs import longest_run, opening_run, overall, run_table
+from report_format.errors import ReportError
 from report_format.reader import Report
 
 #: Keys `tilescope summary --json` always has (flattened), promised in the foundation issue.
@@ -96,29 +97,40 @@ def liveness_summary(report: Report) -> dict[str, Any]:
     }
 
 
-def execution_summary(report: Report) -> dict[str, Any]:
-    """Totals over captured runs (``total_cycles`` sums the runs' cycles); the per-run figures and
-    tile balance as ``app.views.runs`` defines them (None without an execution profile)."""
+def execution_summary(report: Report, run: int | None = None) -> dict[str, Any]:
+    """Totals over captured runs (``total_cycles`` sums the runs' cycles), or over run ``run``
+    alone (``only_run``); the per-run figures and tile balance as ``app.views.runs`` defines them
+    (None without an execution profile). A ``run`` the report does not have is a ReportError."""
     runs = run_table(report)
     captured = report.has_execution_profile
     clock = report.target_info.clock_hz
-    total_cycles = int(runs["cycles"].sum())
+    counted = runs
+    if run is not None:
+        counted = runs[runs["run"] == run]
+        if counted.empty:
+            raise ReportError(report.path, f"no run {run} in this report (runs: {runs['run'].tolist()})")
+    total_cycles = int(counted["cycles"].sum())
 
     def maybe(values: Any) -> list[float | None]:
         return [None if np.isnan(v) else float(v) for v in values]
 
+    def weighted(figure: str) -> float | None:
+        return overall(report, figure) if run is None else maybe(counted[figure])[0]
+
     return {
         "captured": captured,
         "runs": len(runs),
+        "only_run": run,
         "total_cycles": total_cycles,
-        "total_flops": int(runs["flops"].sum()),
+        "total_flops": int(counted["flops"].sum()),
         "cycles_per_run": [int(c) for c in runs["cycles"]],
         "flops_per_run": [int(f) for f in runs["flops"]],
         "steps_per_run": [int(s) for s in runs["steps"]],
-        "tile_balance": overall(report, "tile_balance"),
+        "tile_balance": weighted("tile_balance"),
         "tile_balance_per_run": maybe(runs["tile_balance"]),
-        "tile_utilisation": overall(report, "tile_utilisation"),
+        "tile_utilisation": weighted("tile_utilisation"),
         "longest_run": longest_run(report),
+        "opening_run": opening_run(report),
         "total_seconds": total_cycles / clock if clock else 0.0,
     }
 
@@ -149,8 +161,9 @@ def distinct_notes(notes: list[str]) -> list[str]:
     return out
 
 
-def summary(report: Report) -> dict[str, Any]:
-    """Every headline figure of a report as a nested dict (JSON-ready)."""
+def summary(report: Report, run: int | None = None) -> dict[str, Any]:
+    """Every headline figure of a report as a nested dict (JSON-ready); with ``run``, the execution
+    totals (cycles, FLOPs, tile balance and utilisation, seconds) are of that run alone."""
     target = asdict(report.target_info)
     truncs = report.table("truncations").to_pylist()
     return {
@@ -165,7 +178,7 @@ def summary(report: Report) -> dict[str, Any]:
         "graph": graph_summary(report),
         "memory": memory_summary(report),
         "liveness": liveness_summary(report),
-        "execution": execution_summary(report),
+        "execution": execution_summary(report, run),
         "multi_ipu": multi_ipu_summary(report),
         "truncations": truncs,
     }

@@ -35,7 +35,7 @@ def figures(demo_pair):
     active, baseline = demo_pair
     a, b = open_report(active), open_report(baseline)
     doc = summary(a)
-    run = doc["execution"]["longest_run"]
+    run = doc["execution"]["opening_run"]
     ops = operations(a, "poplibs", None)
     return {
         "run": run,

@@ -54,7 +54,7 @@ def test_tile_balance(demo_pair, pages, capsys):
     active, baseline = demo_pair
     summary = cli_json(capsys, "summary", str(active), "--json")["execution"]
     diff = cli_json(capsys, "diff", str(baseline), str(active), "--json")
-    a, run = open_report(active), summary["longest_run"]
+    a, run = open_report(active), summary["opening_run"]
     overall, per_run = summary["tile_balance"], run_figures(a, run)["tile_balance"]
     assert diff["metrics"]["execution.tile_balance"]["active"] == pytest.approx(overall)
     assert summary["tile_balance_per_run"][run] == pytest.approx(per_run)
@@ -80,7 +80,7 @@ def test_tile_balance(demo_pair, pages, capsys):
 def test_executed_steps_per_run(demo_pair, pages, capsys):
     active, baseline = demo_pair
     summary = cli_json(capsys, "summary", str(active), "--json")["execution"]
-    run = summary["longest_run"]
+    run = summary["opening_run"]
     steps, base_steps = summary["steps_per_run"][run], run_figures(open_report(baseline), run)["steps"]
     # the pair's step counts are equal when the matmul plans at batch 32 and 64 have the same structure
     # (PopLibs-like plans split K at both); then the figure must at least tell this run from the others
@@ -162,9 +162,35 @@ def test_operations_graph_colours_by_the_operations_deltas(demo_pair, pages):
 def test_html_pages_show_the_same_tile_balance(demo_pair, tmp_path, capsys):
     active, baseline = demo_pair
     a = open_report(active)
-    run = cli_json(capsys, "summary", str(active), "--json")["execution"]["longest_run"]
+    run = cli_json(capsys, "summary", str(active), "--json")["execution"]["opening_run"]
     per_run = format_percent(run_figures(a, run)["tile_balance"])
     main(["diff", str(baseline), str(active), "--html", str(tmp_path / "diff.html")])
     main(["export", str(active), "--html", str(tmp_path / "report.html")])
     assert f">{per_run}<" in (tmp_path / "diff.html").read_text()  # the runs table
     assert f"tile balance {per_run}" in (tmp_path / "report.html").read_text()  # the trace paragraph
+
+
+def test_one_run_figures_in_summary_and_diff(demo_pair, capsys):
+    """--run N: the execution totals are that run's, the same in `summary` and `diff`, so a CI
+    threshold on execution.total_cycles judges that run (the upload or a warm-up cannot hide it)."""
+    active, baseline = demo_pair
+    a, b = open_report(active), open_report(baseline)
+    one = cli_json(capsys, "summary", str(active), "--json", "--run", "1")["execution"]
+    every = cli_json(capsys, "summary", str(active), "--json")["execution"]
+    assert one["only_run"] == 1 and every["only_run"] is None
+    assert one["total_cycles"] == run_figures(a, 1)["cycles"] != every["total_cycles"]
+    assert one["total_flops"] == run_figures(a, 1)["flops"]
+    assert one["tile_balance"] == pytest.approx(run_figures(a, 1)["tile_balance"])
+    diff = cli_json(capsys, "diff", str(baseline), str(active), "--json", "--run", "1")
+    assert diff["run"] == 1
+    cyc = diff["metrics"]["execution.total_cycles"]
+    assert (cyc["baseline"], cyc["active"]) == (run_figures(b, 1)["cycles"], one["total_cycles"])
+    assert "run 1 only" in cli_text(capsys, "diff", str(baseline), str(active), "--run", "1")
+    # "fell by more than X%" is crossed just short of run 1's change and not just beyond it
+    change = 100 * (cyc["active"] / cyc["baseline"] - 1)
+    args = ["diff", str(baseline), str(active), "--run", "1", "--fail-if"]
+    assert main([*args, f"execution.total_cycles<{change + 0.5:+.1f}%"]) == 1
+    assert main([*args, f"execution.total_cycles<{change - 0.5:+.1f}%"]) == 0
+    for argv in (["diff", str(baseline), str(active), "--run", "7"], ["summary", str(active), "--run", "7"]):
+        assert main(argv) == 2
+        assert "no run 7" in capsys.readouterr().err

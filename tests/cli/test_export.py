@@ -51,14 +51,14 @@ def test_parse_tile_list_errors(text: str, message: str) -> None:
         parse_tile_list(text, 16)
 
 
-def test_trace_defaults_to_the_longest_run_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_trace_defaults_to_the_opening_run_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from tests.app.small_report import write_small_report
 
     report = write_small_report(tmp_path / "report")  # run 1 is longer than run 0
     out = tmp_path / "trace.json"
     assert main(["export", str(report), "--trace", str(out)]) == 0
     said = capsys.readouterr().out
-    assert "run 1 (" in said and "the longest of 2 runs" in said
+    assert "run 1 (" in said and "the longest that computes; 2 runs" in said
     steps = open_report(report).execution_steps(1)
     assert len([e for e in json.loads(out.read_text())["traceEvents"] if e["ph"] == "X" and e["tid"] == 0]) == len(
         steps

@@ -264,3 +264,23 @@ def test_a_transformer_that_does_not_fit_is_pointed_to_outline(tmp_path: Path, m
     assert main(["run", str(path), "--batch", "2"]) == 1
     per_layer = len(model.graph.node) // 3
     assert f"or --outline: 3 identical blocks of {per_layer} nodes)" in capsys.readouterr().out
+
+
+def test_an_onnx_report_opens_on_its_inference_not_the_weight_upload(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The weight upload (run 0) is the longest run of a small-batch model; the viewer, the
+    exports and the summary's marker still open on the inference run, the one that computes."""
+    from app.render.html import report_html
+    from app.views.runs import longest_run, opening_run
+
+    onnx.save(examples.mlp((512, 512, 10)), tmp_path / "wide.onnx")  # 1 MiB of weights, batch 1
+    assert main(["run", str(tmp_path / "wide.onnx"), "--report-dir", str(tmp_path / "r")]) == 0
+    report = open_report(tmp_path / "r")
+    runs = report.runs()
+    assert list(runs["name"]) == ["WeightsFromHost", "inference 0"]
+    assert longest_run(report) == 0, "precondition: the upload is the longer run here"
+    assert opening_run(report) == 1
+    capsys.readouterr()
+    assert main(["summary", str(tmp_path / "r")]) == 0
+    marked = [line for line in capsys.readouterr().out.splitlines() if "the viewer opens on it" in line]
+    assert len(marked) == 1 and marked[0].lstrip().startswith("run 1")
+    assert f"Run 1 ({runs['name'][1]}, the longest that computes)" in report_html(report)

@@ -39,7 +39,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--html", metavar="OUT.html", help="also write a self-contained offline HTML comparison")
     p.add_argument(
-        "--run", type=int, default=None, help="compare executed figures of this run only (default: all runs)"
+        "--run",
+        type=int,
+        default=None,
+        help="compare executed figures of this run only: execution.total_cycles, total_flops and tile_balance, "
+        "program steps and operations (default: all runs); both reports must have it",
     )
     p.add_argument(
         "--layer", default=None, help="attribute operations to this debug-context layer (e.g. poplibs, onnx, user)"
@@ -61,6 +65,11 @@ def run(args: argparse.Namespace) -> int:
         check_output_file(args.html, "--html")  # before the comparison: a bad path is one line at once
     baseline = open_report(args.baseline)
     active = open_report(args.active)
+    if args.run is not None:
+        for side, report in (("baseline", baseline), ("active", active)):
+            runs = report.table("runs", ["run"])["run"].to_pylist()
+            if args.run not in runs:
+                raise CommandError(f"--run {args.run}: the {side} report has no run {args.run} (its runs: {runs})")
     if args.layer is not None:
         layers = sorted(set(baseline.debug_contexts()["layer"]) | set(active.debug_contexts()["layer"]))
         if args.layer not in layers:

@@ -24,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--run",
         type=int,
         default=None,
-        help="which captured run (default: the longest, the one the viewer opens on; run 0 is often the weight upload)",
+        help="which captured run (default: the one the viewer opens on, the longest that computes: not the weight upload)",
     )
     p.add_argument(
         "--tiles", default="", metavar="LIST", help='also one thread per tile, e.g. "0-3,100" (keep it short)'
@@ -58,17 +58,17 @@ def run(args: argparse.Namespace) -> int:
         tiles = parse_tile_list(args.tiles, report.target_info.num_tiles) if args.tiles else None
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-    from app.views.runs import longest_run
+    from app.views.runs import opening_run
 
-    run_id = longest_run(report) if args.run is None else args.run
+    run_id = opening_run(report) if args.run is None else args.run
     doc = report_to_trace_events(report, run_id, tiles)
     # write-then-rename: never leave a half-written JSON behind
     out = write_atomically(args.trace, "--trace", lambda f: f.write(json.dumps(doc, separators=(",", ":")).encode()))
     runs = report.runs().set_index("run")
     name = runs.at[run_id, "name"] if run_id in runs.index else ""
-    which = "the longest" if args.run is None else "as asked"
+    which = "the longest that computes" if args.run is None else "as asked"
     print(
-        f"wrote {out}: run {run_id} ({name}, {which} of {len(runs)} runs; --run N for another), "
+        f"wrote {out}: run {run_id} ({name}, {which}; {len(runs)} runs, --run N for another), "
         f"{len(doc['traceEvents']):,} events; open it in https://ui.perfetto.dev"
     )
     return 0

@@ -18,6 +18,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--verify", action="store_true", help="also read every table fully: checksums and cross-table invariants"
     )
+    p.add_argument(
+        "--run",
+        type=int,
+        default=None,
+        help="execution totals (total_cycles, total_flops, tile_balance, ...) of this run alone (default: all runs)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     report = open_report(args.report)
     if args.verify:
         report.verify()
-    doc = summary(report)
+    doc = summary(report, args.run)
     if args.json:
         print(json.dumps(doc, indent=2, sort_keys=True))
     else:
