@@ -137,7 +137,8 @@ def executed_step_comparison(baseline: Report, active: Report, run: int = 0) -> 
     iteration, shows as added rows and the rest stays paired. Columns: baseline_step / active_step
     (executed step index, -1 where absent), status, type, name, and baseline_/active_/delta_ for
     cycles, flops and cycles_from (when the step started: how far the run has drifted; the delta is
-    NaN for a step on one side only)."""
+    NaN for a step on one side only), and baseline_/active_program_step (the program step executed,
+    -1 where absent)."""
     sides = []
     for report in (baseline, active):
         keys = step_keys(report).set_index("program_id")
@@ -148,6 +149,7 @@ def executed_step_comparison(baseline: Report, active: Report, run: int = 0) -> 
             key=keys["key"].reindex(ex["program_id"].to_numpy()).fillna("").to_numpy(dtype=object),
             type=keys["type"].reindex(ex["program_id"].to_numpy()).fillna("").to_numpy(dtype=object),
             name=keys["name"].reindex(ex["program_id"].to_numpy()).fillna("").to_numpy(dtype=object),
+            program_step=keys["step"].reindex(ex["program_id"].to_numpy()).fillna(-1).to_numpy(dtype=np.int64),
         )
         sides.append(ex)
     b, a = sides
@@ -161,6 +163,10 @@ def executed_step_comparison(baseline: Report, active: Report, run: int = 0) -> 
             "status": np.where(has_b & has_a, "same", np.where(has_b, "removed", "added")),
         }
     )
+    for side, df, has, at in (("baseline", b, has_b, al.baseline), ("active", a, has_a, al.active)):
+        # the program step it runs: the number the Program Tree, the steps comparison and the CLI show
+        steps = df["program_step"].to_numpy()[np.maximum(at, 0)] if len(df) else np.full(len(al), -1)
+        out[f"{side}_program_step"] = np.where(has, steps, -1)
     for col in ("type", "name"):
         vb = b[col].to_numpy(dtype=object)[np.maximum(al.baseline, 0)] if len(b) else np.full(len(al), "", object)
         va = a[col].to_numpy(dtype=object)[np.maximum(al.active, 0)] if len(a) else np.full(len(al), "", object)

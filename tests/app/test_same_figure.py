@@ -194,3 +194,19 @@ def test_one_run_figures_in_summary_and_diff(demo_pair, capsys):
     for argv in (["diff", str(baseline), str(active), "--run", "7"], ["summary", str(active), "--run", "7"]):
         assert main(argv) == 2
         assert "no run 7" in capsys.readouterr().err
+
+
+def test_executed_step_changes_name_the_program_step_the_cli_names(demo_pair, pages, capsys):
+    """The Execution Trace compare tab numbers executed steps within the run and gives, beside each,
+    the program step it runs: the number `tilescope diff` and the Program Tree use."""
+    active, baseline = demo_pair
+    top = pages["compare_execution_trace"].top_steps(pages["key"], 1)
+    assert {"baseline_executed_step", "active_program_step"} <= set(top.columns)
+    programs = open_report(active).programs().set_index("step")
+    for _, r in top[top["active_program_step"] >= 0].iterrows():
+        prog = programs.loc[r["active_program_step"]]
+        assert (prog["type"], prog["name"]) == (r["type"], r["name"])
+    # a program step the CLI lists among its biggest changes appears here under the same number
+    cli = cli_json(capsys, "diff", str(baseline), str(active), "--json", "--run", "1", "--top", "50")
+    named = {r["active_step"] for r in cli["top"]["steps_by_cycles"] if r["active_step"] >= 0}
+    assert named & set(top["active_program_step"])

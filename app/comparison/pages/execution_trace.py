@@ -19,7 +19,12 @@ from app.units import format_percent
 from app.views.runs import run_figures
 
 TOP = 15
-STEP_COLUMNS = [*STEP_DELTA_COLUMNS, "delta_cycles_from"]
+STEP_COLUMNS = [
+    "baseline_step", "active_step", "baseline_program_step", "active_program_step",
+    *STEP_DELTA_COLUMNS[2:], "delta_cycles_from",
+]  # fmt: skip
+#: Executed-step indices say so in the grid ("base executed step"), beside the program step they run.
+EXECUTED_NAMES = {"baseline_step": "baseline_executed_step", "active_step": "active_executed_step"}
 #: Executed steps drawn at most (largest change per bin beyond that).
 MAX_STEP_POINTS = 2000
 
@@ -29,11 +34,13 @@ def section() -> html.Div:
 
 
 def top_steps(key: str, run: int) -> Any:
-    """The ``TOP`` executed steps whose cycles changed most (added / removed steps included)."""
+    """The ``TOP`` executed steps whose cycles changed most (added / removed steps included). An
+    executed step is numbered within its run; the program step it runs is the number the Program
+    Tree, the Program steps comparison and ``tilescope diff`` show."""
     ex = baselines.comparison(key).executed_steps(run)
     changed = ex[ex["delta_cycles"] != 0]
     order = changed["delta_cycles"].abs().sort_values(ascending=False, kind="stable").index[:TOP]
-    return changed.loc[order, STEP_COLUMNS]
+    return changed.loc[order, STEP_COLUMNS].rename(columns=EXECUTED_NAMES)
 
 
 def run_rows(runs: Any) -> Any:
@@ -80,7 +87,7 @@ def render(key: str | None, run: Any) -> Any:
             id=ids.COMPARE_TRACE_TEXT,
         ),
         graph(fig),
-        html.H6(f"Biggest step changes (top {TOP})"),
+        html.H6(f"Biggest executed-step changes (top {TOP}; each with the program step it runs)"),
         grid.small_grid(top, grid_id=ids.COMPARE_TRACE_STEPS, short=True)
         if len(top)
         else html.Div(f"No executed step of run {run} changed its cycles.", className="text-muted"),
