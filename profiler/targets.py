@@ -137,6 +137,9 @@ class Target:
         for f in ("num_ipus", "tiles_per_ipu", "bytes_per_tile", "num_worker_contexts", "num_replicas"):
             if getattr(self, f) < 1:
                 raise ValueError(f"target {self.name}: {f} must be >= 1, got {getattr(self, f)}")
+        most = MAX_IPUS.get(self.name)
+        if most is not None and self.num_ipus > most:  # however made: get_target, ipu_model, replace
+            raise ValueError(f"target {self.name}: at most {most} IPUs (its largest system), got {self.num_ipus}")
         if self.num_ipus % self.num_replicas:
             raise ValueError(
                 f"target {self.name}: num_ipus ({self.num_ipus}) is not a multiple of num_replicas ({self.num_replicas})"
@@ -307,9 +310,7 @@ def get_target(name: str, num_ipus: int = 1) -> Target:
         raise ValueError(f"unknown target {name!r}; known targets: {known}")
     if num_ipus < 1:
         raise ValueError(f"target {canonical}: num_ipus must be >= 1, got {num_ipus}")
-    if num_ipus > MAX_IPUS[canonical]:
-        raise ValueError(f"target {canonical}: at most {MAX_IPUS[canonical]} IPUs (its largest system), got {num_ipus}")
-    return _FACTORIES[canonical](num_ipus)
+    return _FACTORIES[canonical](num_ipus)  # Target checks num_ipus against MAX_IPUS
 
 
 def target_row(t: Target) -> dict[str, list]:

@@ -52,6 +52,8 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     build_report(root / "runs" / "other", Spec(mlp_steps(), _vars(old_w=False, cast=False)))
     (root / "notes").mkdir()
     (root / "notes" / "readme.txt").write_text("not a report")
+    (root / "web").mkdir()  # a web app's manifest.json: not a report, whatever the file is called
+    (root / "web" / "manifest.json").write_text('{"name": "app", "start_url": "/"}')
     state.configure(a, None)  # started without --compare: the picker finds the baseline beside it
     return {"root": str(root), "active": str(Path(a).absolute()), "baseline": str(Path(b).absolute())}
 

@@ -138,6 +138,7 @@ class Row:
 M = [_model]
 ROWS = [
     # -- options ---------------------------------------------------------------------------------
+    Row("run-no-model", ["run"], 2, "no model given", []),
     Row("runs-zero", ["run", "{model}", "--runs", "0"], 2, "--runs must be >= 1", M),
     Row("ipus-zero", ["run", "{model}", "--ipus", "0"], 2, "num_ipus must be >= 1", M),
     Row("ipus-too-many", ["run", "{model}", "--ipus", "100000"], 2, "at most 256 IPUs", M),
@@ -157,6 +158,8 @@ ROWS = [
         {"POPLAR_ENGINE_OPTIONS": '{"profiler.replicaToProfile": "5"}'},
     ),
     Row("diff-top", ["diff", "{report}", "{report}", "--top", "-1"], 2, "--top must be 0 or more", [_report]),
+    Row("diff-run", ["diff", "{report}", "{report}", "--run", "5"], 2, "has no run 5", [_report]),
+    Row("dump-limit", ["dump", "{report}", "tile_memory", "--limit", "-3"], 2, "--limit must be 0 or more", [_report]),
     Row("diff-fail-if", ["diff", "{report}", "{report}", "--fail-if", "cycles~5"], 2, "--fail-if", [_report]),
     Row("export-tiles", ["export", "{report}", "--trace", "{tmp}/t.json", "--tiles", "x"], 2, "tile list", [_report]),
     Row(

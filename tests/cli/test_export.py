@@ -63,3 +63,15 @@ def test_trace_defaults_to_the_opening_run_and_says_so(tmp_path: Path, capsys: p
     assert len([e for e in json.loads(out.read_text())["traceEvents"] if e["ph"] == "X" and e["tid"] == 0]) == len(
         steps
     )
+
+
+def test_trace_of_an_out_of_memory_report_says_why_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from profiler import OutOfMemoryError
+    from profiler.workloads import mlp
+
+    w = mlp.build(hidden=20000, tiles=4)
+    with pytest.raises(OutOfMemoryError):
+        w.run(1, options={"autoReport.all": "true", "autoReport.directory": str(tmp_path)})
+    assert main(["export", str(tmp_path / "mlp"), "--trace", str(tmp_path / "t.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "nothing to export" in err and err.count("out of memory on 4 tile(s)") == 1, err

@@ -113,3 +113,21 @@ def test_target_row_has_exactly_the_schema_columns_and_round_trips(tmp_path):
         w.write("target", row)
     back = open_report(tmp_path / "r").table("target").to_pylist()[0]
     assert back["name"] == "GC200" and back["total_memory"] == 940572672 and back["clock_hz"] == 1.33e9
+
+
+def test_no_target_spans_more_ipus_than_its_largest_system() -> None:
+    """However a target is made (get_target, ipu_model, dataclasses.replace, as the pipelined
+    workload gives each stage an IPU), it refuses more IPUs than its family's largest system."""
+    import dataclasses
+
+    from profiler.targets import MAX_IPUS
+
+    assert get_target("GC200", MAX_IPUS["GC200"]).num_ipus == 256
+    for make in (
+        lambda: get_target("GC200", 257),
+        lambda: ipu_model(num_ipus=MAX_IPUS["IPUModel"] + 1),
+        lambda: dataclasses.replace(ipu_model(), num_ipus=300),
+        lambda: dataclasses.replace(get_target("C600"), num_ipus=9),
+    ):
+        with pytest.raises(ValueError, match=r"at most \d+ IPUs \(its largest system\)"):
+            make()

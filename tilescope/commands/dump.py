@@ -26,6 +26,8 @@ def run(args: argparse.Namespace) -> int:
     from report_format.reader import open_report
     from tilescope.cli import CommandError
 
+    if args.limit is not None and args.limit < 0:
+        raise CommandError(f"--limit must be 0 or more, not {args.limit}")
     report = open_report(args.report)
     if args.table is None:
         out = sys.stdout
@@ -37,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"unknown table {args.table!r}; tables are: {', '.join(schema.TABLE_NAMES)}")
     table = report.table(args.table)
     if args.limit is not None:
-        table = table.slice(0, max(args.limit, 0))
+        table = table.slice(0, args.limit)
     rows = table.to_pylist()
     if args.format == "json":
         for row in rows:

@@ -52,7 +52,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.trace:
         return 0
     if not report.has_execution_profile:
-        why = "; ".join(report.notes) or "the report has no execution profile"
+        from app.views.summary import distinct_notes  # the summary's rule: a note another contains says nothing new
+
+        why = "; ".join(distinct_notes(report.notes)) or "the report has no execution profile"
         raise CommandError(f"{args.report}: nothing to export: {why}")
     try:
         tiles = parse_tile_list(args.tiles, report.target_info.num_tiles) if args.tiles else None

@@ -54,7 +54,8 @@ HELP = "profile an ONNX model or a workload script on the simulated IPU"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="an ONNX model (.onnx) or a Python workload script (.py)")
+    # optional to argparse only so that a missing one is our one line, not "required: model, rest"
+    p.add_argument("model", nargs="?", help="an ONNX model (.onnx) or a Python workload script (.py)")
     _add_options(p)
     # everything after the model: more options for a model, the script's own arguments for a script
     p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
@@ -182,6 +183,8 @@ def _engine_options(report_dir: str | None, script: bool = False) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.model is None:
+        raise CommandError("no model given: name an ONNX model (.onnx) or a workload script (.py); see --help")
     path = Path(args.model)
     rest = list(args.rest)
     if path.suffix == ".py":

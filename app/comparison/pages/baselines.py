@@ -2,8 +2,8 @@
 
 The browser only ever sends a *key* (a candidate's absolute path); the server opens a report
 only if the key is one of ``candidates()``: the baseline the app was started with, or a report
-directory (holding manifest.json) one or two levels under the directory of a report the app was
-started with. A path typed into the browser's storage is never opened.
+directory (holding a tilescope manifest.json) one or two levels under the directory of a report
+the app was started with. A path typed into the browser's storage is never opened.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 
 from app import state
 from app.comparison.comparison import Comparison
+from report_format.ownership import read_own_manifest
 from report_format.reader import ReportError
 
 #: At most this many candidates are listed (a huge directory must not stall the navbar).
@@ -37,7 +38,9 @@ def _scan(active: str | None, baseline: str | None) -> dict[str, str]:
         for pattern in ("*/manifest.json", "*/*/manifest.json"):
             for manifest in sorted(root.glob(pattern)):
                 key = str(manifest.parent.absolute())
-                if key != active and key not in found and len(found) < MAX_CANDIDATES:
+                if key == active or key in found or len(found) >= MAX_CANDIDATES:
+                    continue
+                if read_own_manifest(manifest.parent) is not None:  # a report by its own manifest, not the name
                     found[key] = str(manifest.parent.relative_to(root))
     return found
 
