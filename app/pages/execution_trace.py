@@ -56,7 +56,7 @@ def layout(**_: object) -> html.Div:
                                 ],
                             ),
                         ],
-                        md=3,
+                        md=4,  # "run 0: WeightsFromHost (207,000 cycles)" whole at 1400 px
                     ),
                     dbc.Col(
                         [

@@ -50,8 +50,9 @@ def layout(**_: object) -> html.Div:
         cards += [
             card(
                 "Total cycles",
-                format_si(ex["total_cycles"]),
-                f"{ex['runs']} runs, {ex['total_seconds'] * 1e3:.4g} ms at {t['clock_hz'] / 1e9:.3g} GHz",
+                format_count(ex["total_cycles"]),  # exact, as the Execution Trace, the CLI and the exports show it
+                f"{ex['runs']} run{'' if ex['runs'] == 1 else 's'}, {ex['total_seconds'] * 1e3:.4g} ms at "
+                f"{t['clock_hz'] / 1e9:.3g} GHz",
             ),
             card("Total FLOPs", format_si(ex["total_flops"], "FLOP")),
             card("Tile balance", format_percent(ex["tile_balance"]), "all runs, cycle-weighted, Sync left out"),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
 import plotly.graph_objects as go
+import pytest
 
 from app.figures.execution_trace import proportions_figure, tile_steps_figure, timeline_figure
 from app.figures.liveness import liveness_figure
@@ -124,3 +126,22 @@ def test_tile_map_outliers_do_not_darken_every_other_tile():
     tm = pd.DataFrame({"ipu": 0, "tile": range(n), "row": np.arange(n) // 20, "col": np.arange(n) % 20, "bytes": b})
     heat = tile_map_figure(tm, 638976).data[0]
     assert 20_000 < heat.zmax < 50_000 and heat.colorbar.ticktext[4].startswith("≥")  # not 700,000
+
+
+def test_tiles_x_steps_scale_stops_below_a_step_that_dwarfs_the_rest() -> None:
+    """One 20,000-cycle stream copy among 100-400-cycle compute steps: the colour scale stops at the
+    95th percentile of the steps' longest tile times, so the compute steps keep their contrast;
+    hover still gives every cell's cycles. Without such an outlier the scale is the data's."""
+    from app.figures.execution_trace import colour_cap
+
+    tiles, steps = 8, 40
+    cycles = np.tile(np.linspace(100, 400, steps), (tiles, 1))  # step s takes 100 + 300 s / 39 cycles
+    cycles[:, 3] = 20_000
+    zmax, title = colour_cap(cycles)
+    longest = np.sort(cycles.max(axis=0))
+    assert zmax == pytest.approx(np.percentile(longest, 95)) and zmax < 400 and "stops" in title
+    fig = tile_steps_figure(cycles, np.arange(steps), np.arange(tiles), 1)
+    assert fig.data[0].zmax == zmax and fig.data[0].z[0][3] == 20_000
+    cycles[:, 3] = 300
+    assert colour_cap(cycles) == (None, "cycles")
+    assert tile_steps_figure(cycles, np.arange(steps), np.arange(tiles), 1).data[0].zmax is None

@@ -170,7 +170,7 @@ def test_html_pages_show_the_same_tile_balance(demo_pair, tmp_path, capsys):
     assert f"tile balance {per_run}" in (tmp_path / "report.html").read_text()  # the trace paragraph
 
 
-def test_one_run_figures_in_summary_and_diff(demo_pair, capsys):
+def test_one_run_figures_in_summary_and_diff(demo_pair, pages, capsys):
     """--run N: the execution totals are that run's, the same in `summary` and `diff`, so a CI
     threshold on execution.total_cycles judges that run (the upload or a warm-up cannot hide it)."""
     active, baseline = demo_pair
@@ -178,6 +178,8 @@ def test_one_run_figures_in_summary_and_diff(demo_pair, capsys):
     one = cli_json(capsys, "summary", str(active), "--json", "--run", "1")["execution"]
     every = cli_json(capsys, "summary", str(active), "--json")["execution"]
     assert one["only_run"] == 1 and every["only_run"] is None
+    # the Summary card shows the all-runs total exactly, as the CLI and the Execution Trace do
+    assert f"Total cycles {every['total_cycles']:,} " in text(find(pages["summary"].layout(), ids.SUMMARY_BODY))
     assert one["total_cycles"] == run_figures(a, 1)["cycles"] != every["total_cycles"]
     assert one["total_flops"] == run_figures(a, 1)["flops"]
     assert one["tile_balance"] == pytest.approx(run_figures(a, 1)["tile_balance"])
