@@ -8,6 +8,7 @@ to synthetic data and runs. Data is synthetic and seeded: no downloads.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -60,11 +61,18 @@ class Workload:
             e.connect_stream(name, src)
         return e
 
-    def run(self, steps: int = 1, options: dict[str, Any] | None = None) -> Engine:
-        """Compile, initialise (program 0), then run program 1 ``steps`` times."""
+    def run(
+        self, steps: int = 1, options: dict[str, Any] | None = None, progress: Callable[[str], None] | None = None
+    ) -> Engine:
+        """Compile, initialise (program 0), then run program 1 ``steps`` times; ``progress`` is told
+        each stage as it starts."""
+        say = progress or (lambda _: None)
+        say(f"compiling {sum(cs.num_vertices for cs in self.graph.compute_sets):,} vertices")
         e = self.engine(options)
+        say("initialising")
         e.run(0, name="init")
         for i in range(steps):
+            say(f"running step {i + 1}/{steps}")
             e.run(1, name=f"step {i}")
         return e
 
@@ -103,6 +111,19 @@ def _size(name: str, minimum: int) -> Callable[[str], int]:
     return parse
 
 
+def _progress_line(prog: str) -> Callable[[str], None]:
+    """Stage lines on a terminal, each overwriting the last (silent when stderr is not a terminal,
+    so logs and pipes get only the result); an empty stage clears the line."""
+    if not sys.stderr.isatty():
+        return lambda _: None
+
+    def say(stage: str) -> None:
+        sys.stderr.write(f"\r\033[K{prog}: {stage}..." if stage else "\r\033[K")
+        sys.stderr.flush()
+
+    return say
+
+
 def main(build: Callable[..., Workload], defaults: dict[str, int], description: str, steps: int = 1) -> None:
     """Script entry point: sizes as --name value options; reports per POPLAR_ENGINE_OPTIONS. Bad
     sizes, a graph that cannot be built and a model that does not fit end in one line, not a traceback."""
@@ -123,9 +144,14 @@ def main(build: Callable[..., Workload], defaults: dict[str, int], description: 
     args = vars(parser.parse_args())
     n = args.pop("steps")
     start = time.perf_counter()
+    say = _progress_line(parser.prog)
     try:
-        w = build(**args)
-        e = w.run(n)
+        say("building the graph")
+        try:
+            w = build(**args)
+            e = w.run(n, progress=say)
+        finally:
+            say("")  # the result or the error line starts on a clean line
     except OutOfMemoryError as exc:
         parser.exit(1, f"{parser.prog}: {exc}\n")
     # the builds refuse sizes that do not fit together with a ValueError (as do tilescope's OpError,
