@@ -191,7 +191,8 @@ def operations_graph(report: Report, layer: str) -> tuple[pd.DataFrame, pd.DataF
     write before that step was made by a step of A (the data flow; ``kind`` "data", ``variables`` =
     how many variables flow). Older reports have no data flow: an edge then joins each operation to
     the next one to start executing (``kind`` "order"). Nodes are laid out in layers: ``x`` is the
-    longest path from a source over forward edges, ``y`` the position within the layer.
+    longest path from a source over forward edges (a source then moved to the layer before its first
+    reader), ``y`` the position within the layer.
     """
     ops = operations(report, layer)
     nodes = ops[ops["op_id"] != OUTSIDE_ID].copy()  # work outside any operation is no node
@@ -238,7 +239,9 @@ def operations_graph(report: Report, layer: str) -> tuple[pd.DataFrame, pd.DataF
 
 
 def _layers(ops: np.ndarray, edges: pd.DataFrame, first_step: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Longest-path layer of each op over edges that go forward in first-execution order."""
+    """Longest-path layer of each op over edges that go forward in first-execution order; an op
+    nothing flows into (a weight's Fill or Copy, a one-hot of the labels) then moves right to the
+    layer just before its first reader, so its edges stay short instead of crossing the graph."""
     pos = {int(o): i for i, o in enumerate(ops)}
     start = first_step.reindex(ops).fillna(np.inf).to_numpy()
     src = np.array([pos.get(int(a), -1) for a in edges["source"]], dtype=np.int64)
@@ -254,7 +257,14 @@ def _layers(ops: np.ndarray, edges: pd.DataFrame, first_step: pd.Series) -> tupl
         if (new == depth).all():
             break
         depth = new
-    order = np.lexsort((start, depth))
+    source = np.ones(len(ops), dtype=bool)
+    source[dst] = False
+    reader = np.full(len(ops), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(reader, src, depth[dst])
+    move = source & (reader < np.iinfo(np.int64).max)
+    move &= reader - 1 > depth  # only those that move right (a chain's head stays where it is)
+    depth[move] = reader[move] - 1
+    order = np.lexsort((start, move, depth))  # a moved source below the layer's own ops: chains stay rows
     y = np.empty(len(ops), dtype=np.int64)
     slot = pd.Series(depth[order]).groupby(depth[order]).cumcount().to_numpy()
     y[order] = slot

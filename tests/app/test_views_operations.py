@@ -3,6 +3,8 @@ exchange); onnx Add_1 encloses poplibs add."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from app.views import operations as view
 
 
@@ -58,3 +60,21 @@ def test_graph_edges_are_data_flow(tmp_path):
     assert (edges["target"] - edges["source"] == 1).all()
     depth = nodes.set_index("op_id")["x"]
     assert (depth.reindex(edges["target"]).to_numpy() == depth.reindex(edges["source"]).to_numpy() + 1).all()
+
+
+def test_graph_layers_put_a_source_just_before_its_first_reader():
+    """Longest-path layers for a chain 0 -> 1 -> 2 -> 3 -> 4; op 5 (nothing flows into it, like a
+    weight's Fill) is read by ops 3 and 4 and op 6 by op 1: each moves to the layer before its first
+    reader (2 and 0), not layer 0 with an edge across the graph. Op 7, unlinked, stays at 0."""
+    import pandas as pd
+
+    from app.views.operations import _layers
+
+    ops = np.arange(8)
+    edges = pd.DataFrame({"source": [0, 1, 2, 3, 5, 5, 6], "target": [1, 2, 3, 4, 3, 4, 1]})
+    first_step = pd.Series(np.arange(8), index=ops)  # op i first runs at step i
+    first_step[5] = first_step[6] = -1  # the sources run first, as a program's initialisation does
+    depth, y = _layers(ops, edges, first_step)
+    assert depth.tolist() == [0, 1, 2, 3, 4, 2, 0, 0]
+    # within a layer, ops are stacked in first-execution order, a source moved there below them
+    assert y[6] < y[0] < y[7] and y[2] < y[5]
