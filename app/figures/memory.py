@@ -7,6 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from app.figures.common import PALETTE, base_layout, empty_figure, series_colour
+from report_format.schema import MEMORY_REGIONS
 
 
 def tile_memory_figure(
@@ -216,10 +217,31 @@ def _kib(n: float) -> str:
     return f"{n / 1024:,.1f} KiB"
 
 
+def split_at_regions(placed: pd.DataFrame, interleaved_start: int, bytes_per_tile: int) -> pd.DataFrame:
+    """Placements (region, offset, bytes, end, ...) drawn as bars: one that crosses the start of
+    interleaved memory or the end of the tile becomes one bar per region it lies in, each in that
+    region's row, so a row never runs past its region (``bar_offset``/``bar_bytes``; ``part`` says
+    which part of the variable a bar is, for the hover; ``offset``/``bytes`` stay the variable's)."""
+    cuts = (0, min(interleaved_start, bytes_per_tile), bytes_per_tile, np.iinfo(np.int64).max)
+    pieces = []
+    start, end = placed["offset"].to_numpy(np.int64), placed["end"].to_numpy(np.int64)
+    for region, lo, hi in zip(MEMORY_REGIONS, cuts[:-1], cuts[1:], strict=True):
+        a, b = np.maximum(start, lo), np.minimum(end, hi)
+        inside = b > a
+        if not inside.any():
+            continue
+        part = placed[inside].assign(region=region, bar_offset=a[inside], bar_bytes=(b - a)[inside])
+        whole = (a == start) & (b == end)
+        part["part"] = np.where(whole[inside], "", f" (the part in {region.replace('_', '-')} memory)")
+        pieces.append(part)
+    return pd.concat(pieces, ignore_index=True)
+
+
 def tile_memory_map_figure(placed: pd.DataFrame, tile: int, bytes_per_tile: int, interleaved_start: int) -> go.Figure:
     """Address map of one tile: a bar per variable from its offset, one row per region."""
     if placed.empty:
         return empty_figure(f"Tile {tile} holds no variables.", height=200)
+    placed = split_at_regions(placed, interleaved_start, bytes_per_tile)
     fig = go.Figure()
     for live, colour, label in (
         (True, series_colour("always_live"), "always live"),
@@ -230,14 +252,15 @@ def tile_memory_map_figure(placed: pd.DataFrame, tile: int, bytes_per_tile: int,
             continue
         fig.add_bar(
             y=g["region"],
-            x=g["bytes"],
-            base=g["offset"],
+            x=g["bar_bytes"],
+            base=g["bar_offset"],
             orientation="h",
             name=label,
             marker_color=colour,
             marker_line={"width": 0.5, "color": "white"},
-            customdata=g[["name", "offset", "bytes"]].to_numpy(),
-            hovertemplate="%{customdata[0]}<br>offset %{customdata[1]:,}, %{customdata[2]:,} B<extra></extra>",
+            customdata=g[["name", "offset", "bytes", "part"]].to_numpy(),
+            hovertemplate="%{customdata[0]}<br>offset %{customdata[1]:,}, %{customdata[2]:,} B%{customdata[3]}"
+            "<extra></extra>",
         )
     fig.add_vline(
         x=interleaved_start,

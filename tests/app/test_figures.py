@@ -145,3 +145,29 @@ def test_tiles_x_steps_scale_stops_below_a_step_that_dwarfs_the_rest() -> None:
     cycles[:, 3] = 300
     assert colour_cap(cycles) == (None, "cycles")
     assert tile_steps_figure(cycles, np.arange(steps), np.arange(tiles), 1).data[0].zmax is None
+
+
+def test_tile_memory_map_draws_a_variable_across_the_interleaved_start_in_both_rows() -> None:
+    """A 300,000-byte receive buffer at 188,656 on a tile whose interleaved memory starts at 262,144
+    (as on a ResNet-50 tile): drawn as 73,488 B in the non-interleaved row and 226,512 B in the
+    interleaved one, never as one non-interleaved bar running past the region's end."""
+    import pandas as pd
+
+    from app.figures.memory import tile_memory_map_figure
+
+    placed = pd.DataFrame({
+        "name": ["received", "w"], "region": ["non_interleaved", "interleaved"], "offset": [188_656, 500_000],
+        "bytes": [300_000, 1_000], "always_live": [False, True],
+    })  # fmt: skip
+    placed["end"] = placed["offset"] + placed["bytes"]
+    fig = tile_memory_map_figure(placed, 441, 638_976, 262_144)
+    bars = [(y, int(base), int(x)) for tr in fig.data for y, base, x in zip(tr.y, tr.base, tr.x, strict=True)]
+    assert sorted(bars) == [
+        ("interleaved", 262_144, 226_512), ("interleaved", 500_000, 1_000), ("non_interleaved", 188_656, 73_488),
+    ]  # fmt: skip
+    hover = sorted((d[0], int(d[1]), int(d[2]), d[3]) for tr in fig.data for d in tr.customdata)
+    assert hover == [  # the variable's own offset and bytes, and which part a bar is
+        ("received", 188_656, 300_000, " (the part in interleaved memory)"),
+        ("received", 188_656, 300_000, " (the part in non-interleaved memory)"),
+        ("w", 500_000, 1_000, ""),
+    ]
