@@ -19,6 +19,19 @@ from app.grid import column_defs, fill_height, to_records
 from app.views import program_tree as view
 
 COLUMNS = ["program_id", "tree", "type", "step", "executions", "executed_cycles", "estimated_cycles", "code_bytes"]
+#: The two cycle columns count differently, so their headers say how.
+HEADERS = {
+    "tree": "program",
+    "program_id": "id",
+    "executed_cycles": "executed cycles (all runs)",
+    "estimated_cycles": "estimated cycles (one execution)",
+}
+#: Under the grid: what the cycle columns add up.
+CYCLES_NOTE = (
+    "Executed cycles: every execution in all captured runs, a control node summing its subtree (steps that run at "
+    "the same time on different IPUs each count, so a pipelined program can sum to more than its runs' length). "
+    "Estimated cycles: the compiler's estimate of one execution of the node (a Repeat's includes its repeats)."
+)
 
 
 def tree_rows(tree: pd.DataFrame, expanded: set[int]) -> pd.DataFrame:
@@ -47,7 +60,7 @@ def layout(**_: object) -> html.Div:
     rows = tree_rows(tree, expanded)
     # sized for the whole tree, so expanding a node never cuts a name or a number
     every = tree_rows(tree, set(tree["program_id"].tolist()))
-    defs = column_defs(every, headers={"tree": "program", "program_id": "id"}, filters=False)
+    defs = column_defs(every, headers=HEADERS, filters=False)
     for d in defs:
         d["sortable"] = False
         if d["field"] == "tree":  # monospace: wider characters than the grid's font
@@ -95,6 +108,7 @@ def layout(**_: object) -> html.Div:
                         style={"height": fill_height(460, 230)},  # the rest of the window
                         className="ag-theme-alpine",
                     ),
+                    html.Div(CYCLES_NOTE, className="text-muted small mt-1"),
                     html.Div(id=ids.PROGRAM_TREE_DETAILS, className="mt-3"),
                 ],
                 compare.section(),

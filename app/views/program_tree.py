@@ -78,14 +78,15 @@ def program_details(report: Report, program_id: int) -> dict[str, object]:
         "program_id": int(program_id),
         "type": row["type"],
         "name": row["name"],
-        "step": int(row["step"]),
         "estimated_cycles": int(row["estimated_cycles"]),
         "executed_cycles": int(row["executed_cycles"]),
-        "executions": int(row["executions"]),
         "code_bytes": int(row["code_bytes"]),
         "code_tiles": int(row["code_tiles"]),
-        "repeat_count": int(row["repeat_count"]),
     }
+    if int(row["step"]) >= 0:  # a step of the program; a control node has no step and no executions of its own
+        out.update(step=int(row["step"]), executions=int(row["executions"]))
+    if int(row["repeat_count"]) > 0:
+        out["repeat_count"] = int(row["repeat_count"])
     cs = int(row["compute_set_id"])
     if cs >= 0:
         c = report.compute_sets().set_index("compute_set_id").loc[cs]

@@ -27,6 +27,11 @@ def test_program_details(small_report):
     assert (d["type"], d["bytes_in"], d["exchange_tiles"]) == ("DoExchange", 64, 8)
     assert d["debug_context"] == "poplibs: matMul (MatMul)"
     assert view.program_details(small_report, 6)["compute_set"] == "matmul"
+    assert (d["step"], d["executions"]) == (4, 4) and "repeat_count" not in d
+    # a control node has no step or executions of its own (no -1 / 0 sentinels); a Repeat gives its count
+    root, repeat = view.program_details(small_report, 0), view.program_details(small_report, 5)
+    assert not {"step", "executions", "repeat_count"} & set(root) and root["executed_cycles"] == 230 + 460
+    assert repeat["repeat_count"] == 2 and "step" not in repeat
 
 
 def test_compile_only_report_has_no_executed_cycles(compile_only_report):
