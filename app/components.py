@@ -22,8 +22,9 @@ def stat_card(label: str, value: str, hint: str | None = None, *, alarm: bool = 
                     html.Div(label, className="text-muted small"),
                     html.Div(
                         value,
-                        className=("fs-5" if len(value) <= 12 else "fs-6")
-                        + " fw-semibold"
+                        # a long exact count ("83,634,810") in the smaller size, and never broken mid-number
+                        className=("fs-5" if len(value) <= 9 else "fs-6")
+                        + " fw-semibold text-nowrap"
                         + (" text-danger" if alarm else ""),
                     ),
                     html.Div(hint, className="text-muted small") if hint else None,

@@ -204,6 +204,11 @@ def test_executed_step_changes_name_the_program_step_the_cli_names(demo_pair, pa
     active, baseline = demo_pair
     top = pages["compare_execution_trace"].top_steps(pages["key"], 1)
     assert {"baseline_executed_step", "active_program_step"} <= set(top.columns)
+    # every row changed; a step on one side only is blank on the other (no -1)
+    assert set(top["status"]) <= {"changed", "added", "removed"}
+    removed = top[top["status"] == "removed"]
+    assert removed["active_executed_step"].isna().all() and removed["active_program_step"].isna().all()
+    assert (top[top["status"] != "added"]["baseline_program_step"] >= 0).all()
     programs = open_report(active).programs().set_index("step")
     for _, r in top[top["active_program_step"] >= 0].iterrows():
         prog = programs.loc[r["active_program_step"]]

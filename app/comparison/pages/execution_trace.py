@@ -40,7 +40,12 @@ def top_steps(key: str, run: int) -> Any:
     ex = baselines.comparison(key).executed_steps(run)
     changed = ex[ex["delta_cycles"] != 0]
     order = changed["delta_cycles"].abs().sort_values(ascending=False, kind="stable").index[:TOP]
-    return changed.loc[order, STEP_COLUMNS].rename(columns=EXECUTED_NAMES)
+    top = changed.loc[order, STEP_COLUMNS].copy()
+    # as the other compare tables say it: a step in both whose cycles moved "changed"
+    top["status"] = top["status"].where(top["status"] != "same", "changed")
+    for col in STEP_COLUMNS[:4]:  # a step on one side only has no index on the other: a blank, not -1
+        top[col] = top[col].astype(object).where(top[col] >= 0, None)
+    return top.rename(columns=EXECUTED_NAMES)
 
 
 def run_rows(runs: Any) -> Any:
