@@ -155,12 +155,21 @@ def per_row(rows: int) -> int:
     return max(200, min(MAX_PER_ROW, MAX_SPANS // max(rows, 1)))
 
 
+#: Said where a one-IPU view stands in for "All IPUs".
+BUSIEST = " (the busiest; choose an IPU above for another)"
+
+
+def one_ipu(report: Any, run: int, chosen: int) -> int:
+    """The IPU the one-IPU views (flame, tiles x steps) show: the chosen one, else the run's busiest."""
+    return chosen if chosen != ipu_view.ALL_IPUS else view.busiest_ipu(report, run)
+
+
 def render_trace(run: int, mode: str, chosen: int, cycle_range: list[int] | None) -> tuple[Any, str, Any]:
     """The timeline figure, its level-of-detail sentence and the tiles x steps figure, of every IPU or
     the chosen one (the IPU selector): the flat view shows the chosen IPU's row; the flame and tiles
-    x steps views show one IPU, the chosen one (IPU 0 for "All IPUs")."""
+    x steps views show one IPU, the chosen one (the busiest for "All IPUs")."""
     report = state.report()
-    ipu = max(chosen, 0)
+    ipu = one_ipu(report, run, chosen)
     length = view.run_length(report, run)
     x0, x1 = (0, max(length, 1)) if cycle_range is None else (max(0, cycle_range[0]), min(length, cycle_range[1]))
     if mode == "flame":
@@ -182,7 +191,10 @@ def render_trace(run: int, mode: str, chosen: int, cycle_range: list[int] | None
     detail = (
         f"Run {run}: {run_figures(report, run)['steps']:,} executed steps. "
         + lod.detail
-        + f". Tiles x steps: IPU {ipu}, steps {first:,}..{max(last - 1, first):,}"
+        + (f". Flame: IPU {ipu}" + BUSIEST if mode == "flame" and chosen == ipu_view.ALL_IPUS else "")
+        + f". Tiles x steps: IPU {ipu}"
+        + (BUSIEST if chosen == ipu_view.ALL_IPUS and report.target_info.num_ipus > 1 else "")
+        + f", steps {first:,}..{max(last - 1, first):,}"
         + (f" ({len(steps)} sampled of {last - first:,}; zoom in for every step)." if sampled else ".")
     )
     return fig, detail, tiles_fig
@@ -200,8 +212,12 @@ def step_clicked(click: dict | None, run: Any, mode: str, ipu: Any) -> Any:
     points = (click or {}).get("points", [])
     if not points or points[0].get("x") is None:
         return dash.no_update
-    # the flat view's rows are IPUs; the flame view shows the chosen IPU (IPU 0 for "All IPUs")
-    row = int(round(points[0].get("y", 0))) if mode == "flat" else max(ipu_view.selected_ipu(ipu), 0)
+    # the flat view's rows are IPUs; the flame view shows the chosen IPU (the busiest for "All IPUs")
+    row = (
+        int(round(points[0].get("y", 0)))
+        if mode == "flat"
+        else one_ipu(state.report(), int(run), ipu_view.selected_ipu(ipu))
+    )
     step = view.step_at(state.report(), int(run), row, float(points[0]["x"]))
     d = view.step_details(state.report(), int(run), int(step))
     if d.empty:

@@ -314,6 +314,14 @@ def ipu_table(report: Report, run: int) -> pd.DataFrame:
     return out.reset_index()
 
 
+def busiest_ipu(report: Report, run: int) -> int:
+    """The IPU with the most compute cycles in ``run`` (the first of equals): what the one-IPU views
+    (flame, tiles x steps) show when "All IPUs" is chosen, rather than an IPU 0 that may sit idle in a
+    pipeline."""
+    t = ipu_table(report, run)
+    return int(t["ipu"].iat[int(t["compute cycles"].to_numpy().argmax())]) if len(t) else 0
+
+
 def step_tile_split(report: Report, run: int, step: int, ipu: int, max_tiles: int = 1500) -> pd.DataFrame:
     """One executed step on one IPU, per tile (BSP): ``busy`` cycles (computing or exchanging, as the
     step's kind says) and ``waiting`` cycles (idle until the slowest tile reaches the sync that ends

@@ -57,7 +57,9 @@ def test_trace_callbacks(pages):
     fig, detail, tiles = et.render_trace(0, "flat", -1, [50, 100])  # All IPUs
     # cycles 50..100: IPU 0 runs matmul (50-90) and the exchange (90-110); IPU 1 only matmul (50-110)
     assert "executed steps. exact: 3 step spans in cycles 50..100" in detail
-    assert "IPU 0, steps 3..4" in detail  # tiles x steps shows one IPU: IPU 0 for All IPUs
+    # tiles x steps shows one IPU: for All IPUs the run's busiest, IPU 1 (its matmul lasts 60 cycles to IPU 0's
+    # 40), and says so; within 50..100 IPU 1 runs step 3 only
+    assert "Tiles x steps: IPU 1 (the busiest; choose an IPU above for another), steps 3..3" in detail
     assert _rows(fig) == [0, 1]
     fig, detail, tiles = et.render_trace(0, "flat", 1, [50, 100])  # IPU 1 selected: its row only
     assert "executed steps. exact: 1 step spans in cycles 50..100" in detail
