@@ -22,10 +22,12 @@ def stat_card(label: str, value: str, hint: str | None = None, *, alarm: bool = 
                     html.Div(label, className="text-muted small"),
                     html.Div(
                         value,
-                        # a long exact count ("83,634,810") in the smaller size, and never broken mid-number
+                        # a long exact count ("83,634,810") in the smaller size; lines break at spaces only,
+                        # never inside a number (Bootstrap's cards break long words anywhere)
                         className=("fs-5" if len(value) <= 9 else "fs-6")
-                        + " fw-semibold text-nowrap"
+                        + " fw-semibold"
                         + (" text-danger" if alarm else ""),
+                        style={"overflowWrap": "normal", "wordBreak": "keep-all"},
                     ),
                     html.Div(hint, className="text-muted small") if hint else None,
                 ]

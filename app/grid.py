@@ -86,7 +86,7 @@ def _text_chars(df: pd.DataFrame, c: str) -> int:
         if pd.api.types.is_float_dtype(col):
             return max(len(f"{x:,.3f}") for x in (lo, hi))
         return max(len(f"{int(x):,}") for x in (lo, hi))
-    lengths = col.iloc[: SIZE_SAMPLE_ROWS * 50].astype(str).str.len()
+    lengths = col.iloc[: SIZE_SAMPLE_ROWS * 50].astype(str).str.len().fillna(1)  # a blank (None) cell
     return int(lengths.max()) if len(lengths) else 0
 
 

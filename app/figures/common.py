@@ -35,6 +35,7 @@ KIND_COLOURS = {
     "sync": "#95A5A6",
     "other": "#D5D8DC",
     "control": "#ABB2B9",
+    "idle": "#F2F3F4",  # an IPU in no step: near the page's white
 }
 GAPS_COLOUR = "#D5D8DC"
 #: Memory series, one fixed colour each, so a category reads the same in every report and page:

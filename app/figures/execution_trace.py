@@ -139,12 +139,14 @@ def proportions_figure(summary: dict[str, float | int]) -> go.Figure:
             y=kinds,
             orientation="h",
             marker_color=[KIND_COLOURS[k] for k in kinds],
+            marker_line={"color": "#AAB7B8", "width": 1},  # the near-white "idle" bar stays visible
             text=[f"{v:.1f}%" for v in vals],
             textposition="outside",
-            hovertemplate="%{y}: %{x:.1f}% of cycles<extra></extra>",
+            hovertemplate="%{y}: %{x:.1f}% of the IPUs' time<extra></extra>",
         )
     )
-    fig.update_xaxes(title="% of cycles (summed over IPUs)", range=[0, 125])
+    # room right of 100 % for the labels, but ticks only up to 100 %
+    fig.update_xaxes(title="% of the IPUs' time (run length x IPUs)", range=[0, 125], tickvals=[0, 25, 50, 75, 100])
     fig.update_yaxes(autorange="reversed")
     return base_layout(fig, title="Cycle proportions", height=240)
 

@@ -87,7 +87,10 @@ def _overlaps(start: np.ndarray, end: np.ndarray, x0: int, x1: int) -> np.ndarra
 def level_of_detail(spans: pd.DataFrame, x0: int, x1: int, max_per_row: int = 1500) -> Spans:
     """Keep spans overlapping [x0, x1]; if a row has more than ``max_per_row``, bin that range.
 
-    ``spans`` has columns row, start, end, kind, label, step.
+    ``spans`` has columns row, start, end, kind, label, step. Binned, a span at least a bin wide
+    stays exact, and the shorter ones in a bin become one span of the bin's main kind whose length
+    is the share of the bin they fill (from the bin's start): an IPU idle for most of a bin, waiting
+    in a pipeline, shows mostly empty, not solid.
     """
     vis = spans[_overlaps(spans["start"].to_numpy(), spans["end"].to_numpy(), x0, x1)]
     n = len(vis)
@@ -97,26 +100,37 @@ def level_of_detail(spans: pd.DataFrame, x0: int, x1: int, max_per_row: int = 15
     width = max((x1 - x0) / max_per_row, 1.0)
     start = vis["start"].to_numpy()
     end = vis["end"].to_numpy()
-    b = np.clip(((np.maximum(start, x0) - x0) / width).astype(np.int64), 0, max_per_row - 1)
     dur = np.minimum(end, x1) - np.maximum(start, x0)
-    g = pd.DataFrame({"row": vis["row"].to_numpy(), "bin": b, "kind": vis["kind"].to_numpy(), "dur": dur})
+    long = dur >= width
+    b = np.clip(((np.maximum(start, x0) - x0) / width).astype(np.int64), 0, max_per_row - 1)
+    short = ~long
+    g = pd.DataFrame({"row": vis["row"].to_numpy()[short], "bin": b[short], "kind": vis["kind"].to_numpy()[short],
+                      "dur": dur[short]})  # fmt: skip
     by_kind = g.groupby(["row", "bin", "kind"], as_index=False)["dur"].sum()
     dominant = by_kind.sort_values("dur", ascending=False, kind="stable").drop_duplicates(["row", "bin"])
     counts = g.groupby(["row", "bin"]).size().rename("steps")
-    dominant = dominant.join(counts, on=["row", "bin"]).sort_values(["row", "bin"])
+    busy = g.groupby(["row", "bin"])["dur"].sum().rename("busy")
+    dominant = dominant.join(counts, on=["row", "bin"]).join(busy, on=["row", "bin"]).sort_values(["row", "bin"])
     bins = dominant["bin"].to_numpy()
-    out = pd.DataFrame(
+    share = np.clip(dominant["busy"].to_numpy() / width, 0.0, 1.0)
+    bin_start = x0 + bins * width
+    binned = pd.DataFrame(
         {
             "row": dominant["row"].to_numpy(),
-            "start": (x0 + bins * width).astype(np.int64),
-            "end": (x0 + (bins + 1) * width).astype(np.int64),
+            "start": bin_start.astype(np.int64),
+            "end": np.maximum(bin_start + share * width, bin_start + 1).astype(np.int64),
             "kind": dominant["kind"].to_numpy(),
-            "label": [f"{c} steps, mostly {k}" for c, k in zip(dominant["steps"], dominant["kind"], strict=True)],
+            "label": [
+                f"{c} steps, mostly {k}; busy {f:.0%} of {width:,.0f} cycles"
+                for c, k, f in zip(dominant["steps"], dominant["kind"], share, strict=True)
+            ],
             "step": -1,
             "steps": dominant["steps"].to_numpy(),
         }
     )
-    return Spans(out, False, n, x0, x1)
+    exact = vis[long].assign(steps=1)[binned.columns]
+    out = pd.concat([exact, binned], ignore_index=True).sort_values(["row", "start"], kind="stable")
+    return Spans(out.reset_index(drop=True), False, n, x0, x1)
 
 
 @lru_cache(maxsize=8)
@@ -274,16 +288,20 @@ def step_details(report: Report, run: int, step: int) -> pd.DataFrame:
 
 def trace_summary(report: Report, run: int) -> dict[str, float | int]:
     """Run totals: cycles, FLOPs, executed steps, tile balance and utilisation (all four from
-    ``app.views.runs``, the one definition every page uses), cycle proportions by kind (cycles
-    summed over IPUs), stream-copy, global-exchange and exchange bytes."""
+    ``app.views.runs``, the one definition every page uses), cycle proportions by kind of the IPUs'
+    time (the run's length on each IPU that ran a step; ``idle``: an IPU in no step, waiting for
+    another in a pipeline or a sync across IPUs), stream-copy, global-exchange and exchange bytes."""
     es = trace_steps(report, run)
-    cyc = es["cycles"].to_numpy(dtype=np.float64)
-    total = cyc.sum()
+    ipus = int(es["ipu"].nunique())
+    total = float(run_length(report, run)) * ipus
+    busy = float(es["cycles"].to_numpy(dtype=np.float64).sum())
+    total = max(total, busy)  # steps of one IPU never overlap; kept safe for a malformed report
     out: dict[str, float | int] = dict(run_figures(report, run))
     out.pop("name")
     by_kind = es.groupby("kind", observed=False)["cycles"].sum()
     for k in KINDS:
         out[f"proportion.{k}"] = float(by_kind.get(k, 0) / total) if total else 0.0
+    out["proportion.idle"] = (total - busy) / total if total else 0.0
     for k, key in (("stream copy", "stream_copy"), ("global exchange", "global_exchange"), ("exchange", "exchange")):
         sub = es[es["kind"] == k]
         out[f"{key}_bytes_in"] = int(sub["data_in_bytes"].sum())
@@ -305,6 +323,8 @@ def ipu_table(report: Report, run: int) -> pd.DataFrame:
         out[f"{k} cycles"] = (
             (by_kind[k] if k in by_kind else pd.Series(dtype=np.int64)).reindex(ipus).fillna(0).astype(np.int64)
         )
+    # the rest of the run: waiting for another IPU (a pipeline stage's turn, a sync across IPUs)
+    out["idle cycles"] = run_length(report, run) - out[[f"{k} cycles" for k in KINDS[:-1]]].sum(axis=1)
     out["flops"] = es.groupby("ipu")["flops"].sum().reindex(ipus).fillna(0).astype(np.int64)
     out["data_in_bytes"] = es.groupby("ipu")["data_in_bytes"].sum().reindex(ipus).fillna(0).astype(np.int64)
     out["data_out_bytes"] = es.groupby("ipu")["data_out_bytes"].sum().reindex(ipus).fillna(0).astype(np.int64)

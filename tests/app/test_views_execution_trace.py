@@ -11,9 +11,15 @@ from app.views import execution_trace as view
 def test_trace_summary_run0(small_report):
     s = view.trace_summary(small_report, 0)
     assert (s["cycles"], s["flops"], s["steps"]) == (230, 968, 10)
-    total = (50 + 2 * 45 + 2 * 20 + 10) + (50 + 2 * 65 + 2 * 20 + 10)  # both IPUs
+    # the IPUs' time: the run's 230 cycles on each of 2 IPUs; IPU 0's steps fill 190 of them (its
+    # matmul is 20 cycles shorter than IPU 1's, twice), so it idles 40 waiting for IPU 1
+    total = 2 * 230
     assert s["proportion.compute"] == pytest.approx((2 * 45 + 2 * 65) / total)
     assert s["proportion.stream copy"] == pytest.approx(100 / total)
+    assert s["proportion.idle"] == pytest.approx(40 / total)
+    assert sum(v for k, v in s.items() if k.startswith("proportion.")) == pytest.approx(1.0)
+    ipus = view.ipu_table(small_report, 0).set_index("ipu")
+    assert ipus["idle cycles"].tolist() == [40, 0]
     assert s["stream_copy_bytes_in"] == 32 and s["stream_copy_bytes_out"] == 0
     assert s["exchange_bytes_in"] == 4 * 8 * 2 * 2  # 8 B per tile, 4 tiles, 2 IPUs, 2 iterations
     assert s["global_exchange_bytes_in"] == 0
@@ -30,8 +36,33 @@ def test_level_of_detail_exact_then_binned(small_report):
     zoomed = view.level_of_detail(spans, 50, 100, max_per_row=100)
     assert sorted(zoomed.table["step"].unique()) == [3, 4]  # only steps overlapping cycles 50..100
     binned = view.level_of_detail(spans, 0, 230, max_per_row=4)
-    assert not binned.exact and binned.table.groupby("row").size().max() <= 4
-    assert binned.table["steps"].sum() == 20  # every visible step falls in one bin
+    # bins of 57.5 cycles; spans at least that long stay exact: at most 4 bins and 4 exact spans a row
+    assert not binned.exact and binned.table.groupby("row").size().max() <= 2 * 4
+    assert binned.table["steps"].sum() == 20  # every visible step is drawn once, exact or in one bin
+    exact = binned.table[binned.table["step"] >= 0]
+    assert ((exact["end"] - exact["start"]) >= 57.5).all()
+
+
+def test_binned_spans_show_how_busy_each_bin_is():
+    """Row 0: 100 one-cycle steps, one every 10 cycles (busy 10 %); row 1: 100 ten-cycle steps back to
+    back (busy 100 %); row 2: one 600-cycle step. At 10 bins of 100 cycles, row 0's bins are drawn 10
+    cycles long, row 1's whole, and row 2's step stays one exact span."""
+    import pandas as pd
+
+    rows = {
+        "row": [0] * 100 + [1] * 100 + [2],
+        "start": list(range(0, 1000, 10)) * 2 + [200],
+        "end": [s + 1 for s in range(0, 1000, 10)] + [s + 10 for s in range(0, 1000, 10)] + [800],
+    }
+    n = len(rows["row"])
+    spans = pd.DataFrame({**rows, "kind": ["compute"] * n, "label": ["x"] * n, "step": range(n)})
+    lod = view.level_of_detail(spans, 0, 1000, max_per_row=10)
+    t = lod.table.assign(length=lambda d: d["end"] - d["start"])
+    assert not lod.exact
+    assert t[t["row"] == 0]["length"].tolist() == [10] * 10 and t[t["row"] == 0]["steps"].tolist() == [10] * 10
+    assert t[t["row"] == 1]["length"].tolist() == [100] * 10
+    assert t[t["row"] == 2][["start", "end", "step"]].values.tolist() == [[200, 800, 200]]
+    assert "busy 10% of 100 cycles" in t[t["row"] == 0]["label"].iat[0]
 
 
 def test_flame_merges_repeat_iterations(small_report):
