@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -51,17 +52,23 @@ def liveness_figure(
                 hovertemplate="step %{x}: %{y:,.0f} B<br>%{customdata}<extra></extra>",
             )
         )
-    peak = int(by_step["not_always_live"].to_numpy().argmax())
-    peak_y = int(
-        by_step["not_always_live"].iat[peak] + (by_step["always_live"].iat[peak] if include_always_live else 0)
-    )
+    if per_ipu and ipu_cols:  # the peak of the fullest IPU, on the lines drawn (not the all-IPU total)
+        lines = by_step[ipu_cols].to_numpy() + ((extra / n_ipus)[:, None] if include_always_live else 0)
+        at, col = np.unravel_index(int(lines.argmax()), lines.shape)
+        peak, peak_y, where = int(at), int(lines[at, col]), f"IPU {ipu_cols[col][3:]}, "
+    else:
+        peak = int(by_step["not_always_live"].to_numpy().argmax())
+        peak_y = int(
+            by_step["not_always_live"].iat[peak] + (by_step["always_live"].iat[peak] if include_always_live else 0)
+        )
+        where = ""
     fig.add_trace(
         go.Scatter(
-            x=[peak],
+            x=[steps[peak]],
             y=[peak_y],
             mode="markers+text",
             name="peak",
-            text=[f"peak: step {peak}"],
+            text=[f"peak: {where}step {steps[peak]}"],
             textposition="top center",
             marker={"symbol": "triangle-down", "size": 12, "color": "#C0392B"},
             hovertemplate="peak at step %{x}: %{y:,.0f} B<extra></extra>",
@@ -70,6 +77,6 @@ def liveness_figure(
     for s in selected or []:
         fig.add_vline(x=s, line_color="#F39C12", line_width=2)
     fig.update_xaxes(title="program step")
-    fig.update_yaxes(title="bytes (all tiles)", tickformat="~s", rangemode="tozero")
+    fig.update_yaxes(title="bytes per IPU" if per_ipu else "bytes (all tiles)", tickformat="~s", rangemode="tozero")
     fig.update_layout(clickmode="event", hovermode="closest")
     return base_layout(fig, height=400)

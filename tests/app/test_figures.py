@@ -171,3 +171,22 @@ def test_tile_memory_map_draws_a_variable_across_the_interleaved_start_in_both_r
         ("received", 188_656, 300_000, " (the part in non-interleaved memory)"),
         ("w", 500_000, 1_000, ""),
     ]
+
+
+def test_per_ipu_liveness_marks_the_fullest_ipus_peak() -> None:
+    """Per IPU, the peak marker sits on the highest line (IPU 1 at step 2: 70 B), not on the all-IPU
+    total (100 B at step 1), and the axis says the lines are per IPU."""
+    import pandas as pd
+
+    from app.figures.liveness import liveness_figure
+
+    by_step = pd.DataFrame(
+        {"not_always_live": [10, 100, 90], "always_live": [5, 5, 5], "ipu0": [5, 60, 20], "ipu1": [5, 40, 70],
+         "type": ["OnTileExecute"] * 3, "name": ["a", "b", "c"]}
+    )  # fmt: skip
+    fig = liveness_figure(by_step, per_ipu=True)
+    peak = [t for t in fig.data if t.name == "peak"][0]
+    assert (list(peak.x), list(peak.y), peak.text[0]) == ([2], [70], "peak: IPU 1, step 2")
+    assert fig.layout.yaxis.title.text == "bytes per IPU"
+    total = [t for t in liveness_figure(by_step).data if t.name == "peak"][0]
+    assert (list(total.x), list(total.y), total.text[0]) == ([1], [100], "peak: step 1")
