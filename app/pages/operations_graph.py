@@ -37,12 +37,7 @@ def layout(**_: object) -> html.Div:
                             id=ids.OPERATIONS_GRAPH_COLOUR,
                             inline=True,
                             value="cycles",
-                            options=[
-                                {"label": "cycles", "value": "cycles"},
-                                {"label": "memory", "value": "memory_bytes"},
-                                {"label": "FLOPs", "value": "flops"},
-                                {"label": "Δ cycles vs baseline (compare)", "value": "delta_cycles"},
-                            ],
+                            options=colour_options(None),
                         ),
                         md=5,
                     ),
@@ -56,6 +51,25 @@ def layout(**_: object) -> html.Div:
             ),
         ]
     )
+
+
+def colour_options(key: str | None) -> list[dict[str, Any]]:
+    """The colour choices; Δ cycles only with a baseline to compare with (greyed out otherwise)."""
+    return [
+        {"label": "cycles", "value": "cycles"},
+        {"label": "memory", "value": "memory_bytes"},
+        {"label": "FLOPs", "value": "flops"},
+        {
+            "label": "Δ cycles vs baseline" if key else "Δ cycles vs baseline (pick one in the navbar)",
+            "value": "delta_cycles",
+            "disabled": not baselines.is_allowed(key),
+        },
+    ]
+
+
+@callback(Output(ids.OPERATIONS_GRAPH_COLOUR, "options"), Input(ids.COMPARE_BASELINE, "data"))
+def colours(key: str | None) -> list[dict[str, Any]]:
+    return colour_options(key)
 
 
 @callback(

@@ -155,6 +155,10 @@ def test_operations_graph_colours_by_the_operations_deltas(demo_pair, pages):
     want = [float(delta.get(key_of[op], 0)) for op in nodes.customdata]
     assert list(nodes.marker.color) == want and any(want)
     assert "active − baseline" in note
+    og = pages["operations_graph"]
+    # the Δ choice is greyed out without a baseline and offered with one
+    assert [o["disabled"] for o in og.colours(None) if o["value"] == "delta_cycles"] == [True]
+    assert [o["disabled"] for o in og.colours(pages["key"]) if o["value"] == "delta_cycles"] == [False]
     _, off_note, _ = pages["operations_graph"].graph("poplibs", "delta_cycles", None)
     assert "needs a baseline" in off_note
 
