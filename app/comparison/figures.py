@@ -231,6 +231,9 @@ def top_delta_figure(table: pd.DataFrame, label: str, delta: str, title: str, n:
             marker_color=np.where(d[keep] > 0, UP, DOWN),
             customdata=labels,
             hovertemplate="%{customdata}<br>%{x:+,} " + unit + "<extra></extra>",
+            # every bar's value written beside it: one big change must not leave the others unreadable
+            text=[f"{v:+,.0f}" for v in d[keep]],
+            textposition="auto",  # inside a long bar, beside a short one
         )
     )
     fig.update_xaxes(title_text=f"active - baseline {unit}".strip())
