@@ -9,6 +9,7 @@ import numpy as np
 from dash import html
 
 from app import state
+from app.units import format_rate
 from app.views import ipus
 
 
@@ -47,7 +48,7 @@ def _value(v: Any) -> str:
     if isinstance(v, (int, np.integer)):
         return f"{int(v):,}"
     if isinstance(v, (float, np.floating)):
-        return f"{float(v):,.4g}"
+        return format_rate(float(v))  # thousands separators, never an exponent
     return str(v)
 
 

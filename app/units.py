@@ -30,6 +30,14 @@ def format_count(n: int) -> str:
     return f"{int(n):,}"
 
 
+def format_rate(x: float) -> str:
+    """A ratio such as FLOPs per cycle: 26104.3 -> '26,104', 3.217 -> '3.22' (never '2.61e+04')."""
+    x = float(x)
+    if not math.isfinite(x):
+        return "-"
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
 #: Metrics that are fractions shown as percentages (tile balance, utilisation), wherever they show.
 PERCENT_METRICS = ("tile_balance", "tile_utilisation")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import zlib
 
+import numpy as np
 import plotly.graph_objects as go
 
 #: Qualitative palette for stacked series (colour-blind friendly, Okabe-Ito then Tableau).
@@ -104,3 +105,21 @@ def empty_figure(message: str, height: int = 300) -> go.Figure:
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return base_layout(fig, height=height)
+
+
+#: A colour scale stops at this percentile of its values when the largest exceeds it by CAP_FACTOR:
+#: one outlier (a long stream copy, a huge operation) must not leave every other mark the same pale colour.
+CAP_PERCENTILE = 95.0
+CAP_FACTOR = 2.0
+
+
+def colour_cap(values: np.ndarray) -> float | None:
+    """Where a colour scale over ``values`` (magnitudes; zeros ignored) stops: the CAP_PERCENTILE
+    when the largest exceeds it by CAP_FACTOR, else None (the data's own maximum). Marks above the
+    cap show the top colour; hover gives their exact value."""
+    v = np.abs(np.asarray(values, dtype=np.float64))
+    v = v[np.isfinite(v) & (v > 0)]
+    if v.size == 0:
+        return None
+    cap = float(np.percentile(v, CAP_PERCENTILE))
+    return cap if float(v.max()) > CAP_FACTOR * cap else None

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.figures.common import KIND_COLOURS, base_layout, empty_figure
+from app.figures.common import KIND_COLOURS, base_layout, colour_cap, empty_figure
 
 
 def timeline_figure(
@@ -85,25 +85,12 @@ def timeline_figure(
     return fig
 
 
-#: Percentile of the steps' longest tile times the heatmap's colour scale stops at when a few steps
-#: dwarf the rest (one long stream copy would otherwise leave every compute step near white).
-CAP_PERCENTILE = 95.0
-#: ... applied when the longest step exceeds that percentile by this factor.
-CAP_FACTOR = 2.0
-
-
-def colour_cap(cycles: np.ndarray) -> tuple[float | None, str]:
-    """(zmax, colourbar title) of the tiles x steps heatmap (``cycles``: tiles x steps). The scale
-    stops at the CAP_PERCENTILE of the steps' longest tile times when the longest step exceeds it by
-    CAP_FACTOR (those steps' cells show the top colour; hover gives their exact cycles), else None."""
-    longest = cycles.max(axis=0) if cycles.size else cycles
-    busy = longest[longest > 0]
-    if busy.size == 0:
-        return None, "cycles"
-    cap = float(np.percentile(busy, CAP_PERCENTILE))
-    if float(busy.max()) <= CAP_FACTOR * cap:
-        return None, "cycles"
-    return cap, f"cycles<br>(scale stops<br>at {cap:,.0f})"
+def tile_steps_cap(cycles: np.ndarray) -> tuple[float | None, str]:
+    """(zmax, colourbar title) of the tiles x steps heatmap (``cycles``: tiles x steps): the scale
+    stops at ``colour_cap`` of the steps' longest tile times (a long stream copy would otherwise leave
+    every compute step near white; those cells show the top colour, hover gives their cycles)."""
+    cap = colour_cap(cycles.max(axis=0)) if cycles.size else None
+    return (cap, "cycles") if cap is None else (cap, f"cycles<br>(scale stops<br>at {cap:,.0f})")
 
 
 def tile_steps_figure(cycles: np.ndarray, steps: np.ndarray, tile_starts: np.ndarray, tiles_per_bin: int) -> go.Figure:
@@ -112,7 +99,7 @@ def tile_steps_figure(cycles: np.ndarray, steps: np.ndarray, tile_starts: np.nda
     if cycles.size == 0:
         return empty_figure("No per-tile cycles in this range.", height=260)
     ylab = "tile" if tiles_per_bin == 1 else f"tile (busiest of each {tiles_per_bin})"
-    zmax, title = colour_cap(cycles)
+    zmax, title = tile_steps_cap(cycles)
     fig = go.Figure(
         go.Heatmap(
             z=cycles,

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.figures.common import base_layout, empty_figure
+from app.figures.common import base_layout, colour_cap, empty_figure
 
 
 def operation_tile_cycles_figure(by_tile: pd.DataFrame, name: str) -> go.Figure:
@@ -23,6 +24,14 @@ def operation_tile_cycles_figure(by_tile: pd.DataFrame, name: str) -> go.Figure:
     fig.update_xaxes(title="tile")
     fig.update_yaxes(title="estimated cycles (all vertices)", tickformat="~s", rangemode="tozero")
     return base_layout(fig, title=f"{name}: estimated cycles by tile", height=280)
+
+
+def _colour_range(vals: np.ndarray, signed: bool) -> dict[str, float]:
+    """cmin/cmax stopping at ``colour_cap`` when one operation dwarfs the rest (symmetric for a delta)."""
+    cap = colour_cap(vals)
+    if cap is None:
+        return {}
+    return {"cmin": -cap, "cmax": cap} if signed else {"cmin": 0.0, "cmax": cap}
 
 
 def operations_graph_figure(nodes: pd.DataFrame, edges: pd.DataFrame, colour_by: str = "cycles") -> go.Figure:
@@ -68,6 +77,7 @@ def operations_graph_figure(nodes: pd.DataFrame, edges: pd.DataFrame, colour_by:
                 # a delta against the baseline is signed: blue faster / smaller, red slower / bigger
                 "colorscale": "RdBu_r" if colour_by.startswith("delta_") else "YlOrRd",
                 **({"cmid": 0} if colour_by.startswith("delta_") else {}),
+                **_colour_range(vals, colour_by.startswith("delta_")),
                 "showscale": True,
                 "line": {"width": 1, "color": "#555"},
                 "colorbar": {"title": colour_by.replace("delta_", "Δ ").replace("_", " ")},

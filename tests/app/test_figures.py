@@ -132,7 +132,7 @@ def test_tiles_x_steps_scale_stops_below_a_step_that_dwarfs_the_rest() -> None:
     """One 20,000-cycle stream copy among 100-400-cycle compute steps: the colour scale stops at the
     95th percentile of the steps' longest tile times, so the compute steps keep their contrast;
     hover still gives every cell's cycles. Without such an outlier the scale is the data's."""
-    from app.figures.execution_trace import colour_cap
+    from app.figures.execution_trace import tile_steps_cap as colour_cap
 
     tiles, steps = 8, 40
     cycles = np.tile(np.linspace(100, 400, steps), (tiles, 1))  # step s takes 100 + 300 s / 39 cycles
@@ -190,3 +190,36 @@ def test_per_ipu_liveness_marks_the_fullest_ipus_peak() -> None:
     assert fig.layout.yaxis.title.text == "bytes per IPU"
     total = [t for t in liveness_figure(by_step).data if t.name == "peak"][0]
     assert (list(total.x), list(total.y), total.text[0]) == ([1], [100], "peak: step 1")
+
+
+def test_rates_read_with_separators_not_exponents() -> None:
+    """FLOPs per cycle as the Operations details and the Execution Trace card show it: 26,104 (not
+    '2.61e+04'), 60,000 (not '6e+04'); small rates keep 3 significant digits."""
+    from app.components import key_values
+    from app.units import format_rate
+    from tests.app.dash_tree import text
+
+    assert [format_rate(x) for x in (26104.296, 6e4, 3.2172, 0.5)] == ["26,104", "60,000", "3.22", "0.5"]
+    assert format_rate(float("nan")) == "-"
+    assert "flops per cycle 26,104" in text(key_values({"flops_per_cycle": 26104.296}))
+
+
+def test_operations_graph_colours_stop_below_an_outlier() -> None:
+    """30 operations of 100-390 cycles and one of 30,000: the colour scale stops at the 95th
+    percentile of the cycles, so the others are not all one pale colour; a delta is capped both ways."""
+    import pandas as pd
+
+    from app.figures.operations import operations_graph_figure
+
+    cycles = np.r_[np.arange(100, 400, 10), 30_000]
+    nodes = pd.DataFrame({
+        "op_id": range(31), "x": range(31), "y": 0, "name": "op", "op_type": "T", "cycles": cycles,
+        "memory_bytes": 0, "flops": 0, "delta_cycles": np.r_[np.arange(-15, 15) * 10, -30_000],
+    })  # fmt: skip
+    edges = pd.DataFrame({"source": [], "target": []})
+    marker = operations_graph_figure(nodes, edges, "cycles").data[1].marker
+    assert (marker.cmin, marker.cmax) == (0.0, pytest.approx(np.percentile(cycles, 95)))
+    delta = operations_graph_figure(nodes, edges, "delta_cycles").data[1].marker
+    assert delta.cmin == -delta.cmax and delta.cmax < 1000
+    even = nodes.assign(cycles=np.r_[np.arange(100, 400, 10), 400])
+    assert operations_graph_figure(even, edges, "cycles").data[1].marker.cmax is None
