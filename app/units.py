@@ -30,6 +30,15 @@ def format_count(n: int) -> str:
     return f"{int(n):,}"
 
 
+def format_seconds(t: float) -> str:
+    """Simulated time in the unit that reads best: 3.692e-05 -> '36.92 µs', 0.1258 -> '125.8 ms'."""
+    t = float(t)
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(t) >= scale or unit == "µs":
+            return f"{t / scale:.4g} {unit}"
+    raise AssertionError("unreachable")
+
+
 def format_rate(x: float) -> str:
     """A ratio such as FLOPs per cycle: 26104.3 -> '26,104', 3.217 -> '3.22' (never '2.61e+04')."""
     x = float(x)

@@ -13,6 +13,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.figures.common import si_axes
+
 BASELINE = "#7F8C8D"
 ACTIVE = "#0072B2"
 UP = "#D55E00"
@@ -28,7 +30,7 @@ def _layout(fig: go.Figure, title: str, height: int = 380) -> go.Figure:
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0.35},
         hoverlabel={"namelength": -1},
     )
-    return fig
+    return si_axes(fig)
 
 
 def _empty(title: str, message: str) -> go.Figure:

@@ -96,6 +96,14 @@ def base_layout(fig: go.Figure, *, title: str | None = None, height: int = 420) 
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
         hoverlabel={"namelength": -1},
     )
+    return si_axes(fig)
+
+
+def si_axes(fig: go.Figure) -> go.Figure:
+    """Axis ticks with SI prefixes ("1.5G"), not plotly's default "1.5B" for billions, which on a
+    bytes axis reads as 1.5 bytes."""
+    fig.update_xaxes(exponentformat="SI")
+    fig.update_yaxes(exponentformat="SI")
     return fig
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from app.comparison.comparison import HEADLINE_METRICS
-from app.units import format_bytes, format_count, format_metric, format_percent, format_si
+from app.units import format_bytes, format_count, format_metric, format_percent, format_seconds, format_si
 
 
 def summary_text(doc: dict[str, Any]) -> str:
@@ -45,7 +45,7 @@ def summary_text(doc: dict[str, Any]) -> str:
                 else f"run {ex['only_run']} of {ex['runs']}"
             )  # fmt: skip
             + f", {format_count(ex['total_cycles'])} cycles "
-            f"({ex['total_seconds'] * 1e3:.4g} ms at the target clock), {format_si(ex['total_flops'], 'FLOP')}, "
+            f"({format_seconds(ex['total_seconds'])} at the target clock), {format_si(ex['total_flops'], 'FLOP')}, "
             f"tile balance {format_percent(ex['tile_balance'])}"
         )
         for i, (c, n, b) in enumerate(

@@ -200,6 +200,9 @@ def test_rates_read_with_separators_not_exponents() -> None:
     from tests.app.dash_tree import text
 
     assert [format_rate(x) for x in (26104.296, 6e4, 3.2172, 0.5)] == ["26,104", "60,000", "3.22", "0.5"]
+    from app.units import format_seconds  # simulated times in the unit that reads best
+
+    assert [format_seconds(t) for t in (3.692e-05, 0.1258, 2.5, 0.0)] == ["36.92 µs", "125.8 ms", "2.5 s", "0 µs"]
     assert format_rate(float("nan")) == "-"
     assert "flops per cycle 26,104" in text(key_values({"flops_per_cycle": 26104.296}))
 
@@ -223,3 +226,17 @@ def test_operations_graph_colours_stop_below_an_outlier() -> None:
     assert delta.cmin == -delta.cmax and delta.cmax < 1000
     even = nodes.assign(cycles=np.r_[np.arange(100, 400, 10), 400])
     assert operations_graph_figure(even, edges, "cycles").data[1].marker.cmax is None
+
+
+def test_axes_use_si_prefixes_not_plotly_billions() -> None:
+    """A byte axis of 1.5e9 must read "1.5G", not plotly's default "1.5B" (read as 1.5 bytes): every
+    page figure and every compare figure sets SI prefixes."""
+    import pandas as pd
+
+    from app.comparison.figures import category_delta_figure
+    from app.figures.common import base_layout
+
+    page = base_layout(go.Figure(go.Bar(x=[1, 2], y=[1.5e9, 2e9])))
+    compare = category_delta_figure(pd.DataFrame({"baseline": [1e9], "active": [2.5e9]}, index=["variable"]))
+    assert page.layout.xaxis.exponentformat == page.layout.yaxis.exponentformat == "SI"
+    assert compare.layout.yaxis.exponentformat == "SI" and len(compare.data) == 2
