@@ -334,6 +334,7 @@ def ipu_table(report: Report, run: int) -> pd.DataFrame:
     return out.reset_index()
 
 
+@lru_cache(maxsize=16)  # asked on every zoom of the trace; the per-IPU table is the run's, not the zoom's
 def busiest_ipu(report: Report, run: int) -> int:
     """The IPU with the most compute cycles in ``run`` (the first of equals): what the one-IPU views
     (flame, tiles x steps) show when "All IPUs" is chosen, rather than an IPU 0 that may sit idle in a

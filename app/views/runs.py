@@ -116,6 +116,7 @@ def longest_run(report: Report) -> int:
 COMPUTE_STEPS = ("OnTileExecute",)
 
 
+@lru_cache(maxsize=8)
 def opening_run(report: Report) -> int:
     """The run the viewer and the exports open on: the longest run that computes (spends cycles in
     compute sets). A run that only moves data - the weight upload before an ONNX model's inference,
@@ -126,7 +127,6 @@ def opening_run(report: Report) -> int:
     es = report.table("execution_steps", ["run", "program_id", "cycles_from", "cycles_to"]).to_pandas()
     prog = report.table("programs", ["program_id", "type"]).to_pandas()
     computing = es["program_id"].isin(prog.loc[prog["type"].isin(COMPUTE_STEPS), "program_id"])
-    busy = (es["cycles_to"] - es["cycles_from"])[computing & (es["cycles_to"] > es["cycles_from"])]
-    computes = runs["run"].isin(es.loc[busy.index, "run"]).to_numpy()
+    computes = runs["run"].isin(es.loc[computing & (es["cycles_to"] > es["cycles_from"]), "run"]).to_numpy()
     cycles = np.where(computes, runs["cycles"].to_numpy(), -1) if computes.any() else runs["cycles"].to_numpy()
     return int(runs["run"].iat[int(cycles.argmax())])
