@@ -16,6 +16,7 @@ from dash import Dash, dcc, html
 
 from app import guard, ids, state
 from app.comparison.pages import shell as compare_shell  # compare mode: baseline picker and banner
+from report_format.vocabulary import Layer
 
 #: Page modules, in navbar order.
 PAGES = (
@@ -71,7 +72,7 @@ def warm_caches() -> None:
         lambda: program_tree.program_tree(report),
         lambda: tables.variables(report),
         lambda: report.table("variable_placements"),
-        lambda: operations.operations(report, "poplibs", None),
+        lambda: operations.operations(report, Layer.POPLIBS, None),
     ]
     if report.has_execution_profile:
         steps += [lambda: execution_trace.flat_spans(report, runs.opening_run(report))]

@@ -27,12 +27,14 @@ from pathlib import Path
 import numpy as np
 
 from bench import end_to_end
-from profiler import Copy, Engine, Graph, Sequence, cost_model, get_target, ops
-from profiler.memory import CONTROL_CODE_BYTES_PER_STEP
+from profiler import Copy, Engine, Graph, Sequence, get_target, ops
+from profiler.chip import cost_model
+from profiler.compiler.memory import CONTROL_CODE_BYTES_PER_STEP
 from profiler.ops.conv import channel_group
 from profiler.ops.matmul import output_store
-from profiler.tensor import Tensor
+from profiler.poplar.tensor import Tensor
 from profiler.workloads import fashion_mnist
+from report_format.vocabulary import MemoryCategory, StepType
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "fidelity.md"
@@ -124,7 +126,7 @@ def dense_layer() -> dict[str, float]:
     e.load()
     e.run(0)
     bc = e.memory.by_category
-    layer = [s for s in e.compiled.steps if s.type in ("DoExchange", "OnTileExecute")]
+    layer = [s for s in e.compiled.steps if s.type in (StepType.DO_EXCHANGE, StepType.ON_TILE_EXECUTE)]
     out: dict[str, float] = {"cycles": float(sum(int(s.tile_cycles.max()) for s in layer))}
     out["layerControlCode"] = float(CONTROL_CODE_BYTES_PER_STEP * GC200.num_tiles * len(layer))
     for cat, b_ in zip(bc["category"], bc["bytes"], strict=True):
@@ -332,7 +334,7 @@ def exchange_tb_per_s(bytes_per_tile: int = 16 * KIB) -> float:
     g.set_tile_mapping(b, (tiles + 1) % n)
     e = Engine(g, [Sequence(Copy(a, b))], options={"debug.instrument": "false"})
     e.compile()
-    step = next(lf for lf in e.compiled.steps if lf.type == "DoExchange")
+    step = next(lf for lf in e.compiled.steps if lf.type == StepType.DO_EXCHANGE)
     seconds = int(step.tile_cycles.max()) / GC200.clock_hz
     return n * bytes_per_tile / seconds / 1e12
 
@@ -349,7 +351,7 @@ def _stream_copy_mid_cycles(g: Graph, x: Tensor) -> float:
     s = g.add_host_to_device_fifo("in", x.dtype, x.numel())
     e = Engine(g, [Sequence(Copy(s, x))], options={"debug.instrument": "false"})
     e.compile()
-    mid = next(lf for lf in e.compiled.steps if lf.type == "StreamCopyMid")
+    mid = next(lf for lf in e.compiled.steps if lf.type == StepType.STREAM_COPY_MID)
     return float(mid.tile_cycles.max())
 
 
@@ -378,7 +380,7 @@ def poptorch_basics() -> dict[str, float]:
     for cat, always, b_ in zip(bc["category"], bc["always_live"], bc["bytes"], strict=True):
         if always:
             out[str(cat)] = out.get(str(cat), 0.0) + float(b_)
-    out["alwaysLiveLessInstrumentation"] = sum(out.values()) - out.get("instrumentationResults", 0.0)
+    out["alwaysLiveLessInstrumentation"] = sum(out.values()) - out.get(MemoryCategory.INSTRUMENTATION_RESULTS, 0.0)
     out["stepCycles"] = float(e.last_run_cycles)
     first, last = e.compiled.program_ranges[1]
     steps = e.compiled.steps[first : last + 1]
@@ -396,7 +398,7 @@ def stack_bytes() -> float:
     e = Engine(g, [prog], options={"debug.instrument": "false"})
     e.compile()
     bc = e.memory.by_category
-    return float(np.sum(bc["bytes"][bc["category"] == "stack"]))
+    return float(np.sum(bc["bytes"][bc["category"] == MemoryCategory.STACK]))
 
 
 def _ratio_row(key: str, published: float, unit: str, compute: Callable[[], float], **kw: object) -> Row:
@@ -455,14 +457,14 @@ _BASICS_WHY = (
     "figures are rounded to 2-3 digits"
 )
 _BASICS_FIGURES: tuple[tuple[str, str, float, str, str], ...] = (
-    ("vertex_code", "vertexCode", 11.8 * MIB, "bytes", "vertexCode (all tiles)"),
-    ("internal_exchange_code", "internalExchangeCode", 8.5 * MIB, "bytes", "internalExchangeCode (all tiles)"),
-    ("control_code", "controlCode", 3.0 * MIB, "bytes", "controlCode (all tiles)"),
-    ("vertex_state", "vertexInstanceState", 1.9 * MIB, "bytes", "vertexInstanceState (all tiles)"),
-    ("host_exchange_code", "hostExchangeCode", 924 * KIB, "bytes", "hostExchangeCode (all tiles)"),
-    ("vertex_field_data", "vertexFieldData", 241 * KIB, "bytes", "vertexFieldData (all tiles)"),
-    ("copy_descriptors", "copyDescriptor", 223 * KIB, "bytes", "copyDescriptor (all tiles)"),
-    ("host_packet_headers", "hostExchangePacketHeader", 198 * KIB, "bytes",
+    ("vertex_code", MemoryCategory.VERTEX_CODE, 11.8 * MIB, "bytes", "vertexCode (all tiles)"),
+    ("internal_exchange_code", MemoryCategory.INTERNAL_EXCHANGE_CODE, 8.5 * MIB, "bytes", "internalExchangeCode (all tiles)"),
+    ("control_code", MemoryCategory.CONTROL_CODE, 3.0 * MIB, "bytes", "controlCode (all tiles)"),
+    ("vertex_state", MemoryCategory.VERTEX_INSTANCE_STATE, 1.9 * MIB, "bytes", "vertexInstanceState (all tiles)"),
+    ("host_exchange_code", MemoryCategory.HOST_EXCHANGE_CODE, 924 * KIB, "bytes", "hostExchangeCode (all tiles)"),
+    ("vertex_field_data", MemoryCategory.VERTEX_FIELD_DATA, 241 * KIB, "bytes", "vertexFieldData (all tiles)"),
+    ("copy_descriptors", MemoryCategory.COPY_DESCRIPTOR, 223 * KIB, "bytes", "copyDescriptor (all tiles)"),
+    ("host_packet_headers", MemoryCategory.HOST_EXCHANGE_PACKET_HEADER, 198 * KIB, "bytes",
      "hostExchangePacketHeader (all tiles)"),
     ("always_live", "alwaysLiveLessInstrumentation", 29.3 * MIB - 402 * KIB, "bytes",
      "always-live memory less the instrumentation results (29.3 MiB - 402 KiB; all tiles)"),
@@ -627,14 +629,14 @@ ROWS: list[Row] = [
         "dense_internal_exchange_code",
         360 * KIB,
         "bytes",
-        lambda d: d["internalExchangeCode"],
+        lambda d: d[MemoryCategory.INTERNAL_EXCHANGE_CODE],
         "internalExchangeCode (all tiles)",
     ),  # fmt: skip
     _dense_row(
         "dense_vertex_instance_state",
         178 * KIB,
         "bytes",
-        lambda d: d["vertexInstanceState"],
+        lambda d: d[MemoryCategory.VERTEX_INSTANCE_STATE],
         "vertexInstanceState (all tiles)",
         _DENSE_WHY,
         "~63 B per tile of the layer's 1,352 tiles against the published ~124 B per tile of the whole "
@@ -654,7 +656,7 @@ ROWS: list[Row] = [
         "dense_vertex_code",
         3.4 * MIB,
         "bytes",
-        lambda d: d["vertexCode"],
+        lambda d: d[MemoryCategory.VERTEX_CODE],
         "vertexCode (all tiles)",
         _DENSE_WHY,
         "the layer's codelets are at most 1.31 KiB on each of its 1,352 tiles: ConvPartial1x1Out"
@@ -694,7 +696,7 @@ ROWS: list[Row] = [
         "dense_exchange_code_share",
         360 / (32.8 * 1024),
         "fraction",
-        lambda d: d["internalExchangeCode"] / d["total"],
+        lambda d: d[MemoryCategory.INTERNAL_EXCHANGE_CODE] / d["total"],
         "internalExchangeCode / total memory excluding gaps (32.8 MiB)",
     ),  # fmt: skip
     _dense_row(
@@ -705,7 +707,7 @@ ROWS: list[Row] = [
         "peak not-always-live memory (the largest step's, less the first step's; all tiles)",
         _DENSE_WHY + ". At the matmul's compute set: its fp32 partials (16 x 1024 x 52 in-chan blocks, 3.3 MiB) "
         "and the blocks of x each tile receives (16 x 80 fp32 on each of 1,352 tiles, less the row it holds: "
-        "6.2 MiB; profiler.receive_buffers)",
+        "6.2 MiB; profiler.compiler.receive_buffers)",
     ),  # fmt: skip
     _dense_row(
         "dense_total_memory",
@@ -734,9 +736,9 @@ ROWS: list[Row] = [
             known_off=_BERT_MM_OFF.get(key, ""),
         )
         for key, cat, published in (
-            ("vertex_code", "vertexCode", 2_372_928),
-            ("vertex_state", "vertexInstanceState", 86_272),
-            ("exchange_code", "internalExchangeCode", 443_848),
+            ("vertex_code", MemoryCategory.VERTEX_CODE, 2_372_928),
+            ("vertex_state", MemoryCategory.VERTEX_INSTANCE_STATE, 86_272),
+            ("exchange_code", MemoryCategory.INTERNAL_EXCHANGE_CODE, 443_848),
         )
     ],
     _ratio_row(

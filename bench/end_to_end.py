@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from report_format.vocabulary import MemoryCategory
+
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "bench" / "end_to_end.json"
 COMMAND = "python -m bench.end_to_end"
@@ -50,8 +52,8 @@ def matmul_plans(graph: Any) -> list[dict[str, Any]]:
 
 def replan(plans: list[dict[str, Any]], target_name: str) -> int:
     """Sum of the planner's estimated cycles for the recorded shapes, recomputed now."""
+    from profiler.chip.targets import get_target
     from profiler.ops.matmul import plan_matmul
-    from profiler.targets import get_target
 
     t = get_target(target_name)
     return sum(
@@ -65,8 +67,8 @@ def replan(plans: list[dict[str, Any]], target_name: str) -> int:
 def resnet50(batch: int, target_name: str = "C600") -> dict[str, Any]:
     """Simulated ResNet-50 (224², fp16, half partials as ByteMLPerf compiles it) inference on
     ``target_name``: cycles of one run, img/s, and the memory categories (internalExchangeCode's share)."""
+    from profiler.chip.targets import get_target
     from profiler.frontends.onnx import Session, examples, import_model, load_model
-    from profiler.targets import get_target
 
     target = get_target(target_name)
     t0 = time.perf_counter()
@@ -91,7 +93,7 @@ def resnet50(batch: int, target_name: str = "C600") -> dict[str, Any]:
         "dtype": "float16", "partials": RESNET_PARTIALS, "batch": batch, "cycles": cycles, "clock_hz": target.clock_hz,
         "img_per_s": batch * target.clock_hz / cycles, "total_bytes": total,
         "categories": {k: cats[k] for k in sorted(cats)},
-        "exchange_code_share": cats.get("internalExchangeCode", 0.0) / total,
+        "exchange_code_share": cats.get(MemoryCategory.INTERNAL_EXCHANGE_CODE, 0.0) / total,
         "host_seconds": round(time.perf_counter() - t0, 1),
         "plans": plans, "plans_cycles": int(sum(p["cycles"] for p in plans)),
     }  # fmt: skip

@@ -33,8 +33,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
+from profiler.chip.targets import get_target  # noqa: E402
 from profiler.frontends.onnx import Session, examples, import_model, random_inputs  # noqa: E402
-from profiler.targets import get_target  # noqa: E402
 from profiler.workloads import pipelined_mlp  # noqa: E402
 
 #: (label, IPUs per replica, replicas, pipelined)

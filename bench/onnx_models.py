@@ -45,9 +45,9 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
+from profiler.chip.targets import get_target  # noqa: E402
 from profiler.frontends.onnx import Session, examples, import_model, load_model, random_inputs  # noqa: E402
 from profiler.frontends.onnx.model import override_batch  # noqa: E402
-from profiler.targets import get_target  # noqa: E402
 
 
 def _dir_bytes(path: Path) -> int:

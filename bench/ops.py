@@ -24,7 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from profiler import Engine, Graph, Sequence, cost_model, get_target, ops  # noqa: E402
+from profiler import Engine, Graph, Sequence, get_target, ops  # noqa: E402
+from profiler.chip import cost_model
 from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION  # noqa: E402
 from profiler.workloads import mlp  # noqa: E402
 
@@ -76,7 +77,7 @@ def matmul_field_elements(plan: ops.MatMulPlan, m: int, k: int, n: int) -> int:
     and read by the reduction; a serial loop adds its one-off rearrangement and its slices/updates
     (each compiled once, however many iterations run)."""
     n_step = n // plan.out_chan_serial
-    # operand blocks of views hold no index per element (profiler.layout.Blocks): only the result's
+    # operand blocks of views hold no index per element (profiler.poplar.layout.Blocks): only the result's
     refs = m * n_step
     refs += 2 * m * n_step * plan.in_chan_split if plan.in_chan_split > 1 else 0
     if plan.in_chan_serial * plan.out_chan_serial > 1:

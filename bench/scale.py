@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from report_format.vocabulary import MemoryCategory
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -38,10 +40,10 @@ def child(
     sys.path.insert(0, str(ROOT))
     import numpy as np
 
+    from profiler.chip.targets import get_target
     from profiler.frontends.onnx import Session, examples, import_model, load_model
     from profiler.frontends.onnx.model import override_batch
     from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION
-    from profiler.targets import get_target
 
     onnx_model = examples.resnet(image=image) if model == "resnet50" else examples.bert_layer(seq=seq, layers=layers)
     target = get_target(target_name)
@@ -64,7 +66,9 @@ def child(
         by_cat = session.engine.memory.by_category
         tile_bytes = np.bincount(by_cat["tile"], weights=by_cat["bytes"], minlength=target.num_tiles)
         out["max_tile_kib"] = float(tile_bytes.max()) / 1024
-        out["exchange_code_mib"] = float(by_cat["bytes"][by_cat["category"] == "internalExchangeCode"].sum()) / 2**20
+        out["exchange_code_mib"] = (
+            float(by_cat["bytes"][by_cat["category"] == MemoryCategory.INTERNAL_EXCHANGE_CODE].sum()) / 2**20
+        )
         if session.engine.out_of_memory:
             out["stopped"] = "out of tile memory"
             return out
@@ -138,7 +142,7 @@ def main() -> int:
     header = (f"{'case':28} {'import s':>8} {'compile s':>9} {'RSS i+c':>8} {'run s':>8} {'ort s':>7} {'ratio':>6} "
               f"{'RSS peak':>8} {'report':>8} {'samples/s':>10} {'fullest':>8} {'exch code':>9}")  # fmt: skip
     sys.path.insert(0, str(ROOT))
-    from profiler.parallel import threads
+    from profiler.host.parallel import threads
 
     print(f"threads: tilescope {threads()} (numpy's BLAS and its own run threads), onnxruntime its default")
     print(header)

@@ -23,6 +23,8 @@ from typing import Any
 
 import plotly.utils
 
+from report_format.vocabulary import Layer
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 POD16 = {"num_ipus": 16, "tiles_per_ipu": 1472, "executed_steps": 20000, "variables": 100000}
@@ -164,9 +166,9 @@ def main() -> int:
     measure(
         "Operations",
         "first render: layout + table (poplibs, all runs)",
-        lambda: (operations.layout(), operations.table("poplibs", "-1", operations.DEFAULT_COLUMNS)),
+        lambda: (operations.layout(), operations.table(Layer.POPLIBS, "-1", operations.DEFAULT_COLUMNS)),
     )
-    okey = json.dumps({"layer": "poplibs", "run": None}, sort_keys=True)
+    okey = json.dumps({"layer": Layer.POPLIBS, "run": None}, sort_keys=True)
     measure(
         "Operations",
         "grid: filter + sort",
@@ -181,14 +183,16 @@ def main() -> int:
         ),
     )
     measure(
-        "Operations", "switch layer (onnx, run 1)", lambda: operations.table("onnx", "1", operations.DEFAULT_COLUMNS)
+        "Operations",
+        "switch layer (onnx, run 1)",
+        lambda: operations.table(Layer.ONNX, "1", operations.DEFAULT_COLUMNS),
     )
-    op = int(ops.operations(report, "poplibs")["op_id"].iat[0])
-    measure("Operations", "select an op -> details", lambda: operations.details([{"rowId": str(op)}], "poplibs"))
+    op = int(ops.operations(report, Layer.POPLIBS)["op_id"].iat[0])
+    measure("Operations", "select an op -> details", lambda: operations.details([{"rowId": str(op)}], Layer.POPLIBS))
     measure(
         "Operations Graph",
         "first render: layout + graph",
-        lambda: (operations_graph.layout(), operations_graph.graph("poplibs", "cycles")),
+        lambda: (operations_graph.layout(), operations_graph.graph(Layer.POPLIBS, "cycles")),
     )
 
     measure(

@@ -4,7 +4,7 @@ reports of ``report_format.synthetic``, the hand-made reports of the tests).
 It is a ``ReportWriter`` that completes every table given as columns with a typed default for each
 schema column left out (0, "", false, an empty list), so a new column is added once, in
 ``report_format.schema``, and every fabricated report still writes; a builder sets a column only
-where its value matters. Real reports (``profiler.capture``) use ``ReportWriter``, which insists on
+where its value matters. Real reports (``profiler.capture.autoreport``) use ``ReportWriter``, which insists on
 every column.
 """
 

@@ -14,15 +14,30 @@ Each failure is a ``ReportError`` naming the table and the relation broken.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from report_format.errors import ReportError
+from report_format.manifest import Manifest, TargetInfo
 
-if TYPE_CHECKING:
-    from report_format.reader import Report
+
+class Report(Protocol):
+    """What the checks read of an open report (``report_format.reader.Report``)."""
+
+    path: Path
+    manifest: Manifest
+
+    @property
+    def target_info(self) -> TargetInfo: ...
+
+    def table(self, name: str, columns: list[str] | None = None) -> pa.Table: ...
+
+    def num_rows(self, name: str) -> int: ...
+
 
 # Tables whose ``tile`` column holds global tile ids.
 TILE_KEYED = ("tile_memory", "tile_memory_by_category", "variable_placements", "vertices", "exchanges")

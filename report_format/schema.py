@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from report_format.vocabulary import ControlType, Layer, MemoryCategory, MemoryRegion, Provenance, StepType
+
 FORMAT_NAME = "tilescope.report"
 #: Bump on any change of a table or column. Readers accept exactly SUPPORTED_VERSIONS.
 FORMAT_VERSION = 3
@@ -43,50 +45,22 @@ MANIFEST_NAME = "manifest.json"
 TABLE_SUFFIX = ".arrow"
 
 # Provenance of a figure (SPEC.md says which applies to each column).
-SIMULATED = "simulated"  # produced by tilescope's BSP model of the IPU while running
-ESTIMATED = "estimated"  # compile-time estimate (cost model, FLOP counting rules)
-MEASURED = "measured"  # measured on the host (wall time) or fixed by the program itself
-STRUCTURAL = "structural"  # a property of the compiled graph (ids, names, placements)
+SIMULATED = Provenance.SIMULATED
+ESTIMATED = Provenance.ESTIMATED
+MEASURED = Provenance.MEASURED
+STRUCTURAL = Provenance.STRUCTURAL
 
-# Memory categories: libpva names (reference/popvision.md §3.5), unchanged so PopVision users
-# recognise them.
-MEMORY_CATEGORIES: tuple[str, ...] = (
-    "vertexCode",
-    "vertexInstanceState",
-    "vertexFieldData",
-    "vectorListDescriptor",
-    "copyDescriptor",
-    "controlCode",
-    "controlId",
-    "controlTable",
-    "internalExchangeCode",
-    "globalExchangeCode",
-    "hostExchangeCode",
-    "hostExchangePacketHeader",
-    "globalExchangePacketHeader",
-    "instrumentationResults",
-    "stack",
-    "constant",
-    "variable",
-)
+#: Memory categories: libpva names (reference/popvision.md §3.5), unchanged so PopVision users
+#: recognise them (report_format.vocabulary.MemoryCategory, in this order).
+MEMORY_CATEGORIES: tuple[str, ...] = tuple(MemoryCategory)
 #: Memory regions of a tile (GA memory report): code must sit in non-interleaved memory;
 #: overflowed = bytes that did not fit in the tile (out of memory).
-MEMORY_REGIONS: tuple[str, ...] = ("non_interleaved", "interleaved", "overflowed")
-
+MEMORY_REGIONS: tuple[str, ...] = tuple(MemoryRegion)
 #: Program (step) types: libpva ``pva.Program.Type`` names plus Poplar control programs.
-STEP_TYPES: tuple[str, ...] = (
-    "OnTileExecute",
-    "DoExchange",
-    "GlobalExchange",
-    "StreamCopyBegin",
-    "StreamCopyMid",
-    "StreamCopyEnd",
-    "Sync",
-    "WriteUndef",
-)
-CONTROL_TYPES: tuple[str, ...] = ("Program", "Sequence", "Repeat", "If", "Switch", "Call")
+STEP_TYPES: tuple[str, ...] = tuple(StepType)
+CONTROL_TYPES: tuple[str, ...] = tuple(ControlType)
 #: Debug-context layers (Operations views choose one).
-LAYERS: tuple[str, ...] = ("poplibs", "onnx", "user")
+LAYERS: tuple[str, ...] = tuple(Layer)
 
 
 @dataclass(frozen=True)

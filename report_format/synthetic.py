@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from report_format.builder import ReportBuilder
+from report_format.vocabulary import ControlType, Layer, MemoryCategory, MemoryRegion, StepType
 
 _CODELETS = (
     ("poplin::ConvPartial1x1Out<half,float,true,false>", "SupervisorVertex", 2900, "MatMul", 4),
@@ -32,13 +33,13 @@ _CODELETS = (
 _SYNC_CYCLES = 150  # typical internal sync (reference/ipu_model.md §8: about 100-150 cycles)
 _KIND_OTE, _KIND_EXCH, _KIND_SYNC, _KIND_SCB, _KIND_SCM, _KIND_SCE, _KIND_GEX = range(7)
 _TYPE_NAMES = {
-    _KIND_OTE: "OnTileExecute",
-    _KIND_EXCH: "DoExchange",
-    _KIND_SYNC: "Sync",
-    _KIND_SCB: "StreamCopyBegin",
-    _KIND_SCM: "StreamCopyMid",
-    _KIND_SCE: "StreamCopyEnd",
-    _KIND_GEX: "GlobalExchange",
+    _KIND_OTE: StepType.ON_TILE_EXECUTE,
+    _KIND_EXCH: StepType.DO_EXCHANGE,
+    _KIND_SYNC: StepType.SYNC,
+    _KIND_SCB: StepType.STREAM_COPY_BEGIN,
+    _KIND_SCM: StepType.STREAM_COPY_MID,
+    _KIND_SCE: StepType.STREAM_COPY_END,
+    _KIND_GEX: StepType.GLOBAL_EXCHANGE,
 }
 
 
@@ -81,7 +82,7 @@ def synthetic_report(
     op_codelet = rng.integers(0, len(_CODELETS), n_ops)
     dc_ids = np.arange(n_nodes + n_ops)
     dc_parent = np.concatenate([np.full(n_nodes, -1), np.arange(n_ops) // 4])
-    dc_layer = ["onnx"] * n_nodes + ["poplibs"] * n_ops
+    dc_layer = [Layer.ONNX] * n_nodes + [Layer.POPLIBS] * n_ops
     node_type = [_CODELETS[op_codelet[min(4 * i, n_ops - 1)]][3] for i in range(n_nodes)]
     dc_name = [f"node_{i}/{node_type[i]}" for i in range(n_nodes)] + [
         f"block{i // 4}/{_CODELETS[c][3].lower()}_{i}" for i, c in enumerate(op_codelet)
@@ -89,7 +90,14 @@ def synthetic_report(
     dc_type = node_type + [_CODELETS[c][3] for c in op_codelet]
     op_dc = n_nodes + np.arange(n_ops)
 
-    prog_type = ["Program", "StreamCopyBegin", "StreamCopyMid", "StreamCopyEnd", "Repeat", "Sequence"]
+    prog_type = [
+        ControlType.PROGRAM,
+        StepType.STREAM_COPY_BEGIN,
+        StepType.STREAM_COPY_MID,
+        StepType.STREAM_COPY_END,
+        ControlType.REPEAT,
+        ControlType.SEQUENCE,
+    ]
     prog_type += [_TYPE_NAMES[k] for k in kinds]
     n_prog = len(prog_type)
     prog_parent = np.array([-1, 0, 0, 0, 0, 4] + [5] * body, dtype=np.int32)
@@ -167,23 +175,51 @@ def synthetic_report(
     codelet_code = np.array([c[2] for c in _CODELETS], dtype=np.int64)
     tc = np.unique(v_tile * len(_CODELETS) + v_codelet)
     vertex_code = per_tile(tc // len(_CODELETS), codelet_code[tc % len(_CODELETS)])
-    cat_rows.append((vertex_code, "vertexCode", "non_interleaved", True, None))
-    cat_rows.append((per_tile(v_tile, v_state), "vertexInstanceState", "non_interleaved", True, None))
-    cat_rows.append((per_tile(v_tile, np.full(v_tile.size, 24)) + 1024, "controlCode", "non_interleaved", True, None))
+    cat_rows.append((vertex_code, MemoryCategory.VERTEX_CODE, MemoryRegion.NON_INTERLEAVED, True, None))
+    cat_rows.append(
+        (per_tile(v_tile, v_state), MemoryCategory.VERTEX_INSTANCE_STATE, MemoryRegion.NON_INTERLEAVED, True, None)
+    )
+    cat_rows.append(
+        (
+            per_tile(v_tile, np.full(v_tile.size, 24)) + 1024,
+            MemoryCategory.CONTROL_CODE,
+            MemoryRegion.NON_INTERLEAVED,
+            True,
+            None,
+        )
+    )
     e_leaf = np.repeat(ex, leaf_end[ex] - leaf_start[ex])
     e_tile = np.concatenate([np.arange(leaf_start[i], leaf_end[i]) for i in ex]) if ex.size else np.zeros(0, np.int64)
     e_code = (leaf_bytes[e_leaf] // 64 + 12) * 4
-    cat_rows.append((per_tile(e_tile, e_code), "internalExchangeCode", "non_interleaved", True, None))
-    cat_rows.append((np.full(n_tiles, 6 * 512 + 1024, dtype=np.int64), "stack", "non_interleaved", True, None))
-    cat_rows.append((np.full(n_tiles, 8, dtype=np.int64), "hostExchangePacketHeader", "non_interleaved", True, None))
-    for cat, sel in (("variable", always_live & ~constant), ("constant", constant)):
-        for region, where in (("interleaved", interleaved), ("non_interleaved", ~interleaved)):
+    cat_rows.append(
+        (per_tile(e_tile, e_code), MemoryCategory.INTERNAL_EXCHANGE_CODE, MemoryRegion.NON_INTERLEAVED, True, None)
+    )
+    cat_rows.append(
+        (
+            np.full(n_tiles, 6 * 512 + 1024, dtype=np.int64),
+            MemoryCategory.STACK,
+            MemoryRegion.NON_INTERLEAVED,
+            True,
+            None,
+        )
+    )
+    cat_rows.append(
+        (
+            np.full(n_tiles, 8, dtype=np.int64),
+            MemoryCategory.HOST_EXCHANGE_PACKET_HEADER,
+            MemoryRegion.NON_INTERLEAVED,
+            True,
+            None,
+        )
+    )
+    for cat, sel in ((MemoryCategory.VARIABLE, always_live & ~constant), (MemoryCategory.CONSTANT, constant)):
+        for region, where in ((MemoryRegion.INTERLEAVED, interleaved), (MemoryRegion.NON_INTERLEAVED, ~interleaved)):
             m = sel[p_var] & where[p_var]
             cat_rows.append((per_tile(p_tile[m], p_bytes[m]), cat, region, True, None))
     nal_peak = _peak_per_tile(
         p_tile[nal[p_var]], first[p_var][nal[p_var]], last[p_var][nal[p_var]], p_bytes[nal[p_var]], n_tiles
     )
-    cat_rows.append((nal_peak, "variable", "non_interleaved", False, None))
+    cat_rows.append((nal_peak, MemoryCategory.VARIABLE, MemoryRegion.NON_INTERLEAVED, False, None))
 
     totals = np.sum([r[0] for r in cat_rows], axis=0)
     overflow = np.zeros(n_tiles, dtype=np.int64)
@@ -191,11 +227,11 @@ def synthetic_report(
         extra = np.zeros(n_tiles, dtype=np.int64)
         extra[:oom_tiles] = bytes_per_tile - totals[:oom_tiles] + rng.integers(1024, 65536, oom_tiles)
         overflow[:oom_tiles] = extra[:oom_tiles]
-        cat_rows.append((overflow, "variable", "overflowed", True, None))
+        cat_rows.append((overflow, MemoryCategory.VARIABLE, MemoryRegion.OVERFLOWED, True, None))
 
     # gaps: alignment/bank holes, a few percent of each region
-    ni = np.sum([r[0] for r in cat_rows if r[2] == "non_interleaved"], axis=0)
-    il = np.sum([r[0] for r in cat_rows if r[2] == "interleaved"], axis=0)
+    ni = np.sum([r[0] for r in cat_rows if r[2] == MemoryRegion.NON_INTERLEAVED], axis=0)
+    il = np.sum([r[0] for r in cat_rows if r[2] == MemoryRegion.INTERLEAVED], axis=0)
     ni_gap = (ni * rng.uniform(0.01, 0.06, n_tiles)).astype(np.int64) // 8 * 8
     il_gap = (il * rng.uniform(0.0, 0.04, n_tiles)).astype(np.int64) // 8 * 8
     excl = ni + il + overflow
@@ -274,9 +310,9 @@ def synthetic_report(
                 "shape": [[int(n), int(b // e)] for n, b, e in zip(var_ntiles, var_tile_bytes, elem, strict=True)],
                 "bytes": var_ntiles * var_tile_bytes,
                 "always_live": always_live,
-                "constant": constant,
-                "category": np.where(constant, "constant", "variable").astype(object),
-                "interleaved": interleaved,
+                MemoryCategory.CONSTANT: constant,
+                "category": np.where(constant, MemoryCategory.CONSTANT, MemoryCategory.VARIABLE).astype(object),
+                MemoryRegion.INTERLEAVED: interleaved,
                 "tiles": var_ntiles,
                 "debug_context_id": op_dc[np.arange(variables) % n_ops] if n_ops else np.full(variables, -1),
             },
@@ -289,7 +325,9 @@ def synthetic_report(
                 "tile": p_tile,
                 "offset": p_off,
                 "bytes": p_bytes,
-                "region": np.where(interleaved[p_var], "interleaved", "non_interleaved").astype(object),
+                "region": np.where(interleaved[p_var], MemoryRegion.INTERLEAVED, MemoryRegion.NON_INTERLEAVED).astype(
+                    object
+                ),
             },
         )
         prog_cs = np.full(n_prog, -1)

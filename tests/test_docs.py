@@ -92,7 +92,7 @@ def test_python_example_runs(demo: Path, doc: str, code: str) -> None:
 
 
 def test_every_engine_option_is_documented_with_its_default() -> None:
-    from profiler import options
+    from profiler.capture import options
 
     text = (ROOT / "docs" / "capturing.md").read_text()
     rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `([\w.]+)` \| `([^`]*)` \|", text, re.M)}

@@ -12,6 +12,9 @@ import sys
 from collections.abc import Sequence
 
 from report_format.errors import ReportError
+from tilescope.errors import CommandError
+
+__all__ = ["CommandError", "build_parser", "main"]
 
 #: Verb name -> module under tilescope.commands, in the order --help lists them.
 VERBS: dict[str, str] = {
@@ -44,10 +47,6 @@ examples:
 Exit codes: 0 success, 1 a check failed (diff --fail-if) or the model does not fit (run),
 2 bad input (with a one-line reason). See docs/robustness.md for what each bad input gets.
 """
-
-
-class CommandError(Exception):
-    """Bad command-line input; the message is one line. Exit code 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from tilescope.cli import CommandError
+from tilescope.errors import CommandError
 
 
 def check_output_file(path: str | Path, option: str) -> Path:

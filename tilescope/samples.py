@@ -81,8 +81,8 @@ REAL_SIZE_SAMPLES: tuple[ModelSample, ...] = (
 
 
 def _make_model_sample(sample: ModelSample, out: Path) -> str:
+    from profiler.chip.targets import get_target
     from profiler.frontends.onnx import Session, examples, import_model, load_model, random_inputs
-    from profiler.targets import get_target
     from tilescope.progress import Counter
 
     if sample.model == "resnet50":

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from report_format.reader import Report
+from report_format.vocabulary import MemoryRegion
 
 TILE_COLUMNS = ("total_bytes_including_gaps", "always_live_bytes", "not_always_live_bytes", "overflowed_bytes")
 
@@ -48,7 +49,7 @@ def region_bytes(report: Report) -> pd.Series:
             "not_always_live": tm["not_always_live_bytes"].sum(),
             "non_interleaved_including_gaps": tm["non_interleaved_bytes_including_gaps"].sum(),
             "interleaved_including_gaps": tm["interleaved_bytes_including_gaps"].sum(),
-            "overflowed": tm["overflowed_bytes"].sum(),
+            MemoryRegion.OVERFLOWED: tm["overflowed_bytes"].sum(),
         }
     ).astype(np.int64)
 

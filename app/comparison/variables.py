@@ -12,6 +12,7 @@ import pandas as pd
 
 from app.comparison.keys import context_paths, disambiguate, outer_join, take
 from report_format.reader import Report
+from report_format.vocabulary import MemoryCategory
 
 VARIABLE_COLUMNS = ("name", "status", "baseline_bytes", "active_bytes", "delta_bytes", "diff_percent", "always_live")
 
@@ -126,7 +127,9 @@ def source_target_table(categories: pd.DataFrame, variables: pd.DataFrame, total
     Total is each report's memory including gaps (``totals``: ``memory.total_comparison``), the
     figure the Summary shows: not-always-live variables share memory, so the rows below add up to
     more than what the tiles hold."""
-    cats = categories.drop(index=[c for c in ("variable", "constant", "gaps") if c in categories.index])
+    cats = categories.drop(
+        index=[c for c in (MemoryCategory.VARIABLE, MemoryCategory.CONSTANT, "gaps") if c in categories.index]
+    )
     rows = pd.DataFrame(
         {
             "item": list(cats.index) + variables["name"].tolist(),

@@ -7,6 +7,8 @@ import zlib
 import numpy as np
 import plotly.graph_objects as go
 
+from report_format.vocabulary import MemoryCategory, MemoryRegion
+
 #: Qualitative palette for stacked series (colour-blind friendly, Okabe-Ito then Tableau).
 PALETTE = (
     "#0072B2",
@@ -44,23 +46,23 @@ GAPS_COLOUR = "#D5D8DC"
 #: name (``series_colour``), never from their position in a legend.
 SERIES_COLOURS = {
     # categories: code warm, state and data cool, stack dark blue, the rest neutral
-    "stack": "#0072B2",
-    "vertexCode": "#009E73",
-    "internalExchangeCode": "#E69F00",
-    "hostExchangeCode": "#F0E442",
-    "globalExchangeCode": "#EDC948",
-    "controlCode": "#CC79A7",
-    "vertexInstanceState": "#56B4E9",
-    "vertexFieldData": "#76B7B2",
-    "copyDescriptor": "#9C755F",
-    "vectorListDescriptor": "#B07AA1",
-    "instrumentationResults": "#D55E00",
-    "variable": "#4E79A7",
-    "constant": "#59A14F",
-    "controlId": "#BAB0AC",
-    "controlTable": "#FF9DA7",
-    "hostExchangePacketHeader": "#F28E2B",
-    "globalExchangePacketHeader": "#E15759",
+    MemoryCategory.STACK: "#0072B2",
+    MemoryCategory.VERTEX_CODE: "#009E73",
+    MemoryCategory.INTERNAL_EXCHANGE_CODE: "#E69F00",
+    MemoryCategory.HOST_EXCHANGE_CODE: "#F0E442",
+    MemoryCategory.GLOBAL_EXCHANGE_CODE: "#EDC948",
+    MemoryCategory.CONTROL_CODE: "#CC79A7",
+    MemoryCategory.VERTEX_INSTANCE_STATE: "#56B4E9",
+    MemoryCategory.VERTEX_FIELD_DATA: "#76B7B2",
+    MemoryCategory.COPY_DESCRIPTOR: "#9C755F",
+    MemoryCategory.VECTOR_LIST_DESCRIPTOR: "#B07AA1",
+    MemoryCategory.INSTRUMENTATION_RESULTS: "#D55E00",
+    MemoryCategory.VARIABLE: "#4E79A7",
+    MemoryCategory.CONSTANT: "#59A14F",
+    MemoryCategory.CONTROL_ID: "#BAB0AC",
+    MemoryCategory.CONTROL_TABLE: "#FF9DA7",
+    MemoryCategory.HOST_EXCHANGE_PACKET_HEADER: "#F28E2B",
+    MemoryCategory.GLOBAL_EXCHANGE_PACKET_HEADER: "#E15759",
     "sharedCodeStorage": "#8CD17D",
     "sharedDataStorage": "#499894",
     "messageSize": "#86BCB6",
@@ -70,9 +72,9 @@ SERIES_COLOURS = {
     "overlapped": "#000000",
     "gaps": GAPS_COLOUR,
     # regions
-    "non_interleaved": "#0072B2",
-    "interleaved": "#E69F00",
-    "overflowed": "#C0392B",
+    MemoryRegion.NON_INTERLEAVED: "#0072B2",
+    MemoryRegion.INTERLEAVED: "#E69F00",
+    MemoryRegion.OVERFLOWED: "#C0392B",
     # liveness
     "always_live": "#0072B2",
     "not_always_live": "#E69F00",

@@ -16,9 +16,10 @@ from app.comparison.pages.components import compare_tabs
 from app.components import key_values
 from app.figures.operations import operation_tile_cycles_figure
 from app.views import operations as view
+from report_format.vocabulary import Layer
 
 KIND = "operations"
-LAYER_NAMES = {"poplibs": "Poplar and PopLibs", "onnx": "ONNX", "user": "User (application)"}
+LAYER_NAMES = {Layer.POPLIBS: "Poplar and PopLibs", Layer.ONNX: "ONNX", Layer.USER: "User (application)"}
 DEFAULT_COLUMNS = ["cycles", "flops", "flops_per_cycle", "memory_bytes", "code_bytes", "tiles"]
 
 
@@ -30,7 +31,7 @@ def _rows(layer: str, run: int | None) -> Any:
 def layers() -> list[str]:
     dc = state.report().debug_contexts()
     present = set(dc["layer"]) if len(dc) else set()
-    return [lay for lay in LAYER_NAMES if lay in present] or ["poplibs"]
+    return [lay for lay in LAYER_NAMES if lay in present] or [Layer.POPLIBS]
 
 
 def layout(**_: object) -> html.Div:

@@ -26,6 +26,7 @@ from app.comparison.comparison import HEADLINE_METRICS, Comparison
 from app.comparison.steps import STEP_DELTA_COLUMNS
 from app.units import format_metric
 from report_format.reader import Report
+from report_format.vocabulary import Layer
 
 _CSS = """
 body { font-family: system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif; margin: 24px auto; max-width: 1200px;
@@ -349,7 +350,7 @@ def _first_layer(report: Report) -> str:
     """The layer the Operations page opens on (PopLibs when present)."""
     dc = report.debug_contexts()
     present = set(dc["layer"]) if len(dc) else set()
-    return next((lay for lay in ("poplibs", "onnx", "user") if lay in present), "poplibs")
+    return next((lay for lay in (Layer.POPLIBS, Layer.ONNX, Layer.USER) if lay in present), Layer.POPLIBS)
 
 
 def _key_table(items: dict[str, str]) -> str:

@@ -17,17 +17,18 @@ import pandas as pd
 
 from app.views.runs import run_figures, weighted_figures
 from report_format.reader import Report
+from report_format.vocabulary import StepType
 
 #: Step kinds shown in the trace, in legend order, from the program step type.
 KINDS = ("compute", "exchange", "global exchange", "stream copy", "sync", "other")
 _KIND_OF_TYPE = {
-    "OnTileExecute": "compute",
-    "DoExchange": "exchange",
-    "GlobalExchange": "global exchange",
-    "StreamCopyBegin": "stream copy",
-    "StreamCopyMid": "stream copy",
-    "StreamCopyEnd": "stream copy",
-    "Sync": "sync",
+    StepType.ON_TILE_EXECUTE: "compute",
+    StepType.DO_EXCHANGE: "exchange",
+    StepType.GLOBAL_EXCHANGE: "global exchange",
+    StepType.STREAM_COPY_BEGIN: "stream copy",
+    StepType.STREAM_COPY_MID: "stream copy",
+    StepType.STREAM_COPY_END: "stream copy",
+    StepType.SYNC: "sync",
 }
 
 

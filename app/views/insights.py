@@ -8,6 +8,7 @@ import pandas as pd
 from app.units import format_bytes, format_percent
 from app.views.runs import overall
 from report_format.reader import Report
+from report_format.vocabulary import MemoryCategory
 
 #: A hint fires when exchange code is more than this share of all memory (an [I] threshold).
 EXCHANGE_CODE_SHARE = 0.15
@@ -94,7 +95,14 @@ def hints(report: Report) -> list[str]:
     total = cat["bytes"].sum()
     if total:
         exch = cat.loc[
-            cat["category"].isin(["internalExchangeCode", "globalExchangeCode", "hostExchangeCode"]), "bytes"
+            cat["category"].isin(
+                [
+                    MemoryCategory.INTERNAL_EXCHANGE_CODE,
+                    MemoryCategory.GLOBAL_EXCHANGE_CODE,
+                    MemoryCategory.HOST_EXCHANGE_CODE,
+                ]
+            ),
+            "bytes",
         ].sum()
         if exch / total > EXCHANGE_CODE_SHARE:
             out.append(

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from report_format.reader import Report
+from report_format.vocabulary import StepType
 
 ALL_IPUS = -1  # the IPU selector's "all IPUs" choice
 
@@ -72,8 +73,8 @@ def ipu_execution(report: Report) -> pd.DataFrame:
     kind = types.reindex(steps["program_id"]).to_numpy()
     span = (steps["cycles_to"] - steps["cycles_from"]).to_numpy()
     ipu = steps["ipu"].to_numpy()
-    compute = np.bincount(ipu, weights=np.where(kind == "OnTileExecute", span, 0), minlength=n)
-    glob = kind == "GlobalExchange"
+    compute = np.bincount(ipu, weights=np.where(kind == StepType.ON_TILE_EXECUTE, span, 0), minlength=n)
+    glob = kind == StepType.GLOBAL_EXCHANGE
     b_in = np.bincount(ipu, weights=np.where(glob, steps["data_in_bytes"].to_numpy(), 0), minlength=n)
     b_out = np.bincount(ipu, weights=np.where(glob, steps["data_out_bytes"].to_numpy(), 0), minlength=n)
     total = float(report.table("runs", ["cycles"])["cycles"].to_numpy().sum())

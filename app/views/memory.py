@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from app.views import tables
 from report_format.reader import Report
+from report_format.vocabulary import MemoryRegion
 
 BREAKDOWNS = ("category", "region", "liveness")
 GAPS = "gaps"
@@ -39,9 +40,9 @@ def tile_memory_breakdown(report: Report, by: str = "category", include_gaps: bo
     elif by == "region":
         out = pd.DataFrame(
             {
-                "non_interleaved": tm["non_interleaved_bytes_excluding_gaps"],
-                "interleaved": tm["interleaved_bytes_excluding_gaps"],
-                "overflowed": tm["overflowed_bytes"],
+                MemoryRegion.NON_INTERLEAVED: tm["non_interleaved_bytes_excluding_gaps"],
+                MemoryRegion.INTERLEAVED: tm["interleaved_bytes_excluding_gaps"],
+                MemoryRegion.OVERFLOWED: tm["overflowed_bytes"],
             }
         )
     else:
@@ -94,7 +95,7 @@ def tile_details(report: Report, tiles: list[int] | None) -> dict[str, pd.DataFr
         tm = tm[tm["tile"].isin(tiles)]
     regions = pd.DataFrame(
         {
-            "region": ["non_interleaved", "interleaved", "overflowed", "total"],
+            "region": [MemoryRegion.NON_INTERLEAVED, MemoryRegion.INTERLEAVED, MemoryRegion.OVERFLOWED, "total"],
             "including_gaps": [
                 tm["non_interleaved_bytes_including_gaps"].sum(),
                 tm["interleaved_bytes_including_gaps"].sum(),

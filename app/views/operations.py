@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from report_format.reader import Report
+from report_format.vocabulary import Layer
 
 COLUMNS = ("cycles", "flops", "flops_per_cycle", "memory_bytes", "code_bytes", "tiles", "steps", "variables")
 
@@ -69,7 +70,7 @@ def count_sentence(count: int, outside_cycles: int | None, total_cycles: int) ->
 
 
 @lru_cache(maxsize=16)
-def operations(report: Report, layer: str | None = "poplibs", run: int | None = None) -> pd.DataFrame:
+def operations(report: Report, layer: str | None = Layer.POPLIBS, run: int | None = None) -> pd.DataFrame:
     """One row per operation of ``layer`` (every debug context if None), plus, when any work or
     memory is attributed to none of them, one OUTSIDE row (op_id -1). This is the one definition of
     an operation's figures: the Operations page, the Operations Graph, Compare mode and

@@ -26,9 +26,10 @@ import numpy as np
 import pandas as pd
 
 from report_format.reader import Report
+from report_format.vocabulary import StepType
 
 #: Program step types left out of the balance and utilisation figures (see the module docstring).
-NOT_BALANCED = ("Sync",)
+NOT_BALANCED = (StepType.SYNC,)
 #: The weighted per-run figures.
 WEIGHTED = ("tile_balance", "active_tile_balance", "tile_utilisation")
 RUN_COLUMNS = ("run", "name", "cycles", "flops", "steps", *WEIGHTED)
@@ -113,7 +114,7 @@ def longest_run(report: Report) -> int:
 
 
 #: Program step types whose cycles make a run one that computes (``opening_run``).
-COMPUTE_STEPS = ("OnTileExecute",)
+COMPUTE_STEPS = (StepType.ON_TILE_EXECUTE,)
 
 
 @lru_cache(maxsize=8)

@@ -15,16 +15,17 @@ import numpy as np
 import pandas as pd
 
 from report_format.reader import Report
+from report_format.vocabulary import StepType
 
 #: Chrome trace-viewer reserved colour names, by step type (compute / exchange / sync / stream copy).
 _COLOURS = {
-    "OnTileExecute": "thread_state_running",
-    "DoExchange": "thread_state_iowait",
-    "GlobalExchange": "terrible",
-    "Sync": "grey",
-    "StreamCopyBegin": "rail_load",
-    "StreamCopyMid": "rail_load",
-    "StreamCopyEnd": "rail_load",
+    StepType.ON_TILE_EXECUTE: "thread_state_running",
+    StepType.DO_EXCHANGE: "thread_state_iowait",
+    StepType.GLOBAL_EXCHANGE: "terrible",
+    StepType.SYNC: "grey",
+    StepType.STREAM_COPY_BEGIN: "rail_load",
+    StepType.STREAM_COPY_MID: "rail_load",
+    StepType.STREAM_COPY_END: "rail_load",
 }
 
 

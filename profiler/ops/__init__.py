@@ -9,6 +9,8 @@ Usage (Poplar style: every op appends its programs to a Sequence and returns its
     x = ops.add_mapped(g, "half", (128, 256), "x")
     w = ops.add_mapped(g, "half", (256, 64), "w")
     y = ops.relu(g, ops.matmul(g, x, w, prog), prog, debug_name="layer1")
+
+May import: ``poplar``, ``chip``, ``host``.
 """
 
 from profiler.ops.conv import conv2d, conv2d_grad, create_conv_weights, map_conv_weights

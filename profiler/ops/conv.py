@@ -16,16 +16,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profiler import layout
-from profiler.dtypes import as_dtype
-from profiler.graph import Graph
-from profiler.layout import Factored
+from profiler.chip.dtypes import as_dtype
 from profiler.ops import elementwise as ew
 from profiler.ops.core import OpError, add_like, constant_per_tile, linear_tiles, op, padded_rows, set_attributes
 from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION, by_columns, matmul, operand_tiles, plan_matmul
 from profiler.ops.reduce import reduce_groups
-from profiler.programs import Sequence as Prog
-from profiler.tensor import Tensor
+from profiler.poplar import layout
+from profiler.poplar.graph import Graph
+from profiler.poplar.layout import Factored
+from profiler.poplar.programs import Sequence as Prog
+from profiler.poplar.tensor import Tensor
 
 # The forward convolution's matmul takes its columns (c // grp, i, j, c % grp), PopLibs' weight order
 # ({..., IC/icpg, kh, kw, ..., icpg}, lib/poplin/Convolution.cpp createWeights): a tile's block of
@@ -130,7 +130,7 @@ def _cols(graph: Graph, x: Tensor, win: Window, groups: int, pad_value: float = 
 
 def _weights(w: Tensor, groups: int, channel_group: int = 1) -> Tensor:
     """The matmul rhs [G, K, Cout/G] of weights w[Cout, Cg, kh, kw]: K is (c // grp, i, j, c % grp)
-    with grp = ``channel_group`` (a grouped view of the weights, profiler.layout.Factored)."""
+    with grp = ``channel_group`` (a grouped view of the weights, profiler.poplar.layout.Factored)."""
     cout, cg, kh, kw = w.shape
     grp = channel_group
     if grp == 1:

@@ -19,14 +19,15 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from profiler.dtypes import as_dtype
-from profiler.graph import Graph
-from profiler.programs import Execute, Sequence
-from profiler.tensor import Tensor
-from profiler.tile_fields import fields_by_tile
+from profiler.chip.dtypes import as_dtype
+from profiler.poplar.graph import Graph
+from profiler.poplar.programs import Execute, Sequence
+from profiler.poplar.tensor import Tensor
+from profiler.poplar.tile_fields import fields_by_tile
+from report_format.vocabulary import Layer
 
 F = TypeVar("F", bound=Callable[..., Any])
-LAYER = "poplibs"
+LAYER = Layer.POPLIBS
 
 
 class OpError(ValueError):
@@ -169,7 +170,7 @@ def vertex_fields(
 ) -> Iterator[tuple[np.ndarray, dict[str, Tensor]]]:
     """One vertex per tile holding ``tensors[0]``, each field (named ``names``) that tile's part of
     one tensor (all of one shape): from mapping intervals when the tensors are affine views (see
-    profiler.tile_fields), else by element - grouped per run of the mapping when ``tensors[0]`` is a
+    profiler.poplar.tile_fields), else by element - grouped per run of the mapping when ``tensors[0]`` is a
     whole variable, whose own field then comes from those runs (Tensor.permuted_rows)."""
     batches = fields_by_tile(graph, tensors)
     if batches is not None:

@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from profiler.dtypes import as_dtype
-from profiler.graph import Graph
+from profiler.chip.dtypes import as_dtype
 from profiler.ops.core import OpError, add_like, check_same_graph, execute, op, vertex_fields
 from profiler.ops.poplibs_codelets import EXACT_IN_STORED_TYPE, HALF_OPS, Map, map_codelet
-from profiler.programs import Sequence as Prog
-from profiler.tensor import Tensor
+from profiler.poplar.graph import Graph
+from profiler.poplar.programs import Sequence as Prog
+from profiler.poplar.tensor import Tensor
 
 
 def erf(x: np.ndarray) -> np.ndarray:

@@ -20,25 +20,27 @@ from typing import Any
 
 import numpy as np
 
-from profiler import cost_model, host_memory
-from profiler.dtypes import as_dtype
-from profiler.graph import FEW_ELEMENTS, Graph
-from profiler.layout import Affine, Factored, Window, WindowBlocks
+from profiler.chip import cost_model
+from profiler.chip.dtypes import as_dtype
+from profiler.chip.targets import Target
+from profiler.host import host_memory
 from profiler.ops.core import OpError, cdiv, check_same_graph, execute, linear_tiles, op, set_attributes
 from profiler.ops.elementwise import _binary_codelet, _cast, apply_map, copy, fill, map_codelet
 from profiler.ops.matmul_reduce import BlockGrid, reduce_block_major, stage_depths
 from profiler.ops.poplibs_codelets import MATMUL_CODELETS, ConvWindow, block_cycles, dynamic_slice_cycles, runs_nx1
 from profiler.ops.slicing import dynamic_slice, dynamic_update, replicated_index, sliceable
-from profiler.programs import Repeat, Sequence
-from profiler.programs import Sequence as Prog
-from profiler.targets import Target
-from profiler.tensor import Tensor
+from profiler.poplar.graph import Graph
+from profiler.poplar.layout import Affine, Factored, Window, WindowBlocks
+from profiler.poplar.programs import Repeat, Sequence
+from profiler.poplar.programs import Sequence as Prog
+from profiler.poplar.tensor import Tensor
+from profiler.poplar.variables import FEW_ELEMENTS
 
 DEFAULT_AVAILABLE_MEMORY_PROPORTION = 0.6  # ref §4.5: "The default proportion is 0.6 for both conv and matmul"
 SERIAL_CHOICES = (1, 2, 4, 8, 16)
 # Host bytes per vertex-field element while a step's fields are built, for operands that are explicit
 # index arrays (views are blocks: a few integers per vertex) and for the result's tile of each
-# element (checked with profiler.host_memory before building).
+# element (checked with profiler.host.host_memory before building).
 BUILD_BYTES_PER_FIELD_ELEMENT = 28
 MAX_CANDIDATES = 24  # split candidates per dimension (keeps planning fast)
 
@@ -634,7 +636,7 @@ def output_store(
     """A new ``[G, M, N]`` result and the variable holding it: block-major ``[G, N/nb, M, nb]`` (a
     tile's block of rows x ``nb`` out channels is then one region, as PopLibs creates a conv's output
     grouped by channels - lib/poplin/Convolution.cpp getPartialOutputShape: {G/cgpg, C/ocpg, batch,
-    field..., cgpg, ocpg}; the result is a grouped view of it, profiler.layout.Factored) when ``nb``
+    field..., cgpg, ocpg}; the result is a grouped view of it, profiler.poplar.layout.Factored) when ``nb``
     cuts N into several whole blocks, else plain ``[G, M, N]`` (and None)."""
     if nb >= N or N % nb:
         return graph.add_variable(dtype, [G, M, N], name), None

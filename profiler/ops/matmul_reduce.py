@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profiler.graph import ComputeSet, Graph
-from profiler.layout import cut_ranges, piece_lengths
 from profiler.ops.core import execute
 from profiler.ops.poplibs_codelets import CONV_REDUCE, conv_reduce_codelet
-from profiler.programs import Sequence as Prog
-from profiler.tensor import Tensor
+from profiler.poplar.graph import ComputeSet, Graph
+from profiler.poplar.layout import cut_ranges, piece_lengths
+from profiler.poplar.programs import Sequence as Prog
+from profiler.poplar.tensor import Tensor
 
 # ref §3.5 "Multi-stage plan (ConvReducePlan.cpp): 1 stage if depth < 16, 2 stages if 16 <= depth < 125,
 # 3 stages if >= 125".

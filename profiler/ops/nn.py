@@ -11,13 +11,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from profiler.graph import Graph
 from profiler.ops import elementwise as ew
 from profiler.ops.core import OpError, add_mapped, op
 from profiler.ops.poplibs_codelets import map_codelet
 from profiler.ops.reduce import reduce, reduce_max, reduce_mean, reduce_sum
-from profiler.programs import Sequence as Prog
-from profiler.tensor import Tensor
+from profiler.poplar.graph import Graph
+from profiler.poplar.programs import Sequence as Prog
+from profiler.poplar.tensor import Tensor
 
 
 # -- activations ---------------------------------------------------------------------------------

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from profiler.graph import Graph
 from profiler.ops import elementwise as ew
 from profiler.ops.core import OpError, add_like, op, set_attributes
 from profiler.ops.poplibs_codelets import map_codelet
-from profiler.programs import Sequence as Prog
-from profiler.tensor import Tensor
+from profiler.poplar.graph import Graph
+from profiler.poplar.programs import Sequence as Prog
+from profiler.poplar.tensor import Tensor
 
 
 def _momentum(v: np.ndarray, g: np.ndarray, momentum: float) -> np.ndarray:

@@ -1,7 +1,7 @@
 """Max and average pooling (popnn::pooling) and their gradients.
 
 The forward ops read each output position's window through the convolution's im2col view
-(profiler.layout.Window: the geometry, never an index per element). The result is stored as the
+(profiler.poplar.layout.Window: the geometry, never an index per element). The result is stored as the
 input is (channels innermost when the input is a convolution's result) and mapped linearly in
 whole positions; each tile's positions are split over its workers, one pooling vertex each
 (popnn's MaxPooling / SumPooling, costed by cost_model.pool_cycles), so the vertex count follows
@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from profiler.graph import Graph
 from profiler.ops import elementwise as ew
 from profiler.ops.conv import Window, _channel_grouped, _pair, _scatter_add, _window_view, window
 from profiler.ops.core import OpError, cdiv, execute, op, set_attributes
 from profiler.ops.poplibs_codelets import POOLING_CODELETS, map_codelet, reduce_identity
 from profiler.ops.reduce import reduce_groups
-from profiler.programs import Sequence as Prog
-from profiler.tensor import Tensor
+from profiler.poplar.graph import Graph
+from profiler.poplar.programs import Sequence as Prog
+from profiler.poplar.tensor import Tensor
 
 
 def _pool_members(x: Tensor, kernel: int | tuple[int, int], stride: int | tuple[int, int] | None,

@@ -1,6 +1,6 @@
-"""The ops library's codelets: vectorised over every vertex of a batch, costed by ``profiler.cost_model``.
+"""The ops library's codelets: vectorised over every vertex of a batch, costed by ``profiler.chip.cost_model``.
 
-They subclass ``profiler.codelets.Codelet`` (built-in style: ``run_batch`` runs one numpy kernel over
+They subclass ``profiler.chip.codelets.Codelet`` (built-in style: ``run_batch`` runs one numpy kernel over
 all vertices of a batch; ``estimate`` gives one vertex's cycles and FLOPs) and are passed to
 ``Graph.add_vertices`` as objects, so no change to the built-in table is needed.
 """
@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from profiler import cost_model, scratch
-from profiler.codelets import (
+from profiler.chip import cost_model
+from profiler.chip.codelets import (
     MATMUL_CODE_BYTES,
     ONE_PTR_BYTES,
     Codelet,
@@ -23,8 +23,9 @@ from profiler.codelets import (
     elementwise_state_bytes,
     vertex_state_bytes,
 )
-from profiler.layout import memory_order
-from profiler.targets import Target
+from profiler.chip.targets import Target
+from profiler.host import scratch
+from profiler.poplar.layout import memory_order
 
 # Code sizes counted from PopLibs' own assembly (graphcore/poplibs lib/poplin/codelets/asm, the mk2
 # main branch): instructions after macro and .if expansion x 4 B, plus .align padding. A
@@ -85,7 +86,7 @@ def _computed_in(dtypes: Mapping[str, np.dtype], fields: tuple[str, ...]) -> dic
 # Functions whose result is exactly one of their operands (or its negation): computed in the
 # stored type they give what float then rounding would, with no conversion either way.
 EXACT_IN_STORED_TYPE: set[Callable[..., np.ndarray]] = {np.negative, np.abs, np.maximum, np.minimum}
-# Functions ``profiler.half_maps`` computes on stored halves in one compiled pass, by name.
+# Functions ``profiler.executable.half_maps`` computes on stored halves in one compiled pass, by name.
 HALF_OPS: dict[Callable[..., np.ndarray], str] = {
     np.add: "add", np.subtract: "subtract", np.multiply: "multiply", np.divide: "divide"
 }  # fmt: skip

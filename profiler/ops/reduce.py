@@ -14,9 +14,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from profiler.dtypes import as_dtype
-from profiler.graph import ComputeSet, Graph
-from profiler.layout import Affine, Factored
+from profiler.chip.dtypes import as_dtype
 from profiler.ops.core import (
     OpError,
     constant_per_tile,
@@ -35,8 +33,10 @@ from profiler.ops.poplibs_codelets import (
     REDUCE_SEGMENT_CODELETS,
     reduce_identity,
 )
-from profiler.programs import Sequence as Prog
-from profiler.tensor import Tensor
+from profiler.poplar.graph import ComputeSet, Graph
+from profiler.poplar.layout import Affine, Factored
+from profiler.poplar.programs import Sequence as Prog
+from profiler.poplar.tensor import Tensor
 
 # ref §3.5 ConvReducePlan: one stage below 16 partials per output.
 SINGLE_STAGE_MAX_PARTIALS = 16

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from profiler.graph import Graph
 from profiler.ops.core import OpError, add_like, execute, groups_by_tile, linear_tiles, op
 from profiler.ops.elementwise import fill
 from profiler.ops.poplibs_codelets import DynamicSlice, DynamicUpdate, MultiSlice, MultiUpdateAdd
-from profiler.programs import Sequence as Prog
-from profiler.tensor import Tensor
+from profiler.poplar.graph import Graph
+from profiler.poplar.programs import Sequence as Prog
+from profiler.poplar.tensor import Tensor
 
 _SLICE, _UPDATE, _GATHER, _SCATTER = DynamicSlice(), DynamicUpdate(), MultiSlice(), MultiUpdateAdd()
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from profiler import ops
-from profiler.graph import Graph
-from profiler.programs import Copy, Sequence
-from profiler.targets import Target
+from profiler.chip.targets import Target
+from profiler.poplar.graph import Graph
+from profiler.poplar.programs import Copy, Sequence
 from profiler.workloads.common import Workload, host_parameter, main, workload_target
 from profiler.workloads.mlp import dense, dense_grad
+from report_format.vocabulary import Layer
 
 DEFAULTS = {"batch": 4, "size": 28, "channels": 8, "classes": 10, "tiles": 16}
 
@@ -56,7 +57,7 @@ def build(
     step = Sequence(name="train step")
     step.add(Copy(g.add_host_to_device_fifo("images", dtype, [batch, 1, size, size]), x, name="images"))
     step.add(Copy(g.add_host_to_device_fifo("labels", "int32", [batch]), labels, name="labels"))
-    with g.debug_context("forward", layer="user"):
+    with g.debug_context("forward", layer=Layer.USER):
         z1 = ops.conv2d(g, x, params["conv1"], step, padding=1, debug_name="conv1")
         n1, xhat1, inv1 = ops.batch_norm(g, z1, params["bn1_g"], params["bn1_b"], step, debug_name="bn1")
         a1 = ops.relu(g, n1, step)
@@ -67,7 +68,7 @@ def build(
         p2 = ops.max_pool2d(g, a2, 2, step, debug_name="pool2")
         logits = dense(g, p2.reshape(batch, flat), params["fc_w"], params["fc_b"], step, "fc")
         loss, probs, onehot = ops.cross_entropy(g, logits, labels, step)
-    with g.debug_context("backward", layer="user"):
+    with g.debug_context("backward", layer=Layer.USER):
         dlogits = ops.cross_entropy_grad(g, probs, onehot, step)
         dp2, dfw, dfb = dense_grad(g, p2.reshape(batch, flat), params["fc_w"], dlogits, step, "fc grad")
         da2 = ops.max_pool2d_grad(g, a2, p2, dp2.reshape(p2.shape), 2, step, debug_name="pool2 grad")
@@ -80,7 +81,7 @@ def build(
         _, dc1 = ops.conv2d_grad(g, x, params["conv1"], dz1, step, padding=1, need_dx=False, debug_name="conv1 grad")
     grads = {"conv1": dc1, "bn1_g": dg1, "bn1_b": db1, "conv2": dc2, "bn2_g": dg2, "bn2_b": db2, "fc_w": dfw,
              "fc_b": dfb}  # fmt: skip
-    with g.debug_context("update", layer="user"):
+    with g.debug_context("update", layer=Layer.USER):
         for n, grad in grads.items():
             ops.sgd(g, params[n], grad, lr, step, debug_name=f"sgd {n}")
     step.add(Copy(loss.reshape(1), g.add_device_to_host_fifo("loss", dtype, [1]), name="loss"))

@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from profiler.engine import Engine
-from profiler.graph import Graph
-from profiler.programs import Program
-from profiler.targets import Target, get_target, ipu_model
-from profiler.tensor import Tensor
+from profiler.chip.targets import Target, get_target, ipu_model
+from profiler.engine.engine import Engine
+from profiler.poplar.graph import Graph
+from profiler.poplar.programs import Program
+from profiler.poplar.tensor import Tensor
 
 #: Tile memory of the small IPU-Model target the workloads default to (tiles=0 selects a whole GC200).
 TILE_BYTES = 262144
@@ -127,8 +127,8 @@ def _progress_line(prog: str) -> Callable[[str], None]:
 def main(build: Callable[..., Workload], defaults: dict[str, int], description: str, steps: int = 1) -> None:
     """Script entry point: sizes as --name value options; reports per POPLAR_ENGINE_OPTIONS. Bad
     sizes, a graph that cannot be built and a model that does not fit end in one line, not a traceback."""
-    from profiler.engine import EngineError, OutOfMemoryError
-    from profiler.host_memory import HostMemoryError
+    from profiler.engine.engine import EngineError, OutOfMemoryError
+    from profiler.host.host_memory import HostMemoryError
 
     parser = argparse.ArgumentParser(
         description=description,

@@ -22,12 +22,13 @@ from typing import Any
 import numpy as np
 
 from profiler import ops
-from profiler.graph import Graph
-from profiler.programs import Copy, Sequence
-from profiler.targets import Target
-from profiler.tensor import Tensor
+from profiler.chip.targets import Target
+from profiler.poplar.graph import Graph
+from profiler.poplar.programs import Copy, Sequence
+from profiler.poplar.tensor import Tensor
 from profiler.workloads.common import Workload, main, workload_target
 from profiler.workloads.mlp import dense, dense_grad
+from report_format.vocabulary import Layer
 
 DEFAULTS = {"batch": 16, "tiles": 0}
 CLASSES = 10
@@ -88,7 +89,7 @@ def build(
         ops.binary_in_place(g, "add", y, p[f"{name}.bias"].reshape(1, -1, 1, 1), step)
         return y
 
-    with g.debug_context("forward", layer="user"):
+    with g.debug_context("forward", layer=Layer.USER):
         a1 = ops.relu(g, conv("conv1", x), step)
         p1 = ops.max_pool2d(g, a1, 2, step, debug_name="pool")
         a2 = ops.relu(g, conv("conv2", p1), step)
@@ -97,7 +98,7 @@ def build(
         h = ops.relu(g, dense(g, flat, p["fc1.weight"], p["fc1.bias"], step, "fc1"), step)
         logp = ops.log_softmax(g, dense(g, h, p["fc2.weight"], p["fc2.bias"], step, "fc2"), step)
         loss, onehot = ops.nll_loss(g, logp, labels, step)
-    with g.debug_context("backward", layer="user"):
+    with g.debug_context("backward", layer=Layer.USER):
         # log-softmax and NLL's gradient in one (PopART's NlllWithSoftmaxGradDirect): (p - onehot) / B
         dlogits = ops.cross_entropy_grad(g, ops.unary(g, "exp", logp, step), onehot, step)
         dh, dw2, db2 = dense_grad(g, h, p["fc2.weight"], dlogits, step, "fc2 grad")
@@ -116,7 +117,7 @@ def build(
             "norm.weight": dgamma, "norm.bias": dbeta, "fc1.weight": dw1, "fc1.bias": db1, "fc2.weight": dw2,
             "fc2.bias": db2,
         }  # fmt: skip
-    with g.debug_context("update", layer="user"):
+    with g.debug_context("update", layer=Layer.USER):
         for n, grad in grads.items():
             ops.sgd(g, p[n], grad, lr, step, momentum=momentum, velocity=accl[n], debug_name=f"sgd {n}")
     # PopTorch returns the model's output and its loss (the tutorial's forward returns both)

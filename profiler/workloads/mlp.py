@@ -15,11 +15,12 @@ from dataclasses import replace
 import numpy as np
 
 from profiler import ops
-from profiler.graph import Graph
-from profiler.programs import Copy, Sequence
-from profiler.replication import AllReduce, replica_batch
-from profiler.targets import Target
+from profiler.chip.targets import Target
+from profiler.multi_ipu.replication import AllReduce, replica_batch
+from profiler.poplar.graph import Graph
+from profiler.poplar.programs import Copy, Sequence
 from profiler.workloads.common import Workload, host_parameter, main, workload_target
+from report_format.vocabulary import Layer
 
 DEFAULTS = {"batch": 32, "inputs": 784, "hidden": 64, "classes": 10, "tiles": 16}
 
@@ -40,13 +41,13 @@ def separable_data(batch: int, inputs: int, classes: int, seed: int = 0):  # typ
 
 def dense(graph: Graph, x, w, b, prog, name: str):  # type: ignore[no-untyped-def]
     """x @ w + b in one debug context."""
-    with graph.debug_context(name, op_type="Dense", layer="user"):
+    with graph.debug_context(name, op_type="Dense", layer=Layer.USER):
         return ops.add(graph, ops.matmul(graph, x, w, prog), b, prog)
 
 
 def dense_grad(graph: Graph, x, w, dy, prog, name: str, need_dx: bool = True):  # type: ignore[no-untyped-def]
     """(dx, dw, db) of ``dense``."""
-    with graph.debug_context(name, op_type="DenseGrad", layer="user"):
+    with graph.debug_context(name, op_type="DenseGrad", layer=Layer.USER):
         dw = ops.matmul(graph, x.T, dy, prog, debug_name="weight grad")
         db = ops.reduce_sum(graph, dy, 0, prog, debug_name="bias grad")
         dx = ops.matmul(graph, dy, w.T, prog, debug_name="input grad") if need_dx else None
@@ -90,21 +91,21 @@ def build(
     step = Sequence(name="train step")
     step.add(Copy(g.add_host_to_device_fifo("x", dtype, [batch, inputs]), x, name="x"))
     step.add(Copy(g.add_host_to_device_fifo("labels", "int32", [batch]), labels, name="labels"))
-    with g.debug_context("forward", layer="user"):
+    with g.debug_context("forward", layer=Layer.USER):
         h = ops.relu(g, dense(g, x, params["w1"], params["b1"], step, "fc1"), step)
         logits = dense(g, h, params["w2"], params["b2"], step, "fc2")
         loss, probs, onehot = ops.cross_entropy(g, logits, labels, step)
-    with g.debug_context("backward", layer="user"):
+    with g.debug_context("backward", layer=Layer.USER):
         dlogits = ops.cross_entropy_grad(g, probs, onehot, step)
         dh, dw2, db2 = dense_grad(g, h, params["w2"], dlogits, step, "fc2 grad")
         dz1 = ops.nonlinearity_grad(g, "relu", h, dh, step)
         _, dw1, db1 = dense_grad(g, x, params["w1"], dz1, step, "fc1 grad", need_dx=False)
     grads = {"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}
     if replicas > 1:
-        with g.debug_context("gradient all-reduce", op_type="AllReduce", layer="user"):
+        with g.debug_context("gradient all-reduce", op_type="AllReduce", layer=Layer.USER):
             for n, grad in grads.items():
                 step.add(AllReduce(grad, "mean", name=f"all-reduce {n} grad"))
-    with g.debug_context("update", layer="user"):
+    with g.debug_context("update", layer=Layer.USER):
         for n, grad in grads.items():
             ops.sgd(g, params[n], grad, lr, step, momentum=momentum, velocity=velocity[n], debug_name=f"sgd {n}")
     step.add(Copy(loss.reshape(1), loss_out, name="loss"))

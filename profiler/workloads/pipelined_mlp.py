@@ -1,5 +1,5 @@
 """A stack of dense layers trained with SGD, one layer per IPU, pipelined over micro-batches
-(profiler.pipeline_training): PopART-style pipelined training with gradient accumulation.
+(profiler.multi_ipu.pipeline_training): PopART-style pipelined training with gradient accumulation.
 
 Stage s (on IPU s) is ``relu(x @ w_s + b_s)``; the last stage gives the logits and the mean softmax
 cross-entropy. Each run takes ``micro_batches`` micro-batches of ``batch`` samples, accumulates the
@@ -20,12 +20,13 @@ from typing import Any
 import numpy as np
 
 from profiler import ops
-from profiler.graph import Graph
-from profiler.pipeline_training import TrainingPipeline, TrainingStage
-from profiler.programs import Copy, Sequence
-from profiler.targets import Target
+from profiler.chip.targets import Target
+from profiler.multi_ipu.pipeline_training import TrainingPipeline, TrainingStage
+from profiler.poplar.graph import Graph
+from profiler.poplar.programs import Copy, Sequence
 from profiler.workloads.common import Workload, host_parameter, main, workload_target
 from profiler.workloads.mlp import dense, dense_grad, separable_data
+from report_format.vocabulary import Layer
 
 DEFAULTS = {"stages": 4, "micro_batches": 8, "batch": 4, "inputs": 64, "width": 64, "classes": 10, "tiles": 16,
             "layers_per_stage": 1}  # fmt: skip
@@ -71,7 +72,7 @@ def build(
         layers = range(s * layers_per_stage, (s + 1) * layers_per_stage)
         fwd, bwd, upd = Sequence(name=f"stage {s} forward"), Sequence(name=f"stage {s} backward"), Sequence()
         st: dict[str, Any] = {"forward": fwd, "backward": bwd, "update": upd, "sums": []}
-        with on_ipu(s), g.debug_context(f"stage {s}", layer="user"):
+        with on_ipu(s), g.debug_context(f"stage {s}", layer=Layer.USER):
             x = ops.add_mapped(g, dtype, (rows, dims[layers[0]]), "x" if s == 0 else f"stage {s} input")
             if s == 0:
                 fwd.add(Copy(x_fifo, x, name="x"))

@@ -12,11 +12,12 @@ from __future__ import annotations
 import numpy as np
 
 from profiler import ops
-from profiler.graph import Graph
-from profiler.programs import Copy, Sequence
-from profiler.targets import Target, get_target
-from profiler.tensor import Tensor
+from profiler.chip.targets import Target, get_target
+from profiler.poplar.graph import Graph
+from profiler.poplar.programs import Copy, Sequence
+from profiler.poplar.tensor import Tensor
 from profiler.workloads.common import Workload, host_parameter, main
+from report_format.vocabulary import Layer
 
 DEFAULTS = {"batch": 1, "channels": 64, "size": 14, "blocks": 2}
 
@@ -49,7 +50,7 @@ def build(
     prog.add(Copy(g.add_host_to_device_fifo("images", dtype, [batch, channels, size, size]), x, name="images"))
     h = x
     for b in range(blocks):
-        with g.debug_context(f"block{b}", op_type="Bottleneck", layer="user"):
+        with g.debug_context(f"block{b}", op_type="Bottleneck", layer=Layer.USER):
             y = h
             for i, (cin, cout, k) in enumerate([(channels, mid, 1), (mid, mid, 3), (mid, channels, 1)]):
                 w = param(
@@ -61,7 +62,7 @@ def build(
                 s = param(f"b{b}.scale{i}", (cout,), np.full(cout, 0.5 if i == 2 else 1.0))
                 t = param(f"b{b}.shift{i}", (cout,), rng.standard_normal(cout) * 0.1)
                 y = ops.conv2d(g, y, w, prog, padding=k // 2, debug_name=f"conv{i}")
-                with g.debug_context(f"norm{i}", op_type="BatchNormInference", layer="user"):
+                with g.debug_context(f"norm{i}", op_type="BatchNormInference", layer=Layer.USER):
                     y = ops.add(g, ops.mul(g, y, s.reshape(1, cout, 1, 1), prog), t.reshape(1, cout, 1, 1), prog)
                 if i < 2:
                     y = ops.relu(g, y, prog)

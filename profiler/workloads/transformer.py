@@ -10,10 +10,11 @@ from __future__ import annotations
 import numpy as np
 
 from profiler import ops
-from profiler.graph import Graph
-from profiler.programs import Copy, Sequence
-from profiler.targets import Target
+from profiler.chip.targets import Target
+from profiler.poplar.graph import Graph
+from profiler.poplar.programs import Copy, Sequence
 from profiler.workloads.common import Workload, host_parameter, main, workload_target
+from report_format.vocabulary import Layer
 
 DEFAULTS = {"seq": 32, "model": 64, "heads": 4, "ff": 128, "tiles": 16}
 
@@ -50,7 +51,7 @@ def build(
     out = g.add_device_to_host_fifo("out", dtype, [seq, model])
     prog = Sequence(name="encoder layer")
     prog.add(Copy(g.add_host_to_device_fifo("tokens", dtype, [seq, model]), x, name="tokens"))
-    with g.debug_context("attention", op_type="SelfAttention", layer="user"):
+    with g.debug_context("attention", op_type="SelfAttention", layer=Layer.USER):
         h, _, _ = ops.layer_norm(g, x, p["ln1_g"], p["ln1_b"], prog, debug_name="ln1")
         qkv = ops.matmul(g, h, p["wqkv"], prog, debug_name="qkv")  # [S, 3D]
         heads_view = qkv.reshape(seq, 3, heads, dh).transpose(1, 2, 0, 3)  # [3, H, S, dh]
@@ -60,7 +61,7 @@ def build(
         ctx = ops.matmul(g, attn, v, prog, debug_name="context")  # [H, S, dh]
         merged = ctx.transpose(1, 0, 2).reshape(seq, model)
         x1 = ops.add(g, x, ops.matmul(g, merged, p["wo"], prog, debug_name="out proj"), prog, debug_name="residual")
-    with g.debug_context("mlp", op_type="FeedForward", layer="user"):
+    with g.debug_context("mlp", op_type="FeedForward", layer=Layer.USER):
         h2, _, _ = ops.layer_norm(g, x1, p["ln2_g"], p["ln2_b"], prog, debug_name="ln2")
         f = ops.gelu(g, ops.add(g, ops.matmul(g, h2, p["w1"], prog, debug_name="ff1"), p["b1"], prog), prog)
         y = ops.add(g, ops.matmul(g, f, p["w2"], prog, debug_name="ff2"), p["b2"], prog)

@@ -349,7 +349,7 @@ def test_save_outputs_into_a_missing_directory_creates_it(tmp_path: Path, capsys
 
 
 def test_a_failed_report_write_keeps_the_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # type: ignore[no-untyped-def]
-    from profiler import capture
+    from profiler.capture import autoreport as capture
     from report_format.errors import ReportError
 
     env = Env(tmp_path)

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from app.guard import BadRequest, check_callback_request
 from app.tile_list import parse_tile_list
+from profiler.capture.options import OPTION_NAMES, OptionError, resolve_options
 from profiler.frontends.onnx import examples
-from profiler.options import OPTION_NAMES, OptionError, resolve_options
 from report_format.synthetic import synthetic_report
 from tilescope.cli import main
 

@@ -14,7 +14,7 @@ from compare_builders import assert_signs
 
 from app.comparison.comparison import Comparison
 from profiler import Sequence, get_target, ipu_model, ops
-from profiler.graph import Graph
+from profiler.poplar.graph import Graph
 from profiler.workloads import mlp
 from profiler.workloads.common import Workload
 from report_format.reader import open_report

@@ -5,7 +5,7 @@ import pytest
 
 from profiler import Engine, Graph, Repeat, Sequence, ipu_model, ops
 from profiler.frontends.onnx import Session, examples, import_model, random_inputs
-from profiler.pipeline import Pipeline, schedule_length
+from profiler.multi_ipu.pipeline import Pipeline, schedule_length
 from report_format.reader import open_report
 
 C = 164  # a Neg over 4 floats on each of 4 tiles (the OnTileExecute step below, pinned here)

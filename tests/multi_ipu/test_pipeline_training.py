@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from profiler.pipeline_training import TrainingPipeline, cycle_work, cycles, stash_depth
+from profiler.multi_ipu.pipeline_training import TrainingPipeline, cycle_work, cycles, stash_depth
 from profiler.workloads import pipelined_mlp
 from report_format.reader import open_report
 

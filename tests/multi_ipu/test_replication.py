@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 from profiler import Engine, Graph, Sequence, ipu_model
-from profiler.engine import EngineError
+from profiler.chip.ipu_links import ring_all_reduce_bytes
+from profiler.engine.engine import EngineError
 from profiler.frontends.onnx import Session, examples, import_model, random_inputs
-from profiler.graph import GraphError
-from profiler.ipu_links import ring_all_reduce_bytes
-from profiler.replication import AllReduce
+from profiler.multi_ipu.replication import AllReduce
+from profiler.poplar.graph import GraphError
 from profiler.workloads import mlp
 from report_format.reader import open_report
 

@@ -8,8 +8,8 @@ from onnx import helper
 from profiler import Engine, Graph, Sequence, ipu_model, ops
 from profiler.frontends.onnx import Session, examples, import_model, random_inputs
 from profiler.frontends.onnx.check import reference_run
-from profiler.graph import GraphError
-from profiler.sharding import IPU_ATTRIBUTE, ShardingError, assign_ipus, balance
+from profiler.multi_ipu.sharding import IPU_ATTRIBUTE, ShardingError, assign_ipus, balance
+from profiler.poplar.graph import GraphError
 from report_format.reader import open_report
 
 # 2 IPUs of 4 tiles; 8 bytes per cycle over IPU-Links so the arithmetic is round.

@@ -22,6 +22,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from profiler.chip.targets import ipu_model
 from profiler.frontends.onnx import (
     SUPPORTED,
     FrontendError,
@@ -32,7 +33,6 @@ from profiler.frontends.onnx import (
     opset_version,
 )
 from profiler.frontends.onnx.model import MIN_OPSET
-from profiler.targets import ipu_model
 
 DISK_KINDS = ("pytorch-converted", "pytorch-operator", "simple")
 # A tiny target keeps the suite fast; 16 MiB tiles so the cases never run out of memory.

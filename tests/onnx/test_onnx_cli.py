@@ -147,7 +147,7 @@ def test_bad_input_is_one_line_exit_2(make, args, message, tmp_path: Path, capsy
 
 def test_too_little_host_memory_is_one_line_exit_2(mlp_file: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     # the matmul's vertex fields would not fit: a clear line, not the kernel's OOM killer
-    monkeypatch.setattr("profiler.host_memory.available_bytes", lambda: 1000)
+    monkeypatch.setattr("profiler.host.host_memory.available_bytes", lambda: 1000)
     assert main(["run", str(mlp_file), "--random-inputs"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("tilescope run: error: matmul [1,")
@@ -158,10 +158,10 @@ def test_too_little_host_memory_is_one_line_exit_2(mlp_file: Path, monkeypatch, 
 def test_a_model_that_does_not_fit_gives_its_memory_report_and_exit_1(
     mlp_file: Path, tmp_path: Path, monkeypatch, capsys, as_json: bool
 ) -> None:  # type: ignore[no-untyped-def]
-    from profiler.targets import ipu_model
+    from profiler.chip.targets import ipu_model
 
     monkeypatch.setattr(
-        "profiler.targets.get_target", lambda name, ipus=1: ipu_model(tiles_per_ipu=2, bytes_per_tile=4096)
+        "profiler.chip.targets.get_target", lambda name, ipus=1: ipu_model(tiles_per_ipu=2, bytes_per_tile=4096)
     )
     report = tmp_path / "oom_report"
     rc = main(["run", str(mlp_file), "--random-inputs", "--report-dir", str(report), *(["--json"] if as_json else [])])
@@ -202,8 +202,8 @@ def test_run_a_workload_script_with_a_report(tmp_path: Path, monkeypatch, capsys
 def test_progress_counts_nodes_and_compute_sets_on_a_terminal() -> None:
     import io
 
+    from profiler.chip.targets import ipu_model
     from profiler.frontends.onnx import Session, import_model, load_model
-    from profiler.targets import ipu_model
     from tilescope.progress import Counter
 
     class Terminal(io.StringIO):
@@ -253,10 +253,10 @@ def test_run_outline_calls_one_body_per_layer(tmp_path: Path, capsys) -> None:  
 
 
 def test_a_transformer_that_does_not_fit_is_pointed_to_outline(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
-    from profiler.targets import ipu_model
+    from profiler.chip.targets import ipu_model
 
     monkeypatch.setattr(
-        "profiler.targets.get_target", lambda name, ipus=1: ipu_model(tiles_per_ipu=4, bytes_per_tile=8192)
+        "profiler.chip.targets.get_target", lambda name, ipus=1: ipu_model(tiles_per_ipu=4, bytes_per_tile=8192)
     )
     path = tmp_path / "bert.onnx"
     model = examples.bert_layer(seq=8, hidden=32, heads=4, ff=64, layers=3)

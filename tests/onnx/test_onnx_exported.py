@@ -12,10 +12,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from profiler.chip.targets import ipu_model
 from profiler.frontends.onnx import FrontendError, Session, import_model, load_model, random_inputs
 from profiler.frontends.onnx.check import compare, reference_run
 from profiler.frontends.onnx.operators import HANDLERS
-from profiler.targets import ipu_model
 from tests.onnx.exported import alexnet_style, bert_style, densenet_style
 from tilescope.cli import main
 

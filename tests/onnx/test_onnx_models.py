@@ -11,6 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+from profiler.chip.targets import ipu_model
 from profiler.frontends.onnx import (
     FrontendError,
     Session,
@@ -20,7 +21,6 @@ from profiler.frontends.onnx import (
     load_model,
     random_inputs,
 )
-from profiler.targets import ipu_model
 from report_format.reader import open_report
 
 TARGET = ipu_model(tiles_per_ipu=16, bytes_per_tile=1 << 20)

@@ -8,9 +8,9 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
+from profiler.chip.targets import ipu_model
 from profiler.frontends.onnx import Session, import_model, load_model
 from profiler.frontends.onnx.check import reference_run
-from profiler.targets import ipu_model
 
 TARGET = ipu_model(tiles_per_ipu=4, bytes_per_tile=16 << 20)
 

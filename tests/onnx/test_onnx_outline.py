@@ -9,10 +9,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+from profiler.chip.targets import ipu_model
 from profiler.frontends.onnx import Session, examples, import_model, random_inputs
 from profiler.frontends.onnx.builder import SMALL_CONSTANT
 from profiler.frontends.onnx.outline import Repeat, find_repeat
-from profiler.targets import ipu_model
 
 TARGET = ipu_model(tiles_per_ipu=16, bytes_per_tile=1 << 20)
 
@@ -97,8 +97,8 @@ def test_a_block_whose_host_values_differ_is_built_inline():
 
 
 def test_outline_refuses_what_it_cannot_build_in_one_line():
+    from profiler.chip.targets import ipu_model as model_target
     from profiler.frontends.onnx import FrontendError
-    from profiler.targets import ipu_model as model_target
 
     with pytest.raises(FrontendError, match="outline needs weights as variables"):
         import_model(_bert(2), TARGET, weights="constants", outline=True)

@@ -191,8 +191,8 @@ def test_chained_convolutions_hold_results_channel_grouped_and_compute_them_exac
     # a conv's result is stored block-major by its plan's out-channel blocks ([G][C/nb][B*H*W][nb], as
     # PopLibs creates conv outputs grouped by channels) and the next conv, a relu, a residual add and a
     # max pool read it through grouped views: the values are a direct convolution's
-    from profiler.layout import Factored
     from profiler.ops.matmul import plan_matmul
+    from profiler.poplar.layout import Factored
 
     r = rng(41)
     x = r.standard_normal((2, 16, 10, 10)).astype(np.float32)
@@ -240,9 +240,9 @@ def test_a_convolution_over_a_grouped_result_reads_runs_not_elements():
     # the second conv's vertices read whole channel groups at a kernel position: runs along the input
     # rows (PopLibs' in-channel groups per kernel position), far fewer regions than elements
     from profiler import Graph, Sequence
-    from profiler.compile import compile_programs
-    from profiler.regions import field_regions
-    from profiler.targets import get_target
+    from profiler.chip.targets import get_target
+    from profiler.compiler.compile import compile_programs
+    from profiler.poplar.regions import field_regions
 
     g = Graph(get_target("GC200"))
     prog = Sequence()
@@ -271,9 +271,9 @@ def _conv_receives(channel_group: int | None) -> tuple[int, int]:
     """(regions, bytes) the tiles receive for a strided 3x3 conv over a conv's channel-grouped
     result, its columns in channel groups of ``channel_group`` (None: the input's own group)."""
     from profiler import Graph, Sequence
-    from profiler.compile import compile_programs
+    from profiler.chip.targets import get_target
+    from profiler.compiler.compile import compile_programs
     from profiler.ops import conv
-    from profiler.targets import get_target
 
     g = Graph(get_target("GC200"))
     prog = Sequence()
@@ -312,11 +312,11 @@ def test_a_wide_out_channel_block_is_stored_in_amp_channel_groups():
     # (PopLibs' conv output {C/ocpg, N, H, W, ocpg} whatever the tile split), so the next conv reads
     # runs of a group's positions, not a run per position
     from profiler import Graph, Sequence
-    from profiler.compile import compile_programs
+    from profiler.chip.targets import get_target
+    from profiler.compiler.compile import compile_programs
     from profiler.ops import conv
     from profiler.ops.matmul import plan_matmul
-    from profiler.regions import field_regions
-    from profiler.targets import get_target
+    from profiler.poplar.regions import field_regions
 
     g = Graph(get_target("GC200"))
     prog = Sequence()
@@ -342,9 +342,9 @@ def test_the_host_sums_a_grouped_convolution_kernel_major_while_its_vertices_rea
     # exchange; the host's product (the step's kernel) takes the same columns kernel-major (i, j, c),
     # whose copy runs kw x C long - the same product, the last stop's summation order
     from profiler import Graph, Sequence
-    from profiler.compile import compile_programs
-    from profiler.layout import Window, WindowBlocks
-    from profiler.targets import get_target
+    from profiler.chip.targets import get_target
+    from profiler.compiler.compile import compile_programs
+    from profiler.poplar.layout import Window, WindowBlocks
 
     g = Graph(get_target("GC200"))
     prog = Sequence()
@@ -399,9 +399,10 @@ def test_a_3x3_convolution_runs_convpartialnx1_as_poplibs_does():
     cost_model.amp_nx1_cycles over the block's output rows), unswapped; a 1x1 convolution keeps
     ConvPartial1x1Out. The planner costs the same vertices it builds: the plan's conv geometry is the
     convolution's (kernel 3 x 3, output rows 14 wide)."""
-    from profiler import Graph, Sequence, cost_model
-    from profiler.compile import compile_programs
-    from profiler.targets import get_target
+    from profiler import Graph, Sequence
+    from profiler.chip import cost_model
+    from profiler.chip.targets import get_target
+    from profiler.compiler.compile import compile_programs
 
     t = get_target("GC200")
     g = Graph(t)
@@ -437,11 +438,11 @@ def test_the_weight_gradient_reads_a_grouped_input_in_its_channel_groups():
     an element a region (1,741,664), and a 3x3 512-channel layer's training step took 17 s to compile
     (8 s now)."""
     from profiler import Graph, Sequence
-    from profiler.compile import compile_programs
+    from profiler.chip.targets import get_target
+    from profiler.compiler.compile import compile_programs
     from profiler.ops.core import linear_tiles
     from profiler.ops.matmul import output_store
-    from profiler.regions import field_regions
-    from profiler.targets import get_target
+    from profiler.poplar.regions import field_regions
 
     g = Graph(get_target("GC200"))
     prog = Sequence()

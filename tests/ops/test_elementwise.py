@@ -3,7 +3,8 @@ import json
 import numpy as np
 import pytest
 
-from profiler import cost_model, ops
+from profiler import ops
+from profiler.chip import cost_model
 from tests.ops.helpers import np_erf, rng, run, tol
 
 SHAPES = [(1,), (7, 3), (5, 1, 4), (13,)]
@@ -129,7 +130,8 @@ def test_flops_and_cycles_come_from_the_cost_model():
 def test_positionwise_ops_run_in_row_chunks_on_threads_give_the_whole_result(monkeypatch, dtype):
     # an add of a transposed operand and a broadcast one, then relu in place: the engine walks each
     # batch in its result's storage order, in chunks of rows on a thread per core
-    from profiler import batch_run, parallel
+    from profiler.engine import batch_run
+    from profiler.host import parallel
 
     calls = []
     whole = batch_run._run_rows
@@ -149,7 +151,7 @@ def test_positionwise_ops_run_in_row_chunks_on_threads_give_the_whole_result(mon
     want = np.maximum((((a.astype(f) * b.T.astype(f)).astype(dtype)).astype(f) + c.astype(f)).astype(dtype), 0)
     assert np.array_equal(out["y"], want)
     # every batch walked in storage order (each op's, with kernels) ran in several chunks: a chunk
-    # per thread for those run on halves in one pass (profiler.half_maps), else of CHUNK_ELEMENTS
+    # per thread for those run on halves in one pass (profiler.executable.half_maps), else of CHUNK_ELEMENTS
     chunked = {b: sum(1 for c, rows in calls if c is b) for b, rows in calls if rows is not None}
     assert chunked and min(chunked.values()) >= 2
     if dtype == np.float16:

@@ -6,7 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from profiler import Engine, Graph, Sequence, cost_model, get_target, ipu_model, ops
+from profiler import Engine, Graph, Sequence, get_target, ipu_model, ops
+from profiler.chip import cost_model
 from profiler.ops.poplibs_codelets import MATMUL_CODELETS
 from profiler.workloads.mlp import dense, dense_grad
 from tests.ops.helpers import check_created_matmul, created_matmul, fd_grad, rng, run, tol
@@ -148,7 +149,7 @@ def test_amp_vertex_calibration_on_bow(n):
         g.set_tile_mapping(x, 0)
     cs = g.add_compute_set("amp")
     g.add_vertices(cs, MATMUL_CODELETS["AMP"], {"a": a, "b": b, "out": c}, [0])
-    from profiler.programs import Execute
+    from profiler.poplar.programs import Execute
 
     e = Engine(g, Sequence(Execute(cs)))
     e.compile()

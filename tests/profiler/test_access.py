@@ -1,12 +1,12 @@
-"""The engine's reads and writes of tensor values (profiler.access) and the conversions they make,
+"""The engine's reads and writes of tensor values (profiler.executable.access) and the conversions they make,
 checked against plain numpy on the same views."""
 
 import numpy as np
 import pytest
 
 from profiler import Graph, ipu_model
-from profiler.access import Access, align_positionwise
-from profiler.convert import converted, copy_into
+from profiler.executable.access import Access, align_positionwise
+from profiler.executable.convert import converted, copy_into
 from profiler.ops.elementwise import _relu
 
 HALVES = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)  # every half bit pattern
@@ -99,7 +99,7 @@ def test_fields_of_different_shapes_or_index_gathered_are_left_alone() -> None:
 
 
 def test_work_split_in_chunks_on_threads_covers_every_row_once_even_when_nested(monkeypatch) -> None:
-    from profiler import parallel
+    from profiler.host import parallel
 
     monkeypatch.setattr(parallel, "threads", lambda: 2)
     hits = np.zeros(1000, dtype=int)
@@ -167,7 +167,7 @@ def test_a_grouped_store_is_gathered_in_its_views_order(chunk, monkeypatch) -> N
     """A matmul result's store [N/16, M, 16] seen as [M, N] (a factored view): gathering it copies the
     values into the view's order, in chunks of rows on the run's threads when they are many (here
     whenever the chunk is small), the same values as numpy's transpose and reshape."""
-    from profiler import parallel
+    from profiler.host import parallel
 
     monkeypatch.setattr(parallel, "COPY_CHUNK_ELEMENTS", chunk)
     g = Graph(ipu_model(tiles_per_ipu=4))

@@ -1,4 +1,4 @@
-"""profiler.allocator: glibc keeps freed temporaries for reuse, unless the user opts out."""
+"""profiler.host.allocator: glibc keeps freed temporaries for reuse, unless the user opts out."""
 
 import os
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from profiler import allocator
+from profiler.host import allocator
 
 
 def test_the_user_can_keep_the_c_librarys_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -16,12 +16,12 @@ def test_the_user_can_keep_the_c_librarys_defaults(monkeypatch: pytest.MonkeyPat
 
 # Allocates, touches and frees an array of 2**argv[2] float64 20 times and prints the page faults
 # that took (after a first one). Modes: "off" (the C library's defaults: profiler not imported),
-# "on" (profiler.allocator's policy), "heap" (that policy inside heap_only).
+# "on" (profiler.host.allocator's policy), "heap" (that policy inside heap_only).
 FAULTS = (
     "import resource, sys, numpy as np\n"
     "mode, n = sys.argv[1], 1 << int(sys.argv[2])\n"
     "if mode != 'off':\n"
-    "    import profiler.allocator as a; assert a.keep_freed_memory()\n"
+    "    import profiler.host.allocator as a; assert a.keep_freed_memory()\n"
     "def faults():\n"
     "    np.ones(n)\n"
     "    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"

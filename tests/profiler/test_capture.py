@@ -190,9 +190,9 @@ def test_inter_ipu_reads_are_global_exchanges(tmp_path):
 
 
 def test_steps_beyond_the_bound_are_recorded_as_truncation(tmp_path, monkeypatch):
-    import profiler.engine
+    import profiler.engine.engine
 
-    monkeypatch.setattr(profiler.engine, "MAX_CAPTURED_STEPS_PER_RUN", 5)
+    monkeypatch.setattr(profiler.engine.engine, "MAX_CAPTURED_STEPS_PER_RUN", 5)
     e, path = _run(tmp_path)
     r = open_report(path)
     assert r.runs()["steps"].tolist() == [5] and r.num_rows("tile_cycles") == 5

@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from profiler import cost_model as cm
-from profiler.targets import get_target, ipu_model
+from profiler.chip import cost_model as cm
+from profiler.chip.targets import get_target, ipu_model
 
 W = 6
 T = ipu_model()  # 4 tiles, 6 workers, GC200 rates

@@ -9,11 +9,12 @@ are cut everywhere."""
 import numpy as np
 import pytest
 
-from profiler import Graph, Sequence, cost_model, ipu_model, ops
-from profiler import compile as compile_mod
-from profiler import exchange as exchange_mod
-from profiler.compile import compile_programs
-from profiler.exchange import TILES_PER_SUPERTILE
+from profiler import Graph, Sequence, ipu_model, ops
+from profiler.chip import cost_model
+from profiler.compiler import compile as compile_mod
+from profiler.compiler import exchange as exchange_mod
+from profiler.compiler.compile import compile_programs
+from profiler.compiler.exchange import TILES_PER_SUPERTILE
 
 
 def _reference(graph: Graph, cs) -> tuple[np.ndarray, ...]:  # type: ignore[no-untyped-def]
@@ -117,7 +118,7 @@ def test_interval_exchange_matches_a_per_element_reference(
 
 def test_piece_receives_on_graphs_past_int32_element_ids() -> None:
     # a BERT-base at batch 8 has over 2^31 elements: tile ids (int32) times the id span must not wrap
-    from profiler.exchange import piece_receives
+    from profiler.compiler.exchange import piece_receives
 
     start = np.array([2**31 + 5, 2**31 + 6], dtype=np.int64)
     local, _ = piece_receives(start, np.array([3, 3]), np.array([0, 0], np.int32), np.array([3, 3], np.int32),
@@ -128,7 +129,7 @@ def test_piece_receives_on_graphs_past_int32_element_ids() -> None:
 def test_sent_pieces_hold_what_each_tile_sends_once() -> None:
     # distinct block pieces given to rows, then padding pieces: what goes out is every element some
     # other tile reads, per holding tile, each distinct piece once however many rows read it
-    from profiler.compile import _sent_pieces
+    from profiler.compiler.compile import _sent_pieces
 
     rng = np.random.default_rng(7)
     s, n, t = rng.integers(0, 50, 12), rng.integers(1, 5, 12), rng.integers(0, 4, 12)
@@ -146,7 +147,7 @@ def test_sent_pieces_hold_what_each_tile_sends_once() -> None:
 
 
 def test_chunks_of_pieces_start_at_supertiles(monkeypatch: pytest.MonkeyPatch) -> None:
-    from profiler.exchange import _chunk_bounds
+    from profiler.compiler.exchange import _chunk_bounds
 
     monkeypatch.setattr(exchange_mod, "PIECE_CHUNK", 20)
     rng = np.random.default_rng(4)

@@ -1,4 +1,4 @@
-"""Factored views (profiler.layout.Factored): dims made of several factor dims, as a grouped store
+"""Factored views (profiler.poplar.layout.Factored): dims made of several factor dims, as a grouped store
 ``[C/16][B][H][W][16]`` is seen as ``[B, C, H, W]``. Each operation is checked against numpy on the
 index array of the same view, written separately: the view must select exactly the elements, in
 exactly the order, that numpy's fancy indexing of that array selects."""
@@ -6,7 +6,7 @@ exactly the order, that numpy's fancy indexing of that array selects."""
 import numpy as np
 import pytest
 
-from profiler.layout import Affine, Factored, factored, group_dims
+from profiler.poplar.layout import Affine, Factored, factored, group_dims
 
 
 def _store(shape: tuple[int, ...]) -> Affine:

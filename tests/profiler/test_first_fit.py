@@ -1,11 +1,11 @@
-"""First-fit placement of allocations with lifetimes (profiler.first_fit), against a brute-force
+"""First-fit placement of allocations with lifetimes (profiler.compiler.first_fit), against a brute-force
 reference written here and a hand-worked case."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from profiler.first_fit import first_fit
+from profiler.compiler.first_fit import first_fit
 
 
 def _reference(sizes: np.ndarray, firsts: np.ndarray, lasts: np.ndarray, align: int) -> list[int]:

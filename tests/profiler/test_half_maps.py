@@ -1,4 +1,4 @@
-"""Elementwise half ops run as one compiled pass (profiler.half_maps): the same bits as numpy's
+"""Elementwise half ops run as one compiled pass (profiler.executable.half_maps): the same bits as numpy's
 float arithmetic rounded to half, NaNs, infinities, overflow and subnormals included, in every
 layout the pass takes and in those it leaves to the general path."""
 
@@ -55,7 +55,7 @@ LAYOUTS = {
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("name", list(NUMPY))
 def test_binary_half_ops_give_numpys_bits(name: str, layout: str, special: bool, monkeypatch) -> None:
-    from profiler import parallel
+    from profiler.host import parallel
 
     monkeypatch.setattr(parallel, "threads", lambda: 3)  # rows split unevenly over three chunks
     shapes, compiled = LAYOUTS[layout]

@@ -6,9 +6,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiler import Engine, Graph, HostMemoryError, Sequence, get_target, host_memory, ipu_model, ops
-from profiler import compile as compile_
-from profiler.compile import PLAN_BYTES_PER_REGION
+from profiler import Engine, Graph, HostMemoryError, Sequence, get_target, ipu_model, ops
+from profiler.compiler import compile as compile_
+from profiler.compiler.compile import PLAN_BYTES_PER_REGION
+from profiler.host import host_memory
 
 
 def test_available_bytes_reads_mem_available(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -69,7 +70,7 @@ def test_a_variable_that_cannot_fit_is_refused_before_its_element_ids_exist() ->
 def test_compiling_switches_numpys_huge_page_advice_off_and_back() -> None:
     from numpy._core.multiarray import _set_madvise_hugepage
 
-    from profiler.allocator import small_pages
+    from profiler.host.allocator import small_pages
 
     before = _set_madvise_hugepage(True)
     try:

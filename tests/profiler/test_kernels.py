@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from profiler import CompileError, Engine, Graph, GraphError, Sequence, ipu_model, ops
-from profiler.access import Access
-from profiler.layout import strided_layout
-from profiler.programs import Execute
+from profiler.executable.access import Access
+from profiler.poplar.layout import strided_layout
+from profiler.poplar.programs import Execute
 
 VIEWS = {
     "whole": lambda a: a,
@@ -151,7 +151,7 @@ def test_a_deferred_stage_lets_the_next_kernel_read_its_inputs() -> None:
 
 
 def test_element_indices_are_int32_when_they_fit() -> None:
-    from profiler.tensor import index_dtype
+    from profiler.poplar.tensor import index_dtype
 
     g = Graph(ipu_model(tiles_per_ipu=2))
     v = g.add_variable("float", [3, 4], "v")

@@ -1,4 +1,4 @@
-"""Tensor layouts (profiler.layout) and field regions (profiler.regions), each checked against plain
+"""Tensor layouts (profiler.poplar.layout) and field regions (profiler.poplar.regions), each checked against plain
 numpy indexing of an index array written separately: a view held as a few integers must select
 exactly the elements numpy's own view selects, and its regions must cover exactly those elements."""
 
@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from profiler import Graph, ipu_model
-from profiler.access import Access
-from profiler.layout import Affine, Blocks, Runs, Window, WindowBlocks
-from profiler.regions import _position_units, canonical, field_regions, rows_of_blocks, union_length
-from profiler.tensor import Tensor
+from profiler.executable.access import Access
+from profiler.poplar.layout import Affine, Blocks, Runs, Window, WindowBlocks
+from profiler.poplar.regions import _position_units, canonical, field_regions, rows_of_blocks, union_length
+from profiler.poplar.tensor import Tensor
 
 
 def _graph(tiles: int = 8) -> Graph:
@@ -279,7 +279,7 @@ def test_a_broadcast_or_contiguous_runs_field_is_one_region_per_row() -> None:
     a = g.add_variable("float", [4, 6], "a")
     p = g.add_variable("float", [3], "p")
     base = np.cumsum([0] + [var.numel for var in g.variables])
-    # as profiler.tile_fields connects a field: runs of 3 laid end to end, per row
+    # as profiler.poplar.tile_fields connects a field: runs of 3 laid end to end, per row
     runs = Runs(np.arange(8) * 3, np.full(8, 3), np.ones(8, np.int64), np.array([0, 4, 8]), 12)
     rows = Tensor(g, a.single_variable(), runs, a.dtype)
     repeat = Runs(np.zeros(8, np.int64), np.full(8, 3), np.ones(8, np.int64), np.array([0, 4, 8]), 12)
@@ -300,7 +300,7 @@ def test_rows_of_blocks_give_each_row_its_blocks_items_in_order() -> None:
 
 
 def test_cut_ranges_cuts_each_range_at_the_breaks_inside_it() -> None:
-    from profiler.layout import cut_ranges, piece_lengths
+    from profiler.poplar.layout import cut_ranges, piece_lengths
 
     rng = np.random.default_rng(3)
     breaks = np.flatnonzero(rng.random(400) < 0.2)
@@ -353,7 +353,7 @@ def test_permuted_rows_index_as_indexing_does(runs: list[tuple[int, int]], width
 
 
 def test_head_is_the_first_elements_of_any_view() -> None:
-    from profiler.tensor import concat
+    from profiler.poplar.tensor import concat
 
     g = Graph(ipu_model(tiles_per_ipu=4))
     v = g.add_variable("float", [6, 8, 10], "v")
@@ -374,7 +374,7 @@ def test_head_is_the_first_elements_of_any_view() -> None:
 
 
 def test_a_few_elements_are_searched_without_building_the_lookup() -> None:
-    from profiler.graph import FEW_ELEMENTS, TileMapping
+    from profiler.poplar.variables import FEW_ELEMENTS, TileMapping
 
     m = TileMapping(FEW_ELEMENTS * 10)
     m.set_dense(np.arange(m.n) // 7 % 4)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from profiler.options import OPTION_NAMES, OptionError, resolve_options
+from profiler.capture.options import OPTION_NAMES, OptionError, resolve_options
 from report_format import schema
 from report_format.reader import open_report
 from report_format.writer import ReportWriter

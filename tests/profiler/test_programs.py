@@ -257,7 +257,7 @@ def test_host_io_errors_name_the_stream_or_handle():
 
 
 def test_compute_sets_run_walks_every_branch_loop_and_call() -> None:
-    from profiler.programs import Repeat, Switch, compute_sets_run
+    from profiler.poplar.programs import Repeat, Switch, compute_sets_run
 
     g = Graph(ipu_model(tiles_per_ipu=2))
     flag = g.add_variable("int", [1], "flag")

@@ -1,10 +1,10 @@
-"""The run's reused temporaries (profiler.scratch)."""
+"""The run's reused temporaries (profiler.host.scratch)."""
 
 import threading
 
 import numpy as np
 
-from profiler import scratch
+from profiler.host import scratch
 
 
 def test_a_slot_hands_out_the_same_memory_until_it_must_grow_and_threads_do_not_share() -> None:

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from profiler import Call, Copy, Engine, Execute, Graph, Repeat, Sequence, WriteUndef, ipu_model
-from profiler.tensor import concat
+from profiler.poplar.tensor import concat
 
 
 def _tile0(engine, column):

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from profiler.targets import TARGET_NAMES, get_target, ipu_model, target_row
+from profiler.chip.targets import TARGET_NAMES, get_target, ipu_model, target_row
 from report_format import schema
 from report_format.reader import open_report
 from report_format.writer import ReportWriter
@@ -120,7 +120,7 @@ def test_no_target_spans_more_ipus_than_its_largest_system() -> None:
     workload gives each stage an IPU), it refuses more IPUs than its family's largest system."""
     import dataclasses
 
-    from profiler.targets import MAX_IPUS
+    from profiler.chip.targets import MAX_IPUS
 
     assert get_target("GC200", MAX_IPUS["GC200"]).num_ipus == 256
     for make in (

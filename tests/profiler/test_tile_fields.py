@@ -1,13 +1,13 @@
-"""Vertex fields over each tile's part, from mapping intervals (profiler.tile_fields), against the
+"""Vertex fields over each tile's part, from mapping intervals (profiler.poplar.tile_fields), against the
 per-element reference: for every tile, the same elements of every operand at the same positions."""
 
 import numpy as np
 import pytest
 
 from profiler import Graph, ipu_model, ops
-from profiler.layout import Runs
 from profiler.ops.core import groups_by_tile, rows
-from profiler.tile_fields import fields_by_tile
+from profiler.poplar.layout import Runs
+from profiler.poplar.tile_fields import fields_by_tile
 
 
 def _by_element(graph: Graph, tensors: list) -> dict[int, list[tuple[np.ndarray, np.ndarray]]]:  # type: ignore[type-arg]
@@ -85,7 +85,7 @@ def test_a_per_channel_operand_over_whole_channel_groups_is_one_periodic_run_per
     x * scale[c] each tile's x part is its intervals (tile 0: 2 runs, 640 elements) and the scale is
     one run per piece cycling through its 16 channels (Runs.period 16, as PopLibs' BroadcastVectorInner
     reads B), not a run per position (40 on tile 0); it reads one region, scale[0:16], per tile."""
-    from profiler.regions import field_regions
+    from profiler.poplar.regions import field_regions
 
     g = Graph(ipu_model(tiles_per_ipu=4, bytes_per_tile=1 << 20))
     base = ops.add_mapped(g, "float", (3, 5, 4, 16), "x")

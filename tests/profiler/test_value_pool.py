@@ -1,8 +1,8 @@
-"""Dropped variable values handed on (profiler.value_pool)."""
+"""Dropped variable values handed on (profiler.host.value_pool)."""
 
 import numpy as np
 
-from profiler.value_pool import ValuePool
+from profiler.host.value_pool import ValuePool
 
 
 def test_a_dropped_array_is_handed_on_zeroed_and_a_miss_frees_what_waits() -> None:

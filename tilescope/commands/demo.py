@@ -53,10 +53,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"done: {len(paths)} reports. Try: tilescope summary {paths[0]}", file=sys.stderr)
     if args.no_serve:
         return 0
-    from tilescope.cli import main
+    from tilescope.commands import serve
 
-    serve = [
-        "serve",
+    argv = [
         str(out / "mlp"),
         *(["--compare", str(out / "mlp_batch64")] if args.compare else []),
         "--host",
@@ -64,4 +63,6 @@ def run(args: argparse.Namespace) -> int:
         "--port",
         str(args.port),
     ]
-    return main(serve + (["--no-browser"] if args.no_browser else []))
+    parser = argparse.ArgumentParser(prog="tilescope serve")
+    serve.add_arguments(parser)
+    return serve.run(parser.parse_args(argv + (["--no-browser"] if args.no_browser else [])))

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from app.comparison.thresholds import ThresholdError, check_thresholds, parse_threshold
     from app.render.text import diff_document, diff_text, json_default
     from report_format.reader import open_report
-    from tilescope.cli import CommandError
+    from tilescope.errors import CommandError
 
     if args.top < 0:
         raise CommandError(f"--top must be 0 or more, not {args.top}")

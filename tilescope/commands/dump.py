@@ -24,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from report_format import schema
     from report_format.reader import open_report
-    from tilescope.cli import CommandError
+    from tilescope.errors import CommandError
 
     if args.limit is not None and args.limit < 0:
         raise CommandError(f"--limit must be 0 or more, not {args.limit}")

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from app.tile_list import parse_tile_list
     from app.views.trace_events import report_to_trace_events
     from report_format.reader import open_report
-    from tilescope.cli import CommandError
+    from tilescope.errors import CommandError
     from tilescope.outputs import check_output_file, write_atomically
 
     for option, out_path in (("--trace", args.trace), ("--html", args.html)):

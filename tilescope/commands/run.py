@@ -47,7 +47,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tilescope.cli import CommandError
+from tilescope.errors import CommandError
 from tilescope.progress import Counter
 
 HELP = "profile an ONNX model or a workload script on the simulated IPU"
@@ -164,7 +164,7 @@ def _progress(msg: str) -> None:
 def _engine_options(report_dir: str | None, script: bool = False) -> None:
     """Merge --report-dir into POPLAR_ENGINE_OPTIONS and check the result (one-line errors),
     including that the report could be written there, before anything is imported or run."""
-    from profiler.options import ENV_VAR, OptionError, resolve_options
+    from profiler.capture.options import ENV_VAR, OptionError, resolve_options
     from report_format.writer import check_destination, check_writable
 
     try:
@@ -226,7 +226,7 @@ def _run_script(path: Path, script_args: list[str]) -> int:
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
-    from profiler.engine import _LIVE, REPORTS_WRITTEN
+    from profiler.engine.engine import _LIVE, REPORTS_WRITTEN
 
     for e in list(_LIVE):  # write pending reports now, so progress shows before we return
         if not e._report_written:
@@ -263,11 +263,11 @@ def _load_inputs(session: Any, file: str | None, seed: int = 0) -> dict[str, Any
 def _run_model(path: Path, args: argparse.Namespace) -> int:
     import numpy as np
 
-    from profiler.compile import CompileError
-    from profiler.engine import EngineError
+    from profiler.chip.targets import get_target
+    from profiler.compiler.compile import CompileError
+    from profiler.engine.engine import EngineError
     from profiler.frontends.onnx import FrontendError, Session, import_model, load_model
-    from profiler.host_memory import HostMemoryError
-    from profiler.targets import get_target
+    from profiler.host.host_memory import HostMemoryError
 
     micro_batches = _micro_batches(args)
     try:

@@ -32,7 +32,7 @@ def _check_address(host: str, port: int) -> None:
     the reports are loaded; the server itself would answer with a traceback or hang."""
     import socket
 
-    from tilescope.cli import CommandError
+    from tilescope.errors import CommandError
 
     if not 1 <= port <= 65535:
         raise CommandError(f"--port {port}: must be between 1 and 65535")
@@ -51,7 +51,7 @@ def _check_address(host: str, port: int) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from report_format.reader import open_report
-    from tilescope.cli import CommandError
+    from tilescope.errors import CommandError
 
     if not 1 <= args.threads <= 256:
         raise CommandError(f"--threads {args.threads}: must be between 1 and 256")

@@ -15,6 +15,7 @@ from app import state
 from app.comparison.comparison import Comparison
 from report_format.ownership import read_own_manifest
 from report_format.reader import ReportError
+from report_format.vocabulary import Layer
 
 #: At most this many candidates are listed (a huge directory must not stall the navbar).
 MAX_CANDIDATES = 200
@@ -58,7 +59,7 @@ def label(key: str) -> str:
     return candidates().get(key, Path(key).name)
 
 
-def comparison(key: str, *, layer: str | None = "poplibs", run: int | None = None) -> Comparison:
+def comparison(key: str, *, layer: str | None = Layer.POPLIBS, run: int | None = None) -> Comparison:
     """The comparison of the active report against baseline ``key`` (ValueError if not allowed)."""
     if not is_allowed(key):
         raise ValueError(f"not a baseline this viewer was started with: {key}")

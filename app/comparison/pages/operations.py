@@ -16,6 +16,7 @@ from app.comparison.operations import NO_CONTEXT
 from app.comparison.pages import baselines
 from app.comparison.pages.components import delta_table, frame, graph, shown, unavailable
 from app.views.operations import count_sentence
+from report_format.vocabulary import Layer
 
 OPERATIONS_KIND = "compare-operations"
 #: The grid's columns: the debug-context path (as "name": the wide column), then the deltas.
@@ -63,7 +64,7 @@ def render(key: str | None, layer: str | None, run: Any) -> Any:
     blocked = unavailable(key)
     if blocked is not None:
         return blocked
-    args = {"baseline": key, "layer": layer or "poplibs", "run": _run(run)}
+    args = {"baseline": key, "layer": layer or Layer.POPLIBS, "run": _run(run)}
     ops = grid.frame(OPERATIONS_KIND, grid.json.dumps(args, sort_keys=True))
     status = ops["status"].value_counts()
     is_op = (ops["name"] != NO_CONTEXT).to_numpy()
@@ -144,4 +145,4 @@ def details(cells: list[dict | None], key: str | None, layer: str | None, run: A
     cell = (cells or [None])[0]
     if not cell or cell.get("rowId") is None or not baselines.is_allowed(key):
         return None
-    return operation_details(key, layer or "poplibs", _run(run), str(cell["rowId"]))
+    return operation_details(key, layer or Layer.POPLIBS, _run(run), str(cell["rowId"]))

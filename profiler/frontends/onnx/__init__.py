@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from profiler.engine import Engine
-from profiler.pipeline import Pipeline
+from profiler.engine.engine import Engine
+from profiler.multi_ipu.pipeline import Pipeline
 
 from . import examples
 from .builder import ImportedModel, IOSpec, import_model
@@ -27,7 +27,7 @@ class Session:
     (the weights are uploaded once, before the first run).
 
     A replicated model (imported for a target with num_replicas R) takes R x its batch per run, split
-    across the replicas; ``micro_batches`` M > 1 pipelines the run (profiler.pipeline): it takes M
+    across the replicas; ``micro_batches`` M > 1 pipelines the run (profiler.multi_ipu.pipeline): it takes M
     x that, streamed one micro-batch after another. Outputs come back in the inputs' order."""
 
     def __init__(

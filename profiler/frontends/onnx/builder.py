@@ -19,24 +19,26 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from profiler import ops, sharding
-from profiler.allocator import heap_only
-from profiler.dtypes import as_dtype
-from profiler.graph import Graph
+from profiler import ops
+from profiler.chip.dtypes import as_dtype
+from profiler.chip.targets import Target
+from profiler.host.allocator import heap_only
+from profiler.multi_ipu import sharding
 from profiler.ops.conv import WeightStorage
 from profiler.ops.core import default_linear_tiles, linear_tiles
 from profiler.ops.elementwise import apply_map
 from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION
 from profiler.ops.poplibs_codelets import map_codelet
-from profiler.programs import Copy
-from profiler.programs import Sequence as Prog
-from profiler.targets import Target
-from profiler.tensor import Tensor
+from profiler.poplar.graph import Graph
+from profiler.poplar.programs import Copy
+from profiler.poplar.programs import Sequence as Prog
+from profiler.poplar.tensor import Tensor
+from report_format.vocabulary import Layer
 
 from .model import FrontendError, UnsupportedError, opset_version, printable
 from .outline import build_repeat, find_repeat
 
-LAYER = "onnx"
+LAYER = Layer.ONNX
 WEIGHT_STREAM_PREFIX = "weights/"
 # Host values up to this many elements become graph constants rather than weights (scalars,
 # broadcast biases of elementwise ops), as PopART keeps small constants in the graph.
@@ -432,7 +434,7 @@ def import_model(
 ) -> ImportedModel:
     """Build ``model`` (already loaded and checked) on a new graph for ``target``;
     ``progress(done, total)`` after each node; on several IPUs ``split`` says what the automatic
-    split balances (profiler.sharding: "memory" or "compute"). ``partials`` is the type matmuls and
+    split balances (profiler.multi_ipu.sharding: "memory" or "compute"). ``partials`` is the type matmuls and
     convolutions accumulate partial sums in: float32 (PopLibs' and PopART's default) or float16
     (what ByteMLPerf's IPU backend compiles with through PopRT). ``available_memory_proportion`` is
     the share of a tile's memory their plans may take for temporaries (PopLibs' and PopART's
@@ -444,7 +446,7 @@ def import_model(
     FrontendError (one line; nodes are named with their operator and opset) or a HostMemoryError,
     never another exception."""
     try:
-        with heap_only():  # the graph's large temporaries reused, not faulted in afresh (profiler.allocator)
+        with heap_only():  # the graph's large temporaries reused, not faulted in afresh (profiler.host.allocator)
             return _import_model(
                 model, target, batch_size, dtype, weights, progress, split, partials, available_memory_proportion,
                 outline,

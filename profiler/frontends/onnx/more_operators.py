@@ -16,7 +16,7 @@ import onnx
 from onnx import helper
 
 from profiler import ops
-from profiler.tensor import Tensor, concat
+from profiler.poplar.tensor import Tensor, concat
 
 from .builder import Builder, Unsupported, Value, _nd, device_dtype
 from .operators import _axis, _host, _select, _shape, attrs, handles, matmul, pad_view, reduce

@@ -18,7 +18,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from profiler import ops
-from profiler.tensor import Tensor, concat
+from profiler.poplar.tensor import Tensor, concat
 
 from .builder import Builder, Unsupported, Value, _elem_np_dtype, _nd, device_dtype
 from .model import FrontendError

@@ -26,17 +26,18 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from profiler.layout import Affine
-from profiler.programs import Call, Copy, WriteUndef
-from profiler.programs import Sequence as Prog
-from profiler.tensor import Tensor
+from profiler.poplar.layout import Affine
+from profiler.poplar.programs import Call, Copy, WriteUndef
+from profiler.poplar.programs import Sequence as Prog
+from profiler.poplar.tensor import Tensor
+from report_format.vocabulary import Layer
 
 if TYPE_CHECKING:
-    from profiler.graph import Graph
+    from profiler.poplar.graph import Graph
 
     from .builder import Builder, CreatedWeight, Value
 
-LAYER = "onnx"  # builder.LAYER (the importer's debug-context layer)
+LAYER = Layer.ONNX  # builder.LAYER (the importer's debug-context layer)
 
 # a block must hold at least one of these: outlining a run of cheap elementwise nodes saves little
 # code and costs a copy per input (PopART weighs each op's subgraph value; matmuls weigh most)
@@ -395,7 +396,7 @@ class _Made:
     """What building one node of the first block created: weight variables and constants."""
 
     weights: list[CreatedWeight]
-    constants: list[Any]  # profiler.graph.Variable
+    constants: list[Any]  # profiler.poplar.graph.Variable
 
 
 def _rebuilt_weights(

@@ -1,6 +1,6 @@
 """The compute-balanced split of an ONNX model over IPUs (``import_model(..., split="compute")``).
 
-PopART's automatic virtual graphs balance memory (profiler.sharding). Pipeline stages run at the
+PopART's automatic virtual graphs balance memory (profiler.multi_ipu.sharding). Pipeline stages run at the
 pace of the slowest, so for pipelining the cut should balance time: the model is imported with the
 memory split and compiled, each node's simulated cycles are summed over the compute and exchange
 steps its debug context owns (on its IPU: a step's slowest tile), and the nodes are cut again into
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from profiler.compile import compile_programs
+from profiler.compiler.compile import compile_programs
+from report_format.vocabulary import StepType
 
 from .builder import LAYER, ImportedModel
 
@@ -34,6 +35,6 @@ def node_cycles(model: ImportedModel) -> np.ndarray:
     out = np.zeros(len(nodes), dtype=np.float64)
     for step in compiled.steps[first : last + 1]:  # steps of one inference (thousands at most)
         node = owner[step.debug_context_id] if step.debug_context_id >= 0 else -1
-        if node >= 0 and step.type in ("OnTileExecute", "DoExchange"):
+        if node >= 0 and step.type in (StepType.ON_TILE_EXECUTE, StepType.DO_EXCHANGE):
             out[node] += float(step.tile_cycles.max())
     return out

@@ -1,0 +1,485 @@
+"""Memory placement on each tile: always-live data laid out in order, not-always-live variables
+sharing addresses by liveness (first-fit interval allocator), regions and gaps.
+
+Layout of a tile (addresses): the general arena starts at 0 (code, vertex state, stack,
+instrumentation, constants, always-live variables, then not-always-live variables); variables
+that must sit in interleaved memory get their own arena at ``interleaved_memory_start``, and the
+general arena skips over it. Bytes past the end of the tile are *overflowed* (out of memory).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from profiler.chip.targets import AUTO_SUPERVISOR_STACK_BYTES, AUTO_WORKER_STACK_BYTES
+from profiler.compiler.compile import CompiledGraph, Node
+from profiler.compiler.liveness import Liveness
+from profiler.executable.plans import ComputeSetPlan
+from report_format.schema import MEMORY_CATEGORIES, MEMORY_REGIONS
+from report_format.vocabulary import ControlType, MemoryCategory, StepType
+
+# [INF] 64-bit loads/stores (ref §1 "Load/store datapath") need 8-byte alignment; every allocation
+# starts 8-byte aligned.
+ALIGNMENT = 8
+# [INF] ref §5 controlCode ≈ 100 KiB for a dense layer over 1472 tiles (~70 B per tile for a few
+# dozen steps): each program step costs every tile a call/sync pair of 4-byte instructions, each
+# control node (Repeat, If, Call...) a loop or branch header of the same size.
+CONTROL_CODE_BYTES_PER_STEP = 8
+CONTROL_CODE_BYTES_PER_NODE = 8
+
+
+def control_code_bytes(node: Node) -> int:
+    """A program node's control code on each tile: none for a later call's (the function's body is
+    held once, by its first call's nodes)."""
+    if node.shares_code:
+        return 0
+    return CONTROL_CODE_BYTES_PER_STEP if node.is_step else CONTROL_CODE_BYTES_PER_NODE
+
+
+# [INF] ref §5 controlId ("variables used in switch programs or ... a sync ID for tracking host/device
+# synchronisation points"): the 2-IPU profile holds 12 B in all, so a 4-byte id each, on few tiles.
+CONTROL_ID_BYTES = 4
+# [INF] ref §5: a real 2-IPU profile holds hostExchangePacketHeader 24,448 B, about 8.3 B per tile;
+# 8 B on each tile that takes part in host stream copies.
+HOST_PACKET_HEADER_BYTES = 8
+# [INF] ref §5 instrumentationResults: a 64-bit cycle counter per instrumented point.
+INSTRUMENTATION_COUNTER_BYTES = 8
+
+CAT = {c: i for i, c in enumerate(MEMORY_CATEGORIES)}
+NON_INTERLEAVED, INTERLEAVED, OVERFLOWED = 0, 1, 2
+_BIG = np.int64(1) << 40
+
+
+def _align(x: np.ndarray | int) -> np.ndarray:
+    return (np.asarray(x, dtype=np.int64) + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+
+
+@dataclass
+class MemoryLayout:
+    tile_memory: dict[str, np.ndarray]
+    by_category: dict[str, np.ndarray]
+    placements: dict[str, np.ndarray]
+    liveness_steps: np.ndarray  # (steps, ipus) not-always-live bytes
+    var_tiles: np.ndarray  # tiles holding each variable
+    var_bytes: np.ndarray
+
+    def out_of_memory_tiles(self) -> np.ndarray:
+        return np.flatnonzero(self.tile_memory["overflowed_bytes"] > 0)
+
+
+def _first_fit(sizes: np.ndarray, firsts: np.ndarray, lasts: np.ndarray) -> np.ndarray:
+    """Offsets for allocations live over [first, last] steps; ones whose lifetimes overlap never share bytes
+    (``profiler.compiler.first_fit``, a compiled loop, imported on first use)."""
+    from profiler.compiler.first_fit import first_fit
+
+    return first_fit(sizes, firsts, lasts, ALIGNMENT)
+
+
+def _allocate_shared(
+    tile: np.ndarray, var: np.ndarray, size: np.ndarray, first: np.ndarray, last: np.ndarray
+) -> np.ndarray:
+    """Relative offsets of not-always-live allocations per tile; tiles with the same set of
+    (variable, size) get the same layout, computed once."""
+    out = np.zeros(tile.size, dtype=np.int64)
+    if tile.size == 0:
+        return out
+    order = np.lexsort((var, tile))
+    t_sorted = tile[order]
+    cuts = np.flatnonzero(t_sorted[1:] != t_sorted[:-1]) + 1
+    cache: dict[bytes, np.ndarray] = {}
+    for a, b in zip(np.concatenate(([0], cuts)), np.append(cuts, t_sorted.size), strict=True):
+        rows = order[a:b]
+        key = np.stack([var[rows], size[rows]]).tobytes()
+        if key not in cache:
+            cache[key] = _first_fit(size[rows], first[rows], last[rows])
+        out[rows] = cache[key]
+    return out
+
+
+def _var_tile_bytes(c: CompiledGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(variable, tile, bytes) for every variable and tile holding part of it."""
+    vs, ts, bs = [], [], []
+    for v in c.variables:
+        m = v.mapping
+        lengths = np.diff(np.append(m.starts, m.n))
+        keep = lengths > 0
+        per_tile = np.bincount(m.tiles[keep], weights=lengths[keep], minlength=1).astype(np.int64)
+        tiles = np.flatnonzero(per_tile)
+        vs.append(np.full(tiles.size, v.id, dtype=np.int64))
+        ts.append(tiles.astype(np.int64))
+        bs.append(per_tile[tiles] * v.dtype.itemsize)
+    if not vs:
+        z = np.zeros(0, np.int64)
+        return z, z, z
+    return np.concatenate(vs), np.concatenate(ts), np.concatenate(bs)
+
+
+@dataclass
+class Items:
+    """Allocations on tiles, columnar: allocation i is ``size[i]`` bytes of category ``cat[i]`` on
+    tile ``tile[i]`` (of variable ``var[i]``, -1 for anything else)."""
+
+    tile: np.ndarray
+    cat: np.ndarray
+    size: np.ndarray
+    var: np.ndarray
+
+    @staticmethod
+    def of(cat: str, tiles: np.ndarray, sizes: np.ndarray, var: np.ndarray | None = None) -> Items:
+        keep = sizes > 0
+        n = int(keep.sum())
+        return Items(tiles[keep].astype(np.int64), np.full(n, CAT[cat], dtype=np.int64), sizes[keep].astype(np.int64),
+                     np.full(n, -1, np.int64) if var is None else var[keep].astype(np.int64))  # fmt: skip
+
+    @staticmethod
+    def join(parts: list[Items]) -> Items:
+        if not parts:
+            z = np.zeros(0, np.int64)
+            return Items(z, z, z, z)
+        return Items(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("tile", "cat", "size", "var")))
+
+    def __getitem__(self, sel: np.ndarray) -> Items:
+        return Items(self.tile[sel], self.cat[sel], self.size[sel], self.var[sel])
+
+
+@dataclass
+class VariableRows:
+    """Every (variable, tile) pair holding part of a variable, with its bytes and kind."""
+
+    var: np.ndarray
+    tile: np.ndarray
+    bytes: np.ndarray
+    constant: np.ndarray
+    interleaved: np.ndarray
+    always_live: np.ndarray
+
+
+def _variable_rows(c: CompiledGraph, live: Liveness) -> VariableRows:
+    v_var, v_tile, v_bytes = _var_tile_bytes(c)
+    variables = c.variables
+    is_const = np.array([v.constant for v in variables] or [False], dtype=bool)
+    is_il = np.array([v.interleaved for v in variables] or [False], dtype=bool)
+    al = live.always_live if len(variables) else np.zeros(1, bool)
+    return VariableRows(v_var, v_tile, v_bytes, is_const[v_var], is_il[v_var], al[v_var])
+
+
+def _always_live_items(
+    c: CompiledGraph, rows: VariableRows, instrument: bool, instrumentation_level: str, stacks: tuple[int, int]
+) -> Items:
+    """Always-live data of the general arena, in layout order: code, control, exchange code,
+    descriptors, headers, vertex state and field data, stack, instrumentation, constants, always-live
+    variables. ``stacks``: each worker context's and the supervisor's stack bytes."""
+    t = c.target
+    n = t.num_tiles
+    all_tiles = np.arange(n, dtype=np.int64)
+    parts: list[Items] = []
+    code_bytes = np.array(c.code_bytes or [0], dtype=np.int64)
+    plans = list(c.cs_plans.values())
+    if plans:
+        pair = np.unique(np.concatenate([p.v_tile.astype(np.int64) * len(code_bytes) + p.v_codelet for p in plans]))
+        parts.append(Items.of(MemoryCategory.VERTEX_CODE, pair // len(code_bytes), code_bytes[pair % len(code_bytes)]))
+    control = sum(control_code_bytes(nd) for nd in c.nodes)
+    parts.append(Items.of(MemoryCategory.CONTROL_CODE, all_tiles, np.full(n, control, dtype=np.int64)))
+    # controlId: a sync id per host synchronisation and a branch id per If/Switch, on each IPU's first tile
+    ids = sum(
+        1 for nd in c.nodes if nd.type in (ControlType.IF, ControlType.SWITCH) or nd.type == StepType.STREAM_COPY_BEGIN
+    )
+    control_id = np.zeros(n, dtype=np.int64)
+    control_id[:: t.tiles_per_ipu] = CONTROL_ID_BYTES * ids
+    parts.append(Items.of(MemoryCategory.CONTROL_ID, all_tiles, control_id))
+    for cat in (
+        MemoryCategory.INTERNAL_EXCHANGE_CODE,
+        MemoryCategory.GLOBAL_EXCHANGE_CODE,
+        MemoryCategory.HOST_EXCHANGE_CODE,
+    ):
+        code = sum(
+            (st.code_bytes for st in c.steps if st.code_category == cat and st.code_bytes is not None),
+            np.zeros(n, np.int64),
+        )
+        parts.append(Items.of(cat, all_tiles, code))
+    descriptors = sum((st.descriptor_bytes for st in c.steps if st.descriptor_bytes is not None), np.zeros(n, np.int64))
+    parts.append(Items.of(MemoryCategory.COPY_DESCRIPTOR, all_tiles, descriptors))
+    host = np.zeros(n, dtype=bool)
+    for st in c.steps:
+        if st.code_category == MemoryCategory.HOST_EXCHANGE_CODE:
+            host |= st.code_bytes > 0
+    parts.append(
+        Items.of(MemoryCategory.HOST_EXCHANGE_PACKET_HEADER, all_tiles, np.where(host, HOST_PACKET_HEADER_BYTES, 0))
+    )
+
+    def vertices_per_tile(bytes_of: Callable[[ComputeSetPlan], np.ndarray | None]) -> np.ndarray:
+        """The (tile, codelet) rows' ``bytes_of`` summed per tile over every compute set."""
+        rows = [(p.v_tile, b) for p in plans if (b := bytes_of(p)) is not None]
+        if not rows:
+            return np.zeros(n, dtype=np.int64)
+        tiles, values = (np.concatenate(c) for c in zip(*rows, strict=True))
+        return np.bincount(tiles, weights=values, minlength=n).astype(np.int64)
+
+    parts.append(Items.of(MemoryCategory.VERTEX_INSTANCE_STATE, all_tiles, vertices_per_tile(lambda p: p.v_state)))
+    parts.append(Items.of(MemoryCategory.VERTEX_FIELD_DATA, all_tiles, vertices_per_tile(lambda p: p.v_field_data)))
+    # graph constants that building the vertices adds (PopLibs' conv worklists: Codelet.vertex_bytes)
+    parts.append(Items.of(MemoryCategory.CONSTANT, all_tiles, vertices_per_tile(lambda p: p.v_constant)))
+    # A stack per worker context plus the supervisor's on every tile (control code runs on all of
+    # them); automatic sizes: 6 x 48 + 96 = 384 B (targets.AUTO_*_STACK_BYTES).
+    worker, supervisor = stacks
+    stack = np.full(n, t.num_worker_contexts * worker + supervisor, dtype=np.int64)
+    parts.append(Items.of(MemoryCategory.STACK, all_tiles, stack))
+    if instrument:
+        parts.append(Items.of(MemoryCategory.INSTRUMENTATION_RESULTS, all_tiles, _counters(c, instrumentation_level)))
+    sel = rows.constant
+    parts.append(Items.of(MemoryCategory.CONSTANT, rows.tile[sel], rows.bytes[sel], rows.var[sel]))
+    sel = ~rows.constant & rows.always_live & ~rows.interleaved
+    parts.append(Items.of(MemoryCategory.VARIABLE, rows.tile[sel], rows.bytes[sel], rows.var[sel]))
+    return Items.join(parts)
+
+
+def _counters(c: CompiledGraph, level: str) -> np.ndarray:
+    """instrumentationResults bytes per tile: a cycle counter per instrumented point."""
+    t = c.target
+    counters = np.zeros(t.num_tiles, dtype=np.int64)
+    steps = sum(1 for st in c.steps if st.type == StepType.ON_TILE_EXECUTE)
+    if level == "tile":
+        counters[:] = steps
+    elif level == "ipu":
+        counters[:: t.tiles_per_ipu] = steps
+    elif level == "device":
+        counters[0] = steps
+    else:  # vertex: one counter per vertex execution point
+        for st in c.steps:
+            if st.type == StepType.ON_TILE_EXECUTE:
+                np.add.at(counters, st.action.plan.v_tile, st.action.plan.v_count)  # type: ignore[union-attr]
+    return counters * INSTRUMENTATION_COUNTER_BYTES
+
+
+def _pack_per_tile(items: Items, n: int) -> tuple[Items, np.ndarray, np.ndarray]:
+    """Lay items out one after another on each tile, in the order given (aligned): the items
+    sorted by tile, their offsets from the arena's start, and each tile's arena end."""
+    order = np.argsort(items.tile, kind="stable")  # stable: keeps the layout order within a tile
+    items = items[order]
+    span = _align(items.size)
+    cum = np.cumsum(span)
+    first_of_tile = np.searchsorted(items.tile, items.tile, side="left")
+    offset = cum - span - np.concatenate(([0], cum))[first_of_tile] if items.tile.size else span
+    end = np.zeros(n, dtype=np.int64)
+    np.maximum.at(end, items.tile, offset + span)
+    return items, offset, end
+
+
+def _share_by_liveness(shared: Items, interleaved: np.ndarray, live: Liveness) -> np.ndarray:
+    """Offsets of not-always-live variables relative to their arena's free space: variables whose
+    lifetimes overlap never share bytes; interleaved-required and general ones share within their
+    own arena only. A function's temporaries (live only inside its calls) are placed once, by their
+    lifetime within a call, in a block of their own that is live over all the calls (a variable has
+    one address, and every call reuses it)."""
+    # one lookup per distinct variable, not per (variable, tile) item
+    ids, item_of = np.unique(np.asarray(shared.var, dtype=np.int64), return_inverse=True)
+    item_of = item_of.reshape(-1)
+    hull = np.array([live.hull[int(v)] for v in ids], dtype=np.int64).reshape(-1, 2)
+    first, last = hull[item_of, 0], hull[item_of, 1]
+    fn = np.array([live.in_calls.get(int(v), (-1, 0, 0)) for v in ids], dtype=np.int64).reshape(-1, 3)[item_of]
+    rel = np.zeros(shared.tile.size, dtype=np.int64)
+    for arena in (interleaved, ~interleaved):
+        tile, var, size, f, la = shared.tile[arena], shared.var[arena], shared.size[arena], first[arena], last[arena]
+        fid = fn[arena, 0]
+        inner = np.zeros(tile.size, dtype=np.int64)
+        members: list[np.ndarray] = []  # per function: which items are its temporaries
+        blocks: list[tuple[np.ndarray, ...]] = []  # (tile, pseudo variable, size, first, last) per function
+        for k, f_id in enumerate(np.unique(fid[fid >= 0]).tolist()):
+            m = fid == f_id
+            inner[m] = _allocate_shared(tile[m], var[m], size[m], fn[arena][m, 1], fn[arena][m, 2])
+            end = np.zeros(int(tile.max()) + 1, dtype=np.int64)
+            np.maximum.at(end, tile[m], inner[m] + _align(size[m]))
+            b_tiles = np.flatnonzero(end)
+            pseudo = np.full(b_tiles.size, -1 - k, dtype=np.int64)  # sorts before every variable
+            members.append(m)
+            blocks.append((b_tiles, pseudo, end[b_tiles], np.full(b_tiles.size, f[m].min()),
+                           np.full(b_tiles.size, la[m].max())))  # fmt: skip
+        own = fid < 0
+        cols = [np.concatenate([x[own], *(blk[i] for blk in blocks)]) for i, x in enumerate((tile, var, size, f, la))]
+        placed = _allocate_shared(*cols)
+        out = np.zeros(tile.size, dtype=np.int64)
+        at = int(own.sum())
+        out[own] = placed[:at]
+        for m, blk in zip(members, blocks, strict=True):  # a function's temporaries: its block's offset + theirs
+            block_at = np.zeros(int(tile.max()) + 1, dtype=np.int64)
+            block_at[blk[0]] = placed[at : at + blk[0].size]
+            at += blk[0].size
+            out[m] = block_at[tile[m]] + inner[m]
+        rel[arena] = out
+    return rel
+
+
+@dataclass
+class Placed:
+    """Every allocation with its arena-relative offset: general-arena offsets are virtual (the
+    interleaved arena is skipped over later), interleaved-arena ones are relative to its start."""
+
+    items: Items
+    always_live: np.ndarray
+    interleaved: np.ndarray
+    offset: np.ndarray
+    interleaved_size: np.ndarray  # per tile
+
+
+def _place_arenas(rows: VariableRows, general: Items, live: Liveness, n: int) -> tuple[Placed, Items]:
+    """The general arena (always-live data, then shared variables after it) and the interleaved
+    arena (always-live interleaved variables, then shared interleaved ones)."""
+    g_items, g_off, al_end = _pack_per_tile(general, n)
+    sel = rows.interleaved & rows.always_live & ~rows.constant
+    il_items, il_off, il_al_end = _pack_per_tile(
+        Items.of(MemoryCategory.VARIABLE, rows.tile[sel], rows.bytes[sel], rows.var[sel]), n
+    )
+    sel = ~rows.always_live
+    shared = Items.of(MemoryCategory.VARIABLE, rows.tile[sel], rows.bytes[sel], rows.var[sel])
+    s_il = rows.interleaved[sel][rows.bytes[sel] > 0]
+    rel = _share_by_liveness(shared, s_il, live)
+    s_off = np.where(s_il, il_al_end[shared.tile] + rel, al_end[shared.tile] + rel)
+    il_size = il_al_end.copy()
+    if shared.tile.size:
+        np.maximum.at(il_size, shared.tile[s_il], (s_off + _align(shared.size))[s_il])
+    items = Items.join([g_items, il_items, shared])
+    always = np.concatenate([np.ones(g_items.tile.size + il_items.tile.size, bool), np.zeros(shared.tile.size, bool)])
+    interleaved = np.concatenate([np.zeros(g_items.tile.size, bool), np.ones(il_items.tile.size, bool), s_il])
+    offset = np.concatenate([g_off, il_off, s_off]).astype(np.int64)
+    return Placed(items, always, interleaved, offset, il_size), shared
+
+
+def _address_ranges(p: Placed, ilstart: int, bpt: int) -> tuple[np.ndarray, ...]:
+    """Each allocation cut into its pieces per region: (tile, category, always_live, region, lo, hi)."""
+    a = p.items
+    isz = p.interleaved_size[a.tile]
+    cap = bpt - isz  # end of the general arena in virtual addresses
+    end = p.offset + a.size
+    g = ~p.interleaved
+    p0, p1 = ilstart + p.offset, ilstart + end
+    pieces = [
+        (NON_INTERLEAVED, g, p.offset, np.minimum(end, ilstart)),
+        (INTERLEAVED, g, np.maximum(p.offset, ilstart) + isz, np.minimum(end, cap) + isz),
+        (OVERFLOWED, g, np.maximum(p.offset, cap) - cap, end - cap),
+        (INTERLEAVED, p.interleaved, p0, np.minimum(p1, bpt)),  # interleaved arena (relative to ilstart)
+        (OVERFLOWED, p.interleaved, np.maximum(p0, bpt) - bpt + _BIG // 2, p1 - bpt + _BIG // 2),
+    ]
+    cols: list[list[np.ndarray]] = [[], [], [], [], [], []]
+    for reg, mask, lo, hi in pieces:
+        m = mask & (hi > lo)
+        for col, v in zip(cols, (a.tile[m], a.cat[m], p.always_live[m], np.full(int(m.sum()), reg, np.int64), lo[m],
+                                 hi[m]), strict=True):  # fmt: skip
+            col.append(v)
+    return tuple(np.concatenate(col) for col in cols)
+
+
+def _memory_tables(
+    ranges: tuple[np.ndarray, ...], n: int, tiles_per_ipu: int, ilstart: int
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Bytes per (tile, category, region, liveness) and per tile; shared bytes count once (the
+    union of address ranges), gaps included up to the highest address used."""
+    r_tile, r_cat, r_al, r_reg, r_lo, r_hi = ranges
+    key = ((r_tile * len(MEMORY_CATEGORIES) + r_cat) * 3 + r_reg) * 2 + r_al
+    ukey, grp = np.unique(key, return_inverse=True)
+    order = np.lexsort((r_lo, grp))
+    lo_s = r_lo[order] + grp[order] * _BIG
+    hi_s = r_hi[order] + grp[order] * _BIG
+    prev = np.concatenate(([np.int64(-1)], np.maximum.accumulate(hi_s)[:-1]))
+    contrib = np.maximum(0, hi_s - np.maximum(lo_s, prev))
+    cat_bytes = np.bincount(grp[order], weights=contrib, minlength=ukey.size).astype(np.int64)
+    u_al = (ukey % 2).astype(bool)
+    u_reg = (ukey // 2) % 3
+    u_cat = (ukey // 6) % len(MEMORY_CATEGORIES)
+    u_tile = ukey // (6 * len(MEMORY_CATEGORIES))
+    keep = cat_bytes > 0
+    by_category = {
+        "tile": u_tile[keep].astype(np.int32),
+        "category": np.array(MEMORY_CATEGORIES, dtype=object)[u_cat[keep]],
+        "region": np.array(MEMORY_REGIONS, dtype=object)[u_reg[keep]],
+        "always_live": u_al[keep],
+        "bytes": cat_bytes[keep],
+    }
+
+    def per_tile(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(u_tile[mask], weights=cat_bytes[mask], minlength=n).astype(np.int64)
+
+    all_tiles = np.arange(n, dtype=np.int64)
+    ni_excl, il_excl, ov = per_tile(u_reg == 0), per_tile(u_reg == 1), per_tile(u_reg == 2)
+    ni_incl = np.zeros(n, np.int64)
+    il_incl = np.zeros(n, np.int64)
+    m = r_reg == NON_INTERLEAVED
+    np.maximum.at(ni_incl, r_tile[m], r_hi[m])
+    m = r_reg == INTERLEAVED
+    np.maximum.at(il_incl, r_tile[m], r_hi[m] - ilstart)
+    tile_memory = {
+        "tile": all_tiles.astype(np.int32),
+        "ipu": (all_tiles // tiles_per_ipu).astype(np.int32),
+        "tile_in_ipu": (all_tiles % tiles_per_ipu).astype(np.int32),
+        "total_bytes_including_gaps": ni_incl + il_incl + ov,
+        "total_bytes_excluding_gaps": ni_excl + il_excl + ov,
+        "always_live_bytes": per_tile(u_al),
+        "not_always_live_bytes": per_tile(~u_al),
+        "non_interleaved_bytes_including_gaps": ni_incl,
+        "non_interleaved_bytes_excluding_gaps": ni_excl,
+        "interleaved_bytes_including_gaps": il_incl,
+        "interleaved_bytes_excluding_gaps": il_excl,
+        "overflowed_bytes": ov,
+    }
+    return tile_memory, by_category
+
+
+def _placements(p: Placed, ilstart: int, bpt: int) -> dict[str, np.ndarray]:
+    """Where each variable sits on each tile (physical offset and region)."""
+    is_v = p.items.var >= 0
+    pv, pt, po, ps, pil = p.items.var[is_v], p.items.tile[is_v], p.offset[is_v], p.items.size[is_v], p.interleaved[is_v]
+    pcap = bpt - p.interleaved_size[pt]
+    phys = np.where(pil, ilstart + po, np.where(po >= ilstart, po + p.interleaved_size[pt], po))
+    region = np.where(
+        pil, np.where(phys < bpt, INTERLEAVED, OVERFLOWED),
+        np.where(po < ilstart, NON_INTERLEAVED, np.where(po < pcap, INTERLEAVED, OVERFLOWED)),
+    )  # fmt: skip
+    order = np.lexsort((pt, pv))
+    return {
+        "variable_id": pv[order].astype(np.int32),
+        "tile": pt[order].astype(np.int32),
+        "offset": phys[order].astype(np.int64),
+        "bytes": ps[order].astype(np.int64),
+        "region": np.array(MEMORY_REGIONS, dtype=object)[region[order]],
+    }
+
+
+def _liveness_steps(c: CompiledGraph, live: Liveness, shared: Items) -> np.ndarray:
+    """Not-always-live bytes per program step and IPU."""
+    t = c.target
+    nsteps = len(c.steps)
+    diff = np.zeros((nsteps + 1, t.num_ipus), dtype=np.int64)
+    if live.intervals and shared.var.size:
+        ipu_bytes = np.zeros((len(c.variables), t.num_ipus), dtype=np.int64)
+        np.add.at(ipu_bytes, (shared.var, shared.tile // t.tiles_per_ipu), shared.size)
+        iv = np.array(live.intervals, dtype=np.int64)
+        np.add.at(diff, iv[:, 1], ipu_bytes[iv[:, 0]])
+        np.add.at(diff, iv[:, 2] + 1, -ipu_bytes[iv[:, 0]])
+    return np.cumsum(diff, axis=0)[:nsteps]
+
+
+def place(
+    c: CompiledGraph,
+    live: Liveness,
+    instrument: bool = False,
+    instrumentation_level: str = "tile",
+    stacks: tuple[int, int] = (AUTO_WORKER_STACK_BYTES, AUTO_SUPERVISOR_STACK_BYTES),
+) -> MemoryLayout:
+    """Place everything on the tiles: always-live items, packed per tile; not-always-live variables
+    shared by liveness; the arenas cut into regions; the memory tables, placements and liveness.
+    ``stacks``: each worker context's and the supervisor's stack bytes (engine options
+    ``target.workerStackSizeInBytes`` / ``target.supervisorStackSizeInBytes``)."""
+    t = c.target
+    rows = _variable_rows(c, live)
+    placed, shared = _place_arenas(rows, _always_live_items(c, rows, instrument, instrumentation_level, stacks), live,
+                                   t.num_tiles)  # fmt: skip
+    ranges = _address_ranges(placed, t.interleaved_memory_start, t.bytes_per_tile)
+    tile_memory, by_category = _memory_tables(ranges, t.num_tiles, t.tiles_per_ipu, t.interleaved_memory_start)
+    variables = c.variables
+    return MemoryLayout(
+        tile_memory, by_category, _placements(placed, t.interleaved_memory_start, t.bytes_per_tile),
+        _liveness_steps(c, live, shared), np.bincount(rows.var, minlength=len(variables)).astype(np.int32),
+        np.array([v.nbytes for v in variables], dtype=np.int64),
+    )  # fmt: skip

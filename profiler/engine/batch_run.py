@@ -1,0 +1,87 @@
+"""Running one batch of vertices (a codelet over every row of its fields) against the run state.
+
+A positionwise batch whose fields are walked in one storage order (``access.align_positionwise``)
+runs in chunks of rows of that order on the run's threads (``profiler.host.parallel``): each chunk is
+read, converted, computed and written while it is in cache. Elements are computed independently,
+so the result is the same whatever the chunks. Any other batch runs whole (its matmuls use
+BLAS's own threads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from profiler.executable import half_maps
+from profiler.executable.access import windows
+from profiler.host import parallel
+
+if TYPE_CHECKING:
+    from profiler.executable.access import Access
+    from profiler.executable.plans import BatchPlan
+
+
+class ReadCache:
+    """One replica's field values converted to a codelet's compute type (weights read as float
+    from half), kept while their variable is unwritten: a run converts each weight once, not at every
+    read. Only variables the running program does not write are kept (the engine says which); any
+    step that writes a variable, or a host write, drops its entries."""
+
+    def __init__(self) -> None:
+        self._by_var: dict[int, dict[tuple[int, np.dtype], np.ndarray]] = {}
+        self.volatile: frozenset[int] | set[int] = frozenset()  # variables the running program writes
+
+    def read(self, acc: Access, state: list[np.ndarray], dtype: np.dtype) -> np.ndarray:
+        v = acc.variable
+        if v is None or v in self.volatile:
+            return acc.gather(state, dtype)
+        kept = self._by_var.setdefault(v, {})
+        key = (id(acc), dtype)
+        if key not in kept:
+            kept[key] = acc.gather(state, dtype)
+        return kept[key]
+
+    def written(self, variables: Iterable[int]) -> None:
+        for v in variables:
+            self._by_var.pop(v, None)
+
+    def clear(self) -> None:
+        self._by_var.clear()
+
+
+def run_batch(b: BatchPlan, state: list[np.ndarray], cache: ReadCache | None = None) -> None:
+    """Gather the batch's fields, run its codelet, scatter what it writes; fields read in another
+    type than stored come through ``cache`` when given."""
+    rows = b.aligned_rows
+    if rows:
+        n = int(np.prod(next(iter(b.fields.values())).shape, dtype=np.int64))
+        # one pass over each element: a chunk per thread (no cache to stay within), of at least
+        # CHUNK_ELEMENTS (a smaller one takes less time than handing it to a thread)
+        chunk = max(parallel.CHUNK_ELEMENTS, -(-n // parallel.threads())) if b.on_halves else None
+        parallel.in_row_chunks(lambda part: _run_rows(b, state, part, cache), rows, n, chunk)
+    else:
+        _run_rows(b, state, None, cache)
+
+
+def _run_rows(b: BatchPlan, state: list[np.ndarray], rows: slice | None, cache: ReadCache | None) -> None:
+    if rows is not None and b.on_halves and half_maps.run_rows(b, state, rows):
+        return
+    codelet, reads = b.codelet, b.reads
+    skip = () if codelet.reads_outputs else codelet.outputs
+    wf = codelet.window_field
+    windowed = rows is None and wf is not None and b.fields[wf].window is not None
+    values = {}
+    for f, acc in b.fields.items():
+        if f in skip:
+            values[f] = np.empty(acc.shape if rows is None else acc.rows_shape(rows), reads[f])
+        elif windowed and f == wf:
+            values[f] = windows(acc.window, state, reads[f])  # type: ignore[arg-type]
+        elif rows is None and cache is not None and acc.dtype != reads[f]:
+            values[f] = cache.read(acc, state, reads[f])
+        else:
+            values[f] = acc.gather(state, reads[f], rows)
+    out = codelet.run_windows(values, b.params) if windowed else codelet.run_batch(values, b.params)
+    for f in codelet.writes:
+        b.fields[f].scatter(state, out[f], rows)

@@ -1,0 +1,459 @@
+"""The engine: compiles a graph's programs, runs them functionally in numpy and times them with
+the BSP model (per tile, per step), and hands what it saw to capture (profiler.capture.autoreport).
+
+Functional execution: a compute set with a kernel (profiler.poplar.graph.ComputeSet.kernel) runs its
+kernel's few coarse vertices, else every vertex batch runs its codelet once over all its vertices
+(``tilescope.executeVertices`` forces the latter). Timing never depends on which ran.
+
+BSP timing: each IPU keeps a clock. A step on an IPU lasts as long as its slowest tile (the
+step's estimated cycles per tile, from the compiler). Steps that synchronise all IPUs (external
+syncs, global exchanges, host stream copies) first bring every IPU to the latest clock.
+"""
+
+from __future__ import annotations
+
+import atexit
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from profiler.capture import autoreport as capture
+from profiler.capture.autoreport import RunRecord
+from profiler.capture.options import EngineOptions, resolve_options
+from profiler.compiler.compile import CompiledGraph, Node, compile_programs
+from profiler.compiler.liveness import Liveness, analyse
+from profiler.compiler.memory import MemoryLayout, place
+from profiler.engine.batch_run import ReadCache, run_batch
+from profiler.executable import actions
+from profiler.executable.access import Access
+from profiler.host import scratch
+from profiler.host.value_pool import ValuePool
+from profiler.multi_ipu.pipeline import participants, senders_receivers
+from profiler.multi_ipu.replication import AllReduceAction
+from profiler.poplar.graph import Graph
+from profiler.poplar.programs import Program
+from profiler.poplar.streams import DataStream
+from report_format.vocabulary import ControlType, StepType
+from report_format.writer import check_destination
+
+# Executed steps captured per run at most; beyond it a truncation is recorded (never silent).
+MAX_CAPTURED_STEPS_PER_RUN = 1_000_000
+
+
+class EngineError(RuntimeError):
+    """The engine cannot do what was asked (one line saying what and where)."""
+
+
+class OutOfMemoryError(EngineError):
+    """Some tile needs more memory than it has."""
+
+
+class Engine:
+    """Poplar-style engine: ``Engine(graph, programs, options)``, then compile(), load(), run(i)."""
+
+    def __init__(
+        self, graph: Graph, programs: Program | list[Program], options: Mapping[str, Any] | None = None, name: str = ""
+    ) -> None:
+        self.graph = graph
+        self.programs = programs if isinstance(programs, list) else [programs]
+        self.name = name
+        self.options: EngineOptions = resolve_options(options)
+        self.compiled: CompiledGraph | None = None
+        self.liveness: Liveness | None = None
+        self.memory: MemoryLayout | None = None
+        self.loaded = False
+        self.runs: list[RunRecord] = []
+        self.total_runs = 0
+        self.last_run_cycles = 0  # simulated cycles of the latest run (captured or not)
+        self.info: dict[str, float] = {}
+        self._state: list[np.ndarray] = []
+        self._streams: dict[int, Any] = {}
+        self.out_of_memory = ""  # after compile: why the graph does not fit ("" when it does)
+        self._report_written = False
+        self._step_ipu_cycles: np.ndarray | None = None
+        self._pipelined = np.zeros(0, dtype=bool)
+        self._participants: np.ndarray | None = None
+        self.computes = np.zeros(0, dtype=bool)
+        self.compute_cycles = np.zeros(0, dtype=np.int64)
+        self.report_path: Path | None = None
+        self._needs: dict[int, list[int]] = {}  # step -> variables it touches (see _plan_host_values)
+        self._release: dict[int, list[int]] = {}  # step -> variables whose values are dropped after it
+        self._values = ValuePool()  # dropped values, handed to the next variable of their type and size
+        self._dropped: set[int] = set()
+        # replication (profiler.multi_ipu.replication): one state per replica, run in lockstep
+        self.replicas = graph.replication_factor
+        self.profiled_replica = self.options.replica_to_profile
+        if not 0 <= self.profiled_replica < self.replicas:
+            raise EngineError(
+                f"profiler.replicaToProfile is {self.profiled_replica}; the graph has {self.replicas} replica(s)"
+            )
+        self._states: list[list[np.ndarray]] = []
+        self._replica = 0
+        self._read_caches: list[ReadCache] = []  # per replica: converted reads of unwritten values
+        self._volatile: dict[int, set[int]] = {}  # program -> variables a run of it writes or drops
+
+    # -- compile / load ------------------------------------------------------------------------
+    def compile(self, progress: Callable[[int, int], None] | None = None) -> None:
+        """Compile, place memory and (with capture on) arrange the report; ``progress(done, total)``
+        follows the compute sets being planned."""
+        if self.options.capture_enabled:
+            # A report that cannot be written (a path under a file, a project directory) is
+            # refused now, in one line, rather than after a long compile and run.
+            check_destination(capture.report_directory(self))
+        start = time.perf_counter()
+        c = compile_programs(self.graph, self.programs, progress)
+        self.liveness = analyse(c)
+        opts = self.options
+        self.memory = place(
+            c, self.liveness, opts.instrument, opts.compute_instrumentation_level,
+            (opts.worker_stack_bytes, opts.supervisor_stack_bytes),
+        )  # fmt: skip
+        self.compiled = c
+        self._plan_host_values(c, self.liveness)
+        t = self.graph.target
+        cyc = np.stack([st.tile_cycles for st in c.steps]) if c.steps else np.zeros((0, t.num_tiles), np.int64)
+        self._step_ipu_cycles = cyc.reshape(len(c.steps), t.num_ipus, t.tiles_per_ipu).max(axis=2)
+        # inside a Pipeline a step holds back only the IPUs taking part (profiler.multi_ipu.pipeline)
+        self._pipelined = np.zeros(len(c.steps), dtype=bool)
+        for a, b, _, _ in c.pipeline_ranges:
+            self._pipelined[a : b + 1] = True
+        self._participants = (
+            participants([st.type for st in c.steps], self._step_ipu_cycles) if c.pipeline_ranges else None
+        )
+        self._senders, self._receivers = senders_receivers(c.steps, t) if c.pipeline_ranges else (None, None)
+        self.computes = np.array([st.type == StepType.ON_TILE_EXECUTE for st in c.steps], dtype=bool)
+        self.info["compile_seconds"] = time.perf_counter() - start
+        oom = self.memory.out_of_memory_tiles()
+        if oom.size:
+            self.out_of_memory = self._describe_oom(oom)
+            if not opts.allow_out_of_memory:
+                if opts.capture_enabled:
+                    self.write_report(note=f"not executed: {self.out_of_memory} (debug.allowOutOfMemory is false)")
+                raise OutOfMemoryError(f"{self.out_of_memory}; compilation stopped (debug.allowOutOfMemory is false)")
+            if opts.capture_enabled:
+                # Nothing can run, so the graph report is final: write it now rather than at exit,
+                # so callers that catch the error at run() find it on disk.
+                self.write_report()
+                return
+        if opts.capture_enabled:
+            _register(self)
+
+    def step_durations(self, executed: np.ndarray) -> np.ndarray:
+        """Cycles each IPU spends in each of the ``executed`` program steps (executed steps x IPUs):
+        inside a Pipeline an IPU not taking part in a step spends none in it."""
+        cycles = self._step_ipu_cycles[executed]  # type: ignore[index]
+        if self._participants is None:
+            return cycles
+        held = self._participants[executed] | ~self._pipelined[executed][:, None]
+        return np.where(held, cycles, 0)
+
+    def _plan_host_values(self, c: CompiledGraph, live: Liveness) -> None:
+        """Which variables' values the host holds when: a value that is not always-live is made at
+        the first step that touches it and dropped after the last, so host memory follows the live
+        values (as the device's does), not every tensor of the model. Steps inside a Repeat body
+        never drop (a value may be carried to the next iteration); condition variables are kept."""
+        needs: dict[int, set[int]] = {}
+        last: dict[int, int] = {}
+        for node in c.steps:
+            action = node.action
+            if (
+                isinstance(action, actions.Execute)
+                and action.plan.kernel is not None
+                and not self.options.execute_vertices
+            ):
+                # what the kernel touches: a stage deferring to a later kernel (kernel []) touches
+                # nothing, and a value only such stages write is never made
+                vars_ = {v for b in action.plan.kernel for t in b.tensors.values() for v in t.variable_ids()}
+            else:
+                vars_ = set(node.reads) | set(node.writes) | set(node.undefs)
+            if vars_:
+                needs[node.step] = vars_
+                for v in vars_:
+                    last[v] = max(last.get(v, -1), node.step)
+        in_repeat = np.zeros(len(c.steps) + 1, dtype=bool)
+        for a, b in c.repeat_ranges:
+            in_repeat[a : b + 1] = True
+        kept = {v for node in c.nodes if node.condition is not None for v in node.reads}
+        release: dict[int, list[int]] = {}
+        for v, step in last.items():
+            var = self.graph.variables[v]
+            if live.always_live[v] or var.value is not None or v in kept or in_repeat[step]:
+                continue
+            release.setdefault(step, []).append(v)
+        # values made at a step that writes every element before reading any need no zeros: those
+        # of a compute set's fills (profiler.compiler.compile.ComputeSetPlan), when the step writes them at
+        # run time (its kernel or its vertices; a stage deferring to a later kernel writes nothing)
+        self._unzeroed = {
+            node.step: needs[node.step] & node.action.plan.fills
+            for node in c.steps
+            if node.step in needs and isinstance(node.action, actions.Execute)
+            and (node.action.plan.kernel is None or node.action.plan.kernel or self.options.execute_vertices)
+        }  # fmt: skip
+        self._needs = {k: sorted(v) for k, v in needs.items()}
+        self._release = release
+        self._dropped = {v for vs in release.values() for v in vs}  # made on first use
+        # nor is a value no running step touches (e.g. partials only stages deferring to a kernel write)
+        self._dropped |= {
+            var.id for var in self.graph.variables
+            if var.id not in last and not live.always_live[var.id] and var.value is None and var.id not in kept
+        }  # fmt: skip
+        self._volatile = {}
+
+    def _describe_oom(self, tiles: np.ndarray) -> str:
+        mem = self.memory.tile_memory  # type: ignore[union-attr]
+        need = mem["total_bytes_including_gaps"][tiles]
+        worst = tiles[np.argsort(-need, kind="stable")][:5]
+        bpt = self.graph.target.bytes_per_tile
+        parts = ", ".join(f"tile {int(t)} needs {int(mem['total_bytes_including_gaps'][t]):,} bytes" for t in worst)
+        return f"out of memory on {tiles.size} tile(s) of {bpt:,} bytes: {parts}"
+
+    def load(self) -> None:
+        if self.compiled is None:
+            self.compile()
+        g = self.graph
+        self._states = [
+            [
+                v.value.copy()
+                if v.value is not None
+                else np.zeros(0 if v.id in self._dropped else v.numel, dtype=v.dtype)
+                for v in g.variables
+            ]  # fmt: skip
+            for _ in range(self.replicas)
+        ]
+        self._state = self._states[self.profiled_replica]
+        self._read_caches = [ReadCache() for _ in range(self.replicas)]
+        self.loaded = True
+
+    def _ready(self) -> CompiledGraph:
+        if self.compiled is None:
+            self.compile()
+        if self.out_of_memory:
+            raise OutOfMemoryError(f"cannot run: {self.out_of_memory}")
+        if not self.loaded:
+            self.load()
+        return self.compiled  # type: ignore[return-value]
+
+    # -- host I/O ------------------------------------------------------------------------------
+    def _stream(self, stream: DataStream | str) -> DataStream:
+        if isinstance(stream, DataStream):
+            return stream
+        for s in self.graph.streams:
+            if s.name == stream:
+                return s
+        raise EngineError(f"no stream named {stream!r}; streams: {[s.name for s in self.graph.streams]}")
+
+    def connect_stream(self, stream: DataStream | str, buffer: np.ndarray | Callable[..., Any]) -> None:
+        """Connect a host buffer (read each transfer / written in place) or a callback to a stream."""
+        s = self._stream(stream)
+        if isinstance(buffer, np.ndarray) and buffer.size not in (s.numel, s.numel * self.replicas):
+            per = f" (or {s.numel * self.replicas}: one transfer per replica)" if self.replicas > 1 else ""
+            raise EngineError(f"stream {s.name!r}: buffer has {buffer.size} elements, a transfer has {s.numel}{per}")
+        self._streams[s.id] = buffer
+
+    def write_tensor(self, handle: str, data: Any) -> None:
+        self._ready()
+        if handle not in self.graph.host_writes:
+            raise EngineError(f"no host write named {handle!r}; create it with Graph.create_host_write")
+        t = self.graph.host_writes[handle]
+        arr = np.asarray(data, dtype=t.dtype)
+        for cache in self._read_caches:
+            cache.clear()
+        if arr.size == t.numel():  # the same value on every replica
+            for state in self._states:
+                Access(t).scatter(state, arr)
+            return
+        if arr.size != t.numel() * self.replicas:
+            raise EngineError(f"write_tensor {handle!r}: {arr.size} values for a tensor of {t.numel()} elements")
+        for state, part in zip(self._states, np.split(arr.reshape(-1), self.replicas), strict=True):
+            Access(t).scatter(state, part)
+
+    def read_tensor(self, handle: str, replica: int | None = None) -> np.ndarray:
+        """The tensor's values on ``replica`` (default: the profiled one, profiler.replicaToProfile)."""
+        self._ready()
+        if handle not in self.graph.host_reads:
+            raise EngineError(f"no host read named {handle!r}; create it with Graph.create_host_read")
+        r = self.profiled_replica if replica is None else replica
+        if not 0 <= r < self.replicas:
+            raise EngineError(f"read_tensor {handle!r}: replica {r} does not exist ({self.replicas} replica(s))")
+        return Access(self.graph.host_reads[handle]).gather(self._states[r]).copy()
+
+    # -- run ---------------------------------------------------------------------------------------
+    def run(self, program: int = 0, name: str = "") -> None:
+        c = self._ready()
+        if not 0 <= program < len(self.programs):
+            raise EngineError(f"run({program}): the engine has {len(self.programs)} program(s)")
+        start = time.perf_counter()
+        capture_run = (
+            self.options.output_execution_profile and len(self.runs) < self.options.execution_profile_program_run_count
+        )
+        record = RunRecord(self.total_runs, program, name or f"run{self.total_runs}")
+        self._record = record if capture_run else None
+        self._clock = np.zeros(self.graph.target.num_ipus, dtype=np.int64)
+        self.compute_cycles = np.zeros(self.graph.target.num_ipus, dtype=np.int64)  # per IPU, this run
+        top = next(n for n in c.nodes if n.parent_id == -1 and n.child_index == program)
+        volatile = self._volatile.get(program)
+        if volatile is None:  # what this program writes, and values made and dropped per step
+            first, last = c.program_ranges[program]
+            volatile = self._volatile[program] = self._dropped | set().union(
+                *(n.writes for n in c.steps[first : last + 1])
+            )
+        for cache in self._read_caches:
+            cache.volatile = volatile
+        # the run's reused temporaries (profiler.host.scratch) and dropped values (ValuePool) are kept for
+        # the next run, as onnxruntime keeps its arena: a run repeated needs no fresh memory (~10 % of
+        # a ResNet-50 batch-1 run); close() frees them
+        self._exec(top)
+        record.cycles = int(self._clock.max())
+        self.last_run_cycles = record.cycles
+        if capture_run:
+            self.runs.append(record)
+        self.total_runs += 1
+        self.info["run_seconds"] = self.info.get("run_seconds", 0.0) + time.perf_counter() - start
+        self._report_written = False
+
+    def _exec(self, node: Node) -> None:
+        if node.is_step:
+            self._step(node)
+        elif node.type == ControlType.REPEAT:
+            for _ in range(node.repeat_count):
+                for ch in node.children:
+                    self._exec(ch)
+        elif node.type == ControlType.IF:
+            cond = node.condition.gather(self._state).reshape(-1)[0]  # type: ignore[union-attr]
+            self._exec(node.children[0 if cond else 1])
+        elif node.type == ControlType.SWITCH:
+            value = int(node.condition.gather(self._state).reshape(-1)[0])  # type: ignore[union-attr]
+            cases = node.case_values
+            self._exec(node.children[cases.index(value) if value in cases else len(cases)])
+        else:
+            for ch in node.children:
+                self._exec(ch)
+
+    def _step(self, node: Node) -> None:
+        if node.action is not None:
+            variables = self.graph.variables
+            self._fetched: dict[int, Any] = {}
+            unzeroed = self._unzeroed.get(node.step, ())
+            for r, state in enumerate(self._states):  # replicas in lockstep (one state each)
+                for v in self._needs.get(node.step, ()):
+                    if state[v].size != variables[v].numel:  # made at first use (zeros, as at load)
+                        state[v] = self._values.zeros(variables[v].numel, variables[v].dtype, v not in unzeroed)
+                if isinstance(node.action, AllReduceAction):
+                    continue
+                self._state, self._replica = state, r
+                self._act(node.action)
+            if isinstance(node.action, AllReduceAction):  # across replicas: once, over every state
+                node.action.run(self._states)
+            for cache in self._read_caches:
+                cache.written(node.writes)
+            for state in self._states:
+                for v in self._release.get(node.step, ()):
+                    self._values.drop(state[v])
+                    state[v] = np.zeros(0, dtype=variables[v].dtype)
+            self._state, self._replica = self._states[self.profiled_replica], self.profiled_replica
+        cycles = self._step_ipu_cycles[node.step]  # type: ignore[index]
+        if self._pipelined[node.step]:
+            # dataflow: an IPU waits only for data it receives (its stage's inputs, buffered on
+            # arrival), never for a receiver to be ready; IPUs not taking part spend nothing
+            recv = self._receivers[node.step]  # type: ignore[index]
+            if recv.any():
+                sent = self._senders[node.step]  # type: ignore[index]
+                ready = int(self._clock[sent].max()) if sent.any() else 0
+                self._clock[recv] = np.maximum(self._clock[recv], ready)
+            cycles = np.where(self._participants[node.step], cycles, 0)  # type: ignore[index]
+        elif node.external:
+            self._clock[:] = self._clock.max()
+        rec = self._record
+        if rec is not None:
+            rec.total_steps += 1
+            if len(rec.steps) < MAX_CAPTURED_STEPS_PER_RUN:
+                rec.steps.append(node.step)
+                rec.starts.append(self._clock.copy())
+        self._clock += cycles
+        if self.computes[node.step]:
+            self.compute_cycles += cycles
+
+    def _act(self, action: actions.Action) -> None:
+        state = self._state
+        if isinstance(action, actions.Execute):
+            kernel = action.plan.kernel
+            for b in action.plan.batches if kernel is None or self.options.execute_vertices else kernel:
+                run_batch(b, state, self._read_caches[self._replica])
+        elif isinstance(action, actions.Copy):
+            action.dst.scatter(state, action.src.gather(state))
+        elif isinstance(action, actions.FromHost):
+            src = self._streams.get(action.stream.id)
+            if src is None:
+                raise EngineError(f"stream {action.stream.name!r} is not connected; call Engine.connect_stream first")
+            if self.replicas > 1:  # one host transfer per step, split over the replicas
+                if action.stream.id not in self._fetched:
+                    self._fetched[action.stream.id] = src() if callable(src) else src
+                data = np.asarray(self._fetched[action.stream.id], dtype=action.stream.dtype).reshape(-1)
+            else:
+                data = np.asarray(src() if callable(src) else src, dtype=action.stream.dtype).reshape(-1)
+            if data.size == action.stream.numel * self.replicas and self.replicas > 1:  # this replica's slice
+                data = np.split(data, self.replicas)[self._replica]
+            action.dst.scatter(state, data)
+        elif isinstance(action, actions.ToHost):
+            dst = self._streams.get(action.stream.id)
+            if dst is None:
+                raise EngineError(f"stream {action.stream.name!r} is not connected; call Engine.connect_stream first")
+            values = action.src.gather(state)
+            if callable(dst):
+                dst(values.copy())
+            elif dst.size == values.size * self.replicas and self.replicas > 1:  # this replica's slice
+                np.split(dst.reshape(-1), self.replicas)[self._replica][:] = values.reshape(-1)
+            else:
+                dst.reshape(-1)[:] = values.reshape(-1)
+        elif isinstance(action, actions.Print):
+            print(f"{action.title}: {np.array2string(action.src.gather(state))}")
+
+    # -- reports -------------------------------------------------------------------------------
+    def write_report(self, directory: str | None = None, note: str = "") -> Path:
+        """Write the report now (also done automatically at exit when capture is on)."""
+        path = capture.write_report(self, directory, note)
+        self._report_written = True
+        self.report_path = path
+        if path not in REPORTS_WRITTEN:
+            REPORTS_WRITTEN.append(path)
+        return path
+
+    def close(self) -> None:
+        """Write the report if it is due and free what runs keep for the next run."""
+        if self.options.capture_enabled and self.compiled is not None and not self._report_written:
+            self.write_report()
+        scratch.release()
+        self._values.clear()
+        if self in _LIVE:  # nothing left to write at exit: let the engine be freed
+            _LIVE.remove(self)
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# Engines whose reports are written at exit if the script did not close them (as Poplar writes
+# auto-reports when the engine goes away); strong references so a report is never lost to GC.
+_LIVE: list[Engine] = []
+#: Report directories this process wrote, in order (``tilescope run SCRIPT.py`` lists them).
+REPORTS_WRITTEN: list[Path] = []
+
+
+def _register(engine: Engine) -> None:
+    if engine not in _LIVE:
+        _LIVE.append(engine)
+
+
+@atexit.register
+def _write_pending_reports() -> None:
+    for e in _LIVE:
+        if not e._report_written:
+            try:
+                e.close()
+            except Exception as exc:  # report the problem in one line; never a traceback at exit
+                print(f"tilescope: could not write the report of engine {e.name!r}: {exc}")

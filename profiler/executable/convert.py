@@ -1,0 +1,125 @@
+"""Conversions the run makes millions of times: stored half to computed float and back.
+
+Half <-> float goes through compiled loops on the CPU's conversion instructions
+(``profiler.host.half_kernels``, ~0.3 ns an element against numpy's 2.5-9 ns), with NaNs rewritten by
+numpy's rule, so the bits are exactly what ``astype`` gives (checked over every half and a sweep of
+floats in tests/profiler/test_access.py). Large arrays are converted in chunks of rows on the run's
+threads (``profiler.host.parallel``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+
+import numpy as np
+
+from profiler.host import parallel
+from profiler.poplar.layout import memory_order, merged_dims
+
+_U = np.uint32
+_kernels: ModuleType | None = None  # profiler.host.half_kernels, imported on the first conversion
+
+
+def converted(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``values`` in ``dtype``, converted in the order they lie in memory: a new array whose dims
+    have the same stride order as ``values``' (a transposed view stays transposed, so both sides of
+    the copy are walked contiguously) and whose broadcast dims stay broadcast (each distinct element
+    is converted once; the result is then a read-only view). Bit for bit what ``astype`` gives."""
+    dtype = np.dtype(dtype)
+    distinct = tuple(
+        slice(0, 1) if st == 0 and n > 1 else slice(None) for n, st in zip(values.shape, values.strides, strict=True)
+    )
+    core = values[distinct]
+    perm = memory_order(core)
+    out = np.empty([core.shape[d] for d in perm], dtype)
+    copy_into(out, core.transpose(perm))
+    out = out.transpose(np.argsort(perm))
+    return np.broadcast_to(out, values.shape) if core.shape != values.shape else out
+
+
+def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
+    """``dst[...] = src`` (one shape; any layouts that do not overlap), converted to dst's type as
+    numpy would, in chunks of rows on the run's threads when large."""
+    dst, src = _without_leading_units(dst), _without_leading_units(src)
+    if dst.ndim == 0:
+        store(dst, src)
+        return
+    parallel.in_row_chunks(
+        lambda rows: store(dst[rows], src[rows]), dst.shape[0], dst.size, parallel.COPY_CHUNK_ELEMENTS
+    )
+
+
+def store(dst: np.ndarray, src: np.ndarray) -> None:
+    """``dst[...] = src`` converted to dst's type, on this thread."""
+    if src.dtype == dst.dtype:
+        dst[...] = src
+    elif {src.dtype, dst.dtype} == {np.dtype(np.float16), np.dtype(np.float32)}:
+        _convert_half(dst, src)
+    else:
+        dst[...] = src.astype(dst.dtype)
+
+
+def _convert_half(dst: np.ndarray, src: np.ndarray) -> None:
+    """half <-> float32 of one shape, through the compiled loops."""
+    to_half = dst.dtype == np.float16
+    if src.shape != dst.shape:
+        src = np.broadcast_to(src, dst.shape)
+    loops = kernels()
+    if to_half:
+        nan = run_3d(loops.to_half, [src, dst.view(np.uint16)])
+    else:
+        nan = run_3d(loops.to_float, [src.view(np.uint16), dst])
+    if nan:
+        _numpy_nans(dst, src)
+
+
+def kernels() -> ModuleType:
+    """``profiler.host.half_kernels``, imported on first use (numba takes ~0.5 s to import)."""
+    global _kernels
+    if _kernels is None:
+        from profiler.host import half_kernels
+
+        _kernels = half_kernels
+    return _kernels
+
+
+def run_3d(loop: Callable[..., bool], arrays: list[np.ndarray], *head: object) -> bool:
+    """``loop(*head, *views)`` over 3-d views of ``arrays`` (one shape, any strides; the last is the
+    one written): dims merged where every array lays them out as one, unit dims put in front, one
+    call per leading index where more than 3 dims are left (rare). True if any call returned True."""
+    if all(a.flags.c_contiguous for a in arrays):  # the common case: one row
+        shape: tuple[int, ...] = (1, 1, arrays[0].size)
+    else:
+        shape, _ = merged_dims(arrays[0].shape, tuple(a.strides for a in arrays))
+        shape = (1,) * (3 - len(shape)) + shape
+    # views, never copies: the merged dims are laid out as one in every array
+    views = [a.reshape(shape, copy=False) for a in arrays]
+    for v in views[:-1]:  # read-only whatever they came as: numba compiles one loop per layout
+        v.flags.writeable = False
+    flagged = False
+    for lead in np.ndindex(*shape[:-3]):
+        flagged |= loop(*head, *(v[lead] for v in views))
+    return flagged
+
+
+def _numpy_nans(dst: np.ndarray, src: np.ndarray) -> None:
+    """Rewrite NaNs as numpy converts them: the payload's top bits kept, no quiet bit set."""
+    if dst.dtype == np.float16:
+        where = np.isnan(src)
+        u = src.view(np.uint32)[where]
+        top = np.maximum((u & _U(0x7FFFFF)) >> _U(13), _U(1))
+        dst.view(np.uint16)[where] = (((u >> _U(16)) & _U(0x8000)) | _U(0x7C00) | top).astype(np.uint16)
+    else:
+        h = src.view(np.uint16)
+        where = (h & np.uint16(0x7FFF)) > np.uint16(0x7C00)
+        b = h[where].astype(_U)
+        dst.view(_U)[where] = ((b & _U(0x8000)) << _U(16)) | _U(0x7F800000) | ((b & _U(0x3FF)) << _U(13))
+
+
+def _without_leading_units(a: np.ndarray) -> np.ndarray:
+    """``a`` without its leading size-1 dims (a view): the first dim left is the one to chunk."""
+    i = 0
+    while i < a.ndim - 1 and a.shape[i] == 1:
+        i += 1
+    return a.reshape(a.shape[i:]) if i else a

@@ -1,0 +1,140 @@
+"""Elementwise ops on half run as one compiled pass over the stored bits.
+
+The general path reads each half operand into float, computes in float and rounds the result into
+half as it is written: three passes over every element, in chunks. For the ops a network spends
+its elementwise time in (add, subtract, multiply, divide, relu; the second operand of a binary op
+may be one element per row, as a softmax's row maximum and sum) ``profiler.host.half_kernels`` does
+the same arithmetic per element in one pass (~0.2 ns an element): float of each operand, the op
+in float, one rounding. The bits are the general path's; where a result is NaN the rows are
+computed again the general way, so NaN bits too follow numpy's rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from profiler.executable.convert import kernels
+from profiler.poplar.layout import merged_dims
+
+if TYPE_CHECKING:
+    from profiler.chip.codelets import Codelet
+    from profiler.executable.access import Access
+
+
+class BatchPlan(Protocol):
+    """What a batch of vertices shows this module (``profiler.executable.plans.BatchPlan``)."""
+
+    codelet: Codelet
+    params: dict[str, Any]
+
+    @property
+    def fields(self) -> dict[str, Access]: ...
+
+    @property
+    def aligned_rows(self) -> int: ...
+
+
+_HALF = np.dtype(np.float16)
+# op name -> (loop, op code constant of the loop or None)
+LOOPS = {"add": ("binary_half", "ADD"), "subtract": ("binary_half", "SUBTRACT"),
+         "multiply": ("binary_half", "MULTIPLY"), "divide": ("binary_half", "DIVIDE"),
+         "relu": ("relu_half", None)}  # fmt: skip
+# Elements a row should have at least: a vectorised loop takes 32-64 halves an iteration, and a
+# short row (16 channels of a per-channel scale) runs mostly in its scalar remainder (~0.5 ns an
+# element against ~0.2). Shorter rows of arrays laid out one after the other are joined, a
+# broadcast operand's row repeated to match.
+_LONG_ROW = 128
+
+
+def runs_on_halves(b: BatchPlan) -> bool:
+    """Whether ``b`` can run here: a positionwise op named in LOOPS with no params, every field half
+    and a strided view (aligned in the result's storage order) that walks its last dim contiguously
+    in at most 3 merged dims, the result another variable than every operand (the general path
+    recomputes NaN rows from unchanged operands)."""
+    c = b.codelet
+    if c.half_op not in LOOPS or b.params or not b.aligned_rows or len(c.outputs) != 1 or c.inouts:
+        return False
+    fields = b.fields
+    if any(a.dtype != _HALF or a.strided is None for a in fields.values()):
+        return False
+    accs = _in_order(b)
+    if any(a.strided[0] == accs[-1].strided[0] for a in accs[:-1]):  # type: ignore[index]
+        return False
+    shape, strides = _geometry(accs, slice(0, b.aligned_rows))[:2]
+    if len(shape) > 3 or any(st[-1] != 1 for i, st in enumerate(strides) if i != 1):
+        return False
+    # the second operand of a binary op may hold one element per row (a per-row maximum or sum)
+    return strides[1][-1] == 1 or (strides[1][-1] == 0 and LOOPS[c.half_op][0] == "binary_half")
+
+
+def run_rows(b: BatchPlan, state: list[np.ndarray], rows: slice) -> bool:
+    """Compute ``rows`` of ``b`` (``runs_on_halves``) into the state; False if a result is NaN (the
+    rows written are then to be computed the general way)."""
+    plan = b.half_rows.get((rows.start, rows.stop))
+    if plan is None:  # the same chunks come back every run: their geometry is worked out once
+        plan = b.half_rows[rows.start, rows.stop] = _RowsPlan.of(_in_order(b), rows)
+    buffers = [state[a.strided[0]].view(np.uint16) for a in _in_order(b)]  # type: ignore[index]
+    for x, o, s0, distinct, n2, r in plan.repeated:  # a broadcast operand's rows, r times each
+        row = np.lib.stride_tricks.as_strided(buffers[x][o:], (distinct, n2), (s0 * _HALF.itemsize, _HALF.itemsize))
+        buffers[x] = np.tile(row, (1, r)).reshape(-1)
+    name, code = LOOPS[b.codelet.half_op]  # type: ignore[index]
+    loops = kernels()
+    head = () if code is None else (getattr(loops, code),)
+    loop = getattr(loops, name + "_per_row" if plan.per_row else name)
+    return not loop(*head, *buffers, plan.shape, plan.geo)
+
+
+@dataclass(frozen=True)
+class _RowsPlan:
+    """How the compiled loop walks some rows of a batch: its 3-d shape, each array's (offset,
+    stride 0, stride 1) in elements, the broadcast operands whose rows are repeated into a new
+    buffer first (array, offset, stride 0, distinct rows, row length, times), and whether the second
+    operand is one element per row (``binary_half_per_row``)."""
+
+    shape: np.ndarray
+    geo: np.ndarray
+    repeated: tuple[tuple[int, int, int, int, int, int], ...]
+    per_row: bool = False
+
+    @staticmethod
+    def of(accs: list[Access], rows: slice) -> _RowsPlan:
+        shape, strides, offsets = _geometry(accs, rows)
+        shape = (1,) * (3 - len(shape)) + shape
+        strides = [(0,) * (3 - len(st)) + st for st in strides]
+        n0, n1, n2 = shape
+        # short rows joined r at a time where every array lays its rows out one after the other or
+        # repeats one row (a broadcast operand, copied r times into a new buffer)
+        r = 1
+        if all(st[1] in (n2, 0) and st[2] == 1 for st in strides):
+            while r * n2 < _LONG_ROW and n1 % (2 * r) == 0:
+                r *= 2
+        if r == 1:
+            geo = [(o, st[0], st[1]) for o, st in zip(offsets, strides, strict=True)]
+            return _RowsPlan(np.array(shape, np.int64), np.array(geo, np.int64), (), strides[1][2] == 0)
+        geo, repeated = [], []
+        for x, (o, st) in enumerate(zip(offsets, strides, strict=True)):
+            if st[1] == n2:
+                geo.append((o, st[0], r * n2))
+            else:
+                repeated.append((x, o, st[0], n0 if st[0] else 1, n2, r))
+                geo.append((0, r * n2 if st[0] else 0, 0))
+        return _RowsPlan(np.array((n0, n1 // r, r * n2), np.int64), np.array(geo, np.int64), tuple(repeated))
+
+
+def _in_order(b: BatchPlan) -> list[Access]:
+    """The batch's operand accesses, then its result's."""
+    c = b.codelet
+    return [b.fields[f] for f in (*c.inputs, c.outputs[0])]
+
+
+def _geometry(accs: list[Access], rows: slice) -> tuple[tuple[int, ...], list[tuple[int, ...]], list[int]]:
+    """The merged shape of ``rows`` of the accesses' (aligned) views, each one's element strides over
+    it and element offset in its variable."""
+    start, stop, _ = rows.indices(accs[0].flat_shape[0])
+    element = [tuple(s // _HALF.itemsize for s in a.strided[2]) for a in accs]  # type: ignore[index]
+    offsets = [a.strided[1] + start * st[0] for a, st in zip(accs, element, strict=True)]  # type: ignore[index]
+    shape, strides = merged_dims((stop - start, *accs[0].flat_shape[1:]), tuple(element))
+    return shape, list(strides), offsets

@@ -1,0 +1,510 @@
+"""The graph: variables and constants with interval tile mappings, compute sets, vertices, streams.
+
+Tile mappings are stored as intervals (sorted interval starts + the tile of each interval), as
+Poplar does; vertices are stored columnar, one batch per ``add_vertices`` call (arrays of tiles
+plus field views with a leading vertex dimension), never one Python object per element.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from profiler.chip.codelets import Codelet, resolve_codelet
+from profiler.chip.dtypes import as_dtype
+from profiler.chip.targets import Target, replica_view, sharding_view
+from profiler.host import host_memory
+from profiler.poplar.layout import Affine, Factored, covers_all
+from profiler.poplar.streams import DEVICE_TO_HOST, HOST_TO_DEVICE, DataStream
+from profiler.poplar.tensor import Tensor
+from profiler.poplar.variables import TileMapping, Variable
+from report_format.vocabulary import Layer
+
+# Variables of at least this many elements are checked against host memory before their element ids
+# are allocated (smaller ones cost less than the check's margin).
+_CHECK_HOST_MEMORY_FROM = 1 << 20
+
+
+class GraphError(ValueError):
+    """A graph is built or used wrongly (message names the variable, compute set or field)."""
+
+
+@dataclass(eq=False)
+class VertexBatch:
+    """Vertices of one codelet added together: vertex i is on tiles[i] and sees row i of each field."""
+
+    codelet: Codelet
+    tiles: np.ndarray  # int32, one per vertex
+    fields: dict[str, Tensor]  # each with leading dimension = number of vertices
+    params: dict[str, Any]
+    debug_context_id: int
+
+    @property
+    def count(self) -> int:
+        return int(self.tiles.size)
+
+
+@dataclass(eq=False)
+class ComputeSet:
+    id: int
+    name: str
+    debug_context_id: int
+    batches: list[VertexBatch] = field(default_factory=list)
+    # The compute set's kernel: a few coarse vertices over whole tensors that compute what its
+    # vertices compute, so the engine can run one numpy call per op instead of gathering every
+    # vertex's operands. None: no kernel (the vertices run); []: a later compute set's kernel
+    # computes this one's result (a stage of a multi-stage op). Timing, memory and exchange always
+    # come from the vertices; the engine option tilescope.executeVertices runs them instead.
+    kernel: list[VertexBatch] | None = None
+
+    @property
+    def num_vertices(self) -> int:
+        return sum(b.count for b in self.batches)
+
+    def __repr__(self) -> str:
+        return f"ComputeSet({self.name!r}, {self.num_vertices} vertices)"
+
+
+@dataclass(frozen=True)
+class DebugContext:
+    id: int
+    parent_id: int
+    layer: str
+    name: str
+    op_type: str
+    file: str
+    line: int
+    attributes: str
+
+
+@dataclass(eq=False)
+class Function:
+    """A program body that Call programs run (Poplar ``Graph::addFunction``)."""
+
+    id: int
+    name: str
+    program: Any
+
+
+class Graph:
+    """A Poplar-style graph for one target."""
+
+    def __init__(self, target: Target, replication_factor: int | None = None) -> None:
+        # Replication (Poplar ``Graph(target, replication_factor(R))``): the graph is one replica's,
+        # built on target.num_ipus / R IPUs; the engine runs R copies on disjoint IPUs, each with its
+        # own data (profiler.multi_ipu.replication). Default: the target's num_replicas.
+        replicas = target.num_replicas if replication_factor is None else int(replication_factor)
+        if replicas < 1 or target.num_ipus % replicas:
+            raise GraphError(
+                f"replication factor {replicas}: must divide the target's {target.num_ipus} IPU(s) (and be >= 1)"
+            )
+        self.replication_factor = replicas
+        self.system_target = target  # every replica's IPUs
+        target = replica_view(target, replicas)
+        self._target = target
+        # Virtual graph (Poplar ``createVirtualGraph``, PopART ``virtualGraph``): while open, the graph
+        # looks like one IPU of ``target``; see virtual_graph().
+        self._ipu: int | None = None
+        self._ipu_target: Target | None = None
+        self.variables: list[Variable] = []
+        self.compute_sets: list[ComputeSet] = []
+        self.streams: list[DataStream] = []
+        self.debug_contexts: list[DebugContext] = []
+        self.functions: list[Function] = []
+        self.host_reads: dict[str, Tensor] = {}
+        self.host_writes: dict[str, Tensor] = {}
+        self._context_stack: list[int] = []
+
+    @property
+    def target(self) -> Target:
+        """The device; inside ``virtual_graph(ipu)``, one IPU of it (tiles 0..tiles_per_ipu-1)."""
+        return self._target if self._ipu_target is None else self._ipu_target
+
+    @property
+    def device_target(self) -> Target:
+        """The whole device, also inside a virtual graph."""
+        return self._target
+
+    @property
+    def current_ipu(self) -> int | None:
+        """The IPU of the open virtual graph (None: none is open)."""
+        return self._ipu
+
+    @contextlib.contextmanager
+    def virtual_graph(self, ipu: int) -> Iterator[int]:
+        """Build on one IPU: inside the block the graph's target is that IPU alone, so operations map
+        their tensors and vertices onto its tiles (tile ids given and read are that IPU's, 0-based).
+        A tensor held on another IPU reads as the same tile positions on this one, so an op that
+        lays its output out like an input keeps the layout; reading that input then crosses IPUs,
+        which the compiler plans as a global exchange over IPU-Links. Blocks may nest (innermost wins).
+        """
+        full = self._target
+        if not 0 <= ipu < full.num_ipus:
+            raise GraphError(f"virtual graph: IPU {ipu} does not exist (target {full.name} has {full.num_ipus} IPUs)")
+        saved = self._ipu, self._ipu_target
+        self._ipu = ipu
+        self._ipu_target = sharding_view(full)
+        try:
+            yield ipu
+        finally:
+            self._ipu, self._ipu_target = saved
+
+    def _to_device_tiles(self, tiles: np.ndarray) -> np.ndarray:
+        """Tile ids given inside a virtual graph as device-global ids on its IPU: a tile's position
+        within an IPU (0-based, as the virtual graph numbers them; a device-global id read straight
+        from a mapping keeps its position) on the open IPU. Unmapped (negative) ids stay."""
+        if self._ipu is None:
+            return tiles
+        tpi = self._target.tiles_per_ipu
+        return np.where(tiles < 0, tiles, tiles % tpi + self._ipu * tpi).astype(tiles.dtype, copy=False)
+
+    def _from_device_tiles(self, tiles: np.ndarray) -> np.ndarray:
+        """Device-global tile ids as seen inside a virtual graph (position within the IPU); unmapped stays."""
+        if self._ipu is None:
+            return tiles
+        tpi = self._target.tiles_per_ipu
+        return np.where(tiles < 0, tiles, tiles % tpi).astype(tiles.dtype, copy=False)
+
+    # -- debug contexts ------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def debug_context(
+        self, name: str, op_type: str = "", layer: str = Layer.USER, attributes: Mapping[str, Any] | None = None
+    ) -> Iterator[int]:
+        """Everything created inside the block carries this context (Operations views group by it)."""
+        # the caller of the ``with`` statement (this generator, then contextlib's __enter__)
+        try:
+            frame = sys._getframe(2)
+        except ValueError:
+            frame = None
+        ctx = DebugContext(
+            id=len(self.debug_contexts),
+            parent_id=self._context_stack[-1] if self._context_stack else -1,
+            layer=layer,
+            name=name,
+            op_type=op_type,
+            file=frame.f_code.co_filename if frame else "",
+            line=frame.f_lineno if frame else 0,
+            attributes=json.dumps(dict(attributes or {}), sort_keys=True, default=str),
+        )
+        self.debug_contexts.append(ctx)
+        self._context_stack.append(ctx.id)
+        try:
+            yield ctx.id
+        finally:
+            self._context_stack.pop()
+
+    def current_debug_context(self) -> int:
+        """Id of the innermost open debug context (-1: none)."""
+        return self._context_stack[-1] if self._context_stack else -1
+
+    _current_context = current_debug_context
+
+    # -- variables -----------------------------------------------------------------------------
+    def _add(self, dtype: object, shape: Sequence[int] | int, name: str, constant: bool, interleaved: bool) -> Tensor:
+        dt = as_dtype(dtype)
+        shp = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)  # type: ignore[arg-type]
+        if any(s < 0 for s in shp):
+            raise GraphError(f"variable {name!r}: negative dimension in shape {shp}")
+        n = 1
+        for s_ in shp:  # Python ints: a product past int64 must not wrap to a small number
+            n *= s_
+        if n >= _CHECK_HOST_MEMORY_FROM:
+            # its values when it runs (views hold no element ids): a size that cannot fit is one line, at once
+            need = n * dt.itemsize
+            host_memory.ensure(need, f"variable {name or 'var' + str(len(self.variables))!r} of shape {shp}")
+        vid = len(self.variables)
+        var = Variable(
+            vid, name or f"var{vid}", dt, shp, constant, interleaved, self._current_context(), TileMapping(n)
+        )
+        self.variables.append(var)
+        return Tensor(self, vid, Affine.contiguous(shp), dt)
+
+    def add_variable(
+        self, dtype: object, shape: Sequence[int] | int, name: str = "", interleaved: bool = False
+    ) -> Tensor:
+        """A new variable (not initialised). ``interleaved``: must sit in interleaved memory."""
+        return self._add(dtype, shape, name, constant=False, interleaved=interleaved)
+
+    def add_constant(self, dtype: object, shape: Sequence[int] | int, value: object, name: str = "") -> Tensor:
+        """A constant: ``value`` broadcast to ``shape``; always-live, category ``constant``."""
+        t = self._add(dtype, shape, name, constant=True, interleaved=False)
+        var = self.variables[t.single_variable()]  # type: ignore[index]
+        try:
+            var.value = np.broadcast_to(np.asarray(value, dtype=var.dtype), var.shape).reshape(-1).copy()
+        except ValueError:
+            raise GraphError(f"constant {var.name!r}: value does not fit shape {var.shape}") from None
+        return t
+
+    def variable(self, t: Tensor) -> Variable:
+        vid = t.single_variable()
+        if vid is None:
+            raise GraphError(f"{t!r} spans several variables; a single variable is needed here")
+        return self.variables[vid]
+
+    # -- tile mapping --------------------------------------------------------------------------
+    def _check_device_tile(self, tiles: np.ndarray, what: str) -> None:
+        n = self._target.num_tiles
+        if tiles.size and (tiles.min() < 0 or tiles.max() >= n):
+            bad = int(tiles[(tiles < 0) | (tiles >= n)][0])
+            raise GraphError(f"{what}: tile {bad} does not exist (target {self._target.name} has {n} tiles)")
+
+    def _check_tile(self, tiles: np.ndarray, what: str) -> None:
+        if self._ipu is not None:  # a virtual graph takes its own tile ids and device-global ones
+            return self._check_device_tile(tiles, what)
+        if tiles.size and (tiles.min() < 0 or tiles.max() >= self.target.num_tiles):
+            bad = int(tiles[(tiles < 0) | (tiles >= self.target.num_tiles)][0])
+            raise GraphError(
+                f"{what}: tile {bad} does not exist (target {self.target.name} has {self.target.num_tiles} tiles)"
+            )
+
+    def set_tile_mapping(self, t: Tensor, tile: int | Sequence[int] | np.ndarray) -> None:
+        """Map every element of ``t`` to ``tile`` (or to tile[i] for element i of ``t`` flattened)."""
+        tiles = np.asarray(tile, dtype=np.int64)
+        self._check_tile(tiles.reshape(-1), f"mapping of {t!r}")
+        tiles = self._to_device_tiles(tiles)
+        n = t.numel()
+        if tiles.ndim and tiles.size != n:
+            raise GraphError(f"mapping of {t!r}: {tiles.size} tiles given for {n} elements")
+        if n == 0:
+            return
+        vid = t.single_variable()
+        if vid is not None and not t.structured:  # one variable: no variable id per element to split by
+            mapping = self.variables[vid].mapping
+            whole = self._whole_variable(t) is not None
+            flat = t._lay.flat if isinstance(t._lay, Factored) else t._lay  # a factored view: its factors, in order
+            if whole and tiles.ndim == 0:
+                mapping.fill(int(tiles))
+            elif whole:  # all of it in its own order: the tiles are its mapping
+                mapping.set_dense(tiles.reshape(-1))
+            elif isinstance(flat, Affine) and flat.one_to_one():  # written through a strided view
+                mapping.assign_affine(flat, tiles)
+            else:
+                mapping.assign(t._idx.reshape(-1), int(tiles) if tiles.ndim == 0 else tiles.reshape(-1))
+            return
+        var_ids, idx = t.elements()
+        for vid in np.unique(var_ids):
+            sel = var_ids == vid
+            self.variables[vid].mapping.assign(idx[sel], int(tiles) if tiles.ndim == 0 else tiles.reshape(-1)[sel])
+
+    def map_intervals(self, t: Tensor, starts: np.ndarray, lengths: np.ndarray, tiles: np.ndarray) -> None:
+        """Map ``t``'s flattened elements as intervals: [starts[i], starts[i] + lengths[i]) on tiles[i],
+        given in any order, together covering ``t`` once (a planner's blocks). When ``t`` is all of one
+        variable in its own order the mapping is built from them, never from a tile per element."""
+        tiles = np.asarray(tiles, dtype=np.int64).reshape(-1)
+        order = np.argsort(starts, kind="stable")
+        s, ln, tl = np.asarray(starts, dtype=np.int64)[order], np.asarray(lengths, dtype=np.int64)[order], tiles[order]
+        n = t.numel()
+        if (
+            s.size == 0
+            or s[0] != 0
+            or (ln <= 0).any()
+            or not np.array_equal(s[1:], (s + ln)[:-1])
+            or s[-1] + ln[-1] != n
+        ):
+            raise GraphError(f"mapping of {t!r}: the intervals do not cover its {n} elements once")
+        var = self._whole_variable(t)
+        if var is None:  # a view: by element
+            self.set_tile_mapping(t, np.repeat(tl, ln))
+            return
+        self._check_tile(tl, f"mapping of {t!r}")
+        var.mapping.set_intervals(s, self._to_device_tiles(tl))
+
+    def map_linearly(self, t: Tensor, grain_size: int = 1, tiles: Sequence[int] | np.ndarray | None = None) -> None:
+        """Spread ``t`` evenly over tiles in grains (poputil::mapTensorLinearly): each tile gets
+        ceil(grains / tiles) consecutive grains, the last tiles possibly fewer or none."""
+        tile_ids = np.arange(self.target.num_tiles) if tiles is None else np.asarray(tiles, dtype=np.int64)
+        n = t.numel()
+        grains = -(-n // grain_size)
+        per_tile = max(1, -(-grains // len(tile_ids)))
+        if self._whole_variable(t) is not None and n:  # as intervals: one per tile, no array per element
+            self._check_tile(tile_ids, f"mapping of {t!r}")
+            starts = np.arange(0, n, per_tile * grain_size, dtype=np.int64)
+            self.variables[t.single_variable()].mapping.set_intervals(  # type: ignore[index]
+                starts, self._to_device_tiles(tile_ids[: starts.size])
+            )
+            return
+        owner = tile_ids[(np.arange(n) // grain_size) // per_tile]
+        self.set_tile_mapping(t, owner)
+
+    def tile_runs(self, t: Tensor) -> tuple[np.ndarray, np.ndarray] | None:
+        """(start, tile) of the maximal runs of ``t``'s flattened elements on one tile (UNMAPPED
+        too) when ``t`` is all of one variable in its own order, else None: ``tile_of(t)`` without a
+        tile per element (it is ``np.repeat(tile, np.diff(np.append(start, t.numel())))``)."""
+        var = self._whole_variable(t)
+        if var is None or var.numel == 0:
+            return None
+        tiles = self._from_device_tiles(var.mapping.tiles)
+        keep = np.ones(tiles.size, dtype=bool)
+        keep[1:] = tiles[1:] != tiles[:-1]  # neighbours on one tile are one run (as seen from here)
+        return var.mapping.starts[keep], tiles[keep]
+
+    def _whole_variable(self, t: Tensor) -> Variable | None:
+        """The variable ``t`` is, when ``t`` is all of it in its own order (a contiguous view)."""
+        lay, vid = t._lay, t.single_variable()
+        if vid is None or not isinstance(lay, Affine) or lay.offset != 0:
+            return None
+        var = self.variables[vid]
+        if lay.size != var.numel or lay.strides != Affine.contiguous(lay.shape).strides:
+            return None
+        return var
+
+    def clone(self, like: Tensor, name: str, dtype: object | None = None) -> Tensor | None:
+        """A new variable laid out and mapped as the variable ``like`` views (Poplar ``Graph::clone``):
+        the same view of a new variable of the same shape, its mapping copied interval by interval.
+        None when ``like`` is not a one-to-one view of all of one variable."""
+        lay, vid = like._lay, like.single_variable()
+        if vid is None or not covers_all(lay, self.variables[vid].numel):
+            return None
+        var = self.variables[vid]
+        if isinstance(lay, Factored):  # a grouped store: the same store, seen through the same view
+            t = self._add(var.dtype if dtype is None else dtype, list(var.shape), name, False, False)
+            new = self.variables[t.single_variable()]  # type: ignore[index]
+            new.mapping.starts, new.mapping.tiles = var.mapping.starts, self._to_device_tiles(var.mapping.tiles)
+            return Tensor(self, t.single_variable(), lay, t.dtype)  # type: ignore[arg-type]
+        # the new variable's shape is the view's dims in storage order (a transposed view's clone is
+        # stored as the original is, e.g. NHWC under an NCHW view)
+        big = [d for d, n in enumerate(lay.shape) if n != 1]
+        by_stride = sorted(big, key=lambda d: -lay.strides[d])
+        order = (
+            list(range(len(lay.shape)))
+            if by_stride == big
+            else [d for d in range(len(lay.shape)) if d not in big] + by_stride
+        )
+        t = self._add(var.dtype if dtype is None else dtype, [lay.shape[d] for d in order], name, False, False)
+        new = self.variables[t.single_variable()]  # type: ignore[index]
+        # inside a virtual graph the clone is laid out as ``like`` on the open IPU's tiles
+        # shared, not copied: a mapping's arrays are replaced whole, never written in place
+        new.mapping.starts, new.mapping.tiles = var.mapping.starts, self._to_device_tiles(var.mapping.tiles)
+        return t.transpose(*np.argsort(order)) if order != sorted(order) else t
+
+    def tile_of(self, t: Tensor) -> np.ndarray:
+        """Tile of each element of ``t`` (flattened); UNMAPPED (-1) where unmapped."""
+        single = t.single_variable()
+        if single is not None:
+            mapping, lay = self.variables[single].mapping, t._lay
+            lay = lay.flat if isinstance(lay, Factored) else lay  # the same elements in the same order
+            if (
+                isinstance(lay, Affine)
+                and mapping.tiles.size > 1
+                and min(lay.strides, default=0) >= 0
+                and mapping.n <= 2 * lay.size
+            ):  # most of the variable: its mapping expanded and read through the view (no index per element)
+                dense = mapping.dense()
+                view = np.lib.stride_tricks.as_strided(
+                    dense[lay.offset :], lay.shape, tuple(s * dense.itemsize for s in lay.strides)
+                )
+                return self._from_device_tiles(np.ascontiguousarray(view).reshape(-1))
+            return self._from_device_tiles(mapping.tile_of(t._idx.reshape(-1)))  # TODO intervals
+        var_ids, idx = t.elements()
+        out = np.empty(idx.size, dtype=np.int32)
+        for vid in np.unique(var_ids):
+            sel = var_ids == vid
+            out[sel] = self.variables[vid].mapping.tile_of(idx[sel])
+        return self._from_device_tiles(out)
+
+    def get_tile_mapping(self, t: Tensor) -> dict[int, list[tuple[int, int]]]:
+        """Poplar-style mapping of ``t``: tile -> intervals [begin, end) of t's flattened elements."""
+        tiles = self.tile_of(t)
+        out: dict[int, list[tuple[int, int]]] = {}
+        if tiles.size == 0:
+            return out
+        starts = np.concatenate(([0], np.flatnonzero(tiles[1:] != tiles[:-1]) + 1))
+        ends = np.append(starts[1:], tiles.size)
+        for s, e in zip(starts, ends, strict=True):
+            out.setdefault(int(tiles[s]), []).append((int(s), int(e)))
+        return out
+
+    # -- compute sets and vertices -------------------------------------------------------------
+    def add_compute_set(self, name: str = "") -> ComputeSet:
+        cs = ComputeSet(len(self.compute_sets), name or f"cs{len(self.compute_sets)}", self._current_context())
+        self.compute_sets.append(cs)
+        return cs
+
+    def add_vertices(
+        self,
+        cs: ComputeSet,
+        codelet: str | Codelet,
+        fields: Mapping[str, Tensor],
+        tiles: Sequence[int] | np.ndarray,
+        **params: Any,
+    ) -> VertexBatch:
+        """Add len(tiles) vertices at once: vertex i runs on tiles[i] with row i of every field."""
+        cl = resolve_codelet(codelet)
+        tile_arr = np.asarray(tiles, dtype=np.int32).reshape(-1)
+        self._check_tile(tile_arr, f"compute set {cs.name!r}")
+        cl.check_fields(cs.name, {k: v.shape[1:] for k, v in fields.items()}, params)
+        self._check_fields(cs, cl, fields, tile_arr.size)
+        batch = VertexBatch(cl, self._to_device_tiles(tile_arr), dict(fields), dict(params), self._current_context())
+        cs.batches.append(batch)
+        return batch
+
+    def _check_fields(self, cs: ComputeSet, cl: Codelet, fields: Mapping[str, Tensor], count: int) -> None:
+        for name, t in fields.items():
+            if not isinstance(t, Tensor) or t.graph is not self:
+                raise GraphError(f"compute set {cs.name!r}: field {name!r} of {cl.name} is not a tensor of this graph")
+            if t.rank == 0 or t.shape[0] != count:
+                raise GraphError(
+                    f"compute set {cs.name!r}: field {name!r} of {cl.name} has shape {t.shape}; "
+                    f"expected a leading dimension of {count} (one row per vertex)"
+                )
+
+    def add_kernel(self, cs: ComputeSet, codelet: str | Codelet, fields: Mapping[str, Tensor], **params: Any) -> None:
+        """Add coarse vertices to ``cs``'s kernel (see ComputeSet.kernel): row i of every field is
+        one coarse vertex, usually a whole tensor or one block of an op. The compiler checks that
+        the kernel writes exactly the elements the compute set's vertices write."""
+        cl = resolve_codelet(codelet)
+        count = next(iter(fields.values())).shape[0] if fields else 0
+        cl.check_fields(cs.name, {k: v.shape[1:] for k, v in fields.items()}, params)
+        self._check_fields(cs, cl, fields, count)
+        batch = VertexBatch(cl, np.zeros(count, dtype=np.int32), dict(fields), dict(params), cs.debug_context_id)
+        cs.kernel = (cs.kernel or []) + [batch]
+
+    def defer_kernel(self, cs: ComputeSet) -> None:
+        """Mark ``cs`` as computed by a later compute set's kernel (its results are op-internal)."""
+        if cs.kernel:
+            raise GraphError(f"compute set {cs.name!r} already has a kernel")
+        cs.kernel = []
+
+    def add_vertex(
+        self, cs: ComputeSet, codelet: str | Codelet, fields: Mapping[str, Tensor], tile: int, **params: Any
+    ) -> VertexBatch:
+        """Add one vertex on ``tile`` (Poplar ``addVertex`` + ``connect`` + ``setTileMapping``)."""
+        return self.add_vertices(cs, codelet, {k: v.expand(0) for k, v in fields.items()}, [tile], **params)
+
+    # -- streams and host access ---------------------------------------------------------------
+    def _stream(self, name: str, direction: str, dtype: object, shape: Sequence[int] | int) -> DataStream:
+        shp = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)  # type: ignore[arg-type]
+        if any(s.name == name for s in self.streams):
+            raise GraphError(f"a stream named {name!r} already exists")
+        s = DataStream(len(self.streams), name, direction, as_dtype(dtype), shp)
+        self.streams.append(s)
+        return s
+
+    def add_host_to_device_fifo(self, name: str, dtype: object, shape: Sequence[int] | int) -> DataStream:
+        return self._stream(name, HOST_TO_DEVICE, dtype, shape)
+
+    def add_device_to_host_fifo(self, name: str, dtype: object, shape: Sequence[int] | int) -> DataStream:
+        return self._stream(name, DEVICE_TO_HOST, dtype, shape)
+
+    def create_host_write(self, handle: str, t: Tensor) -> None:
+        """Let the host write ``t`` with Engine.write_tensor(handle, ...) (keeps it always-live)."""
+        for vid in t.variable_ids():
+            self.variables[vid].host_visible = True
+        self.host_writes[handle] = t
+
+    def create_host_read(self, handle: str, t: Tensor) -> None:
+        """Let the host read ``t`` with Engine.read_tensor(handle) (keeps it always-live)."""
+        for vid in t.variable_ids():
+            self.variables[vid].host_visible = True
+        self.host_reads[handle] = t
+
+    def add_function(self, program: Any, name: str = "") -> Function:
+        f = Function(len(self.functions), name or f"function{len(self.functions)}", program)
+        self.functions.append(f)
+        return f

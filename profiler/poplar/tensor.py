@@ -1,0 +1,436 @@
+"""Tensor views over graph variables.
+
+A tensor is a view: for each of its elements, which variable and which flat element of that
+variable it refers to. Both are numpy arrays (the variable id is a plain int when the view
+covers one variable), so slicing, reshaping, transposing, broadcasting and concatenating are
+numpy index operations, never Python loops over elements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from profiler.poplar.layout import (
+    Affine,
+    Blocks,
+    Factored,
+    Runs,
+    Window,
+    WindowBlocks,
+    cut_ranges,
+    factored,
+    group_dims,
+    piece_lengths,
+    strided_layout,
+)
+
+if TYPE_CHECKING:
+    from profiler.poplar.variables import VariableStore
+
+
+# A [rows, width] field is kept as runs (profiler.poplar.layout.Runs) when its runs average at least this
+# many elements: three int64 per run against one int32 index (and maybe a variable id) per element.
+RUNS_WORTH_IT = 8
+
+
+def index_dtype(numel: int) -> np.dtype:
+    """Element indices of a variable of ``numel`` elements: int32 when they fit. Vertex fields are
+    index arrays (a ResNet-50's hold billions of elements), so this halves the graph's host memory."""
+    return np.dtype(np.int32 if numel <= np.iinfo(np.int32).max else np.int64)
+
+
+class Tensor:
+    """A view of elements of one or more variables of ``graph`` (Poplar's ``poplar::Tensor``).
+
+    A view of one variable is held as an affine layout (profiler.poplar.layout: a few integers, whatever
+    its size) while it stays one; fancy indexing and concatenation give an explicit index array.
+    """
+
+    __slots__ = ("graph", "_var", "_lay", "dtype")
+
+    def __init__(
+        self, graph: VariableStore, var: int | np.ndarray, layout: Affine | Blocks | np.ndarray, dtype: np.dtype
+    ) -> None:
+        self.graph = graph
+        self._var = var  # int: one variable; else int32 array shaped like the view
+        # Affine or Blocks (one variable only), or the flat element index of each element
+        self._lay = layout
+        self.dtype = dtype
+
+    @property
+    def structured(self) -> bool:
+        """A convolution window (or blocks of one): held by its geometry, see profiler.poplar.layout.Window."""
+        return isinstance(self._lay, Window | WindowBlocks)
+
+    def _explicit(self) -> Tensor:
+        """The same view with an index per element (windows materialise on first use)."""
+        lay = self._lay
+        if isinstance(lay, Window):
+            return lay.materialised()  # type: ignore[return-value]
+        if isinstance(lay, WindowBlocks):
+            w = lay.window.materialised()
+            return w.blocks([lay.g, lay.r0, lay.c0], (1, lay.rows, lay.cols), drop=(0,))  # type: ignore[attr-defined]
+        return self
+
+    @property
+    def affine(self) -> Affine | None:
+        """The view's affine layout (one variable, regular strides), or None."""
+        return self._lay if isinstance(self._lay, Affine) else None
+
+    @property
+    def _idx(self) -> np.ndarray:
+        """Flat element index of every element (materialised for an affine view: per-element paths only)."""
+        if isinstance(self._lay, np.ndarray):
+            return self._lay
+        if self.structured:
+            return self._explicit()._idx
+        var = self.graph.variables[self._var]  # type: ignore[index]
+        return self._lay.indices(index_dtype(var.numel))
+
+    # -- shape ---------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._lay.shape)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return int(self._lay.size)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel() * self.dtype.itemsize
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        names = sorted({self.graph.variables[v].name for v in self.variable_ids()})
+        return f"Tensor({', '.join(names)}, shape={self.shape}, dtype={self.dtype.name})"
+
+    # -- elements ------------------------------------------------------------------------
+    def variable_ids(self) -> list[int]:
+        if self.structured:
+            w = self._lay.window if isinstance(self._lay, WindowBlocks) else self._lay
+            return sorted({w.x_var} | ({w.pad_var} if w.pad_var >= 0 else set()))  # type: ignore[union-attr]
+        if isinstance(self._var, int):
+            return [self._var]
+        return [int(v) for v in np.unique(self._var)]
+
+    def elements(self) -> tuple[np.ndarray, np.ndarray]:
+        """(variable id, flat element index) of every element, flattened in row-major order."""
+        if self.structured:
+            return self._explicit().elements()
+        idx = self._idx.reshape(-1)
+        if isinstance(self._var, int):
+            return np.full(idx.size, self._var, dtype=np.int32), idx
+        return self._var.reshape(-1), idx
+
+    def single_variable(self) -> int | None:
+        if self.structured:
+            ids = self.variable_ids()
+            return ids[0] if len(ids) == 1 else None
+        return self._var if isinstance(self._var, int) else None
+
+    # -- views ---------------------------------------------------------------------------
+    def _apply(self, fn: Callable[[np.ndarray], np.ndarray]) -> Tensor:
+        """A view by a numpy function of the index array (the explicit path)."""
+        if self.structured:
+            return self._explicit()._apply(fn)
+        idx = fn(self._idx)
+        var = self._var if isinstance(self._var, int) else fn(self._var)
+        return Tensor(self.graph, var, idx, self.dtype)
+
+    def _view(self, affine: Callable[[Affine], Affine | None], fn: Callable[[np.ndarray], np.ndarray]) -> Tensor:
+        """``affine`` on an affine or factored view (None: not one), else ``fn`` on the index array."""
+        if isinstance(self._lay, Affine | Factored):
+            lay = affine(self._lay)
+            if lay is not None:
+                return Tensor(self.graph, self._var, lay, self.dtype)
+        return self._apply(fn)
+
+    def __getitem__(self, key: object) -> Tensor:
+        aff = self.affine
+        if aff is not None and len(aff.shape) == 1 and isinstance(key, np.ndarray) and key.ndim >= 2 and key.size:
+            rows = _regular_rows(key, aff)
+            if rows is not None:  # the same pattern in every row (a vertex per row): blocks, not an index each
+                return Tensor(self.graph, self._var, rows, self.dtype)
+            if key.dtype.kind in "iu" and key.min() >= 0 and key.max() < aff.shape[0]:
+                runs = Runs.encode(aff.offset + key.astype(np.int64) * aff.strides[0])
+                if runs.start.size * RUNS_WORTH_IT <= key.size:  # rows of a few long runs: kept as runs
+                    return Tensor(self.graph, self._var, runs, self.dtype)
+        try:
+            return self._view(lambda a: a.getitem(key), lambda a: np.asarray(a[key]))  # type: ignore[index]
+        except IndexError as exc:
+            raise IndexError(f"{self!r}: bad index {key!r}: {exc}") from None
+
+    def slice(self, start: int, end: int, dim: int = 0) -> Tensor:
+        """Elements start..end-1 along ``dim`` (Poplar ``Tensor::slice``)."""
+        if not (0 <= start <= end <= self.shape[dim]):
+            raise IndexError(f"{self!r}: slice [{start}, {end}) out of range for dimension {dim}")
+        key = (slice(None),) * (dim % self.rank) + (slice(start, end),)
+        return self[key]
+
+    def index(self, i: int) -> Tensor:
+        return self[i]
+
+    def reshape(self, *shape: int | Sequence[int]) -> Tensor:
+        new = tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], int) else shape
+        try:
+            aff = self.affine
+            if aff is not None and aff.reshape(new) is None:  # type: ignore[arg-type]
+                rows = _merged_rows(aff, new)  # type: ignore[arg-type]
+                if rows is not None:
+                    return Tensor(self.graph, self._var, rows, self.dtype)
+            return self._view(lambda a: a.reshape(new), lambda a: a.reshape(new))  # type: ignore[arg-type]
+        except ValueError:
+            raise ValueError(f"{self!r}: cannot reshape {self.shape} to {new}") from None
+
+    def flatten(self) -> Tensor:
+        return self.reshape(-1)
+
+    def group_dims(self, *sizes: int) -> Tensor:
+        """Consecutive dims merged, ``sizes[i]`` of them into dim i: a reshape that stays a view of
+        an affine tensor whatever its strides (its dims become factors, profiler.poplar.layout.Factored), as
+        PopLibs sees a grouped store ``[C/16][N][16]`` as ``[N, C]``."""
+        if not isinstance(self._lay, Affine | Factored):
+            raise ValueError(f"{self!r}: only an affine view groups its dims")
+        return Tensor(self.graph, self._var, group_dims(self._lay, tuple(sizes)), self.dtype)
+
+    def transpose(self, *axes: int) -> Tensor:
+        return self._view(lambda a: a.transpose(axes or None), lambda a: np.transpose(a, axes or None))
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802 - numpy's name
+        return self.transpose()
+
+    def expand(self, axis: int) -> Tensor:
+        return self._view(lambda a: a.expand(axis), lambda a: np.expand_dims(a, axis))
+
+    def broadcast_to(self, shape: Sequence[int]) -> Tensor:
+        try:
+            return self._view(lambda a: a.broadcast_to(tuple(shape)), lambda a: np.broadcast_to(a, tuple(shape)).copy())
+        except ValueError:
+            raise ValueError(f"{self!r}: cannot broadcast {self.shape} to {tuple(shape)}") from None
+
+    def blocks(self, starts: Sequence[np.ndarray], shape: Sequence[int], drop: Sequence[int] = ()) -> Tensor:
+        """Equal blocks of this view, one per row: row v is ``self[starts[0][v]:+shape[0], ...]``
+        (shape ``[V, *shape]``, less the block dims in ``drop``, which must have length 1): a
+        planner's per-vertex operand blocks, held as a few integers per block when this view is affine."""
+        shape = tuple(int(n) for n in shape)
+        if any(shape[d] != 1 for d in drop):
+            raise ValueError(f"{self!r}: only block dims of length 1 can be dropped")
+        kept = [d for d in range(len(shape)) if d not in drop]
+        begin = [np.asarray(s, dtype=np.int64).reshape(-1) for s in starts]
+        if len(begin) != self.rank or len(shape) != self.rank or len({b.size for b in begin}) > 1:
+            raise ValueError(f"{self!r}: blocks need one start array and one length per dimension")
+        for d, (b, n) in enumerate(zip(begin, shape, strict=True)):
+            if b.size and (b.min() < 0 or b.max() + n > self.shape[d]):
+                raise IndexError(f"{self!r}: a block of {n} from {int(b.max())} leaves dimension {d}")
+        if isinstance(self._lay, Window) and tuple(drop) == (0,) and shape[0] == 1:
+            lay = WindowBlocks(self._lay, begin[0], begin[1], begin[2], shape[1], shape[2])
+            return Tensor(self.graph, self._var, lay, self.dtype)
+        if self.structured:
+            return self._explicit().blocks(starts, shape, drop)
+        if isinstance(self._lay, Factored):
+            found = _factored_blocks(self._lay, begin, shape, kept)
+            if found is not None:
+                return Tensor(self.graph, self._var, found, self.dtype)
+            return self._explicit_blocks(begin, shape, kept)
+        if isinstance(self._lay, Blocks) and isinstance(self._lay.inner, Affine):
+            # blocks of blocks: the row picks an offset, the rest is affine
+            lay, inner = self._lay, self._lay.inner
+            offsets = lay.offsets[begin[0]] + sum((b * st for b, st in zip(begin[1:], inner.strides, strict=True)),
+                                                  np.int64(0))  # fmt: skip
+            strides = (0,) + inner.strides  # a block's row dim has length 1 here when it is dropped
+            if shape[0] != 1 or 0 not in drop:
+                return self._explicit_blocks(begin, shape, kept)
+            inner2 = Affine(0, tuple(shape[d] for d in kept), tuple(strides[d] for d in kept))
+            return Tensor(self.graph, self._var, Blocks(np.asarray(offsets, dtype=np.int64), inner2), self.dtype)
+        aff = self.affine
+        if aff is not None:
+            offsets = aff.offset + sum((b * s for b, s in zip(begin, aff.strides, strict=True)), np.int64(0))
+            offsets = np.broadcast_to(offsets, begin[0].shape).astype(np.int64)
+            inner = Affine(0, tuple(shape[d] for d in kept), tuple(aff.strides[d] for d in kept))
+            return Tensor(self.graph, self._var, Blocks(offsets, inner), self.dtype)
+        return self._explicit_blocks(begin, shape, kept)
+
+    def _explicit_blocks(self, begin: list[np.ndarray], shape: tuple[int, ...], kept: list[int]) -> Tensor:
+        grid = np.ix_(*(np.arange(n) for n in shape))
+        index = tuple(b.reshape((-1,) + (1,) * len(shape)) + g[None] for b, g in zip(begin, grid, strict=True))
+        out_shape = (begin[0].size,) + tuple(shape[d] for d in kept)
+        t = self._apply(lambda a: a[index].reshape(out_shape))
+        if isinstance(t._var, int) and t.numel() and len(out_shape) > 1:
+            # blocks of a view that is not affine (attention heads merged back): kept as runs when long
+            runs = Runs.encode(t._lay)  # type: ignore[arg-type]
+            if runs.start.size * RUNS_WORTH_IT <= t.numel():
+                return Tensor(self.graph, t._var, runs, self.dtype)
+        return t
+
+    def pattern_rows(self, first: np.ndarray, shape: Sequence[int], strides: Sequence[int]) -> Tensor:
+        """``self[key]`` for ``key[v, i...] = first[v] + sum(i_d * strides[d])`` (row v a vertex's
+        field, the same pattern in every row) on a one-dimensional affine view: the blocks indexing
+        would find (``_regular_rows``), built from the pattern instead of checked over an index per
+        element. Any other case indexes with the key itself."""
+        first = np.asarray(first, dtype=np.int64).reshape(-1)
+        shape = tuple(int(n) for n in shape)
+        # strides as strided_layout reads them from a pattern: 0 along dims of one element
+        st = tuple(0 if n == 1 else int(s) for n, s in zip(shape, strides, strict=True))
+        aff = self.affine
+        span = sum((n - 1) * s for n, s in zip(shape, st, strict=True))
+        if (
+            aff is None
+            or len(aff.shape) != 1
+            or first.size == 0
+            or 0 in shape
+            or min(st, default=0) < 0
+            or first.min() < 0
+            or int(first.max()) + span >= aff.shape[0]
+        ):
+            return self[first.reshape((-1,) + (1,) * len(shape)) + Affine(0, shape, st).indices(np.int64)]
+        s0 = aff.strides[0]
+        lay = Blocks(aff.offset + first * s0, Affine(0, shape, tuple(s * s0 for s in st)))
+        return Tensor(self.graph, self._var, lay, self.dtype)
+
+    def permuted_rows(self, index: np.ndarray, breaks: np.ndarray, first: np.ndarray, width: int) -> Tensor:
+        """``self[index[first[:, None] + np.arange(width)]]`` for ``index`` with no two equal neighbours
+        (a permutation: a reduction's result elements in its partials' order), given ``breaks``, where
+        ``index`` stops counting up by one (``np.flatnonzero(np.diff(index) != 1) + 1``): on a
+        contiguous one-dimensional view, the blocks (each row one run) or runs indexing finds, built
+        per run of each row rather than per element; any other case indexes."""
+        first = np.asarray(first, dtype=np.int64).reshape(-1)
+        aff = self.affine
+        if aff is None or len(aff.shape) != 1 or aff.strides[0] != 1 or first.size == 0 or width < 1:
+            return self[index[first[:, None] + np.arange(width)]]
+        start, pieces = cut_ranges(breaks, first, np.full(first.size, width))
+        if width > 1 and (pieces == width).all():  # every element a run of its own: maybe one stride, as blocks
+            return self[index[first[:, None] + np.arange(width)]]
+        value = index[start]
+        length = piece_lengths(start, pieces, first, np.full(first.size, width))
+        if value.min() < 0 or (value + length).max() > aff.shape[0]:
+            return self[index[first[:, None] + np.arange(width)]]  # out of range: indexing says so
+        if (pieces == 1).all():  # every row one run from its first element: what _regular_rows finds
+            return self.pattern_rows(value, (width,), (1,))
+        if start.size * RUNS_WORTH_IT > first.size * width:  # too short to be worth runs: an index each
+            return self[index[first[:, None] + np.arange(width)]]
+        # a row with some runs, but not one run or one per element, has no single stride: runs, as
+        # Runs.encode cuts them (step 1: no two equal neighbours)
+        row_first = np.append(np.cumsum(pieces) - pieces, start.size).astype(np.int64)
+        step = np.broadcast_to(np.ones(1, dtype=np.int64), start.shape)
+        runs = Runs(aff.offset + value, length, step, row_first, int(width))
+        return Tensor(self.graph, self._var, runs, self.dtype)
+
+    def head(self, k: int) -> Tensor | None:
+        """The first ``k`` elements of this view flattened, with an index each (a probe of a large
+        view, built without indexing all of it); None for a window view."""
+        k = min(int(k), self.numel())
+        lay = self._lay.flat if isinstance(self._lay, Factored) else self._lay
+        if isinstance(lay, Affine):
+            coords = np.unravel_index(np.arange(k), lay.shape)
+            idx = lay.offset + sum((c * st for c, st in zip(coords, lay.strides, strict=True)), np.zeros(k, np.int64))
+        elif isinstance(lay, Blocks) and lay.inner.size:
+            idx = Blocks(lay.offsets[: -(-k // lay.inner.size)], lay.inner).indices().reshape(-1)[:k]
+        elif isinstance(lay, np.ndarray):
+            idx = lay.reshape(-1)[:k]
+        else:
+            return None
+        var = self._var if isinstance(self._var, int) else self._var.reshape(-1)[:k]
+        return Tensor(self.graph, var, idx, self.dtype)
+
+    def broadcast(self, n: int, dim: int = 0) -> Tensor:
+        """Repeat the tensor ``n`` times along ``dim`` (Poplar ``Tensor::broadcast``)."""
+        d = dim % self.rank
+
+        def affine(a: Affine) -> Affine | None:
+            rep = a.expand(d).broadcast_to(a.shape[:d] + (n,) + a.shape[d:])
+            return rep.reshape(a.shape[:d] + (n * a.shape[d],) + a.shape[d + 1 :])
+
+        return self._view(affine, lambda a: np.concatenate([a] * n, axis=dim))
+
+
+def _factored_blocks(lay: Factored, begin: list[np.ndarray], shape: tuple[int, ...], kept: list[int]) -> Blocks | None:
+    """Blocks of a factored view when every block is whole inner factors of each factored dim, or
+    lies within one outer index of it (a matmul's weight blocks over kernel positions x channels);
+    None otherwise. Dims of more than two factors are left to the explicit path."""
+    offsets = np.full(begin[0].shape, lay.offset, dtype=np.int64)
+    inner: list[list[tuple[int, int]]] = []
+    for g, b, n in zip(lay.factors(), begin, shape, strict=True):
+        if len(g) == 1:
+            offsets += b * g[0][1]
+            inner.append([(n, g[0][1])])
+            continue
+        if len(g) > 2:
+            return None
+        (_, s0), (n1, s1) = g
+        if (b % n1 == 0).all() and n % n1 == 0:  # whole inner factors
+            offsets += (b // n1) * s0
+            inner.append([(n // n1, s0), (n1, s1)])
+        elif (b % n1 + n <= n1).all():  # inside one outer index
+            offsets += (b // n1) * s0 + (b % n1) * s1
+            inner.append([(n, s1)])
+        else:
+            return None
+    return Blocks(offsets, factored(0, [inner[d] for d in kept]))
+
+
+def _regular_rows(key: np.ndarray, aff: Affine) -> Blocks | None:
+    """Blocks for ``flat_view[key]`` when every row of ``key`` is its first element plus one shared
+    affine pattern (vertex fields over regular groups); None otherwise. Checked in one pass."""
+    if key.dtype.kind not in "iu":
+        return None
+    k = key.astype(np.int64, copy=False)
+    first = k.reshape(k.shape[0], -1)[:, 0]
+    if first.min() < 0:
+        return None
+    pattern = k[0] - first[0]
+    layout = strided_layout(pattern) if pattern.size > 1 else (0, (0,) * pattern.ndim)
+    if layout is None or not np.array_equal(
+        k - first.reshape((-1,) + (1,) * pattern.ndim), np.broadcast_to(pattern, k.shape)
+    ):
+        return None
+    span = int(first.max()) + sum((n - 1) * st for n, st in zip(pattern.shape, layout[1], strict=True))
+    if span >= aff.shape[0]:
+        return None
+    s = aff.strides[0]
+    return Blocks(aff.offset + first * s, Affine(0, pattern.shape, tuple(st * s for st in layout[1])))
+
+
+def _merged_rows(aff: Affine, new: tuple[int, ...]) -> Blocks | None:
+    """Blocks for a reshape that merges leading dims numpy could not merge without a copy (heads of
+    a transposed projection, say): one offset per merged row, the trailing dims kept affine."""
+    new = tuple(int(n) for n in new)
+    if not new or -1 in new[1:]:
+        return None
+    for p in range(2, len(aff.shape)):
+        if aff.shape[p:] == new[1:] and new[0] in (-1, int(np.prod(aff.shape[:p], dtype=np.int64))):
+            lead = Affine(aff.offset, aff.shape[:p], aff.strides[:p]).indices(np.int64).reshape(-1)
+            return Blocks(lead, Affine(0, aff.shape[p:], aff.strides[p:]))
+    return None
+
+
+def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
+    """Join views along ``axis`` (Poplar ``poplar::concat``); they may come from different variables."""
+    if not tensors:
+        raise ValueError("concat needs at least one tensor")
+    first = tensors[0]
+    if any(t.dtype != first.dtype or t.graph is not first.graph for t in tensors):
+        raise ValueError("concat: tensors must share a graph and an element type")
+    if len(tensors) == 1:
+        return first
+    tensors = [t._explicit() for t in tensors]
+    try:
+        idx = np.concatenate([t._idx for t in tensors], axis=axis)
+    except ValueError as exc:
+        raise ValueError(f"concat: shapes {[t.shape for t in tensors]} do not fit along axis {axis}: {exc}") from None
+    singles = {t._var for t in tensors if isinstance(t._var, int)}
+    if len(singles) == 1 and all(isinstance(t._var, int) for t in tensors):
+        return Tensor(first.graph, first._var, idx, first.dtype)
+    var = np.concatenate(
+        [np.full(t.shape, t._var, dtype=np.int32) if isinstance(t._var, int) else t._var for t in tensors], axis=axis
+    )
+    return Tensor(first.graph, var, idx, first.dtype)
