@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 
@@ -900,3 +901,59 @@ def reduce_flops(
 def matmul_flops(m: np.ndarray, k: np.ndarray, n: np.ndarray) -> np.ndarray:
     """``[m, k] x [k, n]``: one MAC (2 FLOPs) per m*k*n (ref §3.6, getNumberOfMACs in §3.7)."""
     return 2 * _i64(m, "m") * _i64(k, "k") * _i64(n, "n")
+
+
+# -- the elementwise operations a map codelet performs, typed --------------------------------------
+
+
+class OpKind(StrEnum):
+    """Which PopLibs elementwise vertex family costs an operation (ref §3.1, §3.3)."""
+
+    UNARY = "unary"  # UnaryOp1D
+    BINARY = "binary"  # BinaryOp1D
+    CAST = "cast"  # Cast1D
+
+
+@dataclass(frozen=True)
+class CostOp:
+    """One elementwise operation a vertex performs on every element, costed as PopLibs' vertex of
+    its kind. The name is checked against the cost tables when the record is made, so a misspelt
+    operation fails where it is written rather than costing as something else."""
+
+    kind: OpKind
+    name: str
+
+    def __post_init__(self) -> None:
+        key = _op_name(self.name)
+        known = {OpKind.UNARY: _UNARY, OpKind.BINARY: _BINARY, OpKind.CAST: {"cast": {}}}[OpKind(self.kind)]
+        if key not in known:
+            raise ValueError(f"cost model: unknown {self.kind} op {self.name!r}; known: {', '.join(sorted(known))}")
+
+    def cycles(self, n: np.ndarray, dtype: object, target: Target, in_place: bool = False, to_dtype: object = None):
+        """Cycles of one vertex over ``n`` elements of ``dtype`` (``to_dtype``: a cast's result type)."""
+        if self.kind == OpKind.UNARY:
+            return unary_cycles(self.name, n, dtype, target, in_place=in_place)
+        if self.kind == OpKind.CAST:
+            return cast_cycles(n, dtype, dtype if to_dtype is None else to_dtype, target)
+        return binary_cycles(self.name, n, dtype, target, in_place=in_place)
+
+    def flops(self, n: np.ndarray, dtype: object, to_dtype: object = None) -> np.ndarray:
+        if self.kind == OpKind.UNARY:
+            return unary_flops(self.name, n, dtype)
+        if self.kind == OpKind.CAST:
+            return unary_flops("cast", n, dtype, dtype if to_dtype is None else to_dtype)
+        return binary_flops(self.name, n, dtype)
+
+
+def unary(name: str) -> CostOp:
+    """A unary operation (``exponent``, ``tanh``, ...) costed as UnaryOp1D."""
+    return CostOp(OpKind.UNARY, name)
+
+
+def binary(name: str) -> CostOp:
+    """A binary operation (``add``, ``multiply``, ...) costed as BinaryOp1D."""
+    return CostOp(OpKind.BINARY, name)
+
+
+#: A type conversion, costed as Cast1D.
+CAST = CostOp(OpKind.CAST, "cast")

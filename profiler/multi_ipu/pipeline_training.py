@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from profiler.chip import cost_model
 from profiler.multi_ipu.pipeline import Pipeline, check_micro_batches
 from profiler.ops.elementwise import apply_map, fill
 from profiler.ops.poplibs_codelets import map_codelet
@@ -87,7 +88,9 @@ def _increment_mod(x: np.ndarray, modulus: int) -> np.ndarray:
 
 # PopART's IncrementModOp (a popops map expression Rem(Add(_1, 1), modulus)); costed [INF] as two
 # integer adds (the cost model has no integer remainder).
-_INCREMENT_MOD = map_codelet("popops::IncrementMod", _increment_mod, 1, (("binary", "add"), ("binary", "add")), True)
+_INCREMENT_MOD = map_codelet(
+    "popops::IncrementMod", _increment_mod, 1, (cost_model.binary("add"), cost_model.binary("add")), True
+)
 
 
 class TrainingPipeline(Pipeline):

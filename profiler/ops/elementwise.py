@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from profiler.chip import cost_model
 from profiler.chip.dtypes import as_dtype
 from profiler.ops.core import OpError, add_like, check_same_graph, execute, op, vertex_fields
 from profiler.ops.poplibs_codelets import EXACT_IN_STORED_TYPE, HALF_OPS, Map, map_codelet
@@ -156,14 +157,14 @@ def _unary_codelet(name: str, in_place: bool = False) -> Map:
     if name not in UNARY:
         raise OpError(f"unknown unary op {name!r}; known: {', '.join(UNARY)}")
     fn, cost = UNARY[name]
-    return map_codelet(_popops_name(name), fn, 1, (("unary", cost),), in_place)
+    return map_codelet(_popops_name(name), fn, 1, (cost_model.unary(cost),), in_place)
 
 
 def _binary_codelet(name: str, in_place: bool = False) -> Map:
     if name not in BINARY:
         raise OpError(f"unknown binary op {name!r}; known: {', '.join(BINARY)}")
     fn, cost = BINARY[name]
-    return map_codelet(_popops_name(name), fn, 2, (("binary", cost),), in_place)
+    return map_codelet(_popops_name(name), fn, 2, (cost_model.binary(cost),), in_place)
 
 
 @op("Unary")
@@ -220,13 +221,13 @@ def _add_scalar(x: np.ndarray, value: float) -> np.ndarray:
 @op("Scale")
 def scale(graph: Graph, x: Tensor, factor: float, prog: Prog) -> Tensor:
     """``x * factor`` (a broadcast-scalar multiply)."""
-    cl = map_codelet("popops::MultiplyScalar", _scale, 1, (("binary", "multiply"),))
+    cl = map_codelet("popops::MultiplyScalar", _scale, 1, (cost_model.binary("multiply"),))
     return apply_map(graph, cl, [x], prog, "scale", scale=float(factor))
 
 
 @op("AddScalar")
 def add_scalar(graph: Graph, x: Tensor, value: float, prog: Prog) -> Tensor:
-    cl = map_codelet("popops::AddScalar", _add_scalar, 1, (("binary", "add"),))
+    cl = map_codelet("popops::AddScalar", _add_scalar, 1, (cost_model.binary("add"),))
     return apply_map(graph, cl, [x], prog, "add_scalar", value=float(value))
 
 
@@ -238,7 +239,7 @@ def _cast(x: np.ndarray) -> np.ndarray:
 def cast(graph: Graph, x: Tensor, dtype: object, prog: Prog) -> Tensor:
     """``x`` converted to ``dtype`` (popops::Cast)."""
     dt = as_dtype(dtype)
-    cl = map_codelet("popops::Cast", _cast, 1, (("cast", "cast"),))
+    cl = map_codelet("popops::Cast", _cast, 1, (cost_model.CAST,))
     return apply_map(graph, cl, [x], prog, f"cast to {dt.name}", out_dtype=dt)
 
 

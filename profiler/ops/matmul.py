@@ -585,7 +585,7 @@ def _run_step(
                            f"{name}/reduce", final, grain)  # fmt: skip
     elif dest is not out:
         graph.map_intervals(out if out_store is None else out_store, *dest_map)
-        apply_map(graph, map_codelet("popops::Cast", _cast, 1, (("cast", "cast"),)), [dest], prog, f"{name} cast",
+        apply_map(graph, map_codelet("popops::Cast", _cast, 1, (cost_model.CAST,)), [dest], prog, f"{name} cast",
                   out=out)  # fmt: skip
 
 
@@ -1028,7 +1028,7 @@ def _serial_loop(graph: Graph, a3: Tensor, b3: Tensor, plan: MatMulPlan, odt: np
     store = sliceable(graph, odt, (sn_n, G, M, n_step), "matmul out")
     # loop counters replicated on every tile, so no slice waits for an index broadcast from one tile
     ck, cn = replicated_index(graph, "in-chan chunk"), replicated_index(graph, "out-chan chunk")
-    inc = map_codelet("popops::AddScalarInPlace", _increment, 1, (("binary", "add"),), True)
+    inc = map_codelet("popops::AddScalarInPlace", _increment, 1, (cost_model.binary("add"),), True)
     fill(graph, ck, 0, prog)
     if sk_n > 1:
         fill(graph, store, 0.0, prog)

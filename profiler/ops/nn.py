@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from profiler.chip import cost_model
 from profiler.ops import elementwise as ew
 from profiler.ops.core import OpError, add_mapped, op
 from profiler.ops.poplibs_codelets import map_codelet
@@ -61,10 +62,21 @@ def _gelu_grad(x: np.ndarray, dy: np.ndarray) -> np.ndarray:
 
 # popnn NonLinearityGrad has no figure in the reference: costed [INF] as the simple ops it performs.
 _GRADS = {
-    "relu": (_relu_grad, (("binary", "greater_than"), ("binary", "multiply"))),
-    "sigmoid": (_sigmoid_grad, (("binary", "subtract"), ("binary", "multiply"), ("binary", "multiply"))),
-    "tanh": (_tanh_grad, (("binary", "multiply"), ("binary", "subtract"), ("binary", "multiply"))),
-    "gelu": (_gelu_grad, (("unary", "erf"), ("unary", "exponent"), ("binary", "multiply"), ("binary", "add"))),
+    "relu": (_relu_grad, (cost_model.binary("greater_than"), cost_model.binary("multiply"))),
+    "sigmoid": (
+        _sigmoid_grad,
+        (cost_model.binary("subtract"), cost_model.binary("multiply"), cost_model.binary("multiply")),
+    ),
+    "tanh": (_tanh_grad, (cost_model.binary("multiply"), cost_model.binary("subtract"), cost_model.binary("multiply"))),
+    "gelu": (
+        _gelu_grad,
+        (
+            cost_model.unary("erf"),
+            cost_model.unary("exponent"),
+            cost_model.binary("multiply"),
+            cost_model.binary("add"),
+        ),
+    ),
 }
 
 
@@ -116,7 +128,7 @@ def one_hot(graph: Graph, labels: Tensor, classes: int, dtype: object, prog: Pro
         raise OpError(f"one_hot: labels must be a 1-D integer tensor, got {labels!r}")
     iota = graph.add_constant(labels.dtype, [1, classes], np.arange(classes), name="class ids")
     graph.set_tile_mapping(iota, 0)
-    cl = map_codelet("popops::EncodeOneHot", _equal_float, 2, (("binary", "equal"),))
+    cl = map_codelet("popops::EncodeOneHot", _equal_float, 2, (cost_model.binary("equal"),))
     return ew.apply_map(graph, cl, [labels.reshape(-1, 1), iota], prog, "one hot", out_dtype=dtype)
 
 

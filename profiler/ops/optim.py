@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from profiler.chip import cost_model
 from profiler.ops import elementwise as ew
 from profiler.ops.core import OpError, add_like, op, set_attributes
 from profiler.ops.poplibs_codelets import map_codelet
@@ -62,7 +63,9 @@ def sgd(
     if momentum:
         if velocity is None:
             raise OpError("sgd: momentum needs a velocity tensor (optim.state_like)")
-        cl = map_codelet("popops::ScaledAddMomentum", _momentum, 2, (("binary", "multiply"), ("binary", "add")), True)
+        cl = map_codelet(
+            "popops::ScaledAddMomentum", _momentum, 2, (cost_model.binary("multiply"), cost_model.binary("add")), True
+        )
         ew.apply_map(graph, cl, [velocity, grad], prog, "velocity", momentum=float(momentum))
         return ew.scaled_add(graph, w, velocity, -lr, prog)
     return ew.scaled_add(graph, w, grad, -lr, prog)
@@ -97,24 +100,33 @@ def adam(
 ) -> Tensor:
     """One Adam step with bias correction, all on the device."""
     set_attributes(graph, {"lr": lr, "beta1": beta1, "beta2": beta2, "eps": eps})
-    axpby = (("binary", "multiply"), ("binary", "multiply"), ("binary", "add"))  # [INF] axpby as 3 simple ops
+    axpby = (
+        cost_model.binary("multiply"),
+        cost_model.binary("multiply"),
+        cost_model.binary("add"),
+    )  # [INF] axpby as 3 simple ops
     ew.apply_map(graph, map_codelet("popops::AdamMoment1", _ema, 2, axpby, True), [state.m, grad], prog,
                  "first moment", beta=float(beta1))  # fmt: skip
-    ew.apply_map(graph, map_codelet("popops::AdamMoment2", _ema_sq, 2, axpby + (("binary", "multiply"),), True),
+    ew.apply_map(graph, map_codelet("popops::AdamMoment2", _ema_sq, 2, axpby + (cost_model.binary("multiply"),), True),
                  [state.v, grad], prog, "second moment", beta=float(beta2))  # fmt: skip
     bp = state.beta_powers
-    times = map_codelet("popops::MultiplyScalar", _times, 1, (("binary", "multiply"),), True)
+    times = map_codelet("popops::MultiplyScalar", _times, 1, (cost_model.binary("multiply"),), True)
     ew.apply_map(graph, times, [bp[0:1]], prog, "beta1 power", factor=float(beta1))
     ew.apply_map(graph, times, [bp[1:2]], prog, "beta2 power", factor=float(beta2))
-    lr_cost = (("binary", "subtract"), ("unary", "sqrt"), ("binary", "divide"), ("binary", "multiply"))
+    lr_cost = (
+        cost_model.binary("subtract"),
+        cost_model.unary("sqrt"),
+        cost_model.binary("divide"),
+        cost_model.binary("multiply"),
+    )
     lrt = ew.apply_map(graph, map_codelet("popops::AdamLearningRate", _adam_lr, 2, lr_cost), [bp[0:1], bp[1:2]],
                        prog, "bias-corrected lr", lr=float(lr))  # fmt: skip
     step_cost = (
-        ("unary", "sqrt"),
-        ("binary", "add"),
-        ("binary", "divide"),
-        ("binary", "multiply"),
-        ("binary", "subtract"),
+        cost_model.unary("sqrt"),
+        cost_model.binary("add"),
+        cost_model.binary("divide"),
+        cost_model.binary("multiply"),
+        cost_model.binary("subtract"),
     )
     ew.apply_map(graph, map_codelet("popops::AdamUpdate", _adam_step, 4, step_cost, True),
                  [w, state.m, state.v, lrt], prog, "update", eps=float(eps))  # fmt: skip

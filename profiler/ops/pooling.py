@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from profiler.chip import cost_model
 from profiler.ops import elementwise as ew
 from profiler.ops.conv import Window, _channel_grouped, _pair, _scatter_add, _window_view, window
 from profiler.ops.core import OpError, cdiv, execute, op, set_attributes
@@ -144,7 +145,9 @@ def max_pool2d_grad(graph: Graph, x: Tensor, y: Tensor, dy: Tensor, kernel: int 
                     stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0) -> Tensor:  # fmt: skip
     """dx: each window's gradient goes to the input element(s) equal to its maximum."""
     _, member, group = _pool_members(x, kernel, stride, padding, "max_pool2d_grad")
-    cl = map_codelet("popnn::MaxPoolingGrad", _max_pool_contrib, 3, (("binary", "equal"), ("binary", "multiply")))
+    cl = map_codelet(
+        "popnn::MaxPoolingGrad", _max_pool_contrib, 3, (cost_model.binary("equal"), cost_model.binary("multiply"))
+    )
     contrib = ew.apply_map(graph, cl, [x.reshape(-1)[member], y.reshape(-1)[group], dy.reshape(-1)[group]], prog,
                            "max pool grad contributions")  # fmt: skip
     return _scatter_add(graph, contrib, member, x, prog)

@@ -110,7 +110,7 @@ class Map(Codelet):
         name: str,
         fn: Callable[..., np.ndarray],
         arity: int,
-        cost: tuple[tuple[str, str], ...],
+        cost: tuple[cost_model.CostOp, ...],
         in_place: bool = False,
         out_dtype: np.dtype | None = None,
     ) -> None:
@@ -158,22 +158,15 @@ class Map(Codelet):
         n = _n(shapes[self.result])
         dt = dtypes[self.fields[0]]
         cycles = flops = 0
-        for kind, name in self.cost:
-            if kind == "unary":
-                cycles += int(cost_model.unary_cycles(name, n, dt, target, in_place=self.in_place))
-                flops += int(cost_model.unary_flops(name, n, dt))
-            elif kind == "cast":
-                cycles += int(cost_model.cast_cycles(n, dt, dtypes[self.result], target))
-                flops += int(cost_model.unary_flops("cast", n, dt, dtypes[self.result]))
-            else:
-                cycles += int(cost_model.binary_cycles(name, n, dt, target, in_place=self.in_place))
-                flops += int(cost_model.binary_flops(name, n, dt))
+        for op in self.cost:
+            cycles += int(op.cycles(n, dt, target, in_place=self.in_place, to_dtype=dtypes[self.result]))
+            flops += int(op.flops(n, dt, to_dtype=dtypes[self.result]))
         return cycles, flops
 
 
 @functools.cache
 def map_codelet(
-    name: str, fn: Callable[..., np.ndarray], arity: int, cost: tuple[tuple[str, str], ...], in_place: bool = False
+    name: str, fn: Callable[..., np.ndarray], arity: int, cost: tuple[cost_model.CostOp, ...], in_place: bool = False
 ) -> Map:
     """One shared codelet object per (name, in-place) so the compiler lists it once."""
     return Map(name, fn, arity, cost, in_place)

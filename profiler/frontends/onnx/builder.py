@@ -20,6 +20,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from profiler import ops
+from profiler.chip import cost_model
 from profiler.chip.dtypes import as_dtype
 from profiler.chip.targets import Target
 from profiler.host.allocator import heap_only
@@ -260,7 +261,7 @@ class Builder:
         name: str,
         fn: Callable[..., np.ndarray],
         inputs: Sequence[Value],
-        cost: tuple[tuple[str, str], ...],
+        cost: tuple[cost_model.CostOp, ...],
         out_dtype: object = None,
         **params: Any,
     ) -> Tensor:
@@ -277,7 +278,7 @@ class Builder:
         ta, tb = self._pair(a, b)
         shape = np.broadcast_shapes(ta.shape, tb.shape)
         if ta.dtype.kind != "f" and name in ("div", "pow"):
-            return self.map(name.capitalize(), _INT_BINARY[name], [ta, tb], (("binary", "multiply"),))
+            return self.map(name.capitalize(), _INT_BINARY[name], [ta, tb], (cost_model.binary("multiply"),))
         out = ops.binary(self.graph, name, _nd(ta), _nd(tb), self.prog, debug_name=name)
         return out.reshape(shape)
 

@@ -16,6 +16,7 @@ import onnx
 from onnx import helper
 
 from profiler import ops
+from profiler.chip import cost_model
 from profiler.poplar.tensor import Tensor, concat
 
 from .builder import Builder, Unsupported, Value, _nd, device_dtype
@@ -70,19 +71,19 @@ def _mish(x: np.ndarray) -> np.ndarray:
 
 
 # cost: the popops ops a fused vertex would perform, as the existing LeakyRelu/GeluTanh maps do [INF]
-_EXP = (("unary", "exponent"), ("binary", "maximum"), ("binary", "multiply"))
-_ACTIVATIONS: dict[str, tuple[Any, tuple[tuple[str, str], ...], dict[str, float]]] = {
-    "HardSigmoid": (_hard_sigmoid, (("binary", "multiply"), ("binary", "add"), ("binary", "maximum"),
-                                    ("binary", "minimum")), {"alpha": 0.2, "beta": 0.5}),
-    "HardSwish": (_hard_swish, (("binary", "multiply"), ("binary", "add"), ("binary", "maximum"),
-                                ("binary", "minimum"), ("binary", "multiply")), {}),
+_EXP = (cost_model.unary("exponent"), cost_model.binary("maximum"), cost_model.binary("multiply"))
+_ACTIVATIONS: dict[str, tuple[Any, tuple[cost_model.CostOp, ...], dict[str, float]]] = {
+    "HardSigmoid": (_hard_sigmoid, (cost_model.binary("multiply"), cost_model.binary("add"), cost_model.binary("maximum"),
+                                    cost_model.binary("minimum")), {"alpha": 0.2, "beta": 0.5}),
+    "HardSwish": (_hard_swish, (cost_model.binary("multiply"), cost_model.binary("add"), cost_model.binary("maximum"),
+                                cost_model.binary("minimum"), cost_model.binary("multiply")), {}),
     "Selu": (_selu, _EXP, {"alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875}),
     "Elu": (_elu, _EXP, {"alpha": 1.0}),
     "Celu": (_celu, _EXP, {"alpha": 1.0}),
-    "Softplus": (_softplus, (("unary", "exponent"), ("unary", "logarithm"), ("binary", "add")), {}),
-    "Softsign": (_softsign, (("unary", "absolute"), ("binary", "add"), ("binary", "divide")), {}),
-    "ThresholdedRelu": (_thresholded_relu, (("binary", "greater_than"), ("binary", "multiply")), {"alpha": 1.0}),
-    "Mish": (_mish, (("unary", "exponent"), ("unary", "logarithm"), ("unary", "tanh"), ("binary", "multiply")), {}),
+    "Softplus": (_softplus, (cost_model.unary("exponent"), cost_model.unary("logarithm"), cost_model.binary("add")), {}),
+    "Softsign": (_softsign, (cost_model.unary("absolute"), cost_model.binary("add"), cost_model.binary("divide")), {}),
+    "ThresholdedRelu": (_thresholded_relu, (cost_model.binary("greater_than"), cost_model.binary("multiply")), {"alpha": 1.0}),
+    "Mish": (_mish, (cost_model.unary("exponent"), cost_model.unary("logarithm"), cost_model.unary("tanh"), cost_model.binary("multiply")), {}),
 }  # fmt: skip
 
 
@@ -102,7 +103,7 @@ def _prelu_op(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     x, slope = b._pair(inputs[0], inputs[1])
     if b.opset < 7 and slope.rank == 1 and x.rank > 2:  # opset 6: a per-channel slope lines up with axis 1
         slope = slope.reshape((1, -1) + (1,) * (x.rank - 2))
-    return [b.map("PRelu", _prelu, [x, slope], (("binary", "multiply"), ("binary", "maximum")))]
+    return [b.map("PRelu", _prelu, [x, slope], (cost_model.binary("multiply"), cost_model.binary("maximum")))]
 
 
 _ROUND = {"Floor": (np.floor, "floor"), "Ceil": (np.ceil, "ceil"), "Round": (np.round, "round")}
@@ -114,7 +115,7 @@ def _round(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     if x.dtype.kind != "f":
         return [x]  # integers are already whole
     fn, cost = _ROUND[node.op_type]  # np.round rounds halves to even, as ONNX Round does
-    return [b.map(node.op_type, fn, [x], (("unary", cost),))]
+    return [b.map(node.op_type, fn, [x], (cost_model.unary(cost),))]
 
 
 def _sin(x: np.ndarray) -> np.ndarray:
@@ -136,17 +137,17 @@ def _is_inf(x: np.ndarray, pos: int, neg: int) -> np.ndarray:
 @handles("Sin", "Cos")
 def _trig(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     fn, cost = (_sin, "sin") if node.op_type == "Sin" else (_cos, "cos")
-    return [b.map(node.op_type, fn, [inputs[0]], (("unary", cost),))]
+    return [b.map(node.op_type, fn, [inputs[0]], (cost_model.unary(cost),))]
 
 
 @handles("IsNaN", "IsInf")
 def _is_special(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     x = b.device(inputs[0])
     if node.op_type == "IsNaN":
-        return [b.map("IsNaN", _is_nan, [x], (("binary", "not_equal"),), out_dtype="bool")]
+        return [b.map("IsNaN", _is_nan, [x], (cost_model.binary("not_equal"),), out_dtype="bool")]
     at = attrs(node)
     pos, neg = int(at.get("detect_positive", 1)), int(at.get("detect_negative", 1))
-    return [b.map("IsInf", _is_inf, [x], (("binary", "equal"),), out_dtype="bool", pos=pos, neg=neg)]
+    return [b.map("IsInf", _is_inf, [x], (cost_model.binary("equal"),), out_dtype="bool", pos=pos, neg=neg)]
 
 
 def _mod(a: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -167,10 +168,15 @@ def _mod_op(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     fn = _fmod if fmod else _mod
     if ta.dtype.kind == "f":
         return [
-            b.map("Remainder", fn, [ta, tc], (("binary", "divide"), ("binary", "multiply"), ("binary", "subtract")))
+            b.map(
+                "Remainder",
+                fn,
+                [ta, tc],
+                (cost_model.binary("divide"), cost_model.binary("multiply"), cost_model.binary("subtract")),
+            )
         ]
     # integer remainder: the cost model has no integer divide; as integer multiply-subtract [INF]
-    return [b.map("RemainderInt", fn, [ta, tc], (("binary", "multiply"), ("binary", "subtract")))]
+    return [b.map("RemainderInt", fn, [ta, tc], (cost_model.binary("multiply"), cost_model.binary("subtract")))]
 
 
 def _and(a: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -192,7 +198,7 @@ _LOGIC = {"And": (_and, "logical_and"), "Or": (_or, "logical_or"), "Xor": (_xor,
 def _logic(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     ta, tc = b._pair(inputs[0], inputs[1])
     fn, cost = _LOGIC[node.op_type]
-    return [b.map(node.op_type, fn, [ta, tc], (("binary", cost),), out_dtype="bool")]
+    return [b.map(node.op_type, fn, [ta, tc], (cost_model.binary(cost),), out_dtype="bool")]
 
 
 # -- layout -----------------------------------------------------------------------------------------
@@ -226,7 +232,7 @@ def _trilu(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     upper = int(attrs(node).get("upper", 1))
     keep = np.triu(np.ones((n, m), bool), k) if upper else np.tril(np.ones((n, m), bool), k)
     zero = np.zeros((), dtype=x.dtype)
-    return [b.map("Select", _select, [x, zero, keep], (("binary", "maximum"),))]
+    return [b.map("Select", _select, [x, zero, keep], (cost_model.binary("maximum"),))]
 
 
 # -- reductions that pick an index ------------------------------------------------------------------
@@ -241,7 +247,7 @@ def arg_extreme(b: Builder, x: Tensor, axis: int, largest: bool, last: bool) -> 
     n = x.shape[axis]
     iota = np.arange(n, dtype=np.int32).reshape([n if d == axis else 1 for d in range(x.rank)])
     miss = -1 if last else n
-    cand = b.map("ArgCandidates", _first_index, [x, m, iota], (("binary", "equal"), ("binary", "maximum")),
+    cand = b.map("ArgCandidates", _first_index, [x, m, iota], (cost_model.binary("equal"), cost_model.binary("maximum")),
                  out_dtype="int32", miss=miss)  # fmt: skip
     return m, reduce(b, cand, [axis], "max" if last else "min", keepdims=True)
 
@@ -284,7 +290,7 @@ def _topk(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
         values.append(m)
         indices.append(idx)
         if i + 1 < k:
-            cur = b.map("TopKMask", _masked, [cur, idx, iota], (("binary", "equal"), ("binary", "maximum")),
+            cur = b.map("TopKMask", _masked, [cur, idx, iota], (cost_model.binary("equal"), cost_model.binary("maximum")),
                         fill=fill)  # fmt: skip
     return [concat(values, axis) if k > 1 else values[0], concat(indices, axis) if k > 1 else indices[0]]
 
@@ -444,7 +450,7 @@ def gather_elements(b: Builder, x: Tensor, ti: Tensor, axis: int) -> Tensor:
     grid = np.indices(ti.shape)
     grid[axis] = 0
     offset = np.ravel_multi_index(tuple(grid), x.shape).astype(np.int32)
-    flat = b.map("FlatIndex", _flat_index, [ti, offset], (("binary", "multiply"), ("binary", "add")),
+    flat = b.map("FlatIndex", _flat_index, [ti, offset], (cost_model.binary("multiply"), cost_model.binary("add")),
                  out_dtype="int32", dim=int(x.shape[axis]), stride=stride)  # fmt: skip
     out = ops.gather(b.graph, x.reshape(-1, 1), flat.reshape(-1), b.prog)
     return out.reshape(ti.shape)
@@ -527,7 +533,7 @@ def _one_hot_op(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any
     if ix.dtype.kind == "f":
         ix = b.cast(ix, np.dtype(np.int32))
     out_dt = b.device(values).dtype
-    y = b.map("OneHot", _one_hot, [ix, iota], (("binary", "equal"), ("binary", "maximum")), out_dtype=out_dt,
+    y = b.map("OneHot", _one_hot, [ix, iota], (cost_model.binary("equal"), cost_model.binary("maximum")), out_dtype=out_dt,
               depth=depth, off=values[0].item(), on=values[1].item())  # fmt: skip
     return [y]
 
@@ -930,7 +936,7 @@ def max_pool_indices(
             cols = slice(c0, c0 + (wo - 1) * strides[1] + 1, strides[1])
             xv = xp[:, :, rows, cols]
             pv = b.host(f"maxpool_positions_{i}_{j}", np.ascontiguousarray(pos[:, :, rows, cols]))
-            best = b.map("MaxPoolIndex", _window_index, [xv, y, pv, best], (("binary", "equal"), ("binary", "minimum")),
+            best = b.map("MaxPoolIndex", _window_index, [xv, y, pv, best], (cost_model.binary("equal"), cost_model.binary("minimum")),
                          out_dtype="int32")  # fmt: skip
     return b.device(best)
 
@@ -997,7 +1003,7 @@ def _hardmax(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     _, idx = arg_extreme(b, xs, ax, True, False)
     n = xs.shape[ax]
     iota = np.arange(n, dtype=np.int32).reshape([n if d == ax else 1 for d in range(xs.rank)])
-    y = b.map("Hardmax", _hardmax_rows, [xs, idx, iota], (("binary", "equal"),))
+    y = b.map("Hardmax", _hardmax_rows, [xs, idx, iota], (cost_model.binary("equal"),))
     return [y.reshape(x.shape)]
 
 
@@ -1008,7 +1014,7 @@ _TRIG = {"Tan": np.tan, "Asin": np.arcsin, "Acos": np.arccos, "Atan": np.arctan,
 @handles(*_TRIG)
 def _trig_more(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     # costed as popops SIN (the reference's only transcendental figure of that kind) [INF]
-    return [b.map(node.op_type, _TRIG[node.op_type], [inputs[0]], (("unary", "sin"),))]
+    return [b.map(node.op_type, _TRIG[node.op_type], [inputs[0]], (cost_model.unary("sin"),))]
 
 
 # -- recurrent layers: unrolled over the sequence ----------------------------------------------------------
@@ -1122,15 +1128,18 @@ def _recurrent(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]
             else:
                 h = _act(b, acts[0], b.binary("add", g, matmul(b, h, rt)))
             if lens is not None:  # steps past a sequence's length keep its state and output zeros
-                valid = b.map("SeqValid", _step_valid, [lens], (("binary", "less_than"),), out_dtype="bool", t=t)
+                valid = b.map("SeqValid", _step_valid, [lens], (cost_model.binary("less_than"),), out_dtype="bool", t=t)
                 zero = np.zeros((), dtype=x.dtype)
-                y_t = b.map("Select", _select, [b.device(h), zero, valid], (("binary", "maximum"),))
+                y_t = b.map("Select", _select, [b.device(h), zero, valid], (cost_model.binary("maximum"),))
                 h = b.map(
-                    "Select", _select, [b.device(h), b.device(h_prev, like=x.dtype), valid], (("binary", "maximum"),)
+                    "Select",
+                    _select,
+                    [b.device(h), b.device(h_prev, like=x.dtype), valid],
+                    (cost_model.binary("maximum"),),
                 )
                 if node.op_type == "LSTM":
                     c = b.map("Select", _select, [b.device(c, like=x.dtype), b.device(c_prev, like=x.dtype), valid],
-                              (("binary", "maximum"),))  # fmt: skip
+                              (cost_model.binary("maximum"),))  # fmt: skip
                 out.append(y_t.reshape(1, batch, hdim))
                 continue
             out.append(b.device(h).reshape(1, batch, hdim))
@@ -1172,9 +1181,9 @@ def _shrink(x: np.ndarray, lambd: float, bias: float) -> np.ndarray:
 def _swish_shrink(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     at = attrs(node)
     if node.op_type == "Swish":
-        return [b.map("Swish", _swish, [inputs[0]], (("unary", "sigmoid"), ("binary", "multiply")),
+        return [b.map("Swish", _swish, [inputs[0]], (cost_model.unary("sigmoid"), cost_model.binary("multiply")),
                       alpha=float(at.get("alpha", 1.0)))]  # fmt: skip
-    return [b.map("Shrink", _shrink, [inputs[0]], (("binary", "greater_than"), ("binary", "add")),
+    return [b.map("Shrink", _shrink, [inputs[0]], (cost_model.binary("greater_than"), cost_model.binary("add")),
                   lambd=float(at.get("lambd", 0.5)), bias=float(at.get("bias", 0.0)))]  # fmt: skip
 
 
@@ -1207,7 +1216,7 @@ def _bitwise(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
         x = b.device(inputs[0])
         if x.dtype.kind not in "iu":
             raise Unsupported(f"element type {x.dtype.name}")
-        return [b.map("BitwiseNot", np.invert, [x], (("unary", "bitwise_not"),))]
+        return [b.map("BitwiseNot", np.invert, [x], (cost_model.unary("bitwise_not"),))]
     ta, tc = b._pair(inputs[0], inputs[1])
     if ta.dtype.kind not in "iu":
         raise Unsupported(f"element type {ta.dtype.name}")
@@ -1216,9 +1225,9 @@ def _bitwise(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     if node.op_type == "BitShift":
         left = _text(attrs(node).get("direction"), "") == "LEFT"
         fn = _shift_left if left else _shift_right
-        return [b.map("ShiftLeft" if left else "ShiftRight", fn, [ta, tc], (("binary", "add"),))]
+        return [b.map("ShiftLeft" if left else "ShiftRight", fn, [ta, tc], (cost_model.binary("add"),))]
     # [NF] bitwise ops costed as integer ADD
-    return [b.map(node.op_type, _BITWISE[node.op_type], [ta, tc], (("binary", "add"),))]
+    return [b.map(node.op_type, _BITWISE[node.op_type], [ta, tc], (cost_model.binary("add"),))]
 
 
 @handles("CumProd")
@@ -1274,7 +1283,7 @@ def _lp_norm(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
         norm = b.unary("sqrt", reduce(b, b.unary("square", x), [axis], "add", keepdims=True))
     else:
         raise Unsupported(f"p={p}")
-    return [b.map("NormDivide", _safe_div, [x, norm], (("binary", "divide"),))]
+    return [b.map("NormDivide", _safe_div, [x, norm], (cost_model.binary("divide"),))]
 
 
 def _safe_div(x: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -1329,8 +1338,10 @@ def nll_loss(b: Builder, logp: Tensor, target: Value, weight: Value | None, redu
     if tg.dtype.kind not in "iu":
         raise Unsupported("non-integer target")
     if ignore is not None:
-        valid = b.map("NotEqual", _not_equal_to, [tg], (("binary", "not_equal"),), out_dtype="bool", value=ignore)
-        tg = b.map("IgnoreIndex", _zero_where_ignored, [tg], (("binary", "maximum"),), value=ignore)
+        valid = b.map(
+            "NotEqual", _not_equal_to, [tg], (cost_model.binary("not_equal"),), out_dtype="bool", value=ignore
+        )
+        tg = b.map("IgnoreIndex", _zero_where_ignored, [tg], (cost_model.binary("maximum"),), value=ignore)
     # GatherElements on the class axis, with the target as a unit class dimension
     idx = tg.reshape(tg.shape[0], 1, *tg.shape[1:])
     picked = gather_elements(b, logp, idx, 1).reshape(tg.shape)
@@ -1417,11 +1428,11 @@ def _lp_pool(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     p = float(attrs(node).get("p", 2))
     kernel, strides, dil, pads, extra = _pool_geometry(b, node, x)
     full = [(lo, hi + e) for (lo, hi), (_, e) in zip(pads, extra, strict=True)]
-    xp = pad_view(b, b.map("AbsPow", _abs_pow, [x], (("unary", "absolute"), ("binary", "power")), p=p),
+    xp = pad_view(b, b.map("AbsPow", _abs_pow, [x], (cost_model.unary("absolute"), cost_model.binary("power")), p=p),
                   [(0, 0), (0, 0), *full], "constant", 0.0)  # fmt: skip
     y = ops.avg_pool2d(b.graph, xp, tuple(kernel), b.prog, stride=tuple(strides), dilation=tuple(dil))
     y = ops.scale(b.graph, _nd(y), float(kernel[0] * kernel[1]), b.prog).reshape(y.shape)
-    return [b.map("PowScalar", _pow_inv, [y], (("binary", "power"),), p=1.0 / p)]
+    return [b.map("PowScalar", _pow_inv, [y], (cost_model.binary("power"),), p=1.0 / p)]
 
 
 def _pow_inv(x: np.ndarray, p: float) -> np.ndarray:
@@ -1500,7 +1511,7 @@ def _qdq(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
             zp = zp.astype(np.int32)
         out_dt = scale.dtype if isinstance(scale, Tensor) else np.asarray(scale).dtype
         return [b.map("Dequantize", _dequantize, [x, scale, b.device(zp, like=np.dtype(np.int32))],
-                      (("binary", "subtract"), ("binary", "multiply")), out_dtype=device_dtype(out_dt, b.half))]  # fmt: skip
+                      (cost_model.binary("subtract"), cost_model.binary("multiply")), out_dtype=device_dtype(out_dt, b.half))]  # fmt: skip
     if "output_dtype" in at and int(at["output_dtype"]):
         target = np.dtype(helper.tensor_dtype_to_np_dtype(int(at["output_dtype"])))
     elif isinstance(zp_in, Tensor):  # its ONNX type (the output's) is not known from a device tensor
@@ -1515,7 +1526,7 @@ def _qdq(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     scale = _qparam(inputs[1], x.rank, axis, 1.0, np.dtype(np.float32))
     zp = _qparam(zp_in, x.rank, axis, 0, np.dtype(np.int32))
     zp = b.device(zp.astype(np.float32) if isinstance(zp, np.ndarray) else zp, like=x.dtype)
-    return [b.map("Quantize", _quantize, [x, scale, zp], (("binary", "divide"), ("unary", "round"), ("binary", "add")),
+    return [b.map("Quantize", _quantize, [x, scale, zp], (cost_model.binary("divide"), cost_model.unary("round"), cost_model.binary("add")),
                   out_dtype=device_dtype(target, b.half), lo=int(info.min), hi=int(info.max))]  # fmt: skip
 
 
@@ -1588,7 +1599,7 @@ def _attention(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]
         if isinstance(mask, Tensor):
             is_bool = mask.dtype == np.bool_
             mt = b.map("MaskBias" if is_bool else "MaskFloor", _bool_bias if is_bool else _finite_bias, [mask],
-                       (("binary", "logical_and" if is_bool else "maximum"),), out_dtype=scores.dtype)  # fmt: skip
+                       (cost_model.binary("logical_and" if is_bool else "maximum"),), out_dtype=scores.dtype)  # fmt: skip
             if pad > 0:
                 mt = pad_view(b, mt, [(0, 0)] * (mt.rank - 1) + [(0, pad)], "constant", _MASKED)
             bias = mt
@@ -1611,7 +1622,7 @@ def _attention(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]
     if bias is not None:  # rows masked everywhere: zero, not a uniform average
         if isinstance(bias, Tensor):
             kept = b.map("RowKept", _row_kept, [reduce(b, bias, [bias.rank - 1], "max", keepdims=True)],
-                         (("binary", "greater_than"),), out_dtype=probs.dtype)  # fmt: skip
+                         (cost_model.binary("greater_than"),), out_dtype=probs.dtype)  # fmt: skip
             probs = b.binary("mul", probs, kept)
         else:
             kept = np.asarray(bias).max(axis=-1, keepdims=True) > _MASKED / 2

@@ -18,6 +18,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from profiler import ops
+from profiler.chip import cost_model
 from profiler.poplar.tensor import Tensor, concat
 
 from .builder import Builder, Unsupported, Value, _elem_np_dtype, _nd, device_dtype
@@ -82,7 +83,9 @@ def _unary(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     if x.dtype.kind != "f" and name in ("neg", "abs", "sign"):
         fn = {"neg": np.negative, "abs": np.abs, "sign": np.sign}[name]
         return [
-            b.map(node.op_type, fn, [x], (("unary", {"neg": "negate", "abs": "absolute", "sign": "signum"}[name]),))
+            b.map(
+                node.op_type, fn, [x], (cost_model.unary({"neg": "negate", "abs": "absolute", "sign": "signum"}[name]),)
+            )
         ]
     if x.dtype.kind != "f":
         raise Unsupported(f"integer input ({x.dtype.name})")
@@ -96,7 +99,7 @@ def _gelu_tanh(x: np.ndarray) -> np.ndarray:
 @handles("Gelu")
 def _gelu(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     if attrs(node).get("approximate", b"none") in (b"tanh", "tanh"):
-        return [b.map("GeluTanh", _gelu_tanh, [inputs[0]], (("unary", "gelu_erf"),))]
+        return [b.map("GeluTanh", _gelu_tanh, [inputs[0]], (cost_model.unary("gelu_erf"),))]
     x = b.device(inputs[0])
     return [ops.gelu(b.graph, _nd(x), b.prog).reshape(x.shape)]
 
@@ -108,7 +111,9 @@ def _leaky(x: np.ndarray, alpha: float) -> np.ndarray:
 @handles("LeakyRelu")
 def _leaky_relu(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     alpha = float(attrs(node).get("alpha", 0.01))
-    return [b.map("LeakyRelu", _leaky, [inputs[0]], (("unary", "relu"), ("binary", "multiply")), alpha=alpha)]
+    return [
+        b.map("LeakyRelu", _leaky, [inputs[0]], (cost_model.unary("relu"), cost_model.binary("multiply")), alpha=alpha)
+    ]
 
 
 def _clamp(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -129,7 +134,9 @@ def _clip(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
         info = np.finfo if x.dtype.kind == "f" else np.iinfo
         lo_v = info(x.dtype).min if lo is None else np.asarray(lo).item()
         hi_v = info(x.dtype).max if hi is None else np.asarray(hi).item()
-        return [b.map("Clamp", _clamp, [x], (("binary", "maximum"), ("binary", "minimum")), lo=lo_v, hi=hi_v)]
+        return [
+            b.map("Clamp", _clamp, [x], (cost_model.binary("maximum"), cost_model.binary("minimum")), lo=lo_v, hi=hi_v)
+        ]
     y: Value = x
     if lo is not None:
         y = b.binary("max", y, lo)
@@ -208,7 +215,7 @@ def _compare(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     ta, tc = b._pair(inputs[0], inputs[1])
     fn, cost = _COMPARE[node.op_type]
     cost_op = cost if ta.dtype.kind in "fiu" and ta.dtype != np.bool_ else "logical_and"
-    return [b.map(node.op_type, fn, [ta, tc], (("binary", cost_op),), out_dtype="bool")]
+    return [b.map(node.op_type, fn, [ta, tc], (cost_model.binary(cost_op),), out_dtype="bool")]
 
 
 def _select(x: np.ndarray, y: np.ndarray, cond: np.ndarray) -> np.ndarray:
@@ -221,12 +228,12 @@ def _where(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     tx, ty = b._pair(x, y)
     tcond = b.device(cond)
     # popops::Select costs about a binary op per element [INF]
-    return [b.map("Select", _select, [tx, ty, tcond], (("binary", "maximum"),))]
+    return [b.map("Select", _select, [tx, ty, tcond], (cost_model.binary("maximum"),))]
 
 
 @handles("Not")
 def _not(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
-    return [b.map("LogicalNot", np.logical_not, [inputs[0]], (("unary", "logical_not"),))]
+    return [b.map("LogicalNot", np.logical_not, [inputs[0]], (cost_model.unary("logical_not"),))]
 
 
 @handles("Cast")
@@ -475,7 +482,7 @@ def _gather(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
         return [x._apply(lambda a: np.take(a, i, axis=axis))]
     if idx.dtype.kind not in "iu":
         raise Unsupported("non-integer indices")
-    idx = b.map("WrapIndex", _wrap_index, [idx], (("binary", "add"),), size=int(x.shape[axis]))
+    idx = b.map("WrapIndex", _wrap_index, [idx], (cost_model.binary("add"),), size=int(x.shape[axis]))
     moved = x.transpose(axis, *[d for d in range(x.rank) if d != axis])
     rest = moved.shape[1:]
     table = moved.reshape(moved.shape[0], -1)
@@ -711,7 +718,7 @@ def _lrn(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     for j in range(1, size):
         total = b.binary("add", total, padded.slice(j, j + c, 1))
     t = ops.add_scalar(b.graph, ops.scale(b.graph, total, alpha / size, b.prog), bias, b.prog)
-    d = b.map("PowScalar", _pow_scalar, [t], (("binary", "power"),), p=beta)
+    d = b.map("PowScalar", _pow_scalar, [t], (cost_model.binary("power"),), p=beta)
     return [b.binary("div", x, d)]
 
 
