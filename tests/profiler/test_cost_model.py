@@ -393,3 +393,15 @@ def test_amp_nx1_cycles_hand_worked():
     # two in-channel groups run the kernel loop twice: + (14 + (14 + 4,398)) = 4,426
     two = cm.amp_nx1_cycles(np.array([20]), 8, (3, 3), np.array([288]), np.array([8]), "float16", "float32", t)
     assert two.tolist() == [4792 + 4426]
+
+
+def test_a_cost_operation_is_checked_when_written_and_costs_as_its_kind() -> None:
+    # a misspelt operation fails where it is written, never costing as another kind
+    with pytest.raises(ValueError, match="unknown unary op 'exponant'"):
+        cm.unary("exponant")
+    with pytest.raises(ValueError, match="unknown binary op 'tanh'"):
+        cm.binary("tanh")
+    n = np.array([1, 100, 1000])
+    assert cm.unary("exp").cycles(n, "half", T).tolist() == cm.unary_cycles("exponent", n, "half", T).tolist()
+    assert cm.binary("mul").flops(n, "float").tolist() == cm.binary_flops("multiply", n, "float").tolist()
+    assert cm.CAST.cycles(n, "float", T, to_dtype="half").tolist() == cm.cast_cycles(n, "float", "half", T).tolist()

@@ -11,7 +11,7 @@ import pytest
 
 from profiler import Graph, Sequence, ipu_model, ops
 from profiler.chip import cost_model
-from profiler.compiler import compile as compile_mod
+from profiler.compiler import compute_sets
 from profiler.compiler import exchange as exchange_mod
 from profiler.compiler.compile import compile_programs
 from profiler.compiler.exchange import TILES_PER_SUPERTILE
@@ -79,7 +79,7 @@ def test_interval_exchange_matches_a_per_element_reference(
     seed: int, way: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # both ways the compiler plans a field's receives: as intervals, or per element when runs are short
-    monkeypatch.setattr(compile_mod, "SHORT_PIECE_ELEMENTS", 10**9 if way == "elements" else 0)
+    monkeypatch.setattr(compute_sets, "SHORT_PIECE_ELEMENTS", 10**9 if way == "elements" else 0)
     if way == "intervals in chunks":  # receiving tiles planned a few pieces at a time
         monkeypatch.setattr(exchange_mod, "PIECE_CHUNK", 8)
     rng = np.random.default_rng(seed)
@@ -129,7 +129,7 @@ def test_piece_receives_on_graphs_past_int32_element_ids() -> None:
 def test_sent_pieces_hold_what_each_tile_sends_once() -> None:
     # distinct block pieces given to rows, then padding pieces: what goes out is every element some
     # other tile reads, per holding tile, each distinct piece once however many rows read it
-    from profiler.compiler.compile import _sent_pieces
+    from profiler.compiler.exchange_planning import sent_pieces
 
     rng = np.random.default_rng(7)
     s, n, t = rng.integers(0, 50, 12), rng.integers(1, 5, 12), rng.integers(0, 4, 12)
@@ -137,7 +137,7 @@ def test_sent_pieces_hold_what_each_tile_sends_once() -> None:
     pad = (rng.integers(100, 120, 5), np.ones(5, np.int64), rng.integers(0, 4, 5))
     start, length, src = (np.concatenate([a[idx], p]) for a, p in zip((s, n, t), pad, strict=True))
     remote = rng.random(start.size) < 0.5
-    got = _sent_pieces(start, length, src, remote, (s, n, t, idx))
+    got = sent_pieces(start, length, src, remote, (s, n, t, idx))
 
     def held(a, b, c):  # type: ignore[no-untyped-def]
         return {(int(z), e) for x, y, z in zip(a, b, c, strict=True) for e in range(int(x), int(x + y))}

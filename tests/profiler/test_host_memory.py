@@ -8,7 +8,7 @@ import pytest
 
 from profiler import Engine, Graph, HostMemoryError, Sequence, get_target, ipu_model, ops
 from profiler.compiler import compile as compile_
-from profiler.compiler.compile import PLAN_BYTES_PER_REGION
+from profiler.compiler.compute_sets import PLAN_BYTES_PER_REGION
 from profiler.host import host_memory
 
 

@@ -4,6 +4,7 @@ step has run, and the results are unchanged (checked against numpy written separ
 import numpy as np
 
 from profiler import Engine, Graph, Sequence, ipu_model, ops
+from profiler.chip import cost_model
 
 
 def test_dead_intermediates_are_dropped_and_results_stay_right() -> None:
@@ -43,9 +44,9 @@ def test_a_value_made_for_a_full_write_is_not_zeroed_and_a_partial_one_reads_zer
     a = ops.unary(g, "neg", x, prog)  # written whole at its first step: no zeros needed
     b = ops.add(g, a, a, prog)  # the last read of a: its values are handed to the next of its size
     z = ops.add_mapped(g, "float", (64,), "z")
-    neg = map_codelet("popops::Negate", UNARY["neg"][0], 1, (("unary", "negate"),))
+    neg = map_codelet("popops::Negate", UNARY["neg"][0], 1, (cost_model.unary("negate"),))
     apply_map(g, neg, [x[:32]], prog, "half of z", out=z[:32])  # writes half of z: the rest reads zeros
-    add = map_codelet("popops::Add", BINARY["add"][0], 2, (("binary", "add"),))
+    add = map_codelet("popops::Add", BINARY["add"][0], 2, (cost_model.binary("add"),))
     y = ops.add(g, z, apply_map(g, add, [b, b], prog, "b+b"), prog)
     g.create_host_read("y", y)
     e = Engine(g, [prog])

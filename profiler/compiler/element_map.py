@@ -1,0 +1,149 @@
+"""Where every element of a graph lives: global element ids and the tile-mapping intervals by them.
+
+The compiler numbers every variable's elements consecutively (a *global id*); a vertex field's
+regions (``profiler.poplar.regions``) are runs of global ids. This map cuts those runs where the
+tile mapping changes, which is what the exchange planner needs (which tile holds each piece and
+which tile reads it), and answers the copy planner's "all of one variable into all of another"
+geometry. Everything here is intervals, never a per-element table.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from profiler.poplar.graph import Graph
+from profiler.poplar.layout import Affine, covers_all
+from profiler.poplar.regions import Regions, rows_of_blocks
+from profiler.poplar.tensor import Tensor
+from profiler.poplar.variables import Variable
+
+
+class ElementMap:
+    """Global element ids of ``graph``'s variables and their tile-mapping intervals."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.gid_base = np.cumsum([0] + [v.numel for v in graph.variables], dtype=np.int64)
+        self._map_start: np.ndarray | None = None  # every variable's tile-mapping intervals, by global id
+
+    def mapping(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(start, end, tile) of every tile-mapping interval of every variable, by global element id
+        (each variable starts a new interval), built once when the first compute set is planned."""
+        if self._map_start is None:
+            vs = self.graph.variables
+            starts = [v.mapping.starts + self.gid_base[v.id] for v in vs]
+            self._map_start = np.concatenate(starts) if starts else np.zeros(0, np.int64)
+            self._map_tile = np.concatenate([v.mapping.tiles for v in vs]).astype(np.int64) if vs else self._map_start
+            self._map_end = np.append(self._map_start[1:], self.gid_base[-1])
+            self._map_first = np.cumsum([0] + [v.mapping.starts.size for v in vs], dtype=np.int64)
+        return self._map_start, self._map_end, self._map_tile
+
+    def interval_range(self, lo: int, hi: int) -> slice:
+        """The tile-mapping intervals of the variables holding global elements [lo, hi): a field's
+        regions lie in one variable, whose intervals are searched far faster than all (cache)."""
+        v0, v1 = np.searchsorted(self.gid_base, [lo, hi - 1], side="right") - 1
+        return slice(int(self._map_first[v0]), int(self._map_first[v1 + 1]))
+
+    def pieces(
+        self, start: np.ndarray, length: np.ndarray, dst: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Regions cut where the tile mapping changes: (start, length, holding tile, reading tile) per piece."""
+        ms, me, mt = self.mapping()
+        keep = length > 0
+        if not keep.all():
+            start, length, dst = start[keep], length[keep], dst[keep]
+        if start.size == 0:
+            return start, length, mt[:0], dst
+        end = start + length
+        near = self.interval_range(int(start.min()), int(end.max()))
+        first = np.searchsorted(ms[near], start, side="right") - 1 + near.start
+        # most regions end in the interval they start in: search only the others' ends
+        cut = np.flatnonzero(end > me[first])
+        if cut.size == 0:
+            return start, length, mt[first], dst
+        count = np.ones(start.size, dtype=np.int64)
+        count[cut] += np.searchsorted(ms[near], end[cut] - 1, side="right") - 1 + near.start - first[cut]
+        rep = np.repeat(np.arange(start.size), count)
+        iv = first[rep] + (np.arange(rep.size) - np.repeat(np.cumsum(count) - count, count))
+        s = np.maximum(start[rep], ms[iv])
+        e = np.minimum(start[rep] + length[rep], me[iv])
+        return s, e - s, mt[iv], dst[rep]
+
+    def field_pieces(
+        self, regions: Regions, tiles: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...] | None]:
+        """(start, length, holding tile, reading tile) of every piece a field's vertices (on
+        ``tiles``) read, padding reads last; and, when vertices share blocks, (start, length,
+        holding tile) of the blocks' distinct pieces and which of those each row's piece is."""
+        start, length, src, owner = self.pieces(regions.start, regions.length, regions.owner)
+        shared = None
+        if regions.block is not None:  # cut once per distinct block, then given to each row reading it
+            idx, owner = rows_of_blocks(owner, regions.block)
+            shared = (start, length, src, idx)
+            start, length, src = start[idx], length[idx], src[idx]
+        dst = tiles[owner]
+        if regions.pad is not None:  # padding: the pad element on the tile of each nearest input element
+            pad = regions.pad
+            if regions.block is not None:
+                idx, row = rows_of_blocks(pad.owner, regions.block)
+                pad = Regions(pad.start[idx], pad.length[idx], row)
+            _, _, near, pdst = self.pieces(pad.start, pad.length, tiles[pad.owner])
+            pgid = regions.pad_first + near * regions.pad_step
+            _, _, psrc, pdst = self.pieces(pgid, np.ones_like(pgid), pdst)
+            start, length = np.concatenate([start, pgid]), np.concatenate([length, np.ones_like(pgid)])
+            src, dst = np.concatenate([src, psrc]), np.concatenate([dst, pdst])
+        return start, length, src, dst, shared
+
+    def element_name(self, gid: int) -> str:
+        v = int(np.searchsorted(self.gid_base, gid, side="right") - 1)
+        return f"{self.graph.variables[v].name}[{gid - int(self.gid_base[v])}]"
+
+    def gid(self, var_ids: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        return self.gid_base[var_ids] + idx
+
+    def fully_written(self, parts: list[tuple[np.ndarray, np.ndarray]], candidates: set[int]) -> frozenset[int]:
+        """The ``candidates`` whose every element the regions ``parts`` ((global start, length) each,
+        within one variable; they may overlap) cover."""
+        if not candidates or not parts:
+            return frozenset()
+        start, length = (np.concatenate([p[i] for p in parts]).astype(np.int64) for i in range(2))
+        order = np.argsort(start, kind="stable")
+        start, end = start[order], start[order] + length[order]
+        # each region counts only past the furthest end before it (the union's length, per variable)
+        before = np.concatenate(([start[0]], np.maximum.accumulate(end)[:-1])) if start.size else start
+        covered = np.maximum(end - np.maximum(start, before), 0)
+        var = np.searchsorted(self.gid_base, start, side="right") - 1
+        per_var = np.bincount(var, weights=covered, minlength=self.gid_base.size - 1)
+        ids = np.fromiter(candidates, np.int64, len(candidates))
+        whole = per_var[ids] == self.gid_base[ids + 1] - self.gid_base[ids]
+        return frozenset(ids[whole].tolist())
+
+    def whole_variables(self, src: Tensor, dst: Tensor) -> tuple[Variable, Variable] | None:
+        """The variables of a copy of all of one into all of another of the same size, element i of
+        the one's storage to element i of the other's: both in storage order, or both the same
+        one-to-one view (a tensor and its clone, e.g. channel-grouped stores); None for any other copy."""
+        vs, vd = src.single_variable(), dst.single_variable()
+        if vs is None or vd is None:
+            return None
+        a, b = self.graph.variables[vs], self.graph.variables[vd]
+        if a.numel != b.numel or not (covers_all(src._lay, a.numel) and covers_all(dst._lay, b.numel)):
+            return None
+        same_view = src._lay == dst._lay
+        in_order = all(isinstance(t._lay, Affine) and t._lay == Affine.contiguous(t._lay.shape) for t in (src, dst))
+        return (a, b) if same_view or in_order else None
+
+    def whole_pieces(self, src: Tensor, dst: Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(source tile, destination tile, elements) of each piece of a copy of all of one variable,
+        in storage order, into all of another of the same size: the pieces cut where either mapping
+        changes tile. None for any other copy (planned element by element)."""
+        whole = self.whole_variables(src, dst)
+        if whole is None:
+            return None
+        a, b = whole
+        starts = np.union1d(a.mapping.starts, b.mapping.starts)
+        starts = starts[starts < a.numel]
+        length = np.diff(np.append(starts, a.numel))
+        s_tile = a.mapping.tiles[np.searchsorted(a.mapping.starts, starts, side="right") - 1].astype(np.int64)
+        d_tile = b.mapping.tiles[np.searchsorted(b.mapping.starts, starts, side="right") - 1].astype(np.int64)
+        keep = length > 0
+        return s_tile[keep], d_tile[keep], length[keep]
