@@ -127,7 +127,7 @@ def dense_layer() -> dict[str, float]:
     e.run(0)
     bc = e.memory.by_category
     layer = [s for s in e.compiled.steps if s.type in (StepType.DO_EXCHANGE, StepType.ON_TILE_EXECUTE)]
-    out: dict[str, float] = {"cycles": float(sum(int(s.tile_cycles.max()) for s in layer))}
+    out: dict[str, float] = {"cycles": float(sum(int(s.cost.tile_cycles.max()) for s in layer))}
     out["layerControlCode"] = float(CONTROL_CODE_BYTES_PER_STEP * GC200.num_tiles * len(layer))
     for cat, b_ in zip(bc["category"], bc["bytes"], strict=True):
         out[str(cat)] = out.get(str(cat), 0.0) + float(b_)
@@ -318,7 +318,7 @@ def conv_train_cycles(field: int, k: int, stride: int, pad: int, c: int, cout: i
     ops.scaled_add(g, w, dw, -1.0, prog)
     e = Engine(g, [prog], options={"debug.instrument": "false"})
     e.compile()
-    return float(sum(int(st.tile_cycles.max()) for st in e.compiled.steps))
+    return float(sum(int(st.cost.tile_cycles.max()) for st in e.compiled.steps))
 
 
 def exchange_tb_per_s(bytes_per_tile: int = 16 * KIB) -> float:
@@ -335,7 +335,7 @@ def exchange_tb_per_s(bytes_per_tile: int = 16 * KIB) -> float:
     e = Engine(g, [Sequence(Copy(a, b))], options={"debug.instrument": "false"})
     e.compile()
     step = next(lf for lf in e.compiled.steps if lf.type == StepType.DO_EXCHANGE)
-    seconds = int(step.tile_cycles.max()) / GC200.clock_hz
+    seconds = int(step.cost.tile_cycles.max()) / GC200.clock_hz
     return n * bytes_per_tile / seconds / 1e12
 
 
@@ -352,7 +352,7 @@ def _stream_copy_mid_cycles(g: Graph, x: Tensor) -> float:
     e = Engine(g, [Sequence(Copy(s, x))], options={"debug.instrument": "false"})
     e.compile()
     mid = next(lf for lf in e.compiled.steps if lf.type == StepType.STREAM_COPY_MID)
-    return float(mid.tile_cycles.max())
+    return float(mid.cost.tile_cycles.max())
 
 
 def small_stream_copy_cycles() -> float:
@@ -384,7 +384,7 @@ def poptorch_basics() -> dict[str, float]:
     out["stepCycles"] = float(e.last_run_cycles)
     first, last = e.compiled.program_ranges[1]
     steps = e.compiled.steps[first : last + 1]
-    out["stepFlops"] = float(sum(int(st.flops.sum()) for st in steps if st.flops is not None))
+    out["stepFlops"] = float(sum(int(st.cost.flops.sum()) for st in steps if st.cost.flops is not None))
     e.close()
     return out
 

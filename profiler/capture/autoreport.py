@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from profiler.chip.targets import target_row
+from profiler.compiler.compile import ControlNode, Step
 from profiler.compiler.memory import control_code_bytes
 from report_format.vocabulary import ControlType, MemoryCategory, StepType
 from report_format.writer import ReportWriter
@@ -84,7 +85,7 @@ def _step_stats(engine: Engine) -> dict[str, np.ndarray]:
     c = engine.compiled
     t = engine.graph.target
     nl, ni, tpi = len(c.steps), t.num_ipus, t.tiles_per_ipu
-    cyc = np.stack([st.tile_cycles for st in c.steps]).reshape(nl, ni, tpi) if nl else np.zeros((0, ni, tpi))
+    cyc = np.stack([st.cost.tile_cycles for st in c.steps]).reshape(nl, ni, tpi) if nl else np.zeros((0, ni, tpi))
     mx = cyc.max(axis=2)
     active = (cyc > 0).sum(axis=2)
     total = cyc.sum(axis=2)
@@ -95,7 +96,7 @@ def _step_stats(engine: Engine) -> dict[str, np.ndarray]:
     def per_ipu(attr: str) -> np.ndarray:
         out = np.zeros((nl, ni), dtype=np.int64)
         for i, st in enumerate(c.steps):
-            v = getattr(st, attr)
+            v = getattr(st.cost, attr)
             if v is not None:
                 out[i] = v.reshape(ni, tpi).sum(axis=1)
         return out
@@ -136,10 +137,10 @@ def _graph_tables(engine: Engine, w: ReportWriter) -> None:
     n = t.num_tiles
     code_bytes, code_tiles, est = [], [], []
     for nd in c.nodes:
-        if nd.is_step:
-            xb = nd.code_bytes if nd.code_bytes is not None else np.zeros(n, np.int64)
+        if isinstance(nd, Step):
+            xb = nd.cost.code_bytes if nd.cost.code_bytes is not None else np.zeros(n, np.int64)
             code_bytes.append(int(xb.sum()) + control_code_bytes(nd) * n)
-            est.append(int(nd.tile_cycles.max()) if opts.include_cycle_estimates and n else 0)
+            est.append(int(nd.cost.tile_cycles.max()) if opts.include_cycle_estimates and n else 0)
         else:
             code_bytes.append(control_code_bytes(nd) * n)
             est.append(0)
@@ -150,10 +151,10 @@ def _graph_tables(engine: Engine, w: ReportWriter) -> None:
         "child_index": [nd.child_index for nd in c.nodes],
         "type": [nd.type for nd in c.nodes],
         "name": [nd.name for nd in c.nodes],
-        "step": [nd.step for nd in c.nodes],
-        "compute_set_id": [nd.compute_set_id for nd in c.nodes],
+        "step": [nd.step if isinstance(nd, Step) else -1 for nd in c.nodes],
+        "compute_set_id": [nd.compute_set_id if isinstance(nd, Step) else -1 for nd in c.nodes],
         "debug_context_id": [nd.debug_context_id for nd in c.nodes],
-        "repeat_count": [nd.repeat_count for nd in c.nodes],
+        "repeat_count": [nd.repeat_count if isinstance(nd, ControlNode) else 0 for nd in c.nodes],
         "code_bytes": code_bytes,
         "code_tiles": code_tiles,
         "estimated_cycles": est,
@@ -172,7 +173,7 @@ def _graph_tables(engine: Engine, w: ReportWriter) -> None:
             pv_prog.append(nd.id)
             pv_var.append(v)
             pv_access.append("read_write" if v in nd.reads and v in nd.writes else "read" if v in nd.reads else "write")
-        for v, access in buffer_access.get(nd.step, []) if nd.is_step else []:
+        for v, access in buffer_access.get(nd.step, []) if isinstance(nd, Step) else []:
             pv_prog.append(nd.id)
             pv_var.append(v)
             pv_access.append(access)
@@ -209,16 +210,17 @@ def _graph_tables(engine: Engine, w: ReportWriter) -> None:
             "flops": cat(lambda p: p.v_flops) if opts.include_flop_estimates else cat(lambda p: p.v_flops) * 0,
         })  # fmt: skip
     for st in c.steps:
-        if st.bytes_in is None:
+        cost = st.cost
+        if cost.bytes_in is None or cost.bytes_out is None:
             continue
-        code = st.code_bytes if st.code_bytes is not None else np.zeros(n, np.int64)
-        tiles = np.flatnonzero((st.bytes_in > 0) | (st.bytes_out > 0) | (code > 0))
+        code = cost.code_bytes if cost.code_bytes is not None else np.zeros(n, np.int64)
+        tiles = np.flatnonzero((cost.bytes_in > 0) | (cost.bytes_out > 0) | (code > 0))
         if tiles.size:
             w.append("exchanges", {
                 "program_id": np.full(tiles.size, st.id, np.int32),
                 "tile": tiles.astype(np.int32),
-                "bytes_in": st.bytes_in[tiles],
-                "bytes_out": st.bytes_out[tiles],
+                "bytes_in": cost.bytes_in[tiles],
+                "bytes_out": cost.bytes_out[tiles],
                 "code_bytes": code[tiles],
             })  # fmt: skip
     w.write("streams", {

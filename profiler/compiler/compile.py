@@ -11,8 +11,8 @@ placement then work on these steps (profiler.compiler.liveness, profiler.compile
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -50,41 +50,61 @@ COPY_DESCRIPTOR_BYTES_PER_REGION = 8
 
 
 @dataclass(eq=False)
+class StepCost:
+    """What the BSP model charges a program step, per global tile (None: the step has none of it)."""
+
+    tile_cycles: np.ndarray  # estimated cycles
+    bytes_in: np.ndarray | None = None
+    bytes_out: np.ndarray | None = None
+    flops: np.ndarray | None = None
+    code_bytes: np.ndarray | None = None  # the step's exchange code, of ``code_category``
+    code_category: MemoryCategory | None = None
+    descriptor_bytes: np.ndarray | None = None  # copy descriptors (on-tile copies)
+
+
+_COST_FIELDS = frozenset(f.name for f in fields(StepCost))
+
+
+@dataclass(eq=False, kw_only=True)
 class Node:
-    """A node of the program tree; leaves are program steps."""
+    """A node of the program tree: a control program (``ControlNode``) or a program step (``Step``)."""
 
     id: int
     parent_id: int
     child_index: int
-    type: str
     name: str
     debug_context_id: int = -1
-    step: int = -1
-    compute_set_id: int = -1
-    repeat_count: int = 0
-    children: list[Node] = field(default_factory=list)
-    # -- steps ----------------------------------------------------------------------------
-    tile_cycles: np.ndarray | None = None  # estimated cycles per global tile
-    bytes_in: np.ndarray | None = None
-    bytes_out: np.ndarray | None = None
-    flops: np.ndarray | None = None
-    code_bytes: np.ndarray | None = None  # exchange code per tile
-    code_category: str = ""
-    descriptor_bytes: np.ndarray | None = None  # copy descriptors per tile (on-tile copies)
-    external: bool = False  # synchronises all IPUs
-    # a step or node of a later call of a function: its code (exchange, control, descriptors) is the
-    # first call's, held once (Poplar: a function's body is compiled once and every Call runs it)
+    # a node of a later call of a function: its code (exchange, control, descriptors) is the first
+    # call's, held once (Poplar: a function's body is compiled once and every Call runs it)
     shares_code: bool = False
     reads: set[int] = field(default_factory=set)
     writes: set[int] = field(default_factory=set)
-    undefs: set[int] = field(default_factory=set)
-    action: Action | None = None
-    condition: Access | None = None  # If and Switch nodes
+    is_step: ClassVar[bool] = False
+
+
+@dataclass(eq=False, kw_only=True)
+class ControlNode(Node):
+    """Sequence, Repeat, If, Switch, Call or a top-level Program: runs its children."""
+
+    type: ControlType
+    children: list[Node] = field(default_factory=list)
+    repeat_count: int = 0  # Repeat
+    condition: Access | None = None  # If and Switch: what they read (also in ``reads``)
     case_values: list[int] = field(default_factory=list)  # Switch: children[i] runs for case_values[i]; last = default
 
-    @property
-    def is_step(self) -> bool:
-        return self.step >= 0
+
+@dataclass(eq=False, kw_only=True)
+class Step(Node):
+    """A program step (a leaf of the tree): what the engine does (``action``) and what it costs."""
+
+    type: StepType
+    step: int  # its index in program order
+    cost: StepCost
+    compute_set_id: int = -1
+    external: bool = False  # synchronises all IPUs
+    undefs: set[int] = field(default_factory=set)
+    action: Action | None = None
+    is_step: ClassVar[bool] = True
 
 
 Progress = Callable[[int, int], None]
@@ -100,7 +120,7 @@ class Compiler:
         self.target = graph.target
         self.programs = programs
         self.nodes: list[Node] = []
-        self.steps: list[Node] = []
+        self.steps: list[Step] = []
         self.cs_plans: dict[int, ComputeSetPlan] = {}
         self.elements = ElementMap(graph)
         self.compute_sets = ComputeSetPlanner(self.elements, self.target)
@@ -140,24 +160,31 @@ class Compiler:
                 )
 
     # -- tree ----------------------------------------------------------------------------------
-    def _node(self, parent_id: int, child_index: int, type_: str, name: str, **kw: Any) -> Node:
-        node = Node(len(self.nodes), parent_id, child_index, type_, name, shares_code=self._sharing > 0, **kw)
+    def _attach(self, node: Node, parent_id: int) -> None:
         self.nodes.append(node)
         if parent_id >= 0:
-            self.nodes[parent_id].children.append(node)
+            parent = self.nodes[parent_id]
+            assert isinstance(parent, ControlNode)
+            parent.children.append(node)
+
+    def _node(self, parent_id: int, child_index: int, type_: ControlType, name: str, **kw: Any) -> ControlNode:
+        node = ControlNode(id=len(self.nodes), parent_id=parent_id, child_index=child_index, type=type_, name=name,
+                           shares_code=self._sharing > 0, **kw)  # fmt: skip
+        self._attach(node, parent_id)
         return node
 
-    def _add_step(self, parent: Node, type_: str, name: str, **kw: Any) -> Node:
-        node = self._node(parent.id, len(parent.children), type_, name, step=len(self.steps), **kw)
-        if node.tile_cycles is None:
-            node.tile_cycles = self._zeros
+    def _add_step(self, parent: ControlNode, type_: StepType, name: str, **kw: Any) -> Step:
+        cost = StepCost(**{"tile_cycles": self._zeros} | {k: kw.pop(k) for k in list(kw) if k in _COST_FIELDS})
+        node = Step(id=len(self.nodes), parent_id=parent.id, child_index=len(parent.children), type=type_, name=name,
+                    step=len(self.steps), cost=cost, shares_code=self._sharing > 0, **kw)  # fmt: skip
         if node.shares_code:  # the first call's steps hold this code
-            node.code_bytes = None if node.code_bytes is None else self._zeros
-            node.descriptor_bytes = None
+            cost.code_bytes = None if cost.code_bytes is None else self._zeros
+            cost.descriptor_bytes = None
+        self._attach(node, parent.id)
         self.steps.append(node)
         return node
 
-    def _lower(self, prog: P.Program, parent: Node) -> None:
+    def _lower(self, prog: P.Program, parent: ControlNode) -> None:
         if isinstance(prog, P.Sequence):
             node = self._node(parent.id, len(parent.children), ControlType.SEQUENCE, prog.name)
             for p in prog.programs:
@@ -217,7 +244,7 @@ class Compiler:
 
     def add_cross_replica_step(
         self,
-        parent: Node,
+        parent: ControlNode,
         name: str,
         tile_cycles: np.ndarray,
         bytes_per_tile: np.ndarray,
@@ -235,7 +262,7 @@ class Compiler:
                        code_category=MemoryCategory.GLOBAL_EXCHANGE_CODE, external=True, reads=vs, writes=vs | variables_of(buffer),
                        undefs=variables_of(buffer), action=action)  # fmt: skip
 
-    def _sync(self, parent: Node, kind: str, name: str = "") -> Node:
+    def _sync(self, parent: ControlNode, kind: str, name: str = "") -> Step:
         cycles = int(cost_model.sync_cycles(kind, self.target))
         return self._add_step(
             parent,
@@ -245,7 +272,7 @@ class Compiler:
             external=kind == "external",
         )
 
-    def _lower_execute(self, prog: P.Execute, parent: Node) -> None:
+    def _lower_execute(self, prog: P.Execute, parent: ControlNode) -> None:
         cs = prog.compute_set
         plan = self.cs_plans.get(cs.id)
         if plan is None:
@@ -276,7 +303,7 @@ class Compiler:
             record(self.receive_buffers, cs.id, cs.name, ctx, total, received[0][0], node.step)
 
     # -- copies and streams --------------------------------------------------------------------
-    def _lower_copy(self, prog: P.Copy, parent: Node) -> None:
+    def _lower_copy(self, prog: P.Copy, parent: ControlNode) -> None:
         src, dst = prog.src, prog.dst
         if isinstance(src, DataStream):
             if src.direction != HOST_TO_DEVICE:
@@ -338,7 +365,13 @@ class Compiler:
                    descriptor_bytes=regions * COPY_DESCRIPTOR_BYTES_PER_REGION)  # fmt: skip
 
     def _lower_stream(
-        self, parent: Node, tensor: Tensor, stream: DataStream | None, to_host: bool, name: str, print_title: str = ""
+        self,
+        parent: ControlNode,
+        tensor: Tensor,
+        stream: DataStream | None,
+        to_host: bool,
+        name: str,
+        print_title: str = "",
     ) -> None:
         t = self.target
         tiles = self.graph.tile_of(tensor).astype(np.int64)
@@ -381,7 +414,7 @@ class CompiledGraph:
 
     graph: Graph
     nodes: list[Node]
-    steps: list[Node]
+    steps: list[Step]
     cs_plans: dict[int, ComputeSetPlan]
     codelets: list[tuple[str, Codelet]]  # (type name, codelet)
     repeat_ranges: list[tuple[int, int]]

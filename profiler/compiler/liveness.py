@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from profiler.compiler.compile import CompiledGraph
+from profiler.compiler.compile import CompiledGraph, ControlNode, Node, Step
 
 
 @dataclass
@@ -51,7 +51,7 @@ def analyse(c: CompiledGraph) -> Liveness:
             events.setdefault(v, []).append((node.step, "U"))
     # If conditions are read by the If node; charge the read to the first step under it
     for node in c.nodes:
-        if node.condition is not None:
+        if isinstance(node, ControlNode) and node.condition is not None:
             step = _first_step(node)
             if step >= 0:
                 for v in node.reads:
@@ -134,11 +134,11 @@ def _in_calls(
     return found
 
 
-def _first_step(node) -> int:  # noqa: ANN001 - compile.Node
-    stack = [node]
+def _first_step(node: ControlNode) -> int:
+    stack: list[Node] = [node]
     while stack:
         n = stack.pop(0)
-        if n.step >= 0:
+        if isinstance(n, Step):
             return n.step
-        stack = n.children + stack
+        stack = (n.children if isinstance(n, ControlNode) else []) + stack
     return -1

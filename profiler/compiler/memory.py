@@ -196,16 +196,18 @@ def _always_live_items(
         MemoryCategory.HOST_EXCHANGE_CODE,
     ):
         code = sum(
-            (st.code_bytes for st in c.steps if st.code_category == cat and st.code_bytes is not None),
+            (st.cost.code_bytes for st in c.steps if st.cost.code_category == cat and st.cost.code_bytes is not None),
             np.zeros(n, np.int64),
         )
         parts.append(Items.of(cat, all_tiles, code))
-    descriptors = sum((st.descriptor_bytes for st in c.steps if st.descriptor_bytes is not None), np.zeros(n, np.int64))
+    descriptors = sum(
+        (st.cost.descriptor_bytes for st in c.steps if st.cost.descriptor_bytes is not None), np.zeros(n, np.int64)
+    )
     parts.append(Items.of(MemoryCategory.COPY_DESCRIPTOR, all_tiles, descriptors))
     host = np.zeros(n, dtype=bool)
     for st in c.steps:
-        if st.code_category == MemoryCategory.HOST_EXCHANGE_CODE:
-            host |= st.code_bytes > 0
+        if st.cost.code_category == MemoryCategory.HOST_EXCHANGE_CODE and st.cost.code_bytes is not None:
+            host |= st.cost.code_bytes > 0
     parts.append(
         Items.of(MemoryCategory.HOST_EXCHANGE_PACKET_HEADER, all_tiles, np.where(host, HOST_PACKET_HEADER_BYTES, 0))
     )

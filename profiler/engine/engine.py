@@ -23,7 +23,7 @@ import numpy as np
 from profiler.capture import autoreport as capture
 from profiler.capture.autoreport import RunRecord
 from profiler.capture.options import EngineOptions, resolve_options
-from profiler.compiler.compile import CompiledGraph, Node, compile_programs
+from profiler.compiler.compile import CompiledGraph, ControlNode, Node, Step, compile_programs
 from profiler.compiler.liveness import Liveness, analyse
 from profiler.compiler.memory import MemoryLayout, place
 from profiler.engine.batch_run import ReadCache, run_batch
@@ -114,7 +114,7 @@ class Engine:
         self.compiled = c
         self._plan_host_values(c, self.liveness)
         t = self.graph.target
-        cyc = np.stack([st.tile_cycles for st in c.steps]) if c.steps else np.zeros((0, t.num_tiles), np.int64)
+        cyc = np.stack([st.cost.tile_cycles for st in c.steps]) if c.steps else np.zeros((0, t.num_tiles), np.int64)
         self._step_ipu_cycles = cyc.reshape(len(c.steps), t.num_ipus, t.tiles_per_ipu).max(axis=2)
         # inside a Pipeline a step holds back only the IPUs taking part (profiler.multi_ipu.pipeline)
         self._pipelined = np.zeros(len(c.steps), dtype=bool)
@@ -176,7 +176,9 @@ class Engine:
         in_repeat = np.zeros(len(c.steps) + 1, dtype=bool)
         for a, b in c.repeat_ranges:
             in_repeat[a : b + 1] = True
-        kept = {v for node in c.nodes if node.condition is not None for v in node.reads}
+        kept = {
+            v for node in c.nodes if isinstance(node, ControlNode) and node.condition is not None for v in node.reads
+        }
         release: dict[int, list[int]] = {}
         for v, step in last.items():
             var = self.graph.variables[v]
@@ -315,9 +317,11 @@ class Engine:
         self._report_written = False
 
     def _exec(self, node: Node) -> None:
-        if node.is_step:
+        if isinstance(node, Step):
             self._step(node)
-        elif node.type == ControlType.REPEAT:
+            return
+        assert isinstance(node, ControlNode)
+        if node.type == ControlType.REPEAT:
             for _ in range(node.repeat_count):
                 for ch in node.children:
                     self._exec(ch)
@@ -332,7 +336,7 @@ class Engine:
             for ch in node.children:
                 self._exec(ch)
 
-    def _step(self, node: Node) -> None:
+    def _step(self, node: Step) -> None:
         if node.action is not None:
             variables = self.graph.variables
             self._fetched: dict[int, Any] = {}

@@ -78,7 +78,8 @@ def senders_receivers(steps: list[Any], target: Any) -> tuple[np.ndarray, np.nda
     n, ni, tpi = len(steps), target.num_ipus, target.tiles_per_ipu
     send, recv = np.zeros((n, ni), dtype=bool), np.zeros((n, ni), dtype=bool)
     for i, st in enumerate(steps):
-        if st.type == StepType.GLOBAL_EXCHANGE and st.bytes_in is not None and st.bytes_out is not None:
-            send[i] = st.bytes_out.reshape(ni, tpi).sum(axis=1) > 0
-            recv[i] = st.bytes_in.reshape(ni, tpi).sum(axis=1) > 0
+        cost = st.cost
+        if st.type == StepType.GLOBAL_EXCHANGE and cost.bytes_in is not None and cost.bytes_out is not None:
+            send[i] = cost.bytes_out.reshape(ni, tpi).sum(axis=1) > 0
+            recv[i] = cost.bytes_in.reshape(ni, tpi).sum(axis=1) > 0
     return send, recv

@@ -26,7 +26,7 @@ from profiler.poplar.programs import Program
 from profiler.poplar.tensor import Tensor
 
 if TYPE_CHECKING:
-    from profiler.compiler.compile import Compiler, Node
+    from profiler.compiler.compile import Compiler, ControlNode
 
 #: Reductions an all-reduce can apply across replicas.
 OPS = ("add", "mean")
@@ -54,7 +54,7 @@ class AllReduce(Program):
         self.buffer = g.add_variable(self.tensor.dtype, [int(chunk.sum())], f"{self.name or 'AllReduce'}/ring buffer")
         g.set_tile_mapping(self.buffer, np.repeat(held, chunk))
 
-    def lower(self, compiler: Compiler, parent: Node) -> None:
+    def lower(self, compiler: Compiler, parent: ControlNode) -> None:
         """Steps of the all-reduce: an external sync, then the ring as one GlobalExchange step."""
         g, t = compiler.graph, compiler.target
         replicas = g.replication_factor

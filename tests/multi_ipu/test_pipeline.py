@@ -47,11 +47,11 @@ def test_a_4_stage_pipeline_has_the_hand_worked_schedule():
     e = _run(g, Pipeline(body, M))
     steps = e.compiled.steps
     assert [s.type for s in steps] == ["OnTileExecute"] + ["Sync", "GlobalExchange", "OnTileExecute"] * 3
-    assert int(steps[0].tile_cycles.max()) == C
+    assert int(steps[0].cost.tile_cycles.max()) == C
     # between stages: external sync ceil(15 ns x 1.33 GHz x (1 + 4 // 4) x 2) = 80, then 64 bytes over
     # the links, ceil(64 / 8) + 64 = 72: X = 152 cycles, spent by both IPUs of the exchange (the
     # receiver no earlier than its sender reaches it)
-    assert int(steps[1].tile_cycles.max()) == 80 and int(steps[2].tile_cycles.max()) == 72
+    assert int(steps[1].cost.tile_cycles.max()) == 80 and int(steps[2].cost.tile_cycles.max()) == 72
     X = 80 + 72
     # micro-batch 0 passes through: C + X + C + X + C + X + C = 4 x 164 + 3 x 152 = 1112 (fill);
     # the middle IPUs then each spend X (in) + C + X (out) = 468 per micro-batch, which sets the pace

@@ -42,12 +42,12 @@ def test_all_reduce_sums_over_replicas_with_hand_worked_bytes_and_cycles():
         np.testing.assert_array_equal(e.read_tensor("x", replica=r), want)
     sync, ring = e.compiled.steps
     # 4 IPUs in the system: external sync ceil(15 ns x 1.33 GHz x (1 + 4 // 4) x 2) = ceil(79.8) = 80
-    assert sync.type == "Sync" and sync.tile_cycles.tolist() == [80] * 4
+    assert sync.type == "Sync" and sync.cost.tile_cycles.tolist() == [80] * 4
     # each tile holds 8 bytes and sends 2 x 3 / 4 of them: 12 bytes
-    assert ring.type == "GlobalExchange" and ring.bytes_out.tolist() == [12] * 4
-    assert int(ring.bytes_out.sum()) == ring_all_reduce_bytes(32, 4)  # 2 x 3 / 4 x 32 = 48
+    assert ring.type == "GlobalExchange" and ring.cost.bytes_out.tolist() == [12] * 4
+    assert int(ring.cost.bytes_out.sum()) == ring_all_reduce_bytes(32, 4)  # 2 x 3 / 4 x 32 = 48
     # 2 x (4 - 1) = 6 ring steps, each 32 / 4 = 8 bytes: ceil(8 / 8) + 64 fixed + 80 sync = 145 -> 870
-    assert ring.tile_cycles.tolist() == [870] * 4
+    assert ring.cost.tile_cycles.tolist() == [870] * 4
     # the ring's receive buffer: ceil(2 floats per tile / 4 replicas) = 1 float on each of 4 tiles,
     # 16 bytes live at the all-reduce step only (x itself is host-visible: always live)
     assert e.memory.liveness_steps.reshape(2, -1)[:, 0].tolist() == [0, 16]
@@ -84,7 +84,7 @@ def test_data_parallel_training_equals_one_replica_on_the_whole_batch():
     rings = [s for s in e.compiled.steps if s.name.startswith("all-reduce")]
     assert [s.name for s in rings] == [f"all-reduce {n} grad" for n in ("w1", "b1", "w2", "b2")]
     # w1's gradient is 784 x 64 floats = 200,704 bytes; 2 replicas send 2 x 1 / 2 of it
-    assert int(rings[0].bytes_out.sum()) == 784 * 64 * 4
+    assert int(rings[0].cost.bytes_out.sum()) == 784 * 64 * 4
 
 
 def test_replicated_onnx_inference_splits_the_inputs_and_equals_one_ipu():

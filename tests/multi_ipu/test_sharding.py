@@ -43,14 +43,14 @@ def test_an_op_on_ipu1_reading_ipu0_moves_the_bytes_by_global_exchange():
     steps = {s.type: s for s in e.compiled.steps}
     ge = steps["GlobalExchange"]
     # each tile of IPU 1 receives its 4 floats of y once (both operands are y): 16 bytes
-    assert ge.bytes_in.tolist() == [0] * 4 + [16] * 4
-    assert ge.bytes_out.tolist() == [16] * 4 + [0] * 4
+    assert ge.cost.bytes_in.tolist() == [0] * 4 + [16] * 4
+    assert ge.cost.bytes_out.tolist() == [16] * 4 + [0] * 4
     # 64 bytes leave IPU 0 and enter IPU 1 over its links: ceil(64 / 8) = 8 cycles + 64 fixed
     # (cost_model.GLOBAL_EXCHANGE_FIXED_CYCLES) = 72 on every tile taking part
-    assert ge.tile_cycles.tolist() == [72] * 8
+    assert ge.cost.tile_cycles.tolist() == [72] * 8
     # the exchange is preceded by an external sync: ceil(15 ns x 1.33 GHz x (1 + 2 // 4) x 2) = 40
     sync = [s for s in e.compiled.steps if s.type == "Sync"][0]
-    assert sync.name == "External" and sync.tile_cycles.tolist() == [40] * 8
+    assert sync.name == "External" and sync.cost.tile_cycles.tolist() == [40] * 8
 
 
 def test_global_exchange_cycles_follow_the_ipu_total_not_one_tile():
@@ -66,7 +66,7 @@ def test_global_exchange_cycles_follow_the_ipu_total_not_one_tile():
     e = Engine(g, [prog])
     e.compile()
     ge = next(s for s in e.compiled.steps if s.type == "GlobalExchange")
-    assert int(ge.bytes_out.sum()) == 4000 and ge.tile_cycles.max() == 4000 // 8 + 64
+    assert int(ge.cost.bytes_out.sum()) == 4000 and ge.cost.tile_cycles.max() == 4000 // 8 + 64
     assert g.tile_of(y).min() >= 4
 
 

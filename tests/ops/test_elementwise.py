@@ -120,9 +120,9 @@ def test_flops_and_cycles_come_from_the_cost_model():
     x = rng(7).standard_normal((n,)).astype(np.float32)
     _, g, e = run({"x": x}, lambda g, t, p: {"y": ops.add(g, t["x"], t["x"], p)}, tiles=1)
     leaf = next(lf for lf in e.compiled.steps if lf.type == "OnTileExecute")
-    assert int(leaf.flops.sum()) == int(cost_model.binary_flops("add", n, np.float32))
+    assert int(leaf.cost.flops.sum()) == int(cost_model.binary_flops("add", n, np.float32))
     expected = int(cost_model.binary_cycles("add", n, np.float32, g.target))
-    assert int(leaf.tile_cycles[0]) == expected + cost_model.COMPUTE_SET_SUPERVISOR_CYCLES
+    assert int(leaf.cost.tile_cycles[0]) == expected + cost_model.COMPUTE_SET_SUPERVISOR_CYCLES
     assert json.loads(g.debug_contexts[0].attributes) == {}
 
 

@@ -154,10 +154,10 @@ def test_amp_vertex_calibration_on_bow(n):
     e = Engine(g, Sequence(Execute(cs)))
     e.compile()
     leaf = next(lf for lf in e.compiled.steps if lf.type == "OnTileExecute")
-    vertex = int(leaf.tile_cycles[0]) - cost_model.COMPUTE_SET_SUPERVISOR_CYCLES
+    vertex = int(leaf.cost.tile_cycles[0]) - cost_model.COMPUTE_SET_SUPERVISOR_CYCLES
     assert abs(vertex - (4 * n + 330)) <= 0.10 * (4 * n + 330)
-    assert int(leaf.flops[0]) == 2 * n * 16 * 16
-    assert leaf.flops[0] / vertex <= t.fp16_flops_per_cycle
+    assert int(leaf.cost.flops[0]) == 2 * n * 16 * 16
+    assert leaf.cost.flops[0] / vertex <= t.fp16_flops_per_cycle
 
 
 @pytest.mark.parametrize(
@@ -168,14 +168,14 @@ def test_simulated_throughput_never_exceeds_peak(target, m, k, n, dtype):
     t = get_target(target)
     e, attrs = _compile_matmul(t, m, k, n, dtype, 0.6)
     peak = cost_model.peak_flops_per_cycle(dtype, attrs["partials_dtype"], t)
-    total_flops = sum(int(lf.flops.sum()) for lf in e.compiled.steps if lf.flops is not None)
+    total_flops = sum(int(lf.cost.flops.sum()) for lf in e.compiled.steps if lf.cost.flops is not None)
     assert total_flops >= 2 * m * k * n  # the products plus any partial-sum reduction
     for lf in e.compiled.steps:
         if lf.type == "OnTileExecute":
-            busy = lf.tile_cycles > 0
-            assert (lf.flops[busy] <= peak * lf.tile_cycles[busy]).all()
+            busy = lf.cost.tile_cycles > 0
+            assert (lf.cost.flops[busy] <= peak * lf.cost.tile_cycles[busy]).all()
     # and the whole matmul is slower than its ideal at peak on every tile
-    cycles = sum(int(lf.tile_cycles.max()) for lf in e.compiled.steps)
+    cycles = sum(int(lf.cost.tile_cycles.max()) for lf in e.compiled.steps)
     assert 2 * m * k * n / (cycles * t.num_tiles) <= peak
 
 
@@ -293,7 +293,7 @@ def test_badly_mapped_operands_are_rearranged_first(groups):
     assert sorted(stores["created"]) == sorted(want)
     lin, cre = exchanges["linear"], exchanges["created"]
     for field in ("bytes_in", "bytes_out", "code_bytes", "tile_cycles"):
-        np.testing.assert_array_equal(getattr(lin, field), getattr(cre, field), err_msg=field)
+        np.testing.assert_array_equal(getattr(lin.cost, field), getattr(cre.cost, field), err_msg=field)
 
 
 def test_created_operands_and_their_all_gather_worked_by_hand():
@@ -324,14 +324,14 @@ def test_created_operands_and_their_all_gather_worked_by_hand():
     # region each, 768 B) and sends its own once (256 B): code 4 B x (6 + 1 + 3) = 40. Both tiles of
     # a supertile receive the other supertile's 2 shares (512 B, counted at half) but not each
     # other's: effective 256 + 512 / 2 = 512 B, ceil(16 x 512 / 64) + 64 = 192 cycles
-    assert exch.bytes_in.tolist() == [768] * 4 and exch.bytes_out.tolist() == [256] * 4
-    assert exch.code_bytes.tolist() == [40] * 4
-    assert exch.tile_cycles.tolist() == [192] * 4
+    assert exch.cost.bytes_in.tolist() == [768] * 4 and exch.cost.bytes_out.tolist() == [256] * 4
+    assert exch.cost.code_bytes.tolist() == [40] * 4
+    assert exch.cost.tile_cycles.tolist() == [192] * 4
     # AMP fp32 (16 in x 8 out chans per group, core 8, weight loads 8 x 64 B / 16 = 32) over 8 rows:
     # 2 in groups, 1 out group; workers get 2 or 1 rows: c(2) = 37 + 8 x (2 - 3) - 7 = 22 (zeroing) /
     # 23, c(1) = 14 / 15; inner = max(6 c(2), 6 c(1) + 14) = 132 / 138;
     # 50 + 6 x 9 + 13 + [15 + (19 + 6 + 32 + 138)] + [11 + (18 + 7 + 32 + 132)] + 25 = 552, + 30 supervisor
-    assert mm.tile_cycles.tolist() == [582] * 4
+    assert mm.cost.tile_cycles.tolist() == [582] * 4
     # ConvPartial1x1Out state (SDK 3.0 fields): 4 ONE_PTR fields (in, weights, out, worklists) 16 B +
     # 7 unsigned-short scalars 14 B = 30 B, padded to 32 B. Out of line (vertexFieldData): the inner
     # pointers for 2 in groups, 2 x 1 in x out groups and 1 out group, 4 B each: 5 x 4 = 20 B. Its
@@ -371,7 +371,7 @@ def test_swapped_operands_plan_and_vertex_worked_by_hand():
     # 31, c(2) = 22 / 23; inner = max(6 c(3), 6 c(2) + 14) = 180 / 186;
     # 50 + 6 x 9 + 13 + [15 + (19 + 6 + 32 + 186)] + [11 + (18 + 7 + 32 + 180)] + 25 = 648, + 30 supervisor.
     # (Unswapped, 8 rows and 2 out groups: 50 + 54 + 13 + [15 + 2 x 195] + [11 + 2 x 189] + 25 + 30 = 966.)
-    assert mm.tile_cycles.tolist() == [678, 0, 0, 0]
+    assert mm.cost.tile_cycles.tolist() == [678, 0, 0, 0]
     e.load()
     e.run(0)
     np.testing.assert_allclose(e.read_tensor("y"), xv @ wv, rtol=1e-5, atol=1e-5)
@@ -562,9 +562,9 @@ def test_created_operands_stored_grouped_as_poplibs_creates_them():
     assert (g.tile_of(x).reshape(32, 64) == (np.arange(32)[:, None] // 8) + 4 * (np.arange(64)[None, :] // 32)).all()
     assert (g.tile_of(w).reshape(64, 16) == (np.arange(64)[:, None] // 16) + 4 * (np.arange(16)[None, :] // 8)).all()
     (exch,) = [s for s in e.compiled.steps if s.type == "DoExchange"]
-    assert exch.bytes_in.tolist() == [2560] * 8
-    assert exch.code_bytes.tolist() == [48] * 8
-    assert exch.tile_cycles.tolist() == [576] * 8
+    assert exch.cost.bytes_in.tolist() == [2560] * 8
+    assert exch.cost.code_bytes.tolist() == [48] * 8
+    assert exch.cost.tile_cycles.tolist() == [576] * 8
     check_created_matmul(e, 32, 64, 16, seed=2)
 
 
@@ -593,4 +593,4 @@ def test_planned_operand_exchange_is_what_the_step_costs(m, k, n):
     e = Engine(g, [prog], options={"debug.instrument": "false"})
     e.compile()
     first = next(s for s in e.compiled.steps if s.type == "DoExchange")
-    assert int(first.tile_cycles.max()) == pytest.approx(float(planned), rel=0.03)
+    assert int(first.cost.tile_cycles.max()) == pytest.approx(float(planned), rel=0.03)

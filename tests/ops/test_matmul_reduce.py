@@ -50,18 +50,18 @@ def test_one_stage_reduction_worked_by_hand() -> None:
     np.testing.assert_array_equal(e.read_tensor("out"), np.arange(32, dtype=np.float32).reshape(4, 8).sum(0))
     sync, exch, compute = e.compiled.steps
     # each tile receives its 2 outputs from the 3 other rows: 3 regions of 8 B = 24 B
-    assert exch.bytes_in.tolist() == [24] * 4
+    assert exch.cost.bytes_in.tolist() == [24] * 4
     # each sends its row minus its own chunk, once (multicast): 6 floats = 24 B; as runs: tile 0 sends
     # [2, 8) (1 region), tile 1 [0, 2) and [4, 8) (2), tile 2 [0, 4) and [6, 8) (2), tile 3 [0, 6) (1)
-    assert exch.bytes_out.tolist() == [24] * 4
+    assert exch.cost.bytes_out.tolist() == [24] * 4
     # code 4 B x (6 + sent + received): 4 x (6 + 1 + 3) = 40, 4 x (6 + 2 + 3) = 44
-    assert exch.code_bytes.tolist() == [40, 44, 44, 40]
+    assert exch.cost.code_bytes.tolist() == [40, 44, 44, 40]
     # ceil(16 x 24 / 64) + 64 = 70 (no supertile sharing: the two tiles of a pair receive different outputs)
-    assert exch.tile_cycles.tolist() == [70] * 4
+    assert exch.cost.tile_cycles.tolist() == [70] * 4
     # poplin::ReduceAdd of 2 outputs x 4 partials, float: 2 is not a whole accumulator vector (4 floats),
     # so the multi-input vertex (poplin ConvReduce.cpp); getReduceCycleEstimate: loops 0 + 1 (bit 1 of 2),
     # none whole per worker, a part loop 2 x 4 + 13: 6 x (32 + 21) = 318, + 30 compute-set supervisor
-    assert compute.tile_cycles.tolist() == [348] * 4
+    assert compute.cost.tile_cycles.tolist() == [348] * 4
     # vertex state: partials and out as compact pointers (2 x 2 B), numPartials and numElems (2 x 2 B)
     # = 8 B on each tile; the partials' 4 inner pointers out of line, 4 x 4 B = 16 B of vertexFieldData
     bc = e.memory.by_category
@@ -87,16 +87,16 @@ def test_block_major_partials_reach_each_reducer_as_one_region_per_tile() -> Non
     assert not plan.swap_operands
     g, e = created_matmul(8, 8, 64, 16)
     (red,) = [s for s in e.compiled.steps if s.name == "matmul/reduce/stage1/Exchange"]
-    assert red.bytes_in.tolist() == [192] * 8 and red.bytes_out.tolist() == [192] * 8
-    assert red.code_bytes.tolist() == [40, 40, 44, 44, 44, 44, 40, 40]
-    assert red.tile_cycles.tolist() == [112] * 8
+    assert red.cost.bytes_in.tolist() == [192] * 8 and red.cost.bytes_out.tolist() == [192] * 8
+    assert red.cost.code_bytes.tolist() == [40, 40, 44, 44, 44, 44, 40, 40]
+    assert red.cost.tile_cycles.tolist() == [112] * 8
     # each reducer's 16 outputs are whole accumulator vectors, but its 3 x 64 B of exchanged partials
     # round up to one 16 KiB memory element, not under 1/16 of this 64 KiB tile: PopLibs keeps the
     # multi-input ReduceAdd (ConvReduce.cpp checkPartialsSizeForSingleInputReduce). getReduceCycleEstimate:
     # 4 loops, none a whole round of 6 workers but whole vectors, so 1 a worker:
     # 6 x (32 + 1 x (3 x 4 + 7)) = 306, + 30 compute-set supervisor
     (stage,) = [s for s in e.compiled.steps if s.name == "matmul/reduce/stage1"]
-    assert stage.tile_cycles.tolist() == [336] * 8
+    assert stage.cost.tile_cycles.tolist() == [336] * 8
     assert {name for name, _ in e.compiled.codelets if name.startswith("poplin::ReduceAdd")} == {
         "poplin::ReduceAdd<float32,float32,false,false>"
     }
@@ -172,7 +172,7 @@ def test_block_cut_by_positions_in_whole_grains(grain, want_bounds, want_single)
     e.load()
     (step,) = [s for s in e.compiled.steps if s.type == "OnTileExecute"]
     busy = [237 + 30] * 3 + [0] if want_single else [318 + 30] * 4
-    assert step.tile_cycles.tolist() == busy
+    assert step.cost.tile_cycles.tolist() == busy
     p = np.arange(80, dtype=np.float32).reshape(4, 20)
     e.write_tensor("p", p)
     e.run(0)

@@ -257,7 +257,7 @@ def test_partials_are_stored_tile_by_tile_and_read_as_one_region_per_tile():
     e.run(0)
     np.testing.assert_allclose(e.read_tensor("y"), xv.sum(1), rtol=1e-6)
     (exch,) = [s for s in e.compiled.steps if s.type == "DoExchange"]
-    assert exch.code_bytes.tolist() == [28, 28, 32, 0]
+    assert exch.cost.code_bytes.tolist() == [28, 28, 32, 0]
 
 
 @pytest.mark.parametrize("rows,runs,tile_cycles", [(12, [2] * 6, 6 * 49 + 30), (7, [3, 2, 2], 6 * 65 + 30)])
@@ -291,7 +291,7 @@ def test_a_tiles_reductions_run_as_popops_hands_them_to_its_workers(rows, runs, 
     assert names == ["popops::ContinuousReduce<popops::ReduceAdd,float32,float32>"]
     assert plan.v_count.tolist() == [len(runs)] and plan.v_state.tolist() == [12 * len(runs)]
     (step,) = [s for s in e.compiled.steps if s.type == "OnTileExecute"]
-    assert step.tile_cycles.tolist() == [tile_cycles, 0, 0, 0]
+    assert step.cost.tile_cycles.tolist() == [tile_cycles, 0, 0, 0]
     # the vertices' outputs: runs of consecutive rows, in order
     outs = [b.fields["out"].elements()[1].reshape(b.count, -1) for b in g.compute_sets[0].batches]
     got = sorted(tuple(r.tolist()) for o in outs for r in o)

@@ -92,7 +92,7 @@ def test_a_function_called_twice_holds_its_code_once():
     assert _category_total(twice, "controlCode") == _category_total(once, "controlCode") + 8 * 4
     shared = [n for n in twice.compiled.nodes if n.shares_code]
     assert [n.type for n in shared] == ["Sync", "DoExchange", "OnTileExecute"]
-    assert all(int(n.code_bytes.sum()) == 0 for n in shared if n.code_bytes is not None)
+    assert all(int(n.cost.code_bytes.sum()) == 0 for n in shared if n.cost.code_bytes is not None)
     # both calls run: twice the steps, twice the cycles
     twice.run(0)
     once.run(0)
@@ -154,8 +154,8 @@ def test_user_codelet_runs_per_vertex_with_its_estimates():
     assert e.read_tensor("out").tolist() == (vals * vals).sum(axis=1).tolist()
     leaf = e.compiled.steps[0]
     # single-worker vertex: 6 x (10 + 2*3) + 30 supervisor on each tile
-    assert leaf.tile_cycles.tolist() == [6 * 16 + 30] * 4
-    assert leaf.flops.tolist() == [6] * 4
+    assert leaf.cost.tile_cycles.tolist() == [6 * 16 + 30] * 4
+    assert leaf.cost.flops.tolist() == [6] * 4
 
 
 def test_vertex_output_on_another_tile_is_a_compile_error():
@@ -216,7 +216,7 @@ def test_vertices_added_one_at_a_time_match_a_batch():
         e.load()
         e.write_tensor("a", np.linspace(-1, 1, 16))
         e.run(0)
-        return e.read_tensor("b"), e.compiled.steps[0].tile_cycles
+        return e.read_tensor("b"), e.compiled.steps[0].cost.tile_cycles
 
     (b1, c1), (b2, c2) = build(True), build(False)
     assert np.array_equal(b1, np.maximum(np.linspace(-1, 1, 16, dtype=np.float32), 0).reshape(8, 2))

@@ -101,8 +101,8 @@ def test_compute_step_cycles_flops_and_total():
     leaf = e.compiled.steps[0]
     assert leaf.type == "OnTileExecute"
     # n = 2: 6 x (29 + 1 x 3) + 11 = 203, + 30 supervisor = 233 on each tile
-    assert leaf.tile_cycles.tolist() == [233] * 4
-    assert leaf.flops.tolist() == [2] * 4  # one FLOP per element added
+    assert leaf.cost.tile_cycles.tolist() == [233] * 4
+    assert leaf.cost.flops.tolist() == [2] * 4  # one FLOP per element added
     assert e.runs[0].cycles == 233
     e._report_written = True  # nothing to write in this test
 
@@ -121,14 +121,14 @@ def test_exchange_bytes_cycles_code_and_sync():
     assert e.read_tensor("out").tolist() == [-1, -2, -3, -4]
     sync, exch, compute = e.compiled.steps
     assert (sync.type, exch.type, compute.type) == ("Sync", "DoExchange", "OnTileExecute")
-    assert sync.tile_cycles.tolist() == [126] * 4
-    assert exch.bytes_in.tolist() == [0, 16, 0, 0]
-    assert exch.bytes_out.tolist() == [16, 0, 0, 0]
-    assert exch.tile_cycles.tolist() == [68, 68, 0, 0]  # ceil(16*16/64) + 64
+    assert sync.cost.tile_cycles.tolist() == [126] * 4
+    assert exch.cost.bytes_in.tolist() == [0, 16, 0, 0]
+    assert exch.cost.bytes_out.tolist() == [16, 0, 0, 0]
+    assert exch.cost.tile_cycles.tolist() == [68, 68, 0, 0]  # ceil(16*16/64) + 64
     # tile 0 sends c[0:4] as one region, tile 1 receives it as one: 4 x (6 + 1) = 28 B each
-    assert exch.code_bytes.tolist() == [28, 28, 0, 0]
+    assert exch.cost.code_bytes.tolist() == [28, 28, 0, 0]
     # UnaryOp1D<NEGATE,float> n=4, unrolled loop (c=2, u=2): 6 x (17 + ceil(ceil(4/6)/2) x 2) + 20 = 134, + 30
-    assert compute.tile_cycles.tolist() == [0, 164, 0, 0]
+    assert compute.cost.tile_cycles.tolist() == [0, 164, 0, 0]
     assert e.runs == [] and e.total_runs == 1
     # BSP: 126 + 68 + 278
     assert int(e._clock.max()) == 126 + 68 + 164
@@ -295,10 +295,10 @@ def test_on_tile_copies_cost_a_memcpy_and_one_descriptor_per_region():
     e.run(0)
     assert e.read_tensor("b").tolist() == [0, 1, 2, 3] and e.read_tensor("c").tolist() == [0, 4, 1, 5]
     first, second = e.compiled.steps  # no remote bytes: no sync, no exchange, only the memcpy
-    assert first.tile_cycles.tolist() == [288 + 2, 0, 0, 0]  # 288 + ceil(16 / 8) (ref §3.4 [3P])
+    assert first.cost.tile_cycles.tolist() == [288 + 2, 0, 0, 0]  # 288 + ceil(16 / 8) (ref §3.4 [3P])
     # a[0] -> b is one contiguous region; the transposed view is 4 regions of one element
-    assert first.descriptor_bytes.tolist() == [8, 0, 0, 0]
-    assert second.descriptor_bytes.tolist() == [32, 0, 0, 0]
+    assert first.cost.descriptor_bytes.tolist() == [8, 0, 0, 0]
+    assert second.cost.descriptor_bytes.tolist() == [32, 0, 0, 0]
     assert _categories(e, 0)[("copyDescriptor", True)] == 40
 
 
@@ -320,8 +320,8 @@ def test_a_variable_copied_into_its_clone_costs_what_an_element_by_element_copy_
     e.run(0)
     assert e.read_tensor("twin").tolist() == e.read_tensor("other").tolist() == list(range(12))
     whole, by_element = e.compiled.steps
-    assert whole.descriptor_bytes.tolist() == by_element.descriptor_bytes.tolist() == [16, 8, 0, 0]
-    assert whole.tile_cycles.tolist() == by_element.tile_cycles.tolist() == [288 + 4, 288 + 2, 0, 0]
+    assert whole.cost.descriptor_bytes.tolist() == by_element.cost.descriptor_bytes.tolist() == [16, 8, 0, 0]
+    assert whole.cost.tile_cycles.tolist() == by_element.cost.tile_cycles.tolist() == [288 + 4, 288 + 2, 0, 0]
 
 
 @pytest.mark.parametrize("ipus", [1, 2])
@@ -352,7 +352,7 @@ def test_a_whole_variable_copy_is_planned_by_pieces_as_element_by_element(ipus):
     assert [st.type for st in by_pieces] == [st.type for st in by_element]
     for x, y in zip(by_pieces, by_element, strict=True):
         for field in ("tile_cycles", "bytes_in", "bytes_out", "code_bytes", "descriptor_bytes"):
-            vx, vy = getattr(x, field), getattr(y, field)
+            vx, vy = getattr(x.cost, field), getattr(y.cost, field)
             assert (vx is None) == (vy is None) and (vx is None or vx.tolist() == vy.tolist()), field
     assert any(st.type == ("GlobalExchange" if ipus == 2 else "DoExchange") for st in by_pieces)
 
@@ -371,12 +371,12 @@ def test_both_tiles_of_a_supertile_receiving_the_same_data_receive_it_twice_as_f
     e.compile()
     exch = e.compiled.steps[1]
     # multicast: tile 0 sends its 64 B once, all three tiles listen (docs/fidelity.md "Exchange model")
-    assert exch.bytes_in.tolist() == [0, 64, 64, 64] and exch.bytes_out.tolist() == [64, 0, 0, 0]
+    assert exch.cost.bytes_in.tolist() == [0, 64, 64, 64] and exch.cost.bytes_out.tolist() == [64, 0, 0, 0]
     # tile 1 (supertile 0, alone) receives 64 B: ceil(16*64/64) + 64 = 80; tiles 2 and 3 (supertile 1)
     # both receive the same 64 B at twice the rate: as 32 B, 72 cycles; tile 0 sends 64 B once: 80
-    assert exch.tile_cycles.tolist() == [80, 80, 72, 72]
+    assert exch.cost.tile_cycles.tolist() == [80, 80, 72, 72]
     # one region sent (once) by tile 0, one received by each of the others: 4 x (6 + 1) = 28 B each
-    assert exch.code_bytes.tolist() == [28, 28, 28, 28]
+    assert exch.cost.code_bytes.tolist() == [28, 28, 28, 28]
 
 
 def test_general_data_past_the_interleaved_start_skips_the_interleaved_arena():

@@ -36,5 +36,5 @@ def node_cycles(model: ImportedModel) -> np.ndarray:
     for step in compiled.steps[first : last + 1]:  # steps of one inference (thousands at most)
         node = owner[step.debug_context_id] if step.debug_context_id >= 0 else -1
         if node >= 0 and step.type in (StepType.ON_TILE_EXECUTE, StepType.DO_EXCHANGE):
-            out[node] += float(step.tile_cycles.max())
+            out[node] += float(step.cost.tile_cycles.max())
     return out
