@@ -60,7 +60,7 @@ def test_exporter_style_bert_layer_matches_onnxruntime(opset: int, batch: int | 
 def test_folding_follows_the_declared_opset() -> None:
     # Unsqueeze with an axes attribute (opset 11) on host values: onnx.reference evaluated it with
     # the newest opset before (TypeError "Issues with types ... attributes ['axes']")
-    from profiler.frontends.onnx.builder import _fold
+    from profiler.frontends.onnx.importer import _fold
 
     node = helper.make_node("Unsqueeze", ["x"], ["y"], axes=[0], name="Unsqueeze_13")
     (y,) = _fold(node, [np.array(3, np.int64)], 11)
@@ -212,18 +212,18 @@ def test_batch_override_names_a_constant_joined_to_the_batch() -> None:
 
 
 def test_a_failure_outside_any_node_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    import profiler.frontends.onnx.builder as builder
+    import profiler.frontends.onnx.importer as importer
 
     def broken(*args, **kw):  # type: ignore[no-untyped-def]
         raise RuntimeError("unexpected\nsecond line")
 
-    monkeypatch.setattr(builder, "_input_specs", broken)
+    monkeypatch.setattr(importer, "_input_specs", broken)
     with pytest.raises(FrontendError, match=r"^model 'alexnet_style': import failed: RuntimeError: unexpected$"):
         import_model(load_model(alexnet_style(9)), TARGET)
 
 
 def test_a_fold_that_onnx_reference_cannot_do_falls_back_to_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
-    import profiler.frontends.onnx.builder as builder
+    import profiler.frontends.onnx.importer as importer
 
     def no_reference(node, inputs, opset):  # type: ignore[no-untyped-def]
         raise NotImplementedError(f"no {node.op_type} at opset {opset}")  # as for an old operator version
@@ -232,7 +232,7 @@ def test_a_fold_that_onnx_reference_cannot_do_falls_back_to_the_device(monkeypat
     nodes = [helper.make_node("Relu", ["w"], ["rw"], name="relu_w"), helper.make_node("Add", ["x", "rw"], ["y"])]
     model = _tiny(nodes, inits)
     model.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 3
-    monkeypatch.setattr(builder, "_fold", no_reference)
+    monkeypatch.setattr(importer, "_fold", no_reference)
     got, want = run_and_reference(model)
     np.testing.assert_allclose(got["y"], want["y"])
     # a node the handler cannot take either: the fold's error, one line

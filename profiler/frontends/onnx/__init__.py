@@ -17,8 +17,10 @@ from profiler.engine.engine import Engine
 from profiler.multi_ipu.pipeline import Pipeline
 
 from . import examples
-from .builder import ImportedModel, IOSpec, import_model
-from .model import FrontendError, UnsupportedError, load_model, opset_version
+from .builder import ImportedModel, IOSpec
+from .errors import FrontendError, UnsupportedError
+from .importer import import_model
+from .model import load_model, opset_version
 from .operators import SUPPORTED
 
 

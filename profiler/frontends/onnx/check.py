@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from .model import FrontendError, _first_line
+from .errors import FrontendError, first_line
 
 DEFAULT_TOLERANCE = 1e-3
 
@@ -44,7 +44,7 @@ def reference_run(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> tu
             outs = sess.run(names, dict(feeds))
             return dict(zip(names, (np.asarray(o) for o in outs), strict=True)), f"onnxruntime {ort.__version__}"
         except Exception as exc:  # e.g. an IR version newer than the installed onnxruntime reads
-            fallback = _first_line(exc)
+            fallback = first_line(exc)
     else:
         fallback = ""
     from onnx.reference import ReferenceEvaluator
@@ -54,7 +54,7 @@ def reference_run(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> tu
             outs = ReferenceEvaluator(model).run(names, dict(feeds))
     except Exception as exc:
         why = f"; onnxruntime: {fallback}" if fallback else ""
-        raise FrontendError(f"--check: the reference runtime cannot run the model: {_first_line(exc)}{why}") from None
+        raise FrontendError(f"--check: the reference runtime cannot run the model: {first_line(exc)}{why}") from None
     return dict(zip(names, (np.asarray(o) for o in outs), strict=True)), f"onnx.reference {onnx.__version__}"
 
 

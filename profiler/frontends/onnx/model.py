@@ -2,51 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import onnx
 from onnx import shape_inference
 
+from .errors import FrontendError, UnsupportedError, first_line
+from .operators import HANDLERS
+
 # Issue 5 asks for opset 9 and newer; the handlers also follow opsets 6-8 (their differences, such
 # as the legacy broadcast/axis attributes of binary ops, are handled), so those import too.
 MIN_OPSET = 6
-
-
-class FrontendError(ValueError):
-    """The model cannot be imported; ``str(e)`` is one line saying what and where."""
-
-
-class UnsupportedError(FrontendError):
-    """Operators (or operator attributes) the importer does not support.
-
-    ``items`` lists (op type, node name, reason) of every unsupported node found."""
-
-    def __init__(self, items: list[tuple[str, str, str]], opset: int | None = None) -> None:
-        self.items, self.opset = items, opset
-        by_op: dict[str, list[str]] = {}
-        for op_type, node, reason in items:
-            op, why = printable(op_type), printable(reason)
-            by_op.setdefault(op + (f" ({why})" if why else ""), []).append(printable(node))
-        parts = [f"{op} at {', '.join(nodes[:5])}{' ...' if len(nodes) > 5 else ''}" for op, nodes in by_op.items()]
-        at = f" (model opset {opset})" if opset is not None else ""
-        super().__init__(f"unsupported ONNX operator(s): {'; '.join(parts)}{at}")
-
-
-def printable(text: object, limit: int = 120) -> str:
-    """A name from a model, safe for a one-line message: decoded (protobuf hands invalid UTF-8
-    back as bytes), control characters escaped, and cut to ``limit`` characters."""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    s = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
-    return s if len(s) <= limit else s[: limit - 3] + "..."
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()
-    return type(exc).__name__
 
 
 def load_model(source: str | Path | onnx.ModelProto, check_operators: bool = True) -> onnx.ModelProto:
@@ -63,22 +31,30 @@ def load_model(source: str | Path | onnx.ModelProto, check_operators: bool = Tru
         try:
             model = onnx.load(str(path), load_external_data=True)
         except Exception as exc:  # protobuf DecodeError and friends: not ONNX or truncated
-            raise FrontendError(f"{where}: not a readable ONNX model ({_first_line(exc)})") from None
+            raise FrontendError(f"{where}: not a readable ONNX model ({first_line(exc)})") from None
         if not model.graph.node and not model.graph.output:
             raise FrontendError(f"{where}: not an ONNX model (no graph)")
     if check_operators:  # before the checker, which stops at the first operator it does not know
-        from .builder import check_supported
-        from .operators import HANDLERS
-
         check_supported(model, HANDLERS)
     try:
         onnx.checker.check_model(model)
     except Exception as exc:
-        raise FrontendError(f"{where}: invalid ONNX model: {_first_line(exc)}") from None
+        raise FrontendError(f"{where}: invalid ONNX model: {first_line(exc)}") from None
     version = opset_version(model)
     if version < MIN_OPSET:
         raise FrontendError(f"{where}: opset {version} is too old; tilescope imports opset {MIN_OPSET} and newer")
     return model
+
+
+def check_supported(model: onnx.ModelProto, handlers: Mapping[str, Any]) -> None:
+    """UnsupportedError listing every node whose operator has no handler (all at once)."""
+    bad = [
+        (n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}", n.name or f"#{i}", "")
+        for i, n in enumerate(model.graph.node)
+        if n.domain not in ("", "ai.onnx") or n.op_type not in handlers
+    ]
+    if bad:
+        raise UnsupportedError(bad, opset_version(model))
 
 
 def opset_version(model: onnx.ModelProto) -> int:
@@ -129,7 +105,7 @@ def override_batch(model: onnx.ModelProto, batch: int | None) -> onnx.ModelProto
     try:
         return infer_shapes(m)
     except Exception as exc:
-        raise FrontendError(f"model {model.graph.name!r}: shape inference failed: {_first_line(exc)}") from None
+        raise FrontendError(f"model {model.graph.name!r}: shape inference failed: {first_line(exc)}") from None
 
 
 # Floating-point initializers of more than this many elements are left out of the copy shape

@@ -20,24 +20,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from profiler.poplar.graph import Graph
 from profiler.poplar.layout import Affine
 from profiler.poplar.programs import Call, Copy, WriteUndef
 from profiler.poplar.programs import Sequence as Prog
 from profiler.poplar.tensor import Tensor
-from report_format.vocabulary import Layer
 
-if TYPE_CHECKING:
-    from profiler.poplar.graph import Graph
-
-    from .builder import Builder, CreatedWeight, Value
-
-LAYER = Layer.ONNX  # builder.LAYER (the importer's debug-context layer)
+from .builder import LAYER, Builder, CreatedWeight, Value
+from .operators import HANDLERS
 
 # a block must hold at least one of these: outlining a run of cheap elementwise nodes saves little
 # code and costs a copy per input (PopART weighs each op's subgraph value; matmuls weigh most)
@@ -407,8 +403,6 @@ def _rebuilt_weights(
     values (the first block's tensors standing in for its device inputs) and everything it added to
     the graph and the builder is taken back. Each weight it made is paired, in order, with the first
     block's; None unless the same weights (shape, type) and the same constants came out."""
-    from .operators import HANDLERS
-
     g = b.graph
     lens = (len(g.variables), len(g.compute_sets), len(g.streams), len(g.debug_contexts), len(g.functions))
     keys = (set(g.host_reads), set(g.host_writes), set(b.weights), set(b._materialized), set(b._used))

@@ -1,0 +1,308 @@
+"""Importing an ONNX model: each node folded on the host (constant folding, onnx.reference) or built
+on the device by its operator handler, on its IPU, inside its debug context; the model's inputs and
+outputs as host streams (``import_model``)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from profiler import ops
+from profiler.chip.targets import Target
+from profiler.host.allocator import heap_only
+from profiler.multi_ipu import sharding
+from profiler.ops.core import linear_tiles
+from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION
+from profiler.poplar.graph import Graph
+from profiler.poplar.programs import Copy
+from profiler.poplar.programs import Sequence as Prog
+from profiler.poplar.tensor import Tensor
+
+from .builder import LAYER, SMALL_CONSTANT, Builder, ImportedModel, IOSpec, Value, device_dtype, elem_np_dtype
+from .errors import FrontendError, Unsupported, UnsupportedError, printable
+from .model import check_supported, opset_version, override_batch
+from .operators import HANDLERS
+from .outline import build_repeat, find_repeat
+from .split import node_cycles
+
+
+def _fold(node: onnx.NodeProto, inputs: list[Any], opset: int) -> list[np.ndarray]:
+    """Run one node on the host with onnx.reference (constant folding), with the semantics of the
+    model's declared opset: the node goes into a one-node graph evaluated under ``opset`` (a bare
+    NodeProto is evaluated with the newest opset, whose Unsqueeze/Squeeze/ReduceX take axes as an
+    input, not the attribute that opset 7-12 exports carry)."""
+    from onnx.reference import ReferenceEvaluator
+
+    feeds = {name: np.asarray(v) for name, v in zip(node.input, inputs, strict=True) if name}
+    vis = [
+        helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(v.dtype), None) for name, v in feeds.items()
+    ]
+    outs = [helper.make_empty_tensor_value_info(o) for o in node.output if o]
+    graph = helper.make_graph([node], "fold", vis, outs)
+    ev = ReferenceEvaluator(graph, opsets={"": opset})
+    with np.errstate(all="ignore"):
+        results = ev.run(None, feeds)
+    by_name = dict(zip([o for o in node.output if o], results, strict=True))
+    return [np.asarray(by_name[o]) if o else None for o in node.output]  # type: ignore[misc]
+
+
+def _empty_outputs(node: onnx.NodeProto, args: list[Any], opset: int) -> list[np.ndarray] | None:
+    """A node with an empty input (a dimension of 0) and device inputs: its outputs when they are all
+    empty too (then they hold no data and are exact as host values), else None. The node runs on the
+    host with zeros standing in for the device inputs: only the output shapes are used."""
+    if not any(a is not None and int(np.prod(_value_shape(a), dtype=np.int64)) == 0 for a in args):
+        return None
+    if all(a is None or isinstance(a, np.ndarray) for a in args):
+        return None  # folded as usual
+    if any(isinstance(a, Tensor) and a.dtype.kind in "iu" for a in args[1:]):
+        return None  # may be shape-like (axes, shapes, indices): zeros would not stand in for them
+    stand_in = [np.zeros(a.shape, a.dtype) if isinstance(a, Tensor) else a for a in args]
+    try:
+        outs = _fold(node, stand_in, opset)
+    except Exception:
+        return None  # the handler reports what it cannot do
+    if all(o is None or o.size == 0 for o in outs):
+        return outs
+    return None
+
+
+def _value_shape(v: Value) -> tuple[int, ...]:
+    return v.shape if isinstance(v, Tensor) else np.shape(v)
+
+
+def _message(exc: BaseException) -> str:
+    """The first non-blank line of ``exc``'s message ("" when it has none: the callers name its type)."""
+    for line in str(exc).splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def node_error(name: str, op_type: str, opset: int, exc: BaseException) -> FrontendError:
+    """One line naming the node, its operator and opset, and what went wrong (never a traceback)."""
+    what = _message(exc)
+    kind = type(exc).__name__
+    if not isinstance(exc, (ops.OpError, ValueError, IndexError)) or not what:
+        what = f"{kind}: {what}" if what else kind
+    return FrontendError(f"node {printable(name)!r} ({printable(op_type)}, opset {opset}): {printable(what, 200)}")
+
+
+def _input_specs(model: onnx.ModelProto, half: bool) -> list[IOSpec]:
+    init = {t.name for t in model.graph.initializer}
+    specs = []
+    for vi in model.graph.input:
+        if vi.name in init:
+            continue
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type"):
+            raise FrontendError(f"input {vi.name!r}: only tensor inputs are supported")
+        dims = []
+        for i, d in enumerate(tt.shape.dim):
+            if d.HasField("dim_value") and d.dim_value >= 0:  # 0: an empty input (a host value, see below)
+                dims.append(d.dim_value)
+            elif i == 0:
+                dims.append(1)  # a symbolic batch dimension defaults to 1 (override with batch=)
+            else:
+                raise FrontendError(
+                    f"input {vi.name!r}: dimension {i} is symbolic ({d.dim_param or '?'}); give the model fixed shapes"
+                )
+        host = elem_np_dtype(tt.elem_type)
+        specs.append(IOSpec(vi.name, tuple(dims), host, device_dtype(host, half)))
+    return specs
+
+
+def _on_ipu(g: Graph, ipu: int | None) -> contextlib.AbstractContextManager[Any]:
+    """The node's virtual graph (one IPU of a sharded model), or nothing on one IPU."""
+    return contextlib.nullcontext() if ipu is None else g.virtual_graph(ipu)
+
+
+def import_model(
+    model: onnx.ModelProto,
+    target: Target,
+    batch_size: int | None = None,
+    dtype: str = "float32",
+    weights: str = "variables",
+    progress: Callable[[int, int], None] | None = None,
+    split: str = "memory",
+    partials: str = "float32",
+    available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
+    outline: bool = False,
+) -> ImportedModel:
+    """Build ``model`` (already loaded and checked) on a new graph for ``target``;
+    ``progress(done, total)`` after each node; on several IPUs ``split`` says what the automatic
+    split balances (profiler.multi_ipu.sharding: "memory" or "compute"). ``partials`` is the type matmuls and
+    convolutions accumulate partial sums in: float32 (PopLibs' and PopART's default) or float16
+    (what ByteMLPerf's IPU backend compiles with through PopRT). ``available_memory_proportion`` is
+    the share of a tile's memory their plans may take for temporaries (PopLibs' and PopART's
+    availableMemoryProportion, default 0.6; lower it when a model runs out of tile memory, as
+    ByteMLPerf's BERT on C600 runs at 0.4). ``outline``: build the longest run of identical blocks of
+    nodes (a transformer's layers) once, as a function each block calls with copies in and out
+    (PopART's outlining; profiler.frontends.onnx.outline); one IPU, weights as variables. Off by
+    default: PopART outlines smaller pieces, weighing what the copies cost. Every failure is a
+    FrontendError (one line; nodes are named with their operator and opset) or a HostMemoryError,
+    never another exception."""
+    try:
+        with heap_only():  # the graph's large temporaries reused, not faulted in afresh (profiler.host.allocator)
+            return _import_model(
+                model, target, batch_size, dtype, weights, progress, split, partials, available_memory_proportion,
+                outline,
+            )  # fmt: skip
+    except (FrontendError, MemoryError):
+        raise
+    except Exception as exc:  # outside any node (batch tracing, inputs, outputs): still one line
+        what = _message(exc)
+        raise FrontendError(
+            f"model {model.graph.name!r}: import failed: {type(exc).__name__}{': ' + what if what else ''}"
+        ) from None
+
+
+def _import_model(
+    model: onnx.ModelProto,
+    target: Target,
+    batch_size: int | None,
+    dtype: str,
+    weights: str,
+    progress: Callable[[int, int], None] | None,
+    split: str = "memory",
+    partials: str = "float32",
+    available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
+    outline: bool = False,
+) -> ImportedModel:
+    if dtype not in ("float32", "float16"):
+        raise FrontendError(f"dtype must be float32 or float16, got {dtype!r}")
+    if partials not in ("float32", "float16"):
+        raise FrontendError(f"partials must be float32 or float16, got {partials!r}")
+    if not 0 < available_memory_proportion <= 1:
+        raise FrontendError(f"availableMemoryProportion must be in (0, 1], got {available_memory_proportion}")
+    if weights not in ("variables", "constants"):
+        raise FrontendError(f"weights must be 'variables' or 'constants', got {weights!r}")
+    if outline and weights != "variables":
+        raise FrontendError("outline needs weights as variables: each block's own weights are copied into the body's")
+    per_replica = target.num_ipus // max(target.num_replicas, 1)
+    if outline and per_replica > 1:
+        raise FrontendError(f"outline builds on one IPU; the model would be split over {per_replica}")
+    check_supported(model, HANDLERS)
+    model = override_batch(model, batch_size)
+    half = dtype == "float16"
+    opset = opset_version(model)
+    g = Graph(target)
+    weights_prog, prog = Prog(name="WeightsFromHost"), Prog(name="Inference")
+    b = Builder(g, prog, weights_prog, opset, half, weights, partials, available_memory_proportion)
+    # several IPUs: each node on its IPU (manual __ipu_number attributes, else balanced by ``split``)
+    sharding.check_split(split)
+    costs = None
+    if split == "compute" and g.target.num_ipus > 1 and sharding.manual_ipus(model) is None:
+        # the memory split, compiled: each node's simulated cycles
+        costs = node_cycles(
+            _import_model(
+                model, target, batch_size, dtype, weights, None, "memory", partials, available_memory_proportion
+            )
+        )
+    ipus = (
+        sharding.assign_ipus(model, g.target.num_ipus, costs) if g.target.num_ipus > 1 else None
+    )  # one replica's IPUs
+    try:
+        inputs = _input_specs(model, half)
+    except Unsupported as exc:
+        raise UnsupportedError([("(graph input)", "model inputs", str(exc))]) from None
+    for t in model.graph.initializer:
+        try:
+            b.values[t.name] = b.host(t.name, numpy_helper.to_array(t))
+        except (ValueError, TypeError, KeyError, IndexError) as exc:  # dims that do not match its data, ...
+            raise FrontendError(f"initializer {printable(t.name)!r}: {printable(_message(exc), 200)}") from None
+    for spec in inputs:
+        if 0 in spec.shape:  # no elements, so no data: a host value, and nodes on it fold on the host
+            b.values[spec.name] = b.host(spec.name, np.zeros(spec.shape, spec.host_dtype))
+            continue
+        with _on_ipu(g, ipus[0] if ipus else None):  # inputs arrive on the first node's IPU
+            x = g.add_variable(spec.device_dtype, spec.shape, spec.name)
+            g.set_tile_mapping(x, linear_tiles(x.numel(), g.target.num_tiles))
+        prog.add(Copy(g.add_host_to_device_fifo(spec.name, spec.device_dtype, list(spec.shape)), x, name=spec.name))
+        b.values[spec.name] = x
+    folded = 0
+
+    def build_node(i: int) -> tuple[list[Any], bool]:
+        """Node ``i`` folded on the host or built on the device (its outputs into ``b.values``):
+        (its arguments, whether they were all host values)."""
+        nonlocal folded
+        node = model.graph.node[i]
+        name = node.name or f"{node.op_type}_{i}"
+        args = [b.values.get(n) if n else None for n in node.input]
+        if ipus:  # inputs held on another IPU cross once, by an inter-IPU copy (PopART's IpuCopy)
+            args = [b.to_ipu(a, ipus[i]) if isinstance(a, Tensor) else a for a in args]
+        missing = [n for n, a in zip(node.input, args, strict=True) if n and a is None]
+        if missing:
+            raise FrontendError(f"node {name!r} ({node.op_type}): input(s) {missing} are not defined")
+        on_host = all(a is None or isinstance(a, np.ndarray) for a in args)
+        try:
+            empty = _empty_outputs(node, args, opset)
+            if empty is not None:  # an empty input whose outputs are all empty: nothing to compute
+                outs: list[Value | None] = list(empty)
+                folded += 1
+                on_host = True
+            elif on_host:
+                try:
+                    outs = list(_fold(node, args, opset))
+                    folded += 1
+                except Exception as exc:
+                    # onnx.reference lacks some old operator versions: the device handler (which
+                    # follows the model's opset) computes the value instead, else the fold's error
+                    try:
+                        with (
+                            _on_ipu(g, ipus[i] if ipus else None),
+                            g.debug_context(name, op_type=node.op_type, layer=LAYER),
+                        ):
+                            outs = HANDLERS[node.op_type](b, node, args)
+                    except Exception:
+                        raise exc from None
+            else:
+                with _on_ipu(g, ipus[i] if ipus else None), g.debug_context(name, op_type=node.op_type, layer=LAYER):
+                    outs = HANDLERS[node.op_type](b, node, args)
+        except Unsupported as exc:
+            raise UnsupportedError([(node.op_type, name, str(exc))], opset) from None
+        except FrontendError:
+            raise
+        except MemoryError:  # HostMemoryError: one line already, the caller reports it
+            raise
+        except Exception as exc:  # anything else (a handler's or onnx.reference's bug) is still one line
+            raise node_error(name, node.op_type, opset, exc) from None
+        for out_name, v in zip(node.output, outs, strict=False):
+            if out_name:
+                b.values[out_name] = b.host(out_name, v) if isinstance(v, np.ndarray) else v  # type: ignore[assignment]
+        return args, on_host
+
+    n_nodes = len(model.graph.node)
+    rep = find_repeat(model, SMALL_CONSTANT) if outline else None
+    i = 0
+    while i < n_nodes:
+        if rep is not None and i == rep.start:
+            build_repeat(b, model, rep, build_node, progress)
+            i = rep.end
+            continue
+        build_node(i)
+        i += 1
+        if progress is not None:
+            progress(i, n_nodes)
+    outputs, host_outputs = [], {}
+    for vi in model.graph.output:
+        v = b.values.get(vi.name)
+        if v is None:
+            raise FrontendError(f"model output {printable(vi.name)!r} is not computed by any node")
+        host = elem_np_dtype(vi.type.tensor_type.elem_type)
+        if isinstance(v, Tensor):
+            stream = g.add_device_to_host_fifo(vi.name, v.dtype, list(v.shape))
+            prog.add(Copy(v, stream, name=vi.name))
+            outputs.append(IOSpec(vi.name, v.shape, host, v.dtype))
+        else:
+            host_outputs[vi.name] = np.asarray(v).astype(host)
+            outputs.append(IOSpec(vi.name, np.shape(v), host, host))
+    batch = inputs[0].shape[0] if inputs and inputs[0].shape else 1
+    return ImportedModel(g, [weights_prog, prog], inputs, outputs, b.weights, host_outputs, batch, opset,
+                         model.graph.name or "onnx", len(model.graph.node), folded, onnx_model=model,
+                         info={"node_ipus": ipus or [0] * len(model.graph.node),
+                               "overflowed": sorted(set(b.overflowed))})  # fmt: skip
