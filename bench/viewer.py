@@ -6,7 +6,7 @@ It calls the same functions the Dash callbacks call (layouts, callbacks, views, 
 order a user meets them, so "first" timings include reading the tables they need (cold caches).
 Targets (issue 6): under 1 s each, under 5 MB per figure.
 
-    python bench/viewer.py                       # writes the POD16 report under /tmp (~1 min once)
+    python bench/viewer.py                       # writes the POD16 report under /tmp (~5 s once)
     python bench/viewer.py --report PATH         # an existing report
     python bench/viewer.py --quick               # 2 IPUs x 1472 tiles, 2,000 steps
 """

@@ -1,6 +1,7 @@
-"""Every fabricated report (the synthetic reports, the tests' hand-made ones) is written by one
-builder, ``report_format.builder.ReportBuilder``: a column added to the schema is added once, and
-every fabricated report still writes, with the column's default."""
+"""Every fabricated report (the synthetic reports, the tests' hand-made ones) is a spec written by
+one fabricator, ``report_format.fabricate.write_report``, through one builder,
+``report_format.builder.ReportBuilder``: a column added to the schema is added once, and every
+fabricated report still writes, with the column's default."""
 
 from __future__ import annotations
 
@@ -16,13 +17,14 @@ from report_format.builder import with_defaults
 from report_format.errors import ReportError
 
 ROOT = Path(__file__).resolve().parents[2]
-FABRICATORS = ("report_format/synthetic.py", "tests/app/small_report.py", "tests/compare/compare_builders.py")
+SPECS = ("report_format/synthetic.py", "tests/app/small_report.py", "tests/compare/compare_builders.py")
 
 
-def test_every_fabricator_writes_through_the_builder() -> None:
-    for path in FABRICATORS:
+def test_every_fabricated_report_is_a_spec_written_by_the_one_fabricator() -> None:
+    assert "ReportBuilder(" in (ROOT / "report_format/fabricate.py").read_text()
+    for path in SPECS:
         text = (ROOT / path).read_text()
-        assert "ReportBuilder(" in text and "ReportWriter(" not in text, path
+        assert "write_report(" in text and "ReportBuilder(" not in text and "ReportWriter(" not in text, path
 
 
 def test_a_new_column_needs_no_change_in_any_fabricator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
