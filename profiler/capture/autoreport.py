@@ -21,7 +21,7 @@ from report_format.writer import ReportWriter
 
 if TYPE_CHECKING:
     from profiler.capture.options import EngineOptions
-    from profiler.compiler.compile import CompiledGraph
+    from profiler.compiler.compile import CompiledGraph, Node
     from profiler.compiler.liveness import Liveness
     from profiler.compiler.memory import MemoryLayout
     from profiler.poplar.graph import Graph
@@ -60,6 +60,21 @@ class Engine(Protocol):
     def step_durations(self, executed: np.ndarray) -> np.ndarray: ...
 
 
+def _compiled(engine: Engine) -> tuple[CompiledGraph, MemoryLayout, Liveness]:
+    """The engine's compiled graph, memory layout and liveness (``Engine.compile`` sets all three;
+    ``write_report`` compiles first)."""
+    c, mem, live = engine.compiled, engine.memory, engine.liveness
+    if c is None or mem is None or live is None:
+        raise RuntimeError("capture: the engine is not compiled")
+    return c, mem, live
+
+
+def _tile_cycles(step: Node) -> np.ndarray:
+    """A step's estimated cycles per tile (the compiler gives every step them, zeros at least)."""
+    assert step.tile_cycles is not None, f"step {step.id} has no tile cycles"
+    return step.tile_cycles
+
+
 TILE_CYCLES_CHUNK_STEPS = 1024
 _DIRECTORIES: dict[str, list[int]] = {}  # report directory -> ids of engines that wrote there
 
@@ -81,10 +96,10 @@ def report_directory(engine: Engine, directory: str | None = None) -> Path:
 
 def _step_stats(engine: Engine) -> dict[str, np.ndarray]:
     """Per step and IPU: active tiles, balances, data in/out, FLOPs (static for a step)."""
-    c = engine.compiled
+    c = _compiled(engine)[0]
     t = engine.graph.target
     nl, ni, tpi = len(c.steps), t.num_ipus, t.tiles_per_ipu
-    cyc = np.stack([st.tile_cycles for st in c.steps]).reshape(nl, ni, tpi) if nl else np.zeros((0, ni, tpi))
+    cyc = np.stack([_tile_cycles(st) for st in c.steps]).reshape(nl, ni, tpi) if nl else np.zeros((0, ni, tpi))
     mx = cyc.max(axis=2)
     active = (cyc > 0).sum(axis=2)
     total = cyc.sum(axis=2)
@@ -113,7 +128,8 @@ def _step_stats(engine: Engine) -> dict[str, np.ndarray]:
 
 
 def _graph_tables(engine: Engine, w: ReportWriter) -> None:
-    c, g, mem, live = engine.compiled, engine.graph, engine.memory, engine.liveness
+    c, mem, live = _compiled(engine)
+    g = engine.graph
     t = g.target
     opts = engine.options
     w.write("tile_memory", mem.tile_memory)
@@ -139,7 +155,7 @@ def _graph_tables(engine: Engine, w: ReportWriter) -> None:
         if nd.is_step:
             xb = nd.code_bytes if nd.code_bytes is not None else np.zeros(n, np.int64)
             code_bytes.append(int(xb.sum()) + control_code_bytes(nd) * n)
-            est.append(int(nd.tile_cycles.max()) if opts.include_cycle_estimates and n else 0)
+            est.append(int(_tile_cycles(nd).max()) if opts.include_cycle_estimates and n else 0)
         else:
             code_bytes.append(control_code_bytes(nd) * n)
             est.append(0)
@@ -209,7 +225,7 @@ def _graph_tables(engine: Engine, w: ReportWriter) -> None:
             "flops": cat(lambda p: p.v_flops) if opts.include_flop_estimates else cat(lambda p: p.v_flops) * 0,
         })  # fmt: skip
     for st in c.steps:
-        if st.bytes_in is None:
+        if st.bytes_in is None or st.bytes_out is None:  # not an exchange (the compiler sets both)
             continue
         code = st.code_bytes if st.code_bytes is not None else np.zeros(n, np.int64)
         tiles = np.flatnonzero((st.bytes_in > 0) | (st.bytes_out > 0) | (code > 0))
@@ -244,7 +260,7 @@ def _graph_tables(engine: Engine, w: ReportWriter) -> None:
 
 
 def _execution_tables(engine: Engine, w: ReportWriter) -> None:
-    c = engine.compiled
+    c = _compiled(engine)[0]
     t = engine.graph.target
     ni = t.num_ipus
     stats = _step_stats(engine)
@@ -368,7 +384,7 @@ def _multi_ipu_tables(engine: Engine, w: ReportWriter) -> None:
         "first_ipu": np.arange(replicas, dtype=np.int32) * ipr,
         "profiled": np.arange(replicas) == engine.profiled_replica,
     })  # fmt: skip
-    c = engine.compiled
+    c = _compiled(engine)[0]
     cols: dict[str, list[int]] = {k: [] for k in ("program_id", "stage", "ipu", "micro_batches", "compute_cycles",
                                                   "busy_cycles")}  # fmt: skip
     nodes = {nd.id: nd for nd in c.nodes}
