@@ -40,6 +40,7 @@ test: install-test browser-deps
 lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 samples: install
 	$(BIN)/tilescope demo --no-serve

@@ -97,7 +97,7 @@ def _ids_exist(report: Report, table: str, column: str, key_table: str, key: str
         return
     values = report.table(table, [column]).column(0)
     if allow_none:
-        values = pc.filter(values, pc.not_equal(values, -1))
+        values = pc.filter(values, pc.not_equal(values, pa.scalar(-1)))
     known = report.table(key_table, [key]).column(0)
     missing = pc.filter(values, pc.invert(pc.is_in(values, value_set=known.combine_chunks())))
     if len(missing):

@@ -14,6 +14,7 @@ import json
 from dataclasses import fields
 from functools import cached_property
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -243,7 +244,7 @@ class Report:
     def execution_steps(self, run: int | None = None) -> pd.DataFrame:
         t = self.table("execution_steps")
         if run is not None:
-            t = t.filter(pc.equal(t["run"], run))
+            t = t.filter(pc.equal(t["run"], pa.scalar(run)))
         return t.to_pandas()
 
     def truncations(self) -> pd.DataFrame:
@@ -277,7 +278,7 @@ class Report:
                 take = min(last_row - row, batch.num_rows - start)
                 if take <= 0:
                     raise ReportError(fpath, f"batch {b} holds {batch.num_rows} rows; expected {batch_rows}")
-                col = batch.column(3)
+                col = cast(pa.ListArray, batch.column(3))  # list<int32>: its type is checked on open
                 # Fast path: a whole batch's values are contiguous (rows have fixed width).
                 col = col if (start == 0 and take == batch.num_rows) else col.slice(start, take)
                 values = col.flatten().to_numpy(zero_copy_only=False)

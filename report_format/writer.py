@@ -28,7 +28,7 @@ import tempfile
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
@@ -37,7 +37,7 @@ from report_format import ownership, schema
 from report_format.errors import ReportError
 
 TableData = pa.Table | pa.RecordBatch | Mapping[str, Any]
-_COMPRESSION = "zstd"
+_COMPRESSION: Final = "zstd"
 
 
 def default_producer() -> dict[str, str]:
@@ -197,8 +197,8 @@ def _signals_deferred() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-        for sig in dict.fromkeys(held):
-            signal.raise_signal(sig)
+        for signum in dict.fromkeys(held):
+            signal.raise_signal(signum)
 
 
 def _umask() -> int:
@@ -314,11 +314,16 @@ class ReportWriter:
             raise
 
     # -- content ---------------------------------------------------------------------------
-    def _file(self, name: str) -> _TableFile:
-        if self._done:
+    def _directory(self) -> Path:
+        """The temporary directory the report is written in, until it is committed or aborted."""
+        if self._done or self._tmp is None:
             raise ReportError(self.destination, "writer already committed or aborted")
+        return self._tmp
+
+    def _file(self, name: str) -> _TableFile:
+        tmp = self._directory()
         if name not in self._files:
-            self._files[name] = _TableFile(self._tmp / f"{name}{schema.TABLE_SUFFIX}", name, self.producer)
+            self._files[name] = _TableFile(tmp / f"{name}{schema.TABLE_SUFFIX}", name, self.producer)
         return self._files[name]
 
     def write(self, name: str, data: TableData) -> None:
@@ -345,8 +350,7 @@ class ReportWriter:
     # -- finishing ---------------------------------------------------------------------------
     def commit(self) -> Path:
         """Finish every table, write the manifest, and move the report into place."""
-        if self._done:
-            raise ReportError(self.destination, "writer already committed or aborted")
+        tmp = self._directory()
         try:
             for name in schema.TABLE_NAMES:  # tables never written are present and empty
                 self._file(name)
@@ -372,12 +376,12 @@ class ReportWriter:
                 "info": self.info,
                 "tables": tables,
             }
-            mpath = self._tmp / schema.MANIFEST_NAME
+            mpath = tmp / schema.MANIFEST_NAME
             with open(mpath, "w", encoding="utf-8") as f:
                 json.dump(manifest, f, indent=1, sort_keys=True, default=_json_default)
                 f.flush()
                 os.fsync(f.fileno())
-            _fsync_dir(self._tmp)
+            _fsync_dir(tmp)
             with _signals_deferred():
                 self._move_into_place()
         except OSError as exc:  # a full disk, a directory made read-only meanwhile...

@@ -61,6 +61,15 @@ class Engine(Protocol):
     def step_durations(self, executed: np.ndarray) -> np.ndarray: ...
 
 
+def _compiled(engine: Engine) -> tuple[CompiledGraph, MemoryLayout, Liveness]:
+    """The engine's compiled graph, memory layout and liveness (``Engine.compile`` sets all three;
+    ``write_report`` compiles first)."""
+    c, mem, live = engine.compiled, engine.memory, engine.liveness
+    if c is None or mem is None or live is None:
+        raise RuntimeError("capture: the engine is not compiled")
+    return c, mem, live
+
+
 TILE_CYCLES_CHUNK_STEPS = 1024
 _DIRECTORIES: dict[str, list[int]] = {}  # report directory -> ids of engines that wrote there
 
@@ -82,7 +91,7 @@ def report_directory(engine: Engine, directory: str | None = None) -> Path:
 
 def _step_stats(engine: Engine) -> dict[str, np.ndarray]:
     """Per step and IPU: active tiles, balances, data in/out, FLOPs (static for a step)."""
-    c = engine.compiled
+    c = _compiled(engine)[0]
     t = engine.graph.target
     nl, ni, tpi = len(c.steps), t.num_ipus, t.tiles_per_ipu
     cyc = np.stack([st.cost.tile_cycles for st in c.steps]).reshape(nl, ni, tpi) if nl else np.zeros((0, ni, tpi))
@@ -114,7 +123,8 @@ def _step_stats(engine: Engine) -> dict[str, np.ndarray]:
 
 
 def _graph_tables(engine: Engine, w: ReportWriter) -> None:
-    c, g, mem, live = engine.compiled, engine.graph, engine.memory, engine.liveness
+    c, mem, live = _compiled(engine)
+    g = engine.graph
     t = g.target
     opts = engine.options
     w.write("tile_memory", mem.tile_memory)
@@ -246,7 +256,7 @@ def _graph_tables(engine: Engine, w: ReportWriter) -> None:
 
 
 def _execution_tables(engine: Engine, w: ReportWriter) -> None:
-    c = engine.compiled
+    c = _compiled(engine)[0]
     t = engine.graph.target
     ni = t.num_ipus
     stats = _step_stats(engine)
@@ -370,7 +380,7 @@ def _multi_ipu_tables(engine: Engine, w: ReportWriter) -> None:
         "first_ipu": np.arange(replicas, dtype=np.int32) * ipr,
         "profiled": np.arange(replicas) == engine.profiled_replica,
     })  # fmt: skip
-    c = engine.compiled
+    c = _compiled(engine)[0]
     cols: dict[str, list[int]] = {k: [] for k in ("program_id", "stage", "ipu", "micro_batches", "compute_cycles",
                                                   "busy_cycles")}  # fmt: skip
     nodes = {nd.id: nd for nd in c.nodes}
@@ -380,7 +390,9 @@ def _multi_ipu_tables(engine: Engine, w: ReportWriter) -> None:
         # inference pipeline; in a training pipeline (profiler.multi_ipu.pipeline_training) once per pipeline
         # cycle it takes part in (the main phase is a Repeat), so its cycles are averaged over the
         # micro-batches (fill, drain and the weight update included)
-        runs = _executions(nodes, c.steps[a : b + 1], node_id) * nodes[node_id].repeat_count
+        body = nodes[node_id]
+        assert isinstance(body, ControlNode)  # a pipeline's body is a Repeat
+        runs = _executions(nodes, c.steps[a : b + 1], node_id) * body.repeat_count
         held = engine.step_durations(steps) * runs[:, None] / micro_batches
         compute = (held * engine.computes[steps][:, None]).sum(axis=0)
         busy_steps = held > 0
@@ -402,7 +414,7 @@ def _executions(nodes: dict[int, Any], steps: list[Any], top: int) -> np.ndarray
     for i, st in enumerate(steps):  # steps of one pipeline (tens to thousands), at capture only
         node = nodes[st.parent_id]
         while node.id != top:
-            if node.type == ControlType.REPEAT:
+            if isinstance(node, ControlNode) and node.type == ControlType.REPEAT:
                 out[i] *= node.repeat_count
             node = nodes[node.parent_id]
     return out

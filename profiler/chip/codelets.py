@@ -220,10 +220,22 @@ class _Elementwise(Codelet):
         with np.errstate(all="ignore"):
             return {"out": self.fn(*(values[f] for f in self.inputs)).astype(dt, copy=False)}
 
-    def vertex_bytes(self, shapes, dtypes, params, target):  # type: ignore[override]
+    def vertex_bytes(
+        self,
+        shapes: Mapping[str, tuple[int, ...]],
+        dtypes: Mapping[str, np.dtype],
+        params: Mapping[str, Any],
+        target: Target,
+    ) -> VertexBytes:
         return VertexBytes(elementwise_state_bytes(self.arity))
 
-    def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
+    def estimate(
+        self,
+        shapes: Mapping[str, tuple[int, ...]],
+        dtypes: Mapping[str, np.dtype],
+        params: Mapping[str, Any],
+        target: Target,
+    ) -> tuple[int, int]:
         n, dt = _n(shapes["out"]), dtypes["out"]
         if self.arity == 1:
             return int(cost_model.unary_cycles(self.op, n, dt, target)), int(cost_model.unary_flops(self.op, n, dt))
@@ -237,15 +249,21 @@ class _ScaledAdd(Codelet):
     inputs = ("deltas",)
     inouts = ("data",)
 
-    def type_name(self, dtypes):  # type: ignore[override]
+    def type_name(self, dtypes: Mapping[str, np.dtype]) -> str:
         return f"{self.name}<{dtypes['data'].name}>"
 
-    def run_batch(self, values, params):  # type: ignore[override]
+    def run_batch(self, values: dict[str, np.ndarray], params: Mapping[str, Any]) -> dict[str, np.ndarray]:
         scale = params.get("scale", 1.0)
         data = values["data"]
         return {"data": (data + scale * values["deltas"]).astype(data.dtype, copy=False)}
 
-    def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
+    def estimate(
+        self,
+        shapes: Mapping[str, tuple[int, ...]],
+        dtypes: Mapping[str, np.dtype],
+        params: Mapping[str, Any],
+        target: Target,
+    ) -> tuple[int, int]:
         n, dt = _n(shapes["data"]), dtypes["data"]
         return int(cost_model.scaled_add_cycles(n, dt, target)), int(cost_model.scaled_add_flops(n, dt))
 
@@ -256,14 +274,20 @@ class _Fill(Codelet):
     kind = "Vertex"  # PopLibs' Fill is a worker vertex (cost_model.fill_cycles)
     outputs = ("out",)
 
-    def type_name(self, dtypes):  # type: ignore[override]
+    def type_name(self, dtypes: Mapping[str, np.dtype]) -> str:
         return f"{self.name}<{dtypes['out'].name}>"
 
-    def run_batch(self, values, params):  # type: ignore[override]
+    def run_batch(self, values: dict[str, np.ndarray], params: Mapping[str, Any]) -> dict[str, np.ndarray]:
         out = values["out"]
         return {"out": np.full(out.shape, params.get("value", 0), dtype=out.dtype)}
 
-    def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
+    def estimate(
+        self,
+        shapes: Mapping[str, tuple[int, ...]],
+        dtypes: Mapping[str, np.dtype],
+        params: Mapping[str, Any],
+        target: Target,
+    ) -> tuple[int, int]:
         return int(cost_model.fill_cycles(_n(shapes["out"]), dtypes["out"], target)), 0
 
 
@@ -276,14 +300,20 @@ class _Copy(Codelet):
     inputs = ("in",)
     outputs = ("out",)
 
-    def type_name(self, dtypes):  # type: ignore[override]
+    def type_name(self, dtypes: Mapping[str, np.dtype]) -> str:
         a, b = dtypes["in"].name, dtypes["out"].name
         return f"popops::Cast<{a},{b}>" if a != b else f"{self.name}<{a}>"
 
-    def run_batch(self, values, params):  # type: ignore[override]
+    def run_batch(self, values: dict[str, np.ndarray], params: Mapping[str, Any]) -> dict[str, np.ndarray]:
         return {"out": values["in"].astype(values["out"].dtype).reshape(values["out"].shape)}
 
-    def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
+    def estimate(
+        self,
+        shapes: Mapping[str, tuple[int, ...]],
+        dtypes: Mapping[str, np.dtype],
+        params: Mapping[str, Any],
+        target: Target,
+    ) -> tuple[int, int]:
         n, a, b = _n(shapes["out"]), dtypes["in"], dtypes["out"]
         if a != b:
             return int(cost_model.cast_cycles(n, a, b, target)), int(cost_model.unary_flops("cast", n, a, b))
@@ -301,10 +331,10 @@ class _Reduce(Codelet):
     def __init__(self, name: str, op: str, fn: Callable[..., np.ndarray]) -> None:
         self.name, self.op, self.fn = name, op, fn
 
-    def type_name(self, dtypes):  # type: ignore[override]
+    def type_name(self, dtypes: Mapping[str, np.dtype]) -> str:
         return f"{self.name}<{dtypes['in'].name},{dtypes['out'].name}>"
 
-    def check_fields(self, where, shapes, params):  # type: ignore[override]
+    def check_fields(self, where: str, shapes: Mapping[str, tuple[int, ...]], params: Mapping[str, Any]) -> None:
         super().check_fields(where, shapes, params)
         n_in, n_out = _n(shapes["in"]), _n(shapes["out"])
         if n_out == 0 or n_in % n_out:
@@ -312,7 +342,7 @@ class _Reduce(Codelet):
                 f"compute set {where!r}: {self.name} needs len(in) a multiple of len(out), got {n_in} and {n_out}"
             )
 
-    def run_batch(self, values, params):  # type: ignore[override]
+    def run_batch(self, values: dict[str, np.ndarray], params: Mapping[str, Any]) -> dict[str, np.ndarray]:
         v, out = values["in"], values["out"]
         grouped = v.reshape(v.shape[0], int(np.prod(out.shape[1:], dtype=np.int64)), -1)
         return {
@@ -321,7 +351,13 @@ class _Reduce(Codelet):
             .reshape(out.shape)
         }
 
-    def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
+    def estimate(
+        self,
+        shapes: Mapping[str, tuple[int, ...]],
+        dtypes: Mapping[str, np.dtype],
+        params: Mapping[str, Any],
+        target: Target,
+    ) -> tuple[int, int]:
         n_in, n_out = _n(shapes["in"]), _n(shapes["out"])
         cyc = cost_model.reduce_cycles(self.op, n_in, n_out, dtypes["in"], target)
         return int(cyc), int(cost_model.reduce_flops(self.op, n_in, n_out, dtypes["in"]))
@@ -340,16 +376,16 @@ class _MatMul(Codelet):
         self.outputs = () if accumulate else ("out",)
         self.inouts = ("out",) if accumulate else ()
 
-    def type_name(self, dtypes):  # type: ignore[override]
+    def type_name(self, dtypes: Mapping[str, np.dtype]) -> str:
         return f"{self.name}<{dtypes['a'].name},{dtypes['out'].name}>"
 
-    def check_fields(self, where, shapes, params):  # type: ignore[override]
+    def check_fields(self, where: str, shapes: Mapping[str, tuple[int, ...]], params: Mapping[str, Any]) -> None:
         super().check_fields(where, shapes, params)
         a, b, o = shapes["a"], shapes["b"], shapes["out"]
         if len(a) != 2 or len(b) != 2 or len(o) != 2 or a[1] != b[0] or o != (a[0], b[1]):
             raise ValueError(f"compute set {where!r}: {self.name} needs a[m,k], b[k,n], out[m,n]; got {a}, {b}, {o}")
 
-    def run_batch(self, values, params):  # type: ignore[override]
+    def run_batch(self, values: dict[str, np.ndarray], params: Mapping[str, Any]) -> dict[str, np.ndarray]:
         out = values["out"]
         acc = np.float64 if out.dtype.kind == "f" else np.int64
         prod = np.matmul(values["a"].astype(acc), values["b"].astype(acc))
@@ -357,7 +393,13 @@ class _MatMul(Codelet):
             prod += out
         return {"out": prod.astype(out.dtype)}
 
-    def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
+    def estimate(
+        self,
+        shapes: Mapping[str, tuple[int, ...]],
+        dtypes: Mapping[str, np.dtype],
+        params: Mapping[str, Any],
+        target: Target,
+    ) -> tuple[int, int]:
         (m, k), (_, n) = shapes["a"], shapes["b"]
         dt = dtypes["a"]
         if dt.kind == "f":  # AMP with float partials (PopLibs' default partials type, ref §4.7)

@@ -25,8 +25,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from profiler.chip.targets import Target
+
+# Work sizes a cost function takes: an integer array (vectorised) or one count.
+Counts = np.ndarray | int
 
 # -- element types -------------------------------------------------------------------------------
 # Canonical names; Poplar's and numpy's spellings are accepted (np.dtype objects too).
@@ -45,20 +49,20 @@ _FLOAT_TYPES = frozenset({"float32", "float16", "float8"})
 DATAPATH_BYTES = 8
 
 
-def dtype_name(dtype: object) -> str:
+def dtype_name(dtype: DTypeLike) -> str:
     """Canonical element-type name ("float32", "float16", "float8", "int32", ...)."""
-    key = dtype if isinstance(dtype, str) else np.dtype(dtype).name  # type: ignore[call-overload]
+    key = dtype if isinstance(dtype, str) else np.dtype(dtype).name
     name = _DTYPE_ALIASES.get(str(key).strip().lower())
     if name is None:
         raise ValueError(f"cost model: unknown element type {dtype!r}; known: {', '.join(sorted(_DTYPE_ALIASES))}")
     return name
 
 
-def elem_bytes(dtype: object) -> int:
+def elem_bytes(dtype: DTypeLike) -> int:
     return _ELEM_BYTES[dtype_name(dtype)]
 
 
-def vector_width(dtype: object) -> int:
+def vector_width(dtype: DTypeLike) -> int:
     """Elements per 64-bit load (ref §3 notation vw: 4 for half, 2 for float)."""
     return DATAPATH_BYTES // elem_bytes(dtype)
 
@@ -202,7 +206,7 @@ def _unary_inner(loop: _Loop, n: np.ndarray, vw: int) -> np.ndarray:
 
 
 def unary_cycles(
-    op: str, n: np.ndarray, dtype: object, target: Target, in_place: bool = False, to_dtype: object | None = None
+    op: str, n: Counts, dtype: DTypeLike, target: Target, in_place: bool = False, to_dtype: DTypeLike | None = None
 ) -> np.ndarray:
     """UnaryOp1D(InPlace) MultiVertex over ``n`` elements (ref §3.1). ``op="cast"`` needs ``to_dtype``."""
     name, dt = _op_name(op), dtype_name(dtype)
@@ -227,7 +231,7 @@ def _binary_inner(name: str, loop: _Loop, n: np.ndarray, dt: str) -> np.ndarray:
     return _cdiv(n, max(loop.unroll, 1)) * loop.cycles
 
 
-def binary_cycles(op: str, n: np.ndarray, dtype: object, target: Target, in_place: bool = False) -> np.ndarray:
+def binary_cycles(op: str, n: Counts, dtype: DTypeLike, target: Target, in_place: bool = False) -> np.ndarray:
     """BinaryOp1D / BinaryOp1DInPlace MultiVertex over ``n`` elements (ref §3.1)."""
     name, dt = _op_name(op), dtype_name(dtype)
     n = _i64(n, "element counts")
@@ -237,9 +241,7 @@ def binary_cycles(op: str, n: np.ndarray, dtype: object, target: Target, in_plac
     return w * (base + _binary_inner(name, loop, _cdiv(n, w), dt)) + BASIC_OP_SUPERVISOR_OVERHEAD
 
 
-def broadcast_scalar_cycles(
-    op: str, n: np.ndarray, dtype: object, target: Target, in_place: bool = False
-) -> np.ndarray:
+def broadcast_scalar_cycles(op: str, n: Counts, dtype: DTypeLike, target: Target, in_place: bool = False) -> np.ndarray:
     """Broadcast-scalar 1D MultiVertex (tensor op scalar) over ``n`` elements (ref §3.1).
 
     W*(20 + ceil(ceil(n/W)/g)*(c + o)) + 11 with g = vw for natural ops (else the unroll factor)
@@ -280,7 +282,7 @@ CAST_SUPERVISOR = 12  # Cast1D = 12 + W*(core(ceil(n/W)) + 18)
 CAST_WORKER_OVERHEAD = 18
 
 
-def cast_cycles(n: np.ndarray, from_dtype: object, to_dtype: object, target: Target) -> np.ndarray:
+def cast_cycles(n: Counts, from_dtype: DTypeLike, to_dtype: DTypeLike, target: Target) -> np.ndarray:
     """Cast1D MultiVertex (ref §3.3): 12 + W*(core(ceil(n/W)) + 18)."""
     n = _i64(n, "element counts")
     w = target.num_worker_contexts
@@ -288,7 +290,7 @@ def cast_cycles(n: np.ndarray, from_dtype: object, to_dtype: object, target: Tar
     return CAST_SUPERVISOR + w * (core + CAST_WORKER_OVERHEAD)
 
 
-def scaled_add_cycles(n: np.ndarray, dtype: object, target: Target, subtract: bool = False) -> np.ndarray:
+def scaled_add_cycles(n: Counts, dtype: DTypeLike, target: Target, subtract: bool = False) -> np.ndarray:
     """ScaledAdd supervisor vertex, data += scale * deltas, same types (ref §3.2,
     PerformanceEstimation.cpp::getScaledArithmeticSupervisorCycleEstimate).
 
@@ -309,7 +311,7 @@ def scaled_add_cycles(n: np.ndarray, dtype: object, target: Target, subtract: bo
     return supervisor + w * worker
 
 
-def fill_cycles(n: np.ndarray, dtype: object, target: Target) -> np.ndarray:
+def fill_cycles(n: Counts, dtype: DTypeLike, target: Target) -> np.ndarray:
     """Fill worker vertex over ``n`` elements (ref §3.3, PerformanceEstimation.cpp).
 
     float (and other 4-byte types): 16 + ceil(n/vw) + 6; half: 26 + ceil(n/4) (15 and 21 for 1 and 2
@@ -331,7 +333,7 @@ MEMCPY_BYTES_PER_CYCLE = 8
 MEMCPY_CALL_CYCLES = 288
 
 
-def copy_cycles(n_bytes: np.ndarray, target: Target) -> np.ndarray:
+def copy_cycles(n_bytes: Counts, target: Target) -> np.ndarray:
     """On-tile copy (memcpy by all workers) of ``n_bytes``: 288 + ceil(bytes/8) [3P]; 0 bytes costs 0."""
     n_bytes = _i64(n_bytes, "byte counts")
     return np.where(n_bytes > 0, MEMCPY_CALL_CYCLES + _cdiv(n_bytes, MEMCPY_BYTES_PER_CYCLE), 0)
@@ -355,7 +357,7 @@ def _reduce_op(op: str) -> str:
     return name
 
 
-def reduce_cycles(op: str, n_in: np.ndarray, n_out: np.ndarray, dtype: object, target: Target) -> np.ndarray:
+def reduce_cycles(op: str, n_in: Counts, n_out: Counts, dtype: DTypeLike, target: Target) -> np.ndarray:
     """A single-worker Reduce vertex folding ``n_in`` inputs into ``n_out`` outputs (one region,
     n_in/n_out partials per output) (ref §3.5).
 
@@ -396,7 +398,7 @@ CONTINUOUS_REDUCE_PER_OUTPUT = 12
 CONTINUOUS_REDUCE_BASE = 10 + 7  # set-up, then call / return
 
 
-def continuous_reduce_cycles(op: str, n_partials: np.ndarray, n_outputs: np.ndarray, dtype: object) -> np.ndarray:
+def continuous_reduce_cycles(op: str, n_partials: Counts, n_outputs: Counts, dtype: DTypeLike) -> np.ndarray:
     """A ContinuousReduce vertex: ``n_outputs`` outputs of ``n_partials`` contiguous partials each:
     outputs x (partials // min(accumulator width, data-path elements)) + 2 if partials is odd
     + 12 per output + 17. (PopLibs' estimator passes numOutputsM1 for the output count; the vertex's
@@ -436,7 +438,7 @@ def _acc_width(partials: str) -> int:
     return 8 if elem_bytes(partials) <= 2 else 4
 
 
-def conv_reduce_single_input(outputs: np.ndarray, depth: int, partials_dtype: object, target: Target) -> np.ndarray:
+def conv_reduce_single_input(outputs: Counts, depth: int, partials_dtype: DTypeLike, target: Target) -> np.ndarray:
     """Whether PopLibs reduces a tile's ``outputs`` outputs of ``depth`` partials with the single-input
     ReduceAdd (poplin/ConvReduce.cpp, enableFastReduce off): its outputs fill whole accumulator
     vectors (4 float / 8 half partials) and the ``depth - 1`` exchanged partials, rounded up to whole
@@ -450,11 +452,11 @@ def conv_reduce_single_input(outputs: np.ndarray, depth: int, partials_dtype: ob
 
 
 def conv_reduce_cycles(
-    outputs: np.ndarray,
+    outputs: Counts,
     depth: int,
-    partials_dtype: object,
+    partials_dtype: DTypeLike,
     target: Target,
-    out_dtype: object | None = None,
+    out_dtype: DTypeLike | None = None,
     single: np.ndarray | bool | None = None,
 ) -> np.ndarray:
     """One tile reducing ``depth`` partials into each of its ``outputs`` outputs (of ``out_dtype``,
@@ -530,7 +532,7 @@ AMP_SUPERVISOR_RETENTION = 9
 AMP_CALIBRATION_CYCLES = 25
 
 
-def amp_config(dtype: object, partials_dtype: object, target: Target) -> AmpConfig:
+def amp_config(dtype: DTypeLike, partials_dtype: DTypeLike, target: Target) -> AmpConfig:
     """AMP vertex parameters, derived so that one position per core loop runs at the target's peak rate.
 
     ref §3.7: half/half uses 16 conv units, half/float and float 8 (tessellate: 16 for half->half,
@@ -556,7 +558,7 @@ def _amp_worker(n: np.ndarray, core: int, zero: bool) -> np.ndarray:
 
 
 def amp_matmul_cycles(
-    rows: np.ndarray, in_chans: int, out_chans: int, dtype: object, partials_dtype: object, target: Target
+    rows: Counts, in_chans: int, out_chans: int, dtype: DTypeLike, partials_dtype: DTypeLike, target: Target
 ) -> np.ndarray:
     """One ConvPartial1x1Out (AMP) supervisor vertex computing ``[rows, in_chans] x [in_chans, out_chans]``
     on one tile (ref §3.7): rows are the output field positions, split evenly over the workers;
@@ -626,8 +628,8 @@ def nx1_worklist_entries(rows: int, row_width: int, workers: int) -> int:
 
 
 def amp_nx1_cycles(
-    rows: np.ndarray, row_width: int, kernel: tuple[int, int], in_chans: np.ndarray, out_chans: np.ndarray,
-    dtype: object, partials_dtype: object, target: Target,
+    rows: Counts, row_width: int, kernel: tuple[int, int], in_chans: np.ndarray, out_chans: np.ndarray,
+    dtype: DTypeLike, partials_dtype: DTypeLike, target: Target,
 ) -> np.ndarray:  # fmt: skip
     """One ConvPartialnx1 supervisor vertex (plus the partials' zeroing PopLibs costs with it) on one tile:
     ``rows`` output positions (consecutive, in output rows of ``row_width``), ``in_chans`` columns of the
@@ -684,7 +686,7 @@ HMAC_DOT_OVERHEAD = 6
 
 
 def mac_matmul_cycles(
-    rows: np.ndarray, in_chans: int, out_chans: int, dtype: object, partials_dtype: object, target: Target
+    rows: Counts, in_chans: int, out_chans: int, dtype: DTypeLike, partials_dtype: DTypeLike, target: Target
 ) -> np.ndarray:
     """A 1x1 HMAC-style supervisor vertex ``[rows, in_chans] x [in_chans, out_chans]`` (ref §3.7), the
     fallback for channel counts too small for AMP; also used [INF] for integer types.
@@ -703,7 +705,7 @@ def mac_matmul_cycles(
     return outer + w * worker
 
 
-def peak_flops_per_cycle(dtype: object, partials_dtype: object, target: Target) -> float:
+def peak_flops_per_cycle(dtype: DTypeLike, partials_dtype: DTypeLike, target: Target) -> float:
     """Peak FLOPs per tile per cycle for an input/partials type pair (ref §1 AMP peak rows)."""
     dt, pt = dtype_name(dtype), dtype_name(partials_dtype)
     rates = {
@@ -782,7 +784,7 @@ EXCHANGE_CODE_STEP_INSTRUCTIONS = 6
 EXCHANGE_CODE_INSTRUCTIONS_PER_REGION = 1
 
 
-def exchange_code_bytes(regions_sent: np.ndarray, regions_received: np.ndarray, target: Target) -> np.ndarray:
+def exchange_code_bytes(regions_sent: Counts, regions_received: Counts, target: Target) -> np.ndarray:
     """Per tile: instructionBytes x (6 + regions sent (multicast counted once) + regions received) on
     tiles taking part in the exchange step; 0 elsewhere."""
     sent, received = _i64(regions_sent, "regions sent"), _i64(regions_received, "regions received")
@@ -790,7 +792,7 @@ def exchange_code_bytes(regions_sent: np.ndarray, regions_received: np.ndarray, 
     return np.where(sent + received > 0, target.instruction_bytes * n, 0)
 
 
-def exchange_cycles(bytes_in: np.ndarray, bytes_out: np.ndarray, target: Target) -> np.ndarray:
+def exchange_cycles(bytes_in: Counts, bytes_out: Counts, target: Target) -> np.ndarray:
     """Per tile: ceil(16*max(in, out) / round(16*exchangeBytesPerCycle)) (ExchangeEstimator.hpp's
     fixed-point form, ref §3.8) + EXCHANGE_FIXED_CYCLES on tiles that send or receive; 0 elsewhere.
     Supertile-shared receives (2x rate, ref §3.8) are the caller's to fold into ``bytes_in``; so is
@@ -802,7 +804,7 @@ def exchange_cycles(bytes_in: np.ndarray, bytes_out: np.ndarray, target: Target)
     return np.where(b > 0, _cdiv(16 * b, rate16) + EXCHANGE_FIXED_CYCLES, 0)
 
 
-def global_exchange_cycles(bytes_: np.ndarray, target: Target) -> np.ndarray:
+def global_exchange_cycles(bytes_: Counts, target: Target) -> np.ndarray:
     """Inter-IPU exchange of ``bytes_`` per IPU over IPU-Links (ref §1 "IPU-Link"); 0 bytes costs 0."""
     b = _i64(bytes_, "bytes")
     link = np.ceil(b / target.ipu_link_bytes_per_cycle).astype(np.int64)
@@ -843,7 +845,7 @@ _REDUCE_OP_FLOPS = {"add": 1, "multiply": 1, "maximum": 1, "minimum": 1, "square
 _REDUCE_OP_FLOPS |= {"logical_and": 0, "logical_or": 0}
 
 
-def unary_flops(op: str, n: np.ndarray, dtype: object = "float32", to_dtype: object | None = None) -> np.ndarray:
+def unary_flops(op: str, n: Counts, dtype: DTypeLike = "float32", to_dtype: DTypeLike | None = None) -> np.ndarray:
     """FLOPs of a unary op over ``n`` elements; a cast counts 1 per element if either type is FP."""
     name, dt = _op_name(op), dtype_name(dtype)
     n = _i64(n, "element counts")
@@ -853,14 +855,14 @@ def unary_flops(op: str, n: np.ndarray, dtype: object = "float32", to_dtype: obj
     return n * int(_is_float(dt) and name not in _UNARY_ZERO_FLOPS)
 
 
-def binary_flops(op: str, n: np.ndarray, dtype: object = "float32") -> np.ndarray:
+def binary_flops(op: str, n: Counts, dtype: DTypeLike = "float32") -> np.ndarray:
     """FLOPs of a binary op over ``n`` elements (comparisons of FP inputs count 1)."""
     name, dt = _op_name(op), dtype_name(dtype)
     n = _i64(n, "element counts")
     return n * (_BINARY_FLOPS.get(name, 1) if _is_float(dt) else 0)
 
 
-def scaled_add_flops(n: np.ndarray, dtype: object = "float32") -> np.ndarray:
+def scaled_add_flops(n: Counts, dtype: DTypeLike = "float32") -> np.ndarray:
     """ScaledAdd: 2 FLOPs per element (ref §3.2, §3.6)."""
     return _i64(n, "element counts") * (2 if _is_float(dtype_name(dtype)) else 0)
 
@@ -876,7 +878,7 @@ POOL_CHAN_GROUP_CYCLES = 2 + 2 + 2 + 2 + 4 + 1
 POOL_VECTOR_CYCLES = 2 + 1
 
 
-def pool_cycles(is_max: bool, rows: int, segments: int, channels: int, kernel: int, dtype: object) -> int:
+def pool_cycles(is_max: bool, rows: int, segments: int, channels: int, kernel: int, dtype: DTypeLike) -> int:
     """One worker's pooling of ``rows`` output positions (lying in ``segments`` output rows) over
     ``channels`` channels in one channel group and a ``kernel``-element window: one work item per
     segment and kernel position, each a repeat loop over its outputs per 64-bit channel vector."""
@@ -888,7 +890,7 @@ def pool_cycles(is_max: bool, rows: int, segments: int, channels: int, kernel: i
 
 
 def reduce_flops(
-    op: str, n_in: np.ndarray, n_out: np.ndarray | int = 1, dtype: object = "float32", is_update: bool = False
+    op: str, n_in: Counts, n_out: Counts = 1, dtype: DTypeLike = "float32", is_update: bool = False
 ) -> np.ndarray:
     """(partials + isUpdate - 1) * outputs * opFlops, partials = n_in / n_out (ref §3.6)."""
     name, dt = _reduce_op(op), dtype_name(dtype)
@@ -898,7 +900,7 @@ def reduce_flops(
     return (n_in + (int(is_update) - 1) * n_out) * _REDUCE_OP_FLOPS[name]
 
 
-def matmul_flops(m: np.ndarray, k: np.ndarray, n: np.ndarray) -> np.ndarray:
+def matmul_flops(m: Counts, k: Counts, n: Counts) -> np.ndarray:
     """``[m, k] x [k, n]``: one MAC (2 FLOPs) per m*k*n (ref §3.6, getNumberOfMACs in §3.7)."""
     return 2 * _i64(m, "m") * _i64(k, "k") * _i64(n, "n")
 
@@ -925,11 +927,18 @@ class CostOp:
 
     def __post_init__(self) -> None:
         key = _op_name(self.name)
-        known = {OpKind.UNARY: _UNARY, OpKind.BINARY: _BINARY, OpKind.CAST: {"cast": {}}}[OpKind(self.kind)]
+        tables: dict[OpKind, dict[str, dict[str, _Loop]]] = {
+            OpKind.UNARY: _UNARY,
+            OpKind.BINARY: _BINARY,
+            OpKind.CAST: {"cast": {}},
+        }
+        known = tables[OpKind(self.kind)]
         if key not in known:
             raise ValueError(f"cost model: unknown {self.kind} op {self.name!r}; known: {', '.join(sorted(known))}")
 
-    def cycles(self, n: np.ndarray, dtype: object, target: Target, in_place: bool = False, to_dtype: object = None):
+    def cycles(
+        self, n: Counts, dtype: DTypeLike, target: Target, in_place: bool = False, to_dtype: DTypeLike | None = None
+    ) -> np.ndarray:
         """Cycles of one vertex over ``n`` elements of ``dtype`` (``to_dtype``: a cast's result type)."""
         if self.kind == OpKind.UNARY:
             return unary_cycles(self.name, n, dtype, target, in_place=in_place)
@@ -937,7 +946,7 @@ class CostOp:
             return cast_cycles(n, dtype, dtype if to_dtype is None else to_dtype, target)
         return binary_cycles(self.name, n, dtype, target, in_place=in_place)
 
-    def flops(self, n: np.ndarray, dtype: object, to_dtype: object = None) -> np.ndarray:
+    def flops(self, n: Counts, dtype: DTypeLike, to_dtype: DTypeLike | None = None) -> np.ndarray:
         if self.kind == OpKind.UNARY:
             return unary_flops(self.name, n, dtype)
         if self.kind == OpKind.CAST:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 _ALIASES = {
     "float": "float32",
@@ -22,7 +23,7 @@ _ALIASES = {
 }
 
 
-def as_dtype(dtype: object) -> np.dtype:
+def as_dtype(dtype: DTypeLike) -> np.dtype:
     """Normalise a dtype given as a Poplar name ("FLOAT", "half"), a numpy dtype or a type."""
     if isinstance(dtype, str):
         key = dtype.strip().lower()
@@ -30,7 +31,7 @@ def as_dtype(dtype: object) -> np.dtype:
             raise ValueError(f"unknown element type {dtype!r}; known: {', '.join(sorted(_ALIASES))}")
         return np.dtype(_ALIASES[key])
     try:
-        dt = np.dtype(dtype)  # type: ignore[call-overload]
+        dt = np.dtype(dtype)
     except TypeError:
         raise ValueError(f"unknown element type {dtype!r}") from None
     if dt.name not in _ALIASES.values():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from report_format import schema
 
@@ -250,18 +251,19 @@ def _c600(num_ipus: int) -> Target:
     )  # fmt: skip
 
 
-def ipu_model(tiles_per_ipu: int = 4, bytes_per_tile: int = 65536, num_ipus: int = 1, **overrides: object) -> Target:
+def ipu_model(tiles_per_ipu: int = 4, bytes_per_tile: int = 65536, num_ipus: int = 1, **overrides: Any) -> Target:
     """A small configurable IPU-Model target for tests; GC200 constants otherwise.
 
     The interleaved region starts at half the tile (bank-aligned, the Mk1 layout of ref §1) unless
-    overridden. ``overrides`` replace any other field (e.g. ``clock_hz=1e9``).
+    overridden. ``overrides`` replace any other field (e.g. ``clock_hz=1e9``), each value of
+    its field's type (fields differ in type, hence ``Any``; the names are checked below).
     """
-    base = _mk2("IPUModel", overrides.get("clock_hz", GC200_CLOCK_HZ), num_ipus)  # type: ignore[arg-type]
+    base = _mk2("IPUModel", overrides.get("clock_hz", GC200_CLOCK_HZ), num_ipus)
     unknown = set(overrides) - {f.name for f in fields(Target)}
     if unknown:
         raise ValueError(f"ipu_model: unknown target field(s) {sorted(unknown)}")
     bank = max(1, min(MK2_BANK_BYTES, bytes_per_tile // 2))
-    values: dict[str, object] = {
+    values: dict[str, Any] = {
         "type": "IPUModel",
         "tiles_per_ipu": tiles_per_ipu,
         "bytes_per_tile": bytes_per_tile,

@@ -72,6 +72,7 @@ class Node:
     id: int
     parent_id: int
     child_index: int
+    type: ControlType | StepType
     name: str
     debug_context_id: int = -1
     # a node of a later call of a function: its code (exchange, control, descriptors) is the first

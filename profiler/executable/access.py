@@ -28,18 +28,27 @@ class Access:
 
     __slots__ = ("shape", "dtype", "groups", "strided", "window", "source", "flat_shape")
 
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    # (variable, positions in the view or None for all of them, element indices), by variable
+    groups: list[tuple[int, np.ndarray | None, np.ndarray]]
+    strided: tuple[int, int, tuple[int, ...], bool] | None  # var, offset, byte strides, writable
+    window: Window | None  # read by sliding windows (im2col)
+    source: Tensor | None
+    flat_shape: tuple[int, ...]  # a factored view is strided over its factor dims
+
     def __init__(self, t: Tensor) -> None:
         self.shape = t.shape
         self.dtype = t.dtype
-        self.source: Tensor | None = None
-        self.window = t._lay if isinstance(t._lay, Window) else None  # read by sliding windows (im2col)
+        self.source = None
+        self.window = t._lay if isinstance(t._lay, Window) else None
         if self.window is not None:
             self.strided, self.groups = None, []
             return
         t = t._explicit()
         single = t.single_variable()
-        self.strided: tuple[int, int, tuple[int, ...], bool] | None = None  # var, offset, byte strides, writable
-        self.flat_shape = self.shape  # a factored view is strided over its factor dims
+        self.strided = None
+        self.flat_shape = self.shape
         if single is not None:
             aff = t.affine
             if isinstance(t._lay, Factored):
@@ -55,7 +64,7 @@ class Access:
             # them then: 8 B per element held for every broadcast operand otherwise)
             self.source = t if self.strided else None
             idx = np.zeros(0, np.intp) if self.strided else t._idx.reshape(-1).astype(np.intp)
-            self.groups: list[tuple[int, np.ndarray | None, np.ndarray]] = [(single, None, idx)]
+            self.groups = [(single, None, idx)]
         else:
             var_ids, idx = t.elements()
             order = np.argsort(var_ids, kind="stable")
@@ -75,7 +84,8 @@ class Access:
 
     def _view(self, state: list[np.ndarray], writeable: bool, rows: slice | None = None) -> np.ndarray:
         """A strided access's numpy view of its variable (``rows`` of its flat view when given)."""
-        var, offset, strides, _ = self.strided  # type: ignore[misc]
+        assert self.strided is not None, "a strided access's view"
+        var, offset, strides, _ = self.strided
         view = np.lib.stride_tricks.as_strided(state[var][offset:], self.flat_shape, strides, writeable=writeable)
         return view if rows is None else view[rows]
 
@@ -148,20 +158,21 @@ def align_positionwise(fields: dict[str, Access], written: tuple[str, ...]) -> b
     copied through a transpose each way. Applies (and returns True) when every field is strided,
     the written ones one-to-one, and all have one shape; else leaves them as they are."""
     acc = list(fields.values())
-    if not written or any(a.strided is None for a in acc) or any(not fields[f].strided[3] for f in written):
+    laid = {f: a.strided for f, a in fields.items() if a.strided is not None}
+    if not written or len(laid) != len(fields) or any(not laid[f][3] for f in written):
         return False
     if len({a.shape for a in acc}) != 1 or int(np.prod(acc[0].shape, dtype=np.int64)) == 0:
         return False
     refined = _common_refinement([a.flat_shape for a in acc])
     if not refined:  # cuts that do not nest, or one element
         return False
-    strides = [_refined_strides(a.flat_shape, a.strided[2], refined) for a in acc]  # type: ignore[index]
+    strides = [_refined_strides(a.flat_shape, laid[f][2], refined) for f, a in fields.items()]
     lead = strides[acc.index(fields[written[0]])]
     order = sorted(range(len(refined)), key=lambda d: -lead[d])
     # in the written field's order, dims every field walks contiguously merged into one
     shape, merged = merged_dims(tuple(refined[d] for d in order), tuple(tuple(st[d] for d in order) for st in strides))
-    for a, st in zip(acc, merged, strict=True):
-        var, offset, _, one_to_one = a.strided  # type: ignore[misc]
+    for (f, a), st in zip(fields.items(), merged, strict=True):
+        var, offset, _, one_to_one = laid[f]
         a.shape = a.flat_shape = tuple(shape)
         a.strided = (var, offset, tuple(st), one_to_one)
     return True
@@ -237,10 +248,11 @@ def windows(
     nb, nc = _factor_dims(w)
     if xv.ndim != nb + nc + 2:
         xv = xv.reshape(w.x.shape)
-    convert = dtype is not None and dtype != xv.dtype and kh * kw > 1  # windows repeat elements: convert once
-    if ph or pw or convert:
+    # windows repeat elements: convert once
+    convert_to = dtype if dtype is not None and dtype != xv.dtype and kh * kw > 1 else None
+    if ph or pw or convert_to is not None:
         fill = state[w.pad_var][w.pad.offset] if w.pad is not None else 0  # every pad element holds the constant
-        xv = _padded(xv, dtype if convert else xv.dtype, ph, pw, fill, nb if channels_last else None)
+        xv = _padded(xv, xv.dtype if convert_to is None else convert_to, ph, pw, fill, nb if channels_last else None)
     win = np.lib.stride_tricks.sliding_window_view(xv, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(-2, -1))
     win = win[..., : (ho - 1) * sh + 1 : sh, : (wo - 1) * sw + 1 : sw, :, :][
         ..., ::dh, ::dw

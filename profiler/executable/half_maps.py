@@ -36,6 +36,9 @@ class BatchPlan(Protocol):
     @property
     def aligned_rows(self) -> int: ...
 
+    # this module's plans of the rows it has run, by (start, stop)
+    half_rows: dict[tuple[int, int], _RowsPlan]
+
 
 _HALF = np.dtype(np.float16)
 # op name -> (loop, op code constant of the loop or None)
@@ -61,7 +64,8 @@ def runs_on_halves(b: BatchPlan) -> bool:
     if any(a.dtype != _HALF or a.strided is None for a in fields.values()):
         return False
     accs = _in_order(b)
-    if any(a.strided[0] == accs[-1].strided[0] for a in accs[:-1]):  # type: ignore[index]
+    result_var = _strided(accs[-1])[0]
+    if any(_strided(a)[0] == result_var for a in accs[:-1]):
         return False
     shape, strides = _geometry(accs, slice(0, b.aligned_rows))[:2]
     if len(shape) > 3 or any(st[-1] != 1 for i, st in enumerate(strides) if i != 1):
@@ -76,11 +80,13 @@ def run_rows(b: BatchPlan, state: list[np.ndarray], rows: slice) -> bool:
     plan = b.half_rows.get((rows.start, rows.stop))
     if plan is None:  # the same chunks come back every run: their geometry is worked out once
         plan = b.half_rows[rows.start, rows.stop] = _RowsPlan.of(_in_order(b), rows)
-    buffers = [state[a.strided[0]].view(np.uint16) for a in _in_order(b)]  # type: ignore[index]
+    buffers = [state[_strided(a)[0]].view(np.uint16) for a in _in_order(b)]
     for x, o, s0, distinct, n2, r in plan.repeated:  # a broadcast operand's rows, r times each
         row = np.lib.stride_tricks.as_strided(buffers[x][o:], (distinct, n2), (s0 * _HALF.itemsize, _HALF.itemsize))
         buffers[x] = np.tile(row, (1, r)).reshape(-1)
-    name, code = LOOPS[b.codelet.half_op]  # type: ignore[index]
+    op = b.codelet.half_op
+    assert op is not None, "run_rows runs a batch runs_on_halves took"
+    name, code = LOOPS[op]
     loops = kernels()
     head = () if code is None else (getattr(loops, code),)
     loop = getattr(loops, name + "_per_row" if plan.per_row else name)
@@ -130,11 +136,17 @@ def _in_order(b: BatchPlan) -> list[Access]:
     return [b.fields[f] for f in (*c.inputs, c.outputs[0])]
 
 
+def _strided(a: Access) -> tuple[int, int, tuple[int, ...], bool]:
+    """The strided layout (variable, offset, byte strides, writable) every access of a batch run here has."""
+    assert a.strided is not None, "runs_on_halves takes strided fields only"
+    return a.strided
+
+
 def _geometry(accs: list[Access], rows: slice) -> tuple[tuple[int, ...], list[tuple[int, ...]], list[int]]:
     """The merged shape of ``rows`` of the accesses' (aligned) views, each one's element strides over
     it and element offset in its variable."""
     start, stop, _ = rows.indices(accs[0].flat_shape[0])
-    element = [tuple(s // _HALF.itemsize for s in a.strided[2]) for a in accs]  # type: ignore[index]
-    offsets = [a.strided[1] + start * st[0] for a, st in zip(accs, element, strict=True)]  # type: ignore[index]
+    element = [tuple(s // _HALF.itemsize for s in _strided(a)[2]) for a in accs]
+    offsets = [_strided(a)[1] + start * st[0] for a, st in zip(accs, element, strict=True)]
     shape, strides = merged_dims((stop - start, *accs[0].flat_shape[1:]), tuple(element))
     return shape, list(strides), offsets

@@ -14,6 +14,9 @@ Imported on first use (numba takes ~0.5 s to import); the compiled loops are cac
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import cast
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -21,23 +24,29 @@ from numba.extending import intrinsic
 
 
 @intrinsic
-def _half_bits(typingctx, x):  # type: ignore[no-untyped-def]
+def _half_bits_intrinsic(typingctx, x):
     """The half nearest ``x`` (a float32), as its 16 bits."""
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    def codegen(context, builder, signature, args):
         return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
 
     return types.uint16(types.float32), codegen
 
 
 @intrinsic
-def _from_half_bits(typingctx, h):  # type: ignore[no-untyped-def]
+def _from_half_bits_intrinsic(typingctx, h):
     """The float32 of the half whose bits are ``h`` (exact)."""
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    def codegen(context, builder, signature, args):
         return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
 
     return types.float32(types.uint16), codegen
+
+
+# numba's stubs give an intrinsic the signature of its typing function (``typingctx`` first) and a
+# Python-side call that raises; in jitted code, the only place these run, each takes the value alone.
+_half_bits = cast(Callable[[float], int], _half_bits_intrinsic)
+_from_half_bits = cast(Callable[[int], float], _from_half_bits_intrinsic)
 
 
 @njit(nogil=True, cache=True)

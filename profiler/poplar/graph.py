@@ -10,11 +10,12 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from profiler.chip.codelets import Codelet, resolve_codelet
 from profiler.chip.dtypes import as_dtype
@@ -29,6 +30,11 @@ from report_format.vocabulary import Layer
 # Variables of at least this many elements are checked against host memory before their element ids
 # are allocated (smaller ones cost less than the check's margin).
 _CHECK_HOST_MEMORY_FROM = 1 << 20
+
+
+def _dims(shape: Sequence[int] | int) -> tuple[int, ...]:
+    """A shape given as its dims or as one number."""
+    return tuple(int(s) for s in shape) if isinstance(shape, Iterable) else (int(shape),)
 
 
 class GraphError(ValueError):
@@ -206,9 +212,11 @@ class Graph:
     _current_context = current_debug_context
 
     # -- variables -----------------------------------------------------------------------------
-    def _add(self, dtype: object, shape: Sequence[int] | int, name: str, constant: bool, interleaved: bool) -> Tensor:
+    def _add(
+        self, dtype: DTypeLike, shape: Sequence[int] | int, name: str, constant: bool, interleaved: bool
+    ) -> Tensor:
         dt = as_dtype(dtype)
-        shp = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)  # type: ignore[arg-type]
+        shp = _dims(shape)
         if any(s < 0 for s in shp):
             raise GraphError(f"variable {name!r}: negative dimension in shape {shp}")
         n = 1
@@ -226,15 +234,15 @@ class Graph:
         return Tensor(self, vid, Affine.contiguous(shp), dt)
 
     def add_variable(
-        self, dtype: object, shape: Sequence[int] | int, name: str = "", interleaved: bool = False
+        self, dtype: DTypeLike, shape: Sequence[int] | int, name: str = "", interleaved: bool = False
     ) -> Tensor:
         """A new variable (not initialised). ``interleaved``: must sit in interleaved memory."""
         return self._add(dtype, shape, name, constant=False, interleaved=interleaved)
 
-    def add_constant(self, dtype: object, shape: Sequence[int] | int, value: object, name: str = "") -> Tensor:
+    def add_constant(self, dtype: DTypeLike, shape: Sequence[int] | int, value: object, name: str = "") -> Tensor:
         """A constant: ``value`` broadcast to ``shape``; always-live, category ``constant``."""
         t = self._add(dtype, shape, name, constant=True, interleaved=False)
-        var = self.variables[t.single_variable()]  # type: ignore[index]
+        var = self.variable(t)
         try:
             var.value = np.broadcast_to(np.asarray(value, dtype=var.dtype), var.shape).reshape(-1).copy()
         except ValueError:
@@ -322,12 +330,11 @@ class Graph:
         n = t.numel()
         grains = -(-n // grain_size)
         per_tile = max(1, -(-grains // len(tile_ids)))
-        if self._whole_variable(t) is not None and n:  # as intervals: one per tile, no array per element
+        var = self._whole_variable(t)
+        if var is not None and n:  # as intervals: one per tile, no array per element
             self._check_tile(tile_ids, f"mapping of {t!r}")
             starts = np.arange(0, n, per_tile * grain_size, dtype=np.int64)
-            self.variables[t.single_variable()].mapping.set_intervals(  # type: ignore[index]
-                starts, self._to_device_tiles(tile_ids[: starts.size])
-            )
+            var.mapping.set_intervals(starts, self._to_device_tiles(tile_ids[: starts.size]))
             return
         owner = tile_ids[(np.arange(n) // grain_size) // per_tile]
         self.set_tile_mapping(t, owner)
@@ -354,7 +361,7 @@ class Graph:
             return None
         return var
 
-    def clone(self, like: Tensor, name: str, dtype: object | None = None) -> Tensor | None:
+    def clone(self, like: Tensor, name: str, dtype: DTypeLike | None = None) -> Tensor | None:
         """A new variable laid out and mapped as the variable ``like`` views (Poplar ``Graph::clone``):
         the same view of a new variable of the same shape, its mapping copied interval by interval.
         None when ``like`` is not a one-to-one view of all of one variable."""
@@ -364,9 +371,9 @@ class Graph:
         var = self.variables[vid]
         if isinstance(lay, Factored):  # a grouped store: the same store, seen through the same view
             t = self._add(var.dtype if dtype is None else dtype, list(var.shape), name, False, False)
-            new = self.variables[t.single_variable()]  # type: ignore[index]
+            new = self.variable(t)
             new.mapping.starts, new.mapping.tiles = var.mapping.starts, self._to_device_tiles(var.mapping.tiles)
-            return Tensor(self, t.single_variable(), lay, t.dtype)  # type: ignore[arg-type]
+            return Tensor(self, new.id, lay, t.dtype)
         # the new variable's shape is the view's dims in storage order (a transposed view's clone is
         # stored as the original is, e.g. NHWC under an NCHW view)
         big = [d for d, n in enumerate(lay.shape) if n != 1]
@@ -377,7 +384,7 @@ class Graph:
             else [d for d in range(len(lay.shape)) if d not in big] + by_stride
         )
         t = self._add(var.dtype if dtype is None else dtype, [lay.shape[d] for d in order], name, False, False)
-        new = self.variables[t.single_variable()]  # type: ignore[index]
+        new = self.variable(t)
         # inside a virtual graph the clone is laid out as ``like`` on the open IPU's tiles
         # shared, not copied: a mapping's arrays are replaced whole, never written in place
         new.mapping.starts, new.mapping.tiles = var.mapping.starts, self._to_device_tiles(var.mapping.tiles)
@@ -478,18 +485,18 @@ class Graph:
         return self.add_vertices(cs, codelet, {k: v.expand(0) for k, v in fields.items()}, [tile], **params)
 
     # -- streams and host access ---------------------------------------------------------------
-    def _stream(self, name: str, direction: str, dtype: object, shape: Sequence[int] | int) -> DataStream:
-        shp = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)  # type: ignore[arg-type]
+    def _stream(self, name: str, direction: str, dtype: DTypeLike, shape: Sequence[int] | int) -> DataStream:
+        shp = _dims(shape)
         if any(s.name == name for s in self.streams):
             raise GraphError(f"a stream named {name!r} already exists")
         s = DataStream(len(self.streams), name, direction, as_dtype(dtype), shp)
         self.streams.append(s)
         return s
 
-    def add_host_to_device_fifo(self, name: str, dtype: object, shape: Sequence[int] | int) -> DataStream:
+    def add_host_to_device_fifo(self, name: str, dtype: DTypeLike, shape: Sequence[int] | int) -> DataStream:
         return self._stream(name, HOST_TO_DEVICE, dtype, shape)
 
-    def add_device_to_host_fifo(self, name: str, dtype: object, shape: Sequence[int] | int) -> DataStream:
+    def add_device_to_host_fifo(self, name: str, dtype: DTypeLike, shape: Sequence[int] | int) -> DataStream:
         return self._stream(name, DEVICE_TO_HOST, dtype, shape)
 
     def create_host_write(self, handle: str, t: Tensor) -> None:

@@ -9,9 +9,14 @@ that is not affine (fancy indexing, most concatenations) falls back to an explic
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, SupportsIndex, TypeGuard, TypeVar
 
 import numpy as np
+
+# The explicit form of a Window (a profiler.poplar.tensor.Tensor, which imports this module)
+View = TypeVar("View")
 
 
 @dataclass(frozen=True)
@@ -145,9 +150,9 @@ class Affine:
 
 
 def _is_int(k: object) -> bool:
-    if isinstance(k, bool | np.bool_):
+    if isinstance(k, bool | np.bool_) or not isinstance(k, SupportsIndex):
         return False
-    try:
+    try:  # an array has __index__ too, and raises unless it holds one integer
         operator.index(k)
     except TypeError:
         return False
@@ -244,7 +249,7 @@ class Factored:
         return _reshape(self.offset, self.factors(), shape, self.size)
 
 
-def covers_all(lay: object, size: int) -> bool:
+def covers_all(lay: object, size: int) -> TypeGuard[Affine | Factored]:
     """Whether view ``lay`` takes each of a ``size``-element variable's elements once (a plain or
     factored affine view from offset 0 whose strides are a contiguous array's in some order)."""
     flat = lay.flat if isinstance(lay, Factored) else lay
@@ -463,7 +468,7 @@ class Blocks:
 
 
 @dataclass(eq=False)
-class Window:
+class Window(Generic[View]):
     """The im2col view ``cols[G, B*Ho*Wo, C/G*kh*kw]`` of a convolution input ``x[B, C, H, W]``
     (an affine view): element ``(g, (b, oh, ow), (c, i, j))`` is ``x[b, g*C/G + c, oh*sh + i*dh - ph,
     ow*sw + j*dw - pw]``, or where that is outside ``x``, the element of the per-tile ``pad``
@@ -480,13 +485,13 @@ class Window:
     out: tuple[int, int]  # (Ho, Wo)
     pad_var: int  # the per-tile constant read where the window leaves x; -1 when it never does
     pad: Affine | None
-    explicit: object  # () -> Tensor: the same view with explicit indices (built on first use)
+    explicit: Callable[[], View]  # the same view with explicit indices (built on first use)
     # columns ordered (c // grp, i, j, c % grp) with grp = channel_group: channel groups outermost,
     # then kernel positions, then a group's channels, as PopLibs orders a convolution's weights
     # ({..., IC/icpg, kh, kw, ..., icpg}, lib/poplin/Convolution.cpp createWeights); 1 gives (c, i, j),
     # C/groups gives (i, j, c)
     channel_group: int = 1
-    _cached: object = None
+    _cached: View | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -505,18 +510,18 @@ class Window:
         i, j = np.divmod(e, kw)
         return cgrp * grp + c, i, j
 
-    def materialised(self) -> object:
+    def materialised(self) -> View:
         if self._cached is None:
-            self._cached = self.explicit()  # type: ignore[operator]
+            self._cached = self.explicit()
         return self._cached
 
 
 @dataclass(frozen=True, eq=False)
-class WindowBlocks:
+class WindowBlocks(Generic[View]):
     """Blocks of a Window, one per row: row v is ``cols[g[v], r0[v]:+rows, c0[v]:+cols]`` (a
     matmul vertex's operand block of an im2col view)."""
 
-    window: Window
+    window: Window[View]
     g: np.ndarray
     r0: np.ndarray
     c0: np.ndarray

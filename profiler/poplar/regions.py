@@ -305,8 +305,10 @@ def window_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
     pad_len = np.concatenate([(last - first + 1)[out_row], np.ones(int(left.sum()) + int(right.sum()), np.int64)])
     pad_owner = np.concatenate([owner[out_row], owner[left], owner[right]])
     regions.pad = Regions(pad_start, pad_len, pad_owner)
-    regions.pad_first = int(base[w.pad_var]) + w.pad.offset  # type: ignore[union-attr]
-    regions.pad_step = w.pad.strides[0]  # type: ignore[union-attr]
+    pad = w.pad
+    assert pad is not None, "a window that reads padding has a pad constant (Window.pad)"
+    regions.pad_first = int(base[w.pad_var]) + pad.offset
+    regions.pad_step = pad.strides[0]
     return regions
 
 
@@ -440,8 +442,10 @@ def _channel_regions(lay: WindowBlocks, base: np.ndarray) -> Regions | None:
         return regions
     out = ~inside
     regions.pad = Regions(near[out], length[out], owner[out])
-    regions.pad_first = int(base[w.pad_var]) + w.pad.offset  # type: ignore[union-attr]
-    regions.pad_step = w.pad.strides[0]  # type: ignore[union-attr]
+    pad = w.pad
+    assert pad is not None, "a window that reads padding has a pad constant (Window.pad)"
+    regions.pad_first = int(base[w.pad_var]) + pad.offset
+    regions.pad_step = pad.strides[0]
     return regions
 
 

@@ -9,7 +9,7 @@ numpy index operations, never Python loops over elements.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias, cast
 
 import numpy as np
 
@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from profiler.poplar.variables import VariableStore
 
 
+# What a view holds (see Tensor): a layout of one variable, or the flat element index of each element
+TensorLayout: TypeAlias = "Affine | Factored | Blocks | Runs | Window[Tensor] | WindowBlocks[Tensor] | np.ndarray"
+
 # A [rows, width] field is kept as runs (profiler.poplar.layout.Runs) when its runs average at least this
 # many elements: three int64 per run against one int32 index (and maybe a variable id) per element.
 RUNS_WORTH_IT = 8
@@ -51,12 +54,10 @@ class Tensor:
 
     __slots__ = ("graph", "_var", "_lay", "dtype")
 
-    def __init__(
-        self, graph: VariableStore, var: int | np.ndarray, layout: Affine | Blocks | np.ndarray, dtype: np.dtype
-    ) -> None:
+    def __init__(self, graph: VariableStore, var: int | np.ndarray, layout: TensorLayout, dtype: np.dtype) -> None:
         self.graph = graph
         self._var = var  # int: one variable; else int32 array shaped like the view
-        # Affine or Blocks (one variable only), or the flat element index of each element
+        # a layout (one variable only), or the flat element index of each element
         self._lay = layout
         self.dtype = dtype
 
@@ -69,10 +70,10 @@ class Tensor:
         """The same view with an index per element (windows materialise on first use)."""
         lay = self._lay
         if isinstance(lay, Window):
-            return lay.materialised()  # type: ignore[return-value]
+            return lay.materialised()
         if isinstance(lay, WindowBlocks):
             w = lay.window.materialised()
-            return w.blocks([lay.g, lay.r0, lay.c0], (1, lay.rows, lay.cols), drop=(0,))  # type: ignore[attr-defined]
+            return w.blocks([lay.g, lay.r0, lay.c0], (1, lay.rows, lay.cols), drop=(0,))
         return self
 
     @property
@@ -83,12 +84,13 @@ class Tensor:
     @property
     def _idx(self) -> np.ndarray:
         """Flat element index of every element (materialised for an affine view: per-element paths only)."""
-        if isinstance(self._lay, np.ndarray):
-            return self._lay
-        if self.structured:
+        lay = self._lay
+        if isinstance(lay, np.ndarray):
+            return lay
+        if isinstance(lay, Window | WindowBlocks):  # structured
             return self._explicit()._idx
-        var = self.graph.variables[self._var]  # type: ignore[index]
-        return self._lay.indices(index_dtype(var.numel))
+        var = self.graph.variables[self._var]
+        return lay.indices(index_dtype(var.numel))
 
     # -- shape ---------------------------------------------------------------------------
     @property
@@ -115,9 +117,9 @@ class Tensor:
 
     # -- elements ------------------------------------------------------------------------
     def variable_ids(self) -> list[int]:
-        if self.structured:
+        if isinstance(self._lay, Window | WindowBlocks):  # structured
             w = self._lay.window if isinstance(self._lay, WindowBlocks) else self._lay
-            return sorted({w.x_var} | ({w.pad_var} if w.pad_var >= 0 else set()))  # type: ignore[union-attr]
+            return sorted({w.x_var} | ({w.pad_var} if w.pad_var >= 0 else set()))
         if isinstance(self._var, int):
             return [self._var]
         return [int(v) for v in np.unique(self._var)]
@@ -146,7 +148,9 @@ class Tensor:
         var = self._var if isinstance(self._var, int) else fn(self._var)
         return Tensor(self.graph, var, idx, self.dtype)
 
-    def _view(self, affine: Callable[[Affine], Affine | None], fn: Callable[[np.ndarray], np.ndarray]) -> Tensor:
+    def _view(
+        self, affine: Callable[[Affine | Factored], Affine | Factored | None], fn: Callable[[np.ndarray], np.ndarray]
+    ) -> Tensor:
         """``affine`` on an affine or factored view (None: not one), else ``fn`` on the index array."""
         if isinstance(self._lay, Affine | Factored):
             lay = affine(self._lay)
@@ -165,7 +169,9 @@ class Tensor:
                 if runs.start.size * RUNS_WORTH_IT <= key.size:  # rows of a few long runs: kept as runs
                     return Tensor(self.graph, self._var, runs, self.dtype)
         try:
-            return self._view(lambda a: a.getitem(key), lambda a: np.asarray(a[key]))  # type: ignore[index]
+            # key is whatever numpy takes as an index (its stubs have no one type for it); numpy's
+            # IndexError, caught below, reports any other
+            return self._view(lambda a: a.getitem(key), lambda a: np.asarray(a[key]))  # type: ignore[call-overload]
         except IndexError as exc:
             raise IndexError(f"{self!r}: bad index {key!r}: {exc}") from None
 
@@ -180,14 +186,15 @@ class Tensor:
         return self[i]
 
     def reshape(self, *shape: int | Sequence[int]) -> Tensor:
-        new = tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], int) else shape
+        # reshape(2, 3) or reshape((2, 3)): ints, unless one sequence
+        new = tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], int) else cast("tuple[int, ...]", shape)
         try:
             aff = self.affine
-            if aff is not None and aff.reshape(new) is None:  # type: ignore[arg-type]
-                rows = _merged_rows(aff, new)  # type: ignore[arg-type]
+            if aff is not None and aff.reshape(new) is None:
+                rows = _merged_rows(aff, new)
                 if rows is not None:
                     return Tensor(self.graph, self._var, rows, self.dtype)
-            return self._view(lambda a: a.reshape(new), lambda a: a.reshape(new))  # type: ignore[arg-type]
+            return self._view(lambda a: a.reshape(new), lambda a: a.reshape(new))
         except ValueError:
             raise ValueError(f"{self!r}: cannot reshape {self.shape} to {new}") from None
 
@@ -233,8 +240,8 @@ class Tensor:
             if b.size and (b.min() < 0 or b.max() + n > self.shape[d]):
                 raise IndexError(f"{self!r}: a block of {n} from {int(b.max())} leaves dimension {d}")
         if isinstance(self._lay, Window) and tuple(drop) == (0,) and shape[0] == 1:
-            lay = WindowBlocks(self._lay, begin[0], begin[1], begin[2], shape[1], shape[2])
-            return Tensor(self.graph, self._var, lay, self.dtype)
+            window_blocks = WindowBlocks(self._lay, begin[0], begin[1], begin[2], shape[1], shape[2])
+            return Tensor(self.graph, self._var, window_blocks, self.dtype)
         if self.structured:
             return self._explicit().blocks(starts, shape, drop)
         if isinstance(self._lay, Factored):
@@ -254,8 +261,8 @@ class Tensor:
             return Tensor(self.graph, self._var, Blocks(np.asarray(offsets, dtype=np.int64), inner2), self.dtype)
         aff = self.affine
         if aff is not None:
-            offsets = aff.offset + sum((b * s for b, s in zip(begin, aff.strides, strict=True)), np.int64(0))
-            offsets = np.broadcast_to(offsets, begin[0].shape).astype(np.int64)
+            first = aff.offset + sum((b * s for b, s in zip(begin, aff.strides, strict=True)), np.int64(0))
+            offsets = np.broadcast_to(first, begin[0].shape).astype(np.int64)
             inner = Affine(0, tuple(shape[d] for d in kept), tuple(aff.strides[d] for d in kept))
             return Tensor(self.graph, self._var, Blocks(offsets, inner), self.dtype)
         return self._explicit_blocks(begin, shape, kept)
@@ -265,9 +272,10 @@ class Tensor:
         index = tuple(b.reshape((-1,) + (1,) * len(shape)) + g[None] for b, g in zip(begin, grid, strict=True))
         out_shape = (begin[0].size,) + tuple(shape[d] for d in kept)
         t = self._apply(lambda a: a[index].reshape(out_shape))
-        if isinstance(t._var, int) and t.numel() and len(out_shape) > 1:
+        if isinstance(t._var, int) and isinstance(t._lay, np.ndarray) and t.numel() and len(out_shape) > 1:
             # blocks of a view that is not affine (attention heads merged back): kept as runs when long
-            runs = Runs.encode(t._lay)  # type: ignore[arg-type]
+            # (t has an index per element, as _apply makes it)
+            runs = Runs.encode(t._lay)
             if runs.start.size * RUNS_WORTH_IT <= t.numel():
                 return Tensor(self.graph, t._var, runs, self.dtype)
         return t
@@ -346,7 +354,7 @@ class Tensor:
         """Repeat the tensor ``n`` times along ``dim`` (Poplar ``Tensor::broadcast``)."""
         d = dim % self.rank
 
-        def affine(a: Affine) -> Affine | None:
+        def affine(a: Affine | Factored) -> Affine | Factored | None:
             rep = a.expand(d).broadcast_to(a.shape[:d] + (n,) + a.shape[d:])
             return rep.reshape(a.shape[:d] + (n * a.shape[d],) + a.shape[d + 1 :])
 

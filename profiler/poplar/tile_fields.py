@@ -15,6 +15,7 @@ import numpy as np
 
 from profiler.poplar.layout import Affine, Factored, Runs, common_factors
 from profiler.poplar.tensor import RUNS_WORTH_IT, Tensor
+from profiler.poplar.variables import VariableStore
 
 
 def _storage_dims(affs: Sequence[Affine]) -> tuple[list[int], list[list[int]]] | None:
@@ -51,24 +52,30 @@ def _row_offsets(offset: int, shape: Sequence[int], strides: Sequence[int]) -> n
     return off
 
 
-def fields_by_tile(graph: object, tensors: Sequence[Tensor]) -> list[tuple[np.ndarray, list[Tensor]]] | None:
+def fields_by_tile(graph: VariableStore, tensors: Sequence[Tensor]) -> list[tuple[np.ndarray, list[Tensor]]] | None:
     """Vertex batches over the tiles holding ``tensors[0]``: for each distinct number of elements
     per tile (ascending), (tiles ascending, [field of each tensor, shaped [vertices, elements]]),
     vertex v's fields holding the same positions of every tensor - those of tensors[0] on tiles[v].
 
     All tensors have one shape and are affine views of one variable each. None when that does not
     hold, or when the runs would be short (the caller's per-element path is then as small)."""
-    affs = [t._lay for t in tensors]
-    if not all(isinstance(a, Affine | Factored) for a in affs) or any(t.single_variable() is None for t in tensors):
-        return None
-    size = affs[0].size
-    if size == 0 or any(a.shape != affs[0].shape for a in affs):
-        return None
-    if any(isinstance(a, Factored) for a in affs):  # grouped stores: walk common factor dims instead
-        affs = common_factors(affs)  # type: ignore[arg-type]
-        if affs is None:
+    lays: list[Affine | Factored] = []
+    vids: list[int] = []
+    for t in tensors:
+        lay, vid = t._lay, t.single_variable()
+        if not isinstance(lay, Affine | Factored) or vid is None:
             return None
-    found = _storage_dims(affs)  # type: ignore[arg-type]
+        lays.append(lay)
+        vids.append(vid)
+    size = lays[0].size
+    if size == 0 or any(a.shape != lays[0].shape for a in lays):
+        return None
+    plain = [a for a in lays if isinstance(a, Affine)]
+    # grouped stores (a Factored view): walk common factor dims instead
+    affs = plain if len(plain) == len(lays) else common_factors(lays)
+    if affs is None:
+        return None
+    found = _storage_dims(affs)
     if found is None:
         return None
     shape, strides = found
@@ -78,10 +85,10 @@ def fields_by_tile(graph: object, tensors: Sequence[Tensor]) -> list[tuple[np.nd
         return None
     periodic = _periodic(shape, strides)
     if periodic is not None:
-        batches = _batches(graph, tensors, affs, size, *periodic)
+        batches = _batches(graph, tensors, vids, affs, size, *periodic)
         if batches is not None:
             return batches
-    return _batches(graph, tensors, affs, size, shape, strides, [0] * len(affs))
+    return _batches(graph, tensors, vids, affs, size, shape, strides, [0] * len(affs))
 
 
 def _periodic(shape: list[int], strides: list[list[int]]) -> tuple[list[int], list[list[int]], list[int]] | None:
@@ -105,19 +112,19 @@ def _periodic(shape: list[int], strides: list[list[int]]) -> tuple[list[int], li
 
 
 def _batches(
-    graph: object, tensors: Sequence[Tensor], affs: Sequence[Affine], size: int,
+    graph: VariableStore, tensors: Sequence[Tensor], vids: Sequence[int], affs: Sequence[Affine], size: int,
     shape: list[int], strides: list[list[int]], periods: list[int],
 ) -> list[tuple[np.ndarray, list[Tensor]]] | None:  # fmt: skip
     """fields_by_tile's batches over the storage dims ``shape`` (each view's ``strides``; a view with
     a period cycles through that many elements along the innermost dim); None when the runs would be
-    short, or when a piece would start or end inside a period."""
+    short, or when a piece would start or end inside a period. ``vids``: the tensors' variables."""
     last = shape[-1]
     rows = size // last
     if rows * RUNS_WORTH_IT > size:
         return None
     row_off = [_row_offsets(a.offset, shape[:-1], st[:-1]) for a, st in zip(affs, strides, strict=True)]
     # cut each row of tensors[0] (contiguous in its variable) at its mapping's interval starts
-    mapping = graph.variables[tensors[0].single_variable()].mapping  # type: ignore[attr-defined]
+    mapping = graph.variables[vids[0]].mapping
     starts, tiles = mapping.starts, mapping.tiles
     ends = np.append(starts[1:], mapping.n)
     p0 = row_off[0]
@@ -157,11 +164,11 @@ def _batches(
         row_first = np.concatenate(([0], np.cumsum(per_tile[sel]))).astype(np.int64)
         # a broadcast operand makes runs as short as its period (16 channels of a per-channel scale):
         # positions / 16 runs, held as int32 where the variables' offsets fit (half the memory)
-        itype = np.int32 if max(graph.variables[t.single_variable()].numel for t in tensors) < 2**31 else np.int64  # type: ignore[attr-defined]
+        itype = np.int32 if max(graph.variables[v].numel for v in vids) < 2**31 else np.int64
         lengths = length[take].astype(itype)  # shared by the fields: their runs line up
         fields = []
         made: dict[tuple[int, tuple[int, ...], int], np.ndarray] = {}  # fields laid out alike share starts
-        for t, a, off, st, p in zip(tensors, affs, row_off, strides, periods, strict=True):
+        for t, vid, a, off, st, p in zip(tensors, vids, affs, row_off, strides, periods, strict=True):
             step = st[-1]
             # one step for all of a field's runs: a read-only broadcast, no array per run
             steps = np.broadcast_to(np.int64(step), lengths.shape)
@@ -170,7 +177,7 @@ def _batches(
                 made[key] = (off[piece_row[take]] + (0 if p else begin[take] * step)).astype(itype)
             period = np.broadcast_to(itype(p), lengths.shape) if p else None
             runs = Runs(made[key], lengths, steps, row_first, int(w), period=period)
-            fields.append(Tensor(t.graph, t.single_variable(), runs, t.dtype))  # type: ignore[arg-type]
+            fields.append(Tensor(t.graph, vid, runs, t.dtype))
         batches.append((utiles[sel].astype(np.int64), fields))
     return batches
 
