@@ -155,8 +155,8 @@ class TileBytes:
     """Bytes of one memory category, region and liveness on every tile (one value per tile)."""
 
     bytes: np.ndarray
-    category: str
-    region: str = MemoryRegion.NON_INTERLEAVED
+    category: MemoryCategory
+    region: MemoryRegion = MemoryRegion.NON_INTERLEAVED
     always_live: bool = True
 
 

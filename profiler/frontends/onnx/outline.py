@@ -31,6 +31,7 @@ from profiler.poplar.layout import Affine
 from profiler.poplar.programs import Call, Copy, WriteUndef
 from profiler.poplar.programs import Sequence as Prog
 from profiler.poplar.tensor import Tensor
+from report_format.vocabulary import ControlType
 
 from .builder import LAYER, Builder, CreatedWeight, Value
 from .operators import HANDLERS
@@ -278,7 +279,7 @@ def build_repeat(
                     progress(block[-1] + 1, n_nodes)
                 continue
             ins, weight_copies = plan
-        with g.debug_context(f"{fname} (call {j})", op_type="Call", layer=LAYER):
+        with g.debug_context(f"{fname} (call {j})", op_type=ControlType.CALL, layer=LAYER):
             for src, dst in ins:
                 b.prog.add(Copy(src, dst, name=f"{fname}/copy in"))
             for src, dst in weight_copies:
