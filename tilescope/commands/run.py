@@ -42,8 +42,6 @@ import argparse
 import json
 import os
 import sys
-import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -263,149 +261,37 @@ def _load_inputs(session: Any, file: str | None, seed: int = 0) -> dict[str, Any
 def _run_model(path: Path, args: argparse.Namespace) -> int:
     import numpy as np
 
-    from profiler.chip.targets import get_target
-    from profiler.compiler.compile import CompileError
-    from profiler.engine.engine import EngineError
-    from profiler.frontends.onnx import FrontendError, Session, import_model, load_model
-    from profiler.host.host_memory import HostMemoryError
+    from profiler.frontends.onnx.profile import ProfileError, ProfileOptions, profile_model
 
-    micro_batches = _micro_batches(args)
-    try:
-        if args.replicas < 1:
-            raise ValueError(f"--replicas must be >= 1, got {args.replicas}")
-        target = get_target(args.target, args.ipus * args.replicas)
-        target = replace(target, num_replicas=args.replicas)
-    except ValueError as exc:
-        raise CommandError(str(exc)) from None
-    if args.outline and args.ipus > 1:
-        raise CommandError(f"--outline builds on one IPU; the model is split over --ipus {args.ipus}")
-    layout = f"{args.replicas} replicas x {args.ipus} IPUs" if args.replicas > 1 else f"x{target.num_ipus}"
-    _progress(f"importing {path} (target {target.name} {layout}, {args.dtype})")
-    t0 = time.perf_counter()
-    nodes = Counter("nodes")
-    from profiler.frontends.onnx.operators import wrong_kernel
+    options = ProfileOptions(
+        target=args.target, ipus=args.ipus, replicas=args.replicas, batch=args.batch, dtype=args.dtype,
+        weights="constants" if args.weights_as_constants else "variables", split=args.split,
+        partials=args.partials, available_memory_proportion=_amp(args), outline=args.outline,
+        pipeline=args.pipeline, micro_batches=_micro_batches(args), runs=args.runs,
+        wrong_kernel=args.test_wrong_kernel,
+    )  # fmt: skip
 
-    try:
-        with wrong_kernel(args.test_wrong_kernel):
-            model = import_model(load_model(path), target, args.batch, args.dtype,
-                                 "constants" if args.weights_as_constants else "variables", progress=nodes,
-                                 split=args.split, partials=args.partials,
-                                 available_memory_proportion=_amp(args), outline=args.outline)  # fmt: skip
-    except (FrontendError, HostMemoryError) as exc:
-        raise CommandError(str(exc)) from None
-    except Exception as exc:  # a bug outside any node: still one line, never a traceback
-        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
-        raise CommandError(f"{path}: import failed: {type(exc).__name__}: {first}") from None
-    finally:
-        nodes.close()
-    import_s = time.perf_counter() - t0
-    overflowed = model.info.get("overflowed", [])
-    if overflowed:  # values a float32 model holds that float16 cannot: said once, by tensor
-        names = ", ".join(repr(n) for n in overflowed[:5]) + (
-            f" and {len(overflowed) - 5} more" if len(overflowed) > 5 else ""
-        )
-        _progress(f"note: values beyond {args.dtype}'s range became +-inf in {len(overflowed)} tensor(s): {names}")
-    try:  # unnamed: the report goes into the directory itself
-        session = Session(model, micro_batches=micro_batches)
-    except EngineError as exc:  # an engine option the graph cannot meet (e.g. profiler.replicaToProfile)
-        raise CommandError(str(exc)) from None
-    inputs = _load_inputs(session, args.inputs)
-    _progress(f"compiling {model.nodes} nodes ({model.folded_nodes} folded at import)")
-    t0 = time.perf_counter()
-    compute_sets = Counter("compute sets planned")
-    try:
-        session.compile(progress=compute_sets)
-    except (EngineError, CompileError, HostMemoryError) as exc:
-        raise CommandError(str(exc)) from None
-    finally:
-        compute_sets.close()
-    compile_s = time.perf_counter() - t0
-    e = session.engine
-    run_s: list[float] = []
-    outputs: dict[str, Any] = {}
-    weights_s, report_path, write_s = 0.0, e.report_path, 0.0
-    if not e.out_of_memory:  # a graph that does not fit cannot run; its report (written at compile) shows why
-        t0 = time.perf_counter()
-        session.upload_weights()
-        weights_s = time.perf_counter() - t0
-        for i in range(args.runs):
-            _progress(f"running inference {i + 1}/{args.runs}")
-            t0 = time.perf_counter()
-            outputs = session.run(inputs)
-            run_s.append(time.perf_counter() - t0)
-        if args.save_outputs:  # first: a report that fails to write must not cost the outputs
+    def save_outputs(outputs: Any) -> None:
+        if args.save_outputs:
             from tilescope.outputs import write_atomically
 
             write_atomically(args.save_outputs, "--save-outputs", lambda f: np.savez(f, **outputs))
-        if e.options.capture_enabled:
-            _progress(f"writing report to {e.options.auto_report_directory}")
-            t0 = time.perf_counter()
-            report_path = e.write_report()
-            write_s = time.perf_counter() - t0
-    check = _check(model, inputs, outputs, args) if args.check else None
-    mem = e.memory.tile_memory  # type: ignore[union-attr]
-    cycles = session.cycles
-    mean_cycles = sum(cycles) / len(cycles) if cycles else 0.0
-    samples_per_run = model.batch_size * args.replicas * micro_batches  # every replica, every micro-batch
-    last = cycles[-1] if cycles else 0
-    utilisation = [float(c) / last if last else 0.0 for c in e.compute_cycles.tolist()] if cycles else []
-    doc = {
-        "model": str(path),
-        "target": {
-            "name": target.name,
-            "num_ipus": target.num_ipus,
-            "clock_hz": target.clock_hz,
-            "num_replicas": args.replicas,
-            "ipus_per_replica": args.ipus,
-        },
-        "pipeline": {
-            "enabled": args.pipeline,
-            "stages": args.ipus if args.pipeline else 1,
-            "micro_batches": micro_batches,
-        },
-        "batch_size": model.batch_size,
-        "dtype": args.dtype,
-        "partials": args.partials,
-        "available_memory_proportion": _amp(args),
-        "outline": args.outline,
-        "overflowed_to_inf": overflowed,
-        "execution": {
-            "executed": not e.out_of_memory,
-            "not_executed_because": e.out_of_memory or None,
-            "runs": len(cycles),
-            "cycles_per_run": cycles,
-            "total_cycles": int(sum(cycles)),
-            "seconds_per_run": mean_cycles / target.clock_hz,
-            "samples_per_run": samples_per_run,
-            "samples_per_second": samples_per_run * target.clock_hz / mean_cycles if mean_cycles else 0.0,
-            # per IPU of the profiled replica: cycles in compute steps / run cycles (last run)
-            "ipu_utilisation": utilisation,
-        },
-        "memory": {
-            "max_tile_bytes": int(mem["total_bytes_including_gaps"].max()),
-            "max_tile": int(mem["total_bytes_including_gaps"].argmax()),
-            "bytes_per_tile": target.bytes_per_tile,
-            "total_bytes": int(mem["total_bytes_including_gaps"].sum()),
-            "out_of_memory_tiles": int(e.memory.out_of_memory_tiles().size),  # type: ignore[union-attr]
-        },
-        "timing": {
-            "import_s": import_s,
-            "compile_s": compile_s,
-            "weights_s": weights_s,
-            "run_s": sum(run_s) / len(run_s) if run_s else 0.0,
-            "report_write_s": write_s,
-        },
-        "report": str(report_path) if report_path else None,
-        "outputs": {k: list(v.shape) for k, v in outputs.items()},
-    }
+
+    try:
+        result = profile_model(path, options, lambda session: _load_inputs(session, args.inputs), progress=_progress,
+                               stage=Counter, before_report=save_outputs)  # fmt: skip
+    except ProfileError as exc:
+        raise CommandError(str(exc)) from None
+    doc = result.summary()
+    check = _check(result.model, result.inputs, result.outputs, args) if args.check else None
     if check is not None:
         doc["check"] = check
-    if e.out_of_memory and not args.outline and args.ipus == 1:  # would sharing the layers' code help?
-        doc["execution"]["identical_blocks"] = _identical_blocks(model.onnx_model)
+    if result.out_of_memory and not args.outline and args.ipus == 1:  # would sharing the layers' code help?
+        doc["execution"]["identical_blocks"] = _identical_blocks(result.model.onnx_model)
     print(json.dumps(doc, indent=2) if args.json else _render(doc))
-    if e.out_of_memory:
-        where = f"; the report shows the memory: {report_path}" if report_path else ""
-        print(f"tilescope run: not executed: {e.out_of_memory}{where}", file=sys.stderr)
+    if result.out_of_memory:
+        where = f"; the report shows the memory: {result.report_path}" if result.report_path else ""
+        print(f"tilescope run: not executed: {result.out_of_memory}{where}", file=sys.stderr)
         return 1
     if check is not None and not check["passed"]:
         bad = [k for k, v in check["outputs"].items() if not v["within"]]

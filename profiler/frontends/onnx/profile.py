@@ -1,0 +1,254 @@
+"""Profile an ONNX model end to end: import, compile, upload the weights, run, write the report.
+
+``profile_model(path, ProfileOptions(...)) -> RunResult`` is what ``tilescope run MODEL.onnx`` (and
+anything else that runs a model: a sweep, a what-if) calls; the command line only parses its
+options into a ``ProfileOptions``, calls this and renders the ``RunResult``. Every failure the user
+can cause is a ``ProfileError`` with one line saying what and where; a graph that does not fit is
+not an error but a result (``RunResult.out_of_memory``), whose report shows the memory.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from profiler.chip import targets
+from profiler.chip.targets import Target
+from profiler.compiler.errors import CompileError
+from profiler.engine.engine import EngineError
+from profiler.frontends.onnx import Session
+from profiler.frontends.onnx.builder import ImportedModel
+from profiler.frontends.onnx.errors import FrontendError
+from profiler.frontends.onnx.importer import import_model
+from profiler.frontends.onnx.model import load_model
+from profiler.frontends.onnx.operators import wrong_kernel
+from profiler.host.host_memory import HostMemoryError
+from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION
+
+Report = Callable[[str], None]  # a line of progress for the user
+Count = Callable[[int, int], None]  # (done, total) of a long stage
+#: A long stage's counter, made for the stage (``what`` it counts) and closed when it ends.
+Stage = Callable[[str], AbstractContextManager[Count]]
+
+
+def _quiet(what: str) -> AbstractContextManager[Count]:
+    return nullcontext(lambda done, total: None)
+
+
+class ProfileError(ValueError):
+    """The model cannot be profiled as asked (one line: what and where)."""
+
+
+@dataclass(frozen=True)
+class ProfileOptions:
+    """How to run a model: the options of ``tilescope run`` that shape the simulation."""
+
+    target: str = "GC200"
+    ipus: int = 1  # per replica
+    replicas: int = 1
+    batch: int | None = None  # None: the model's own
+    dtype: str = "float32"
+    weights: str = "variables"  # or "constants"
+    split: str = "memory"  # how --ipus splits the model: "memory" or "compute"
+    partials: str = "float32"  # matmul and convolution partials (PopLibs and PopART default)
+    available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION
+    outline: bool = False
+    pipeline: bool = False  # the IPUs as pipeline stages
+    micro_batches: int = 1  # per run (pipelined)
+    runs: int = 1
+    wrong_kernel: str | None = None  # test only: a deliberately wrong handler (--check must catch it)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Host wall seconds of each stage."""
+
+    import_s: float = 0.0
+    compile_s: float = 0.0
+    weights_s: float = 0.0
+    run_s: float = 0.0  # mean over the runs
+    report_write_s: float = 0.0
+
+
+@dataclass
+class RunResult:
+    """What profiling a model gave: the imported model, its session (engine, memory), the inputs it
+    ran on, the outputs and cycles of every run, host timings and the report's path."""
+
+    path: Path
+    options: ProfileOptions
+    target: Target
+    model: ImportedModel
+    session: Session
+    inputs: dict[str, np.ndarray]
+    outputs: dict[str, np.ndarray] = field(default_factory=dict)
+    cycles: list[int] = field(default_factory=list)
+    timing: Timing = Timing()
+    report_path: Path | None = None
+
+    @property
+    def out_of_memory(self) -> str:
+        """Why the graph was not run ("" when it fits)."""
+        return self.session.engine.out_of_memory
+
+    @property
+    def overflowed(self) -> list[str]:
+        """Tensors whose values float16 could not hold (they became +-inf at import)."""
+        return list(self.model.info.get("overflowed", []))
+
+    @property
+    def samples_per_run(self) -> int:
+        """Every replica's batch of every micro-batch."""
+        return self.model.batch_size * self.options.replicas * self.options.micro_batches
+
+    @property
+    def mean_cycles(self) -> float:
+        return sum(self.cycles) / len(self.cycles) if self.cycles else 0.0
+
+    @property
+    def samples_per_second(self) -> float:
+        return self.samples_per_run * self.target.clock_hz / self.mean_cycles if self.mean_cycles else 0.0
+
+    @property
+    def ipu_utilisation(self) -> list[float]:
+        """Per IPU of the profiled replica: cycles in compute steps over the last run's cycles."""
+        last = self.cycles[-1] if self.cycles else 0
+        return [float(c) / last for c in self.session.engine.compute_cycles.tolist()] if last else []
+
+    def summary(self) -> dict[str, Any]:
+        """The figures ``tilescope run --json`` prints (stable keys)."""
+        e, t, o = self.session.engine, self.target, self.options
+        assert e.memory is not None  # compiled
+        mem = e.memory.tile_memory["total_bytes_including_gaps"]
+        return {
+            "model": str(self.path),
+            "target": {
+                "name": t.name,
+                "num_ipus": t.num_ipus,
+                "clock_hz": t.clock_hz,
+                "num_replicas": o.replicas,
+                "ipus_per_replica": o.ipus,
+            },  # fmt: skip
+            "pipeline": {
+                "enabled": o.pipeline,
+                "stages": o.ipus if o.pipeline else 1,
+                "micro_batches": o.micro_batches,
+            },  # fmt: skip
+            "batch_size": self.model.batch_size,
+            "dtype": o.dtype,
+            "partials": o.partials,
+            "available_memory_proportion": o.available_memory_proportion,
+            "outline": o.outline,
+            "overflowed_to_inf": self.overflowed,
+            "execution": {
+                "executed": not self.out_of_memory,
+                "not_executed_because": self.out_of_memory or None,
+                "runs": len(self.cycles),
+                "cycles_per_run": self.cycles,
+                "total_cycles": int(sum(self.cycles)),
+                "seconds_per_run": self.mean_cycles / t.clock_hz,
+                "samples_per_run": self.samples_per_run,
+                "samples_per_second": self.samples_per_second,
+                "ipu_utilisation": self.ipu_utilisation,
+            },
+            "memory": {
+                "max_tile_bytes": int(mem.max()),
+                "max_tile": int(mem.argmax()),
+                "bytes_per_tile": t.bytes_per_tile,
+                "total_bytes": int(mem.sum()),
+                "out_of_memory_tiles": int(e.memory.out_of_memory_tiles().size),
+            },
+            "timing": vars(self.timing).copy(),
+            "report": str(self.report_path) if self.report_path else None,
+            "outputs": {k: list(v.shape) for k, v in self.outputs.items()},
+        }
+
+
+def profile_target(options: ProfileOptions) -> Target:
+    """The target the options name, with every IPU of every replica (one line if they cannot be)."""
+    if options.replicas < 1:
+        raise ProfileError(f"--replicas must be >= 1, got {options.replicas}")
+    if options.outline and options.ipus > 1:
+        raise ProfileError(f"--outline builds on one IPU; the model is split over --ipus {options.ipus}")
+    try:
+        return replace(targets.get_target(options.target, options.ipus * options.replicas), num_replicas=options.replicas)
+    except ValueError as exc:
+        raise ProfileError(str(exc)) from None
+
+
+def profile_model(
+    path: Path,
+    options: ProfileOptions,
+    inputs: Callable[[Session], dict[str, np.ndarray]],
+    *,
+    progress: Report = lambda line: None,
+    stage: Stage = _quiet,
+    before_report: Callable[[Mapping[str, np.ndarray]], None] | None = None,
+) -> RunResult:
+    """Import ``path`` for ``options``, compile it, and when it fits upload the weights, run it
+    ``options.runs`` times on ``inputs(session)`` and write the report its engine options ask for.
+    ``progress`` gets a line per stage and ``stage(what)`` counts the long ones (nodes imported,
+    compute sets planned). ``before_report(outputs)`` is called before the report is written (so a report that fails to
+    write never costs the outputs)."""
+    target = profile_target(options)
+    layout = f"{options.replicas} replicas x {options.ipus} IPUs" if options.replicas > 1 else f"x{target.num_ipus}"
+    progress(f"importing {path} (target {target.name} {layout}, {options.dtype})")
+    t0 = time.perf_counter()
+    try:
+        with wrong_kernel(options.wrong_kernel), stage("nodes") as count:
+            model = import_model(load_model(path), target, options.batch, options.dtype, options.weights,
+                                 progress=count, split=options.split, partials=options.partials,
+                                 available_memory_proportion=options.available_memory_proportion,
+                                 outline=options.outline)  # fmt: skip
+    except (FrontendError, HostMemoryError) as exc:
+        raise ProfileError(str(exc)) from None
+    except Exception as exc:  # a bug outside any node: still one line, never a traceback
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+        raise ProfileError(f"{path}: import failed: {type(exc).__name__}: {first}") from None
+    import_s = time.perf_counter() - t0
+    over = list(model.info.get("overflowed", []))
+    if over:  # values a float32 model holds that float16 cannot: said once, by tensor
+        names = ", ".join(repr(n) for n in over[:5]) + (f" and {len(over) - 5} more" if len(over) > 5 else "")
+        progress(f"note: values beyond {options.dtype}'s range became +-inf in {len(over)} tensor(s): {names}")
+    try:  # unnamed: the report goes into the directory itself
+        session = Session(model, micro_batches=options.micro_batches)
+    except EngineError as exc:  # an engine option the graph cannot meet (e.g. profiler.replicaToProfile)
+        raise ProfileError(str(exc)) from None
+    result = RunResult(path, options, target, model, session, inputs(session))
+    progress(f"compiling {model.nodes} nodes ({model.folded_nodes} folded at import)")
+    t0 = time.perf_counter()
+    try:
+        with stage("compute sets planned") as count:
+            session.compile(progress=count)
+    except (EngineError, CompileError, HostMemoryError) as exc:
+        raise ProfileError(str(exc)) from None
+    compile_s = time.perf_counter() - t0
+    e = session.engine
+    result.report_path = e.report_path
+    weights_s = write_s = 0.0
+    run_s: list[float] = []
+    if not e.out_of_memory:  # a graph that does not fit cannot run; its report (written at compile) shows why
+        t0 = time.perf_counter()
+        session.upload_weights()
+        weights_s = time.perf_counter() - t0
+        for i in range(options.runs):
+            progress(f"running inference {i + 1}/{options.runs}")
+            t0 = time.perf_counter()
+            result.outputs = session.run(result.inputs)
+            run_s.append(time.perf_counter() - t0)
+        if before_report is not None:
+            before_report(result.outputs)
+        if e.options.capture_enabled:
+            progress(f"writing report to {e.options.auto_report_directory}")
+            t0 = time.perf_counter()
+            result.report_path = e.write_report()
+            write_s = time.perf_counter() - t0
+    result.cycles = list(session.cycles)
+    result.timing = Timing(import_s, compile_s, weights_s, sum(run_s) / len(run_s) if run_s else 0.0, write_s)
+    return result
