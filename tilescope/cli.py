@@ -1,7 +1,8 @@
 """The ``tilescope`` command: one verb per module in ``tilescope.commands``.
 
-Verb modules define ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int`` and keep
-heavy imports (Dash, the simulator) inside ``run`` so ``tilescope --help`` stays fast.
+Verb modules define ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int`` (and
+``DESCRIPTION`` when ``VERB --help`` says more than the module docstring) and keep heavy imports
+(Dash, the simulator) inside ``run`` so ``tilescope --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(
             verb,
             help=module.HELP,
-            description=module.__doc__,
+            description=getattr(module, "DESCRIPTION", module.__doc__),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(p)

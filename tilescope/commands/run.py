@@ -9,9 +9,9 @@ when POPLAR_ENGINE_OPTIONS asks for one; --report-dir DIR is shorthand for
 For SCRIPT.py: run the script in this process with POPLAR_ENGINE_OPTIONS set the same way
 (tilescope's options go before the script path; what follows it goes to the script).
 
-Several IPUs: --ipus N shards the model over N IPUs (nodes split by memory, by FLOPs with --split
-compute, or by their __ipu_number
-attributes); --pipeline makes those IPUs pipeline stages over --micro-batches micro-batches;
+Several IPUs: --ipus N shards the model over N IPUs (nodes cut into contiguous groups of about equal
+memory; of about equal simulated cycles with --split compute; or as their __ipu_number attributes
+say); --pipeline makes those IPUs pipeline stages over --micro-batches micro-batches;
 --replicas R runs R data-parallel copies, each on its own N IPUs and --batch inputs. Samples per run
 are batch x replicas x micro-batches.
 
@@ -21,8 +21,8 @@ absolute and relative difference per output is printed (and carried by --json un
 Exit status: 0 done; 1 the graph does not fit in tile memory (nothing runs; the summary and the
 report show the memory), or --check found an output beyond --check-tolerance; 2 bad input (one line saying what and where), including a simulation
 that would need more host memory than is available. Host memory grows with the model's graph
-(vertices, regions, tiles), not with its tensors' elements: a ResNet-50 in float16 on a C600 peaks at
-about 1.0 GiB at batch 1 and 1.6 GiB at batch 32, run included (README; python bench/scale.py).
+(vertices, regions, tiles), not with its tensors' elements: a ResNet-50 in float16 on a C600
+{resnet50_host_memory} (measured: tilescope/measured.py).
 
 examples:
   tilescope run model.onnx --batch 8 --report-dir ./report
@@ -31,7 +31,7 @@ examples:
   tilescope run model.onnx --batch 4 --check --check-tolerance 1e-4
   tilescope run model.onnx --ipus 2 --check              # sharded over 2 IPUs (split by memory)
   tilescope run model.onnx --ipus 4 --pipeline --micro-batches 8 --json
-  tilescope run model.onnx --ipus 4 --pipeline --split compute   # stages of about equal FLOPs
+  tilescope run model.onnx --ipus 4 --pipeline --split compute   # stages of about equal simulated cycles
   tilescope run model.onnx --ipus 2 --replicas 2         # 2 replicas x 2 IPUs, inputs split
   tilescope run --report-dir ./report profiler/workloads/transformer.py --seq 64
 """
@@ -46,9 +46,21 @@ from pathlib import Path
 from typing import Any
 
 from tilescope.errors import CommandError
+from tilescope.measured import resnet50_host_memory
 from tilescope.progress import Counter
 
 HELP = "profile an ONNX model or a workload script on the simulated IPU"
+#: ``run --help``'s description: the docstring with its measured figure filled in from tilescope.measured.
+DESCRIPTION = (__doc__ or "").replace("{resnet50_host_memory}", resnet50_host_memory())
+
+#: What each automatic split (profiler.multi_ipu.sharding.SPLITS) balances over the IPUs, as
+#: sharding.node_bytes and frontends.onnx.split.node_cycles measure it; tests/cli/test_help_docs.py
+#: holds this, the README and docs/targets.md to the same words.
+SPLIT_BALANCES = {
+    "memory": "memory (the bytes of the weights each node is first to use and of its outputs)",
+    "compute": "simulated cycles (the memory split is compiled, each node's compute and exchange cycles summed "
+    "and the nodes cut again: even pipeline stages, for a second import and a compile)",
+}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -69,10 +81,11 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--split",
-        choices=("memory", "compute"),
+        choices=tuple(SPLIT_BALANCES),
         default="memory",
-        help="what the automatic split over --ipus balances: memory (default) or compute (FLOPs, for "
-        "even pipeline stages)",
+        help="the automatic split over --ipus: "
+        + "; ".join(f"{k} balances {v}" for k, v in SPLIT_BALANCES.items())
+        + " (default memory)",
     )
     p.add_argument(
         "--replicas",
