@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from report_format import ownership, schema
 from report_format.errors import ReportError
+from report_format.paths import path_problem
 
 TableData = pa.Table | pa.RecordBatch | Mapping[str, Any]
 _COMPRESSION: Final = "zstd"
@@ -215,10 +216,17 @@ def _umask() -> int:
     return mask
 
 
+def _check_path_text(path: str | Path) -> None:
+    problem = path_problem(path)
+    if problem:
+        raise ReportError(Path(os.fspath(path).replace("\x00", "\\0")), f"cannot write a report here: {problem}")
+
+
 def check_writable(path: str | Path) -> None:
     """Raise ReportError unless a directory could be created at ``path``: its nearest existing
     ancestor must be a directory this process can create entries in (tried, not guessed from
     permission bits, which do not stop root and do not know read-only mounts)."""
+    _check_path_text(path)
     dest = Path(path).absolute()
     ancestor = dest.parent
     while not ancestor.exists() and ancestor != ancestor.parent:
@@ -248,6 +256,7 @@ def _remove_stale_probes(directory: Path) -> None:
 def check_destination(path: str | Path) -> dict[str, Any] | None:
     """Raise ReportError unless a report can be written at ``path`` without losing anybody's
     files. Returns the manifest of the tilescope report that would be replaced (None if there is none)."""
+    _check_path_text(path)
     dest = Path(path).absolute()
     if dest.exists() or dest.is_symlink():
         if not dest.is_dir():

@@ -49,6 +49,9 @@ from tilescope.errors import CommandError
 from tilescope.progress import Counter
 
 HELP = "profile an ONNX model or a workload script on the simulated IPU"
+# --runs beyond this is a typo (99999999999999999999 ran for minutes, a stderr line a run): even
+# the smallest model's run takes ~1 ms of host time, so this many is already minutes of work.
+MAX_RUNS = 100_000
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -86,7 +89,7 @@ def _add_options(p: argparse.ArgumentParser) -> None:
         help="pipeline the sharded model: its IPUs are stages working on different micro-batches",
     )
     p.add_argument(
-        "--micro-batches", type=int, default=0, help="micro-batches per run with --pipeline (default 2 x --ipus)"
+        "--micro-batches", type=int, default=None, help="micro-batches per run with --pipeline (default 2 x --ipus)"
     )
     p.add_argument(
         "--batch", type=int, default=None, help="batch size, for models whose batch dimension is 1 or symbolic"
@@ -197,8 +200,8 @@ def run(args: argparse.Namespace) -> int:
             if value != again.get_default(key):
                 setattr(args, key, value)
         script_args = []
-    if args.runs < 1:
-        raise CommandError(f"--runs must be >= 1, got {args.runs}")
+    if not 1 <= args.runs <= MAX_RUNS:
+        raise CommandError(f"--runs must be between 1 and {MAX_RUNS:,}, got {args.runs}")
     if args.check_tolerance is not None and not args.check_tolerance > 0:
         raise CommandError(f"--check-tolerance must be > 0, got {args.check_tolerance}")
     if not path.is_file():
@@ -206,7 +209,9 @@ def run(args: argparse.Namespace) -> int:
     if args.save_outputs:
         from tilescope.outputs import check_output_file
 
-        check_output_file(args.save_outputs, "--save-outputs")  # before running, not after
+        check_output_file(
+            args.save_outputs, "--save-outputs", inputs=[path, *([args.inputs] if args.inputs else [])]
+        )  # before running
     _engine_options(args.report_dir, script=path.suffix == ".py")
     if path.suffix == ".py":
         return _run_script(path, script_args)
@@ -275,7 +280,12 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
         if args.save_outputs:
             from tilescope.outputs import write_atomically
 
-            write_atomically(args.save_outputs, "--save-outputs", lambda f: np.savez(f, **outputs))
+            write_atomically(
+                args.save_outputs,
+                "--save-outputs",
+                lambda f: np.savez(f, **outputs),
+                inputs=[path, *([args.inputs] if args.inputs else [])],
+            )
 
     try:
         result = profile_model(path, options, lambda session: _load_inputs(session, args.inputs), progress=_progress,
@@ -304,14 +314,14 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
 def _micro_batches(args: argparse.Namespace) -> int:
     """Micro-batches per run: 1 without --pipeline; with it --micro-batches, else 2 x --ipus."""
     if not args.pipeline:
-        if args.micro_batches:
+        if args.micro_batches is not None:
             raise CommandError("--micro-batches needs --pipeline")
         return 1
     if args.ipus < 2:
         raise CommandError("--pipeline needs --ipus 2 or more (each IPU is a pipeline stage)")
-    if args.micro_batches < 0:
+    if args.micro_batches is not None and args.micro_batches < 1:
         raise CommandError(f"--micro-batches must be >= 1, got {args.micro_batches}")
-    return args.micro_batches or 2 * args.ipus
+    return 2 * args.ipus if args.micro_batches is None else args.micro_batches
 
 
 def _identical_blocks(onnx_model: Any) -> list[int] | None:
