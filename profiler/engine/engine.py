@@ -59,6 +59,9 @@ class Engine:
     ) -> None:
         self.graph = graph
         self.programs = programs if isinstance(programs, list) else [programs]
+        if not name.isprintable() or "/" in name or "\\" in name or name in (".", ".."):
+            # the name is a report's sub-directory and is printed: no control characters, no paths
+            raise EngineError(f"engine name {name!r}: use printable characters and no path separators")
         self.name = name
         self.options: EngineOptions = resolve_options(options)
         self.compiled: CompiledGraph | None = None

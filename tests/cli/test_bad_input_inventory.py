@@ -118,6 +118,13 @@ def _nested_report(env: Env) -> None:  # what a named engine leaves: DIR/<engine
     synthetic_report(env.tmp / "outer" / "mlp", tiles_per_ipu=16)
 
 
+def _future_opset(env: Env) -> None:
+    model = examples.mlp((4, 2))
+    model.opset_import[0].version = 99
+    onnx.save(model, env.tmp / "future.onnx")
+    env.paths["future"] = str(env.tmp / "future.onnx")
+
+
 def _fifo(env: Env) -> None:  # a FIFO of the test's own (never the machine's device files)
     os.mkfifo(env.tmp / "fifo")
     env.paths["fifo"] = str(env.tmp / "fifo")
@@ -234,6 +241,9 @@ ROWS = [
     Row("serve-host", ["serve", "{report}", "--host", "no-such-host.invalid", "--no-browser"], 2, "--host", [_report]),
     # -- models ----------------------------------------------------------------------------------
     Row("model-missing", ["run", "{tmp}/none.onnx"], 2, "no such file", []),
+    Row("model-directory", ["run", "{tmp}"], 2, "is a directory", []),
+    Row("model-fifo", ["run", "{fifo}"], 2, "is not a regular file", [_fifo]),
+    Row("model-opset-99", ["run", "{future}"], 2, "opset 99 is newer than any ONNX defines", [_future_opset]),
     Row("model-garbage", ["run", "{junk_onnx}"], 2, "junk.onnx", [_file("junk.onnx", b"\x00\x01garbage" * 50)]),
     Row("model-empty", ["run", "{empty_onnx}"], 2, "empty.onnx", [_file("empty.onnx", b"")]),
     Row("model-unsupported-op", ["run", "{odd}"], 2, "NoSuchOp", [_unsupported]),
@@ -478,3 +488,17 @@ def test_every_inventory_row_is_in_the_docs() -> None:
     doc = (ROOT / "docs" / "robustness.md").read_text()
     missing = [r.id for r in ROWS if f"`{r.id}`" not in doc]
     assert not missing, f"docs/robustness.md does not list {missing}"
+
+
+def test_json_output_holds_no_infinity() -> None:
+    from tilescope.commands.run import _json_safe
+
+    doc = {
+        "check": {"outputs": {"y": {"max_abs_diff": float("inf"), "max_rel_diff": float("nan")}}},
+        "n": [1.5, -float("inf")],
+    }
+    text = json.dumps(_json_safe(doc), allow_nan=False)  # would raise on a non-finite float left in
+    assert json.loads(text) == {
+        "check": {"outputs": {"y": {"max_abs_diff": None, "max_rel_diff": None}}},
+        "n": [1.5, None],
+    }

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -205,7 +206,8 @@ def run(args: argparse.Namespace) -> int:
     if args.check_tolerance is not None and not args.check_tolerance > 0:
         raise CommandError(f"--check-tolerance must be > 0, got {args.check_tolerance}")
     if not path.is_file():
-        raise CommandError(f"{path}: no such file")
+        what = "is a directory" if path.is_dir() else "is not a regular file" if path.exists() else "no such file"
+        raise CommandError(f"{path}: {what}")
     if args.save_outputs:
         from tilescope.outputs import check_output_file
 
@@ -298,7 +300,7 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
         doc["check"] = check
     if result.out_of_memory and not args.outline and args.ipus == 1:  # would sharing the layers' code help?
         doc["execution"]["identical_blocks"] = _identical_blocks(result.model.onnx_model)
-    print(json.dumps(doc, indent=2) if args.json else _render(doc))
+    print(json.dumps(_json_safe(doc), indent=2, allow_nan=False) if args.json else _render(doc))
     if result.out_of_memory:
         where = f"; the report shows the memory: {result.report_path}" if result.report_path else ""
         print(f"tilescope run: not executed: {result.out_of_memory}{where}", file=sys.stderr)
@@ -309,6 +311,18 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
               f"tolerance {check['tolerance']:g}", file=sys.stderr)  # fmt: skip
         return 1
     return 0
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float as null: JSON has no Infinity or NaN (an fp16 --check
+    whose outputs overflowed has an infinite difference; a strict parser rejects ``Infinity``)."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def _micro_batches(args: argparse.Namespace) -> int:
