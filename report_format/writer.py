@@ -258,7 +258,11 @@ def check_destination(path: str | Path) -> dict[str, Any] | None:
     files. Returns the manifest of the tilescope report that would be replaced (None if there is none)."""
     _check_path_text(path)
     dest = Path(path).absolute()
-    if dest.exists() or dest.is_symlink():
+    if dest.is_symlink():  # the swap would replace the link by a directory and leave its target behind
+        raise ReportError(
+            dest, f"cannot write a report here: a symbolic link (to {os.readlink(dest)}); give the directory itself"
+        )
+    if dest.exists():
         if not dest.is_dir():
             raise ReportError(dest, "cannot write a report here: a file with this name exists")
         manifest = ownership.read_own_manifest(dest)

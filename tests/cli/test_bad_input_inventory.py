@@ -125,6 +125,11 @@ def _future_opset(env: Env) -> None:
     env.paths["future"] = str(env.tmp / "future.onnx")
 
 
+def _symlink_to_report(env: Env) -> None:  # the swap must neither replace the link nor empty the report
+    (env.tmp / "report_link").symlink_to(env.paths["report"])
+    env.paths["report_link"] = str(env.tmp / "report_link")
+
+
 def _fifo(env: Env) -> None:  # a FIFO of the test's own (never the machine's device files)
     os.mkfifo(env.tmp / "fifo")
     env.paths["fifo"] = str(env.tmp / "fifo")
@@ -322,6 +327,13 @@ ROWS = [
         2,
         "names are at most 255 bytes",
         M,
+    ),
+    Row(
+        "report-dir-symlink",
+        ["run", "{model}", "--report-dir", "{report_link}"],
+        2,
+        "a symbolic link (to",
+        [*M, _report, _symlink_to_report],
     ),
     Row(
         "save-outputs-the-model",
