@@ -278,6 +278,7 @@ def _next_write_cleans_up(tmp_path: Path, path: Path) -> None:
     assert not left, (left, w.messages)
 
 
+@pytest.mark.slow  # 4-6 s each at load 4: four writer processes killed at random points
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_killed_at_random_points_the_report_stays_whole(tmp_path: Path, sig: signal.Signals) -> None:
     path = synthetic_report(tmp_path / "r", num_ipus=2, tiles_per_ipu=64, seed=1)
@@ -299,6 +300,7 @@ def test_killed_at_random_points_the_report_stays_whole(tmp_path: Path, sig: sig
     _next_write_cleans_up(tmp_path, path)
 
 
+@pytest.mark.slow  # ~2.6 s at load 4
 def test_a_writer_with_sigint_ignored_keeps_ignoring_it_and_sigterm_still_ends_it(tmp_path: Path) -> None:
     """nohup and background jobs start with SIGINT ignored: the writer's held blocks must leave it
     ignored (not catch it and act on it later) and must not keep SIGTERM from ending the process."""
