@@ -59,6 +59,8 @@ def run_in(root: Path, argv: list[str], env: dict[str, str] | None = None) -> su
     )
 
 
+# Each command and example is a fresh Python process (~0.8 s each, ~17 s in all at load 4): `make test` runs them.
+@pytest.mark.slow
 @pytest.mark.parametrize("doc,command", commands(), ids=[c for _, c in commands()])
 def test_command_runs(demo: Path, doc: str, command: str) -> None:
     env = {}
@@ -83,6 +85,7 @@ def test_command_runs(demo: Path, doc: str, command: str) -> None:
         (demo / into).write_text(done.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("doc,code", blocks("python"), ids=[f"{d}#{i}" for i, (d, _) in enumerate(blocks("python"))])
 def test_python_example_runs(demo: Path, doc: str, code: str) -> None:
     if "import duckdb" in code and importlib.util.find_spec("duckdb") is None:

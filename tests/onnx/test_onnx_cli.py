@@ -232,6 +232,7 @@ def test_progress_counts_nodes_and_compute_sets_on_a_terminal() -> None:
     assert term.getvalue().count("\r") < 10 and log.getvalue() == ""
 
 
+@pytest.mark.slow  # ~3.4 s at load 4
 def test_run_outline_calls_one_body_per_layer(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     """--outline: the report's program tree holds a Call per layer, the code held once (the report's
     exchange code below the inline build's); with --ipus 2 it is refused in one line."""

@@ -138,6 +138,7 @@ def test_workload_scripts_refuse_bad_sizes_in_one_line(monkeypatch, capsys):
     assert status == 2 and "'x' is not a whole number" in err
 
 
+@pytest.mark.slow  # ~3 s at load 4
 def test_workload_scripts_report_a_model_that_does_not_fit_in_one_line(monkeypatch, capsys):
     status, err = _script(monkeypatch, capsys, mlp, "--hidden", "20000", "--tiles", "4")
     assert status == 1 and "out of memory on 4 tile(s)" in err
