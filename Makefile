@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint install install-test browser-deps screenshots samples
+.PHONY: demo test check lint install install-test browser-deps screenshots samples
 
 # pip prints each package it fetches and installs (no silent minute on a fresh machine).
 PIP_INSTALL := $(BIN)/pip install --disable-pip-version-check --progress-bar on
@@ -35,7 +35,18 @@ demo: install
 # Quick start 2: install everything and run the whole test suite (browser tests included).
 test: install-test browser-deps
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
+
+# The inner loop while changing code (about 2 minutes on 2 cores): ruff and the unit tier, i.e. every
+# test but the slow ones, the browser ones and the ONNX conformance cases (markers in pyproject.toml).
+# Installs only into a virtualenv without pytest; `make test` runs everything.
+check: $(BIN)/pytest
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -m "not slow and not browser and not conformance"
+
+$(BIN)/pytest: | $(BIN)/python
+	$(PIP_INSTALL) -e ".[test]"
 
 lint: install-test
 	$(BIN)/ruff check .

@@ -25,7 +25,7 @@ from typing import Any
 
 import flask
 from dash import Dash
-from dash.exceptions import CallbackException
+from dash.exceptions import CallbackException, DependencyException
 from werkzeug.exceptions import HTTPException
 
 from app import ids
@@ -36,6 +36,11 @@ MAX_STRING = 4096
 MAX_ITEMS = 2_000_000
 MAX_DEPTH = 32
 _LOG = logging.getLogger("tilescope.viewer")
+#: Host names a loopback viewer answers to (any port): a request naming another host came through a
+#: name that resolves here without being this machine's (DNS rebinding), and is refused.
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+#: Bound addresses that mean "every interface": the user chose to serve the network, any Host goes.
+ALL_INTERFACES = frozenset({"0.0.0.0", "::", "[::]"})
 
 # Errors a callback raises when its arguments are of the wrong type or out of range.
 BAD_ARGUMENT_ERRORS = (
@@ -232,17 +237,34 @@ def _answer(status: int, message: str) -> flask.Response:
     return response
 
 
-def install(app: Dash) -> None:
-    """Apply the limits and checks to ``app``'s server (call after every callback is registered)."""
+def allowed_hosts(bound: str) -> frozenset[str] | None:
+    """The Host names a viewer bound to ``bound`` answers to; None: any (bound to every interface)."""
+    return None if bound in ALL_INTERFACES else LOOPBACK_HOSTS | {bound}
+
+
+def _host_name(host: str) -> str:
+    """``host[:port]`` without the port (an IPv6 literal keeps its brackets)."""
+    if host.startswith("["):
+        return host[: host.find("]") + 1] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def install(app: Dash, hosts: frozenset[str] | None = LOOPBACK_HOSTS) -> None:
+    """Apply the limits and checks to ``app``'s server (call after every callback is registered);
+    ``hosts``: the Host names it answers to (``allowed_hosts``), None for any."""
     from app import grid
 
     server = app.server
+    server.config["TILESCOPE_ALLOWED_HOSTS"] = hosts
     server.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     dispatch_path = app.config.routes_pathname_prefix + "_dash-update-component"
     grid_kinds = frozenset(grid.kinds())
 
     @server.before_request
     def _guard() -> flask.Response | None:
+        allowed = server.config.get("TILESCOPE_ALLOWED_HOSTS")
+        if allowed is not None and _host_name(flask.request.host.lower()) not in allowed:
+            return _answer(403, "this viewer answers only to its own address")  # the name is not echoed
         length = flask.request.content_length
         if length is not None and length > MAX_REQUEST_BYTES:  # refused before it is read
             return _answer(413, f"request larger than {MAX_REQUEST_BYTES // 2**20} MiB")
@@ -270,6 +292,8 @@ def install(app: Dash) -> None:
     def _error(exc: Exception) -> Any:
         if isinstance(exc, HTTPException):
             return _answer(exc.code or 500, exc.name)
+        if isinstance(exc, DependencyException):  # an asset path no component registered: not found
+            return _answer(404, "not found")
         if flask.request.path == dispatch_path and isinstance(exc, BAD_ARGUMENT_ERRORS):
             body = flask.request.get_json(silent=True) or {}
             output = _name(body.get("output", "?"))

@@ -4,8 +4,10 @@ A table copied in from another report, with the manifest updated to match, passe
 check (schema, checksum, row count); only the relations between tables tell it apart: a target
 of 2 IPUs x 16 tiles beside a 1,472-row tile table. Two levels:
 
-* ``check_on_open``: from the manifest's row counts and the one-row ``target`` and small ``runs``
-  tables; milliseconds whatever the report's size, so ``open_report`` runs it every time.
+* ``check_on_open``: from the manifest's row counts, the one-row ``target`` and small ``runs``
+  tables, and one id column of ``programs``, ``variables`` and ``liveness_intervals`` (the keys
+  the other tables join on); milliseconds whatever the report's size, so ``open_report`` runs it
+  every time.
 * ``check_all``: reads the tables and checks every key (tile ids, IPU ids, program ids, variable
   ids, the per-tile memory sums, the width of every tile_cycles row); ``summary --verify``.
 
@@ -81,6 +83,25 @@ def check_on_open(report: Report) -> None:
         _fail(
             report, "liveness", f"{report.num_rows('liveness')} rows is not a whole number of steps x {t.num_ipus} IPUs"
         )
+    # programs and variables: the ids other tables key on (one int column each: milliseconds)
+    if report.num_rows("programs") and report.num_rows("liveness"):
+        steps = int((np.asarray(report.table("programs", ["step"]).column(0)) >= 0).sum())
+        if steps * t.num_ipus != report.num_rows("liveness"):
+            _fail(
+                report,
+                "programs",
+                f"{steps:,} program steps, but liveness holds {report.num_rows('liveness'):,} rows "
+                f"= steps x {t.num_ipus} IPUs",
+            )
+    if report.num_rows("variables"):
+        ids = report.table("variables", ["variable_id"]).column(0)
+        n = report.num_rows("variables")
+        if pc.min(ids).as_py() != 0 or pc.max(ids).as_py() != n - 1:
+            _fail(report, "variables", f"variable ids are not 0..{n - 1} for its {n:,} rows")
+        if report.num_rows("liveness_intervals"):
+            top = pc.max(report.table("liveness_intervals", ["variable_id"]).column(0)).as_py()
+            if top >= n:
+                _fail(report, "variables", f"{n:,} variables, but liveness_intervals names variable {top}")
 
 
 def _in_range(report: Report, table: str, column: str, upper: int, what: str) -> None:
@@ -137,6 +158,19 @@ def check_all(report: Report) -> None:
     _ids_exist(report, "execution_steps", "program_id", "programs", "program_id")
     _ids_exist(report, "runs", "program_id", "programs", "program_id", allow_none=True)
     _ids_exist(report, "variable_placements", "variable_id", "variables", "variable_id")
+    if report.num_rows("variable_placements") and report.num_rows("variables"):
+        # each placed variable's pieces add up to its size (a variables table from another report does not)
+        placed = report.table("variable_placements", ["variable_id", "bytes"])
+        v = report.table("variables", ["variable_id", "bytes"])
+        ids, size = np.asarray(v.column(0)), np.asarray(v.column(1), dtype=np.int64)
+        by_var = np.bincount(np.asarray(placed.column(0)), weights=np.asarray(placed.column(1), np.float64),
+                             minlength=int(ids.max()) + 1)  # fmt: skip
+        has = np.bincount(np.asarray(placed.column(0)), minlength=by_var.size) > 0
+        bad = np.flatnonzero(has[ids] & (by_var[ids] != size))
+        if bad.size:
+            i = int(ids[bad[0]])
+            _fail(report, "variables", f"variable {i} is {int(size[bad[0]]):,} bytes, its placements "
+                  f"{int(by_var[i]):,} ({bad.size:,} variables like it)")  # fmt: skip
     _ids_exist(report, "liveness_intervals", "variable_id", "variables", "variable_id")
     _ids_exist(report, "program_variables", "variable_id", "variables", "variable_id")
     _ids_exist(report, "vertices", "compute_set_id", "compute_sets", "compute_set_id")

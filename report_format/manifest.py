@@ -84,6 +84,8 @@ def read_manifest(path: Path) -> Manifest:
             names = ", ".join(str(d) for d in inside[:5]) + (f" and {len(inside) - 5} more" if len(inside) > 5 else "")
             raise ReportError(path, f"not a report itself, but it holds {len(inside)}: {names} (a named engine "
                               "writes into a sub-directory named after it); open one of those")  # fmt: skip
+        if mpath.exists():  # a FIFO or a device: never opened (reading one could block forever)
+            raise ReportError(mpath, "not a regular file: not a tilescope report")
         raise ReportError(mpath, "missing: not a tilescope report, or its writing did not finish")
     try:
         doc = json.loads(mpath.read_bytes().decode("utf-8"))
@@ -91,6 +93,8 @@ def read_manifest(path: Path) -> Manifest:
         raise ReportError(mpath, f"not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from None
     except UnicodeDecodeError:
         raise ReportError(mpath, "not valid UTF-8 text") from None
+    except RecursionError:  # thousands of nested '[': Python's parser recurses per level
+        raise ReportError(mpath, "nested too deeply to be a tilescope manifest") from None
     require(isinstance(doc, dict), mpath, "not a JSON object")
     require(
         doc.get("format") == schema.FORMAT_NAME,

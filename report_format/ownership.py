@@ -38,9 +38,12 @@ OWN_NAMES = _KNOWN_TABLE_FILES | {schema.MANIFEST_NAME, MARKER}
 
 def read_own_manifest(directory: Path) -> dict[str, Any] | None:
     """The manifest of ``directory`` if it is tilescope's (format name and integer version), else None."""
+    manifest = directory / schema.MANIFEST_NAME
+    if not manifest.is_file():  # missing, or a FIFO or device (reading one could block forever)
+        return None
     try:
-        doc = json.loads((directory / schema.MANIFEST_NAME).read_bytes().decode("utf-8"))
-    except (OSError, ValueError):  # missing, unreadable, not UTF-8, not JSON
+        doc = json.loads(manifest.read_bytes().decode("utf-8"))
+    except (OSError, ValueError, RecursionError):  # missing, unreadable, not UTF-8, not JSON, nested past the parser
         return None
     if not isinstance(doc, dict) or doc.get("format") != schema.FORMAT_NAME:
         return None

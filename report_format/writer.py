@@ -28,6 +28,7 @@ import tempfile
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from types import FrameType
 from typing import Any, Final
 
 import numpy as np
@@ -35,6 +36,7 @@ import pyarrow as pa
 
 from report_format import ownership, schema
 from report_format.errors import ReportError
+from report_format.paths import path_problem
 
 TableData = pa.Table | pa.RecordBatch | Mapping[str, Any]
 _COMPRESSION: Final = "zstd"
@@ -171,18 +173,56 @@ def _problem(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
 
 
+_DEFERRED = (signal.SIGINT, signal.SIGTERM)
+
+
+class _Recorder:
+    """The handler of SIGINT and SIGTERM while a block holds them: it notes each one. Once its block
+    is over it acts as the handler it replaced (it is still in place only if putting the handlers
+    back was cut short, see ``_signals_deferred``)."""
+
+    def __init__(self, previous: dict[int, Any]) -> None:
+        self.previous = previous
+        self.held: list[int] = []
+        self.over = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if not self.over:
+            self.held.append(signum)
+            return
+        handler = self.previous[signum]
+        if callable(handler):
+            handler(signum, frame)
+        else:  # SIG_DFL: the default action (SIGTERM ends the process)
+            signal.signal(signum, handler)
+            signal.raise_signal(signum)
+
+
+def _own_handler(sig: int) -> Any:
+    """The handler of ``sig``, seen through recorders whose block is over."""
+    handler = signal.getsignal(sig)
+    while isinstance(handler, _Recorder) and handler.over:
+        handler = handler.previous[sig]
+    return handler
+
+
 @contextlib.contextmanager
 def _signals_deferred() -> Iterator[None]:
     """Hold SIGINT and SIGTERM until the block is done: making a marked temporary and swapping a
     report into place are short and must not stop half way (SIGKILL still can; ``ownership``
     cleans up after it). A signal that arrives meanwhile is raised again, with its own handler,
     when the block ends. In the main thread the handlers are swapped for a recorder (this also
-    catches a signal that arrived just before but was not yet handled); elsewhere signals are blocked."""
-    held: list[int] = []
-    sigs = (signal.SIGINT, signal.SIGTERM)
+    catches a signal that arrived just before but was not yet handled); elsewhere signals are blocked.
+
+    A signal the process ignores stays ignored (a job started with nohup or in the background
+    inherits SIGINT ignored), and a handler Python did not install is left alone (it could not be
+    put back). Putting the handlers back can be cut short: ``signal.signal`` first runs the handlers
+    of pending signals, so Ctrl+C landing once SIGINT's own handler is back raises before SIGTERM's
+    is. The recorder left in place then acts as SIGTERM's handler (it would otherwise swallow SIGTERM
+    for good), the next block puts the real one back, and what was held is raised all the same."""
     if threading.current_thread() is not threading.main_thread():
         try:
-            mask = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
         except (AttributeError, OSError, ValueError):
             yield
             return
@@ -191,14 +231,28 @@ def _signals_deferred() -> Iterator[None]:
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a blocked signal is delivered here
         return
-    previous = {sig: signal.signal(sig, lambda n, _frame: held.append(n)) for sig in sigs}
+    previous: dict[int, Any] = {
+        int(sig): h for sig in _DEFERRED if (h := _own_handler(sig)) is not None and h != signal.SIG_IGN
+    }
+    recorder = _Recorder(previous)
     try:
+        for sig in previous:
+            signal.signal(sig, recorder)
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-        for signum in dict.fromkeys(held):
-            signal.raise_signal(signum)
+        recorder.over = True
+        try:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        finally:
+            raised: BaseException | None = None
+            for held in dict.fromkeys(recorder.held):
+                try:
+                    signal.raise_signal(held)
+                except BaseException as exc:  # SIGINT's KeyboardInterrupt must not drop a held SIGTERM
+                    raised = raised or exc
+            if raised is not None:
+                raise raised
 
 
 def _umask() -> int:
@@ -215,10 +269,17 @@ def _umask() -> int:
     return mask
 
 
+def _check_path_text(path: str | Path) -> None:
+    problem = path_problem(path)
+    if problem:
+        raise ReportError(Path(os.fspath(path).replace("\x00", "\\0")), f"cannot write a report here: {problem}")
+
+
 def check_writable(path: str | Path) -> None:
     """Raise ReportError unless a directory could be created at ``path``: its nearest existing
     ancestor must be a directory this process can create entries in (tried, not guessed from
     permission bits, which do not stop root and do not know read-only mounts)."""
+    _check_path_text(path)
     dest = Path(path).absolute()
     ancestor = dest.parent
     while not ancestor.exists() and ancestor != ancestor.parent:
@@ -248,8 +309,13 @@ def _remove_stale_probes(directory: Path) -> None:
 def check_destination(path: str | Path) -> dict[str, Any] | None:
     """Raise ReportError unless a report can be written at ``path`` without losing anybody's
     files. Returns the manifest of the tilescope report that would be replaced (None if there is none)."""
+    _check_path_text(path)
     dest = Path(path).absolute()
-    if dest.exists() or dest.is_symlink():
+    if dest.is_symlink():  # the swap would replace the link by a directory and leave its target behind
+        raise ReportError(
+            dest, f"cannot write a report here: a symbolic link (to {os.readlink(dest)}); give the directory itself"
+        )
+    if dest.exists():
         if not dest.is_dir():
             raise ReportError(dest, "cannot write a report here: a file with this name exists")
         manifest = ownership.read_own_manifest(dest)

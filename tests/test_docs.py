@@ -164,6 +164,9 @@ def fresh_shell(cwd: Path, command: str, active: bool) -> subprocess.CompletedPr
     )
 
 
+# Each command and example is a fresh shell and Python process (~1 s each): `make test` runs them,
+# `make check` leaves them out.
+@pytest.mark.slow
 @pytest.mark.parametrize("page,command,active", commands(), ids=[f"{p}: {c}" for p, c, _ in commands()])
 def test_command_runs_in_a_fresh_shell(checkout: Path, page: str, command: str, active: bool) -> None:
     why = not_run(command)
@@ -192,6 +195,7 @@ def test_every_page_that_uses_tilescope_activates_the_venv_first() -> None:
                 assert active, f"{page.name}: `{command}` runs before the page activates the venv ({ACTIVATE})"
 
 
+@pytest.mark.slow
 def test_the_fresh_shell_has_no_tilescope_until_the_venv_is_activated(tmp_path: Path) -> None:
     bin_dir = venv_bin()
     (tmp_path / ".venv").symlink_to(bin_dir.parent)
@@ -243,6 +247,7 @@ def test_inline_command_names_what_exists(page: str, command: str) -> None:
         assert (ROOT / words[1]).is_file() or words[1] == "my_program.py", f"{page}: `{command}`: no {words[1]}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("doc,code", blocks("python"), ids=[f"{d}#{i}" for i, (d, _) in enumerate(blocks("python"))])
 def test_python_example_runs(demo: Path, doc: str, code: str) -> None:
     if "import duckdb" in code and importlib.util.find_spec("duckdb") is None:

@@ -11,20 +11,40 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
+from report_format.ownership import read_own_manifest
+from report_format.paths import path_problem
 from tilescope.errors import CommandError
 
 
-def check_output_file(path: str | Path, option: str) -> Path:
-    """Raise CommandError unless a file can be written at ``path``: not a directory, and its
-    nearest existing ancestor a directory where entries can be created (missing directories are
-    created when writing, as for report directories). Nothing is left behind by the check."""
+def check_output_file(path: str | Path, option: str, inputs: Sequence[str | Path] = ()) -> Path:
+    """Raise CommandError unless a file can be written at ``path`` without destroying anything the
+    user did not ask to replace: a usable path (no NUL byte, names within the file system's limit),
+    not a directory, a device, a FIFO or a symbolic link (replacing the link would turn it into a
+    regular file), not inside a tilescope report (a report's files are its own) and not one of the
+    command's ``inputs`` (the model being run); and its nearest existing ancestor a directory where
+    entries can be created (missing directories are created when writing, as for report
+    directories). An existing regular file is replaced, as asked. Nothing is left behind by the check."""
+    problem = path_problem(path)
+    if problem:
+        raise CommandError(f"{option} {os.fspath(path)!r}: {problem}")
     out = Path(path)
+    if out.is_symlink():
+        raise CommandError(f"{option} {out}: is a symbolic link; give the path of the file it points to")
     if out.is_dir():
         raise CommandError(f"{option} {out}: is a directory; give a file name")
+    if out.exists() and not out.is_file():
+        raise CommandError(f"{option} {out}: is not a regular file (a device, FIFO or socket); give a file name")
+    for given in inputs:
+        with contextlib.suppress(OSError):
+            if out.exists() and os.path.samefile(out, given):
+                raise CommandError(f"{option} {out}: is the input {given}; give another file name")
+    holder = out.absolute().parent
+    if read_own_manifest(holder) is not None:
+        raise CommandError(f"{option} {out}: is inside the tilescope report {holder}; write it elsewhere")
     ancestor = out.parent if str(out.parent) else Path(".")
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
@@ -38,10 +58,17 @@ def check_output_file(path: str | Path, option: str) -> Path:
     return out
 
 
-def write_atomically(path: str | Path, option: str, write: Callable[[IO[bytes]], None], mode: int = 0o666) -> Path:
+def write_atomically(
+    path: str | Path,
+    option: str,
+    write: Callable[[IO[bytes]], None],
+    mode: int = 0o666,
+    inputs: Sequence[str | Path] = (),
+) -> Path:
     """Write a file through ``write(binary file)`` into a temporary beside ``path``, then rename it
-    into place: a failure (a full disk) leaves the previous file, never a half-written one."""
-    out = check_output_file(path, option)
+    into place: a failure (a full disk) leaves the previous file, never a half-written one. The
+    destination is checked again (``check_output_file``) just before."""
+    out = check_output_file(path, option, inputs)
     parent = out.parent if str(out.parent) else Path(".")
     try:
         parent.mkdir(parents=True, exist_ok=True)

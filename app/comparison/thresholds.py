@@ -81,6 +81,8 @@ def parse_threshold(text: str, known: Iterable[str]) -> Threshold:
         value = float(raw.replace("_", ""))
     except ValueError:
         raise ThresholdError(f"malformed --fail-if {text!r}: {raw!r} is not a number") from None
+    if not math.isfinite(value):  # '1e999999' overflows to inf as 'inf' would: neither can be crossed usefully
+        raise ThresholdError(f"malformed --fail-if {text!r}: {raw!r} is not a finite number")
     known = list(known)
     if metric not in known:
         close = difflib.get_close_matches(metric, known, n=3, cutoff=0.6)

@@ -252,6 +252,8 @@ def _parse_environment(text: str) -> dict[str, object]:
         raise OptionError(
             f"{ENV_VAR} is not valid JSON: {e.msg} at line {e.lineno} column {e.colno} (char {e.pos})"
         ) from None
+    except RecursionError:  # Python's parser recurses per level: thousands of '[' exhaust it
+        raise OptionError(f"{ENV_VAR} is nested too deeply to be engine options (a flat JSON object)") from None
     if not isinstance(parsed, dict):
         raise OptionError(
             f"{ENV_VAR} must be a JSON object of option names to values, got a JSON {type(parsed).__name__}"

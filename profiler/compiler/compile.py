@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, TypeGuard
 
 import numpy as np
 
@@ -111,6 +111,18 @@ class Step(Node):
 Progress = Callable[[int, int], None]
 
 
+class _PipelinedRepeat(Protocol):
+    """A Repeat whose body's stages overlap across IPUs: profiler.multi_ipu.pipeline.Pipeline, which
+    the compiler may not import (docs/architecture.md)."""
+
+    pipelined: bool
+    micro_batches: int  # per run
+
+
+def _pipelined(prog: P.Repeat) -> TypeGuard[_PipelinedRepeat]:
+    return bool(getattr(prog, "pipelined", False))
+
+
 class Compiler:
     """Lowers programs to the program tree and plans every step; ``compile_programs`` runs it and
     hands back a CompiledGraph."""
@@ -202,7 +214,7 @@ class Compiler:
             self._lower(prog.body, node)
             if len(self.steps) > first:
                 self.repeat_ranges.append((first, len(self.steps) - 1))
-                if getattr(prog, "pipelined", False):  # profiler.multi_ipu.pipeline.Pipeline
+                if _pipelined(prog):
                     self.pipeline_ranges.append((first, len(self.steps) - 1, node.id, int(prog.micro_batches)))
         elif isinstance(prog, P.If):
             node = self._node(parent.id, len(parent.children), ControlType.IF, prog.name)
@@ -309,7 +321,8 @@ class Compiler:
         if isinstance(src, DataStream):
             if src.direction != HOST_TO_DEVICE:
                 raise CompileError(f"Copy from stream {src.name!r}: it is a device-to-host stream")
-            self._lower_stream(parent, dst, src, to_host=False, name=prog.name or src.name)  # type: ignore[arg-type]
+            assert isinstance(dst, Tensor)  # Copy refuses a stream to a stream
+            self._lower_stream(parent, dst, src, to_host=False, name=prog.name or src.name)
             return
         if isinstance(dst, DataStream):
             if dst.direction == HOST_TO_DEVICE:
@@ -323,18 +336,19 @@ class Compiler:
         t = self.target
         item = src.dtype.itemsize
         pieces = self.elements.whole_pieces(src, dst)
+        piece_bytes: np.ndarray | None = None
         if pieces is not None:  # all of one variable into all of another: by the mappings' intervals
             s_tile, d_tile, length = pieces
-            nbytes: np.ndarray | int = length * item
+            piece_bytes = length * item
         else:  # element by element
             s_tile, d_tile = self.graph.tile_of(src).astype(np.int64), self.graph.tile_of(dst).astype(np.int64)
-            length, nbytes = np.ones(s_tile.size, dtype=np.int64), item
+            length = np.ones(s_tile.size, dtype=np.int64)
         cross = (s_tile // t.tiles_per_ipu) != (d_tile // t.tiles_per_ipu)
         name = prog.name or f"Copy {src!r} -> {dst!r}"
         reads, writes = variables_of(src), variables_of(dst)
         action = actions.Copy(Access(src), Access(dst))
         if cross.any():
-            part = nbytes[cross] if pieces is not None else item
+            part = piece_bytes[cross] if piece_bytes is not None else item
             gplan = plan_transfers(s_tile[cross], d_tile[cross], part, t, global_=True)
             self._sync(parent, "external")
             self._add_step(parent, StepType.GLOBAL_EXCHANGE, name, tile_cycles=gplan.cycles, bytes_in=gplan.bytes_in,
@@ -342,9 +356,10 @@ class Compiler:
                        external=True, reads=reads, writes=writes, action=None if (~cross).any() else action)  # fmt: skip
             if not (~cross).any():
                 return
-        if pieces is not None:  # pieces next to each other are contiguous in both variables
+        nbytes: np.ndarray | int = item
+        if piece_bytes is not None:  # pieces next to each other are contiguous in both variables
             s_gid = d_gid = np.flatnonzero(~cross)
-            nbytes = nbytes[~cross]
+            nbytes = piece_bytes[~cross]
         else:
             s_gid, d_gid = self.elements.gid(*src.elements())[~cross], self.elements.gid(*dst.elements())[~cross]
         s_tile, d_tile, length = s_tile[~cross], d_tile[~cross], length[~cross]
@@ -396,10 +411,10 @@ class Compiler:
             external=True,
         )
         acc = Access(tensor)
-        if print_title:
+        if stream is None:  # PrintTensor
             action: Action = actions.Print(print_title, acc)
         else:
-            action = actions.ToHost(stream, acc) if to_host else actions.FromHost(stream, acc)  # type: ignore[arg-type]
+            action = actions.ToHost(stream, acc) if to_host else actions.FromHost(stream, acc)
         self._add_step(parent, StepType.STREAM_COPY_MID, name, tile_cycles=cycles, bytes_in=self._zeros if to_host else per_tile,
                    bytes_out=per_tile if to_host else self._zeros, code_bytes=code, code_category=MemoryCategory.HOST_EXCHANGE_CODE,
                    reads=variables_of(tensor) if to_host else set(), writes=set() if to_host else variables_of(tensor),

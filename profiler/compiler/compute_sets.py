@@ -14,7 +14,7 @@ from profiler.chip.codelets import Codelet
 from profiler.chip.targets import Target
 from profiler.compiler.element_map import ElementMap
 from profiler.compiler.errors import CompileError
-from profiler.compiler.exchange_planning import plan_compute_set_receives, sent_pieces
+from profiler.compiler.exchange_planning import RemoteReads, plan_compute_set_receives, sent_pieces
 from profiler.executable.plans import BatchPlan, ComputeSetPlan
 from profiler.host import host_memory
 from profiler.poplar.graph import ComputeSet, VertexBatch
@@ -75,8 +75,8 @@ class ComputeSetPlanner:
         t = self.target
         n = t.num_tiles
         batches: list[BatchPlan] = []
-        receives: list[tuple[np.ndarray, ...]] = []  # (start, length, src, dst) pieces read from other tiles
-        short_reads: list[tuple[np.ndarray, ...]] = []  # the same, of fields planned per element
+        receives: list[RemoteReads] = []  # per field, the pieces it reads from other tiles
+        short_reads: list[RemoteReads] = []  # the same, of fields planned per element
         short_vars: set[int] = set()
         piece_vars: set[int] = set()
         vt, vc, vstate, vconst, vfield, vcyc, vflops, vmulti = [], [], [], [], [], [], [], []
@@ -129,9 +129,9 @@ class ComputeSetPlanner:
                 if f in cl.reads:
                     reads |= variables_of(tensor)
                     if remote.any():
-                        piece = (start[remote], length[remote], src[remote], dst[remote], tensor.dtype.itemsize,
-                                 sent_pieces(start, length, src, remote, shared))  # fmt: skip
-                        short = int(piece[1].sum()) < SHORT_PIECE_ELEMENTS * piece[0].size
+                        piece = RemoteReads(start[remote], length[remote], src[remote], dst[remote], tensor.dtype.itemsize,
+                                            sent_pieces(start, length, src, remote, shared))  # fmt: skip
+                        short = int(piece.length.sum()) < SHORT_PIECE_ELEMENTS * piece.start.size
                         (short_reads if short else receives).append(piece)
                         (short_vars if short else piece_vars).update(variables_of(tensor))
             batches.append(BatchPlan(cl, b.params, {f: b.fields[f] for f in cl.fields}))

@@ -13,6 +13,7 @@ All vectorised over intervals (or elements, for fields of short runs).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import numpy as np
 
@@ -173,9 +174,14 @@ def _parts(src: np.ndarray, dst: np.ndarray, tpi: int) -> tuple[np.ndarray, np.n
     return ~cross, cross
 
 
+def _per_piece(itemsize: np.ndarray | int) -> TypeGuard[np.ndarray]:
+    """Whether ``itemsize`` gives a size per piece (an array), not one size for all."""
+    return np.ndim(itemsize) != 0
+
+
 def _weighted(count: np.ndarray, itemsize: np.ndarray | int, part: np.ndarray | slice) -> np.ndarray:
     """Elements times their size (one size: a plain product, no per-piece array of sizes)."""
-    return count * itemsize if np.ndim(itemsize) == 0 else count * itemsize[part]  # type: ignore[index]
+    return count * itemsize[part] if _per_piece(itemsize) else count * itemsize
 
 
 def _sent(
@@ -199,7 +205,7 @@ def _sent(
 def _bytes_per_tile(tile: np.ndarray, count: np.ndarray, itemsize: np.ndarray | int, n: int) -> np.ndarray:
     """Bytes per tile of ``count[i]`` elements of ``itemsize`` bytes on ``tile[i]``."""
     if np.ndim(itemsize) == 0:  # one size: the counts' sums times it, no product per piece
-        return np.bincount(tile, weights=count, minlength=n).astype(np.int64) * int(itemsize)  # type: ignore[arg-type]
+        return np.bincount(tile, weights=count, minlength=n).astype(np.int64) * int(itemsize)
     return np.bincount(tile, weights=count * itemsize, minlength=n).astype(np.int64)
 
 
@@ -239,13 +245,13 @@ def piece_receives(
     bounds = _chunk_bounds(key, span, n)
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):
         o = order[a:b]
-        w = itemsize if np.ndim(itemsize) == 0 else itemsize[o]  # type: ignore[index]
+        w = itemsize[o] if _per_piece(itemsize) else itemsize
         first, ln, sr, d, w = _new_parts(key[a:b], length[o], src[o].astype(np.int64, copy=False), w, span)
         split = (slice(None), None) if one_ipu else _parts(sr, d, tpi)
         for sums, part in zip(parts, split, strict=True):
             if part is None or (not isinstance(part, slice) and not part.any()):
                 continue
-            pw = w if np.ndim(w) == 0 else w[part]
+            pw = w[part] if _per_piece(w) else w
             sums.add(
                 sr[part],
                 d[part],
@@ -303,7 +309,7 @@ def _new_parts(
     keep = new > 0
     if keep.all():
         return first, new, src, d, itemsize
-    w = itemsize if np.ndim(itemsize) == 0 else itemsize[keep]  # type: ignore[index]
+    w = itemsize[keep] if _per_piece(itemsize) else itemsize
     return first[keep], new[keep], src[keep], d[keep], w
 
 
@@ -350,13 +356,16 @@ class _PartSums:
     def held(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | int]:
         """(sending tile, first, length, itemsize) of every new part kept."""
         ws = [k[3] for k in self.kept]
-        if all(np.ndim(w) == 0 for w in ws) and len({int(w) for w in ws}) == 1:  # type: ignore[arg-type]
+        if all(np.ndim(w) == 0 for w in ws) and len({int(w) for w in ws}) == 1:
             w: np.ndarray | int = ws[0]
         else:
             w = np.concatenate(
                 [np.broadcast_to(np.asarray(w, np.int64), k[0].shape) for w, k in zip(ws, self.kept, strict=True)]
             )
-        return (*(np.concatenate([k[i] for k in self.kept]) for i in range(3)), w)  # type: ignore[return-value]
+        tiles = np.concatenate([k[0] for k in self.kept])
+        first = np.concatenate([k[1] for k in self.kept])
+        length = np.concatenate([k[2] for k in self.kept])
+        return tiles, first, length, w
 
 
 def element_receives(
@@ -374,7 +383,7 @@ def element_receives(
             g, s, d, w = gid, src, dst, nbytes
         else:
             g, s, d = gid[part], src[part], dst[part]
-            w = nbytes if np.ndim(nbytes) == 0 else nbytes[part]
+            w = nbytes[part] if _per_piece(nbytes) else nbytes
         g = g.astype(np.int64, copy=False)
         wa = np.broadcast_to(np.asarray(w, dtype=np.int64), g.shape)
         # sent once per element (multicast): the first of each element's receivers
@@ -423,16 +432,17 @@ def plan_receives(
     n = target.num_tiles
     plans: list[ExchangePlan | None] = []
     for k in (0, 1):
-        found = [p[k] for p in parts if p[k] is not None]
+        found = [r for p in parts if (r := p[k]) is not None]
         if not found:
             plans.append(None)
             continue
-        b_in = sum(r.bytes_in for r in found)
-        b_out = sum(r.bytes_out for r in found)
+        zeros = np.zeros(n, np.int64)  # the sums' start (as 0 is sum's): the figures are int64, shared float64
+        b_in = sum((r.bytes_in for r in found), zeros)
+        b_out = sum((r.bytes_out for r in found), zeros)
         pairs = _distinct(np.concatenate([r.pairs for r in found]), n * n)
         messages = np.bincount(pairs // n, minlength=n) + np.bincount(pairs % n, minlength=n)
-        effective = b_in - np.floor(sum(r.shared for r in found)).astype(np.int64)
-        r_in, r_out = sum(r.regions_in for r in found), sum(r.regions_out for r in found)
-        plans.append(_finish(b_in, b_out, messages, effective, r_in, r_out, target, global_=k == 1))  # type: ignore[arg-type]
+        effective = b_in - np.floor(sum((r.shared for r in found), zeros)).astype(np.int64)
+        r_in, r_out = sum((r.regions_in for r in found), zeros), sum((r.regions_out for r in found), zeros)
+        plans.append(_finish(b_in, b_out, messages, effective, r_in, r_out, target, global_=k == 1))
     local = plans[0] or plan_transfers(np.zeros(0, np.int64), np.zeros(0, np.int64), 0, target)
     return local, plans[1]

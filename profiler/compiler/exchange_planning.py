@@ -8,12 +8,12 @@ deduplicated by one sort (``_ReceiveKeys``, ``exchange.element_receives``). Both
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 
 from profiler.chip.targets import Target
-from profiler.compiler.exchange import element_receives, piece_receives, plan_receives
+from profiler.compiler.exchange import ExchangePlan, element_receives, piece_receives, plan_receives
 from profiler.host import host_memory
 
 # Host bytes per element of short-run fields planned per element (the packed key, its sorted copy
@@ -22,6 +22,19 @@ PLAN_BYTES_PER_READ_ELEMENT = 40
 
 
 _LOG2_ITEMSIZE = {1: 0, 2: 1, 4: 2, 8: 3}
+
+
+class RemoteReads(NamedTuple):
+    """What one vertex field reads from other tiles: pieces of global elements ``[start, start +
+    length)`` held by tile ``src``, read on tile ``dst``; their element size; and the pieces the
+    holders send (``sent_pieces``: start, length, holding tile)."""
+
+    start: np.ndarray
+    length: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    itemsize: int
+    sent: tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 class _ReceiveKeys:
@@ -104,24 +117,28 @@ def cat_parts(parts: list[np.ndarray]) -> np.ndarray:
 
 
 def plan_compute_set_receives(
-    pieces: list[tuple[Any, ...]], short: list[tuple[Any, ...]], num_elements: int, target: Target
-) -> tuple[Any, Any]:
-    """The (on-IPU, inter-IPU) exchange plans of a compute set's remote reads. ``pieces`` and
-    ``short`` hold, per field of long and of short runs, (start, length, holding tile, reading
-    tile, element size, the pieces the holders send); ``num_elements``: the graph's global ids."""
+    pieces: list[RemoteReads], short: list[RemoteReads], num_elements: int, target: Target
+) -> tuple[ExchangePlan, ExchangePlan | None]:
+    """The (on-IPU, inter-IPU) exchange plans of a compute set's remote reads: ``pieces`` and
+    ``short`` per field of long and of short runs; ``num_elements``: the graph's global ids."""
     n, tpi = target.num_tiles, target.tiles_per_ipu
     parts = []
     if pieces:
-        start, length, src, dst = (cat_parts([r[i] for r in pieces]) for i in range(4))
-        sent = tuple(cat_parts([r[5][i] for r in pieces]) for i in range(3))
-        sizes = {r[4] for r in pieces}
+        start = cat_parts([r.start for r in pieces])
+        length = cat_parts([r.length for r in pieces])
+        src = cat_parts([r.src for r in pieces])
+        dst = cat_parts([r.dst for r in pieces])
+        s_start, s_length, s_src = (cat_parts([r.sent[i] for r in pieces]) for i in range(3))
+        sizes = {r.itemsize for r in pieces}
         # one element size (the usual case): a plain int, no array of sizes per piece
+        size: np.ndarray | int
+        sent_size: np.ndarray | int
         if len(sizes) == 1:
             size = sent_size = sizes.pop()
         else:
-            size = np.concatenate([np.full(r[0].size, r[4], np.int64) for r in pieces])
-            sent_size = np.concatenate([np.full(r[5][0].size, r[4], np.int64) for r in pieces])
-        parts.append(piece_receives(start, length, src, dst, size, n, tpi, sent=(*sent, sent_size)))
+            size = np.concatenate([np.full(r.start.size, r.itemsize, np.int64) for r in pieces])
+            sent_size = np.concatenate([np.full(r.sent[0].size, r.itemsize, np.int64) for r in pieces])
+        parts.append(piece_receives(start, length, src, dst, size, n, tpi, sent=(s_start, s_length, s_src, sent_size)))
     if short:
         keys = _ReceiveKeys(n, num_elements)
         for start, length, src, dst, size, _ in short:  # a field's elements share one size

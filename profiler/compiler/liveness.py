@@ -50,11 +50,11 @@ def analyse(c: CompiledGraph) -> Liveness:
         for v in node.undefs:
             events.setdefault(v, []).append((node.step, "U"))
     # If conditions are read by the If node; charge the read to the first step under it
-    for node in c.nodes:
-        if isinstance(node, ControlNode) and node.condition is not None:
-            step = _first_step(node)
+    for control in c.nodes:
+        if isinstance(control, ControlNode) and control.condition is not None:
+            step = _first_step(control)
             if step >= 0:
-                for v in node.reads:
+                for v in control.reads:
                     events.setdefault(v, []).append((step, "R"))
     always = np.zeros(nvars, dtype=bool)
     intervals: list[tuple[int, int, int]] = []

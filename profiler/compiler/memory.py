@@ -252,7 +252,8 @@ def _counters(c: CompiledGraph, level: str) -> np.ndarray:
     else:  # vertex: one counter per vertex execution point
         for st in c.steps:
             if st.type == StepType.ON_TILE_EXECUTE:
-                np.add.at(counters, st.action.plan.v_tile, st.action.plan.v_count)  # type: ignore[union-attr]
+                plan = c.cs_plans[st.compute_set_id]  # what the step's action executes
+                np.add.at(counters, plan.v_tile, plan.v_count)
     return counters * INSTRUMENTATION_COUNTER_BYTES
 
 

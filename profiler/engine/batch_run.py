@@ -71,13 +71,14 @@ def _run_rows(b: BatchPlan, state: list[np.ndarray], rows: slice | None, cache: 
     codelet, reads = b.codelet, b.reads
     skip = () if codelet.reads_outputs else codelet.outputs
     wf = codelet.window_field
-    windowed = rows is None and wf is not None and b.fields[wf].window is not None
+    window = b.fields[wf].window if rows is None and wf is not None else None
+    windowed = window is not None
     values = {}
     for f, acc in b.fields.items():
         if f in skip:
             values[f] = np.empty(acc.shape if rows is None else acc.rows_shape(rows), reads[f])
-        elif windowed and f == wf:
-            values[f] = windows(acc.window, state, reads[f])  # type: ignore[arg-type]
+        elif window is not None and f == wf:
+            values[f] = windows(window, state, reads[f])
         elif rows is None and cache is not None and acc.dtype != reads[f]:
             values[f] = cache.read(acc, state, reads[f])
         else:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,17 @@ class OutOfMemoryError(EngineError):
     """Some tile needs more memory than it has."""
 
 
+@dataclass(frozen=True, eq=False)
+class _PipelineSteps:
+    """Per program step (bool, steps x IPUs), when the programs hold Pipelines
+    (profiler.multi_ipu.pipeline): the IPUs a step holds back, and the IPUs sending and receiving in
+    a global exchange."""
+
+    participants: np.ndarray
+    senders: np.ndarray
+    receivers: np.ndarray
+
+
 class Engine:
     """Poplar-style engine: ``Engine(graph, programs, options)``, then compile(), load(), run(i)."""
 
@@ -59,6 +71,9 @@ class Engine:
     ) -> None:
         self.graph = graph
         self.programs = programs if isinstance(programs, list) else [programs]
+        if not name.isprintable() or "/" in name or "\\" in name or name in (".", ".."):
+            # the name is a report's sub-directory and is printed: no control characters, no paths
+            raise EngineError(f"engine name {name!r}: use printable characters and no path separators")
         self.name = name
         self.options: EngineOptions = resolve_options(options)
         self.compiled: CompiledGraph | None = None
@@ -73,9 +88,9 @@ class Engine:
         self._streams: dict[int, Any] = {}
         self.out_of_memory = ""  # after compile: why the graph does not fit ("" when it does)
         self._report_written = False
-        self._step_ipu_cycles: np.ndarray | None = None
+        self._step_ipu_cycles = np.zeros((0, graph.target.num_ipus), dtype=np.int64)  # steps x IPUs
         self._pipelined = np.zeros(0, dtype=bool)
-        self._participants: np.ndarray | None = None
+        self._pipeline: _PipelineSteps | None = None  # None: no step is in a Pipeline
         self.computes = np.zeros(0, dtype=bool)
         self.compute_cycles = np.zeros(0, dtype=np.int64)
         self.report_path: Path | None = None
@@ -120,15 +135,18 @@ class Engine:
         self._pipelined = np.zeros(len(c.steps), dtype=bool)
         for a, b, _, _ in c.pipeline_ranges:
             self._pipelined[a : b + 1] = True
-        self._participants = (
-            participants([st.type for st in c.steps], self._step_ipu_cycles) if c.pipeline_ranges else None
+        self._pipeline = (
+            _PipelineSteps(
+                participants([st.type for st in c.steps], self._step_ipu_cycles), *senders_receivers(c.steps, t)
+            )
+            if c.pipeline_ranges
+            else None
         )
-        self._senders, self._receivers = senders_receivers(c.steps, t) if c.pipeline_ranges else (None, None)
         self.computes = np.array([st.type == StepType.ON_TILE_EXECUTE for st in c.steps], dtype=bool)
         self.info["compile_seconds"] = time.perf_counter() - start
         oom = self.memory.out_of_memory_tiles()
         if oom.size:
-            self.out_of_memory = self._describe_oom(oom)
+            self.out_of_memory = self._describe_oom(self.memory, oom)
             if not opts.allow_out_of_memory:
                 if opts.capture_enabled:
                     self.write_report(note=f"not executed: {self.out_of_memory} (debug.allowOutOfMemory is false)")
@@ -144,10 +162,10 @@ class Engine:
     def step_durations(self, executed: np.ndarray) -> np.ndarray:
         """Cycles each IPU spends in each of the ``executed`` program steps (executed steps x IPUs):
         inside a Pipeline an IPU not taking part in a step spends none in it."""
-        cycles = self._step_ipu_cycles[executed]  # type: ignore[index]
-        if self._participants is None:
+        cycles = self._step_ipu_cycles[executed]
+        if self._pipeline is None:
             return cycles
-        held = self._participants[executed] | ~self._pipelined[executed][:, None]
+        held = self._pipeline.participants[executed] | ~self._pipelined[executed][:, None]
         return np.where(held, cycles, 0)
 
     def _plan_host_values(self, c: CompiledGraph, live: Liveness) -> None:
@@ -204,8 +222,8 @@ class Engine:
         }  # fmt: skip
         self._volatile = {}
 
-    def _describe_oom(self, tiles: np.ndarray) -> str:
-        mem = self.memory.tile_memory  # type: ignore[union-attr]
+    def _describe_oom(self, memory: MemoryLayout, tiles: np.ndarray) -> str:
+        mem = memory.tile_memory
         need = mem["total_bytes_including_gaps"][tiles]
         worst = tiles[np.argsort(-need, kind="stable")][:5]
         bpt = self.graph.target.bytes_per_tile
@@ -236,7 +254,8 @@ class Engine:
             raise OutOfMemoryError(f"cannot run: {self.out_of_memory}")
         if not self.loaded:
             self.load()
-        return self.compiled  # type: ignore[return-value]
+        assert self.compiled is not None  # compile() sets it (or raises)
+        return self.compiled
 
     # -- host I/O ------------------------------------------------------------------------------
     def _stream(self, stream: DataStream | str) -> DataStream:
@@ -326,10 +345,12 @@ class Engine:
                 for ch in node.children:
                     self._exec(ch)
         elif node.type == ControlType.IF:
-            cond = node.condition.gather(self._state).reshape(-1)[0]  # type: ignore[union-attr]
+            assert node.condition is not None  # the compiler gives every If its condition
+            cond = node.condition.gather(self._state).reshape(-1)[0]
             self._exec(node.children[0 if cond else 1])
         elif node.type == ControlType.SWITCH:
-            value = int(node.condition.gather(self._state).reshape(-1)[0])  # type: ignore[union-attr]
+            assert node.condition is not None  # the compiler gives every Switch its control
+            value = int(node.condition.gather(self._state).reshape(-1)[0])
             cases = node.case_values
             self._exec(node.children[cases.index(value) if value in cases else len(cases)])
         else:
@@ -358,16 +379,17 @@ class Engine:
                     self._values.drop(state[v])
                     state[v] = np.zeros(0, dtype=variables[v].dtype)
             self._state, self._replica = self._states[self.profiled_replica], self.profiled_replica
-        cycles = self._step_ipu_cycles[node.step]  # type: ignore[index]
-        if self._pipelined[node.step]:
+        cycles = self._step_ipu_cycles[node.step]
+        pipeline = self._pipeline  # not None when a step is pipelined
+        if pipeline is not None and self._pipelined[node.step]:
             # dataflow: an IPU waits only for data it receives (its stage's inputs, buffered on
             # arrival), never for a receiver to be ready; IPUs not taking part spend nothing
-            recv = self._receivers[node.step]  # type: ignore[index]
+            recv = pipeline.receivers[node.step]
             if recv.any():
-                sent = self._senders[node.step]  # type: ignore[index]
+                sent = pipeline.senders[node.step]
                 ready = int(self._clock[sent].max()) if sent.any() else 0
                 self._clock[recv] = np.maximum(self._clock[recv], ready)
-            cycles = np.where(self._participants[node.step], cycles, 0)  # type: ignore[index]
+            cycles = np.where(pipeline.participants[node.step], cycles, 0)
         elif node.external:
             self._clock[:] = self._clock.max()
         rec = self._record

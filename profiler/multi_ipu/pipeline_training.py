@@ -140,16 +140,17 @@ class TrainingPipeline(Pipeline):
             stash.append(put)
             restore.append(get)
         body = Sequence(start, name="pipelined training")
-        phases = {"fill": Sequence(name="fill"), "main": None, "drain": Sequence(name="drain")}
+        filling, draining = Sequence(name="fill"), Sequence(name="drain")
+        main: Repeat | None = None
         full = 2 * n - 2  # the first cycle with every pipeline stage busy
         for c in range(cycles(n, m)):
             cycle = _cycle(stages, stash, restore, *cycle_work(c, n, m), name=f"cycle {c}")
             if full <= c < m:  # main phase: identical cycles, one Repeat
-                if phases["main"] is None:
-                    phases["main"] = Repeat(m - full, cycle, name="main")
+                if main is None:
+                    main = Repeat(m - full, cycle, name="main")
             else:
-                phases["fill" if c < full else "drain"].add(cycle)  # type: ignore[union-attr]
-        for p in phases.values():
+                (filling if c < full else draining).add(cycle)
+        for p in (filling, main, draining):
             if p is not None:
                 body.add(p)
         body.add(Sequence(update, name="weight update"))

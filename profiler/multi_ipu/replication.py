@@ -22,6 +22,7 @@ import numpy as np
 
 from profiler.chip.ipu_links import ring_all_reduce_cycles
 from profiler.executable.access import Access
+from profiler.poplar.graph import Graph
 from profiler.poplar.programs import Program
 from profiler.poplar.tensor import Tensor
 
@@ -48,6 +49,7 @@ class AllReduce(Program):
         # so it holds ceil(elements on the tile / R) more elements while the all-reduce runs (its
         # memory shows in the report as a variable live at the all-reduce step only).
         g = self.tensor.graph
+        assert isinstance(g, Graph)  # a tensor's variables are a Graph's (tensor.py types it structurally)
         tiles = g.tile_of(self.tensor).astype(np.int64)
         held, count = np.unique(tiles, return_counts=True)
         chunk = -(-count // max(g.replication_factor, 1))

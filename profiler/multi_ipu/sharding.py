@@ -15,6 +15,8 @@ the work; its fully connected layers the opposite).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import onnx
 from onnx import helper
@@ -64,12 +66,12 @@ def node_bytes(model: onnx.ModelProto) -> np.ndarray:
     return out
 
 
-def _tensor_bytes(dims: object, elem_type: int) -> int:
+def _tensor_bytes(dims: Iterable[int], elem_type: int) -> int:
     try:
         item = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).itemsize
     except Exception:
         item = 4
-    return int(np.prod([max(int(d), 0) for d in dims], dtype=np.int64)) * item  # type: ignore[union-attr]
+    return int(np.prod([max(int(d), 0) for d in dims], dtype=np.int64)) * item
 
 
 def balance(costs: np.ndarray, num_ipus: int) -> np.ndarray:

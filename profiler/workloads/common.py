@@ -129,6 +129,7 @@ def main(build: Callable[..., Workload], defaults: dict[str, int], description: 
     sizes, a graph that cannot be built and a model that does not fit end in one line, not a traceback."""
     from profiler.engine.engine import EngineError, OutOfMemoryError
     from profiler.host.host_memory import HostMemoryError
+    from report_format.errors import ReportError
 
     parser = argparse.ArgumentParser(
         description=description,
@@ -155,8 +156,9 @@ def main(build: Callable[..., Workload], defaults: dict[str, int], description: 
     except OutOfMemoryError as exc:
         parser.exit(1, f"{parser.prog}: {exc}\n")
     # the builds refuse sizes that do not fit together with a ValueError (as do tilescope's OpError,
-    # GraphError, CompileError and OptionError, its subclasses)
-    except (ValueError, EngineError, HostMemoryError) as exc:
+    # GraphError, CompileError and OptionError, its subclasses); a report directory that cannot take
+    # the report (a user's files there) is refused when compiling starts, before any step runs
+    except (ValueError, EngineError, HostMemoryError, ReportError) as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     except Exception as exc:  # a fault of tilescope's, not of the sizes given: still one line, said so
         first = next((line for line in str(exc).splitlines() if line.strip()), "")

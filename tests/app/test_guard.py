@@ -85,12 +85,13 @@ def test_every_callback_answers_bad_arguments_without_a_500(client, caplog) -> N
         (lambda: json.dumps([1, 2]).encode(), 400, "JSON object"),
         (lambda: json.dumps({"output": "no-such.children", "inputs": []}).encode(), 400, "no such callback"),
         (lambda: ("[" * 5000 + "]" * 5000).encode(), 400, ""),
-        (
+        pytest.param(
             lambda: json.dumps(
                 {"output": "x", "inputs": [{"id": "a", "property": "value", "value": 1.0}] * 2_100_000}
             ).encode(),
             413,
             "larger than",
+            marks=pytest.mark.slow,  # ~2.5 s at load 4 making the body (a real server refuses one below too)
         ),
     ],
 )
@@ -108,7 +109,7 @@ def test_a_100_mb_body_is_refused_before_it_is_read(small_report) -> None:  # ty
     try:
         with socket.create_connection(("127.0.0.1", server.server_port), timeout=10) as sock:
             head = (
-                "POST /_dash-update-component HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                "POST /_dash-update-component HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {100 * 2**20}\r\n\r\n"
             )
             sock.sendall(head.encode() + b" " * 65536)
@@ -166,3 +167,28 @@ def test_every_store_a_callback_reads_has_a_check(client) -> None:  # type: igno
     assert stores <= set(guard.STORE_DATA), (
         f"add a check to app.guard.STORE_DATA for {sorted(stores - set(guard.STORE_DATA))}"
     )
+
+
+def test_a_loopback_viewer_refuses_other_host_names_without_echoing_them(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from app import guard
+    from app.server import create_app
+    from report_format.synthetic import synthetic_report
+
+    app = create_app(synthetic_report(tmp_path / "r", num_ipus=1, tiles_per_ipu=4))
+    client = app.server.test_client()
+    assert client.get("/", headers={"Host": "127.0.0.1:8050"}).status_code == 200
+    assert client.get("/", headers={"Host": "localhost"}).status_code == 200
+    refused = client.get("/", headers={"Host": "rebind.attacker.example:8050"})
+    assert refused.status_code == 403 and b"attacker" not in refused.data
+    app.server.config["TILESCOPE_ALLOWED_HOSTS"] = guard.allowed_hosts("0.0.0.0")  # serving the network
+    assert client.get("/", headers={"Host": "my-workstation:8050"}).status_code == 200
+    assert guard.allowed_hosts("192.168.1.5") == guard.LOOPBACK_HOSTS | {"192.168.1.5"}
+
+
+def test_an_asset_path_no_component_registered_is_404_not_500(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from app.server import create_app
+    from report_format.synthetic import synthetic_report
+
+    client = create_app(synthetic_report(tmp_path / "r", num_ipus=1, tiles_per_ipu=4)).server.test_client()
+    for path in ("/_dash-component-suites/os/__init__.py", "/_dash-component-suites/dash/../../x.js"):
+        assert client.get(path).status_code == 404

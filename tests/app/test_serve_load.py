@@ -10,6 +10,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from app.response_cache import ResponseCache
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,6 +20,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import serve_load  # noqa: E402  (bench/ is not a package)
 
 
+@pytest.mark.slow  # ~14 s at load 4: twenty clients against a real server
 def test_twenty_clients_get_every_answer(small_report, compile_only_report) -> None:  # type: ignore[no-untyped-def]
     port = serve_load.free_port()
     server = serve_load.start_server(str(small_report.path), str(compile_only_report.path), port)

@@ -24,3 +24,12 @@ def test_hints_name_real_numbers(small_report, tmp_path):
     oom = open_report(synthetic_report(tmp_path / "oom", num_ipus=1, tiles_per_ipu=16, oom_tiles=2))
     assert len(view.over_memory_tiles(oom)) == 2
     assert view.hints(oom)[0].startswith("2 tiles are out of memory")
+
+
+def test_distinct_notes_drops_repeats_and_notes_another_contains() -> None:
+    from app.views.summary import MAX_COMPARED_NOTES, distinct_notes
+
+    notes = ["out of memory on 2 tiles", " execution not captured: out of memory on 2 tiles", "a", "a ", "b"]
+    assert distinct_notes(notes) == ["execution not captured: out of memory on 2 tiles", "b"]
+    many = [f"note {i:05d}" for i in range(MAX_COMPARED_NOTES + 1)] * 2  # past the cap: exact repeats only
+    assert distinct_notes(many) == many[: MAX_COMPARED_NOTES + 1]

@@ -7,6 +7,7 @@ touched. A row id here is a row of the table in docs/robustness.md (a test check
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 from collections.abc import Callable
@@ -117,6 +118,44 @@ def _nested_report(env: Env) -> None:  # what a named engine leaves: DIR/<engine
     synthetic_report(env.tmp / "outer" / "mlp", tiles_per_ipu=16)
 
 
+def _future_opset(env: Env) -> None:
+    model = examples.mlp((4, 2))
+    model.opset_import[0].version = 99
+    onnx.save(model, env.tmp / "future.onnx")
+    env.paths["future"] = str(env.tmp / "future.onnx")
+
+
+def _symlink_to_report(env: Env) -> None:  # the swap must neither replace the link nor empty the report
+    (env.tmp / "report_link").symlink_to(env.paths["report"])
+    env.paths["report_link"] = str(env.tmp / "report_link")
+
+
+def _fifo(env: Env) -> None:  # a FIFO of the test's own (never the machine's device files)
+    os.mkfifo(env.tmp / "fifo")
+    env.paths["fifo"] = str(env.tmp / "fifo")
+
+
+def _fifo_report(env: Env) -> None:  # a directory whose manifest.json is a FIFO: reading it would block
+    (env.tmp / "fiforep").mkdir()
+    os.mkfifo(env.tmp / "fiforep" / "manifest.json")
+    env.paths["fifo_report"] = str(env.tmp / "fiforep")
+
+
+def _symlink(name: str, target: str) -> Callable[[Env], None]:
+    def make(env: Env) -> None:
+        (env.tmp / name).symlink_to(env.tmp / target)
+        env.paths[name] = str(env.tmp / name)
+
+    return make
+
+
+def _overwrite(key: str, name: str, data: bytes) -> Callable[[Env], None]:
+    def make(env: Env) -> None:
+        (Path(env.paths[key]) / name).write_bytes(data)
+
+    return make
+
+
 def _port_in_use(env: Env) -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -139,7 +178,31 @@ M = [_model]
 ROWS = [
     # -- options ---------------------------------------------------------------------------------
     Row("run-no-model", ["run"], 2, "no model given", []),
-    Row("runs-zero", ["run", "{model}", "--runs", "0"], 2, "--runs must be >= 1", M),
+    Row("runs-zero", ["run", "{model}", "--runs", "0"], 2, "--runs must be between 1 and 100,000, got 0", M),
+    Row("runs-huge", ["run", "{model}", "--runs", "9" * 20], 2, "--runs must be between 1 and 100,000", M),
+    Row(
+        "micro-batches-zero",
+        ["run", "{model}", "--ipus", "2", "--pipeline", "--micro-batches", "0"],
+        2,
+        "--micro-batches must be >= 1, got 0",
+        M,
+    ),
+    Row("options-nested", ["run", "{model}"], 2, "nested too deeply", M, {"POPLAR_ENGINE_OPTIONS": "[" * 100_000}),
+    Row(
+        "options-directory-nul",
+        ["run", "{model}"],
+        2,
+        "the path holds a NUL byte",
+        M,
+        {"POPLAR_ENGINE_OPTIONS": '{"autoReport.all": "true", "autoReport.directory": "rep\\u0000x"}'},
+    ),
+    Row(
+        "diff-fail-if-overflow",
+        ["diff", "{report}", "{report}", "--fail-if", "execution.total_cycles>1e999999"],
+        2,
+        "is not a finite number",
+        [_report],
+    ),
     Row("ipus-zero", ["run", "{model}", "--ipus", "0"], 2, "num_ipus must be >= 1", M),
     Row("ipus-too-many", ["run", "{model}", "--ipus", "100000"], 2, "at most 256 IPUs", M),
     Row("ipus-c600", ["run", "{model}", "--target", "C600", "--ipus", "16"], 2, "at most 8 IPUs", M),
@@ -183,6 +246,9 @@ ROWS = [
     Row("serve-host", ["serve", "{report}", "--host", "no-such-host.invalid", "--no-browser"], 2, "--host", [_report]),
     # -- models ----------------------------------------------------------------------------------
     Row("model-missing", ["run", "{tmp}/none.onnx"], 2, "no such file", []),
+    Row("model-directory", ["run", "{tmp}"], 2, "is a directory", []),
+    Row("model-fifo", ["run", "{fifo}"], 2, "is not a regular file", [_fifo]),
+    Row("model-opset-99", ["run", "{future}"], 2, "opset 99 is newer than any ONNX defines", [_future_opset]),
     Row("model-garbage", ["run", "{junk_onnx}"], 2, "junk.onnx", [_file("junk.onnx", b"\x00\x01garbage" * 50)]),
     Row("model-empty", ["run", "{empty_onnx}"], 2, "empty.onnx", [_file("empty.onnx", b"")]),
     Row("model-unsupported-op", ["run", "{odd}"], 2, "NoSuchOp", [_unsupported]),
@@ -256,6 +322,56 @@ ROWS = [
         [*M, _file("plain", b"x")],
     ),
     Row(
+        "report-dir-long-name",
+        ["run", "{model}", "--report-dir", "{tmp}/" + "r" * 300],
+        2,
+        "names are at most 255 bytes",
+        M,
+    ),
+    Row(
+        "report-dir-symlink",
+        ["run", "{model}", "--report-dir", "{report_link}"],
+        2,
+        "a symbolic link (to",
+        [*M, _report, _symlink_to_report],
+    ),
+    Row(
+        "save-outputs-the-model",
+        ["run", "{model}", "--save-outputs", "{model}"],
+        2,
+        "is the input",
+        M,
+    ),
+    Row(
+        "save-outputs-in-a-report",
+        ["run", "{model}", "--save-outputs", "{report}/out.npz"],
+        2,
+        "is inside the tilescope report",
+        [*M, _report],
+    ),
+    Row(
+        "export-html-over-a-table",
+        ["export", "{report}", "--html", "{report}/tile_memory.arrow"],
+        2,
+        "is inside the tilescope report",
+        [_report],
+    ),
+    Row(
+        "diff-html-over-the-manifest",
+        ["diff", "{report}", "{report}", "--html", "{report}/manifest.json"],
+        2,
+        "is inside the tilescope report",
+        [_report],
+    ),
+    Row("export-trace-fifo", ["export", "{report}", "--trace", "{fifo}"], 2, "is not a regular file", [_report, _fifo]),
+    Row(
+        "export-html-symlink",
+        ["export", "{report}", "--html", "{link}"],
+        2,
+        "is a symbolic link",
+        [_report, _file("target.html", b"mine"), _symlink("link", "target.html")],
+    ),
+    Row(
         "demo-out-file",
         ["demo", "--no-serve", "--out", "{plain}"],
         2,
@@ -294,6 +410,14 @@ ROWS = [
         [_edit_manifest(lambda d: d.update(format_version=0))],
     ),
     Row("report-manifest-json", ["summary", "{report}"], 2, "manifest", [_edit_manifest(lambda d: d.pop("tables"))]),
+    Row(
+        "report-manifest-nested",
+        ["summary", "{report}"],
+        2,
+        "nested too deeply to be a tilescope manifest",
+        [_report, _overwrite("report", "manifest.json", b"[" * 100_000)],
+    ),
+    Row("report-manifest-fifo", ["summary", "{fifo_report}"], 2, "not a regular file", [_fifo_report]),
     Row(
         "report-inconsistent",
         ["summary", "{report}"],
@@ -366,7 +490,27 @@ def test_a_failed_report_write_keeps_the_outputs(tmp_path: Path, monkeypatch: py
         assert data["output"].shape == (1, 10)
 
 
+def test_dump_limit_past_any_table_prints_the_whole_table(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    report = synthetic_report(tmp_path / "r", num_ipus=1, tiles_per_ipu=4)
+    assert main(["dump", str(report), "tile_memory", "--limit", "9" * 23, "--format", "json"]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 4  # every tile's row (JSON lines); no OverflowError
+
+
 def test_every_inventory_row_is_in_the_docs() -> None:
     doc = (ROOT / "docs" / "robustness.md").read_text()
     missing = [r.id for r in ROWS if f"`{r.id}`" not in doc]
     assert not missing, f"docs/robustness.md does not list {missing}"
+
+
+def test_json_output_holds_no_infinity() -> None:
+    from tilescope.commands.run import _json_safe
+
+    doc = {
+        "check": {"outputs": {"y": {"max_abs_diff": float("inf"), "max_rel_diff": float("nan")}}},
+        "n": [1.5, -float("inf")],
+    }
+    text = json.dumps(_json_safe(doc), allow_nan=False)  # would raise on a non-finite float left in
+    assert json.loads(text) == {
+        "check": {"outputs": {"y": {"max_abs_diff": None, "max_rel_diff": None}}},
+        "n": [1.5, None],
+    }

@@ -29,6 +29,7 @@ def test_demo_makes_every_sample(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert big["total_flops"] > small["total_flops"] and big["total_cycles"] > small["total_cycles"]
 
 
+@pytest.mark.slow  # ~6.5 s at load 4
 def test_a_model_sample_runs_a_built_in_onnx_model(tmp_path: Path) -> None:
     # the real-size samples' path at a small size: a ResNet-50 at 32 px, batch 2, on a C600
     from tilescope.samples import REAL_SIZE_SAMPLES, ModelSample, make_sample

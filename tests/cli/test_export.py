@@ -65,6 +65,7 @@ def test_trace_defaults_to_the_opening_run_and_says_so(tmp_path: Path, capsys: p
     )
 
 
+@pytest.mark.slow  # ~6 s at load 4: builds and runs an MLP that does not fit
 def test_trace_of_an_out_of_memory_report_says_why_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from profiler import OutOfMemoryError
     from profiler.workloads import mlp

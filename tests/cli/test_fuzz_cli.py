@@ -73,6 +73,7 @@ VERB_ARGS = {
 }  # fmt: skip
 
 
+@pytest.mark.slow  # 200 examples, ~1.7 s at load 4
 @SETTINGS
 @given(data=st.data())
 def test_the_command_line_ends_only_in_its_exit_codes(files: dict[str, str], data, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -92,6 +93,7 @@ def test_the_command_line_ends_only_in_its_exit_codes(files: dict[str, str], dat
     assert "Traceback" not in err, argv
 
 
+@pytest.mark.slow  # 300 examples, ~2.7 s at load 4
 @settings(max_examples=300, deadline=None)
 @given(
     st.one_of(
@@ -134,6 +136,7 @@ argument = st.fixed_dictionaries(
 )  # fmt: skip
 
 
+@pytest.mark.slow  # 400 examples, ~3.8 s at load 4
 @settings(max_examples=400, deadline=None)
 @given(
     st.one_of(

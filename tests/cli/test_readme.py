@@ -9,11 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from report_format.reader import open_report
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # ~3 s at load 4: the README's program in a fresh process on a GC200
 def test_readme_program_writes_a_report(tmp_path: Path) -> None:
     block = re.search(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
     (tmp_path / "my_program.py").write_text(block)

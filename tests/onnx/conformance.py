@@ -17,6 +17,7 @@ import sys
 import warnings
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import numpy as np
 import onnx
@@ -97,8 +98,34 @@ def all_cases() -> tuple[Case, ...]:
 
 
 def op_types(case: Case) -> list[str]:
-    model, _ = case.load()
+    model = case.model if case.model is not None else onnx.load(os.path.join(case.model_dir, "model.onnx"))  # type: ignore[arg-type]
     return sorted({n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}" for n in model.graph.node})
+
+
+def case_id(case: Case) -> str:
+    return f"{case.source}/{case.name}"
+
+
+@cache
+def case_by_id(cid: str) -> Case:
+    return {case_id(c): c for c in all_cases()}[cid]
+
+
+#: pytest cache key of the case index: the cases are onnx's, so they change with its version
+INDEX_KEY = f"tilescope/onnx-conformance-index/v1/onnx-{onnx.__version__}"
+
+
+def case_index(cache: Any = None) -> list[tuple[str, list[str]]]:
+    """(case id, operator types) of every case, without making the cases: onnx makes its node cases
+    by running its reference implementation on every one (~10 s, pooling mostly), which collecting
+    the tests must not wait for. ``cache``: pytest's ``config.cache``, where the index is kept per
+    onnx version (made once, on the first collection)."""
+    index = cache.get(INDEX_KEY, None) if cache is not None else None
+    if index is None:
+        index = [(case_id(c), op_types(c)) for c in all_cases()]
+        if cache is not None:
+            cache.set(INDEX_KEY, index)
+    return [(cid, list(ops)) for cid, ops in index]
 
 
 def unsupported_reason(case: Case) -> str:

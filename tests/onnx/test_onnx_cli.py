@@ -133,7 +133,11 @@ def test_engine_options_from_the_environment(mlp_file: Path, tmp_path: Path, mon
         (lambda d: None, [], "no such file"),
         (lambda d: onnx.save(examples.mlp((4, 2)), d / "x.onnx"), ["--inputs", "{d}/in.npz"], "missing ['input']"),
         (lambda d: onnx.save(examples.mlp((4, 2)), d / "x.onnx"), ["--target", "Mk9"], "unknown target 'Mk9'"),
-        (lambda d: onnx.save(examples.mlp((4, 2)), d / "x.onnx"), ["--runs", "0"], "--runs must be >= 1"),
+        (
+            lambda d: onnx.save(examples.mlp((4, 2)), d / "x.onnx"),
+            ["--runs", "0"],
+            "--runs must be between 1 and 100,000",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2(make, args, message, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -228,6 +232,7 @@ def test_progress_counts_nodes_and_compute_sets_on_a_terminal() -> None:
     assert term.getvalue().count("\r") < 10 and log.getvalue() == ""
 
 
+@pytest.mark.slow  # ~3.4 s at load 4
 def test_run_outline_calls_one_body_per_layer(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     """--outline: the report's program tree holds a Call per layer, the code held once (the report's
     exchange code below the inline build's); with --ipus 2 it is refused in one line."""

@@ -55,6 +55,7 @@ def test_freed_large_arrays_are_reused_without_new_page_faults() -> None:
     assert faults["on"] < faults["off"] / 10
 
 
+@pytest.mark.slow  # ~3.2 s at load 4
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
 def test_inside_heap_only_arrays_over_the_mmap_threshold_are_reused_too() -> None:
     # 64 MiB, over the largest mmap threshold: fresh pages every time, except inside heap_only

@@ -275,3 +275,11 @@ def test_vertex_state_is_the_instance_state_and_the_field_data(tmp_path):
     state = bc[bc["category"].isin(["vertexInstanceState", "vertexFieldData"])].groupby("tile")["bytes"].sum()
     assert field.sum() > 0
     assert r.vertices().groupby("tile")["state_bytes"].sum().reindex(state.index).tolist() == state.tolist()
+
+
+@pytest.mark.parametrize("name", ["red\x1b[31m", "two\nlines", "a/b", ".."])
+def test_an_engine_name_that_is_not_a_plain_name_is_refused(name: str) -> None:
+    from profiler import Engine, EngineError, Graph, Sequence, ipu_model
+
+    with pytest.raises(EngineError, match="use printable characters and no path separators"):
+        Engine(Graph(ipu_model()), [Sequence()], name=name)

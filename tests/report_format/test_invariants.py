@@ -97,3 +97,28 @@ def test_deeper_invariants_are_checked_by_verify(report: Path, name: str, edit, 
 
 def test_a_consistent_report_passes_every_check(report: Path) -> None:
     open_report(report).verify()
+
+
+def test_a_programs_table_from_another_report_is_refused_on_open(report: Path, tmp_path: Path) -> None:
+    # the small report's 2-IPU liveness rows against a program tree with another number of steps
+    other = synthetic_report(tmp_path / "other", num_ipus=2, tiles_per_ipu=16, program_steps=23)
+    _transplant(report, "programs", other)
+    with pytest.raises(ReportError, match=r"programs.arrow: .*program steps, but liveness holds .* IPUs"):
+        open_report(report)
+
+
+def test_variables_whose_sizes_their_placements_contradict_fail_verify(report: Path) -> None:
+    def grown(t: pa.Table) -> pa.Table:  # another report's variables: same ids, other sizes
+        return t.set_column(t.schema.get_field_index("bytes"), "bytes", pc.add(t["bytes"], pa.scalar(4, pa.int64())))
+
+    _transplant(report, "variables", edit=grown)
+    open_report(report)  # ids and counts still tie: only the placements tell
+    with pytest.raises(ReportError, match=r"variables.arrow: .*variable \d+ is .* bytes, its placements"):
+        open_report(report).verify()
+
+
+def test_variable_ids_must_be_the_rows(report: Path) -> None:
+    shifted = lambda t: t.set_column(0, "variable_id", pc.add(t["variable_id"], pa.scalar(5, pa.int32())))  # noqa: E731
+    _transplant(report, "variables", edit=shifted)
+    with pytest.raises(ReportError, match=r"variable ids are not 0\.\."):
+        open_report(report)

@@ -7,6 +7,7 @@ that cannot be written, a full disk, SIGINT / SIGTERM / SIGKILL at random points
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -15,7 +16,9 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -218,9 +221,13 @@ def test_a_previous_report_swapped_out_by_a_killed_write_is_restored(tmp_path: P
 
 
 # -- interrupted writes in a real process ---------------------------------------------------------
+# The child sets its own SIGINT disposition: it would otherwise inherit pytest's, and pytest run under
+# nohup or from a background shell has SIGINT ignored (the child then never saw the test's Ctrl+C).
 _CHILD = textwrap.dedent(
     """
+    import signal
     import sys
+    signal.signal(signal.SIGINT, {sigint})
     sys.path.insert(0, {root!r})
     from report_format.synthetic import synthetic_report
     print("ready", flush=True)
@@ -230,29 +237,59 @@ _CHILD = textwrap.dedent(
         seed += 1
     """
 )
+#: SIGINT as a terminal's Ctrl+C delivers it (KeyboardInterrupt), or as nohup / a background job leaves it.
+CTRL_C, IGNORED = "signal.default_int_handler", "signal.SIG_IGN"
 
 
+@contextlib.contextmanager
+def _writing_child(path: Path, sigint: str = CTRL_C) -> Iterator[subprocess.Popen[bytes]]:
+    """A process writing reports to ``path`` over and over; killed on the way out whatever happened."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD.format(root=str(ROOT), path=str(path), sigint=sigint)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        yield child
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+        assert child.stdout is not None
+        child.stdout.close()
+
+
+def _whole_or_between_renames(path: Path) -> None:
+    try:
+        report = open_report(path)
+    except ReportError as exc:  # only in the instant between the two renames of the swap
+        assert "interrupted write" in str(exc)
+    else:
+        report.verify()  # whatever reads as a report is whole: old or new, never half
+
+
+def _next_write_cleans_up(tmp_path: Path, path: Path) -> None:
+    with ReportWriter(path) as w:  # the next write cleans up after the killed ones
+        _small(w)
+    open_report(path).verify()
+    assert (path / "notes.txt").read_text() == "precious"
+    left = {str(p.relative_to(tmp_path)): p.stat().st_size for p in tmp_path.rglob("*") if not p.is_relative_to(path)}
+    assert not left, (left, w.messages)
+
+
+@pytest.mark.slow  # 4-6 s each at load 4: four writer processes killed at random points
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_killed_at_random_points_the_report_stays_whole(tmp_path: Path, sig: signal.Signals) -> None:
     path = synthetic_report(tmp_path / "r", num_ipus=2, tiles_per_ipu=64, seed=1)
     (path / "notes.txt").write_text("precious")
     rng = random.Random(int(sig))
     for _ in range(4):
-        child = subprocess.Popen(
-            [sys.executable, "-c", _CHILD.format(root=str(ROOT), path=str(path))],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
-        time.sleep(rng.uniform(0.02, 0.4))  # a few writes of ~0.1 s each: lands anywhere in one
-        child.send_signal(sig)
-        child.wait(timeout=30)
-        try:
-            report = open_report(path)
-        except ReportError as exc:  # only in the instant between the two renames of the swap
-            assert "interrupted write" in str(exc)
-        else:
-            report.verify()  # whatever reads as a report is whole: old or new, never half
+        with _writing_child(path) as child:
+            time.sleep(rng.uniform(0.02, 0.4))  # a few writes of ~0.1 s each: lands anywhere in one
+            child.send_signal(sig)
+            child.wait(timeout=30)
+        _whole_or_between_renames(path)
         if sig == signal.SIGINT:  # Python unwinds: the writer removes its own temporary
             left = {
                 str(p.relative_to(tmp_path)): p.stat().st_size
@@ -260,12 +297,127 @@ def test_killed_at_random_points_the_report_stays_whole(tmp_path: Path, sig: sig
                 if not p.is_relative_to(path)
             }
             assert not left, left
-    with ReportWriter(path) as w:  # the next write cleans up after the killed ones
-        _small(w)
-    open_report(path).verify()
-    assert (path / "notes.txt").read_text() == "precious"
-    left = {str(p.relative_to(tmp_path)): p.stat().st_size for p in tmp_path.rglob("*") if not p.is_relative_to(path)}
-    assert not left, (left, w.messages)
+    _next_write_cleans_up(tmp_path, path)
+
+
+@pytest.mark.slow  # ~2.6 s at load 4
+def test_a_writer_with_sigint_ignored_keeps_ignoring_it_and_sigterm_still_ends_it(tmp_path: Path) -> None:
+    """nohup and background jobs start with SIGINT ignored: the writer's held blocks must leave it
+    ignored (not catch it and act on it later) and must not keep SIGTERM from ending the process."""
+    path = synthetic_report(tmp_path / "r", num_ipus=2, tiles_per_ipu=64, seed=1)
+    (path / "notes.txt").write_text("precious")
+    rng = random.Random(2)
+    for _ in range(2):
+        with _writing_child(path, sigint=IGNORED) as child:
+            for _ in range(3):  # at random points of the writes, held blocks included
+                time.sleep(rng.uniform(0.02, 0.2))
+                child.send_signal(signal.SIGINT)
+            time.sleep(0.2)
+            assert child.poll() is None, "an ignored SIGINT ended the writer"
+            child.send_signal(signal.SIGTERM)
+            assert child.wait(timeout=30) == -signal.SIGTERM
+        _whole_or_between_renames(path)
+    _next_write_cleans_up(tmp_path, path)
+
+
+@pytest.mark.slow
+def test_the_sigint_case_passes_when_pytest_itself_runs_with_sigint_ignored(tmp_path: Path) -> None:
+    """As under nohup or from a background shell: pytest's children inherit SIGINT ignored."""
+    case = f"{Path(__file__).relative_to(ROOT)}::test_killed_at_random_points_the_report_stays_whole[2]"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp", str(tmp_path / "t"), case]
+    run = subprocess.run(
+        ["bash", "-c", 'trap "" INT; exec "$@"', "bash", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "1 passed" in run.stdout
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def test_ctrl_c_while_a_held_block_ends_never_leaves_sigterm_swallowed() -> None:
+    """SIGINT and SIGTERM landing at every point of many held blocks (a thread sends them as fast as
+    it can). ``signal.signal`` runs pending handlers before it changes one, so a SIGINT handler that
+    raises could stop the handlers being put back with SIGTERM's still the recorder: the process
+    ignored SIGTERM from then on. Afterwards both must still reach their own handlers."""
+    armed, terms = [False], [0]
+
+    def on_int(_n: int, _frame: object) -> None:
+        if armed[0]:  # raises once per block (then disarmed), only inside the try below
+            armed[0] = False
+            raise _Interrupted
+
+    def on_term(_n: int, _frame: object) -> None:
+        terms[0] += 1
+
+    ours = {signal.SIGINT: on_int, signal.SIGTERM: on_term}
+    before = {s: signal.signal(s, h) for s, h in ours.items()}
+    stop = threading.Event()
+
+    def send() -> None:
+        rng = random.Random(0)
+        while not stop.is_set():
+            os.kill(os.getpid(), rng.choice(list(ours)))
+            time.sleep(rng.uniform(0, 2e-4))
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    interrupted = 0
+    try:
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            try:
+                armed[0] = True
+                with writer._signals_deferred():
+                    pass
+                armed[0] = False
+            except _Interrupted:
+                interrupted += 1
+        stop.set()
+        sender.join()
+        time.sleep(0.05)  # the last signals sent are handled
+        sent_terms = terms[0]
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        assert terms[0] == sent_terms + 1, "SIGTERM no longer reaches its handler"
+        armed[0] = True
+        with pytest.raises(_Interrupted):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+        assert interrupted  # Ctrl+C did land in held blocks
+    finally:
+        armed[0] = False
+        stop.set()
+        sender.join()
+        for s, h in before.items():
+            signal.signal(s, h)
+
+
+def test_a_signal_held_in_a_block_is_delivered_by_its_own_handler_after_it() -> None:
+    seen: list[int] = []
+    before = {
+        signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),  # even if pytest's is ignored
+        signal.SIGTERM: signal.signal(signal.SIGTERM, lambda n, _f: seen.append(n)),
+    }
+    try:
+        with writer._signals_deferred():
+            signal.raise_signal(signal.SIGTERM)
+            assert seen == []  # held
+        assert seen == [signal.SIGTERM]
+        with pytest.raises(KeyboardInterrupt), writer._signals_deferred():
+            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(signal.SIGTERM)
+        assert seen == [signal.SIGTERM] * 2  # the KeyboardInterrupt did not drop the held SIGTERM
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        with writer._signals_deferred():  # an ignored signal is left ignored, not caught meanwhile
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            signal.raise_signal(signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
 
 
 def test_a_report_directory_gets_the_umask_mode_and_a_rewrite_keeps_the_users(tmp_path: Path) -> None:

@@ -79,6 +79,7 @@ def test_gradients_match_central_differences_and_sgd_applies_them(one_step):
         np.testing.assert_allclose(out[name], value - 0.001 * out[f"Accl1_{name}"], rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.slow  # ~2.6 s at load 4
 def test_the_loss_falls_over_training():
     w = fashion_mnist.build(batch=16, lr=0.02)  # on a GC200, as the tutorial runs
     w.run(steps=12).close()

@@ -138,6 +138,7 @@ def test_workload_scripts_refuse_bad_sizes_in_one_line(monkeypatch, capsys):
     assert status == 2 and "'x' is not a whole number" in err
 
 
+@pytest.mark.slow  # ~3 s at load 4
 def test_workload_scripts_report_a_model_that_does_not_fit_in_one_line(monkeypatch, capsys):
     status, err = _script(monkeypatch, capsys, mlp, "--hidden", "20000", "--tiles", "4")
     assert status == 1 and "out of memory on 4 tile(s)" in err
@@ -179,3 +180,13 @@ def test_workload_scripts_say_where_the_report_went(monkeypatch, capsys, tmp_pat
     assert capsys.readouterr().out.splitlines()[-1] == f"report: {tmp_path / 'report' / 'mlp'}"
     with pytest.raises(ReportError, match=r"holds 1: .*report/mlp \(a named engine"):
         open_report(tmp_path / "report")
+
+
+def test_workload_scripts_refuse_a_user_directory_as_their_report_before_running(monkeypatch, capsys, tmp_path):
+    mine = tmp_path / "report" / "mlp"
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("mine")
+    options = json.dumps({"autoReport.all": "true", "autoReport.directory": str(tmp_path / "report")})
+    status, err = _script(monkeypatch, capsys, mlp, "--batch", "4", "--hidden", "8", "--tiles", "4", options=options)
+    assert status == 2 and err.startswith(f"mlp.py: error: {mine}: refusing to overwrite")
+    assert "step 1" not in err and (mine / "notes.txt").read_text() == "mine"

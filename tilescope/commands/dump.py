@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"unknown table {args.table!r}; tables are: {', '.join(schema.TABLE_NAMES)}")
     table = report.table(args.table)
     if args.limit is not None:
-        table = table.slice(0, args.limit)
+        table = table.slice(0, min(args.limit, table.num_rows))  # any N: Arrow's offsets are int64
     rows = table.to_pylist()
     if args.format == "json":
         for row in rows:

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -61,6 +62,10 @@ SPLIT_BALANCES = {
     "compute": "simulated cycles (the memory split is compiled, each node's compute and exchange cycles summed "
     "and the nodes cut again: even pipeline stages, for a second import and a compile)",
 }
+
+# --runs beyond this is a typo (99999999999999999999 ran for minutes, a stderr line a run): even
+# the smallest model's run takes ~1 ms of host time, so this many is already minutes of work.
+MAX_RUNS = 100_000
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -99,7 +104,7 @@ def _add_options(p: argparse.ArgumentParser) -> None:
         help="pipeline the sharded model: its IPUs are stages working on different micro-batches",
     )
     p.add_argument(
-        "--micro-batches", type=int, default=0, help="micro-batches per run with --pipeline (default 2 x --ipus)"
+        "--micro-batches", type=int, default=None, help="micro-batches per run with --pipeline (default 2 x --ipus)"
     )
     p.add_argument(
         "--batch", type=int, default=None, help="batch size, for models whose batch dimension is 1 or symbolic"
@@ -210,16 +215,19 @@ def run(args: argparse.Namespace) -> int:
             if value != again.get_default(key):
                 setattr(args, key, value)
         script_args = []
-    if args.runs < 1:
-        raise CommandError(f"--runs must be >= 1, got {args.runs}")
+    if not 1 <= args.runs <= MAX_RUNS:
+        raise CommandError(f"--runs must be between 1 and {MAX_RUNS:,}, got {args.runs}")
     if args.check_tolerance is not None and not args.check_tolerance > 0:
         raise CommandError(f"--check-tolerance must be > 0, got {args.check_tolerance}")
     if not path.is_file():
-        raise CommandError(f"{path}: no such file")
+        what = "is a directory" if path.is_dir() else "is not a regular file" if path.exists() else "no such file"
+        raise CommandError(f"{path}: {what}")
     if args.save_outputs:
         from tilescope.outputs import check_output_file
 
-        check_output_file(args.save_outputs, "--save-outputs")  # before running, not after
+        check_output_file(
+            args.save_outputs, "--save-outputs", inputs=[path, *([args.inputs] if args.inputs else [])]
+        )  # before running
     _engine_options(args.report_dir, script=path.suffix == ".py")
     if path.suffix == ".py":
         return _run_script(path, script_args)
@@ -288,7 +296,12 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
         if args.save_outputs:
             from tilescope.outputs import write_atomically
 
-            write_atomically(args.save_outputs, "--save-outputs", lambda f: np.savez(f, **outputs))
+            write_atomically(
+                args.save_outputs,
+                "--save-outputs",
+                lambda f: np.savez(f, **outputs),
+                inputs=[path, *([args.inputs] if args.inputs else [])],
+            )
 
     try:
         result = profile_model(path, options, lambda session: _load_inputs(session, args.inputs), progress=_progress,
@@ -301,7 +314,7 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
         doc["check"] = check
     if result.out_of_memory and not args.outline and args.ipus == 1:  # would sharing the layers' code help?
         doc["execution"]["identical_blocks"] = _identical_blocks(result.model.onnx_model)
-    print(json.dumps(doc, indent=2) if args.json else _render(doc))
+    print(json.dumps(_json_safe(doc), indent=2, allow_nan=False) if args.json else _render(doc))
     if result.out_of_memory:
         where = f"; the report shows the memory: {result.report_path}" if result.report_path else ""
         print(f"tilescope run: not executed: {result.out_of_memory}{where}", file=sys.stderr)
@@ -314,17 +327,29 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
     return 0
 
 
+def _json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float as null: JSON has no Infinity or NaN (an fp16 --check
+    whose outputs overflowed has an infinite difference; a strict parser rejects ``Infinity``)."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
 def _micro_batches(args: argparse.Namespace) -> int:
     """Micro-batches per run: 1 without --pipeline; with it --micro-batches, else 2 x --ipus."""
     if not args.pipeline:
-        if args.micro_batches:
+        if args.micro_batches is not None:
             raise CommandError("--micro-batches needs --pipeline")
         return 1
     if args.ipus < 2:
         raise CommandError("--pipeline needs --ipus 2 or more (each IPU is a pipeline stage)")
-    if args.micro_batches < 0:
+    if args.micro_batches is not None and args.micro_batches < 1:
         raise CommandError(f"--micro-batches must be >= 1, got {args.micro_batches}")
-    return args.micro_batches or 2 * args.ipus
+    return 2 * args.ipus if args.micro_batches is None else args.micro_batches
 
 
 def _identical_blocks(onnx_model: Any) -> list[int] | None:

@@ -63,6 +63,9 @@ def run(args: argparse.Namespace) -> int:
     from app.server import create_app
 
     app = create_app(args.report, args.compare, warm=True)
+    # Host names answered: loopback and the bound address (DNS rebinding against a loopback viewer
+    # is refused); bound to every interface, any
+    app.server.config["TILESCOPE_ALLOWED_HOSTS"] = guard.allowed_hosts(args.host)
     url = f"http://{args.host}:{args.port}/"
     print(f"tilescope viewer on {url}  (Ctrl+C to stop)", flush=True)
     if not args.no_browser:

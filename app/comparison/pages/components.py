@@ -43,7 +43,9 @@ def unavailable(key: str | None) -> Any:
     if not key:
         return html.Div()
     if not baselines.is_allowed(key):
-        return dbc.Alert(f"not an allowed baseline: {key}", color="danger")
+        return dbc.Alert(
+            "not an allowed baseline (the viewer opens only reports it was started with or beside them)", color="danger"
+        )
     error = baselines.load_error(key)
     return dbc.Alert(error, color="danger") if error else None
 

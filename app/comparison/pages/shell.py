@@ -64,7 +64,11 @@ def banner_body(key: str | None) -> tuple[Any, str]:
     """The banner's text and colour for baseline ``key``."""
     if not key:
         return None, "info"
-    error = baselines.load_error(key) if baselines.is_allowed(key) else f"not an allowed baseline: {key}"
+    error = (
+        baselines.load_error(key)
+        if baselines.is_allowed(key)
+        else "not an allowed baseline (the viewer opens only reports it was started with or beside them)"
+    )
     if error:
         return error, "danger"
     c = baselines.comparison(key)

@@ -43,6 +43,9 @@ def load_model(source: str | Path | onnx.ModelProto, check_operators: bool = Tru
     version = opset_version(model)
     if version < MIN_OPSET:
         raise FrontendError(f"{where}: opset {version} is too old; tilescope imports opset {MIN_OPSET} and newer")
+    newest = onnx.defs.onnx_opset_version()  # the newest opset the installed onnx package defines
+    if version > newest:
+        raise FrontendError(f"{where}: opset {version} is newer than any ONNX defines (up to {newest})")
     return model
 
 

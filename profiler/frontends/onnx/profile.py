@@ -177,7 +177,9 @@ def profile_target(options: ProfileOptions) -> Target:
     if options.outline and options.ipus > 1:
         raise ProfileError(f"--outline builds on one IPU; the model is split over --ipus {options.ipus}")
     try:
-        return replace(targets.get_target(options.target, options.ipus * options.replicas), num_replicas=options.replicas)
+        return replace(
+            targets.get_target(options.target, options.ipus * options.replicas), num_replicas=options.replicas
+        )
     except ValueError as exc:
         raise ProfileError(str(exc)) from None
 
