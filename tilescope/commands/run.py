@@ -43,6 +43,7 @@ import json
 import math
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -165,14 +166,6 @@ def _proportion(text: str) -> float:
     return value
 
 
-def _amp(args: argparse.Namespace) -> float:
-    """--available-memory-proportion, or PopLibs' default (profiler.ops.matmul, imported only when a model runs)."""
-    from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION
-
-    p = args.available_memory_proportion
-    return DEFAULT_AVAILABLE_MEMORY_PROPORTION if p is None else p
-
-
 def _progress(msg: str) -> None:
     print(f"tilescope run: {msg}", file=sys.stderr, flush=True)
 
@@ -287,10 +280,12 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
     options = ProfileOptions(
         target=args.target, ipus=args.ipus, replicas=args.replicas, batch=args.batch, dtype=args.dtype,
         weights="constants" if args.weights_as_constants else "variables", split=args.split,
-        partials=args.partials, available_memory_proportion=_amp(args), outline=args.outline,
+        partials=args.partials, outline=args.outline,
         pipeline=args.pipeline, micro_batches=_micro_batches(args), runs=args.runs,
         wrong_kernel=args.test_wrong_kernel,
     )  # fmt: skip
+    if args.available_memory_proportion is not None:  # else PopLibs' default (ProfileOptions')
+        options = replace(options, available_memory_proportion=args.available_memory_proportion)
 
     def save_outputs(outputs: Any) -> None:
         if args.save_outputs:
@@ -309,7 +304,7 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
     except ProfileError as exc:
         raise CommandError(str(exc)) from None
     doc = result.summary()
-    check = _check(result.model, result.inputs, result.outputs, args) if args.check else None
+    check = _check(result, args) if args.check else None
     if check is not None:
         doc["check"] = check
     if result.out_of_memory and not args.outline and args.ipus == 1:  # would sharing the layers' code help?
@@ -361,8 +356,9 @@ def _identical_blocks(onnx_model: Any) -> list[int] | None:
     return [rep.count, rep.period] if rep is not None else None
 
 
-def _check(model: Any, inputs: dict[str, Any], outputs: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+def _check(result: Any, args: argparse.Namespace) -> dict[str, Any]:
     """The simulated outputs against a reference runtime's on the same inputs (the --check summary)."""
+    model, inputs, outputs = result.model, result.inputs, result.outputs
     import numpy as np
 
     from profiler.frontends.onnx import FrontendError
@@ -373,7 +369,7 @@ def _check(model: Any, inputs: dict[str, Any], outputs: dict[str, Any], args: ar
         return {"runtime": None, "tolerance": tol, "passed": False, "outputs": {}, "skipped": "not executed"}
     _progress("checking the outputs against a reference runtime")
     feeds = {s.name: np.asarray(inputs[s.name]).astype(s.host_dtype) for s in model.inputs}
-    rows = args.replicas * _micro_batches(args)  # the model's batch per replica and micro-batch
+    rows = result.options.replicas * result.options.micro_batches  # the model's batch per replica and micro-batch
     try:
         parts = [reference_run(model.onnx_model, {k: np.split(v, rows)[i] for k, v in feeds.items()})
                  for i in range(rows)]  # fmt: skip
