@@ -125,6 +125,60 @@ def _future_opset(env: Env) -> None:
     env.paths["future"] = str(env.tmp / "future.onnx")
 
 
+def _one_node(
+    name: str, op: str, shape: list[int], const: list[int], out: str = "y", **attrs: object
+) -> Callable[[Env], None]:
+    """A model of one ``op`` node on input x (``shape``) and an int64 initializer ``s`` (``const``)."""
+
+    def make(env: Env) -> None:
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)
+        y = helper.make_tensor_value_info(out, TensorProto.FLOAT, ["a", "b"])
+        inputs = ["s"] if op == "ConstantOfShape" else ["x", "s"]
+        nodes = [helper.make_node(op, inputs, [out if op != "ConstantOfShape" else "c"], **attrs)]
+        if op == "ConstantOfShape":
+            nodes.append(helper.make_node("Add", ["x", "c"], [out]))
+        init = [helper.make_tensor("s", TensorProto.INT64, [len(const)], const)]
+        graph = helper.make_graph(nodes, "g", [x], [y], initializer=init)
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), env.tmp / name)
+        env.paths[name.replace(".", "_")] = str(env.tmp / name)
+
+    return make
+
+
+def _input_dims(name: str, dims: list[int]) -> Callable[[Env], None]:
+    """A Relu model whose input and output declare ``dims`` (0 and negative sizes included)."""
+
+    def make(env: Env) -> None:
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)
+        graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), env.tmp / name)
+        env.paths[name.replace(".", "_")] = str(env.tmp / name)
+
+    return make
+
+
+def _npz_member(name: str, member: bytes, compress: bool = False) -> Callable[[Env], None]:
+    """A .npz whose one member ``input.npy`` holds ``member`` as given (a crafted header)."""
+
+    def make(env: Env) -> None:
+        import zipfile
+
+        with zipfile.ZipFile(env.tmp / name, "w", zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED) as z:
+            z.writestr("input.npy", member)
+        env.paths[name.replace(".", "_")] = str(env.tmp / name)
+
+    return make
+
+
+def _npy_header(shape: tuple[int, ...]) -> bytes:
+    import io
+
+    out = io.BytesIO()
+    np.lib.format.write_array_header_1_0(out, {"descr": "<f4", "fortran_order": False, "shape": shape})
+    return out.getvalue()
+
+
 def _symlink_to_report(env: Env) -> None:  # the swap must neither replace the link nor empty the report
     (env.tmp / "report_link").symlink_to(env.paths["report"])
     env.paths["report_link"] = str(env.tmp / "report_link")
@@ -252,6 +306,35 @@ ROWS = [
     Row("model-garbage", ["run", "{junk_onnx}"], 2, "junk.onnx", [_file("junk.onnx", b"\x00\x01garbage" * 50)]),
     Row("model-empty", ["run", "{empty_onnx}"], 2, "empty.onnx", [_file("empty.onnx", b"")]),
     Row("model-unsupported-op", ["run", "{odd}"], 2, "NoSuchOp", [_unsupported]),
+    Row(
+        "model-expand-huge",
+        ["run", "{expand_onnx}"],
+        2,
+        "(Expand, output [1000000, 1000000], 4,000,000,000,000 bytes): more than the whole target's tile memory",
+        [_one_node("expand.onnx", "Expand", [1, 1], [1_000_000, 1_000_000])],
+    ),
+    Row(
+        "model-tile-huge",
+        ["run", "{tile_onnx}"],
+        2,
+        "(Tile, output [1, 4000000000], 16,000,000,000 bytes): more than the whole target's tile memory",
+        [_one_node("tile.onnx", "Tile", [1, 4], [1, 1_000_000_000])],
+    ),
+    Row(
+        "model-constant-huge",
+        ["run", "{constant_onnx}"],
+        2,
+        "(ConstantOfShape, output [100000, 10000000], 4,000,000,000,000 bytes) needs about 4000.0 GB more host memory",
+        [_one_node("constant.onnx", "ConstantOfShape", [1, 1], [100_000, 10_000_000])],
+    ),
+    Row(
+        "model-batch-zero",
+        ["run", "{zero_onnx}"],
+        2,
+        "input 'x' has batch dimension 0",
+        [_input_dims("zero.onnx", [0, 4])],
+    ),
+    Row("model-dim-negative", ["run", "{neg_onnx}"], 2, "dimension 0 is -5", [_input_dims("neg.onnx", [-5, 4])]),
     # -- inputs files ----------------------------------------------------------------------------
     Row("inputs-missing", ["run", "{model}", "--inputs", "{tmp}/none.npz"], 2, "not a readable .npz", M),
     Row(
@@ -293,8 +376,29 @@ ROWS = [
         "inputs-objects",
         ["run", "{model}", "--inputs", "{o_npz}"],
         2,
-        "not a readable .npz",
-        [*M, _npz("o.npz", input=np.array([1, "a"], dtype=object))],
+        "values of type object are not numbers",
+        [*M, _npz("o.npz", input=np.full((1, 64), "a", dtype=object))],
+    ),
+    Row(
+        "inputs-header-huge",
+        ["run", "{model}", "--inputs", "{h_npz}"],
+        2,
+        "its header declares 256,000,000,000,000 bytes of data in a member of 192",
+        [*M, _npz_member("h.npz", _npy_header((10**12, 64)) + bytes(64))],
+    ),
+    Row(
+        "inputs-zip-bomb",
+        ["run", "{model}", "--inputs", "{b_npz}"],
+        2,
+        "shape (25000000,), the model takes (1, 64)",
+        [*M, _npz_member("b.npz", _npy_header((25_000_000,)) + bytes(100_000_000), compress=True)],
+    ),
+    Row(
+        "inputs-header-long",
+        ["run", "{model}", "--inputs", "{l_npz}"],
+        2,
+        "Header info length (60000) is large",
+        [*M, _npz_member("l.npz", b"\x93NUMPY\x01\x00" + (60000).to_bytes(2, "little") + b"{" + b" " * 59998 + b"\n")],
     ),
     # -- output paths (every one checked before any work) ----------------------------------------
     Row(

@@ -75,28 +75,34 @@ class Session:
             self.engine.run(0, name="WeightsFromHost")
             self._weights_loaded = True
 
-    def check_inputs(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Inputs converted to the device types; FrontendError (one line) for missing, extra or misshapen ones."""
+    def check_input_types(self, types: Mapping[str, tuple[tuple[int, ...], np.dtype]]) -> None:
+        """FrontendError (one line) for missing, extra or misshapen inputs, given each one's shape and
+        dtype only (so a file's inputs are checked from their headers, before their data is read)."""
         specs = {s.name: s for s in self.model.inputs}
         rows = self.replicas * self.micro_batches
-        missing = [n for n in specs if n not in inputs]
-        extra = [n for n in inputs if n not in specs]
+        missing = [n for n in specs if n not in types]
+        extra = [n for n in types if n not in specs]
         if missing or extra:
             raise FrontendError(
                 f"inputs: missing {missing or 'none'}, unexpected {extra or 'none'}; the model takes {list(specs)}"
             )
-        out = {}
         for name, spec in specs.items():
-            arr = np.asarray(inputs[name])
-            if arr.shape != _scaled(spec.shape, rows):
-                raise FrontendError(f"input {name!r}: shape {arr.shape}, the model takes {_scaled(spec.shape, rows)}")
-            # strings, objects, complex numbers, dates: no meaningful (or lossless) device value
-            if arr.dtype.kind not in "biuf":
+            shape, dtype = types[name]
+            if tuple(shape) != _scaled(spec.shape, rows):
                 raise FrontendError(
-                    f"input {name!r}: values of type {arr.dtype} are not numbers; the model takes {np.dtype(spec.device_dtype)}"
+                    f"input {name!r}: shape {tuple(shape)}, the model takes {_scaled(spec.shape, rows)}"
                 )
-            out[name] = arr.astype(spec.device_dtype)
-        return out
+            # strings, objects, complex numbers, dates: no meaningful (or lossless) device value
+            if dtype.kind not in "biuf":
+                raise FrontendError(
+                    f"input {name!r}: values of type {dtype} are not numbers; the model takes {np.dtype(spec.device_dtype)}"
+                )
+
+    def check_inputs(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Inputs converted to the device types; FrontendError (one line) for missing, extra or misshapen ones."""
+        arrays = {name: np.asarray(v) for name, v in inputs.items()}
+        self.check_input_types({name: (a.shape, a.dtype) for name, a in arrays.items()})
+        return {s.name: arrays[s.name].astype(s.device_dtype) for s in self.model.inputs}
 
     def run(self, inputs: Mapping[str, np.ndarray], name: str = "") -> dict[str, np.ndarray]:
         """One inference: outputs keyed by ONNX output name, in the model's declared types."""

@@ -25,6 +25,7 @@ from profiler.poplar.tensor import Tensor
 
 from .builder import LAYER, SMALL_CONSTANT, Builder, ImportedModel, IOSpec, Value, device_dtype, elem_np_dtype
 from .errors import FrontendError, Unsupported, UnsupportedError, printable
+from .limits import check_output_size
 from .model import check_supported, opset_version, override_batch
 from .operators import HANDLERS
 from .outline import build_repeat, find_repeat
@@ -103,13 +104,18 @@ def _input_specs(model: onnx.ModelProto, half: bool) -> list[IOSpec]:
             raise FrontendError(f"input {vi.name!r}: only tensor inputs are supported")
         dims = []
         for i, d in enumerate(tt.shape.dim):
+            if d.HasField("dim_value") and d.dim_value < -1:  # -1: some exporters' "dynamic", as a name
+                raise FrontendError(
+                    f"input {vi.name!r}: dimension {i} is {d.dim_value}; ONNX sizes are 0 or more (or a name)"
+                )
             if d.HasField("dim_value") and d.dim_value >= 0:  # 0: an empty input (a host value, see below)
                 dims.append(d.dim_value)
             elif i == 0:
                 dims.append(1)  # a symbolic batch dimension defaults to 1 (override with batch=)
             else:
                 raise FrontendError(
-                    f"input {vi.name!r}: dimension {i} is symbolic ({d.dim_param or '?'}); give the model fixed shapes"
+                    f"input {vi.name!r}: dimension {i} is symbolic ({d.dim_param or d.dim_value or '?'}); "
+                    "give the model fixed shapes"
                 )
         host = elem_np_dtype(tt.elem_type)
         specs.append(IOSpec(vi.name, tuple(dims), host, device_dtype(host, half)))
@@ -240,6 +246,7 @@ def _import_model(
             raise FrontendError(f"node {name!r} ({node.op_type}): input(s) {missing} are not defined")
         on_host = all(a is None or isinstance(a, np.ndarray) for a in args)
         try:
+            check_output_size(node, name, args, target, on_host)
             empty = _empty_outputs(node, args, opset)
             if empty is not None:  # an empty input whose outputs are all empty: nothing to compute
                 outs: list[Value | None] = list(empty)

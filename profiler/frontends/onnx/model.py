@@ -91,7 +91,7 @@ def override_batch(model: onnx.ModelProto, batch: int | None) -> onnx.ModelProto
             if vi.name in init_names or not vi.type.HasField("tensor_type"):
                 continue
             dims = vi.type.tensor_type.shape.dim
-            if dims and (dims[0].HasField("dim_param") or dims[0].dim_value in (0, 1)):
+            if dims and (dims[0].HasField("dim_param") or dims[0].dim_value in (-1, 0, 1)):  # -1: "dynamic"
                 batched.append(vi.name)
         if batched and batch != 1:
             rewrite_batch_constants(m, batched, batch)

@@ -214,6 +214,11 @@ def profile_model(
         first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
         raise ProfileError(f"{path}: import failed: {type(exc).__name__}: {first}") from None
     import_s = time.perf_counter() - t0
+    empty = [s.name for s in model.inputs if s.shape[:1] == (0,)]
+    if empty:  # a model that declares batch 0 would run and report "0 samples"
+        raise ProfileError(
+            f"{path}: input {empty[0]!r} has batch dimension 0, so there is nothing to run; give --batch N"
+        )
     over = list(model.info.get("overflowed", []))
     if over:  # values a float32 model holds that float16 cannot: said once, by tensor
         names = ", ".join(repr(n) for n in over[:5]) + (f" and {len(over) - 5} more" if len(over) > 5 else "")
