@@ -281,11 +281,33 @@ def _condition_mask(s: pd.Series, cond: dict[str, Any]) -> pd.Series:
     return _TEXT_OPS.get(kind, _TEXT_OPS["contains"])(s.astype(str), v)
 
 
+# The grids' filter UI makes 1 condition a column (filterParams' maxNumConditions, big_grid); a request
+# with thousands (a crafted one took 5 s of CPU for 2,000) is refused before any is applied.
+MAX_FILTER_CONDITIONS = 64
+# The infinite model asks for blocks of 100 rows (cacheBlockSize); a larger slice is refused.
+MAX_ROWS_PER_REQUEST = 1000
+
+
+def _conditions(filter_model: dict[str, Any]) -> int:
+    return sum(len(spec.get("conditions") or ()) or 1 for spec in filter_model.values() if isinstance(spec, dict))
+
+
 def apply_request(df: pd.DataFrame, request: dict[str, Any] | None) -> dict[str, Any]:
-    """AG Grid infinite-model request -> response: filter, sort, then slice [startRow, endRow)."""
+    """AG Grid infinite-model request -> response: filter, sort, then slice [startRow, endRow).
+    ValueError (a 400) for a filter of more than MAX_FILTER_CONDITIONS conditions or a slice of more
+    than MAX_ROWS_PER_REQUEST rows."""
     request = request or {}
+    filter_model = request.get("filterModel") or {}
+    if not isinstance(filter_model, dict) or _conditions(filter_model) > MAX_FILTER_CONDITIONS:
+        raise ValueError(f"a grid filter holds at most {MAX_FILTER_CONDITIONS} conditions")
+    start = int(request.get("startRow", 0))
+    end = int(request.get("endRow", start + 100))
+    if not 0 <= start <= end or end - start > MAX_ROWS_PER_REQUEST:
+        raise ValueError(
+            f"a grid asks for rows [start, end) with 0 <= start <= end, at most {MAX_ROWS_PER_REQUEST} at once"
+        )
     mask = pd.Series(True, index=df.index)
-    for col, spec in (request.get("filterModel") or {}).items():
+    for col, spec in filter_model.items():
         if col not in df.columns:
             continue
         if "conditions" in spec:
@@ -302,8 +324,6 @@ def apply_request(df: pd.DataFrame, request: dict[str, Any] | None) -> dict[str,
         out = out.sort_values(
             [s["colId"] for s in sort], ascending=[s.get("sort") != "desc" for s in sort], kind="stable"
         )
-    start = int(request.get("startRow", 0))
-    end = int(request.get("endRow", start + 100))
     return {"rowData": to_records(out.iloc[start:end]), "rowCount": len(out)}
 
 

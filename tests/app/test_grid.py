@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from app.grid import apply_request, column_defs
 
@@ -58,3 +59,24 @@ def test_records_are_plain_python_and_columns_typed():
     assert type(r["rowData"][0]["bytes"]) is int
     defs = {d["field"]: d for d in column_defs(DF, hidden=("name",))}
     assert defs["bytes"]["filter"] == "agNumberColumnFilter" and defs["name"]["hide"]
+
+
+def test_a_filter_of_thousands_of_conditions_or_a_huge_slice_is_refused_before_any_work() -> None:
+    from app.grid import MAX_FILTER_CONDITIONS, MAX_ROWS_PER_REQUEST
+
+    cond = {"filterType": "number", "type": "greaterThan", "filter": 1}
+    ok = {"bytes": {"operator": "OR", "conditions": [cond] * MAX_FILTER_CONDITIONS}}
+    assert (
+        apply_request(DF, {"filterModel": ok})["rowCount"]
+        == apply_request(DF, {"filterModel": {"bytes": cond}})["rowCount"]
+    )
+    too_many = {"bytes": {"operator": "OR", "conditions": [cond] * 2000}}
+    with pytest.raises(ValueError, match=f"at most {MAX_FILTER_CONDITIONS} conditions"):
+        apply_request(DF, {"filterModel": too_many})
+    many_columns = {f"c{i}": cond for i in range(MAX_FILTER_CONDITIONS + 1)}
+    with pytest.raises(ValueError, match="conditions"):
+        apply_request(DF, {"filterModel": many_columns})
+    with pytest.raises(ValueError, match=f"at most {MAX_ROWS_PER_REQUEST}"):
+        apply_request(DF, {"startRow": 0, "endRow": 10**9})
+    with pytest.raises(ValueError, match="0 <= start <= end"):
+        apply_request(DF, {"startRow": 5, "endRow": 2})

@@ -5,6 +5,7 @@ bench/serve_load.py's job (this machine is shared: timing is not asserted here).
 
 from __future__ import annotations
 
+import http.client
 import sys
 import threading
 import time
@@ -78,3 +79,38 @@ def test_the_cache_is_bounded_by_bytes() -> None:
     assert cache.lookup_or_lead("0") is None  # the oldest left
     cache.release("0")
     assert cache.lookup_or_lead("9") == bytes(100)
+
+
+@pytest.mark.slow  # ~15 s: a real server, 150 idle clients, and its idle timeout
+def test_idle_clients_holding_half_sent_bodies_neither_freeze_the_server_nor_keep_their_slots(small_report) -> None:  # type: ignore[no-untyped-def]
+    import socket
+
+    from tilescope.commands.serve import CHANNEL_TIMEOUT_S, CLEANUP_INTERVAL_S
+
+    port = serve_load.free_port()
+    server = serve_load.start_server(str(small_report.path), None, port)
+    idle: list[socket.socket] = []
+    try:
+        for _ in range(150):  # more than waitress's default 100 connection slots
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.sendall(b'POST /_dash-update-component HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n{"out')
+            idle.append(s)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/_dash-layout")
+        assert conn.getresponse().status == 200  # answered while 150 bodies are half sent
+        time.sleep(CHANNEL_TIMEOUT_S + 2 * CLEANUP_INTERVAL_S + 1)
+        closed = 0
+        for s in idle:
+            s.settimeout(5)
+            try:
+                closed += s.recv(1) == b""  # the server closed the idle connection
+            except ConnectionResetError:
+                closed += 1
+            except TimeoutError:  # still open: the slot was kept
+                pass
+        assert closed == len(idle)
+    finally:
+        for s in idle:
+            s.close()
+        server.terminate()
+        server.wait(timeout=30)

@@ -11,6 +11,12 @@ import argparse
 HELP = "open a report (and optionally a baseline) in the browser viewer"
 
 
+# A browser keeps ~6 connections per host; a few tabs and a load test stay far below these.
+CONNECTION_LIMIT = 1000
+CHANNEL_TIMEOUT_S = 10  # a client that sends nothing for this long loses its connection
+CLEANUP_INTERVAL_S = 2
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("report", help="report directory (holds manifest.json)")
     p.add_argument("--compare", metavar="BASELINE", help="a baseline report to compare against")
@@ -93,6 +99,12 @@ def run(args: argparse.Namespace) -> int:
         threads=args.threads,
         ident="tilescope",
         max_request_body_size=guard.MAX_REQUEST_BYTES,
+        # Connection slots and their timeout: waitress stops accepting at connection_limit (default
+        # 100), so ~100 idle clients holding half-sent bodies froze the viewer. A slot idle for
+        # CHANNEL_TIMEOUT_S is closed (checked every CLEANUP_INTERVAL_S), and there are more slots.
+        connection_limit=CONNECTION_LIMIT,
+        channel_timeout=CHANNEL_TIMEOUT_S,
+        cleanup_interval=CLEANUP_INTERVAL_S,
         _quiet=True,
     )
     return 0
