@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import html
 import math
-import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -196,16 +193,6 @@ def comparison_html(comparison: Comparison, top: int = 10) -> str:
     return "\n".join(parts)
 
 
-def write_comparison_html(comparison: Comparison, path: str | Path, top: int = 10) -> Path:
-    """Write ``comparison_html`` to ``path`` (parent directories created)."""
-    return _write(comparison_html(comparison, top), path)
-
-
-def write_report_html(report: Report, path: str | Path, top: int = 40) -> Path:
-    """Write ``report_html`` to ``path`` (parent directories created)."""
-    return _write(report_html(report, top), path)
-
-
 #: Tile-axis columns and trace spans per row at most in the static page (as the viewer's level of detail).
 REPORT_MAX_TILE_COLUMNS = 1500
 REPORT_MAX_SPANS_PER_ROW = 1500
@@ -358,21 +345,3 @@ def _key_table(items: dict[str, str]) -> str:
         f"<tr><th class='l'>{html.escape(k)}</th><td class='l'>{html.escape(v)}</td></tr>" for k, v in items.items()
     )
     return f"<table>{rows}</table>"
-
-
-def _write(text: str, path: str | Path) -> Path:
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # write-then-rename: never leave a half-written page behind
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a page is meant to be shared
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return out

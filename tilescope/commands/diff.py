@@ -20,6 +20,8 @@ import argparse
 import json
 import sys
 
+from tilescope.outputs import FORCE_HELP
+
 HELP = "compare two reports (text, --json, --html); --fail-if for CI"
 
 
@@ -38,6 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help='exit 1 if crossed, e.g. "execution.total_cycles>+5%%" (repeatable)',
     )
     p.add_argument("--html", metavar="OUT.html", help="also write a self-contained offline HTML comparison")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP)
     p.add_argument(
         "--run",
         type=int,
@@ -62,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         from tilescope.outputs import check_output_file
 
-        check_output_file(args.html, "--html")  # before the comparison: a bad path is one line at once
+        check_output_file(
+            args.html, "--html", follow_symlinks=args.force
+        )  # before the comparison: a bad path is one line at once
     baseline = open_report(args.baseline)
     active = open_report(args.active)
     if args.run is not None:
@@ -89,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         from tilescope.outputs import write_atomically
 
         page = comparison_html(comparison, args.top or 10).encode("utf-8")
-        write_atomically(args.html, "--html", lambda f: f.write(page))
+        write_atomically(args.html, "--html", lambda f: f.write(page), follow_symlinks=args.force)
     if args.json:
         print(json.dumps(doc, indent=2, sort_keys=False, allow_nan=False, default=json_default))
     else:

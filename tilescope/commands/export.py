@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from tilescope.outputs import FORCE_HELP
+
 HELP = "export a report as one offline HTML page (--html) or Chrome/Perfetto trace JSON (--trace)"
 
 
@@ -20,6 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("report", help="report directory (holds manifest.json)")
     p.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML page of the report here")
     p.add_argument("--trace", metavar="OUT.json", help="write Chrome/Perfetto trace-event JSON here")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP)
     p.add_argument(
         "--run",
         type=int,
@@ -40,14 +43,15 @@ def run(args: argparse.Namespace) -> int:
 
     for option, out_path in (("--trace", args.trace), ("--html", args.html)):
         if out_path:  # before any work: a bad path is one line at once
-            check_output_file(out_path, option)
+            check_output_file(out_path, option, follow_symlinks=args.force)
     report = open_report(args.report)
     if not args.html and not args.trace:
         raise CommandError("say what to write: --html OUT.html and/or --trace OUT.json")
     if args.html:
-        from app.render.html import write_report_html
+        from app.render.html import report_html
 
-        out = write_report_html(report, args.html)
+        page = report_html(report).encode("utf-8")
+        out = write_atomically(args.html, "--html", lambda f: f.write(page), follow_symlinks=args.force)
         print(f"wrote {out}: Summary, Memory, Liveness, Operations, Execution Trace (opens offline)")
     if not args.trace:
         return 0
@@ -65,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
     run_id = opening_run(report) if args.run is None else args.run
     doc = report_to_trace_events(report, run_id, tiles)
     # write-then-rename: never leave a half-written JSON behind
-    out = write_atomically(args.trace, "--trace", lambda f: f.write(json.dumps(doc, separators=(",", ":")).encode()))
+    trace = json.dumps(doc, separators=(",", ":")).encode()
+    out = write_atomically(args.trace, "--trace", lambda f: f.write(trace), follow_symlinks=args.force)
     runs = report.runs().set_index("run")
     name = runs.at[run_id, "name"] if run_id in runs.index else ""
     which = "the longest that computes" if args.run is None else "as asked"

@@ -49,6 +49,7 @@ from typing import Any
 
 from tilescope.errors import CommandError
 from tilescope.measured import resnet50_host_memory
+from tilescope.outputs import FORCE_HELP
 from tilescope.progress import Counter
 
 HELP = "profile an ONNX model or a workload script on the simulated IPU"
@@ -133,6 +134,7 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     src.add_argument("--inputs", metavar="FILE.npz", help="model inputs keyed by input name")
     src.add_argument("--random-inputs", action="store_true", help="seeded random inputs (the default)")
     p.add_argument("--save-outputs", metavar="FILE.npz", help="write the last run's outputs keyed by output name")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP)
     p.add_argument("--runs", type=int, default=1, help="inference runs (default 1)")
     p.add_argument("--report-dir", metavar="DIR", help="write a report to DIR (autoReport.all + autoReport.directory)")
     p.add_argument("--weights-as-constants", action="store_true", help="weights as graph constants, not uploaded")
@@ -219,7 +221,10 @@ def run(args: argparse.Namespace) -> int:
         from tilescope.outputs import check_output_file
 
         check_output_file(
-            args.save_outputs, "--save-outputs", inputs=[path, *([args.inputs] if args.inputs else [])]
+            args.save_outputs,
+            "--save-outputs",
+            inputs=[path, *([args.inputs] if args.inputs else [])],
+            follow_symlinks=args.force,
         )  # before running
     _engine_options(args.report_dir, script=path.suffix == ".py")
     if path.suffix == ".py":
@@ -319,6 +324,7 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
                 "--save-outputs",
                 lambda f: np.savez(f, **outputs),
                 inputs=[path, *([args.inputs] if args.inputs else [])],
+                follow_symlinks=args.force,
             )
 
     try:
