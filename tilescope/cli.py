@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from report_format.errors import ReportError
+from report_format.text import printable
 from tilescope.errors import CommandError
 
 __all__ = ["CommandError", "build_parser", "main"]
@@ -94,7 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args._run(args) or 0)
     except (ReportError, CommandError) as exc:
-        print(f"tilescope {args.verb}: error: {exc}", file=sys.stderr)
+        # one line, whatever names it quotes: ANSI escapes and newlines from paths or models escaped
+        print(f"tilescope {args.verb}: error: {printable(exc, limit=4000)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"tilescope {args.verb}: interrupted", file=sys.stderr)

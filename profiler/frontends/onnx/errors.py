@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from report_format.text import printable
+
 
 class FrontendError(ValueError):
     """The model cannot be imported; ``str(e)`` is one line saying what and where."""
@@ -25,15 +27,6 @@ class UnsupportedError(FrontendError):
 
 class Unsupported(Exception):
     """Raised by an operator handler for an attribute or input it cannot take (the reason)."""
-
-
-def printable(text: object, limit: int = 120) -> str:
-    """A name from a model, safe for a one-line message: decoded (protobuf hands invalid UTF-8
-    back as bytes), control characters escaped, and cut to ``limit`` characters."""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    s = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
-    return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
 def first_line(exc: BaseException) -> str:

@@ -22,9 +22,10 @@ from profiler.poplar.graph import Graph
 from profiler.poplar.programs import Copy
 from profiler.poplar.programs import Sequence as Prog
 from profiler.poplar.tensor import Tensor
+from report_format.text import printable
 
 from .builder import LAYER, SMALL_CONSTANT, Builder, ImportedModel, IOSpec, Value, device_dtype, elem_np_dtype
-from .errors import FrontendError, Unsupported, UnsupportedError, printable
+from .errors import FrontendError, Unsupported, UnsupportedError
 from .limits import check_output_size
 from .model import check_supported, opset_version, override_batch
 from .operators import HANDLERS
