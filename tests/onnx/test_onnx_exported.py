@@ -140,6 +140,16 @@ def test_compare_reports_abs_and_rel_differences() -> None:
     assert a2.within
 
 
+def test_compare_counts_values_lost_to_nan_or_inf_apart_from_the_differences() -> None:
+    """A float16 run whose activations overflowed: its NaN/inf outputs are counted, the difference
+    is over the other elements (not an unhelpful "max abs diff inf"), and the check fails."""
+    want = {"y": np.array([0.0, 1.0, 2.0, np.inf], np.float32)}
+    (y,) = compare({"y": np.array([np.nan, 1.001, np.inf, np.inf], np.float32)}, want, 1e-2)
+    assert (y.nonfinite, y.size) == (2, 4) and y.max_abs_diff == pytest.approx(0.001, rel=1e-3) and not y.within
+    (ok,) = compare({"y": np.array([0.0, 1.0, 2.0, np.inf], np.float32)}, want, 1e-2)
+    assert ok.nonfinite == 0 and ok.within
+
+
 @pytest.fixture
 def exported_file(tmp_path: Path) -> Path:
     path = tmp_path / "alexnet9.onnx"

@@ -412,7 +412,14 @@ def _check(result: Any, args: argparse.Namespace) -> dict[str, Any]:
         "tolerance": tol,
         "passed": all(c.within for c in checks),
         "outputs": {
-            c.name: {"max_abs_diff": c.max_abs_diff, "max_rel_diff": c.max_rel_diff, "within": c.within} for c in checks
+            c.name: {
+                "max_abs_diff": c.max_abs_diff,
+                "max_rel_diff": c.max_rel_diff,
+                "within": c.within,
+                "nonfinite": c.nonfinite,
+                "size": c.size,
+            }
+            for c in checks
         },  # fmt: skip
     }
 
@@ -459,6 +466,9 @@ def _render(doc: dict[str, Any]) -> str:
         verdict = "ok" if check["passed"] else "FAILED"
         lines.append(f"check         {verdict} against {check['runtime']} (tolerance {check['tolerance']:g})")
         for name, c in check["outputs"].items():
+            lost = (f", {c['nonfinite']:,} of {c['size']:,} values NaN or inf where the reference's are finite"
+                    + (" (past float16's +-65,504: activations overflowed)" if doc["dtype"] == "float16" else "")
+                    if c["nonfinite"] else "")  # fmt: skip
             lines.append(f"  {name:24} max abs diff {c['max_abs_diff']:.3g}, max rel diff {c['max_rel_diff']:.3g}"
-                         f"{'' if c['within'] else '  BEYOND TOLERANCE'}")  # fmt: skip
+                         f"{lost}{'' if c['within'] else '  BEYOND TOLERANCE'}")  # fmt: skip
     return "\n".join(lines)

@@ -26,6 +26,10 @@ class OutputCheck:
     max_abs_diff: float
     max_rel_diff: float  # max |got - want| / max(|want|, tiny): relative to each reference element
     within: bool  # allclose(got, want, rtol=tolerance, atol=tolerance * max|want|)
+    # elements NaN or inf in the simulated run where the reference's are finite (a float16 run whose
+    # activations went past its range); the differences above are over the other elements
+    nonfinite: int = 0
+    size: int = 0
 
 
 def reference_run(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], str]:
@@ -77,11 +81,14 @@ def compare(got: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray], toler
             continue
         both_nan = np.isnan(gf) & np.isnan(wf)
         same_inf = np.isinf(wf) & (gf == wf)
-        diff = np.where(both_nan | same_inf, 0.0, np.abs(gf - wf))
+        lost = ~np.isfinite(gf) & np.isfinite(wf)  # said as a count: a difference of inf says nothing
+        with np.errstate(invalid="ignore"):  # inf - inf: NaN, masked just below
+            diff = np.where(both_nan | same_inf | lost, 0.0, np.abs(gf - wf))
         diff = np.where(np.isnan(diff), np.inf, diff)
         scale = np.abs(np.where(np.isfinite(wf), wf, 0.0))
         rel = diff / np.maximum(scale, np.finfo(np.float32).tiny)
         floor = tolerance * float(scale.max())
         within = bool(np.all(diff <= tolerance * scale + floor)) if w.dtype.kind == "f" else bool(np.all(diff == 0))
-        out.append(OutputCheck(name, float(diff.max()), float(rel.max()), within))
+        n_lost = int(lost.sum())
+        out.append(OutputCheck(name, float(diff.max()), float(rel.max()), within and not n_lost, n_lost, int(gf.size)))
     return out
