@@ -318,16 +318,17 @@ class Compiler:
     # -- copies and streams --------------------------------------------------------------------
     def _lower_copy(self, prog: P.Copy, parent: ControlNode) -> None:
         src, dst = prog.src, prog.dst
+        ctx = -1 if prog.debug_context_id is None else prog.debug_context_id
         if isinstance(src, DataStream):
             if src.direction != HOST_TO_DEVICE:
                 raise CompileError(f"Copy from stream {src.name!r}: it is a device-to-host stream")
             assert isinstance(dst, Tensor)  # Copy refuses a stream to a stream
-            self._lower_stream(parent, dst, src, to_host=False, name=prog.name or src.name)
+            self._lower_stream(parent, dst, src, to_host=False, name=prog.name or src.name, ctx=ctx)
             return
         if isinstance(dst, DataStream):
             if dst.direction == HOST_TO_DEVICE:
                 raise CompileError(f"Copy to stream {dst.name!r}: it is a host-to-device stream")
-            self._lower_stream(parent, src, dst, to_host=True, name=prog.name or dst.name)
+            self._lower_stream(parent, src, dst, to_host=True, name=prog.name or dst.name, ctx=ctx)
             return
         if src.dtype != dst.dtype:
             raise CompileError(
@@ -353,7 +354,8 @@ class Compiler:
             self._sync(parent, "external")
             self._add_step(parent, StepType.GLOBAL_EXCHANGE, name, tile_cycles=gplan.cycles, bytes_in=gplan.bytes_in,
                        bytes_out=gplan.bytes_out, code_bytes=gplan.code_bytes, code_category=MemoryCategory.GLOBAL_EXCHANGE_CODE,
-                       external=True, reads=reads, writes=writes, action=None if (~cross).any() else action)  # fmt: skip
+                       external=True, reads=reads, writes=writes, action=None if (~cross).any() else action,
+                       debug_context_id=ctx)  # fmt: skip
             if not (~cross).any():
                 return
         nbytes: np.ndarray | int = item
@@ -377,7 +379,7 @@ class Compiler:
             self._sync(parent, "internal")
         self._add_step(parent, StepType.DO_EXCHANGE, name, tile_cycles=plan.cycles + copy, bytes_in=plan.bytes_in,
                    bytes_out=plan.bytes_out, code_bytes=plan.code_bytes, code_category=MemoryCategory.INTERNAL_EXCHANGE_CODE,
-                   reads=reads, writes=writes, action=action,
+                   reads=reads, writes=writes, action=action, debug_context_id=ctx,
                    descriptor_bytes=regions * COPY_DESCRIPTOR_BYTES_PER_REGION)  # fmt: skip
 
     def _lower_stream(
@@ -388,6 +390,7 @@ class Compiler:
         to_host: bool,
         name: str,
         print_title: str = "",
+        ctx: int = -1,
     ) -> None:
         t = self.target
         tiles = self.graph.tile_of(tensor).astype(np.int64)
@@ -409,6 +412,7 @@ class Compiler:
             name,
             tile_cycles=np.full(t.num_tiles, ext, dtype=np.int64),
             external=True,
+            debug_context_id=ctx,
         )
         acc = Access(tensor)
         if stream is None:  # PrintTensor
@@ -418,8 +422,8 @@ class Compiler:
         self._add_step(parent, StepType.STREAM_COPY_MID, name, tile_cycles=cycles, bytes_in=self._zeros if to_host else per_tile,
                    bytes_out=per_tile if to_host else self._zeros, code_bytes=code, code_category=MemoryCategory.HOST_EXCHANGE_CODE,
                    reads=variables_of(tensor) if to_host else set(), writes=set() if to_host else variables_of(tensor),
-                   action=action)  # fmt: skip
-        self._add_step(parent, StepType.STREAM_COPY_END, name)
+                   action=action, debug_context_id=ctx)  # fmt: skip
+        self._add_step(parent, StepType.STREAM_COPY_END, name, debug_context_id=ctx)
 
 
 @dataclass(eq=False)

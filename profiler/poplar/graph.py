@@ -180,9 +180,16 @@ class Graph:
     # -- debug contexts ------------------------------------------------------------------------
     @contextlib.contextmanager
     def debug_context(
-        self, name: str, op_type: str = "", layer: str = Layer.USER, attributes: Mapping[str, Any] | None = None
+        self,
+        name: str,
+        op_type: str = "",
+        layer: str = Layer.USER,
+        attributes: Mapping[str, Any] | None = None,
+        top_level: bool = False,
     ) -> Iterator[int]:
-        """Everything created inside the block carries this context (Operations views group by it)."""
+        """Everything created inside the block carries this context (Operations views group by it).
+        ``top_level``: an operation of its own even when opened inside another (a weight's upload,
+        made while the node that reads it is built, is not part of that node's work)."""
         # the caller of the ``with`` statement (this generator, then contextlib's __enter__)
         try:
             frame = sys._getframe(2)
@@ -190,7 +197,7 @@ class Graph:
             frame = None
         ctx = DebugContext(
             id=len(self.debug_contexts),
-            parent_id=self._context_stack[-1] if self._context_stack else -1,
+            parent_id=self._context_stack[-1] if self._context_stack and not top_level else -1,
             layer=layer,
             name=name,
             op_type=op_type,

@@ -54,11 +54,17 @@ class Copy(Program):
     src: Tensor | DataStream
     dst: Tensor | DataStream
     name: str = ""
+    # the debug context the copy is made in (as Poplar's Copy takes a DebugContext); None: the
+    # graph's innermost open one, so its steps are the operation's (stream copies included)
+    debug_context_id: int | None = None
 
     def __post_init__(self) -> None:
         for role, x in (("source", self.src), ("destination", self.dst)):
             if not isinstance(x, (Tensor, DataStream)):
                 raise TypeError(f"Copy {self.name!r}: {role} must be a Tensor or DataStream, got {type(x).__name__}")
+        if self.debug_context_id is None:
+            tensor = self.src if isinstance(self.src, Tensor) else self.dst
+            self.debug_context_id = tensor.graph.current_debug_context() if isinstance(tensor, Tensor) else -1
         if isinstance(self.src, DataStream) and isinstance(self.dst, DataStream):
             raise TypeError("Copy: cannot copy a stream to a stream")
         s = self.src.numel if isinstance(self.src, DataStream) else self.src.numel()

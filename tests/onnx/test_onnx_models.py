@@ -21,6 +21,7 @@ from profiler.frontends.onnx import (
     load_model,
     random_inputs,
 )
+from profiler.frontends.onnx.builder import INPUT_OP, OUTPUT_OP, WEIGHT_UPLOAD_OP
 from report_format.reader import open_report
 
 TARGET = ipu_model(tiles_per_ipu=16, bytes_per_tile=1 << 20)
@@ -77,9 +78,18 @@ def test_report_debug_contexts_list_the_onnx_nodes(name: str, tmp_path) -> None:
     with Session(imported, options) as s:
         s.run(random_inputs(imported))
     ctx = open_report(tmp_path / "r").debug_contexts()
-    onnx_ctx = ctx[ctx["layer"] == "onnx"]
+    transfers = ctx["op_type"].isin([INPUT_OP, OUTPUT_OP, WEIGHT_UPLOAD_OP])
+    onnx_ctx = ctx[(ctx["layer"] == "onnx") & ~transfers]
     nodes = {n.name: n.op_type for n in model.graph.node}
     assert dict(zip(onnx_ctx["name"], onnx_ctx["op_type"], strict=True)) == nodes
+    # host transfers are operations of their own, named by the model: its inputs, outputs, weights
+    by_op = {op: set(ctx[ctx["op_type"] == op]["name"]) for op in (INPUT_OP, OUTPUT_OP, WEIGHT_UPLOAD_OP)}
+    assert by_op[INPUT_OP] == {i.name for i in model.graph.input} - {t.name for t in model.graph.initializer}
+    assert by_op[OUTPUT_OP] == {o.name for o in model.graph.output}
+    assert by_op[WEIGHT_UPLOAD_OP] and (ctx[transfers]["parent_id"] == -1).all()
+    programs = open_report(tmp_path / "r").programs()
+    copies = programs[programs["type"] == "StreamCopyMid"]
+    assert len(copies) and set(copies["debug_context_id"]) <= set(ctx[transfers]["debug_context_id"])
     # the poplibs contexts of each op hang below an ONNX node's context
     poplibs = ctx[ctx["layer"] == "poplibs"]
     by_id = ctx.set_index("debug_context_id")
@@ -159,8 +169,10 @@ def test_shape_ops_are_folded_at_import() -> None:
     m = _model(nodes, [x], [y], inits)
     imported = import_model(load_model(m), TARGET)
     assert imported.folded_nodes == 3  # Gather, Unsqueeze, Concat of host values (Shape reads a static shape)
-    device_ops = {c.name for c in imported.graph.debug_contexts if c.layer == "onnx"}
-    assert device_ops == {"shape", "reshape", "relu"}
+    nodes = {
+        c.name for c in imported.graph.debug_contexts if c.layer == "onnx" and c.op_type not in (INPUT_OP, OUTPUT_OP)
+    }
+    assert nodes == {"shape", "reshape", "relu"}
     got, feeds, _ = _run(m)
     np.testing.assert_array_equal(got["y"], np.maximum(feeds["x"].reshape(3, 24), 0))
 

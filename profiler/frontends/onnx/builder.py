@@ -37,6 +37,9 @@ from .errors import FrontendError, Unsupported
 
 LAYER = Layer.ONNX
 WEIGHT_STREAM_PREFIX = "weights/"
+# The operation types of the host transfers, as PopART's IR names its host-transfer ops
+# (HostLoadOp, HostStoreOp) and the program that uploads the weights (weightsFromHost).
+INPUT_OP, OUTPUT_OP, WEIGHT_UPLOAD_OP = "HostLoad", "HostStore", "WeightsFromHost"
 # Host values up to this many elements become graph constants rather than weights (scalars,
 # broadcast biases of elementwise ops), as PopART keeps small constants in the graph.
 SMALL_CONSTANT = 16
@@ -201,7 +204,10 @@ class Builder:
         weights-to-device program from its own stream; the upload copy."""
         g, stream = self.graph, WEIGHT_STREAM_PREFIX + name
         g.create_host_write(name, t)
-        upload = Copy(g.add_host_to_device_fifo(stream, data.dtype, list(data.shape)), t, name=stream)
+        # its own operation, named by the weight: the upload's stream copy is then neither
+        # "(outside any operation)" on the Operations page nor part of the node that reads it
+        with g.debug_context(name, op_type=WEIGHT_UPLOAD_OP, layer=LAYER, top_level=True):
+            upload = Copy(g.add_host_to_device_fifo(stream, data.dtype, list(data.shape)), t, name=stream)
         self.weights_prog.add(upload)
         self.weights[stream] = np.ascontiguousarray(data)
         return upload

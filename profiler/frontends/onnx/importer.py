@@ -24,7 +24,18 @@ from profiler.poplar.programs import Sequence as Prog
 from profiler.poplar.tensor import Tensor
 from report_format.text import printable
 
-from .builder import LAYER, SMALL_CONSTANT, Builder, ImportedModel, IOSpec, Value, device_dtype, elem_np_dtype
+from .builder import (
+    INPUT_OP,
+    LAYER,
+    OUTPUT_OP,
+    SMALL_CONSTANT,
+    Builder,
+    ImportedModel,
+    IOSpec,
+    Value,
+    device_dtype,
+    elem_np_dtype,
+)
 from .errors import FrontendError, Unsupported, UnsupportedError
 from .limits import check_output_size
 from .model import check_supported, opset_version, override_batch
@@ -229,7 +240,8 @@ def _import_model(
         with _on_ipu(g, ipus[0] if ipus else None):  # inputs arrive on the first node's IPU
             x = g.add_variable(spec.device_dtype, spec.shape, spec.name)
             g.set_tile_mapping(x, linear_tiles(x.numel(), g.target.num_tiles))
-        prog.add(Copy(g.add_host_to_device_fifo(spec.name, spec.device_dtype, list(spec.shape)), x, name=spec.name))
+        with g.debug_context(spec.name, op_type=INPUT_OP, layer=LAYER):
+            prog.add(Copy(g.add_host_to_device_fifo(spec.name, spec.device_dtype, list(spec.shape)), x, name=spec.name))
         b.values[spec.name] = x
     folded = 0
 
@@ -304,7 +316,8 @@ def _import_model(
         host = elem_np_dtype(vi.type.tensor_type.elem_type)
         if isinstance(v, Tensor):
             stream = g.add_device_to_host_fifo(vi.name, v.dtype, list(v.shape))
-            prog.add(Copy(v, stream, name=vi.name))
+            with g.debug_context(vi.name, op_type=OUTPUT_OP, layer=LAYER):
+                prog.add(Copy(v, stream, name=vi.name))
             outputs.append(IOSpec(vi.name, v.shape, host, v.dtype))
         else:
             host_outputs[vi.name] = np.asarray(v).astype(host)
