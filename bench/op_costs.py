@@ -490,7 +490,7 @@ CASES: tuple[OpCase, ...] = (
         OpCase(
             f"op_{key}",
             f"convolution: {what}",
-            f"ops.conv2d {what}, half [{b},{c},{h},{h}] -> {co} channels, half partials",
+            f"ops.conv2d, half [{b},{c},{h},{h}] -> {co} channels, half partials",
             "MAC",
             _conv_macs(b, c, h, co, k, s, pad, gr),
             _conv_case(b, c, h, co, k, s, pad, gr),
