@@ -116,8 +116,11 @@ def _op_name(op: str) -> str:
 
 
 _INT = ("int32", "uint32")
-# Unary (c, natural?, unroll) per type, ref §3.1 "Sample cyclesPerLoop entries". Entries marked [NF]
-# have no figure in the reference and borrow the nearest op's, as stated.
+# Unary (c, natural?, unroll) per type: PopLibs' own tables, lib/popops/popopsCycleEstimators.hpp
+# ``unaryOpPerfInfo`` / ``unaryOpInPlacePerfInfo`` (graphcore/poplibs @ 7eac0f2, Aug 2023, the
+# last public release; ref §3.1 quotes a subset). "The simulator was used to make an estimate of
+# the average execution time, using a random distribution of input values" for the data-dependent
+# ones (transcendentals). Types PopLibs has no entry for are not supported, except where marked [NF].
 _UNARY: dict[str, dict[str, _Loop]] = {
     "exponent": {"float32": _Loop(6, unroll=2), "float16": _Loop(4, unroll=4)},
     "logarithm": {"float32": _Loop(12, unroll=2), "float16": _Loop(4, unroll=4)},
@@ -126,37 +129,48 @@ _UNARY: dict[str, dict[str, _Loop]] = {
     "rsqrt": {"float32": _Loop(8, unroll=2), "float16": _Loop(19, unroll=4)},
     "sqrt": {"float32": _Loop(10, unroll=2), "float16": _Loop(23, unroll=4)},
     "relu": {"float32": _Loop(3, unroll=2), "float16": _Loop(3, unroll=4)},
-    # "GELU_ERF f32 22, f16 16 (per element)": one element per loop.
+    # one element per loop; half is computed in float ("Float + cast in and out")
     "gelu_erf": {"float32": _Loop(22, unroll=1), "float16": _Loop(16, unroll=1)},
-    # "ERF f32 41": f16 [NF], taken equal.
-    "erf": {"float32": _Loop(41, unroll=1), "float16": _Loop(41, unroll=1)},
-    # "SIN/COS f32 2300 (data-dependent averages)": f16 [NF], taken equal.
-    "sin": {"float32": _Loop(2300, unroll=1), "float16": _Loop(2300, unroll=1)},
-    "cos": {"float32": _Loop(2300, unroll=1), "float16": _Loop(2300, unroll=1)},
-    "negate": {"float32": _Loop(2, unroll=2), "float16": _Loop(2, unroll=4)} | dict.fromkeys(_INT, _Loop(1)),
-    # "ABS f32/f16 is (1, not natural, no unroll), i.e. (1 + 4) = 5 cycles per element"; int [NF] same.
-    "absolute": {"float32": _Loop(1), "float16": _Loop(1)} | dict.fromkeys(_INT, _Loop(1)),
-    # [NF] the following have no figure in the reference:
-    "square": {"float32": _Loop(1, natural=True), "float16": _Loop(1, natural=True)}  # as binary MULTIPLY
-    | dict.fromkeys(_INT, _Loop(7, unroll=1)),  # as integer MULTIPLY (ref: integer ADD/MUL 7 per element)
-    "inverse": {"float32": _Loop(10, unroll=2), "float16": _Loop(21, unroll=4)},  # as binary DIVIDE
-    "exponent_minus_one": {"float32": _Loop(6, unroll=2), "float16": _Loop(4, unroll=4)},  # as EXPONENT
-    "logarithm_one_plus": {"float32": _Loop(12, unroll=2), "float16": _Loop(4, unroll=4)},  # as LOGARITHM
-    "floor": {"float32": _Loop(2, unroll=2), "float16": _Loop(2, unroll=4)},  # as NEGATE (one ALU op)
-    "ceil": {"float32": _Loop(2, unroll=2), "float16": _Loop(2, unroll=4)},
-    "round": {"float32": _Loop(2, unroll=2), "float16": _Loop(2, unroll=4)},
-    "trunc": {"float32": _Loop(2, unroll=2), "float16": _Loop(2, unroll=4)},
-    "signum": {"float32": _Loop(3, unroll=2), "float16": _Loop(3, unroll=4)} | dict.fromkeys(_INT, _Loop(1)),
-    "logical_not": {"bool": _Loop(1)},
-    "bitwise_not": dict.fromkeys(_INT, _Loop(1)),
+    "erf": {"float32": _Loop(41, unroll=1), "float16": _Loop(13, unroll=1)},
+    # data-dependent averages; float has no unroll, so it pays (2300 + 4) per element
+    "sin": {"float32": _Loop(2300), "float16": _Loop(25, unroll=1)},
+    "cos": {"float32": _Loop(2300), "float16": _Loop(25, unroll=1)},
+    "negate": {"float32": _Loop(2, unroll=2), "float16": _Loop(2, unroll=4)} | dict.fromkeys(_INT, _Loop(2)),
+    # (1, not natural, no unroll): (1 + 4) = 5 cycles per element out of place
+    "absolute": {"float32": _Loop(1), "float16": _Loop(1)} | dict.fromkeys(_INT, _Loop(2)),
+    "square": {"float32": _Loop(2, unroll=2), "float16": _Loop(2, unroll=4)}
+    | dict.fromkeys(_INT, _Loop(1, natural=True)),
+    "inverse": {"float32": _Loop(6, unroll=2), "float16": _Loop(15, unroll=4)},
+    "exponent_minus_one": {"float32": _Loop(4), "float16": _Loop(5, natural=True)},
+    "logarithm_one_plus": {"float32": _Loop(18, natural=True), "float16": _Loop(18, natural=True)},
+    # "use mul with 1.0 and use correct rounding mode"
+    "floor": {"float32": _Loop(2, natural=True), "float16": _Loop(2, natural=True)},
+    "ceil": {"float32": _Loop(2, natural=True), "float16": _Loop(2, natural=True)},
+    "round": {"float32": _Loop(2, natural=True), "float16": _Loop(2, natural=True)},
+    "trunc": {"float32": _Loop(3, unroll=2), "float16": _Loop(11, unroll=4)},
+    # INT (5): PopLibs has no unsigned entry; uint32 [NF] as int
+    "signum": {"float32": _Loop(5, natural=True), "float16": _Loop(5, natural=True)} | dict.fromkeys(_INT, _Loop(5)),
+    "logical_not": {"bool": _Loop(17)},
+    "bitwise_not": dict.fromkeys(_INT, _Loop(1, natural=True)),
     "popcount": dict.fromkeys(_INT, _Loop(1)),
     "count_leading_zeros": dict.fromkeys(_INT, _Loop(1)),
 }
-# In-place tables differ only where the reference says so: "in place [ABS] is (1, natural)".
-_UNARY_IN_PLACE = {"absolute": {"float32": _Loop(1, natural=True), "float16": _Loop(1, natural=True)}}
+# The in-place table, where it differs from the out-of-place one (same source, ``unaryOpInPlacePerfInfo``).
+_UNARY_IN_PLACE = {
+    "absolute": {"float32": _Loop(1, natural=True), "float16": _Loop(1, natural=True)},
+    "logarithm": {"float32": _Loop(14, unroll=2), "float16": _Loop(6, unroll=4)},
+    "logarithm_one_plus": {"float16": _Loop(17, natural=True)},
+    "logical_not": {"bool": _Loop(17, natural=True)},
+    "negate": {"float32": _Loop(3, unroll=2), "float16": _Loop(3, unroll=4)},
+    "tanh": {"float32": _Loop(10, unroll=2), "float16": _Loop(2, unroll=4)},
+    "trunc": {"float32": _Loop(4, unroll=2)},
+    "sigmoid": {"float32": _Loop(10, unroll=2), "float16": _Loop(4, unroll=4)},
+    "relu": {"float32": _Loop(2, unroll=2), "float16": _Loop(2, unroll=4)},
+}
 
 _INT_OP = _Loop(7, unroll=1)  # "Integer ADD/MUL 7 per element"; other integer ops [INF] the same
 _COMPARE = {"float32": _Loop(14, unroll=4), "float16": _Loop(9, unroll=4)} | dict.fromkeys(_INT, _INT_OP)
+_NOT_EQUAL = {"float32": _Loop(20, unroll=4), "float16": _Loop(11, unroll=4)} | dict.fromkeys(_INT, _INT_OP)
 # Binary (c, natural?, unroll), ref §3.1.
 _BINARY: dict[str, dict[str, _Loop]] = {
     "add": {"float32": _Loop(1, natural=True), "float16": _Loop(1, natural=True)} | dict.fromkeys(_INT, _INT_OP),
@@ -165,13 +179,15 @@ _BINARY: dict[str, dict[str, _Loop]] = {
     "maximum": {"float32": _Loop(3, unroll=2), "float16": _Loop(4, unroll=4)} | dict.fromkeys(_INT, _INT_OP),
     "minimum": {"float32": _Loop(3, unroll=2), "float16": _Loop(4, unroll=4)} | dict.fromkeys(_INT, _INT_OP),
     "divide": {"float32": _Loop(10, unroll=2), "float16": _Loop(21, unroll=4)},
-    # "POWER ≈312–325 per element": which figure is which type is not stated [INF]: 325 f32, 312 f16.
-    "power": {"float32": _Loop(325, unroll=1), "float16": _Loop(312, unroll=1)},
-    # "EQUAL/GT/LT f32 14, f16 9 (unroll 4)"; NE/GE/LE [INF] the same.
-    "equal": _COMPARE, "not_equal": _COMPARE, "greater_than": _COMPARE, "greater_than_equal": _COMPARE,
+    # popopsCycleEstimators.hpp binaryOpPerfInfo: POWER FLOAT (312, -, 1), HALF (325, -, 1).
+    "power": {"float32": _Loop(312, unroll=1), "float16": _Loop(325, unroll=1)},
+    # "EQUAL/GT/LT/GE/LE f32 14, f16 9 (unroll 4)"; NOT_EQUAL f32 20, f16 11 (popopsCycleEstimators.hpp).
+    "equal": _COMPARE, "not_equal": _NOT_EQUAL, "greater_than": _COMPARE, "greater_than_equal": _COMPARE,
     "less_than": _COMPARE, "less_than_equal": _COMPARE,
-    "logical_and": {"bool": _INT_OP}, "logical_or": {"bool": _INT_OP},  # [NF] as integer ops
+    "logical_and": {"bool": _Loop(5, unroll=4)}, "logical_or": {"bool": _Loop(5, unroll=4)},
 }  # fmt: skip
+# The in-place table where it differs (popopsCycleEstimators.hpp binaryOpInPlacePerfInfo).
+_BINARY_IN_PLACE = {"maximum": {"float32": _Loop(4, unroll=2)}, "minimum": {"float32": _Loop(4, unroll=2)}}
 # ref §3.1: natural-width binary ops cost (c + k) per vector, k = 2 for ADD/SUB/MUL half and float
 # (hand-written codelets), 5 for other natural ops.
 _FAST_BINARY = frozenset({"add", "subtract", "multiply"})
@@ -236,6 +252,8 @@ def binary_cycles(op: str, n: Counts, dtype: DTypeLike, target: Target, in_place
     name, dt = _op_name(op), dtype_name(dtype)
     n = _i64(n, "element counts")
     loop = _table(_BINARY, "binary", name, dt)
+    if in_place:
+        loop = _BINARY_IN_PLACE.get(name, {}).get(dt, loop)
     w = target.num_worker_contexts
     base = BINARY_IN_PLACE_WORKER_BASE if in_place else BINARY_WORKER_BASE.get(dt, BINARY_WORKER_BASE["float32"])
     return w * (base + _binary_inner(name, loop, _cdiv(n, w), dt)) + BASIC_OP_SUPERVISOR_OVERHEAD

@@ -93,11 +93,15 @@ def nonlinearity_grad(graph: Graph, kind: str, saved: Tensor, dy: Tensor, prog: 
 # -- softmax -------------------------------------------------------------------------------------
 @op("Softmax")
 def softmax(graph: Graph, x: Tensor, prog: Prog, axis: int = -1) -> Tensor:
-    """Numerically stable softmax: exp(x - max) / sum(exp(x - max)) along ``axis``."""
+    """Numerically stable softmax: exp(x - max) / sum(exp(x - max)) along ``axis``.
+
+    As popnn's softmaxImpl (lib/popnn/NonLinearity.cpp) does it: "as the divide is broadcast we
+    compute 1/x first as there are a lot fewer elements", then multiply every element by its row's
+    inverse sum - a multiply costs PopLibs ~0.75 cycles an element where a half divide costs ~5."""
     m = reduce_max(graph, x, axis, prog, keepdims=True)
     e = ew.unary(graph, "exp", ew.sub(graph, x, m, prog), prog)
     s = reduce_sum(graph, e, axis, prog, keepdims=True)
-    return ew.div(graph, e, s, prog)
+    return ew.mul(graph, e, ew.unary(graph, "inv", s, prog), prog)
 
 
 @op("LogSoftmax")

@@ -30,6 +30,9 @@ def test_unary_hand_worked():
     assert cm.unary_cycles("abs", 12, "float", T, in_place=True) == W * (55 + ceil(2, 2) * (1 + 4)) + 20
     # sqrt half (23, unroll 4), n = 1000: ceil(1000/6) = 167.
     assert cm.unary_cycles("sqrt", 1000, "float16", T) == W * (17 + ceil(167, 4) * 23) + 20
+    # ERF half (13, -, 1): one element per loop, 13 cycles (popopsCycleEstimators.hpp; float is 41).
+    assert cm.unary_cycles("erf", 600, "float16", T) == W * (17 + 100 * 13) + 20
+    assert cm.unary_cycles("erf", 600, "float32", T) == W * (17 + 100 * 41) + 20
 
 
 def test_unary_is_vectorised_and_int64():
@@ -60,8 +63,8 @@ def test_binary_hand_worked():
     assert cm.binary_cycles("multiply", 100, "half", T) == W * (26 + ceil(17, 4) * 3) + 11
     # divide half is not natural: (21, unroll 4) -> ceil(17/4)*21.
     assert cm.binary_cycles("div", 100, "half", T) == W * (26 + ceil(17, 4) * 21) + 11
-    # in place: base 58; max float (3, unroll 2) over ceil(30/6) = 5.
-    assert cm.binary_cycles("max", 30, "float", T, in_place=True) == W * (58 + ceil(5, 2) * 3) + 11
+    # in place: base 58; max float in place (4, unroll 2) (binaryOpInPlacePerfInfo) over ceil(30/6) = 5.
+    assert cm.binary_cycles("max", 30, "float", T, in_place=True) == W * (58 + ceil(5, 2) * 4) + 11
     # integer add: 7 per element.
     assert cm.binary_cycles("add", 10, "int32", T) == W * (29 + 2 * 7) + 11
     with pytest.raises(ValueError, match="'divide' has no cost for int32"):

@@ -26,7 +26,7 @@ def _param(row: calibrate.Row) -> object:
     return pytest.param(row, id=row.key, marks=marks)
 
 
-@pytest.mark.parametrize("row", [_param(r) for r in calibrate.ROWS])
+@pytest.mark.parametrize("row", [_param(r) for r in calibrate.ROWS + calibrate.OP_ROWS])
 def test_row_within_its_tolerance(row: calibrate.Row) -> None:
     value = float(row.compute())
     ratio = value / row.published
@@ -37,9 +37,9 @@ def test_row_within_its_tolerance(row: calibrate.Row) -> None:
 
 
 def test_rows_are_well_formed() -> None:
-    keys = [r.key for r in calibrate.ROWS]
+    keys = [r.key for r in calibrate.ROWS + calibrate.OP_ROWS]
     assert len(keys) == len(set(keys))
-    for r in calibrate.ROWS:
+    for r in calibrate.ROWS + calibrate.OP_ROWS:
         assert r.published > 0 and r.tolerance >= 0 and r.source and r.setting and r.why
         assert r.provenance in ("measured", "estimated")
 
@@ -60,6 +60,43 @@ def test_render_marks_status_and_ratio() -> None:
 def test_doc_table_is_up_to_date() -> None:
     table = calibrate.render_table(calibrate.evaluate())
     assert calibrate._table_in_doc(calibrate.DOC.read_text()) == table, "run: python -m bench.calibrate"
+
+
+def test_doc_operation_cost_table_is_up_to_date() -> None:
+    """The operation cost table (one-tile graphs: a few seconds) is rendered as the doc holds it."""
+    table = calibrate.render_op_table(calibrate.evaluate(calibrate.OP_ROWS))
+    doc = calibrate._table_in_doc(calibrate.DOC.read_text(), calibrate.OP_TABLE_BEGIN, calibrate.OP_TABLE_END)
+    assert doc == table, "run: python -m bench.calibrate"
+
+
+def test_operation_cost_table_has_a_row_per_class() -> None:
+    """Issue 35's classes each have a row: unary (transcendentals included), binary, cast, reduction,
+    softmax, layer and batch norm, gather, pooling, matmul, convolution variants, copy, rearrangement."""
+    classes = {c.op_class.split(":")[0] for c in calibrate.op_costs.CASES}
+    unary = {c.op_class.split(": ")[1] for c in calibrate.op_costs.CASES if c.op_class.startswith("elementwise unary")}
+    convs = {c.key for c in calibrate.op_costs.CASES if c.op_class.startswith("convolution")}
+    assert {"elementwise unary", "elementwise binary", "cast", "reduction", "softmax", "layer norm", "batch norm",
+            "gather", "pooling", "matmul", "convolution", "copy", "rearrangement (transpose)"} <= classes  # fmt: skip
+    assert {"erf", "tanh", "exp", "log", "sigmoid", "gelu", "relu"} <= unary
+    assert {"op_conv_1x1", "op_conv_3x3", "op_conv_few_in_chans", "op_conv_depthwise", "op_conv_strided_1x1"} == convs
+
+
+def test_operation_cost_rows_run_the_operation() -> None:
+    """The simulated side is a compiled graph, not the cost formula: an op that lowered to a second stage
+    would count it. Softmax on one tile compiles to its popnn stages (two reductions, sub, exp, inverse,
+    multiply), and their cycles add up to the row's figure."""
+    from profiler import Engine, Graph, Sequence
+
+    g = Graph(calibrate.op_costs.ONE_TILE)
+    prog = Sequence()
+    calibrate.op_costs._softmax(g, prog)
+    e = Engine(g, [prog], options={"debug.instrument": "false"})
+    e.compile()
+    names = [s.name for s in e.compiled.steps if s.type == "OnTileExecute"]
+    assert names == ["reduce", "sub", "exp", "reduce", "inv", "mul"]
+    case = calibrate.op_costs.CASES_BY_KEY["op_softmax"]
+    total = sum(int(s.cost.tile_cycles.max()) for s in e.compiled.steps if s.type == "OnTileExecute")
+    assert case.simulated() == pytest.approx(total / case.count)
 
 
 @pytest.mark.parametrize("batch", [32, 4])
