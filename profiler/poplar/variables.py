@@ -122,10 +122,13 @@ class Variable:
 
 
 class VariableStore(Protocol):
-    """What a tensor view needs of the graph holding its variables (``profiler.poplar.graph.Graph``)."""
+    """What a tensor view (and a copy of it) needs of the graph holding its variables
+    (``profiler.poplar.graph.Graph``)."""
 
     @property
     def variables(self) -> list[Variable]: ...
 
     @property
     def target(self) -> Target: ...
+
+    def current_debug_context(self) -> int: ...
