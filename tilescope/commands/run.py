@@ -417,6 +417,7 @@ def _render(doc: dict[str, Any]) -> str:
         f"target        {tg['name']} x{tg['num_ipus']} at {tg['clock_hz'] / 1e9:.3g} GHz"
         + (f" ({tg['num_replicas']} replicas x {tg['ipus_per_replica']} IPUs)" if tg["num_replicas"] > 1 else "")
         + (f"; pipelined, {doc['pipeline']['micro_batches']} micro-batches" if doc["pipeline"]["enabled"] else ""),
+        f"host link     {tg['host_link']}, {tg['host_bytes_per_s'] / 1e9:.3g} GB/s per IPU each way (effective)",
         *execution,
         f"memory        peak tile {format_bytes(m['max_tile_bytes'])} (tile {m['max_tile']}) of "
         f"{format_bytes(m['bytes_per_tile'])}; out of memory on {m['out_of_memory_tiles']} tiles",
