@@ -60,8 +60,9 @@ DESCRIPTION = (__doc__ or "").replace("{resnet50_host_memory}", resnet50_host_me
 #: holds this, the README and docs/targets.md to the same words.
 SPLIT_BALANCES = {
     "memory": "memory (the bytes of the weights each node is first to use and of its outputs)",
-    "compute": "simulated cycles (the memory split is compiled, each node's compute and exchange cycles summed "
-    "and the nodes cut again: even pipeline stages, for a second import and a compile)",
+    "compute": "simulated cycles (the memory split is compiled, each node's compute and exchange cycles summed, "
+    "the inputs' upload charged to the first node, and the nodes cut again: even pipeline stages, for a second "
+    "import and a compile)",
 }
 
 # --runs beyond this is a typo (99999999999999999999 ran for minutes, a stderr line a run): even
