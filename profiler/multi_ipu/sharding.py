@@ -52,15 +52,8 @@ def node_bytes(model: onnx.ModelProto) -> np.ndarray:
     runs at import, as PopART's constant folding runs it, so it brings nothing to a device and its
     outputs land, like an initializer, on the IPU of the first node that reads them.
     """
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
-    except Exception:  # shapes are an estimate only; a model shape inference cannot handle still shards by weights
-        inferred = model
-    values = {}
-    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
-        tt = vi.type.tensor_type
-        dims = [d.dim_value if d.HasField("dim_value") else 1 for d in tt.shape.dim]
-        values[vi.name] = _tensor_bytes(dims, tt.elem_type)
+    shapes = _inferred(model)
+    values = {name: _tensor_bytes(dims, elem) for name, (dims, elem) in shapes.items()}
     host = {t.name: _tensor_bytes(t.dims, t.data_type) for t in model.graph.initializer}
     for i in folded_nodes(model):
         for o in model.graph.node[i].output:
@@ -79,6 +72,30 @@ def node_bytes(model: onnx.ModelProto) -> np.ndarray:
                 weights += host[name]
         out[i] = weights + sum(values.get(o, 0) for o in node.output if o)
     return out
+
+
+def _inferred(model: onnx.ModelProto) -> dict[str, tuple[list[int], int]]:
+    """(dims, element type) of each value ONNX shape inference knows (unknown dimensions as 1)."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception:  # shapes are an estimate only; a model shape inference cannot handle still shards by weights
+        inferred = model
+    out = {}
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+        tt = vi.type.tensor_type
+        out[vi.name] = ([d.dim_value if d.HasField("dim_value") else 1 for d in tt.shape.dim], tt.elem_type)
+    return out
+
+
+def host_value_dims(model: onnx.ModelProto) -> dict[str, list[int]]:
+    """The dims of each host value: initializers and the outputs of nodes folded on the host."""
+    dims = {t.name: list(t.dims) for t in model.graph.initializer}
+    shapes = _inferred(model)
+    for i in folded_nodes(model):
+        for o in model.graph.node[i].output:
+            if o and o in shapes:
+                dims[o] = shapes[o][0]
+    return dims
 
 
 def folded_nodes(model: onnx.ModelProto) -> list[int]:

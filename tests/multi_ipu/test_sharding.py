@@ -207,3 +207,46 @@ def test_a_weight_made_by_constant_of_shape_splits_as_the_same_weight_as_an_init
         assert ims[1].info["node_ipus"][3:] == ims[0].info["node_ipus"], split
         per_ipu = [_weight_bytes_per_ipu(im, 2) for im in ims]
         assert per_ipu[1] == per_ipu[0] == [65536, 16384 + 512], split  # W1 on IPU 0; W2, W3 on IPU 1
+
+
+def _one_big_gemm(opset: int) -> onnx.ModelProto:
+    """x[1, 32] -> Gemm(W1[64, 32]ᵀ, b1[64]) -> Relu -> MatMul W2[64, 4]: W1 is 87 % of the weights."""
+    rng = np.random.default_rng(0)
+    w1 = rng.standard_normal((64, 32)).astype(np.float32)
+    b1 = rng.standard_normal(64).astype(np.float32)
+    w2 = rng.standard_normal((64, 4)).astype(np.float32)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Gemm", ["x", "W1", "b1"], ["h"], name="fc1", transB=1),
+            helper.make_node("Relu", ["h"], ["r"]),
+            helper.make_node("MatMul", ["r", "W2"], ["y"], name="fc2"),
+        ],
+        "one_big_gemm",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 32])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4])],
+        [onnx.numpy_helper.from_array(a, n) for a, n in ((w1, "W1"), (b1, "b1"), (w2, "W2"))],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("opset", [9, 13])  # Slice with attributes (opset < 10) and with inputs
+def test_a_matmul_larger_than_an_ipus_share_is_cut_into_parts_placed_apart(opset: int):
+    from profiler.frontends.onnx.serialize import serialize_large_matmuls
+
+    model = _one_big_gemm(opset)
+    # by hand: fc1 brings W1 8,192 + b1 256 + h 256 B, Relu 256, fc2 W2 1,024 + y 16: 10,000 B in all,
+    # 5,000 an IPU; fc1's 8,704 is more, so it is cut into ceil(8,704 / 5,000) = 2 parts of 32 channels
+    assert node_bytes(model).tolist() == [8192 + 256 + 256, 256, 1024 + 16]
+    cut = serialize_large_matmuls(model, 2, opset)
+    ops_ = [n.op_type for n in cut.graph.node]
+    assert ops_ == ["Slice", "Slice", "Gemm", "Slice", "Slice", "Gemm", "Concat", "Relu", "MatMul"]
+    assert serialize_large_matmuls(model, 1, opset) is model  # one IPU: nothing to place apart
+    # the parts bring 4,096 + 128 + 128 B each, the Concat 256: part 1's middle (2,176) is in the first
+    # half of the 10,256 B, part 2's (6,528) in the second
+    im = import_model(model, ipu_model(tiles_per_ipu=4, num_ipus=2))
+    assert _weight_bytes_per_ipu(im, 2) == [4096 + 128, 4096 + 128 + 1024]
+    inputs = random_inputs(im)
+    with Session(im) as s:
+        got = s.run(inputs)["y"]
+    want, _ = reference_run(model, inputs)  # the model as written, uncut
+    np.testing.assert_allclose(got, want["y"], rtol=1e-5, atol=1e-5)
