@@ -347,16 +347,20 @@ def test_ipu_caps_are_the_targets() -> None:
 
 
 def test_targets_table_is_the_targets() -> None:
-    """docs/targets.md's table of targets: tiles, memory per tile, clock and AMP peak of each."""
+    """docs/targets.md's table of targets: tiles, memory per tile, clock, AMP peak and host link of each."""
     from profiler import get_target
 
     rows = re.findall(
-        r"^\| `(\w+)`[^|]* \| ([\d,]+) \| (\d+) KiB \| ([\d.]+) GHz \| (\d+) FLOPs(?: \((\d+) at fp8\))? \|$",
+        r"^\| `(\w+)`[^|]* \| ([\d,]+) \| (\d+) KiB \| ([\d.]+) GHz \| (\d+) FLOPs(?: \((\d+) at fp8\))? \| "
+        r"[^|]*: ([\d.]+) GB/s \|$",
         (ROOT / "docs" / "targets.md").read_text(),
         re.M,
     )
     assert [r[0] for r in rows] == ["GC2", "GC200", "Bow", "C600"]
-    for name, tiles, kib, ghz, fp16, fp8 in rows:
+    for name, tiles, kib, ghz, fp16, fp8, host in rows:
+        t = get_target(name)
+        digits = len(host.partition(".")[2])  # the rate as the table rounds it (29.2, 6.25)
+        assert float(host) == round(t.host_bytes_per_cycle * t.clock_hz / 1e9, digits), name
         t = get_target(name)
         assert (number(tiles), int(kib) * 1024, round(float(ghz) * 1e9), float(fp16)) == (
             t.tiles_per_ipu,

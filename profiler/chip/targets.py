@@ -84,19 +84,37 @@ GC2_FP16_FLOPS = 64.0
 GC2_FP16_FP32ACC_FLOPS = 64.0
 GC2_FP32_FLOPS = 16.0
 C600_FP8_FLOPS = 256.0
-# Host link, bytes per second per direction (ref §1 "Host link"):
-#   GC200/Bow: the chip has a PCIe Gen4 x16 port (64 GB/s), but in an IPU-M2000 / Bow-2000 the host is
-#     reached through the IPU-Gateway: 2 x 100 Gb/s RoCE links per machine of 4 IPUs (ref §1: M2000
-#     "2 x 100 Gbps RoCE"; Bow-2000 datasheet "2 x 100 Gbps GW-Links"). Per IPU when all four stream:
-#     2 x 100e9 / 8 / 4 = 6.25e9 B/s [INF]. Check: gc-hosttraffictest's example output on an M2000 (1 IPU)
-#     moves host -> gateway buffer at 56.49 Gb/s = 7.06 GB/s (Graphcore command-line tools guide §9;
-#     docs/fidelity.md row host_to_ipu_m2000). The former 32e9 (half the chip's PCIe figure) exceeded the
-#     gateway's whole 25 GB/s.
-#   GC2: C2 card PCIe Gen4, lane count [NF]; assumed x16 like Mk2, 32e9 per direction.
-#   C600: dual PCIe Gen4 x8, ~15.75 GB/s per direction each [INF] -> 31.5e9.
+# Host link, effective bytes per second per direction, per IPU (ref §1 "Host link"):
+#   PCIe: a Gen4 lane carries 16 GT/s with 128b/130b encoding, 16e9 x 128/130 / 8 = 1.969e9 B/s (Intel
+#     600-series PCH datasheet, "Theoretical Max Bandwidth = Transfer Rate x Encoding x Lanes / 8": Gen4
+#     x4 = 7.88 GB/s), so x8 = 15.75e9 B/s. Every transaction-layer packet carries a 5-dword overhead (3-dword
+#     header, sequence number, LCRC, framing): with a 256-byte maximum payload at most 256 / (256 + 20)
+#     = 92.75 % of that is data (Intel AN 456 "PCI Express High Performance Reference Design" §1.1.2,
+#     "Throughput for Posted Writes": "(256/(256+20)), or 92%"; flow-control DLLPs not counted, so an
+#     upper bound) [INF: that the IPU's host link negotiates a 256-byte payload].
+#   C600: "Dual PCIe Gen4 8-lane interfaces" (seed 000, C600 README): 2 x 15.75e9 x 256/276 = 29.2e9
+#     B/s. The two x8 links add up to the x16 slot's raw 31.5 GB/s (what was used before); [INF] that a
+#     stream copy spreads over both (on a PCIe card "the IPU has direct access to the buffer in the host
+#     memory", Graphcore command-line tools guide §9 gc-hosttraffictest).
+#   GC200/Bow: in an IPU-M2000 / Bow-2000 the host is reached through the IPU-Gateway's "2 RNIC ports for
+#     connection to the server", the server needing "a 100GbE RoCEv2 NIC" (Graphcore IPU-POD DA and Bow
+#     Pod DA build and test guides §2.1-2.2; Bow-2000 datasheet: "Host-Link - PCIe Gen4 RoCEv2
+#     NIC/SmartNIC Interface"; its 2 x 100 Gbps GW-Links join Pods, not the host). Per IPU when all
+#     four stream: 2 x 100e9 / 8 / 4 = 6.25e9 B/s [INF]. Check: gc-hosttraffictest's example output on
+#     an M2000 (1 IPU) moves host -> gateway buffer at 56.49 Gb/s = 7.06 GB/s (command-line tools guide
+#     §9; docs/fidelity.md row host_to_ipu_m2000). [3P] A reading of the M2000 BMC user guide's block
+#     diagram (vengineer.hatenablog.com, 2023-01-23) puts the RNIC behind a PCIe Gen4 x8 of the gateway,
+#     which would cap the pair of ports at ~14.6 GB/s; not applied (unverified).
+#   GC2: C2 card, PCIe Gen4, lane count [NF]; assumed x16 like the Mk2 chip's port: 2 x the x8 figure.
+PCIE_GEN4_X8_BYTES_PER_S = 8 * 16e9 * 128 / 130 / 8
+PCIE_TLP_EFFICIENCY = 256 / (256 + 20)
 MK2_HOST_BYTES_PER_S = 2 * 100e9 / 8 / 4
-GC2_HOST_BYTES_PER_S = 32e9
-C600_HOST_BYTES_PER_S = 31.5e9
+GC2_HOST_BYTES_PER_S = 2 * PCIE_GEN4_X8_BYTES_PER_S * PCIE_TLP_EFFICIENCY
+C600_HOST_BYTES_PER_S = 2 * PCIE_GEN4_X8_BYTES_PER_S * PCIE_TLP_EFFICIENCY
+# The host link as its spec sheet names it (shown by `tilescope run`).
+GC2_HOST_LINK = "PCIe Gen4 x16 (C2 card) [lanes assumed]"
+MK2_HOST_LINK = "IPU-Gateway 2 x 100GbE RoCEv2, shared by 4 IPUs"
+C600_HOST_LINK = "dual PCIe Gen4 x8"
 # IPU-Link, bytes per second between a pair of IPUs, one direction (ref §1 "IPU-Link"):
 #   Mk2 (GC200, Bow): poplibs IPUModel `addGlobalExchangeConstraints`: 128 Gibit/s per link x 0.85
 #     efficiency, 4 links within a pair -> 4 x 128 x 2^30 / 8 x 0.85 B/s.
@@ -133,6 +151,7 @@ class Target:
     ipu_link_bytes_per_cycle: float  # inter-IPU bandwidth per tile-clock cycle
     instruction_bytes: int
     num_replicas: int = 1
+    host_link: str = ""  # the host interface as its spec sheet names it; its rate is host_bytes_per_cycle
 
     def __post_init__(self) -> None:
         for f in ("num_ipus", "tiles_per_ipu", "bytes_per_tile", "num_worker_contexts", "num_replicas"):
@@ -201,6 +220,7 @@ def _make(
     fp8: float,
     host_bytes_per_s: float,
     ipu_link_bytes_per_s: float,
+    host_link: str,
 ) -> Target:
     return Target(
         name=name,
@@ -223,6 +243,7 @@ def _make(
         host_bytes_per_cycle=host_bytes_per_s / clock_hz,
         ipu_link_bytes_per_cycle=ipu_link_bytes_per_s / clock_hz,
         instruction_bytes=INSTRUCTION_BYTES,
+        host_link=host_link,
     )
 
 
@@ -230,7 +251,7 @@ def _gc2(num_ipus: int) -> Target:
     return _make(
         "GC2", "IPU", "ipu1", num_ipus, GC2_TILES, GC2_BYTES_PER_TILE, GC2_CLOCK_HZ,
         GC2_INTERLEAVED_START, GC2_BANK_BYTES, GC2_FP16_FLOPS, GC2_FP16_FP32ACC_FLOPS, GC2_FP32_FLOPS, 0.0,
-        GC2_HOST_BYTES_PER_S, GC2_IPU_LINK_BYTES_PER_S,
+        GC2_HOST_BYTES_PER_S, GC2_IPU_LINK_BYTES_PER_S, GC2_HOST_LINK,
     )  # fmt: skip
 
 
@@ -238,7 +259,7 @@ def _mk2(name: str, clock_hz: float, num_ipus: int) -> Target:
     return _make(
         name, "IPU", "ipu2", num_ipus, MK2_TILES, MK2_BYTES_PER_TILE, clock_hz,
         MK2_INTERLEAVED_START, MK2_BANK_BYTES, MK2_FP16_FLOPS, MK2_FP16_FP32ACC_FLOPS, MK2_FP32_FLOPS, 0.0,
-        MK2_HOST_BYTES_PER_S, MK2_IPU_LINK_BYTES_PER_S,
+        MK2_HOST_BYTES_PER_S, MK2_IPU_LINK_BYTES_PER_S, MK2_HOST_LINK,
     )  # fmt: skip
 
 
@@ -247,7 +268,7 @@ def _c600(num_ipus: int) -> Target:
     return _make(
         "C600", "IPU", "ipu21", num_ipus, MK2_TILES, MK2_BYTES_PER_TILE, C600_CLOCK_HZ,
         MK2_INTERLEAVED_START, MK2_BANK_BYTES, MK2_FP16_FLOPS, MK2_FP16_FP32ACC_FLOPS, MK2_FP32_FLOPS,
-        C600_FP8_FLOPS, C600_HOST_BYTES_PER_S, C600_IPU_LINK_BYTES_PER_S,
+        C600_FP8_FLOPS, C600_HOST_BYTES_PER_S, C600_IPU_LINK_BYTES_PER_S, C600_HOST_LINK,
     )  # fmt: skip
 
 

@@ -3,8 +3,9 @@
 Manual: a node carrying PopART's ``__ipu_number`` attribute (what ``builder.virtualGraph(ipu)``
 sets) runs on that IPU. Automatic (PopART ``VirtualGraphMode::Auto``): the nodes, in the model's
 topological order, are cut into ``num_ipus`` contiguous groups of about equal memory: a node's
-memory is the bytes of the initializers it is first to use (its weights) plus the bytes of its
-outputs (activations, from ONNX shape inference). Contiguous groups keep the cut edges few (only
+memory is the bytes of the host values it is first to use (its weights: initializers, and what
+nodes folded on the host make, such as a ConstantOfShape's output) plus the bytes of its outputs
+(activations, from ONNX shape inference); a folded node itself brings nothing. Contiguous groups keep the cut edges few (only
 tensors crossing a cut move over IPU-Links) and make the groups pipeline stages in order.
 
 ``split="compute"`` balances the groups' simulated cycles instead (profiler.frontends.onnx.split
@@ -43,26 +44,70 @@ def manual_ipus(model: onnx.ModelProto) -> list[int] | None:
 
 
 def node_bytes(model: onnx.ModelProto) -> np.ndarray:
-    """Memory each node brings: bytes of the initializers it uses first plus bytes of its outputs."""
-    inits = {t.name: _tensor_bytes(t.dims, t.data_type) for t in model.graph.initializer}
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception:  # shapes are an estimate only; a model shape inference cannot handle still shards by weights
-        inferred = model
-    values = {}
-    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
-        tt = vi.type.tensor_type
-        dims = [d.dim_value if d.HasField("dim_value") else 1 for d in tt.shape.dim]
-        values[vi.name] = _tensor_bytes(dims, tt.elem_type)
+    """Memory each node brings to its IPU: bytes of the host values it is first to read (weights) plus
+    bytes of its outputs (activations).
+
+    A host value is an initializer or the output of a node folded on the host: a node whose inputs
+    are all host values (a Constant, a ConstantOfShape of a constant shape, a Reshape of a weight)
+    runs at import, as PopART's constant folding runs it, so it brings nothing to a device and its
+    outputs land, like an initializer, on the IPU of the first node that reads them.
+    """
+    shapes = _inferred(model)
+    values = {name: _tensor_bytes(dims, elem) for name, (dims, elem) in shapes.items()}
+    host = {t.name: _tensor_bytes(t.dims, t.data_type) for t in model.graph.initializer}
+    for i in folded_nodes(model):
+        for o in model.graph.node[i].output:
+            if o:
+                host[o] = values.get(o, 0)
     seen: set[str] = set()
     out = np.zeros(len(model.graph.node), dtype=np.float64)
+    folded = set(folded_nodes(model))
     for i, node in enumerate(model.graph.node):
+        if i in folded:
+            continue
         weights = 0
         for name in node.input:
-            if name in inits and name not in seen:
+            if name in host and name not in seen:
                 seen.add(name)
-                weights += inits[name]
+                weights += host[name]
         out[i] = weights + sum(values.get(o, 0) for o in node.output if o)
+    return out
+
+
+def _inferred(model: onnx.ModelProto) -> dict[str, tuple[list[int], int]]:
+    """(dims, element type) of each value ONNX shape inference knows (unknown dimensions as 1)."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception:  # shapes are an estimate only; a model shape inference cannot handle still shards by weights
+        inferred = model
+    out = {}
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+        tt = vi.type.tensor_type
+        out[vi.name] = ([d.dim_value if d.HasField("dim_value") else 1 for d in tt.shape.dim], tt.elem_type)
+    return out
+
+
+def host_value_dims(model: onnx.ModelProto) -> dict[str, list[int]]:
+    """The dims of each host value: initializers and the outputs of nodes folded on the host."""
+    dims = {t.name: list(t.dims) for t in model.graph.initializer}
+    shapes = _inferred(model)
+    for i in folded_nodes(model):
+        for o in model.graph.node[i].output:
+            if o and o in shapes:
+                dims[o] = shapes[o][0]
+    return dims
+
+
+def folded_nodes(model: onnx.ModelProto) -> list[int]:
+    """Indices of the nodes whose every input is a host value (an initializer or a folded node's
+    output): the importer folds them on the host (profiler.frontends.onnx.importer, ``on_host``)."""
+    graph_inputs = {i.name for i in model.graph.input} - {t.name for t in model.graph.initializer}
+    host = {t.name for t in model.graph.initializer}
+    out = []
+    for i, node in enumerate(model.graph.node):
+        if all(not n or (n in host and n not in graph_inputs) for n in node.input):
+            out.append(i)
+            host.update(o for o in node.output if o)
     return out
 
 

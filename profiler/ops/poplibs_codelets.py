@@ -700,3 +700,39 @@ def conv_reduce_codelet(outputs: int, depth: int, partials: np.dtype, target: Ta
     (poplin/ConvReduce.cpp; cost_model.conv_reduce_single_input)."""
     single = bool(cost_model.conv_reduce_single_input(np.int64(outputs), depth, partials, target))
     return CONV_REDUCE_SINGLE if single else CONV_REDUCE
+
+
+class SetSeed(Codelet):
+    """poprand::SetSeed: seeds the tile's hardware PRNG from the two-word master seed and warms it
+    up (lib/poprand/codelets/SetSeed.cpp, asm/Seeds.S). Nothing a program reads changes (tilescope
+    does not model the hardware PRNG), so it computes nothing.
+
+    Cycles: poprandCycleEstimators.cpp ``SetSeed``: 14 + 27 x worker contexts. Its struct is 12 B
+    (Seeds.S word offsets: seed ONE_PTR 0, seedModifierUser 1, seedModifierHw 2) and its worker code
+    17 instructions, ~72 B (Seeds.S, with the bundles' 8 B and the .align 8). What a tile holds for
+    the whole seed operation is more: a measured PopTorch report's ``randomSeed___fromHost``
+    operation holds 276,840 B of vertex code and 53,016 B of vertex state on 1,472 tiles (graphcore/
+    popliner tests/test_profile.py, SDK 2), 188 B and 36 B a tile; the 2019 TensorFlow report's
+    adder 140 B of code a tile (graphcore/tensorflow docs/logging.rst: 170,788 B on 1,216 tiles,
+    mostly SetSeedSupervisor); Graphcore's auto-pipeline tool takes "random seed and supervisor
+    vertex state" as "usually 48 KB" (ipu_tensorflow_addons), 33 B a tile of a GC200. No source
+    breaks the operation's share down by vertex (Poplar's runtime supervisor code for a MultiVertex,
+    the seed copy's vertices), so the vertex carries the measured operation's per-tile figures:
+    calibrated on popliner's profile, checked on the other two."""
+
+    name = "poprand::SetSeed"
+    builtin = True
+    kind = "MultiVertex"
+    inputs = ("seed",)
+    reads_outputs = False
+    code_bytes = 276_840 // 1_472  # 188 B: popliner's seed operation per tile (docstring)
+    STATE_BYTES = 53_016 // 1_472  # 36 B: the same operation's vertex state per tile
+
+    def run_batch(self, values, params):  # type: ignore[override]
+        return {}
+
+    def vertex_bytes(self, shapes, dtypes, params, target):  # type: ignore[override]
+        return VertexBytes(self.STATE_BYTES)
+
+    def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
+        return 14 + 27 * target.num_worker_contexts, 0

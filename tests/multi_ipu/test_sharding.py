@@ -8,7 +8,7 @@ from onnx import helper
 from profiler import Engine, Graph, Sequence, ipu_model, ops
 from profiler.frontends.onnx import Session, examples, import_model, random_inputs
 from profiler.frontends.onnx.check import reference_run
-from profiler.multi_ipu.sharding import IPU_ATTRIBUTE, ShardingError, assign_ipus, balance
+from profiler.multi_ipu.sharding import IPU_ATTRIBUTE, ShardingError, assign_ipus, balance, folded_nodes, node_bytes
 from profiler.poplar.graph import GraphError
 from report_format.reader import open_report
 
@@ -149,3 +149,109 @@ def test_a_compute_split_balances_the_pipeline_stages_where_memory_and_compute_d
 def test_an_unknown_split_is_one_line():
     with pytest.raises(Exception, match="split must be one of memory, compute"):
         import_model(_small_vgg(), ipu_model(tiles_per_ipu=4, num_ipus=2), split="flops")
+
+
+def _three_matmuls(folded: bool) -> onnx.ModelProto:
+    """x[2, 64] -> MatMul W1[64, 256] -> Relu -> MatMul W2[256, 16] -> Relu -> MatMul W3[16, 8]: each
+    weight either an initializer or (``folded``) the output of a ConstantOfShape node at the front
+    of the graph, as exporters write weights stripped of their data (the onnx package's light_*.onnx
+    models) and PopART folds on the host."""
+    shapes = {"W1": (64, 256), "W2": (256, 16), "W3": (16, 8)}
+    inits, front = [], []
+    for name, shape in shapes.items():
+        if folded:
+            inits.append(onnx.numpy_helper.from_array(np.array(shape, np.int64), f"{name}_shape"))
+            fill = onnx.numpy_helper.from_array(np.array([0.01], np.float32))
+            front.append(helper.make_node("ConstantOfShape", [f"{name}_shape"], [name], value=fill))
+        else:
+            inits.append(onnx.numpy_helper.from_array(np.full(shape, 0.01, np.float32), name))
+    body = [
+        helper.make_node("MatMul", ["x", "W1"], ["h1"]),
+        helper.make_node("Relu", ["h1"], ["r1"]),
+        helper.make_node("MatMul", ["r1", "W2"], ["h2"]),
+        helper.make_node("Relu", ["h2"], ["r2"]),
+        helper.make_node("MatMul", ["r2", "W3"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        front + body, "three_matmuls",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 64])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 8])],
+        inits,
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _weight_bytes_per_ipu(im, num_ipus: int) -> list[int]:
+    g = im.graph
+    per = np.zeros(num_ipus, dtype=np.int64)
+    for t in g.host_writes.values():  # the uploaded weights
+        per += np.bincount(g.tile_of(t) // g.target.tiles_per_ipu, minlength=num_ipus) * t.dtype.itemsize
+    return per.tolist()
+
+
+def test_a_weight_made_by_constant_of_shape_splits_as_the_same_weight_as_an_initializer():
+    plain, folded = _three_matmuls(False), _three_matmuls(True)
+    assert folded_nodes(folded) == [0, 1, 2] and folded_nodes(plain) == []
+    # by hand: MatMul 1 brings W1 (64 x 256 x 4 = 65,536 B) and h1 (2 x 256 x 4 = 2,048 B); each Relu its
+    # output; MatMul 2 W2 (16,384 B) and h2 (128 B); MatMul 3 W3 (512 B) and y (64 B). The folded nodes
+    # bring nothing: their outputs are memory of the MatMul reading them.
+    want = [65536 + 2048, 2048, 16384 + 128, 128, 512 + 64]
+    assert node_bytes(plain).tolist() == want
+    assert node_bytes(folded).tolist() == [0, 0, 0, *want]
+    # so both split alike: the first MatMul (68 % of the bytes) on IPU 0, the rest on IPU 1
+    assert assign_ipus(plain, 2) == [0, 1, 1, 1, 1]
+    assert assign_ipus(folded, 2)[3:] == assign_ipus(plain, 2)
+    target = ipu_model(tiles_per_ipu=4, num_ipus=2)
+    for split in ("memory", "compute"):
+        ims = [import_model(m, target, split=split) for m in (plain, folded)]
+        assert ims[1].info["node_ipus"][3:] == ims[0].info["node_ipus"], split
+        per_ipu = [_weight_bytes_per_ipu(im, 2) for im in ims]
+        # W1's MatMul (67,584 of 86,656 B) is more than an IPU's share, so the import cuts it in two
+        # (serialize.py) and the halves land apart: by hand, the parts bring 32,768 + 1,024 B each and the
+        # cut model 88,896 B; part 2's middle, 50,688, is past the half. W2 and W3 follow on IPU 1.
+        assert per_ipu[1] == per_ipu[0], split
+        if split == "memory":
+            assert per_ipu[0] == [32768, 32768 + 16384 + 512]
+
+
+def _one_big_gemm(opset: int) -> onnx.ModelProto:
+    """x[1, 32] -> Gemm(W1[64, 32]ᵀ, b1[64]) -> Relu -> MatMul W2[64, 4]: W1 is 87 % of the weights."""
+    rng = np.random.default_rng(0)
+    w1 = rng.standard_normal((64, 32)).astype(np.float32)
+    b1 = rng.standard_normal(64).astype(np.float32)
+    w2 = rng.standard_normal((64, 4)).astype(np.float32)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Gemm", ["x", "W1", "b1"], ["h"], name="fc1", transB=1),
+            helper.make_node("Relu", ["h"], ["r"]),
+            helper.make_node("MatMul", ["r", "W2"], ["y"], name="fc2"),
+        ],
+        "one_big_gemm",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 32])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4])],
+        [onnx.numpy_helper.from_array(a, n) for a, n in ((w1, "W1"), (b1, "b1"), (w2, "W2"))],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("opset", [9, 13])  # Slice with attributes (opset < 10) and with inputs
+def test_a_matmul_larger_than_an_ipus_share_is_cut_into_parts_placed_apart(opset: int):
+    from profiler.frontends.onnx.serialize import serialize_large_matmuls
+
+    model = _one_big_gemm(opset)
+    # by hand: fc1 brings W1 8,192 + b1 256 + h 256 B, Relu 256, fc2 W2 1,024 + y 16: 10,000 B in all,
+    # 5,000 an IPU; fc1's 8,704 is more, so it is cut into ceil(8,704 / 5,000) = 2 parts of 32 channels
+    assert node_bytes(model).tolist() == [8192 + 256 + 256, 256, 1024 + 16]
+    cut = serialize_large_matmuls(model, 2, opset)
+    ops_ = [n.op_type for n in cut.graph.node]
+    assert ops_ == ["Slice", "Slice", "Gemm", "Slice", "Slice", "Gemm", "Concat", "Relu", "MatMul"]
+    assert serialize_large_matmuls(model, 1, opset) is model  # one IPU: nothing to place apart
+    # the parts bring 4,096 + 128 + 128 B each, the Concat 256: part 1's middle (2,176) is in the first
+    # half of the 10,256 B, part 2's (6,528) in the second
+    im = import_model(model, ipu_model(tiles_per_ipu=4, num_ipus=2))
+    assert _weight_bytes_per_ipu(im, 2) == [4096 + 128, 4096 + 128 + 1024]
+    inputs = random_inputs(im)
+    with Session(im) as s:
+        got = s.run(inputs)["y"]
+    want, _ = reference_run(model, inputs)  # the model as written, uncut
+    np.testing.assert_allclose(got, want["y"], rtol=1e-5, atol=1e-5)

@@ -66,6 +66,22 @@ def test_link_rates_are_per_cycle_of_the_tile_clock():
     assert t.exchange_bytes_per_cycle == 4
 
 
+def test_host_links_follow_the_spec_sheets():
+    # C600: two PCIe Gen4 x8 links; a lane is 16 GT/s at 128b/130b = 1.969 GB/s, so 2 x 8 x 1.969 = 31.5 GB/s
+    # raw, of which 256 of every 276 bytes are payload (256-byte TLPs, 20 bytes of overhead each).
+    c600 = get_target("C600")
+    assert c600.host_link == "dual PCIe Gen4 x8"
+    raw = 2 * 8 * 16e9 * (128 / 130) / 8
+    assert raw == pytest.approx(31.5e9, rel=1e-3)
+    assert c600.host_bytes_per_cycle * c600.clock_hz == pytest.approx(raw * 256 / 276)
+    assert c600.host_bytes_per_cycle * c600.clock_hz == pytest.approx(29.22e9, rel=1e-3)
+    # M2000 / Bow-2000: the gateway's two 100GbE RoCE ports shared by the machine's 4 IPUs
+    for name in ("GC200", "Bow"):
+        t = get_target(name)
+        assert "100GbE RoCE" in t.host_link
+        assert t.host_bytes_per_cycle * t.clock_hz == pytest.approx(6.25e9)
+
+
 def test_names_are_case_insensitive_with_aliases():
     assert get_target("mk1").name == "GC2"
     assert get_target("MK2").name == "GC200"

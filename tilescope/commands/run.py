@@ -61,8 +61,9 @@ DESCRIPTION = (__doc__ or "").replace("{resnet50_host_memory}", resnet50_host_me
 #: holds this, the README and docs/targets.md to the same words.
 SPLIT_BALANCES = {
     "memory": "memory (the bytes of the weights each node is first to use and of its outputs)",
-    "compute": "simulated cycles (the memory split is compiled, each node's compute and exchange cycles summed "
-    "and the nodes cut again: even pipeline stages, for a second import and a compile)",
+    "compute": "simulated cycles (the memory split is compiled, each node's compute and exchange cycles summed, "
+    "the inputs' upload charged to the first node, and the nodes cut again: even pipeline stages, for a second "
+    "import and a compile)",
 }
 
 # --runs beyond this is a typo (99999999999999999999 ran for minutes, a stderr line a run): even
@@ -453,6 +454,7 @@ def _render(doc: dict[str, Any]) -> str:
         f"target        {tg['name']} x{tg['num_ipus']} at {tg['clock_hz'] / 1e9:.3g} GHz"
         + (f" ({tg['num_replicas']} replicas x {tg['ipus_per_replica']} IPUs)" if tg["num_replicas"] > 1 else "")
         + (f"; pipelined, {doc['pipeline']['micro_batches']} micro-batches" if doc["pipeline"]["enabled"] else ""),
+        f"host link     {tg['host_link']}, {tg['host_bytes_per_s'] / 1e9:.3g} GB/s per IPU each way (effective)",
         *execution,
         f"memory        peak tile {format_bytes(m['max_tile_bytes'])} (tile {m['max_tile']}) of "
         f"{format_bytes(m['bytes_per_tile'])}; out of memory on {m['out_of_memory_tiles']} tiles",

@@ -41,6 +41,7 @@ from .limits import check_output_size
 from .model import check_supported, opset_version, override_batch
 from .operators import HANDLERS
 from .outline import build_repeat, find_repeat
+from .serialize import serialize_large_matmuls
 from .split import node_cycles
 
 
@@ -211,8 +212,10 @@ def _import_model(
     g = Graph(target)
     weights_prog, prog = Prog(name="WeightsFromHost"), Prog(name="Inference")
     b = Builder(g, prog, weights_prog, opset, half, weights, partials, available_memory_proportion)
-    # several IPUs: each node on its IPU (manual __ipu_number attributes, else balanced by ``split``)
+    # several IPUs: each node on its IPU (manual __ipu_number attributes, else balanced by ``split``);
+    # a matmul larger than an IPU's share is first cut into parts the split can place apart
     sharding.check_split(split)
+    model = serialize_large_matmuls(model, g.target.num_ipus, opset)
     costs = None
     if split == "compute" and g.target.num_ipus > 1 and sharding.manual_ipus(model) is None:
         # the memory split, compiled: each node's simulated cycles

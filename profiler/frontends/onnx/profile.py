@@ -134,6 +134,8 @@ class RunResult:
                 "clock_hz": t.clock_hz,
                 "num_replicas": o.replicas,
                 "ipus_per_replica": o.ipus,
+                "host_link": t.host_link,
+                "host_bytes_per_s": t.host_bytes_per_cycle * t.clock_hz,  # per IPU, per direction
             },  # fmt: skip
             "pipeline": {
                 "enabled": o.pipeline,
