@@ -94,9 +94,33 @@ def sliceable(graph: Graph, dtype: object, shape: tuple[int, ...], name: str) ->
 def embedding_table(graph: Graph, dtype: object, rows: int, cols: int, name: str) -> Tensor:
     """A [rows, cols] table mapped by columns (each tile holds whole columns), as multiSlice wants."""
     t = graph.add_variable(dtype, [rows, cols], name)
-    col_tile = linear_tiles(cols, graph.target.num_tiles)
-    graph.set_tile_mapping(t, np.broadcast_to(col_tile, (rows, cols)).reshape(-1))
+    map_by_columns(graph, t)
     return t
+
+
+class ColumnStorage:
+    """A [rows, cols] table stored [cols, rows], as createSliceableTensor stores an embedding: each
+    tile's columns are then one contiguous run of the variable (a few intervals a tile, not one per
+    element), so mapping and planning cost follows the tiles, not the vocabulary's size."""
+
+    def shape(self, shape: tuple[int, ...]) -> list[int]:
+        rows, cols = shape
+        return [cols, rows]
+
+    def view(self, stored: Tensor) -> Tensor:
+        return stored.transpose(1, 0)
+
+    def stored(self, data: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(data.T)
+
+
+def map_by_columns(graph: Graph, table: Tensor) -> None:
+    """Map a [rows, cols] table as popops::createSliceableTensor lays out an embedding for
+    multiSlice: its columns spread over the tiles, every row of a column on that column's tile, so
+    a lookup reads each row where it is held (a 30,522 x 768 vocabulary over 768 tiles, not on one)."""
+    rows, cols = table.shape
+    col_tile = linear_tiles(cols, graph.target.num_tiles)
+    graph.set_tile_mapping(table, np.broadcast_to(col_tile, (rows, cols)).reshape(-1))
 
 
 def _column_tiles(graph: Graph, table: Tensor) -> np.ndarray:

@@ -9,6 +9,7 @@ import onnx
 
 from profiler import ops
 from profiler.chip import cost_model
+from profiler.ops import slicing
 from profiler.poplar.tensor import Tensor, concat
 
 from ..builder import Builder, Value
@@ -23,9 +24,18 @@ def _wrap_index(i: np.ndarray, size: int) -> np.ndarray:
 
 @handles("Gather")
 def _gather(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
-    x = b.device(inputs[0])
-    axis = normalize_axis(int(attrs(node).get("axis", 0)), x.rank)
+    axis = normalize_axis(
+        int(attrs(node).get("axis", 0)), np.ndim(inputs[0]) if isinstance(inputs[0], np.ndarray) else inputs[0].rank
+    )
     idx = inputs[1]
+    lookup = isinstance(idx, Tensor) and axis == 0 and np.ndim(inputs[0]) == 2  # an embedding table's rows
+
+    def sliceable(t: Tensor) -> bool:  # laid out for the lookup, as PopART creates an embedding
+        slicing.map_by_columns(b.graph, t)
+        return True
+
+    x = b.device(inputs[0], name=node.input[0], mapper=sliceable if lookup else None,
+                 storage=slicing.ColumnStorage() if lookup else None)  # fmt: skip
     if not isinstance(idx, Tensor):  # constant indices: a view
         i = np.asarray(idx).astype(np.int64)
         i = np.where(i < 0, i + x.shape[axis], i)
