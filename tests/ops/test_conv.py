@@ -413,8 +413,8 @@ def test_a_3x3_convolution_runs_convpartialnx1_as_poplibs_does():
     w1 = ops.create_conv_weights(g, "float16", x.shape, (64, 64, 1, 1), "w1")
     ops.conv2d(g, x, w1, prog, debug_name="c1")
     plans = [json.loads(c.attributes) for c in g.debug_contexts if c.op_type == "MatMul"]
-    assert plans[0]["conv"] == [3, 3, 14] and not plans[0]["swap_operands"]
-    assert plans[1]["conv"] == [1, 1, 14]
+    assert plans[0]["conv"] == [3, 3, 14, 64] and not plans[0]["swap_operands"]
+    assert plans[1]["conv"] == [1, 1, 14, 64]
     compiled = compile_programs(g, [prog])
     amp = [b for p in compiled.cs_plans.values() for b in p.compute_set.batches if "ConvPartial" in b.codelet.name]
     names = [b.codelet.name for b in amp]
