@@ -524,8 +524,9 @@ def block_cycles(
     convolution with a kernel wider than 1x1 (``conv``) runs ConvPartialnx1, as PopLibs runs it."""
     if method == "AMP" and runs_nx1(conv):
         assert conv is not None
-        return cost_model.amp_nx1_cycles(m, conv[2], (conv[0], conv[1]), k, n, dtype, partials, target,
-                                         conv_channel_group(conv))
+        return cost_model.amp_nx1_cycles(
+            m, conv[2], (conv[0], conv[1]), k, n, dtype, partials, target, conv_channel_group(conv)
+        )
     if method == "AMP":
         return cost_model.amp_matmul_cycles(m, k, n, dtype, partials, target)
     return cost_model.mac_matmul_cycles(m, k, n, dtype, partials, target)
