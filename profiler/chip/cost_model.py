@@ -744,6 +744,22 @@ def amp_nx1_cycles(
     return vertex + zeroing
 
 
+def amp_nx1_macs(
+    rows: Counts, kernel: tuple[int, int], in_chans: Counts, out_chans: Counts, dtype: DTypeLike,
+    partials_dtype: DTypeLike, target: Target, channel_group: int | None, in_chans_per_group: int,
+) -> np.ndarray:  # fmt: skip
+    """The MACs a ConvPartialnx1 vertex's AMP performs on its block, padding included: positions x
+    in-channel groups x inChansPerGroup x kernel rows padded to whole passes x kernel columns x
+    out-channel groups x outChansPerGroup (PopLibs' FLOP estimate of an AMP vertex, ref §3.6:
+    convGroups·outGroups·inGroups·inChansPerGroup·outChansPerGroup·fieldPositions·ampKernelHeight·2)."""
+    cfg = amp_config(dtype, partials_dtype, target)
+    fh = cfg.in_chans_per_group // in_chans_per_group
+    in_groups, k_h, k_w = _nx1_tile_kernel(np.asarray(in_chans), kernel, channel_group, in_chans_per_group)
+    out_groups = np.maximum(1, _cdiv(out_chans, cfg.out_chans_per_group))
+    return (_i64(rows, "rows") * in_groups * in_chans_per_group * _cdiv(k_h, fh) * fh * k_w * out_groups
+            * cfg.out_chans_per_group)  # fmt: skip
+
+
 def amp_nx1_in_chans_per_group(
     rows: int, row_width: int, kernel: tuple[int, int], in_chans: int, out_chans: int, dtype: DTypeLike,
     partials_dtype: DTypeLike, target: Target, channel_group: int | None = None,

@@ -304,9 +304,10 @@ def conv2d(
 
 
 def _amp_grouping(graph: Graph, plan: dict, dtype: np.dtype) -> dict[str, int]:
-    """The AMP input channel grouping of a ConvPartialnx1 plan's blocks and the kernel rows each AMP
-    pass takes (PopLibs' inChansPerGroup and convUnitWeightHeight; cost_model.amp_nx1_cycles), so the
-    Operations view shows how the plan pads a convolution with few input channels."""
+    """The AMP input channel grouping of a ConvPartialnx1 plan's blocks, the kernel rows each AMP pass
+    takes (PopLibs' inChansPerGroup and convUnitWeightHeight; cost_model.amp_nx1_cycles) and the share
+    of the AMP's MACs that are the block's own (the rest pad channels, kernel rows and out groups), so
+    the Operations view shows how the plan pads a convolution with few input channels."""
     conv = plan.get("conv")
     if plan["method"] != "AMP" or conv is None or conv[0] * conv[1] == 1:
         return {}
@@ -315,7 +316,10 @@ def _amp_grouping(graph: Graph, plan: dict, dtype: np.dtype) -> dict[str, int]:
     icpg = cost_model.amp_nx1_in_chans_per_group(mb, wo, (kh, kw), kb, nb, dtype, plan["partials_dtype"],
                                                  graph.target, grp or None)  # fmt: skip
     wpu = cost_model.amp_config(dtype, plan["partials_dtype"], graph.target).in_chans_per_group
-    return {"in_chans_per_group": icpg, "kernel_rows_per_pass": wpu // icpg}
+    padded = cost_model.amp_nx1_macs(mb, (kh, kw), kb, nb, dtype, plan["partials_dtype"], graph.target, grp or None,
+                                     icpg)  # fmt: skip
+    return {"in_chans_per_group": icpg, "kernel_rows_per_pass": wpu // icpg,
+            "amp_mac_utilisation": round(mb * kb * nb / int(padded), 4)}  # fmt: skip
 
 
 def _out_hw(
