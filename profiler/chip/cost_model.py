@@ -799,6 +799,26 @@ def mac_matmul_cycles(
     return outer + w * worker
 
 
+def mac_conv_cycles(
+    rows: Counts, kernel: tuple[int, int], in_chans: Counts, out_chans: Counts, dtype: DTypeLike,
+    partials_dtype: DTypeLike, target: Target, channel_group: int | None = None,
+) -> np.ndarray:  # fmt: skip
+    """The HMAC vertex of a convolution wider than 1x1 (ConvPartialHorizontalMac): its workers run their
+    output positions once per kernel position, each a dot product over that position's input channels
+    (PerformanceEstimation.hpp getConvPartialHorizontalMacSupervisorInnerLoopCycleEstimate: per kernel
+    position and worklist row, convSize x (7 + outChans x dot(inChans))). Costed as ``mac_matmul_cycles``
+    over rows x (kernel positions on the tile) positions of the channels a position holds (the block's
+    ``in_chans`` im2col columns, runs of ``channel_group`` channels, None: any), not as one dot product
+    over all the block's columns, which no HMAC vertex computes."""
+    kh, kw = kernel
+    grain = 2 if elem_bytes(dtype_name(dtype)) == 2 else 1  # HMAC inChansPerGroup: a multiple of 2 (half)
+    run = grain if channel_group is None else channel_group
+    chunks = np.maximum(1, _cdiv(in_chans, run))
+    positions = np.minimum(chunks, kh * kw)
+    chans = _cdiv(_cdiv(chunks, kh * kw) * run, grain) * grain
+    return mac_matmul_cycles(_i64(rows, "rows") * positions, chans, out_chans, dtype, partials_dtype, target)
+
+
 def peak_flops_per_cycle(dtype: DTypeLike, partials_dtype: DTypeLike, target: Target) -> float:
     """Peak FLOPs per tile per cycle for an input/partials type pair (ref §1 AMP peak rows)."""
     dt, pt = dtype_name(dtype), dtype_name(partials_dtype)

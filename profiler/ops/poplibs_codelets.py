@@ -520,8 +520,9 @@ def runs_nx1(conv: ConvWindow | None) -> bool:
 def block_cycles(
     method: str, m: Any, k: Any, n: Any, dtype: Any, partials: Any, target: Target, conv: ConvWindow | None = None
 ) -> Any:
-    """Cycles of one matmul-partials vertex (vectorised over ``m``, ``k``, ``n``). An AMP block of a
-    convolution with a kernel wider than 1x1 (``conv``) runs ConvPartialnx1, as PopLibs runs it."""
+    """Cycles of one matmul-partials vertex (vectorised over ``m``, ``k``, ``n``). A block of a
+    convolution with a kernel wider than 1x1 (``conv``) runs ConvPartialnx1 (AMP) or the HMAC's loop over
+    kernel positions, as PopLibs runs them."""
     if method == "AMP" and runs_nx1(conv):
         assert conv is not None
         return cost_model.amp_nx1_cycles(
@@ -529,6 +530,11 @@ def block_cycles(
         )
     if method == "AMP":
         return cost_model.amp_matmul_cycles(m, k, n, dtype, partials, target)
+    if runs_nx1(conv):
+        assert conv is not None
+        return cost_model.mac_conv_cycles(
+            m, (conv[0], conv[1]), k, n, dtype, partials, target, conv_channel_group(conv)
+        )
     return cost_model.mac_matmul_cycles(m, k, n, dtype, partials, target)
 
 

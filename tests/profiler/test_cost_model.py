@@ -445,3 +445,17 @@ def test_a_cost_operation_is_checked_when_written_and_costs_as_its_kind() -> Non
     assert cm.unary("exp").cycles(n, "half", T).tolist() == cm.unary_cycles("exponent", n, "half", T).tolist()
     assert cm.binary("mul").flops(n, "float").tolist() == cm.binary_flops("multiply", n, "float").tolist()
     assert cm.CAST.cycles(n, "float", T, to_dtype="half").tolist() == cm.cast_cycles(n, "float", "half", T).tolist()
+
+
+def test_an_hmac_convolution_runs_its_rows_once_per_kernel_position():
+    """A depthwise 3x3 block on a GC200 tile, half (HMAC input channels in twos): 12 output positions,
+    9 im2col columns (channel group 1: one channel at each kernel position), 1 output channel. PopLibs'
+    ConvPartialHorizontalMac runs each worker's rows once per kernel position, a dot product over that
+    position's channels (1 padded to 2): mac_matmul_cycles over 12 x 9 = 108 positions of 2 channels:
+    dot = ceil(2 x 2 / 8) + 6 = 7, worker = 13 + ceil(108 / 6) (7 + 7) = 265, outer 65 - 10 + 23 + 15
+    + 10 = 103: 103 + 6 x 265 = 1,693. One dot product over all 9 columns (the 1x1 vertex's form:
+    dot = ceil(18 / 8) + 6 = 9, worker 13 + 2 (7 + 9) = 45) would be 373."""
+    t = get_target("GC200")
+    got = cm.mac_conv_cycles(np.array([12]), (3, 3), np.array([9]), np.array([1]), "float16", "float16", t, 1)
+    assert got.tolist() == [1693]
+    assert cm.mac_matmul_cycles(np.array([12]), 9, 1, "float16", "float16", t).tolist() == [373]
