@@ -780,7 +780,7 @@ HMAC_DOT_OVERHEAD = 6
 
 
 def mac_matmul_cycles(
-    rows: Counts, in_chans: int, out_chans: int, dtype: DTypeLike, partials_dtype: DTypeLike, target: Target
+    rows: Counts, in_chans: Counts, out_chans: Counts, dtype: DTypeLike, partials_dtype: DTypeLike, target: Target
 ) -> np.ndarray:
     """A 1x1 HMAC-style supervisor vertex ``[rows, in_chans] x [in_chans, out_chans]`` (ref §3.7), the
     fallback for channel counts too small for AMP; also used [INF] for integer types.
