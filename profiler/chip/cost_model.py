@@ -645,26 +645,92 @@ def nx1_worklist_entries(rows: int, row_width: int, workers: int) -> int:
                    for i in range(workers)))  # fmt: skip
 
 
+# ConvPartialnx1 with fewer input channels per group than the weights a conv unit holds: PopLibs lets
+# the AMP take inChansPerGroup = any divisor of weightsPerConvUnit that is a multiple of the conv
+# unit's input load elements (ConvVertexType.cpp getConvVertexAMPCandidates with
+# canUseConvolutionInstruction: usedWeightsPerConvUnit % inChansPerGroup == 0 and inChansPerGroup %
+# convInputLoadElems == 0), and fills the rest of each conv unit with kernel rows: convUnitWeightHeight
+# = weightsPerConvUnit / inChansPerGroup rows a pass, the kernel height padded up to a multiple of it
+# (ConvModel.cpp getConvUnitWeightHeight; addTileLevelTransformEstimates: "AMP pads the kernel height
+# dimension"). Input load elements per cycle: 2 float, 4 half, 8 quarter (ref §3.7 "Load elems are 2
+# (float) and 4 (half)"; ConvVertexType.cpp smallestWidthLoad, quarter 8).
+CONV_INPUT_LOAD_ELEMS = {"float32": 2, "float16": 4, "float8": 8}
+# The supervisor's extra cycles per weight load by filter height (convUnitWeightHeight), and a filter
+# height of 4 loading with ld64 (half the coefficient rate): getConvPartialnx1SupervisorInnerLoop-
+# CycleEstimateHalfFloat and getConvPartialAmpSupervisorWeightLoadCycleEstimate (PerformanceEstimation.hpp).
+CONV_NX1_FILTER_HEIGHT_LOAD = {1: 15, 2: 46, 4: 60}
+CONV_NX1_LOAD_PER_FILTER_ROW = 20  # "default: innermostLoopCycles += 20 * filterHeight"
+
+
+def amp_in_chans_per_group_candidates(dtype: DTypeLike, partials_dtype: DTypeLike, target: Target) -> list[int]:
+    """The AMP's inChansPerGroup candidates for a type pair, largest first (see CONV_INPUT_LOAD_ELEMS)."""
+    cfg = amp_config(dtype, partials_dtype, target)
+    load = CONV_INPUT_LOAD_ELEMS[dtype_name(dtype)]
+    wpu = cfg.in_chans_per_group
+    return [c for c in range(wpu, load - 1, -1) if wpu % c == 0 and c % load == 0]
+
+
+def _nx1_tile_kernel(
+    in_chans: np.ndarray, kernel: tuple[int, int], channel_group: int | None, in_chans_per_group: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(in-channel groups, kernel rows, kernel columns) of a tile's block of ``in_chans`` im2col columns.
+
+    Columns run (c // grp, i, j, c % grp), grp = ``channel_group``. When grp fills whole AMP groups
+    (None, or a multiple of ``in_chans_per_group``) the block is counted in (in-channel group, kernel
+    position) pairs of in_chans_per_group columns. Otherwise each kernel position's channels on the
+    tile are padded up to whole groups, as PopLibs pads the input channels to inChansPerGroup."""
+    kh, kw = kernel
+    positions = kh * kw
+    if channel_group is None or channel_group % in_chans_per_group == 0:
+        pairs = np.maximum(1, _cdiv(in_chans, in_chans_per_group))
+        in_groups = _cdiv(pairs, positions)
+        k_pos = np.minimum(pairs, positions)  # a tile given part of the kernel (an in-chan split inside a group)
+    else:
+        chunks = np.maximum(1, _cdiv(in_chans, channel_group))  # (channel group, kernel position) runs
+        chans = _cdiv(chunks, positions) * channel_group  # channels per kernel position on the tile
+        in_groups = _cdiv(chans, in_chans_per_group)
+        k_pos = np.minimum(chunks, positions)
+    return in_groups, _cdiv(k_pos, kw), np.minimum(k_pos, kw)
+
+
 def amp_nx1_cycles(
     rows: Counts, row_width: int, kernel: tuple[int, int], in_chans: np.ndarray, out_chans: np.ndarray,
-    dtype: DTypeLike, partials_dtype: DTypeLike, target: Target,
+    dtype: DTypeLike, partials_dtype: DTypeLike, target: Target, channel_group: int | None = None,
+    in_chans_per_group: int | None = None,
 ) -> np.ndarray:  # fmt: skip
     """One ConvPartialnx1 supervisor vertex (plus the partials' zeroing PopLibs costs with it) on one tile:
     ``rows`` output positions (consecutive, in output rows of ``row_width``), ``in_chans`` columns of the
-    convolution's im2col view (in-channel groups x kernel positions x group, as tilescope orders them)
-    and ``out_chans`` output channels. PopLibs' estimate, term by term (PerformanceEstimation.hpp
-    getConvPartialnx1InnerLoopCycleEstimate and the functions it calls; the kernel height per AMP pass,
-    convUnitWeightHeight, is 1 for the AMP groupings here, whose weights per conv unit equal the input
-    channels per group):
+    convolution's im2col view (in-channel groups x kernel positions x group, as tilescope orders them;
+    ``channel_group`` the group, None when it fills whole AMP groups) and ``out_chans`` output channels.
+    ``in_chans_per_group``: the AMP's input channel grouping; None takes the cheapest of PopLibs'
+    candidates (``amp_in_chans_per_group_candidates``: the planner costs each vertex type and keeps the
+    fastest). PopLibs' estimate, term by term (PerformanceEstimation.hpp
+    getConvPartialnx1InnerLoopCycleEstimate and the functions it calls), with fh = convUnitWeightHeight
+    = weightsPerConvUnit / inChansPerGroup kernel rows per AMP pass (1 when the channels fill a conv unit):
 
       worker  = 17 (+1 half partials) + sum over its row pieces of (3 + entry(n) - 9),
       entry(n) = 33 | 29 (n = 1), 44 | 33 (+1 for half/half 16 units and half/float 8) (n = 2),
                  45 + 8 (n - 3) | 34 + 4 (n - 3) (n >= 3)   (float | half activations);
-      kernel  = kh kw passes max(W max_w, W min_w + 9);  inner = kh (14 + kw (12 + passes (loads + 18))) + kernel;
+      kernel  = ceil(kh / fh) kw passes max(W max_w, W min_w + 9);
+      inner   = ceil(kh / fh) (14 + kw (12 + passes (loads(fh) + 15 | 46 | 60 (fh 1 | 2 | 4) + 3))) + kernel,
+                loads(4) twice loads(1) (ld64);
       vertex  = 109 + 9 W + zeroRetention W + (oG 17 + (oG - 1) 6 + 1) + 1 + 16 + iG (14 + oG (14 + inner));
       zeroing = W oG (ceil(ceil(rows ocpg / W) / 2) + 14 - 9).
     """
     cfg = amp_config(dtype, partials_dtype, target)
+    if in_chans_per_group is None:
+        fills = channel_group is None or channel_group % cfg.in_chans_per_group == 0
+        if fills:
+            in_chans_per_group = cfg.in_chans_per_group
+        else:
+            each = [amp_nx1_cycles(rows, row_width, kernel, in_chans, out_chans, dtype, partials_dtype, target,
+                                   channel_group, c)
+                    for c in amp_in_chans_per_group_candidates(dtype, partials_dtype, target)]  # fmt: skip
+            return np.minimum.reduce(each)
+    if cfg.in_chans_per_group % in_chans_per_group:
+        raise ValueError(f"cost model: {in_chans_per_group} input channels per group do not divide the "
+                         f"{cfg.in_chans_per_group} weights of a conv unit")  # fmt: skip
+    fh = cfg.in_chans_per_group // in_chans_per_group
     float_acts, float_partials = dtype_name(dtype) == "float32", dtype_name(partials_dtype) == "float32"
     rows = _i64(rows, "rows")
     w = target.num_worker_contexts
@@ -678,16 +744,13 @@ def amp_nx1_cycles(
     start = CONV_NX1_WORKER_START + int(not float_partials)
     workers = [start + _nx1_entries(i * rows // w, (i + 1) * rows // w, row_width, entry) for i in range(w)]
     max_w, min_w = np.maximum.reduce(workers), np.minimum.reduce(workers)
-    kh, kw = kernel
-    positions = kh * kw
-    pairs = np.maximum(1, _cdiv(in_chans, cfg.in_chans_per_group))  # (in-channel group, kernel position) pairs
-    in_groups = _cdiv(pairs, positions)
-    k_pos = np.minimum(pairs, positions)  # a tile given part of the kernel (an in-chan split inside a group)
-    k_h = _cdiv(k_pos, kw)
-    k_w = np.minimum(k_pos, kw)
+    in_groups, k_h, k_w = _nx1_tile_kernel(np.asarray(in_chans), kernel, channel_group, in_chans_per_group)
+    k_outer = _cdiv(k_h, fh)  # kernel rows in passes of fh, the last padded
     passes = max(1, cfg.out_chans_per_group // cfg.num_conv_units)
-    kernel_loop = k_h * k_w * passes * np.maximum(w * max_w, w * min_w + CONV_NX1_IMBALANCE)
-    inner = k_h * (14 + k_w * (12 + passes * (cfg.weight_load_cycles + 15 + 3))) + kernel_loop
+    loads = cfg.weight_load_cycles * (2 if fh == 4 else 1)
+    per_load = CONV_NX1_FILTER_HEIGHT_LOAD.get(fh, CONV_NX1_LOAD_PER_FILTER_ROW * fh)
+    kernel_loop = k_outer * k_w * passes * np.maximum(w * max_w, w * min_w + CONV_NX1_IMBALANCE)
+    inner = k_outer * (14 + k_w * (12 + passes * (loads + per_load + 3))) + kernel_loop
     out_groups = np.maximum(1, _cdiv(out_chans, cfg.out_chans_per_group))
     vertex = (CONV_NX1_OVERHEAD + w * CONV_NX1_RETENTION_SAVINGS + w * ZERO_PARTIALS_RETENTION_SAVINGS[float_partials]
               + out_groups * 17 + (out_groups - 1) * 6 + 1 + 1 + 16 + in_groups * (14 + out_groups * (14 + inner)))  # fmt: skip
@@ -699,12 +762,43 @@ def amp_nx1_cycles(
     return vertex + zeroing
 
 
+def amp_nx1_macs(
+    rows: Counts, kernel: tuple[int, int], in_chans: Counts, out_chans: Counts, dtype: DTypeLike,
+    partials_dtype: DTypeLike, target: Target, channel_group: int | None, in_chans_per_group: int,
+) -> np.ndarray:  # fmt: skip
+    """The MACs a ConvPartialnx1 vertex's AMP performs on its block, padding included: positions x
+    in-channel groups x inChansPerGroup x kernel rows padded to whole passes x kernel columns x
+    out-channel groups x outChansPerGroup (PopLibs' FLOP estimate of an AMP vertex, ref §3.6:
+    convGroups·outGroups·inGroups·inChansPerGroup·outChansPerGroup·fieldPositions·ampKernelHeight·2)."""
+    cfg = amp_config(dtype, partials_dtype, target)
+    fh = cfg.in_chans_per_group // in_chans_per_group
+    in_groups, k_h, k_w = _nx1_tile_kernel(np.asarray(in_chans), kernel, channel_group, in_chans_per_group)
+    out_groups = np.maximum(1, _cdiv(out_chans, cfg.out_chans_per_group))
+    return (_i64(rows, "rows") * in_groups * in_chans_per_group * _cdiv(k_h, fh) * fh * k_w * out_groups
+            * cfg.out_chans_per_group)  # fmt: skip
+
+
+def amp_nx1_in_chans_per_group(
+    rows: int, row_width: int, kernel: tuple[int, int], in_chans: int, out_chans: int, dtype: DTypeLike,
+    partials_dtype: DTypeLike, target: Target, channel_group: int | None = None,
+) -> int:  # fmt: skip
+    """The AMP input channel grouping ``amp_nx1_cycles`` costs a block with (the fastest candidate, the
+    largest of equals, as PopLibs' candidate order puts the least padded first)."""
+    cfg = amp_config(dtype, partials_dtype, target)
+    if channel_group is None or channel_group % cfg.in_chans_per_group == 0:
+        return cfg.in_chans_per_group
+    cands = amp_in_chans_per_group_candidates(dtype, partials_dtype, target)
+    cyc = [int(amp_nx1_cycles(np.array([rows]), row_width, kernel, np.array([in_chans]), np.array([out_chans]),
+                              dtype, partials_dtype, target, channel_group, c)[0]) for c in cands]  # fmt: skip
+    return cands[int(np.argmin(cyc))]
+
+
 # HMAC (ref §3.7): "dot(n) ~ 1 cycle per 64 bits of activations + 5-7, float +1": 6 [INF midpoint].
 HMAC_DOT_OVERHEAD = 6
 
 
 def mac_matmul_cycles(
-    rows: Counts, in_chans: int, out_chans: int, dtype: DTypeLike, partials_dtype: DTypeLike, target: Target
+    rows: Counts, in_chans: Counts, out_chans: Counts, dtype: DTypeLike, partials_dtype: DTypeLike, target: Target
 ) -> np.ndarray:
     """A 1x1 HMAC-style supervisor vertex ``[rows, in_chans] x [in_chans, out_chans]`` (ref §3.7), the
     fallback for channel counts too small for AMP; also used [INF] for integer types.
@@ -721,6 +815,26 @@ def mac_matmul_cycles(
     worker = 13 + _cdiv(rows, w) * (7 + out_chans * dot)
     outer = (65 if dt == "float16" else 58) - 10 + 23 + 15 + 10
     return outer + w * worker
+
+
+def mac_conv_cycles(
+    rows: Counts, kernel: tuple[int, int], in_chans: Counts, out_chans: Counts, dtype: DTypeLike,
+    partials_dtype: DTypeLike, target: Target, channel_group: int | None = None,
+) -> np.ndarray:  # fmt: skip
+    """The HMAC vertex of a convolution wider than 1x1 (ConvPartialHorizontalMac): its workers run their
+    output positions once per kernel position, each a dot product over that position's input channels
+    (PerformanceEstimation.hpp getConvPartialHorizontalMacSupervisorInnerLoopCycleEstimate: per kernel
+    position and worklist row, convSize x (7 + outChans x dot(inChans))). Costed as ``mac_matmul_cycles``
+    over rows x (kernel positions on the tile) positions of the channels a position holds (the block's
+    ``in_chans`` im2col columns, runs of ``channel_group`` channels, None: any), not as one dot product
+    over all the block's columns, which no HMAC vertex computes."""
+    kh, kw = kernel
+    grain = 2 if elem_bytes(dtype_name(dtype)) == 2 else 1  # HMAC inChansPerGroup: a multiple of 2 (half)
+    run = grain if channel_group is None else channel_group
+    chunks = np.maximum(1, _cdiv(in_chans, run))
+    positions = np.minimum(chunks, kh * kw)
+    chans = _cdiv(_cdiv(chunks, kh * kw) * run, grain) * grain
+    return mac_matmul_cycles(_i64(rows, "rows") * positions, chans, out_chans, dtype, partials_dtype, target)
 
 
 def peak_flops_per_cycle(dtype: DTypeLike, partials_dtype: DTypeLike, target: Target) -> float:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from profiler.chip import cost_model
 from profiler.chip.dtypes import as_dtype
 from profiler.ops import elementwise as ew
 from profiler.ops.core import OpError, add_like, constant_per_tile, linear_tiles, op, padded_rows, set_attributes
@@ -255,11 +256,12 @@ def map_conv_weights(
     if min(ho, wo) < 1 or cout % groups:
         return False
     shape = (groups, b * ho * wo, cg * kh * kw, cout // groups)
+    grp = cg if channel_group is None else channel_group
     plan = plan_matmul(graph.target, *shape, as_dtype(w.dtype), partials_dtype, available_memory_proportion,
-                       conv=(kh, kw, wo))  # fmt: skip
+                       conv=(kh, kw, wo, grp))  # fmt: skip
     if plan.in_chan_serial * plan.out_chan_serial > 1:
         return False
-    rhs = _weights(w, groups, cg if channel_group is None else channel_group)
+    rhs = _weights(w, groups, grp)
     graph.set_tile_mapping(rhs, operand_tiles(plan, shape, "rhs", w.dtype.itemsize, by_columns(rhs)))
     return True
 
@@ -292,12 +294,32 @@ def conv2d(
     ho, wo = _out_hw(x.shape, w.shape[2:], stride, padding, dilation)
     y = matmul(graph, cols, _weights(w, groups, grp), prog, partials_dtype=partials_dtype,
                available_memory_proportion=available_memory_proportion, grouped_out=True,
-               host_operands=host, conv=(w.shape[2], w.shape[3], wo), debug_name="conv matmul")  # fmt: skip
+               host_operands=host, conv=(w.shape[2], w.shape[3], wo, grp), debug_name="conv matmul")  # fmt: skip
 
     # the plan (splits, vertex type) also on the conv's own context, where the Operations view looks
     plan = json.loads(next(c for c in reversed(graph.debug_contexts) if c.op_type == "MatMul").attributes)
+    plan |= _amp_grouping(graph, plan, x.dtype)
     set_attributes(graph, {"plan": plan})
     return _out_view(y, x.shape[0], ho, wo)
+
+
+def _amp_grouping(graph: Graph, plan: dict, dtype: np.dtype) -> dict[str, int]:
+    """The AMP input channel grouping of a ConvPartialnx1 plan's blocks, the kernel rows each AMP pass
+    takes (PopLibs' inChansPerGroup and convUnitWeightHeight; cost_model.amp_nx1_cycles) and the share
+    of the AMP's MACs that are the block's own (the rest pad channels, kernel rows and out groups), so
+    the Operations view shows how the plan pads a convolution with few input channels."""
+    conv = plan.get("conv")
+    if plan["method"] != "AMP" or conv is None or conv[0] * conv[1] == 1:
+        return {}
+    _, mb, kb, nb = plan["block"]
+    kh, kw, wo, grp = conv
+    icpg = cost_model.amp_nx1_in_chans_per_group(mb, wo, (kh, kw), kb, nb, dtype, plan["partials_dtype"],
+                                                 graph.target, grp or None)  # fmt: skip
+    wpu = cost_model.amp_config(dtype, plan["partials_dtype"], graph.target).in_chans_per_group
+    padded = cost_model.amp_nx1_macs(mb, (kh, kw), kb, nb, dtype, plan["partials_dtype"], graph.target, grp or None,
+                                     icpg)  # fmt: skip
+    return {"in_chans_per_group": icpg, "kernel_rows_per_pass": wpu // icpg,
+            "amp_mac_utilisation": round(mb * kb * nb / int(padded), 4)}  # fmt: skip
 
 
 def _out_hw(

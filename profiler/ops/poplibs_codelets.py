@@ -482,7 +482,7 @@ class MatMulPartial(Codelet):
             # transformedInRowStride, outChansPerGroup, inChansPerGroup): 46 B padded to 48. Out of line
             # the pointer arrays as ConvPartial1x1Out's (per in group, in x out group, out group), and a
             # worklist per worker and kernel position: 3 unsigned shorts per output-row piece.
-            kh, kw, wo = params["conv"]
+            kh, kw, wo = params["conv"][:3]
             positions = min(ig, kh * kw)
             ig = -(-ig // (kh * kw))
             entries = cost_model.nx1_worklist_entries(m, wo, target.num_worker_contexts)
@@ -499,8 +499,16 @@ class MatMulPartial(Codelet):
 
 
 # A convolution's window geometry as its im2col matmul's vertices need it: (kernel height, kernel width,
-# output row width). None for a plain matmul.
-ConvWindow = tuple[int, int, int]
+# output row width, channel group), the channel group being the im2col columns' innermost run of input
+# channels at one kernel position (ops.conv.channel_group; 0 when it is not known, taken as filling whole
+# AMP groups). None for a plain matmul.
+ConvWindow = tuple[int, int, int, int]
+
+
+def conv_channel_group(conv: ConvWindow) -> int | None:
+    """The channel group of a ConvWindow (None: whole AMP groups; a 3-long window from before it was
+    recorded)."""
+    return int(conv[3]) if len(conv) > 3 and conv[3] > 0 else None
 
 
 def runs_nx1(conv: ConvWindow | None) -> bool:
@@ -512,13 +520,21 @@ def runs_nx1(conv: ConvWindow | None) -> bool:
 def block_cycles(
     method: str, m: Any, k: Any, n: Any, dtype: Any, partials: Any, target: Target, conv: ConvWindow | None = None
 ) -> Any:
-    """Cycles of one matmul-partials vertex (vectorised over ``m``, ``k``, ``n``). An AMP block of a
-    convolution with a kernel wider than 1x1 (``conv``) runs ConvPartialnx1, as PopLibs runs it."""
+    """Cycles of one matmul-partials vertex (vectorised over ``m``, ``k``, ``n``). A block of a
+    convolution with a kernel wider than 1x1 (``conv``) runs ConvPartialnx1 (AMP) or the HMAC's loop over
+    kernel positions, as PopLibs runs them."""
     if method == "AMP" and runs_nx1(conv):
         assert conv is not None
-        return cost_model.amp_nx1_cycles(m, conv[2], (conv[0], conv[1]), k, n, dtype, partials, target)
+        return cost_model.amp_nx1_cycles(
+            m, conv[2], (conv[0], conv[1]), k, n, dtype, partials, target, conv_channel_group(conv)
+        )
     if method == "AMP":
         return cost_model.amp_matmul_cycles(m, k, n, dtype, partials, target)
+    if runs_nx1(conv):
+        assert conv is not None
+        return cost_model.mac_conv_cycles(
+            m, (conv[0], conv[1]), k, n, dtype, partials, target, conv_channel_group(conv)
+        )
     return cost_model.mac_matmul_cycles(m, k, n, dtype, partials, target)
 
 

@@ -413,8 +413,8 @@ def test_a_3x3_convolution_runs_convpartialnx1_as_poplibs_does():
     w1 = ops.create_conv_weights(g, "float16", x.shape, (64, 64, 1, 1), "w1")
     ops.conv2d(g, x, w1, prog, debug_name="c1")
     plans = [json.loads(c.attributes) for c in g.debug_contexts if c.op_type == "MatMul"]
-    assert plans[0]["conv"] == [3, 3, 14] and not plans[0]["swap_operands"]
-    assert plans[1]["conv"] == [1, 1, 14]
+    assert plans[0]["conv"] == [3, 3, 14, 64] and not plans[0]["swap_operands"]
+    assert plans[1]["conv"] == [1, 1, 14, 64]
     compiled = compile_programs(g, [prog])
     amp = [b for p in compiled.cs_plans.values() for b in p.compute_set.batches if "ConvPartial" in b.codelet.name]
     names = [b.codelet.name for b in amp]
@@ -466,3 +466,44 @@ def test_the_weight_gradient_reads_a_grouped_input_in_its_channel_groups():
                 r = field_regions(b.fields["a"], base)
                 regions, elements = regions + r.count, elements + r.elements()
     assert regions * 4 < elements
+
+
+def test_a_stem_convolution_pads_its_three_channels_as_poplibs_plans_them():
+    """ResNet-50's stem in small (3 input channels, 7x7 kernel, stride 2, padding 3; half in and out,
+    half partials): PopLibs' AMP cannot fill a conv unit's 16 weights from 3 channels, so it takes 4
+    input channels a group (3 padded to 4) and 4 kernel rows a pass (7 padded to 8), which beats 8
+    channels x 2 rows and 16 channels x 1 row (tests/profiler/test_cost_model.py works the three out
+    by hand). The plan says so, every ConvPartialnx1 vertex is costed by that formula, and the result
+    is the direct convolution's."""
+    from profiler import ipu_model
+    from profiler.chip import cost_model
+
+    r = rng(40)
+    x = r.standard_normal((4, 3, 20, 20)).astype(np.float16)
+    wt = (r.standard_normal((16, 3, 7, 7)) * 0.1).astype(np.float16)
+    target = ipu_model(tiles_per_ipu=4, bytes_per_tile=1 << 20)  # a tile a batch element: whole kernels
+
+    def build(g, t, prog):
+        return {"y": ops.conv2d(g, t["x"], t["w"], prog, stride=2, padding=3, partials_dtype="float16",
+                                debug_name="stem")}  # fmt: skip
+
+    out, g, e = run({"x": x, "w": wt}, build, target=target)
+    ref = ref_conv(x.astype(np.float64), wt.astype(np.float64), 2, 3, 1, 1)
+    np.testing.assert_allclose(out["y"], ref, rtol=2e-2, atol=3e-2)
+    plan = json.loads(next(c for c in g.debug_contexts if c.name == "stem").attributes)["plan"]
+    assert plan["method"] == "AMP" and plan["conv"] == [7, 7, 10, 3]  # output rows 10 wide, channel group 3
+    assert (plan["in_chans_per_group"], plan["kernel_rows_per_pass"]) == (4, 4)
+    _, mb, kb, nb = plan["block"]
+    padded = cost_model.amp_nx1_macs(mb, (7, 7), kb, nb, "float16", "float16", target, 3, 4)
+    assert kb == 147 and int(padded) == mb * 4 * 8 * 7 * 16  # 3 of 4 channels, 7 of 8 rows: 65.6 %
+    assert plan["amp_mac_utilisation"] == round(147 / (4 * 8 * 7), 4)
+    nx1 = [b for p in e.compiled.cs_plans.values() for b in p.compute_set.batches
+           if b.codelet.name == "poplin::ConvPartialnx1"]  # fmt: skip
+    assert nx1
+    for batch in nx1:
+        (m, k), n = batch.fields["a"].shape[1:], batch.fields["b"].shape[2]
+        cycles, _ = batch.codelet.estimate({"a": (m, k), "b": (k, n), "out": (m, n)}, {"a": np.dtype(np.float16),
+                                           "out": np.dtype(np.float16)}, batch.params, target)  # fmt: skip
+        four = cost_model.amp_nx1_cycles(np.array([m]), 10, (7, 7), np.array([k]), np.array([n]), "float16",
+                                         "float16", target, channel_group=3, in_chans_per_group=4)  # fmt: skip
+        assert cycles == int(four[0])

@@ -398,6 +398,46 @@ def test_amp_nx1_cycles_hand_worked():
     assert two.tolist() == [4792 + 4426]
 
 
+def test_amp_nx1_pads_three_input_channels_as_poplibs_does():
+    """ResNet-50's stem on a C600 tile (7x7 kernel, 3 input channels: im2col columns (i, j, c), channel
+    group 3), half in, half partials: AMP 16 units, 16 weights a conv unit, 16 out channels a group, 4
+    cycles a position, weight loads 16 x 32 B / 16 = 32 cycles. 20 output positions in rows of 8, 147
+    columns, 16 out channels. PopLibs' AMP candidates take 16, 8 or 4 input channels a group (divisors of
+    the 16 weights that are multiples of the 4 input load elements) with 1, 2 or 4 kernel rows a pass.
+
+    Workers as in the test above (entries 28, 28 for n = 2 or 3 with e(2) = 33 + 1 for half/half 16
+    units; 32 for n = 4), starting at 17 + 1 (half partials): 46, 46, 74, 46, 46, 50; a pass is
+    max(6 x 74, 6 x 46 + 9) = 444. Every candidate has one in-channel group (3 channels padded) and 7
+    kernel columns; the vertex's fixed part is 109 + 6 x 9 + 6 x 10 + 17 + 1 + 1 + 16 = 258 plus
+    14 + 14 + inner, and zeroing 6 x (ceil(ceil(20 x 16 / 6) / 2) + 14 - 9) = 192.
+
+    * 4 channels, 4 rows a pass: 2 row passes (7 rows padded to 8), loads ld64 2 x 32 = 64 plus 60:
+      inner = 2 (14 + 7 (12 + 64 + 60 + 3)) + 2 x 7 x 444 = 1,974 + 6,216 = 8,190 -> 8,668;
+    * 8 channels, 2 rows a pass: 4 row passes, loads 32 + 46: inner = 4 (14 + 7 (12 + 81)) + 28 x 444
+      = 2,660 + 12,432 -> 15,570;
+    * 16 channels, a row a pass: 7 row passes, loads 32 + 15: inner = 7 (14 + 7 x 62) + 49 x 444
+      = 3,136 + 21,756 -> 25,370.
+
+    The fastest is 4 channels: its AMP performs 20 x 4 x 8 x 7 x 16 = 71,680 MACs for the block's
+    20 x 147 x 16 = 47,040 (65.6 %). Packing the 147 columns into 10 groups of 16 as if the kernel
+    positions were channels (the earlier model: 2 x 7 passes of 32 + 15 load cycles) gave 7,590."""
+    t = get_target("C600")
+
+    def cyc(**kw: object) -> int:
+        got = cm.amp_nx1_cycles(np.array([20]), 8, (7, 7), np.array([147]), np.array([16]), "float16", "float16",
+                                t, **kw)  # type: ignore[arg-type]  # fmt: skip
+        return int(got[0])
+
+    assert cm.amp_in_chans_per_group_candidates("float16", "float16", t) == [16, 8, 4]
+    assert [cyc(channel_group=3, in_chans_per_group=c) for c in (4, 8, 16)] == [8668, 15570, 25370]
+    assert cyc(channel_group=3) == 8668
+    assert cm.amp_nx1_in_chans_per_group(20, 8, (7, 7), 147, 16, "float16", "float16", t, 3) == 4
+    assert cm.amp_nx1_macs(20, (7, 7), 147, 16, "float16", "float16", t, 3, 4).tolist() == 71680
+    assert cyc() == 7590
+    # a channel group of 16 fills the conv units: unchanged by the grouping
+    assert cyc(channel_group=16) == cyc()
+
+
 def test_a_cost_operation_is_checked_when_written_and_costs_as_its_kind() -> None:
     # a misspelt operation fails where it is written, never costing as another kind
     with pytest.raises(ValueError, match="unknown unary op 'exponant'"):
@@ -408,3 +448,17 @@ def test_a_cost_operation_is_checked_when_written_and_costs_as_its_kind() -> Non
     assert cm.unary("exp").cycles(n, "half", T).tolist() == cm.unary_cycles("exponent", n, "half", T).tolist()
     assert cm.binary("mul").flops(n, "float").tolist() == cm.binary_flops("multiply", n, "float").tolist()
     assert cm.CAST.cycles(n, "float", T, to_dtype="half").tolist() == cm.cast_cycles(n, "float", "half", T).tolist()
+
+
+def test_an_hmac_convolution_runs_its_rows_once_per_kernel_position():
+    """A depthwise 3x3 block on a GC200 tile, half (HMAC input channels in twos): 12 output positions,
+    9 im2col columns (channel group 1: one channel at each kernel position), 1 output channel. PopLibs'
+    ConvPartialHorizontalMac runs each worker's rows once per kernel position, a dot product over that
+    position's channels (1 padded to 2): mac_matmul_cycles over 12 x 9 = 108 positions of 2 channels:
+    dot = ceil(2 x 2 / 8) + 6 = 7, worker = 13 + ceil(108 / 6) (7 + 7) = 265, outer 65 - 10 + 23 + 15
+    + 10 = 103: 103 + 6 x 265 = 1,693. One dot product over all 9 columns (the 1x1 vertex's form:
+    dot = ceil(18 / 8) + 6 = 9, worker 13 + 2 (7 + 9) = 45) would be 373."""
+    t = get_target("GC200")
+    got = cm.mac_conv_cycles(np.array([12]), (3, 3), np.array([9]), np.array([1]), "float16", "float16", t, 1)
+    assert got.tolist() == [1693]
+    assert cm.mac_matmul_cycles(np.array([12]), 9, 1, "float16", "float16", t).tolist() == [373]
