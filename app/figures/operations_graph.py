@@ -87,6 +87,7 @@ def elements(
             "kind": "open" if row.expanded else ("group" if row.is_group else "op"),
             "colour": colour,
             "text": _text_colour(colour),
+            "value": float(value),
             "title": row.title,
         }
         if row.parent:

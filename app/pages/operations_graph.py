@@ -9,6 +9,7 @@ last (or of the top level), clickable too: the slowest layer is two clicks away.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import dash
@@ -75,7 +76,11 @@ def layout(**_: object) -> html.Div:
                     ),
                     dbc.Col(
                         dbc.Button(
-                            "Close all groups", id=ids.OPERATIONS_GRAPH_CLOSE, size="sm", outline=True, color="secondary"
+                            "Close all groups",
+                            id=ids.OPERATIONS_GRAPH_CLOSE,
+                            size="sm",
+                            outline=True,
+                            color="secondary",
                         ),
                         md=3,
                         className="text-end",
@@ -301,7 +306,7 @@ def node_details(h: og.Hierarchy, node: str) -> Any:
 dash.clientside_callback(
     """
     function(store) {
-        const host = document.getElementById(%(graph)s);
+        const host = document.getElementById(__GRAPH__);
         if (!host) { return null; }
         const box = [host, ...host.querySelectorAll('div')].find(e => e._cyreg && e._cyreg.cy);
         if (!box) { return null; }
@@ -317,8 +322,7 @@ dash.clientside_callback(
         setTimeout(fit, 60);
         return focus;
     }
-    """
-    % {"graph": repr(ids.OPERATIONS_GRAPH)},
+    """.replace("__GRAPH__", json.dumps(ids.OPERATIONS_GRAPH)),
     Output(ids.OPERATIONS_GRAPH_FIT, "data"),
     Input(ids.OPERATIONS_GRAPH_OPEN, "data"),
 )

@@ -95,21 +95,21 @@ def scope_label(scope: str) -> str:
 
 def repeated_block(stems: list[str]) -> tuple[int, int, int] | None:
     """(start, period, repeats) of the longest run of a sequence repeating exactly with a fixed
-    period of at least 2 (the earliest such run on a tie), if it covers MIN_BLOCK_COVER of it."""
+    period of at least 2 (the earliest such run on a tie), if it covers MIN_BLOCK_COVER of it. A
+    run starts at a name's first occurrence and its period is the gap to the next one."""
     pos: dict[str, list[int]] = defaultdict(list)
     for i, s in enumerate(stems):
         pos[s].append(i)
     best: tuple[int, int, int] | None = None
     for where in pos.values():
-        if len(where) < 2:
+        if len(where) < 2 or where[1] - where[0] < 2:
             continue
-        gaps = np.diff(where)
-        period, start = int(gaps[0]), where[0]
-        if period < 2 or not (gaps == period).all() or start + len(where) * period > len(stems):
-            continue
+        start, period = where[0], where[1] - where[0]
         seg = stems[start : start + period]
-        k = len(where)
-        if not all(stems[start + j * period : start + (j + 1) * period] == seg for j in range(1, k)):
+        k = 1  # repeats from the first occurrence on, while each is the same run of names
+        while stems[start + k * period : start + (k + 1) * period] == seg:
+            k += 1
+        if k < 2:
             continue
         if best is None or k * period > best[1] * best[2] or (k * period == best[1] * best[2] and start < best[0]):
             best = (start, period, k)
@@ -247,12 +247,13 @@ def _drop_single_member_groups(chains: list[tuple[str, ...]]) -> list[tuple[str,
 def default_expanded(h: Hierarchy) -> frozenset[str]:
     """Open groups while the outermost level is one group (a user's 'forward' around everything)."""
     expanded: set[str] = set()
-    while True:
+    for _ in range(len(h.groups)):
         nodes, _ = frontier(h, frozenset(expanded))
         shown = nodes[~nodes["expanded"]]
         if len(shown) != 1 or not shown["is_group"].iat[0]:
-            return frozenset(expanded)
-        expanded.add(str(shown["id"].iat[0]))
+            break
+        expanded.add(str(shown["id"].iat[0])[1:])  # node 'g<group>'
+    return frozenset(expanded)
 
 
 def frontier(h: Hierarchy, expanded: frozenset[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -264,6 +265,9 @@ def frontier(h: Hierarchy, expanded: frozenset[str]) -> tuple[pd.DataFrame, pd.D
     or by itself when every group around it is open. Edges: ``source``, ``target``, ``variables``
     (summed over the operations' edges between them), self-loops dropped.
     """
+    node_cols = ["id", "parent", "label", "title", "is_group", "expanded", "operations", *MEASURES]
+    if h.ops.empty:
+        return pd.DataFrame(columns=node_cols), pd.DataFrame(columns=["source", "target", "variables"])
     reps: list[str] = []
     shown_groups: dict[str, None] = {}
     open_groups: dict[str, None] = {}
