@@ -34,7 +34,6 @@ from app.figures.operations_graph import (
 from app.pages.operations import LAYER_NAMES, layers
 from app.units import format_bytes, format_si
 from app.views import operations_graph as og
-from report_format.vocabulary import Layer
 
 # dagre (the layered layout) ships in dash-cytoscape's extra bundle, served by the app like every asset
 cyto.load_extra_layouts()
@@ -45,8 +44,8 @@ HEAVIEST = 10
 
 def graph_layers() -> list[str]:
     """The layers to choose from, the model's own (ONNX) first when the report has it."""
-    lays = layers()
-    return sorted(lays, key=lambda lay: lay != Layer.ONNX)
+    first = og.first_layer(state.report())
+    return sorted(layers(), key=lambda lay: lay != first)
 
 
 def layout(**_: object) -> html.Div:
@@ -224,7 +223,12 @@ def draw(h: og.Hierarchy, layer: str, colour: str, key: str | None, opened: froz
     if len(h.edges) and (h.edges["kind"] == "order").all():
         note += " This report (format 1) records no data flow: edges join operations in the order they first ran."
     if h.ops.attrs.get("hidden"):
-        note += f" {h.ops.attrs['hidden']:,} operations with no steps of their own are not drawn."
+        hidden = int(h.ops.attrs["hidden"])
+        note += (
+            f" {hidden:,} operations with no steps of their own are not drawn."
+            if hidden > 1
+            else " 1 operation with no steps of its own is not drawn."
+        )
     measure, per_op = colour, None
     if colour == "delta_cycles":
         if baselines.is_allowed(key) and not baselines.load_error(key):

@@ -34,6 +34,7 @@ from plotly.colors import sample_colorscale
 
 from app.views import operations as ops_view
 from report_format.reader import Report
+from report_format.vocabulary import Layer
 
 #: Measures a node can be coloured by (summed over a group's operations).
 MEASURES = ("cycles", "flops", "memory_bytes")
@@ -58,6 +59,12 @@ class Hierarchy:
     ops: pd.DataFrame
     groups: pd.DataFrame
     edges: pd.DataFrame
+
+
+def first_layer(report: Report) -> str:
+    """The layer the graph opens on: the model's own (ONNX) when the report has it, else PopLibs."""
+    dc = report.debug_contexts()
+    return Layer.ONNX if len(dc) and bool((dc["layer"] == Layer.ONNX).any()) else Layer.POPLIBS
 
 
 def stem(name: str) -> str:
