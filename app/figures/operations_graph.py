@@ -81,9 +81,13 @@ def elements(
             label = f"▸ {row.label}\n{short}{share}"
         else:
             label = f"{row.label}\n{short}{share}"
+        lines = label.split("\n")
         data: dict[str, Any] = {
             "id": row.id,
             "label": label,
+            # the box fits its label (Cytoscape's width: label is deprecated): ~7 px a character at 11 px
+            "w": 7 * max(len(x) for x in lines) + 12,
+            "h": 14 * len(lines) + 10,
             "kind": "open" if row.expanded else ("group" if row.is_group else "op"),
             "colour": colour,
             "text": _text_colour(colour),
@@ -111,9 +115,8 @@ STYLESHEET: list[dict[str, Any]] = [
             "text-valign": "center",
             "text-halign": "center",
             "font-size": "11px",
-            "width": "label",
-            "height": "label",
-            "padding": "6px",
+            "width": "data(w)",
+            "height": "data(h)",
             "border-width": 1,
             "border-color": "#666",
             "min-zoomed-font-size": 6,
@@ -130,6 +133,7 @@ STYLESHEET: list[dict[str, Any]] = [
             "color": "#333",
             "text-valign": "top",
             "text-halign": "center",
+            "text-events": "yes",  # a click on the '▾ name' label above the box closes it too
             "font-size": "12px",
             "font-weight": "bold",
             "padding": "10px",

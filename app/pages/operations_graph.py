@@ -306,7 +306,8 @@ def node_details(h: og.Hierarchy, node: str) -> Any:
 
 
 # After a group opens, zoom to it (else to the whole graph), no closer than 1.5x: the layout fits the
-# whole graph, where a group of a long model is small. Cytoscape keeps its instance on its container.
+# whole graph, where a group of a long model is small. Cytoscape keeps its instance on its container;
+# it caches where its container is, which the note drawn above it moves, so it is told to look again.
 dash.clientside_callback(
     """
     function(store) {
@@ -317,6 +318,7 @@ dash.clientside_callback(
         const cy = box._cyreg.cy;
         const focus = store && store.focus ? 'g' + store.focus : null;
         const fit = () => {
+            cy.resize();  // the note above may have moved the graph: Cytoscape caches where it is
             const target = focus ? cy.getElementById(focus) : cy.elements();
             if (target.empty()) { return; }
             cy.fit(target, 24);
