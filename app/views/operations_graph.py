@@ -386,13 +386,18 @@ class ColourScale:
         return [next(it) if k else NO_VALUE for k in ok]
 
     def ticks(self) -> list[float]:
-        """Powers of ten inside the scale (both signs for a delta), at most about six."""
+        """Powers of ten inside the scale, at most about six; a delta's both signs and 0, from ±10
+        on when it reaches 100 (±1 would crowd 0 on a symmetric log scale)."""
         hi = max(self.hi, 1.0)
-        lo = 1.0 if self.signed else max(self.lo, 1e-12)
-        exps = list(range(math.ceil(math.log10(lo) - 1e-9), math.floor(math.log10(hi) + 1e-9) + 1))
-        step = max(1, math.ceil(len(exps) / (3 if self.signed else 6)))
-        mags = [10.0**e for e in exps[::step]]
-        return sorted([-m for m in mags] + [0.0] + mags) if self.signed else mags
+        top = math.floor(math.log10(hi) + 1e-9)
+        if self.signed:
+            exps = list(range(1 if top >= 2 else 0, top + 1))
+            step = max(1, math.ceil(len(exps) / 3))
+            mags = [10.0**e for e in exps[::-1][::step][::-1]]
+            return sorted([-m for m in mags] + [0.0] + mags)
+        exps = list(range(math.ceil(math.log10(max(self.lo, 1e-12)) - 1e-9), top + 1))
+        step = max(1, math.ceil(len(exps) / 6))
+        return [10.0**e for e in exps[::step]]
 
 
 def colour_scale(h: Hierarchy, measure: str, values: pd.Series | None = None) -> ColourScale:

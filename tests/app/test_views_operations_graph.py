@@ -194,6 +194,7 @@ def test_delta_colours_agree_with_the_compare_banner(model):
     delta = pd.Series([-500.0, 0, 0, 0, 0, 0, 500.0], index=h.ops["op_id"].to_numpy())
     scale = og.colour_scale(h, "delta_cycles", delta)
     assert scale.signed and scale.hi == 500
+    assert scale.ticks() == [-100.0, -10.0, 0.0, 10.0, 100.0]  # not ±1: it would crowd 0
     green, grey, red = scale.colours(np.array([-500.0, 0.0, 500.0]))
     assert (green, grey, red) == (
         "rgb(0, 158, 115)",
