@@ -1,7 +1,7 @@
 """The Operations Graph in real headless Chromium at 1600x1000 on the demo's ResNet-style report:
 Cytoscape draws the closed groups of the model (its two bottleneck blocks), a click on a group in
 the graph opens it (its operations drawn inside a box), a click on the box closes it, and the
-list beside the graph opens a group too; no console errors."""
+list beside the graph opens a group too, "Close all groups" closes them; no console errors."""
 
 from __future__ import annotations
 
@@ -80,4 +80,12 @@ def test_groups_open_and_close_on_click(wide, resnet):
         wide.locator("#operations-graph-heaviest .list-group-item").first.click()  # the list opens one too
         settle(wide, 600)
         assert "open" in shown(wide).values()
+
+        for _ in range(2):  # the same click after "Close all" opens it again (not ignored as no change)
+            wide.click("#operations-graph-close")
+            settle(wide, 600)
+            assert shown(wide) == top
+            click_node(wide, first)
+            settle(wide, 600)
+            assert shown(wide)[first] == "open"
     assert wide.errors == []
