@@ -53,7 +53,8 @@ _STAGE_BLOCK = re.compile(r"[A-Za-z]+\d+")
 @dataclass(frozen=True)
 class Hierarchy:
     """``ops``: the drawable operations (the operations graph's nodes) with ``chain``, their
-    groups outermost first (tuple of group ids); ``groups``: id -> label, parent, title and the
+    groups outermost first (tuple of group ids), and ``label``, the name they are shown by;
+    ``groups``: id -> label, parent, title and the
     summed measures; ``edges``: the operations' data-flow edges."""
 
     ops: pd.DataFrame
@@ -165,8 +166,15 @@ def hierarchy(report: Report, layer: str) -> Hierarchy:
             parents[gid] = ch[-1] if ch else ""
             ch.append(gid)
         chains.append(tuple(ch))
+    full = chains
     chains = _drop_single_member_groups(chains)
-    ops = nodes.assign(chain=chains)
+    # an operation alone in its enclosing context (a PopLibs MatMul alone in ONNX node
+    # query_matmul_5) is named after it too, the model's name first: 'query_matmul_5/MatMul'
+    shown_as = []
+    for name, before, after in zip(nodes["name"], full, chains, strict=True):
+        gone = [g for g in before if g.startswith("c") and g not in after]
+        shown_as.append(f"{labels[gone[-1]]}/{name}" if gone and labels[gone[-1]] != name else name)
+    ops = nodes.assign(chain=chains, label=shown_as)
     ops.attrs["hidden"] = hidden
 
     long = pd.DataFrame([(i, g) for i, ch in enumerate(chains) for g in ch], columns=["row", "group"])
@@ -297,7 +305,7 @@ def frontier(h: Hierarchy, expanded: frozenset[str]) -> tuple[pd.DataFrame, pd.D
         {
             "id": ops.loc[is_op, "id"],
             "parent": np.asarray(parent_of_op, dtype=object)[is_op.to_numpy()],
-            "label": ops.loc[is_op, "name"],
+            "label": ops.loc[is_op, "label"],
             "title": ops.loc[is_op, "name"] + " (" + ops.loc[is_op, "op_type"] + ")",
             "is_group": False,
             "expanded": False,

@@ -223,3 +223,13 @@ def test_elements_label_colour_and_link(model):
     links = {(e["data"]["source"], e["data"]["target"]) for e in els if "source" in e["data"]}
     assert ("g" + ids["s0b1"], by_label["fc_7"]["id"]) in links and len(links) == len(edges) == 3
     assert "log scale" in str(legend(scale, "cycles"))
+
+
+def test_an_operation_alone_in_its_onnx_node_is_named_after_it(small_report):
+    """The small report's PopLibs matMul and add each sit alone in an ONNX node (MatMul_0, Add_1):
+    no group of one, and the model's name comes first."""
+    h = og.hierarchy(small_report, "poplibs")
+    assert h.groups.empty
+    assert dict(zip(h.ops["name"], h.ops["label"], strict=True)) == {"matMul": "MatMul_0/matMul", "add": "Add_1/add"}
+    nodes, _ = og.frontier(h, frozenset())
+    assert sorted(nodes["label"]) == ["Add_1/add", "MatMul_0/matMul"]
