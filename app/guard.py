@@ -118,6 +118,18 @@ def cell_or_cells(v: Any) -> str | None:
     return "must be an object or a list of objects"
 
 
+def graph_groups(v: Any) -> str | None:
+    # the Operations Graph's open groups: {"layer": text, "open": [group ids], "focus": group id}
+    if v is None:
+        return None
+    if not isinstance(v, dict) or not isinstance(v.get("layer", ""), str) or not isinstance(v.get("focus", ""), str):
+        return "must be an object with a layer, open groups and a focus"
+    groups = v.get("open", [])
+    if not isinstance(groups, list) or len(groups) > 10_000 or not all(isinstance(g, str) for g in groups):
+        return "must list open groups by name"
+    return None
+
+
 def anything(v: Any) -> str | None:
     return None  # bounded by the body checks
 
@@ -131,6 +143,7 @@ BY_PROPERTY: dict[str, Check] = {
     "relayoutData": object_or_none,
     "getRowsRequest": object_or_none,
     "cellClicked": cell_or_cells,
+    "tapNodeData": object_or_none,
     "active_tab": text_or_none,
     "pathname": text_or_none,
     "search": text_or_none,
@@ -147,6 +160,7 @@ STORE_DATA: dict[str, Check] = {
     ids.PROGRAM_TREE_EXPANDED: ints(),
     ids.TRACE_RANGE: range_or_none,
     ids.COMPARE_LIVENESS_STEP: int_or_none,
+    ids.OPERATIONS_GRAPH_OPEN: graph_groups,
     ids.COMPARE_BASELINE: text_or_none,
     ids.COMPARE_SHOWN: text_or_none,  # pattern id: checked by its type
     "_pages_store": anything,  # Dash Pages' own store

@@ -59,6 +59,13 @@ OPERATIONS_GRAPH = "operations-graph"
 OPERATIONS_GRAPH_NOTE = "operations-graph-note"
 OPERATIONS_GRAPH_COLOUR = "operations-graph-colour"
 OPERATIONS_GRAPH_LAYER = "operations-graph-layer"
+OPERATIONS_GRAPH_OPEN = "operations-graph-open"
+OPERATIONS_GRAPH_CLOSE = "operations-graph-close"
+OPERATIONS_GRAPH_LEGEND = "operations-graph-legend"
+OPERATIONS_GRAPH_HEAVIEST = "operations-graph-heaviest"
+OPERATIONS_GRAPH_DETAILS = "operations-graph-details"
+OPERATIONS_GRAPH_PICK = "operations-graph-pick"
+OPERATIONS_GRAPH_FIT = "operations-graph-fit"
 
 # execution trace
 TRACE_RUN = "trace-run"

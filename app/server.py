@@ -62,7 +62,7 @@ def create_app(report_path: str | Path, baseline_path: str | Path | None = None,
 
 def warm_caches() -> None:
     """Compute what the pages' first renders need, most visited first (errors surface later, in the page)."""
-    from app.views import execution_trace, liveness, memory, operations, program_tree, runs, tables
+    from app.views import execution_trace, liveness, memory, operations, operations_graph, program_tree, runs, tables
 
     report = state.report()
     steps: list = [
@@ -73,6 +73,8 @@ def warm_caches() -> None:
         lambda: tables.variables(report),
         lambda: report.table("variable_placements"),
         lambda: operations.operations(report, Layer.POPLIBS, None),
+        # the Operations Graph opens on the model's own layer when there is one
+        lambda: operations_graph.hierarchy(report, operations_graph.first_layer(report)),
     ]
     if report.has_execution_profile:
         steps += [lambda: execution_trace.flat_spans(report, runs.opening_run(report))]

@@ -4,6 +4,13 @@ selected, the peak liveness step clicked, one IPU's liveness, an operation selec
 trace), and the Execution Trace of a pipelined training run (4 IPUs, 8 micro-batches).
 
     python docs/make_screenshots.py [--report PATH]
+
+With ``--graphs DIR`` (the samples of ``tilescope demo --real-size --no-serve --out DIR``) it
+shoots only the Operations Graph at real-model scale: ResNet-50 b32 and BERT-base closed, then
+opened by clicks on the heaviest group in the list beside the graph (operations_graph*.png), and
+the MLP coloured by Δ cycles against its batch-64 twin (compare_operations_graph.png).
+
+    python docs/make_screenshots.py --graphs /tmp/graph-demo
 """
 
 from __future__ import annotations
@@ -32,8 +39,12 @@ def shoot(page, name: str) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--report", type=Path, help="report to show (default: a synthetic one in a temp directory)")
+    ap.add_argument("--graphs", type=Path, help="shoot only the Operations Graph of the real-size samples in DIR")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
+
+    if args.graphs is not None:
+        return graphs(args.graphs)
 
     with tempfile.TemporaryDirectory() as tmp:
         report = args.report
@@ -106,6 +117,40 @@ def main() -> int:
                 page.select_option("#trace-run", "1")  # the training step (run 0 initialises)
                 shoot(page, "execution_trace_training")
             browser.close()
+    return 0
+
+
+def graphs(samples: Path) -> int:
+    """The Operations Graph of the real-size samples: closed, then the heaviest group opened (twice
+    for BERT: its heaviest layer, then what is heaviest in it), and compare mode's Δ colours."""
+    from playwright.sync_api import sync_playwright
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        for sample, name, clicks in (
+            ("resnet50_b32", "operations_graph_resnet50", 2),
+            ("bert_base_b1", "operations_graph_bert", 2),
+        ):
+            with served(samples / sample) as base:
+                page.goto(base + "/operations-graph")
+                shoot(page, name)
+                for i in range(clicks):
+                    page.locator("#operations-graph-heaviest .list-group-item").first.click()
+                    shoot(page, f"{name}_open{i + 1}")
+                if sample == "bert_base_b1":
+                    shoot(page, "operations_graph")  # the page's own screenshot: BERT-base, two clicks in
+        with served(samples / "mlp", "--compare", str(samples / "mlp_batch64")) as base:
+            page.goto(base + "/operations-graph")
+            settle(page)
+            page.select_option("#operations-graph-layer", "poplibs")
+            settle(page)
+            page.check("#operations-graph-colour input[value='delta_cycles']", force=True)
+            settle(page)
+            page.locator("#operations-graph-heaviest .list-group-item").first.click()
+            shoot(page, "compare_operations_graph")
+        browser.close()
     return 0
 
 

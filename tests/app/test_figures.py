@@ -9,11 +9,9 @@ import pytest
 from app.figures.execution_trace import proportions_figure, tile_steps_figure, timeline_figure
 from app.figures.liveness import liveness_figure
 from app.figures.memory import tile_map_figure, tile_memory_figure, variables_figure
-from app.figures.operations import operations_graph_figure
 from app.views import execution_trace as et
 from app.views import liveness as lv
 from app.views import memory as mem
-from app.views import operations as ops
 
 
 def test_tile_memory_figure_stacks_series_and_marks_max_memory(small_report):
@@ -71,11 +69,6 @@ def test_other_figures_build(small_report):
     assert list(prop.data[0].y)[0] == "compute"
     assert len(variables_figure(mem.variable_bytes_by_tile(small_report, [0, 2])).data) == 2
     assert len(tile_map_figure(mem.tile_map(small_report), 1000).data) == 2  # one panel per IPU
-    nodes, edges = ops.operations_graph(small_report, "onnx")
-    fig = operations_graph_figure(nodes, edges)
-    assert list(fig.data[1].customdata) == [0, 2]
-    # one arrowhead per edge, pointing at the target (annotation x, y) from the source (ax, ay)
-    assert [(a.ax, a.x) for a in fig.layout.annotations] == [(0.0, 1.0)] and fig.layout.annotations[0].arrowhead == 2
 
 
 def test_memory_series_keep_their_colour_whatever_the_report():
@@ -205,27 +198,6 @@ def test_rates_read_with_separators_not_exponents() -> None:
     assert [format_seconds(t) for t in (3.692e-05, 0.1258, 2.5, 0.0)] == ["36.92 µs", "125.8 ms", "2.5 s", "0 µs"]
     assert format_rate(float("nan")) == "-"
     assert "flops per cycle 26,104" in text(key_values({"flops_per_cycle": 26104.296}))
-
-
-def test_operations_graph_colours_stop_below_an_outlier() -> None:
-    """30 operations of 100-390 cycles and one of 30,000: the colour scale stops at the 95th
-    percentile of the cycles, so the others are not all one pale colour; a delta is capped both ways."""
-    import pandas as pd
-
-    from app.figures.operations import operations_graph_figure
-
-    cycles = np.r_[np.arange(100, 400, 10), 30_000]
-    nodes = pd.DataFrame({
-        "op_id": range(31), "x": range(31), "y": 0, "name": "op", "op_type": "T", "cycles": cycles,
-        "memory_bytes": 0, "flops": 0, "delta_cycles": np.r_[np.arange(-15, 15) * 10, -30_000],
-    })  # fmt: skip
-    edges = pd.DataFrame({"source": [], "target": []})
-    marker = operations_graph_figure(nodes, edges, "cycles").data[1].marker
-    assert (marker.cmin, marker.cmax) == (0.0, pytest.approx(np.percentile(cycles, 95)))
-    delta = operations_graph_figure(nodes, edges, "delta_cycles").data[1].marker
-    assert delta.cmin == -delta.cmax and delta.cmax < 1000
-    even = nodes.assign(cycles=np.r_[np.arange(100, 400, 10), 400])
-    assert operations_graph_figure(even, edges, "cycles").data[1].marker.cmax is None
 
 
 def test_axes_use_si_prefixes_not_plotly_billions() -> None:

@@ -145,22 +145,36 @@ def test_step_cycle_deltas_add_up_to_the_run(demo_pair, pages):
 
 
 def test_operations_graph_colours_by_the_operations_deltas(demo_pair, pages):
-    from app.comparison.pages import baselines
+    """Each node's Δ is its operations' Δ cycles from the comparison, summed over a group; the
+    colour agrees with the banner: green where the active report costs less, red where more."""
+    import numpy as np
+    import pandas as pd
 
-    fig, note, _ = pages["operations_graph"].graph("poplibs", "delta_cycles", pages["key"])
-    nodes = fig.data[1]
+    from app import state
+    from app.comparison.pages import baselines
+    from app.views import operations_graph as og
+
+    og_page = pages["operations_graph"]
+    store, els, _legend, _heaviest, note, _ = og_page.update("poplibs", "delta_cycles", pages["key"], None)
+    h = og.hierarchy(state.report(), "poplibs")
     c = baselines.comparison(pages["key"], layer="poplibs")
     key_of = c.operation_tables[1].set_index("debug_context_id")["key"]
     delta = c.operations.set_index("key")["delta_cycles"]
-    want = [float(delta.get(key_of[op], 0)) for op in nodes.customdata]
-    assert list(nodes.marker.color) == want and any(want)
+    per_op = pd.Series([float(delta.get(key_of[op], 0)) for op in h.ops["op_id"]], index=h.ops["op_id"].to_numpy())
+    nodes, _ = og.frontier(h, frozenset(store["open"]))
+    want = dict(zip(nodes["id"], og.node_values(h, nodes, per_op), strict=True))
+    shown = [e["data"] for e in els if "source" not in e["data"] and e["data"]["kind"] != "open"]
+    assert {d["id"]: d["value"] for d in shown} == pytest.approx(want) and any(want.values())
+    for d in shown:
+        r, g, _b = (float(x) for x in d["colour"][4:-1].split(","))
+        assert (d["value"] > 0) <= (r > g) and (d["value"] < 0) <= (g > r), d  # red costs more, green less
     assert "active − baseline" in note
-    og = pages["operations_graph"]
     # the Δ choice is greyed out without a baseline and offered with one
-    assert [o["disabled"] for o in og.colours(None) if o["value"] == "delta_cycles"] == [True]
-    assert [o["disabled"] for o in og.colours(pages["key"]) if o["value"] == "delta_cycles"] == [False]
-    _, off_note, _ = pages["operations_graph"].graph("poplibs", "delta_cycles", None)
+    assert [o["disabled"] for o in og_page.colours(None) if o["value"] == "delta_cycles"] == [True]
+    assert [o["disabled"] for o in og_page.colours(pages["key"]) if o["value"] == "delta_cycles"] == [False]
+    off_note = og_page.update("poplibs", "delta_cycles", None, None)[4]
     assert "needs a baseline" in off_note
+    assert np.isfinite([d["value"] for d in shown]).all()
 
 
 def test_html_pages_show_the_same_tile_balance(demo_pair, tmp_path, capsys):
