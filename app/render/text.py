@@ -36,6 +36,8 @@ def summary_text(doc: dict[str, Any]) -> str:
             f"multi-IPU     {mi['num_replicas']} replica(s) x {mi['ipus_per_replica']} IPU(s) (profiled replica "
             f"{mi['profiled_replica']}); {pipe}; global exchange {format_bytes(mi['global_exchange_bytes'])}"
         )
+    if ex["captured"] and ex.get("headline") and ex.get("only_run") is None:
+        lines.append(headline_line(ex["headline"]))
     if ex["captured"]:
         lines.append(
             "execution     "
@@ -196,3 +198,19 @@ def _step_label(r: dict[str, Any]) -> str:
     else:
         where = f"step {bs}" if bs == as_ else f"step {bs} -> {as_}"
     return f"{where} {r['type']} {r['name']}"
+
+
+def headline_line(h: dict[str, Any]) -> str:
+    """The report's lead figures as the Summary page's cards give them: its opening run's, apart
+    from the runs that only move data (``app.views.summary.headline``)."""
+    data_only = h["data_only_runs"]
+    rest = (
+        f"; the weight upload apart (run{'' if len(data_only) == 1 else 's'} "
+        f"{', '.join(map(str, data_only))}, data only: {format_count(h['data_only_cycles'])} cycles)"
+        if data_only
+        else ""
+    )
+    return (
+        f"headline      run {h['run']} ({h['name']}): {format_count(h['cycles'])} cycles "
+        f"({format_seconds(h['seconds'])}), tile balance {format_percent(h['tile_balance'])}{rest}"
+    )

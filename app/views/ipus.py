@@ -15,6 +15,8 @@ import pandas as pd
 from report_format.reader import Report
 from report_format.vocabulary import StepType
 
+from .runs import opening_run
+
 ALL_IPUS = -1  # the IPU selector's "all IPUs" choice
 
 
@@ -60,15 +62,19 @@ def ipu_memory(report: Report) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def ipu_execution(report: Report) -> pd.DataFrame:
-    """One row per IPU over the captured runs: cycles in compute steps and their share of the runs'
-    cycles (utilisation), and bytes the IPU sent and received by global exchange."""
+def ipu_execution(report: Report, run: int | None = None) -> pd.DataFrame:
+    """One row per IPU over run ``run`` (default: the opening run, the one that computes, as
+    ``tilescope run`` measures its utilisation; a one-off weight upload would bury it): cycles in
+    compute steps and their share of the run's cycles (utilisation), and bytes the IPU sent and
+    received by global exchange."""
     n = report.target_info.num_ipus
     cols = ["ipu", "compute_cycles", "utilisation", "global_exchange_bytes_in", "global_exchange_bytes_out"]
     if not report.has_execution_profile or report.num_rows("execution_steps") == 0:
         return pd.DataFrame(columns=cols)
-    steps = report.table("execution_steps", ["program_id", "ipu", "cycles_from", "cycles_to", "data_in_bytes",
-                                             "data_out_bytes"]).to_pandas()  # fmt: skip
+    run = opening_run(report) if run is None else run
+    steps = report.table("execution_steps", ["run", "program_id", "ipu", "cycles_from", "cycles_to",
+                                             "data_in_bytes", "data_out_bytes"]).to_pandas()  # fmt: skip
+    steps = steps[steps["run"] == run]
     types = report.table("programs", ["program_id", "type"]).to_pandas().set_index("program_id")["type"]
     kind = types.reindex(steps["program_id"]).to_numpy()
     span = (steps["cycles_to"] - steps["cycles_from"]).to_numpy()
@@ -77,7 +83,8 @@ def ipu_execution(report: Report) -> pd.DataFrame:
     glob = kind == StepType.GLOBAL_EXCHANGE
     b_in = np.bincount(ipu, weights=np.where(glob, steps["data_in_bytes"].to_numpy(), 0), minlength=n)
     b_out = np.bincount(ipu, weights=np.where(glob, steps["data_out_bytes"].to_numpy(), 0), minlength=n)
-    total = float(report.table("runs", ["cycles"])["cycles"].to_numpy().sum())
+    runs = report.table("runs", ["run", "cycles"]).to_pandas()
+    total = float(runs.loc[runs["run"] == run, "cycles"].sum())
     return pd.DataFrame({
         "ipu": np.arange(n),
         "compute_cycles": compute.astype(np.int64),

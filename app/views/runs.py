@@ -125,9 +125,14 @@ def opening_run(report: Report) -> int:
     runs = report.table("runs", ["run", "cycles"]).to_pandas()
     if runs.empty:
         return 0
+    computes = runs["run"].isin(computing_runs(report)).to_numpy()
+    cycles = np.where(computes, runs["cycles"].to_numpy(), -1) if computes.any() else runs["cycles"].to_numpy()
+    return int(runs["run"].iat[int(cycles.argmax())])
+
+
+def computing_runs(report: Report) -> set[int]:
+    """The runs that spend cycles in compute sets; the others only move data (a weight upload)."""
     es = report.table("execution_steps", ["run", "program_id", "cycles_from", "cycles_to"]).to_pandas()
     prog = report.table("programs", ["program_id", "type"]).to_pandas()
     computing = es["program_id"].isin(prog.loc[prog["type"].isin(COMPUTE_STEPS), "program_id"])
-    computes = runs["run"].isin(es.loc[computing & (es["cycles_to"] > es["cycles_from"]), "run"]).to_numpy()
-    cycles = np.where(computes, runs["cycles"].to_numpy(), -1) if computes.any() else runs["cycles"].to_numpy()
-    return int(runs["run"].iat[int(cycles.argmax())])
+    return {int(r) for r in es.loc[computing & (es["cycles_to"] > es["cycles_from"]), "run"].unique()}

@@ -12,9 +12,10 @@ from dataclasses import asdict
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from app.views.ipus import multi_ipu_summary
-from app.views.runs import longest_run, opening_run, overall, run_table
+from app.views.runs import computing_runs, longest_run, opening_run, overall, run_table
 from report_format.errors import ReportError
 from report_format.reader import Report
 
@@ -132,6 +133,29 @@ def execution_summary(report: Report, run: int | None = None) -> dict[str, Any]:
         "longest_run": longest_run(report),
         "opening_run": opening_run(report),
         "total_seconds": total_cycles / clock if clock else 0.0,
+        "headline": headline(report, runs) if captured and len(runs) else None,
+    }
+
+
+def headline(report: Report, runs: pd.DataFrame | None = None) -> dict[str, Any]:
+    """The figures a report leads with: those of its opening run (the longest that computes, as
+    ``tilescope run`` measures a model's), and apart from it the runs that only move data (an ONNX
+    model's one-off weight upload), which would otherwise bury the inference in the totals."""
+    runs = run_table(report) if runs is None else runs
+    run = opening_run(report)
+    row = runs[runs["run"] == run].iloc[0]
+    others = runs[~runs["run"].isin(computing_runs(report)) & (runs["run"] != run)]
+    clock = report.target_info.clock_hz
+    tb = float(row["tile_balance"])
+    return {
+        "run": run,
+        "name": str(row["name"]),
+        "cycles": int(row["cycles"]),
+        "flops": int(row["flops"]),
+        "seconds": int(row["cycles"]) / clock if clock else 0.0,
+        "tile_balance": None if np.isnan(tb) else tb,
+        "data_only_runs": [int(r) for r in others["run"]],
+        "data_only_cycles": int(others["cycles"].sum()),
     }
 
 

@@ -28,8 +28,9 @@ def test_ipu_execution_matches_the_engines_compute_cycles(pipelined):  # type: i
     report, engine = pipelined
     ex = ipus.ipu_execution(report)
     assert ex["compute_cycles"].tolist() == engine.compute_cycles.tolist()
-    run_cycles = int(report.df("runs")["cycles"].sum())
-    np.testing.assert_allclose(ex["utilisation"], engine.compute_cycles / run_cycles)
+    # over the run that computes (run 1), as `tilescope run` gives it: not diluted by the weight upload
+    np.testing.assert_allclose(ex["utilisation"], engine.compute_cycles / engine.last_run_cycles)
+    assert int(report.df("runs")["cycles"].iat[1]) == engine.last_run_cycles
     assert (ex["global_exchange_bytes_out"] > 0).sum() >= 2  # stages 0 and 1 send to the next
 
 
@@ -61,3 +62,16 @@ def test_an_older_report_has_one_replica_and_no_pipeline(tmp_path):  # type: ign
     fresh = open_report(synthetic_report(tmp_path / "s", num_ipus=2, tiles_per_ipu=16, seed=0))
     choices = ipus.ipu_choices(fresh)
     assert [c["value"] for c in choices] == [ipus.ALL_IPUS, 0, 1]
+
+
+def test_the_headline_is_the_run_that_computes_and_the_weight_upload_is_apart(pipelined):  # type: ignore[no-untyped-def]
+    """Summary, `tilescope summary` and per-IPU utilisation lead with the inference run, as `tilescope
+    run` measures it; the weight upload (run 0: stream copies only) is its own figure."""
+    from app.render.text import headline_line
+
+    report, engine = pipelined
+    h = summary(report)["execution"]["headline"]
+    runs = report.df("runs")
+    assert (h["run"], h["cycles"]) == (1, engine.last_run_cycles)
+    assert h["data_only_runs"] == [0] and h["data_only_cycles"] == int(runs["cycles"].iat[0])
+    assert f"{engine.last_run_cycles:,} cycles" in headline_line(h) and "run 0, data only" in headline_line(h)
