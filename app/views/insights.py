@@ -6,7 +6,11 @@ from __future__ import annotations
 import pandas as pd
 
 from app.units import format_bytes, format_percent
-from app.views.runs import overall
+from app.views.execution_trace import trace_steps
+from app.views.ipus import ipu_execution
+from app.views.liveness import live_variables
+from app.views.runs import opening_run, overall
+from app.views.summary import liveness_summary
 from report_format.reader import Report
 from report_format.vocabulary import MemoryCategory
 
@@ -16,6 +20,14 @@ EXCHANGE_CODE_SHARE = 0.15
 MEMORY_IMBALANCE = 2.0
 #: ... when the tile balance over all runs (app.views.runs, as Summary shows it) is below this.
 LOW_TILE_BALANCE = 0.5
+#: ... when stream copies (host I/O) take more than this share of the opening run's cycles.
+STREAM_COPY_SHARE = 0.3
+#: ... when one variable holds more than this share of the peak's not-always-live bytes, and the
+#: peak is more than PEAK_MEMORY_SHARE of all tile memory (a small peak is not worth a sentence).
+PEAK_VARIABLE_SHARE = 0.5
+PEAK_MEMORY_SHARE = 0.1
+#: ... when an IPU computes for less than this share of what the busiest IPU does in the run.
+IDLE_IPU_SHARE = 0.05
 
 
 def top_tiles(report: Report, n: int = 10) -> pd.DataFrame:
@@ -125,6 +137,49 @@ def hints(report: Report) -> list[str]:
             f"Low tile balance: {format_percent(bal)} over all runs (cycle-weighted, Sync steps left out); "
             "the slowest tile sets each step's length."
         )
+    out += execution_hints(report)
     if not out:
         out.append("No memory or balance problems stand out.")
+    return out
+
+
+def execution_hints(report: Report) -> list[str]:
+    """Hints on the run the report leads with (the opening run: the one that computes), on the
+    liveness peak and on the IPUs: host I/O bound steps, one buffer making the peak, an idle IPU."""
+    out: list[str] = []
+    peak = liveness_summary(report)
+    t = report.target_info
+    if (
+        peak["peak_step"] >= 0
+        and peak["peak_not_always_live_bytes"] > PEAK_MEMORY_SHARE * t.bytes_per_tile * t.num_tiles
+    ):
+        live = live_variables(report, peak["peak_step"])
+        if len(live) and live["bytes"].iat[0] > PEAK_VARIABLE_SHARE * peak["peak_not_always_live_bytes"]:
+            top = live.iloc[0]
+            out.append(
+                f"One variable makes the liveness peak: {top['name']} holds {format_bytes(top['bytes'])} of the "
+                f"{format_bytes(peak['peak_not_always_live_bytes'])} live at step {peak['peak_step']} "
+                f"({top['bytes'] / peak['peak_not_always_live_bytes']:.0%}); the peak falls with it."
+            )
+    if not report.has_execution_profile or report.num_rows("execution_steps") == 0:
+        return out
+    run = opening_run(report)
+    steps = trace_steps(report, run)
+    total = float(steps["cycles"].sum())
+    copies = float(steps.loc[steps["type"].astype(str).str.startswith("StreamCopy"), "cycles"].sum())
+    if total and copies / total > STREAM_COPY_SHARE:
+        out.append(
+            f"Host I/O bound: stream copies take {copies / total:.0%} of run {run}'s cycles (summed over IPUs); "
+            "more samples a run, or I/O overlapped with compute, would spread that cost."
+        )
+    ex = ipu_execution(report, run)
+    if len(ex) > 1 and ex["compute_cycles"].max() > 0:
+        busiest = ex["compute_cycles"].max()
+        for r in ex.itertuples():
+            if r.compute_cycles < IDLE_IPU_SHARE * busiest:
+                out.append(
+                    f"IPU {r.ipu} is nearly idle: it computes {format_percent(r.utilisation)} of run {run} "
+                    f"(the busiest IPU: {format_percent(ex['utilisation'].max())}); the model's split leaves it "
+                    "little to do."
+                )
     return out
