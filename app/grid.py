@@ -81,7 +81,7 @@ def _text_chars(df: pd.DataFrame, c: str) -> int:
         if v.size == 0:
             return 1
         if "flops" in c:
-            return 7  # d3 '.4~s': '123.4M'
+            return 6  # '123 M' (see the FLOPs formatter in column_defs)
         lo, hi = float(v.min()), float(v.max())
         if pd.api.types.is_float_dtype(col):
             return max(len(f"{x:,.3f}") for x in (lo, hi))
@@ -153,9 +153,15 @@ def column_defs(
             if pd.api.types.is_float_dtype(df[c]):
                 d["valueFormatter"] = {"function": "params.value == null ? '' : d3.format(',.3~f')(params.value)"}
             else:
-                # FLOPs run to 10^12 and more: SI prefixes keep the column readable (exact value on hover)
-                fmt = "'.4~s'" if "flops" in c else "','"
-                d["valueFormatter"] = {"function": f"params.value == null ? '' : d3.format({fmt})(params.value)"}
+                # FLOPs run to 10^12 and more: SI prefixes keep the column readable (exact value on
+                # hover), 3 significant digits and a space before the prefix, as app.units.format_si
+                # writes them on cards ('2.84 G' in the FLOPs column beside '2.84 GFLOPs')
+                fmt = (
+                    "d3.format('.3~s')(params.value).replace(/([0-9])([kMGTP])$/, '$1 $2')"
+                    if "flops" in c
+                    else "d3.format(',')(params.value)"
+                )
+                d["valueFormatter"] = {"function": f"params.value == null ? '' : {fmt}"}
                 if "flops" in c:
                     d["tooltipValueGetter"] = {"function": "d3.format(',')(params.value)"}
         defs.append(d)
