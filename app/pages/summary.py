@@ -147,8 +147,9 @@ def layout(**_: object) -> html.Div:
                     *multi,
                     dbc.Row(
                         [
-                            dbc.Col(section("Engine options", small_grid(report.engine_options())), md=6),
-                            dbc.Col(section("Report files", small_grid(files)), md=6),
+                            # option names run to 40 characters (autoReport.executionProfileProgramRunCount)
+                            dbc.Col(section("Engine options", small_grid(report.engine_options())), md=7),
+                            dbc.Col(section("Report files", small_grid(files)), md=5),
                         ]
                     ),
                 ],
