@@ -118,6 +118,6 @@ def shell() -> html.Div:
             ),
             compare_shell.banner(),  # names both reports while compare is on
             dbc.Container(dash.page_container, fluid=True),
-            dcc.Location(id="shell-location"),
+            dcc.Location(id=ids.SHELL_LOCATION),
         ]
     )

@@ -80,6 +80,17 @@ def test_only_listed_baselines_open(pair, tmp_path):
     assert shell.next_baseline(False, "") == (None, dash.no_update)
 
 
+def test_the_url_names_a_listed_baseline_or_off(pair, tmp_path):
+    """?compare=NAME opens a baseline by the name the picker lists; a path or an unlisted name
+    changes nothing; no compare (a link between pages) changes nothing."""
+    other = str(Path(pair["root"], "runs", "other"))
+    assert shell.from_url("?compare=baseline") == (pair["baseline"], pair["baseline"])
+    assert shell.from_url("?compare=runs%2Fother&x=1") == (other, other)
+    assert shell.from_url("?compare=off") == (None, shell.OFF)
+    for search in ("", None, "?x=1", f"?compare={pair['baseline']}", "?compare=..%2Fsecret"):
+        assert shell.from_url(search) == (dash.no_update, dash.no_update), search
+
+
 def test_banner_names_both_reports(pair):
     body, colour = shell.banner_body(pair["baseline"])
     assert colour == "info"
