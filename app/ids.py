@@ -48,6 +48,8 @@ PROGRAM_TREE_EXPANDED = "program-tree-expanded"
 PROGRAM_TREE_DETAILS = "program-tree-details"
 PROGRAM_TREE_EXPAND_ALL = "program-tree-expand-all"
 PROGRAM_TREE_COLLAPSE_ALL = "program-tree-collapse-all"
+PROGRAM_TREE_SEARCH = "program-tree-search"
+PROGRAM_TREE_SEARCH_NOTE = "program-tree-search-note"
 
 # operations
 OPERATIONS_LAYER = "operations-layer"
