@@ -39,8 +39,11 @@ BYTE_AXES = r"""() => {
   }
   return out;
 }"""
-#: A binary tick label: '0', '512 B', '1.5 KiB', '-2 MiB' (the tile map's top colour may say '≥ ... (to ...)').
-BINARY = re.compile(r"^(?:capacity |≥ )?(0|[−-]?[\d,]+(\.\d+)? (B|KiB|MiB|GiB|TiB))( \(to .*\))?$")
+#: A binary tick label: '0', '512 B', '1.5 KiB', '-2 MiB' (the tile map's colour bar may name the
+#: capacity, say '≥ ... (to ...)' at its top, or name percentiles when it colours by rank).
+BINARY = re.compile(
+    r"^(?:capacity |≥ |(?:min|p\d+|median|max) )?(0|[−-]?[\d,]+(\.\d+)? (B|KiB|MiB|GiB|TiB))( \(to .*\))?$"
+)
 
 
 @pytest.fixture(scope="module")
