@@ -191,7 +191,7 @@ def tile_map_figure(tm: pd.DataFrame, bytes_per_tile: int) -> go.Figure:
     if ranked:
         # most tiles hold nearly the same bytes (ResNet-50: half of them within 1.4% of each other): a
         # linear scale paints them one colour, so the colour is the tile's rank, and the bar gives
-        # the bytes at each percentile (exact bytes on hover)
+        # the bytes at its quartiles (exact bytes on hover)
         colour, zmax, zmin = percentile_rank(values), 100, 0.0
         q = np.percentile(values, RANK_TICKS)
         colorbar = {
@@ -199,7 +199,7 @@ def tile_map_figure(tm: pd.DataFrame, bytes_per_tile: int) -> go.Figure:
             "tickvals": list(RANK_TICKS),
             "ticktext": [f"{name} {format_bytes(v)}" for name, v in zip(RANK_NAMES, q, strict=True)],
         }
-        scale_note = f"coloured by rank: the middle half of the tiles hold {format_bytes(q[2])} to {format_bytes(q[4])}"
+        scale_note = f"coloured by rank: the middle half of the tiles hold {format_bytes(q[1])} to {format_bytes(q[3])}"
     for k, ipu in enumerate(ipus):
         on = (tm["ipu"] == ipu).to_numpy()
         g = tm[on]
@@ -236,9 +236,10 @@ def tile_map_figure(tm: pd.DataFrame, bytes_per_tile: int) -> go.Figure:
     return fig
 
 
-#: Percentiles marked on a rank colour bar, and their names.
-RANK_TICKS = (0.0, 5.0, 25.0, 50.0, 75.0, 95.0, 100.0)
-RANK_NAMES = ("min", "p5", "p25", "median", "p75", "p95", "max")
+#: Percentiles marked on a rank colour bar, and their names (quartiles: ticks closer than a quarter
+#: of the bar overlap their labels).
+RANK_TICKS = (0.0, 25.0, 50.0, 75.0, 100.0)
+RANK_NAMES = ("min", "p25", "median", "p75", "max")
 #: The tile map colours by rank when the middle half of the tiles spans less than this share of the
 #: linear scale (their colours would be indistinguishable).
 RANK_BELOW = 0.10

@@ -245,7 +245,7 @@ def test_axes_use_si_prefixes_not_plotly_billions() -> None:
 def test_tile_map_colours_by_rank_when_most_tiles_hold_nearly_the_same():
     """ResNet-50's shape: most tiles within a few KiB of each other, a tail of emptier tiles. On a
     linear scale from 0 the bulk is one colour; by rank it spreads, the bar naming the bytes at
-    each percentile and hover giving each tile's bytes."""
+    each quartile and hover giving each tile's bytes."""
     import pandas as pd
 
     from app.figures.memory import percentile_rank, tile_map_figure
