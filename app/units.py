@@ -127,7 +127,7 @@ def format_pp(delta: float | None) -> str:
 
 def format_metric(name: str, value: Any) -> str:
     """A summary/diff metric's value, by its name: bytes for byte metrics, percentages for
-    balance and utilisation, 4 significant digits for other floats, thousands separators for
+    balance and utilisation, FLOPs with SI prefixes, 4 significant digits for other floats, thousands separators for
     counts; '-' for missing or non-finite."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "-"
@@ -135,6 +135,8 @@ def format_metric(name: str, value: Any) -> str:
         return format_percent(value)
     if "bytes" in name or name.startswith("memory.category."):
         return format_bytes(value)
+    if "flops" in name:  # as the cards and grids show FLOPs: 3 significant digits, SI prefix
+        return format_flops(value)
     if isinstance(value, float):
         return f"{value:.4g}"
     return format_count(value)

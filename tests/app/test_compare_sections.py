@@ -226,7 +226,7 @@ def test_operation_details_card(pair):
     table = card.children[2]
     body = {text(r.children[0]): [text(c) for c in r.children[1:]] for r in table.children[1].children}
     assert body["cycles"] == ["0", "300", "+300", "-"]  # no ratio against nothing
-    assert body["FLOPs"] == ["0", "500", "+500", "-"]
+    assert body["FLOPs"] == ["0 FLOPs", "500 FLOPs", "+500 FLOPs", "-"]  # FLOPs in their unit, as on the cards
     assert "(Cast, added)" in text(card.children[0])
     assert cmp_operations.operation_details(key, "poplibs", None, "no such op") is None
 
