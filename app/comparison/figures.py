@@ -232,10 +232,12 @@ def top_delta_figure(table: pd.DataFrame, label: str, delta: str, title: str, n:
             f"{lab} [{s}]" if s in ("added", "removed") else lab
             for lab, s in zip(labels, table["status"].to_numpy()[keep], strict=True)
         ]
+    # a bar per row at its own position: shortened names can coincide (ONNX paths differ in their
+    # first part only), and bars sharing a category would be drawn on top of one another
     fig = go.Figure(
         go.Bar(
             x=d[keep],
-            y=[lab if len(lab) <= 60 else "…" + lab[-59:] for lab in labels],
+            y=np.arange(keep.size),
             orientation="h",
             marker_color=np.where(d[keep] > 0, UP, DOWN),
             customdata=labels,
@@ -246,9 +248,19 @@ def top_delta_figure(table: pd.DataFrame, label: str, delta: str, title: str, n:
         )
     )
     fig.update_xaxes(title_text="active - baseline " + ("bytes" if unit == "B" else unit).strip())
+    fig.update_yaxes(tickmode="array", tickvals=np.arange(keep.size), ticktext=[_short(lab) for lab in labels])
     if unit == "B":
         bytes_axis(fig, min(float(d[keep].min()), 0.0), max(float(d[keep].max()), 0.0), axis="x")
     return _layout(fig, title, height=max(260, 28 * keep.size + 100))
+
+
+def _short(label: str, keep: int = 60) -> str:
+    """A long operation path shortened in its middle, so both the model's name (first) and the
+    operation (last) stay: 'onnx:s3b0_b_conv_365(Conv) > … > poplibs:conv matmul(MatMul)'."""
+    if len(label) <= keep:
+        return label
+    head = keep * 2 // 5
+    return label[:head] + "…" + label[-(keep - head - 1) :]
 
 
 def _top(y: np.ndarray) -> float:
