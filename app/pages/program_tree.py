@@ -30,10 +30,12 @@ HEADERS = {
     "estimated_cycles": "estimated cycles (one execution)",
 }
 #: Under the grid: what the cycle columns add up.
-CYCLES_NOTE = (
+EXECUTED_NOTE = (
     "Executed cycles: every execution in all captured runs, a control node summing its subtree (steps that run at "
-    "the same time on different IPUs each count, so a pipelined program can sum to more than its runs' length). "
-    "Estimated cycles: the compiler's estimate of one execution of the node (a Repeat's includes its repeats)."
+    "the same time on different IPUs each count, so a pipelined program can sum to more than its runs' length)."
+)
+ESTIMATED_NOTE = (
+    " Estimated cycles: the compiler's estimate of one execution of the node (a Repeat's includes its repeats)."
 )
 
 
@@ -150,7 +152,7 @@ def layout(**_: object) -> html.Div:
                         style={"height": fill_height(460, 230)},  # the rest of the window
                         className="ag-theme-alpine",
                     ),
-                    html.Div(CYCLES_NOTE, className="text-muted small mt-1"),
+                    html.Div(EXECUTED_NOTE + ("" if repeated else ESTIMATED_NOTE), className="text-muted small mt-1"),
                     html.Div(id=ids.PROGRAM_TREE_DETAILS, className="mt-3"),
                 ],
                 compare.section(),
