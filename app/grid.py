@@ -60,8 +60,11 @@ CELL_PAD_PX = 36
 HEADER_PAD_PX = 58  # padding, the sort arrow and the column menu
 HEADER_PAD_NO_FILTER_PX = 44
 MAX_COLUMN_PX = 1100
-#: A text column needing more than this wraps its cells instead (long debug-context paths).
+#: A text column needing more than this wraps its cells instead (long debug-context paths); in a
+#: compare grid (``short`` headers: a dozen columns of baseline / active / delta) from narrower, so
+#: every column fits 1600 px.
 WRAP_ABOVE_PX = 520
+WRAP_ABOVE_SHORT_PX = 300
 #: Rows looked at to size a column of a big table (text lengths of all rows are cheap; this bounds
 #: formatting numbers).
 SIZE_SAMPLE_ROWS = 2000
@@ -81,7 +84,7 @@ def _text_chars(df: pd.DataFrame, c: str) -> int:
         if v.size == 0:
             return 1
         if "flops" in c:
-            return 7  # d3 '.4~s': '123.4M'
+            return 6  # '123 M' (see the FLOPs formatter in column_defs)
         lo, hi = float(v.min()), float(v.max())
         if pd.api.types.is_float_dtype(col):
             return max(len(f"{x:,.3f}") for x in (lo, hi))
@@ -90,10 +93,21 @@ def _text_chars(df: pd.DataFrame, c: str) -> int:
     return int(lengths.max()) if len(lengths) else 0
 
 
+def header_chars(header: str) -> int:
+    """Characters of a header's longer line when it wraps onto at most two lines at the best space
+    ('global exchange cycles' -> 15: 'global exchange' / 'cycles'): headers wrap
+    (``wrapHeaderText``), so a long name does not make a column of short numbers wide."""
+    words = header.split(" ")
+    return min(
+        (max(len(" ".join(words[:k])), len(" ".join(words[k:]))) for k in range(1, len(words))),
+        default=len(header),
+    )
+
+
 def content_width(df: pd.DataFrame, c: str, header: str, filters: bool = True) -> int:
-    """Pixels a column needs so neither its header nor any of its cells is cut."""
+    """Pixels a column needs so neither its header (on up to two lines) nor any of its cells is cut."""
     cells = _text_chars(df, c) * CHAR_PX + CELL_PAD_PX
-    head = len(header) * HEADER_CHAR_PX + (HEADER_PAD_PX if filters else HEADER_PAD_NO_FILTER_PX)
+    head = header_chars(header) * HEADER_CHAR_PX + (HEADER_PAD_PX if filters else HEADER_PAD_NO_FILTER_PX)
     return int(min(max(cells, head, 60), MAX_COLUMN_PX))
 
 
@@ -126,19 +140,27 @@ def column_defs(
             "field": c,
             "headerName": header,
             "minWidth": content_width(df, c, header, filters),
+            # the starting width, before flex shares out the rest: a grid built in a hidden pane
+            # (a compare tab) keeps it until it is resized, so not AG Grid's 200 px
+            "width": content_width(df, c, header, filters),
             "headerTooltip": c,
             "filter": (("agNumberColumnFilter" if numeric else "agTextColumnFilter") if filters else False),
             "sortable": True,
             "resizable": True,
             "hide": c in hidden,
+            # a long header wraps onto a second line rather than widen the column (header_chars)
+            "wrapHeaderText": True,
+            "autoHeaderHeight": True,
         }
         if c == "name":  # names (codelets, variables, ops) are long: give them the spare room
             d.update(flex=3, tooltipField="name")
-        if not numeric and d["minWidth"] > WRAP_ABOVE_PX:
+        wrap_above = WRAP_ABOVE_SHORT_PX if short else WRAP_ABOVE_PX
+        if not numeric and d["minWidth"] > wrap_above:
             # a very long text (a debug-context path) wraps onto more lines rather than push the
             # numbers off screen or be cut
             d.update(
-                minWidth=WRAP_ABOVE_PX,
+                minWidth=wrap_above,
+                width=wrap_above,
                 wrapText=True,
                 autoHeight=True,
                 cellStyle={
@@ -153,9 +175,15 @@ def column_defs(
             if pd.api.types.is_float_dtype(df[c]):
                 d["valueFormatter"] = {"function": "params.value == null ? '' : d3.format(',.3~f')(params.value)"}
             else:
-                # FLOPs run to 10^12 and more: SI prefixes keep the column readable (exact value on hover)
-                fmt = "'.4~s'" if "flops" in c else "','"
-                d["valueFormatter"] = {"function": f"params.value == null ? '' : d3.format({fmt})(params.value)"}
+                # FLOPs run to 10^12 and more: SI prefixes keep the column readable (exact value on
+                # hover), 3 significant digits and a space before the prefix, as app.units.format_si
+                # writes them on cards ('2.84 G' in the FLOPs column beside '2.84 GFLOPs')
+                fmt = (
+                    "d3.format('.3~s')(params.value).replace(/([0-9])([kMGTP])$/, '$1 $2')"
+                    if "flops" in c
+                    else "d3.format(',')(params.value)"
+                )
+                d["valueFormatter"] = {"function": f"params.value == null ? '' : {fmt}"}
                 if "flops" in c:
                     d["tooltipValueGetter"] = {"function": "d3.format(',')(params.value)"}
         defs.append(d)
@@ -205,6 +233,9 @@ def big_grid(
         getRowId=f'"" + params.data.{row_id}' if row_id else None,
         style={"height": fill_height(height, fill), "width": "100%"},
         className="ag-theme-alpine",
+        # share the spare width out again whenever the grid is resized or shown (a grid built in a
+        # hidden compare pane would otherwise keep its starting widths)
+        columnSize="responsiveSizeToFit",
     )
 
 
@@ -237,6 +268,9 @@ def small_grid(
         getRowId=f'"" + params.data.{row_id}' if row_id else None,
         style={"height": f"{h}px", "width": "100%"},
         className="ag-theme-alpine",
+        # share the spare width out again whenever the grid is resized or shown (a grid built in a
+        # hidden compare pane would otherwise keep its starting widths)
+        columnSize="responsiveSizeToFit",
         **kwargs,
     )
 

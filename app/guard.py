@@ -163,6 +163,7 @@ STORE_DATA: dict[str, Check] = {
     ids.OPERATIONS_GRAPH_OPEN: graph_groups,
     ids.COMPARE_BASELINE: text_or_none,
     ids.COMPARE_SHOWN: text_or_none,  # pattern id: checked by its type
+    ids.COMPARE_URL: anything,  # read by the browser's URL writer only (a clientside callback)
     "_pages_store": anything,  # Dash Pages' own store
 }
 

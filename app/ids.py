@@ -48,6 +48,8 @@ PROGRAM_TREE_EXPANDED = "program-tree-expanded"
 PROGRAM_TREE_DETAILS = "program-tree-details"
 PROGRAM_TREE_EXPAND_ALL = "program-tree-expand-all"
 PROGRAM_TREE_COLLAPSE_ALL = "program-tree-collapse-all"
+PROGRAM_TREE_SEARCH = "program-tree-search"
+PROGRAM_TREE_SEARCH_NOTE = "program-tree-search-note"
 
 # operations
 OPERATIONS_LAYER = "operations-layer"
@@ -89,6 +91,9 @@ COMPARE_PICKER = "compare-picker"
 COMPARE_BANNER = "compare-banner"
 COMPARE_BANNER_TEXT = "compare-banner-text"
 COMPARE_OFF = "compare-off"
+COMPARE_URL = "compare-url"  # dcc.Store: baseline keys -> their names in the URL (?compare=NAME), read in the browser
+COMPARE_URL_SINK = "compare-url-sink"  # the browser's URL writer's (unused) output
+SHELL_LOCATION = "shell-location"
 # pattern-matching types, one of each per page with a comparison (key "page"): the tab bar
 # ("This report" | "Compare with <baseline>"), the page's own view, the comparison pane, and the
 # store of the baseline the pane shows (set when its tab is first opened)

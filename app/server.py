@@ -92,7 +92,8 @@ def shell() -> html.Div:
         dbc.NavItem(dbc.NavLink(page["name"], href=page["relative_path"], active="exact", className="text-nowrap px-2"))
         for page in sorted(dash.page_registry.values(), key=lambda p: p.get("order", 99))
     ]
-    title = f"{report.path.name} · {t.name} · {t.num_ipus} IPU × {t.tiles_per_ipu:,} tiles"
+    target = f"{t.name} · {t.num_ipus} IPU{'' if t.num_ipus == 1 else 's'} × {t.tiles_per_ipu:,} tiles"
+    title = f"{report.path.name} · {target}"
     return html.Div(
         [
             dbc.Navbar(
@@ -101,13 +102,14 @@ def shell() -> html.Div:
                         dbc.NavbarBrand("tilescope", href="/", className="fw-bold"),
                         dbc.Nav(nav, id=ids.NAV, navbar=True, className="me-auto"),
                         compare_shell.picker(),  # which baseline to compare with (off by default)
-                        # long report names are cut with an ellipsis (full text on hover) so the bar stays one line
+                        # the report's name over its target, on two short lines, so the bar stays one
+                        # row at 1600 px without cutting either (a very long name wraps; full text on hover)
                         html.Span(
-                            title,
+                            [html.Span(report.path.name, className="fw-semibold"), html.Br(), target],
                             id=ids.REPORT_TITLE,
                             title=title,
-                            className="navbar-text small text-light text-truncate",
-                            style={"maxWidth": "18rem"},
+                            className="navbar-text small text-light lh-sm py-0 ms-2",
+                            style={"maxWidth": "16rem", "overflowWrap": "anywhere"},
                         ),
                     ],
                     fluid=True,
@@ -118,6 +120,6 @@ def shell() -> html.Div:
             ),
             compare_shell.banner(),  # names both reports while compare is on
             dbc.Container(dash.page_container, fluid=True),
-            dcc.Location(id="shell-location"),
+            dcc.Location(id=ids.SHELL_LOCATION),
         ]
     )

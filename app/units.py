@@ -1,4 +1,7 @@
-"""Human-readable numbers: bytes in binary units, cycles and FLOPs with SI prefixes."""
+"""Human-readable numbers, one function per unit so every page, axis, export and the CLI agree:
+bytes in binary units (KiB, MiB: as PopVision shows memory; on axes too, ``binary_ticks``),
+cycles with SI prefixes, FLOPs as "FLOPs" (``format_flops``), changes of a percentage in
+percentage points (``format_pp``), counts with their noun pluralised (``plural``)."""
 
 from __future__ import annotations
 
@@ -14,6 +17,62 @@ def format_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     raise AssertionError("unreachable")
+
+
+#: Binary byte units, each 1024 times the one before.
+BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
+def binary_ticks(lo: float, hi: float, target: int = 6) -> tuple[list[float], list[str]]:
+    """Tick values and labels for a bytes axis spanning [lo, hi]: a power-of-two step giving about
+    ``target`` ticks (never fewer than target / 2), labelled in the binary unit of the largest
+    tick: (0, 501.6 MiB) -> 0, 128 MiB, ..., 512 MiB. Plotly's own ticks are decimal ("500M"),
+    which puts a 501.6 MiB peak above a "500M" line."""
+    lo, hi = float(min(lo, hi)), float(max(lo, hi))
+    span = hi - lo if hi > lo else max(abs(hi), 1.0)
+    step = 2.0 ** math.ceil(math.log2(max(span / target, 1.0)))
+    if span / step < target / 2 and step > 1:
+        step /= 2
+    first, last = math.floor(lo / step), math.ceil(hi / step)
+    vals = [k * step for k in range(first, last + 1)]
+    top = max(abs(v) for v in vals) or 1.0
+    power = min(int(math.log2(top) // 10), len(BYTE_UNITS) - 1) if top >= 1 else 0
+    scale = 1024.0**power
+    decimals = 0
+    while decimals < 4 and round(step / scale, decimals) != step / scale:
+        decimals += 1
+    return vals, ["0" if v == 0 else f"{_trim(f'{v / scale:,.{decimals}f}')} {BYTE_UNITS[power]}" for v in vals]
+
+
+def _trim(number: str) -> str:
+    """'1.50' -> '1.5', '2.00' -> '2' (ticks read as short as they are exact)."""
+    return number.rstrip("0").rstrip(".") if "." in number else number
+
+
+def plural(n: float, noun: str, nouns: str | None = None) -> str:
+    """A count with its noun: (1, 'sample') -> '1 sample', (1234, 'compute set') -> '1,234 compute
+    sets'; ``nouns`` for an irregular plural ('vertex', 'vertices')."""
+    many = nouns if nouns is not None else noun + "s"
+    return f"{n:,}" + " " + (noun if n == 1 else many)
+
+
+def graph_counts(g: dict[str, Any]) -> str:
+    """A summary's graph line: '12 variables, 1 compute set, 30 vertices, 40 program steps'."""
+    return ", ".join(
+        (
+            plural(g["variables"], "variable"),
+            plural(g["compute_sets"], "compute set"),
+            plural(g["vertices"], "vertex", "vertices"),
+            plural(g["program_steps"], "program step"),
+        )
+    )
+
+
+def format_flops(n: float) -> str:
+    """FLOPs as every page, grid and the CLI show them: 4 -> '4 FLOPs', 1 -> '1 FLOP',
+    2_843_000_000 -> '2.84 GFLOPs' (3 significant digits, SI prefix)."""
+    text = format_si(n)
+    return text + (" FLOP" if float(n) == 1 else (" FLOPs" if text[-1].isdigit() else "FLOPs"))
 
 
 def format_si(n: float, unit: str = "") -> str:
@@ -58,9 +117,17 @@ def format_percent(value: float | None) -> str:
     return f"{100 * float(value):.1f}%"
 
 
+def format_pp(delta: float | None) -> str:
+    """A change of a fraction shown as a percentage, in percentage points: 0.079 -> '+7.9 pp'
+    (a tile balance going from 75% to 82.9% has grown 7.9 points, not 7.9%)."""
+    if delta is None or not math.isfinite(float(delta)):
+        return "-"
+    return f"{100 * float(delta):+.1f} pp"
+
+
 def format_metric(name: str, value: Any) -> str:
     """A summary/diff metric's value, by its name: bytes for byte metrics, percentages for
-    balance and utilisation, 4 significant digits for other floats, thousands separators for
+    balance and utilisation, FLOPs with SI prefixes, 4 significant digits for other floats, thousands separators for
     counts; '-' for missing or non-finite."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "-"
@@ -68,6 +135,24 @@ def format_metric(name: str, value: Any) -> str:
         return format_percent(value)
     if "bytes" in name or name.startswith("memory.category."):
         return format_bytes(value)
+    if "flops" in name:  # as the cards and grids show FLOPs: 3 significant digits, SI prefix
+        return format_flops(value)
     if isinstance(value, float):
         return f"{value:.4g}"
     return format_count(value)
+
+
+def format_delta(name: str, delta: Any, ratio: float | None = None) -> str:
+    """A metric's change, as the viewer, the CLI and the HTML export show it: signed, in the
+    metric's unit, with the relative change where it means something ('+1.5 MiB (+10.55%)');
+    a percentage metric changes by percentage points ('+7.9 pp'), with no relative change beside
+    it (a percent of a percent reads as the same unit)."""
+    if delta is None or (isinstance(delta, float) and not math.isfinite(delta)):
+        return "-"
+    if any(p in name for p in PERCENT_METRICS):
+        return format_pp(delta)
+    text = format_metric(name, delta)
+    text = text if text.startswith("-") or delta == 0 else "+" + text
+    if ratio is not None and math.isfinite(ratio) and delta != 0:
+        text += f" ({(ratio - 1) * 100:+.2f}%)"
+    return text

@@ -13,7 +13,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.figures.common import si_axes
+from app.figures.common import bytes_axis, si_axes
+from app.units import format_bytes
 
 BASELINE = "#7F8C8D"
 ACTIVE = "#0072B2"
@@ -88,6 +89,7 @@ def tile_memory_delta_figure(
     per = f" (largest change of every {width} tiles)" if width > 1 else ""
     fig.update_xaxes(title_text=f"tile{per}")
     fig.update_yaxes(title_text="delta bytes")
+    bytes_axis(fig, min(float(down.min()), 0.0), max(float(up.max()), 0.0))
     return _layout(fig, title)
 
 
@@ -105,6 +107,7 @@ def tile_memory_overlay_figure(
         fig.add_trace(go.Scattergl(x=x, y=up, mode="lines", name=side, line={"color": colour, "width": 1}))
     fig.update_xaxes(title_text="tile")
     fig.update_yaxes(title_text="bytes")
+    bytes_axis(fig, 0, float(max(tiles[f"{side}_{column}"].max() for side in ("baseline", "active"))))
     return _layout(fig, title)
 
 
@@ -125,6 +128,7 @@ def category_delta_figure(categories: pd.DataFrame) -> go.Figure:
         )
     fig.update_layout(barmode="group")
     fig.update_yaxes(title_text="bytes")
+    bytes_axis(fig, 0, float(categories[["baseline", "active"]].to_numpy().max()))
     return _layout(fig, title)
 
 
@@ -166,7 +170,10 @@ def liveness_comparison_figure(liveness: pd.DataFrame, max_points: int = 2000) -
         )
     fig.update_layout(barmode="relative", bargap=0)
     fig.update_yaxes(title_text="bytes", row=1, col=1)
-    fig.update_yaxes(title_text="delta", row=2, col=1)
+    fig.update_yaxes(title_text="delta bytes", row=2, col=1)
+    drawn = [np.asarray(t.y, dtype=np.float64) for t in fig.data if t.yaxis in (None, "y")]
+    bytes_axis(fig, 0, max(_top(y) for y in drawn), row=1, col=1)
+    bytes_axis(fig, min(float(down.min()), 0.0), max(float(up.max()), 0.0), row=2, col=1)
     fig.update_xaxes(title_text="aligned program step", row=2, col=1)
     return _layout(fig, title, height=480)
 
@@ -225,18 +232,42 @@ def top_delta_figure(table: pd.DataFrame, label: str, delta: str, title: str, n:
             f"{lab} [{s}]" if s in ("added", "removed") else lab
             for lab, s in zip(labels, table["status"].to_numpy()[keep], strict=True)
         ]
+    # a bar per row at its own position: shortened names can coincide (ONNX paths differ in their
+    # first part only), and bars sharing a category would be drawn on top of one another
     fig = go.Figure(
         go.Bar(
             x=d[keep],
-            y=[lab if len(lab) <= 60 else "…" + lab[-59:] for lab in labels],
+            y=np.arange(keep.size),
             orientation="h",
             marker_color=np.where(d[keep] > 0, UP, DOWN),
             customdata=labels,
             hovertemplate="%{customdata}<br>%{x:+,} " + unit + "<extra></extra>",
             # every bar's value written beside it: one big change must not leave the others unreadable
-            text=[f"{v:+,.0f}" for v in d[keep]],
+            text=[_signed_bytes(v) if unit == "B" else f"{v:+,.0f}" for v in d[keep]],
             textposition="auto",  # inside a long bar, beside a short one
         )
     )
-    fig.update_xaxes(title_text=f"active - baseline {unit}".strip())
+    fig.update_xaxes(title_text="active - baseline " + ("bytes" if unit == "B" else unit).strip())
+    fig.update_yaxes(tickmode="array", tickvals=np.arange(keep.size), ticktext=[_short(lab) for lab in labels])
+    if unit == "B":
+        bytes_axis(fig, min(float(d[keep].min()), 0.0), max(float(d[keep].max()), 0.0), axis="x")
     return _layout(fig, title, height=max(260, 28 * keep.size + 100))
+
+
+def _short(label: str, keep: int = 60) -> str:
+    """A long operation path shortened in its middle, so both the model's name (first) and the
+    operation (last) stay: 'onnx:s3b0_b_conv_365(Conv) > … > poplibs:conv matmul(MatMul)'."""
+    if len(label) <= keep:
+        return label
+    head = keep * 2 // 5
+    return label[:head] + "…" + label[-(keep - head - 1) :]
+
+
+def _top(y: np.ndarray) -> float:
+    """The largest finite value of a curve (0 for none: an absent report's gaps are NaN)."""
+    return float(np.nanmax(y, initial=0.0))
+
+
+def _signed_bytes(v: float) -> str:
+    """+1536 -> '+1.5 KiB' (a bar's change in the unit of the page's totals)."""
+    return ("+" if v > 0 else "-" if v < 0 else "") + format_bytes(abs(v))

@@ -7,6 +7,7 @@ import zlib
 import numpy as np
 import plotly.graph_objects as go
 
+from app.units import binary_ticks
 from report_format.vocabulary import MemoryCategory, MemoryRegion
 
 #: Qualitative palette for stacked series (colour-blind friendly, Okabe-Ito then Tableau).
@@ -106,6 +107,16 @@ def si_axes(fig: go.Figure) -> go.Figure:
     bytes axis reads as 1.5 bytes."""
     fig.update_xaxes(exponentformat="SI")
     fig.update_yaxes(exponentformat="SI")
+    return fig
+
+
+def bytes_axis(fig: go.Figure, lo: float, hi: float, axis: str = "y", **where: int) -> go.Figure:
+    """Give a bytes axis binary ticks over [lo, hi] (``app.units.binary_ticks``: 128 MiB, 256 MiB,
+    ...), as every total on the page is in binary units; ``where`` picks a subplot (row=, col=).
+    ``si_axes`` leaves other axes (cycles, steps) with SI prefixes."""
+    vals, labels = binary_ticks(lo, hi)
+    update = fig.update_yaxes if axis == "y" else fig.update_xaxes
+    update(tickmode="array", tickvals=vals, ticktext=labels, **where)
     return fig
 
 

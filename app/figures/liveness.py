@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.figures.common import PALETTE, base_layout, empty_figure
+from app.figures.common import PALETTE, base_layout, bytes_axis, empty_figure
 
 
 def liveness_figure(
@@ -77,6 +77,7 @@ def liveness_figure(
     for s in selected or []:
         fig.add_vline(x=s, line_color="#F39C12", line_width=2)
     fig.update_xaxes(title="program step")
-    fig.update_yaxes(title="bytes per IPU" if per_ipu else "bytes (all tiles)", tickformat="~s", rangemode="tozero")
+    fig.update_yaxes(title="bytes per IPU" if per_ipu else "bytes (all tiles)", rangemode="tozero")
+    bytes_axis(fig, 0, max(float(np.nanmax(np.asarray(t.y, dtype=np.float64), initial=0.0)) for t in fig.data))
     fig.update_layout(clickmode="event", hovermode="closest")
     return base_layout(fig, height=400)

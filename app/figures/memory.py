@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.figures.common import PALETTE, base_layout, empty_figure, series_colour
+from app.figures.common import PALETTE, base_layout, bytes_axis, empty_figure, series_colour
+from app.units import format_bytes
 from report_format.schema import MEMORY_REGIONS
 
 
@@ -76,7 +77,7 @@ def tile_memory_figure(
             y=bytes_per_tile,
             line_dash="dash",
             line_color="#C0392B",
-            annotation_text=f"max memory per tile ({bytes_per_tile:,} B)",
+            annotation_text=f"max memory per tile ({format_bytes(bytes_per_tile)})",
             annotation_position="top left",
         )
     if tiles_per_ipu and not sorted_order and tiles[-1] >= tiles_per_ipu:
@@ -107,7 +108,9 @@ def tile_memory_figure(
     if tiles_per_bin > 1:
         xlabel += f" (each column: mean of {tiles_per_bin} tiles)"
     fig.update_xaxes(title=xlabel)
-    fig.update_yaxes(title="bytes", tickformat="~s")
+    fig.update_yaxes(title="bytes")
+    top = max(float(binned.sum(axis=1).max()), float(np.max(bin_max)) if len(bin_max) else 0.0)
+    bytes_axis(fig, 0, max(top, bytes_per_tile) if show_max_memory else top)
     return base_layout(fig, height=430)
 
 
@@ -145,7 +148,8 @@ def variables_figure(by_tile: pd.DataFrame, num_tiles: int | None = None) -> go.
             )
         )
     fig.update_xaxes(title="tile", range=[-0.5, num_tiles - 0.5] if num_tiles else None)
-    fig.update_yaxes(title="bytes on the tile", tickformat="~s", rangemode="tozero")
+    fig.update_yaxes(title="bytes on the tile", rangemode="tozero")
+    bytes_axis(fig, 0, float(by_tile["bytes"].max()))
     return base_layout(fig, title="Variables graph", height=300)
 
 
@@ -169,34 +173,53 @@ def tile_map_figure(tm: pd.DataFrame, bytes_per_tile: int) -> go.Figure:
     # above the 99th percentile and the outliers show in its top colour
     zmax = int(1.25 * typical) if full > 2 * typical > 0 else full
     ticks = [zmax * f for f in (0, 0.25, 0.5, 0.75, 1.0)]
-    labels = [_kib(v) for v in ticks]
+    labels = [format_bytes(v) for v in ticks]
     if zmax < full:
-        labels[-1] = f"≥ {labels[-1]} (to {_kib(full)})"
+        labels[-1] = f"≥ {labels[-1]} (to {format_bytes(full)})"
     if bytes_per_tile <= zmax:
         ticks.append(bytes_per_tile)
-        labels.append(f"capacity {_kib(bytes_per_tile)}")
+        labels.append(f"capacity {format_bytes(bytes_per_tile)}")
     colorbar = {
-        "title": f"bytes<br>(capacity<br>{_kib(bytes_per_tile)})" if bytes_per_tile > zmax else "bytes",
+        "title": f"bytes<br>(capacity<br>{format_bytes(bytes_per_tile)})" if bytes_per_tile > zmax else "bytes",
         "tickvals": ticks,
         "ticktext": labels,
     }
+    values = tm["bytes"].to_numpy(np.float64)
+    ranked = by_rank(values, zmax)
+    colour, zmin = values, 0.0
+    scale_note = "the scale follows the tiles' bytes"
+    if ranked:
+        # most tiles hold nearly the same bytes (ResNet-50: half of them within 1.4% of each other): a
+        # linear scale paints them one colour, so the colour is the tile's rank, and the bar gives
+        # the bytes at its quartiles (exact bytes on hover)
+        colour, zmax, zmin = percentile_rank(values), 100, 0.0
+        q = np.percentile(values, RANK_TICKS)
+        colorbar = {
+            "title": "bytes<br>(by rank)",
+            "tickvals": list(RANK_TICKS),
+            "ticktext": [f"{name} {format_bytes(v)}" for name, v in zip(RANK_NAMES, q, strict=True)],
+        }
+        scale_note = f"coloured by rank: the middle half of the tiles hold {format_bytes(q[1])} to {format_bytes(q[3])}"
     for k, ipu in enumerate(ipus):
-        g = tm[tm["ipu"] == ipu]
+        on = (tm["ipu"] == ipu).to_numpy()
+        g = tm[on]
         nr, nc = int(g["row"].max()) + 1, int(g["col"].max()) + 1
+        r, c = g["row"].to_numpy(), g["col"].to_numpy()
         z = np.full((nr, nc), np.nan)
-        z[g["row"].to_numpy(), g["col"].to_numpy()] = g["bytes"].to_numpy()
-        tid = np.full((nr, nc), -1)
-        tid[g["row"].to_numpy(), g["col"].to_numpy()] = g["tile"].to_numpy()
+        z[r, c] = colour[on]
+        custom = np.full((nr, nc, 2), np.nan)
+        custom[r, c, 0] = g["tile"].to_numpy()
+        custom[r, c, 1] = values[on]
         fig.add_trace(
             go.Heatmap(
                 z=z,
-                customdata=tid,
-                zmin=0,
+                customdata=custom,
+                zmin=zmin,
                 zmax=zmax,
                 colorscale="Viridis",
                 showscale=k == 0,
                 colorbar=colorbar,
-                hovertemplate="tile %{customdata}: %{z:,.0f} B<extra></extra>",
+                hovertemplate="tile %{customdata[0]}: %{customdata[1]:,.0f} B<extra></extra>",
             ),
             row=k // cols + 1,
             col=k % cols + 1,
@@ -205,16 +228,37 @@ def tile_map_figure(tm: pd.DataFrame, bytes_per_tile: int) -> go.Figure:
     fig.update_yaxes(showticklabels=False, autorange="reversed")
     base_layout(
         fig,
-        title=f"Tile map (tiles in software order, one panel per IPU; the scale follows the tiles' bytes, "
-        f"fullest {_kib(full)}, capacity {_kib(bytes_per_tile)})",
+        title=f"Tile map (tiles in software order, one panel per IPU; {scale_note}; "
+        f"fullest {format_bytes(full)}, capacity {format_bytes(bytes_per_tile)})",
         height=260 * rows + 60,
     )
     fig.update_layout(margin_r=110)  # room for the colour bar's labels beside the upright toolbar
     return fig
 
 
-def _kib(n: float) -> str:
-    return f"{n / 1024:,.1f} KiB"
+#: Percentiles marked on a rank colour bar, and their names (quartiles: ticks closer than a quarter
+#: of the bar overlap their labels).
+RANK_TICKS = (0.0, 25.0, 50.0, 75.0, 100.0)
+RANK_NAMES = ("min", "p25", "median", "p75", "max")
+#: The tile map colours by rank when the middle half of the tiles spans less than this share of the
+#: linear scale (their colours would be indistinguishable).
+RANK_BELOW = 0.10
+
+
+def by_rank(values: np.ndarray, zmax: float) -> bool:
+    """Whether a tile map over ``values`` reads better by rank: the middle half of the tiles differ,
+    but by less than RANK_BELOW of the linear scale's top ``zmax`` (all equal: nothing to spread)."""
+    if values.size < 4 or zmax <= 0:
+        return False
+    q25, q75 = np.percentile(values, (25, 75))
+    return 0 < q75 - q25 < RANK_BELOW * zmax
+
+
+def percentile_rank(values: np.ndarray) -> np.ndarray:
+    """Each value's percentile rank, 0 (smallest) to 100 (largest); equal values share a rank."""
+    ordered = np.sort(values)
+    below = np.searchsorted(ordered, values, side="left")
+    return 100.0 * below / max(values.size - 1, 1)
 
 
 def split_at_regions(placed: pd.DataFrame, interleaved_start: int, bytes_per_tile: int) -> pd.DataFrame:
@@ -277,9 +321,7 @@ def tile_memory_map_figure(placed: pd.DataFrame, tile: int, bytes_per_tile: int,
         annotation_position="top left",
     )
     fig.update_layout(barmode="overlay")
-    fig.update_xaxes(
-        title="address on the tile (bytes)",
-        tickformat="~s",
-        range=[0, max(bytes_per_tile, int(placed["end"].max())) * 1.02],
-    )
+    end = max(bytes_per_tile, int(placed["end"].max()))
+    fig.update_xaxes(title="address on the tile (bytes)", range=[0, end * 1.02])
+    bytes_axis(fig, 0, end, axis="x")
     return base_layout(fig, title=f"Tile {tile} memory map (variables by address)", height=240)

@@ -22,7 +22,7 @@ from app.figures.execution_trace import (
     timeline_figure,
 )
 from app.grid import small_grid
-from app.units import format_bytes, format_percent, format_rate, format_seconds, format_si
+from app.units import format_bytes, format_flops, format_percent, format_rate, format_seconds
 from app.views import execution_trace as view
 from app.views import ipus as ipu_view
 from app.views.runs import opening_run, run_figures
@@ -262,7 +262,7 @@ def summary(run: Any) -> Any:
     cards = dbc.Row(
         [
             stat_card("Total cycles", f"{s['cycles']:,}", format_seconds(s["cycles"] / clock)),
-            stat_card("FLOPs", format_si(s["flops"], "FLOP"), f"{format_rate(s['flops_per_cycle'])} FLOPs/cycle"),
+            stat_card("FLOPs", format_flops(s["flops"]), f"{format_rate(s['flops_per_cycle'])} FLOPs/cycle"),
             stat_card("Executed steps", f"{s['steps']:,}", f"run {s['run']}"),
             stat_card(
                 "Tile balance",

@@ -39,19 +39,10 @@ def layout(**_: object) -> html.Div:
                             dbc.Col(section(f"Over-memory tiles ({len(oom):,})", oom_block), lg=6),
                         ]
                     ),
-                    dbc.Row(
-                        [
-                            dbc.Col(
-                                section(
-                                    "Vertices (codelets) using the most memory", small_grid(view.top_vertices(report))
-                                ),
-                                lg=6,
-                            ),
-                            dbc.Col(
-                                section("Exchanges with the most code", small_grid(view.top_exchanges(report))), lg=6
-                            ),
-                        ]
-                    ),
+                    # codelet names and exchange names are long: each table has the page's width, so
+                    # every column shows without scrolling (half the width cut both on the right)
+                    section("Vertices (codelets) using the most memory", small_grid(view.top_vertices(report))),
+                    section("Exchanges with the most code", small_grid(view.top_exchanges(report))),
                 ],
                 compare.section(),
             ),

@@ -15,7 +15,7 @@ from app.comparison.pages import summary as compare  # the page's compare tab
 from app.comparison.pages.components import compare_tabs
 from app.components import key_values, section, stat_card
 from app.grid import small_grid
-from app.units import format_bytes, format_count, format_percent, format_seconds, format_si
+from app.units import format_bytes, format_count, format_flops, format_percent, format_seconds
 from app.views.ipus import ipu_execution, ipu_memory
 from app.views.runs import run_table
 from app.views.summary import summary
@@ -54,7 +54,7 @@ def layout(**_: object) -> html.Div:
                 f"{ex['runs']} run{'' if ex['runs'] == 1 else 's'}, {format_seconds(ex['total_seconds'])} at "
                 f"{t['clock_hz'] / 1e9:.3g} GHz",
             ),
-            card("Total FLOPs", format_si(ex["total_flops"], "FLOP")),
+            card("Total FLOPs", format_flops(ex["total_flops"])),
             card("Tile balance", format_percent(ex["tile_balance"]), "all runs, cycle-weighted, Sync left out"),
         ]
     else:
@@ -147,8 +147,9 @@ def layout(**_: object) -> html.Div:
                     *multi,
                     dbc.Row(
                         [
-                            dbc.Col(section("Engine options", small_grid(report.engine_options())), md=6),
-                            dbc.Col(section("Report files", small_grid(files)), md=6),
+                            # option names run to 40 characters (autoReport.executionProfileProgramRunCount)
+                            dbc.Col(section("Engine options", small_grid(report.engine_options())), md=7),
+                            dbc.Col(section("Report files", small_grid(files)), md=5),
                         ]
                     ),
                 ],

@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 from app.comparison import figures as figs
 from app.comparison.comparison import HEADLINE_METRICS, Comparison
 from app.comparison.steps import STEP_DELTA_COLUMNS
-from app.units import format_metric
+from app.units import format_delta, format_metric
 from report_format.reader import Report
 from report_format.vocabulary import Layer
 
@@ -55,14 +55,9 @@ _fmt = format_metric  # metric values look the same in the CLI, the HTML export 
 
 
 def _delta_cell(name: str, m: dict[str, Any]) -> str:
-    d, r = m.get("delta"), m.get("ratio")
-    if d is None:
-        return "<td>-</td>"
-    cls = "up" if d > 0 else ("down" if d < 0 else "")
-    text = _fmt(name, d)
-    text = text if text.startswith("-") or d == 0 else "+" + text
-    pct = f" ({(r - 1) * 100:+.2f}%)" if r is not None and d != 0 else ""
-    return f'<td class="{cls}">{html.escape(text + pct)}</td>'
+    d = m.get("delta")
+    cls = "up" if d and d > 0 else ("down" if d and d < 0 else "")
+    return f'<td class="{cls}">{html.escape(format_delta(name, d, m.get("ratio")))}</td>'
 
 
 def headline_table(metrics: dict[str, dict[str, Any]], names: tuple[str, ...] = HEADLINE_METRICS) -> str:
@@ -204,7 +199,7 @@ def report_html(report: Report, top: int = 40) -> str:
     from app.figures.execution_trace import proportions_figure, timeline_figure
     from app.figures.liveness import liveness_figure
     from app.figures.memory import tile_memory_figure
-    from app.units import format_bytes, format_count, format_percent, format_si
+    from app.units import format_bytes, format_count, format_flops, format_percent, graph_counts, plural
     from app.views import execution_trace as trace
     from app.views import liveness, memory, operations
     from app.views.runs import run_figures, run_table
@@ -229,8 +224,8 @@ def report_html(report: Report, top: int = 40) -> str:
     if ex["captured"]:
         headline.update(
             {
-                "Total cycles": f"{format_count(ex['total_cycles'])} ({ex['runs']} runs)",
-                "Total FLOPs": format_si(ex["total_flops"], "FLOP"),
+                "Total cycles": f"{format_count(ex['total_cycles'])} ({plural(ex['runs'], 'run')})",
+                "Total FLOPs": format_flops(ex["total_flops"]),
                 "Tile balance": f"{format_percent(ex['tile_balance'])} (all runs)",
             }
         )
@@ -240,8 +235,7 @@ def report_html(report: Report, top: int = 40) -> str:
         {
             "Target": f"{t['name']}: {t['num_ipus']} IPU × {format_count(t['tiles_per_ipu'])} tiles, "
             f"{format_bytes(t['bytes_per_tile'])} per tile, {t['clock_hz'] / 1e9:.3g} GHz",
-            "Graph": f"{format_count(g['variables'])} variables, {format_count(g['compute_sets'])} compute sets, "
-            f"{format_count(g['vertices'])} vertices, {format_count(g['program_steps'])} program steps",
+            "Graph": graph_counts(g),
         }
     )
     parts = [
@@ -305,7 +299,7 @@ def report_html(report: Report, top: int = 40) -> str:
         parts += [
             f"<p>Run {run} ({html.escape(run_figures(report, run)['name'])}, the longest that computes): "
             f"{format_count(s['cycles'])} cycles, {format_count(s['steps'])} executed steps, "
-            f"{format_si(s['flops'], 'FLOP')}, tile balance {format_percent(s['tile_balance'])}, "
+            f"{format_flops(s['flops'])}, tile balance {format_percent(s['tile_balance'])}, "
             f"tile utilisation {format_percent(s['tile_utilisation'])}. {html.escape(lod.detail)}.</p>",
             plot(
                 timeline_figure(

@@ -10,7 +10,17 @@ from typing import Any
 import numpy as np
 
 from app.comparison.comparison import HEADLINE_METRICS
-from app.units import format_bytes, format_count, format_metric, format_percent, format_seconds, format_si
+from app.units import (
+    format_bytes,
+    format_count,
+    format_delta,
+    format_flops,
+    format_metric,
+    format_percent,
+    format_seconds,
+    graph_counts,
+    plural,
+)
 
 
 def summary_text(doc: dict[str, Any]) -> str:
@@ -20,12 +30,11 @@ def summary_text(doc: dict[str, Any]) -> str:
         f"report        {doc['report']}  (format v{doc['format_version']}, engine {doc['engine'] or '-'})",
         f"target        {t['name']} ({t['architecture']}): {t['num_ipus']} IPU x {format_count(t['tiles_per_ipu'])} tiles, "
         f"{format_bytes(t['bytes_per_tile'])}/tile, {t['clock_hz'] / 1e9:.3g} GHz",
-        f"graph         {format_count(g['variables'])} variables, {format_count(g['compute_sets'])} compute sets, "
-        f"{format_count(g['vertices'])} vertices, {format_count(g['program_steps'])} program steps",
+        f"graph         {graph_counts(g)}",
         f"memory        {format_bytes(m['total_bytes_including_gaps'])} incl. gaps, "
         f"{format_bytes(m['total_bytes_excluding_gaps'])} excl. gaps; max tile {format_bytes(m['max_tile_bytes'])} "
         f"(tile {m['max_tile']}) of {format_bytes(m['bytes_per_tile'])}",
-        f"out of memory {m['out_of_memory_tiles']} tiles",
+        f"out of memory {plural(m['out_of_memory_tiles'], 'tile')}",
         f"liveness      peak not-always-live {format_bytes(lv['peak_not_always_live_bytes'])} at step {lv['peak_step']}",
     ]
     mi = doc.get("multi_ipu")
@@ -42,12 +51,10 @@ def summary_text(doc: dict[str, Any]) -> str:
         lines.append(
             "execution     "
             + (
-                f"{ex['runs']} run{'' if ex['runs'] == 1 else 's'}"
-                if ex.get("only_run") is None
-                else f"run {ex['only_run']} of {ex['runs']}"
+                plural(ex["runs"], "run") if ex.get("only_run") is None else f"run {ex['only_run']} of {ex['runs']}"
             )  # fmt: skip
             + f", {format_count(ex['total_cycles'])} cycles "
-            f"({format_seconds(ex['total_seconds'])} at the target clock), {format_si(ex['total_flops'], 'FLOP')}, "
+            f"({format_seconds(ex['total_seconds'])} at the target clock), {format_flops(ex['total_flops'])}, "
             f"tile balance {format_percent(ex['tile_balance'])}"
         )
         for i, (c, n, b) in enumerate(
@@ -108,14 +115,7 @@ def _value(name: str, v: Any) -> str:
 
 
 def _delta(name: str, m: dict[str, Any]) -> str:
-    d, r = m["delta"], m["ratio"]
-    if d is None:
-        return "-"
-    text = _value(name, d)
-    text = text if text.startswith("-") or d == 0 else f"+{text}"
-    if r is not None and d != 0:
-        text += f" ({(r - 1) * 100:+.2f}%)"
-    return text
+    return format_delta(name, m["delta"], m["ratio"])
 
 
 def diff_text(doc: dict[str, Any]) -> str:

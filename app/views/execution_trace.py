@@ -15,6 +15,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from app.units import plural
 from app.views.runs import run_figures, weighted_figures
 from report_format.reader import Report
 from report_format.vocabulary import StepType
@@ -122,7 +123,7 @@ def level_of_detail(spans: pd.DataFrame, x0: int, x1: int, max_per_row: int = 15
             "end": np.maximum(bin_start + share * width, bin_start + 1).astype(np.int64),
             "kind": dominant["kind"].to_numpy(),
             "label": [
-                f"{c} steps, mostly {k}; busy {f:.0%} of {width:,.0f} cycles"
+                f"{plural(int(c), 'step')}, mostly {k}; busy {f:.0%} of {width:,.0f} cycles"
                 for c, k, f in zip(dominant["steps"], dominant["kind"], share, strict=True)
             ],
             "step": -1,

@@ -13,6 +13,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from app.units import plural
 from report_format.reader import Report
 from report_format.vocabulary import Layer
 
@@ -62,7 +63,7 @@ def operation_count(ops: pd.DataFrame) -> int:
 
 def count_sentence(count: int, outside_cycles: int | None, total_cycles: int) -> str:
     """'42 operations, plus work outside any of them (38.2% of cycles)': how every page counts."""
-    text = f"{count:,} operations"
+    text = plural(count, "operation")
     if outside_cycles is not None:
         share = f" ({100 * outside_cycles / total_cycles:.1f}% of cycles)" if total_cycles else ""
         text += f", plus one row for work outside any of them{share}"

@@ -41,6 +41,15 @@ def program_tree(report: Report) -> pd.DataFrame:
             rolled_exec[parent[i]] += rolled_exec[i]
             rolled_est[parent[i]] += rolled_est[i] * max(int(p["repeat_count"].iat[parent[i]]), 1)
             rolled_code[parent[i]] += rolled_code[i]
+    # host-transfer nodes: every step under them is a stream copy (the one-off weight upload that
+    # runs before inference: hundreds of Begin / Mid / End steps, a weight each)
+    leaf = p["step"].to_numpy() >= 0
+    stream = p["type"].astype(str).str.startswith("StreamCopy").to_numpy() & leaf
+    steps, stream_steps = leaf.astype(np.int64), stream.astype(np.int64)
+    for i in range(n - 1, -1, -1):
+        if parent[i] >= 0:
+            steps[parent[i]] += steps[i]
+            stream_steps[parent[i]] += stream_steps[i]
     out = p.assign(
         depth=depth,
         children=children,
@@ -48,6 +57,8 @@ def program_tree(report: Report) -> pd.DataFrame:
         executed_cycles=rolled_exec,
         estimated_cycles=rolled_est,
         code_bytes=rolled_code,
+        stream_steps=stream_steps,
+        host_transfer=(steps > 0) & (stream_steps == steps) & (children > 0),
     )
     return out
 
@@ -66,8 +77,41 @@ def visible_rows(tree: pd.DataFrame, expanded: set[int]) -> pd.DataFrame:
 
 
 def default_expanded(tree: pd.DataFrame, depth: int = 2) -> set[int]:
-    """Control nodes down to ``depth`` open at first."""
-    return set(tree.loc[(tree["children"] > 0) & (tree["depth"] < depth), "program_id"].astype(int))
+    """Control nodes down to ``depth`` open at first, but a host transfer (the weight upload) stays
+    one folded line: its hundreds of stream-copy steps would otherwise fill the first screens."""
+    return set(
+        tree.loc[(tree["children"] > 0) & (tree["depth"] < depth) & ~tree["host_transfer"], "program_id"].astype(int)
+    )
+
+
+def search_rows(tree: pd.DataFrame, query: str) -> tuple[pd.DataFrame, int]:
+    """(rows, matches): the nodes whose name or type contains ``query`` (any case), with their
+    ancestors so each match shows where it sits in the tree; pre-order kept."""
+    q = query.strip().lower()
+    hit = (
+        tree["name"].astype(str).str.lower().str.contains(q, regex=False)
+        | tree["type"].astype(str).str.lower().str.contains(q, regex=False)
+    ).to_numpy()
+    shown = hit.copy()
+    parent = tree["parent_id"].to_numpy()
+    frontier = np.flatnonzero(hit)
+    while frontier.size:  # one step up per pass: as many passes as the tree is deep
+        up = parent[frontier]
+        up = up[(up >= 0) & ~shown[np.maximum(up, 0)]]
+        shown[up] = True
+        frontier = np.unique(up)
+    return tree[shown], int(hit.sum())
+
+
+def estimates_repeat_executed(tree: pd.DataFrame, executed: bool) -> bool:
+    """Whether the estimated-cycles column only repeats the executed one: with an execution profile,
+    every step's executed cycles are its estimate times its executions (a simulated run uses the
+    compiler's cost model, so on this simulator they agree unless a step's cycles depend on what it
+    ran, e.g. a stream copy's host wait)."""
+    if not executed:
+        return False
+    leaf = tree[tree["step"] >= 0]
+    return bool((leaf["executed_cycles"] == leaf["estimated_cycles"] * leaf["executions"]).all())
 
 
 def program_details(report: Report, program_id: int) -> dict[str, object]:

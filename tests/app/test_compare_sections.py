@@ -80,6 +80,17 @@ def test_only_listed_baselines_open(pair, tmp_path):
     assert shell.next_baseline(False, "") == (None, dash.no_update)
 
 
+def test_the_url_names_a_listed_baseline_or_off(pair, tmp_path):
+    """?compare=NAME opens a baseline by the name the picker lists; a path or an unlisted name
+    changes nothing; no compare (a link between pages) changes nothing."""
+    other = str(Path(pair["root"], "runs", "other"))
+    assert shell.from_url("?compare=baseline") == (pair["baseline"], pair["baseline"])
+    assert shell.from_url("?compare=runs%2Fother&x=1") == (other, other)
+    assert shell.from_url("?compare=off") == (None, shell.OFF)
+    for search in ("", None, "?x=1", f"?compare={pair['baseline']}", "?compare=..%2Fsecret"):
+        assert shell.from_url(search) == (dash.no_update, dash.no_update), search
+
+
 def test_banner_names_both_reports(pair):
     body, colour = shell.banner_body(pair["baseline"])
     assert colour == "info"
@@ -215,7 +226,7 @@ def test_operation_details_card(pair):
     table = card.children[2]
     body = {text(r.children[0]): [text(c) for c in r.children[1:]] for r in table.children[1].children}
     assert body["cycles"] == ["0", "300", "+300", "-"]  # no ratio against nothing
-    assert body["FLOPs"] == ["0", "500", "+500", "-"]
+    assert body["FLOPs"] == ["0 FLOPs", "500 FLOPs", "+500 FLOPs", "-"]  # FLOPs in their unit, as on the cards
     assert "(Cast, added)" in text(card.children[0])
     assert cmp_operations.operation_details(key, "poplibs", None, "no such op") is None
 

@@ -212,3 +212,26 @@ def test_axes_use_si_prefixes_not_plotly_billions() -> None:
     compare = category_delta_figure(pd.DataFrame({"baseline": [1e9], "active": [2.5e9]}, index=["variable"]))
     assert page.layout.xaxis.exponentformat == page.layout.yaxis.exponentformat == "SI"
     assert compare.layout.yaxis.exponentformat == "SI" and len(compare.data) == 2
+
+
+def test_tile_map_colours_by_rank_when_most_tiles_hold_nearly_the_same():
+    """ResNet-50's shape: most tiles within a few KiB of each other, a tail of emptier tiles. On a
+    linear scale from 0 the bulk is one colour; by rank it spreads, the bar naming the bytes at
+    each quartile and hover giving each tile's bytes."""
+    import pandas as pd
+
+    from app.figures.memory import percentile_rank, tile_map_figure
+
+    assert percentile_rank(np.array([30.0, 10.0, 20.0, 20.0, 40.0])).tolist() == [75.0, 0.0, 25.0, 25.0, 100.0]
+    n = 100
+    b = 490_000 + 100 * np.arange(n)  # 490,000 .. 499,900 B: the middle half spans 5,000 B of ~500,000
+    b[:5] = 20_000 * np.arange(1, 6)  # an emptier tail
+    tm = pd.DataFrame({"ipu": 0, "tile": range(n), "row": np.arange(n) // 10, "col": np.arange(n) % 10, "bytes": b})
+    heat = tile_map_figure(tm, 638976).data[0]
+    assert (heat.zmin, heat.zmax) == (0, 100) and heat.colorbar.title.text == "bytes<br>(by rank)"
+    assert heat.colorbar.ticktext[0] == "min 19.5 KiB" and heat.colorbar.ticktext[-1] == "max 488.2 KiB"
+    assert heat.z[0][0] == 0 and heat.z[9][9] == 100  # smallest and largest tile: the scale's two ends
+    assert heat.customdata[9][9][1] == 499_900  # hover: the bytes
+    # spread over a good part of the scale: linear, as before
+    wide = tile_map_figure(tm.assign(bytes=np.arange(n) * 5_000), 638976).data[0]
+    assert wide.colorbar.title.text == "bytes<br>(capacity<br>624.0 KiB)" and wide.zmax == 495_000

@@ -37,3 +37,40 @@ def test_program_details(small_report):
 def test_compile_only_report_has_no_executed_cycles(compile_only_report):
     t = view.program_tree(compile_only_report)
     assert t["executed_cycles"].sum() == 0 and t["estimated_cycles"].iat[0] == 5 + 40 + 5 + 170 + 10
+
+
+def test_search_shows_matches_under_their_ancestors(small_report):
+    t = view.program_tree(small_report)
+    rows, matches = view.search_rows(t, "MATMUL")  # any case; the name of step 3 (program 6)
+    assert matches == 1 and rows["program_id"].tolist() == [0, 1, 5, 6]
+    rows, matches = view.search_rows(t, "streamcopy")  # types too: Begin / Mid / End of "in"
+    assert matches == 3 and rows["program_id"].tolist() == [0, 1, 2, 3, 4]
+    rows, matches = view.search_rows(t, "no such node")
+    assert matches == 0 and rows.empty
+
+
+def test_estimated_cycles_shown_only_where_they_differ(small_report, compile_only_report):
+    t = view.program_tree(small_report)
+    # run 1 costs twice run 0 here, so executed (15 for "in" begin) is not estimate x executions (2 x 5)
+    assert not view.estimates_repeat_executed(t, True)
+    same = t.assign(executed_cycles=t["estimated_cycles"] * t["executions"])
+    assert view.estimates_repeat_executed(same, True)
+    assert not view.estimates_repeat_executed(view.program_tree(compile_only_report), False)
+
+
+def test_the_weight_upload_starts_folded(small_report, demo_reports):
+    # the small report's program mixes stream copies with compute: not a host transfer
+    t = view.program_tree(small_report)
+    assert not t["host_transfer"].any() and t.loc[t["program_id"] == 0, "stream_steps"].item() == 3
+    # FashionMNIST (a real simulator run) uploads its weights in a program of its own before training
+    from report_format.reader import open_report
+
+    tree = view.program_tree(open_report(demo_reports("fashion_mnist") / "fashion_mnist"))
+    upload = tree[(tree["depth"] == 0) & (tree["name"] == "WeightsFromHost")]
+    assert len(upload) == 1 and bool(upload["host_transfer"].item())
+    under = tree[tree["step"] >= 0]
+    assert upload["stream_steps"].item() > 0
+    assert not (set(upload["program_id"]) & view.default_expanded(tree))  # folded
+    training = tree[(tree["depth"] == 0) & (tree["name"] == "train step")]
+    assert set(training["program_id"]) <= view.default_expanded(tree)  # the rest opens as before
+    assert len(under) > upload["stream_steps"].item()

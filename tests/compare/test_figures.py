@@ -71,7 +71,23 @@ def test_top_delta_figure_orders_by_size_and_marks_added() -> None:
     fig = figs.top_delta_figure(t, "name", "delta_bytes", "t", n=3)
     (bar,) = fig.data
     assert list(bar.x) == [5, -20, 40]  # biggest at the top (plotly draws the last bar highest)
-    assert list(bar.y) == ["a", "d [removed]", "b [added]"]
+    assert list(bar.y) == [0, 1, 2]  # a row each, even where shortened names coincide
+    assert list(fig.layout.yaxis.ticktext) == ["a", "d [removed]", "b [added]"]
+
+
+def test_top_delta_bars_never_share_a_row() -> None:
+    """Two operation paths that differ only in their start (the ONNX node) get a bar each, labelled
+    with both ends of the path; bytes in binary units on the bars and the axis."""
+    tail = " > poplibs:Conv(Conv) > poplibs:conv matmul(MatMul)"
+    t = pd.DataFrame({"name": ["onnx:s3b0_b_conv_365(Conv)" + tail, "onnx:s1b0_b_conv_101(Conv)" + tail],
+                      "delta_bytes": [3 * 2**20, 2**20]})  # fmt: skip
+    fig = figs.top_delta_figure(t, "name", "delta_bytes", "t", unit="B")
+    (bar,) = fig.data
+    labels = list(fig.layout.yaxis.ticktext)
+    assert list(bar.y) == [0, 1] and len(set(labels)) == 2
+    assert labels[1].startswith("onnx:s3b0_b_conv_365") and labels[1].endswith("conv matmul(MatMul)")
+    assert list(bar.text) == ["+1.0 MiB", "+3.0 MiB"]
+    assert list(fig.layout.xaxis.ticktext) == ["0", "0.5 MiB", "1 MiB", "1.5 MiB", "2 MiB", "2.5 MiB", "3 MiB"]
 
 
 def test_empty_inputs_give_a_message_not_an_error() -> None:

@@ -426,7 +426,7 @@ def _check(result: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _render(doc: dict[str, Any]) -> str:
-    from app.units import format_bytes, format_count
+    from app.units import format_bytes, format_count, plural
 
     ex, m, t = doc["execution"], doc["memory"], doc["timing"]
     tg = doc["target"]
@@ -434,7 +434,7 @@ def _render(doc: dict[str, Any]) -> str:
     if ex["executed"]:
         execution = [
             f"cycles/run    {per_run}  ({ex['seconds_per_run'] * 1e3:.4g} ms simulated)",
-            f"throughput    {ex['samples_per_second']:,.1f} samples/s (simulated, {ex['samples_per_run']} samples per run)",
+            f"throughput    {ex['samples_per_second']:,.1f} samples/s (simulated, {plural(ex['samples_per_run'], 'sample')} per run)",
         ]
         if len(ex["ipu_utilisation"]) > 1:  # compute share of the run on each IPU (pipeline balance)
             execution.append(

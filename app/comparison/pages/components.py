@@ -14,7 +14,7 @@ from app import ids
 from app.comparison.figures import DOWN, UP
 from app.comparison.pages import baselines
 from app.grid import short_header  # noqa: F401 - compare tables' headers, re-exported
-from app.units import format_metric  # one formatting of metric values for the CLI, HTML and app
+from app.units import format_delta, format_metric  # one formatting of metric values for the CLI, HTML and app
 
 #: Figures of the compare sections: no logo, same as the pages.
 GRAPH_CONFIG = {"displaylogo": False}
@@ -51,11 +51,9 @@ def unavailable(key: str | None) -> Any:
 
 
 def signed(name: str, delta: float | None) -> str:
-    """A delta with its sign, formatted like the metric (bytes, counts, ratios)."""
-    if delta is None or (isinstance(delta, float) and not math.isfinite(delta)):
-        return "-"
-    text = format_metric(name, delta)
-    return text if text.startswith("-") or delta == 0 else "+" + text
+    """A delta with its sign, formatted like the metric (bytes, counts; percentage points for a
+    percentage: ``app.units.format_delta``)."""
+    return format_delta(name, delta)
 
 
 def ratio_text(ratio: float | None, delta: float | None) -> str:

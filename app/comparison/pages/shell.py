@@ -1,13 +1,19 @@
 """Compare mode in the shell: the baseline picker in the navbar, the "Comparing ACTIVE against
-BASELINE" banner with its off switch, and the store of the chosen baseline (each page's compare tab follows it)."""
+BASELINE" banner with its off switch, and the store of the chosen baseline (each page's compare tab follows it).
+
+The choice is kept in the URL (``?compare=NAME``, the baseline's name as the picker lists it, or
+``?compare=off``), so a reload or a shared link opens with the same baseline: the browser writes the
+URL (``history.replaceState``: no navigation, no page rebuilt) and the server reads it on load,
+accepting only names of baselines it listed."""
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qs
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Input, Output, callback, ctx, dcc, html
+from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html
 
 from app import ids, state
 from app.comparison.pages import baselines
@@ -45,6 +51,8 @@ def banner() -> html.Div:
     return html.Div(
         [
             dcc.Store(id=ids.COMPARE_BASELINE, data=key),
+            dcc.Store(id=ids.COMPARE_URL, data={"names": baselines.candidates(), "default": key}),
+            html.Div(id=ids.COMPARE_URL_SINK, hidden=True),
             dbc.Alert(
                 [
                     html.Div(text, id=ids.COMPARE_BANNER_TEXT, className="me-3"),
@@ -88,10 +96,46 @@ def banner_body(key: str | None) -> tuple[Any, str]:
     Output(ids.COMPARE_PICKER, "value"),
     Input(ids.COMPARE_PICKER, "value"),
     Input(ids.COMPARE_OFF, "n_clicks"),
-    prevent_initial_call=True,
+    Input(ids.SHELL_LOCATION, "search"),
 )
-def choose(value: str | None, _off: Any) -> tuple[Any, Any]:
+def choose(value: str | None, _off: Any, search: str | None) -> tuple[Any, Any]:
+    if ctx.triggered_id in (None, ids.SHELL_LOCATION):  # a page (re)loaded: the URL's choice, if any
+        return from_url(search)
     return next_baseline(ctx.triggered_id == ids.COMPARE_OFF, value)
+
+
+def from_url(search: str | None) -> tuple[Any, Any]:
+    """(store, picker) from a URL's query: ``compare=off``, or ``compare=NAME`` for a baseline the
+    server listed under that name; no ``compare`` (a link inside the app), or a name it did not
+    list, changes nothing."""
+    name = parse_qs((search or "").lstrip("?")).get("compare", [None])[0]
+    if name == OFF:
+        return None, OFF
+    key = next((k for k, lab in baselines.candidates().items() if lab == name), None)
+    if key is None:
+        return dash.no_update, dash.no_update
+    return key, key
+
+
+# the URL follows the choice (and keeps it across links between pages, which drop the query)
+clientside_callback(
+    """function (key, _pathname, url) {
+        const params = new URLSearchParams(window.location.search);
+        if (key && url.names[key]) params.set("compare", url.names[key]);
+        else if (!key && url.default) params.set("compare", "off");  // off, although started with --compare
+        else params.delete("compare");
+        const query = params.toString();
+        const next = window.location.pathname + (query ? "?" + query : "") + window.location.hash;
+        if (next !== window.location.pathname + window.location.search + window.location.hash) {
+            window.history.replaceState(window.history.state, "", next);
+        }
+        return window.dash_clientside.no_update;
+    }""",
+    Output(ids.COMPARE_URL_SINK, "className"),
+    Input(ids.COMPARE_BASELINE, "data"),
+    Input(ids.SHELL_LOCATION, "pathname"),
+    State(ids.COMPARE_URL, "data"),
+)
 
 
 def next_baseline(turned_off: bool, picked: str | None) -> tuple[Any, Any]:
