@@ -46,17 +46,31 @@ def layout(**_: object) -> html.Div:
             "Peak not-always-live", format_bytes(lv["peak_not_always_live_bytes"]), f"at program step {lv['peak_step']}"
         ),
     ]
-    if ex["captured"]:
+    if ex["captured"] and ex["headline"]:
+        # the run that computes leads (as `tilescope summary`'s headline line and `tilescope run`);
+        # a one-off weight upload is its own card, not part of the headline
+        h = ex["headline"]
         cards += [
             card(
-                "Total cycles",
-                format_count(ex["total_cycles"]),  # exact, as the Execution Trace, the CLI and the exports show it
-                f"{ex['runs']} run{'' if ex['runs'] == 1 else 's'}, {format_seconds(ex['total_seconds'])} at "
-                f"{t['clock_hz'] / 1e9:.3g} GHz",
+                "Cycles",
+                format_count(h["cycles"]),  # exact, as the Execution Trace, the CLI and the exports show it
+                f"run {h['run']} ({h['name']}), {format_seconds(h['seconds'])} at {t['clock_hz'] / 1e9:.3g} GHz; "
+                f"all {ex['runs']} runs {format_count(ex['total_cycles'])}"
+                if ex["runs"] > 1
+                else f"run {h['run']} ({h['name']}), {format_seconds(h['seconds'])} at {t['clock_hz'] / 1e9:.3g} GHz",
             ),
-            card("Total FLOPs", format_flops(ex["total_flops"])),
-            card("Tile balance", format_percent(ex["tile_balance"]), "all runs, cycle-weighted, Sync left out"),
+            card("FLOPs", format_flops(h["flops"]), f"run {h['run']}"),
+            card("Tile balance", format_percent(h["tile_balance"]), f"run {h['run']}, cycle-weighted, Sync left out"),
         ]
+        if h["data_only_runs"]:
+            runs_ = h["data_only_runs"]
+            cards.append(
+                card(
+                    "Weight upload",
+                    format_count(h["data_only_cycles"]),
+                    f"cycles in run{'' if len(runs_) == 1 else 's'} {', '.join(map(str, runs_))}: data only",
+                )
+            )
     else:
         cards.append(card("Execution", "not captured"))
     target_block = {

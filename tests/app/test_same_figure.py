@@ -59,8 +59,7 @@ def test_tile_balance(demo_pair, pages, capsys):
     assert diff["metrics"]["execution.tile_balance"]["active"] == pytest.approx(overall)
     assert summary["tile_balance_per_run"][run] == pytest.approx(per_run)
     assert not math.isclose(overall, per_run)  # all runs and one run are told apart, not confused
-    # all runs: the Summary card, the compare headline table, the diff's text, the CLI summary
-    assert f"Tile balance {format_percent(overall)}" in text(find(pages["summary"].layout(), ids.SUMMARY_BODY))
+    # all runs: the compare headline table, the diff's text, the CLI summary's execution line
     headline = text(find(pages["compare_summary"].render(pages["key"]), ids.COMPARE_SUMMARY_TABLE))
     assert format_percent(overall) in headline
     assert re.search(
@@ -68,7 +67,12 @@ def test_tile_balance(demo_pair, pages, capsys):
         cli_text(capsys, "diff", str(baseline), str(active)),
     )
     assert f"tile balance {format_percent(overall)}" in cli_text(capsys, "summary", str(active))
-    # one run: the Execution Trace card, the Summary's runs table, the compare runs table, the CLI
+    # one run: the Summary's headline card (the opening run), the Execution Trace card, the Summary's
+    # runs table, the compare runs table, the CLI's headline and per-run lines
+    assert f"Tile balance {format_percent(per_run)} run {run}" in text(
+        find(pages["summary"].layout(), ids.SUMMARY_BODY)
+    )
+    assert f"tile balance {format_percent(per_run)}" in cli_text(capsys, "summary", str(active)).split("headline")[1]
     assert f"Tile balance {format_percent(per_run)}" in text(pages["execution_trace"].summary(str(run)))
     runs = find(pages["summary"].layout(), ids.SUMMARY_RUNS).rowData
     assert runs[run]["tile_balance"] == format_percent(per_run)
@@ -196,8 +200,13 @@ def test_one_run_figures_in_summary_and_diff(demo_pair, pages, capsys):
     one = cli_json(capsys, "summary", str(active), "--json", "--run", "1")["execution"]
     every = cli_json(capsys, "summary", str(active), "--json")["execution"]
     assert one["only_run"] == 1 and every["only_run"] is None
-    # the Summary card shows the all-runs total exactly, as the CLI and the Execution Trace do
-    assert f"Total cycles {every['total_cycles']:,} " in text(find(pages["summary"].layout(), ids.SUMMARY_BODY))
+    # the Summary's cycles card leads with the opening run and gives the all-runs total exactly, as the CLI does
+    body = text(find(pages["summary"].layout(), ids.SUMMARY_BODY))
+    h = every["headline"]
+    assert (
+        f"Cycles {h['cycles']:,} run {h['run']}" in body
+        and f"all {every['runs']} runs {every['total_cycles']:,}" in body
+    )
     assert one["total_cycles"] == run_figures(a, 1)["cycles"] != every["total_cycles"]
     assert one["total_flops"] == run_figures(a, 1)["flops"]
     assert one["tile_balance"] == pytest.approx(run_figures(a, 1)["tile_balance"])
