@@ -16,10 +16,13 @@ from app.comparison.pages.components import compare_tabs
 from app.components import key_values
 from app.figures.operations import operation_tile_cycles_figure
 from app.views import operations as view
+from app.views.runs import opening_run
 from report_format.vocabulary import Layer
 
 KIND = "operations"
-LAYER_NAMES = {Layer.POPLIBS: "Poplar and PopLibs", Layer.ONNX: "ONNX", Layer.USER: "User (application)"}
+# The model's own layer first: an ONNX report opens on its nodes' names (s3b0_b_conv_365), not on
+# the PopLibs operations they lower to ("conv matmul"), as the Operations Graph does.
+LAYER_NAMES = {Layer.ONNX: "ONNX", Layer.USER: "User (application)", Layer.POPLIBS: "Poplar and PopLibs"}
 DEFAULT_COLUMNS = ["cycles", "flops", "flops_per_cycle", "memory_bytes", "code_bytes", "tiles"]
 
 
@@ -38,11 +41,15 @@ def layout(**_: object) -> html.Div:
     report = state.report()
     lays = layers()
     run_opts = [{"label": "all runs", "value": "-1"}]
+    first_run = "-1"
     if report.has_execution_profile:
         run_opts += [
             {"label": f"run {r}: {n}", "value": str(int(r))}
             for r, n in zip(report.runs()["run"], report.runs()["name"], strict=True)
         ]
+        # the run that computes, as Summary leads with it: "all runs" would put a one-off weight
+        # upload's stream copies first
+        first_run = str(opening_run(report))
     return html.Div(
         [
             html.H3("Operations", className="mb-2"),
@@ -62,7 +69,7 @@ def layout(**_: object) -> html.Div:
                     dbc.Col(
                         [
                             dbc.Label("Cycles of", className="small"),
-                            dbc.Select(id=ids.OPERATIONS_RUN, value="-1", options=run_opts),
+                            dbc.Select(id=ids.OPERATIONS_RUN, value=first_run, options=run_opts),
                         ],
                         md=2,
                     ),
