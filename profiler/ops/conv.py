@@ -258,7 +258,7 @@ def map_conv_weights(
     shape = (groups, b * ho * wo, cg * kh * kw, cout // groups)
     grp = cg if channel_group is None else channel_group
     plan = plan_matmul(graph.target, *shape, as_dtype(w.dtype), partials_dtype, available_memory_proportion,
-                       conv=(kh, kw, wo, grp))  # fmt: skip
+                       conv=(kh, kw, wo, grp), slic_stride=slic_stride((sh, sw), (dh, dw)))  # fmt: skip
     if plan.in_chan_serial * plan.out_chan_serial > 1:
         return False
     rhs = _weights(w, groups, grp)
@@ -294,7 +294,8 @@ def conv2d(
     ho, wo = _out_hw(x.shape, w.shape[2:], stride, padding, dilation)
     y = matmul(graph, cols, _weights(w, groups, grp), prog, partials_dtype=partials_dtype,
                available_memory_proportion=available_memory_proportion, grouped_out=True,
-               host_operands=host, conv=(w.shape[2], w.shape[3], wo, grp), debug_name="conv matmul")  # fmt: skip
+               host_operands=host, conv=(w.shape[2], w.shape[3], wo, grp),
+               slic_stride=slic_stride(_pair(stride), _pair(dilation)), debug_name="conv matmul")  # fmt: skip
 
     # the plan (splits, vertex type) also on the conv's own context, where the Operations view looks
     plan = json.loads(next(c for c in reversed(graph.debug_contexts) if c.op_type == "MatMul").attributes)
@@ -320,6 +321,13 @@ def _amp_grouping(graph: Graph, plan: dict, dtype: np.dtype) -> dict[str, int]:
                                      icpg)  # fmt: skip
     return {"in_chans_per_group": icpg, "kernel_rows_per_pass": wpu // icpg,
             "amp_mac_utilisation": round(mb * kb * nb / int(padded), 4)}  # fmt: skip
+
+
+def slic_stride(stride: tuple[int, int], dilation: tuple[int, int]) -> int:
+    """The innermost output stride when PopLibs may run the convolution on the SLIC vertex, else 0:
+    an output stride of 1 or 2 in the innermost dimension and no kernel dilation (ConvModel.cpp
+    addSLICConstraints; the input padding SLIC needs applied first is not costed [INF])."""
+    return stride[1] if stride[1] <= 2 and dilation == (1, 1) else 0
 
 
 def _out_hw(
