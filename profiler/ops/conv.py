@@ -308,8 +308,17 @@ def _amp_grouping(graph: Graph, plan: dict, dtype: np.dtype) -> dict[str, int]:
     """The AMP input channel grouping of a ConvPartialnx1 plan's blocks, the kernel rows each AMP pass
     takes (PopLibs' inChansPerGroup and convUnitWeightHeight; cost_model.amp_nx1_cycles) and the share
     of the AMP's MACs that are the block's own (the rest pad channels, kernel rows and out groups), so
-    the Operations view shows how the plan pads a convolution with few input channels."""
+    the Operations view shows how the plan pads a convolution with few input channels. A SLIC plan
+    gives its vertex variant instead: conv groups and channels a group, conv unit chains."""
     conv = plan.get("conv")
+    if plan["method"] == "SLIC" and conv is not None:  # the SLIC variant the planner costed the blocks with
+        gb, mb, kb, nb = plan["block"]
+        kh, kw, wo = conv[:3]
+        _, which = cost_model.slic_best(mb, wo, (kh, kw), gb, max(kb // (kh * kw), nb), dtype, plan["partials_dtype"],
+                                        graph.target, plan["slic_stride"])  # fmt: skip
+        cfg = cost_model.slic_candidates(dtype, plan["partials_dtype"], graph.target)[int(which)]
+        return {"conv_groups_per_group": cfg.conv_groups_per_group, "chans_per_group": cfg.chans_per_group,
+                "conv_unit_chains": cfg.chains}  # fmt: skip
     if plan["method"] != "AMP" or conv is None or conv[0] * conv[1] == 1:
         return {}
     _, mb, kb, nb = plan["block"]

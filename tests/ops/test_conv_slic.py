@@ -96,6 +96,8 @@ def test_a_slic_convolution_is_exact_and_costed_as_one_vertex_a_tile(groups: int
     np.testing.assert_allclose(out["y"], ref, rtol=2e-2, atol=3e-2)
     plan = json.loads(next(c for c in g.debug_contexts if c.op_type == "MatMul").attributes)
     assert plan["method"] == "SLIC"
+    conv_plan = json.loads(next(c for c in g.debug_contexts if c.op_type == "Conv").attributes)["plan"]
+    assert conv_plan["chans_per_group"] >= 16 // groups and conv_plan["conv_unit_chains"] in (2, 4)
     gb, mb, kb, nb = plan["block"]
     batches = [b for p in e.compiled.cs_plans.values() for b in p.compute_set.batches
                if b.codelet.name == "poplin::ConvPartial1x4SLIC"]  # fmt: skip
