@@ -793,6 +793,151 @@ def amp_nx1_in_chans_per_group(
     return cands[int(np.argmin(cyc))]
 
 
+# ConvPartial1x4SLIC: the vertex PopLibs plans for convolutions with few channels per conv group
+# (depthwise, grouped), half or quarter inputs only (graphcore/poplibs lib/poplin/ConvVertexType.cpp
+# getConvVertexSLICCandidates). It holds (convGroupsPerGroup, chansPerGroup) = (1, 4), (2, 2), (4, 1) and,
+# with half partials on 16 conv units, (8, 1), (16, 1) - in and out channels padded to chansPerGroup, the
+# tile's conv groups to whole groups of convGroupsPerGroup - and runs the kernel in 1x4 sub-kernels (the
+# kernel width padded to 4, ConvModel.cpp numWeightBlocks). Conv unit chains: 2 with float partials; 4 (16
+# units) or 2 with half partials. Cycles: PerformanceEstimation.hpp getConvPartialSlicSupervisor-
+# {WeightLoad,OuterLoop,InnerLoop}CycleEstimate(HalfFloat), which poplinCycleEstimators.cpp's
+# ConvPartial1x4SLIC estimator and ConvModel.cpp's SLIC plan cost both call; the constants below are
+# theirs, named by what the comments beside them in PopLibs say they pay for.
+SLIC_WINDOW_WIDTH = 4
+SLIC_MAX_CHANS_PER_GROUP = 4  # the widest chansPerGroup of the candidates below
+
+
+@dataclass(frozen=True)
+class SlicConfig:
+    """One ConvPartial1x4SLIC vertex variant: conv groups and channels per group, conv unit chains."""
+
+    conv_groups_per_group: int
+    chans_per_group: int
+    chains: int
+
+
+def slic_candidates(dtype: DTypeLike, partials_dtype: DTypeLike, target: Target) -> list[SlicConfig]:
+    """PopLibs' SLIC vertex candidates for a half input type (none for other types: SLIC is half or
+    quarter only, and tilescope costs quarter SLIC with the AMP it models for float8)."""
+    if dtype_name(dtype) != "float16":
+        return []
+    half_partials = dtype_name(partials_dtype) == "float16"
+    units = amp_config(dtype, partials_dtype, target).num_conv_units
+    chains = ([4] if units == 16 else []) + [2] if half_partials else [2]
+    groupings = [(1, 4), (2, 2), (4, 1)] + ([(8, 1), (16, 1)] if half_partials and units == 16 else [])
+    return [SlicConfig(g, c, ch) for ch in chains for g, c in groupings]
+
+
+def _brnzdec(n: np.ndarray | int) -> np.ndarray:
+    return 6 * (np.asarray(n) - 1) + 1  # "6 cycles brnzdec stall for all but the last one"
+
+
+def _brnzdec_int(n: int) -> int:
+    return 6 * (n - 1) + 1
+
+
+def slic_weight_load_cycles(cfg: SlicConfig, target: Target) -> int:
+    """getConvPartialSlicSupervisorWeightLoadCycleEstimate (half): 16 ld64putcs after either a CCCSLOAD
+    set-up (4 channels, one group) or the workers' rearrangement of the weights (10, 12 for 2 groups,
+    +1 for 8 and 16 groups, per worker) between a runall and a sync."""
+    if cfg.chans_per_group == 4:
+        return 6 + 6 + 6 + 16
+    worker = (12 if cfg.conv_groups_per_group == 2 else 10) + int(cfg.conv_groups_per_group > 4)
+    return 9 + 6 + worker * target.num_worker_contexts + 6 + 16
+
+
+def _slic_row(n: np.ndarray, zero: bool, h8: bool, stride: int) -> np.ndarray:
+    """A worker's cycles for one worklist row piece of n output positions, one input pass
+    (getConvPartialSlicSupervisorInnerLoopCycleEstimateHalfFloat's rowCycles). For n >= 2 without
+    zeroing its short-row sum 1 + (n-1) + 2 + (4-n) + 2 + (3-(4-n)) + 3 is n + 10 (unsigned arithmetic)."""
+    if stride == 2:
+        return np.where(n < 3, 7 + np.where(n == 1, 3, 5) + 3, 15 + 2 * (n - 3))
+    short = (10 + np.where(n > 1, n, 0) + 3) if zero else (7 + np.where(n == 1, 6, n + 10))
+    long_ = 15 + (n - 5) + (0 if zero or not h8 else 3)
+    return np.where(n < (6 if h8 else 5), short, long_)
+
+
+def slic_inner_cycles(
+    rows: Counts, row_width: int, cfg: SlicConfig, partials_dtype: DTypeLike, target: Target, zero: bool,
+    stride: int = 1,
+) -> np.ndarray:  # fmt: skip
+    """getConvPartialSlicSupervisorInnerLoopCycleEstimateHalfFloat: W x the slowest worker over its row
+    pieces of ``rows`` consecutive output positions (rows ``row_width`` long, split over the workers as
+    ``_nx1_entries``), plus the half-8-conv merge copy on the zeroing pass."""
+    rows = _i64(rows, "rows")
+    w = target.num_worker_contexts
+    float_partials = dtype_name(partials_dtype) == "float32"
+    h8 = cfg.chains == 2 and not float_partials
+    passes = 1 if cfg.chains == 4 else 2  # "inputDataPasses"
+    preamble = 2 + (2 if h8 else 3) + 1 + 2 + 4 + 2 + 2 + 1 + int(h8) + (4 if cfg.conv_groups_per_group > 4 else 0)
+
+    def piece(n: np.ndarray) -> np.ndarray:
+        row = _slic_row(n, zero, h8, stride) - int(float_partials)
+        return (9 if h8 else 10) + int(zero) + 3 * int(float_partials) + row * passes
+
+    workers = [preamble + _nx1_entries(i * rows // w, (i + 1) * rows // w, row_width, piece) for i in range(w)]
+    worst = np.maximum.reduce(workers) + (2 if h8 else 0)
+    copy = 2 + 2 * rows if h8 and zero else 0
+    return worst * w + copy
+
+
+def slic_cycles(
+    rows: Counts, row_width: int, kernel: tuple[int, int], conv_groups: Counts, cfg: SlicConfig,
+    partials_dtype: DTypeLike, target: Target, stride: int = 1,
+) -> np.ndarray:  # fmt: skip
+    """One ConvPartial1x4SLIC vertex on a tile: ``conv_groups`` conv groups (in groups of
+    cfg.conv_groups_per_group), each ``rows`` output positions, kernel ``kernel`` in ceil(kw/4) x kh
+    sub-kernels (getConvPartialSlicSupervisorOuterLoopCycleEstimateHalfFloat):
+
+      cycles = preamble + (ggBody T + brnzdec T) + (subBody S + brnzdec S) + T zeroInner + T (S-1) inner,
+      T = ceil(conv_groups / convGroupsPerGroup), S = sub-kernels; 25 | 28 preamble and 12 | 15 ggBody
+      (half-8-conv | otherwise); subBody = weightLoad + 17 (+4 unless half-8-conv) for up to 4 groups a
+      group, else (cgpg/4 strides of weightLoad + 21, + brnzdec) + 15 with ggBody + 8 and the
+      non-zeroing inner pass once per stride."""
+    kh, kw = kernel
+    float_partials = dtype_name(partials_dtype) == "float32"
+    h8 = cfg.chains == 2 and not float_partials
+    t = np.maximum(1, _cdiv(_i64(conv_groups, "conv groups"), cfg.conv_groups_per_group))
+    subs = _cdiv(kw, SLIC_WINDOW_WIDTH) * kh
+    zero_inner = slic_inner_cycles(rows, row_width, cfg, partials_dtype, target, True, stride)
+    inner = slic_inner_cycles(rows, row_width, cfg, partials_dtype, target, False, stride)
+    load = slic_weight_load_cycles(cfg, target)
+    gg_body = 12 if h8 else 15
+    if cfg.conv_groups_per_group <= 4:
+        sub_body = load + (0 if h8 else 3) + 2 + (0 if h8 else 1) + 6 + 1 + 6 + 1
+    else:
+        strides = cfg.conv_groups_per_group // 4
+        stride_loop = (load + 6 + 1 + 6 + 2 + 6) * strides + _brnzdec_int(strides)
+        sub_body = stride_loop + 2 + 2 + 6 + 3 + 2
+        gg_body += 2 + 6  # "numGroupCounter on the stack"
+        inner = inner * strides
+    sub_loop = sub_body * subs + _brnzdec(subs)
+    gg_loop = gg_body * t + _brnzdec(t)
+    return (25 if h8 else 28) + gg_loop + sub_loop + t * zero_inner + t * (subs - 1) * inner
+
+
+def slic_best(
+    rows: Counts, row_width: int, kernel: tuple[int, int], conv_groups: Counts, chans: int, dtype: DTypeLike,
+    partials_dtype: DTypeLike, target: Target, stride: int = 1,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """(cycles, candidate index into ``slic_candidates``) of the fastest SLIC variant for blocks of
+    ``conv_groups`` conv groups with ``chans`` in and out channels each (the larger of the two), as
+    PopLibs' planner costs each vertex candidate and keeps the fastest (the first of equals). Empty
+    arrays' shape with cycles -1 where no variant holds ``chans`` channels."""
+    cands = slic_candidates(dtype, partials_dtype, target)
+    shape = np.broadcast_shapes(np.shape(rows), np.shape(conv_groups))
+    best = np.full(shape, -1, dtype=np.int64)
+    which = np.full(shape, -1, dtype=np.int64)
+    for i, cfg in enumerate(cands):
+        if chans > cfg.chans_per_group:
+            continue
+        cyc = np.broadcast_to(slic_cycles(rows, row_width, kernel, conv_groups, cfg, partials_dtype, target,
+                                          stride), shape)  # fmt: skip
+        better = (best < 0) | (cyc < best)
+        best, which = np.where(better, cyc, best), np.where(better, i, which)
+    return best, which
+
+
 # HMAC (ref §3.7): "dot(n) ~ 1 cycle per 64 bits of activations + 5-7, float +1": 6 [INF midpoint].
 HMAC_DOT_OVERHEAD = 6
 

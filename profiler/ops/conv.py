@@ -258,7 +258,7 @@ def map_conv_weights(
     shape = (groups, b * ho * wo, cg * kh * kw, cout // groups)
     grp = cg if channel_group is None else channel_group
     plan = plan_matmul(graph.target, *shape, as_dtype(w.dtype), partials_dtype, available_memory_proportion,
-                       conv=(kh, kw, wo, grp))  # fmt: skip
+                       conv=(kh, kw, wo, grp), slic_stride=slic_stride((sh, sw), (dh, dw)))  # fmt: skip
     if plan.in_chan_serial * plan.out_chan_serial > 1:
         return False
     rhs = _weights(w, groups, grp)
@@ -294,7 +294,8 @@ def conv2d(
     ho, wo = _out_hw(x.shape, w.shape[2:], stride, padding, dilation)
     y = matmul(graph, cols, _weights(w, groups, grp), prog, partials_dtype=partials_dtype,
                available_memory_proportion=available_memory_proportion, grouped_out=True,
-               host_operands=host, conv=(w.shape[2], w.shape[3], wo, grp), debug_name="conv matmul")  # fmt: skip
+               host_operands=host, conv=(w.shape[2], w.shape[3], wo, grp),
+               slic_stride=slic_stride(_pair(stride), _pair(dilation)), debug_name="conv matmul")  # fmt: skip
 
     # the plan (splits, vertex type) also on the conv's own context, where the Operations view looks
     plan = json.loads(next(c for c in reversed(graph.debug_contexts) if c.op_type == "MatMul").attributes)
@@ -307,8 +308,17 @@ def _amp_grouping(graph: Graph, plan: dict, dtype: np.dtype) -> dict[str, int]:
     """The AMP input channel grouping of a ConvPartialnx1 plan's blocks, the kernel rows each AMP pass
     takes (PopLibs' inChansPerGroup and convUnitWeightHeight; cost_model.amp_nx1_cycles) and the share
     of the AMP's MACs that are the block's own (the rest pad channels, kernel rows and out groups), so
-    the Operations view shows how the plan pads a convolution with few input channels."""
+    the Operations view shows how the plan pads a convolution with few input channels. A SLIC plan
+    gives its vertex variant instead: conv groups and channels a group, conv unit chains."""
     conv = plan.get("conv")
+    if plan["method"] == "SLIC" and conv is not None:  # the SLIC variant the planner costed the blocks with
+        gb, mb, kb, nb = plan["block"]
+        kh, kw, wo = conv[:3]
+        _, which = cost_model.slic_best(mb, wo, (kh, kw), gb, max(kb // (kh * kw), nb), dtype, plan["partials_dtype"],
+                                        graph.target, plan["slic_stride"])  # fmt: skip
+        cfg = cost_model.slic_candidates(dtype, plan["partials_dtype"], graph.target)[int(which)]
+        return {"conv_groups_per_group": cfg.conv_groups_per_group, "chans_per_group": cfg.chans_per_group,
+                "conv_unit_chains": cfg.chains}  # fmt: skip
     if plan["method"] != "AMP" or conv is None or conv[0] * conv[1] == 1:
         return {}
     _, mb, kb, nb = plan["block"]
@@ -320,6 +330,13 @@ def _amp_grouping(graph: Graph, plan: dict, dtype: np.dtype) -> dict[str, int]:
                                      icpg)  # fmt: skip
     return {"in_chans_per_group": icpg, "kernel_rows_per_pass": wpu // icpg,
             "amp_mac_utilisation": round(mb * kb * nb / int(padded), 4)}  # fmt: skip
+
+
+def slic_stride(stride: tuple[int, int], dilation: tuple[int, int]) -> int:
+    """The innermost output stride when PopLibs may run the convolution on the SLIC vertex, else 0:
+    an output stride of 1 or 2 in the innermost dimension and no kernel dilation (ConvModel.cpp
+    addSLICConstraints; the input padding SLIC needs applied first is not costed [INF])."""
+    return stride[1] if stride[1] <= 2 and dilation == (1, 1) else 0
 
 
 def _out_hw(

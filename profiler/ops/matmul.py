@@ -27,7 +27,15 @@ from profiler.host import host_memory
 from profiler.ops.core import OpError, cdiv, check_same_graph, execute, linear_tiles, op, set_attributes
 from profiler.ops.elementwise import _binary_codelet, _cast, apply_map, copy, fill, map_codelet
 from profiler.ops.matmul_reduce import BlockGrid, reduce_block_major, stage_depths
-from profiler.ops.poplibs_codelets import MATMUL_CODELETS, ConvWindow, block_cycles, dynamic_slice_cycles, runs_nx1
+from profiler.ops.poplibs_codelets import (
+    MATMUL_CODELETS,
+    ConvWindow,
+    block_cycles,
+    dynamic_slice_cycles,
+    runs_nx1,
+    slic_allowed,
+    slic_tile_cycles,
+)
 from profiler.ops.slicing import dynamic_slice, dynamic_update, replicated_index, sliceable
 from profiler.poplar.graph import Graph
 from profiler.poplar.layout import Affine, Factored, Window, WindowBlocks
@@ -67,10 +75,14 @@ class MatMulPlan:
     # a convolution's im2col product: (kernel height, kernel width, output row width), which its AMP
     # vertices are costed by (ConvPartialnx1 for a kernel wider than 1x1); None for a matmul
     conv: ConvWindow | None = None
+    # a SLIC plan's innermost output stride (its vertices' cost depends on it); 0 for other methods
+    slic_stride: int = 0
 
     def attributes(self) -> dict[str, Any]:
         d = asdict(self)
         d["block"] = list(self.block)
+        if not self.slic_stride:
+            del d["slic_stride"]
         if self.conv is None:
             del d["conv"]
         else:
@@ -99,6 +111,8 @@ def _grain(method: str, dtype: np.dtype, partials: np.dtype, target: Target) -> 
     if method == "AMP":
         cfg = cost_model.amp_config(dtype, partials, target)
         return cfg.in_chans_per_group, cfg.out_chans_per_group
+    if method == "SLIC":  # a block holds its conv groups' whole channels (_search); no channel-grouped store
+        return 1, 1
     return (2 if dtype.itemsize == 2 else 1), 1  # HMAC: "inChans any multiple of 2 (half) or 1"
 
 
@@ -115,8 +129,8 @@ def _candidates(n_grains: int, limit: int) -> np.ndarray:
     return splits
 
 
-def _methods(dtype: np.dtype, partials: np.dtype, target: Target) -> list[str]:
-    methods = ["HMAC"]
+def _methods(dtype: np.dtype, partials: np.dtype, target: Target, slic: bool = False) -> list[str]:
+    methods = ["HMAC"] + (["SLIC"] if slic and cost_model.slic_candidates(dtype, partials, target) else [])
     if dtype.kind == "f":
         try:
             cost_model.peak_flops_per_cycle(dtype, partials, target)
@@ -137,6 +151,7 @@ def plan_matmul(
     partials_dtype: object = "float32",
     available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
     conv: ConvWindow | None = None,
+    slic_stride: int = 0,
 ) -> MatMulPlan:
     """The plan for ``groups`` independent ``[m,k] x [k,n]`` products on ``target`` (see module doc).
 
@@ -151,7 +166,13 @@ def plan_matmul(
 
     ``conv``: the product is a convolution's (its im2col view, ``m`` output positions): with a kernel
     wider than 1x1 its AMP blocks are costed as ConvPartialnx1 and the operands are not swapped (the
-    swapped convolution's kernel would be the field: ConvPlan.cpp swapOperands)."""
+    swapped convolution's kernel would be the field: ConvPlan.cpp swapOperands).
+
+    ``slic_stride``: the convolution's innermost output stride when PopLibs may run it on the SLIC vertex
+    (1 or 2, no kernel dilation: ConvModel.cpp addSLICConstraints), else 0. SLIC is then one more
+    method: a tile's block holds whole conv groups' channels (at most 4 in and out channels a group,
+    ConvVertexType.cpp getConvVertexSLICCandidates) and one vertex computes all its conv groups
+    (PoplibsCodelets ``slic_tile_cycles``)."""
     if min(groups, m, k, n) < 1:
         raise OpError(f"matmul: empty problem G={groups} M={m} K={k} N={n}")
     if not 0 < available_memory_proportion <= 1:
@@ -165,7 +186,7 @@ def plan_matmul(
     # swapped first (PopLibs' order); a swapped plan's out-chan serial split would run over m, which
     # the serial loops (over n) do not implement, so the swapped search keeps out-chan serial 1
     swapped = (None, None) if runs_nx1(conv) else _search(target, groups, n, k, m, dt, pdt, budget, out_serial=False)
-    plain = _search(target, groups, m, k, n, dt, pdt, budget, out_serial=True, conv=conv)
+    plain = _search(target, groups, m, k, n, dt, pdt, budget, out_serial=True, conv=conv, slic_stride=slic_stride)
     (sw_best, sw_least), (best, least) = swapped, plain
     swap = False
     if sw_best is not None and (best is None or sw_best[:2] <= best[:2]):
@@ -182,13 +203,13 @@ def plan_matmul(
         block = (block[0], block[3], block[2], block[1])
     return MatMulPlan(
         method, pdt.name, gs, ms, ks, ns, ks_ser, ns_ser, block, gs * ms * ks * ns, int(math.ceil(cyc)), temp,
-        budget, fits, swap, None if swap else conv,
+        budget, fits, swap, None if swap else conv, slic_stride if method == "SLIC" else 0,
     )  # fmt: skip
 
 
 def _search(
     target: Target, groups: int, m: int, k: int, n: int, dt: Any, pdt: np.dtype, budget: int, out_serial: bool,
-    conv: ConvWindow | None = None,
+    conv: ConvWindow | None = None, slic_stride: int = 0,
 ) -> tuple[tuple | None, tuple | None]:  # fmt: skip
     """(fastest plan fitting ``budget``, plan with the least temporary memory) for ``[m,k] x [k,n]``,
     each as a tuple (cycles, temp bytes, method, splits g m k n, serial k n, block).
@@ -197,9 +218,12 @@ def _search(
     the first in the order (serial pass, method, serial steps, group, in-chan, out-chan, row split)."""
     found: list[dict[str, Any]] = []
     for serial_pass in (False, True):
-        for method in _methods(dt, pdt, target):
-            kg, ng = _grain(method, dt, pdt, target)
+        slic = slic_allowed(conv, slic_stride, k, n)
+        for method in _methods(dt, pdt, target, slic):
+            kg, ng = (k, n) if method == "SLIC" else _grain(method, dt, pdt, target)
             serials = [(s1, s2) for s1 in SERIAL_CHOICES for s2 in SERIAL_CHOICES if (s1 * s2 > 1) == serial_pass]
+            if method == "SLIC":  # whole channels a tile: no serial split of K or N
+                serials = [] if serial_pass else [(1, 1)]
             for ks_ser, ns_ser in serials:
                 k_step, n_step = -(-k // ks_ser), -(-n // ns_ser)
                 # serial steps slice equal chunks dynamically: they must divide K and N
@@ -207,7 +231,8 @@ def _search(
                     continue
                 if ns_ser > 1 and not out_serial:
                     continue
-                c = _costed(target, groups, m, k_step, n, n_step, dt, pdt, method, kg, ng, ks_ser, ns_ser, conv)
+                c = _costed(target, groups, m, k_step, n, n_step, dt, pdt, method, kg, ng, ks_ser, ns_ser, conv,
+                            slic_stride)  # fmt: skip
                 if c is not None:
                     found.append(c)
         fitting = [c for c in found if (c["temp"] <= budget).any()]
@@ -226,7 +251,7 @@ def _search(
 
 def _costed(
     target: Target, groups: int, m: int, k_step: int, n: int, n_step: int, dt: Any, pdt: np.dtype, method: str,
-    kg: int, ng: int, ks_ser: int, ns_ser: int, conv: ConvWindow | None = None,
+    kg: int, ng: int, ks_ser: int, ns_ser: int, conv: ConvWindow | None = None, slic_stride: int = 0,
 ) -> dict[str, Any] | None:  # fmt: skip
     """Every split candidate for one method and serial-step pair, costed as arrays (one entry per
     candidate, in the order group, in-chan, out-chan, row split)."""
@@ -245,7 +270,12 @@ def _costed(
     kb = np.minimum(k_step, cdiv(cdiv(k_step, kg), ks) * kg)
     nb = np.minimum(n_step, cdiv(cdiv(n_step, ng), ns) * ng)
     mb = -(-m // ms)
-    compute = gb * block_cycles(method, mb, kb, nb, dt, pdt, target, conv) + cost_model.COMPUTE_SET_SUPERVISOR_CYCLES
+    if method == "SLIC":  # one vertex for the tile's gb conv groups
+        assert conv is not None
+        vertex = slic_tile_cycles(gb, mb, kb, nb, dt, pdt, target, conv, slic_stride)
+    else:
+        vertex = gb * block_cycles(method, mb, kb, nb, dt, pdt, target, conv)
+    compute = vertex + cost_model.COMPUTE_SET_SUPERVISOR_CYCLES
     operand_bytes = gb * (mb * kb + kb * nb) * eb
     exchange = operand_exchange_cycles(gb * mb * kb * eb, gb * kb * nb * eb, ns, ms, target)
     partial_bytes = gb * mb * nb * pb
@@ -521,10 +551,17 @@ def _run_step(
     map_tiles: list[np.ndarray] = []
     codelet = MATMUL_CODELETS["AMP_NX1" if plan.method == "AMP" and runs_nx1(plan.conv) else plan.method]
     cs = execute(graph, prog, name)
-    shapes = np.stack([ml[mi], kl[ki], nl[ni]], axis=1)
+    # a SLIC vertex computes a tile's gb conv groups at once; tilescope keeps a vertex per group (each
+    # computes its own product) and shares the SLIC vertex's estimate among them: the tile's block's
+    # group count and whether the vertex is its first (which takes the remainder), as a vertex batch's
+    # parameters
+    slic = plan.method == "SLIC"
+    glen_v = np.minimum(gb, G - (gi // gb) * gb) if slic else np.zeros_like(gi)
+    first_v = (gi % gb == 0) if slic else np.zeros_like(gi)
+    shapes = np.stack([ml[mi], kl[ki], nl[ni], glen_v, first_v], axis=1)
     for shape in np.unique(shapes, axis=0):
         sel = np.flatnonzero((shapes == shape).all(axis=1))
-        ms_, ks_, ns_ = (int(s) for s in shape)
+        ms_, ks_, ns_ = (int(s) for s in shape[:3])
         # operands held as views cost a few integers per vertex; only explicit ones an index per element
         refs = sel.size * (ms_ * ks_ * _explicit(a) + ks_ * ns_ * _explicit(b) + ms_ * ns_)
         host_memory.ensure(
@@ -558,6 +595,8 @@ def _run_step(
             map_tiles.append(np.repeat(tile[sel], ms_))
         # a swapped plan's vertex takes the same blocks, costed as out^T = b^T a^T (MatMulPlan.swap_operands)
         params = {"swap_operands": True} if plan.swap_operands else {"conv": plan.conv} if plan.conv else {}
+        if slic:
+            params["slic"] = (plan.slic_stride, int(shape[3]), bool(shape[4]))
         if split_k and store is not None and sg < ns_:  # the block's partials in the store's out-chan groups
             params["out_group"] = sg
         graph.add_vertices(cs, codelet, fields, tile[sel], **params)
@@ -967,9 +1006,10 @@ def matmul(
     grouped_out: bool = False,
     host_operands: tuple[Tensor, Tensor] | None = None,
     conv: ConvWindow | None = None,
+    slic_stride: int = 0,
 ) -> Tensor:
     """``a @ b`` for ``a[M,K] b[K,N]`` or grouped ``a[G,M,K] b[G,K,N]`` (poplin::matMul / matMulGrouped).
-    ``conv``: ``a`` is a convolution's im2col view (see ``plan_matmul``).
+    ``conv``: ``a`` is a convolution's im2col view (see ``plan_matmul``, as ``slic_stride``).
     ``grouped_out``: hold the result block-major by the plan's out-channel blocks (``output_store``),
     as a convolution's output is; its readers must take grouped views (windows, elementwise ops).
     ``host_operands``: the same operands with K in another order (the same variables), which the
@@ -984,7 +1024,8 @@ def matmul(
     a3, b3 = (a, b) if grouped else (a.expand(0), b.expand(0))
     G, M, K = a3.shape
     N = b3.shape[2]
-    plan = plan_matmul(graph.target, G, M, K, N, a.dtype, partials_dtype, available_memory_proportion, conv)
+    plan = plan_matmul(graph.target, G, M, K, N, a.dtype, partials_dtype, available_memory_proportion, conv,
+                       slic_stride)  # fmt: skip
     set_attributes(graph, {"shape": {"G": G, "M": M, "K": K, "N": N}, "dtype": a.dtype.name, **plan.attributes()})
     odt = a.dtype if out_dtype is None else as_dtype(out_dtype)
     if plan.in_chan_serial * plan.out_chan_serial > 1:

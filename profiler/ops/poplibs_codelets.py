@@ -396,6 +396,8 @@ class MatMulPartial(Codelet):
         self.method, self.nx1 = method, nx1
         if method == "AMP":
             self.name = "poplin::ConvPartialnx1" if nx1 else "poplin::ConvPartial1x1Out"
+        elif method == "SLIC":
+            self.name = "poplin::ConvPartial1x4SLIC"
         else:
             self.name = "poplin::ConvPartialHorizontalMac"
 
@@ -451,6 +453,10 @@ class MatMulPartial(Codelet):
     def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
         m, k, n = self._mkn(shapes, params)
         conv = params.get("conv") if params else None
+        if self.method == "SLIC":  # this conv group's share of its tile's SLIC vertex (matmul._run_step)
+            stride, groups, first = params["slic"]
+            whole = int(slic_tile_cycles(groups, m, k, n, dtypes["a"], dtypes["out"], target, conv, stride))
+            return whole // groups + (whole % groups if first else 0), int(cost_model.matmul_flops(m, k, n))
         return int(block_cycles(self.method, m, k, n, dtypes["a"], dtypes["out"], target, conv)), int(
             cost_model.matmul_flops(m, k, n)
         )
@@ -538,7 +544,30 @@ def block_cycles(
     return cost_model.mac_matmul_cycles(m, k, n, dtype, partials, target)
 
 
+def slic_allowed(conv: ConvWindow | None, slic_stride: int, k: int, n: int) -> bool:
+    """Whether PopLibs could run a convolution's im2col product ``[k] x [n]`` a group on the SLIC vertex:
+    a convolution whose geometry allows it (``slic_stride`` 1 or 2) with at most 4 in and out channels a
+    conv group (the largest SLIC chansPerGroup, ConvVertexType.cpp getConvVertexSLICCandidates)."""
+    if conv is None or slic_stride not in (1, 2):
+        return False
+    return max(k // (conv[0] * conv[1]), n) <= cost_model.SLIC_MAX_CHANS_PER_GROUP
+
+
+def slic_tile_cycles(
+    groups: Any, m: Any, k: Any, n: Any, dtype: Any, partials: Any, target: Target, conv: ConvWindow, stride: int
+) -> Any:
+    """Cycles of the SLIC vertex computing ``groups`` conv groups of ``m`` output positions (a tile's
+    block), each ``[k] x [n]`` (k = in chans x kernel positions): the fastest of PopLibs' SLIC variants
+    that hold the group's channels (cost_model.slic_best); a huge figure where none does, so the planner
+    never picks it."""
+    kh, kw, wo = conv[0], conv[1], conv[2]
+    chans = int(max(np.max(k) // (kh * kw), np.max(n)))
+    cyc, _ = cost_model.slic_best(m, wo, (kh, kw), groups, chans, dtype, partials, target, stride)
+    return np.where(cyc < 0, np.iinfo(np.int64).max // 4, cyc)
+
+
 MATMUL_CODELETS = {
+    "SLIC": MatMulPartial("SLIC"),
     "AMP": MatMulPartial("AMP"),
     "AMP_NX1": MatMulPartial("AMP", nx1=True),
     "HMAC": MatMulPartial("HMAC"),
