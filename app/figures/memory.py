@@ -80,10 +80,15 @@ def tile_memory_figure(
             annotation_text=f"max memory per tile ({format_bytes(bytes_per_tile)})",
             annotation_position="top left",
         )
+    # shapes as plain dicts set once: plotly's add_vline/add_vrect cost ~17 ms each (they re-process
+    # every shape), most of a fresh Memory request with a few tiles selected
+    shapes: list[dict] = []
     if tiles_per_ipu and not sorted_order and tiles[-1] >= tiles_per_ipu:
         # IPU boundaries, as PopVision's x axis; only those inside the tiles shown (one IPU selected)
         for ipu in range(int(tiles[0]) // tiles_per_ipu + 1, int(tiles[-1]) // tiles_per_ipu + 1):
-            fig.add_vline(x=ipu * tiles_per_ipu - 0.5 * tiles_per_bin, line_dash="dot", line_color="#888", line_width=1)
+            at = ipu * tiles_per_ipu - 0.5 * tiles_per_bin
+            shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": at, "x1": at, "y0": 0, "y1": 1,
+                           "line": {"dash": "dot", "color": "#888", "width": 1}})  # fmt: skip
     if selected:
         # a selected tile among 1,472 is under a pixel wide: draw each range at least 0.5% of the
         # axis wide, outlined, so it can be seen
@@ -93,9 +98,11 @@ def tile_memory_figure(
             if x1 - x0 < least:
                 mid = (x0 + x1) / 2
                 x0, x1 = mid - least / 2, mid + least / 2
-            fig.add_vrect(
-                x0=x0, x1=x1, fillcolor="#F1C40F", opacity=0.45, line={"color": "#9A7D0A", "width": 1.5}, layer="above"
-            )
+            shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": x0, "x1": x1, "y0": 0, "y1": 1,
+                           "fillcolor": "#F1C40F", "opacity": 0.45, "line": {"color": "#9A7D0A", "width": 1.5},
+                           "layer": "above"})  # fmt: skip
+    if shapes:
+        fig.layout.shapes = (*fig.layout.shapes, *shapes)
     fig.update_layout(
         barmode="stack",
         bargap=0,
