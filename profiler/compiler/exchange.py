@@ -188,7 +188,12 @@ def _weighted(count: np.ndarray, itemsize: np.ndarray | int, part: np.ndarray | 
 
 
 def _sent(
-    src: np.ndarray, first: np.ndarray, length: np.ndarray, itemsize: np.ndarray | int, n: int, span: int,
+    src: np.ndarray,
+    first: np.ndarray,
+    length: np.ndarray,
+    itemsize: np.ndarray | int,
+    n: int,
+    span: int,
     shift: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(bytes, regions) each tile sends when every interval [first, first + length) it holds goes
@@ -314,7 +319,11 @@ def _chunk_bounds(key: np.ndarray, span: int, n: int) -> list[int]:
 
 
 def _new_parts(
-    key: np.ndarray, length: np.ndarray, src: np.ndarray, itemsize: np.ndarray | int, span: int,
+    key: np.ndarray,
+    length: np.ndarray,
+    src: np.ndarray,
+    itemsize: np.ndarray | int,
+    span: int,
     shift: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | int, np.ndarray | None]:
     """Of pieces sorted by key (receiving tile * span + start): the part of each that no earlier
@@ -411,7 +420,12 @@ def _received_regions(
 
 
 def element_receives(
-    gid: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray | int, n: int, tpi: int,
+    gid: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    nbytes: np.ndarray | int,
+    n: int,
+    tpi: int,
     address: Addresses | None = None,
 ) -> tuple[_Receives | None, _Receives | None]:
     """Receives from distinct (element, receiving tile) pairs sorted by element then tile (fields

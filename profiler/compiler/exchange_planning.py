@@ -117,7 +117,10 @@ def cat_parts(parts: list[np.ndarray]) -> np.ndarray:
 
 
 def plan_compute_set_receives(
-    pieces: list[RemoteReads], short: list[RemoteReads], num_elements: int, target: Target,
+    pieces: list[RemoteReads],
+    short: list[RemoteReads],
+    num_elements: int,
+    target: Target,
     address: Addresses | None = None,
 ) -> tuple[ExchangePlan, ExchangePlan | None]:
     """The (on-IPU, inter-IPU) exchange plans of a compute set's remote reads: ``pieces`` and

@@ -45,6 +45,7 @@ def _reference(graph: Graph, cs) -> tuple[np.ndarray, ...]:  # type: ignore[no-u
     def address(g_: int) -> int:
         v_ = int(var_of[g_])
         return addresses[v_][g_ - int(base[v_])]
+
     gids, srcs, dsts, sizes = [], [], [], []
     for b in cs.batches:
         for f in b.codelet.reads:
