@@ -391,7 +391,9 @@ class _PartSums:
         first = np.concatenate([k[1] for k in self.kept])
         length = np.concatenate([k[2] for k in self.kept])
         shifts = [k[4] for k in self.kept]
-        shift = None if any(x is None for x in shifts) else np.concatenate(shifts)  # type: ignore[arg-type]
+        shift: np.ndarray | None = None
+        if all(x is not None for x in shifts):
+            shift = np.concatenate([x for x in shifts if x is not None])
         return tiles, first, length, w, shift
 
 

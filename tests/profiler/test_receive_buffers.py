@@ -8,27 +8,27 @@ import numpy as np
 import pytest
 
 from profiler import Execute, Graph, Sequence, ipu_model
-from profiler.compiler.compile import compile_programs
-from profiler.compiler.receive_buffers import RECEIVED_SUFFIX
+from profiler.compiler.compile import CompiledGraph, compile_programs
+from profiler.compiler.receive_buffers import RECEIVED_SUFFIX, ReceiveBuffer
+from profiler.poplar.graph import ComputeSet
+from profiler.poplar.tensor import Tensor, concat
 
 F32 = 4  # bytes of a float
 
 
-def _mapped(g: Graph, name: str, tiles: list[int]):  # type: ignore[no-untyped-def]
+def _mapped(g: Graph, name: str, tiles: list[int]) -> Tensor:
     v = g.add_variable("float", [len(tiles)], name)
     g.set_tile_mapping(v, np.array(tiles))
     return v
 
 
-def _vertices(g: Graph, cs, in1: list, in2: list, out: list, tiles: list[int]) -> None:  # type: ignore[no-untyped-def]
-    from profiler.poplar.tensor import concat
-
+def _vertices(g: Graph, cs: ComputeSet, in1: list, in2: list, out: list, tiles: list[int]) -> None:
     g.add_vertices(cs, "popops::Add", {"in1": concat([t.reshape(1, -1) for t in in1]),
                                        "in2": concat([t.reshape(1, -1) for t in in2]),
                                        "out": concat([t.reshape(1, -1) for t in out])}, np.array(tiles))  # fmt: skip
 
 
-def _by_name(compiled):  # type: ignore[no-untyped-def]
+def _by_name(compiled: CompiledGraph) -> dict[str, ReceiveBuffer]:
     return {b.name: b for b in compiled.receive_buffers}
 
 
@@ -98,7 +98,7 @@ def test_no_receive_buffer_on_the_real_size_samples_exceeds_what_its_tile_receiv
     s = next(x for x in REAL_SIZE_SAMPLES if x.name == sample)
     onnx_model = examples.resnet(image=s.image) if s.model == "resnet50" else examples.bert_layer(s.seq, s.layers)
     model = import_model(load_model(onnx_model), get_target(s.target), s.batch, s.dtype, partials=s.partials)
-    c = compile_programs(model.graph, model.programs)
+    c = compile_programs(model.graph, list(model.programs))
     assert c.receive_buffers
     for buf in c.receive_buffers:
         plan = c.cs_plans[buf.compute_set_id]
