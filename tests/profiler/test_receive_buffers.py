@@ -105,3 +105,17 @@ def test_no_receive_buffer_on_the_real_size_samples_exceeds_what_its_tile_receiv
         received = plan.exchange.bytes_in + (0 if plan.global_exchange is None else plan.global_exchange.bytes_in)
         assert (buf.tile_bytes <= received).all(), buf.name
         np.testing.assert_array_equal(buf.tile_bytes, received)
+
+
+def test_a_copy_from_one_tiles_memory_run_is_one_region() -> None:
+    """Copying z[0:2] and z[4:6] (tile 1's, next to each other in its memory) into four floats on tile
+    0: one region sent, one received; by global id it would be two of each."""
+    from profiler import Copy
+    from report_format.vocabulary import StepType
+
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    z = _mapped(g, "z", [1, 1, 2, 2, 1, 1, 3, 3])
+    dst = _mapped(g, "dst", [0, 0, 0, 0])
+    c = compile_programs(g, [Sequence(Copy(concat([z[0:2], z[4:6]]), dst))])
+    (step,) = [s for s in c.steps if s.type == StepType.DO_EXCHANGE]
+    assert np.asarray(step.cost.code_bytes).tolist() == [4 * (6 + 1), 4 * (6 + 1), 0, 0]
