@@ -41,13 +41,16 @@ class ElementMap:
 
     def addresses(self, gid: np.ndarray) -> np.ndarray:
         """The tile-memory address of each global element: where it sits on its tile, in the units
-        exchange regions are judged in. Memory placement (``profiler.compiler.memory._var_tile_bytes``)
-        holds a variable's elements on one tile as one allocation, in element order, so two elements
-        of a variable on one tile are neighbours in memory when no element of it between them is on
-        that tile, however far apart their global ids are (a concatenation's clone mapped element by
-        element, DenseNet's). Address = the variable's first global id + the element's rank among the
-        variable's elements on its tile. A variable holding one interval per tile keeps its global
-        ids (the same neighbours: two of its intervals on one tile are never adjacent)."""
+        exchange regions are judged in. A variable's tile-mapping intervals are regions of memory
+        of their own (PopLibs' tests/popops/ElementWiseUtilTest.cpp: a variable's column mapped to
+        one tile is "B contiguous regions per-tile"), so its global ids serve, except for a clone of
+        a view over several variables (``Variable.clone_layout``, ``ops.add_like``): Poplar lays out
+        a clone's tiles as its source's (poplibs_test ``identicalLayout``: "ordering in memory of
+        elements mapped to each tile is identical"), so a concatenation's clone mapped element by
+        element (DenseNet's batch norms over concatenated convolution outputs) holds each tile's
+        elements as the sources' runs, one allocation per tile as memory placement holds it
+        (``profiler.compiler.memory._var_tile_bytes``). Its address = its first global id + the
+        element's rank among its elements on that tile."""
         gid = np.asarray(gid, dtype=np.int64)
         if gid.size == 0:
             return gid
@@ -62,7 +65,8 @@ class ElementMap:
 
     def _packing_offsets(self) -> np.ndarray:
         """Per tile-mapping interval: its packed address minus its first global id (``addresses``);
-        0 for every interval of a variable with no tile holding two of its intervals."""
+        0 for every interval of a variable laid out by intervals (not a clone), or with no tile
+        holding two of its intervals."""
         ms, me, mt = self.mapping()
         counts = np.diff(self._map_first)
         var = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
@@ -75,9 +79,10 @@ class ElementMap:
         delta = np.zeros(ms.size, dtype=np.int64)
         delta[order] = self.gid_base[v] + rank - ms[order]
         # variables whose tiles each hold one interval: their global ids serve (no lookups for them)
-        repeated = np.zeros(counts.size, dtype=bool)
-        repeated[v[1:][~group_start[1:]]] = True
-        delta[~repeated[var]] = 0
+        packed = np.zeros(counts.size, dtype=bool)
+        packed[v[1:][~group_start[1:]]] = True
+        packed &= np.fromiter((x.clone_layout for x in self.graph.variables), bool, counts.size)
+        delta[~packed[var]] = 0
         return delta
 
     def interval_range(self, lo: int, hi: int) -> slice:

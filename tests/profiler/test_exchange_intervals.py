@@ -3,10 +3,10 @@ checks its per-tile figures against a reference written per element with plain P
 a vertex reads from another tile, once per receiving tile; bytes in; bytes out once per element
 however many tiles receive it (multicast); the distinct tile pairs; regions received (runs of
 elements consecutive in one sender's memory, per receiving tile) and sent (runs of distinct elements
-consecutive in the sending tile's memory), which the exchange code follows. A tile holds a
-variable's elements on it as one allocation in element order (profiler.compiler.memory), so an
-element's address is its rank there when a tile holds several intervals of the variable (else its
-global id: the same neighbours). Graphs with random mappings, so runs are cut everywhere."""
+consecutive in the sending tile's memory), which the exchange code follows. An
+element's address is its global id, but for a clone of a view over several variables (ops.add_like,
+as Poplar's Graph::clone lays out its tiles as the source's): its rank among the clone's elements on
+its tile. Graphs with random mappings, so runs are cut everywhere."""
 
 import numpy as np
 import pytest
@@ -17,6 +17,7 @@ from profiler.compiler import compute_sets
 from profiler.compiler import exchange as exchange_mod
 from profiler.compiler.compile import compile_programs
 from profiler.compiler.exchange import TILES_PER_SUPERTILE
+from profiler.poplar.tensor import concat
 
 
 def _addresses(graph: Graph, base: np.ndarray) -> dict[int, list[int]]:
@@ -24,7 +25,7 @@ def _addresses(graph: Graph, base: np.ndarray) -> dict[int, list[int]]:
     out = {}
     for v in graph.variables:
         tiles = v.mapping.dense().tolist()
-        if len(set(v.mapping.tiles.tolist())) == len(v.mapping.tiles):  # one interval per tile
+        if not v.clone_layout:  # each tile-mapping interval its own region of memory: global ids
             out[v.id] = [int(base[v.id]) + i for i in range(v.numel)]
             continue
         seen: dict[int, int] = {}
@@ -123,6 +124,9 @@ def test_interval_exchange_matches_a_per_element_reference(
     ops.matmul(g, a, b, prog)  # per-vertex blocks
     ops.add(g, c, c.T.reshape(6, 40)[::-1], prog)  # explicit and reversed views
     ops.relu(g, c.T, prog)
+    # a clone of a concatenation (mapped element by element like it), read reversed: packed addresses
+    cat = ops.relu(g, concat([c.reshape(-1), x.reshape(-1)]), prog)
+    ops.add(g, cat, cat[::-1], prog)
     compiled = compile_programs(g, [prog])
     checked = 0
     for plan in compiled.cs_plans.values():

@@ -1,8 +1,9 @@
 """Receive buffers and exchange code on hand-computed graphs: a tile's buffer for a compute set holds
 exactly the bytes it receives for it (each remote element once, however many of its vertices read
 it; multicast for the sender), and exchange code is ``4 B x (6 + regions sent + regions received)``
-(docs/fidelity.md "Exchange model" item 1) with regions judged in tile memory, where a tile holds a
-variable's elements on it as one allocation in element order (profiler.compiler.memory)."""
+(docs/fidelity.md "Exchange model" item 1) with regions judged in tile memory: a variable's mapping
+intervals are regions of their own, a clone of a view over several variables is laid out on each
+tile as its source (profiler.compiler.element_map.ElementMap.addresses)."""
 
 import numpy as np
 import pytest
@@ -57,13 +58,25 @@ def test_a_tile_receives_each_remote_element_once_and_holds_just_that() -> None:
     assert e.code_bytes.tolist() == [4 * (6 + 1 + 1), 4 * (6 + 1), 4 * (6 + 1), 4 * (6 + 1)]
 
 
+def _clone_of_concat(g: Graph) -> Tensor:
+    """z = a clone of concat(p, q) (``ops.add_like``, as an elementwise op's result over a concatenation
+    is made), mapped [1, 1, 2, 2, 1, 1, 3, 3]: z[0:2] and z[4:6] on tile 1 with z[2:4] (tile 2's)
+    between them by element. Poplar lays a clone's tiles out as its source's, so tile 1 holds them
+    as one region (profiler.compiler.element_map.ElementMap.addresses)."""
+    from profiler.ops.core import add_like
+
+    p, q = _mapped(g, "p", [1, 1, 2, 2]), _mapped(g, "q", [1, 1, 3, 3])
+    z = add_like(g, concat([p, q]), "z")
+    assert g.variable(z).clone_layout and g.tile_of(z).tolist() == [1, 1, 2, 2, 1, 1, 3, 3]
+    return z
+
+
 def test_exchange_regions_are_runs_in_the_holding_tiles_memory() -> None:
-    """z[0:2] and z[4:6] are both on tile 1, with z[2:4] (tile 2's) between them by element: tile 1
-    holds them next to each other (its part of z is one allocation, in element order), so sending
-    both is one region, and the receiver takes them as one region of one message. z[6:8] comes from
-    another tile: a second message, a second region."""
+    """Sending z[0:2] and z[4:6] (next to each other in tile 1's memory) is one region, and the
+    receiver takes them as one region of one message. z[6:8] comes from another tile: a second
+    message, a second region."""
     g = Graph(ipu_model(tiles_per_ipu=4))
-    z = _mapped(g, "z", [1, 1, 2, 2, 1, 1, 3, 3])
+    z = _clone_of_concat(g)
     out = _mapped(g, "out", [0, 0, 0, 0])
     cs = g.add_compute_set("read")
     _vertices(g, cs, [z[0:2], z[0:2]], [z[4:6], z[6:8]], [out[0:2], out[2:4]], [0, 0])
@@ -77,8 +90,22 @@ def test_exchange_regions_are_runs_in_the_holding_tiles_memory() -> None:
     assert _by_name(c)["read" + RECEIVED_SUFFIX].tile_bytes.tolist() == [6 * F32, 0, 0, 0]
 
 
+def test_a_variables_mapping_intervals_are_regions_of_their_own() -> None:
+    """A variable (not a clone) mapped [1, 1, 2, 2, 1, 1, 3, 3]: tile 1's two intervals are separate
+    regions of memory (PopLibs' tests/popops/ElementWiseUtilTest.cpp: a column of a variable mapped
+    to one tile is "B contiguous regions per-tile"), so sending z[0:2] and z[4:6] is two regions."""
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    z = _mapped(g, "z", [1, 1, 2, 2, 1, 1, 3, 3])
+    out = _mapped(g, "out", [0, 0])
+    cs = g.add_compute_set("read")
+    _vertices(g, cs, [z[0:2]], [z[4:6]], [out[0:2]], [0])
+    e = compile_programs(g, [Sequence(Execute(cs))]).cs_plans[cs.id].exchange
+    assert (e.regions_out.tolist(), e.regions_in.tolist()) == ([0, 2, 0, 0], [2, 0, 0, 0])
+    assert e.code_bytes.tolist() == [4 * (6 + 2), 4 * (6 + 2), 0, 0]
+
+
 def test_a_run_broken_in_the_holders_memory_is_two_regions() -> None:
-    """Tile 1 holds w[0:2] and w[4:6]; w[2:4] is on tile 1 too but not read: what is sent is two runs."""
+    """Tile 1 holds all of w[0:6] in one interval; w[2:4] is not read: what is sent is two runs."""
     g = Graph(ipu_model(tiles_per_ipu=4))
     w = _mapped(g, "w", [1, 1, 1, 1, 1, 1, 2, 2])
     out = _mapped(g, "out", [0, 0])
@@ -108,13 +135,13 @@ def test_no_receive_buffer_on_the_real_size_samples_exceeds_what_its_tile_receiv
 
 
 def test_a_copy_from_one_tiles_memory_run_is_one_region() -> None:
-    """Copying z[0:2] and z[4:6] (tile 1's, next to each other in its memory) into four floats on tile
-    0: one region sent, one received; by global id it would be two of each."""
+    """Copying the clone's z[0:2] and z[4:6] (tile 1's, next to each other in its memory) into four
+    floats on tile 0: one region sent, one received; by global id it would be two of each."""
     from profiler import Copy
     from report_format.vocabulary import StepType
 
     g = Graph(ipu_model(tiles_per_ipu=4))
-    z = _mapped(g, "z", [1, 1, 2, 2, 1, 1, 3, 3])
+    z = _clone_of_concat(g)
     dst = _mapped(g, "dst", [0, 0, 0, 0])
     c = compile_programs(g, [Sequence(Copy(concat([z[0:2], z[4:6]]), dst))])
     (step,) = [s for s in c.steps if s.type == StepType.DO_EXCHANGE]
