@@ -146,3 +146,12 @@ def test_a_copy_from_one_tiles_memory_run_is_one_region() -> None:
     c = compile_programs(g, [Sequence(Copy(concat([z[0:2], z[4:6]]), dst))])
     (step,) = [s for s in c.steps if s.type == StepType.DO_EXCHANGE]
     assert np.asarray(step.cost.code_bytes).tolist() == [4 * (6 + 1), 4 * (6 + 1), 0, 0]
+
+
+def test_a_clone_of_a_clone_keeps_its_layout() -> None:
+    from profiler.ops.core import add_like
+
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    z = _clone_of_concat(g)
+    assert g.variable(add_like(g, z, "again")).clone_layout
+    assert not g.variable(add_like(g, _mapped(g, "plain", [0, 1]), "copy")).clone_layout
