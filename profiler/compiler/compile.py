@@ -364,6 +364,9 @@ class Compiler:
             nbytes = piece_bytes[~cross]
         else:
             s_gid, d_gid = self.elements.gid(*src.elements())[~cross], self.elements.gid(*dst.elements())[~cross]
+            # runs are judged in tile memory, where a variable's part on a tile is one allocation
+            # (ElementMap.addresses; docs/fidelity.md "Exchange model" item 1)
+            s_gid, d_gid = self.elements.addresses(s_gid), self.elements.addresses(d_gid)
         s_tile, d_tile, length = s_tile[~cross], d_tile[~cross], length[~cross]
         plan = plan_transfers(s_tile, d_tile, nbytes, t, run_gids=(s_gid, d_gid))
         # on-tile part: one copy descriptor per contiguous region (ref §5 copyDescriptor)

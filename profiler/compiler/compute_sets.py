@@ -162,7 +162,9 @@ class ComputeSetPlanner:
         agg = lambda w: np.bincount(inv, weights=w, minlength=ukey.size).astype(np.int64)  # noqa: E731
         if short_vars & piece_vars:  # an element set may not be split between the two ways
             short_reads, receives = short_reads + receives, []
-        exchange, global_exchange = plan_compute_set_receives(receives, short_reads, int(self.elements.gid_base[-1]), t)
+        exchange, global_exchange = plan_compute_set_receives(
+            receives, short_reads, int(self.elements.gid_base[-1]), t, self.elements.addresses
+        )
         return ComputeSetPlan(
             cs, batches, kernel, exchange, global_exchange, tile_cycles, tile_flops, reads, writes,
             (ukey // ncl).astype(np.int32), (ukey % ncl).astype(np.int32), agg(np.ones(key.size)),

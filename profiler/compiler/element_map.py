@@ -25,6 +25,7 @@ class ElementMap:
         self.graph = graph
         self.gid_base = np.cumsum([0] + [v.numel for v in graph.variables], dtype=np.int64)
         self._map_start: np.ndarray | None = None  # every variable's tile-mapping intervals, by global id
+        self._map_delta: np.ndarray | None = None  # per interval: packed tile address minus global id
 
     def mapping(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(start, end, tile) of every tile-mapping interval of every variable, by global element id
@@ -37,6 +38,52 @@ class ElementMap:
             self._map_end = np.append(self._map_start[1:], self.gid_base[-1])
             self._map_first = np.cumsum([0] + [v.mapping.starts.size for v in vs], dtype=np.int64)
         return self._map_start, self._map_end, self._map_tile
+
+    def addresses(self, gid: np.ndarray) -> np.ndarray:
+        """The tile-memory address of each global element: where it sits on its tile, in the units
+        exchange regions are judged in. A variable's tile-mapping intervals are regions of memory
+        of their own (PopLibs' tests/popops/ElementWiseUtilTest.cpp: a variable's column mapped to
+        one tile is "B contiguous regions per-tile"), so its global ids serve, except for a clone of
+        a view over several variables (``Variable.clone_layout``, ``ops.add_like``): Poplar lays out
+        a clone's tiles as its source's (poplibs_test ``identicalLayout``: "ordering in memory of
+        elements mapped to each tile is identical"), so a concatenation's clone mapped element by
+        element (DenseNet's batch norms over concatenated convolution outputs) holds each tile's
+        elements as the sources' runs, one allocation per tile as memory placement holds it
+        (``profiler.compiler.memory._var_tile_bytes``). Its address = its first global id + the
+        element's rank among its elements on that tile."""
+        gid = np.asarray(gid, dtype=np.int64)
+        if gid.size == 0:
+            return gid
+        ms, _, _ = self.mapping()
+        if self._map_delta is None:
+            self._map_delta = self._packing_offsets()
+        near = self.interval_range(int(gid.min()), int(gid.max()) + 1)
+        delta = self._map_delta[near]
+        if not delta.any():
+            return gid
+        return gid + delta[np.searchsorted(ms[near], gid, side="right") - 1]
+
+    def _packing_offsets(self) -> np.ndarray:
+        """Per tile-mapping interval: its packed address minus its first global id (``addresses``);
+        0 for every interval of a variable laid out by intervals (not a clone), or with no tile
+        holding two of its intervals."""
+        ms, me, mt = self.mapping()
+        counts = np.diff(self._map_first)
+        var = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
+        order = np.lexsort((ms, mt, var))  # by variable, tile, then position
+        v, t, length = var[order], mt[order], (me - ms)[order]
+        group_start = np.ones(order.size, dtype=bool)
+        group_start[1:] = (v[1:] != v[:-1]) | (t[1:] != t[:-1])
+        csum = np.cumsum(length) - length  # exclusive prefix sums
+        rank = csum - np.maximum.accumulate(np.where(group_start, csum, 0))
+        delta = np.zeros(ms.size, dtype=np.int64)
+        delta[order] = self.gid_base[v] + rank - ms[order]
+        # variables whose tiles each hold one interval: their global ids serve (no lookups for them)
+        packed = np.zeros(counts.size, dtype=bool)
+        packed[v[1:][~group_start[1:]]] = True
+        packed &= np.fromiter((x.clone_layout for x in self.graph.variables), bool, counts.size)
+        delta[~packed[var]] = 0
+        return delta
 
     def interval_range(self, lo: int, hi: int) -> slice:
         """The tile-mapping intervals of the variables holding global elements [lo, hi): a field's

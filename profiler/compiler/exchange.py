@@ -12,6 +12,7 @@ All vectorised over intervals (or elements, for fields of short runs).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeGuard
 
@@ -23,6 +24,8 @@ from profiler.poplar.regions import union_length
 
 # ref §1 "Tiles sharing an exchange bus": 2 (a supertile; popops ExchangeEstimator.cpp asserts it).
 TILES_PER_SUPERTILE = 2
+# Global element ids -> their tile-memory addresses (``ElementMap.addresses``): regions are runs there.
+Addresses = Callable[[np.ndarray], np.ndarray]
 # Up to this many (src, dst) tile pairs (a 2-IPU machine), distinct pairs are found with a count array.
 PAIR_BITMAP_LIMIT = 1 << 24
 
@@ -185,16 +188,28 @@ def _weighted(count: np.ndarray, itemsize: np.ndarray | int, part: np.ndarray | 
 
 
 def _sent(
-    src: np.ndarray, first: np.ndarray, length: np.ndarray, itemsize: np.ndarray | int, n: int, span: int
+    src: np.ndarray,
+    first: np.ndarray,
+    length: np.ndarray,
+    itemsize: np.ndarray | int,
+    n: int,
+    span: int,
+    shift: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(bytes, regions) each tile sends when every interval [first, first + length) it holds goes
     out once however many tiles read it (multicast): the union of its intervals, and that union's
-    runs (touching intervals make one run)."""
+    runs in the tile's memory (touching intervals make one run). ``shift``: each interval's tile
+    address minus its global id (``ElementMap.addresses``; None: the same), which keeps a tile's
+    order and so only decides where runs touch."""
     key = src * span + first
     order = np.argsort(key, kind="stable")
     key, ln, s = key[order], length[order], src[order]
     end = key + ln
     new = union_length(key, end)
+    if shift is not None:  # runs judged by address: within a tile, address order is global-id order
+        addr = first[order] + shift[order]
+        key = s * (int((addr + ln).max()) + 1) + addr
+        end = key + ln
     covered = np.maximum.accumulate(end)
     starts = np.ones(key.size, dtype=bool)
     np.greater(key[1:], covered[:-1], out=starts[1:])  # a gap before it: a new run
@@ -218,6 +233,7 @@ def piece_receives(
     n: int,
     tpi: int,
     sent: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | int] | None = None,
+    address: Addresses | None = None,
 ) -> tuple[_Receives | None, _Receives | None]:
     """Receives from region pieces: piece i is global elements ``[start[i], start[i] + length[i])``,
     held by tile src[i] (inside one mapping interval), read on tile dst[i] != src[i], ``itemsize[i]``
@@ -228,10 +244,14 @@ def piece_receives(
 
     ``sent``: (start, length, holding tile, itemsize) of pieces whose union per holding tile is the
     union of the pieces above (fewer: each distinct piece once, however many tiles read it); on one
-    IPU the bytes and regions sent are found from them."""
+    IPU the bytes and regions sent are found from them.
+
+    ``address``: the tile-memory address of global elements (``ElementMap.addresses``), in which
+    regions are runs (None: global ids). Bytes and unions are of elements, whatever the address."""
     if start.size == 0:
         return None, None
     span = int((start + length).max()) + 1
+    shift = None if address is None else address(start) - start  # constant within a piece (one interval)
     # tile * span passes int32 on graphs of 2^31+ elements (in place: these arrays run to millions)
     key = dst.astype(np.int64)
     key *= span
@@ -246,7 +266,8 @@ def piece_receives(
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):
         o = order[a:b]
         w = itemsize[o] if _per_piece(itemsize) else itemsize
-        first, ln, sr, d, w = _new_parts(key[a:b], length[o], src[o].astype(np.int64, copy=False), w, span)
+        sh = None if shift is None else shift[o]
+        first, ln, sr, d, w, sh = _new_parts(key[a:b], length[o], src[o].astype(np.int64, copy=False), w, span, sh)
         split = (slice(None), None) if one_ipu else _parts(sr, d, tpi)
         for sums, part in zip(parts, split, strict=True):
             if part is None or (not isinstance(part, slice) and not part.any()):
@@ -259,6 +280,7 @@ def piece_receives(
                 ln[part],
                 pw,
                 span,
+                None if sh is None else sh[part],
                 local=sums is parts[0],
                 keep=not one_ipu or sent is None,
             )
@@ -269,9 +291,11 @@ def piece_receives(
             continue
         if sent is not None and one_ipu:
             s_start, s_len, s_src, s_w = sent
-            sent_bytes, regions_out = _sent(s_src.astype(np.int64, copy=False), s_start, s_len, s_w, n, span)
+            s_shift = None if address is None else address(s_start) - s_start
+            sent_bytes, regions_out = _sent(s_src.astype(np.int64, copy=False), s_start, s_len, s_w, n, span, s_shift)
         else:
-            sent_bytes, regions_out = _sent(*sums.held(), n, span)
+            h_src, h_first, h_len, h_w, h_shift = sums.held()
+            sent_bytes, regions_out = _sent(h_src, h_first, h_len, h_w, n, span, h_shift)
         out.append(_Receives(sums.b_in, sent_bytes, _distinct(np.concatenate(sums.pairs), n * n), sums.shared,
                              sums.regions_in, regions_out))  # fmt: skip
     return out[0], out[1]
@@ -295,10 +319,15 @@ def _chunk_bounds(key: np.ndarray, span: int, n: int) -> list[int]:
 
 
 def _new_parts(
-    key: np.ndarray, length: np.ndarray, src: np.ndarray, itemsize: np.ndarray | int, span: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | int]:
+    key: np.ndarray,
+    length: np.ndarray,
+    src: np.ndarray,
+    itemsize: np.ndarray | int,
+    span: int,
+    shift: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | int, np.ndarray | None]:
     """Of pieces sorted by key (receiving tile * span + start): the part of each that no earlier
-    piece of its tile covers, (first, length, holding tile, receiving tile, itemsize); pieces
+    piece of its tile covers, (first, length, holding tile, receiving tile, itemsize, shift); pieces
     wholly inside earlier ones are dropped."""
     end = key + length
     new = union_length(key, end)
@@ -308,9 +337,9 @@ def _new_parts(
     first -= d * span
     keep = new > 0
     if keep.all():
-        return first, new, src, d, itemsize
+        return first, new, src, d, itemsize, shift
     w = itemsize[keep] if _per_piece(itemsize) else itemsize
-    return first[keep], new[keep], src[keep], d[keep], w
+    return first[keep], new[keep], src[keep], d[keep], w, None if shift is None else shift[keep]
 
 
 class _PartSums:
@@ -323,14 +352,15 @@ class _PartSums:
         self.shared = np.zeros(n)
         self.regions_in = np.zeros(n, np.int64)
         self.pairs: list[np.ndarray] = []
-        self.kept: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | int]] = []
+        self.kept: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | int, np.ndarray | None]] = []
 
     def add(
         self, ps: np.ndarray, pd: np.ndarray, pf: np.ndarray, pl: np.ndarray, pw: np.ndarray | int, span: int,
-        local: bool, keep: bool,
+        shift: np.ndarray | None, local: bool, keep: bool,
     ) -> None:  # fmt: skip
-        """New parts (sending tile, receiving tile, first, length, itemsize) sorted by (receiving
-        tile, first); ``keep``: hold them for the sent figures (no distinct pieces were given)."""
+        """New parts (sending tile, receiving tile, first, length, itemsize, address shift) sorted
+        by (receiving tile, first); ``keep``: hold them for the sent figures (no distinct pieces were
+        given)."""
         n = self.n
         self.any = True
         if local:
@@ -342,19 +372,14 @@ class _PartSums:
             twice = pl2 - union_length(sh2, sh2 + pl2)
             both = np.bincount(st[o2], weights=_weighted(twice, pw, o2), minlength=n)
             self.shared += both[np.arange(n) // TILES_PER_SUPERTILE] / 2
-        # received regions: a run continues only from the same sender, contiguously
-        new_region = np.ones(pd.size, dtype=bool)
-        np.not_equal(pf[1:], pf[:-1] + pl[:-1], out=new_region[1:])
-        new_region[1:] |= pd[1:] != pd[:-1]
-        new_region[1:] |= ps[1:] != ps[:-1]
-        self.regions_in += np.bincount(pd[new_region], minlength=n)
+        self.regions_in += _received_regions(ps, pd, pf, pl, shift, n)
         self.b_in += _bytes_per_tile(pd, pl, pw, n)
         self.pairs.append(_pairs(ps, pd, n))
         if keep:
-            self.kept.append((ps, pf, pl, pw))
+            self.kept.append((ps, pf, pl, pw, shift))
 
-    def held(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | int]:
-        """(sending tile, first, length, itemsize) of every new part kept."""
+    def held(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | int, np.ndarray | None]:
+        """(sending tile, first, length, itemsize, address shift) of every new part kept."""
         ws = [k[3] for k in self.kept]
         if all(np.ndim(w) == 0 for w in ws) and len({int(w) for w in ws}) == 1:
             w: np.ndarray | int = ws[0]
@@ -365,14 +390,49 @@ class _PartSums:
         tiles = np.concatenate([k[0] for k in self.kept])
         first = np.concatenate([k[1] for k in self.kept])
         length = np.concatenate([k[2] for k in self.kept])
-        return tiles, first, length, w
+        shifts = [k[4] for k in self.kept]
+        shift: np.ndarray | None = None
+        if all(x is not None for x in shifts):
+            shift = np.concatenate([x for x in shifts if x is not None])
+        return tiles, first, length, w, shift
+
+
+def _received_regions(
+    ps: np.ndarray, pd: np.ndarray, pf: np.ndarray, pl: np.ndarray, shift: np.ndarray | None, n: int
+) -> np.ndarray:
+    """Regions per receiving tile of new parts sorted by (receiving tile, first): a run continues
+    only from the same sender, contiguously in the sender's memory (the receive buffer takes each
+    sender's data as it comes, so the destination side is contiguous). Without ``shift`` memory
+    order is global-id order; with it, a sender's parts are contiguous when their addresses touch,
+    even with other senders' elements between them by global id, so they are compared sender by
+    sender (a stable sort by sender keeps each sender's parts in address order)."""
+    new_region = np.ones(pd.size, dtype=bool)
+    if shift is None:
+        np.not_equal(pf[1:], pf[:-1] + pl[:-1], out=new_region[1:])
+        new_region[1:] |= pd[1:] != pd[:-1]
+        new_region[1:] |= ps[1:] != ps[:-1]
+        return np.bincount(pd[new_region], minlength=n)
+    # by sender (radix sort of 16-bit tiles), each sender's parts still by (receiving tile, first)
+    o = np.argsort(ps.astype(np.int16 if n <= 1 << 15 else np.int32), kind="stable")
+    s, d, a, ln = ps[o], pd[o], pf[o] + shift[o], pl[o]
+    np.not_equal(a[1:], a[:-1] + ln[:-1], out=new_region[1:])
+    new_region[1:] |= d[1:] != d[:-1]
+    new_region[1:] |= s[1:] != s[:-1]
+    return np.bincount(d[new_region], minlength=n)
 
 
 def element_receives(
-    gid: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray | int, n: int, tpi: int
+    gid: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    nbytes: np.ndarray | int,
+    n: int,
+    tpi: int,
+    address: Addresses | None = None,
 ) -> tuple[_Receives | None, _Receives | None]:
     """Receives from distinct (element, receiving tile) pairs sorted by element then tile (fields
-    whose runs are too short for pieces to pay): the same figures as ``piece_receives``."""
+    whose runs are too short for pieces to pay): the same figures as ``piece_receives`` (regions as
+    runs of ``address``, the tile-memory address of each element; None: global ids)."""
     out: list[_Receives | None] = []
     local, cross = _parts(src, dst, tpi)
     for part in (local, cross):
@@ -390,9 +450,14 @@ def element_receives(
         first_of = np.ones(g.size, dtype=bool)
         first_of[1:] = g[1:] != g[:-1]
         ug, us = g[first_of], s[first_of]
-        run = np.ones(ug.size, dtype=bool)
-        run[1:] = (ug[1:] != ug[:-1] + 1) | (us[1:] != us[:-1])
-        regions_out = np.bincount(us[run], minlength=n).astype(np.int64)
+        a = None if address is None else address(g)
+        if a is None or np.array_equal(a, g):
+            run = np.ones(ug.size, dtype=bool)
+            run[1:] = (ug[1:] != ug[:-1] + 1) | (us[1:] != us[:-1])
+            regions_out = np.bincount(us[run], minlength=n).astype(np.int64)
+            a = None
+        else:  # runs of each sender's addresses, sender by sender (within one, address order is gid order)
+            regions_out = _element_runs(us, a[first_of], np.zeros(us.size, np.int64), n, by=us)
         if np.ndim(w) == 0:  # one element size: counts times the size (unweighted bincounts are faster)
             b_in = np.bincount(d, minlength=n).astype(np.int64) * int(w)
             b_out = np.bincount(us, minlength=n).astype(np.int64) * int(w)
@@ -402,11 +467,14 @@ def element_receives(
         # received regions: an element starts one unless the same tile also receives the element
         # before it from the same sender; the (element, tile) keys are sorted, so that is a binary
         # search of each key minus one element (no sort by tile)
-        key = g * n + d
-        prev = key - n
-        pos = np.minimum(np.searchsorted(key, prev), key.size - 1)
-        continues = (key[pos] == prev) & (s[pos] == s)
-        regions_in = np.bincount(d[~continues], minlength=n).astype(np.int64)
+        if a is None:
+            key = g * n + d
+            prev = key - n
+            pos = np.minimum(np.searchsorted(key, prev), key.size - 1)
+            continues = (key[pos] == prev) & (s[pos] == s)
+            regions_in = np.bincount(d[~continues], minlength=n).astype(np.int64)
+        else:  # a run: one sender's consecutive addresses received by one tile
+            regions_in = _element_runs(d, a, s, n, by=s.astype(np.int64) * n + d)
         shared = np.zeros(n)
         if part is local:
             # the two receivers of a supertile sit next to each other (sorted by element, then tile)
@@ -421,6 +489,19 @@ def element_receives(
                 shared = np.bincount(d[both], weights=wa[both], minlength=n) / 2
         out.append(_Receives(b_in, b_out, _pairs(s, d, n), shared, regions_in, regions_out))
     return out[0], out[1]
+
+
+def _element_runs(tile: np.ndarray, addr: np.ndarray, other: np.ndarray, n: int, by: np.ndarray) -> np.ndarray:
+    """Runs per ``tile`` of elements given in address order within each group of ``by`` (a stable
+    sort by ``by`` keeps that order): a run continues while the group and ``other`` stay the same
+    and the address steps by one."""
+    o = np.argsort(by, kind="stable")
+    b, a, t = by[o], addr[o], tile[o]
+    new = np.ones(o.size, dtype=bool)
+    np.not_equal(a[1:], a[:-1] + 1, out=new[1:])
+    new[1:] |= b[1:] != b[:-1]
+    new[1:] |= other[o][1:] != other[o][:-1]
+    return np.bincount(t[new], minlength=n).astype(np.int64)
 
 
 def plan_receives(

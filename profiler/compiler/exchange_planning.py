@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from profiler.chip.targets import Target
-from profiler.compiler.exchange import ExchangePlan, element_receives, piece_receives, plan_receives
+from profiler.compiler.exchange import Addresses, ExchangePlan, element_receives, piece_receives, plan_receives
 from profiler.host import host_memory
 
 # Host bytes per element of short-run fields planned per element (the packed key, its sorted copy
@@ -117,10 +117,15 @@ def cat_parts(parts: list[np.ndarray]) -> np.ndarray:
 
 
 def plan_compute_set_receives(
-    pieces: list[RemoteReads], short: list[RemoteReads], num_elements: int, target: Target
+    pieces: list[RemoteReads],
+    short: list[RemoteReads],
+    num_elements: int,
+    target: Target,
+    address: Addresses | None = None,
 ) -> tuple[ExchangePlan, ExchangePlan | None]:
     """The (on-IPU, inter-IPU) exchange plans of a compute set's remote reads: ``pieces`` and
-    ``short`` per field of long and of short runs; ``num_elements``: the graph's global ids."""
+    ``short`` per field of long and of short runs; ``num_elements``: the graph's global ids;
+    ``address``: their tile-memory addresses, in which regions are runs (``ElementMap.addresses``)."""
     n, tpi = target.num_tiles, target.tiles_per_ipu
     parts = []
     if pieces:
@@ -138,7 +143,8 @@ def plan_compute_set_receives(
         else:
             size = np.concatenate([np.full(r.start.size, r.itemsize, np.int64) for r in pieces])
             sent_size = np.concatenate([np.full(r.sent[0].size, r.itemsize, np.int64) for r in pieces])
-        parts.append(piece_receives(start, length, src, dst, size, n, tpi, sent=(s_start, s_length, s_src, sent_size)))
+        parts.append(piece_receives(start, length, src, dst, size, n, tpi, sent=(s_start, s_length, s_src, sent_size),
+                                    address=address))  # fmt: skip
     if short:
         keys = _ReceiveKeys(n, num_elements)
         for start, length, src, dst, size, _ in short:  # a field's elements share one size
@@ -151,5 +157,5 @@ def plan_compute_set_receives(
             keys.add(gid, np.repeat(src, length), np.repeat(dst, length), size)
         unique = keys.unique(n)
         if unique is not None:
-            parts.append(element_receives(*unique[:3], unique[3], n, tpi))
+            parts.append(element_receives(*unique[:3], unique[3], n, tpi, address))
     return plan_receives(parts, target)

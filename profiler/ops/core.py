@@ -119,6 +119,7 @@ def add_like(graph: Graph, like: Tensor, name: str, dtype: object | None = None)
         return cloned
     t = graph.add_variable(like.dtype if dtype is None else dtype, like.shape, name)
     graph.set_tile_mapping(t, graph.tile_of(like))
+    graph.variable(t).clone_layout = True  # a clone of several variables' view: its tiles' memory as theirs
     return t
 
 

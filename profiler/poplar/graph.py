@@ -380,6 +380,7 @@ class Graph:
             t = self._add(var.dtype if dtype is None else dtype, list(var.shape), name, False, False)
             new = self.variable(t)
             new.mapping.starts, new.mapping.tiles = var.mapping.starts, self._to_device_tiles(var.mapping.tiles)
+            new.clone_layout = var.clone_layout  # laid out on its tiles as its source
             return Tensor(self, new.id, lay, t.dtype)
         # the new variable's shape is the view's dims in storage order (a transposed view's clone is
         # stored as the original is, e.g. NHWC under an NCHW view)
@@ -395,6 +396,7 @@ class Graph:
         # inside a virtual graph the clone is laid out as ``like`` on the open IPU's tiles
         # shared, not copied: a mapping's arrays are replaced whole, never written in place
         new.mapping.starts, new.mapping.tiles = var.mapping.starts, self._to_device_tiles(var.mapping.tiles)
+        new.clone_layout = var.clone_layout  # laid out on its tiles as its source
         return t.transpose(*np.argsort(order)) if order != sorted(order) else t
 
     def tile_of(self, t: Tensor) -> np.ndarray:

@@ -111,6 +111,10 @@ class Variable:
     mapping: TileMapping
     value: np.ndarray | None = None  # constants only (flat)
     host_visible: bool = False  # read or written by the host through create_host_read/write
+    # laid out as Poplar's Graph::clone of a view over other variables lays out its result: each tile's
+    # elements in memory as the source's are, so the source's contiguous regions stay contiguous however
+    # far apart their element indices (profiler.compiler.element_map.ElementMap.addresses)
+    clone_layout: bool = False
 
     @property
     def numel(self) -> int:

@@ -2,9 +2,11 @@
 checks its per-tile figures against a reference written per element with plain Python: every element
 a vertex reads from another tile, once per receiving tile; bytes in; bytes out once per element
 however many tiles receive it (multicast); the distinct tile pairs; regions received (runs of
-consecutive elements from one sender, per receiving tile) and sent (runs of consecutive distinct
-elements per sending tile), which the exchange code follows. Graphs with random mappings, so runs
-are cut everywhere."""
+elements consecutive in one sender's memory, per receiving tile) and sent (runs of distinct elements
+consecutive in the sending tile's memory), which the exchange code follows. An
+element's address is its global id, but for a clone of a view over several variables (ops.add_like,
+as Poplar's Graph::clone lays out its tiles as the source's): its rank among the clone's elements on
+its tile. Graphs with random mappings, so runs are cut everywhere."""
 
 import numpy as np
 import pytest
@@ -15,11 +17,36 @@ from profiler.compiler import compute_sets
 from profiler.compiler import exchange as exchange_mod
 from profiler.compiler.compile import compile_programs
 from profiler.compiler.exchange import TILES_PER_SUPERTILE
+from profiler.poplar.tensor import concat
+
+
+def _addresses(graph: Graph, base: np.ndarray) -> dict[int, list[int]]:
+    """Per variable, each element's tile-memory address, element by element."""
+    out = {}
+    for v in graph.variables:
+        tiles = v.mapping.dense().tolist()
+        if not v.clone_layout:  # each tile-mapping interval its own region of memory: global ids
+            out[v.id] = [int(base[v.id]) + i for i in range(v.numel)]
+            continue
+        seen: dict[int, int] = {}
+        addr = []
+        for t in tiles:
+            addr.append(int(base[v.id]) + seen.get(t, 0))
+            seen[t] = seen.get(t, 0) + 1
+        out[v.id] = addr
+    return out
 
 
 def _reference(graph: Graph, cs) -> tuple[np.ndarray, ...]:  # type: ignore[no-untyped-def]
     n = graph.target.num_tiles
     base = np.cumsum([0] + [v.numel for v in graph.variables])
+    var_of = np.repeat(np.arange(len(graph.variables)), [v.numel for v in graph.variables])
+    addresses = _addresses(graph, base)
+
+    def address(g_: int) -> int:
+        v_ = int(var_of[g_])
+        return addresses[v_][g_ - int(base[v_])]
+
     gids, srcs, dsts, sizes = [], [], [], []
     for b in cs.batches:
         for f in b.codelet.reads:
@@ -58,11 +85,11 @@ def _reference(graph: Graph, cs) -> tuple[np.ndarray, ...]:  # type: ignore[no-u
         messages[d_] += 1
     regions_in, regions_out = np.zeros(n, np.int64), np.zeros(n, np.int64)
     for d_, got in received.items():
-        got.sort()
-        regions_in[d_] = sum(1 for i, (g_, s_) in enumerate(got) if i == 0 or got[i - 1] != (g_ - 1, s_))
+        by = sorted((s_, address(g_)) for g_, s_ in got)
+        regions_in[d_] = sum(1 for i, (s_, a_) in enumerate(by) if i == 0 or by[i - 1] != (s_, a_ - 1))
     for s_, gs in sent.items():
-        gl = sorted(gs)
-        regions_out[s_] = sum(1 for i, g_ in enumerate(gl) if i == 0 or gl[i - 1] != g_ - 1)
+        al = sorted(address(g_) for g_ in gs)
+        regions_out[s_] = sum(1 for i, a_ in enumerate(al) if i == 0 or al[i - 1] != a_ - 1)
     return b_in, b_out, messages, b_in - np.floor(shared).astype(np.int64), regions_in, regions_out
 
 
@@ -97,6 +124,9 @@ def test_interval_exchange_matches_a_per_element_reference(
     ops.matmul(g, a, b, prog)  # per-vertex blocks
     ops.add(g, c, c.T.reshape(6, 40)[::-1], prog)  # explicit and reversed views
     ops.relu(g, c.T, prog)
+    # a clone of a concatenation (mapped element by element like it), read reversed: packed addresses
+    cat = ops.relu(g, concat([c.reshape(-1), x.reshape(-1)]), prog)
+    ops.add(g, cat, cat[::-1], prog)
     compiled = compile_programs(g, [prog])
     checked = 0
     for plan in compiled.cs_plans.values():
