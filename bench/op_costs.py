@@ -325,11 +325,6 @@ _AMP = (
     "the AMP vertex's measured rate is the best any plan can reach; a plan adds operand rearrangement, "
     "partial-sum reductions and short vertices. The issue's acceptance bound for a layer"
 )
-_CONV_OFF = (
-    "reported as it stands: convolution planning (channel padding to the AMP's input-channel group, the "
-    "non-AMP paths PopLibs chooses for few channels and depthwise convolutions) is being reworked in its own "
-    "branch of issue 35"
-)
 
 
 def _unary_row(name: str, poplibs_op: str, dtype: str = "float16") -> OpCase:

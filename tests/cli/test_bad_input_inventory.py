@@ -301,7 +301,13 @@ ROWS = [
     # -- models ----------------------------------------------------------------------------------
     Row("model-missing", ["run", "{tmp}/none.onnx"], 2, "no such file", []),
     Row("model-directory", ["run", "{tmp}"], 2, "is a directory", []),
-    Row("model-name-escapes", ["run", "{tmp}/\x1b[2J\x1b[31mred\n.onnx"], 2, "\\x1b[2J\\x1b[31mred\\n.onnx: no such file", []),
+    Row(
+        "model-name-escapes",
+        ["run", "{tmp}/\x1b[2J\x1b[31mred\n.onnx"],
+        2,
+        "\\x1b[2J\\x1b[31mred\\n.onnx: no such file",
+        [],
+    ),
     Row("model-fifo", ["run", "{fifo}"], 2, "is not a regular file", [_fifo]),
     Row("model-opset-99", ["run", "{future}"], 2, "opset 99 is newer than any ONNX defines", [_future_opset]),
     Row("model-garbage", ["run", "{junk_onnx}"], 2, "junk.onnx", [_file("junk.onnx", b"\x00\x01garbage" * 50)]),
