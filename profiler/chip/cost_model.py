@@ -38,6 +38,8 @@ _DTYPE_ALIASES = {
     "float": "float32", "float32": "float32", "f32": "float32",
     "half": "float16", "float16": "float16", "f16": "float16",
     "quarter": "float8", "float8": "float8", "fp8": "float8", "f8": "float8",
+    # Graphcore's two FP8 formats (profiler.chip.dtypes) cost alike: one byte, the quarter AMP path
+    "float8_e4m3fnuz": "float8", "float8_e5m2fnuz": "float8",
     "int": "int32", "int32": "int32", "unsigned": "uint32", "uint32": "uint32",
     "short": "int16", "int16": "int16", "uint16": "uint16",
     "char": "int8", "int8": "int8", "uint8": "uint8", "bool": "bool",

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from profiler.chip import cost_model
-from profiler.chip.dtypes import as_dtype
+from profiler.chip.dtypes import as_dtype, is_float8
 from profiler.chip.targets import Target
 from profiler.host import host_memory
 from profiler.ops.core import OpError, cdiv, check_same_graph, execute, linear_tiles, op, set_attributes
@@ -79,8 +79,8 @@ class MatMulPlan:
 
 
 class Float8(str):
-    """float8 for planning only (the C600's quarter-precision AMP, ref §3.7): graphs have no float8
-    element type yet, but the planner and cost model can size and cost a float8 matmul."""
+    """float8 as the planner sees it (the C600's quarter-precision AMP, ref §3.7): both of Graphcore's
+    FP8 formats (profiler.chip.dtypes) plan and cost alike, one byte an element."""
 
     kind, itemsize, name = "f", 1, "float8"
 
@@ -90,6 +90,8 @@ class Float8(str):
 
 def _plan_dtype(dtype: object) -> Any:
     if isinstance(dtype, str) and dtype.strip().lower() in ("float8", "quarter", "fp8", "f8"):
+        return Float8()
+    if is_float8(dtype):  # type: ignore[arg-type]
         return Float8()
     return as_dtype(dtype)
 
@@ -986,7 +988,9 @@ def matmul(
     N = b3.shape[2]
     plan = plan_matmul(graph.target, G, M, K, N, a.dtype, partials_dtype, available_memory_proportion, conv)
     set_attributes(graph, {"shape": {"G": G, "M": M, "K": K, "N": N}, "dtype": a.dtype.name, **plan.attributes()})
-    odt = a.dtype if out_dtype is None else as_dtype(out_dtype)
+    # FP8 operands give a half result unless told otherwise: the quarter AMP accumulates into half or
+    # float partials and PopLibs/PopXL return half (popxl matmul_pow2scaled: float8 x float8 -> float16)
+    odt = (np.dtype(np.float16) if is_float8(a.dtype) else a.dtype) if out_dtype is None else as_dtype(out_dtype)
     if plan.in_chan_serial * plan.out_chan_serial > 1:
         out = _serial_loop(graph, a3, b3, plan, odt, prog)
     else:

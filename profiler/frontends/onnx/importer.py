@@ -25,6 +25,7 @@ from profiler.poplar.tensor import Tensor
 from report_format.text import printable
 
 from .builder import (
+    FP8_MODEL_TYPES,
     INPUT_OP,
     LAYER,
     OUTPUT_OP,
@@ -192,8 +193,8 @@ def _import_model(
     available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
     outline: bool = False,
 ) -> ImportedModel:
-    if dtype not in ("float32", "float16"):
-        raise FrontendError(f"dtype must be float32 or float16, got {dtype!r}")
+    if dtype not in FP8_MODEL_TYPES:
+        raise FrontendError(f"dtype must be one of {', '.join(FP8_MODEL_TYPES)}, got {dtype!r}")
     if partials not in ("float32", "float16"):
         raise FrontendError(f"partials must be float32 or float16, got {partials!r}")
     if not 0 < available_memory_proportion <= 1:
@@ -207,11 +208,12 @@ def _import_model(
         raise FrontendError(f"outline builds on one IPU; the model would be split over {per_replica}")
     check_supported(model, HANDLERS)
     model = override_batch(model, batch_size)
-    half = dtype == "float16"
+    # FP8: the matmuls' and convolutions' operands in FP8, everything else in float16 (Builder.fp8_operand)
+    half, fp8 = dtype != "float32", FP8_MODEL_TYPES[dtype]
     opset = opset_version(model)
     g = Graph(target)
     weights_prog, prog = Prog(name="WeightsFromHost"), Prog(name="Inference")
-    b = Builder(g, prog, weights_prog, opset, half, weights, partials, available_memory_proportion)
+    b = Builder(g, prog, weights_prog, opset, half, weights, partials, available_memory_proportion, fp8)
     # several IPUs: each node on its IPU (manual __ipu_number attributes, else balanced by ``split``);
     # a matmul larger than an IPU's share is first cut into parts the split can place apart
     sharding.check_split(split)

@@ -28,6 +28,7 @@ def _conv(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
                          else np.asarray(bias).reshape(1, -1, 1, 1, 1))  # fmt: skip
         return [y]
     w_shape = inputs[1].shape if isinstance(inputs[1], Tensor) else np.shape(inputs[1])
+    x = b.device(b.fp8_operand(x))  # FP8 models: the input cast on the device, the weights below on the host
     x4, one_d = to_2d(x, "convolution")
     if len(w_shape) != (3 if one_d else 4):
         raise Unsupported("weights rank")
@@ -45,7 +46,7 @@ def _conv(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
         sym = (pads[0][0], pads[1][0])
     groups = int(at.get("group", 1))
     if isinstance(inputs[1], Tensor):
-        w = inputs[1]
+        w = b.device(b.fp8_operand(inputs[1]))
     else:  # weights created laid out for this convolution (PopART's createWeights)
         grp = ops.conv.channel_group(x4, groups)  # the column order conv2d will take
 

@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 
 from profiler import ops
+from profiler.chip.dtypes import is_float
 from profiler.poplar.tensor import Tensor
 
 from ..builder import Builder, Value, at_least_1d, device_dtype
@@ -19,8 +20,10 @@ from .registry import handles
 
 def matmul(b: Builder, a: Value, c: Value) -> Tensor:
     """numpy.matmul semantics (1-D promotion, broadcast batch dimensions) with ops.matmul. A 2-D
-    weight (host array) is created laid out for the product (createMatMulInputRHS)."""
+    weight (host array) is created laid out for the product (createMatMulInputRHS). A model built in
+    FP8 takes both operands in FP8 (Builder.fp8_operand); the product is then float16."""
     if isinstance(a, Tensor) and a.rank >= 1 and not isinstance(c, Tensor) and np.ndim(c) == 2 and a.dtype.kind == "f":
+        a = b.fp8_operand(a)
         k_, m_ = a.shape[-1], int(np.prod(a.shape[:-1], dtype=np.int64))
 
         def laid_out(t: Tensor) -> bool:
@@ -37,7 +40,9 @@ def matmul(b: Builder, a: Value, c: Value) -> Tensor:
         ta, tc = a, b.device(c, like=like, mapper=laid_out, storage=storage)
     else:
         ta, tc = b.pair(a, c)
-    if ta.dtype.kind != "f":
+        if is_float(ta.dtype):
+            ta, tc = b.device(b.fp8_operand(ta)), b.device(b.fp8_operand(tc))
+    if not is_float(ta.dtype):
         raise Unsupported(f"integer matmul ({ta.dtype.name})")
     a1, c1 = ta.rank == 1, tc.rank == 1
     if a1:
