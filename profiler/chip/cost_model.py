@@ -563,6 +563,7 @@ def amp_config(dtype: DTypeLike, partials_dtype: DTypeLike, target: Target) -> A
     """
     dt, pt = dtype_name(dtype), dtype_name(partials_dtype)
     peak = peak_flops_per_cycle(dt, pt, target)
+    dt = _amp_input_type(dt, pt)
     core = 8 if dt == "float32" else 4
     units = 16 if (dt, pt) in (("float16", "float16"), ("float8", "float16")) and peak >= 128 else 8
     macs_per_position = int(peak // 2) * core
@@ -570,6 +571,15 @@ def amp_config(dtype: DTypeLike, partials_dtype: DTypeLike, target: Target) -> A
     weight_bytes = in_chans * _ELEM_BYTES[dt]
     loads = units * weight_bytes // CONV_UNIT_COEFF_LOAD_BYTES_PER_CYCLE
     return AmpConfig(units, in_chans, units, core, loads)
+
+
+def _amp_input_type(dtype: str, partials: str) -> str:
+    """The type the AMP reads its inputs as. FP8 (quarter) runs the quarter AMP with half partials only:
+    "Half is the only supported partials type for quarter activations" (graphcore/poplibs
+    lib/poplin/ConvVertexType.cpp canUseConvolutionInstruction); with float partials the planner takes
+    vertexInputType = HALF (getConvVertexAMPCandidates: no quarter conv units for float partials), the
+    half/float AMP (64 FLOP/cycle on Mk2) [INF: the quarter -> half conversion itself not costed]."""
+    return "float16" if dtype == "float8" and partials != "float16" else dtype
 
 
 def _amp_worker(n: np.ndarray, core: int, zero: bool) -> np.ndarray:
@@ -667,7 +677,7 @@ CONV_NX1_LOAD_PER_FILTER_ROW = 20  # "default: innermostLoopCycles += 20 * filte
 def amp_in_chans_per_group_candidates(dtype: DTypeLike, partials_dtype: DTypeLike, target: Target) -> list[int]:
     """The AMP's inChansPerGroup candidates for a type pair, largest first (see CONV_INPUT_LOAD_ELEMS)."""
     cfg = amp_config(dtype, partials_dtype, target)
-    load = CONV_INPUT_LOAD_ELEMS[dtype_name(dtype)]
+    load = CONV_INPUT_LOAD_ELEMS[_amp_input_type(dtype_name(dtype), dtype_name(partials_dtype))]
     wpu = cfg.in_chans_per_group
     return [c for c in range(wpu, load - 1, -1) if wpu % c == 0 and c % load == 0]
 
@@ -846,8 +856,10 @@ def peak_flops_per_cycle(dtype: DTypeLike, partials_dtype: DTypeLike, target: Ta
         ("float16", "float16"): target.fp16_flops_per_cycle,
         ("float16", "float32"): target.fp16_fp32acc_flops_per_cycle,
         ("float32", "float32"): target.fp32_flops_per_cycle,
+        # FP8 AMP (C600, ipu21): 560 TFLOPS FP8 vs 280 FP16 (seed 000, C600 README) = 256 FLOP/tile/cycle,
+        # twice the half rate, with half partials only; float partials run it as half in (_amp_input_type)
         ("float8", "float16"): target.fp8_flops_per_cycle,
-        ("float8", "float32"): target.fp8_flops_per_cycle,
+        ("float8", "float32"): target.fp16_fp32acc_flops_per_cycle if target.fp8_flops_per_cycle > 0 else 0.0,
     }
     rate = rates.get((dt, pt))
     if rate is None:
