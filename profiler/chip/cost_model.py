@@ -284,7 +284,11 @@ def broadcast_scalar_cycles(op: str, n: Counts, dtype: DTypeLike, target: Target
 def _cast_core(n: np.ndarray, src: str, dst: str) -> np.ndarray:
     """Cast worker core over n elements, PerformanceEstimation.cpp (ref §3.3)."""
     sb, db = _ELEM_BYTES[src], _ELEM_BYTES[dst]
-    if sb == 1 or db == 1:
+    # FP8 <-> half/float take the vector path below, FP8 <-> half on the aux pipeline: "Casting quarter
+    # to/from half preforms the same as half to/from float" (graphcore/poplibs lib/popops/
+    # PerformanceEstimation.cpp castWorkerCycles); FP8 <-> 8-bit integers keep the atom loop.
+    fp8_float = "float8" in (src, dst) and {src, dst} <= _FLOAT_TYPES
+    if (sb == 1 or db == 1) and not fp8_float:
         # Byte and FP8 casts: atom loop of 4 elements. "u8->half 14 + 9 per 4; half->8-bit 19 + 16 per 4";
         # 8-bit -> other types [INF] as u8->half, other -> 8-bit [INF] as half->8-bit.
         return 14 + 9 * _cdiv(n, 4) if sb == 1 else 19 + 16 * _cdiv(n, 4)
@@ -293,7 +297,7 @@ def _cast_core(n: np.ndarray, src: str, dst: str) -> np.ndarray:
     load_w, store_w = DATAPATH_BYTES // sb, DATAPATH_BYTES // db
     op_vw = min(2 * load_w, store_w)
     per_vector = max(math.ceil(op_vw / load_w), math.ceil(op_vw / store_w))
-    if {src, dst} != {"float32", "float16"}:
+    if {src, dst} not in ({"float32", "float16"}, {"float8", "float16"}):
         per_vector += 1
     return 19 + per_vector * _cdiv(n, op_vw)
 

@@ -43,3 +43,12 @@ def test_fp8_amp_vertex_by_hand():
     The same in half: 4 in-chan groups of 16, so 117 + 3 x 392 + 382 + 25 = 1,700."""
     assert int(cm.amp_matmul_cycles(48, 64, 16, "float8", "float16", C600)) == 916
     assert int(cm.amp_matmul_cycles(48, 64, 16, "float16", "float16", C600)) == 1700
+
+
+def test_half_to_fp8_cast_runs_on_the_aux_pipeline_like_half_to_float():
+    """castWorkerCycles (PerformanceEstimation.cpp): half -> quarter loads 2 x 4 halves and stores 8
+    quarters a vector, opVectorWidth = min(4 x 2, 8) = 8 at max(8/4, 8/8) = 2 cycles: 19 + 2 x n/8 per
+    worker. Cast1D over 6 workers of 800 elements each: 12 + 6 x (19 + 200 + 18)."""
+    assert int(cm.cast_cycles(4800, "float16", "float8", C600)) == 12 + 6 * (19 + 2 * 800 // 8 + 18)
+    # quarter -> half: opVectorWidth = min(8 x 2, 4) = 4 at 1 cycle
+    assert int(cm.cast_cycles(4800, "float8", "float16", C600)) == 12 + 6 * (19 + 800 // 4 + 18)

@@ -23,7 +23,7 @@ def matmul(b: Builder, a: Value, c: Value) -> Tensor:
     weight (host array) is created laid out for the product (createMatMulInputRHS). A model built in
     FP8 takes both operands in FP8 (Builder.fp8_operand); the product is then float16."""
     if isinstance(a, Tensor) and a.rank >= 1 and not isinstance(c, Tensor) and np.ndim(c) == 2 and a.dtype.kind == "f":
-        a = b.fp8_operand(a)
+        a = b.device(b.fp8_operand(a))
         k_, m_ = a.shape[-1], int(np.prod(a.shape[:-1], dtype=np.int64))
 
         def laid_out(t: Tensor) -> bool:
