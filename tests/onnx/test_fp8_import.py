@@ -82,3 +82,30 @@ def test_unknown_dtype_is_refused(tmp_path: Path) -> None:
     onnx.save(examples.mlp((16, 8)), path)
     with pytest.raises(ProfileError, match="dtype must be one of float32, float16, float8, float8_e5m2"):
         profile_model(path, ProfileOptions(target="C600", dtype="int4"), lambda s: random_inputs(s.model))
+
+
+def test_fp8_scale_keeps_activations_past_the_format_in_range(tmp_path: Path) -> None:
+    """Inputs of magnitude ~1000 (e4m3 holds up to 240) make NaN in FP8 unscaled; with fp8_log2_scale
+    -4 (x / 16 in the cast, the product x 16) the result is within FP8's --check tolerance."""
+    r = np.random.default_rng(6)
+    w = (r.standard_normal((64, 32)) / 8).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "large_activations",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 32])],
+        [numpy_helper.from_array(w, "w")],
+    )
+    path = tmp_path / "large.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    x = (r.standard_normal((8, 64)) * 1000).astype(np.float32)
+    want = x @ w
+
+    def run(scale: int) -> np.ndarray:
+        options = ProfileOptions(target="C600", dtype="float8", partials="float16", fp8_log2_scale=scale)
+        return profile_model(path, options, lambda s: {"x": x}).outputs["y"].astype(np.float32)
+
+    assert np.isnan(run(0)).any()
+    got = run(-4)
+    assert np.isfinite(got).all()
+    assert np.abs(got - want).max() <= default_tolerance("float8") * np.abs(want).max()

@@ -106,3 +106,26 @@ def test_fp8_cast_is_graphcores_fnuz_format():
     # midpoint (248) between 240 and 256, which the format does not hold: NaN
     np.testing.assert_array_equal(q[:5], [1.0, 1.0, 1.25, 240.0, 240.0])
     assert np.isnan(q[5]) and q[6] == 0.0 and q[7] == 2.0**-10
+
+
+def test_pow2_scaled_fp8_matmul_keeps_large_activations():
+    """Activations past e4m3's 240 become NaN unscaled; cast as x * 2^-4 (PopXL's pow2scale cast) and
+    the product scaled back by 2^4 (matmul_pow2scaled), they match the reference quantised the same way."""
+    r = rng(82)
+    m, k, n = 8, 64, 16
+    a = (r.standard_normal((m, k)) * 1000).astype(np.float16)
+    w = (r.standard_normal((k, n)) / 8).astype(ml_dtypes.float8_e4m3fnuz)
+
+    def build(g, t, p):
+        plain = ops.matmul(g, ops.cast(g, t["a"], "float8", p), t["w"], p, partials_dtype="float16")
+        a8 = ops.pow2scale_cast(g, t["a"], "float8", -4, p)
+        scaled = ops.matmul(g, a8, t["w"], p, partials_dtype="float16", log2_scale=4)
+        return {"plain": plain, "scaled": scaled}
+
+    out, _, _ = run({"a": a, "w": w}, build, target=C600)
+    assert np.isnan(out["plain"]).any()
+    qa = quantise(a.astype(np.float32) * 2.0**-4, ml_dtypes.float8_e4m3fnuz)
+    qw = w.astype(np.float32)
+    want = ((qa @ qw) * 2.0**4).astype(np.float16).astype(np.float32)
+    bound = half_accumulation_bound(-(-k // QUARTER_INPUTS_PER_PASS), (np.abs(qa) @ np.abs(qw)) * 2.0**4)
+    assert np.all(np.abs(out["scaled"].astype(np.float32) - want) <= bound)

@@ -119,6 +119,12 @@ def _add_options(p: argparse.ArgumentParser) -> None:
         "accumulate in --partials and return float16, the rest runs in float16; float8_e5m2 the same in e5m2",
     )  # fmt: skip
     p.add_argument(
+        "--fp8-scale", type=int, default=0, metavar="N",
+        help="with --dtype float8: activations are cast to FP8 as x * 2^N and each product scaled back by 2^-N "
+        "(PopXL's power-of-two scaled casts and matmuls); default 0, no scaling. A negative N keeps "
+        "activations past the format's range (240 for e4m3) from becoming NaN",
+    )  # fmt: skip
+    p.add_argument(
         "--partials", choices=("float32", "float16"), default="float32",
         help="type matmuls and convolutions accumulate partial sums in (PopLibs' partialsType): float32, the "
         "PopLibs and PopART default, or float16, as ByteMLPerf's IPU backend compiles with PopRT (twice the AMP "
@@ -218,6 +224,8 @@ def run(args: argparse.Namespace) -> int:
         script_args = []
     if not 1 <= args.runs <= MAX_RUNS:
         raise CommandError(f"--runs must be between 1 and {MAX_RUNS:,}, got {args.runs}")
+    if args.fp8_scale and not args.dtype.startswith("float8"):
+        raise CommandError(f"--fp8-scale applies to --dtype float8 or float8_e5m2, not {args.dtype}")
     if args.check_tolerance is not None and not args.check_tolerance > 0:
         raise CommandError(f"--check-tolerance must be > 0, got {args.check_tolerance}")
     if not path.is_file():
@@ -314,7 +322,7 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
     options = ProfileOptions(
         target=args.target, ipus=args.ipus, replicas=args.replicas, batch=args.batch, dtype=args.dtype,
         weights="constants" if args.weights_as_constants else "variables", split=args.split,
-        partials=args.partials, outline=args.outline,
+        partials=args.partials, outline=args.outline, fp8_log2_scale=args.fp8_scale,
         pipeline=args.pipeline, micro_batches=_micro_batches(args), runs=args.runs,
         wrong_kernel=args.test_wrong_kernel,
     )  # fmt: skip

@@ -133,14 +133,18 @@ class Builder:
     def __init__(
         self, graph: Graph, prog: Prog, weights_prog: Prog, opset: int, half: bool, weights: str,
         partials: str = "float32", available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
-        fp8: np.dtype | None = None,
+        fp8: np.dtype | None = None, fp8_log2_scale: int = 0,
     ) -> None:  # fmt: skip
         self.graph, self.prog, self.weights_prog = graph, prog, weights_prog
         self.opset, self.half, self.weights_mode = opset, half, weights
         # the FP8 format MatMul, Gemm and Conv take their operands in (None: the model's own type); the
         # rest of the model runs in float16 (``half``), as PopRT's FP8 conversion leaves it
         self.fp8 = fp8
+        # activations are cast as x * 2^fp8_log2_scale (PopXL's pow2scale_cast_to_fp8), the products
+        # that read them scaled back by the opposite power (matmul_pow2scaled's log2_scale)
+        self.fp8_log2_scale = fp8_log2_scale
         self._fp8_casts: dict[int, tuple[Tensor, Tensor]] = {}  # id of a tensor -> (it, its FP8 cast)
+        self._fp8_scaled: set[int] = set()  # ids of the casts scaled by 2^fp8_log2_scale
         self.partials = partials  # matmuls' and convolutions' partials type (PopLibs' partialsType)
         # the share of a tile their plans may take for temporaries (PopLibs' availableMemoryProportion)
         self.amp = available_memory_proportion
@@ -321,9 +325,10 @@ class Builder:
         """``x`` as a matmul's or convolution's operand: in the FP8 format when the model is built in
         FP8. As PopRT converts a model to FP8, a weight (host value) is cast on the host and uploaded
         as FP8 (one byte an element), an activation is cast on the device before the op (popops::Cast,
-        once per tensor however many products read it). No scaling: PopXL's casts take a power-of-two
-        scale whose default is 2^0 (popxl.utils.host_pow2scale_cast_to_fp8, log2_scale=0, values past
-        the format's range becoming NaN), the one modelled here."""
+        once per tensor however many products read it). Activations are scaled by 2^fp8_log2_scale
+        in the cast (PopXL's casts take a power-of-two scale, default 2^0: popxl.utils.
+        host_pow2scale_cast_to_fp8(src, dtype, log2_scale=0, nan_on_overflow=True)); values past the
+        format's range become NaN. Weights are not scaled. ``fp8_unscale`` gives the product's scale."""
         if self.fp8 is None:
             return x
         if not isinstance(x, Tensor):
@@ -333,8 +338,18 @@ class Builder:
             return x
         key = id(x)
         if key not in self._fp8_casts:
-            self._fp8_casts[key] = (x, self.cast(x, self.fp8))  # holds x: its id stays unique
+            s = self.fp8_log2_scale
+            t = at_least_1d(x)
+            cast = (ops.pow2scale_cast(self.graph, t, self.fp8, s, self.prog) if s else
+                    ops.cast(self.graph, t, self.fp8, self.prog)).reshape(x.shape)  # fmt: skip
+            if s:
+                self._fp8_scaled.add(id(cast))
+            self._fp8_casts[key] = (x, cast)  # holds x: its id stays unique
         return self._fp8_casts[key][1]
+
+    def fp8_unscale(self, *operands: Tensor) -> int:
+        """The log2 scale a product of ``operands`` (from ``fp8_operand``) takes to undo their scales."""
+        return -sum(self.fp8_log2_scale for t in operands if id(t) in self._fp8_scaled)
 
     def cast(self, x: Value, dtype: np.dtype) -> Tensor:
         t = self.device(x)

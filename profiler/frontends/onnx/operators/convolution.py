@@ -58,7 +58,8 @@ def _conv(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
         w = b.device(inputs[1], name=node.input[1], like=x.dtype, mapper=laid_out, storage=storage)
     w4 = w.reshape(w.shape[0], w.shape[1], 1, w.shape[2]) if one_d else w
     y = ops.conv2d(b.graph, x4, w4, b.prog, stride=tuple(strides), padding=sym, dilation=tuple(dil),
-                   groups=groups, partials_dtype=b.partials, available_memory_proportion=b.amp)  # fmt: skip
+                   groups=groups, partials_dtype=b.partials, available_memory_proportion=b.amp,
+                   log2_scale=b.fp8_unscale(x, w))  # fmt: skip
     if one_d:
         y = y.reshape(y.shape[0], y.shape[1], y.shape[3])
     if len(inputs) > 2 and inputs[2] is not None:

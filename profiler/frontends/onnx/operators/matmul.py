@@ -44,6 +44,7 @@ def matmul(b: Builder, a: Value, c: Value) -> Tensor:
             ta, tc = b.device(b.fp8_operand(ta)), b.device(b.fp8_operand(tc))
     if not is_float(ta.dtype):
         raise Unsupported(f"integer matmul ({ta.dtype.name})")
+    unscale = b.fp8_unscale(ta, tc)  # before the reshapes below (it knows the casts by identity)
     a1, c1 = ta.rank == 1, tc.rank == 1
     if a1:
         ta = ta.reshape(1, -1)
@@ -66,6 +67,7 @@ def matmul(b: Builder, a: Value, c: Value) -> Tensor:
             partials_dtype=b.partials,
             available_memory_proportion=b.amp,
             grouped_out=True,
+            log2_scale=unscale,
         ).reshape(*ta.shape[:-2], m, n)
     else:
         g = int(np.prod(batch, dtype=np.int64))
@@ -74,9 +76,8 @@ def matmul(b: Builder, a: Value, c: Value) -> Tensor:
         # held row by row: a grouped result here (PopLibs holds it so) makes the softmax after the
         # attention's scores read and reduce a factored view, 1.8x the host time of the whole import
         # at BERT-base batch 8 for 1.6 of 8.6 MiB of exchange code a layer (docs/fidelity.md)
-        out = ops.matmul(b.graph, xa, xc, b.prog, partials_dtype=b.partials, available_memory_proportion=b.amp).reshape(
-            *batch, m, n
-        )
+        out = ops.matmul(b.graph, xa, xc, b.prog, partials_dtype=b.partials, available_memory_proportion=b.amp,
+                         log2_scale=unscale).reshape(*batch, m, n)  # fmt: skip
     shape = out.shape
     if a1:
         shape = shape[:-2] + shape[-1:]
