@@ -289,7 +289,7 @@ def _cast_core(n: np.ndarray, src: str, dst: str) -> np.ndarray:
     # PerformanceEstimation.cpp castWorkerCycles); FP8 <-> 8-bit integers keep the atom loop.
     fp8_float = "float8" in (src, dst) and {src, dst} <= _FLOAT_TYPES
     if (sb == 1 or db == 1) and not fp8_float:
-        # Byte and FP8 casts: atom loop of 4 elements. "u8->half 14 + 9 per 4; half->8-bit 19 + 16 per 4";
+        # Byte casts (FP8 <-> 8-bit integers too): atom loop of 4 elements. "u8->half 14 + 9 per 4; half->8-bit 19 + 16 per 4";
         # 8-bit -> other types [INF] as u8->half, other -> 8-bit [INF] as half->8-bit.
         return 14 + 9 * _cdiv(n, 4) if sb == 1 else 19 + 16 * _cdiv(n, 4)
     # opVectorWidth = min(2*loadWidth_from, storeWidth_to); cycles per vector = max(loads, stores),
