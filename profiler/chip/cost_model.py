@@ -38,6 +38,8 @@ _DTYPE_ALIASES = {
     "float": "float32", "float32": "float32", "f32": "float32",
     "half": "float16", "float16": "float16", "f16": "float16",
     "quarter": "float8", "float8": "float8", "fp8": "float8", "f8": "float8",
+    # Graphcore's two FP8 formats (profiler.chip.dtypes) cost alike: one byte, the quarter AMP path
+    "float8_e4m3fnuz": "float8", "float8_e5m2fnuz": "float8",
     "int": "int32", "int32": "int32", "unsigned": "uint32", "uint32": "uint32",
     "short": "int16", "int16": "int16", "uint16": "uint16",
     "char": "int8", "int8": "int8", "uint8": "uint8", "bool": "bool",
@@ -282,8 +284,12 @@ def broadcast_scalar_cycles(op: str, n: Counts, dtype: DTypeLike, target: Target
 def _cast_core(n: np.ndarray, src: str, dst: str) -> np.ndarray:
     """Cast worker core over n elements, PerformanceEstimation.cpp (ref §3.3)."""
     sb, db = _ELEM_BYTES[src], _ELEM_BYTES[dst]
-    if sb == 1 or db == 1:
-        # Byte and FP8 casts: atom loop of 4 elements. "u8->half 14 + 9 per 4; half->8-bit 19 + 16 per 4";
+    # FP8 <-> half/float take the vector path below, FP8 <-> half on the aux pipeline: "Casting quarter
+    # to/from half preforms the same as half to/from float" (graphcore/poplibs lib/popops/
+    # PerformanceEstimation.cpp castWorkerCycles); FP8 <-> 8-bit integers keep the atom loop.
+    fp8_float = "float8" in (src, dst) and {src, dst} <= _FLOAT_TYPES
+    if (sb == 1 or db == 1) and not fp8_float:
+        # Byte casts (FP8 <-> 8-bit integers too): atom loop of 4 elements. "u8->half 14 + 9 per 4; half->8-bit 19 + 16 per 4";
         # 8-bit -> other types [INF] as u8->half, other -> 8-bit [INF] as half->8-bit.
         return 14 + 9 * _cdiv(n, 4) if sb == 1 else 19 + 16 * _cdiv(n, 4)
     # opVectorWidth = min(2*loadWidth_from, storeWidth_to); cycles per vector = max(loads, stores),
@@ -291,7 +297,7 @@ def _cast_core(n: np.ndarray, src: str, dst: str) -> np.ndarray:
     load_w, store_w = DATAPATH_BYTES // sb, DATAPATH_BYTES // db
     op_vw = min(2 * load_w, store_w)
     per_vector = max(math.ceil(op_vw / load_w), math.ceil(op_vw / store_w))
-    if {src, dst} != {"float32", "float16"}:
+    if {src, dst} not in ({"float32", "float16"}, {"float8", "float16"}):
         per_vector += 1
     return 19 + per_vector * _cdiv(n, op_vw)
 
@@ -561,6 +567,7 @@ def amp_config(dtype: DTypeLike, partials_dtype: DTypeLike, target: Target) -> A
     """
     dt, pt = dtype_name(dtype), dtype_name(partials_dtype)
     peak = peak_flops_per_cycle(dt, pt, target)
+    dt = _amp_input_type(dt, pt)
     core = 8 if dt == "float32" else 4
     units = 16 if (dt, pt) in (("float16", "float16"), ("float8", "float16")) and peak >= 128 else 8
     macs_per_position = int(peak // 2) * core
@@ -568,6 +575,15 @@ def amp_config(dtype: DTypeLike, partials_dtype: DTypeLike, target: Target) -> A
     weight_bytes = in_chans * _ELEM_BYTES[dt]
     loads = units * weight_bytes // CONV_UNIT_COEFF_LOAD_BYTES_PER_CYCLE
     return AmpConfig(units, in_chans, units, core, loads)
+
+
+def _amp_input_type(dtype: str, partials: str) -> str:
+    """The type the AMP reads its inputs as. FP8 (quarter) runs the quarter AMP with half partials only:
+    "Half is the only supported partials type for quarter activations" (graphcore/poplibs
+    lib/poplin/ConvVertexType.cpp canUseConvolutionInstruction); with float partials the planner takes
+    vertexInputType = HALF (getConvVertexAMPCandidates: no quarter conv units for float partials), the
+    half/float AMP (64 FLOP/cycle on Mk2) [INF: the quarter -> half conversion itself not costed]."""
+    return "float16" if dtype == "float8" and partials != "float16" else dtype
 
 
 def _amp_worker(n: np.ndarray, core: int, zero: bool) -> np.ndarray:
@@ -665,7 +681,7 @@ CONV_NX1_LOAD_PER_FILTER_ROW = 20  # "default: innermostLoopCycles += 20 * filte
 def amp_in_chans_per_group_candidates(dtype: DTypeLike, partials_dtype: DTypeLike, target: Target) -> list[int]:
     """The AMP's inChansPerGroup candidates for a type pair, largest first (see CONV_INPUT_LOAD_ELEMS)."""
     cfg = amp_config(dtype, partials_dtype, target)
-    load = CONV_INPUT_LOAD_ELEMS[dtype_name(dtype)]
+    load = CONV_INPUT_LOAD_ELEMS[_amp_input_type(dtype_name(dtype), dtype_name(partials_dtype))]
     wpu = cfg.in_chans_per_group
     return [c for c in range(wpu, load - 1, -1) if wpu % c == 0 and c % load == 0]
 
@@ -989,8 +1005,10 @@ def peak_flops_per_cycle(dtype: DTypeLike, partials_dtype: DTypeLike, target: Ta
         ("float16", "float16"): target.fp16_flops_per_cycle,
         ("float16", "float32"): target.fp16_fp32acc_flops_per_cycle,
         ("float32", "float32"): target.fp32_flops_per_cycle,
+        # FP8 AMP (C600, ipu21): 560 TFLOPS FP8 vs 280 FP16 (seed 000, C600 README) = 256 FLOP/tile/cycle,
+        # twice the half rate, with half partials only; float partials run it as half in (_amp_input_type)
         ("float8", "float16"): target.fp8_flops_per_cycle,
-        ("float8", "float32"): target.fp8_flops_per_cycle,
+        ("float8", "float32"): target.fp16_fp32acc_flops_per_cycle if target.fp8_flops_per_cycle > 0 else 0.0,
     }
     rate = rates.get((dt, pt))
     if rate is None:

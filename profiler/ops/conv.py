@@ -278,8 +278,10 @@ def conv2d(
     groups: int = 1,
     partials_dtype: object = "float32",
     available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
+    log2_scale: int = 0,
 ) -> Tensor:
-    """y[B, Cout, Ho, Wo] = conv(x[B, C, H, W], w[Cout, C/groups, kh, kw]) (no bias)."""
+    """y[B, Cout, Ho, Wo] = conv(x[B, C, H, W], w[Cout, C/groups, kh, kw]) (no bias), times 2^log2_scale
+    (FP8 operands' power-of-two scales undone, as ``matmul``)."""
     _check_conv(x, w, groups)
     grp, cg = channel_group(x, groups), x.shape[1] // groups
     geometry = (_pair(w.shape[2:]), _pair(stride), _pair(padding), _pair(dilation), groups)
@@ -294,7 +296,7 @@ def conv2d(
     ho, wo = _out_hw(x.shape, w.shape[2:], stride, padding, dilation)
     y = matmul(graph, cols, _weights(w, groups, grp), prog, partials_dtype=partials_dtype,
                available_memory_proportion=available_memory_proportion, grouped_out=True,
-               host_operands=host, conv=(w.shape[2], w.shape[3], wo, grp),
+               host_operands=host, conv=(w.shape[2], w.shape[3], wo, grp), log2_scale=log2_scale,
                slic_stride=slic_stride(_pair(stride), _pair(dilation)), debug_name="conv matmul")  # fmt: skip
 
     # the plan (splits, vertex type) also on the conv's own context, where the Operations view looks

@@ -243,6 +243,21 @@ def cast(graph: Graph, x: Tensor, dtype: object, prog: Prog) -> Tensor:
     return apply_map(graph, cl, [x], prog, f"cast to {dt.name}", out_dtype=dt)
 
 
+def _pow2_scale(x: np.ndarray, log2_scale: int) -> np.ndarray:
+    return x * np.float32(2.0**log2_scale)
+
+
+@op("Pow2ScaleCast")
+def pow2scale_cast(graph: Graph, x: Tensor, dtype: str | np.dtype, log2_scale: int, prog: Prog) -> Tensor:
+    """``x * 2^log2_scale`` converted to ``dtype``, an FP8 format (PopXL's pow2scale_cast_to_fp8): one
+    cast, the scale riding on the quarter type's metadata (popops::Cast's cost; named apart from the
+    plain cast so that the two kernels stay two codelets)."""
+    dt = as_dtype(dtype)
+    cl = map_codelet("popops::CastPow2Scaled", _pow2_scale, 1, (cost_model.CAST,))
+    return apply_map(graph, cl, [x], prog, f"cast to {dt.name} x 2^{log2_scale}", out_dtype=dt,
+                     log2_scale=int(log2_scale))  # fmt: skip
+
+
 @op("Fill")
 def fill(graph: Graph, t: Tensor, value: float, prog: Prog) -> Tensor:
     """Set every element of ``t`` to ``value`` (popops::Fill), one vertex per tile."""

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from profiler.chip import cost_model
-from profiler.chip.dtypes import as_dtype
+from profiler.chip.dtypes import as_dtype, is_float8
 from profiler.chip.targets import Target
 from profiler.host import host_memory
 from profiler.ops.core import OpError, cdiv, check_same_graph, execute, linear_tiles, op, set_attributes
@@ -91,8 +91,8 @@ class MatMulPlan:
 
 
 class Float8(str):
-    """float8 for planning only (the C600's quarter-precision AMP, ref §3.7): graphs have no float8
-    element type yet, but the planner and cost model can size and cost a float8 matmul."""
+    """float8 as the planner sees it (the C600's quarter-precision AMP, ref §3.7): both of Graphcore's
+    FP8 formats (profiler.chip.dtypes) plan and cost alike, one byte an element."""
 
     kind, itemsize, name = "f", 1, "float8"
 
@@ -102,6 +102,8 @@ class Float8(str):
 
 def _plan_dtype(dtype: object) -> Any:
     if isinstance(dtype, str) and dtype.strip().lower() in ("float8", "quarter", "fp8", "f8"):
+        return Float8()
+    if is_float8(dtype):  # type: ignore[arg-type]
         return Float8()
     return as_dtype(dtype)
 
@@ -502,12 +504,15 @@ def _run_step(
     name: str,
     store: Tensor | None = None,
     host_operands: tuple[Tensor, Tensor] | None = None,
+    log2_scale: int = 0,
 ) -> None:
     """One serial step: a[G,M,Kc] x b[G,Kc,Nc] -> out[G,M,Nc] (an unmapped variable, mapped here).
     ``store``: ``out``'s block-major store [G, N/nb, M, nb] when ``out`` is its grouped view
     (``output_store``): each tile's output block is then one contiguous region. ``host_operands``:
-    what the step's kernel computes the product from (``matmul``), else ``a`` and ``b``."""
+    what the step's kernel computes the product from (``matmul``), else ``a`` and ``b``. ``log2_scale``:
+    the product is scaled by 2^log2_scale (``matmul``)."""
     host_a, host_b = host_operands or (a, b)
+    scaled = {"log2_scale": log2_scale} if log2_scale else {}
     G, M, K = a.shape
     N = b.shape[2]
     gb, mb, kb, nb = plan.block
@@ -594,7 +599,10 @@ def _run_step(
             map_lengths.append(np.full(o_rows.size, ns_, dtype=np.int64))
             map_tiles.append(np.repeat(tile[sel], ms_))
         # a swapped plan's vertex takes the same blocks, costed as out^T = b^T a^T (MatMulPlan.swap_operands)
-        params = {"swap_operands": True} if plan.swap_operands else {"conv": plan.conv} if plan.conv else {}
+        params: dict[str, Any] = (
+            {"swap_operands": True} if plan.swap_operands else {"conv": plan.conv} if plan.conv else {}
+        )
+        params |= scaled
         if slic:
             params["slic"] = (plan.slic_stride, int(shape[3]), bool(shape[4]))
         if split_k and store is not None and sg < ns_:  # the block's partials in the store's out-chan groups
@@ -603,13 +611,13 @@ def _run_step(
     if split_k:  # the partials are op-internal: the reduction's last kernel computes the product at once
         graph.defer_kernel(cs)
     else:  # the step's kernel: the whole product in one coarse vertex per group (a window stays a view)
-        graph.add_kernel(cs, codelet, {"a": host_a, "b": host_b, "out": dest})
+        graph.add_kernel(cs, codelet, {"a": host_a, "b": host_b, "out": dest}, **scaled)
     dest_map = np.concatenate(map_starts), np.concatenate(map_lengths), np.concatenate(map_tiles)
     graph.map_intervals(dest if split_k or store is None else store, *dest_map)
     if split_k:
 
         def final(last: Any) -> None:  # out = a @ b in one coarse vertex per group (a window stays a view)
-            graph.add_kernel(last, codelet, {"a": host_a, "b": host_b, "out": out})
+            graph.add_kernel(last, codelet, {"a": host_a, "b": host_b, "out": out}, **scaled)
 
         result = out if store is None else store  # reduced in the order of the variable holding it
         order = _block_major_order(G, M, N, gb, m0, ml, n0, nl, off, sg if store is not None else None)
@@ -1007,6 +1015,7 @@ def matmul(
     host_operands: tuple[Tensor, Tensor] | None = None,
     conv: ConvWindow | None = None,
     slic_stride: int = 0,
+    log2_scale: int = 0,
 ) -> Tensor:
     """``a @ b`` for ``a[M,K] b[K,N]`` or grouped ``a[G,M,K] b[G,K,N]`` (poplin::matMul / matMulGrouped).
     ``conv``: ``a`` is a convolution's im2col view (see ``plan_matmul``, as ``slic_stride``).
@@ -1014,7 +1023,9 @@ def matmul(
     as a convolution's output is; its readers must take grouped views (windows, elementwise ops).
     ``host_operands``: the same operands with K in another order (the same variables), which the
     host computes the product from when neither operand is rearranged first; the vertices keep
-    ``a`` and ``b`` (a convolution's modelled column order, its host's fastest copy)."""
+    ``a`` and ``b`` (a convolution's modelled column order, its host's fastest copy).
+    ``log2_scale``: the product times 2^log2_scale, as PopXL's matmul_pow2scaled undoes its FP8
+    operands' power-of-two scales; the AMP applies it with the quarter type's metadata at no cost."""
     check_same_graph(graph, a, b, what="matmul")
     grouped = a.rank == 3
     if a.rank not in (2, 3) or b.rank != a.rank or a.shape[-1] != b.shape[-2] or (grouped and a.shape[0] != b.shape[0]):
@@ -1027,9 +1038,11 @@ def matmul(
     plan = plan_matmul(graph.target, G, M, K, N, a.dtype, partials_dtype, available_memory_proportion, conv,
                        slic_stride)  # fmt: skip
     set_attributes(graph, {"shape": {"G": G, "M": M, "K": K, "N": N}, "dtype": a.dtype.name, **plan.attributes()})
-    odt = a.dtype if out_dtype is None else as_dtype(out_dtype)
+    # FP8 operands give a half result unless told otherwise: the quarter AMP accumulates into half or
+    # float partials and PopLibs/PopXL return half (popxl matmul_pow2scaled: float8 x float8 -> float16)
+    odt = (np.dtype(np.float16) if is_float8(a.dtype) else a.dtype) if out_dtype is None else as_dtype(out_dtype)
     if plan.in_chan_serial * plan.out_chan_serial > 1:
-        out = _serial_loop(graph, a3, b3, plan, odt, prog)
+        out = _serial_loop(graph, a3, b3, plan, odt, prog, log2_scale)
     else:
         shape = (G, M, K, N)
         a_in, b_in = a3, b3
@@ -1039,7 +1052,7 @@ def matmul(
             host_operands = None  # a rearranged operand is a new variable: the host reads the copies
         group = _store_group(plan, N, a.dtype, graph.target) if grouped_out else N
         out, store = output_store(graph, odt, G, M, N, group, "matmul out")
-        _run_step(graph, a3, b3, out, plan, prog, "matmul", store, host_operands)
+        _run_step(graph, a3, b3, out, plan, prog, "matmul", store, host_operands, log2_scale)
     return out if grouped else out.reshape(M, N)
 
 
@@ -1057,7 +1070,9 @@ def _increment(x: np.ndarray) -> np.ndarray:
     return x + 1
 
 
-def _serial_loop(graph: Graph, a3: Tensor, b3: Tensor, plan: MatMulPlan, odt: np.dtype, prog: Prog) -> Tensor:
+def _serial_loop(
+    graph: Graph, a3: Tensor, b3: Tensor, plan: MatMulPlan, odt: np.dtype, prog: Prog, log2_scale: int = 0
+) -> Tensor:
     """Serial splits as PopLibs runs them (ref §4.3): loops over in-chan chunks (outer) and out-chan
     chunks (inner) whose bodies dynamically slice the operand chunks into temporaries, run the
     per-step plan and dynamically update (accumulating over in-chan chunks) the result."""
@@ -1089,7 +1104,7 @@ def _serial_loop(graph: Graph, a3: Tensor, b3: Tensor, plan: MatMulPlan, odt: np
     inner = Sequence(name="matmul out-chan serial loop")
     b_step = b_chunk[0] if sn_n == 1 else dynamic_slice(graph, b_chunk, cn, inner)
     step_out = graph.add_variable(odt, [G, M, n_step], "matmul step out")  # mapped by the step
-    _run_step(graph, a_chunk, b_step, step_out, plan, inner, "matmul step")
+    _run_step(graph, a_chunk, b_step, step_out, plan, inner, "matmul step", log2_scale=log2_scale)
     if sk_n > 1:  # accumulate this in-chan chunk's contribution
         current = dynamic_slice(graph, store, cn, inner)
         apply_map(graph, _binary_codelet("add", in_place=True), [current, step_out], inner, "accumulate")

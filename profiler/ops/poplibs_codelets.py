@@ -437,6 +437,8 @@ class MatMulPartial(Codelet):
             "product", (*np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1]), acc
         )
         r = np.matmul(a, b, out=product)
+        if params and params.get("log2_scale"):  # FP8 operands' power-of-two scales undone (ops.matmul)
+            r *= 2.0 ** int(params["log2_scale"])
         group = params.get("out_group", 0) if params else 0
         if group and len(values["out"].shape) < r.ndim and group < r.shape[-1]:
             r = r.reshape(*r.shape[:-1], r.shape[-1] // group, group).swapaxes(-3, -2)

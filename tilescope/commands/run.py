@@ -112,7 +112,18 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--batch", type=int, default=None, help="batch size, for models whose batch dimension is 1 or symbolic"
     )
-    p.add_argument("--dtype", choices=("float32", "float16"), default="float32", help="compute type of float tensors")
+    p.add_argument(
+        "--dtype", choices=("float32", "float16", "float8", "float8_e5m2"), default="float32",
+        help="compute type of float tensors; float8 (C600 only): matmuls and convolutions take their operands in "
+        "Graphcore's FP8 e4m3 (weights cast on the host, activations on the device, as PopRT converts a model), "
+        "accumulate in --partials and return float16, the rest runs in float16; float8_e5m2 the same in e5m2",
+    )  # fmt: skip
+    p.add_argument(
+        "--fp8-scale", type=int, default=0, metavar="N",
+        help="with --dtype float8: activations are cast to FP8 as x * 2^N and each product scaled back by 2^-N "
+        "(PopXL's power-of-two scaled casts and matmuls); default 0, no scaling. A negative N keeps "
+        "activations past the format's range (240 for e4m3) from becoming NaN",
+    )  # fmt: skip
     p.add_argument(
         "--partials", choices=("float32", "float16"), default="float32",
         help="type matmuls and convolutions accumulate partial sums in (PopLibs' partialsType): float32, the "
@@ -213,6 +224,8 @@ def run(args: argparse.Namespace) -> int:
         script_args = []
     if not 1 <= args.runs <= MAX_RUNS:
         raise CommandError(f"--runs must be between 1 and {MAX_RUNS:,}, got {args.runs}")
+    if args.fp8_scale and not args.dtype.startswith("float8"):
+        raise CommandError(f"--fp8-scale applies to --dtype float8 or float8_e5m2, not {args.dtype}")
     if args.check_tolerance is not None and not args.check_tolerance > 0:
         raise CommandError(f"--check-tolerance must be > 0, got {args.check_tolerance}")
     if not path.is_file():
@@ -309,7 +322,7 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
     options = ProfileOptions(
         target=args.target, ipus=args.ipus, replicas=args.replicas, batch=args.batch, dtype=args.dtype,
         weights="constants" if args.weights_as_constants else "variables", split=args.split,
-        partials=args.partials, outline=args.outline,
+        partials=args.partials, outline=args.outline, fp8_log2_scale=args.fp8_scale,
         pipeline=args.pipeline, micro_batches=_micro_batches(args), runs=args.runs,
         wrong_kernel=args.test_wrong_kernel,
     )  # fmt: skip
@@ -392,9 +405,9 @@ def _check(result: Any, args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
 
     from profiler.frontends.onnx import FrontendError
-    from profiler.frontends.onnx.check import DEFAULT_TOLERANCE, compare, reference_run
+    from profiler.frontends.onnx.check import compare, default_tolerance, reference_run
 
-    tol = args.check_tolerance or (DEFAULT_TOLERANCE if args.dtype == "float32" else 1e-2)
+    tol = args.check_tolerance or default_tolerance(args.dtype)
     if not outputs:
         return {"runtime": None, "tolerance": tol, "passed": False, "outputs": {}, "skipped": "not executed"}
     _progress("checking the outputs against a reference runtime")

@@ -21,7 +21,7 @@ from onnx import helper
 
 from profiler import ops
 from profiler.chip import cost_model
-from profiler.chip.dtypes import as_dtype
+from profiler.chip.dtypes import FLOAT8_E4M3, FLOAT8_E5M2, as_dtype, is_float, is_float8
 from profiler.ops.conv import WeightStorage
 from profiler.ops.core import default_linear_tiles
 from profiler.ops.elementwise import apply_map
@@ -78,6 +78,18 @@ class ImportedModel:
     onnx_model: onnx.ModelProto | None = None
 
 
+# The model types the importer builds in (its ``dtype`` option) -> the FP8 format of the matmuls' and
+# convolutions' operands, None for none. "float8" is e4m3 for weights and activations alike, Graphcore's
+# recommendation for the forward pass (Noune et al. 2022, arXiv 2206.02915: 1.4.3 for activations and
+# weights, 1.5.2 for gradients); "float8_e5m2" is there to compare the wider-range format.
+FP8_MODEL_TYPES: dict[str, np.dtype | None] = {
+    "float32": None,
+    "float16": None,
+    "float8": FLOAT8_E4M3,
+    "float8_e5m2": FLOAT8_E5M2,
+}
+
+
 def device_dtype(dt: np.dtype, half: bool) -> np.dtype:
     """The device element type for a host one: no 64-bit types on the IPU (as PopART: int64 -> int32,
     double -> float); ``half`` converts float to float16."""
@@ -121,9 +133,18 @@ class Builder:
     def __init__(
         self, graph: Graph, prog: Prog, weights_prog: Prog, opset: int, half: bool, weights: str,
         partials: str = "float32", available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
+        fp8: np.dtype | None = None, fp8_log2_scale: int = 0,
     ) -> None:  # fmt: skip
         self.graph, self.prog, self.weights_prog = graph, prog, weights_prog
         self.opset, self.half, self.weights_mode = opset, half, weights
+        # the FP8 format MatMul, Gemm and Conv take their operands in (None: the model's own type); the
+        # rest of the model runs in float16 (``half``), as PopRT's FP8 conversion leaves it
+        self.fp8 = fp8
+        # activations are cast as x * 2^fp8_log2_scale (PopXL's pow2scale_cast_to_fp8), the products
+        # that read them scaled back by the opposite power (matmul_pow2scaled's log2_scale)
+        self.fp8_log2_scale = fp8_log2_scale
+        self._fp8_casts: dict[int, tuple[Tensor, Tensor]] = {}  # id of a tensor -> (it, its FP8 cast)
+        self._fp8_scaled: set[int] = set()  # ids of the casts scaled by 2^fp8_log2_scale
         self.partials = partials  # matmuls' and convolutions' partials type (PopLibs' partialsType)
         # the share of a tile their plans may take for temporaries (PopLibs' availableMemoryProportion)
         self.amp = available_memory_proportion
@@ -167,6 +188,10 @@ class Builder:
         if data.dtype.kind == "f" and host.dtype.kind == "f" and data.itemsize < host.itemsize:
             inf = np.isinf(data)
             if inf.any() and (inf & np.isfinite(host)).any():
+                self.overflowed.append(self.names.get(id(v), name))
+        elif is_float8(data.dtype) and host.dtype.kind == "f":  # FP8 has no infinities: overflow is NaN
+            nan = np.isnan(data.astype(np.float32))
+            if nan.any() and (nan & np.isfinite(host)).any():
                 self.overflowed.append(self.names.get(id(v), name))
         g = self.graph
         name = self.names.get(id(v), name)
@@ -295,6 +320,36 @@ class Builder:
     def unary(self, name: str, x: Value) -> Tensor:
         t = self.device(x)
         return ops.unary(self.graph, name, at_least_1d(t), self.prog, debug_name=name).reshape(t.shape)
+
+    def fp8_operand(self, x: Value) -> Value:
+        """``x`` as a matmul's or convolution's operand: in the FP8 format when the model is built in
+        FP8. As PopRT converts a model to FP8, a weight (host value) is cast on the host and uploaded
+        as FP8 (one byte an element), an activation is cast on the device before the op (popops::Cast,
+        once per tensor however many products read it). Activations are scaled by 2^fp8_log2_scale
+        in the cast (PopXL's casts take a power-of-two scale, default 2^0: popxl.utils.
+        host_pow2scale_cast_to_fp8(src, dtype, log2_scale=0, nan_on_overflow=True)); values past the
+        format's range become NaN. Weights are not scaled. ``fp8_unscale`` gives the product's scale."""
+        if self.fp8 is None:
+            return x
+        if not isinstance(x, Tensor):
+            host = np.asarray(x)
+            return host.astype(self.fp8) if host.dtype.kind == "f" else host
+        if not is_float(x.dtype) or is_float8(x.dtype):
+            return x
+        key = id(x)
+        if key not in self._fp8_casts:
+            s = self.fp8_log2_scale
+            t = at_least_1d(x)
+            cast = (ops.pow2scale_cast(self.graph, t, self.fp8, s, self.prog) if s else
+                    ops.cast(self.graph, t, self.fp8, self.prog)).reshape(x.shape)  # fmt: skip
+            if s:
+                self._fp8_scaled.add(id(cast))
+            self._fp8_casts[key] = (x, cast)  # holds x: its id stays unique
+        return self._fp8_casts[key][1]
+
+    def fp8_unscale(self, *operands: Tensor) -> int:
+        """The log2 scale a product of ``operands`` (from ``fp8_operand``) takes to undo their scales."""
+        return -sum(self.fp8_log2_scale for t in operands if id(t) in self._fp8_scaled)
 
     def cast(self, x: Value, dtype: np.dtype) -> Tensor:
         t = self.device(x)

@@ -16,6 +16,18 @@ import onnx
 from .errors import FrontendError, first_line
 
 DEFAULT_TOLERANCE = 1e-3
+# --check's default tolerance by the type the model is built in (ImportedModel's dtype option). float16:
+# 1e-2, about ten float16 steps (2^-10) of accumulated rounding. FP8 runs its matmuls and convolutions on
+# inputs rounded to the format, whose relative step is 2^-mantissa bits: 2^-3 for e4m3, 2^-2 for e5m2.
+# Rounding moves an input by up to half a step and a product of two rounded inputs by up to about one
+# step; the check's floor (tolerance x the output's largest magnitude) absorbs the sums' cancellation,
+# so one step of the format is the tolerance (a deep model compounds it: --check-tolerance overrides).
+TOLERANCES = {"float32": DEFAULT_TOLERANCE, "float16": 1e-2, "float8": 2.0**-3, "float8_e5m2": 2.0**-2}
+
+
+def default_tolerance(dtype: str) -> float:
+    """The ``--check`` tolerance for a model built in ``dtype`` (see TOLERANCES)."""
+    return TOLERANCES.get(dtype, 1e-2)
 
 
 @dataclass

@@ -13,6 +13,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from profiler import ops
+from profiler.chip.dtypes import is_float8
 from profiler.chip.targets import Target
 from profiler.host.allocator import heap_only
 from profiler.multi_ipu import sharding
@@ -25,6 +26,7 @@ from profiler.poplar.tensor import Tensor
 from report_format.text import printable
 
 from .builder import (
+    FP8_MODEL_TYPES,
     INPUT_OP,
     LAYER,
     OUTPUT_OP,
@@ -131,6 +133,8 @@ def _input_specs(model: onnx.ModelProto, half: bool) -> list[IOSpec]:
                     "give the model fixed shapes"
                 )
         host = elem_np_dtype(tt.elem_type)
+        if is_float8(host):  # FP8 weights and casts import; host data fed as FP8 is not modelled
+            raise Unsupported(f"element type {host.name}")
         specs.append(IOSpec(vi.name, tuple(dims), host, device_dtype(host, half)))
     return specs
 
@@ -151,6 +155,7 @@ def import_model(
     partials: str = "float32",
     available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
     outline: bool = False,
+    fp8_log2_scale: int = 0,
 ) -> ImportedModel:
     """Build ``model`` (already loaded and checked) on a new graph for ``target``;
     ``progress(done, total)`` after each node; on several IPUs ``split`` says what the automatic
@@ -162,14 +167,16 @@ def import_model(
     ByteMLPerf's BERT on C600 runs at 0.4). ``outline``: build the longest run of identical blocks of
     nodes (a transformer's layers) once, as a function each block calls with copies in and out
     (PopART's outlining; profiler.frontends.onnx.outline); one IPU, weights as variables. Off by
-    default: PopART outlines smaller pieces, weighing what the copies cost. Every failure is a
+    default: PopART outlines smaller pieces, weighing what the copies cost. ``fp8_log2_scale``: with
+    an FP8 ``dtype``, the power of two activations are scaled by in their casts to FP8 (Builder.
+    fp8_operand). Every failure is a
     FrontendError (one line; nodes are named with their operator and opset) or a HostMemoryError,
     never another exception."""
     try:
         with heap_only():  # the graph's large temporaries reused, not faulted in afresh (profiler.host.allocator)
             return _import_model(
                 model, target, batch_size, dtype, weights, progress, split, partials, available_memory_proportion,
-                outline,
+                outline, fp8_log2_scale,
             )  # fmt: skip
     except (FrontendError, MemoryError):
         raise
@@ -191,9 +198,10 @@ def _import_model(
     partials: str = "float32",
     available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
     outline: bool = False,
+    fp8_log2_scale: int = 0,
 ) -> ImportedModel:
-    if dtype not in ("float32", "float16"):
-        raise FrontendError(f"dtype must be float32 or float16, got {dtype!r}")
+    if dtype not in FP8_MODEL_TYPES:
+        raise FrontendError(f"dtype must be one of {', '.join(FP8_MODEL_TYPES)}, got {dtype!r}")
     if partials not in ("float32", "float16"):
         raise FrontendError(f"partials must be float32 or float16, got {partials!r}")
     if not 0 < available_memory_proportion <= 1:
@@ -207,11 +215,14 @@ def _import_model(
         raise FrontendError(f"outline builds on one IPU; the model would be split over {per_replica}")
     check_supported(model, HANDLERS)
     model = override_batch(model, batch_size)
-    half = dtype == "float16"
+    # FP8: the matmuls' and convolutions' operands in FP8, everything else in float16 (Builder.fp8_operand)
+    half, fp8 = dtype != "float32", FP8_MODEL_TYPES[dtype]
     opset = opset_version(model)
     g = Graph(target)
     weights_prog, prog = Prog(name="WeightsFromHost"), Prog(name="Inference")
-    b = Builder(g, prog, weights_prog, opset, half, weights, partials, available_memory_proportion)
+    if not -32 <= fp8_log2_scale < 32:  # PopXL's range for a pow2 scale
+        raise FrontendError(f"fp8 log2 scale must be in [-32, 32), got {fp8_log2_scale}")
+    b = Builder(g, prog, weights_prog, opset, half, weights, partials, available_memory_proportion, fp8, fp8_log2_scale)
     # several IPUs: each node on its IPU (manual __ipu_number attributes, else balanced by ``split``);
     # a matmul larger than an IPU's share is first cut into parts the split can place apart
     sharding.check_split(split)
@@ -221,7 +232,16 @@ def _import_model(
         # the memory split, compiled: each node's simulated cycles
         costs = node_cycles(
             _import_model(
-                model, target, batch_size, dtype, weights, None, "memory", partials, available_memory_proportion
+                model,
+                target,
+                batch_size,
+                dtype,
+                weights,
+                None,
+                "memory",
+                partials,
+                available_memory_proportion,
+                fp8_log2_scale=fp8_log2_scale,
             )
         )
     ipus = (

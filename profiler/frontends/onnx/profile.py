@@ -59,6 +59,7 @@ class ProfileOptions:
     partials: str = "float32"  # matmul and convolution partials (PopLibs and PopART default)
     available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION
     outline: bool = False
+    fp8_log2_scale: int = 0  # with an FP8 dtype: activations cast to FP8 as x * 2^this
     pipeline: bool = False  # the IPUs as pipeline stages
     micro_batches: int = 1  # per run (pipelined)
     runs: int = 1
@@ -209,7 +210,7 @@ def profile_model(
             model = import_model(load_model(path), target, options.batch, options.dtype, options.weights,
                                  progress=count, split=options.split, partials=options.partials,
                                  available_memory_proportion=options.available_memory_proportion,
-                                 outline=options.outline)  # fmt: skip
+                                 outline=options.outline, fp8_log2_scale=options.fp8_log2_scale)  # fmt: skip
     except (FrontendError, HostMemoryError) as exc:
         raise ProfileError(str(exc)) from None
     except Exception as exc:  # a bug outside any node: still one line, never a traceback

@@ -28,6 +28,7 @@ def _conv(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
                          else np.asarray(bias).reshape(1, -1, 1, 1, 1))  # fmt: skip
         return [y]
     w_shape = inputs[1].shape if isinstance(inputs[1], Tensor) else np.shape(inputs[1])
+    x = b.device(b.fp8_operand(x))  # FP8 models: the input cast on the device, the weights below on the host
     x4, one_d = to_2d(x, "convolution")
     if len(w_shape) != (3 if one_d else 4):
         raise Unsupported("weights rank")
@@ -45,7 +46,7 @@ def _conv(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
         sym = (pads[0][0], pads[1][0])
     groups = int(at.get("group", 1))
     if isinstance(inputs[1], Tensor):
-        w = inputs[1]
+        w = b.device(b.fp8_operand(inputs[1]))
     else:  # weights created laid out for this convolution (PopART's createWeights)
         grp = ops.conv.channel_group(x4, groups)  # the column order conv2d will take
 
@@ -57,7 +58,8 @@ def _conv(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
         w = b.device(inputs[1], name=node.input[1], like=x.dtype, mapper=laid_out, storage=storage)
     w4 = w.reshape(w.shape[0], w.shape[1], 1, w.shape[2]) if one_d else w
     y = ops.conv2d(b.graph, x4, w4, b.prog, stride=tuple(strides), padding=sym, dilation=tuple(dil),
-                   groups=groups, partials_dtype=b.partials, available_memory_proportion=b.amp)  # fmt: skip
+                   groups=groups, partials_dtype=b.partials, available_memory_proportion=b.amp,
+                   log2_scale=b.fp8_unscale(x, w))  # fmt: skip
     if one_d:
         y = y.reshape(y.shape[0], y.shape[1], y.shape[3])
     if len(inputs) > 2 and inputs[2] is not None:

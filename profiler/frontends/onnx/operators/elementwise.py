@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import onnx
 
 from profiler import ops
 from profiler.chip import cost_model
+from profiler.chip.dtypes import is_float8
 from profiler.poplar.tensor import Tensor
 
 from ..builder import Builder, Value, at_least_1d, device_dtype, elem_np_dtype
@@ -171,12 +173,29 @@ def _mod_op(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     return [b.map("RemainderInt", fn, [ta, tc], (cost_model.binary("multiply"), cost_model.binary("subtract")))]
 
 
+def _saturate(x: np.ndarray, limit: float) -> np.ndarray:
+    return np.clip(x, -limit, limit)  # NaN stays NaN
+
+
+def _to_float8(b: Builder, x: Tensor, to: np.dtype, saturate: bool) -> Tensor:
+    """ONNX's Cast to FLOAT8E4M3FNUZ / FLOAT8E5M2FNUZ: round to nearest even; ``saturate`` (the
+    default) clamps values past the format's largest, infinities included, to it (as onnx's own
+    test_cast_FLOAT_to_FLOAT8E4M3FNUZ expects), else they become NaN (the formats have no infinity)."""
+    dt = device_dtype(to, b.half)
+    if not saturate:
+        return b.cast(x, dt)
+    limit = float(ml_dtypes.finfo(dt).max)
+    return b.map("CastSaturate", _saturate, [x], (cost_model.CAST,), out_dtype=dt, limit=limit)
+
+
 @handles("Cast")
 def _cast(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     to = elem_np_dtype(int(attrs(node)["to"]))
-    if attrs(node).get("saturate", 1) != 1 or to.itemsize == 1 and to.kind == "f":
-        raise Unsupported("float8 casts")
     x = b.device(inputs[0])
+    if is_float8(to):
+        return [_to_float8(b, x, to, attrs(node).get("saturate", 1) == 1)]
+    if to.itemsize == 1 and to.kind == "f":
+        raise Unsupported("float8 casts")
     dt = device_dtype(to, b.half)
     return [b.cast(x, dt)]
 
@@ -185,6 +204,6 @@ def _cast(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
 def _cast_like(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     like = inputs[1]
     to = like.dtype if isinstance(like, Tensor) else np.asarray(like).dtype
-    if attrs(node).get("saturate", 1) != 1 or to.itemsize == 1 and to.kind == "f":
+    if attrs(node).get("saturate", 1) != 1 or to.itemsize == 1 and to.kind == "f" or is_float8(to):
         raise Unsupported("float8 casts")
     return [b.cast(b.device(inputs[0]), device_dtype(to, b.half))]

@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 
 from profiler import ops
+from profiler.chip.dtypes import is_float
 from profiler.poplar.tensor import Tensor
 
 from ..builder import Builder, Value, at_least_1d, device_dtype
@@ -19,8 +20,10 @@ from .registry import handles
 
 def matmul(b: Builder, a: Value, c: Value) -> Tensor:
     """numpy.matmul semantics (1-D promotion, broadcast batch dimensions) with ops.matmul. A 2-D
-    weight (host array) is created laid out for the product (createMatMulInputRHS)."""
+    weight (host array) is created laid out for the product (createMatMulInputRHS). A model built in
+    FP8 takes both operands in FP8 (Builder.fp8_operand); the product is then float16."""
     if isinstance(a, Tensor) and a.rank >= 1 and not isinstance(c, Tensor) and np.ndim(c) == 2 and a.dtype.kind == "f":
+        a = b.device(b.fp8_operand(a))
         k_, m_ = a.shape[-1], int(np.prod(a.shape[:-1], dtype=np.int64))
 
         def laid_out(t: Tensor) -> bool:
@@ -37,8 +40,11 @@ def matmul(b: Builder, a: Value, c: Value) -> Tensor:
         ta, tc = a, b.device(c, like=like, mapper=laid_out, storage=storage)
     else:
         ta, tc = b.pair(a, c)
-    if ta.dtype.kind != "f":
+        if is_float(ta.dtype):
+            ta, tc = b.device(b.fp8_operand(ta)), b.device(b.fp8_operand(tc))
+    if not is_float(ta.dtype):
         raise Unsupported(f"integer matmul ({ta.dtype.name})")
+    unscale = b.fp8_unscale(ta, tc)  # before the reshapes below (it knows the casts by identity)
     a1, c1 = ta.rank == 1, tc.rank == 1
     if a1:
         ta = ta.reshape(1, -1)
@@ -61,6 +67,7 @@ def matmul(b: Builder, a: Value, c: Value) -> Tensor:
             partials_dtype=b.partials,
             available_memory_proportion=b.amp,
             grouped_out=True,
+            log2_scale=unscale,
         ).reshape(*ta.shape[:-2], m, n)
     else:
         g = int(np.prod(batch, dtype=np.int64))
@@ -69,9 +76,8 @@ def matmul(b: Builder, a: Value, c: Value) -> Tensor:
         # held row by row: a grouped result here (PopLibs holds it so) makes the softmax after the
         # attention's scores read and reduce a factored view, 1.8x the host time of the whole import
         # at BERT-base batch 8 for 1.6 of 8.6 MiB of exchange code a layer (docs/fidelity.md)
-        out = ops.matmul(b.graph, xa, xc, b.prog, partials_dtype=b.partials, available_memory_proportion=b.amp).reshape(
-            *batch, m, n
-        )
+        out = ops.matmul(b.graph, xa, xc, b.prog, partials_dtype=b.partials, available_memory_proportion=b.amp,
+                         log2_scale=unscale).reshape(*batch, m, n)  # fmt: skip
     shape = out.shape
     if a1:
         shape = shape[:-2] + shape[-1:]
