@@ -176,6 +176,11 @@ def test_liveness_select_a_step_by_typing_and_by_click(page, base, comparison):
 
 def test_operations_deltas_sort_and_filter(page, base, comparison):
     open_page(page, base, "/operations")
+    # the page opens on the model's layer and the run that computes; this test reads PopLibs' operations
+    # over all runs, as the comparison fixture computes them
+    page.select_option("#operations-layer", "poplibs")
+    page.select_option("#operations-run", "-1")
+    settle(page, 900)
     grid = page.locator("#compare-operations .ag-root-wrapper")
     ops = comparison.operations
     by_size = ops.loc[ops["delta_cycles"].abs().sort_values(ascending=False, kind="stable").index]

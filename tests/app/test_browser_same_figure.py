@@ -67,10 +67,11 @@ def grid_cell(page, grid: str, row: int, col: str):
 def test_every_page_shows_the_same_figures(page, base, figures, demo_pair, capsys):
     f, run = figures, figures["run"]
     active, baseline = demo_pair
-    # Summary: the cards (all runs), the runs table (one run); its compare tab's headline table
+    # Summary: the cards (the opening run, as the Execution Trace opens on it), the runs table (one
+    # run); its compare tab's headline table (all runs)
     page.goto(base + "/")
     settle(page, 600)
-    expect(page.locator("#summary-body")).to_contain_text(f"Tile balance{f['balance']}")
+    expect(page.locator("#summary-body")).to_contain_text(f"Tile balance{f['run_balance']}run {run}")
     expect(page.locator("#summary-body")).to_contain_text(f"{f['memory']}")
     expect(grid_cell(page, "summary-runs", run, "tile_balance")).to_have_text(f["run_balance"])
     expect(grid_cell(page, "summary-runs", run, "executed steps")).to_have_text(f"{f['steps']:,}")
