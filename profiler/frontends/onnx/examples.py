@@ -135,24 +135,144 @@ def bert_layer(
     return net.model("bert_layer", [inp], "output", [batch, seq, hidden])
 
 
-def _bert_encoder(net: _Net, x: str, hidden: int, ff: int, dh: int, dense, layer_norm, heads_of, const,  # type: ignore[no-untyped-def]
-                  merge_shape: str) -> str:  # fmt: skip
-    q = heads_of(dense(x, hidden, hidden, "query"), "query", [0, 2, 1, 3])  # [B, H, S, dh]
-    k = heads_of(dense(x, hidden, hidden, "key"), "key", [0, 2, 3, 1])  # [B, H, dh, S]
-    v = heads_of(dense(x, hidden, hidden, "value"), "value", [0, 2, 1, 3])
+def _bert_encoder(net: _Net, x: str, hidden: int, ff: int, dh: int, dense, layer_norm, heads_of, const,
+                  merge_shape: str, mask: str | None = None, rotary: tuple[str, str, str] | None = None,
+                  pre_norm: bool = False, quick_gelu: bool = False) -> str:  # fmt: skip
+    """One encoder layer. ``mask``: an additive [B, 1, 1|S, S] term on the scores (the exporter's
+    attention-mask arithmetic or a causal mask); ``rotary``: (cos, sin, rotation) [S, dh], [S, dh] and
+    [dh, dh] applied to the queries and keys as x * cos + (x @ rotation) * sin (RoFormer; PopRT's
+    matmul_rotary_embedding pass writes the rotation as this MatMul); ``pre_norm``: LayerNorm before each
+    sublayer (CLIP, GPT-2) instead of after the residual; ``quick_gelu``: x * sigmoid(1.702 x) (CLIP)."""
+    y = layer_norm(x, "attn_ln") if pre_norm else x
+    q = heads_of(dense(y, hidden, hidden, "query"), "query", [0, 2, 1, 3])  # [B, H, S, dh]
+    k = heads_of(dense(y, hidden, hidden, "key"), "key", [0, 2, 1, 3] if rotary else [0, 2, 3, 1])
+    if rotary is not None:
+        cos, sin, rot = rotary
+
+        def rope(t: str, p: str) -> str:
+            turned = net.node("Mul", [net.node("MatMul", [t, rot], f"{p}_rotate"), sin], f"{p}_sin")
+            return net.node("Add", [net.node("Mul", [t, cos], f"{p}_cos"), turned], f"{p}_rope")
+
+        q = rope(q, "query")
+        k = net.node("Transpose", [rope(k, "key")], "key_t", perm=[0, 1, 3, 2])  # [B, H, dh, S]
+    v = heads_of(dense(y, hidden, hidden, "value"), "value", [0, 2, 1, 3])
     scale = const("scale", np.sqrt(dh))
     scores = net.node("Div", [net.node("MatMul", [q, k], "scores"), scale], "scaled_scores")
+    if mask is not None:
+        scores = net.node("Add", [scores, mask], "masked_scores")
     probs = net.node("Softmax", [scores], "softmax", axis=-1)
     ctx = net.node("Transpose", [net.node("MatMul", [probs, v], "context")], "context_heads", perm=[0, 2, 1, 3])
     ctx = net.node("Reshape", [ctx, merge_shape], "context_merge")
-    attn = layer_norm(net.node("Add", [dense(ctx, hidden, hidden, "attn_out"), x], "attn_residual"), "attn_ln")
-    h = dense(attn, hidden, ff, "ff1")
-    sqrt2, one, half = const("sqrt2", np.sqrt(2.0)), const("one", 1.0), const("half", 0.5)
-    erf = net.node("Erf", [net.node("Div", [h, sqrt2], "gelu_div")], "gelu_erf")
-    gelu = net.node("Mul", [net.node("Mul", [h, net.node("Add", [erf, one], "gelu_add")], "gelu_mul"), half],
-                    "gelu")  # fmt: skip
+    attn = net.node("Add", [dense(ctx, hidden, hidden, "attn_out"), x], "attn_residual")
+    if not pre_norm:
+        attn = layer_norm(attn, "attn_ln")
+    h = dense(layer_norm(attn, "ff_ln") if pre_norm else attn, hidden, ff, "ff1")
+    if quick_gelu:
+        gate = net.node("Sigmoid", [net.node("Mul", [h, const("c1702", 1.702)], "gelu_scale")], "gelu_sigmoid")
+        gelu = net.node("Mul", [h, gate], "gelu")
+    else:
+        sqrt2, one, half = const("sqrt2", np.sqrt(2.0)), const("one", 1.0), const("half", 0.5)
+        erf = net.node("Erf", [net.node("Div", [h, sqrt2], "gelu_div")], "gelu_erf")
+        gelu = net.node("Mul", [net.node("Mul", [h, net.node("Add", [erf, one], "gelu_add")], "gelu_mul"), half],
+                        "gelu")  # fmt: skip
     out = net.node("Add", [dense(gelu, ff, hidden, "ff2"), attn], "ff_residual")
-    return layer_norm(out, "ff_ln")
+    return out if pre_norm else layer_norm(out, "ff_ln")
+
+
+def bert(
+    layers: int = 12, hidden: int = 768, heads: int = 12, ff: int = 3072, vocab: int = 30_522, seq: int = 384,
+    max_positions: int = 512, token_types: int = 2, embedding: int | None = None, shared_layers: bool = False,
+    rotary: bool = False, causal: bool = False, pre_norm: bool = False, quick_gelu: bool = False,
+    head: int = 2, batch: int | str = "N", seed: int = 0,
+) -> onnx.ModelProto:  # fmt: skip
+    """A BERT-family model from token ids, as PyTorch exports it at opset 17 (BERT-base for SQuAD by
+    default, random weights): word, position and token-type embeddings (Gathers of their tables),
+    LayerNormalization, the attention-mask arithmetic ((1 - mask) x -10000 added to the scores), ``layers``
+    encoder layers (``_bert_encoder``) and a ``head``-wide Gemm on every position (SQuAD's start/end
+    logits; 0: none). Variants: ``embedding`` (ALBERT: a smaller embedding projected to ``hidden``),
+    ``shared_layers`` (ALBERT: one layer's weights used by every layer), ``rotary`` (RoFormer: rotary
+    position embedding on queries and keys instead of a position table), ``causal`` (CLIP's text tower:
+    a causal mask instead of the attention mask input), ``pre_norm`` and ``quick_gelu`` (CLIP).
+    Inputs: input_ids, then attention_mask unless ``causal``, then token_type_ids if ``token_types``."""
+    net = _Net(seed)
+    dh = hidden // heads
+    shared: dict[str, tuple[str, str]] = {}
+
+    def dense(x: str, n_in: int, n_out: int, p: str) -> str:
+        key = f"{p}:{n_in}:{n_out}"
+        if key not in shared or not shared_layers:
+            w = net.weight(f"{p}_w", net.rng.standard_normal((n_in, n_out)) / np.sqrt(n_in))
+            shared[key] = (w, net.weight(f"{p}_b", 0.02 * net.rng.standard_normal(n_out)))
+        w, b = shared[key]
+        return net.node("Add", [net.node("MatMul", [x, w], f"{p}_matmul"), b], f"{p}_bias")
+
+    norms: dict[str, tuple[str, str]] = {}
+
+    def layer_norm(x: str, p: str, width: int = hidden) -> str:
+        if p not in norms or not shared_layers:
+            norms[p] = (net.weight(f"{p}_gamma", 1 + 0.1 * net.rng.standard_normal(width)),
+                        net.weight(f"{p}_beta", 0.1 * net.rng.standard_normal(width)))  # fmt: skip
+        return net.node("LayerNormalization", [x, *norms[p]], p, axis=-1, epsilon=1e-12)
+
+    def const(name: str, value: np.ndarray, dtype: type = np.float32) -> str:
+        n = net.name(name)
+        net.inits.append(numpy_helper.from_array(np.asarray(value, dtype), n))
+        return n
+
+    split_shape = const("split_shape", np.array([0, 0, heads, dh]), np.int64)
+    merge_shape = const("merge_shape", np.array([0, 0, hidden]), np.int64)
+
+    def heads_of(x: str, p: str, perm: list[int]) -> str:
+        return net.node("Transpose", [net.node("Reshape", [x, split_shape], f"{p}_split")], f"{p}_heads", perm=perm)
+
+    consts: dict[str, str] = {}
+
+    def scalar(name: str, value: float) -> str:
+        if name not in consts:
+            consts[name] = net.weight(name, np.array(value))
+        return consts[name]
+
+    width = embedding or hidden
+    words = net.weight("word_embeddings", 0.02 * net.rng.standard_normal((vocab, width)))
+    x = net.node("Gather", [words, "input_ids"], "word_lookup")
+    if not rotary:  # a learned position table, looked up at positions 0..seq-1 (constant indices)
+        positions = net.weight("position_embeddings", 0.02 * net.rng.standard_normal((max_positions, width)))
+        pos = net.node("Gather", [positions, const("position_ids", np.arange(seq)[None, :], np.int64)], "pos_lookup")
+        x = net.node("Add", [x, pos], "add_positions")
+    if token_types:
+        types = net.weight("token_type_embeddings", 0.02 * net.rng.standard_normal((token_types, width)))
+        x = net.node("Add", [x, net.node("Gather", [types, "token_type_ids"], "type_lookup")], "add_types")
+    if not pre_norm:
+        x = layer_norm(x, "embeddings_ln", width)
+    if embedding:
+        x = dense(x, embedding, hidden, "embedding_projection")
+    if causal:
+        mask: str | None = const("causal_mask", np.triu(np.full((seq, seq), -10000.0), 1)[None, None])
+    else:  # the exporter's arithmetic: [B, S] ids -> [B, 1, 1, S] float, (1 - m) * -10000
+        m = net.node("Cast", [net.node("Unsqueeze", ["attention_mask", const("mask_axes", np.array([1, 2]), np.int64)],
+                                       "mask_unsqueeze")], "mask_cast", to=TensorProto.FLOAT)  # fmt: skip
+        m = net.node("Sub", [scalar("one", 1.0), m], "mask_invert")
+        mask = net.node("Mul", [m, scalar("mask_value", -10000.0)], "mask_scale")
+    rope = None
+    if rotary:  # RoFormer's sinusoidal angles (base 10000) on pairs of dimensions
+        angle = np.arange(seq)[:, None] / 10000.0 ** (2 * (np.arange(dh) // 2) / dh)
+        rot = np.zeros((dh, dh))
+        rot[np.arange(1, dh, 2), np.arange(0, dh, 2)] = -1.0  # (x0, x1) -> (-x1, x0)
+        rot[np.arange(0, dh, 2), np.arange(1, dh, 2)] = 1.0
+        rope = (const("rope_cos", np.cos(angle)), const("rope_sin", np.sin(angle)), const("rope_rotation", rot))
+    for _ in range(layers):
+        x = _bert_encoder(net, x, hidden, ff, dh, dense, layer_norm, heads_of, scalar, merge_shape, mask=mask,
+                          rotary=rope, pre_norm=pre_norm, quick_gelu=quick_gelu)  # fmt: skip
+    if pre_norm:
+        x = layer_norm(x, "final_ln")
+    if head:
+        dense(x, hidden, head, "qa_outputs")
+    else:
+        net.node("Identity", [x], "last_hidden_state")
+    ids = lambda n: helper.make_tensor_value_info(n, TensorProto.INT64, [batch, seq])  # noqa: E731
+    inputs = [ids("input_ids")] + ([] if causal else [ids("attention_mask")])
+    inputs += [ids("token_type_ids")] if token_types else []
+    return net.model("bert", inputs, "output", [batch, seq, head or hidden])
 
 
 def mlp(sizes: tuple[int, ...] = (784, 256, 128, 10), batch: int | str = "N", seed: int = 0) -> onnx.ModelProto:
