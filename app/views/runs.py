@@ -130,9 +130,11 @@ def opening_run(report: Report) -> int:
     return int(runs["run"].iat[int(cycles.argmax())])
 
 
-def computing_runs(report: Report) -> set[int]:
-    """The runs that spend cycles in compute sets; the others only move data (a weight upload)."""
+@lru_cache(maxsize=8)
+def computing_runs(report: Report) -> frozenset[int]:
+    """The runs that spend cycles in compute sets; the others only move data (a weight upload).
+    Cached as ``opening_run`` is: Summary, Insights and the per-IPU views all ask."""
     es = report.table("execution_steps", ["run", "program_id", "cycles_from", "cycles_to"]).to_pandas()
     prog = report.table("programs", ["program_id", "type"]).to_pandas()
     computing = es["program_id"].isin(prog.loc[prog["type"].isin(COMPUTE_STEPS), "program_id"])
-    return {int(r) for r in es.loc[computing & (es["cycles_to"] > es["cycles_from"]), "run"].unique()}
+    return frozenset(int(r) for r in es.loc[computing & (es["cycles_to"] > es["cycles_from"]), "run"].unique())

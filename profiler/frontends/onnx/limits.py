@@ -10,6 +10,7 @@ in tile memory at some point), and the host's (the simulator keeps device values
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,12 +35,6 @@ def _ints(v: Any) -> list[int] | None:
     return [int(x) for x in v.reshape(-1)]
 
 
-def _broadcast(a: Sequence[int], b: Sequence[int]) -> list[int]:
-    n = max(len(a), len(b))
-    a, b = [1] * (n - len(a)) + list(a), [1] * (n - len(b)) + list(b)
-    return [max(x, y) if 1 in (x, y) else x for x, y in zip(a, b, strict=True)]
-
-
 def planned_shape(node: onnx.NodeProto, args: Sequence[Any]) -> list[int] | None:
     """The shape the node's first output will have, for the operators that can make an output much
     larger than their inputs; None for the others, or when an input it depends on is unknown."""
@@ -50,7 +45,12 @@ def planned_shape(node: onnx.NodeProto, args: Sequence[Any]) -> list[int] | None
         return _ints(first)
     if op == "Expand" and len(args) > 1:
         target = _ints(args[1])
-        return None if target is None else _broadcast(_shape(first), target)
+        if target is None:
+            return None
+        try:  # ONNX Expand broadcasts both ways, as numpy does; shapes that cannot are the operator's to say
+            return list(np.broadcast_shapes(_shape(first), tuple(target)))
+        except ValueError:
+            return None
     if op == "Tile" and len(args) > 1:
         reps = _ints(args[1])
         shape = _shape(first)
@@ -92,7 +92,7 @@ def check_output_size(node: onnx.NodeProto, name: str, args: Sequence[Any], targ
         return
     if any(d < 0 for d in shape):
         raise FrontendError(f"node {name!r} ({node.op_type}): output shape {shape} has a negative dimension")
-    elements = int(np.prod(np.array(shape, dtype=object)))  # exact: 1e6 x 1e6 x 1e9 overflows int64
+    elements = math.prod(shape)  # Python ints: 1e6 x 1e6 x 1e9 would overflow int64
     size = elements * _itemsize(node, args)
     what = f"node {name!r} ({node.op_type}, output {shape}, {size:,} bytes)"
     if not on_host:
