@@ -16,6 +16,7 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -245,20 +246,30 @@ CTRL_C, IGNORED = "signal.default_int_handler", "signal.SIG_IGN"
 @contextlib.contextmanager
 def _writing_child(path: Path, sigint: str = CTRL_C) -> Iterator[subprocess.Popen[bytes]]:
     """A process writing reports to ``path`` over and over; killed on the way out whatever happened."""
-    child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD.format(root=str(ROOT), path=str(path), sigint=sigint)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
-        yield child
-    finally:
-        if child.poll() is None:
+    # its stderr goes to a file outside the test's directory: a child that outlives its signal says
+    # why in the failure (a KeyboardInterrupt swallowed somewhere prints "Exception ignored in")
+    with tempfile.TemporaryFile() as stderr:
+        child = subprocess.Popen(
+            [sys.executable, "-c", _CHILD.format(root=str(ROOT), path=str(path), sigint=sigint)],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+        )
+        try:
+            assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+            yield child
+        except subprocess.TimeoutExpired as exc:
             child.kill()
-        child.wait()
-        assert child.stdout is not None
-        child.stdout.close()
+            child.wait()
+            stderr.seek(0)
+            raise AssertionError(
+                f"the writer outlived its signal; its stderr:\n{stderr.read()[-4000:].decode()}"
+            ) from exc
+        finally:
+            if child.poll() is None:
+                child.kill()
+            child.wait()
+            assert child.stdout is not None
+            child.stdout.close()
 
 
 def _whole_or_between_renames(path: Path) -> None:
