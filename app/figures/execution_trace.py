@@ -3,14 +3,13 @@ depth), drawn as thick WebGL line segments per step kind, and the tiles x steps 
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-import plotly.io as pio
 
+from app.figures import plain
 from app.figures.common import KIND_COLOURS, base_layout, colour_cap, empty_figure
 
 #: Colours of a flame's frames that are not steps: the model's layers (blocks, name scopes) and its
@@ -24,23 +23,10 @@ def _colour(kind: str) -> str:
     return FRAME_COLOURS.get(kind) or KIND_COLOURS.get(kind, "#999")
 
 
-@lru_cache(maxsize=1)
-def _template() -> dict[str, Any]:
-    """plotly_white as plain JSON, resolved once: a dict figure skips go.Figure's validation (tens
-    of ms a request), but the browser needs the template itself, not its name."""
-    return pio.templates["plotly_white"].to_plotly_json()
-
-
 def _layout(height: int) -> dict[str, Any]:
-    """``app.figures.common.base_layout``'s settings as a plain layout dict."""
-    return {
-        "template": _template(),
-        "height": height,
-        "margin": {"l": 60, "r": 44, "t": 30, "b": 50},  # t: room for the legend above the rows
-        "modebar": {"orientation": "v"},
-        "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
-        "hoverlabel": {"namelength": -1},
-    }
+    layout = plain.layout(height)
+    layout["margin"]["t"] = 30  # room for the legend above the rows
+    return layout
 
 
 def timeline_dict(
@@ -56,7 +42,7 @@ def timeline_dict(
     Scattergl per kind, each span a horizontal segment (segments separated by gaps), so 10^4 spans
     stay one WebGL draw."""
     if spans.empty:
-        return _empty("No executed steps in this range.")
+        return plain.empty("No executed steps in this range.")
     data: list[dict[str, Any]] = []
     # rows tall enough for a readable label (PopVision's flame boxes); the figure grows instead
     height_px = max(24, min(34, 480 // max(len(rows), 1)))
@@ -137,26 +123,6 @@ def timeline_figure(
 ) -> go.Figure:
     """``timeline_dict`` as a go.Figure, for the HTML export (the page sends the dict)."""
     return go.Figure(timeline_dict(spans, row_label=row_label, rows=rows, x_range=x_range, row_names=row_names))
-
-
-def _empty(message: str, height: int = 300) -> dict[str, Any]:
-    layout = _layout(height)
-    layout.update(
-        annotations=[
-            {
-                "text": message,
-                "showarrow": False,
-                "xref": "paper",
-                "yref": "paper",
-                "x": 0.5,
-                "y": 0.5,
-                "font": {"size": 14},
-            }
-        ],  # fmt: skip
-        xaxis={"visible": False},
-        yaxis={"visible": False},
-    )
-    return {"data": [], "layout": layout}
 
 
 def tile_steps_cap(cycles: np.ndarray) -> tuple[float | None, str]:
