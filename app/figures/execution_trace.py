@@ -11,10 +11,13 @@ import plotly.graph_objects as go
 
 from app.figures import plain
 from app.figures.common import KIND_COLOURS, base_layout, colour_cap, empty_figure
+from app.views.execution_trace import KINDS
 
 #: Colours of a flame's frames that are not steps: the model's layers (blocks, name scopes) and its
 #: operations (debug contexts); control nodes keep KIND_COLOURS["control"].
 FRAME_COLOURS = {"layer": "#F5CBA7", "operation": "#A3E4D7"}
+#: Legend order: the flame's frames outermost first, then the step kinds.
+LEGEND_ORDER = ("control", "layer", "operation", *KINDS, "idle")
 #: Kinds drawn pale, so their labels are dark.
 _PALE = ("control", "sync", "other", "layer", "operation")
 
@@ -47,12 +50,17 @@ def timeline_dict(
     # rows tall enough for a readable label (PopVision's flame boxes); the figure grows instead
     height_px = max(24, min(34, 480 // max(len(rows), 1)))
     hover = spans["hover"].fillna(spans["label"]) if "hover" in spans else spans["label"]
-    for kind, g in spans.assign(_hover=hover.to_numpy()).groupby("kind", sort=False):
+    # one pixel (of ~1,500 across the plot) left blank at the end of every span at least 3 px long,
+    # so neighbouring spans of one kind (a flame's layers, back-to-back compute steps) stay apart
+    gap = (x_range[1] - x_range[0]) / 1500
+    by_kind = spans.assign(_hover=hover.to_numpy()).groupby("kind", sort=False)
+    for kind in sorted(by_kind.groups, key=lambda k: LEGEND_ORDER.index(k) if k in LEGEND_ORDER else len(LEGEND_ORDER)):
+        g = by_kind.get_group(kind)
         n = len(g)
         start, end = g["start"].to_numpy(np.float64), g["end"].to_numpy(np.float64)
         row = g["row"].to_numpy(np.float64)
         xs = np.empty(3 * n)
-        xs[0::3], xs[1::3], xs[2::3] = start, end, np.nan
+        xs[0::3], xs[1::3], xs[2::3] = start, np.where(end - start >= 3 * gap, end - gap, end), np.nan
         ys = np.repeat(row, 3)
         ys[2::3] = np.nan
         # invisible points along each span carry its hover text and take its clicks: one at the

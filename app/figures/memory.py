@@ -240,6 +240,7 @@ def tile_map_figure(tm: pd.DataFrame, bytes_per_tile: int, layout: str = "softwa
                 "showscale": k == 0,
                 "colorbar": colorbar,
                 "hovertemplate": "%{text}<extra></extra>",
+                "xgap": 2 if physical else 0,  # the die's columns drawn apart
                 "xaxis": f"x{axis}",
                 "yaxis": f"y{axis}",
             }
@@ -252,6 +253,7 @@ def tile_map_figure(tm: pd.DataFrame, bytes_per_tile: int, layout: str = "softwa
                                       "zeroline": False, "autorange": "reversed", "anchor": f"x{axis}"}  # fmt: skip
         if physical:
             fig_layout[f"xaxis{axis}"].update(showticklabels=True, title={"text": "column"}, dtick=max(1, nc // 12))
+            fig_layout[f"yaxis{axis}"].update(title={"text": "islands of 4 tiles, top to bottom"})
         fig_layout.setdefault("annotations", []).append(
             {
                 "text": f"IPU {ipu}",
