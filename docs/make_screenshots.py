@@ -14,7 +14,8 @@ the MLP coloured by Δ cycles against its batch-64 twin (compare_operations_grap
 
 With ``--real DIR`` (the same samples) it shoots the Execution Trace's flame (layers > operations >
 steps) and the Memory tile map's physical layout of ResNet-50 b32 and BERT-base
-(execution_trace_flame_<model>.png, memory_tile_map_physical_<model>.png).
+(execution_trace_flame_<model>.png, zoomed to a few layers in _zoomed, and
+memory_tile_map_physical_<model>.png).
 
     python docs/make_screenshots.py --real /tmp/graph-demo
 """
@@ -178,6 +179,14 @@ def real_size(samples: Path) -> int:
                 settle(page)
                 page.check("#trace-view input[value='flame']", force=True)
                 shoot(page, f"execution_trace_flame_{name}")
+                # zoomed to a few layers: their operations and steps named
+                box = page.locator("#trace-timeline .nsewdrag").first.bounding_box()
+                y = box["y"] + box["height"] * 0.5
+                page.mouse.move(box["x"] + box["width"] * 0.20, y)
+                page.mouse.down()
+                page.mouse.move(box["x"] + box["width"] * 0.24, y, steps=5)
+                page.mouse.up()
+                shoot(page, f"execution_trace_flame_{name}_zoomed")
                 page.goto(base + "/memory")
                 settle(page)
                 page.get_by_role("tab", name="Tile map").click()
