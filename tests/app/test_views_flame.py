@@ -12,7 +12,7 @@ import pytest
 
 from app.views import execution_trace as et
 from app.views import flame
-from report_format.fabricate import DebugContexts, Execution, Programs, Run, StepCosts, write_report
+from report_format.fabricate import DebugContexts, Execution, Programs, Run, TileCycles, write_report
 from report_format.reader import Report, open_report
 from tests.app.small_report import small_spec
 
@@ -37,9 +37,8 @@ def chain_report(path: Path, names: list[str], cycles: list[int], sync: int = 10
         step_cycles.append(c)
     base = small_spec()
     n_steps = len(step_cycles)
-    ipus = base.target.num_ipus
-    per_ipu = np.repeat(np.array(step_cycles)[:, None], ipus, axis=1)
-    zeros = np.zeros_like(per_ipu)
+    tiles = base.target.num_ipus * base.target.tiles_per_ipu
+    per_tile = np.repeat(np.array(step_cycles)[:, None], tiles, axis=1)  # every tile busy the whole step
     child = [0, 0, *range(len(progs) - 2)]
     spec = dataclasses.replace(
         base,
@@ -60,15 +59,7 @@ def chain_report(path: Path, names: list[str], cycles: list[int], sync: int = 10
             line=[0] * len(dc_name),
             attributes=["{}"] * len(dc_name),
         ),
-        execution=Execution(
-            [
-                Run(
-                    list(range(n_steps)),
-                    StepCosts(per_ipu, zeros + 4, zeros + 1.0, zeros + 1.0, zeros, zeros, zeros),
-                    "r",
-                )
-            ]
-        ),
+        execution=Execution([Run(list(range(n_steps)), TileCycles(per_tile), "r")]),
     )
     return open_report(write_report(path, spec))
 
