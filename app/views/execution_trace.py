@@ -171,7 +171,7 @@ def flame_spans(report: Report, run: int, ipu: int) -> pd.DataFrame:
     layers and operations (debug contexts), then the steps (``app.views.flame``); consecutive executed
     steps under the same frame merge into one span (a layer, a Repeat iteration, a whole Sequence)."""
     es = trace_steps(report, run)
-    return flame.flame_spans(report, run, ipu, es[es["ipu"].to_numpy() == ipu])
+    return flame.flame_spans(report, es[es["ipu"].to_numpy() == ipu])
 
 
 def run_length(report: Report, run: int) -> int:

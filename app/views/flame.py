@@ -31,6 +31,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from app.units import plural
 from app.views.operations_graph import name_scopes, repeated_block, scope_label, stem
 from report_format.reader import Report
 from report_format.vocabulary import StepType
@@ -167,7 +168,7 @@ def frame_table(report: Report) -> FrameTable:
             got = intern.get(key)
             if got is None:
                 got = intern[key] = len(label)
-                lab, fk, ab = _describe(path[d], row_of, ptype, pname, names, types, layers)
+                lab, fk, ab = _describe(path[d], row_of, ptype, pname, is_leaf, names, types, layers)
                 label.append(lab)
                 kind.append(fk)
                 about.append(ab)
@@ -182,6 +183,7 @@ def _describe(
     row_of: dict[int, int],
     ptype: np.ndarray,
     pname: np.ndarray,
+    is_leaf: np.ndarray,
     names: dict[int, str],
     types: dict[int, str],
     layers: dict[int, str],
@@ -191,7 +193,7 @@ def _describe(
     if what == "p":
         i = row_of[int(ref)]  # type: ignore[call-overload]
         t = str(ptype[i])
-        kind = _STEP_KIND.get(t, "other") if t not in _CONTROL_TYPES else CONTROL
+        kind = _STEP_KIND.get(t, "other") if is_leaf[i] else CONTROL
         return f"{pname[i]} ({t})", kind, "program step" if kind != CONTROL else f"program: {t}"
     if what == "b":
         return f"block {int(ref) + 1}", LAYER, "repeated block of the model"  # type: ignore[call-overload]
@@ -203,12 +205,9 @@ def _describe(
     return (f"{names[c]} ({op})" if op else names[c]), OPERATION, f"{layers.get(c, '')} operation"
 
 
-_CONTROL_TYPES = frozenset({"Program", "Sequence", "Repeat", "If", "Switch", "Call", "RepeatWhile", "Loop"})
-
-
-def flame_spans(report: Report, run: int, ipu: int, steps: pd.DataFrame) -> pd.DataFrame:
-    """The flame of one IPU in ``run`` from its executed ``steps`` (columns step, program_id,
-    cycles_from, cycles_to; any order): one row per span with COLUMNS. ``span`` numbers the spans
+def flame_spans(report: Report, steps: pd.DataFrame) -> pd.DataFrame:
+    """The flame of one IPU's executed ``steps`` in a run (columns step, program_id, cycles_from,
+    cycles_to; any order): one row per span with COLUMNS. ``span`` numbers the spans
     and ``parent`` is the enclosing span's number (-1 at depth 0)."""
     ft = frame_table(report)
     es = steps.sort_values("step", kind="stable")
@@ -261,16 +260,12 @@ def flame_spans(report: Report, run: int, ipu: int, steps: pd.DataFrame) -> pd.D
     covered = out[out["parent"] >= 0].groupby("parent")["cycles"].sum()
     out["self_cycles"] = out["cycles"] - out["span"].map(covered).fillna(0).astype(np.int64)
     out["hover"] = [
-        f"{lab}<br>{ab}: {c:,} cycles ({s:,} self), {b:,} busy in {plural_steps(k)}"
+        f"{lab}<br>{ab}: {c:,} cycles ({s:,} self), {b:,} busy in {plural(int(k), 'step')}"
         for lab, ab, c, s, b, k in zip(
             out["label"], out["about"], out["cycles"], out["self_cycles"], out["busy"], out["steps"], strict=True
         )
     ]
     return out[list(COLUMNS)]
-
-
-def plural_steps(n: int) -> str:
-    return f"{n:,} step" if n == 1 else f"{n:,} steps"
 
 
 #: What a flame row mostly holds, by the kind of its frames (weighted by cycles).
