@@ -155,3 +155,26 @@ def test_flame_spans_of_a_report_without_debug_contexts(tmp_path):
     rows = spans_by_row(et.flame_spans(report, 0, 1))
     assert [lab for lab, _, _ in rows[2]] == ["in (StreamCopyBegin)", "in (StreamCopyMid)", "in (StreamCopyEnd)",
                                               "loop (Repeat)", "sync (Sync)"]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_resnet50_flame_reads_by_stage_and_counts_the_flat_steps(tmp_path_factory):
+    """The --real-size ResNet-50 (b32) report: its inference run's flame has the model's stages
+    (stem, s0..s3) under the program and counts the same executed steps as the flat view (672 and
+    674 before: the flame counted its Program and Sequence spans as steps)."""
+    from app.views.runs import opening_run
+    from tilescope.samples import REAL_SIZE_SAMPLES, make_sample
+
+    out = tmp_path_factory.mktemp("real")
+    make_sample(next(s for s in REAL_SIZE_SAMPLES if s.name == "resnet50_b32"), out)
+    report = open_report(out / "resnet50_b32")
+    run = opening_run(report)
+    length = et.run_length(report, run)
+    fl = et.flame_spans(report, run, 0)
+    flat = et.level_of_detail(et.flat_spans(report, run), 0, length)
+    nested = et.level_of_detail(fl, 0, length)
+    steps = int(report.runs().set_index("run").at[run, "steps"])
+    assert flat.visible_steps == nested.visible_steps == steps
+    stages = fl.loc[fl["row"] == 2, "label"].tolist()
+    assert [s for s in stages if s in {"stem", "s0", "s1", "s2", "s3"}] == ["stem", "s0", "s1", "s2", "s3"]
+    assert {"s0b0", "s3b2"} <= set(fl.loc[fl["row"] == 3, "label"])
