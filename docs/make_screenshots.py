@@ -11,6 +11,13 @@ opened by clicks on the heaviest group in the list beside the graph (operations_
 the MLP coloured by Δ cycles against its batch-64 twin (compare_operations_graph.png).
 
     python docs/make_screenshots.py --graphs /tmp/graph-demo
+
+With ``--real DIR`` (the same samples) it shoots the Execution Trace's flame (layers > operations >
+steps) and the Memory tile map's physical layout of ResNet-50 b32 and BERT-base
+(execution_trace_flame_<model>.png, zoomed to a few layers in _zoomed, and
+memory_tile_map_physical_<model>.png).
+
+    python docs/make_screenshots.py --real /tmp/graph-demo
 """
 
 from __future__ import annotations
@@ -40,11 +47,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--report", type=Path, help="report to show (default: a synthetic one in a temp directory)")
     ap.add_argument("--graphs", type=Path, help="shoot only the Operations Graph of the real-size samples in DIR")
+    ap.add_argument("--real", type=Path, help="shoot only the flame and physical tile map of the real-size samples")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
     if args.graphs is not None:
         return graphs(args.graphs)
+    if args.real is not None:
+        return real_size(args.real)
 
     with tempfile.TemporaryDirectory() as tmp:
         report = args.report
@@ -150,6 +160,39 @@ def graphs(samples: Path) -> int:
             settle(page)
             page.locator("#operations-graph-heaviest .list-group-item").first.click()
             shoot(page, "compare_operations_graph")
+        browser.close()
+    return 0
+
+
+def real_size(samples: Path) -> int:
+    """The flame (the opening run, nested by the model's layers and operations) and the physical
+    tile map of the real-size ResNet-50 and BERT-base samples."""
+    from playwright.sync_api import sync_playwright
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        for sample, name in (("resnet50_b32", "resnet50"), ("bert_base_b1", "bert")):
+            with served(samples / sample) as base:
+                page.goto(base + "/execution-trace")
+                settle(page)
+                page.check("#trace-view input[value='flame']", force=True)
+                shoot(page, f"execution_trace_flame_{name}")
+                # zoomed to a few layers: their operations and steps named
+                box = page.locator("#trace-timeline .nsewdrag").first.bounding_box()
+                y = box["y"] + box["height"] * 0.5
+                page.mouse.move(box["x"] + box["width"] * 0.20, y)
+                page.mouse.down()
+                page.mouse.move(box["x"] + box["width"] * 0.24, y, steps=5)
+                page.mouse.up()
+                shoot(page, f"execution_trace_flame_{name}_zoomed")
+                page.goto(base + "/memory")
+                settle(page)
+                page.get_by_role("tab", name="Tile map").click()
+                settle(page)
+                page.check("#memory-tile-map-layout input[value='physical']", force=True)
+                shoot(page, f"memory_tile_map_physical_{name}")
         browser.close()
     return 0
 

@@ -3,11 +3,122 @@ depth), drawn as thick WebGL line segments per step kind, and the tiles x steps 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from app.figures import plain
 from app.figures.common import KIND_COLOURS, base_layout, colour_cap, empty_figure
+from app.views.execution_trace import KINDS
+
+#: Colours of a flame's frames that are not steps: the model's layers (blocks, name scopes) and its
+#: operations (debug contexts); control nodes keep KIND_COLOURS["control"].
+FRAME_COLOURS = {"layer": "#F5CBA7", "operation": "#A3E4D7"}
+#: Legend order: the flame's frames outermost first, then the step kinds.
+LEGEND_ORDER = ("control", "layer", "operation", *KINDS, "idle")
+#: Kinds drawn pale, so their labels are dark.
+_PALE = ("control", "sync", "other", "layer", "operation")
+
+
+def _colour(kind: str) -> str:
+    return FRAME_COLOURS.get(kind) or KIND_COLOURS.get(kind, "#999")
+
+
+def _layout(height: int) -> dict[str, Any]:
+    layout = plain.layout(height)
+    layout["margin"]["t"] = 30  # room for the legend above the rows
+    return layout
+
+
+def timeline_dict(
+    spans: pd.DataFrame,
+    *,
+    row_label: str,
+    rows: list[int],
+    x_range: tuple[int, int],
+    row_names: dict[int, str] | None = None,
+) -> dict[str, Any]:
+    """The timeline as a plain plotly figure dict. ``spans`` columns: row, start, end, kind, label,
+    step, steps, and optionally hover (a flame's: the span's cycles, self cycles and steps). One
+    Scattergl per kind, each span a horizontal segment (segments separated by gaps), so 10^4 spans
+    stay one WebGL draw."""
+    if spans.empty:
+        return plain.empty("No executed steps in this range.")
+    data: list[dict[str, Any]] = []
+    # rows tall enough for a readable label (PopVision's flame boxes); the figure grows instead
+    height_px = max(24, min(34, 480 // max(len(rows), 1)))
+    hover = spans["hover"].fillna(spans["label"]) if "hover" in spans else spans["label"]
+    # one pixel (of ~1,500 across the plot) left blank at the end of every span at least 3 px long,
+    # so neighbouring spans of one kind (a flame's layers, back-to-back compute steps) stay apart
+    gap = (x_range[1] - x_range[0]) / 1500
+    by_kind = spans.assign(_hover=hover.to_numpy()).groupby("kind", sort=False)
+    for kind in sorted(by_kind.groups, key=lambda k: LEGEND_ORDER.index(k) if k in LEGEND_ORDER else len(LEGEND_ORDER)):
+        g = by_kind.get_group(kind)
+        n = len(g)
+        start, end = g["start"].to_numpy(np.float64), g["end"].to_numpy(np.float64)
+        row = g["row"].to_numpy(np.float64)
+        xs = np.empty(3 * n)
+        xs[0::3], xs[1::3], xs[2::3] = start, np.where(end - start >= 3 * gap, end - gap, end), np.nan
+        ys = np.repeat(row, 3)
+        ys[2::3] = np.nan
+        # invisible points along each span carry its hover text and take its clicks: one at the
+        # middle, more along a wide span (a click lands on the nearest point, so anywhere on it works)
+        lo, hi = np.maximum(start, x_range[0]), np.minimum(end, x_range[1])
+        per_span = np.clip(np.ceil((hi - lo) / max(x_range[1] - x_range[0], 1) * 120), 1, 60).astype(np.int64)
+        owner = np.repeat(np.arange(n), per_span)
+        k = np.arange(len(owner)) - np.repeat(np.cumsum(per_span) - per_span, per_span)
+        mid = lo[owner] + (hi[owner] - lo[owner]) * (k + 0.5) / per_span[owner]
+        texts = np.array(
+            [
+                f"{h}<br>cycles {int(s):,}..{int(e):,} ({int(e - s):,})"
+                for h, s, e in zip(g["_hover"], start, end, strict=True)
+            ],
+            dtype=object,
+        )
+        data.append(
+            {
+                "type": "scattergl",
+                "x": xs,
+                "y": ys,
+                "mode": "lines",
+                "name": str(kind),
+                "hoverinfo": "skip",
+                "line": {"color": _colour(str(kind)), "width": height_px},
+            }
+        )
+        data.append(
+            {
+                "type": "scattergl",
+                "x": mid,
+                "y": row[owner],
+                "mode": "markers",
+                "showlegend": False,
+                "name": str(kind),
+                "marker": {"size": height_px, "opacity": 0},
+                "text": texts[owner],
+                "hovertemplate": "%{text}<extra>" + str(kind) + "</extra>",
+            }
+        )
+    names = row_names or {}
+    layout = _layout(max(180, 100 + len(rows) * (height_px + 8)))
+    layout.update(
+        annotations=_labels(spans, x_range),
+        yaxis={
+            "tickvals": rows,
+            "ticktext": [names.get(r, f"{row_label} {r}") for r in rows],
+            # each row exactly one band of the plot: the segment width (px) then fills its band
+            "range": [max(rows) + 0.5, min(rows) - 0.5],
+            "fixedrange": True,
+            "showgrid": False,
+            "zeroline": False,
+        },
+        xaxis={"title": {"text": "cycles"}, "range": list(x_range), "tickformat": ",d"},
+        dragmode="zoom",
+        hovermode="closest",
+    )
+    return {"data": data, "layout": layout}
 
 
 def timeline_figure(
@@ -18,71 +129,8 @@ def timeline_figure(
     x_range: tuple[int, int],
     row_names: dict[int, str] | None = None,
 ) -> go.Figure:
-    """``spans`` columns: row, start, end, kind, label, step, steps. One Scattergl per kind, each span
-    a horizontal segment (segments separated by gaps), so 10^4 spans stay one WebGL draw."""
-    if spans.empty:
-        return empty_figure("No executed steps in this range.")
-    fig = go.Figure()
-    # rows tall enough for a readable label (PopVision's flame boxes); the figure grows instead
-    height_px = max(24, min(34, 480 // max(len(rows), 1)))
-    for kind, g in spans.groupby("kind", sort=False):
-        n = len(g)
-        xs = np.empty(3 * n)
-        xs[0::3], xs[1::3], xs[2::3] = g["start"].to_numpy(), g["end"].to_numpy(), np.nan
-        ys = np.repeat(g["row"].to_numpy().astype(float), 3)
-        ys[2::3] = np.nan
-        # invisible points along each span carry its hover text and take its clicks: one at the
-        # middle, more along a wide span (a click lands on the nearest point, so anywhere on it works)
-        start, end = g["start"].to_numpy(), g["end"].to_numpy()
-        lo, hi = np.maximum(start, x_range[0]), np.minimum(end, x_range[1])
-        per_span = np.clip(np.ceil((hi - lo) / max(x_range[1] - x_range[0], 1) * 120), 1, 60).astype(np.int64)
-        owner = np.repeat(np.arange(n), per_span)
-        k = np.arange(len(owner)) - np.repeat(np.cumsum(per_span) - per_span, per_span)
-        mid = lo[owner] + (hi[owner] - lo[owner]) * (k + 0.5) / per_span[owner]
-        texts = [
-            f"{lab}<br>cycles {s:,}..{e:,} ({e - s:,})"
-            for lab, s, e in zip(g["label"], g["start"], g["end"], strict=True)
-        ]
-        text = [texts[i] for i in owner]
-        fig.add_trace(
-            go.Scattergl(
-                x=xs,
-                y=ys,
-                mode="lines",
-                name=kind,
-                hoverinfo="skip",
-                line={"color": KIND_COLOURS.get(kind, "#999"), "width": height_px},
-            )
-        )
-        # invisible midpoints carry the hover text; a click reports their (cycle, row)
-        fig.add_trace(
-            go.Scattergl(
-                x=mid,
-                y=g["row"].to_numpy()[owner],
-                mode="markers",
-                showlegend=False,
-                name=kind,
-                marker={"size": height_px, "opacity": 0},
-                text=text,
-                hovertemplate="%{text}<extra>" + str(kind) + "</extra>",
-            )
-        )
-    _add_labels(fig, spans, x_range)
-    names = row_names or {}
-    fig.update_yaxes(
-        tickvals=rows,
-        ticktext=[names.get(r, f"{row_label} {r}") for r in rows],
-        # each row exactly one band of the plot: the segment width (px) then fills its band
-        range=[max(rows) + 0.5, min(rows) - 0.5],
-        fixedrange=True,
-        showgrid=False,
-        zeroline=False,
-    )
-    fig.update_xaxes(title="cycles", range=list(x_range), tickformat=",d")
-    fig.update_layout(dragmode="zoom", hovermode="closest", uirevision=None)
-    fig = base_layout(fig, height=max(180, 100 + len(rows) * (height_px + 8)))
-    fig.update_layout(margin_t=30)  # room for the legend above the rows
-    return fig
+    """``timeline_dict`` as a go.Figure, for the HTML export (the page sends the dict)."""
+    return go.Figure(timeline_dict(spans, row_label=row_label, rows=rows, x_range=x_range, row_names=row_names))
 
 
 def tile_steps_cap(cycles: np.ndarray) -> tuple[float | None, str]:
@@ -138,36 +186,31 @@ def proportions_figure(summary: dict[str, float | int]) -> go.Figure:
     return base_layout(fig, title="Cycle proportions", height=240)
 
 
-def _add_labels(fig: go.Figure, spans: pd.DataFrame, x_range: tuple[int, int], max_labels: int = 80) -> None:
-    """Name the spans wide enough to hold text (as PopVision labels its flame boxes)."""
+def _labels(spans: pd.DataFrame, x_range: tuple[int, int], max_labels: int = 80) -> list[dict[str, Any]]:
+    """Names of the spans wide enough to hold text (as PopVision labels its flame boxes), as
+    annotations: WebGL traces are drawn above SVG text, below annotations."""
     width = max(x_range[1] - x_range[0], 1)
-    lo = np.maximum(spans["start"].to_numpy(), x_range[0])
-    hi = np.minimum(spans["end"].to_numpy(), x_range[1])
+    lo = np.maximum(spans["start"].to_numpy(np.float64), x_range[0])
+    hi = np.minimum(spans["end"].to_numpy(np.float64), x_range[1])
     frac = (hi - lo) / width
     wide = np.flatnonzero(frac > 0.04)
     wide = wide[np.argsort(-frac[wide], kind="stable")][:max_labels]
-    if not len(wide):
-        return
     chars = np.maximum((frac[wide] * 150).astype(int), 4)  # ~150 characters across the plot
     labels = spans["label"].to_numpy()[wide]
-    text = [lab if len(lab) <= c else lab[: c - 1] + "…" for lab, c in zip(labels, chars, strict=True)]
+    text = [str(lab) if len(str(lab)) <= c else str(lab)[: c - 1] + "…" for lab, c in zip(labels, chars, strict=True)]
     kinds = spans["kind"].to_numpy()[wide]
     rows = spans["row"].to_numpy()[wide]
     mids = (lo[wide] + hi[wide]) / 2
-    # annotations, not a text trace: WebGL traces are drawn above SVG text, below annotations.
-    # Set all at once: add_annotation re-validates every annotation so far (quadratic).
-    fig.update_layout(
-        annotations=[
-            {
-                "x": float(x),
-                "y": float(y),
-                "text": t,
-                "showarrow": False,
-                "font": {"size": 10, "color": "#222" if k in ("control", "sync", "other") else "white"},
-            }
-            for x, y, t, k in zip(mids, rows, text, kinds, strict=True)
-        ]
-    )
+    return [
+        {
+            "x": float(x),
+            "y": float(y),
+            "text": t,
+            "showarrow": False,
+            "font": {"size": 10, "color": "#222" if k in _PALE else "white"},
+        }
+        for x, y, t, k in zip(mids, rows, text, kinds, strict=True)
+    ]
 
 
 def step_tile_split_figure(split: pd.DataFrame, title: str) -> go.Figure:

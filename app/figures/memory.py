@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from app.figures import plain
 from app.figures.common import PALETTE, base_layout, bytes_axis, empty_figure, series_colour
 from app.units import format_bytes
 from report_format.schema import MEMORY_REGIONS
@@ -160,18 +163,21 @@ def variables_figure(by_tile: pd.DataFrame, num_tiles: int | None = None) -> go.
     return base_layout(fig, title="Variables graph", height=300)
 
 
-def tile_map_figure(tm: pd.DataFrame, bytes_per_tile: int) -> go.Figure:
-    """One heatmap panel per IPU (up to 16), tiles in software order, coloured by bytes."""
-    if tm.empty:
-        return empty_figure("No tile memory in this report.")
-    ipus = sorted(tm["ipu"].unique())
-    cols = min(len(ipus), 4)
-    rows = -(-len(ipus) // cols)
-    from plotly.subplots import make_subplots
+#: Panels per row of the tile map, and the gap between panels (share of the figure).
+MAP_COLUMNS = 4
+MAP_GAP = 0.03
 
-    fig = make_subplots(
-        rows=rows, cols=cols, subplot_titles=[f"IPU {i}" for i in ipus], horizontal_spacing=0.03, vertical_spacing=0.08
-    )
+
+def tile_map_figure(tm: pd.DataFrame, bytes_per_tile: int, layout: str = "software") -> dict[str, Any]:
+    """One heatmap panel per IPU (up to 16), coloured by bytes (or by rank, ``by_rank``), as a plain
+    figure dict. ``tm`` is ``app.views.memory.tile_map``'s table for ``layout``: "software" (tiles
+    in software order, row by row) or "physical" (the die's columns and islands; hover gives each
+    tile's column, island and place in it)."""
+    if tm.empty:
+        return plain.empty("No tile memory in this report.")
+    ipus = sorted(tm["ipu"].unique())
+    cols = min(len(ipus), MAP_COLUMNS)
+    rows = -(-len(ipus) // cols)
     # the scale follows the data (tiles often use a few % of their memory: a scale up to the
     # capacity would paint every tile the same); the capacity is a marked tick when in range
     full = max(int(tm["bytes"].max()), 1)
@@ -186,27 +192,33 @@ def tile_map_figure(tm: pd.DataFrame, bytes_per_tile: int) -> go.Figure:
     if bytes_per_tile <= zmax:
         ticks.append(bytes_per_tile)
         labels.append(f"capacity {format_bytes(bytes_per_tile)}")
-    colorbar = {
-        "title": f"bytes<br>(capacity<br>{format_bytes(bytes_per_tile)})" if bytes_per_tile > zmax else "bytes",
+    colorbar: dict[str, Any] = {
+        "title": {
+            "text": f"bytes<br>(capacity<br>{format_bytes(bytes_per_tile)})" if bytes_per_tile > zmax else "bytes"
+        },
         "tickvals": ticks,
         "ticktext": labels,
     }
     values = tm["bytes"].to_numpy(np.float64)
-    ranked = by_rank(values, zmax)
     colour, zmin = values, 0.0
     scale_note = "the scale follows the tiles' bytes"
-    if ranked:
+    if by_rank(values, zmax):
         # most tiles hold nearly the same bytes (ResNet-50: half of them within 1.4% of each other): a
         # linear scale paints them one colour, so the colour is the tile's rank, and the bar gives
         # the bytes at its quartiles (exact bytes on hover)
         colour, zmax, zmin = percentile_rank(values), 100, 0.0
         q = np.percentile(values, RANK_TICKS)
         colorbar = {
-            "title": "bytes<br>(by rank)",
+            "title": {"text": "bytes<br>(by rank)"},
             "tickvals": list(RANK_TICKS),
             "ticktext": [f"{name} {format_bytes(v)}" for name, v in zip(RANK_NAMES, q, strict=True)],
         }
         scale_note = f"coloured by rank: the middle half of the tiles hold {format_bytes(q[1])} to {format_bytes(q[3])}"
+    physical = layout == "physical"
+    data: list[dict[str, Any]] = []
+    fig_layout: dict[str, Any] = {}
+    width = (1.0 - MAP_GAP * (cols - 1)) / cols
+    height = (1.0 - 0.08 * (rows - 1)) / rows
     for k, ipu in enumerate(ipus):
         on = (tm["ipu"] == ipu).to_numpy()
         g = tm[on]
@@ -214,33 +226,73 @@ def tile_map_figure(tm: pd.DataFrame, bytes_per_tile: int) -> go.Figure:
         r, c = g["row"].to_numpy(), g["col"].to_numpy()
         z = np.full((nr, nc), np.nan)
         z[r, c] = colour[on]
-        custom = np.full((nr, nc, 2), np.nan)
-        custom[r, c, 0] = g["tile"].to_numpy()
-        custom[r, c, 1] = values[on]
-        fig.add_trace(
-            go.Heatmap(
-                z=z,
-                customdata=custom,
-                zmin=zmin,
-                zmax=zmax,
-                colorscale="Viridis",
-                showscale=k == 0,
-                colorbar=colorbar,
-                hovertemplate="tile %{customdata[0]}: %{customdata[1]:,.0f} B<extra></extra>",
-            ),
-            row=k // cols + 1,
-            col=k % cols + 1,
+        text = np.full((nr, nc), "", dtype=object)
+        text[r, c] = _hover(g, values[on], physical)
+        axis = "" if k == 0 else str(k + 1)
+        data.append(
+            {
+                "type": "heatmap",
+                "z": z,
+                "text": text,
+                "zmin": zmin,
+                "zmax": zmax,
+                "colorscale": "Viridis",
+                "showscale": k == 0,
+                "colorbar": colorbar,
+                "hovertemplate": "%{text}<extra></extra>",
+                "xgap": 2 if physical else 0,  # the die's columns drawn apart
+                "xaxis": f"x{axis}",
+                "yaxis": f"y{axis}",
+            }
         )
-    fig.update_xaxes(showticklabels=False)
-    fig.update_yaxes(showticklabels=False, autorange="reversed")
-    base_layout(
-        fig,
-        title=f"Tile map (tiles in software order, one panel per IPU; {scale_note}; "
-        f"fullest {format_bytes(full)}, capacity {format_bytes(bytes_per_tile)})",
-        height=260 * rows + 60,
+        x0 = (k % cols) * (width + MAP_GAP)
+        y1 = 1.0 - (k // cols) * (height + 0.08)
+        fig_layout[f"xaxis{axis}"] = {"domain": [x0, x0 + width], "showticklabels": False, "showgrid": False,
+                                      "zeroline": False, "anchor": f"y{axis}"}  # fmt: skip
+        fig_layout[f"yaxis{axis}"] = {"domain": [y1 - height, y1], "showticklabels": False, "showgrid": False,
+                                      "zeroline": False, "autorange": "reversed", "anchor": f"x{axis}"}  # fmt: skip
+        if physical:
+            fig_layout[f"xaxis{axis}"].update(showticklabels=True, title={"text": "column"}, dtick=max(1, nc // 12))
+            fig_layout[f"yaxis{axis}"].update(title={"text": "islands of 4 tiles, top to bottom"})
+        fig_layout.setdefault("annotations", []).append(
+            {
+                "text": f"IPU {ipu}",
+                "showarrow": False,
+                "xref": "paper",
+                "yref": "paper",
+                "x": x0 + width / 2,
+                "y": y1,
+                "yanchor": "bottom",
+                "font": {"size": 13},
+            }  # fmt: skip
+        )
+    order = (
+        "tiles as laid out on the die: columns of islands of 4, an assumed floor plan"
+        if physical
+        else "tiles in software order"
     )
-    fig.update_layout(margin_r=110)  # room for the colour bar's labels beside the upright toolbar
-    return fig
+    base = plain.layout(
+        (560 if physical else 260) * rows + 60,
+        title=f"Tile map ({order}, one panel per IPU; {scale_note}; "
+        f"fullest {format_bytes(full)}, capacity {format_bytes(bytes_per_tile)})",
+    )
+    base.update(fig_layout)
+    base["margin"] = {**base.get("margin", {}), "r": 110}  # room for the colour bar's labels beside the toolbar
+    return {"data": data, "layout": base}
+
+
+def _hover(g: pd.DataFrame, values: np.ndarray, physical: bool) -> list[str]:
+    """Hover text of each tile: its id, its place on the die (physical layout) and its bytes."""
+    tiles = g["tile"].to_numpy()
+    if not physical:
+        return [f"tile {t}: {v:,.0f} B ({format_bytes(v)})" for t, v in zip(tiles, values, strict=True)]
+    return [
+        f"tile {t} (tile {ti} of IPU {i})<br>die column {c}, island {isl}, tile {s} of the island"
+        f"<br>{v:,.0f} B ({format_bytes(v)})"
+        for t, ti, i, c, isl, s, v in zip(
+            tiles, g["tile_in_ipu"], g["ipu"], g["column"], g["island"], g["in_island"], values, strict=True
+        )
+    ]
 
 
 #: Percentiles marked on a rank colour bar, and their names (quartiles: ticks closer than a quarter

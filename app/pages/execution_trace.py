@@ -19,11 +19,12 @@ from app.figures.execution_trace import (
     proportions_figure,
     step_tile_split_figure,
     tile_steps_figure,
-    timeline_figure,
+    timeline_dict,
 )
 from app.grid import small_grid
 from app.units import format_bytes, format_flops, format_percent, format_rate, format_seconds
 from app.views import execution_trace as view
+from app.views import flame
 from app.views import ipus as ipu_view
 from app.views.runs import opening_run, run_figures
 
@@ -176,14 +177,14 @@ def render_trace(run: int, mode: str, chosen: int, cycle_range: list[int] | None
         spans = view.flame_spans(report, run, ipu)
         rows = sorted(spans["row"].unique().tolist())
         lod = view.level_of_detail(spans, x0, x1, per_row(len(rows)))
-        fig = timeline_figure(lod.table, row_label="depth", rows=rows, x_range=(x0, x1))
+        fig = timeline_dict(lod.table, row_label="depth", rows=rows, x_range=(x0, x1), row_names=flame.row_names(spans))
     else:
         rows = list(range(report.target_info.num_ipus)) if chosen == ipu_view.ALL_IPUS else [chosen]
         spans = view.flat_spans(report, run)
         if chosen != ipu_view.ALL_IPUS:
             spans = spans[spans["row"].to_numpy() == chosen]
         lod = view.level_of_detail(spans, x0, x1, per_row(len(rows)))
-        fig = timeline_figure(lod.table, row_label="IPU", rows=rows, x_range=(x0, x1))
+        fig = timeline_dict(lod.table, row_label="IPU", rows=rows, x_range=(x0, x1))
     first, last = view.steps_in_cycle_range(report, run, ipu, x0, x1)
     cyc, steps, tile_starts, width = view.tile_step_cycles(report, run, ipu, first, last, MAX_TILE_STEPS)
     tiles_fig = tile_steps_figure(cyc, steps, tile_starts, width)

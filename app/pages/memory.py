@@ -139,12 +139,37 @@ def layout(**_: object) -> html.Div:
                     dcc.Store(id=ids.MEMORY_VARIABLES_PICK, data=[]),
                     html.Div(id=ids.MEMORY_SELECTION_TEXT, className="fw-semibold mb-2"),
                     tabs,
+                    _tile_map_controls(),
                     dcc.Loading(html.Div(id=ids.MEMORY_TAB_BODY, className="pt-2"), type="dot"),
                 ],
                 compare.section(),
             ),
         ]
     )
+
+
+def _tile_map_controls() -> html.Div:
+    """The tile map's order: software (tile ids in rows) or physical (the die's columns and islands,
+    as PopVision offers). Always in the page, shown with the Tile map tab, so tab_body can read it."""
+    return html.Div(
+        dbc.RadioItems(
+            id=ids.MEMORY_TILE_MAP_LAYOUT,
+            inline=True,
+            value="software",
+            options=[
+                {"label": "software order", "value": "software"},
+                {"label": "physical layout (columns and islands on the die)", "value": "physical"},
+            ],
+        ),
+        id=ids.MEMORY_TILE_MAP_CONTROLS,
+        className="pt-2 small",
+        style={"display": "none"},
+    )
+
+
+@callback(Output(ids.MEMORY_TILE_MAP_CONTROLS, "style"), Input(ids.MEMORY_TABS, "active_tab"))
+def show_tile_map_controls(tab: str) -> dict[str, str]:
+    return {} if tab == "tile_map" else {"display": "none"}
 
 
 def _tiles_of_points(points: list[dict[str, Any]], first_tiles: Any, width: int) -> list[int]:
@@ -256,10 +281,16 @@ def memory_figure(
     Input(ids.MEMORY_SELECTION, "data"),
     Input(ids.MEMORY_INCLUDE_GAPS, "value"),
     Input(ids.MEMORY_IPU, "value"),
+    Input(ids.MEMORY_TILE_MAP_LAYOUT, "value"),
     State(ids.MEMORY_VARIABLES_PICK, "data"),
 )
 def tab_body(
-    tab: str, tiles: list[int] | None, options: list[str], ipu: str | None = None, picked: list[int] | None = None
+    tab: str,
+    tiles: list[int] | None,
+    options: list[str],
+    ipu: str | None = None,
+    map_layout: str = "software",
+    picked: list[int] | None = None,
 ) -> Any:
     report = state.report()
     tiles = tiles or _ipu_tiles(ipu)  # nothing selected: the tabs show the selected IPU's tiles
@@ -315,7 +346,9 @@ def tab_body(
         return dcc.Graph(
             id=ids.MEMORY_TILE_MAP,
             config={"displaylogo": False},
-            figure=tile_map_figure(view.tile_map(report, "gaps" in options), report.target_info.bytes_per_tile),
+            figure=tile_map_figure(
+                view.tile_map(report, "gaps" in options, map_layout), report.target_info.bytes_per_tile, map_layout
+            ),
         )
     return html.Div()
 

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from app.units import plural
+from app.views import flame
 from app.views.runs import run_figures, weighted_figures
 from report_format.reader import Report
 from report_format.vocabulary import StepType
@@ -62,22 +63,32 @@ def trace_steps(report: Report, run: int) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Spans:
-    """Spans to draw: columns row, start, end, kind, label, step (-1 for a bin), steps (in the span)."""
+    """Spans to draw: columns row, start, end, kind, label, step (-1 for a bin or an enclosing
+    frame), steps (in the span), and any other columns the spans had (a flame's hover text).
+    ``visible_steps``: executed steps in view (``visible_step_count``), the same number in the flat
+    view and the flame of one IPU; ``frames``: the flame's enclosing spans in view (0 when flat)."""
 
     table: pd.DataFrame
     exact: bool
     visible_steps: int
     x0: int
     x1: int
+    frames: int = 0
 
     @property
     def detail(self) -> str:
+        what = f"{plural(self.visible_steps, 'executed step')} in cycles {self.x0:,}..{self.x1:,}"
+        if self.frames:
+            what += f" (under {plural(self.frames, 'enclosing span')}: programs, layers, operations)"
         if self.exact:
-            return f"exact: {self.visible_steps:,} step spans in cycles {self.x0:,}..{self.x1:,}"
-        return (
-            f"binned: {self.visible_steps:,} step spans in cycles {self.x0:,}..{self.x1:,} shown as "
-            f"{len(self.table):,} bins (zoom in for exact steps)"
-        )
+            return f"exact: {what}"
+        return f"binned: {what} shown as {len(self.table):,} bins (zoom in for exact steps)"
+
+
+def visible_step_count(spans: pd.DataFrame) -> int:
+    """Executed steps among ``spans`` (those with a step index; a flame's enclosing frames have -1):
+    the one count the trace's flat and flame views both report."""
+    return int((spans["step"].to_numpy() >= 0).sum())
 
 
 def _overlaps(start: np.ndarray, end: np.ndarray, x0: int, x1: int) -> np.ndarray:
@@ -95,10 +106,13 @@ def level_of_detail(spans: pd.DataFrame, x0: int, x1: int, max_per_row: int = 15
     in a pipeline, shows mostly empty, not solid.
     """
     vis = spans[_overlaps(spans["start"].to_numpy(), spans["end"].to_numpy(), x0, x1)]
+    if "steps" not in vis:
+        vis = vis.assign(steps=1)
     n = len(vis)
+    steps = visible_step_count(vis)
     per_row = vis.groupby("row").size()
     if n == 0 or per_row.max() <= max_per_row:
-        return Spans(vis.assign(steps=1).reset_index(drop=True), True, n, x0, x1)
+        return Spans(vis.reset_index(drop=True), True, steps, x0, x1, n - steps)
     width = max((x1 - x0) / max_per_row, 1.0)
     start = vis["start"].to_numpy()
     end = vis["end"].to_numpy()
@@ -130,9 +144,9 @@ def level_of_detail(spans: pd.DataFrame, x0: int, x1: int, max_per_row: int = 15
             "steps": dominant["steps"].to_numpy(),
         }
     )
-    exact = vis[long].assign(steps=1)[binned.columns]
+    exact = vis[long]
     out = pd.concat([exact, binned], ignore_index=True).sort_values(["row", "start"], kind="stable")
-    return Spans(out.reset_index(drop=True), False, n, x0, x1)
+    return Spans(out.reset_index(drop=True), False, steps, x0, x1, n - steps)
 
 
 @lru_cache(maxsize=8)
@@ -153,61 +167,11 @@ def flat_spans(report: Report, run: int) -> pd.DataFrame:
 
 @lru_cache(maxsize=16)
 def flame_spans(report: Report, run: int, ipu: int) -> pd.DataFrame:
-    """Flame view of one IPU: row d holds the program-tree nodes at depth d; consecutive executed
-    steps under the same node merge into one span (a Repeat iteration or a whole Sequence)."""
-    p = report.programs().sort_values("program_id")
-    parent = p["parent_id"].to_numpy()
-    n = len(parent)
-    depth = np.zeros(n, dtype=np.int64)
-    for i in range(n):  # pre-order: a parent precedes its children
-        depth[i] = depth[parent[i]] + 1 if parent[i] >= 0 else 0
-    max_depth = int(depth.max()) if n else 0
-    # ancestor[d][pid] = the node at depth d on the path to pid (-1 if pid is shallower)
-    ancestor = np.full((max_depth + 1, n), -1, dtype=np.int64)
-    for i in range(n):
-        d = depth[i]
-        if parent[i] >= 0:
-            ancestor[:d, i] = ancestor[:d, parent[i]]
-        ancestor[d, i] = i
+    """Flame view of one IPU: row d holds the frames at depth d — the program tree, then the model's
+    layers and operations (debug contexts), then the steps (``app.views.flame``); consecutive executed
+    steps under the same frame merge into one span (a layer, a Repeat iteration, a whole Sequence)."""
     es = trace_steps(report, run)
-    es = es[es["ipu"] == ipu].sort_values("step")
-    pid = es["program_id"].to_numpy()
-    start, end = es["cycles_from"].to_numpy(), es["cycles_to"].to_numpy()
-    types, names = p["type"].to_numpy(), p["name"].to_numpy()
-    kinds = kind_of(p["type"]).to_numpy()
-    steps_of = p["step"].to_numpy()
-    parts = []
-    for d in range(max_depth + 1):
-        node = ancestor[d, pid]
-        if not (node >= 0).any():
-            continue
-        # a new span starts where the node changes (or after a gap in depth)
-        change = np.ones(len(node), dtype=bool)
-        change[1:] = node[1:] != node[:-1]
-        first = np.flatnonzero(change)
-        last = np.r_[first[1:], len(node)] - 1
-        keep = node[first] >= 0
-        first, last = first[keep], last[keep]
-        nd = node[first]
-        is_leaf = steps_of[nd] >= 0
-        leaf_kind = np.where(np.isin(types[nd], list(_KIND_OF_TYPE)), kinds[nd], "other")
-        parts.append(
-            pd.DataFrame(
-                {
-                    "row": d,
-                    "start": start[first],
-                    "end": end[last],
-                    "kind": np.where(is_leaf, leaf_kind, "control"),
-                    "label": [f"{nm} ({t})" for t, nm in zip(types[nd], names[nd], strict=True)],
-                    "step": np.where(last == first, es["step"].to_numpy()[first], -1),
-                }
-            )
-        )
-    return (
-        pd.concat(parts, ignore_index=True)
-        if parts
-        else pd.DataFrame(columns=["row", "start", "end", "kind", "label", "step"])
-    )
+    return flame.flame_spans(report, es[es["ipu"].to_numpy() == ipu])
 
 
 def run_length(report: Report, run: int) -> int:

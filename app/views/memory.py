@@ -225,19 +225,57 @@ def tile_memory_map(report: Report, tile: int) -> pd.DataFrame:
     )
 
 
-def tile_map(report: Report, include_gaps: bool = True) -> pd.DataFrame:
-    """Tile map: total bytes per tile with a grid position per IPU (software tile order, in rows
-    of ``ceil(sqrt(tiles_per_ipu))``; the physical floor plan is not in the report)."""
+#: The die's floor plan, as far as the reference gives it. /work/shared/reference/ipu_model.md §6
+#: ("Micro-level", from the Citadel microbenchmark paper via summaries): "tiles are arranged in
+#: columns and islands". The counts are ASSUMED, not sourced: islands of 4 tiles and columns of 16
+#: islands (64 tiles), which divide the documented tile counts exactly (Mk2 GC200 / Bow / C600: 1472
+#: tiles = 23 columns; Mk1 GC2: 1216 = 19 columns; ipu_model.md's "Tiles per IPU" row). The report
+#: holds no physical tile id, so software tile ids are laid out column by column in order; PopVision
+#: reads the real (permuted) id from the device (seeds/002: its tile 201 is physical tile 522).
+TILES_PER_ISLAND = 4
+ISLANDS_PER_COLUMN = 16
+
+
+def tiles_per_column(tiles_per_ipu: int) -> int:
+    """Tiles in one column of the die: 64 when the IPU's tiles fill whole 64-tile columns (every
+    real IPU); a small IPU-Model target gets columns of whole islands, about as tall as there are
+    columns (4 tiles: one column; 16 tiles: four columns of one island)."""
+    full = TILES_PER_ISLAND * ISLANDS_PER_COLUMN
+    if tiles_per_ipu >= full and tiles_per_ipu % full == 0:
+        return full
+    side = int(np.ceil(np.sqrt(max(tiles_per_ipu, 1))))
+    return TILES_PER_ISLAND * max(1, -(-side // TILES_PER_ISLAND))
+
+
+def physical_position(tile_in_ipu: np.ndarray, tiles_per_ipu: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(column, island in the column, tile in the island) of each tile of an IPU (see TILES_PER_ISLAND)."""
+    t = np.asarray(tile_in_ipu, dtype=np.int64)
+    per_col = tiles_per_column(tiles_per_ipu)
+    slot = t % per_col
+    return t // per_col, slot // TILES_PER_ISLAND, slot % TILES_PER_ISLAND
+
+
+def tile_map(report: Report, include_gaps: bool = True, layout: str = "software") -> pd.DataFrame:
+    """Tile map: total bytes per tile with a grid position (row, col) in its IPU's panel.
+
+    ``layout`` "software": tiles in software order, in rows of ``ceil(sqrt(tiles_per_ipu))``.
+    "physical": the die's floor plan (``physical_position``): a column of the die per grid column,
+    its tiles top to bottom with an empty row between islands; also columns ``column``, ``island``
+    and ``in_island`` for the hover."""
     tm = report.tile_memory()
     t = report.target_info
-    width = int(np.ceil(np.sqrt(t.tiles_per_ipu)))
     col = "total_bytes_including_gaps" if include_gaps else "total_bytes_excluding_gaps"
-    return pd.DataFrame(
-        {
-            "tile": tm["tile"],
-            "ipu": tm["ipu"],
-            "row": tm["tile_in_ipu"] // width,
-            "col": tm["tile_in_ipu"] % width,
-            "bytes": tm[col],
-        }
-    )
+    tile_in_ipu = tm["tile_in_ipu"].to_numpy()
+    out = pd.DataFrame({"tile": tm["tile"], "ipu": tm["ipu"], "tile_in_ipu": tile_in_ipu, "bytes": tm[col]})
+    if layout == "physical":
+        column, island, in_island = physical_position(tile_in_ipu, t.tiles_per_ipu)
+        # one empty row between two islands, so the islands show as blocks
+        return out.assign(
+            row=island * (TILES_PER_ISLAND + 1) + in_island,
+            col=column,
+            column=column,
+            island=island,
+            in_island=in_island,
+        )
+    width = int(np.ceil(np.sqrt(t.tiles_per_ipu)))
+    return out.assign(row=tile_in_ipu // width, col=tile_in_ipu % width)

@@ -68,7 +68,7 @@ def test_other_figures_build(small_report):
     prop = proportions_figure(et.trace_summary(small_report, 0))
     assert list(prop.data[0].y)[0] == "compute"
     assert len(variables_figure(mem.variable_bytes_by_tile(small_report, [0, 2])).data) == 2
-    assert len(tile_map_figure(mem.tile_map(small_report), 1000).data) == 2  # one panel per IPU
+    assert len(tile_map_figure(mem.tile_map(small_report), 1000)["data"]) == 2  # one panel per IPU
 
 
 def test_memory_series_keep_their_colour_whatever_the_report():
@@ -101,10 +101,10 @@ def test_tile_map_scale_follows_the_data():
     tm = pd.DataFrame(
         {"ipu": 0, "tile": [0, 1, 2, 3], "row": [0, 0, 1, 1], "col": [0, 1, 0, 1], "bytes": [0, 100, 200, 26624]}
     )
-    heat = tile_map_figure(tm, 638976).data[0]
-    assert heat.zmax == 26624 and "capacity" in heat.colorbar.title.text  # capacity named, not the scale
-    over = tile_map_figure(tm.assign(bytes=tm["bytes"] * 40), 638976).data[0]
-    assert "capacity 624.0 KiB" in over.colorbar.ticktext  # out of memory: the capacity is a tick
+    heat = tile_map_figure(tm, 638976)["data"][0]
+    assert heat["zmax"] == 26624 and "capacity" in heat["colorbar"]["title"]["text"]  # capacity named, not the scale
+    over = tile_map_figure(tm.assign(bytes=tm["bytes"] * 40), 638976)["data"][0]
+    assert "capacity 624.0 KiB" in over["colorbar"]["ticktext"]  # out of memory: the capacity is a tick
 
 
 def test_tile_map_outliers_do_not_darken_every_other_tile():
@@ -117,8 +117,8 @@ def test_tile_map_outliers_do_not_darken_every_other_tile():
     b = np.full(n, 20_000)
     b[:2] = 700_000  # two tiles out of memory
     tm = pd.DataFrame({"ipu": 0, "tile": range(n), "row": np.arange(n) // 20, "col": np.arange(n) % 20, "bytes": b})
-    heat = tile_map_figure(tm, 638976).data[0]
-    assert 20_000 < heat.zmax < 50_000 and heat.colorbar.ticktext[4].startswith("≥")  # not 700,000
+    heat = tile_map_figure(tm, 638976)["data"][0]
+    assert 20_000 < heat["zmax"] < 50_000 and heat["colorbar"]["ticktext"][4].startswith("≥")  # not 700,000
 
 
 def test_tiles_x_steps_scale_stops_below_a_step_that_dwarfs_the_rest() -> None:
@@ -227,11 +227,38 @@ def test_tile_map_colours_by_rank_when_most_tiles_hold_nearly_the_same():
     b = 490_000 + 100 * np.arange(n)  # 490,000 .. 499,900 B: the middle half spans 5,000 B of ~500,000
     b[:5] = 20_000 * np.arange(1, 6)  # an emptier tail
     tm = pd.DataFrame({"ipu": 0, "tile": range(n), "row": np.arange(n) // 10, "col": np.arange(n) % 10, "bytes": b})
-    heat = tile_map_figure(tm, 638976).data[0]
-    assert (heat.zmin, heat.zmax) == (0, 100) and heat.colorbar.title.text == "bytes<br>(by rank)"
-    assert heat.colorbar.ticktext[0] == "min 19.5 KiB" and heat.colorbar.ticktext[-1] == "max 488.2 KiB"
-    assert heat.z[0][0] == 0 and heat.z[9][9] == 100  # smallest and largest tile: the scale's two ends
-    assert heat.customdata[9][9][1] == 499_900  # hover: the bytes
+    heat = tile_map_figure(tm, 638976)["data"][0]
+    bar = heat["colorbar"]
+    assert (heat["zmin"], heat["zmax"]) == (0, 100) and bar["title"]["text"] == "bytes<br>(by rank)"
+    assert bar["ticktext"][0] == "min 19.5 KiB" and bar["ticktext"][-1] == "max 488.2 KiB"
+    assert heat["z"][0][0] == 0 and heat["z"][9][9] == 100  # smallest and largest tile: the scale's two ends
+    assert heat["text"][9][9] == "tile 99: 499,900 B (488.2 KiB)"  # hover: the bytes
     # spread over a good part of the scale: linear, as before
-    wide = tile_map_figure(tm.assign(bytes=np.arange(n) * 5_000), 638976).data[0]
-    assert wide.colorbar.title.text == "bytes<br>(capacity<br>624.0 KiB)" and wide.zmax == 495_000
+    wide = tile_map_figure(tm.assign(bytes=np.arange(n) * 5_000), 638976)["data"][0]
+    assert wide["colorbar"]["title"]["text"] == "bytes<br>(capacity<br>624.0 KiB)" and wide["zmax"] == 495_000
+
+
+def test_physical_tile_map_draws_the_die_and_names_each_tiles_place():
+    """A GC200-size IPU (1472 tiles) in the physical layout: 23 columns of 16 islands of 4 tiles,
+    an empty row between islands (16 x 5 - 1 = 79 rows); tile 201 is tile 9 of column 3 (201 - 3 x 64),
+    so island 2, tile 1 of it: row 2 x 5 + 1 = 11. Its hover names the tile, its place and its bytes."""
+    import pandas as pd
+
+    from app.views.memory import physical_position
+
+    n = 1472
+    column, island, in_island = physical_position(np.arange(n), n)
+    b = 1000 + np.arange(n) * 10  # all different: a linear scale
+    tm = pd.DataFrame({"tile": range(n), "ipu": 0, "tile_in_ipu": range(n), "bytes": b}).assign(
+        row=island * 5 + in_island, col=column, column=column, island=island, in_island=in_island
+    )
+    fig = tile_map_figure(tm, 638976, "physical")
+    heat = fig["data"][0]
+    assert heat["z"].shape == (79, 23) and np.isnan(heat["z"][4]).all()  # row 4: the gap after island 0
+    assert (
+        heat["text"][11][3]
+        == "tile 201 (tile 201 of IPU 0)<br>die column 3, island 2, tile 1 of the island<br>3,010 B (2.9 KiB)"
+    )
+    assert "laid out on the die" in fig["layout"]["title"]["text"]
+    software = tile_map_figure(tm.assign(row=np.arange(n) // 39, col=np.arange(n) % 39), 638976)
+    assert software["data"][0]["text"][5][6] == "tile 201: 3,010 B (2.9 KiB)"  # 201 = 5 x 39 + 6

@@ -45,7 +45,8 @@ def test_every_layout_renders_and_names_its_page(pages):
 
 def _rows(fig) -> list[int]:  # type: ignore[no-untyped-def]
     """Timeline rows (IPUs) that have spans drawn (line traces separate spans with gaps)."""
-    ys = [np.asarray(t.y, dtype=float) for t in fig.data if t.y is not None]
+    data = fig["data"] if isinstance(fig, dict) else fig.data  # the trace sends plain dicts
+    ys = [np.asarray(t["y"], dtype=float) for t in data if t["y"] is not None]
     ys = np.concatenate(ys) if ys else np.zeros(0)
     return sorted({int(y) for y in ys[np.isfinite(ys)]})
 
@@ -56,15 +57,20 @@ def test_trace_callbacks(pages):
     assert et.range_from_relayout({"xaxis.autorange": True}, [10, 100]) is None
     fig, detail, tiles = et.render_trace(0, "flat", -1, [50, 100])  # All IPUs
     # cycles 50..100: IPU 0 runs matmul (50-90) and the exchange (90-110); IPU 1 only matmul (50-110)
-    assert "executed steps. exact: 3 step spans in cycles 50..100" in detail
+    assert "executed steps. exact: 3 executed steps in cycles 50..100" in detail
     # tiles x steps shows one IPU: for All IPUs the run's busiest, IPU 1 (its matmul lasts 60 cycles to IPU 0's
     # 40), and says so; within 50..100 IPU 1 runs step 3 only
     assert "Tiles x steps: IPU 1 (the busiest; choose an IPU above for another), steps 3..3" in detail
     assert _rows(fig) == [0, 1]
     fig, detail, tiles = et.render_trace(0, "flat", 1, [50, 100])  # IPU 1 selected: its row only
-    assert "executed steps. exact: 1 step spans in cycles 50..100" in detail
+    assert "executed steps. exact: 1 executed step in cycles 50..100" in detail
     assert "IPU 1, steps 3..3" in detail and tiles.data[0].z.shape == (4, 1)
     assert _rows(fig) == [1]
+    fig, detail, _ = et.render_trace(0, "flame", 1, None)  # IPU 1's flame: the same 10 steps, nested
+    assert "exact: 10 executed steps in cycles 0..230 (under 12 enclosing spans" in detail
+    names = dict(zip(fig["layout"]["yaxis"]["tickvals"], fig["layout"]["yaxis"]["ticktext"], strict=True))
+    assert names[0] == "0 program" and names[3] == "3 operations" and names[5] == "5 steps"
+    assert any("MatMul_0 (MatMul)<br>onnx operation: 80 cycles" in t for tr in fig["data"] for t in tr.get("text", []))
     assert "230" in as_json(et.summary("0")) and "460" in as_json(et.summary("1"))
     from app.views.runs import longest_run, opening_run
 
@@ -78,6 +84,10 @@ def test_memory_liveness_tree_and_operations_callbacks(pages):
     assert mem.selection_text([0, 1]) == "Selected tiles: 0, 1" and mem.selection_text(None) == "All tiles"
     assert "memory-tile-address-map" in as_json(mem.tab_body("details", [0], ["gaps"]))  # one tile: its map
     assert "memory-tile-address-map" not in as_json(mem.tab_body("details", [0, 1], ["gaps"]))
+    physical = mem.tab_body("tile_map", None, ["gaps"], None, "physical").figure
+    assert "die column 0, island 0, tile 1 of the island" in physical["data"][1]["text"][1][0]  # tile 5
+    assert "software order" in mem.tab_body("tile_map", None, ["gaps"]).figure["layout"]["title"]["text"]
+    assert mem.show_tile_map_controls("tile_map") == {} and mem.show_tile_map_controls("details")["display"] == "none"
     fig = mem.memory_figure("region", ["gaps"], "tile", [2])
     assert [t.name for t in fig.data] == ["non_interleaved", "interleaved", "gaps"]
     assert "1,000" not in as_json(fig.layout.shapes)  # no max-memory line when not asked

@@ -93,7 +93,9 @@ def test_executed_steps_per_run(demo_pair, pages, capsys):
     assert find(pages["summary"].layout(), ids.SUMMARY_RUNS).rowData[run]["executed steps"] == steps
     assert f"Executed steps {steps:,}" in text(pages["execution_trace"].summary(str(run)))
     _, detail, _ = pages["execution_trace"].render_trace(run, "flat", 0, None)
-    assert detail.startswith(f"Run {run}: {steps:,} executed steps.") and f"exact: {steps:,} step spans" in detail
+    assert detail.startswith(f"Run {run}: {steps:,} executed steps.") and f"exact: {steps:,} executed steps" in detail
+    _, flame, _ = pages["execution_trace"].render_trace(run, "flame", 0, None)  # the same count, nested
+    assert f"exact: {steps:,} executed steps in cycles" in flame
     assert f"steps 0..{steps - 1:,}" in detail
     compare = text(find(pages["compare_execution_trace"].render(pages["key"], str(run)), ids.COMPARE_TRACE_TEXT))
     assert compare.startswith(f"Run {run}: {steps:,} executed steps in active, {base_steps:,} in baseline")

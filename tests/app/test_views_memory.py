@@ -67,6 +67,19 @@ def test_variable_bytes_by_tile_and_tile_map(small_report):
     tm = view.tile_map(small_report).set_index("tile")
     assert (tm.loc[5, "ipu"], tm.loc[5, "row"], tm.loc[5, "col"]) == (1, 0, 1)  # 4 tiles per IPU: rows of 2
     assert tm.loc[0, "bytes"] == 210
+    # physical: 4 tiles per IPU are one island, one column: tile 5 (IPU 1's tile 1) on its row 1
+    ph = view.tile_map(small_report, layout="physical").set_index("tile")
+    assert (ph.loc[5, "ipu"], ph.loc[5, "row"], ph.loc[5, "col"], ph.loc[5, "island"]) == (1, 1, 0, 0)
+    assert ph["bytes"].equals(tm["bytes"])
+
+
+def test_physical_positions_of_real_ipus():
+    """Columns of 16 islands of 4 tiles: GC200/C600 1472 tiles = 23 columns, GC2 1216 = 19; tile 201
+    of a GC200 is tile 9 of column 3, so island 2, tile 1 of it. Small targets: whole islands."""
+    col, isl, tile = view.physical_position(np.array([0, 63, 64, 201, 1471]), 1472)
+    assert col.tolist() == [0, 0, 1, 3, 22] and isl.tolist() == [0, 15, 0, 2, 15] and tile.tolist() == [0, 3, 0, 1, 3]
+    assert view.physical_position(np.arange(1216), 1216)[0].max() == 18
+    assert [view.tiles_per_column(n) for n in (4, 16, 64, 100, 1216, 1472)] == [4, 4, 64, 12, 64, 64]
 
 
 def test_tile_memory_map_orders_variables_by_address(small_report):
