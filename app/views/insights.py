@@ -212,7 +212,7 @@ def execution_hints(report: Report) -> list[Insight]:
             f"Host I/O bound: stream copies take {copies / total:.0%} of run {run}'s cycles (summed over IPUs); "
             "more samples a run, or I/O overlapped with compute, would spread that cost."
         )
-        out.append(_insight(text, bigger_batch(report, text, copies, total)))
+        out.append(_insight(text, bigger_batch(report, text)))
     ex = ipu_execution(report, run)
     if len(ex) > 1 and ex["compute_cycles"].max() > 0:
         busiest = ex["compute_cycles"].max()
