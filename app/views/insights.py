@@ -233,12 +233,13 @@ def _peak_memory_bound(report: Report) -> str:
     "" otherwise."""
     tm = report.tile_memory()
     bpt = report.target_info.bytes_per_tile
-    row = tm.loc[tm["total_bytes_including_gaps"].idxmax()]
-    always, varying = int(row["always_live_bytes"]), int(row["not_always_live_bytes"])
+    i = int(tm["total_bytes_including_gaps"].to_numpy().argmax())
+    tile, total = int(tm["tile"].iat[i]), int(tm["total_bytes_including_gaps"].iat[i])
+    always, varying = int(tm["always_live_bytes"].iat[i]), int(tm["not_always_live_bytes"].iat[i])
     if not varying or always + 2 * varying <= bpt:
         return ""
     return (
-        f"Peak-memory bound: the fullest tile, {int(row['tile'])}, holds {format_bytes(row['total_bytes_including_gaps'])} "
+        f"Peak-memory bound: the fullest tile, {tile}, holds {format_bytes(total)} "
         f"of {format_bytes(bpt)} ({format_bytes(varying)} of it not always live); twice that would not fit, so a "
         "bigger batch needs the memory back first."
     )

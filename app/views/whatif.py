@@ -201,3 +201,24 @@ def compute_split(report: Report, insight: str) -> Proposal | None:
         {},
         "the nodes cut again into groups of about equal simulated cycles (no figure predicted)",
     )
+
+
+def result_rows(doc: dict[str, Any]) -> list[dict[str, str]]:
+    """A what-if's result (``tilescope whatif --apply N --json``) as table rows of text: figure,
+    before, predicted change, re-simulated, measured change, within (yes / NO / — when nothing was
+    predicted). The CLI's table and the Insights page show these same rows."""
+    rows = []
+    for key, r in doc["figures"].items():
+        pred = r["predicted"]
+        bounds = (pred["low"], pred["high"]) if pred else None
+        rows.append(
+            {
+                "figure": r["label"],
+                "before": format_figure(key, r["before"]),
+                "predicted change": predicted_text(key, bounds),
+                "re-simulated": format_figure(key, r["after"]),
+                "measured change": format_figure(key, r["measured_change"], signed=True),
+                "within": {True: "yes", False: "NO", None: "—"}[r["within_prediction"]],
+            }
+        )
+    return rows

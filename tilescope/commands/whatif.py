@@ -116,7 +116,8 @@ def compare(before: Any, after: Any, proposal: dict[str, Any], number: int) -> d
     b, a = figures(before), figures(after)
     rows = {}
     for key, label, unit in FIGURES:
-        change = a[key] - b[key] if a[key] is not None and b[key] is not None else None
+        was, now = b[key], a[key]
+        change = now - was if now is not None and was is not None else None
         pred = proposal["predicted"].get(key)
         within = None
         if pred is not None and change is not None:
@@ -139,8 +140,8 @@ def compare(before: Any, after: Any, proposal: dict[str, Any], number: int) -> d
 
 
 def render(doc: dict[str, Any]) -> str:
-    """The side-by-side table of a what-if."""
-    from app.views.whatif import change_text, format_figure, predicted_text
+    """The side-by-side table of a what-if (``app.views.whatif.result_rows``, as the viewer shows it)."""
+    from app.views.whatif import change_text, result_rows
 
     lines = [
         f"what-if {doc['proposal']}: {change_text(doc['change'])}",
@@ -148,15 +149,12 @@ def render(doc: dict[str, Any]) -> str:
         f"  predicted  {doc['basis']}",
         f"  reports    {doc['report']}  ->  {doc['whatif_report']}",
         "",
-        f"  {'figure':28} {'before':>14} {'predicted change':>22} {'re-simulated':>14} {'measured change':>16}  within",
     ]
-    for key, r in doc["figures"].items():
-        pred = r["predicted"]
-        bounds = (pred["low"], pred["high"]) if pred else None
-        within = {True: "yes", False: "NO", None: "—"}[r["within_prediction"]]
+    rows = result_rows(doc)
+    widths = {k: max(len(k), *(len(r[k]) for r in rows)) for k in rows[0]}
+    for r in [{k: k for k in rows[0]}, *rows]:
         lines.append(
-            f"  {r['label']:28} {format_figure(key, r['before']):>14} {predicted_text(key, bounds):>22} "
-            f"{format_figure(key, r['after']):>14} {format_figure(key, r['measured_change'], signed=True):>16}  {within}"
+            "  " + "  ".join(v.ljust(widths[k]) if k == "figure" else v.rjust(widths[k]) for k, v in r.items())
         )
     if not doc["executed"]:
         lines.append("  not executed: " + ("; ".join(doc["notes"]) or "no execution profile"))
