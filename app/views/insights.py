@@ -175,13 +175,18 @@ def insights(report: Report) -> list[Insight]:
                 "the slowest tile sets each step's length."
             )
         )
-    out += execution_hints(report)
+    out += execution_insights(report)
     if not out:
         out.append(Insight("No memory or balance problems stand out."))
     return out
 
 
-def execution_hints(report: Report) -> list[Insight]:
+def execution_hints(report: Report) -> list[str]:
+    """The execution insights' sentences."""
+    return [i.text for i in execution_insights(report)]
+
+
+def execution_insights(report: Report) -> list[Insight]:
     """Hints on the run the report leads with (the opening run: the one that computes), on the
     liveness peak and on the IPUs: host I/O bound steps, one buffer making the peak, an idle IPU."""
     out: list[Insight] = []
@@ -234,8 +239,8 @@ def _peak_memory_bound(report: Report) -> str:
     tm = report.tile_memory()
     bpt = report.target_info.bytes_per_tile
     i = int(tm["total_bytes_including_gaps"].to_numpy().argmax())
-    tile, total = int(tm["tile"].iat[i]), int(tm["total_bytes_including_gaps"].iat[i])
-    always, varying = int(tm["always_live_bytes"].iat[i]), int(tm["not_always_live_bytes"].iat[i])
+    tile, total = int(tm["tile"].to_numpy()[i]), int(tm["total_bytes_including_gaps"].to_numpy()[i])
+    always, varying = int(tm["always_live_bytes"].to_numpy()[i]), int(tm["not_always_live_bytes"].to_numpy()[i])
     if not varying or always + 2 * varying <= bpt:
         return ""
     return (
