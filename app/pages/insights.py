@@ -78,7 +78,7 @@ def result_view(status: dict[str, Any]) -> Any:
         return ""
     if state_ == "running":
         return dbc.Alert(
-            [dbc.Spinner(size="sm", className="me-2"),
+            [dbc.Spinner(size="sm", spinner_class_name="me-2"),
              f"re-simulating what-if {status['proposal']} ({status['seconds']:.0f} s): {status['progress']}"],
             color="secondary", className="py-2",
         )  # fmt: skip
