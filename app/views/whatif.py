@@ -168,8 +168,8 @@ def more_ipus(report: Report, insight: str) -> Proposal | None:
         insight,
         {"ipus": 2 * ipus},
         {},
-        f"the model's nodes split over {2 * ipus} IPUs in groups of about equal memory (no figure predicted: "
-        "each IPU's share depends on where the cut falls)",
+        f"the model's nodes split over {2 * ipus} IPUs in groups of about equal memory; what each IPU holds "
+        "depends on where the cut falls",
     )
 
 
@@ -185,8 +185,7 @@ def bigger_batch(report: Report, insight: str) -> Proposal | None:
         insight,
         {"batch": 2 * int(o.options["batch"])},
         {},
-        "each stream copy's latency is paid once for twice the samples (no figure predicted: the operations' "
-        "plans change with the batch)",
+        "each stream copy's latency is paid once for twice the samples; the operations' plans change with the batch",
     )
 
 
@@ -199,7 +198,7 @@ def compute_split(report: Report, insight: str) -> Proposal | None:
         insight,
         {"split": "compute"},
         {},
-        "the nodes cut again into groups of about equal simulated cycles (no figure predicted)",
+        "the nodes cut again into groups of about equal simulated cycles",
     )
 
 
