@@ -101,7 +101,6 @@ def layout(**_: object) -> html.Div:
     oom_block = (
         small_grid(oom.head(200)) if len(oom) else html.Div("No tile is over its memory.", className="text-success")
     )
-    status = resimulate.status()
     return html.Div(
         [
             html.H3("Insights", className="mb-2"),
@@ -109,10 +108,10 @@ def layout(**_: object) -> html.Div:
                 "insights",
                 [
                     html.Div(_insights(report), id=ids.INSIGHTS_BODY),
-                    html.Div(result_view(status), id=ids.INSIGHTS_WHATIF_STATUS),
-                    dcc.Interval(
-                        id=ids.INSIGHTS_WHATIF_POLL, interval=POLL_MS, disabled=status["state"] != "running"
-                    ),  # fmt: skip
+                    # filled by the first poll (the layout itself is cached: app.response_cache),
+                    # which stops polling unless a re-simulation is running
+                    html.Div(id=ids.INSIGHTS_WHATIF_STATUS),
+                    dcc.Interval(id=ids.INSIGHTS_WHATIF_POLL, interval=POLL_MS),
                     dbc.Row(
                         [
                             dbc.Col(section("Tiles using the most memory", small_grid(view.top_tiles(report))), lg=6),

@@ -51,7 +51,15 @@ def test_the_button_re_simulates_and_shows_predicted_against_measured(page, repo
 
         after = figures(open_report(Path(f"{report}.whatif-1")))
         assert rows[2][3] == format_figure("cycles", after["cycles"])
-        page.screenshot(path=str(report.parent / "whatif.png"), full_page=True)
+        # a reload shows the result again (the page asks the server, never a cached answer), and a
+        # second click runs again: the new report is rewritten
+        stamp = (Path(f"{report}.whatif-1") / "manifest.json").stat().st_mtime_ns
+        page.reload()
+        page.wait_for_selector("#whatif-result", timeout=30_000)
+        page.get_by_role("button", name="re-simulate").click()
+        page.wait_for_selector("text=re-simulating what-if 1", timeout=30_000)
+        page.wait_for_selector("#whatif-result", timeout=120_000)
+        assert (Path(f"{report}.whatif-1") / "manifest.json").stat().st_mtime_ns > stamp
 
 
 def test_without_the_flag_there_is_no_button(page, report: Path) -> None:
