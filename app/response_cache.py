@@ -122,4 +122,4 @@ def _uncached(body: dict[str, Any]) -> bool:
     """Whether the request's callback writes one of ``UNCACHED_OUTPUTS``."""
     outputs = body.get("outputs")
     outputs = outputs if isinstance(outputs, list) else [outputs]
-    return any(isinstance(o, dict) and o.get("id") in UNCACHED_OUTPUTS for o in outputs)
+    return any(isinstance(o, dict) and isinstance(o.get("id"), str) and o["id"] in UNCACHED_OUTPUTS for o in outputs)

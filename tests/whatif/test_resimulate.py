@@ -50,3 +50,14 @@ def test_a_run_past_the_time_limit_is_killed(allowed, tmp_path: Path, monkeypatc
     assert resimulate.start(tmp_path, 1) == ""
     done = resimulate.status()
     assert done["state"] == "failed" and "time limit" in done["error"]
+
+
+def test_the_status_is_never_served_from_the_response_cache() -> None:
+    from app import ids
+    from app.response_cache import _uncached
+
+    status = {"id": ids.INSIGHTS_WHATIF_STATUS, "property": "children"}
+    poll = {"id": ids.INSIGHTS_WHATIF_POLL, "property": "disabled"}
+    assert _uncached({"outputs": [status, poll]})
+    assert not _uncached({"outputs": {"id": {"type": "big-grid", "kind": "k", "args": "{}"}, "property": "x"}})
+    assert not _uncached({"outputs": {"id": ids.INSIGHTS_BODY, "property": "children"}})
