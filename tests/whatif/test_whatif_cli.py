@@ -133,3 +133,18 @@ def test_refusals_are_one_line(made: tuple[Path, Path], tmp_path: Path) -> None:
     assert (theirs / "notes.txt").read_text() == "mine" and len(list(theirs.iterdir())) == 1
     old = synthetic_report(tmp_path / "old", num_ipus=1, tiles_per_ipu=4)
     assert "records no origin" in one_line_error(tilescope("whatif", str(old), "--apply", "1"))
+
+
+@pytest.mark.slow
+def test_a_script_is_recorded_with_its_arguments_but_not_re_run(tmp_path: Path) -> None:
+    import hashlib
+
+    script = ROOT / "profiler" / "workloads" / "mlp.py"
+    r = tilescope("run", "--report-dir", str(tmp_path / "r"), str(script), "--steps", "1")
+    assert r.returncode == 0, r.stderr
+    origin = json.loads((tmp_path / "r" / "mlp" / "manifest.json").read_text())["origin"]
+    assert origin["kind"] == "script" and origin["path"] == str(script)
+    assert origin["sha256"] == hashlib.sha256(script.read_bytes()).hexdigest()
+    assert origin["arguments"] == ["--steps", "1"] and origin["options"] == {}
+    line = one_line_error(tilescope("whatif", str(tmp_path / "r" / "mlp"), "--apply", "1"))
+    assert "what-ifs re-run ONNX models only" in line
