@@ -57,7 +57,7 @@ class Origin:
         }
 
     def source_problem(self) -> str:
-        """"" when the file is still there with the recorded content; else one line saying what changed."""
+        """Empty when the file is still there with the recorded content; else one line saying what changed."""
         p = Path(self.path)
         if not p.is_file():
             return f"the {self.kind} this report was made from is gone: {self.path}"
