@@ -49,7 +49,7 @@ def _proposal(number: int, p: whatif.Proposal, can_run: str) -> html.Div:
 
 
 def _why_not(report: Any) -> str:
-    """ "" when this viewer can re-simulate the report's proposals, else why not (shown instead of the button)."""
+    """Empty when this viewer can re-simulate the report's proposals, else why not (shown instead of the button)."""
     o = whatif.origin(report)
     if o is None:
         return ""  # no proposals either
