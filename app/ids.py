@@ -11,6 +11,9 @@ SUMMARY_NOTES = "summary-notes"
 
 # insights
 INSIGHTS_BODY = "insights-body"
+INSIGHTS_WHATIF_RUN = "insights-whatif-run"  # pattern id {"type": this, "index": proposal number}
+INSIGHTS_WHATIF_STATUS = "insights-whatif-status"
+INSIGHTS_WHATIF_POLL = "insights-whatif-poll"
 
 # memory
 MEMORY_GRAPH = "memory-graph"

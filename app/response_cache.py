@@ -21,7 +21,12 @@ from typing import Any
 
 import flask
 
+from app import ids
+
 MAX_BYTES = 128 * 2**20
+#: Component ids whose callbacks answer from the server's changing state (a re-simulation's
+#: progress), not from their arguments and the reports alone: never cached.
+UNCACHED_OUTPUTS: frozenset[str] = frozenset({ids.INSIGHTS_WHATIF_STATUS})
 WAIT_SECONDS = 120.0  # how long a follower waits for the leader before computing itself
 
 
@@ -85,7 +90,7 @@ def install(server: flask.Flask, dispatch_path: str, cache: ResponseCache | None
         if flask.request.path != dispatch_path or flask.request.method != "POST":
             return None
         body = flask.request.get_json(silent=True)
-        if not isinstance(body, dict):
+        if not isinstance(body, dict) or _uncached(body):
             return None
         key = cache.key(body)
         answer = cache.lookup_or_lead(key)
@@ -111,3 +116,10 @@ def install(server: flask.Flask, dispatch_path: str, cache: ResponseCache | None
             cache.release(key)
 
     return cache
+
+
+def _uncached(body: dict[str, Any]) -> bool:
+    """Whether the request's callback writes one of ``UNCACHED_OUTPUTS``."""
+    outputs = body.get("outputs")
+    outputs = outputs if isinstance(outputs, list) else [outputs]
+    return any(isinstance(o, dict) and isinstance(o.get("id"), str) and o["id"] in UNCACHED_OUTPUTS for o in outputs)

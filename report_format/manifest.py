@@ -13,6 +13,7 @@ from typing import Any
 
 from report_format import schema
 from report_format.errors import ReportError
+from report_format.origin import Origin, origin_of
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,9 @@ class Manifest:
     notes: list[str]
     info: dict[str, Any]
     tables: dict[str, TableEntry]
+    #: How the report was made (model or script, its hash, the run options); None when the report
+    #: does not say (written before the key existed, or by an engine driven outside ``tilescope run``).
+    origin: Origin | None = None
 
 
 def require(cond: bool, where: Path, problem: str) -> None:
@@ -142,6 +146,7 @@ def read_manifest(path: Path) -> Manifest:
             notes=[str(n) for n in doc.get("notes", [])],
             info=dict(doc.get("info", {})),
             tables=tables,
+            origin=origin_of(doc.get("origin")),
         )
     except ReportError:
         raise

@@ -29,6 +29,7 @@ DuckDB without tilescope). Supported versions: {supported}.
 | `notes` | list of sentences: why a profile is missing, out-of-memory tiles, etc. |
 | `info` | free-form facts measured on the host (wall times); not part of the determinism guarantee |
 | `tables` | per table: `file`, `rows`, `bytes`, `sha256`, `batch_rows` (rows per record batch, or null) |
+| `origin` | optional: how the report was made, so `tilescope whatif` can re-run it: `kind` (`model` or `script`), `path` (absolute), `sha256` and `bytes` of that file, `options` (`tilescope run`'s options that change the result, by name: `target`, `ipus`, `replicas`, `batch`, `dtype`, `partials`, `available_memory_proportion`, `split`, `pipeline`, `micro_batches`, `outline`, `fp8_log2_scale`, `weights`, `runs`), `engine_options` (POPLAR_ENGINE_OPTIONS less `autoReport.directory`), `arguments` (a script's). Absent in reports written before it and in those of engines driven outside `tilescope run`; an optional key, so the format version is unchanged (versions change with tables and columns) |
 
 Every Arrow file carries schema metadata under the key `{key}`: a JSON object
 `{{"format", "format_version", "table", "producer"}}`. Every column carries field metadata

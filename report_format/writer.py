@@ -36,6 +36,7 @@ import pyarrow as pa
 
 from report_format import ownership, schema
 from report_format.errors import ReportError
+from report_format.origin import Origin
 from report_format.paths import path_problem
 
 TableData = pa.Table | pa.RecordBatch | Mapping[str, Any]
@@ -359,6 +360,8 @@ class ReportWriter:
         self.profiles = {p: True for p in schema.PROFILES}
         self.notes: list[str] = []
         self.info: dict[str, Any] = {}
+        #: The manifest's ``origin`` (report_format.origin), when the caller knows how the report was made.
+        self.origin: Origin | None = None
         #: One line per thing the writer did beyond writing (files kept, stale temporaries cleaned).
         self.messages: list[str] = []
         self._files: dict[str, _TableFile] = {}
@@ -442,6 +445,8 @@ class ReportWriter:
                 "info": self.info,
                 "tables": tables,
             }
+            if self.origin is not None:  # optional: absent in reports whose maker did not say
+                manifest["origin"] = self.origin.to_json()
             mpath = tmp / schema.MANIFEST_NAME
             with open(mpath, "w", encoding="utf-8") as f:
                 json.dump(manifest, f, indent=1, sort_keys=True, default=_json_default)

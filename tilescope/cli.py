@@ -27,6 +27,7 @@ VERBS: dict[str, str] = {
     "diff": "diff",
     "dump": "dump",
     "export": "export",
+    "whatif": "whatif",
 }
 
 #: ``{demo}``: where ``tilescope demo`` writes from the current directory, so each example runs as

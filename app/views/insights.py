@@ -1,7 +1,11 @@
 """The insights view: where memory goes (top tiles, vertices, exchanges), out-of-memory tiles,
-and plain-language hints."""
+and plain-language hints; a hint that a change of run options answers carries it as a what-if
+``Proposal`` (app.views.whatif). ``insights(report)`` is the one place they are computed: the
+Insights page and ``tilescope whatif`` both list them from it."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -11,6 +15,7 @@ from app.views.ipus import ipu_execution
 from app.views.liveness import live_variables
 from app.views.runs import opening_run, overall
 from app.views.summary import liveness_summary
+from app.views.whatif import Proposal, bigger_batch, compute_split, lower_memory_proportion, more_ipus
 from report_format.reader import Report
 from report_format.vocabulary import MemoryCategory
 
@@ -28,6 +33,18 @@ PEAK_VARIABLE_SHARE = 0.5
 PEAK_MEMORY_SHARE = 0.1
 #: ... when an IPU computes for less than this share of what the busiest IPU does in the run.
 IDLE_IPU_SHARE = 0.05
+
+
+@dataclass(frozen=True)
+class Insight:
+    """A hint, and the changes of run options that answer it (none when no option does)."""
+
+    text: str
+    proposals: tuple[Proposal, ...] = ()
+
+
+def _insight(text: str, *proposals: Proposal | None) -> Insight:
+    return Insight(text, tuple(p for p in proposals if p is not None))
 
 
 def top_tiles(report: Report, n: int = 10) -> pd.DataFrame:
@@ -90,19 +107,34 @@ def top_exchanges(report: Report, n: int = 10) -> pd.DataFrame:
 
 def hints(report: Report) -> list[str]:
     """Plain sentences, each tied to a number in the report."""
-    out: list[str] = []
+    return [i.text for i in insights(report)]
+
+
+def proposals(report: Report) -> list[Proposal]:
+    """Every insight's proposals in order: ``tilescope whatif REPORT --apply N`` applies the N-th (from 1)."""
+    return [p for i in insights(report) for p in i.proposals]
+
+
+def insights(report: Report) -> list[Insight]:
+    """The hints, each with the what-if proposals that answer it."""
+    out: list[Insight] = []
     tm = report.tile_memory()
     bpt = report.target_info.bytes_per_tile
     incl = tm["total_bytes_including_gaps"].to_numpy()
     if incl.size == 0:
-        return ["The report holds no tile memory."]
+        return [Insight("The report holds no tile memory.")]
     oom = over_memory_tiles(report)
     if len(oom):
         worst = oom.iloc[0]
-        out.append(
+        text = (
             f"{len(oom):,} tiles are out of memory; the worst, tile {int(worst['tile'])}, needs "
             f"{format_bytes(worst['total_bytes_including_gaps'])} of {format_bytes(bpt)}."
         )
+        out.append(_insight(text, lower_memory_proportion(report, text), more_ipus(report, text)))
+    else:
+        bound = _peak_memory_bound(report)
+        if bound:
+            out.append(_insight(bound, lower_memory_proportion(report, bound), more_ipus(report, bound)))
     cat = report.table("tile_memory_by_category", ["category", "bytes"]).to_pandas()
     total = cat["bytes"].sum()
     if total:
@@ -118,35 +150,46 @@ def hints(report: Report) -> list[str]:
         ].sum()
         if exch / total > EXCHANGE_CODE_SHARE:
             out.append(
-                f"Exchange code is {100 * exch / total:.0f}% of all memory ({format_bytes(exch)}): consider "
-                "fewer, larger exchanges (e.g. re-mapping tensors so producers and consumers share tiles)."
+                Insight(
+                    f"Exchange code is {100 * exch / total:.0f}% of all memory ({format_bytes(exch)}): consider "
+                    "fewer, larger exchanges (e.g. re-mapping tensors so producers and consumers share tiles)."
+                )
             )
     mean = incl.mean()
     if mean and incl.max() > MEMORY_IMBALANCE * mean:
         t = int(tm["tile"].to_numpy()[incl.argmax()])
         out.append(
-            f"Memory is unbalanced: tile {t} holds {format_bytes(incl.max())}, {incl.max() / mean:.1f}x the "
-            f"mean tile ({format_bytes(mean)}); spreading its variables would lower the peak."
+            Insight(
+                f"Memory is unbalanced: tile {t} holds {format_bytes(incl.max())}, {incl.max() / mean:.1f}x the "
+                f"mean tile ({format_bytes(mean)}); spreading its variables would lower the peak."
+            )
         )
     gaps = (tm["total_bytes_including_gaps"] - tm["total_bytes_excluding_gaps"]).to_numpy()
     if incl.sum() and gaps.sum() / incl.sum() > 0.05:
-        out.append(f"Gaps between allocations are {100 * gaps.sum() / incl.sum():.0f}% of memory.")
+        out.append(Insight(f"Gaps between allocations are {100 * gaps.sum() / incl.sum():.0f}% of memory."))
     bal = overall(report, "tile_balance")  # the figure Summary and Execution Trace show
     if bal is not None and bal < LOW_TILE_BALANCE:
         out.append(
-            f"Low tile balance: {format_percent(bal)} over all runs (cycle-weighted, Sync steps left out); "
-            "the slowest tile sets each step's length."
+            Insight(
+                f"Low tile balance: {format_percent(bal)} over all runs (cycle-weighted, Sync steps left out); "
+                "the slowest tile sets each step's length."
+            )
         )
-    out += execution_hints(report)
+    out += execution_insights(report)
     if not out:
-        out.append("No memory or balance problems stand out.")
+        out.append(Insight("No memory or balance problems stand out."))
     return out
 
 
 def execution_hints(report: Report) -> list[str]:
+    """The execution insights' sentences."""
+    return [i.text for i in execution_insights(report)]
+
+
+def execution_insights(report: Report) -> list[Insight]:
     """Hints on the run the report leads with (the opening run: the one that computes), on the
     liveness peak and on the IPUs: host I/O bound steps, one buffer making the peak, an idle IPU."""
-    out: list[str] = []
+    out: list[Insight] = []
     peak = liveness_summary(report)
     t = report.target_info
     if (
@@ -157,9 +200,11 @@ def execution_hints(report: Report) -> list[str]:
         if len(live) and live["bytes"].iat[0] > PEAK_VARIABLE_SHARE * peak["peak_not_always_live_bytes"]:
             top = live.iloc[0]
             out.append(
-                f"One variable makes the liveness peak: {top['name']} holds {format_bytes(top['bytes'])} of the "
-                f"{format_bytes(peak['peak_not_always_live_bytes'])} live at step {peak['peak_step']} "
-                f"({top['bytes'] / peak['peak_not_always_live_bytes']:.0%}); the peak falls with it."
+                Insight(
+                    f"One variable makes the liveness peak: {top['name']} holds {format_bytes(top['bytes'])} of the "
+                    f"{format_bytes(peak['peak_not_always_live_bytes'])} live at step {peak['peak_step']} "
+                    f"({top['bytes'] / peak['peak_not_always_live_bytes']:.0%}); the peak falls with it."
+                )
             )
     if not report.has_execution_profile or report.num_rows("execution_steps") == 0:
         return out
@@ -168,18 +213,38 @@ def execution_hints(report: Report) -> list[str]:
     total = float(steps["cycles"].sum())
     copies = float(steps.loc[steps["type"].astype(str).str.startswith("StreamCopy"), "cycles"].sum())
     if total and copies / total > STREAM_COPY_SHARE:
-        out.append(
+        text = (
             f"Host I/O bound: stream copies take {copies / total:.0%} of run {run}'s cycles (summed over IPUs); "
             "more samples a run, or I/O overlapped with compute, would spread that cost."
         )
+        out.append(_insight(text, bigger_batch(report, text)))
     ex = ipu_execution(report, run)
     if len(ex) > 1 and ex["compute_cycles"].max() > 0:
         busiest = ex["compute_cycles"].max()
         for r in ex.itertuples():
             if r.compute_cycles < IDLE_IPU_SHARE * busiest:
-                out.append(
+                text = (
                     f"IPU {r.ipu} is nearly idle: it computes {format_percent(r.utilisation)} of run {run} "
                     f"(the busiest IPU: {format_percent(ex['utilisation'].max())}); the model's split leaves it "
                     "little to do."
                 )
+                out.append(_insight(text, compute_split(report, text)))
     return out
+
+
+def _peak_memory_bound(report: Report) -> str:
+    """A sentence when the fullest tile could not hold a second batch: its always-live bytes plus
+    twice its not-always-live bytes (the variables that grow with the batch) exceed the tile.
+    "" otherwise."""
+    tm = report.tile_memory()
+    bpt = report.target_info.bytes_per_tile
+    i = int(tm["total_bytes_including_gaps"].to_numpy().argmax())
+    tile, total = int(tm["tile"].to_numpy()[i]), int(tm["total_bytes_including_gaps"].to_numpy()[i])
+    always, varying = int(tm["always_live_bytes"].to_numpy()[i]), int(tm["not_always_live_bytes"].to_numpy()[i])
+    if not varying or always + 2 * varying <= bpt:
+        return ""
+    return (
+        f"Peak-memory bound: the fullest tile, {tile}, holds {format_bytes(total)} "
+        f"of {format_bytes(bpt)} ({format_bytes(varying)} of it not always live); twice that would not fit, so a "
+        "bigger batch needs the memory back first."
+    )

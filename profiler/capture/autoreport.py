@@ -17,6 +17,7 @@ import pyarrow as pa
 from profiler.chip.targets import target_row
 from profiler.compiler.compile import ControlNode, Step
 from profiler.compiler.memory import control_code_bytes
+from report_format.origin import Origin
 from report_format.vocabulary import ControlType, MemoryCategory, StepType
 from report_format.writer import ReportWriter
 
@@ -52,6 +53,7 @@ class Engine(Protocol):
     runs: list[RunRecord]
     total_runs: int
     info: dict[str, float]
+    origin: Origin | None  # how the report was made (model or script and run options), when known
     out_of_memory: str
     profiled_replica: int
     computes: np.ndarray  # per program step: an OnTileExecute
@@ -317,6 +319,17 @@ def _execution_tables(engine: Engine, w: ReportWriter) -> None:
         })  # fmt: skip
 
 
+#: The origin of reports whose engine does not carry its own: ``tilescope run SCRIPT.py`` sets the
+#: script's before running it, so every engine the script makes records it.
+_process_origin: Origin | None = None
+
+
+def set_process_origin(origin: Origin | None) -> None:
+    """Record ``origin`` in every report written from now on by an engine without its own."""
+    global _process_origin
+    _process_origin = origin
+
+
 def write_report(engine: Engine, directory: str | None = None, note: str = "") -> Path:
     """Write ``engine``'s report into its report directory; returns the path."""
     import time
@@ -357,6 +370,7 @@ def write_report(engine: Engine, directory: str | None = None, note: str = "") -
         if engine.out_of_memory:
             w.notes.append(engine.out_of_memory)
         w.info.update(engine.info)
+        w.origin = engine.origin or _process_origin
         w.info["report_write_seconds_before_commit"] = time.perf_counter() - start
     for message in w.messages:  # files kept, stale temporaries cleaned: the user should know
         print(f"tilescope: {message}", file=sys.stderr)

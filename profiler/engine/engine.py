@@ -37,6 +37,7 @@ from profiler.multi_ipu.replication import AllReduceAction
 from profiler.poplar.graph import Graph
 from profiler.poplar.programs import Program
 from profiler.poplar.streams import DataStream
+from report_format.origin import Origin
 from report_format.vocabulary import ControlType, StepType
 from report_format.writer import check_destination
 
@@ -84,6 +85,9 @@ class Engine:
         self.total_runs = 0
         self.last_run_cycles = 0  # simulated cycles of the latest run (captured or not)
         self.info: dict[str, float] = {}
+        #: How the report is made (report_format.origin): set by whoever runs the engine for a user's
+        #: file (profile_model); None leaves capture's process-wide one (a script's), if any.
+        self.origin: Origin | None = None
         self._state: list[np.ndarray] = []
         self._streams: dict[int, Any] = {}
         self.out_of_memory = ""  # after compile: why the graph does not fit ("" when it does)

@@ -249,6 +249,12 @@ def run(args: argparse.Namespace) -> int:
 def _run_script(path: Path, script_args: list[str]) -> int:
     import runpy
 
+    from profiler.capture.autoreport import set_process_origin
+    from report_format.origin import make_origin
+
+    engine_options = json.loads(os.environ.get("POPLAR_ENGINE_OPTIONS", "") or "{}")  # checked valid already
+    # every report the script's engines write records the script, its hash and its arguments
+    set_process_origin(make_origin("script", path, {}, engine_options, script_args))
     _progress(f"running {path} (POPLAR_ENGINE_OPTIONS={os.environ.get('POPLAR_ENGINE_OPTIONS', '')})")
     sys.argv = [str(path), *script_args]
     sys.path.insert(0, str(path.resolve().parent))

@@ -27,6 +27,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--threads", type=int, default=8, help="worker threads of the server (default 8; waiting requests queue)"
     )
     p.add_argument(
+        "--allow-resimulate",
+        action="store_true",
+        help="show a 're-simulate' button on the Insights page's what-if proposals: it runs `tilescope whatif "
+        "REPORT --apply N` on this machine (one at a time, at most 15 minutes each) and writes REPORT.whatif-N "
+        "beside the report. Off by default: anyone who can open the viewer could start work on the server",
+    )
+    p.add_argument(
         "--debug",
         action="store_true",
         help="Dash debug mode (Flask's development server, reloader off) and a log line per request",
@@ -65,9 +72,10 @@ def run(args: argparse.Namespace) -> int:
     open_report(args.report)  # one-line ReportError (exit 2) before anything starts
     if args.compare:
         open_report(args.compare)
-    from app import guard
+    from app import guard, resimulate
     from app.server import create_app
 
+    resimulate.allow(args.allow_resimulate)
     app = create_app(args.report, args.compare, warm=True)
     # Host names answered: loopback and the bound address (DNS rebinding against a loopback viewer
     # is refused); bound to every interface, any

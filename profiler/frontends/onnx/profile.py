@@ -9,10 +9,12 @@ not an error but a result (``RunResult.out_of_memory``), whose report shows the 
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ from profiler.frontends.onnx.model import load_model
 from profiler.frontends.onnx.operators import wrong_kernel
 from profiler.host.host_memory import HostMemoryError
 from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION
+from report_format.origin import Origin, make_origin
 
 Report = Callable[[str], None]  # a line of progress for the user
 Count = Callable[[int, int], None]  # (done, total) of a long stage
@@ -187,6 +190,22 @@ def profile_target(options: ProfileOptions) -> Target:
         raise ProfileError(str(exc)) from None
 
 
+def model_origin(path: Path, options: ProfileOptions) -> Origin:
+    """The manifest ``origin`` of a report of ``path`` run with ``options``: the file's hash and every
+    option (by ``ProfileOptions`` name) and the POPLAR_ENGINE_OPTIONS in force, so it can be re-run."""
+    from profiler.capture.options import ENV_VAR
+
+    opts = {k: v for k, v in asdict(options).items() if not (k == "wrong_kernel" and v is None)}
+    try:
+        engine = json.loads(os.environ.get(ENV_VAR, "") or "{}")
+    except json.JSONDecodeError:  # resolved (and refused in one line) by the engine, not here
+        engine = {}
+    try:
+        return make_origin("model", path, opts, engine if isinstance(engine, dict) else {})
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
 def profile_model(
     path: Path,
     options: ProfileOptions,
@@ -202,6 +221,7 @@ def profile_model(
     compute sets planned). ``before_report(outputs)`` is called before the report is written (so a report that fails to
     write never costs the outputs)."""
     target = profile_target(options)
+    origin = model_origin(path, options)  # hashed before reading: the report names what was imported
     layout = f"{options.replicas} replicas x {options.ipus} IPUs" if options.replicas > 1 else f"x{target.num_ipus}"
     progress(f"importing {path} (target {target.name} {layout}, {options.dtype})")
     t0 = time.perf_counter()
@@ -230,6 +250,8 @@ def profile_model(
         session = Session(model, micro_batches=options.micro_batches)
     except EngineError as exc:  # an engine option the graph cannot meet (e.g. profiler.replicaToProfile)
         raise ProfileError(str(exc)) from None
+    # the batch it ran at: the same model with --batch of it imports the same (a fixed batch is kept)
+    session.engine.origin = replace(origin, options={**origin.options, "batch": model.batch_size})
     result = RunResult(path, options, target, model, session, inputs(session))
     progress(f"compiling {model.nodes} nodes ({model.folded_nodes} folded at import)")
     t0 = time.perf_counter()
