@@ -224,8 +224,7 @@ def _compute(args: argparse.Namespace, out: Path, specs: list[dict[str, Any]], r
                           retries=cluster.RETRIES, pure=False): s
             for s in specs
         }  # fmt: skip
-        computed = 0
-        for fut in as_completed(futures):
+        for computed, fut in enumerate(as_completed(futures), start=1):
             spec = futures[fut]
             try:
                 row = fut.result()
@@ -233,7 +232,6 @@ def _compute(args: argparse.Namespace, out: Path, specs: list[dict[str, Any]], r
                 row = empty_row(spec) | {"reason": f"{type(exc).__name__}: {' '.join(str(exc).split())}"}
             rows[spec["index"]] = row
             _write(out, rows)
-            computed += 1
             elapsed = time.monotonic() - start
             eta = elapsed / computed * (len(specs) - computed)
             fig = f", {row['samples_per_second']:,.1f} samples/s" if math.isfinite(row["samples_per_second"]) else ""
@@ -258,24 +256,33 @@ def _json_row(row: dict[str, Any]) -> dict[str, Any]:
 
 def _render(out: Path) -> str:
     """The sweep as a text table (``*`` marks the Pareto front of samples/s against peak tile memory)."""
-    from app.units import format_bytes
     from app.views.sweep import sweep_points
     from report_format.sweep import open_sweep
 
     df = sweep_points(open_sweep(out))
     lines = [f"{'':1} {'point':36} {'status':13} {'samples/s':>12} {'cycles':>12} {'peak tile':>10} "
              f"{'total':>10} {'balance':>7} {'host s':>7}"]  # fmt: skip
-    for r in df.itertuples():
-        sps = f"{r.samples_per_second:,.1f}" if math.isfinite(r.samples_per_second) else "-"
-        cyc = f"{r.cycles:,}" if r.cycles >= 0 else "-"
-        peak = format_bytes(r.max_tile_bytes) if r.max_tile_bytes >= 0 else "-"
-        tot = format_bytes(r.total_bytes) if r.total_bytes >= 0 else "-"
-        bal = f"{r.tile_balance:.2f}" if math.isfinite(r.tile_balance) else "-"
-        host = f"{r.host_seconds:.1f}" if math.isfinite(r.host_seconds) else "-"
-        lines.append(f"{'*' if r.pareto else ' '} {r.name[:36]:36} {r.status:13} {sps:>12} {cyc:>12} {peak:>10} "
-                     f"{tot:>10} {bal:>7} {host:>7}")  # fmt: skip
-        if r.reason and r.status != "ok":
-            lines.append(f"    {r.reason[:200]}")
+    records: list[dict[str, Any]] = [{str(k): v for k, v in r.items()} for r in df.to_dict("records")]
+    for r in records:
+        lines.append(_line(r))
+        if r["reason"] and r["status"] != "ok":
+            lines.append(f"    {r['reason'][:200]}")
     lines.append(f"* on the Pareto front of samples/s against peak tile memory; table {out / 'sweep.arrow'}")
     lines.append(f"open it: tilescope serve {out}")
     return "\n".join(lines)
+
+
+def _line(r: dict[str, Any]) -> str:
+    from app.units import format_bytes
+
+    def known(v: float, text: str) -> str:
+        return text if math.isfinite(v) and v >= 0 else "-"
+
+    sps = known(r["samples_per_second"], f"{r['samples_per_second']:,.1f}")
+    cyc = known(r["cycles"], f"{r['cycles']:,}")
+    peak = known(r["max_tile_bytes"], format_bytes(r["max_tile_bytes"]))
+    tot = known(r["total_bytes"], format_bytes(r["total_bytes"]))
+    bal = known(r["tile_balance"], f"{r['tile_balance']:.2f}")
+    host = known(r["host_seconds"], f"{r['host_seconds']:.1f}")
+    return (f"{'*' if r['pareto'] else ' '} {r['name'][:36]:36} {r['status']:13} {sps:>12} {cyc:>12} {peak:>10} "
+            f"{tot:>10} {bal:>7} {host:>7}")  # fmt: skip

@@ -88,13 +88,13 @@ def points(grid: dict[str, str | None], fixed: list[str], pipeline: bool) -> lis
     varying = {k for k, v in lists.items() if len(v) > 1}
     out = []
     for index, combo in enumerate(itertools.product(*lists.values())):
-        values = dict(zip(lists, combo, strict=True))
-        argv = [a for k, v in values.items() for a in (flag(k), v)] + fixed
-        if pipeline and int(_parsed(parse_options, argv, values).ipus) >= 2:
+        chosen = dict(zip(lists, combo, strict=True))
+        argv = [a for k, v in chosen.items() for a in (flag(k), v)] + fixed
+        if pipeline and int(_parsed(parse_options, argv, chosen).ipus) >= 2:
             argv.append("--pipeline")
-        args = _parsed(parse_options, argv, values)
+        args = _parsed(parse_options, argv, chosen)
         options = {k: v for k, v in sorted(vars(args).items()) if k not in _NOT_THE_POINT}
-        out.append(Point(index, values, argv, options, _label(values, varying)))
+        out.append(Point(index, chosen, argv, options, _label(chosen, varying)))
     return out
 
 
@@ -105,7 +105,7 @@ _NOT_THE_POINT = frozenset({"json", "force", "save_outputs", "check", "check_tol
 def _parsed(parse: Any, argv: list[str], values: dict[str, str]) -> argparse.Namespace:
     """``run``'s parse of a point; its one-line error names the point when the grid has several."""
     try:
-        return parse(argv)  # type: ignore[no-any-return]
+        return parse(argv)
     except CommandError as exc:
         where = " ".join(f"{flag(k)} {v}" for k, v in values.items())
         raise CommandError(f"{exc} (at the point {where})" if where else str(exc)) from None
