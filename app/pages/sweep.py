@@ -142,12 +142,14 @@ def open_point(point: int, compare: int | None) -> str:
     path = sweep.report_path(reports.get(point, ""))
     if path is None:
         raise ValueError(f"point {point} has no report")
-    state.select(path)
-    if compare is None:
-        return "/"
-    other = sweep.report_path(reports.get(compare, ""))
-    if other is None or not baselines.is_allowed(str(other)):
+    other = sweep.report_path(reports.get(compare, "")) if compare is not None else None
+    if compare is not None and other is None:  # refused before anything changes
         raise ValueError(f"point {compare} has no report to compare with")
+    state.select(path)
+    if other is None:
+        return "/"
+    if not baselines.is_allowed(str(other)):  # the points' reports are siblings: compare mode lists them
+        raise ValueError(f"point {compare}'s report is not one compare mode can open")
     return "/?" + urlencode({"compare": baselines.label(str(other))})
 
 
