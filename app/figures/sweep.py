@@ -26,7 +26,7 @@ def sweep_figure(df: pd.DataFrame, colour_by: str) -> go.Figure:
             go.Scatter(
                 x=part["max_tile_bytes"], y=part["samples_per_second"], mode="markers", name=f"{colour_by} {value}",
                 marker={"size": 11, "color": PALETTE[i % len(PALETTE)], "line": {"width": 1, "color": "white"}},
-                customdata=part["point"], text=[_hover(r) for r in part.to_dict("records")],
+                customdata=part["point"].tolist(), text=[_hover(r) for r in part.to_dict("records")],
                 hovertemplate="%{text}<extra></extra>",
             )
         )  # fmt: skip
@@ -41,7 +41,7 @@ def sweep_figure(df: pd.DataFrame, colour_by: str) -> go.Figure:
         fig.add_trace(
             go.Scatter(
                 x=no["max_tile_bytes"], y=np.zeros(len(no)), mode="markers", name="did not fit / failed",
-                marker={"symbol": "x", "size": 11, "color": "#C0392B"}, customdata=no["point"],
+                marker={"symbol": "x", "size": 11, "color": "#C0392B"}, customdata=no["point"].tolist(),
                 text=[_hover(r) for r in no.to_dict("records")], hovertemplate="%{text}<extra></extra>",
             )
         )  # fmt: skip

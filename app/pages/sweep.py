@@ -77,13 +77,17 @@ def layout(**_: object) -> html.Div:
             html.Div(id=ids.SWEEP_ACTIONS, className="my-2"),
             dag.AgGrid(
                 id=ids.SWEEP_GRID,
-                columnDefs=[{"checkboxSelection": True, "headerName": "", "width": 44, "pinned": "left"}]
-                + column_defs(table, filters=False),
+                columnDefs=column_defs(table, filters=False),
                 rowData=to_records(table),
                 getRowId='"" + params.data.point',
                 dashGridOptions={
-                    "rowSelection": "multiple",
-                    "suppressRowClickSelection": True,
+                    # a checkbox per row; a click elsewhere in the row does not tick it
+                    "rowSelection": {
+                        "mode": "multiRow",
+                        "checkboxes": True,
+                        "headerCheckbox": False,
+                        "enableClickSelection": False,
+                    },
                     "tooltipShowDelay": 300,
                 },  # fmt: skip
                 style={"height": f"{min(80 + 42 * len(table), 560)}px", "width": "100%"},

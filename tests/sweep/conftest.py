@@ -8,6 +8,7 @@ import onnx
 import pytest
 
 from profiler.frontends.onnx import examples
+from tests.app.conftest import chromium  # noqa: F401 - the headless browser of the viewer tests, for the Sweep page
 
 
 @pytest.fixture(autouse=True)
