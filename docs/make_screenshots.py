@@ -11,6 +11,11 @@ opened by clicks on the heaviest group in the list beside the graph (operations_
 the MLP coloured by Δ cycles against its batch-64 twin (compare_operations_graph.png).
 
     python docs/make_screenshots.py --graphs /tmp/graph-demo
+
+With ``--sweep DIR`` (a sweep directory of ``tilescope sweep``, docs/sweep.md's ResNet-50 sweep) it
+shoots only the Sweep page, coloured by dtype (sweep.png).
+
+    python docs/make_screenshots.py --sweep /tmp/resnet50-sweep
 """
 
 from __future__ import annotations
@@ -40,11 +45,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--report", type=Path, help="report to show (default: a synthetic one in a temp directory)")
     ap.add_argument("--graphs", type=Path, help="shoot only the Operations Graph of the real-size samples in DIR")
+    ap.add_argument("--sweep", type=Path, help="shoot only the Sweep page of the sweep directory DIR")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
     if args.graphs is not None:
         return graphs(args.graphs)
+    if args.sweep is not None:
+        return sweep(args.sweep)
 
     with tempfile.TemporaryDirectory() as tmp:
         report = args.report
@@ -150,6 +158,22 @@ def graphs(samples: Path) -> int:
             settle(page)
             page.locator("#operations-graph-heaviest .list-group-item").first.click()
             shoot(page, "compare_operations_graph")
+        browser.close()
+    return 0
+
+
+def sweep(directory: Path) -> int:
+    """The Sweep page of a sweep directory, its plot coloured by dtype."""
+    from playwright.sync_api import sync_playwright
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    with served(directory) as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        page.goto(base + "/sweep")
+        settle(page)
+        page.select_option("#sweep-colour", "dtype")
+        shoot(page, "sweep")
         browser.close()
     return 0
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,9 @@ def client(scheduler: str | None, workers: int) -> Iterator[Any]:
         with c:
             yield c
         return
+    # The scheduler serves HTTP (health, metrics) even without a dashboard, on 8787 or, when that is
+    # taken (another sweep), on another port with a warning: which port does not matter here.
+    warnings.filterwarnings("ignore", message="Port .* is already in use", category=UserWarning)
     cluster = LocalCluster(
         n_workers=workers,
         threads_per_worker=1,
