@@ -172,3 +172,20 @@ def test_pareto_front_by_hand() -> None:
     assert best_within(df, 200)["samples_per_second"] == 20.0
     assert best_within(df, 400)["samples_per_second"] == 30.0
     assert best_within(df, 60) is None
+
+
+def test_a_workload_script_point_is_its_first_report(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import sys
+
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    script = Path(__file__).resolve().parents[2] / "profiler" / "workloads" / "mlp.py"
+    spec = {"sweep": str(tmp_path / "s"), "model": str(script), "model_sha256": model_digest(script), "index": 0,
+            "name": "mlp", "argv": ["--batch", "4"], "options": {"script_args": ["--batch", "4"]}, "script": True}  # fmt: skip
+    row = run_point(spec)
+    assert row["status"] == "ok" and row["report"].startswith("reports/mlp")
+    doc = summary(open_report(tmp_path / "s" / row["report"]))
+    assert row["cycles"] == doc["execution"]["headline"]["cycles"] and math.isnan(row["samples_per_second"])
+    spec["argv"] = ["--batch", "0"]  # a script that refuses its arguments (its argparse exits 2): a failed row
+    spec["name"] = "refused"
+    assert run_point(spec)["status"] == "failed"
