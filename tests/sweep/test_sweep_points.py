@@ -106,6 +106,7 @@ def test_a_point_that_does_not_fit_or_cannot_run_is_a_row(mlp_file: Path, tmp_pa
     row = run_point(_spec(bad, tmp_path / "s", pt))
     assert row["status"] == "failed" and "unsupported ONNX operator(s): Unique" in row["reason"]
     assert row["report"] == "" and row["cycles"] == -1 and not row["fits"]
+    assert finished(tmp_path / "s", model_digest(bad)) == {}  # recorded, but a rerun tries it again
 
     monkeypatch.setattr(
         "profiler.chip.targets.get_target", lambda name, ipus=1: ipu_model(tiles_per_ipu=2, bytes_per_tile=4096)

@@ -216,9 +216,11 @@ def read_record(path: Path) -> dict[str, Any] | None:
 
 
 def reusable(sweep: Path, record: dict[str, Any]) -> dict[str, Any] | None:
-    """The record's row if its point need not be computed again: its report (if it made one) is a
-    whole tilescope report whose manifest was written when the record says. Else None."""
+    """The record's row if its point need not be computed again: it did not fail, and its report (if
+    it made one) is a whole tilescope report whose manifest was written when the record says. Else None."""
     row = dict(record["row"])
+    if row.get("status") == "failed":  # a rerun retries a failed point (failing fast again if it must)
+        return None
     for k, v in row.items():
         if v is None:  # NaN was stored as null (JSON has no NaN)
             row[k] = math.nan
