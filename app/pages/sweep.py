@@ -92,6 +92,7 @@ def layout(**_: object) -> html.Div:
                 },  # fmt: skip
                 style={"height": f"{min(80 + 42 * len(table), 560)}px", "width": "100%"},
                 className="ag-theme-alpine",
+                columnSize="responsiveSizeToFit",  # every column in the page's width, reason included
             ),
             dcc.Location(id=ids.SWEEP_LOCATION, refresh=True),
         ]
