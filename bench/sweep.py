@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-GRID = ["--target", "C600", "--batch", "1,4,16", "--available-memory-proportion", "0.45,0.6", "--dtype", "float16,float8"]
+GRID = ["--target", "C600", "--batch", "1,4,16", "--available-memory-proportion", "0.45,0.6", "--dtype", "float16,float8"]  # fmt: skip
 
 
 def _tree_rss(pid: int) -> int:
