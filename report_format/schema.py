@@ -599,7 +599,13 @@ SWEEP = TableSpec(
             MEASURED,
             "host wall time of the point on its worker (import, compile, run, report)",
         ),
-        _c("worker", STR, NONE, MEASURED, "the Dask worker that computed the point (empty when reused)"),
+        _c(
+            "worker",
+            STR,
+            NONE,
+            MEASURED,
+            "host:pid of the Dask worker process that computed the point (kept when a rerun reuses it)",
+        ),
     ),
     key=("point",),
 )
