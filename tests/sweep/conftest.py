@@ -8,7 +8,6 @@ import onnx
 import pytest
 
 from profiler.frontends.onnx import examples
-from tests.app.conftest import chromium  # noqa: F401 - the headless browser of the viewer tests, for the Sweep page
 
 
 @pytest.fixture(autouse=True)
@@ -25,20 +24,6 @@ def mlp_file(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def small_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A sweep directory of the MLP at batch 1, 4 and 16, computed in this process (no Dask): three
-    reports, their records and the sweep table."""
-    from report_format.sweep import write_sweep
-    from tilescope.sweep import grid
-    from tilescope.sweep.point import model_digest, run_point
+    from tests.sweep.builders import small_sweep as make
 
-    tmp = tmp_path_factory.mktemp("small_sweep")
-    model = tmp / "mlp.onnx"
-    onnx.save(examples.mlp((64, 32, 10)), model)
-    sweep = tmp / "sweep"
-    rows = [
-        run_point({"sweep": str(sweep), "model": str(model), "model_sha256": model_digest(model), "index": pt.index,
-                   "name": pt.name, "argv": pt.argv, "options": pt.options, "script": False})
-        for pt in grid.points({"batch": "1,4,16"}, [], False)
-    ]  # fmt: skip
-    write_sweep(sweep, rows)
-    return sweep
+    return make(tmp_path_factory.mktemp("small_sweep"))

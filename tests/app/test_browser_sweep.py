@@ -1,4 +1,4 @@
-"""The Sweep page in headless Chromium: the table and the plot, a click on a point opens its report on
+"""The Sweep page (tests/sweep has the rest of the sweep's tests) in headless Chromium: the table and the plot, a click on a point opens its report on
 the Summary, two ticked rows open compare mode."""
 
 from __future__ import annotations
@@ -15,20 +15,16 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
+def small_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.sweep.builders import small_sweep as make
+
+    return make(tmp_path_factory.mktemp("small_sweep"))
+
+
+@pytest.fixture(scope="module")
 def base(small_sweep: Path):  # type: ignore[no-untyped-def]
     with served(small_sweep) as url:
         yield url
-
-
-@pytest.fixture
-def page(chromium, base):  # type: ignore[no-untyped-def]
-    from tests.app.browser import PageWatch
-
-    ctx = chromium.new_context(viewport={"width": 1400, "height": 1000})
-    pg = ctx.new_page()
-    pg.watch = PageWatch(pg, base)
-    yield pg
-    ctx.close()
 
 
 def test_the_sweep_page_shows_every_point_and_opens_one(page, base, small_sweep: Path) -> None:  # type: ignore[no-untyped-def]
