@@ -100,7 +100,7 @@ def main() -> int:
     point_s = sum(r["host_seconds"] or 0.0 for r in rows)
     ideal = point_s / workers
     result: dict[str, Any] = {
-        "command": "python bench/sweep.py",
+        "command": " ".join(["python bench/sweep.py", *sys.argv[1:]]),
         "sweep": " ".join(["tilescope", "sweep", "resnet50.onnx", *GRID, "--out", "DIR", "--json"]),
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{os.cpu_count()} cores, shared with other work (load average {load_before[0]:.1f} before, "

@@ -190,3 +190,9 @@ def test_a_workload_script_point_is_its_first_report(tmp_path: Path, monkeypatch
     spec["argv"] = ["--batch", "0"]  # a script that refuses its arguments (its argparse exits 2): a failed row
     spec["name"] = "refused"
     assert run_point(spec)["status"] == "failed"
+
+
+def test_a_script_grid_is_the_scripts_own_arguments() -> None:
+    pts = grid.script_points({"batch": "4,8", "dtype": None, "ipus": "1"})
+    assert [p.argv for p in pts] == [["--batch", "4", "--ipus", "1"], ["--batch", "8", "--ipus", "1"]]
+    assert [p.label for p in pts] == ["b4", "b8"] and pts[0].key() != pts[1].key()

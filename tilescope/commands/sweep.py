@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     script = model.suffix == ".py"
     values = {k: getattr(args, k) for k in GRID}
     if script:  # the grid's values are the script's own arguments; run's parser does not know them
-        points = _script_points(values)
+        points = grid_mod.script_points(values)
     else:
         points = grid_mod.points(values, _fixed(args), args.pipeline)
         _check_targets(points)
@@ -168,23 +168,6 @@ def run(args: argparse.Namespace) -> int:
         _progress(f"{len(failed)} point(s) failed (their rows say why; rerun to retry them)")
         return 1
     return 0
-
-
-def _script_points(values: dict[str, str | None]) -> list[Any]:
-    """A script's points: its grid values passed as its own arguments (``--batch 8``)."""
-    import itertools
-
-    from tilescope.sweep.grid import Point, split_values
-
-    lists = {k: split_values(k, v) for k, v in values.items() if v is not None}
-    varying = {k for k, v in lists.items() if len(v) > 1}
-    out = []
-    for index, combo in enumerate(itertools.product(*lists.values())):
-        vals = dict(zip(lists, combo, strict=True))
-        argv = [a for k, v in vals.items() for a in (flag(k), v)]
-        label = "-".join(f"{GRID[k]}{v}" for k, v in vals.items() if k in varying)
-        out.append(Point(index, vals, argv, {"script_args": argv}, label))
-    return out
 
 
 def _check_targets(points: list[Any]) -> None:

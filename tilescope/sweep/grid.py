@@ -98,6 +98,19 @@ def points(grid: dict[str, str | None], fixed: list[str], pipeline: bool) -> lis
     return out
 
 
+def script_points(grid: dict[str, str | None]) -> list[Point]:
+    """A workload script's points: each combination's values given to the script as its own
+    arguments (``--batch 8``); ``run``'s parser does not know a script's options, so the script checks them."""
+    lists = {k: split_values(k, v) for k, v in grid.items() if v is not None}
+    varying = {k for k, v in lists.items() if len(v) > 1}
+    out = []
+    for index, combo in enumerate(itertools.product(*lists.values())):
+        chosen = dict(zip(lists, combo, strict=True))
+        argv = [a for k, v in chosen.items() for a in (flag(k), v)]
+        out.append(Point(index, chosen, argv, {"script_args": argv}, _label(chosen, varying)))
+    return out
+
+
 #: Parsed run options that do not change what a point computes (they concern only ``run``'s terminal).
 _NOT_THE_POINT = frozenset({"json", "force", "save_outputs", "check", "check_tolerance", "report_dir", "random_inputs"})
 
