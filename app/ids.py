@@ -133,3 +133,10 @@ COMPARE_PROGRAM_TREE = "compare-program-tree"
 COMPARE_PROGRAM_TREE_COUNTS = "compare-program-tree-counts"
 COMPARE_INSIGHTS = "compare-insights"
 COMPARE_INSIGHTS_HINTS = "compare-insights-hints"
+
+# Sweep page (a viewer started on a sweep directory)
+SWEEP_GRAPH = "sweep-graph"
+SWEEP_COLOUR = "sweep-colour"
+SWEEP_GRID = "sweep-grid"
+SWEEP_ACTIONS = "sweep-actions"
+SWEEP_LOCATION = "sweep-location"

@@ -1,7 +1,7 @@
 """Answers of the viewer's callbacks, shared by every client.
 
 A callback's answer depends only on its arguments (the request body: output, inputs, state and which
-input changed) and on the reports, which do not change while the server runs. So the serialised
+input changed) and on the reports (which change only when a sweep's viewer opens another point; they are part of the key). So the serialised
 answer of one client serves every other client asking the same: the Memory figure of a report,
 its trace at the same zoom, a comparison with the same baseline. Building a figure and serialising
 it is most of a callback's time; the cache answers a repeated request in well under a millisecond.
@@ -40,8 +40,11 @@ class ResponseCache:
         self.hits = self.misses = 0
 
     @staticmethod
-    def key(body: dict[str, Any]) -> str:
+    def key(body: dict[str, Any], reports: dict[str, str | None] | None = None) -> str:
+        """The answer's key: the request, and the reports it is about (a sweep's viewer switches
+        its report when a point is opened, so the same request may then mean another report)."""
         parts = {k: body.get(k) for k in ("output", "outputs", "inputs", "state", "changedPropIds")}
+        parts["reports"] = reports
         return hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
     def lookup_or_lead(self, key: str) -> bytes | None:
@@ -92,7 +95,9 @@ def install(server: flask.Flask, dispatch_path: str, cache: ResponseCache | None
         body = flask.request.get_json(silent=True)
         if not isinstance(body, dict) or _uncached(body):
             return None
-        key = cache.key(body)
+        from app import state
+
+        key = cache.key(body, state.started_with())
         answer = cache.lookup_or_lead(key)
         if answer is not None:
             return flask.Response(answer, status=200, mimetype="application/json")

@@ -32,10 +32,18 @@ PAGES = (
 ASSETS = Path(__file__).parent / "assets"
 
 
-def create_app(report_path: str | Path, baseline_path: str | Path | None = None, *, warm: bool = False) -> Dash:
+def create_app(
+    report_path: str | Path,
+    baseline_path: str | Path | None = None,
+    *,
+    warm: bool = False,
+    sweep_path: str | Path | None = None,
+) -> Dash:
     """The viewer app on ``report_path`` (and a baseline for compare mode). With ``warm``, a
-    background thread fills the views' caches so the first visit to each page is fast."""
-    state.configure(report_path, baseline_path)
+    background thread fills the views' caches so the first visit to each page is fast. With
+    ``sweep_path`` (``tilescope serve SWEEP_DIR``) the Sweep page lists its points, and opening one
+    makes its report the one every page shows."""
+    state.configure(report_path, baseline_path, sweep_path)
     app = Dash(
         __name__,
         use_pages=True,
@@ -48,11 +56,15 @@ def create_app(report_path: str | Path, baseline_path: str | Path | None = None,
     )
     for name in PAGES:  # pages register themselves on import (after the app exists)
         importlib.import_module(f"app.pages.{name}")
+    if sweep_path is not None:
+        sweep_page = importlib.import_module("app.pages.sweep")
+        sweep_page.register_open(app.server)
     from app import grid
 
     grid.register_callbacks()
     guard.install(app)  # request limits and argument checks for every callback registered above
-    app.layout = shell()
+    # a function, so the navbar names the report of the moment (a sweep's viewer switches it)
+    app.layout = shell
     if warm:
         import threading
 

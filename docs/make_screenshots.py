@@ -18,6 +18,11 @@ steps) and the Memory tile map's physical layout of ResNet-50 b32 and BERT-base
 memory_tile_map_physical_<model>.png).
 
     python docs/make_screenshots.py --real /tmp/graph-demo
+
+With ``--sweep DIR`` (a sweep directory of ``tilescope sweep``, docs/sweep.md's ResNet-50 sweep) it
+shoots only the Sweep page, coloured by dtype (sweep.png).
+
+    python docs/make_screenshots.py --sweep /tmp/resnet50-sweep
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ def main() -> int:
     ap.add_argument("--report", type=Path, help="report to show (default: a synthetic one in a temp directory)")
     ap.add_argument("--graphs", type=Path, help="shoot only the Operations Graph of the real-size samples in DIR")
     ap.add_argument("--real", type=Path, help="shoot only the flame and physical tile map of the real-size samples")
+    ap.add_argument("--sweep", type=Path, help="shoot only the Sweep page of the sweep directory DIR")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -55,6 +61,8 @@ def main() -> int:
         return graphs(args.graphs)
     if args.real is not None:
         return real_size(args.real)
+    if args.sweep is not None:
+        return sweep(args.sweep)
 
     with tempfile.TemporaryDirectory() as tmp:
         report = args.report
@@ -193,6 +201,22 @@ def real_size(samples: Path) -> int:
                 settle(page)
                 page.check("#memory-tile-map-layout input[value='physical']", force=True)
                 shoot(page, f"memory_tile_map_physical_{name}")
+        browser.close()
+    return 0
+
+
+def sweep(directory: Path) -> int:
+    """The Sweep page of a sweep directory, its plot coloured by dtype."""
+    from playwright.sync_api import sync_playwright
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    with served(directory) as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        page.goto(base + "/sweep")
+        settle(page)
+        page.select_option("#sweep-colour", "dtype")
+        shoot(page, "sweep")
         browser.close()
     return 0
 

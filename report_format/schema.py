@@ -538,3 +538,74 @@ def file_metadata(table: str, producer: dict[str, str]) -> dict[bytes, bytes]:
 
     doc = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "table": table, "producer": producer}
     return {METADATA_KEY.encode(): json.dumps(doc, sort_keys=True).encode()}
+
+
+# -- the sweep table ------------------------------------------------------------------------------
+# A sweep (``tilescope sweep``) is a directory of reports, one per point of a grid of run options,
+# and one table with a row per finished point. It is not a report: it has its own format name and
+# version, so a report reader never mistakes one for the other.
+
+SWEEP_FORMAT_NAME = "tilescope.sweep"
+#: Bump on any change of the sweep table's columns. Readers accept exactly SWEEP_SUPPORTED_VERSIONS.
+SWEEP_FORMAT_VERSION = 1
+SWEEP_SUPPORTED_VERSIONS: tuple[int, ...] = (1,)
+#: The sweep table's file in a sweep directory.
+SWEEP_FILE = "sweep.arrow"
+
+SWEEP = TableSpec(
+    "sweep",
+    "sweep",
+    "One row per finished point of a sweep: the `tilescope run` options of the point, whether it fit and "
+    "why not, and its headline figures, read back from the point's report by the same view functions "
+    "`tilescope summary` uses. A figure a point does not have (it did not fit, or it failed) is NaN or -1.",
+    (
+        _c("point", I32, "index", STRUCTURAL, "the point's index in the grid (the order of --help's options)"),
+        _c("name", STR, NONE, STRUCTURAL, "the point's label: the options that vary over the grid"),
+        _c("args", STR, NONE, STRUCTURAL, "the `tilescope run` options of the point, as one command line"),
+        _c("target", STR, NONE, STRUCTURAL, "--target"),
+        _c("batch", I32, "samples", STRUCTURAL, "--batch (-1: the model's own)"),
+        _c("dtype", STR, NONE, STRUCTURAL, "--dtype"),
+        _c("partials", STR, NONE, STRUCTURAL, "--partials"),
+        _c("available_memory_proportion", F64, "ratio", STRUCTURAL, "--available-memory-proportion (NaN: default)"),
+        _c("ipus", I32, "count", STRUCTURAL, "--ipus (per replica)"),
+        _c("replicas", I32, "count", STRUCTURAL, "--replicas"),
+        _c("pipeline", BOOL, NONE, STRUCTURAL, "--pipeline"),
+        _c(
+            "status",
+            STR,
+            NONE,
+            MEASURED,
+            "ok, out_of_memory (compiled, not run: the report shows the memory) or failed",
+        ),
+        _c("fits", BOOL, NONE, ESTIMATED, "the graph fits in tile memory and ran"),
+        _c("reason", STR, NONE, MEASURED, "why the point did not fit or failed, one line (empty when ok)"),
+        _c("report", STR, NONE, STRUCTURAL, "the point's report, relative to the sweep directory (empty: none)"),
+        _c("report_created", STR, NONE, MEASURED, "the report manifest's `created` (which report the row read)"),
+        _c("samples_per_second", F64, "samples/s", SIMULATED, "samples per run / the opening run's simulated seconds"),
+        _c("cycles", I64, "cycles", SIMULATED, "the opening run's cycles (summary execution.headline.cycles)"),
+        _c("max_tile_bytes", I64, "bytes", ESTIMATED, "peak tile memory incl. gaps (summary memory.max_tile_bytes)"),
+        _c(
+            "total_bytes",
+            I64,
+            "bytes",
+            ESTIMATED,
+            "memory over all tiles incl. gaps (memory.total_bytes_including_gaps)",
+        ),
+        _c("tile_balance", F64, "ratio", SIMULATED, "the opening run's tile balance (execution.headline.tile_balance)"),
+        _c(
+            "host_seconds",
+            F64,
+            "s",
+            MEASURED,
+            "host wall time of the point on its worker (import, compile, run, report)",
+        ),
+        _c(
+            "worker",
+            STR,
+            NONE,
+            MEASURED,
+            "host:pid of the Dask worker process that computed the point (kept when a rerun reuses it)",
+        ),
+    ),
+    key=("point",),
+)

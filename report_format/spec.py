@@ -74,6 +74,23 @@ Debug-context layers: {layers}.
 ## Tables
 """
 
+_SWEEP = """
+## The sweep table, version {version}
+
+`tilescope sweep --out DIR` writes a **sweep directory**, not a report: `{file}` (below), `points/`
+(one JSON record per finished point: `format` `tilescope.sweep.point`, the point's `tilescope run`
+options, the model's sha256, the report's relative path and manifest `created`, and its row) and
+`reports/` (one report per point, each an ordinary report). `{file}` is one Arrow IPC file whose
+schema metadata key `tilescope:sweep` holds `{{"format": "{fmt}", "format_version", "producer"}}`.
+It is rewritten whole (temporary file, fsync, rename) each time a point finishes, so it holds the
+finished points only and is never half written; a `{file}` without that metadata is never replaced.
+A point is reused by a rerun only when its record's options and model hash match and its report
+opens with the `created` the record names.
+
+### `sweep`
+
+"""
+
 
 def render() -> str:
     out = [
@@ -102,6 +119,10 @@ def render() -> str:
         out.append("| column | type | unit | provenance | meaning |\n|---|---|---|---|---|\n")
         for c in spec.columns:
             out.append(f"| `{c.name}` | {c.type} | {c.unit} | {c.provenance} | {c.doc} |\n")
+    out.append(_SWEEP.format(version=schema.SWEEP_FORMAT_VERSION, fmt=schema.SWEEP_FORMAT_NAME, file=schema.SWEEP_FILE))
+    out.append(f"{schema.SWEEP.doc}\n\n| column | type | unit | provenance | meaning |\n|---|---|---|---|---|\n")
+    for c in schema.SWEEP.columns:
+        out.append(f"| `{c.name}` | {c.type} | {c.unit} | {c.provenance} | {c.doc} |\n")
     return "".join(out)
 
 

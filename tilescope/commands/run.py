@@ -205,6 +205,50 @@ def _engine_options(report_dir: str | None, script: bool = False) -> None:
         (check_writable if script else check_destination)(opts.auto_report_directory)
 
 
+class _Parser(argparse.ArgumentParser):
+    """A parser whose errors are CommandError (one line, exit 2), never argparse's exit."""
+
+    def error(self, message: str) -> Any:  # argparse's signature returns NoReturn
+        raise CommandError(message)
+
+
+def parse_options(argv: list[str]) -> argparse.Namespace:
+    """``tilescope run``'s model options (everything but the model path) parsed from ``argv`` and
+    checked as ``run`` checks them: the one definition ``tilescope sweep`` builds each point with."""
+    parser = _Parser(prog="tilescope run", add_help=False)
+    _add_options(parser)
+    args = parser.parse_args(argv)
+    check_options(args)
+    _micro_batches(args)  # run checks it when it builds the model's options
+    return args
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """CommandError (one line) for option values argparse alone cannot refuse."""
+    if not 1 <= args.runs <= MAX_RUNS:
+        raise CommandError(f"--runs must be between 1 and {MAX_RUNS:,}, got {args.runs}")
+    if args.fp8_scale and not args.dtype.startswith("float8"):
+        raise CommandError(f"--fp8-scale applies to --dtype float8 or float8_e5m2, not {args.dtype}")
+    if args.check_tolerance is not None and not args.check_tolerance > 0:
+        raise CommandError(f"--check-tolerance must be > 0, got {args.check_tolerance}")
+
+
+def profile_options(args: argparse.Namespace) -> Any:
+    """The simulator's ``ProfileOptions`` for parsed run options (imports the simulator)."""
+    from profiler.frontends.onnx.profile import ProfileOptions
+
+    options = ProfileOptions(
+        target=args.target, ipus=args.ipus, replicas=args.replicas, batch=args.batch, dtype=args.dtype,
+        weights="constants" if args.weights_as_constants else "variables", split=args.split,
+        partials=args.partials, outline=args.outline, fp8_log2_scale=args.fp8_scale,
+        pipeline=args.pipeline, micro_batches=_micro_batches(args), runs=args.runs,
+        wrong_kernel=args.test_wrong_kernel,
+    )  # fmt: skip
+    if args.available_memory_proportion is not None:  # else PopLibs' default (ProfileOptions')
+        options = replace(options, available_memory_proportion=args.available_memory_proportion)
+    return options
+
+
 def run(args: argparse.Namespace) -> int:
     if args.model is None:
         raise CommandError("no model given: name an ONNX model (.onnx) or a workload script (.py); see --help")
@@ -222,12 +266,7 @@ def run(args: argparse.Namespace) -> int:
             if value != again.get_default(key):
                 setattr(args, key, value)
         script_args = []
-    if not 1 <= args.runs <= MAX_RUNS:
-        raise CommandError(f"--runs must be between 1 and {MAX_RUNS:,}, got {args.runs}")
-    if args.fp8_scale and not args.dtype.startswith("float8"):
-        raise CommandError(f"--fp8-scale applies to --dtype float8 or float8_e5m2, not {args.dtype}")
-    if args.check_tolerance is not None and not args.check_tolerance > 0:
-        raise CommandError(f"--check-tolerance must be > 0, got {args.check_tolerance}")
+    check_options(args)
     if not path.is_file():
         what = "is a directory" if path.is_dir() else "is not a regular file" if path.exists() else "no such file"
         raise CommandError(f"{path}: {what}")
@@ -323,17 +362,9 @@ def _npz_types(file: str) -> dict[str, tuple[tuple[int, ...], Any]]:
 def _run_model(path: Path, args: argparse.Namespace) -> int:
     import numpy as np
 
-    from profiler.frontends.onnx.profile import ProfileError, ProfileOptions, profile_model
+    from profiler.frontends.onnx.profile import ProfileError, profile_model
 
-    options = ProfileOptions(
-        target=args.target, ipus=args.ipus, replicas=args.replicas, batch=args.batch, dtype=args.dtype,
-        weights="constants" if args.weights_as_constants else "variables", split=args.split,
-        partials=args.partials, outline=args.outline, fp8_log2_scale=args.fp8_scale,
-        pipeline=args.pipeline, micro_batches=_micro_batches(args), runs=args.runs,
-        wrong_kernel=args.test_wrong_kernel,
-    )  # fmt: skip
-    if args.available_memory_proportion is not None:  # else PopLibs' default (ProfileOptions')
-        options = replace(options, available_memory_proportion=args.available_memory_proportion)
+    options = profile_options(args)
 
     def save_outputs(outputs: Any) -> None:
         if args.save_outputs:

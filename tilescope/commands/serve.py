@@ -2,6 +2,10 @@
 
 The report is validated first: a path that is not a report stops here with a one-line reason.
 With --compare, a baseline report is loaded too (compare views use it).
+
+A sweep directory (`tilescope sweep --out DIR`) opens on its Sweep page: the points' table and
+Pareto plot; the fastest point that fits is the report the other pages show until another point is
+opened (one report at a time, for every tab of this viewer).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ CLEANUP_INTERVAL_S = 2
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("report", help="report directory (holds manifest.json)")
+    p.add_argument("report", help="report directory (holds manifest.json), or a sweep directory (holds sweep.arrow)")
     p.add_argument("--compare", metavar="BASELINE", help="a baseline report to compare against")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
@@ -69,18 +73,19 @@ def run(args: argparse.Namespace) -> int:
     if not 1 <= args.threads <= 256:
         raise CommandError(f"--threads {args.threads}: must be between 1 and 256")
     _check_address(args.host, args.port)
-    open_report(args.report)  # one-line ReportError (exit 2) before anything starts
+    sweep, report = _sweep_report(args.report)
+    open_report(report)  # one-line ReportError (exit 2) before anything starts
     if args.compare:
         open_report(args.compare)
     from app import guard, resimulate
     from app.server import create_app
 
     resimulate.allow(args.allow_resimulate)
-    app = create_app(args.report, args.compare, warm=True)
+    app = create_app(report, args.compare, warm=True, sweep_path=sweep)
     # Host names answered: loopback and the bound address (DNS rebinding against a loopback viewer
     # is refused); bound to every interface, any
     app.server.config["TILESCOPE_ALLOWED_HOSTS"] = guard.allowed_hosts(args.host)
-    url = f"http://{args.host}:{args.port}/"
+    url = f"http://{args.host}:{args.port}/" + ("sweep" if sweep else "")
     print(f"tilescope viewer on {url}  (Ctrl+C to stop)", flush=True)
     if not args.no_browser:
         import threading
@@ -116,3 +121,22 @@ def run(args: argparse.Namespace) -> int:
         _quiet=True,
     )
     return 0
+
+
+def _sweep_report(path: str) -> tuple[str | None, str]:
+    """(sweep directory or None, the report to show first): for a sweep, the fastest point that fits,
+    else its first point with a report (a sweep without any is a one-line error)."""
+    from app.views.sweep import best_within
+    from report_format.sweep import is_sweep, open_sweep
+    from tilescope.errors import CommandError
+
+    if not is_sweep(path):
+        return None, path
+    sweep = open_sweep(path)
+    df = sweep.sweep()
+    with_report = df[df["report"] != ""]
+    if with_report.empty:
+        raise CommandError(f"{path}: the sweep has no point with a report yet")
+    best = best_within(with_report, int(with_report["max_tile_bytes"].max()))
+    first = best if best is not None else with_report.iloc[0]
+    return str(sweep.path), str(sweep.report_path(str(first["report"])))
