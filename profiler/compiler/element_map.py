@@ -26,6 +26,7 @@ class ElementMap:
         self.gid_base = np.cumsum([0] + [v.numel for v in graph.variables], dtype=np.int64)
         self._map_start: np.ndarray | None = None  # every variable's tile-mapping intervals, by global id
         self._map_delta: np.ndarray | None = None  # per interval: packed tile address minus global id
+        self._packed = False  # whether any interval's address differs from its global id
 
     def mapping(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(start, end, tile) of every tile-mapping interval of every variable, by global element id
@@ -57,6 +58,9 @@ class ElementMap:
         ms, _, _ = self.mapping()
         if self._map_delta is None:
             self._map_delta = self._packing_offsets()
+            self._packed = bool(self._map_delta.any())
+        if not self._packed:  # no clone laid out as its sources: every address is its global id
+            return gid
         near = self.interval_range(int(gid.min()), int(gid.max()) + 1)
         delta = self._map_delta[near]
         if not delta.any():
@@ -68,6 +72,8 @@ class ElementMap:
         0 for every interval of a variable laid out by intervals (not a clone), or with no tile
         holding two of its intervals."""
         ms, me, mt = self.mapping()
+        if not any(x.clone_layout for x in self.graph.variables):  # no clone laid out as its sources
+            return np.zeros(ms.size, dtype=np.int64)
         counts = np.diff(self._map_first)
         var = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
         order = np.lexsort((ms, mt, var))  # by variable, tile, then position

@@ -122,7 +122,10 @@ class Tensor:
             return sorted({w.x_var} | ({w.pad_var} if w.pad_var >= 0 else set()))
         if isinstance(self._var, int):
             return [self._var]
-        return [int(v) for v in np.unique(self._var)]
+        v = self._var.reshape(-1)  # runs of one variable (a concatenation's parts): unique over run heads
+        heads = np.ones(v.size, dtype=bool)
+        np.not_equal(v[1:], v[:-1], out=heads[1:])
+        return [int(x) for x in np.unique(v[heads])]
 
     def elements(self) -> tuple[np.ndarray, np.ndarray]:
         """(variable id, flat element index) of every element, flattened in row-major order."""

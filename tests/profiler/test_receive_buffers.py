@@ -59,16 +59,49 @@ def test_a_tile_receives_each_remote_element_once_and_holds_just_that() -> None:
 
 
 def _clone_of_concat(g: Graph) -> Tensor:
-    """z = a clone of concat(p, q) (``ops.add_like``, as an elementwise op's result over a concatenation
-    is made), mapped [1, 1, 2, 2, 1, 1, 3, 3]: z[0:2] and z[4:6] on tile 1 with z[2:4] (tile 2's)
-    between them by element. Poplar lays a clone's tiles out as its source's, so tile 1 holds them
-    as one region (profiler.compiler.element_map.ElementMap.addresses)."""
+    """z = a clone of concat(p[0:4], q) (``ops.add_like``, as an elementwise op's result over a
+    concatenation is made; p only in part, so not a clone variable by variable), mapped
+    [1, 1, 2, 2, 1, 1, 3, 3]: z[0:2] and z[4:6] on tile 1 with z[2:4] (tile 2's) between them by
+    element. Poplar lays a clone's tiles out as its source's, so tile 1 holds them as one region
+    (profiler.compiler.element_map.ElementMap.addresses)."""
     from profiler.ops.core import add_like
 
-    p, q = _mapped(g, "p", [1, 1, 2, 2]), _mapped(g, "q", [1, 1, 3, 3])
-    z = add_like(g, concat([p, q]), "z")
+    p, q = _mapped(g, "p", [1, 1, 2, 2, 0, 0]), _mapped(g, "q", [1, 1, 3, 3])
+    z = add_like(g, concat([p[0:4], q]), "z")
     assert g.variable(z).clone_layout and g.tile_of(z).tolist() == [1, 1, 2, 2, 1, 1, 3, 3]
     return z
+
+
+def test_a_clone_of_whole_variables_is_a_clone_of_each() -> None:
+    """A clone of concat(p, q) with both whole (DenseNet's concatenations of convolution outputs) is
+    concat(clone(p), clone(q)): each variable's mapping intervals shared, none per element, as
+    Poplar's default clone keeps the source's order (PRESERVE_ORDER_UNLESS_ALIASES; popops
+    ElementWiseUtil.cpp createOutputForElementWiseOp clones with the default). Tile 1's z[0:2] and
+    z[4:6] are then two variables' intervals: two regions sent, as for any variable."""
+    from profiler.ops.core import add_like
+
+    p, q = _mapped(g := Graph(ipu_model(tiles_per_ipu=4)), "p", [1, 1, 2, 2]), _mapped(g, "q", [1, 1, 3, 3])
+    z = add_like(g, concat([p, q]), "z")
+    assert len(z.variable_ids()) == 2 and not set(z.variable_ids()) & set(concat([p, q]).variable_ids())
+    assert g.tile_of(z).tolist() == [1, 1, 2, 2, 1, 1, 3, 3]
+    for src, new in zip(concat([p, q]).variable_ids(), z.variable_ids(), strict=True):
+        assert g.variables[new].mapping.starts is g.variables[src].mapping.starts  # shared, not per element
+        assert not g.variables[new].clone_layout
+    out = _mapped(g, "out", [0, 0])
+    cs = g.add_compute_set("read")
+    _vertices(g, cs, [z[0:2]], [z[4:6]], [out[0:2]], [0])
+    e = compile_programs(g, [Sequence(Execute(cs))]).cs_plans[cs.id].exchange
+    assert (e.regions_out.tolist(), e.regions_in.tolist()) == ([0, 2, 0, 0], [2, 0, 0, 0])
+
+
+def test_a_clone_of_a_view_that_repeats_a_variable_is_one_variable() -> None:
+    """concat(p, p) holds p twice: no clone variable by variable (it would alias); one new variable."""
+    from profiler.ops.core import add_like
+
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    p = _mapped(g, "p", [1, 1, 2, 2])
+    z = add_like(g, concat([p, p]), "z")
+    assert z.single_variable() is not None and g.tile_of(z).tolist() == [1, 1, 2, 2, 1, 1, 2, 2]
 
 
 def test_exchange_regions_are_runs_in_the_holding_tiles_memory() -> None:
