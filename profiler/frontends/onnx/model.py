@@ -17,9 +17,14 @@ from .operators import HANDLERS
 MIN_OPSET = 6
 
 
-def load_model(source: str | Path | onnx.ModelProto, check_operators: bool = True) -> onnx.ModelProto:
+def load_model(
+    source: str | Path | onnx.ModelProto, check_operators: bool = True, values: bool = True
+) -> onnx.ModelProto:
     """Read and check a model (a path or a ModelProto); FrontendError if it is not a valid ONNX model,
-    UnsupportedError listing every node whose operator tilescope cannot import."""
+    or names the missing file of a weight held as external data, UnsupportedError listing every node
+    whose operator tilescope cannot import. ``values=False`` (compile-only) reads no external data and
+    drops the data of initializers the import will not read (frontends.onnx.shapes.keeps_value), so
+    host memory does not follow the weights."""
     if isinstance(source, onnx.ModelProto):
         model = source
         where = f"model {model.graph.name!r}"
@@ -29,9 +34,11 @@ def load_model(source: str | Path | onnx.ModelProto, check_operators: bool = Tru
         if not path.is_file():
             raise FrontendError(f"{where}: no such file")
         try:
-            model = onnx.load(str(path), load_external_data=True)
+            model = onnx.load(str(path), load_external_data=False)
         except Exception as exc:  # protobuf DecodeError and friends: not ONNX or truncated
             raise FrontendError(f"{where}: not a readable ONNX model ({first_line(exc)})") from None
+        if values:
+            _load_external_data(model, path)
         if not model.graph.node and not model.graph.output:
             raise FrontendError(f"{where}: not an ONNX model (no graph)")
     if check_operators:  # before the checker, which stops at the first operator it does not know
@@ -40,6 +47,8 @@ def load_model(source: str | Path | onnx.ModelProto, check_operators: bool = Tru
         onnx.checker.check_model(model)
     except Exception as exc:
         raise FrontendError(f"{where}: invalid ONNX model: {first_line(exc)}") from None
+    if not values:
+        _drop_unread_data(model)
     version = opset_version(model)
     if version < MIN_OPSET:
         raise FrontendError(f"{where}: opset {version} is too old; tilescope imports opset {MIN_OPSET} and newer")
@@ -47,6 +56,39 @@ def load_model(source: str | Path | onnx.ModelProto, check_operators: bool = Tru
     if version > newest:
         raise FrontendError(f"{where}: opset {version} is newer than any ONNX defines (up to {newest})")
     return model
+
+
+def _load_external_data(model: onnx.ModelProto, path: Path) -> None:
+    """Read the weights ``model`` holds in files beside ``path``; FrontendError naming the first
+    missing file (one line: a value run needs them, a compile-only one does not)."""
+    from onnx.external_data_helper import ExternalDataInfo, load_external_data_for_model, uses_external_data
+
+    base = path.parent
+    for t in model.graph.initializer:
+        if uses_external_data(t):
+            location = ExternalDataInfo(t).location
+            if not (base / location).is_file():
+                raise FrontendError(
+                    f"{path}: weight {t.name!r} is held in {location!r}, which is missing; "
+                    "--compile-only profiles the model without its weights"
+                )
+    try:
+        load_external_data_for_model(model, str(base))
+    except Exception as exc:  # a file shorter than its tensors, a location outside the model's directory
+        raise FrontendError(f"{path}: cannot read its external data ({first_line(exc)})") from None
+
+
+def _drop_unread_data(model: onnx.ModelProto) -> None:
+    """Clear the data of the initializers a compile-only import reads as shapes only (their dims and
+    type stay): the model then holds no weight bytes however large it declares them."""
+    from .shapes import keeps_value
+
+    for t in model.graph.initializer:
+        if t.data_location == onnx.TensorProto.EXTERNAL or keeps_value(t):
+            continue
+        for name in ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data",
+                     "string_data"):  # fmt: skip
+            t.ClearField(name)
 
 
 def check_supported(model: onnx.ModelProto, handlers: Mapping[str, Any]) -> None:
