@@ -20,9 +20,9 @@ from profiler.multi_ipu import sharding
 from profiler.ops.core import linear_tiles
 from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION
 from profiler.poplar.graph import Graph
-from profiler.poplar.shape_only import astype, is_placeholder
 from profiler.poplar.programs import Copy
 from profiler.poplar.programs import Sequence as Prog
+from profiler.poplar.shape_only import astype, is_placeholder
 from profiler.poplar.tensor import Tensor
 from report_format.text import printable
 
