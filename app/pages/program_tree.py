@@ -18,6 +18,7 @@ from app import ids, state
 from app.comparison.pages import program_tree as compare  # the page's compare tab
 from app.comparison.pages.components import compare_tabs
 from app.components import key_values
+from app.views.provenance import data_dependent_sentence, estimated
 from app.grid import column_defs, fill_height, to_records
 from app.views import program_tree as view
 
@@ -93,6 +94,11 @@ def layout(**_: object) -> html.Div:
         if repeated
         else ""
     )
+    if estimated(report):  # the executed column is a compile-only estimate, said before anything else
+        note = "Compile-only profile: the executed cycles are estimated (no values computed). " + note
+    dependent = data_dependent_sentence(report)
+    if dependent:
+        note += (" " if note else "") + dependent
     folded = tree.loc[tree["host_transfer"] & (tree["depth"] == 0), "name"].tolist()
     if folded:
         note += (" " if note else "") + (
