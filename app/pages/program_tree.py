@@ -18,9 +18,9 @@ from app import ids, state
 from app.comparison.pages import program_tree as compare  # the page's compare tab
 from app.comparison.pages.components import compare_tabs
 from app.components import key_values
-from app.views.provenance import data_dependent_sentence, estimated
 from app.grid import column_defs, fill_height, to_records
 from app.views import program_tree as view
+from app.views.provenance import data_dependent_sentence, estimated
 
 COLUMNS = ["program_id", "tree", "type", "step", "executions", "executed_cycles", "estimated_cycles", "code_bytes"]
 #: The two cycle columns count differently, so their headers say how.
