@@ -43,12 +43,12 @@ def load_model(
             raise FrontendError(f"{where}: not an ONNX model (no graph)")
     if check_operators:  # before the checker, which stops at the first operator it does not know
         check_supported(model, HANDLERS)
-    try:
-        onnx.checker.check_model(model)
-    except Exception as exc:
-        raise FrontendError(f"{where}: invalid ONNX model: {first_line(exc)}") from None
     if not values:
         _drop_unread_data(model)
+    try:
+        onnx.checker.check_model(model if values else _checkable(model))
+    except Exception as exc:
+        raise FrontendError(f"{where}: invalid ONNX model: {first_line(exc)}") from None
     version = opset_version(model)
     if version < MIN_OPSET:
         raise FrontendError(f"{where}: opset {version} is too old; tilescope imports opset {MIN_OPSET} and newer")
@@ -79,16 +79,36 @@ def _load_external_data(model: onnx.ModelProto, path: Path) -> None:
 
 
 def _drop_unread_data(model: onnx.ModelProto) -> None:
-    """Clear the data of the initializers a compile-only import reads as shapes only (their dims and
-    type stay): the model then holds no weight bytes however large it declares them."""
-    from .shapes import keeps_value
+    """Clear the data of the initializers a compile-only import reads as shapes only, and their
+    external-data records (their dims and type stay): the model then holds no weight bytes however
+    large it declares them, and nothing looks for a weights file."""
+    from .shapes import DATA_FIELDS, keeps_value
 
     for t in model.graph.initializer:
-        if t.data_location == onnx.TensorProto.EXTERNAL or keeps_value(t):
+        if keeps_value(t):
             continue
-        for name in ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data",
-                     "string_data"):  # fmt: skip
+        for name in (*DATA_FIELDS, "external_data", "data_location"):
             t.ClearField(name)
+
+
+def _checkable(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy the ONNX checker accepts though some initializers hold no data (a compile-only load):
+    those become typed graph inputs, which is what they are to a profile without values."""
+    from onnx import helper
+
+    from .shapes import holds_data
+
+    light = onnx.ModelProto()
+    light.CopyFrom(model)
+    empty = [t for t in light.graph.initializer if not holds_data(t)]
+    kept = [t for t in light.graph.initializer if holds_data(t)]
+    del light.graph.initializer[:]
+    light.graph.initializer.extend(kept)
+    named = {vi.name for vi in light.graph.input}
+    light.graph.input.extend(
+        helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in empty if t.name not in named
+    )
+    return light
 
 
 def check_supported(model: onnx.ModelProto, handlers: Mapping[str, Any]) -> None:

@@ -221,8 +221,8 @@ def profile_model(
     t0 = time.perf_counter()
     try:
         with wrong_kernel(options.wrong_kernel), stage("nodes") as count:
-            model = import_model(load_model(path, values=not options.compile_only), target, options.batch, options.dtype, options.weights,
-                                 progress=count, split=options.split, partials=options.partials,
+            loaded = load_model(path, values=not options.compile_only)
+            model = import_model(loaded, target, options.batch, options.dtype, options.weights, progress=count, split=options.split, partials=options.partials,
                                  available_memory_proportion=options.available_memory_proportion,
                                  outline=options.outline, fp8_log2_scale=options.fp8_log2_scale,
                                  values=not options.compile_only)  # fmt: skip

@@ -28,10 +28,20 @@ from .errors import FrontendError
 VALUE_LIMIT = 4096
 
 
+#: The fields of a TensorProto that hold its data in the model file.
+DATA_FIELDS = ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data")
+
+
+def holds_data(t: onnx.TensorProto) -> bool:
+    """Whether ``t`` holds its data in the model file (not external, not dropped by a compile-only load)."""
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        return False
+    return int(np.prod(t.dims, dtype=np.int64)) == 0 or any(len(getattr(t, f)) for f in DATA_FIELDS)
+
+
 def keeps_value(t: onnx.TensorProto) -> bool:
     """Whether a compile-only import reads initializer ``t``'s values (small and in the model file)."""
-    numel = int(np.prod(t.dims, dtype=np.int64))
-    return t.data_location != onnx.TensorProto.EXTERNAL and numel <= VALUE_LIMIT
+    return holds_data(t) and int(np.prod(t.dims, dtype=np.int64)) <= VALUE_LIMIT
 
 
 def shape_of(t: onnx.TensorProto) -> np.ndarray:
