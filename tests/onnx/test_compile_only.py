@@ -14,7 +14,7 @@ from onnx import TensorProto, helper
 
 from profiler import Engine, Execute, Graph, If, Sequence, ipu_model
 from profiler.frontends.onnx import examples, random_inputs
-from profiler.frontends.onnx.profile import ProfileError, ProfileOptions, profile_model
+from profiler.frontends.onnx.profile import ProfileOptions, profile_model
 from report_format.reader import Report, open_report
 from tilescope.cli import main
 
@@ -104,67 +104,104 @@ def test_an_if_is_data_dependent_and_compile_only_takes_its_longest_branch(tmp_p
         co.read_tensor("flag")
 
 
-def _embedding_model(rows: int, cols: int, external: Path | None) -> onnx.ModelProto:
-    """ids [1, 8] -> Gather from a [rows, cols] float32 table -> ReduceSum: the table's data held in
-    ``external`` (not written: the file is absent) or inline."""
-    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 8])
-    out = helper.make_tensor_value_info("out", TensorProto.FLOAT, [])
-    nodes = [helper.make_node("Gather", ["table", "ids"], ["emb"], axis=0),
-             helper.make_node("ReduceSum", ["emb"], ["out"], keepdims=0)]  # fmt: skip
-    init = TensorProto(name="table", data_type=TensorProto.FLOAT, dims=[rows, cols])
+def _matmul_model(n: int, external: str | None) -> onnx.ModelProto:
+    """x [1, n] @ w [n, n] float32: w's data in the file ``external`` (not written: absent), or inline."""
+    w = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[n, n])
     if external is None:
-        init.raw_data = np.zeros((rows, cols), np.float32).tobytes()
+        w.raw_data = np.random.default_rng(0).standard_normal((n, n), np.float32).tobytes()
     else:
-        init.data_location = TensorProto.EXTERNAL
-        init.external_data.add(key="location", value=external.name)
-    graph = helper.make_graph(nodes, "embedding", [ids], [out], initializer=[init])
+        w.data_location = TensorProto.EXTERNAL
+        w.external_data.add(key="location", value=external)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, n])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, n])
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "mm", [x], [y], initializer=[w])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
-def test_a_1_gib_table_whose_external_data_is_absent_profiles_without_values(tmp_path, monkeypatch) -> None:
-    """[262,144 x 1,024] float32 declared (1 GiB) in weights.bin, which does not exist: compile-only
-    imports, compiles and estimates it holding far less than the table (no value pool, no upload,
-    no numerics); a run with values says in one line that the file is missing."""
-    path = tmp_path / "embedding.onnx"
-    onnx.save(_embedding_model(262_144, 1024, tmp_path / "weights.bin"), path)
+def test_a_1_gib_weight_whose_external_data_is_absent_imports_without_values(tmp_path) -> None:
+    """w [16,384 x 16,384] float32 declared (1 GiB) in weights.bin, which does not exist: a
+    compile-only load and import hold far less than it (the weight and its float16 upload are
+    shape-only placeholders); a load with values says in one line that the file is missing."""
+    from profiler.chip.targets import get_target
+    from profiler.frontends.onnx import import_model, load_model
+    from profiler.frontends.onnx.errors import FrontendError
+    from profiler.poplar.shape_only import is_placeholder
+
+    path = tmp_path / "mm.onnx"
+    onnx.save(_matmul_model(16_384, "weights.bin"), path)
     assert not (tmp_path / "weights.bin").exists()
-    where = tmp_path / "report"
-    monkeypatch.setenv("POPLAR_ENGINE_OPTIONS", json.dumps({"autoReport.all": "true",
-                                                            "autoReport.directory": str(where)}))  # fmt: skip
-    options = ProfileOptions(target="GC200", dtype="float16", compile_only=True)
     tracemalloc.start()
     try:
-        result = profile_model(path, options, lambda s: pytest.fail("compile-only makes no inputs"))
+        model = import_model(load_model(path, values=False), get_target("GC200"), dtype="float16", values=False)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    e = result.session.engine
-    assert not e.out_of_memory and result.cycles and result.outputs == {}
-    assert e._states == [] and len(e._values) == 0  # no value of any tensor was made
-    assert peak < 64 * 2**20, f"{peak / 2**20:.0f} MiB traced for a 1 GiB table"
-    report = open_report(where)
-    assert report.estimated_runs == [0, 1]
-    table = report.variables().set_index("name").loc["table"]
-    assert int(table["bytes"]) == 262_144 * 1024 * 2  # placed in float16, as with values
-    reasons = report.data_dependent_programs()["reason"].tolist()
-    assert reasons and all(r.startswith("MultiSlice") for r in reasons)  # the gather follows the ids
-    with pytest.raises(ProfileError, match=r"weight 'table' is held in 'weights.bin', which is missing"):
-        profile_model(path, ProfileOptions(target="GC200", dtype="float16"), lambda s: {})
+    # what remains is the graph: the weight's tile mapping and the matmul's plan (72 MiB measured)
+    assert peak < 2**30 // 8, f"{peak / 2**20:.0f} MiB traced for a 1 GiB weight"
+    (upload,) = model.weights.values()
+    assert is_placeholder(upload) and upload.shape == (16_384, 16_384) and upload.dtype == np.float16
+    with pytest.raises(FrontendError, match=r"^\S+mm.onnx: weight 'w' is held in 'weights.bin', which is missing; "):
+        load_model(path)
+
+
+def test_compile_only_holds_no_values(tmp_path, monkeypatch) -> None:
+    """The same model profiled with values holds at least its float16 weight's bytes more at its peak
+    (the weight read, converted, uploaded, every value computed); compile-only holds no tensor value."""
+    n = 2048  # a 16 MiB float32 weight
+    path = tmp_path / "mm.onnx"
+    onnx.save(_matmul_model(n, None), path)
+    monkeypatch.delenv("POPLAR_ENGINE_OPTIONS", raising=False)
+    peaks, cycles = [], []
+    for compile_only in (False, True):
+        tracemalloc.start()
+        try:
+            options = ProfileOptions(target="GC200", dtype="float16", compile_only=compile_only)
+            result = profile_model(path, options, lambda s: random_inputs(s.model, 0))
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        e = result.session.engine
+        if compile_only:
+            assert e._states == [] and result.outputs == {}
+        else:
+            assert result.outputs["y"].shape == (1, n)
+        cycles.append(e.last_run_cycles)
+        result.session.close()
+    assert cycles[0] == cycles[1]  # the same estimate as the run with values
+    assert peaks[0] - peaks[1] >= n * n * 2, [p / 2**20 for p in peaks]  # at least the float16 weight
+
+
+def test_data_dependent_steps_are_named_in_both_kinds_of_report(tmp_path, monkeypatch) -> None:
+    """A Gather from a table (an embedding) runs popops::MultiSlice, whose real cycles follow the
+    indices: simulated and compile-only reports both name those steps, and their traces agree."""
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 8])
+    out = helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 8, 64])
+    table = helper.make_tensor("table", TensorProto.FLOAT, [512, 64], np.ones(512 * 64, np.float32))
+    graph = helper.make_graph([helper.make_node("Gather", ["table", "ids"], ["out"], axis=0)], "embedding", [ids],
+                              [out], initializer=[table])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    simulated, estimated = _profile(tmp_path, monkeypatch, model, "embedding", target="IPUModel")
+    for report in (simulated, estimated):
+        reasons = report.data_dependent_programs()["reason"].tolist()
+        assert reasons and all(r.startswith("MultiSlice: how many indices fall in a tile's rows") for r in reasons)
+    assert simulated.data_dependent_programs().equals(estimated.data_dependent_programs())
+    assert simulated.execution_steps().equals(estimated.execution_steps())
 
 
 def test_a_folded_weight_gets_its_shape_by_inference(tmp_path, monkeypatch) -> None:
     """A weight Transposed and Cast on the host (as exporters write them) folds by shape alone: the
     compile-only profile equals the simulated one."""
-    w = helper.make_tensor("w", TensorProto.FLOAT, [32, 64], np.ones(32 * 64, np.float32))
+    w = helper.make_tensor("w", TensorProto.FLOAT, [128, 64], np.ones(128 * 64, np.float32))  # > VALUE_LIMIT
     nodes = [helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0]),
              helper.make_node("Cast", ["wt"], ["w16"], to=TensorProto.FLOAT16),
              helper.make_node("MatMul", ["x", "w16"], ["y"])]  # fmt: skip
-    graph = helper.make_graph(nodes, "folded", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [4, 32])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT16, None)], initializer=[w])  # fmt: skip
+    graph = helper.make_graph(nodes, "folded", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [4, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [4, 128])],
+                              initializer=[w])  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
     simulated, estimated = _profile(tmp_path, monkeypatch, model, "folded", target="IPUModel")
     assert simulated.execution_steps().equals(estimated.execution_steps())
-    assert estimated.variables().set_index("name").loc["w16", "shape"].tolist() == [32, 64]
+    assert estimated.variables().set_index("name").loc["w16", "shape"].tolist() == [64, 128]
 
 
 def test_cli_compile_only_end_to_end(tmp_path, capsys) -> None:
