@@ -252,8 +252,9 @@ class Report:
     def estimated_runs(self) -> list[int]:
         """Runs whose cycles are estimated (a compile-only profile), not simulated; older reports have none."""
         t = self.table("run_provenance")
-        return [int(r) for r, p in zip(t["run"].to_pylist(), t["provenance"].to_pylist(), strict=True)
-                if p == Provenance.ESTIMATED]  # fmt: skip
+        runs = t["run"].to_numpy().astype(np.int64)
+        estimated = np.asarray(t["provenance"].to_pylist(), dtype=object) == Provenance.ESTIMATED.value
+        return runs[estimated].tolist() if len(runs) else []
 
     def data_dependent_programs(self) -> pd.DataFrame:
         """Program-tree nodes whose cycles depend on data, and why (program_id, reason)."""
