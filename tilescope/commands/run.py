@@ -15,6 +15,10 @@ say); --pipeline makes those IPUs pipeline stages over --micro-batches micro-bat
 --replicas R runs R data-parallel copies, each on its own N IPUs and --batch inputs. Samples per run
 are batch x replicas x micro-batches.
 
+With --compile-only nothing holds a value (engine option tilescope.compileOnly): the weights are
+not read, no input is made, and each run's cycles are estimated from the same cost model, so the
+report and the summary say "estimated"; --check, --inputs and --save-outputs need values.
+
 With --check the same inputs also go through onnxruntime (or onnx.reference) and the largest
 absolute and relative difference per output is printed (and carried by --json under "check").
 
