@@ -213,6 +213,10 @@ def test_cli_compile_only_end_to_end(tmp_path, capsys) -> None:
     assert rc == 0 and doc["execution"]["estimated"] is True and doc["outputs"] == {}
     assert doc["execution"]["cycles_per_run"][0] > 0
     assert open_report(tmp_path / "r").estimated_runs == [0, 1]
+    assert main(["summary", str(tmp_path / "r")]) == 0
+    assert "; ESTIMATED (compile-only: no values)" in capsys.readouterr().out
+    assert main(["summary", str(tmp_path / "r"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["execution"]["estimated"] is True
     assert main(["run", str(path), "--target", "IPUModel", "--compile-only"]) == 0
     assert "estimated, compile-only" in capsys.readouterr().out
     assert main(["run", str(path), "--compile-only", "--check"]) == 2
