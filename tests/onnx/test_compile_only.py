@@ -204,7 +204,9 @@ def test_a_folded_weight_gets_its_shape_by_inference(tmp_path, monkeypatch) -> N
     assert estimated.variables().set_index("name").loc["w16", "shape"].tolist() == [64, 128]
 
 
-def test_cli_compile_only_end_to_end(tmp_path, capsys) -> None:
+def test_cli_compile_only_end_to_end(tmp_path, capsys, monkeypatch) -> None:
+    # the command merges its options into POPLAR_ENGINE_OPTIONS (for a script's engines): restored after
+    monkeypatch.setenv("POPLAR_ENGINE_OPTIONS", "{}")
     path = tmp_path / "mlp.onnx"
     onnx.save(examples.mlp((64, 32, 10)), path)
     rc = main(["run", str(path), "--target", "IPUModel", "--compile-only", "--report-dir", str(tmp_path / "r"),
