@@ -45,7 +45,7 @@ from .model import check_supported, opset_version, override_batch
 from .operators import HANDLERS
 from .outline import build_repeat, find_repeat
 from .serialize import serialize_large_matmuls
-from .shapes import fold_shapes, keeps_value, shape_of
+from .shapes import fold_shapes, holds_data, keeps_value, shape_of
 from .split import node_cycles
 
 
@@ -261,6 +261,8 @@ def _import_model(
         raise UnsupportedError([("(graph input)", "model inputs", str(exc))]) from None
     for t in model.graph.initializer:
         try:
+            if values and not holds_data(t):  # external data not read, or dropped by a compile-only load
+                raise ValueError("its data was not loaded; import it with values=False (compile-only)")
             value = numpy_helper.to_array(t) if values or keeps_value(t) else shape_of(t)
             b.values[t.name] = b.host(t.name, value)
         except (ValueError, TypeError, KeyError, IndexError) as exc:  # dims that do not match its data, ...
