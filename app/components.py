@@ -82,6 +82,17 @@ def no_execution_profile(page: str) -> dbc.Alert:
     )
 
 
+def provenance_note(report: Any) -> dbc.Alert | None:
+    """Says an execution profile is estimated (compile-only) and which steps' cycles depend on data;
+    None when there is nothing to say."""
+    from app.views.provenance import estimated, note
+
+    text = note(report)
+    if not text:
+        return None
+    return dbc.Alert(text, color="info" if estimated(report) else "light", className="py-2 small", id="provenance-note")
+
+
 def section(title: str, *children: Any) -> html.Div:
     return html.Div([html.H5(title, className="mt-3"), *children])
 

@@ -9,6 +9,10 @@ figure) and at the end. A case that stops (host memory, out of tile memory) prin
     python bench/scale.py                                    # ResNet-50 at batch 1, 8, 32; BERT-base at 8
     python bench/scale.py --models resnet50 --batches 1 2
     python bench/scale.py --models bert --batches 8 --seq 128 --layers 2
+    python bench/scale.py --compile-only                     # the same, profiled without values
+
+--compile-only (tilescope.compileOnly) profiles without values: the weights are not read, no input
+is made, each run is estimated from the cost model, and onnxruntime is not run.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ def _rss_gib() -> float:
 
 def child(
     model: str, batch: int, target_name: str, dtype: str, runs: int, image: int, seq: int, layers: int,
-    partials: str = "float32", amp: float | None = None, outline: bool = False,
+    partials: str = "float32", amp: float | None = None, outline: bool = False, compile_only: bool = False,
 ) -> dict:  # fmt: skip
     sys.path.insert(0, str(ROOT))
     import numpy as np
@@ -49,15 +53,18 @@ def child(
     target = get_target(target_name)
     amp = DEFAULT_AVAILABLE_MEMORY_PROPORTION if amp is None else amp
     out: dict = {"model": model, "batch": batch, "target": target_name, "dtype": dtype, "partials": partials,
-                 "available_memory_proportion": amp, "outline": outline}  # fmt: skip
+                 "available_memory_proportion": amp, "outline": outline, "compile_only": compile_only}  # fmt: skip
+    values = not compile_only
     t0 = time.perf_counter()
-    imported = import_model(load_model(onnx_model), target, batch_size=batch, dtype=dtype, partials=partials,
-                            available_memory_proportion=amp, outline=outline)  # fmt: skip
+    imported = import_model(load_model(onnx_model, values=values), target, batch_size=batch, dtype=dtype,
+                            partials=partials, available_memory_proportion=amp, outline=outline,
+                            values=values)  # fmt: skip
     out["import_s"] = time.perf_counter() - t0
     report = Path(tempfile.mkdtemp(prefix="tilescope-scale-"))
     try:
         options = {"autoReport.all": "true", "autoReport.directory": str(report / "r"),
-                   "autoReport.executionProfileProgramRunCount": str(runs + 1)}  # fmt: skip
+                   "autoReport.executionProfileProgramRunCount": str(runs + 1),
+                   "tilescope.compileOnly": str(compile_only).lower()}  # fmt: skip
         session = Session(imported, options, name="scale")
         t0 = time.perf_counter()
         session.compile()
@@ -89,6 +96,9 @@ def child(
         out["report_mib"] = sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) / 2**20
         session.close()
         del session
+        if compile_only:  # no outputs to compare, and nothing a runtime would be timed against
+            out["rss_peak_gib"] = _rss_gib()
+            return out
         import onnxruntime as ort
 
         fixed = override_batch(load_model(onnx_model), batch).SerializeToString()
@@ -124,6 +134,7 @@ def main() -> int:
         "on C600 uses 0.4)",
     )  # fmt: skip
     p.add_argument("--outline", action="store_true", help="import with outlining (identical layers built once)")
+    p.add_argument("--compile-only", action="store_true", help="profile without values (tilescope.compileOnly)")
     p.add_argument("--runs", type=int, default=2, help="timed runs of each; the best is shown (default 2)")
     p.add_argument("--image", type=int, default=224)
     p.add_argument("--seq", type=int, default=384)
@@ -134,7 +145,8 @@ def main() -> int:
     args = p.parse_args()
     if args.child:
         row = child(args.child[0], int(args.child[1]), args.target, args.dtype, args.runs, args.image, args.seq,
-                    args.layers, args.partials, args.available_memory_proportion, args.outline)  # fmt: skip
+                    args.layers, args.partials, args.available_memory_proportion, args.outline,
+                    args.compile_only)  # fmt: skip
         print("ROW " + json.dumps(row))
         return 0
     os.environ.pop("POPLAR_ENGINE_OPTIONS", None)  # the bench sets its own options
@@ -152,11 +164,13 @@ def main() -> int:
             amp = args.available_memory_proportion
             name += f" amp {amp:g}" if amp is not None else ""
             name += " outlined" if args.outline else ""
+            name += " compile-only" if args.compile_only else ""
             cmd = [sys.executable, __file__, "--child", model, str(batch), "--target", args.target, "--dtype",
                    args.dtype, "--runs", str(args.runs), "--image", str(args.image), "--seq", str(args.seq),
                    "--layers", str(args.layers), "--partials", args.partials,
                    *(["--available-memory-proportion", str(amp)] if amp is not None else []),
-                   *(["--outline"] if args.outline else [])]  # fmt: skip
+                   *(["--outline"] if args.outline else []),
+                   *(["--compile-only"] if args.compile_only else [])]  # fmt: skip
             try:
                 done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
             except subprocess.TimeoutExpired:
@@ -173,8 +187,10 @@ def main() -> int:
                 print(f"{name:28} {r['import_s']:8.1f} {r['compile_s']:9.1f} {r['rss_import_compile_gib']:7.2f}G "
                       f"stopped: {r.get('stopped', '?')}")  # fmt: skip
                 continue
+            ort_s, ratio = (f"{'-':>7}", f"{'-':>6}") if r["compile_only"] else (
+                f"{r['onnxruntime_run_s']:7.3f}", f"{r['run_s'] / r['onnxruntime_run_s']:6.1f}")  # fmt: skip
             print(f"{name:28} {r['import_s']:8.1f} {r['compile_s']:9.1f} {r['rss_import_compile_gib']:7.2f}G "
-                  f"{r['run_s']:8.3f} {r['onnxruntime_run_s']:7.3f} {r['run_s'] / r['onnxruntime_run_s']:6.1f} "
+                  f"{r['run_s']:8.3f} {ort_s} {ratio} "
                   f"{r['rss_peak_gib']:7.2f}G {r['report_mib']:7.1f}M {r['samples_per_s']:10,.0f} "
                   f"{r['max_tile_kib']:7.0f}K {r['exchange_code_mib']:8.1f}M")  # fmt: skip
     if args.json:

@@ -37,7 +37,7 @@ import pyarrow as pa
 
 from report_format import schema
 from report_format.builder import ReportBuilder
-from report_format.vocabulary import ControlType, MemoryCategory, MemoryRegion
+from report_format.vocabulary import ControlType, MemoryCategory, MemoryRegion, Provenance
 
 #: A column: a sequence or a numpy array, one value per row.
 Column = npt.ArrayLike
@@ -333,6 +333,7 @@ class Execution:
 
     runs: Sequence[Run]
     synchronised: Column | None = None  # per program step: every IPU starts it together (syncs)
+    estimated: bool = False  # the runs' cycles are estimates (a compile-only profile), not simulated
 
 
 @dataclass(frozen=True)
@@ -356,6 +357,7 @@ class ReportSpec:
     execution: Execution | None = None  # None: the execution profile was not captured
     notes: Mapping[str, str] = field(default_factory=dict)  # why a profile was not captured, by profile
     info: Mapping[str, Any] = field(default_factory=dict)  # the manifest's info
+    data_dependent: Mapping[int, str] = field(default_factory=dict)  # program id -> why its cycles follow data
 
 
 def write_report(path: str | Path, spec: ReportSpec) -> Path:
@@ -379,6 +381,10 @@ def write_report(path: str | Path, spec: ReportSpec) -> Path:
         ):
             if table is not None:
                 w.write(name, table.columns())
+        if spec.data_dependent:
+            w.write("data_dependent_programs", {
+                "program_id": np.array(list(spec.data_dependent), np.int32), "reason": list(spec.data_dependent.values()),
+            })  # fmt: skip
         if spec.replicas:
             r = np.arange(spec.replicas)
             w.write("replicas", {"replica": r, "first_ipu": r * t.num_ipus, "profiled": r == 0})
@@ -620,6 +626,10 @@ def _write_execution(w: ReportBuilder, spec: ReportSpec, step_programs: np.ndarr
         ):
             runs[key].append(value)
     w.write("runs", runs)
+    how = Provenance.ESTIMATED if ex.estimated else Provenance.SIMULATED
+    w.write(
+        "run_provenance", {"run": np.arange(len(ex.runs), dtype=np.int32), "provenance": [how.value] * len(ex.runs)}
+    )
 
 
 def _peak_per_tile(

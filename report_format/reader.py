@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from report_format import invariants, schema
 from report_format.errors import ReportError
 from report_format.manifest import TableEntry, TargetInfo, read_manifest, require
+from report_format.vocabulary import Provenance
 
 # Errors Arrow, the OS and the JSON parser raise on damaged input; wrapped into ReportError.
 _DAMAGE = (pa.ArrowException, OSError, ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError, OverflowError)
@@ -246,6 +247,18 @@ class Report:
         if run is not None:
             t = t.filter(pc.equal(t["run"], pa.scalar(run)))
         return t.to_pandas()
+
+    @property
+    def estimated_runs(self) -> list[int]:
+        """Runs whose cycles are estimated (a compile-only profile), not simulated; older reports have none."""
+        t = self.table("run_provenance")
+        runs = t["run"].to_numpy().astype(np.int64)
+        estimated = np.asarray(t["provenance"].to_pylist(), dtype=object) == Provenance.ESTIMATED.value
+        return runs[estimated].tolist() if len(runs) else []
+
+    def data_dependent_programs(self) -> pd.DataFrame:
+        """Program-tree nodes whose cycles depend on data, and why (program_id, reason)."""
+        return self.df("data_dependent_programs")
 
     def truncations(self) -> pd.DataFrame:
         return self.df("truncations")

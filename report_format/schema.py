@@ -32,12 +32,14 @@ from report_format.vocabulary import ControlType, Layer, MemoryCategory, MemoryR
 
 FORMAT_NAME = "tilescope.report"
 #: Bump on any change of a table or column. Readers accept exactly SUPPORTED_VERSIONS.
-FORMAT_VERSION = 3
-SUPPORTED_VERSIONS: tuple[int, ...] = (1, 2, 3)
+FORMAT_VERSION = 4
+SUPPORTED_VERSIONS: tuple[int, ...] = (1, 2, 3, 4)
 # Version history (a table's ``since`` says where it appeared; older reports read it as empty):
 #   1  the first format
 #   2  adds ``program_variables`` (which variables each program step reads and writes)
 #   3  adds ``replicas`` (data-parallel replicas, which one is profiled) and ``pipeline_stages``
+#   4  adds ``run_provenance`` (simulated or estimated runs: compile-only profiles) and
+#      ``data_dependent_programs`` (program-tree nodes whose cycles depend on values)
 #: Arrow custom-metadata key; the ``name:`` prefix follows the Arrow spec's advice on
 #: application metadata (``ARROW:`` is reserved for Arrow itself).
 METADATA_KEY = "tilescope:report"
@@ -500,6 +502,31 @@ _TABLES: tuple[TableSpec, ...] = (
         ),
         batch_rows=1024,
         key=("run", "step", "ipu"),
+    ),
+    TableSpec(
+        "run_provenance",
+        "execution",
+        "How each captured run's cycles were obtained: simulated (the program ran, values and all) or estimated "
+        "(a compile-only profile: the same cost model and program tree, no values; an If or Switch takes its "
+        "longest branch). Older reports' runs are simulated.",
+        (
+            _c("run", I32, "index", MEASURED, "run"),
+            _c("provenance", STR, NONE, STRUCTURAL, "simulated or estimated"),
+        ),
+        key=("run",),
+        since=4,
+    ),
+    TableSpec(
+        "data_dependent_programs",
+        "graph",
+        "Program-tree nodes whose real cycles depend on the values the program computes (dynamic slices and "
+        "gathers, If and Switch): their cycles are the cost model's estimate whatever the data.",
+        (
+            _c("program_id", I32, "id", STRUCTURAL, "program-tree node"),
+            _c("reason", STR, NONE, STRUCTURAL, "why its cycles depend on data"),
+        ),
+        key=("program_id",),
+        since=4,
     ),
     TableSpec(
         "truncations",

@@ -14,7 +14,7 @@ from dash import Input, Output, State, callback, ctx, dcc, html
 from app import ids, state
 from app.comparison.pages import execution_trace as compare  # the page's compare tab
 from app.comparison.pages.components import compare_tabs
-from app.components import ipu_selector, no_execution_profile, stat_card
+from app.components import ipu_selector, no_execution_profile, provenance_note, stat_card
 from app.figures.execution_trace import (
     proportions_figure,
     step_tile_split_figure,
@@ -40,9 +40,11 @@ def layout(**_: object) -> html.Div:
     if not report.has_execution_profile:
         return html.Div([html.H3("Execution Trace"), no_execution_profile("The execution trace")])
     runs = report.runs()
+    how = ", estimated" if report.estimated_runs else ""
     return html.Div(
         [
-            html.H3("Execution Trace", className="mb-2"),
+            html.H3("Execution Trace" + (" (estimated)" if how else ""), className="mb-2"),
+            provenance_note(report),
             dbc.Row(
                 [
                     dbc.Col(
@@ -52,7 +54,7 @@ def layout(**_: object) -> html.Div:
                                 id=ids.TRACE_RUN,
                                 value=str(opening_run(report)),
                                 options=[
-                                    {"label": f"run {r}: {n} ({c:,} cycles)", "value": str(int(r))}
+                                    {"label": f"run {r}: {n} ({c:,} cycles{how})", "value": str(int(r))}
                                     for r, n, c in zip(runs["run"], runs["name"], runs["cycles"], strict=True)
                                 ],
                             ),

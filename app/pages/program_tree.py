@@ -20,6 +20,7 @@ from app.comparison.pages.components import compare_tabs
 from app.components import key_values
 from app.grid import column_defs, fill_height, to_records
 from app.views import program_tree as view
+from app.views.provenance import data_dependent_sentence, estimated
 
 COLUMNS = ["program_id", "tree", "type", "step", "executions", "executed_cycles", "estimated_cycles", "code_bytes"]
 #: The two cycle columns count differently, so their headers say how.
@@ -93,6 +94,11 @@ def layout(**_: object) -> html.Div:
         if repeated
         else ""
     )
+    if estimated(report):  # the executed column is a compile-only estimate, said before anything else
+        note = "Compile-only profile: the executed cycles are estimated (no values computed). " + note
+    dependent = data_dependent_sentence(report)
+    if dependent:
+        note += (" " if note else "") + dependent
     folded = tree.loc[tree["host_transfer"] & (tree["depth"] == 0), "name"].tolist()
     if folded:
         note += (" " if note else "") + (

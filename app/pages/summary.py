@@ -13,10 +13,11 @@ from dash import html
 from app import ids, state
 from app.comparison.pages import summary as compare  # the page's compare tab
 from app.comparison.pages.components import compare_tabs
-from app.components import key_values, section, stat_card
+from app.components import key_values, provenance_note, section, stat_card
 from app.grid import small_grid
 from app.units import format_bytes, format_count, format_flops, format_percent, format_seconds
 from app.views.ipus import ipu_execution, ipu_memory
+from app.views.provenance import estimated
 from app.views.runs import run_table
 from app.views.summary import summary
 
@@ -52,7 +53,7 @@ def layout(**_: object) -> html.Div:
         h = ex["headline"]
         cards += [
             card(
-                "Cycles",
+                "Cycles (estimated)" if estimated(report) else "Cycles",
                 format_count(h["cycles"]),  # exact, as the Execution Trace, the CLI and the exports show it
                 f"run {h['run']} ({h['name']}), {format_seconds(h['seconds'])} at {t['clock_hz'] / 1e9:.3g} GHz; "
                 f"all {ex['runs']} runs {format_count(ex['total_cycles'])}"
@@ -118,6 +119,8 @@ def layout(**_: object) -> html.Div:
         ]
     multi = _multi_ipu_section(report, mi) if mi["total_ipus"] > 1 else []
     notes = [dbc.Alert(n, color="warning", className="py-2 mb-1") for n in doc["notes"]]
+    said = provenance_note(report)  # an estimated trace, steps whose cycles follow data
+    notes += [said] if said is not None else []
     notes += [
         dbc.Alert(
             f"Truncated {tr['kind']}: captured {tr['captured']:,} of {tr['total']:,} — {tr['reason']}",

@@ -56,6 +56,7 @@ def summary_text(doc: dict[str, Any]) -> str:
             + f", {format_count(ex['total_cycles'])} cycles "
             f"({format_seconds(ex['total_seconds'])} at the target clock), {format_flops(ex['total_flops'])}, "
             f"tile balance {format_percent(ex['tile_balance'])}"
+            + ("; ESTIMATED (compile-only: no values)" if ex.get("estimated") else "")
         )
         for i, (c, n, b) in enumerate(
             zip(ex["cycles_per_run"], ex["steps_per_run"], ex["tile_balance_per_run"], strict=True)

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from app.units import plural
+from app.views import provenance
 from report_format.reader import Report
 from report_format.vocabulary import Layer
 
@@ -110,7 +111,7 @@ def operations(report: Report, layer: str | None = Layer.POPLIBS, run: int | Non
         )
         by_prog = by_prog.reindex(prog["program_id"]).fillna(0)
         cyc, prog_flops = by_prog["cycles"].to_numpy(), by_prog["flops"].to_numpy()
-        source = "executed (simulated)"
+        source = "estimated run (compile-only: no values)" if provenance.estimated(report) else "executed (simulated)"
     else:
         cyc, prog_flops = prog["estimated_cycles"].to_numpy(), None
         source = "compile-time estimate (no execution profile)"

@@ -120,6 +120,8 @@ def execution_summary(report: Report, run: int | None = None) -> dict[str, Any]:
 
     return {
         "captured": captured,
+        # the runs' cycles are a compile-only profile's estimates, not simulated (app.views.provenance)
+        "estimated": bool(captured and report.estimated_runs),
         "runs": len(runs),
         "only_run": run,
         "total_cycles": total_cycles,

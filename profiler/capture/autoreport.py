@@ -16,9 +16,10 @@ import pyarrow as pa
 
 from profiler.chip.targets import target_row
 from profiler.compiler.compile import ControlNode, Step
+from profiler.compiler.data_dependence import data_dependent_nodes
 from profiler.compiler.memory import control_code_bytes
 from report_format.origin import Origin
-from report_format.vocabulary import ControlType, MemoryCategory, StepType
+from report_format.vocabulary import ControlType, MemoryCategory, Provenance, StepType
 from report_format.writer import ReportWriter
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ class RunRecord:
         self.starts: list[np.ndarray] = []
         self.total_steps = 0
         self.cycles = 0
+        self.estimated = False  # timed from the cost model alone, no values (a compile-only engine)
 
 
 class Engine(Protocol):
@@ -124,8 +126,15 @@ def _step_stats(engine: Engine) -> dict[str, np.ndarray]:
     }
 
 
+ESTIMATED, SIMULATED = Provenance.ESTIMATED, Provenance.SIMULATED
+
+
 def _graph_tables(engine: Engine, w: ReportWriter) -> None:
     c, mem, live = _compiled(engine)
+    dependent = data_dependent_nodes(c)
+    w.write("data_dependent_programs", {
+        "program_id": np.array(list(dependent), dtype=np.int32), "reason": list(dependent.values()),
+    })  # fmt: skip
     g = engine.graph
     t = g.target
     opts = engine.options
@@ -311,6 +320,10 @@ def _execution_tables(engine: Engine, w: ReportWriter) -> None:
                 "reason": [f"run {rec.run} executed more steps than the engine captures per run ({k})"],
             })  # fmt: skip
     w.write("runs", runs)
+    w.write("run_provenance", {
+        "run": np.array([rec.run for rec in engine.runs], dtype=np.int32),
+        "provenance": [(ESTIMATED if rec.estimated else SIMULATED).value for rec in engine.runs],
+    })  # fmt: skip
     if engine.total_runs > len(engine.runs):
         count = engine.options.execution_profile_program_run_count
         w.append("truncations", {

@@ -84,6 +84,11 @@ _SPECS: dict[str, _Spec] = {
     # whole-tensor vertices computing the same, see profiler.poplar.graph.ComputeSet.kernel). Slower; the
     # results are the same up to float rounding, and the report (cycles, memory, exchange) identical.
     "tilescope.executeVertices": _Spec("bool", "false"),
+    # tilescope's own: compile, place memory and estimate every run's trace from the cost model without
+    # holding or computing any tensor value (docs/capturing.md "Compile-only profiles"). Poplar's
+    # nearest is compiling for an offline device and writing only the graph profile, whose
+    # compile-time cycle estimates PopVision then shows (reference/popvision.md §4 "Estimates").
+    "tilescope.compileOnly": _Spec("bool", "false"),
 }
 OPTION_NAMES: tuple[str, ...] = tuple(sorted(_SPECS))
 
@@ -137,6 +142,11 @@ class EngineOptions:
     @property
     def execute_vertices(self) -> bool:
         return self._bool("tilescope.executeVertices")
+
+    @property
+    def compile_only(self) -> bool:
+        """No tensor values: runs are estimated from the cost model (tilescope.compileOnly)."""
+        return self._bool("tilescope.compileOnly")
 
     @property
     def include_flop_estimates(self) -> bool:

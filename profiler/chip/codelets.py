@@ -106,6 +106,9 @@ class Codelet:
     # an elementwise op ``profiler.executable.half_maps`` may run on stored halves in one compiled pass (when
     # every field is half and the result is another variable): a name in half_maps.LOOPS
     half_op: str | None = None
+    # why this codelet's real cycles depend on the data it reads ("" when they do not): the cost
+    # model charges it one estimate whatever the values, and the report says so per step
+    data_dependent: str = ""
 
     # -- user codelet hooks (per vertex) ------------------------------------------------------
     def compute(self, **fields: np.ndarray) -> Mapping[str, np.ndarray] | None:

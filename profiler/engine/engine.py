@@ -8,6 +8,11 @@ kernel's few coarse vertices, else every vertex batch runs its codelet once over
 BSP timing: each IPU keeps a clock. A step on an IPU lasts as long as its slowest tile (the
 step's estimated cycles per tile, from the compiler). Steps that synchronise all IPUs (external
 syncs, global exchanges, host stream copies) first bring every IPU to the latest clock.
+
+Compile-only (``tilescope.compileOnly``): no tensor value is ever made. A run walks the same program
+tree and advances the same clocks (``_time_step``, the one function that charges a step's cycles,
+executed or not) without acting; an If or Switch, whose branch would follow a value, takes its
+longest branch. Such runs are recorded as estimated.
 """
 
 from __future__ import annotations
@@ -104,6 +109,7 @@ class Engine:
         self._dropped: set[int] = set()
         # replication (profiler.multi_ipu.replication): one state per replica, run in lockstep
         self.replicas = graph.replication_factor
+        self.compile_only = self.options.compile_only  # no values: runs are estimated (module docstring)
         self.profiled_replica = self.options.replica_to_profile
         if not 0 <= self.profiled_replica < self.replicas:
             raise EngineError(
@@ -131,7 +137,8 @@ class Engine:
             (opts.worker_stack_bytes, opts.supervisor_stack_bytes),
         )  # fmt: skip
         self.compiled = c
-        self._plan_host_values(c, self.liveness)
+        if not self.compile_only:  # which values the host makes and drops when: none without values
+            self._plan_host_values(c, self.liveness)
         t = self.graph.target
         cyc = np.stack([st.cost.tile_cycles for st in c.steps]) if c.steps else np.zeros((0, t.num_tiles), np.int64)
         self._step_ipu_cycles = cyc.reshape(len(c.steps), t.num_ipus, t.tiles_per_ipu).max(axis=2)
@@ -237,6 +244,9 @@ class Engine:
     def load(self) -> None:
         if self.compiled is None:
             self.compile()
+        if self.compile_only:  # nothing to hold: a compile-only engine never makes a value
+            self.loaded = True
+            return
         g = self.graph
         self._states = [
             [
@@ -278,7 +288,12 @@ class Engine:
             raise EngineError(f"stream {s.name!r}: buffer has {buffer.size} elements, a transfer has {s.numel}{per}")
         self._streams[s.id] = buffer
 
+    def _values_needed(self, what: str) -> None:
+        if self.compile_only:
+            raise EngineError(f"{what}: the engine is compile-only (tilescope.compileOnly), so it holds no values")
+
     def write_tensor(self, handle: str, data: Any) -> None:
+        self._values_needed(f"write_tensor {handle!r}")
         self._ready()
         if handle not in self.graph.host_writes:
             raise EngineError(f"no host write named {handle!r}; create it with Graph.create_host_write")
@@ -297,6 +312,7 @@ class Engine:
 
     def read_tensor(self, handle: str, replica: int | None = None) -> np.ndarray:
         """The tensor's values on ``replica`` (default: the profiled one, profiler.replicaToProfile)."""
+        self._values_needed(f"read_tensor {handle!r}")
         self._ready()
         if handle not in self.graph.host_reads:
             raise EngineError(f"no host read named {handle!r}; create it with Graph.create_host_read")
@@ -315,18 +331,19 @@ class Engine:
             self.options.output_execution_profile and len(self.runs) < self.options.execution_profile_program_run_count
         )
         record = RunRecord(self.total_runs, program, name or f"run{self.total_runs}")
+        record.estimated = self.compile_only
         self._record = record if capture_run else None
         self._clock = np.zeros(self.graph.target.num_ipus, dtype=np.int64)
         self.compute_cycles = np.zeros(self.graph.target.num_ipus, dtype=np.int64)  # per IPU, this run
         top = next(n for n in c.nodes if n.parent_id == -1 and n.child_index == program)
         volatile = self._volatile.get(program)
-        if volatile is None:  # what this program writes, and values made and dropped per step
+        if volatile is None and not self.compile_only:  # what this program writes, values made and dropped
             first, last = c.program_ranges[program]
             volatile = self._volatile[program] = self._dropped | set().union(
                 *(n.writes for n in c.steps[first : last + 1])
             )
         for cache in self._read_caches:
-            cache.volatile = volatile
+            cache.volatile = volatile or set()
         # the run's reused temporaries (profiler.host.scratch) and dropped values (ValuePool) are kept for
         # the next run, as onnxruntime keeps its arena: a run repeated needs no fresh memory (~10 % of
         # a ResNet-50 batch-1 run); close() frees them
@@ -348,41 +365,67 @@ class Engine:
             for _ in range(node.repeat_count):
                 for ch in node.children:
                     self._exec(ch)
-        elif node.type == ControlType.IF:
-            assert node.condition is not None  # the compiler gives every If its condition
-            cond = node.condition.gather(self._state).reshape(-1)[0]
-            self._exec(node.children[0 if cond else 1])
-        elif node.type == ControlType.SWITCH:
-            assert node.condition is not None  # the compiler gives every Switch its control
-            value = int(node.condition.gather(self._state).reshape(-1)[0])
-            cases = node.case_values
-            self._exec(node.children[cases.index(value) if value in cases else len(cases)])
+        elif node.type in (ControlType.IF, ControlType.SWITCH):
+            self._exec(self._longest(node.children) if self.compile_only else self._branch(node))
         else:
             for ch in node.children:
                 self._exec(ch)
 
+    def _branch(self, node: ControlNode) -> Node:
+        """The child an If or a Switch runs, from its condition's value."""
+        assert node.condition is not None  # the compiler gives every If and Switch its condition
+        if node.type == ControlType.IF:
+            cond = node.condition.gather(self._state).reshape(-1)[0]
+            return node.children[0 if cond else 1]
+        value = int(node.condition.gather(self._state).reshape(-1)[0])
+        cases = node.case_values
+        return node.children[cases.index(value) if value in cases else len(cases)]
+
+    def _longest(self, branches: list[Node]) -> Node:
+        """Without values, the branch whose run would end latest (the first of equals): each is timed
+        from the current clocks, unrecorded, and the clocks put back."""
+        clock, compute, record = self._clock.copy(), self.compute_cycles.copy(), self._record
+        self._record = None
+        ends = []
+        for b in branches:
+            self._exec(b)
+            ends.append(int(self._clock.max()))
+            self._clock[:], self.compute_cycles[:] = clock, compute
+        self._record = record
+        return branches[ends.index(max(ends))]
+
     def _step(self, node: Step) -> None:
-        if node.action is not None:
-            variables = self.graph.variables
-            self._fetched: dict[int, Any] = {}
-            unzeroed = self._unzeroed.get(node.step, ())
-            for r, state in enumerate(self._states):  # replicas in lockstep (one state each)
-                for v in self._needs.get(node.step, ()):
-                    if state[v].size != variables[v].numel:  # made at first use (zeros, as at load)
-                        state[v] = self._values.zeros(variables[v].numel, variables[v].dtype, v not in unzeroed)
-                if isinstance(node.action, AllReduceAction):
-                    continue
-                self._state, self._replica = state, r
-                self._act(node.action)
-            if isinstance(node.action, AllReduceAction):  # across replicas: once, over every state
-                node.action.run(self._states)
-            for cache in self._read_caches:
-                cache.written(node.writes)
-            for state in self._states:
-                for v in self._release.get(node.step, ()):
-                    self._values.drop(state[v])
-                    state[v] = np.zeros(0, dtype=variables[v].dtype)
-            self._state, self._replica = self._states[self.profiled_replica], self.profiled_replica
+        if node.action is not None and not self.compile_only:
+            self._act_step(node)
+        self._time_step(node)
+
+    def _act_step(self, node: Step) -> None:
+        """The step's effect on the values of every replica (never its cycles: ``_time_step``)."""
+        assert node.action is not None
+        variables = self.graph.variables
+        self._fetched: dict[int, Any] = {}
+        unzeroed = self._unzeroed.get(node.step, ())
+        for r, state in enumerate(self._states):  # replicas in lockstep (one state each)
+            for v in self._needs.get(node.step, ()):
+                if state[v].size != variables[v].numel:  # made at first use (zeros, as at load)
+                    state[v] = self._values.zeros(variables[v].numel, variables[v].dtype, v not in unzeroed)
+            if isinstance(node.action, AllReduceAction):
+                continue
+            self._state, self._replica = state, r
+            self._act(node.action)
+        if isinstance(node.action, AllReduceAction):  # across replicas: once, over every state
+            node.action.run(self._states)
+        for cache in self._read_caches:
+            cache.written(node.writes)
+        for state in self._states:
+            for v in self._release.get(node.step, ()):
+                self._values.drop(state[v])
+                state[v] = np.zeros(0, dtype=variables[v].dtype)
+        self._state, self._replica = self._states[self.profiled_replica], self.profiled_replica
+
+    def _time_step(self, node: Step) -> None:
+        """Advance the IPUs' clocks over one step and record it: the cycles an executed and a
+        compile-only run both charge (one function, so the two cannot differ)."""
         cycles = self._step_ipu_cycles[node.step]
         pipeline = self._pipeline  # not None when a step is pipelined
         if pipeline is not None and self._pipelined[node.step]:

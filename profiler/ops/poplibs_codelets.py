@@ -588,6 +588,9 @@ class MultiSlice(Codelet):
     """out[i, :] = table[indices[i] - offset, :] for indices inside this tile's rows (ref §3.4)."""
 
     name = "popops::MultiSlice"
+    data_dependent = (
+        "MultiSlice: how many indices fall in a tile's rows decides its copies (the estimate assumes all do)"
+    )
     builtin = True
     kind = "MultiVertex"
     inputs = ("table", "indices")
@@ -612,6 +615,9 @@ class MultiUpdateAdd(Codelet):
     plus one multiply-add per element [INF])."""
 
     name = "popops::MultiUpdateAdd"
+    data_dependent = (
+        "MultiUpdateAdd: how many indices fall in a tile's rows decides its updates (the estimate assumes all do)"
+    )
     builtin = True
     kind = "MultiVertex"
     inputs = ("updates", "indices")
@@ -639,6 +645,9 @@ class DynamicSlice(Codelet):
     """out = in[index - offset] over this tile's slice candidates in[S, L] (DynamicSlice1D, ref §3.4)."""
 
     name = "popops::DynamicSlice1D"
+    data_dependent = (
+        "DynamicSlice: the index decides which candidate each tile copies (the estimate charges a full copy)"
+    )
     builtin = True
     kind = "MultiVertex"
     inputs = ("in", "index")
@@ -660,6 +669,9 @@ class DynamicUpdate(Codelet):
     """base[index] = update over this tile's slice candidates (DynamicUpdateSlice1D, costed as the slice)."""
 
     name = "popops::DynamicUpdateSlice1D"
+    data_dependent = (
+        "DynamicUpdateSlice: the index decides which candidate each tile updates (the estimate charges a full copy)"
+    )
     builtin = True
     kind = "MultiVertex"
     inputs = ("update", "index")

@@ -13,6 +13,7 @@ import numpy as np
 from profiler.ops.core import OpError, add_like, execute, groups_by_tile, linear_tiles, op
 from profiler.ops.elementwise import fill
 from profiler.ops.poplibs_codelets import DynamicSlice, DynamicUpdate, MultiSlice, MultiUpdateAdd
+from profiler.poplar import shape_only
 from profiler.poplar.graph import Graph
 from profiler.poplar.programs import Sequence as Prog
 from profiler.poplar.tensor import Tensor
@@ -111,7 +112,7 @@ class ColumnStorage:
         return stored.transpose(1, 0)
 
     def stored(self, data: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(data.T)
+        return shape_only.contiguous(data.T)
 
 
 def map_by_columns(graph: Graph, table: Tensor) -> None:

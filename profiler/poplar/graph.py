@@ -21,6 +21,7 @@ from profiler.chip.codelets import Codelet, resolve_codelet
 from profiler.chip.dtypes import as_dtype
 from profiler.chip.targets import Target, replica_view, sharding_view
 from profiler.host import host_memory
+from profiler.poplar import shape_only
 from profiler.poplar.layout import Affine, Factored, covers_all
 from profiler.poplar.streams import DEVICE_TO_HOST, HOST_TO_DEVICE, DataStream
 from profiler.poplar.tensor import Tensor
@@ -250,6 +251,9 @@ class Graph:
         """A constant: ``value`` broadcast to ``shape``; always-live, category ``constant``."""
         t = self._add(dtype, shape, name, constant=True, interleaved=False)
         var = self.variable(t)
+        if shape_only.is_placeholder(value):  # compile-only: its shape and type, never its data
+            var.value = shape_only.placeholder((var.numel,), var.dtype)
+            return t
         try:
             var.value = np.broadcast_to(np.asarray(value, dtype=var.dtype), var.shape).reshape(-1).copy()
         except ValueError:

@@ -82,7 +82,9 @@ CODE_BYTES = {2: 6, 3: 6, 4: 6, 7: 12}  # control/exchange code per tile of thes
 EXCHANGED = {7: (8, 8), 3: (4, 0)}  # bytes each tile receives and sends in these programs
 
 
-def small_spec(*, execution: bool = True, debug_info: bool = True) -> ReportSpec:
+def small_spec(*, execution: bool = True, debug_info: bool = True, estimated: bool = False) -> ReportSpec:
+    """The small report; ``estimated``: its runs are a compile-only profile's estimates, and the matmul
+    step (program 6) is marked as depending on data."""
     tiles = range(NUM_TILES)
     cols = list(zip(*PROGRAMS, strict=True))
     # memory by category: vertex code (matmul codelet 100 B on tiles 0..5, add 50 B everywhere),
@@ -165,10 +167,14 @@ def small_spec(*, execution: bool = True, debug_info: bool = True) -> ReportSpec
             [
                 Run([leaves.index(p) for p in EXECUTED], TileCycles(cycles * (r + 1), bytes_in, bytes_out), f"run {r}")
                 for r in (0, 1)
-            ]
+            ],
+            estimated=estimated,
         )
         if execution
         else None,
+        data_dependent={6: "MultiSlice: how many indices fall in a tile's rows decides its copies"}
+        if estimated
+        else {},
         notes={
             "debug_info": "Debug information not captured.",
             "execution": "Execution profile not captured: compile only (autoReport.outputExecutionProfile is false).",
@@ -176,5 +182,5 @@ def small_spec(*, execution: bool = True, debug_info: bool = True) -> ReportSpec
     )
 
 
-def write_small_report(path: Path, *, execution: bool = True, debug_info: bool = True) -> Path:
-    return write_report(path, small_spec(execution=execution, debug_info=debug_info))
+def write_small_report(path: Path, *, execution: bool = True, debug_info: bool = True, estimated: bool = False) -> Path:
+    return write_report(path, small_spec(execution=execution, debug_info=debug_info, estimated=estimated))

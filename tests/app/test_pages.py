@@ -117,6 +117,31 @@ def test_compile_only_report_says_why_the_trace_is_empty(pages, compile_only_rep
         state.configure(small_report.path)
 
 
+def test_estimated_report_shows_its_trace_labelled(pages, small_report, tmp_path):
+    """A compile-only profile with an estimated trace: the trace is shown (no "needs an execution
+    profile"), and every page that shows its cycles says they are estimated; the step marked as
+    depending on data is named, with why."""
+    from tests.app.small_report import write_small_report
+
+    state.configure(write_small_report(tmp_path / "estimated", estimated=True))
+    try:
+        trace = as_json(pages["execution_trace"].layout())
+        assert "needs an execution profile" not in trace
+        assert "Execution Trace (estimated)" in trace and "cycles, estimated)" in trace
+        assert "Estimated trace: a compile-only profile" in trace
+        assert "1 program node has cycles that depend on data" in trace and "MultiSlice" in trace
+        summary = as_json(pages["summary"].layout())
+        assert "Cycles (estimated)" in summary and "Estimated trace" in summary
+        assert "estimated run (compile-only" in pages["operations"].table("poplibs", "-1", ["cycles"])[1]
+        tree = as_json(pages["program_tree"].layout())
+        assert "executed cycles are estimated" in tree and "depend on data" in tree
+    finally:
+        state.configure(small_report.path)
+    # the simulated twin says neither
+    trace = as_json(pages["execution_trace"].layout())
+    assert "estimated" not in trace.lower().replace("estimated_cycles", "")
+
+
 def test_report_without_debug_info(pages, small_report, tmp_path):
     from tests.app.small_report import write_small_report
 

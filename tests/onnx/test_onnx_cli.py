@@ -228,8 +228,38 @@ def test_progress_counts_nodes_and_compute_sets_on_a_terminal() -> None:
         for i in range(1, 101):
             counter(i, 100)  # a fast loop: throttled, but the last count always shows
         counter.close()
-    assert term.getvalue().startswith("\rtilescope run:   1/100 nodes") and term.getvalue().endswith("100/100 nodes\n")
+    assert term.getvalue().startswith("\rtilescope run:   1/100 nodes (1%)")
+    assert term.getvalue().rstrip(" \n").endswith("100/100 nodes")  # spaces clear the longer line before
     assert term.getvalue().count("\r") < 10 and log.getvalue() == ""
+
+
+def test_progress_shows_the_fraction_and_the_time_left() -> None:
+    """A fake clock: 10 of 40 compute sets in 30 s leaves ~90 s at that rate; a log (not a terminal)
+    gets a line only once the work has run 15 s, and at most every 15 s."""
+    import io
+
+    from tilescope.progress import Counter, format_eta
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    now = [100.0]
+    term, log = Terminal(), io.StringIO()
+    counters = [Counter("compute sets planned", s, clock=lambda: now[0]) for s in (term, log)]
+    for done, t in ((1, 101.0), (10, 130.0), (20, 140.0), (30, 150.0), (40, 160.0)):
+        now[0] = t
+        for c in counters:
+            c(done, 40)
+    lines = term.getvalue().split("\r")
+    assert lines[1].rstrip() == "tilescope run:   1/40 compute sets planned (2%)"  # too early for a rate
+    assert lines[2].rstrip() == "tilescope run:   10/40 compute sets planned (25%, ~1 min 30 s left)"
+    assert lines[-1].rstrip() == "tilescope run:   40/40 compute sets planned"
+    assert log.getvalue().splitlines() == [
+        "tilescope run:   10/40 compute sets planned (25%, ~1 min 30 s left)",  # at 30 s
+        "tilescope run:   30/40 compute sets planned (75%, ~17 s left)",  # 15 s later, not at 40 s
+    ]
+    assert (format_eta(59.4), format_eta(3725)) == ("59 s", "1 h 2 min")
 
 
 @pytest.mark.slow  # ~3.4 s at load 4

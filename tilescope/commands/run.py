@@ -15,6 +15,10 @@ say); --pipeline makes those IPUs pipeline stages over --micro-batches micro-bat
 --replicas R runs R data-parallel copies, each on its own N IPUs and --batch inputs. Samples per run
 are batch x replicas x micro-batches.
 
+With --compile-only nothing holds a value (engine option tilescope.compileOnly): the weights are
+not read, no input is made, and each run's cycles are estimated from the same cost model, so the
+report and the summary say "estimated"; --check, --inputs and --save-outputs need values.
+
 With --check the same inputs also go through onnxruntime (or onnx.reference) and the largest
 absolute and relative difference per output is printed (and carried by --json under "check").
 
@@ -149,6 +153,12 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help=FORCE_HELP)
     p.add_argument("--runs", type=int, default=1, help="inference runs (default 1)")
     p.add_argument("--report-dir", metavar="DIR", help="write a report to DIR (autoReport.all + autoReport.directory)")
+    p.add_argument(
+        "--compile-only", action="store_true",
+        help="profile without values (engine option tilescope.compileOnly): the weights are not read (an ONNX "
+        "model's external data may be absent) and no input is made; the report has memory, liveness, the program "
+        "tree, operations and an execution trace estimated from the same cost model, marked estimated",
+    )  # fmt: skip
     p.add_argument("--weights-as-constants", action="store_true", help="weights as graph constants, not uploaded")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument(
@@ -184,17 +194,21 @@ def _progress(msg: str) -> None:
     print(f"tilescope run: {msg}", file=sys.stderr, flush=True)
 
 
-def _engine_options(report_dir: str | None, script: bool = False) -> None:
-    """Merge --report-dir into POPLAR_ENGINE_OPTIONS and check the result (one-line errors),
-    including that the report could be written there, before anything is imported or run."""
+def _engine_options(report_dir: str | None, script: bool = False, compile_only: bool = False) -> None:
+    """Merge --report-dir (and --compile-only) into POPLAR_ENGINE_OPTIONS and check the result
+    (one-line errors), including that the report could be written there, before anything is
+    imported or run."""
     from profiler.capture.options import ENV_VAR, OptionError, resolve_options
     from report_format.writer import check_destination, check_writable
 
     try:
         opts = resolve_options()  # a malformed variable is reported as such, before we merge into it
-        if report_dir:
+        merged = {"autoReport.all": "true", "autoReport.directory": report_dir} if report_dir else {}
+        if compile_only:  # a script's engines too (the environment reaches every engine)
+            merged["tilescope.compileOnly"] = "true"
+        if merged:
             current = json.loads(os.environ.get(ENV_VAR, "") or "{}")
-            current |= {"autoReport.all": "true", "autoReport.directory": report_dir}
+            current |= merged
             os.environ[ENV_VAR] = json.dumps(current)
             opts = resolve_options()
     except OptionError as exc:
@@ -242,7 +256,7 @@ def profile_options(args: argparse.Namespace) -> Any:
         weights="constants" if args.weights_as_constants else "variables", split=args.split,
         partials=args.partials, outline=args.outline, fp8_log2_scale=args.fp8_scale,
         pipeline=args.pipeline, micro_batches=_micro_batches(args), runs=args.runs,
-        wrong_kernel=args.test_wrong_kernel,
+        compile_only=getattr(args, "compile_only", False), wrong_kernel=args.test_wrong_kernel,
     )  # fmt: skip
     if args.available_memory_proportion is not None:  # else PopLibs' default (ProfileOptions')
         options = replace(options, available_memory_proportion=args.available_memory_proportion)
@@ -279,7 +293,12 @@ def run(args: argparse.Namespace) -> int:
             inputs=[path, *([args.inputs] if args.inputs else [])],
             follow_symlinks=args.force,
         )  # before running
-    _engine_options(args.report_dir, script=path.suffix == ".py")
+    if args.compile_only:
+        given = [o for o, on in (("--check", args.check), ("--inputs", args.inputs),
+                                 ("--save-outputs", args.save_outputs)) if on]  # fmt: skip
+        if given:
+            raise CommandError(f"{given[0]} needs values; --compile-only computes none")
+    _engine_options(args.report_dir, script=path.suffix == ".py", compile_only=args.compile_only)
     if path.suffix == ".py":
         return _run_script(path, script_args)
     return _run_model(path, args)
@@ -475,6 +494,10 @@ def _check(result: Any, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _no_outputs(doc: dict[str, Any]) -> str:
+    return "none (compile-only: no values)" if doc["execution"].get("estimated") else "none (not executed)"
+
+
 def _render(doc: dict[str, Any]) -> str:
     from app.units import format_bytes, format_count, plural
 
@@ -482,9 +505,10 @@ def _render(doc: dict[str, Any]) -> str:
     tg = doc["target"]
     per_run = ", ".join(format_count(c) for c in ex["cycles_per_run"])
     if ex["executed"]:
+        how = "estimated, compile-only" if ex.get("estimated") else "simulated"
         execution = [
-            f"cycles/run    {per_run}  ({ex['seconds_per_run'] * 1e3:.4g} ms simulated)",
-            f"throughput    {ex['samples_per_second']:,.1f} samples/s (simulated, {plural(ex['samples_per_run'], 'sample')} per run)",
+            f"cycles/run    {per_run}  ({ex['seconds_per_run'] * 1e3:.4g} ms {how})",
+            f"throughput    {ex['samples_per_second']:,.1f} samples/s ({how}, {plural(ex['samples_per_run'], 'sample')} per run)",
         ]
         if len(ex["ipu_utilisation"]) > 1:  # compute share of the run on each IPU (pipeline balance)
             execution.append(
@@ -511,7 +535,7 @@ def _render(doc: dict[str, Any]) -> str:
         f"host time     import {t['import_s']:.2f} s, compile {t['compile_s']:.2f} s, run {t['run_s']:.2f} s/run, "
         f"report write {t['report_write_s']:.2f} s",
         f"report        {doc['report'] or 'off (use --report-dir or POPLAR_ENGINE_OPTIONS)'}",
-        f"outputs       {', '.join(f'{k} {v}' for k, v in doc['outputs'].items()) or 'none (not executed)'}",
+        f"outputs       {', '.join(f'{k} {v}' for k, v in doc['outputs'].items()) or _no_outputs(doc)}",
     ]
     check = doc.get("check")
     if check and check["runtime"]:

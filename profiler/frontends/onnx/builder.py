@@ -27,6 +27,7 @@ from profiler.ops.core import default_linear_tiles
 from profiler.ops.elementwise import apply_map
 from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION
 from profiler.ops.poplibs_codelets import map_codelet
+from profiler.poplar import shape_only
 from profiler.poplar.graph import Graph
 from profiler.poplar.programs import Copy
 from profiler.poplar.programs import Sequence as Prog
@@ -180,12 +181,14 @@ class Builder:
         # element by element.
         with np.errstate(over="ignore"):
             host = np.asarray(v)
-            arr = host if like is None else host.astype(like)
+            arr = host if like is None else shape_only.astype(host, like)
             if arr.size == 0:
                 raise Unsupported("empty tensors")
             dt = device_dtype(arr.dtype, self.half)
-            data = arr.astype(dt)
-        if data.dtype.kind == "f" and host.dtype.kind == "f" and data.itemsize < host.itemsize:
+            data = shape_only.astype(arr, dt)
+        if shape_only.is_placeholder(data):  # compile-only: no values to overflow
+            pass
+        elif data.dtype.kind == "f" and host.dtype.kind == "f" and data.itemsize < host.itemsize:
             inf = np.isinf(data)
             if inf.any() and (inf & np.isfinite(host)).any():
                 self.overflowed.append(self.names.get(id(v), name))
@@ -214,13 +217,13 @@ class Builder:
     def weight_like(self, like: Tensor, v: np.ndarray, dtype: np.dtype | None, name: str) -> Tensor:
         """A weight variable holding host ``v`` (converted to ``dtype`` if given), laid out and mapped
         as ``like`` (a weight variable), uploaded by the weights-to-device program."""
-        arr = np.asarray(v) if dtype is None else np.asarray(v).astype(dtype)
+        arr = np.asarray(v) if dtype is None else shape_only.astype(np.asarray(v), dtype)
         dt = device_dtype(arr.dtype, self.half)
         name = self._unique(self.names.get(id(v), name))
         t = self.graph.clone(like, name)
         if t is None:
             raise FrontendError(f"weight {name!r}: cannot be laid out as {like!r}")
-        self._upload(t, name, arr.astype(dt))
+        self._upload(t, name, shape_only.astype(arr, dt))
         self._host_keep.append(v)
         return t
 
@@ -234,7 +237,7 @@ class Builder:
         with g.debug_context(name, op_type=WEIGHT_UPLOAD_OP, layer=LAYER, top_level=True):
             upload = Copy(g.add_host_to_device_fifo(stream, data.dtype, list(data.shape)), t, name=stream)
         self.weights_prog.add(upload)
-        self.weights[stream] = np.ascontiguousarray(data)
+        self.weights[stream] = shape_only.contiguous(data)
         return upload
 
     def _spread(self, t: Tensor) -> np.ndarray:

@@ -22,6 +22,7 @@ from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION
 from profiler.poplar.graph import Graph
 from profiler.poplar.programs import Copy
 from profiler.poplar.programs import Sequence as Prog
+from profiler.poplar.shape_only import astype, is_placeholder
 from profiler.poplar.tensor import Tensor
 from report_format.text import printable
 
@@ -44,6 +45,7 @@ from .model import check_supported, opset_version, override_batch
 from .operators import HANDLERS
 from .outline import build_repeat, find_repeat
 from .serialize import serialize_large_matmuls
+from .shapes import fold_shapes, holds_data, keeps_value, shape_of
 from .split import node_cycles
 
 
@@ -156,6 +158,7 @@ def import_model(
     available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
     outline: bool = False,
     fp8_log2_scale: int = 0,
+    values: bool = True,
 ) -> ImportedModel:
     """Build ``model`` (already loaded and checked) on a new graph for ``target``;
     ``progress(done, total)`` after each node; on several IPUs ``split`` says what the automatic
@@ -169,14 +172,17 @@ def import_model(
     (PopART's outlining; profiler.frontends.onnx.outline); one IPU, weights as variables. Off by
     default: PopART outlines smaller pieces, weighing what the copies cost. ``fp8_log2_scale``: with
     an FP8 ``dtype``, the power of two activations are scaled by in their casts to FP8 (Builder.
-    fp8_operand). Every failure is a
+    fp8_operand). ``values=False`` (a compile-only profile) loads no weight: initializers beyond
+    ``VALUE_LIMIT`` elements or held outside the model file are shapes only (profiler.poplar.shape_only),
+    and a node folded on the host from one of them gets its outputs' shapes by ONNX shape inference.
+    Every failure is a
     FrontendError (one line; nodes are named with their operator and opset) or a HostMemoryError,
     never another exception."""
     try:
         with heap_only():  # the graph's large temporaries reused, not faulted in afresh (profiler.host.allocator)
             return _import_model(
                 model, target, batch_size, dtype, weights, progress, split, partials, available_memory_proportion,
-                outline, fp8_log2_scale,
+                outline, fp8_log2_scale, values,
             )  # fmt: skip
     except (FrontendError, MemoryError):
         raise
@@ -199,6 +205,7 @@ def _import_model(
     available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
     outline: bool = False,
     fp8_log2_scale: int = 0,
+    values: bool = True,
 ) -> ImportedModel:
     if dtype not in FP8_MODEL_TYPES:
         raise FrontendError(f"dtype must be one of {', '.join(FP8_MODEL_TYPES)}, got {dtype!r}")
@@ -242,6 +249,7 @@ def _import_model(
                 partials,
                 available_memory_proportion,
                 fp8_log2_scale=fp8_log2_scale,
+                values=values,
             )
         )
     ipus = (
@@ -253,7 +261,10 @@ def _import_model(
         raise UnsupportedError([("(graph input)", "model inputs", str(exc))]) from None
     for t in model.graph.initializer:
         try:
-            b.values[t.name] = b.host(t.name, numpy_helper.to_array(t))
+            if values and not holds_data(t):  # external data not read, or dropped by a compile-only load
+                raise ValueError("its data was not loaded; import it with values=False (compile-only)")
+            value = numpy_helper.to_array(t) if values or keeps_value(t) else shape_of(t)
+            b.values[t.name] = b.host(t.name, value)
         except (ValueError, TypeError, KeyError, IndexError) as exc:  # dims that do not match its data, ...
             raise FrontendError(f"initializer {printable(t.name)!r}: {printable(_message(exc), 200)}") from None
     for spec in inputs:
@@ -288,6 +299,9 @@ def _import_model(
                 outs: list[Value | None] = list(empty)
                 folded += 1
                 on_host = True
+            elif on_host and any(is_placeholder(a) for a in args):  # compile-only: shapes, never values
+                outs = list(fold_shapes(node, args, opset))
+                folded += 1
             elif on_host:
                 try:
                     outs = list(_fold(node, args, opset))
@@ -343,7 +357,7 @@ def _import_model(
                 prog.add(Copy(v, stream, name=vi.name))
             outputs.append(IOSpec(vi.name, v.shape, host, v.dtype))
         else:
-            host_outputs[vi.name] = np.asarray(v).astype(host)
+            host_outputs[vi.name] = astype(np.asarray(v), host)
             outputs.append(IOSpec(vi.name, np.shape(v), host, host))
     batch = inputs[0].shape[0] if inputs and inputs[0].shape else 1
     return ImportedModel(g, [weights_prog, prog], inputs, outputs, b.weights, host_outputs, batch, opset,

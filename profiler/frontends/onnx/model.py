@@ -17,9 +17,14 @@ from .operators import HANDLERS
 MIN_OPSET = 6
 
 
-def load_model(source: str | Path | onnx.ModelProto, check_operators: bool = True) -> onnx.ModelProto:
+def load_model(
+    source: str | Path | onnx.ModelProto, check_operators: bool = True, values: bool = True
+) -> onnx.ModelProto:
     """Read and check a model (a path or a ModelProto); FrontendError if it is not a valid ONNX model,
-    UnsupportedError listing every node whose operator tilescope cannot import."""
+    or names the missing file of a weight held as external data, UnsupportedError listing every node
+    whose operator tilescope cannot import. ``values=False`` (compile-only) reads no external data and
+    drops the data of initializers the import will not read (frontends.onnx.shapes.keeps_value), so
+    host memory does not follow the weights."""
     if isinstance(source, onnx.ModelProto):
         model = source
         where = f"model {model.graph.name!r}"
@@ -29,15 +34,19 @@ def load_model(source: str | Path | onnx.ModelProto, check_operators: bool = Tru
         if not path.is_file():
             raise FrontendError(f"{where}: no such file")
         try:
-            model = onnx.load(str(path), load_external_data=True)
+            model = onnx.load(str(path), load_external_data=False)
         except Exception as exc:  # protobuf DecodeError and friends: not ONNX or truncated
             raise FrontendError(f"{where}: not a readable ONNX model ({first_line(exc)})") from None
+        if values:
+            _load_external_data(model, path)
         if not model.graph.node and not model.graph.output:
             raise FrontendError(f"{where}: not an ONNX model (no graph)")
     if check_operators:  # before the checker, which stops at the first operator it does not know
         check_supported(model, HANDLERS)
+    if not values:
+        _drop_unread_data(model)
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(model if values else _checkable(model))
     except Exception as exc:
         raise FrontendError(f"{where}: invalid ONNX model: {first_line(exc)}") from None
     version = opset_version(model)
@@ -47,6 +56,59 @@ def load_model(source: str | Path | onnx.ModelProto, check_operators: bool = Tru
     if version > newest:
         raise FrontendError(f"{where}: opset {version} is newer than any ONNX defines (up to {newest})")
     return model
+
+
+def _load_external_data(model: onnx.ModelProto, path: Path) -> None:
+    """Read the weights ``model`` holds in files beside ``path``; FrontendError naming the first
+    missing file (one line: a value run needs them, a compile-only one does not)."""
+    from onnx.external_data_helper import ExternalDataInfo, load_external_data_for_model, uses_external_data
+
+    base = path.parent
+    for t in model.graph.initializer:
+        if uses_external_data(t):
+            location = ExternalDataInfo(t).location
+            if not (base / location).is_file():
+                raise FrontendError(
+                    f"{path}: weight {t.name!r} is held in {location!r}, which is missing; "
+                    "--compile-only profiles the model without its weights"
+                )
+    try:
+        load_external_data_for_model(model, str(base))
+    except Exception as exc:  # a file shorter than its tensors, a location outside the model's directory
+        raise FrontendError(f"{path}: cannot read its external data ({first_line(exc)})") from None
+
+
+def _drop_unread_data(model: onnx.ModelProto) -> None:
+    """Clear the data of the initializers a compile-only import reads as shapes only, and their
+    external-data records (their dims and type stay): the model then holds no weight bytes however
+    large it declares them, and nothing looks for a weights file."""
+    from .shapes import DATA_FIELDS, keeps_value
+
+    for t in model.graph.initializer:
+        if keeps_value(t):
+            continue
+        for name in (*DATA_FIELDS, "external_data", "data_location"):
+            t.ClearField(name)
+
+
+def _checkable(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy the ONNX checker accepts though some initializers hold no data (a compile-only load):
+    those become typed graph inputs, which is what they are to a profile without values."""
+    from onnx import helper
+
+    from .shapes import holds_data
+
+    light = onnx.ModelProto()
+    light.CopyFrom(model)
+    empty = [t for t in light.graph.initializer if not holds_data(t)]
+    kept = [t for t in light.graph.initializer if holds_data(t)]
+    del light.graph.initializer[:]
+    light.graph.initializer.extend(kept)
+    named = {vi.name for vi in light.graph.input}
+    light.graph.input.extend(
+        helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in empty if t.name not in named
+    )
+    return light
 
 
 def check_supported(model: onnx.ModelProto, handlers: Mapping[str, Any]) -> None:

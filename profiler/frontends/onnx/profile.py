@@ -1,5 +1,9 @@
 """Profile an ONNX model end to end: import, compile, upload the weights, run, write the report.
 
+With ``compile_only`` no tensor value is read, made or computed: the weights stay unread (shapes
+suffice, frontends.onnx.shapes), no inputs are made, and each run is estimated from the cost model
+(profiler.engine.engine, ``tilescope.compileOnly``): host time and memory follow the graph.
+
 ``profile_model(path, ProfileOptions(...)) -> RunResult`` is what ``tilescope run MODEL.onnx`` (and
 anything else that runs a model: a sweep, a what-if) calls; the command line only parses its
 options into a ``ProfileOptions``, calls this and renders the ``RunResult``. Every failure the user
@@ -20,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from profiler.capture.options import OptionError, resolve_options
 from profiler.chip import targets
 from profiler.chip.targets import Target
 from profiler.compiler.errors import CompileError
@@ -66,6 +71,7 @@ class ProfileOptions:
     pipeline: bool = False  # the IPUs as pipeline stages
     micro_batches: int = 1  # per run (pipelined)
     runs: int = 1
+    compile_only: bool = False  # no values: weights unread, runs estimated (tilescope.compileOnly)
     wrong_kernel: str | None = None  # test only: a deliberately wrong handler (--check must catch it)
 
 
@@ -154,6 +160,8 @@ class RunResult:
             "overflowed_to_inf": self.overflowed,
             "execution": {
                 "executed": not self.out_of_memory,
+                # cycles estimated from the cost model without values (a compile-only profile), not simulated
+                "estimated": o.compile_only,
                 "not_executed_because": self.out_of_memory or None,
                 "runs": len(self.cycles),
                 "cycles_per_run": self.cycles,
@@ -221,16 +229,23 @@ def profile_model(
     compute sets planned). ``before_report(outputs)`` is called before the report is written (so a report that fails to
     write never costs the outputs)."""
     target = profile_target(options)
+    # POPLAR_ENGINE_OPTIONS may ask for a compile-only profile too (and, as in Poplar, wins)
+    try:
+        asked = "true" if options.compile_only else "false"
+        options = replace(options, compile_only=resolve_options({"tilescope.compileOnly": asked}).compile_only)
+    except OptionError as exc:
+        raise ProfileError(str(exc)) from None
     origin = model_origin(path, options)  # hashed before reading: the report names what was imported
     layout = f"{options.replicas} replicas x {options.ipus} IPUs" if options.replicas > 1 else f"x{target.num_ipus}"
     progress(f"importing {path} (target {target.name} {layout}, {options.dtype})")
     t0 = time.perf_counter()
     try:
         with wrong_kernel(options.wrong_kernel), stage("nodes") as count:
-            model = import_model(load_model(path), target, options.batch, options.dtype, options.weights,
-                                 progress=count, split=options.split, partials=options.partials,
+            loaded = load_model(path, values=not options.compile_only)
+            model = import_model(loaded, target, options.batch, options.dtype, options.weights, progress=count, split=options.split, partials=options.partials,
                                  available_memory_proportion=options.available_memory_proportion,
-                                 outline=options.outline, fp8_log2_scale=options.fp8_log2_scale)  # fmt: skip
+                                 outline=options.outline, fp8_log2_scale=options.fp8_log2_scale,
+                                 values=not options.compile_only)  # fmt: skip
     except (FrontendError, HostMemoryError) as exc:
         raise ProfileError(str(exc)) from None
     except Exception as exc:  # a bug outside any node: still one line, never a traceback
@@ -247,12 +262,13 @@ def profile_model(
         names = ", ".join(repr(n) for n in over[:5]) + (f" and {len(over) - 5} more" if len(over) > 5 else "")
         progress(f"note: values beyond {options.dtype}'s range became +-inf in {len(over)} tensor(s): {names}")
     try:  # unnamed: the report goes into the directory itself
-        session = Session(model, micro_batches=options.micro_batches)
+        engine_options = {"tilescope.compileOnly": "true"} if options.compile_only else None
+        session = Session(model, engine_options, micro_batches=options.micro_batches)
     except EngineError as exc:  # an engine option the graph cannot meet (e.g. profiler.replicaToProfile)
         raise ProfileError(str(exc)) from None
     # the batch it ran at: the same model with --batch of it imports the same (a fixed batch is kept)
     session.engine.origin = replace(origin, options={**origin.options, "batch": model.batch_size})
-    result = RunResult(path, options, target, model, session, inputs(session))
+    result = RunResult(path, options, target, model, session, {} if options.compile_only else inputs(session))
     progress(f"compiling {model.nodes} nodes ({model.folded_nodes} folded at import)")
     t0 = time.perf_counter()
     try:
@@ -270,7 +286,8 @@ def profile_model(
         session.upload_weights()
         weights_s = time.perf_counter() - t0
         for i in range(options.runs):
-            progress(f"running inference {i + 1}/{options.runs}")
+            doing = "estimating (compile-only)" if options.compile_only else "running"
+            progress(f"{doing} inference {i + 1}/{options.runs}")
             t0 = time.perf_counter()
             result.outputs = session.run(result.inputs)
             run_s.append(time.perf_counter() - t0)
