@@ -48,6 +48,12 @@ def ensure(need_bytes: float, what: str) -> None:
     available = available_bytes()
     if need_bytes + MARGIN_BYTES > available:
         raise HostMemoryError(
-            f"{what} needs about {need_bytes / GB:.1f} GB more host memory; {available / GB:.1f} GB is available "
-            "(a smaller batch or model, or a target with fewer tiles, needs less)"
+            f"{what} needs about {_amount(need_bytes)} more host memory and {_amount(MARGIN_BYTES)} kept free; "
+            f"{_amount(available)} is available (other processes may hold the rest; a smaller batch or model, "
+            "or a target with fewer tiles, needs less)"
         )
+
+
+def _amount(n: float) -> str:
+    """Bytes as GB from 0.1 GB, else MB: a small need is never printed as "0.0 GB"."""
+    return f"{n / GB:.1f} GB" if n >= 0.1 * GB else f"{max(n, 0) / 1e6:.0f} MB"

@@ -155,7 +155,7 @@ def test_too_little_host_memory_is_one_line_exit_2(mlp_file: Path, monkeypatch, 
     assert main(["run", str(mlp_file), "--random-inputs"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("tilescope run: error: matmul [1,")
-    assert "GB more host memory; 0.0 GB is available" in err[-1]
+    assert "more host memory and 0.5 GB kept free; 0 MB is available" in err[-1]
 
 
 @pytest.mark.parametrize("as_json", [False, True])
