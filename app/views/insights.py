@@ -238,10 +238,11 @@ def execution_insights(report: Report) -> list[Insight]:
     ex = ipu_execution(report, run)
     if len(ex) > 1 and ex["compute_cycles"].max() > 0:
         busiest = ex["compute_cycles"].max()
-        for r in ex.itertuples():
-            if r.compute_cycles < IDLE_IPU_SHARE * busiest:
+        cols = (ex[c].to_numpy() for c in ("ipu", "compute_cycles", "utilisation"))
+        for ipu, compute, util in zip(*cols, strict=True):
+            if compute < IDLE_IPU_SHARE * busiest:
                 text = (
-                    f"IPU {r.ipu} is nearly idle: it computes {format_percent(float(r.utilisation))} of run {run} "
+                    f"IPU {ipu} is nearly idle: it computes {format_percent(float(util))} of run {run} "
                     f"(the busiest IPU: {format_percent(ex['utilisation'].max())}); the model's split leaves it "
                     "little to do."
                 )
