@@ -39,6 +39,7 @@ COLUMNS = (
     "model_name",
     "op_type",
     "cycles",
+    "tiles",
     "share",
     "flops_per_cycle",
     "reference",
@@ -62,7 +63,7 @@ def _plan_dtype(attributes: str) -> str:
 def operation_efficiency(report: Report, run: int | None = None) -> pd.DataFrame:
     """One row per PopLibs operation with FLOPs in ``run`` (the opening run if None): COLUMNS.
 
-    share: the operation's cycles over all the run's cycles on the Operations page (outside work
+    tiles: the tiles running its vertices (the Operations page's); share: the operation's cycles over all the run's cycles on the Operations page (outside work
     included); reference: the FLOPs per cycle it is measured against; reference_kind: "fp16 peak",
     "fp32 peak" or "best <class>"; efficiency: flops_per_cycle / reference; model_name: the ONNX
     node enclosing it, when the report has one ('' otherwise). Sorted by cycles, most first.

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from app.units import format_bytes, format_percent
+from app.units import format_bytes, format_percent, plural
 from app.views.efficiency import operation_efficiency
 from app.views.execution_trace import trace_steps
 from app.views.ipus import ipu_execution
@@ -267,11 +267,16 @@ def slow_operation_insights(report: Report, run: int) -> list[Insight]:
         out.append(
             Insight(
                 f"Operation far below its class: {name} takes {float(r['share']):.1%} of run {run}'s cycles "
-                f"({int(r['cycles']):,}) at {float(r['flops_per_cycle']):,.1f} FLOP/cycle, "
-                f"{float(r['efficiency']):.0%} of {against}."
+                f"({int(r['cycles']):,}) at {float(r['flops_per_cycle']):,.1f} FLOP/cycle on "
+                f"{plural(int(r['tiles']), 'tile')}, {_share(float(r['efficiency']))} of {against}."
             )
         )
     return out
+
+
+def _share(x: float) -> str:
+    """A fraction as a percentage, with a decimal below 10 % (so 0.3 % does not read as 0 %)."""
+    return f"{x:.1%}" if x < 0.1 else f"{x:.0%}"
 
 
 def _peak_memory_bound(report: Report) -> str:
