@@ -14,11 +14,12 @@ from app.views.efficiency import operation_efficiency
 from app.views.execution_trace import trace_steps
 from app.views.ipus import ipu_execution
 from app.views.liveness import live_variables
+from app.views.operations import _map, op_of_context
 from app.views.runs import opening_run, overall
 from app.views.summary import liveness_summary
 from app.views.whatif import Proposal, bigger_batch, compute_split, lower_memory_proportion, more_ipus
 from report_format.reader import Report
-from report_format.vocabulary import MemoryCategory
+from report_format.vocabulary import Layer, MemoryCategory
 
 #: A hint fires when exchange code is more than this share of all memory (an [I] threshold).
 EXCHANGE_CODE_SHARE = 0.15
@@ -210,11 +211,13 @@ def execution_insights(report: Report) -> list[Insight]:
         if len(live) and live["bytes"].iat[0] > PEAK_VARIABLE_SHARE * peak["peak_not_always_live_bytes"]:
             top = live.iloc[0]
             name = str(top["name"])
+            node = _onnx_node(report, int(top["variable_id"]))
+            of_node = f"ONNX node {node}; " if node else ""
             what = (
-                f"{name}, the receive buffer of compute set {name[: -len(RECEIVED_SUFFIX)]} (what its tiles "
-                "receive from other tiles before it runs),"
+                f"{name}, the receive buffer of compute set {name[: -len(RECEIVED_SUFFIX)]} ({of_node}what its "
+                "tiles receive from other tiles before it runs),"
                 if name.endswith(RECEIVED_SUFFIX)
-                else name
+                else name + (f" (ONNX node {node})" if node else "")
             )
             out.append(
                 Insight(
@@ -272,6 +275,17 @@ def slow_operation_insights(report: Report, run: int) -> list[Insight]:
             )
         )
     return out
+
+
+def _onnx_node(report: Report, variable_id: int) -> str:
+    """The name of the ONNX node whose debug context encloses the variable's, or ''."""
+    var = report.variables()
+    ctx = var.loc[var["variable_id"] == variable_id, "debug_context_id"].to_numpy()
+    if not len(ctx) or ctx[0] < 0 or not len(report.debug_contexts()):
+        return ""
+    node = int(_map(ctx, op_of_context(report, Layer.ONNX))[0])
+    dc = report.debug_contexts().set_index("debug_context_id")
+    return str(dc["name"].get(node, "")) if node >= 0 else ""
 
 
 def _share(x: float) -> str:
