@@ -47,6 +47,9 @@ examples:
       a raw table as CSV
   tilescope serve {demo}/mlp --compare {demo}/mlp_batch64
       the viewer, with a "Compare with mlp_batch64" tab on every page
+  tilescope whatif {demo}/mlp
+      the report's what-if proposals; --apply N re-simulates one (reports made by
+      tilescope run or demo --real-size record the model to re-run)
 
 Exit codes: 0 success, 1 a check failed (diff --fail-if) or the model does not fit (run),
 2 bad input (with a one-line reason). See docs/robustness.md for what each bad input gets.

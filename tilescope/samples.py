@@ -81,29 +81,88 @@ REAL_SIZE_SAMPLES: tuple[ModelSample, ...] = (
 )
 
 
+#: The file, inside a model sample's report directory, holding the ONNX model it was made from, so
+#: that ``tilescope whatif`` can re-run the sample (the manifest's ``origin`` names it). The report
+#: writer keeps it as a foreign file when the report is rewritten (report_format.ownership).
+MODEL_FILE = "model.onnx"
+
+
+def model_file_problem(sample: ModelSample, out: Path) -> str:
+    """Empty unless ``out/<name>/MODEL_FILE`` exists and is not the model an earlier demo wrote
+    there (the report's origin names it with its content hash): then the one-line reason, for a
+    user's file is never replaced."""
+    from report_format.origin import origin_of
+    from report_format.ownership import read_own_manifest
+
+    path = (out / sample.name / MODEL_FILE).absolute()
+    if not path.exists() and not path.is_symlink():
+        return ""
+    doc = read_own_manifest(out / sample.name) or {}
+    try:
+        o = origin_of(doc.get("origin"))
+    except ValueError:
+        o = None
+    if o is not None and Path(o.path) == path and path.is_file() and not path.is_symlink() and not o.source_problem():
+        return ""
+    return "refusing to overwrite: tilescope did not write this file; move it away first"
+
+
 def _make_model_sample(sample: ModelSample, out: Path) -> str:
+    import hashlib
+    from dataclasses import asdict
+
     from profiler.chip.targets import get_target
     from profiler.frontends.onnx import Session, examples, import_model, load_model, random_inputs
+    from profiler.frontends.onnx.profile import ProfileOptions
+    from report_format.origin import Origin
     from tilescope.progress import Counter
 
     if sample.model == "resnet50":
         onnx_model = examples.resnet(image=sample.image)
     else:
         onnx_model = examples.bert_layer(seq=sample.seq, layers=sample.layers)
+    # the report records how it was made: this model, saved beside its tables once the report is
+    # written (a file written into the directory first would make it "not a tilescope report"), and
+    # the `tilescope run` options that import it the same way
+    data = onnx_model.SerializeToString()
+    opts = ProfileOptions(target=sample.target, batch=sample.batch, dtype=sample.dtype, partials=sample.partials)
+    options = {k: v for k, v in asdict(opts).items() if not (k == "wrong_kernel" and v is None)}
+    model_path = (out / sample.name / MODEL_FILE).absolute()
+    origin = Origin("model", str(model_path), hashlib.sha256(data).hexdigest(), len(data), options)
     with Counter("nodes imported", prefix="     ") as nodes:
         model = import_model(load_model(onnx_model), get_target(sample.target), sample.batch, sample.dtype,
                              progress=nodes, partials=sample.partials)  # fmt: skip
-    options = {"autoReport.all": "true", "autoReport.directory": str(out)}
-    session = Session(model, options, name=sample.name)
+    session = Session(model, {"autoReport.all": "true", "autoReport.directory": str(out)}, name=sample.name)
+    session.engine.origin = origin
     with Counter("compute sets planned", prefix="     ") as planned:
         session.compile(progress=planned)
-    if session.engine.out_of_memory:
-        session.close()
-        return "out of tile memory: graph profile only"
-    session.upload_weights()
-    session.run(random_inputs(model))
+    if not session.engine.out_of_memory:
+        session.upload_weights()
+        session.run(random_inputs(model))
     session.close()
+    _write_model(model_path, data)
+    if session.engine.out_of_memory:
+        return "out of tile memory: graph profile only"
     return captured(out / sample.name)
+
+
+def _write_model(path: Path, data: bytes) -> None:
+    """Write the model file atomically (a temporary beside it, then a rename): a killed demo leaves
+    the earlier file or the new one, never half of one."""
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        umask = os.umask(0)  # mkstemp makes it owner-only; give it the mode a plain file would get
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def captured(path: Path) -> str:
@@ -153,10 +212,14 @@ def make_samples(
     """Make every sample report under ``out``; returns their directories. Every destination is
     checked first (ReportError, one line), so a bad ``out`` or a user's directory in the way of the
     last sample stops the demo before it writes anything."""
+    from report_format.errors import ReportError
     from report_format.writer import check_destination
 
     for sample in samples:
         check_destination(out / sample.name)
+        problem = model_file_problem(sample, out) if isinstance(sample, ModelSample) else ""
+        if problem:
+            raise ReportError(out / sample.name / MODEL_FILE, problem)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for i, sample in enumerate(samples, 1):

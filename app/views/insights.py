@@ -9,15 +9,17 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from app.units import format_bytes, format_percent
+from app.units import format_bytes, format_percent, plural
+from app.views.efficiency import operation_efficiency
 from app.views.execution_trace import trace_steps
 from app.views.ipus import ipu_execution
 from app.views.liveness import live_variables
+from app.views.operations import _map, op_of_context
 from app.views.runs import opening_run, overall
 from app.views.summary import liveness_summary
 from app.views.whatif import Proposal, bigger_batch, compute_split, lower_memory_proportion, more_ipus
 from report_format.reader import Report
-from report_format.vocabulary import MemoryCategory
+from report_format.vocabulary import Layer, MemoryCategory
 
 #: A hint fires when exchange code is more than this share of all memory (an [I] threshold).
 EXCHANGE_CODE_SHARE = 0.15
@@ -33,6 +35,15 @@ PEAK_VARIABLE_SHARE = 0.5
 PEAK_MEMORY_SHARE = 0.1
 #: ... when an IPU computes for less than this share of what the busiest IPU does in the run.
 IDLE_IPU_SHARE = 0.05
+#: ... when an operation takes at least this share of the computing run's cycles (Operations page
+#: figures) and reaches less than LOW_EFFICIENCY of its class's reference (app.views.efficiency:
+#: the target's peak for AMP classes, else the class's best operation); at most MAX_SLOW_OPERATIONS
+#: are named, those with the most cycles first.
+SLOW_OPERATION_SHARE = 0.02
+LOW_EFFICIENCY = 0.25
+MAX_SLOW_OPERATIONS = 3
+#: A receive buffer's name ends so (report_format/SPEC.md, variables: ``<compute set>/received``).
+RECEIVED_SUFFIX = "/received"
 
 
 @dataclass(frozen=True)
@@ -199,9 +210,18 @@ def execution_insights(report: Report) -> list[Insight]:
         live = live_variables(report, peak["peak_step"])
         if len(live) and live["bytes"].iat[0] > PEAK_VARIABLE_SHARE * peak["peak_not_always_live_bytes"]:
             top = live.iloc[0]
+            name = str(top["name"])
+            node = _onnx_node(report, int(top["variable_id"]))
+            of_node = f"ONNX node {node}; " if node else ""
+            what = (
+                f"{name}, the receive buffer of compute set {name[: -len(RECEIVED_SUFFIX)]} ({of_node}what its "
+                "tiles receive from other tiles before it runs),"
+                if name.endswith(RECEIVED_SUFFIX)
+                else name + (f" (ONNX node {node})" if node else "")
+            )
             out.append(
                 Insight(
-                    f"One variable makes the liveness peak: {top['name']} holds {format_bytes(top['bytes'])} of the "
+                    f"One variable makes the liveness peak: {what} holds {format_bytes(top['bytes'])} of the "
                     f"{format_bytes(peak['peak_not_always_live_bytes'])} live at step {peak['peak_step']} "
                     f"({top['bytes'] / peak['peak_not_always_live_bytes']:.0%}); the peak falls with it."
                 )
@@ -221,15 +241,56 @@ def execution_insights(report: Report) -> list[Insight]:
     ex = ipu_execution(report, run)
     if len(ex) > 1 and ex["compute_cycles"].max() > 0:
         busiest = ex["compute_cycles"].max()
-        for r in ex.itertuples():
-            if r.compute_cycles < IDLE_IPU_SHARE * busiest:
+        cols = (ex[c].to_numpy() for c in ("ipu", "compute_cycles", "utilisation"))
+        for ipu, compute, util in zip(*cols, strict=True):
+            if compute < IDLE_IPU_SHARE * busiest:
                 text = (
-                    f"IPU {r.ipu} is nearly idle: it computes {format_percent(r.utilisation)} of run {run} "
+                    f"IPU {ipu} is nearly idle: it computes {format_percent(float(util))} of run {run} "
                     f"(the busiest IPU: {format_percent(ex['utilisation'].max())}); the model's split leaves it "
                     "little to do."
                 )
                 out.append(_insight(text, compute_split(report, text)))
+    out += slow_operation_insights(report, run)
     return out
+
+
+def slow_operation_insights(report: Report, run: int) -> list[Insight]:
+    """Operations that take a meaningful share of the run yet run far below their class's reference."""
+    eff = operation_efficiency(report, run)
+    slow = eff[(eff["share"] >= SLOW_OPERATION_SHARE) & (eff["efficiency"] < LOW_EFFICIENCY)]
+    out = []
+    for r in slow.head(MAX_SLOW_OPERATIONS).to_dict("records"):
+        kind, ref, op_type = str(r["reference_kind"]), float(r["reference"]), str(r["op_type"])
+        name = f"{r['model_name']} ({r['name']}, {op_type})" if r["model_name"] else f"{r['name']} ({op_type})"
+        against = (
+            f"the {report.target_info.name}'s {kind} of {ref:,.0f} FLOP/cycle"
+            if kind.endswith("peak")
+            else f"the best {op_type} operation's {ref:,.1f} FLOP/cycle"
+        )
+        out.append(
+            Insight(
+                f"Operation far below its class: {name} takes {float(r['share']):.1%} of run {run}'s cycles "
+                f"({int(r['cycles']):,}) at {float(r['flops_per_cycle']):,.1f} FLOP/cycle on "
+                f"{plural(int(r['tiles']), 'tile')}, {_share(float(r['efficiency']))} of {against}."
+            )
+        )
+    return out
+
+
+def _onnx_node(report: Report, variable_id: int) -> str:
+    """The name of the ONNX node whose debug context encloses the variable's, or ''."""
+    var = report.variables()
+    ctx = var.loc[var["variable_id"] == variable_id, "debug_context_id"].to_numpy()
+    if not len(ctx) or ctx[0] < 0 or not len(report.debug_contexts()):
+        return ""
+    node = int(_map(ctx, op_of_context(report, Layer.ONNX))[0])
+    dc = report.debug_contexts().set_index("debug_context_id")
+    return str(dc["name"].get(node, "")) if node >= 0 else ""
+
+
+def _share(x: float) -> str:
+    """A fraction as a percentage, with a decimal below 10 % (so 0.3 % does not read as 0 %)."""
+    return f"{x:.1%}" if x < 0.1 else f"{x:.0%}"
 
 
 def _peak_memory_bound(report: Report) -> str:

@@ -61,8 +61,12 @@ def test_execution_hints_name_host_io_and_a_buffer_making_the_peak(tmp_path) -> 
     assert top["bytes"] > view.PEAK_VARIABLE_SHARE * lv["peak_not_always_live_bytes"] > 0
     assert lv["peak_not_always_live_bytes"] > view.PEAK_MEMORY_SHARE * 4 * (1 << 14)
     said = [h for h in view.execution_hints(report) if h.startswith("One variable makes the liveness peak")]
+    # a receive buffer (SPEC.md: <compute set>/received) is named so, with the ONNX node it serves (the
+    # MLP's first Gemm, examples.mlp: fc0_3)
+    assert top["name"] == "matmul/received"
     assert said == [
-        f"One variable makes the liveness peak: {top['name']} holds {top['bytes'] / 1024:.1f} KiB of the "
+        "One variable makes the liveness peak: matmul/received, the receive buffer of compute set matmul (ONNX "
+        f"node fc0_3; what its tiles receive from other tiles before it runs), holds {top['bytes'] / 1024:.1f} KiB of the "
         f"{lv['peak_not_always_live_bytes'] / 1024:.1f} KiB live at step {lv['peak_step']} "
         f"({top['bytes'] / lv['peak_not_always_live_bytes']:.0%}); the peak falls with it."
     ]

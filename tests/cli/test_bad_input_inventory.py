@@ -87,6 +87,33 @@ def _edit_manifest(fn: Callable[[dict], None]) -> Callable[[Env], None]:
     return make
 
 
+def _with_origin(kind: str = "model", model: str = "gone", oom: bool = False) -> Callable[[Env], None]:
+    """A report whose manifest records an origin (report_format.origin): a model (or script) that is
+    ``gone``, ``same`` (the file as recorded) or ``changed`` since; ``oom`` gives it what-if proposals
+    (tiles out of memory: a lower available-memory proportion, more IPUs)."""
+
+    def make(env: Env) -> None:
+        import hashlib
+
+        report = synthetic_report(env.tmp / "report", num_ipus=1 if oom else 2, tiles_per_ipu=16, oom_tiles=2 * oom)
+        source = env.tmp / ("mlp.onnx" if kind == "model" else "train.py")
+        if model != "gone":
+            source.write_bytes(b"x")
+        recorded = b"x" if model == "same" else b"y"
+        doc = json.loads((report / "manifest.json").read_text())
+        doc["origin"] = {
+            "kind": kind,
+            "path": str(source),
+            "sha256": hashlib.sha256(recorded).hexdigest(),
+            "bytes": len(recorded),
+            "options": {"target": "GC200", "ipus": 1, "batch": 1, "available_memory_proportion": 0.6},
+        }
+        (report / "manifest.json").write_text(json.dumps(doc))
+        env.paths["report"] = str(report)
+
+    return make
+
+
 def _inconsistent(env: Env) -> None:
     _report(env)
     big = synthetic_report(env.tmp / "big", tiles_per_ipu=1472)
@@ -537,6 +564,51 @@ ROWS = [
         [_inconsistent],
     ),
     Row("report-damaged", ["summary", "{report}", "--verify"], 2, "vertices.arrow", [_damaged]),
+    # -- what-ifs (docs/whatif.md) ----------------------------------------------------------------
+    Row("whatif-not-a-report", ["whatif", "{plain}"], 2, "not a tilescope report", [_file("plain", b"x")]),
+    Row("whatif-no-origin", ["whatif", "{report}", "--apply", "1"], 2, "the report records no origin", [_report]),
+    Row(
+        "whatif-script",
+        ["whatif", "{report}", "--apply", "1"],
+        2,
+        "what-ifs re-run ONNX models only",
+        [_with_origin("script", "same")],
+    ),
+    Row(
+        "whatif-no-proposal",
+        ["whatif", "{report}", "--apply", "3"],
+        2,
+        "--apply 3: no such proposal (proposals: none",
+        [_with_origin("model", "same")],
+    ),
+    Row(
+        "whatif-model-gone",
+        ["whatif", "{report}", "--apply", "1"],
+        2,
+        "the model this report was made from is gone",
+        [_with_origin("model", "gone", oom=True)],
+    ),
+    Row(
+        "whatif-model-changed",
+        ["whatif", "{report}", "--apply", "1"],
+        2,
+        "has changed since (sha256 differs)",
+        [_with_origin("model", "changed", oom=True)],
+    ),
+    Row(
+        "whatif-out-is-the-report",
+        ["whatif", "{report}", "--apply", "1", "--out", "{report}"],
+        2,
+        "that is the report itself; a what-if writes a new report",
+        [_with_origin("model", "same", oom=True)],
+    ),
+    Row(
+        "whatif-out-user-directory",
+        ["whatif", "{report}", "--apply", "1", "--out", "{tmp}/mine"],
+        2,
+        "refusing to overwrite",
+        [_with_origin("model", "same", oom=True), _user_directory("mine")],
+    ),
 ]
 
 

@@ -51,6 +51,38 @@ def test_a_model_sample_runs_a_built_in_onnx_model(tmp_path: Path) -> None:
         ("bert_base", "float16", "float16", "C600"),
     }
     assert all(m.image == 224 and m.seq == 384 and m.layers == 12 for m in REAL_SIZE_SAMPLES)
+    # it records its origin: the model, saved inside the report's own directory, and the options of
+    # `tilescope run` that import it the same way, so `tilescope whatif` can re-run it
+    from report_format.origin import file_sha256
+    from tilescope.samples import MODEL_FILE
+
+    o = report.manifest.origin
+    model = (tmp_path / "resnet_small" / MODEL_FILE).absolute()
+    assert o is not None and o.kind == "model" and Path(o.path) == model and o.sha256 == file_sha256(model)
+    assert o.source_problem() == ""
+    assert {k: o.options[k] for k in ("target", "batch", "dtype", "partials")} == {
+        "target": "C600",
+        "batch": 2,
+        "dtype": "float16",
+        "partials": "float16",
+    }
+    # made again, the report is replaced and the model file (the demo's own: the origin names it) too
+    make_sample(sample, tmp_path)
+    assert open_report(tmp_path / "resnet_small").manifest.origin == o and file_sha256(model) == o.sha256
+
+
+def test_a_users_file_where_a_model_sample_saves_its_model_stops_the_demo(tmp_path: Path) -> None:
+    from report_format.errors import ReportError
+    from tests.app.small_report import write_small_report
+    from tilescope.samples import MODEL_FILE, ModelSample, make_samples
+
+    # an earlier tilescope report (which the demo may replace) holding a file the demo did not write
+    sample = ModelSample("resnet_small", "resnet50", "ResNet-50 at 32 px", batch=2, image=32)
+    write_small_report(tmp_path / "resnet_small")
+    (tmp_path / "resnet_small" / MODEL_FILE).write_bytes(b"mine")
+    with pytest.raises(ReportError, match="refusing to overwrite: tilescope did not write this file"):
+        make_samples(tmp_path, progress=lambda line: None, samples=(sample,))
+    assert (tmp_path / "resnet_small" / MODEL_FILE).read_bytes() == b"mine"
 
 
 def test_demo_help_offers_the_real_size_samples(capsys: pytest.CaptureFixture[str]) -> None:

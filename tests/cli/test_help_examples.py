@@ -23,7 +23,7 @@ def examples() -> list[list[str]]:
 def test_help_examples_run_after_the_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)  # a new user's directory: no sample_reports/ here
     lines = examples()
-    assert [argv[0] for argv in lines] == ["demo", "summary", "diff", "export", "dump", "serve"]
+    assert [argv[0] for argv in lines] == ["demo", "summary", "diff", "export", "dump", "serve", "whatif"]
     assert main(["demo", "--no-serve"]) == 0
     for argv in lines:
         if argv[0] == "demo":

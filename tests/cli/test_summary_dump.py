@@ -73,3 +73,18 @@ def test_help_lists_verbs(capsys: pytest.CaptureFixture[str]) -> None:
     assert info.value.code == 0
     out = capsys.readouterr().out
     assert "summary" in out and "dump" in out and "Exit codes" in out
+
+
+def test_summary_prints_the_insights_pages_sentences(small_report: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Computed once (app.views.insights.hints): the text's insights lines and --json's list are the viewer's."""
+    from app.views.insights import hints
+    from report_format.reader import open_report
+
+    said = hints(open_report(small_report))
+    assert said and said[0].startswith("2 tiles are out of memory")
+    assert main(["summary", str(small_report)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("insights      "))
+    assert [line[14:] for line in lines[first : first + len(said)]] == said
+    assert main(["summary", str(small_report), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["insights"] == said

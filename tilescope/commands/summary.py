@@ -1,7 +1,9 @@
 """Print the headline figures of a report: target, graph, memory, liveness, execution.
 
-The same figures the viewer's Summary page shows. With --json the output is a JSON object whose
-keys (e.g. memory.max_tile_bytes, execution.total_cycles) are stable for scripts and CI.
+The same figures the viewer's Summary page shows, then the Insights page's sentences (one
+computation, app.views.insights). With --json the output is a JSON object whose keys (e.g.
+memory.max_tile_bytes, execution.total_cycles) are stable for scripts and CI; ``insights`` is the
+list of those sentences.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from app.render.text import summary_text
+    from app.views.insights import hints
     from app.views.summary import summary
     from report_format.reader import open_report
 
@@ -35,8 +38,10 @@ def run(args: argparse.Namespace) -> int:
     if args.verify:
         report.verify()
     doc = summary(report, args.run)
+    said = hints(report)
     if args.json:
-        print(json.dumps(doc, indent=2, sort_keys=True))
+        print(json.dumps({**doc, "insights": said}, indent=2, sort_keys=True))
     else:
         print(summary_text(doc))
+        print("\n".join(f"{'insights' if i == 0 else '':<14}{h}" for i, h in enumerate(said)))
     return 0
