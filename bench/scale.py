@@ -153,7 +153,7 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     from profiler.host.parallel import threads
 
-    print(f"threads: tilescope {threads()} (numpy's BLAS and its own run threads), onnxruntime its default")
+    print(f"threads: tilescope {threads()} run threads (numpy's BLAS held to one in a run), onnxruntime its default")
     print(header)
     for model in args.models:
         for batch in args.batches or ([1, 8, 32] if model == "resnet50" else [8]):
