@@ -35,7 +35,7 @@ from profiler.compiler.memory import MemoryLayout, place
 from profiler.engine.batch_run import ReadCache, run_batch
 from profiler.executable import actions
 from profiler.executable.access import Access
-from profiler.host import scratch
+from profiler.host import blas, scratch
 from profiler.host.value_pool import ValuePool
 from profiler.multi_ipu.pipeline import participants, senders_receivers
 from profiler.multi_ipu.replication import AllReduceAction
@@ -346,8 +346,10 @@ class Engine:
             cache.volatile = volatile or set()
         # the run's reused temporaries (profiler.host.scratch) and dropped values (ValuePool) are kept for
         # the next run, as onnxruntime keeps its arena: a run repeated needs no fresh memory (~10 % of
-        # a ResNet-50 batch-1 run); close() frees them
-        self._exec(top)
+        # a ResNet-50 batch-1 run); close() frees them. BLAS is held to one thread (its spinning
+        # workers fight the run's own threads for the cores: profiler.host.blas)
+        with blas.one_thread():
+            self._exec(top)
         record.cycles = int(self._clock.max())
         self.last_run_cycles = record.cycles
         if capture_run:

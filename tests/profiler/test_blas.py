@@ -1,0 +1,50 @@
+"""profiler.host.blas: BLAS held to one thread during a run, and matmuls split over the run's threads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from profiler.host import blas, parallel
+
+
+def test_one_thread_holds_and_restores_the_count() -> None:
+    found = blas._openblas()
+    if found is None:
+        pytest.skip("numpy's BLAS is not OpenBLAS")
+    setter, getter = found
+    setter(2)
+    try:
+        with blas.one_thread():
+            assert getter() == 1 and blas.held_to_one_thread()
+            with blas.one_thread():  # nested: still one, and the outer block restores
+                assert getter() == 1
+            assert getter() == 1
+        assert getter() == 2 and not blas.held_to_one_thread()
+    finally:
+        setter(parallel.threads())
+
+
+@pytest.mark.parametrize(
+    ("m", "k", "n"),
+    [(3136, 576, 64), (196, 2304, 256), (49, 2048, 512), (7, 1024, 1024), (1, 2048, 1000), (5, 4, 3)],
+)
+def test_split_matmul_is_bit_for_bit_numpys(m: int, k: int, n: int) -> None:
+    rng = np.random.default_rng(m)
+    a = rng.standard_normal((1, m, k)).astype(np.float32)
+    b = rng.standard_normal((1, k, n)).astype(np.float32)
+    with blas.one_thread():
+        want = np.matmul(a, b)  # one call, one thread
+        got = blas.matmul(a, b, np.empty((1, m, n), np.float32))
+    assert np.array_equal(got, want)
+
+
+def test_split_matmul_writes_out_and_keeps_batched_products_whole() -> None:
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((3, 200, 300)).astype(np.float32)
+    b = rng.standard_normal((3, 300, 100)).astype(np.float32)
+    out = np.empty((3, 200, 100), np.float32)
+    with blas.one_thread():
+        got = blas.matmul(a, b, out)
+    assert got is out
+    np.testing.assert_allclose(out, np.einsum("bmk,bkn->bmn", a.astype(np.float64), b), rtol=1e-4, atol=1e-3)
