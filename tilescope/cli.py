@@ -22,6 +22,7 @@ __all__ = ["CommandError", "build_parser", "main"]
 VERBS: dict[str, str] = {
     "demo": "demo",
     "run": "run",
+    "model": "model",
     "serve": "serve",
     "summary": "summary",
     "diff": "diff",

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import onnx
@@ -130,7 +130,7 @@ class _Graph:
         self.ipu: int | None = None
 
     def node(self, op: str, inputs: list[str], prefix: str, out: str | None = None, n_out: int = 1,
-             **attrs: object) -> str:  # fmt: skip
+             **attrs: Any) -> str:  # fmt: skip
         self.count += 1
         name = f"{prefix}_{self.count}"
         outs = [out or f"{name}_out"] + [f"{name}_out{i}" for i in range(1, n_out)]
