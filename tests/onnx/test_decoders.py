@@ -33,7 +33,9 @@ def _run_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
 
 @pytest.mark.parametrize("config", TINY, ids=lambda c: c.name)
 @pytest.mark.parametrize("mode", ["prefill", "generate"])
-def test_tiny_decoder_matches_onnxruntime(config, mode: str, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_tiny_decoder_matches_onnxruntime(
+    config: decoders.DecoderConfig, mode: decoders.Mode, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = decoders.save(decoders.decoder(config, mode, seq=6, past=5), tmp_path / "m.onnx")
     doc = _run_json([str(path), "--check"], capsys)
     check = doc["check"]
@@ -46,14 +48,16 @@ def test_tiny_decoder_matches_onnxruntime(config, mode: str, tmp_path: Path, cap
 
 
 @pytest.mark.parametrize("config", TINY, ids=lambda c: c.name)
-def test_generation_step_equals_the_last_position_of_a_prefill(config, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_generation_step_equals_the_last_position_of_a_prefill(
+    config: decoders.DecoderConfig, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Simulated: prefill 7 tokens, feed its cache and the 8th token to a generation step; the step's
     logits are the 8-token prefill's last row and its cache the 8-token prefill's."""
     ids = np.random.default_rng(3).integers(0, config.vocab, (1, 8)).astype(np.int64)
 
     def run(model: onnx.ModelProto, name: str, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         path = decoders.save(model, tmp_path / f"{name}.onnx")
-        np.savez(tmp_path / f"{name}_in.npz", **feeds)
+        np.savez(tmp_path / f"{name}_in.npz", **feeds)  # type: ignore[arg-type]
         _run_json([str(path), "--inputs", str(tmp_path / f"{name}_in.npz"),
                    "--save-outputs", str(tmp_path / f"{name}_out.npz")], capsys)  # fmt: skip
         return dict(np.load(tmp_path / f"{name}_out.npz"))
@@ -97,7 +101,7 @@ def test_nodes_carry_their_layers_ipu() -> None:
     assert sum(ipus) == sum(n.name.startswith(("layer1_", "final_norm", "lm_head")) for n in model.graph.node)
 
 
-def test_pipelined_decoder_runs_each_layer_on_its_stage(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_pipelined_decoder_runs_each_layer_on_its_stage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = decoders.save(decoders.decoder(decoders.TINY_GPT2, "generate", past=6, ipus=2), tmp_path / "m.onnx")
     doc = _run_json([str(path), "--ipus", "2", "--pipeline", "--micro-batches", "3", "--check"], capsys)
     assert doc["check"]["passed"]
@@ -111,7 +115,9 @@ def test_pipelined_decoder_runs_each_layer_on_its_stage(tmp_path: Path, capsys) 
     [(decoders.GPT2_XL, 1_557_611_200), (decoders.LLAMA2_7B, 6_738_415_616)],
     ids=["gpt2-xl", "llama2-7b"],
 )
-def test_published_sizes_are_built_without_their_weights(config, published: int, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_published_sizes_are_built_without_their_weights(
+    config: decoders.DecoderConfig, published: int, tmp_path: Path
+) -> None:
     assert config.parameters == published
     model = decoders.decoder(config, "prefill", seq=64, ipus=4, weights="external", data_file="w.data")
     lengths = [int({e.key: e.value for e in t.external_data}["length"])
@@ -129,7 +135,7 @@ def test_published_sizes_are_built_without_their_weights(config, published: int,
     assert len(stored.graph.output) == 1 + 2 * config.layers
 
 
-def test_model_verb_writes_a_runnable_model(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_model_verb_writes_a_runnable_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "tiny.onnx"
     assert main(["model", "tiny-llama", "--mode", "generate", "--past", "3", "--out", str(out)]) == 0
     assert "wrote" in capsys.readouterr().out
