@@ -23,6 +23,7 @@ VERBS: dict[str, str] = {
     "demo": "demo",
     "run": "run",
     "sweep": "sweep",
+    "model": "model",
     "serve": "serve",
     "summary": "summary",
     "diff": "diff",

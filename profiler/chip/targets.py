@@ -322,14 +322,25 @@ MAX_IPUS: dict[str, int] = {
 }
 # Graphcore's generation names for the first two (ref §1 header row).
 _ALIASES = {"mk1": "GC2", "mk2": "GC200"}
+#: Systems by name: (target family, IPUs). IPU-POD16: four IPU-M2000s of four GC200 IPUs each, joined
+#: by IPU-Links (Graphcore IPU-POD DA build and test guide §2, "IPU-POD16": 4 x IPU-M2000; the IPU-M2000
+#: datasheet: 4 x GC200 per machine); its links are modelled at the Mk2 IPU-Link rate above.
+SYSTEMS: dict[str, tuple[str, int]] = {"POD16": ("GC200", 16)}
 
 
 def get_target(name: str, num_ipus: int = 1) -> Target:
-    """The named target with ``num_ipus`` IPUs (name case-insensitive; "Mk1" = GC2, "Mk2" = GC200)."""
+    """The named target with ``num_ipus`` IPUs (name case-insensitive; "Mk1" = GC2, "Mk2" = GC200; a system
+    of ``SYSTEMS``, "POD16", is its family with up to its IPUs)."""
     key = name.strip().lower()
+    system = next((v for k, v in SYSTEMS.items() if k.lower() == key), None)
+    if system is not None:  # a system's IPUs, or fewer of them (--ipus), never more
+        family, most = system
+        if not 1 <= num_ipus <= most:
+            raise ValueError(f"target {name.strip()}: 1 to {most} IPUs ({most} x {family}), got {num_ipus}")
+        return _FACTORIES[family](num_ipus)
     canonical = _ALIASES.get(key) or next((n for n in TARGET_NAMES if n.lower() == key), None)
     if canonical is None:
-        known = ", ".join(TARGET_NAMES + ("Mk1", "Mk2"))
+        known = ", ".join(TARGET_NAMES + ("Mk1", "Mk2", *SYSTEMS))
         raise ValueError(f"unknown target {name!r}; known targets: {known}")
     if num_ipus < 1:
         raise ValueError(f"target {canonical}: num_ipus must be >= 1, got {num_ipus}")
