@@ -18,24 +18,12 @@ import pandas as pd
 from app.units import plural
 from app.views import flame
 from app.views.runs import run_figures, weighted_figures
+from app.views.step_kinds import KIND_OF_TYPE, KINDS
 from report_format.reader import Report
-from report_format.vocabulary import StepType
-
-#: Step kinds shown in the trace, in legend order, from the program step type.
-KINDS = ("compute", "exchange", "global exchange", "stream copy", "sync", "other")
-_KIND_OF_TYPE = {
-    StepType.ON_TILE_EXECUTE: "compute",
-    StepType.DO_EXCHANGE: "exchange",
-    StepType.GLOBAL_EXCHANGE: "global exchange",
-    StepType.STREAM_COPY_BEGIN: "stream copy",
-    StepType.STREAM_COPY_MID: "stream copy",
-    StepType.STREAM_COPY_END: "stream copy",
-    StepType.SYNC: "sync",
-}
 
 
 def kind_of(step_type: pd.Series) -> pd.Series:
-    return step_type.map(_KIND_OF_TYPE).fillna("other")
+    return step_type.map(KIND_OF_TYPE).fillna("other")
 
 
 @lru_cache(maxsize=8)

@@ -33,8 +33,8 @@ import pandas as pd
 
 from app.units import plural
 from app.views.operations_graph import name_scopes, repeated_block, scope_label, stem
+from app.views.step_kinds import KIND_OF_TYPE
 from report_format.reader import Report
-from report_format.vocabulary import StepType
 
 #: Columns of a flame table (``flame_spans``); the first six are every timeline's.
 COLUMNS = ("row", "start", "end", "kind", "label", "step", "cycles", "self_cycles", "steps", "span", "parent", "hover")
@@ -42,15 +42,6 @@ COLUMNS = ("row", "start", "end", "kind", "label", "step", "cycles", "self_cycle
 #: nodes, the model's layers (blocks and name scopes) and its operations (debug contexts).
 CONTROL, LAYER, OPERATION = "control", "layer", "operation"
 
-_STEP_KIND: dict[str, str] = {
-    StepType.ON_TILE_EXECUTE: "compute",
-    StepType.DO_EXCHANGE: "exchange",
-    StepType.GLOBAL_EXCHANGE: "global exchange",
-    StepType.STREAM_COPY_BEGIN: "stream copy",
-    StepType.STREAM_COPY_MID: "stream copy",
-    StepType.STREAM_COPY_END: "stream copy",
-    StepType.SYNC: "sync",
-}
 
 Frame = tuple[str, object]  # ("p", program id) | ("b", block) | ("s", scope) | ("c", context id)
 
@@ -193,7 +184,7 @@ def _describe(
     if what == "p":
         i = row_of[int(ref)]  # type: ignore[call-overload]
         t = str(ptype[i])
-        kind = _STEP_KIND.get(t, "other") if is_leaf[i] else CONTROL
+        kind = KIND_OF_TYPE.get(t, "other") if is_leaf[i] else CONTROL
         return f"{pname[i]} ({t})", kind, "program step" if kind != CONTROL else f"program: {t}"
     if what == "b":
         return f"block {int(ref) + 1}", LAYER, "repeated block of the model"  # type: ignore[call-overload]
