@@ -3,11 +3,21 @@ depth), drawn as thick WebGL line segments per step kind, and the tiles x steps 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.figures.common import KIND_COLOURS, base_layout, colour_cap, empty_figure
+from app.figures.common import (
+    KIND_COLOURS,
+    FigureDict,
+    base_layout,
+    colour_cap,
+    empty_figure,
+    empty_figure_dict,
+    figure_dict,
+)
 
 
 def timeline_figure(
@@ -17,23 +27,25 @@ def timeline_figure(
     rows: list[int],
     x_range: tuple[int, int],
     row_names: dict[int, str] | None = None,
-) -> go.Figure:
+) -> FigureDict:
     """``spans`` columns: row, start, end, kind, label, step, steps. One Scattergl per kind, each span
-    a horizontal segment (segments separated by gaps), so 10^4 spans stay one WebGL draw."""
+    a horizontal segment (segments separated by gaps), so 10^4 spans stay one WebGL draw. A figure
+    dict (``figure_dict``): every zoom builds one."""
     if spans.empty:
-        return empty_figure("No executed steps in this range.")
-    fig = go.Figure()
+        return empty_figure_dict("No executed steps in this range.")
+    data: list[dict[str, Any]] = []
     # rows tall enough for a readable label (PopVision's flame boxes); the figure grows instead
     height_px = max(24, min(34, 480 // max(len(rows), 1)))
     for kind, g in spans.groupby("kind", sort=False):
         n = len(g)
+        start, end = g["start"].to_numpy(), g["end"].to_numpy()
+        row = g["row"].to_numpy()
         xs = np.empty(3 * n)
-        xs[0::3], xs[1::3], xs[2::3] = g["start"].to_numpy(), g["end"].to_numpy(), np.nan
-        ys = np.repeat(g["row"].to_numpy().astype(float), 3)
+        xs[0::3], xs[1::3], xs[2::3] = start, end, np.nan
+        ys = np.repeat(row.astype(float), 3)
         ys[2::3] = np.nan
         # invisible points along each span carry its hover text and take its clicks: one at the
         # middle, more along a wide span (a click lands on the nearest point, so anywhere on it works)
-        start, end = g["start"].to_numpy(), g["end"].to_numpy()
         lo, hi = np.maximum(start, x_range[0]), np.minimum(end, x_range[1])
         per_span = np.clip(np.ceil((hi - lo) / max(x_range[1] - x_range[0], 1) * 120), 1, 60).astype(np.int64)
         owner = np.repeat(np.arange(n), per_span)
@@ -41,48 +53,36 @@ def timeline_figure(
         mid = lo[owner] + (hi[owner] - lo[owner]) * (k + 0.5) / per_span[owner]
         texts = [
             f"{lab}<br>cycles {s:,}..{e:,} ({e - s:,})"
-            for lab, s, e in zip(g["label"], g["start"], g["end"], strict=True)
+            for lab, s, e in zip(g["label"].tolist(), start.tolist(), end.tolist(), strict=True)
         ]
-        text = [texts[i] for i in owner]
-        fig.add_trace(
-            go.Scattergl(
-                x=xs,
-                y=ys,
-                mode="lines",
-                name=kind,
-                hoverinfo="skip",
-                line={"color": KIND_COLOURS.get(kind, "#999"), "width": height_px},
-            )
-        )
+        colour = KIND_COLOURS.get(str(kind), "#999")
+        # gaps between segments are NaN: the JSON encoder writes them as null (a break in the line)
+        data.append({"type": "scattergl", "x": xs.tolist(), "y": ys.tolist(), "mode": "lines", "name": str(kind),
+                     "hoverinfo": "skip", "line": {"color": colour, "width": height_px}})  # fmt: skip
         # invisible midpoints carry the hover text; a click reports their (cycle, row)
-        fig.add_trace(
-            go.Scattergl(
-                x=mid,
-                y=g["row"].to_numpy()[owner],
-                mode="markers",
-                showlegend=False,
-                name=kind,
-                marker={"size": height_px, "opacity": 0},
-                text=text,
-                hovertemplate="%{text}<extra>" + str(kind) + "</extra>",
-            )
-        )
-    _add_labels(fig, spans, x_range)
+        data.append({"type": "scattergl", "x": mid.tolist(), "y": row[owner].tolist(), "mode": "markers",
+                     "showlegend": False, "name": str(kind), "marker": {"size": height_px, "opacity": 0},
+                     "text": [texts[i] for i in owner.tolist()],
+                     "hovertemplate": "%{text}<extra>" + str(kind) + "</extra>"})  # fmt: skip
     names = row_names or {}
-    fig.update_yaxes(
-        tickvals=rows,
-        ticktext=[names.get(r, f"{row_label} {r}") for r in rows],
+    yaxis = {
+        "tickvals": rows,
+        "ticktext": [names.get(r, f"{row_label} {r}") for r in rows],
         # each row exactly one band of the plot: the segment width (px) then fills its band
-        range=[max(rows) + 0.5, min(rows) - 0.5],
-        fixedrange=True,
-        showgrid=False,
-        zeroline=False,
-    )
-    fig.update_xaxes(title="cycles", range=list(x_range), tickformat=",d")
-    fig.update_layout(dragmode="zoom", hovermode="closest", uirevision=None)
-    fig = base_layout(fig, height=max(180, 100 + len(rows) * (height_px + 8)))
-    fig.update_layout(margin_t=30)  # room for the legend above the rows
-    return fig
+        "range": [max(rows) + 0.5, min(rows) - 0.5],
+        "fixedrange": True,
+        "showgrid": False,
+        "zeroline": False,
+    }
+    layout = {
+        "xaxis": {"title": {"text": "cycles"}, "range": list(x_range), "tickformat": ",d"},
+        "yaxis": yaxis,
+        "dragmode": "zoom",
+        "hovermode": "closest",
+        "annotations": _labels(spans, x_range),
+        "margin": {"t": 30},  # room for the legend above the rows
+    }
+    return figure_dict(data, layout, height=max(180, 100 + len(rows) * (height_px + 8)))
 
 
 def tile_steps_cap(cycles: np.ndarray) -> tuple[float | None, str]:
@@ -93,28 +93,30 @@ def tile_steps_cap(cycles: np.ndarray) -> tuple[float | None, str]:
     return (cap, "cycles") if cap is None else (cap, f"cycles<br>(scale stops<br>at {cap:,.0f})")
 
 
-def tile_steps_figure(cycles: np.ndarray, steps: np.ndarray, tile_starts: np.ndarray, tiles_per_bin: int) -> go.Figure:
+def tile_steps_figure(cycles: np.ndarray, steps: np.ndarray, tile_starts: np.ndarray, tiles_per_bin: int) -> FigureDict:
     """Heatmap: tiles (rows) x executed steps (columns), colour = busy cycles of the tile. (No per-cell
-    text: step names are on the timeline, and per-cell strings would multiply the figure's size.)"""
+    text: step names are on the timeline, and per-cell strings would multiply the figure's size.)
+    A figure dict: it comes with every timeline."""
     if cycles.size == 0:
-        return empty_figure("No per-tile cycles in this range.", height=260)
+        return empty_figure_dict("No per-tile cycles in this range.", height=260)
     ylab = "tile" if tiles_per_bin == 1 else f"tile (busiest of each {tiles_per_bin})"
     zmax, title = tile_steps_cap(cycles)
-    fig = go.Figure(
-        go.Heatmap(
-            z=cycles,
-            x=[str(s) for s in steps],
-            y=tile_starts,
-            colorscale="Blues",
-            zmin=0,
-            zmax=zmax,
-            colorbar={"title": title},
-            hovertemplate="step %{x}, tile %{y}: %{z:,} cycles<extra></extra>",
-        )
-    )
-    fig.update_xaxes(title="executed step", type="category", nticks=20)
-    fig.update_yaxes(title=ylab, autorange="reversed")
-    return base_layout(fig, title="Tiles x steps: cycles of each tile in each step (BSP)", height=360)
+    heatmap = {
+        "type": "heatmap",
+        "z": np.asarray(cycles).tolist(),
+        "x": [str(s) for s in np.asarray(steps).tolist()],
+        "y": np.asarray(tile_starts).tolist(),
+        "colorscale": "Blues",
+        "zmin": 0,
+        "zmax": zmax,
+        "colorbar": {"title": {"text": title}},
+        "hovertemplate": "step %{x}, tile %{y}: %{z:,} cycles<extra></extra>",
+    }
+    layout = {
+        "xaxis": {"title": {"text": "executed step"}, "type": "category", "nticks": 20},
+        "yaxis": {"title": {"text": ylab}, "autorange": "reversed"},
+    }
+    return figure_dict([heatmap], layout, title="Tiles x steps: cycles of each tile in each step (BSP)", height=360)
 
 
 def proportions_figure(summary: dict[str, float | int]) -> go.Figure:
@@ -138,8 +140,9 @@ def proportions_figure(summary: dict[str, float | int]) -> go.Figure:
     return base_layout(fig, title="Cycle proportions", height=240)
 
 
-def _add_labels(fig: go.Figure, spans: pd.DataFrame, x_range: tuple[int, int], max_labels: int = 80) -> None:
-    """Name the spans wide enough to hold text (as PopVision labels its flame boxes)."""
+def _labels(spans: pd.DataFrame, x_range: tuple[int, int], max_labels: int = 80) -> list[dict[str, Any]]:
+    """Annotations naming the spans wide enough to hold text (as PopVision labels its flame boxes).
+    Annotations, not a text trace: WebGL traces are drawn above SVG text, below annotations."""
     width = max(x_range[1] - x_range[0], 1)
     lo = np.maximum(spans["start"].to_numpy(), x_range[0])
     hi = np.minimum(spans["end"].to_numpy(), x_range[1])
@@ -147,27 +150,23 @@ def _add_labels(fig: go.Figure, spans: pd.DataFrame, x_range: tuple[int, int], m
     wide = np.flatnonzero(frac > 0.04)
     wide = wide[np.argsort(-frac[wide], kind="stable")][:max_labels]
     if not len(wide):
-        return
-    chars = np.maximum((frac[wide] * 150).astype(int), 4)  # ~150 characters across the plot
-    labels = spans["label"].to_numpy()[wide]
+        return []
+    chars = np.maximum((frac[wide] * 150).astype(int), 4).tolist()  # ~150 characters across the plot
+    labels = spans["label"].to_numpy()[wide].tolist()
     text = [lab if len(lab) <= c else lab[: c - 1] + "…" for lab, c in zip(labels, chars, strict=True)]
-    kinds = spans["kind"].to_numpy()[wide]
-    rows = spans["row"].to_numpy()[wide]
-    mids = (lo[wide] + hi[wide]) / 2
-    # annotations, not a text trace: WebGL traces are drawn above SVG text, below annotations.
-    # Set all at once: add_annotation re-validates every annotation so far (quadratic).
-    fig.update_layout(
-        annotations=[
-            {
-                "x": float(x),
-                "y": float(y),
-                "text": t,
-                "showarrow": False,
-                "font": {"size": 10, "color": "#222" if k in ("control", "sync", "other") else "white"},
-            }
-            for x, y, t, k in zip(mids, rows, text, kinds, strict=True)
-        ]
-    )
+    kinds = spans["kind"].to_numpy()[wide].tolist()
+    rows = spans["row"].to_numpy()[wide].astype(float).tolist()
+    mids = ((lo[wide] + hi[wide]) / 2).astype(float).tolist()
+    return [
+        {
+            "x": x,
+            "y": y,
+            "text": t,
+            "showarrow": False,
+            "font": {"size": 10, "color": "#222" if k in ("control", "sync", "other") else "white"},
+        }
+        for x, y, t, k in zip(mids, rows, text, kinds, strict=True)
+    ]
 
 
 def step_tile_split_figure(split: pd.DataFrame, title: str) -> go.Figure:

@@ -16,18 +16,18 @@ from app.views import memory as mem
 
 def test_tile_memory_figure_stacks_series_and_marks_max_memory(small_report):
     df = mem.tile_memory_breakdown(small_report, "category", True)
-    fig = tile_memory_figure(df, df.sum(axis=1).to_numpy(), 1, 1000, selected=[3])
+    fig = go.Figure(tile_memory_figure(df, df.sum(axis=1).to_numpy(), 1, 1000, selected=[3]))
     bars = [t for t in fig.data if isinstance(t, go.Bar)]
     assert [b.name for b in bars] == list(df.columns) and fig.layout.barmode == "stack"
     assert list(bars[0].x) == list(range(8))
     shapes = fig.layout.shapes
     assert any(s.y0 == 1000 for s in shapes)  # max-memory line
     assert any(s.x0 == 2.5 and s.x1 == 3.5 for s in shapes)  # selected tile highlighted
-    areas = tile_memory_figure(df, df.sum(axis=1).to_numpy(), 1, 1000, bars_up_to=4)  # 8 columns > 4
+    areas = go.Figure(tile_memory_figure(df, df.sum(axis=1).to_numpy(), 1, 1000, bars_up_to=4))  # 8 columns > 4
     assert [t.stackgroup for t in areas.data] == ["memory"] * len(df.columns)
     assert list(areas.data[0].y) == df.iloc[:, 0].tolist()
     binned, maxes, width = mem.bin_tiles(df, 3)
-    fig = tile_memory_figure(binned, maxes, width, 1000)
+    fig = go.Figure(tile_memory_figure(binned, maxes, width, 1000))
     assert any(isinstance(t, go.Scattergl) and list(t.y) == list(maxes) for t in fig.data)
 
 
@@ -41,7 +41,7 @@ def test_liveness_figure_marks_peak(small_report):
 
 def test_timeline_figure_one_webgl_trace_per_kind(small_report):
     lod = et.level_of_detail(et.flat_spans(small_report, 0), 0, 230)
-    fig = timeline_figure(lod.table, row_label="IPU", rows=[0, 1], x_range=(0, 230))
+    fig = go.Figure(timeline_figure(lod.table, row_label="IPU", rows=[0, 1], x_range=(0, 230)))
     lines = [t for t in fig.data if t.mode == "lines"]
     assert all(isinstance(t, go.Scattergl) for t in fig.data)
     labels = [a.text for a in fig.layout.annotations]
@@ -63,8 +63,8 @@ def test_tile_memory_map_figure(small_report):
 
 def test_other_figures_build(small_report):
     cyc, steps, starts, width = et.tile_step_cycles(small_report, 0, 0, 0, 10)
-    hm = tile_steps_figure(cyc, steps, starts, width)
-    assert hm.data[0].z.shape == (4, 10)
+    hm = go.Figure(tile_steps_figure(cyc, steps, starts, width))
+    assert np.shape(hm.data[0].z) == (4, 10)
     prop = proportions_figure(et.trace_summary(small_report, 0))
     assert list(prop.data[0].y)[0] == "compute"
     assert len(variables_figure(mem.variable_bytes_by_tile(small_report, [0, 2])).data) == 2
@@ -86,7 +86,7 @@ def test_memory_series_keep_their_colour_whatever_the_report():
     other = pd.DataFrame({"variable": [1, 1], "constant": [2, 2], "stack": [10, 20]}, index=[0, 1])
     colour = {}
     for binned in (one, other):
-        for trace in tile_memory_figure(binned, binned.sum(axis=1).to_numpy(), 1, 100).data:
+        for trace in go.Figure(tile_memory_figure(binned, binned.sum(axis=1).to_numpy(), 1, 100)).data:
             colour.setdefault(trace.name, set()).add(trace.marker.color)
     assert colour["stack"] == {series_colour("stack")} and series_colour("no such series") == series_colour(
         "no such series"
@@ -133,11 +133,11 @@ def test_tiles_x_steps_scale_stops_below_a_step_that_dwarfs_the_rest() -> None:
     zmax, title = colour_cap(cycles)
     longest = np.sort(cycles.max(axis=0))
     assert zmax == pytest.approx(np.percentile(longest, 95)) and zmax < 400 and "stops" in title
-    fig = tile_steps_figure(cycles, np.arange(steps), np.arange(tiles), 1)
+    fig = go.Figure(tile_steps_figure(cycles, np.arange(steps), np.arange(tiles), 1))
     assert fig.data[0].zmax == zmax and fig.data[0].z[0][3] == 20_000
     cycles[:, 3] = 300
     assert colour_cap(cycles) == (None, "cycles")
-    assert tile_steps_figure(cycles, np.arange(steps), np.arange(tiles), 1).data[0].zmax is None
+    assert go.Figure(tile_steps_figure(cycles, np.arange(steps), np.arange(tiles), 1)).data[0].zmax is None
 
 
 def test_tile_memory_map_draws_a_variable_across_the_interleaved_start_in_both_rows() -> None:

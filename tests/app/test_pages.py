@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import plotly.graph_objects as go
 import plotly.utils
 import pytest
 
@@ -55,6 +56,7 @@ def test_trace_callbacks(pages):
     assert et.range_from_relayout({"xaxis.range[0]": 10.4, "xaxis.range[1]": 99.0}, None) == [10, 100]
     assert et.range_from_relayout({"xaxis.autorange": True}, [10, 100]) is None
     fig, detail, tiles = et.render_trace(0, "flat", -1, [50, 100])  # All IPUs
+    fig = go.Figure(fig)  # a figure dict (app.figures.common.figure_dict): valid plotly
     # cycles 50..100: IPU 0 runs matmul (50-90) and the exchange (90-110); IPU 1 only matmul (50-110)
     assert "executed steps. exact: 3 step spans in cycles 50..100" in detail
     # tiles x steps shows one IPU: for All IPUs the run's busiest, IPU 1 (its matmul lasts 60 cycles to IPU 0's
@@ -62,8 +64,9 @@ def test_trace_callbacks(pages):
     assert "Tiles x steps: IPU 1 (the busiest; choose an IPU above for another), steps 3..3" in detail
     assert _rows(fig) == [0, 1]
     fig, detail, tiles = et.render_trace(0, "flat", 1, [50, 100])  # IPU 1 selected: its row only
+    fig, tiles = go.Figure(fig), go.Figure(tiles)
     assert "executed steps. exact: 1 step spans in cycles 50..100" in detail
-    assert "IPU 1, steps 3..3" in detail and tiles.data[0].z.shape == (4, 1)
+    assert "IPU 1, steps 3..3" in detail and np.shape(tiles.data[0].z) == (4, 1)
     assert _rows(fig) == [1]
     assert "230" in as_json(et.summary("0")) and "460" in as_json(et.summary("1"))
     from app.views.runs import longest_run, opening_run
@@ -78,7 +81,7 @@ def test_memory_liveness_tree_and_operations_callbacks(pages):
     assert mem.selection_text([0, 1]) == "Selected tiles: 0, 1" and mem.selection_text(None) == "All tiles"
     assert "memory-tile-address-map" in as_json(mem.tab_body("details", [0], ["gaps"]))  # one tile: its map
     assert "memory-tile-address-map" not in as_json(mem.tab_body("details", [0, 1], ["gaps"]))
-    fig = mem.memory_figure("region", ["gaps"], "tile", [2])
+    fig = go.Figure(mem.memory_figure("region", ["gaps"], "tile", [2]))
     assert [t.name for t in fig.data] == ["non_interleaved", "interleaved", "gaps"]
     assert "1,000" not in as_json(fig.layout.shapes)  # no max-memory line when not asked
     assert lv.next_selection([3], 5) == [3, 5] and lv.next_selection([3, 5], 6) == [5, 6]
