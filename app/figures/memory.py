@@ -46,6 +46,7 @@ def tile_memory_figure(
     x = np.arange(len(binned)) if sorted_order else binned.index.to_numpy()
     tiles = binned.index.to_numpy()
     x_list, tiles_list = x.tolist(), tiles.tolist()  # once, shared by every series
+    tile = "customdata" if sorted_order else "x"
     areas = len(binned) > bars_up_to
     data: list[dict[str, Any]] = []
     for col in binned.columns:
@@ -54,9 +55,10 @@ def tile_memory_figure(
             "x": x_list,
             "y": binned[col].to_numpy().tolist(),
             "name": str(col),
-            "customdata": tiles_list,
-            "hovertemplate": f"{col}: %{{y:,.0f}} B<br>tile %{{customdata}}<extra></extra>",
+            "hovertemplate": f"{col}: %{{y:,.0f}} B<br>tile %{{{tile}}}<extra></extra>",
         }
+        if sorted_order:  # x is the rank: each series carries its tiles (in tile order x is the tile)
+            trace["customdata"] = tiles_list
         if areas:
             trace.update(type="scatter", stackgroup="memory", mode="lines", fillcolor=colour,
                          line={"width": 0, "shape": "hvh", "color": colour})  # fmt: skip

@@ -32,10 +32,10 @@ def test_tile_memory_figure_stacks_series_and_marks_max_memory(small_report):
 
 
 def test_liveness_figure_marks_peak(small_report):
-    fig = liveness_figure(lv.liveness_by_step(small_report), include_always_live=True)
+    fig = go.Figure(liveness_figure(lv.liveness_by_step(small_report), include_always_live=True))
     peak = [t for t in fig.data if t.name == "peak"][0]
     assert list(peak.x) == [3] and list(peak.y) == [96 + 1196]
-    per_ipu = liveness_figure(lv.liveness_by_step(small_report), per_ipu=True)
+    per_ipu = go.Figure(liveness_figure(lv.liveness_by_step(small_report), per_ipu=True))
     assert [t.name for t in per_ipu.data][:2] == ["IPU 0", "IPU 1"]
 
 
@@ -177,11 +177,11 @@ def test_per_ipu_liveness_marks_the_fullest_ipus_peak() -> None:
         {"not_always_live": [10, 100, 90], "always_live": [5, 5, 5], "ipu0": [5, 60, 20], "ipu1": [5, 40, 70],
          "type": ["OnTileExecute"] * 3, "name": ["a", "b", "c"]}
     )  # fmt: skip
-    fig = liveness_figure(by_step, per_ipu=True)
+    fig = go.Figure(liveness_figure(by_step, per_ipu=True))
     peak = [t for t in fig.data if t.name == "peak"][0]
     assert (list(peak.x), list(peak.y), peak.text[0]) == ([2], [70], "peak: IPU 1, step 2")
     assert fig.layout.yaxis.title.text == "bytes per IPU"
-    total = [t for t in liveness_figure(by_step).data if t.name == "peak"][0]
+    total = [t for t in go.Figure(liveness_figure(by_step)).data if t.name == "peak"][0]
     assert (list(total.x), list(total.y), total.text[0]) == ([1], [100], "peak: step 1")
 
 
