@@ -8,7 +8,7 @@ For each report it serves the viewer (``tilescope serve REPORT --compare OTHER``
 the compare baseline) and measures, ``--repeat`` times each, the median kept:
 
 * **page loads**: a full navigation to each page until idle (the browser loads the app's scripts);
-* **visits**: from the Summary, a click on the page's navbar link until idle (the app is loaded);
+* **visits**: from the Summary (Summary: from Insights), a click on the page's navbar link until idle (the app is loaded);
 * **interactions**: a click (timed from its event's time stamp) until idle: Memory's breakdown by
   region, the Execution Trace's flame view, and each page's "Compare with ..." tab.
 
@@ -140,8 +140,9 @@ def measure(report: Path, baseline: Path, repeat: int, loads_only: bool = False)
             return out
         for name in PAGES:  # in-app navigation: the navbar link, from Summary
             runs = []
+            start = "/insights" if PAGES[name] == "/" else "/"  # a link to the page shown does nothing
             for _ in range(repeat):
-                load(page, base + "/")
+                load(page, base + start)
                 runs.append(click(page, lambda name=name: page.locator(".navbar .nav-link", has_text=name).first))
             note(f"{name}: visit", runs)
         runs = []

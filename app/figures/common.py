@@ -144,6 +144,18 @@ def figure_dict(
     return {"data": data, "layout": out}
 
 
+#: Scatter figures with more points than this draw with WebGL ("scattergl"), fewer with SVG: a WebGL
+#: context costs ~200 ms to create in Chromium without a GPU (the browser bench's headless
+#: Chromium, profiled with CDP on the ResNet-50 Execution Trace) and tens of ms with one, while SVG
+#: draws a few thousand points in a fraction of that.
+WEBGL_ABOVE = 5000
+
+
+def scatter_type(points: int, webgl_above: int = WEBGL_ABOVE) -> str:
+    """The plotly trace type for a scatter figure of ``points`` points in all."""
+    return "scattergl" if points > webgl_above else "scatter"
+
+
 def binary_axis(lo: float, hi: float) -> dict[str, Any]:
     """The axis properties of a bytes axis over [lo, hi] for a figure dict (``bytes_axis``'s ticks)."""
     vals, labels = binary_ticks(lo, hi)

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from app.figures.common import PALETTE, FigureDict, binary_axis, empty_figure_dict, figure_dict
+from app.figures.common import PALETTE, FigureDict, binary_axis, empty_figure_dict, figure_dict, scatter_type
 
 
 def liveness_figure(
@@ -36,14 +36,14 @@ def liveness_figure(
         for i, c in enumerate(ipu_cols):
             y = by_step[c].to_numpy() + (extra / n_ipus if include_always_live else 0)
             tops.append(float(np.nanmax(y, initial=0.0)))
-            data.append({"type": "scattergl", "x": steps_list, "y": y.tolist(), "mode": "lines",
+            data.append({"type": scatter_type(len(steps) * n_ipus), "x": steps_list, "y": y.tolist(), "mode": "lines",
                          "name": f"IPU {c[3:]}", "line": {"color": PALETTE[i % len(PALETTE)], "width": 1.5},
                          "customdata": custom,
                          "hovertemplate": "step %{x}: %{y:,.0f} B<br>%{customdata}<extra>IPU " + c[3:] + "</extra>"})  # fmt: skip
     else:
         y = by_step["not_always_live"].to_numpy() + extra
         tops.append(float(np.nanmax(y, initial=0.0)))
-        data.append({"type": "scattergl", "x": steps_list, "y": y.tolist(),
+        data.append({"type": scatter_type(len(steps)), "x": steps_list, "y": y.tolist(),
                      "mode": "lines+markers" if len(steps) < 400 else "lines", "name": label,
                      "line": {"color": PALETTE[0], "width": 2}, "marker": {"size": 5}, "fill": "tozeroy",
                      "customdata": custom, "hovertemplate": "step %{x}: %{y:,.0f} B<br>%{customdata}<extra></extra>"})  # fmt: skip
