@@ -11,14 +11,12 @@ import plotly.graph_objects as go
 
 from app.figures.common import (
     KIND_COLOURS,
-    WEBGL_ABOVE,
     FigureDict,
     base_layout,
     colour_cap,
     empty_figure,
     empty_figure_dict,
     figure_dict,
-    scatter_type,
 )
 
 
@@ -29,12 +27,11 @@ def timeline_figure(
     rows: list[int],
     x_range: tuple[int, int],
     row_names: dict[int, str] | None = None,
-    webgl_above: int = WEBGL_ABOVE,
 ) -> FigureDict:
-    """``spans`` columns: row, start, end, kind, label, step, steps. One scatter trace per kind, each
-    span a horizontal segment (segments separated by gaps), so 10^4 spans stay one WebGL draw (SVG
-    up to ``webgl_above`` points: ``scatter_type``). A figure dict (``figure_dict``): every zoom
-    builds one."""
+    """``spans`` columns: row, start, end, kind, label, step, steps. One Scattergl per kind, each span
+    a horizontal segment (segments separated by gaps), so 10^4 spans stay one WebGL draw. A figure
+    dict (``figure_dict``): every zoom builds one. (Always WebGL, unlike ``scatter_type``'s choice:
+    with SVG markers 34 px wide, plotly's click picks a neighbouring span's point.)"""
     if spans.empty:
         return empty_figure_dict("No executed steps in this range.")
     data: list[dict[str, Any]] = []
@@ -61,17 +58,13 @@ def timeline_figure(
         ]
         colour = KIND_COLOURS.get(str(kind), "#999")
         # gaps between segments are NaN: the JSON encoder writes them as null (a break in the line)
-        # "type" is set below, once the points of every kind are counted
-        data.append({"type": "", "x": xs.tolist(), "y": ys.tolist(), "mode": "lines", "name": str(kind),
+        data.append({"type": "scattergl", "x": xs.tolist(), "y": ys.tolist(), "mode": "lines", "name": str(kind),
                      "hoverinfo": "skip", "line": {"color": colour, "width": height_px}})  # fmt: skip
         # invisible midpoints carry the hover text; a click reports their (cycle, row)
-        data.append({"type": "", "x": mid.tolist(), "y": row[owner].tolist(), "mode": "markers",
+        data.append({"type": "scattergl", "x": mid.tolist(), "y": row[owner].tolist(), "mode": "markers",
                      "showlegend": False, "name": str(kind), "marker": {"size": height_px, "opacity": 0},
                      "text": [texts[i] for i in owner.tolist()],
                      "hovertemplate": "%{text}<extra>" + str(kind) + "</extra>"})  # fmt: skip
-    kind_of_trace = scatter_type(sum(len(t["x"]) for t in data), webgl_above)
-    for t in data:
-        t["type"] = kind_of_trace
     names = row_names or {}
     yaxis = {
         "tickvals": rows,
