@@ -156,6 +156,8 @@ def measure(report: Path, baseline: Path, repeat: int, loads_only: bool = False)
             runs.append(click(page, lambda: page.locator("#trace-view label").nth(1)))
         note("Execution Trace: flame view", runs)
         for name, path in PAGES.items():
+            if name == "Operations Graph":
+                continue  # it compares inside its own chart (colour by Δ cycles): no compare tab
             runs = []
             for _ in range(repeat):
                 load(page, base + path)
@@ -191,6 +193,7 @@ def main() -> int:
         t = time.time()
         result[report.name] = measure(report, baseline, args.repeat, loads_only=bool(args.pages))
         print(f"  ({time.time() - t:.0f} s)")
+        args.out.write_text(json.dumps(result, indent=1) + "\n")  # what is measured so far
     result["load_after"] = os.getloadavg()
     over = [
         f"{r}: {k}"
