@@ -235,3 +235,39 @@ def test_tile_map_colours_by_rank_when_most_tiles_hold_nearly_the_same():
     # spread over a good part of the scale: linear, as before
     wide = tile_map_figure(tm.assign(bytes=np.arange(n) * 5_000), 638976).data[0]
     assert wide.colorbar.title.text == "bytes<br>(capacity<br>624.0 KiB)" and wide.zmax == 495_000
+
+
+def test_figure_dict_has_the_common_look_and_merges_layout_one_level_deep() -> None:
+    """A figure dict carries what ``base_layout`` gives a go.Figure (template, margins, SI ticks), and
+    a page's layout changes one key of a nested dict without dropping its siblings."""
+    import plotly.io as pio
+
+    from app.figures.common import base_layout, figure_dict
+
+    trace = {"type": "bar", "x": [1, 2], "y": [3, 4]}
+    fig = figure_dict([trace], {"margin": {"t": 30}, "yaxis": {"title": {"text": "bytes"}}}, height=300)
+    assert fig["layout"]["margin"] == {"l": 60, "r": 44, "t": 30, "b": 50}
+    assert fig["layout"]["yaxis"] == {"exponentformat": "SI", "title": {"text": "bytes"}}
+    assert fig["layout"]["xaxis"] == {"exponentformat": "SI"} and fig["data"] == [trace]
+    valid = go.Figure(fig)  # plotly accepts it as is
+    same = base_layout(go.Figure(go.Bar(x=[1, 2], y=[3, 4])), height=300)
+    assert valid.layout.template == same.layout.template == pio.templates["plotly_white"]
+    assert (valid.layout.height, valid.layout.legend, valid.layout.hoverlabel) == (
+        same.layout.height,
+        same.layout.legend,
+        same.layout.hoverlabel,
+    )
+
+
+def test_tile_memory_hover_names_the_tile_in_either_order() -> None:
+    """In tile order x is the tile (no per-series copy of the tiles); sorted, x is the rank and each
+    series carries its tiles for the hover."""
+    import pandas as pd
+
+    binned = pd.DataFrame({"stack": [10, 30, 20]}, index=[4, 5, 6])
+    by_tile = tile_memory_figure(binned, binned.sum(axis=1).to_numpy(), 1, 100)["data"][0]
+    assert by_tile["x"] == [4, 5, 6] and "customdata" not in by_tile and "tile %{x}" in by_tile["hovertemplate"]
+    ranked = binned.sort_values("stack", ascending=False)
+    fullest = tile_memory_figure(ranked, ranked.sum(axis=1).to_numpy(), 1, 100, sorted_order=True)["data"][0]
+    assert fullest["x"] == [0, 1, 2] and fullest["customdata"] == [5, 6, 4]
+    assert "tile %{customdata}" in fullest["hovertemplate"]
