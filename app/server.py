@@ -74,13 +74,24 @@ def create_app(
 
 def warm_caches() -> None:
     """Compute what the pages' first renders need, most visited first (errors surface later, in the page)."""
-    from app.views import execution_trace, liveness, memory, operations, operations_graph, program_tree, runs, tables
+    from app.views import (
+        execution_trace,
+        insights,
+        liveness,
+        memory,
+        operations,
+        operations_graph,
+        program_tree,
+        runs,
+        tables,
+    )
 
     report = state.report()
     steps: list = [
         lambda: memory.tile_memory_breakdown(report, "category", True),
         lambda: report.table("tile_memory_by_category"),
         lambda: liveness.liveness_by_step(report),
+        lambda: (insights.hints(report), insights.top_vertices(report), insights.top_exchanges(report)),
         lambda: program_tree.program_tree(report),
         lambda: tables.variables(report),
         lambda: report.table("variable_placements"),

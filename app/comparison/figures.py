@@ -42,6 +42,19 @@ def _empty(title: str, message: str) -> go.Figure:
     return _layout(fig, title, height=220)
 
 
+def _delta_area(fig: go.Figure, x: np.ndarray, y: np.ndarray, name: str, colour: str, hover: str, **where: int) -> None:
+    """A signed series (grew / shrank) as one filled step path centred on each x, not a bar per x:
+    plotly draws a bar as its own SVG element, and 2 x 2,000 of them took seconds in the browser
+    (bench/viewer_browser.py, the Memory and Liveness compare tabs); a path is one element."""
+    fig.add_trace(
+        go.Scatter(
+            x=x, y=y, name=name, mode="lines", fill="tozeroy", fillcolor=colour,
+            line={"width": 0, "shape": "hvh", "color": colour}, hovertemplate=hover,
+        ),
+        **where,
+    )  # fmt: skip
+
+
 def bin_extremes(x: np.ndarray, delta: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Reduce a long series to at most ``max_points`` bins: (first x of each bin, largest increase,
     largest decrease (<= 0), items per bin). With one item per bin the series is unchanged."""
@@ -65,8 +78,8 @@ def tile_memory_delta_figure(
     delta = tiles[f"delta_{column}"].to_numpy(dtype=np.int64)
     x, up, down, width = bin_extremes(tiles["tile"].to_numpy(), delta, max_points)
     fig = go.Figure()
-    fig.add_bar(x=x, y=up, name="grew", marker_color=UP, hovertemplate="tile %{x}: %{y:+,} B<extra></extra>")
-    fig.add_bar(x=x, y=down, name="shrank", marker_color=DOWN, hovertemplate="tile %{x}: %{y:+,} B<extra></extra>")
+    _delta_area(fig, x, up, "grew", UP, "tile %{x}: %{y:+,} B<extra></extra>")
+    _delta_area(fig, x, down, "shrank", DOWN, "tile %{x}: %{y:+,} B<extra></extra>")
     # the biggest changes as labelled markers, so a few outlier tiles stay visible among thousands
     top = np.argsort(-np.abs(delta), kind="stable")[:n_marked]
     top = top[delta[top] != 0]
@@ -85,7 +98,6 @@ def tile_memory_delta_figure(
                 hovertemplate="tile %{x}: %{y:+,} B<extra></extra>",
             )
         )
-    fig.update_layout(barmode="relative", bargap=0)
     per = f" (largest change of every {width} tiles)" if width > 1 else ""
     fig.update_xaxes(title_text=f"tile{per}")
     fig.update_yaxes(title_text="delta bytes")
@@ -161,14 +173,11 @@ def liveness_comparison_figure(liveness: pd.DataFrame, max_points: int = 2000) -
             )
     else:
         _exact_liveness_curves(fig, liveness, pos)
-    # the delta as bars (largest increase / decrease per bin on long axes): a filled WebGL line
-    # renders badly across gaps
+    # the delta as filled SVG step areas (largest increase / decrease per bin on long axes): a
+    # filled WebGL line renders badly across gaps
     x, up, down, _ = bin_extremes(pos, liveness["delta_bytes"].to_numpy(dtype=np.int64), max_points)
     for y, name, colour in ((up, "grew", UP), (down, "shrank", DOWN)):
-        fig.add_bar(
-            x=x, y=y, name=name, marker_color=colour, hovertemplate="delta %{y:+,} B<extra></extra>", row=2, col=1
-        )
-    fig.update_layout(barmode="relative", bargap=0)
+        _delta_area(fig, x, y, name, colour, "delta %{y:+,} B<extra></extra>", row=2, col=1)
     fig.update_yaxes(title_text="bytes", row=1, col=1)
     fig.update_yaxes(title_text="delta bytes", row=2, col=1)
     drawn = [np.asarray(t.y, dtype=np.float64) for t in fig.data if t.yaxis in (None, "y")]
@@ -207,11 +216,8 @@ def step_cycles_delta_figure(steps: pd.DataFrame, max_points: int = 2000) -> go.
     delta = steps["delta_cycles"].to_numpy(dtype=np.int64)
     x, up, down, width = bin_extremes(np.arange(len(steps)), delta, max_points)
     fig = go.Figure()
-    fig.add_bar(x=x, y=up, name="slower", marker_color=UP, hovertemplate="position %{x}: %{y:+,} cycles<extra></extra>")
-    fig.add_bar(
-        x=x, y=down, name="faster", marker_color=DOWN, hovertemplate="position %{x}: %{y:+,} cycles<extra></extra>"
-    )
-    fig.update_layout(barmode="relative", bargap=0)
+    _delta_area(fig, x, up, "slower", UP, "position %{x}: %{y:+,} cycles<extra></extra>")
+    _delta_area(fig, x, down, "faster", DOWN, "position %{x}: %{y:+,} cycles<extra></extra>")
     fig.update_xaxes(title_text="aligned program step" + (f" (largest change of every {width})" if width > 1 else ""))
     fig.update_yaxes(title_text="delta cycles")
     return _layout(fig, title)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import zlib
+from functools import cache
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -87,19 +89,77 @@ def series_colour(name: str) -> str:
     return SERIES_COLOURS.get(name) or PALETTE[zlib.crc32(name.encode()) % len(PALETTE)]
 
 
-def base_layout(fig: go.Figure, *, title: str | None = None, height: int = 420) -> go.Figure:
-    fig.update_layout(
-        template="plotly_white",
-        height=height,
+#: A figure as plotly.js takes it: ``{"data": [trace dicts], "layout": {...}}``. dcc.Graph accepts it
+#: as is; the hot figures (Memory, Execution Trace) are built this way because a ``go.Figure``
+#: validates and deep-copies every property (~60-100 ms a request, most of a fresh request's CPU).
+FigureDict = dict[str, Any]
+
+
+def _common_layout(title: str | None, height: int) -> dict[str, Any]:
+    """The layout every figure shares (``base_layout`` sets the same on a ``go.Figure``)."""
+    return {
+        "height": height,
         # the toolbar stands upright in the right margin, so it never covers a legend entry or data
         # a title sits above the legend (which stands just above the plot), never on it
-        margin={"l": 60, "r": 44, "t": 72 if title else 20, "b": 50},
-        modebar={"orientation": "v"},
-        title={"text": title, "x": 0.01, "font": {"size": 15}} if title else None,
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
-        hoverlabel={"namelength": -1},
-    )
+        "margin": {"l": 60, "r": 44, "t": 72 if title else 20, "b": 50},
+        "modebar": {"orientation": "v"},
+        "title": {"text": title, "x": 0.01, "font": {"size": 15}} if title else None,
+        "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
+        "hoverlabel": {"namelength": -1},
+    }
+
+
+def base_layout(fig: go.Figure, *, title: str | None = None, height: int = 420) -> go.Figure:
+    fig.update_layout(template="plotly_white", **_common_layout(title, height))
     return si_axes(fig)
+
+
+@cache
+def _template() -> dict[str, Any]:
+    """plotly_white as plotly.js needs it (a dict; the name alone means nothing in the browser),
+    built once: expanding it is what a ``go.Figure`` pays on every ``update_layout(template=...)``.
+    Shared by every figure dict, so never modified."""
+    import plotly.io as pio
+
+    return pio.templates["plotly_white"].to_plotly_json()
+
+
+def figure_dict(
+    data: list[dict[str, Any]],
+    layout: dict[str, Any] | None = None,
+    *,
+    title: str | None = None,
+    height: int = 420,
+) -> FigureDict:
+    """A plain-dict figure with the common look (``base_layout``'s): the template, margins, legend,
+    SI prefixes on both axes. ``layout`` is merged over that, one level deep into dict values
+    (``{"margin": {"t": 30}}`` changes only the top margin). Traces are dicts whose arrays are
+    already lists (``ndarray.tolist()``): nothing here validates or copies them."""
+    out = {"template": _template(), **_common_layout(title, height)}
+    out["xaxis"] = {"exponentformat": "SI"}
+    out["yaxis"] = {"exponentformat": "SI"}
+    for key, value in (layout or {}).items():
+        old = out.get(key)
+        out[key] = {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
+    return {"data": data, "layout": out}
+
+
+#: Scatter figures with more points than this draw with WebGL ("scattergl"), fewer with SVG: a WebGL
+#: context costs ~200 ms to create in Chromium without a GPU (the browser bench's headless
+#: Chromium, profiled with CDP on the ResNet-50 Execution Trace) and tens of ms with one, while SVG
+#: draws a few thousand points in a fraction of that.
+WEBGL_ABOVE = 5000
+
+
+def scatter_type(points: int, webgl_above: int = WEBGL_ABOVE) -> str:
+    """The plotly trace type for a scatter figure of ``points`` points in all."""
+    return "scattergl" if points > webgl_above else "scatter"
+
+
+def binary_axis(lo: float, hi: float) -> dict[str, Any]:
+    """The axis properties of a bytes axis over [lo, hi] for a figure dict (``bytes_axis``'s ticks)."""
+    vals, labels = binary_ticks(lo, hi)
+    return {"tickmode": "array", "tickvals": vals, "ticktext": labels}
 
 
 def si_axes(fig: go.Figure) -> go.Figure:
@@ -126,6 +186,16 @@ def empty_figure(message: str, height: int = 300) -> go.Figure:
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return base_layout(fig, height=height)
+
+
+def empty_figure_dict(message: str, height: int = 300) -> FigureDict:
+    """``empty_figure`` as a figure dict (cheap on every fresh request that finds nothing)."""
+    note = {"text": message, "showarrow": False, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5}
+    return figure_dict(
+        [],
+        {"annotations": [{**note, "font": {"size": 14}}], "xaxis": {"visible": False}, "yaxis": {"visible": False}},
+        height=height,
+    )
 
 
 #: A colour scale stops at this percentile of its values when the largest exceeds it by CAP_FACTOR:

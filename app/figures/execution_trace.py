@@ -10,7 +10,15 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from app.figures import plain
-from app.figures.common import KIND_COLOURS, base_layout, colour_cap, empty_figure
+from app.figures.common import (
+    KIND_COLOURS,
+    FigureDict,
+    base_layout,
+    colour_cap,
+    empty_figure,
+    empty_figure_dict,
+    figure_dict,
+)
 from app.views.execution_trace import KINDS
 
 #: Colours of a flame's frames that are not steps: the model's layers (blocks, name scopes) and its
@@ -141,28 +149,30 @@ def tile_steps_cap(cycles: np.ndarray) -> tuple[float | None, str]:
     return (cap, "cycles") if cap is None else (cap, f"cycles<br>(scale stops<br>at {cap:,.0f})")
 
 
-def tile_steps_figure(cycles: np.ndarray, steps: np.ndarray, tile_starts: np.ndarray, tiles_per_bin: int) -> go.Figure:
+def tile_steps_figure(cycles: np.ndarray, steps: np.ndarray, tile_starts: np.ndarray, tiles_per_bin: int) -> FigureDict:
     """Heatmap: tiles (rows) x executed steps (columns), colour = busy cycles of the tile. (No per-cell
-    text: step names are on the timeline, and per-cell strings would multiply the figure's size.)"""
+    text: step names are on the timeline, and per-cell strings would multiply the figure's size.)
+    A figure dict: it comes with every timeline."""
     if cycles.size == 0:
-        return empty_figure("No per-tile cycles in this range.", height=260)
+        return empty_figure_dict("No per-tile cycles in this range.", height=260)
     ylab = "tile" if tiles_per_bin == 1 else f"tile (busiest of each {tiles_per_bin})"
     zmax, title = tile_steps_cap(cycles)
-    fig = go.Figure(
-        go.Heatmap(
-            z=cycles,
-            x=[str(s) for s in steps],
-            y=tile_starts,
-            colorscale="Blues",
-            zmin=0,
-            zmax=zmax,
-            colorbar={"title": title},
-            hovertemplate="step %{x}, tile %{y}: %{z:,} cycles<extra></extra>",
-        )
-    )
-    fig.update_xaxes(title="executed step", type="category", nticks=20)
-    fig.update_yaxes(title=ylab, autorange="reversed")
-    return base_layout(fig, title="Tiles x steps: cycles of each tile in each step (BSP)", height=360)
+    heatmap = {
+        "type": "heatmap",
+        "z": np.asarray(cycles).tolist(),
+        "x": [str(s) for s in np.asarray(steps).tolist()],
+        "y": np.asarray(tile_starts).tolist(),
+        "colorscale": "Blues",
+        "zmin": 0,
+        "zmax": zmax,
+        "colorbar": {"title": {"text": title}},
+        "hovertemplate": "step %{x}, tile %{y}: %{z:,} cycles<extra></extra>",
+    }
+    layout = {
+        "xaxis": {"title": {"text": "executed step"}, "type": "category", "nticks": 20},
+        "yaxis": {"title": {"text": ylab}, "autorange": "reversed"},
+    }
+    return figure_dict([heatmap], layout, title="Tiles x steps: cycles of each tile in each step (BSP)", height=360)
 
 
 def proportions_figure(summary: dict[str, float | int]) -> go.Figure:

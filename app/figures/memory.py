@@ -9,7 +9,17 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from app.figures import plain
-from app.figures.common import PALETTE, base_layout, bytes_axis, empty_figure, series_colour
+from app.figures.common import (
+    PALETTE,
+    FigureDict,
+    base_layout,
+    binary_axis,
+    bytes_axis,
+    empty_figure,
+    empty_figure_dict,
+    figure_dict,
+    series_colour,
+)
 from app.units import format_bytes
 from report_format.schema import MEMORY_REGIONS
 
@@ -25,67 +35,57 @@ def tile_memory_figure(
     sorted_order: bool = False,
     tiles_per_ipu: int | None = None,
     bars_up_to: int = 600,
-) -> go.Figure:
+) -> FigureDict:
     """Bytes per tile stacked by series (or per bin of ``tiles_per_bin`` tiles: the mean of the bin,
     with a line for the fullest tile of each bin). x is the tile id, or the rank when sorted.
 
     Up to ``bars_up_to`` columns are bars; beyond that, stacked step areas (one path per series
-    instead of one rectangle per tile and series), which the browser draws many times faster."""
+    instead of one rectangle per tile and series), which the browser draws many times faster.
+    A figure dict (``figure_dict``): every fresh Memory request builds one."""
     if binned.empty:
-        return empty_figure("No tile memory in this report.")
+        return empty_figure_dict("No tile memory in this report.")
     x = np.arange(len(binned)) if sorted_order else binned.index.to_numpy()
     tiles = binned.index.to_numpy()
-    fig = go.Figure()
+    x_list, tiles_list = x.tolist(), tiles.tolist()  # once, shared by every series
+    tile = "customdata" if sorted_order else "x"
     areas = len(binned) > bars_up_to
+    data: list[dict[str, Any]] = []
     for col in binned.columns:
         colour = series_colour(str(col))
-        hover = f"{col}: %{{y:,.0f}} B<br>tile %{{customdata}}<extra></extra>"
+        trace: dict[str, Any] = {
+            "x": x_list,
+            "y": binned[col].to_numpy().tolist(),
+            "name": str(col),
+            "hovertemplate": f"{col}: %{{y:,.0f}} B<br>tile %{{{tile}}}<extra></extra>",
+        }
+        if sorted_order:  # x is the rank: each series carries its tiles (in tile order x is the tile)
+            trace["customdata"] = tiles_list
         if areas:
-            fig.add_trace(
-                go.Scatter(
-                    x=x,
-                    y=binned[col].to_numpy(),
-                    name=col,
-                    stackgroup="memory",
-                    mode="lines",
-                    line={"width": 0, "shape": "hvh", "color": colour},
-                    fillcolor=colour,
-                    customdata=tiles,
-                    hovertemplate=hover,
-                )
-            )
+            trace.update(type="scatter", stackgroup="memory", mode="lines", fillcolor=colour,
+                         line={"width": 0, "shape": "hvh", "color": colour})  # fmt: skip
         else:
-            fig.add_bar(
-                x=x,
-                y=binned[col].to_numpy(),
-                name=col,
-                marker_color=colour,
-                marker_line_width=0,
-                customdata=tiles,
-                hovertemplate=hover,
-            )
+            trace.update(type="bar", marker={"color": colour, "line": {"width": 0}})
+        data.append(trace)
     if tiles_per_bin > 1:
-        fig.add_trace(
-            go.Scattergl(
-                x=x,
-                y=bin_max,
-                mode="lines",
-                name=f"fullest tile of each {tiles_per_bin}",
-                line={"color": "rgba(40,40,40,0.55)", "width": 1, "shape": "hvh"},
-                hovertemplate="fullest tile: %{y:,.0f} B<extra></extra>",
-            )
+        data.append(
+            {
+                "type": "scattergl",
+                "x": x_list,
+                "y": np.asarray(bin_max).tolist(),
+                "mode": "lines",
+                "name": f"fullest tile of each {tiles_per_bin}",
+                "line": {"color": "rgba(40,40,40,0.55)", "width": 1, "shape": "hvh"},
+                "hovertemplate": "fullest tile: %{y:,.0f} B<extra></extra>",
+            }
         )
-    if show_max_memory:
-        fig.add_hline(
-            y=bytes_per_tile,
-            line_dash="dash",
-            line_color="#C0392B",
-            annotation_text=f"max memory per tile ({format_bytes(bytes_per_tile)})",
-            annotation_position="top left",
-        )
-    # shapes as plain dicts set once: plotly's add_vline/add_vrect cost ~17 ms each (they re-process
-    # every shape), most of a fresh Memory request with a few tiles selected
-    shapes: list[dict] = []
+    shapes: list[dict[str, Any]] = []
+    annotations: list[dict[str, Any]] = []
+    if show_max_memory:  # what plotly's add_hline(annotation_position="top left") makes
+        shapes.append({"type": "line", "xref": "x domain", "yref": "y", "x0": 0, "x1": 1, "y0": bytes_per_tile,
+                       "y1": bytes_per_tile, "line": {"dash": "dash", "color": "#C0392B"}})  # fmt: skip
+        annotations.append({"text": f"max memory per tile ({format_bytes(bytes_per_tile)})", "showarrow": False,
+                            "x": 0, "xanchor": "left", "xref": "x domain", "y": bytes_per_tile,
+                            "yanchor": "bottom", "yref": "y"})  # fmt: skip
     if tiles_per_ipu and not sorted_order and tiles[-1] >= tiles_per_ipu:
         # IPU boundaries, as PopVision's x axis; only those inside the tiles shown (one IPU selected)
         for ipu in range(int(tiles[0]) // tiles_per_ipu + 1, int(tiles[-1]) // tiles_per_ipu + 1):
@@ -104,24 +104,24 @@ def tile_memory_figure(
             shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": x0, "x1": x1, "y0": 0, "y1": 1,
                            "fillcolor": "#F1C40F", "opacity": 0.45, "line": {"color": "#9A7D0A", "width": 1.5},
                            "layer": "above"})  # fmt: skip
-    if shapes:
-        fig.layout.shapes = (*fig.layout.shapes, *shapes)
-    fig.update_layout(
-        barmode="stack",
-        bargap=0,
-        clickmode="event+select",
-        dragmode="select",
-        selectdirection="h",
-        hovermode="x" if areas else "closest",
-    )
     xlabel = "tiles, fullest first" if sorted_order else "tile"
     if tiles_per_bin > 1:
         xlabel += f" (each column: mean of {tiles_per_bin} tiles)"
-    fig.update_xaxes(title=xlabel)
-    fig.update_yaxes(title="bytes")
     top = max(float(binned.sum(axis=1).max()), float(np.max(bin_max)) if len(bin_max) else 0.0)
-    bytes_axis(fig, 0, max(top, bytes_per_tile) if show_max_memory else top)
-    return base_layout(fig, height=430)
+    yaxis = {"title": {"text": "bytes"}, **binary_axis(0, max(top, bytes_per_tile) if show_max_memory else top)}
+    layout = {
+        "barmode": "stack",
+        "bargap": 0,
+        "clickmode": "event+select",
+        "dragmode": "select",
+        "selectdirection": "h",
+        "hovermode": "x" if areas else "closest",
+        "shapes": shapes,
+        "annotations": annotations,
+        "xaxis": {"title": {"text": xlabel}},
+        "yaxis": yaxis,
+    }
+    return figure_dict(data, layout, height=430)
 
 
 def _selected_ranges(x: np.ndarray, tiles: np.ndarray, sel: np.ndarray, width: int) -> list[tuple[float, float]]:

@@ -148,9 +148,8 @@ def figure(always: list[str], per_ipu: list[str], selected: list[int], ipu: str 
         include_always_live=bool(always),
         per_ipu=bool(per_ipu) and chosen == ipus.ALL_IPUS,
         selected=selected,
+        y_title=None if chosen == ipus.ALL_IPUS else f"bytes (IPU {chosen})",
     )
-    if chosen != ipus.ALL_IPUS:
-        fig.update_yaxes(title=f"bytes (IPU {chosen})")
     return fig, headline(by_step, chosen)
 
 

@@ -209,9 +209,12 @@ def report_html(report: Report, top: int = 40) -> str:
     t, g, m, lv, ex = doc["target"], doc["graph"], doc["memory"], doc["liveness"], doc["execution"]
     plotly_inlined = False
 
-    def plot(fig: go.Figure) -> str:
+    def plot(fig: go.Figure | dict) -> str:
         nonlocal plotly_inlined
-        out = fig.to_html(full_html=False, include_plotlyjs=not plotly_inlined, config={"displaylogo": False})
+        # the viewer's hot figures are plain dicts (app.figures.common.figure_dict): validate them here
+        out = go.Figure(fig).to_html(
+            full_html=False, include_plotlyjs=not plotly_inlined, config={"displaylogo": False}
+        )
         plotly_inlined = True  # plotly.js once, with the first figure
         return out
 

@@ -21,7 +21,7 @@ from app.comparison.pages.summary import HEADLINE
 from app.comparison.variables import step_variable_comparison
 from app.render.html import _fmt
 from report_format.reader import open_report
-from tests.app.browser import click_centre, served, settle
+from tests.app.browser import served, settle
 
 pytestmark = pytest.mark.browser
 SECTIONS = {
@@ -139,6 +139,25 @@ def test_memory_source_target_filters_added_and_removed(page, base, comparison):
     assert page.watch.errors == []
 
 
+#: [|delta|, x px, y px] of the largest delta point in the liveness comparison's lower panel (the
+#: "grew" / "shrank" areas), in page coordinates.
+TALLEST_DELTA = """() => {
+  const gd = document.querySelector('#compare-liveness-graph .js-plotly-plot');
+  const fl = gd._fullLayout, box = gd.getBoundingClientRect();
+  let best = null;
+  for (const t of gd._fullData) {
+    if (t.name !== 'grew' && t.name !== 'shrank') continue;
+    const xa = fl[t.xaxis.replace('x', 'xaxis')], ya = fl[t.yaxis.replace('y', 'yaxis')];
+    for (let i = 0; i < t.y.length; i++) {
+      if (!best || Math.abs(t.y[i]) > best[0]) {
+        best = [Math.abs(t.y[i]), box.left + xa._offset + xa.l2p(t.x[i]), box.top + ya._offset + ya.l2p(t.y[i])];
+      }
+    }
+  }
+  return best;
+}"""
+
+
 def test_liveness_select_a_step_by_typing_and_by_click(page, base, comparison):
     open_page(page, base, "/liveness")
     text = page.locator("#compare-liveness-step-text")
@@ -156,10 +175,9 @@ def test_liveness_select_a_step_by_typing_and_by_click(page, base, comparison):
     expect(body.locator(".ag-row[row-index='0'] [col-id='name']").first).to_have_text(want["name"].iat[0])
     names = body.locator(".ag-center-cols-container .ag-row [col-id='name']").all_inner_texts()
     assert names and set(names) <= set(want["name"])
-    # click the tallest delta bar: the selection moves to that aligned step
-    bars = page.locator("#compare-liveness-graph .bars path")
-    heights = [b.bounding_box()["height"] for b in bars.all()]
-    click_centre(page, bars.nth(heights.index(max(heights))))
+    # click the tallest delta (the top of its filled step area): the selection moves to that aligned step
+    _, px, py = page.evaluate(TALLEST_DELTA)
+    page.mouse.click(px, py)
     settle(page, 800)
     m = re.match(r"Aligned step (\d+)", text.inner_text())
     assert m and int(m.group(1)) != 20

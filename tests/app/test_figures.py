@@ -16,32 +16,32 @@ from app.views import memory as mem
 
 def test_tile_memory_figure_stacks_series_and_marks_max_memory(small_report):
     df = mem.tile_memory_breakdown(small_report, "category", True)
-    fig = tile_memory_figure(df, df.sum(axis=1).to_numpy(), 1, 1000, selected=[3])
+    fig = go.Figure(tile_memory_figure(df, df.sum(axis=1).to_numpy(), 1, 1000, selected=[3]))
     bars = [t for t in fig.data if isinstance(t, go.Bar)]
     assert [b.name for b in bars] == list(df.columns) and fig.layout.barmode == "stack"
     assert list(bars[0].x) == list(range(8))
     shapes = fig.layout.shapes
     assert any(s.y0 == 1000 for s in shapes)  # max-memory line
     assert any(s.x0 == 2.5 and s.x1 == 3.5 for s in shapes)  # selected tile highlighted
-    areas = tile_memory_figure(df, df.sum(axis=1).to_numpy(), 1, 1000, bars_up_to=4)  # 8 columns > 4
+    areas = go.Figure(tile_memory_figure(df, df.sum(axis=1).to_numpy(), 1, 1000, bars_up_to=4))  # 8 columns > 4
     assert [t.stackgroup for t in areas.data] == ["memory"] * len(df.columns)
     assert list(areas.data[0].y) == df.iloc[:, 0].tolist()
     binned, maxes, width = mem.bin_tiles(df, 3)
-    fig = tile_memory_figure(binned, maxes, width, 1000)
+    fig = go.Figure(tile_memory_figure(binned, maxes, width, 1000))
     assert any(isinstance(t, go.Scattergl) and list(t.y) == list(maxes) for t in fig.data)
 
 
 def test_liveness_figure_marks_peak(small_report):
-    fig = liveness_figure(lv.liveness_by_step(small_report), include_always_live=True)
+    fig = go.Figure(liveness_figure(lv.liveness_by_step(small_report), include_always_live=True))
     peak = [t for t in fig.data if t.name == "peak"][0]
     assert list(peak.x) == [3] and list(peak.y) == [96 + 1196]
-    per_ipu = liveness_figure(lv.liveness_by_step(small_report), per_ipu=True)
+    per_ipu = go.Figure(liveness_figure(lv.liveness_by_step(small_report), per_ipu=True))
     assert [t.name for t in per_ipu.data][:2] == ["IPU 0", "IPU 1"]
 
 
 def test_timeline_figure_one_webgl_trace_per_kind(small_report):
     lod = et.level_of_detail(et.flat_spans(small_report, 0), 0, 230)
-    fig = timeline_figure(lod.table, row_label="IPU", rows=[0, 1], x_range=(0, 230))
+    fig = go.Figure(timeline_figure(lod.table, row_label="IPU", rows=[0, 1], x_range=(0, 230)))
     lines = [t for t in fig.data if t.mode == "lines"]
     assert all(isinstance(t, go.Scattergl) for t in fig.data)
     labels = [a.text for a in fig.layout.annotations]
@@ -63,8 +63,8 @@ def test_tile_memory_map_figure(small_report):
 
 def test_other_figures_build(small_report):
     cyc, steps, starts, width = et.tile_step_cycles(small_report, 0, 0, 0, 10)
-    hm = tile_steps_figure(cyc, steps, starts, width)
-    assert hm.data[0].z.shape == (4, 10)
+    hm = go.Figure(tile_steps_figure(cyc, steps, starts, width))
+    assert np.shape(hm.data[0].z) == (4, 10)
     prop = proportions_figure(et.trace_summary(small_report, 0))
     assert list(prop.data[0].y)[0] == "compute"
     assert len(variables_figure(mem.variable_bytes_by_tile(small_report, [0, 2])).data) == 2
@@ -86,7 +86,7 @@ def test_memory_series_keep_their_colour_whatever_the_report():
     other = pd.DataFrame({"variable": [1, 1], "constant": [2, 2], "stack": [10, 20]}, index=[0, 1])
     colour = {}
     for binned in (one, other):
-        for trace in tile_memory_figure(binned, binned.sum(axis=1).to_numpy(), 1, 100).data:
+        for trace in go.Figure(tile_memory_figure(binned, binned.sum(axis=1).to_numpy(), 1, 100)).data:
             colour.setdefault(trace.name, set()).add(trace.marker.color)
     assert colour["stack"] == {series_colour("stack")} and series_colour("no such series") == series_colour(
         "no such series"
@@ -133,11 +133,11 @@ def test_tiles_x_steps_scale_stops_below_a_step_that_dwarfs_the_rest() -> None:
     zmax, title = colour_cap(cycles)
     longest = np.sort(cycles.max(axis=0))
     assert zmax == pytest.approx(np.percentile(longest, 95)) and zmax < 400 and "stops" in title
-    fig = tile_steps_figure(cycles, np.arange(steps), np.arange(tiles), 1)
+    fig = go.Figure(tile_steps_figure(cycles, np.arange(steps), np.arange(tiles), 1))
     assert fig.data[0].zmax == zmax and fig.data[0].z[0][3] == 20_000
     cycles[:, 3] = 300
     assert colour_cap(cycles) == (None, "cycles")
-    assert tile_steps_figure(cycles, np.arange(steps), np.arange(tiles), 1).data[0].zmax is None
+    assert go.Figure(tile_steps_figure(cycles, np.arange(steps), np.arange(tiles), 1)).data[0].zmax is None
 
 
 def test_tile_memory_map_draws_a_variable_across_the_interleaved_start_in_both_rows() -> None:
@@ -177,11 +177,11 @@ def test_per_ipu_liveness_marks_the_fullest_ipus_peak() -> None:
         {"not_always_live": [10, 100, 90], "always_live": [5, 5, 5], "ipu0": [5, 60, 20], "ipu1": [5, 40, 70],
          "type": ["OnTileExecute"] * 3, "name": ["a", "b", "c"]}
     )  # fmt: skip
-    fig = liveness_figure(by_step, per_ipu=True)
+    fig = go.Figure(liveness_figure(by_step, per_ipu=True))
     peak = [t for t in fig.data if t.name == "peak"][0]
     assert (list(peak.x), list(peak.y), peak.text[0]) == ([2], [70], "peak: IPU 1, step 2")
     assert fig.layout.yaxis.title.text == "bytes per IPU"
-    total = [t for t in liveness_figure(by_step).data if t.name == "peak"][0]
+    total = [t for t in go.Figure(liveness_figure(by_step)).data if t.name == "peak"][0]
     assert (list(total.x), list(total.y), total.text[0]) == ([1], [100], "peak: step 1")
 
 
@@ -262,3 +262,39 @@ def test_physical_tile_map_draws_the_die_and_names_each_tiles_place():
     assert "laid out on the die" in fig["layout"]["title"]["text"]
     software = tile_map_figure(tm.assign(row=np.arange(n) // 39, col=np.arange(n) % 39), 638976)
     assert software["data"][0]["text"][5][6] == "tile 201: 3,010 B (2.9 KiB)"  # 201 = 5 x 39 + 6
+
+
+def test_figure_dict_has_the_common_look_and_merges_layout_one_level_deep() -> None:
+    """A figure dict carries what ``base_layout`` gives a go.Figure (template, margins, SI ticks), and
+    a page's layout changes one key of a nested dict without dropping its siblings."""
+    import plotly.io as pio
+
+    from app.figures.common import base_layout, figure_dict
+
+    trace = {"type": "bar", "x": [1, 2], "y": [3, 4]}
+    fig = figure_dict([trace], {"margin": {"t": 30}, "yaxis": {"title": {"text": "bytes"}}}, height=300)
+    assert fig["layout"]["margin"] == {"l": 60, "r": 44, "t": 30, "b": 50}
+    assert fig["layout"]["yaxis"] == {"exponentformat": "SI", "title": {"text": "bytes"}}
+    assert fig["layout"]["xaxis"] == {"exponentformat": "SI"} and fig["data"] == [trace]
+    valid = go.Figure(fig)  # plotly accepts it as is
+    same = base_layout(go.Figure(go.Bar(x=[1, 2], y=[3, 4])), height=300)
+    assert valid.layout.template == same.layout.template == pio.templates["plotly_white"]
+    assert (valid.layout.height, valid.layout.legend, valid.layout.hoverlabel) == (
+        same.layout.height,
+        same.layout.legend,
+        same.layout.hoverlabel,
+    )
+
+
+def test_tile_memory_hover_names_the_tile_in_either_order() -> None:
+    """In tile order x is the tile (no per-series copy of the tiles); sorted, x is the rank and each
+    series carries its tiles for the hover."""
+    import pandas as pd
+
+    binned = pd.DataFrame({"stack": [10, 30, 20]}, index=[4, 5, 6])
+    by_tile = tile_memory_figure(binned, binned.sum(axis=1).to_numpy(), 1, 100)["data"][0]
+    assert by_tile["x"] == [4, 5, 6] and "customdata" not in by_tile and "tile %{x}" in by_tile["hovertemplate"]
+    ranked = binned.sort_values("stack", ascending=False)
+    fullest = tile_memory_figure(ranked, ranked.sum(axis=1).to_numpy(), 1, 100, sorted_order=True)["data"][0]
+    assert fullest["x"] == [0, 1, 2] and fullest["customdata"] == [5, 6, 4]
+    assert "tile %{customdata}" in fullest["hovertemplate"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import plotly.graph_objects as go
 import plotly.utils
 import pytest
 
@@ -56,6 +57,7 @@ def test_trace_callbacks(pages):
     assert et.range_from_relayout({"xaxis.range[0]": 10.4, "xaxis.range[1]": 99.0}, None) == [10, 100]
     assert et.range_from_relayout({"xaxis.autorange": True}, [10, 100]) is None
     fig, detail, tiles = et.render_trace(0, "flat", -1, [50, 100])  # All IPUs
+    fig = go.Figure(fig)  # a figure dict (app.figures.common.figure_dict): valid plotly
     # cycles 50..100: IPU 0 runs matmul (50-90) and the exchange (90-110); IPU 1 only matmul (50-110)
     assert "executed steps. exact: 3 executed steps in cycles 50..100" in detail
     # tiles x steps shows one IPU: for All IPUs the run's busiest, IPU 1 (its matmul lasts 60 cycles to IPU 0's
@@ -63,8 +65,9 @@ def test_trace_callbacks(pages):
     assert "Tiles x steps: IPU 1 (the busiest; choose an IPU above for another), steps 3..3" in detail
     assert _rows(fig) == [0, 1]
     fig, detail, tiles = et.render_trace(0, "flat", 1, [50, 100])  # IPU 1 selected: its row only
+    fig, tiles = go.Figure(fig), go.Figure(tiles)
     assert "executed steps. exact: 1 executed step in cycles 50..100" in detail
-    assert "IPU 1, steps 3..3" in detail and tiles.data[0].z.shape == (4, 1)
+    assert "IPU 1, steps 3..3" in detail and np.shape(tiles.data[0].z) == (4, 1)
     assert _rows(fig) == [1]
     fig, detail, _ = et.render_trace(0, "flame", 1, None)  # IPU 1's flame: the same 10 steps, nested
     assert "exact: 10 executed steps in cycles 0..230 (under 12 enclosing spans" in detail
@@ -88,7 +91,7 @@ def test_memory_liveness_tree_and_operations_callbacks(pages):
     assert "die column 0, island 0, tile 1 of the island" in physical["data"][1]["text"][1][0]  # tile 5
     assert "software order" in mem.tab_body("tile_map", None, ["gaps"]).figure["layout"]["title"]["text"]
     assert mem.show_tile_map_controls("tile_map") == {} and mem.show_tile_map_controls("details")["display"] == "none"
-    fig = mem.memory_figure("region", ["gaps"], "tile", [2])
+    fig = go.Figure(mem.memory_figure("region", ["gaps"], "tile", [2]))
     assert [t.name for t in fig.data] == ["non_interleaved", "interleaved", "gaps"]
     assert "1,000" not in as_json(fig.layout.shapes)  # no max-memory line when not asked
     assert lv.next_selection([3], 5) == [3, 5] and lv.next_selection([3, 5], 6) == [5, 6]

@@ -1,0 +1,212 @@
+"""Browser time of every viewer page on the real-size reports, in headless Debian Chromium
+(Playwright), 1600x1000: what a user waits for, server and browser together.
+
+    python bench/viewer_browser.py                       # ResNet-50 b32 and BERT-base (tilescope demo --real-size)
+    python bench/viewer_browser.py REPORT [REPORT ...] --repeat 3 --out bench/viewer_browser.json
+
+For each report it serves the viewer (``tilescope serve REPORT --compare OTHER``: the other report is
+the compare baseline) and measures, ``--repeat`` times each, the median kept:
+
+* **page loads**: a full navigation to each page until idle (the browser loads the app's scripts);
+* **visits**: from the Summary (Summary: from Insights), a click on the page's navbar link until idle (the app is loaded);
+* **interactions**: a click (timed from its event's time stamp) until idle: Memory's breakdown by
+  region, the Execution Trace's flame view, and each page's "Compare with ..." tab.
+
+"Idle" is when no Dash callback is in flight and nothing has happened for ``QUIET_MS``: no callback
+request or answer, no DOM change, no long task (> 50 ms, the browser's own report of a busy main
+thread). The time is that of the last such event, counted from the navigation's start
+(``performance.now()``) or the click. Work shorter than 50 ms after the last DOM change is not
+seen. The first load of each page fills the server's caches and is reported apart ("cold").
+
+Not a test: timing depends on the machine's load (``os.getloadavg()`` is written with the figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.app.browser import CHROMIUM, CHROMIUM_ARGS, served  # noqa: E402
+
+DEMO = ROOT / "sample_reports" / "demo"
+REPORTS = (DEMO / "resnet50_b32", DEMO / "bert_base_b1")
+PAGES = {
+    "Summary": "/",
+    "Insights": "/insights",
+    "Memory": "/memory",
+    "Liveness": "/liveness",
+    "Program Tree": "/program-tree",
+    "Operations": "/operations",
+    "Operations Graph": "/operations-graph",
+    "Execution Trace": "/execution-trace",
+}
+#: Nothing for this long (ms) after the last event: the page is idle.
+QUIET_MS = 600
+TARGET_MS = 1000.0
+
+#: Installed before any page script: counts Dash requests (layout, callbacks) in flight and notes the time of
+#: the last activity (callback sent or answered, DOM change, long task).
+WATCH = """(() => {
+  window.__inflight = 0; window.__last = 0; window.__calls = [];
+  const note = () => { window.__last = performance.now(); };
+  const orig = window.fetch;
+  window.fetch = function (input, init) {
+    const url = typeof input === 'string' ? input : (input && input.url) || '';
+    if (!url.includes('_dash-')) return orig.apply(this, arguments);
+    window.__inflight += 1; note();
+    const t0 = performance.now();
+    let what = url.split('/').pop();
+    try { what = JSON.parse(init.body).output.slice(0, 60); } catch (e) { /* not a callback */ }
+    return orig.apply(this, arguments).then(r => {
+      r.clone().text().then(b => window.__calls.push([what, Math.round(t0), Math.round(performance.now() - t0), b.length]));
+      return r;
+    }).finally(() => { window.__inflight -= 1; note(); });
+  };
+  new PerformanceObserver(list => {
+    for (const e of list.getEntries()) {
+      window.__last = Math.max(window.__last, e.startTime + e.duration);
+      window.__calls.push(['long task', Math.round(e.startTime), Math.round(e.duration), 0]);
+    }
+  }).observe({type: 'longtask', buffered: true});
+  const start = () => new MutationObserver(note).observe(document, {subtree: true, childList: true, attributes: true});
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start); else start();
+})();"""
+IDLE = """(quiet) => window.__inflight === 0 && window.__last > 0
+  && !document.querySelector('[data-dash-is-loading="true"]') && !!document.getElementById('_pages_content')
+  && performance.now() - window.__last > quiet"""
+CLICK_TIME = """() => document.addEventListener('click', e => { window.__clickAt = e.timeStamp; },
+  {capture: true, once: true})"""
+
+
+def _idle(page: Any) -> None:
+    page.wait_for_function(IDLE, arg=QUIET_MS, timeout=120_000, polling=50)
+
+
+DETAIL = False
+
+
+def load(page: Any, url: str) -> float:
+    """ms from a full navigation's start to idle."""
+    page.goto(url, wait_until="commit")
+    _idle(page)
+    if DETAIL:  # each Dash request: what, sent at (ms), took (ms), bytes
+        for call in page.evaluate("() => window.__calls"):
+            print("      ", call)
+    return float(page.evaluate("() => window.__last"))
+
+
+def click(page: Any, target: Callable[[], Any]) -> float:
+    """ms from the click on ``target()`` to idle."""
+    page.evaluate(CLICK_TIME)
+    target().click()
+    _idle(page)
+    return float(page.evaluate("() => window.__last - window.__clickAt"))
+
+
+def measure(report: Path, baseline: Path, repeat: int, loads_only: bool = False) -> dict[str, dict[str, Any]]:
+    from playwright.sync_api import sync_playwright
+
+    out: dict[str, dict[str, Any]] = {}
+
+    def note(name: str, values: list[float]) -> None:
+        out[name] = {"median_ms": round(statistics.median(values)), "runs_ms": [round(v) for v in values]}
+        print(f"  {name:42s} {out[name]['median_ms']:7,d} ms  {out[name]['runs_ms']}", flush=True)
+
+    compare_tab = f"Compare with {baseline.name}"
+    with served(report, "--compare", str(baseline)) as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        page.add_init_script(WATCH)
+        cold = {name: load(page, base + path) for name, path in PAGES.items()}  # fills the server's caches
+        loads: dict[str, list[float]] = {name: [] for name in PAGES}
+        for _ in range(repeat):  # round robin: a page never follows itself (no browser cache of its figures)
+            for name, path in PAGES.items():
+                loads[name].append(load(page, base + path))
+        for name in PAGES:
+            note(f"{name}: load", loads[name])
+            out[f"{name}: load"]["cold_ms"] = round(cold[name])
+        if loads_only:
+            browser.close()
+            return out
+        for name in PAGES:  # in-app navigation: the navbar link, from Summary
+            runs = []
+            start = "/insights" if PAGES[name] == "/" else "/"  # a link to the page shown does nothing
+            for _ in range(repeat):
+                load(page, base + start)
+                runs.append(click(page, lambda name=name: page.locator(".navbar .nav-link", has_text=name).first))
+            note(f"{name}: visit", runs)
+        runs = []
+        for _ in range(repeat):
+            load(page, base + "/memory")
+            runs.append(click(page, lambda: page.get_by_text("region", exact=True).first))
+        note("Memory: breakdown by region", runs)
+        runs = []
+        for _ in range(repeat):
+            load(page, base + "/execution-trace")
+            runs.append(click(page, lambda: page.locator("#trace-view label").nth(1)))
+        note("Execution Trace: flame view", runs)
+        for name, path in PAGES.items():
+            if name == "Operations Graph":
+                continue  # it compares inside its own chart (colour by Δ cycles): no compare tab
+            runs = []
+            for _ in range(repeat):
+                load(page, base + path)
+                runs.append(click(page, lambda: page.get_by_role("tab", name=compare_tab, exact=True)))
+            note(f"{name}: compare tab", runs)
+        browser.close()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("reports", nargs="*", type=Path, default=list(REPORTS))
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "viewer_browser.json")
+    ap.add_argument("--detail", action="store_true", help="print each Dash request of each page load")
+    ap.add_argument("--pages", help="only these pages (comma-separated names), loads only")
+    args = ap.parse_args()
+    global DETAIL
+    DETAIL = args.detail
+    if args.pages:
+        keep = args.pages.split(",")
+        for name in list(PAGES):
+            if name not in keep:
+                del PAGES[name]
+    missing = [r for r in args.reports if not (r / "manifest.json").exists()]
+    if missing:
+        print(f"no report at {', '.join(map(str, missing))}: make them with `tilescope demo --real-size --no-serve`")
+        return 2
+    result: dict[str, Any] = {"load_before": os.getloadavg(), "repeat": args.repeat, "quiet_ms": QUIET_MS}
+    for k, report in enumerate(args.reports):
+        baseline = args.reports[(k + 1) % len(args.reports)]
+        print(f"{report.name} (compare baseline {baseline.name}), median of {args.repeat}:", flush=True)
+        t = time.time()
+        result[report.name] = measure(report, baseline, args.repeat, loads_only=bool(args.pages))
+        print(f"  ({time.time() - t:.0f} s)")
+        args.out.write_text(json.dumps(result, indent=1) + "\n")  # what is measured so far
+    result["load_after"] = os.getloadavg()
+    over = [
+        f"{r}: {k}"
+        for r, m in result.items()
+        if isinstance(m, dict)
+        for k, v in m.items()
+        if v["median_ms"] > TARGET_MS
+    ]
+    result["over_target"] = over
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"over {TARGET_MS:.0f} ms: {', '.join(over) if over else 'none'}; written {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
