@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profiler.ops.core import OpError, add_like, default_linear_tiles, execute, groups_by_tile, linear_tiles, op
+from profiler.ops.core import OpError, add_like, execute, groups_by_tile, linear_tiles, op
 from profiler.ops.elementwise import binary_in_place, copy, fill
 from profiler.ops.poplibs_codelets import DynamicSlice, DynamicUpdate, MultiSlice, MultiUpdateAdd
 from profiler.poplar.graph import Graph
@@ -223,11 +223,12 @@ def _planned_gather(graph: Graph, table: Tensor, indices: Tensor, prog: Prog) ->
     table block's tile, looks up every index among its rows (zeros for an index outside them), giving
     one candidate row per dictionary chunk; stage 2 combines each lookup's candidates on the output's
     tiles (PopLibs selects them with a second multiSlice; here they are added, exact as all but one are
-    zero). The output is laid out as createSliceTensor lays it out: the lookups split over the tiles,
-    each lookup's unsliced elements together (unslicedDimSplit 1 [INF]). Left where the table's columns
-    are, an [n, d] lookup held one element of every row on each of d tiles, and every op after it
-    inherited that layout: BERT-base at batch 8 x 384 spent 4,838 exchange regions a tile on each
-    rearrangement into a matmul and gathered its layer norms' partials onto a few tiles."""
+    zero). The output is laid out as createSliceTensor lays it out: its lookups split in as many blocks
+    as the dictionary, each block's columns in the table's grains, on the tiles of the table's blocks.
+    Left where the table's columns are (grains of one column), an [n, d] lookup held one element of every
+    row on each of d tiles, and every op after it inherited that layout: BERT-base at batch 8 x 384 spent
+    4,838 exchange regions a tile on each rearrangement into a matmul and gathered its layer norms'
+    partials onto a few tiles."""
     rows, cols = table.shape
     n = indices.shape[0]
     plan = lookup_plan(rows, cols, table.dtype.itemsize, graph.target.num_tiles)
@@ -248,9 +249,13 @@ def _planned_gather(graph: Graph, table: Tensor, indices: Tensor, prog: Prog) ->
                 "out": cand[s][:, cidx].transpose(1, 0, 2),
             }
             graph.add_vertices(cs, _GATHER, fields, s * plan.col_split + us, offset=r0)
+    # the output as createSliceTensor maps it: the second stage splits the lookups over the dictionary's
+    # tile groups, so lookup block i of grain u sits on block (i, u)'s tile and gets its candidates from
+    # the tiles (s, u) as one region each
     out = graph.add_variable(table.dtype, [n, cols], "gather out")
-    row_tiles = default_linear_tiles(n * cols, table.dtype.itemsize, graph.target.num_tiles)
-    graph.set_tile_mapping(out, np.repeat(row_tiles[::cols], cols))  # a row never straddles two tiles
+    per_block = -(-n // plan.dict_split)
+    u = np.minimum(np.arange(cols) // plan.grain, plan.col_split - 1)
+    graph.set_tile_mapping(out, ((np.arange(n) // per_block)[:, None] * plan.col_split + u[None, :]).reshape(-1))
     copy(graph, cand[0], prog, dst=out)
     for s in range(1, plan.dict_split):
         binary_in_place(graph, "add", out, cand[s], prog)

@@ -49,10 +49,11 @@ def test_the_table_is_split_as_popops_plans_an_embedding_and_the_lookup_is_exact
     tiles = _element_tiles(var).reshape(24, 50).T  # [vocabulary, hidden] as the model sees it
     want = (np.arange(50)[:, None] // 2) * 12 + np.arange(24)[None, :] // 2  # block (chunk, grain) on tile
     np.testing.assert_array_equal(tiles, want)
-    # the lookup's output: each row whole on one tile (createSliceTensor's layout), not a column a tile
+    # the lookup's output as createSliceTensor lays it out: the 7 lookups in 25 blocks (one each here), each
+    # block's columns in the table's grains, on the tiles of the table's blocks; not a column a tile
     (out,) = [v for v in graph.variables if v.name.endswith("gather out")]
-    rows = _element_tiles(out).reshape(7, 24)
-    assert (rows == rows[:, :1]).all()
+    want_out = np.arange(7)[:, None] * 12 + np.arange(24)[None, :] // 2
+    np.testing.assert_array_equal(_element_tiles(out).reshape(7, 24), want_out)
 
 
 def test_lookups_at_the_dictionary_chunks_edges_are_exact() -> None:
