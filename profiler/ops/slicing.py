@@ -189,6 +189,7 @@ def lookup_plan(rows: int, cols: int, itemsize: int, num_tiles: int) -> LookupPl
         grain *= -(-col_split // num_tiles)
         return LookupPlan(rows, cols, grain, -(-cols // grain), 1)
     dict_split = max(1, min(num_tiles // col_split, -(-rows // 2)))
+    dict_split = -(-rows // -(-rows // dict_split))  # chunks of equal rows: no empty chunk at the end
     return LookupPlan(rows, cols, grain, col_split, dict_split)
 
 

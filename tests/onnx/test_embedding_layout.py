@@ -75,3 +75,18 @@ def test_bert_base_word_embedding_at_full_vocabulary_fits_and_is_exact() -> None
     session, got, ref = _lookup(vocab=30_522, hidden=768, seq=128)
     np.testing.assert_array_equal(got, ref["want"])
     assert session.engine.memory.out_of_memory_tiles().size == 0
+
+
+def test_a_dictionary_that_does_not_divide_evenly_is_split_in_whole_chunks() -> None:
+    from profiler.ops.slicing import lookup_plan
+
+    # ALBERT's 512 x 128 position table in halves: 32 grains of 4 columns, 1472 // 32 = 46 chunks would be
+    # 12 rows each but the last empty, so 43 chunks of 12 (the last 8)
+    plan = lookup_plan(512, 128, 2, 1472)
+    assert (plan.grain, plan.col_split, plan.dict_split, plan.chunk) == (4, 32, 43, 12)
+    # 300 rows in float32 on a GC200: min(1472 // 12, 150) = 122 chunks would be 3 rows, so 100 of 3
+    model = _embedding(300, 24, 8)
+    assert lookup_plan(300, 24, 4, 1472).dict_split == 100
+    ids = np.array([[299, 0, 2, 3, 297, 298, 150, 1]], np.int64)
+    got = Session(import_model(load_model(model), get_target("GC200", 1))).run({"input_ids": ids})["embeddings"]
+    np.testing.assert_array_equal(got, numpy_helper.to_array(model.graph.initializer[0])[ids])
