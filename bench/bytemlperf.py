@@ -7,7 +7,8 @@
 Each row whose architecture is public is built as ONNX by a builder of the project
 (``profiler.frontends.onnx.examples``: ``bert`` and its variants, ``resnet``) at the published
 configuration, with **random weights** (cost follows the graph, not the data), imported for one C600
-at float16 with half partials (ByteMLPerf's IPU backend, compile_backend_ipu.py: ``partials_type``
+at float16 (the FP8 rows at --dtype float8) with half partials; the SQuAD rows packed as PopRT packs them
+(``examples.bert(packed=True)``, QPS at PopRT's pack bound) (ByteMLPerf's IPU backend, compile_backend_ipu.py: ``partials_type``
 defaults to "half"), at the batch size and available memory proportion of ByteMLPerf's
 ``backends/IPU/interact_infos/<model>.json`` and at the input shapes of its ``model_zoo/<model>.json``
 (bytedance/ByteMLPerf a30b4f97). Simulated QPS = batch x clock / cycles of one inference run, the
@@ -168,7 +169,7 @@ ROWS: tuple[Row, ...] = (
                "TFLOPS, above the C600's 280 FP16 TFLOPS (seed 000), so the benchmarked model is smaller"),
         run_batch=1, reduced="batch 12 x 1,024 is 2x BERT's batch 40 x 384 in tokens (see BERT's row) and batch 2 does "
         "not fit the tiles in tilescope (688 tiles over, worst 713,928 bytes, 460,428 of them variable)"),
-    Row("swin-fp8", "swin-large-torch-fp32", "FP8", 480, why="FP8 rows are issue 40's FP8 part"),
+    Row("swin-fp8", "swin-large-torch-fp32", "FP8", 480, why="as swin: no shifted-window attention builder yet"),
     Row("swin", "swin-large-torch-fp32", "FP16", 315, 2, "interact_infos batch_sizes", "384",
         why="Swin-large (384 x 384, window 12) needs a shifted-window attention builder, not written yet"),
     Row("videobert", "videobert-onnx-fp32", "FP16", 3691,
