@@ -7,7 +7,8 @@
 Each row whose architecture is public is built as ONNX by a builder of the project
 (``profiler.frontends.onnx.examples``: ``bert`` and its variants, ``resnet``) at the published
 configuration, with **random weights** (cost follows the graph, not the data), imported for one C600
-at float16 with half partials (ByteMLPerf's IPU backend, compile_backend_ipu.py: ``partials_type``
+at float16 (the FP8 rows at --dtype float8) with half partials; the SQuAD rows packed as PopRT packs them
+(``examples.bert(packed=True)``, QPS at PopRT's pack bound) (ByteMLPerf's IPU backend, compile_backend_ipu.py: ``partials_type``
 defaults to "half"), at the batch size and available memory proportion of ByteMLPerf's
 ``backends/IPU/interact_infos/<model>.json`` and at the input shapes of its ``model_zoo/<model>.json``
 (bytedance/ByteMLPerf a30b4f97). Simulated QPS = batch x clock / cycles of one inference run, the
@@ -76,6 +77,8 @@ class Row:
     notes: tuple[str, ...] = field(default_factory=tuple)
     run_batch: int = 0  # 0: ``batch``; else the smaller batch the bench runs, with ``reduced`` saying why
     reduced: str = ""
+    dtype: str = "float16"  # the import's --dtype: float16, or float8 (PopRT's FP8: e4m3 fnuz operands)
+    seqs_per_row: float = 1.0  # packed rows: sequences a row holds (QPS counts sequences)
 
 
 def _bert_like(**kw: Any) -> Callable[[], onnx.ModelProto]:
@@ -87,35 +90,49 @@ def _bert_like(**kw: Any) -> Callable[[], onnx.ModelProto]:
     return build
 
 
+def _packed_bert(**kw: Any) -> Callable[[], onnx.ModelProto]:
+    return _bert_like(packed=True, **kw)
+
+
 def _resnet50() -> onnx.ModelProto:
     from profiler.frontends.onnx import examples
 
     return examples.resnet()
 
 
-_SQUAD = ("input_ids", "attention_mask", "token_type_ids")
-# Measured on 2026-11-27 (/usr/bin/time -v): BERT-base at batch 40 x 384 passed 15 GB of host memory after
-# 2.5 min, short of its run, and was stopped (the machine has 23 GB, shared); at batch 8 it compiles (3.9 GB,
-# 52 s) and does not fit the tiles; at batch 4 it fits and runs (3.8 GB, 57-85 s). The bench runs these rows
-# at batch 4, said in their status, sequence length kept.
-_HOST = (
-    "BERT-base at batch 8 x 384 does not fit the tiles in tilescope (768 tiles over, worst 797,824 bytes, 554,096 "
-    "of them variable) and batch 40 passed 15 GB of host memory before its run finished; batch 4 fits"
-)
+_SQUAD = ("input_ids", "attention_mask", "token_type_ids", "position_ids")  # packed: + position_ids
+# PopRT packs at most pack_config.max_pack_num sequences into pack_config.batch_size rows (interact_infos, a30b4f97):
+# 100 into 40 for BERT, ALBERT and RoBERTa, 20 into 10 for DeBERTa. The seed's QPS counts sequences; the mean
+# a row holds on SQuAD is not published with it, so the bench counts this bound (QPS = rows/s x bound): an upper
+# bound of the simulated sequences/s.
+_PACK_BOUND = 100 / 40
 _PACKED = (
-    "batch 40 is PopRT's pack_config batch_size: 40 packed rows of 384 tokens per run; the seed's QPS counts SQuAD "
-    "sequences, several per packed row, and this bench does not pack (QPS here = rows/s)"
+    "packed as PopRT packs SQuAD (examples.bert(packed=True): per-pack block-diagonal attention mask, positions "
+    "restarting per sequence; Graphcore's packed BERT, arXiv 2107.02027); QPS = rows/s x 2.5, pack_config's "
+    "max_pack_num 100 over batch_size 40, the most sequences a row holds (an upper bound)"
+)
+# Measured 2026-11-28 (/usr/bin/time -v, 4:05, 5.9 GB): packed BERT-base at batch 8 x 384 still does not fit the tiles
+# with lookups laid out as PopLibs' multiSlice plans them (377 tiles over, worst 658,608 bytes: 427,608 variables,
+# 151,100 internal exchange code); batch 40 is 5x its activations and past this machine's shared host memory.
+_HOST = (
+    "batch 8 x 384 does not fit the tiles in tilescope (377 tiles over, worst 658,608 bytes, 151,100 of them "
+    "exchange code) and batch 40 is past this machine's shared host memory; batch 4 fits"
 )
 ROWS: tuple[Row, ...] = (
     Row("albert", "albert-torch-fp32", "FP16", 3280, 40, "interact_infos pack_config.batch_size", "384", 0.5,
-        _bert_like(embedding=128, shared_layers=True, vocab=30_000), _SQUAD,
+        _packed_bert(embedding=128, shared_layers=True, vocab=30_000), _SQUAD,
         "ALBERT-base v2: 12 layers sharing one layer's weights, hidden 768, 12 heads, FF 3072, embedding 128, "
-        "vocabulary 30,000", notes=(_PACKED,), run_batch=4, reduced=_HOST),
+        "vocabulary 30,000", notes=(_PACKED,), run_batch=4, reduced=_HOST, seqs_per_row=_PACK_BOUND),
     Row("bert", "bert-torch-fp32", "FP16", 3134, 40, "interact_infos pack_config.batch_size", "384", 0.4,
-        _bert_like(), _SQUAD,
+        _packed_bert(), _SQUAD,
         "BERT-base uncased: 12 layers, hidden 768, 12 heads, FF 3072, vocabulary 30,522, SQuAD start/end head",
-        notes=(_PACKED,), run_batch=4, reduced=_HOST),
-    Row("bert-fp8", "bert-torch-fp32", "FP8", 4464, why="FP8 rows are issue 40's FP8 part (not this bench yet)"),
+        notes=(_PACKED,), run_batch=4, reduced=_HOST, seqs_per_row=_PACK_BOUND),
+    Row("bert-fp8", "bert-torch-fp32", "FP8", 4464, 40, "interact_infos pack_config.batch_size (the FP16 row's; "
+        "ByteMLPerf's FP8 setting is not in the repository)", "384", 0.4, _packed_bert(), _SQUAD,
+        "as bert, MatMul/Gemm operands in float8 e4m3 fnuz (--dtype float8: PopRT's FP8, half partials)",
+        notes=(_PACKED,), run_batch=8, dtype="float8", seqs_per_row=_PACK_BOUND,
+        reduced="batch 40 x 384 is past this machine's shared host memory; in FP8 batch 8 fits the tiles (worst tile "
+        "473,144 bytes, 2026-11-28), its weights and matmul operands a byte an element"),
     Row("clip", "clip-onnx-fp32", "FP16", 7305, 40, "interact_infos batch_sizes (the seed's QPS is batch 40's)",
         "77", 0.8, _bert_like(vocab=49_408, seq=77, max_positions=77, token_types=0, causal=True, pre_norm=True,
                               quick_gelu=True, head=0), ("input_ids",),
@@ -128,21 +145,24 @@ ROWS: tuple[Row, ...] = (
     Row("conformer", "conformer-encoder-onnx-fp32", "FP16", 9341,
         why="architecture not published: ByteMLPerf ships conformer_encoder.onnx without its configuration"),
     Row("deberta", "deberta-torch-fp32", "FP16", 1702, 10, "interact_infos pack_config.batch_size", "384", 0.4,
-        _bert_like(vocab=50_265, token_types=0), ("input_ids", "attention_mask"),
+        _packed_bert(vocab=50_265, token_types=0), ("input_ids", "attention_mask", "position_ids"),
         "DeBERTa-base sizes (12 layers, hidden 768, 12 heads, FF 3072, vocabulary 50,265) APPROXIMATED as a BERT-"
         "shaped encoder: its disentangled relative-position attention (two more score MatMuls per layer) is not "
         "built, so the simulated run does less work than DeBERTa's",
-        notes=("batch 10 is PopRT's pack_config batch_size (10 packed rows of 384 tokens); not packed here",),
-        run_batch=4, reduced=_HOST),
-    Row("resnet50-fp8", "resnet50-torch-fp32", "FP8", 18851, why="FP8 rows are issue 40's FP8 part"),
+        notes=("packed as bert; QPS = rows/s x 2, pack_config's max_pack_num 20 over batch_size 10 (an upper bound)",),
+        run_batch=4, reduced=_HOST, seqs_per_row=20 / 10),
+    Row("resnet50-fp8", "resnet50-torch-fp32", "FP8", 18851, 32, "interact_infos batch_sizes (the FP16 row's; "
+        "ByteMLPerf's FP8 setting is not in the repository)", "224", 0.6, _resnet50, ("input",),
+        "ResNet-50 v1.5, 224 x 224, 1000 classes; Conv/MatMul/Gemm operands in float8 e4m3 fnuz (--dtype float8)",
+        dtype="float8"),
     Row("resnet50", "resnet50-torch-fp32", "FP16", 13499, 32, "interact_infos batch_sizes (the seed's QPS is "
         "batch 32's)", "224", 0.6, _resnet50, ("input",), "ResNet-50 v1.5, 224 x 224, 1000 classes"),
     Row("roberta", "roberta-torch-fp32", "FP16", 3088, 40, "interact_infos pack_config.batch_size", "384", 0.4,
-        _bert_like(vocab=50_265, max_positions=514, token_types=1), _SQUAD,
+        _packed_bert(vocab=50_265, max_positions=514, token_types=1), _SQUAD,
         "RoBERTa-base: 12 layers, hidden 768, 12 heads, FF 3072, vocabulary 50,265, 514 positions, one token type",
-        notes=(_PACKED,), run_batch=4, reduced=_HOST),
+        notes=(_PACKED,), run_batch=4, reduced=_HOST, seqs_per_row=_PACK_BOUND),
     Row("roformer", "roformer-tf-fp32", "FP16", 2520, 12, "interact_infos batch_sizes (the seed's QPS is "
-        "batch 12's)", "1024", 0.6, _bert_like(vocab=50_000, seq=1024, rotary=True), _SQUAD,
+        "batch 12's)", "1024", 0.6, _bert_like(vocab=50_000, seq=1024, rotary=True), _SQUAD[:3],
         "RoFormer chinese base: 12 layers, hidden 768, 12 heads, FF 3072, vocabulary 50,000, rotary position "
         "embedding (as a MatMul by the rotation, PopRT's matmul_rotary_embedding pass), 1,024 tokens",
         notes=("ByteMLPerf's RoFormer takes segment and token ids; the builder takes them plus an all-ones mask",
@@ -151,7 +171,7 @@ ROWS: tuple[Row, ...] = (
                "TFLOPS, above the C600's 280 FP16 TFLOPS (seed 000), so the benchmarked model is smaller"),
         run_batch=1, reduced="batch 12 x 1,024 is 2x BERT's batch 40 x 384 in tokens (see BERT's row) and batch 2 does "
         "not fit the tiles in tilescope (688 tiles over, worst 713,928 bytes, 460,428 of them variable)"),
-    Row("swin-fp8", "swin-large-torch-fp32", "FP8", 480, why="FP8 rows are issue 40's FP8 part"),
+    Row("swin-fp8", "swin-large-torch-fp32", "FP8", 480, why="as swin: no shifted-window attention builder yet"),
     Row("swin", "swin-large-torch-fp32", "FP16", 315, 2, "interact_infos batch_sizes", "384",
         why="Swin-large (384 x 384, window 12) needs a shifted-window attention builder, not written yet"),
     Row("videobert", "videobert-onnx-fp32", "FP16", 3691,
@@ -168,6 +188,12 @@ def _inputs(row: Row, imported: Any) -> dict[str, np.ndarray]:
         shape = tuple(spec.shape)
         if spec.name == "input_ids":
             out[spec.name] = rng.integers(0, 1000, shape)
+        elif spec.name == "attention_mask" and row.seqs_per_row > 1:  # packed: each token's sequence number
+            k = int(np.ceil(row.seqs_per_row))
+            out[spec.name] = np.broadcast_to(1 + np.arange(shape[1]) * k // shape[1], shape).astype(np.int64)
+        elif spec.name == "position_ids":  # restarting at each packed sequence
+            k = int(np.ceil(row.seqs_per_row))
+            out[spec.name] = np.broadcast_to(np.arange(shape[1]) % -(-shape[1] // k), shape).astype(np.int64)
         elif spec.name == "attention_mask":
             out[spec.name] = np.ones(shape, np.int64)
         elif spec.name == "token_type_ids":
@@ -222,7 +248,7 @@ def run_row(row: Row) -> dict[str, Any]:
         stage = "import"
         target = get_target(TARGET)
         batch = row.run_batch or row.batch
-        imported = import_model(load_model(model), target, batch_size=batch, dtype="float16",
+        imported = import_model(load_model(model), target, batch_size=batch, dtype=row.dtype,
                                 partials=PARTIALS, available_memory_proportion=row.amp)  # fmt: skip
         del model
         stage = "compile"
@@ -237,14 +263,15 @@ def run_row(row: Row) -> dict[str, Any]:
         session.run(_inputs(row, imported))
         cycles = int(session.cycles[-1])
         parts = shares(engine)
-        qps = batch * target.clock_hz / cycles
+        qps = batch * row.seqs_per_row * target.clock_hz / cycles
         ratio = qps / row.seed_qps
         assert engine.memory is not None  # compiled
         mem = float(np.sum(engine.memory.tile_memory["total_bytes_including_gaps"]))
         status = "within" if LOW <= ratio <= HIGH else f"KNOWN OFF: {_off_component(ratio, parts)}"
         status = _reduced(row, batch) + status
         return base | {"status": status, "cycles": cycles, "clock_hz": target.clock_hz, "qps": qps, "ratio": ratio,
-                       "shares": parts, "run_batch": batch, "device_bytes": mem, "amp": row.amp, "partials": PARTIALS,
+                       "shares": parts, "run_batch": batch, "seqs_per_row": row.seqs_per_row, "dtype": row.dtype,
+                       "device_bytes": mem, "amp": row.amp, "partials": PARTIALS,
                        "host_seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
     except Exception as exc:  # a row that fails says where, the bench goes on
         first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
@@ -280,7 +307,8 @@ def _fmt_qps(x: float | None) -> str:
 def render_table(record: dict[str, Any]) -> str:
     """The docs/fidelity.md table (markdown) from the record."""
     lines = [
-        f"Generated by `{record['command']}` on {record['date']}: C600, float16, half partials, random weights.",
+        f"Generated by `{record['command']}` on {record['date']}: C600, float16 (FP8 rows: float8 e4m3 fnuz operands), "
+        "half partials, random weights; packed rows count sequences at PopRT's pack bound.",
         "",
         "| model (ByteMLPerf task) | precision | batch | seq / image | simulated QPS | seed QPS | ratio | "
         "compute / exchange / sync / host I/O | status |",

@@ -600,9 +600,14 @@ class MultiSlice(Codelet):
         return f"{self.name}<{dtypes['table'].name}>"
 
     def run_batch(self, values, params):  # type: ignore[override]
-        table, idx = values["table"], values["indices"].astype(np.int64)
+        # ``offset``: the first table row this vertex holds (a split dictionary, PopLibs' baseOffset);
+        # an index outside its rows gives zeros, so the second stage can add the candidates
+        table, idx = values["table"], values["indices"].astype(np.int64) - int(params.get("offset", 0))
+        inside = (idx >= 0) & (idx < table.shape[1])
         rows = np.clip(idx, 0, table.shape[1] - 1)
         out = np.take_along_axis(table, rows[:, :, None], axis=1)
+        if "offset" in params:
+            out = np.where(inside[:, :, None], out, 0)
         return {"out": out.astype(values["out"].dtype)}
 
     def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]

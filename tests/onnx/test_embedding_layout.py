@@ -38,15 +38,36 @@ def _lookup(vocab: int, hidden: int, seq: int) -> tuple[Session, np.ndarray, dic
     return session, got, {"want": table[ids], "table": table}
 
 
-def test_the_table_is_spread_by_columns_and_each_tile_holds_whole_columns() -> None:
+def test_the_table_is_split_as_popops_plans_an_embedding_and_the_lookup_is_exact() -> None:
+    # float32 on a GC200: grains of lcm(8 B, 4 B) / 4 B = 2 columns (popops' unslicedGrainSize), 24 / 2 = 12
+    # column grains, the dictionary in min(1472 // 12, ceil(50 / 2)) = 25 chunks of 2 rows: 300 tiles
     session, got, ref = _lookup(vocab=50, hidden=24, seq=7)
     np.testing.assert_array_equal(got, ref["want"])  # numpy's own indexing, written separately
     graph = session.model.graph
     (var,) = [v for v in graph.variables if v.name.startswith("word_embeddings")]
-    assert tuple(var.shape) == (24, 50)  # stored [hidden, vocabulary]: a column is a contiguous run
-    # one interval per tile, 24 columns on 24 tiles: the mapping follows the tiles, not the vocabulary
-    assert var.mapping.starts.tolist() == list(range(0, 24 * 50, 50))
-    assert len(set(var.mapping.tiles.tolist())) == 24
+    assert tuple(var.shape) == (24, 50)  # stored [hidden, vocabulary]: a column's chunk is a contiguous run
+    tiles = _element_tiles(var).reshape(24, 50).T  # [vocabulary, hidden] as the model sees it
+    want = (np.arange(50)[:, None] // 2) * 12 + np.arange(24)[None, :] // 2  # block (chunk, grain) on tile
+    np.testing.assert_array_equal(tiles, want)
+    # the lookup's output as createSliceTensor lays it out: the 7 lookups in 25 blocks (one each here), each
+    # block's columns in the table's grains, on the tiles of the table's blocks; not a column a tile
+    (out,) = [v for v in graph.variables if v.name.endswith("gather out")]
+    want_out = np.arange(7)[:, None] * 12 + np.arange(24)[None, :] // 2
+    np.testing.assert_array_equal(_element_tiles(out).reshape(7, 24), want_out)
+
+
+def test_lookups_at_the_dictionary_chunks_edges_are_exact() -> None:
+    model = _embedding(50, 24, 8)
+    imported = import_model(load_model(model), get_target("GC200", 1))
+    ids = np.array([[0, 1, 2, 3, 47, 48, 49, 25]], np.int64)  # first and last rows of chunks
+    got = Session(imported).run({"input_ids": ids})["embeddings"]
+    np.testing.assert_array_equal(got, numpy_helper.to_array(model.graph.initializer[0])[ids])
+
+
+def _element_tiles(var) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """The tile of each element of a variable, in its stored order, from its mapping's intervals."""
+    m = var.mapping
+    return np.repeat(m.tiles, np.diff(np.append(m.starts, m.n)))
 
 
 @pytest.mark.slow  # ~10 s: BERT-base's whole vocabulary on a GC200
@@ -54,3 +75,18 @@ def test_bert_base_word_embedding_at_full_vocabulary_fits_and_is_exact() -> None
     session, got, ref = _lookup(vocab=30_522, hidden=768, seq=128)
     np.testing.assert_array_equal(got, ref["want"])
     assert session.engine.memory.out_of_memory_tiles().size == 0
+
+
+def test_a_dictionary_that_does_not_divide_evenly_is_split_in_whole_chunks() -> None:
+    from profiler.ops.slicing import lookup_plan
+
+    # ALBERT's 512 x 128 position table in halves: 32 grains of 4 columns, 1472 // 32 = 46 chunks would be
+    # 12 rows each but the last empty, so 43 chunks of 12 (the last 8)
+    plan = lookup_plan(512, 128, 2, 1472)
+    assert (plan.grain, plan.col_split, plan.dict_split, plan.chunk) == (4, 32, 43, 12)
+    # 300 rows in float32 on a GC200: min(1472 // 12, 150) = 122 chunks would be 3 rows, so 100 of 3
+    model = _embedding(300, 24, 8)
+    assert lookup_plan(300, 24, 4, 1472).dict_split == 100
+    ids = np.array([[299, 0, 2, 3, 297, 298, 150, 1]], np.int64)
+    got = Session(import_model(load_model(model), get_target("GC200", 1))).run({"input_ids": ids})["embeddings"]
+    np.testing.assert_array_equal(got, numpy_helper.to_array(model.graph.initializer[0])[ids])

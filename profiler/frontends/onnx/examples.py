@@ -183,7 +183,7 @@ def bert(
     layers: int = 12, hidden: int = 768, heads: int = 12, ff: int = 3072, vocab: int = 30_522, seq: int = 384,
     max_positions: int = 512, token_types: int = 2, embedding: int | None = None, shared_layers: bool = False,
     rotary: bool = False, causal: bool = False, pre_norm: bool = False, quick_gelu: bool = False,
-    head: int = 2, batch: int | str = "N", seed: int = 0,
+    head: int = 2, batch: int | str = "N", seed: int = 0, packed: bool = False,
 ) -> onnx.ModelProto:  # fmt: skip
     """A BERT-family model from token ids, as PyTorch exports it at opset 17 (BERT-base for SQuAD by
     default, random weights): word, position and token-type embeddings (Gathers of their tables),
@@ -193,7 +193,13 @@ def bert(
     ``shared_layers`` (ALBERT: one layer's weights used by every layer), ``rotary`` (RoFormer: rotary
     position embedding on queries and keys instead of a position table), ``causal`` (CLIP's text tower:
     a causal mask instead of the attention mask input), ``pre_norm`` and ``quick_gelu`` (CLIP).
-    Inputs: input_ids, then attention_mask unless ``causal``, then token_type_ids if ``token_types``."""
+    ``packed``: several sequences per row, as Graphcore's packed BERT (Krell et al., "Efficient Sequence
+    Packing without Cross-contamination", arXiv 2107.02027, and PopRT's packing for ByteMLPerf): the
+    attention_mask input holds each token's sequence number in its row (1, 2, ...; 0 for padding) and
+    the model builds the block-diagonal mask from it (a token attends to its own sequence's tokens only),
+    and a position_ids input restarts the positions at each sequence.
+    Inputs: input_ids, then attention_mask unless ``causal``, then token_type_ids if ``token_types``,
+    then position_ids if ``packed``."""
     net = _Net(seed)
     dh = hidden // heads
     shared: dict[str, tuple[str, str]] = {}
@@ -237,7 +243,8 @@ def bert(
     x = net.node("Gather", [words, "input_ids"], "word_lookup")
     if not rotary:  # a learned position table, looked up at positions 0..seq-1 (constant indices)
         positions = net.weight("position_embeddings", 0.02 * net.rng.standard_normal((max_positions, width)))
-        pos = net.node("Gather", [positions, const("position_ids", np.arange(seq)[None, :], np.int64)], "pos_lookup")
+        pids = "position_ids" if packed else const("position_ids", np.arange(seq)[None, :], np.int64)
+        pos = net.node("Gather", [positions, pids], "pos_lookup")
         x = net.node("Add", [x, pos], "add_positions")
     if token_types:
         types = net.weight("token_type_embeddings", 0.02 * net.rng.standard_normal((token_types, width)))
@@ -248,6 +255,13 @@ def bert(
         x = dense(x, embedding, hidden, "embedding_projection")
     if causal:
         mask: str | None = const("causal_mask", np.triu(np.full((seq, seq), -10000.0), 1)[None, None])
+    elif packed:  # [B, S] sequence numbers -> [B, 1, S, S] block-diagonal: same sequence, attend
+        ax = const("pack_axes", np.array([1]), np.int64)
+        rows = net.node("Unsqueeze", ["attention_mask", const("pack_row_axis", np.array([2]), np.int64)], "pack_rows")
+        same = net.node("Equal", [rows, net.node("Unsqueeze", ["attention_mask", ax], "pack_cols")], "pack_same")
+        m = net.node("Cast", [net.node("Unsqueeze", [same, ax], "pack_heads")], "mask_cast", to=TensorProto.FLOAT)
+        m = net.node("Sub", [scalar("one", 1.0), m], "mask_invert")
+        mask = net.node("Mul", [m, scalar("mask_value", -10000.0)], "mask_scale")
     else:  # the exporter's arithmetic: [B, S] ids -> [B, 1, 1, S] float, (1 - m) * -10000
         m = net.node("Cast", [net.node("Unsqueeze", ["attention_mask", const("mask_axes", np.array([1, 2]), np.int64)],
                                        "mask_unsqueeze")], "mask_cast", to=TensorProto.FLOAT)  # fmt: skip
@@ -272,6 +286,7 @@ def bert(
     ids = lambda n: helper.make_tensor_value_info(n, TensorProto.INT64, [batch, seq])  # noqa: E731
     inputs = [ids("input_ids")] + ([] if causal else [ids("attention_mask")])
     inputs += [ids("token_type_ids")] if token_types else []
+    inputs += [ids("position_ids")] if packed and not rotary else []
     return net.model("bert", inputs, "output", [batch, seq, head or hidden])
 
 

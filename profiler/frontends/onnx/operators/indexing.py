@@ -31,7 +31,7 @@ def _gather(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
     lookup = isinstance(idx, Tensor) and axis == 0 and np.ndim(inputs[0]) == 2  # an embedding table's rows
 
     def sliceable(t: Tensor) -> bool:  # laid out for the lookup, as PopART creates an embedding
-        slicing.map_by_columns(b.graph, t)
+        slicing.map_for_lookup(b.graph, t)
         return True
 
     x = b.device(inputs[0], name=node.input[0], mapper=sliceable if lookup else None,
