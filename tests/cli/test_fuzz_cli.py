@@ -89,9 +89,10 @@ def test_the_command_line_ends_only_in_its_exit_codes(files: dict[str, str], dat
         argv += ["--ipus", data.draw(st.sampled_from(["1", "2"]))]  # keep each simulation small
     if verb == "sweep":
         argv.insert(1, data.draw(st.sampled_from([files["model"], files["junk"], files["file"]])))
-        # a grid that passes every check would start a Dask cluster (~14 s a sweep): a last --workers 0
-        # is refused once the grid and the other options are parsed (tests/sweep run real sweeps)
-        argv += ["--workers", "0"]
+        # a grid that passes every check would start a Dask cluster (~14 s a sweep): a last grid value
+        # that run refuses is refused when the grid is checked, after the other options are parsed
+        # (tests/sweep run real sweeps)
+        argv += ["--available-memory-proportion", "2"]
     try:
         status = main(argv)
     except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
