@@ -8,6 +8,7 @@ columns, each tile gathers its columns for every index (the indices are broadcas
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,10 +58,8 @@ def dynamic_slice(graph: Graph, t: Tensor, index: Tensor, prog: Prog, out: Tenso
         raise OpError(f"dynamic_slice: out {out.shape} {out.dtype} is not a slice of {t.shape} {t.dtype}")
     cand = t.reshape(s, -1)
     cs = execute(graph, prog, "dynamic slice")
-    for vtiles, idx in groups_by_tile(graph.tile_of(out)):
-        src = cand.reshape(-1)[np.arange(s)[None, :, None] * cand.shape[1] + idx[:, None, :]]
-        ix = _index_field(index, vtiles)
-        graph.add_vertices(cs, _SLICE, {"in": src, "index": ix, "out": out.reshape(-1)[idx]}, vtiles)
+    for vtiles, src, dst in _slice_fields(graph, cand, out.reshape(-1), graph.tile_runs(out)):
+        graph.add_vertices(cs, _SLICE, {"in": src, "index": _index_field(index, vtiles), "out": dst}, vtiles)
     return out
 
 
@@ -73,25 +72,89 @@ def dynamic_update(graph: Graph, t: Tensor, update: Tensor, index: Tensor, prog:
         raise OpError(f"dynamic_update: update shape {update.shape} is not a slice of {t.shape}")
     s = t.shape[0]
     base = t.reshape(s, -1)
-    tiles = graph.tile_of(base).reshape(s, -1)
-    if (tiles != tiles[0]).any():
-        raise OpError(f"dynamic_update: {t!r} is not mapped slice by slice alike; create it with sliceable()")
+    runs = _alike_runs(graph, t)
+    if runs is None:  # not a whole variable mapped by runs: check element by element
+        tiles = graph.tile_of(base).reshape(s, -1)
+        if (tiles != tiles[0]).any():
+            raise OpError(f"dynamic_update: {t!r} is not mapped slice by slice alike; create it with sliceable()")
     cs = execute(graph, prog, "dynamic update")
-    for vtiles, idx in groups_by_tile(graph.tile_of(t[0])):
-        dst = base.reshape(-1)[np.arange(s)[None, :, None] * base.shape[1] + idx[:, None, :]]
-        ix = _index_field(index, vtiles)
-        graph.add_vertices(cs, _UPDATE, {"base": dst, "update": update.reshape(-1)[idx], "index": ix}, vtiles)
+    for vtiles, dst, src in _slice_fields(graph, base, update.reshape(-1), runs, t[0]):
+        graph.add_vertices(cs, _UPDATE, {"base": dst, "update": src, "index": _index_field(index, vtiles)}, vtiles)
     return t
+
+
+def _alike_runs(graph: Graph, t: Tensor) -> tuple[np.ndarray, np.ndarray] | None:
+    """(start, tile) of the runs of ``t``'s first slice when ``t`` is a whole variable whose every
+    slice is mapped as its first (``sliceable``), from its mapping's intervals; None otherwise. An
+    irregular whole variable is an error, as dynamic_update's element-wise check says."""
+    runs = graph.tile_runs(t)
+    if runs is None:
+        return None
+    start, tile = runs
+    s, per = t.shape[0], t.numel() // max(1, t.shape[0])
+    first = start < per
+    start0, tile0 = start[first], tile[first]
+    alike = start.size == s * start0.size and bool(
+        (start == (np.arange(s)[:, None] * per + start0).ravel()).all() and (tile == np.tile(tile0, s)).all()
+    )
+    if not alike:
+        raise OpError(f"dynamic_update: {t!r} is not mapped slice by slice alike; create it with sliceable()")
+    return start0, tile0
+
+
+def _slice_fields(
+    graph: Graph, cand: Tensor, flat: Tensor, runs: tuple[np.ndarray, np.ndarray] | None, like: Tensor | None = None
+) -> Iterator[tuple[np.ndarray, Tensor, Tensor]]:
+    """Per batch of vertices (one a tile): (tiles, the candidates [vertices, S, n] of ``cand[S, P]``,
+    the positions [vertices, n] of ``flat[P]``) for the positions each tile holds (``runs`` of the
+    slice's mapping, or ``like``'s / ``flat``'s tile per element when None). Tiles holding one
+    contiguous run each, in order (a linear mapping), take strided views, so the fields cost a few
+    integers a batch rather than an index per element: host cost follows the tiles, not the data."""
+    s, per = cand.shape
+    if runs is not None:
+        start, tile = runs
+        length = np.diff(np.append(start, per))
+        if np.unique(tile).size == tile.size and (tile >= 0).all():  # one run a tile
+            for n in np.unique(length):
+                sel = np.flatnonzero(length == n)
+                o, v = int(start[sel[0]]), sel.size
+                if (np.diff(start[sel]) == n).all():  # consecutive runs: one strided view
+                    src = cand[:, o : o + v * n].reshape(s, v, n).transpose(1, 0, 2)
+                    yield tile[sel], src, flat[o : o + v * n].reshape(v, n)
+                else:
+                    idx = start[sel][:, None] + np.arange(n)
+                    yield tile[sel], cand.reshape(-1)[np.arange(s)[None, :, None] * per + idx[:, None, :]], flat[idx]
+            return
+    tiles = graph.tile_of(like if like is not None else flat)
+    for vtiles, idx in groups_by_tile(tiles):
+        yield vtiles, cand.reshape(-1)[np.arange(s)[None, :, None] * per + idx[:, None, :]], flat.reshape(-1)[idx]
 
 
 def sliceable(graph: Graph, dtype: object, shape: tuple[int, ...], name: str) -> Tensor:
     """A tensor for dynamic_update: the positions within a slice are spread over the tiles, and every
     slice's position sits on the same tile (popops::createSliceableTensor)."""
     t = graph.add_variable(dtype, shape, name)
-    per_slice = int(np.prod(shape[1:], dtype=np.int64))
-    tiles = linear_tiles(per_slice, graph.target.num_tiles)
-    graph.set_tile_mapping(t, np.broadcast_to(tiles, (shape[0], per_slice)).reshape(-1))
+    map_slices_alike(graph, t, 1)
     return t
+
+
+def map_slices_alike(graph: Graph, t: Tensor, levels: int) -> None:
+    """Map the whole variable ``t`` so that the positions of each slice (its first ``levels`` dims
+    are slice indices) are spread linearly over the tiles, identically for every slice
+    (poputil::mapTensorLinearly per slice, as createSliceableTensor): given as one interval per tile
+    and slice, never a tile per element."""
+    slices = int(np.prod(t.shape[:levels], dtype=np.int64))
+    per = int(np.prod(t.shape[levels:], dtype=np.int64))
+    if slices * per == 0:
+        return
+    num_tiles = graph.target.num_tiles
+    per_tile = max(1, -(-per // num_tiles))  # linear_tiles' runs with a grain of one element
+    start0 = np.arange(0, per, per_tile, dtype=np.int64)
+    tile0 = np.arange(start0.size, dtype=np.int64) % num_tiles
+    starts = (np.arange(slices, dtype=np.int64)[:, None] * per + start0).ravel()
+    vid = t.single_variable()
+    assert vid is not None and t.numel() == graph.variables[vid].numel, "map_slices_alike maps a whole variable"
+    graph.variables[vid].mapping.set_intervals(starts, graph._to_device_tiles(np.tile(tile0, slices)))
 
 
 def embedding_table(graph: Graph, dtype: object, rows: int, cols: int, name: str) -> Tensor:

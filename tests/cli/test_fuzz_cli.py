@@ -69,6 +69,7 @@ VERB_ARGS = {
     "dump": ["{report}", "runs", "tile_memory", "nope", "--format", "json", "csv"],
     "diff": ["{report}", "{report}", "--json", "--top", "--fail-if", "execution.total_cycles>+5%", "--run", "--layer", "--html", "{out}"],
     "export": ["{report}", "--trace", "{out}", "--run", "--tiles"],
+    "sweep": ["{model}", "{junk}", "--batch", "1,2", "--dtype", "float16,float32", "--available-memory-proportion", "0.2,1.5", "--workers", "--out", "{dir}/sw", "--json"],
     "run": ["{model}", "{junk}", "--target", "IPUModel", "Bow", "--ipus", "--batch", "--dtype", "float16", "--runs", "--inputs", "{file}", "--save-outputs", "{out}", "--report-dir", "{dir}", "--json"],
 }  # fmt: skip
 
@@ -86,6 +87,12 @@ def test_the_command_line_ends_only_in_its_exit_codes(files: dict[str, str], dat
     if verb == "run":
         argv.insert(1, data.draw(st.sampled_from([files["model"], files["junk"], files["file"]])))
         argv += ["--ipus", data.draw(st.sampled_from(["1", "2"]))]  # keep each simulation small
+    if verb == "sweep":
+        argv.insert(1, data.draw(st.sampled_from([files["model"], files["junk"], files["file"]])))
+        # a grid that passes every check would start a Dask cluster (~14 s a sweep): a last grid value
+        # that run refuses is refused when the grid is checked, after the other options are parsed
+        # (tests/sweep run real sweeps)
+        argv += ["--available-memory-proportion", "2"]
     try:
         status = main(argv)
     except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0

@@ -507,3 +507,44 @@ def test_a_stem_convolution_pads_its_three_channels_as_poplibs_plans_them():
         four = cost_model.amp_nx1_cycles(np.array([m]), 10, (7, 7), np.array([k]), np.array([n]), "float16",
                                          "float16", target, channel_group=3, in_chans_per_group=4)  # fmt: skip
         assert cycles == int(four[0])
+
+
+def test_a_low_memory_convolution_serialises_its_out_channels_in_a_few_steps_with_fields_by_tile():
+    # At availableMemoryProportion 0.2 a 16-tile IPU-Model's budget is 13,107 bytes a tile. The
+    # 3x3 conv's product is M=2*16*16=512 rows, K=16*9=144, N=32 (float16, float32 partials).
+    # Unserialised, the best block [64 rows, 144, 16 out] needs (64*144 + 144*16)*2 + 64*16*4 = 27,136
+    # bytes; two out-chan steps (16 out chans) still need at least 15,616 (rows 64 x in 72 on 2x8
+    # tiles) or 15,872 (rows 32 on 16 tiles); four steps of 8 out chans fit: (32*144 + 144*8)*2 +
+    # 32*8*4 = 12,544. So the plan is 4 serial out-chan steps and no in-chan steps (PopLibs
+    # ConvPlan.cpp likewise takes the fewest serial splits that fit the temporary memory).
+    from profiler import Graph, Sequence
+    from profiler.chip.targets import ipu_model
+    from profiler.compiler.compile import compile_programs
+    from profiler.poplar.regions import field_regions
+
+    g = Graph(ipu_model(tiles_per_ipu=16, bytes_per_tile=65536))
+    prog = Sequence()
+    x = ops.add_mapped(g, "float16", (2, 16, 16, 16), "x")
+    w = ops.create_conv_weights(g, "float16", x.shape, (32, 16, 3, 3), "w", padding=1, available_memory_proportion=0.2)
+    y = ops.conv2d(g, x, w, prog, padding=1, available_memory_proportion=0.2)
+    # the result is a view of the steps' store, not an index per element: what reads it (a ReLU, a
+    # pool, the next conv) then costs the host per run, as after an unserialised conv
+    assert not isinstance(y._lay, np.ndarray)
+    plan = [json.loads(c.attributes) for c in g.debug_contexts if c.op_type == "MatMul"][-1]
+    assert (plan["in_chan_serial"], plan["out_chan_serial"], plan["block"]) == (1, 4, [1, 32, 144, 8])
+    compiled = compile_programs(g, [prog])
+    # compute sets: counter fills (2), the rhs rearranged once, the rhs chunk sliced, the step and its
+    # cast to half, the result chunk updated, the two counter increments: 9, however many steps
+    names = sorted(p.compute_set.name for p in compiled.cs_plans.values())
+    assert names == sorted(["fill 0", "fill 0", "copy", "dynamic slice", "matmul step", "matmul step cast",
+                            "dynamic update", "next out-chan chunk", "next in-chan chunk"])  # fmt: skip
+    # the result store [4 steps, 512 x 8] is mapped 256 positions a tile, alike in every step: one
+    # interval per tile and step, and the update's 16 vertices read 4 runs (one a step) and write one
+    store = next(v for v in g.variables if v.name == "matmul out")
+    assert store.mapping.starts.size == 4 * 16
+    cs = next(p.compute_set for p in compiled.cs_plans.values() if p.compute_set.name == "dynamic update")
+    base = np.cumsum([0] + [v.numel for v in g.variables])
+    assert sum(b.tiles.size for b in cs.batches) == 16
+    for field, runs in (("base", 4), ("update", 1)):
+        regions = sum(field_regions(b.fields[field], base).count for b in cs.batches)
+        assert regions == 16 * runs, field

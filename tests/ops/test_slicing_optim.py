@@ -151,3 +151,39 @@ def test_dynamic_slice_gradient_by_finite_differences():
     e.write_tensor("ix", np.array([2], np.int32))
     e.run(0)
     np.testing.assert_allclose(e.read_tensor("g"), fd_grad(lambda v: v[2], t, dout), atol=1e-6)
+
+
+def test_slicing_a_sliceable_tensor_builds_fields_from_its_intervals_not_per_element(monkeypatch):
+    # a serial convolution's result store holds tens of millions of elements at batch 32: its slices'
+    # fields come from the mapping's runs (one interval per tile and slice), never a tile per
+    # element. 30 positions a slice on 4 tiles: runs of 8, 8, 8 and 6 (mapTensorLinearly).
+    r = rng(51)
+    t, u = r.standard_normal((7, 3, 10)).astype(np.float32), r.standard_normal((3, 10)).astype(np.float32)
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    tt = ops.sliceable(g, "float32", (7, 3, 10), "t")
+    var = g.variables[tt.single_variable()]
+    assert var.mapping.starts.tolist() == [s * 30 + o for s in range(7) for o in (0, 8, 16, 24)]
+    uu, ix = ops.add_mapped(g, "float32", (3, 10), "u"), ops.add_mapped(g, "int32", (1,), "ix")
+    out = ops.add_mapped(g, "float32", (3, 10), "out")
+    per_element = []
+    tile_of = g.tile_of
+    monkeypatch.setattr(g, "tile_of", lambda x: per_element.append(x.shape) or tile_of(x))
+    prog = Sequence()
+    ops.dynamic_update(g, tt, uu, ix, prog)
+    assert per_element == []  # a sliceable store: its runs, not tile_of
+    s = ops.dynamic_slice(g, tt, ix, prog, out=out)
+    assert per_element == []  # a linearly mapped destination: its runs too
+    monkeypatch.undo()
+    for n, x in {"t": tt, "u": uu, "ix": ix}.items():
+        g.create_host_write(n, x)
+    g.create_host_read("s", s)
+    g.create_host_read("t", tt)
+    e = Engine(g, prog)
+    e.load()
+    for n, v in {"t": t, "u": u, "ix": np.array([5], np.int32)}.items():
+        e.write_tensor(n, v)
+    e.run(0)
+    expect = t.copy()
+    expect[5] = u
+    np.testing.assert_array_equal(e.read_tensor("t"), expect)
+    np.testing.assert_array_equal(e.read_tensor("s"), u)  # sliced after the update

@@ -139,3 +139,31 @@ def test_an_interrupted_sweep_resumes_without_recomputing_finished_points(
     after = _manifests(out)
     assert len(after) == 4 and {k: after[k] for k in before} == before  # the finished reports untouched
     _all_whole(out, 4)
+
+
+def test_ctrl_c_ends_a_sweep_with_130_leaving_finished_reports_and_the_table_whole(
+    mlp_file: Path, tmp_path: Path
+) -> None:
+    # Ctrl-C sends SIGINT to the terminal's whole process group: the sweep and its cluster's workers.
+    # The command line's convention for an interrupted command (tilescope/cli.py): one line, exit 130.
+    out = tmp_path / "sweep"
+    args = ["sweep", str(mlp_file), "--batch", "1,2,3,4", "--out", str(out), "--workers", "1"]
+    proc = subprocess.Popen([sys.executable, "-m", "tilescope", *args, "--test-point-delay", "2"], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        _wait_for(lambda: (out / "sweep.arrow").exists() and len(open_sweep(out).sweep()) >= 1, 120, "a first row")
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "tilescope sweep: interrupted"
+    assert "Traceback" not in err
+    df = open_sweep(out).sweep()  # the table is whole (written by temporary file and rename)
+    assert 1 <= len(df) < 4 and (df["status"] == "ok").all()
+    for rel in df["report"]:
+        open_report(out / rel).verify()
+    assert not [p for p in out.rglob(".*")]  # no half-written table or report left behind

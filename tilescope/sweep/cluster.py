@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,13 +68,20 @@ def client(scheduler: str | None, workers: int) -> Iterator[Any]:
     # The scheduler serves HTTP (health, metrics) even without a dashboard, on 8787 or, when that is
     # taken (another sweep), on another port with a warning: which port does not matter here.
     warnings.filterwarnings("ignore", message="Port .* is already in use", category=UserWarning)
-    cluster = LocalCluster(
-        n_workers=workers,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=None,  # no web server nobody asked for
-        silence_logs=logging.ERROR,
-    )
+    # Ctrl-C reaches the terminal's whole process group: the worker processes start with SIGINT
+    # ignored (an ignored signal stays ignored across exec, and Python keeps it so), so only this
+    # process answers it (exit 130, tilescope/cli.py) and closes the cluster, no worker tracebacks
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        cluster = LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,  # no web server nobody asked for
+            silence_logs=logging.ERROR,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
     with cluster, Client(cluster) as c:
         yield c
 
