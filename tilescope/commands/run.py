@@ -239,6 +239,8 @@ def parse_options(argv: list[str]) -> argparse.Namespace:
 
 def check_options(args: argparse.Namespace) -> None:
     """CommandError (one line) for option values argparse alone cannot refuse."""
+    if args.batch is not None and args.batch < 1:  # before any work: a sweep's point too
+        raise CommandError(f"batch size must be >= 1, got {args.batch}")
     if not 1 <= args.runs <= MAX_RUNS:
         raise CommandError(f"--runs must be between 1 and {MAX_RUNS:,}, got {args.runs}")
     if args.fp8_scale and not args.dtype.startswith("float8"):
