@@ -303,7 +303,9 @@ ROWS = [
     ),
     # tilescope sweep checks its whole grid with run's own parser before any point starts
     Row("sweep-value", ["sweep", "{model}", "--batch", "1,x", "--out", "{tmp}/sw"], 2, "invalid int value: 'x'", M),
-    Row("sweep-batch-zero", ["sweep", "{model}", "--batch", "1,0", "--out", "{tmp}/sw"], 2, "batch size must be >= 1", M),
+    Row(
+        "sweep-batch-zero", ["sweep", "{model}", "--batch", "1,0", "--out", "{tmp}/sw"], 2, "batch size must be >= 1", M
+    ),
     Row("sweep-empty-value", ["sweep", "{model}", "--batch", ",", "--out", "{tmp}/sw"], 2, "an empty value", M),
     Row("sweep-repeated", ["sweep", "{model}", "--dtype", "float16,float16", "--out", "{tmp}/sw"], 2, "given twice", M),
     Row(
