@@ -9,6 +9,7 @@ columns, each tile gathers its columns for every index (the indices are broadcas
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from profiler.ops.core import OpError, add_like, execute, groups_by_tile, linear_tiles, op
 from profiler.ops.elementwise import fill
@@ -82,7 +83,7 @@ def dynamic_update(graph: Graph, t: Tensor, update: Tensor, index: Tensor, prog:
     return t
 
 
-def sliceable(graph: Graph, dtype: object, shape: tuple[int, ...], name: str) -> Tensor:
+def sliceable(graph: Graph, dtype: DTypeLike, shape: tuple[int, ...], name: str) -> Tensor:
     """A tensor for dynamic_update: the positions within a slice are spread over the tiles, and every
     slice's position sits on the same tile (popops::createSliceableTensor)."""
     t = graph.add_variable(dtype, shape, name)
@@ -92,7 +93,7 @@ def sliceable(graph: Graph, dtype: object, shape: tuple[int, ...], name: str) ->
     return t
 
 
-def embedding_table(graph: Graph, dtype: object, rows: int, cols: int, name: str) -> Tensor:
+def embedding_table(graph: Graph, dtype: DTypeLike, rows: int, cols: int, name: str) -> Tensor:
     """A [rows, cols] table mapped by columns (each tile holds whole columns), as multiSlice wants."""
     t = graph.add_variable(dtype, [rows, cols], name)
     map_by_columns(graph, t)
