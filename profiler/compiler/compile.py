@@ -396,8 +396,7 @@ class Compiler:
         ctx: int = -1,
     ) -> None:
         t = self.target
-        tiles = self.graph.tile_of(tensor).astype(np.int64)
-        per_tile = np.bincount(tiles, minlength=t.num_tiles).astype(np.int64) * tensor.dtype.itemsize
+        per_tile = self.graph.elements_per_tile(tensor) * tensor.dtype.itemsize
         ipu_bytes = per_tile.reshape(t.num_ipus, t.tiles_per_ipu).sum(axis=1)
         cycles = np.zeros(t.num_tiles, dtype=np.int64)
         for ipu, total in enumerate(ipu_bytes):

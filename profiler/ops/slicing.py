@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from profiler.ops.core import OpError, add_like, execute, groups_by_tile, linear_tiles, op
 from profiler.ops.elementwise import binary_in_place, copy, fill
@@ -130,7 +131,7 @@ def _slice_fields(
         yield vtiles, cand.reshape(-1)[np.arange(s)[None, :, None] * per + idx[:, None, :]], flat.reshape(-1)[idx]
 
 
-def sliceable(graph: Graph, dtype: object, shape: tuple[int, ...], name: str) -> Tensor:
+def sliceable(graph: Graph, dtype: DTypeLike, shape: tuple[int, ...], name: str) -> Tensor:
     """A tensor for dynamic_update: the positions within a slice are spread over the tiles, and every
     slice's position sits on the same tile (popops::createSliceableTensor)."""
     t = graph.add_variable(dtype, shape, name)
@@ -157,7 +158,7 @@ def map_slices_alike(graph: Graph, t: Tensor, levels: int) -> None:
     graph.variables[vid].mapping.set_intervals(starts, graph._to_device_tiles(np.tile(tile0, slices)))
 
 
-def embedding_table(graph: Graph, dtype: object, rows: int, cols: int, name: str) -> Tensor:
+def embedding_table(graph: Graph, dtype: DTypeLike, rows: int, cols: int, name: str) -> Tensor:
     """A [rows, cols] table mapped by columns (each tile holds whole columns), as multiSlice wants."""
     t = graph.add_variable(dtype, [rows, cols], name)
     map_by_columns(graph, t)
@@ -186,7 +187,27 @@ def map_by_columns(graph: Graph, table: Tensor) -> None:
     a lookup reads each row where it is held (a 30,522 x 768 vocabulary over 768 tiles, not on one)."""
     rows, cols = table.shape
     col_tile = linear_tiles(cols, graph.target.num_tiles)
+    stored = table.transpose(1, 0)
+    lay = stored.affine
+    if lay is not None and lay.offset == 0 and lay.strides == (rows, 1) and stored.single_variable() is not None:
+        # stored column by column (ColumnStorage): a run of columns on one tile is one interval of
+        # the variable, so the mapping is built from the runs, never from a tile per element
+        heads = np.flatnonzero(np.r_[True, col_tile[1:] != col_tile[:-1]])
+        lengths = np.diff(np.append(heads, cols))
+        graph.map_intervals(stored, heads * rows, lengths * rows, col_tile[heads])
+        return
     graph.set_tile_mapping(table, np.broadcast_to(col_tile, (rows, cols)).reshape(-1))
+
+
+def _column_blocks(t: Tensor, cols: np.ndarray) -> Tensor:
+    """``t[:, cols].transpose(1, 0, 2)`` for a [rows, columns] view and a [vertices, c] column matrix:
+    a vertex's rows of its columns. When each vertex's columns are a run following the previous
+    vertex's (as linear_tiles spreads them), the view is a slice and reshape, with no index per element."""
+    nv, c = cols.shape
+    s0 = int(cols[0, 0])
+    if np.array_equal(cols.reshape(-1), np.arange(s0, s0 + nv * c)):
+        return t[:, s0 : s0 + nv * c].reshape(t.shape[0], nv, c).transpose(1, 0, 2)
+    return t[:, cols].transpose(1, 0, 2)
 
 
 def _column_tiles(graph: Graph, table: Tensor) -> np.ndarray:
@@ -211,9 +232,9 @@ def gather(graph: Graph, table: Tensor, indices: Tensor, prog: Prog) -> Tensor:
     cs = execute(graph, prog, "multi slice")
     for vtiles, cols in groups_by_tile(col_tile):
         fields = {
-            "table": table[:, cols].transpose(1, 0, 2),
+            "table": _column_blocks(table, cols),
             "indices": indices.reshape(1, n).broadcast(vtiles.size, 0),
-            "out": out[:, cols].transpose(1, 0, 2),
+            "out": _column_blocks(out, cols),
         }
         graph.add_vertices(cs, _GATHER, fields, vtiles)
     return out
@@ -336,9 +357,9 @@ def gather_grad(graph: Graph, table: Tensor, indices: Tensor, dout: Tensor, prog
     cs = execute(graph, prog, "multi update add")
     for vtiles, cols in groups_by_tile(col_tile):
         fields = {
-            "table": table[:, cols].transpose(1, 0, 2),
+            "table": _column_blocks(table, cols),
             "indices": indices.reshape(1, n).broadcast(vtiles.size, 0),
-            "updates": dout[:, cols].transpose(1, 0, 2),
+            "updates": _column_blocks(dout, cols),
         }
         graph.add_vertices(cs, _SCATTER, fields, vtiles, scale=float(scale))
     return table

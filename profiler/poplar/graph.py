@@ -436,6 +436,20 @@ class Graph:
         out_dtype = as_dtype(like.dtype if dtype is None else dtype)
         return Tensor(self, new_ids[slot].reshape(like.shape), idx.reshape(like.shape), out_dtype)
 
+    def elements_per_tile(self, t: Tensor) -> np.ndarray:
+        """How many elements of ``t`` each tile holds (this graph's tile ids). When ``t`` reaches every
+        element of one variable once, in any order, it is counted from the mapping's intervals with
+        no tile per element (a stream copy of a 1 GiB weight costs its intervals, not its elements)."""
+        n = self.target.num_tiles
+        vid, lay = t.single_variable(), t._lay
+        lay = lay.flat if isinstance(lay, Factored) else lay
+        if vid is not None and isinstance(lay, Affine) and lay.size == self.variables[vid].numel and lay.one_to_one():
+            m = self.variables[vid].mapping
+            lengths = np.diff(np.append(m.starts, m.n))
+            tiles = self._from_device_tiles(m.tiles.astype(np.int64))
+            return np.bincount(tiles, weights=lengths, minlength=n).astype(np.int64)
+        return np.bincount(self.tile_of(t).astype(np.int64), minlength=n).astype(np.int64)
+
     def tile_of(self, t: Tensor) -> np.ndarray:
         """Tile of each element of ``t`` (flattened); UNMAPPED (-1) where unmapped."""
         single = t.single_variable()
