@@ -290,7 +290,37 @@ def map_for_lookup(graph: Graph, table: Tensor) -> None:
     blocks of a dictionary chunk by a column grain, one a tile."""
     rows, cols = table.shape
     plan = lookup_plan(rows, cols, table.dtype.itemsize, graph.target.num_tiles)
+    stored = table.transpose(1, 0)
+    lay = stored.affine
+    if lay is not None and lay.offset == 0 and lay.strides == (rows, 1) and stored.single_variable() is not None:
+        # stored column by column (ColumnStorage): each column's chunks are runs of the variable, so
+        # the mapping is cols x dict_split intervals, never a tile per element
+        c, k = np.arange(cols, dtype=np.int64), np.arange(plan.dict_split, dtype=np.int64)
+        u = np.minimum(c // plan.grain, plan.col_split - 1)
+        lengths = np.minimum(plan.chunk, rows - k * plan.chunk)
+        graph.map_intervals(
+            stored,
+            (c[:, None] * rows + k[None, :] * plan.chunk).reshape(-1),
+            np.broadcast_to(lengths, (cols, k.size)).reshape(-1),
+            (k[None, :] * plan.col_split + u[:, None]).reshape(-1),
+        )
+        return
     graph.set_tile_mapping(table, _block_tiles(plan).reshape(-1))
+
+
+def _map_rows_by_grains(graph: Graph, t: Tensor, row_block: np.ndarray, plan: LookupPlan) -> None:
+    """Map a fresh [rows, cols] variable whose row r's grain u sits on tile row_block[r] * col_split
+    + u (the lookup's candidates and output): one interval a row and grain, not a tile per element."""
+    n_rows, cols = t.shape
+    u0 = np.arange(plan.col_split, dtype=np.int64) * plan.grain
+    lengths = np.diff(np.append(u0, cols))
+    r = np.arange(n_rows, dtype=np.int64)
+    graph.map_intervals(
+        t,
+        (r[:, None] * cols + u0[None, :]).reshape(-1),
+        np.broadcast_to(lengths, (n_rows, plan.col_split)).reshape(-1),
+        (row_block[:, None] * plan.col_split + np.arange(plan.col_split)[None, :]).reshape(-1),
+    )
 
 
 def _is_planned(graph: Graph, table: Tensor) -> bool:
@@ -298,9 +328,10 @@ def _is_planned(graph: Graph, table: Tensor) -> bool:
     plan puts them (a table mapped by whole columns has its first column on one tile)."""
     rows, cols = table.shape
     plan = lookup_plan(rows, cols, table.dtype.itemsize, graph.target.num_tiles)
-    want = _block_tiles(plan)
+    first_row = np.minimum(np.arange(cols) // plan.grain, plan.col_split - 1)  # _block_tiles' row 0 and
+    first_col = (np.arange(rows) // plan.chunk) * plan.col_split  # column 0, without the [rows, cols] array
     return bool(
-        np.array_equal(graph.tile_of(table[0]), want[0]) and np.array_equal(graph.tile_of(table[:, 0]), want[:, 0])
+        np.array_equal(graph.tile_of(table[0]), first_row) and np.array_equal(graph.tile_of(table[:, 0]), first_col)
     )
 
 
@@ -319,8 +350,8 @@ def _planned_gather(graph: Graph, table: Tensor, indices: Tensor, prog: Prog) ->
     n = indices.shape[0]
     plan = lookup_plan(rows, cols, table.dtype.itemsize, graph.target.num_tiles)
     cand = graph.add_variable(table.dtype, [plan.dict_split, n, cols], "multi slice candidates")
-    block = _block_tiles(plan)  # candidate s of a lookup sits on the tile of its chunk's block
-    graph.set_tile_mapping(cand, np.broadcast_to(block[:: plan.chunk][:, None, :], cand.shape).reshape(-1))
+    # candidate s of a lookup sits on the tile of its chunk's block
+    _map_rows_by_grains(graph, cand.reshape(plan.dict_split * n, cols), np.repeat(np.arange(plan.dict_split), n), plan)
     cols_of = [np.arange(u * plan.grain, cols if u == plan.col_split - 1 else (u + 1) * plan.grain)
                for u in range(plan.col_split)]  # fmt: skip
     cs = execute(graph, prog, "multi slice")
@@ -330,9 +361,9 @@ def _planned_gather(graph: Graph, table: Tensor, indices: Tensor, prog: Prog) ->
             us = np.array([u for u, c in enumerate(cols_of) if c.size == w])
             cidx = np.stack([cols_of[u] for u in us])
             fields = {
-                "table": table[r0:r1][:, cidx].transpose(1, 0, 2),
+                "table": _column_blocks(table[r0:r1], cidx),
                 "indices": indices.reshape(1, n).broadcast(us.size, 0),
-                "out": cand[s][:, cidx].transpose(1, 0, 2),
+                "out": _column_blocks(cand[s], cidx),
             }
             graph.add_vertices(cs, _GATHER, fields, s * plan.col_split + us, offset=r0)
     # the output as createSliceTensor maps it: the second stage splits the lookups over the dictionary's
@@ -340,8 +371,7 @@ def _planned_gather(graph: Graph, table: Tensor, indices: Tensor, prog: Prog) ->
     # the tiles (s, u) as one region each
     out = graph.add_variable(table.dtype, [n, cols], "gather out")
     per_block = -(-n // plan.dict_split)
-    u = np.minimum(np.arange(cols) // plan.grain, plan.col_split - 1)
-    graph.set_tile_mapping(out, ((np.arange(n) // per_block)[:, None] * plan.col_split + u[None, :]).reshape(-1))
+    _map_rows_by_grains(graph, out, np.arange(n) // per_block, plan)
     copy(graph, cand[0], prog, dst=out)
     for s in range(1, plan.dict_split):
         binary_in_place(graph, "add", out, cand[s], prog)
