@@ -86,8 +86,8 @@ def dynamic_update(graph: Graph, t: Tensor, update: Tensor, index: Tensor, prog:
 
 def _alike_runs(graph: Graph, t: Tensor) -> tuple[np.ndarray, np.ndarray] | None:
     """(start, tile) of the runs of ``t``'s first slice when ``t`` is a whole variable whose every
-    slice is mapped as its first (``sliceable``), from its mapping's intervals; None otherwise. An
-    irregular whole variable is an error, as dynamic_update's element-wise check says."""
+    slice is mapped as its first (``sliceable``), from its mapping's intervals; None otherwise (the
+    caller then checks element by element, and an irregular variable is an error there)."""
     runs = graph.tile_runs(t)
     if runs is None:
         return None
@@ -98,9 +98,9 @@ def _alike_runs(graph: Graph, t: Tensor) -> tuple[np.ndarray, np.ndarray] | None
     alike = start.size == s * start0.size and bool(
         (start == (np.arange(s)[:, None] * per + start0).ravel()).all() and (tile == np.tile(tile0, s)).all()
     )
-    if not alike:
-        raise OpError(f"dynamic_update: {t!r} is not mapped slice by slice alike; create it with sliceable()")
-    return start0, tile0
+    # not alike by runs (e.g. a slice's last run and the next slice's first on one tile merge into one
+    # run): the caller checks element by element
+    return (start0, tile0) if alike else None
 
 
 def _slice_fields(
