@@ -52,6 +52,9 @@ def data_dependent_sentence(report: Report, shown: int = 3) -> str:
 
 def note(report: Report) -> str:
     """One paragraph for a page showing cycles: whether they are estimated, and which depend on data
-    ("" for a simulated report with no data-dependent step)."""
+    ("" for a simulated report with no data-dependent step, and for one with no execution profile:
+    it shows no cycles to qualify)."""
+    if not report.has_execution_profile:
+        return ""
     parts = [ESTIMATED_SENTENCE] if estimated(report) else []
     return " ".join([*parts, data_dependent_sentence(report)]).strip()
