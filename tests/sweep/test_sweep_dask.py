@@ -146,10 +146,13 @@ def test_ctrl_c_ends_a_sweep_with_130_leaving_finished_reports_and_the_table_who
 ) -> None:
     # Ctrl-C sends SIGINT to the terminal's whole process group: the sweep and its cluster's workers.
     # The command line's convention for an interrupted command (tilescope/cli.py): one line, exit 130.
+    # The sweep starts with SIGINT at its default, as from a terminal: pytest run from a background shell
+    # or nohup has it ignored, and the child would inherit that (and never see the Ctrl-C).
     out = tmp_path / "sweep"
     args = ["sweep", str(mlp_file), "--batch", "1,2,3,4", "--out", str(out), "--workers", "1"]
     proc = subprocess.Popen([sys.executable, "-m", "tilescope", *args, "--test-point-delay", "2"], cwd=ROOT,
                             env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         _wait_for(lambda: (out / "sweep.arrow").exists() and len(open_sweep(out).sweep()) >= 1, 120, "a first row")
