@@ -352,14 +352,16 @@ def _planned_gather(graph: Graph, table: Tensor, indices: Tensor, prog: Prog) ->
     cand = graph.add_variable(table.dtype, [plan.dict_split, n, cols], "multi slice candidates")
     # candidate s of a lookup sits on the tile of its chunk's block
     _map_rows_by_grains(graph, cand.reshape(plan.dict_split * n, cols), np.repeat(np.arange(plan.dict_split), n), plan)
-    cols_of = [np.arange(u * plan.grain, cols if u == plan.col_split - 1 else (u + 1) * plan.grain)
-               for u in range(plan.col_split)]  # fmt: skip
+    # the grains by width (all but the last are ``grain`` wide): per width, its grains and their columns
+    first = np.arange(plan.col_split, dtype=np.int64) * plan.grain
+    width = np.diff(np.append(first, cols))
+    by_width = [
+        (us, first[us][:, None] + np.arange(w)) for w in np.unique(width) for us in [np.flatnonzero(width == w)]
+    ]
     cs = execute(graph, prog, "multi slice")
     for s in range(plan.dict_split):
         r0, r1 = s * plan.chunk, min(rows, (s + 1) * plan.chunk)
-        for w in sorted({c.size for c in cols_of}):  # one vertex a tile: its rows of its columns, every index
-            us = np.array([u for u, c in enumerate(cols_of) if c.size == w])
-            cidx = np.stack([cols_of[u] for u in us])
+        for us, cidx in by_width:  # one vertex a tile: its rows of its columns, every index
             fields = {
                 "table": _column_blocks(table[r0:r1], cidx),
                 "indices": indices.reshape(1, n).broadcast(us.size, 0),
