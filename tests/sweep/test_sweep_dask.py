@@ -126,8 +126,9 @@ def test_an_interrupted_sweep_resumes_without_recomputing_finished_points(
                             env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
-        _wait_for(lambda: len(list((out / "points").glob("*.json"))) >= 1 if (out / "points").is_dir() else False,
-                  120, "a first finished point")  # fmt: skip
+        # a first row in the table (its point's record is written before it, by the worker): waiting
+        # for the record alone could kill the sweep before the client wrote the row _manifests reads
+        _wait_for(lambda: (out / "sweep.arrow").exists() and len(open_sweep(out).sweep()) >= 1, 120, "a first row")
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its cluster, as a power cut would
         proc.wait()
