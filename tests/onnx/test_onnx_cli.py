@@ -71,8 +71,9 @@ def test_run_with_half_partials_says_so(mlp_file: Path, capsys) -> None:  # type
 
 
 def test_float16_values_out_of_range_are_named_once(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    """A float32 weight of 1e6 has no float16 value: it becomes +inf on the device, and the run says
-    which tensor, once (no warning per element); a float32 run says nothing."""
+    """A float32 weight of 1e6 has no float16 value: it saturates to 65,504 on the device (as the
+    float16 converters for exported models do), and the run says which tensor, once (no warning per
+    element); a float32 run says nothing."""
     from onnx import TensorProto, helper, numpy_helper
 
     w = numpy_helper.from_array(np.array([[1e6, 1.0, 2.0, 3.0]], np.float32), "big_w")
@@ -83,13 +84,47 @@ def test_float16_values_out_of_range_are_named_once(tmp_path: Path, capsys) -> N
     )  # fmt: skip
     path = tmp_path / "big.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    assert main(["run", str(path), "--dtype", "float16", "--random-inputs", "--json"]) == 0
+    x = tmp_path / "x.npz"
+    np.savez(x, x=np.ones((2, 4), np.float32))
+    assert main(["run", str(path), "--dtype", "float16", "--inputs", str(x), "--save-outputs", str(tmp_path / "y.npz"),
+                 "--json"]) == 0  # fmt: skip
     out = capsys.readouterr()
-    assert "note: values beyond float16's range became +-inf in 1 tensor(s): 'big_w'" in out.err
-    assert json.loads(out.out)["overflowed_to_inf"] == ["big_w"]
+    assert (
+        "note: values beyond float16's range saturated to its largest finite value in 1 tensor(s): 'big_w'" in out.err
+    )
+    assert json.loads(out.out)["saturated"] == ["big_w"]
+    assert np.load(tmp_path / "y.npz")["y"][0].tolist() == [65504.0, 1.0, 2.0, 3.0]
     assert main(["run", str(path), "--random-inputs", "--json"]) == 0
     out = capsys.readouterr()
-    assert "note:" not in out.err and json.loads(out.out)["overflowed_to_inf"] == []
+    assert "note:" not in out.err and json.loads(out.out)["saturated"] == []
+
+
+def test_float16_softmax_row_masked_whole_by_float32_lowest_is_uniform(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Hugging Face's exports mask attention with Where(mask, float32's lowest, scores). In float16 the
+    constant saturates to -65,504, so a row masked whole softmaxes to uniform, as in float32 (an
+    IEEE cast to -inf would make the row NaN); a row masked in part gives its masked places 0."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    lowest = numpy_helper.from_array(np.array(np.finfo(np.float32).min, np.float32), "mask_value")
+    graph = helper.make_graph(
+        [helper.make_node("Where", ["m", "mask_value", "x"], ["s"]), helper.make_node("Softmax", ["s"], ["y"], axis=-1)],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4]),
+         helper.make_tensor_value_info("m", TensorProto.BOOL, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [lowest],
+    )  # fmt: skip
+    path = tmp_path / "masked.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    x = np.array([[0.5, 1.0, -2.0, 3.0], [1.0, 2.0, 3.0, 4.0]], np.float32)
+    m = np.array([[True, True, True, True], [False, True, False, True]])
+    np.savez(tmp_path / "in.npz", x=x, m=m)
+    assert main(["run", str(path), "--dtype", "float16", "--inputs", str(tmp_path / "in.npz"),
+                 "--save-outputs", str(tmp_path / "out.npz")]) == 0  # fmt: skip
+    capsys.readouterr()
+    y = np.load(tmp_path / "out.npz")["y"]
+    e = np.exp(np.array([1.0, 3.0]) - 3.0)  # the unmasked places of row 1, by hand
+    np.testing.assert_allclose(y[0], [0.25] * 4, atol=1e-3)
+    np.testing.assert_allclose(y[1], [e[0] / e.sum(), 0.0, e[1] / e.sum(), 0.0], atol=1e-3)
 
 
 def test_run_takes_an_available_memory_proportion(mlp_file: Path, capsys) -> None:  # type: ignore[no-untyped-def]

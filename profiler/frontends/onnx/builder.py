@@ -91,6 +91,17 @@ FP8_MODEL_TYPES: dict[str, np.dtype | None] = {
 }
 
 
+def saturate(host: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, bool]:
+    """``data`` (``host`` cast to a narrower float type) with each finite ``host`` value that became
+    +-inf set to the type's largest finite value of its sign, and whether any was (see ``device``)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        over = np.isinf(data) & np.isfinite(host)
+    if not over.any():
+        return data, False
+    top = np.finfo(data.dtype).max
+    return np.where(over, np.where(host > 0, top, -top).astype(data.dtype), data), True
+
+
 def device_dtype(dt: np.dtype, half: bool) -> np.dtype:
     """The device element type for a host one: no 64-bit types on the IPU (as PopART: int64 -> int32,
     double -> float); ``half`` converts float to float16."""
@@ -158,7 +169,7 @@ class Builder:
         self._host_keep: list[np.ndarray] = []  # keeps ids in _materialized valid
         self._on_ipu: dict[tuple[int, int], tuple[Tensor, Tensor]] = {}  # (id of a tensor, IPU) -> (it, its copy)
         self.created_weights: list[CreatedWeight] = []  # weight variables, in the order device() made them
-        self.overflowed: list[str] = []  # host tensors with finite values the device type holds as +-inf
+        self.overflowed: list[str] = []  # host tensors with finite values past the device type's range (saturated)
 
     # -- values ------------------------------------------------------------------------------
     def device(
@@ -174,11 +185,14 @@ class Builder:
         key = (id(v), None if like is None else np.dtype(like).name)
         if key in self._materialized:
             return self._materialized[key]
-        # A value beyond a narrower type's range becomes +-inf, as an IEEE cast (and ONNX Cast) makes
-        # it: a float32 mask constant (-1e9, or float32's lowest) is -inf in float16, which the softmax
-        # after it takes as the mask it is. A weight that overflows is likely a fault, so each tensor
-        # with a value that did is named in ``overflowed`` (the import's info) rather than warned about
-        # element by element.
+        # A finite value beyond float16's range saturates to +-65,504, as the converters that turn an
+        # exported float32 model into float16 do ("without changing sign or finiteness": onnxruntime's
+        # transformers/float16.py convert_np_to_float16, max_finite_val=65504): a float32 mask constant
+        # (float32's lowest, as Hugging Face's exports write it) stays a finite, very negative mask, so a
+        # softmax row masked whole is uniform as in float32, not NaN as -inf everywhere would make it.
+        # Inputs' and activations' casts stay IEEE (ONNX Cast). A weight that saturates is likely a
+        # fault, so each tensor with such a value is named in ``overflowed`` (the import's info) rather
+        # than warned about element by element.
         with np.errstate(over="ignore"):
             host = np.asarray(v)
             arr = host if like is None else shape_only.astype(host, like)
@@ -189,8 +203,8 @@ class Builder:
         if shape_only.is_placeholder(data):  # compile-only: no values to overflow
             pass
         elif data.dtype.kind == "f" and host.dtype.kind == "f" and data.itemsize < host.itemsize:
-            inf = np.isinf(data)
-            if inf.any() and (inf & np.isfinite(host)).any():
+            data, saturated = saturate(host, data)
+            if saturated:
                 self.overflowed.append(self.names.get(id(v), name))
         elif is_float8(data.dtype) and host.dtype.kind == "f":  # FP8 has no infinities: overflow is NaN
             nan = np.isnan(data.astype(np.float32))
@@ -223,7 +237,12 @@ class Builder:
         t = self.graph.clone(like, name)
         if t is None:
             raise FrontendError(f"weight {name!r}: cannot be laid out as {like!r}")
-        self._upload(t, name, shape_only.astype(arr, dt))
+        data = shape_only.astype(arr, dt)
+        if not shape_only.is_placeholder(data) and data.dtype.kind == "f" and arr.dtype.kind == "f":
+            data, saturated = saturate(np.asarray(v), data)
+            if saturated:
+                self.overflowed.append(name)
+        self._upload(t, name, data)
         self._host_keep.append(v)
         return t
 

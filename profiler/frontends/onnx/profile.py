@@ -109,7 +109,7 @@ class RunResult:
 
     @property
     def overflowed(self) -> list[str]:
-        """Tensors whose values float16 could not hold (they became +-inf at import)."""
+        """Tensors with finite values float16 could not hold (saturated to +-65,504 at import)."""
         return list(self.model.info.get("overflowed", []))
 
     @property
@@ -157,7 +157,7 @@ class RunResult:
             "partials": o.partials,
             "available_memory_proportion": o.available_memory_proportion,
             "outline": o.outline,
-            "overflowed_to_inf": self.overflowed,
+            "saturated": self.overflowed,
             "execution": {
                 "executed": not self.out_of_memory,
                 # cycles estimated from the cost model without values (a compile-only profile), not simulated
@@ -260,7 +260,10 @@ def profile_model(
     over = list(model.info.get("overflowed", []))
     if over:  # values a float32 model holds that float16 cannot: said once, by tensor
         names = ", ".join(repr(n) for n in over[:5]) + (f" and {len(over) - 5} more" if len(over) > 5 else "")
-        progress(f"note: values beyond {options.dtype}'s range became +-inf in {len(over)} tensor(s): {names}")
+        progress(
+            f"note: values beyond {options.dtype}'s range saturated to its largest finite value "
+            f"in {len(over)} tensor(s): {names}"
+        )
     try:  # unnamed: the report goes into the directory itself
         engine_options = {"tilescope.compileOnly": "true"} if options.compile_only else None
         session = Session(model, engine_options, micro_batches=options.micro_batches)
