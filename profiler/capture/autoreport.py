@@ -382,6 +382,8 @@ def write_report(engine: Engine, directory: str | None = None, note: str = "") -
             w.set_profile("debug_info", False, "debug info not captured: autoReport.outputDebugInfo is false")
         if engine.out_of_memory:
             w.notes.append(engine.out_of_memory)
+        elif exec_on and engine.runs and (engine.graph.io_tiles or opts.batches_per_step > 1):
+            w.notes.append(engine.step_note())  # the trace is one batch's run; the step's figure is here
         w.info.update(engine.info)
         w.origin = engine.origin or _process_origin
         w.info["report_write_seconds_before_commit"] = time.perf_counter() - start
