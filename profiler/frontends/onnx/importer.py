@@ -284,7 +284,11 @@ def _import_model(
         raise UnsupportedError([("(graph input)", "model inputs", str(exc))]) from None
     # I/O tiles: every input's buffer on them first, while the graph still sees the whole IPU; the model
     # itself on the compute tiles (closed again before the outputs' buffers)
-    io_in = {s.name: _io_buffer(g, s.name, s.device_dtype, s.shape, io_tiles) for s in inputs if io_tiles and 0 not in s.shape}
+    io_in = {
+        s.name: _io_buffer(g, s.name, s.device_dtype, s.shape, io_tiles)
+        for s in inputs
+        if io_tiles and 0 not in s.shape
+    }
     building = contextlib.ExitStack()
     if io_tiles:
         building.enter_context(g.compute_tiles(io_tiles))
