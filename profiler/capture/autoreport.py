@@ -64,6 +64,8 @@ class Engine(Protocol):
 
     def step_durations(self, executed: np.ndarray) -> np.ndarray: ...
 
+    def step_note(self) -> str: ...
+
 
 def _compiled(engine: Engine) -> tuple[CompiledGraph, MemoryLayout, Liveness]:
     """The engine's compiled graph, memory layout and liveness (``Engine.compile`` sets all three;

@@ -5,6 +5,7 @@ streams' buffers on the I/O tiles, and a step of several batches whose host copi
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -53,7 +54,7 @@ def test_compute_tiles_hide_the_io_tiles_from_the_ops() -> None:
         pass
 
 
-def _matmul_model() -> object:
+def _matmul_model() -> tuple[onnx.ModelProto, np.ndarray]:
     w = (np.arange(16 * 8, dtype=np.float32).reshape(16, 8) - 60) / 100
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["x", "w"], ["y"])],
@@ -68,7 +69,7 @@ def _matmul_model() -> object:
 def _session(io_tiles: int, batches: int) -> tuple[Session, np.ndarray, np.ndarray]:
     model, w = _matmul_model()
     s = Session(
-        import_model(model, ipu_model(8), io_tiles=io_tiles),  # type: ignore[arg-type]
+        import_model(model, ipu_model(8), io_tiles=io_tiles),
         {"debug.instrument": "false", "tilescope.batchesPerStep": str(batches)},
     )
     s.compile()
@@ -104,10 +105,10 @@ def test_the_io_tile_copies_are_internal_exchanges_and_the_host_copies_reach_onl
         assert np.flatnonzero(st.cost.tile_cycles).tolist() == [6, 7]
     copy_in = next(st for st in steps if st.name == "x/IoTileCopy")
     assert copy_in.type == StepType.DO_EXCHANGE
-    assert copy_in.cost.bytes_out.tolist() == [0] * 6 + [128, 128]
-    assert int(copy_in.cost.bytes_in[:6].sum()) == 256
+    sent, received = np.asarray(copy_in.cost.bytes_out), np.asarray(copy_in.cost.bytes_in)
+    assert sent.tolist() == [0] * 6 + [128, 128] and int(received[:6].sum()) == 256
     copy_out = next(st for st in steps if st.name == "y/IoTileCopy")
-    assert int(copy_out.cost.bytes_in[6:].sum()) == 128
+    assert int(np.asarray(copy_out.cost.bytes_in)[6:].sum()) == 128
 
 
 def test_a_step_of_batches_overlaps_the_host_copies_with_the_compute() -> None:
