@@ -4,6 +4,9 @@ streams' buffers on the I/O tiles, and a step of several batches whose host copi
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -139,3 +142,27 @@ def test_the_engine_option_must_say_what_the_graph_was_built_with() -> None:
         Engine(g, Sequence())
     with pytest.raises(EngineError, match="batchesPerStep must be at least 1"):
         Engine(Graph(ipu_model(8)), Sequence(), {"tilescope.batchesPerStep": "0"})
+
+
+def test_the_report_notes_how_the_step_was_timed_and_the_cli_prints_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from report_format.reader import open_report
+    from tilescope.cli import main
+
+    model, _ = _matmul_model()
+    path = tmp_path / "mm.onnx"
+    onnx.save(model, path)
+    out = tmp_path / "rep"
+    args = ["run", str(path), "--target", "IPUModel", "--io-tiles", "64", "--batches-per-step", "128"]
+    assert main([*args, "--report-dir", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    step = doc["execution"]["step"]
+    h_in, h_out = step["host_cycles_in_out"]
+    run = doc["execution"]["cycles_per_run"][-1]
+    assert step["io_tiles"] == 64 and step["batches_per_step"] == 128
+    assert step["step_cycles"] == cost_model.overlapped_io_step_cycles(run - h_in - h_out, h_in, h_out, 128)
+    notes = open_report(out).notes
+    assert any(n.startswith("128 batch(es) per step: 64 I/O tiles") for n in notes), notes
+    assert main(args) == 0
+    assert "step          128 batches:" in capsys.readouterr().out
