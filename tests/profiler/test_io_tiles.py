@@ -166,3 +166,13 @@ def test_the_report_notes_how_the_step_was_timed_and_the_cli_prints_it(
     assert any(n.startswith("128 batch(es) per step: 64 I/O tiles") for n in notes), notes
     assert main(args) == 0
     assert "step          128 batches:" in capsys.readouterr().out
+
+
+def test_io_tiles_are_refused_on_a_split_model_or_beyond_the_ipu() -> None:
+    from profiler.frontends.onnx.errors import FrontendError
+
+    model, _ = _matmul_model()
+    with pytest.raises(FrontendError, match="one IPU per replica; it would be split over 2"):
+        import_model(model, ipu_model(8, num_ipus=2), io_tiles=2)
+    with pytest.raises(FrontendError, match="8 of the IPU's 8 tiles"):
+        import_model(model, ipu_model(8), io_tiles=8)

@@ -238,11 +238,10 @@ def _import_model(
     per_replica = target.num_ipus // max(target.num_replicas, 1)
     if outline and per_replica > 1:
         raise FrontendError(f"outline builds on one IPU; the model would be split over {per_replica}")
-    if io_tiles and (per_replica > 1 or not 0 < io_tiles < target.tiles_per_ipu):
-        raise FrontendError(
-            f"I/O tiles: {io_tiles} of one IPU's {target.tiles_per_ipu} tiles (one IPU per replica; "
-            f"the model would be on {per_replica})"
-        )
+    if io_tiles and per_replica > 1:
+        raise FrontendError(f"I/O tiles need the model on one IPU per replica; it would be split over {per_replica}")
+    if io_tiles and not 0 < io_tiles < target.tiles_per_ipu:
+        raise FrontendError(f"I/O tiles: {io_tiles} of the IPU's {target.tiles_per_ipu} tiles; give 1 to tiles - 1")
     check_supported(model, HANDLERS)
     model = override_batch(model, batch_size)
     # FP8: the matmuls' and convolutions' operands in FP8, everything else in float16 (Builder.fp8_operand)
