@@ -145,10 +145,12 @@ def test_the_engine_option_must_say_what_the_graph_was_built_with() -> None:
 
 
 def test_the_report_notes_how_the_step_was_timed_and_the_cli_prints_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from report_format.reader import open_report
     from tilescope.cli import main
+
+    monkeypatch.setenv("POPLAR_ENGINE_OPTIONS", "")  # --report-dir merges into it: put back after the test
 
     model, _ = _matmul_model()
     path = tmp_path / "mm.onnx"
