@@ -26,7 +26,7 @@ DuckDB without tilescope). Supported versions: {supported}.
 | `created` | UTC timestamp of writing (the only field that differs between two identical runs, with `info`) |
 | `engine` | engine name (a named engine writes into a sub-directory of autoReport.directory named after it) |
 | `profiles` | `{{"graph": bool, "execution": bool, "debug_info": bool}}`: which capture products are present; tables of a profile not captured are present and empty |
-| `notes` | list of sentences: why a profile is missing, out-of-memory tiles, etc. |
+| `notes` | list of sentences: why a profile is missing, out-of-memory tiles, how a step of several batches or with I/O tiles was timed (`tilescope.batchesPerStep`, `tilescope.numIOTiles`: the step's cycles beside the trace of one batch's run), etc. |
 | `info` | free-form facts measured on the host (wall times); not part of the determinism guarantee |
 | `tables` | per table: `file`, `rows`, `bytes`, `sha256`, `batch_rows` (rows per record batch, or null) |
 | `origin` | optional: how the report was made, so `tilescope whatif` can re-run it: `kind` (`model` or `script`), `path` (absolute), `sha256` and `bytes` of that file, `options` (`tilescope run`'s options that change the result, by name: `target`, `ipus`, `replicas`, `batch`, `dtype`, `partials`, `available_memory_proportion`, `split`, `pipeline`, `micro_batches`, `outline`, `fp8_log2_scale`, `weights`, `runs`), `engine_options` (POPLAR_ENGINE_OPTIONS less `autoReport.directory`), `arguments` (a script's). Absent in reports written before it and in those of engines driven outside `tilescope run`; an optional key, so the format version is unchanged (versions change with tables and columns) |

@@ -64,6 +64,8 @@ class Engine(Protocol):
 
     def step_durations(self, executed: np.ndarray) -> np.ndarray: ...
 
+    def step_note(self) -> str: ...
+
 
 def _compiled(engine: Engine) -> tuple[CompiledGraph, MemoryLayout, Liveness]:
     """The engine's compiled graph, memory layout and liveness (``Engine.compile`` sets all three;
@@ -382,6 +384,8 @@ def write_report(engine: Engine, directory: str | None = None, note: str = "") -
             w.set_profile("debug_info", False, "debug info not captured: autoReport.outputDebugInfo is false")
         if engine.out_of_memory:
             w.notes.append(engine.out_of_memory)
+        elif exec_on and engine.runs and (engine.graph.io_tiles or opts.batches_per_step > 1):
+            w.notes.append(engine.step_note())  # the trace is one batch's run; the step's figure is here
         w.info.update(engine.info)
         w.origin = engine.origin or _process_origin
         w.info["report_write_seconds_before_commit"] = time.perf_counter() - start

@@ -89,6 +89,14 @@ _SPECS: dict[str, _Spec] = {
     # nearest is compiling for an offline device and writing only the graph profile, whose
     # compile-time cycle estimates PopVision then shows (reference/popvision.md §4 "Estimates").
     "tilescope.compileOnly": _Spec("bool", "false"),
+    # tilescope's own, after PopART's SessionOptions.numIOTiles and PopRT's num_io_tiles: tiles of the IPU
+    # set aside for host streams. The graph is built on the others (Graph.compute_tiles, import_model's
+    # io_tiles), so this says what the graph was built with; 0: none, streams land on the compute tiles.
+    "tilescope.numIOTiles": _Spec("int", "0"),
+    # tilescope's own, after PopART's DataFlow batches_per_step and PopRT's batches_per_step: batches one
+    # step of the device runs. With I/O tiles their host copies overlap the compute (PopART's
+    # OverlapInnerLoop, cost_model.overlapped_io_step_cycles); without, they run in series.
+    "tilescope.batchesPerStep": _Spec("int", "1"),
 }
 OPTION_NAMES: tuple[str, ...] = tuple(sorted(_SPECS))
 
@@ -147,6 +155,16 @@ class EngineOptions:
     def compile_only(self) -> bool:
         """No tensor values: runs are estimated from the cost model (tilescope.compileOnly)."""
         return self._bool("tilescope.compileOnly")
+
+    @property
+    def num_io_tiles(self) -> int:
+        """I/O tiles per IPU the graph was built with (tilescope.numIOTiles)."""
+        return int(self.values["tilescope.numIOTiles"])
+
+    @property
+    def batches_per_step(self) -> int:
+        """Batches a step runs (tilescope.batchesPerStep, at least 1)."""
+        return max(1, int(self.values["tilescope.batchesPerStep"]))
 
     @property
     def include_flop_estimates(self) -> bool:

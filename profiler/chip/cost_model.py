@@ -1116,6 +1116,28 @@ def stream_copy_cycles(total_bytes: int, target: Target) -> int:
     return latency + math.ceil(total_bytes / target.host_bytes_per_cycle)
 
 
+def overlapped_io_step_cycles(compute: int, host_in: int, host_out: int, batches: int) -> int:
+    """A step of ``batches`` iterations whose host loads and stores run on I/O tiles beside the compute.
+
+    PopART's ``ExchangeStrategy.OverlapInnerLoop`` (graphcore/popart docs/user_guide/overlap_io.rst)
+    "preload[s] values in the previous inner loop iteration for the next iteration. If the inner loop
+    iteration count is N, then N-2 data exchanges will overlap, while the first and the last will not."
+    So the first load and the last store stand alone (fill and drain), and iteration i computes while the
+    I/O tiles load batch i+1 (not in the last) and store batch i-1 (not in the first), one after the
+    other over the one host link: host_in + sum_i max(compute, io_i) + host_out. ``compute`` is one
+    batch's cycles without its host copies (its I/O-tile to compute-tile exchanges included); one batch
+    is the serial sum."""
+    for what, v in (("compute", compute), ("host_in", host_in), ("host_out", host_out)):
+        if v < 0:
+            raise ValueError(f"cost model: {what} cycles must be >= 0, got {v}")
+    if batches < 1:
+        raise ValueError(f"cost model: batches per step must be >= 1, got {batches}")
+    if batches == 1:
+        return host_in + compute + host_out
+    ends = max(compute, host_in) + max(compute, host_out)  # first and last iterations
+    return host_in + ends + (batches - 2) * max(compute, host_in + host_out) + host_out
+
+
 def sync_cycles(kind: str, target: Target) -> int:
     """Sync latency: "internal" (one IPU) or "external" (all IPUs of the device; "global" [INF] alike)."""
     key = kind.strip().lower()

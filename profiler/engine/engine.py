@@ -29,6 +29,7 @@ import numpy as np
 from profiler.capture import autoreport as capture
 from profiler.capture.autoreport import RunRecord
 from profiler.capture.options import EngineOptions, resolve_options
+from profiler.chip import cost_model
 from profiler.compiler.compile import CompiledGraph, ControlNode, Node, Step, compile_programs
 from profiler.compiler.liveness import Liveness, analyse
 from profiler.compiler.memory import MemoryLayout, place
@@ -115,6 +116,18 @@ class Engine:
             raise EngineError(
                 f"profiler.replicaToProfile is {self.profiled_replica}; the graph has {self.replicas} replica(s)"
             )
+        # I/O tiles and batches per step (tilescope.numIOTiles, tilescope.batchesPerStep): the graph's split
+        # into compute and I/O tiles is made when it is built, so the option must say the same
+        if self.options.num_io_tiles != graph.io_tiles:
+            raise EngineError(
+                f"tilescope.numIOTiles is {self.options.num_io_tiles}; the graph was built with {graph.io_tiles} "
+                "I/O tiles (Graph.compute_tiles, import_model's io_tiles)"
+            )
+        if int(self.options.values["tilescope.batchesPerStep"]) < 1:
+            raise EngineError("tilescope.batchesPerStep must be at least 1")
+        self._host_dir = np.zeros(0, dtype=np.int8)  # per step: 1 a host-to-device copy's, -1 device-to-host's
+        self._host_run = [0, 0]
+        self.last_run_host_cycles = (0, 0)  # the latest run's host copies (to the device, to the host)
         self._states: list[list[np.ndarray]] = []
         self._replica = 0
         self._read_caches: list[ReadCache] = []  # per replica: converted reads of unwritten values
@@ -154,6 +167,7 @@ class Engine:
             else None
         )
         self.computes = np.array([st.type == StepType.ON_TILE_EXECUTE for st in c.steps], dtype=bool)
+        self._host_dir = _host_directions(c.steps)
         self.info["compile_seconds"] = time.perf_counter() - start
         oom = self.memory.out_of_memory_tiles()
         if oom.size:
@@ -335,6 +349,7 @@ class Engine:
         self._record = record if capture_run else None
         self._clock = np.zeros(self.graph.target.num_ipus, dtype=np.int64)
         self.compute_cycles = np.zeros(self.graph.target.num_ipus, dtype=np.int64)  # per IPU, this run
+        self._host_run = [0, 0]
         top = next(n for n in c.nodes if n.parent_id == -1 and n.child_index == program)
         volatile = self._volatile.get(program)
         if volatile is None and not self.compile_only:  # what this program writes, values made and dropped
@@ -352,6 +367,7 @@ class Engine:
             self._exec(top)
         record.cycles = int(self._clock.max())
         self.last_run_cycles = record.cycles
+        self.last_run_host_cycles = (self._host_run[0], self._host_run[1])
         if capture_run:
             self.runs.append(record)
         self.total_runs += 1
@@ -450,6 +466,36 @@ class Engine:
         self._clock += cycles
         if self.computes[node.step]:
             self.compute_cycles += cycles
+        direction = self._host_dir[node.step]
+        if direction:
+            self._host_run[0 if direction > 0 else 1] += int(cycles.max())
+
+    def step_cycles(self) -> int:
+        """Cycles of one step of ``tilescope.batchesPerStep`` batches, each batch as the latest run. With I/O
+        tiles, the host copies run on them beside the compute (cost_model.overlapped_io_step_cycles: fill,
+        max(compute, host I/O) a batch, drain); without, a step is its runs in series (PopART: "By default,
+        PopART will stream data to and from the IPUs serially to computation", overlap_io.rst)."""
+        k = self.options.batches_per_step
+        if not self.graph.io_tiles:
+            return k * self.last_run_cycles
+        h_in, h_out = self.last_run_host_cycles
+        return cost_model.overlapped_io_step_cycles(self.last_run_cycles - h_in - h_out, h_in, h_out, k)
+
+    def step_note(self) -> str:
+        """One sentence for the report: how a step of several batches, or with I/O tiles, is timed."""
+        k, n = self.options.batches_per_step, self.graph.io_tiles
+        h_in, h_out = self.last_run_host_cycles
+        how = (
+            f"{n} I/O tiles per IPU hold the host streams and their copies overlap the compute (PopART's "
+            "OverlapInnerLoop: the first load and the last store alone)"
+            if n
+            else "no I/O tiles: the batches' host copies run in series with the compute"
+        )
+        return (
+            f"{k} batch(es) per step: {how}; a step takes {self.step_cycles():,} cycles, "
+            f"{self.step_cycles() / k:,.0f} a batch. The trace is one batch's run ({self.last_run_cycles:,} cycles, "
+            f"host copies {h_in:,} in and {h_out:,} out, in series as a step of one batch runs them)"
+        )
 
     def _act(self, action: actions.Action) -> None:
         state = self._state
@@ -517,6 +563,18 @@ class Engine:
 _LIVE: list[Engine] = []
 #: Report directories this process wrote, in order (``tilescope run SCRIPT.py`` lists them).
 REPORTS_WRITTEN: list[Path] = []
+
+
+def _host_directions(steps: list[Step]) -> np.ndarray:
+    """Per step: 1 for a host-to-device stream copy's Begin, Mid and End, -1 for device-to-host (and a
+    PrintTensor), 0 for any other step. A copy's three steps are consecutive (compile._lower_stream); its
+    Mid holds the action that says the direction."""
+    out = np.zeros(len(steps), dtype=np.int8)
+    for i, st in enumerate(steps):
+        if st.type == StepType.STREAM_COPY_MID:
+            d = 1 if isinstance(st.action, actions.FromHost) else -1
+            out[max(i - 1, 0) : i + 2] = d
+    return out
 
 
 def _register(engine: Engine) -> None:

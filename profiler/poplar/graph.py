@@ -11,7 +11,7 @@ import contextlib
 import json
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -119,6 +119,9 @@ class Graph:
         # looks like one IPU of ``target``; see virtual_graph().
         self._ipu: int | None = None
         self._ipu_target: Target | None = None
+        # I/O tiles (PopART SessionOptions.numIOTiles): the last ``io_tiles`` tiles of the IPU, set aside for
+        # host streams while the model is built on the others (compute_tiles())
+        self.io_tiles = 0
         self.variables: list[Variable] = []
         self.compute_sets: list[ComputeSet] = []
         self.streams: list[DataStream] = []
@@ -161,6 +164,28 @@ class Graph:
             yield ipu
         finally:
             self._ipu, self._ipu_target = saved
+
+    @contextlib.contextmanager
+    def compute_tiles(self, io_tiles: int) -> Iterator[Target]:
+        """Build on the IPU's compute tiles, the first ``tiles_per_ipu - io_tiles``: inside the block the
+        graph's target is those tiles alone, so operations map their tensors and vertices onto them (tile
+        ids are the device's, unchanged). Poplar's ``Graph::createVirtualGraph(lowerTile, upperTile)`` over a
+        tile range, as PopART splits an IPU into compute and I/O tiles for ``SessionOptions.numIOTiles``
+        (graphcore/popart docs/user_guide/overlap_io.rst: virtual graphs "within each IPU, to a subset of
+        tiles (such as compute and IO tiles)"). PopART picks its I/O tiles spread over the IPU; tilescope
+        models no tile distance, so the last tiles stand for them. One IPU per replica; the graph's
+        ``io_tiles`` records the split for the engine."""
+        full = self._target
+        if full.num_ipus != 1 or self._ipu is not None or self._ipu_target is not None:
+            raise GraphError("I/O tiles: one IPU per replica, outside any virtual graph")
+        if not 0 < io_tiles < full.tiles_per_ipu:
+            raise GraphError(f"I/O tiles: {io_tiles} of the IPU's {full.tiles_per_ipu} tiles; give 1 to tiles - 1")
+        self.io_tiles = io_tiles
+        self._ipu_target = replace(full, tiles_per_ipu=full.tiles_per_ipu - io_tiles)
+        try:
+            yield self._ipu_target
+        finally:
+            self._ipu_target = None
 
     def _to_device_tiles(self, tiles: np.ndarray) -> np.ndarray:
         """Tile ids given inside a virtual graph as device-global ids on its IPU: a tile's position

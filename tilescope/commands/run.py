@@ -146,6 +146,18 @@ def _add_options(p: argparse.ArgumentParser) -> None:
         "each block calls with copies in and out (PopART's outlining): their code, vertex state and temporaries "
         "are held once; one IPU only. Off by default: PopART outlines smaller pieces, weighing the copies' cost",
     )  # fmt: skip
+    p.add_argument(
+        "--io-tiles", type=int, default=0, metavar="N",
+        help="set N tiles of the IPU aside for the host streams (PopRT's num_io_tiles, PopART's numIOTiles): the "
+        "model is mapped on the others, each input and output has a batch buffer on these, and their host copies "
+        "overlap the compute in a step of --batches-per-step batches; one IPU per replica (default 0: none)",
+    )  # fmt: skip
+    p.add_argument(
+        "--batches-per-step", type=int, default=1, metavar="K",
+        help="batches a step runs (PopRT's batches_per_step); the summary gives the step's cycles and samples/s: "
+        "with --io-tiles the host copies overlap the compute (first load and last store alone), without they "
+        "run in series (default 1)",
+    )  # fmt: skip
     src = p.add_mutually_exclusive_group()
     src.add_argument("--inputs", metavar="FILE.npz", help="model inputs keyed by input name")
     src.add_argument("--random-inputs", action="store_true", help="seeded random inputs (the default)")
@@ -245,6 +257,9 @@ def check_options(args: argparse.Namespace) -> None:
         raise CommandError(f"--runs must be between 1 and {MAX_RUNS:,}, got {args.runs}")
     if args.fp8_scale and not args.dtype.startswith("float8"):
         raise CommandError(f"--fp8-scale applies to --dtype float8 or float8_e5m2, not {args.dtype}")
+    if args.io_tiles < 0 or args.batches_per_step < 1:
+        raise CommandError(f"--io-tiles must be >= 0 and --batches-per-step >= 1, got {args.io_tiles} and "
+                           f"{args.batches_per_step}")  # fmt: skip
     if args.check_tolerance is not None and not args.check_tolerance > 0:
         raise CommandError(f"--check-tolerance must be > 0, got {args.check_tolerance}")
 
@@ -259,6 +274,7 @@ def profile_options(args: argparse.Namespace) -> Any:
         partials=args.partials, outline=args.outline, fp8_log2_scale=args.fp8_scale,
         pipeline=args.pipeline, micro_batches=_micro_batches(args), runs=args.runs,
         compile_only=getattr(args, "compile_only", False), wrong_kernel=args.test_wrong_kernel,
+        io_tiles=args.io_tiles, batches_per_step=args.batches_per_step,
     )  # fmt: skip
     if args.available_memory_proportion is not None:  # else PopLibs' default (ProfileOptions')
         options = replace(options, available_memory_proportion=args.available_memory_proportion)
@@ -512,6 +528,14 @@ def _render(doc: dict[str, Any]) -> str:
             f"cycles/run    {per_run}  ({ex['seconds_per_run'] * 1e3:.4g} ms {how})",
             f"throughput    {ex['samples_per_second']:,.1f} samples/s ({how}, {plural(ex['samples_per_run'], 'sample')} per run)",
         ]
+        st = ex["step"]
+        if st["io_tiles"] or st["batches_per_step"] > 1:
+            how_io = (f"host I/O on {st['io_tiles']} I/O tiles, overlapping the compute" if st["io_tiles"]
+                      else "host I/O in series")  # fmt: skip
+            execution.append(
+                f"step          {st['batches_per_step']} batches: {format_count(st['step_cycles'])} cycles, "
+                f"{st['samples_per_second']:,.1f} samples/s ({how_io})"
+            )
         if len(ex["ipu_utilisation"]) > 1:  # compute share of the run on each IPU (pipeline balance)
             execution.append(
                 "utilisation   " + ", ".join(f"IPU {i} {u:.0%}" for i, u in enumerate(ex["ipu_utilisation"]))

@@ -40,6 +40,8 @@ class Session:
         programs = list(model.programs)
         if self.micro_batches > 1:
             programs[1] = Pipeline(programs[1], self.micro_batches, name="Pipeline")
+        if model.graph.io_tiles:  # the graph's I/O tiles, as its engine option (PopART's numIOTiles)
+            options = {"tilescope.numIOTiles": str(model.graph.io_tiles), **(options or {})}
         self.engine = Engine(model.graph, programs, options, name=name)
         self.replicas = model.graph.replication_factor
         rows = self.replicas * self.micro_batches  # host rows per device row of an input or output

@@ -146,6 +146,19 @@ def _on_ipu(g: Graph, ipu: int | None) -> contextlib.AbstractContextManager[Any]
     return contextlib.nullcontext() if ipu is None else g.virtual_graph(ipu)
 
 
+def _io_buffer(g: Graph, name: str, dtype: Any, shape: tuple[int, ...], io_tiles: int) -> Tensor:
+    """A stream's batch buffer on the IPU's last ``io_tiles`` tiles (its I/O tiles), spread linearly.
+
+    One buffer a stream: under PopART's OverlapInnerLoop the I/O tiles hold the batch arriving for the next
+    iteration (or the result of the last leaving) while the compute tiles work on their own copy of the
+    current one (graphcore/popart docs/user_guide/overlap_io.rst: "Preload values in the previous inner loop
+    iteration for the next iteration"), so each batch is held twice on the device, once on each side."""
+    buf = g.add_variable(dtype, shape, f"{name}/io")
+    first = g.target.tiles_per_ipu - io_tiles
+    g.set_tile_mapping(buf, first + linear_tiles(buf.numel(), io_tiles))
+    return buf
+
+
 def import_model(
     model: onnx.ModelProto,
     target: Target,
@@ -159,6 +172,7 @@ def import_model(
     outline: bool = False,
     fp8_log2_scale: int = 0,
     values: bool = True,
+    io_tiles: int = 0,
 ) -> ImportedModel:
     """Build ``model`` (already loaded and checked) on a new graph for ``target``;
     ``progress(done, total)`` after each node; on several IPUs ``split`` says what the automatic
@@ -175,6 +189,9 @@ def import_model(
     fp8_operand). ``values=False`` (a compile-only profile) loads no weight: initializers beyond
     ``VALUE_LIMIT`` elements or held outside the model file are shapes only (profiler.poplar.shape_only),
     and a node folded on the host from one of them gets its outputs' shapes by ONNX shape inference.
+    ``io_tiles`` N > 0 (PopART's ``SessionOptions.numIOTiles``, PopRT's ``num_io_tiles``): the model is built on
+    the IPU's other tiles (``Graph.compute_tiles``) and each input and output streams through a buffer on
+    the N I/O tiles, moved to or from the compute tiles by an on-chip copy (PopART's ``IoTileCopy``); one IPU.
     Every failure is a
     FrontendError (one line; nodes are named with their operator and opset) or a HostMemoryError,
     never another exception."""
@@ -182,7 +199,7 @@ def import_model(
         with heap_only():  # the graph's large temporaries reused, not faulted in afresh (profiler.host.allocator)
             return _import_model(
                 model, target, batch_size, dtype, weights, progress, split, partials, available_memory_proportion,
-                outline, fp8_log2_scale, values,
+                outline, fp8_log2_scale, values, io_tiles,
             )  # fmt: skip
     except (FrontendError, MemoryError):
         raise
@@ -206,6 +223,7 @@ def _import_model(
     outline: bool = False,
     fp8_log2_scale: int = 0,
     values: bool = True,
+    io_tiles: int = 0,
 ) -> ImportedModel:
     if dtype not in FP8_MODEL_TYPES:
         raise FrontendError(f"dtype must be one of {', '.join(FP8_MODEL_TYPES)}, got {dtype!r}")
@@ -220,6 +238,10 @@ def _import_model(
     per_replica = target.num_ipus // max(target.num_replicas, 1)
     if outline and per_replica > 1:
         raise FrontendError(f"outline builds on one IPU; the model would be split over {per_replica}")
+    if io_tiles and per_replica > 1:
+        raise FrontendError(f"I/O tiles need the model on one IPU per replica; it would be split over {per_replica}")
+    if io_tiles and not 0 < io_tiles < target.tiles_per_ipu:
+        raise FrontendError(f"I/O tiles: {io_tiles} of the IPU's {target.tiles_per_ipu} tiles; give 1 to tiles - 1")
     check_supported(model, HANDLERS)
     model = override_batch(model, batch_size)
     # FP8: the matmuls' and convolutions' operands in FP8, everything else in float16 (Builder.fp8_operand)
@@ -259,6 +281,16 @@ def _import_model(
         inputs = _input_specs(model, half)
     except Unsupported as exc:
         raise UnsupportedError([("(graph input)", "model inputs", str(exc))]) from None
+    # I/O tiles: every input's buffer on them first, while the graph still sees the whole IPU; the model
+    # itself on the compute tiles (closed again before the outputs' buffers)
+    io_in = {
+        s.name: _io_buffer(g, s.name, s.device_dtype, s.shape, io_tiles)
+        for s in inputs
+        if io_tiles and 0 not in s.shape
+    }
+    building = contextlib.ExitStack()
+    if io_tiles:
+        building.enter_context(g.compute_tiles(io_tiles))
     for t in model.graph.initializer:
         try:
             if values and not holds_data(t):  # external data not read, or dropped by a compile-only load
@@ -275,7 +307,12 @@ def _import_model(
             x = g.add_variable(spec.device_dtype, spec.shape, spec.name)
             g.set_tile_mapping(x, linear_tiles(x.numel(), g.target.num_tiles))
         with g.debug_context(spec.name, op_type=INPUT_OP, layer=LAYER):
-            prog.add(Copy(g.add_host_to_device_fifo(spec.name, spec.device_dtype, list(spec.shape)), x, name=spec.name))
+            stream = g.add_host_to_device_fifo(spec.name, spec.device_dtype, list(spec.shape))
+            if spec.name in io_in:  # host -> I/O tiles, then I/O tiles -> compute tiles (an internal exchange)
+                prog.add(Copy(stream, io_in[spec.name], name=spec.name))
+                prog.add(Copy(io_in[spec.name], x, name=f"{spec.name}/IoTileCopy"))
+            else:
+                prog.add(Copy(stream, x, name=spec.name))
         b.values[spec.name] = x
     folded = 0
 
@@ -345,6 +382,7 @@ def _import_model(
         i += 1
         if progress is not None:
             progress(i, n_nodes)
+    building.close()  # the I/O tiles are the graph's again
     outputs, host_outputs = [], {}
     for vi in model.graph.output:
         v = b.values.get(vi.name)
@@ -354,6 +392,10 @@ def _import_model(
         if isinstance(v, Tensor):
             stream = g.add_device_to_host_fifo(vi.name, v.dtype, list(v.shape))
             with g.debug_context(vi.name, op_type=OUTPUT_OP, layer=LAYER):
+                if io_tiles:  # compute tiles -> I/O tiles, then to the host
+                    buf = _io_buffer(g, vi.name, v.dtype, v.shape, io_tiles)
+                    prog.add(Copy(v, buf, name=f"{vi.name}/IoTileCopy"))
+                    v = buf
                 prog.add(Copy(v, stream, name=vi.name))
             outputs.append(IOSpec(vi.name, v.shape, host, v.dtype))
         else:

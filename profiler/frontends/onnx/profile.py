@@ -72,6 +72,8 @@ class ProfileOptions:
     micro_batches: int = 1  # per run (pipelined)
     runs: int = 1
     compile_only: bool = False  # no values: weights unread, runs estimated (tilescope.compileOnly)
+    io_tiles: int = 0  # I/O tiles per IPU for the host streams (tilescope.numIOTiles; PopRT's num_io_tiles)
+    batches_per_step: int = 1  # batches a step runs (tilescope.batchesPerStep; PopRT's batches_per_step)
     wrong_kernel: str | None = None  # test only: a deliberately wrong handler (--check must catch it)
 
 
@@ -131,6 +133,20 @@ class RunResult:
         last = self.cycles[-1] if self.cycles else 0
         return [float(c) / last for c in self.session.engine.compute_cycles.tolist()] if last else []
 
+    def step(self) -> dict[str, Any]:
+        """A step of ``batches_per_step`` batches, each as the last run (Engine.step_cycles): with I/O tiles
+        the host copies overlap the compute, without they run in series."""
+        e, o = self.session.engine, self.options
+        k = max(1, o.batches_per_step)
+        step = e.step_cycles() if self.cycles and not self.out_of_memory else 0
+        return {
+            "io_tiles": o.io_tiles,
+            "batches_per_step": k,
+            "host_cycles_in_out": list(e.last_run_host_cycles),
+            "step_cycles": step,
+            "samples_per_second": k * self.samples_per_run * self.target.clock_hz / step if step else 0.0,
+        }
+
     def summary(self) -> dict[str, Any]:
         """The figures ``tilescope run --json`` prints (stable keys)."""
         e, t, o = self.session.engine, self.target, self.options
@@ -170,6 +186,7 @@ class RunResult:
                 "samples_per_run": self.samples_per_run,
                 "samples_per_second": self.samples_per_second,
                 "ipu_utilisation": self.ipu_utilisation,
+                "step": self.step(),
             },
             "memory": {
                 "max_tile_bytes": int(mem.max()),
@@ -203,7 +220,10 @@ def model_origin(path: Path, options: ProfileOptions) -> Origin:
     option (by ``ProfileOptions`` name) and the POPLAR_ENGINE_OPTIONS in force, so it can be re-run."""
     from profiler.capture.options import ENV_VAR
 
-    opts = {k: v for k, v in asdict(options).items() if not (k == "wrong_kernel" and v is None)}
+    # options at their defaults that older reports did not carry are left out (a report made before them
+    # names the same run)
+    unset = {"wrong_kernel": None, "io_tiles": 0, "batches_per_step": 1}
+    opts = {k: v for k, v in asdict(options).items() if not (k in unset and v == unset[k])}
     try:
         engine = json.loads(os.environ.get(ENV_VAR, "") or "{}")
     except json.JSONDecodeError:  # resolved (and refused in one line) by the engine, not here
@@ -245,7 +265,7 @@ def profile_model(
             model = import_model(loaded, target, options.batch, options.dtype, options.weights, progress=count, split=options.split, partials=options.partials,
                                  available_memory_proportion=options.available_memory_proportion,
                                  outline=options.outline, fp8_log2_scale=options.fp8_log2_scale,
-                                 values=not options.compile_only)  # fmt: skip
+                                 values=not options.compile_only, io_tiles=options.io_tiles)  # fmt: skip
     except (FrontendError, HostMemoryError) as exc:
         raise ProfileError(str(exc)) from None
     except Exception as exc:  # a bug outside any node: still one line, never a traceback
@@ -265,7 +285,9 @@ def profile_model(
             f"in {len(over)} tensor(s): {names}"
         )
     try:  # unnamed: the report goes into the directory itself
-        engine_options = {"tilescope.compileOnly": "true"} if options.compile_only else None
+        engine_options: dict[str, str] = {"tilescope.compileOnly": "true"} if options.compile_only else {}
+        if options.batches_per_step != 1:
+            engine_options["tilescope.batchesPerStep"] = str(options.batches_per_step)
         session = Session(model, engine_options, micro_batches=options.micro_batches)
     except EngineError as exc:  # an engine option the graph cannot meet (e.g. profiler.replicaToProfile)
         raise ProfileError(str(exc)) from None
