@@ -94,6 +94,12 @@ def _packed_bert(**kw: Any) -> Callable[[], onnx.ModelProto]:
     return _bert_like(packed=True, **kw)
 
 
+def _swin_large() -> onnx.ModelProto:
+    from profiler.frontends.onnx import swin
+
+    return swin.swin()
+
+
 def _resnet50() -> onnx.ModelProto:
     from profiler.frontends.onnx import examples
 
@@ -117,6 +123,13 @@ _PACKED = (
 _HOST = (
     "batch 8 x 384 does not fit the tiles in tilescope (377 tiles over, worst 658,608 bytes, 151,100 of them "
     "exchange code) and batch 40 is past this machine's shared host memory; batch 4 fits"
+)
+# Hugging Face's SwinForImageClassification (ByteMLPerf's swin-large-torch-fp32 takes pixel_values, gives logits);
+# batch 2 (FP8: 4) and available_memory_proportion 0.2 from interact_infos/swin-large-torch-fp32.json (ByteMLPerf 7ed25996)
+_SWIN = (
+    "Swin-L 384 x 384, window 12 (Liu et al. 2021, arXiv 2103.14030; microsoft/swin-large-patch4-window12-384): patch "
+    "4, embed 192, depths (2, 2, 18, 2), heads (6, 12, 24, 48), shifted windows (Slice+Concat roll, constant -100 "
+    "mask), relative position bias (Gather of a table), 1000 classes, 196.7 M parameters (profiler.frontends.onnx.swin)"
 )
 ROWS: tuple[Row, ...] = (
     Row("albert", "albert-torch-fp32", "FP16", 3280, 40, "interact_infos pack_config.batch_size", "384", 0.5,
@@ -171,9 +184,11 @@ ROWS: tuple[Row, ...] = (
                "TFLOPS, above the C600's 280 FP16 TFLOPS (seed 000), so the benchmarked model is smaller"),
         run_batch=1, reduced="batch 12 x 1,024 is 2x BERT's batch 40 x 384 in tokens (see BERT's row) and batch 2 does "
         "not fit the tiles in tilescope (688 tiles over, worst 713,928 bytes, 460,428 of them variable)"),
-    Row("swin-fp8", "swin-large-torch-fp32", "FP8", 480, why="as swin: no shifted-window attention builder yet"),
-    Row("swin", "swin-large-torch-fp32", "FP16", 315, 2, "interact_infos batch_sizes", "384",
-        why="Swin-large (384 x 384, window 12) needs a shifted-window attention builder, not written yet"),
+    Row("swin-fp8", "swin-large-torch-fp32", "FP8", 480, 4, "interact_infos fp8_configs.batch_sizes", "384", 0.2,
+        _swin_large, ("pixel_values",), "as swin, MatMul/Gemm/Conv operands in float8 e4m3 fnuz (--dtype float8)",
+        dtype="float8"),
+    Row("swin", "swin-large-torch-fp32", "FP16", 315, 2, "interact_infos batch_sizes", "384", 0.2, _swin_large,
+        ("pixel_values",), _SWIN),
     Row("videobert", "videobert-onnx-fp32", "FP16", 3691,
         why="architecture not published: ByteMLPerf ships video-bert.onnx without its configuration"),
     Row("widedeep", "widedeep-tf-fp32", "FP16", 31_446_195, 20000, "interact_infos batch_sizes",
