@@ -32,6 +32,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from .examples import IR_VERSION, OPSET
 
+CHECK_BELOW = 64 << 20  # bytes: models below it go through onnx.checker (the tests' sizes)
 MASKED = -100.0  # the masked score of a shifted window (the paper's code and Hugging Face's get_attn_mask)
 
 
@@ -134,8 +135,8 @@ class _Graph:
 
     def weight(self, name: str, shape: tuple[int, ...], std: float = 0.02, mean: float = 0.0) -> str:
         """A float32 weight named ``name``: seeded normal values (std 0.02, Swin's trunc_normal_ std)."""
-        value = mean + std * self.rng.standard_normal(shape)
-        self.inits.append(numpy_helper.from_array(value.astype(np.float32), name))
+        value = self.rng.standard_normal(shape, dtype=np.float32) * np.float32(std) + np.float32(mean)
+        self.inits.append(numpy_helper.from_array(value, name))
         return name
 
     def const(self, prefix: str, value: np.ndarray) -> str:
@@ -236,6 +237,17 @@ def merge_patches(g: _Graph, x: str, r: int, c: int, eps: float, p: str) -> str:
     return g.dense(g.norm(y, 4 * c, f"{p}_ln", eps), 4 * c, 2 * c, f"{p}_reduction", bias=False)
 
 
+def _model(g: _Graph, name: str, inputs: list[onnx.ValueInfoProto], outputs: list[onnx.ValueInfoProto]) -> onnx.ModelProto:
+    graph = helper.make_graph(g.nodes, name, inputs, outputs, g.inits)
+    g.inits.clear()  # the graph holds copies: Swin-L's 787 MB of float32 weights once, not twice
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="tilescope")
+    m.ir_version = IR_VERSION
+    # the checker serializes the whole model (another copy of the weights): small models only
+    if m.ByteSize() < CHECK_BELOW:
+        onnx.checker.check_model(m)
+    return m
+
+
 def swin(config: SwinConfig = SWIN_LARGE_384, batch: int | str = "N", seed: int = 0) -> onnx.ModelProto:
     """``config``'s classifier as ONNX: input ``pixel_values`` [batch, 3, image, image], output ``logits``
     [batch, classes]."""
@@ -262,11 +274,7 @@ def swin(config: SwinConfig = SWIN_LARGE_384, batch: int | str = "N", seed: int 
     del head
     inp = helper.make_tensor_value_info("pixel_values", TensorProto.FLOAT, [batch, 3, config.image, config.image])
     out = helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, config.classes])
-    graph = helper.make_graph(g.nodes, config.name, [inp], [out], g.inits)
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="tilescope")
-    m.ir_version = IR_VERSION
-    onnx.checker.check_model(m)
-    return m
+    return _model(g, config.name, [inp], [out])
 
 
 def swin_block(r: int, c: int, heads: int, ws: int, shift: int, batch: int = 1, seed: int = 0) -> onnx.ModelProto:
@@ -276,8 +284,4 @@ def swin_block(r: int, c: int, heads: int, ws: int, shift: int, batch: int = 1, 
     block(g, "tokens", r, c, heads, ws, shift, 1e-5, "b")
     g.nodes[-1].output[0] = "output"
     io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [batch, r * r, c]) for n in ("tokens", "output")]
-    graph = helper.make_graph(g.nodes, "swin_block", io[:1], io[1:], g.inits)
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="tilescope")
-    m.ir_version = IR_VERSION
-    onnx.checker.check_model(m)
-    return m
+    return _model(g, "swin_block", io[:1], io[1:])
