@@ -131,3 +131,17 @@ def test_parameters_count_the_built_graph_and_swin_large_is_published_size() -> 
     assert weights == swin.TINY_SWIN.parameters
     assert round(swin.SWIN_LARGE_384.parameters / 1e6, 1) == 196.7
     assert [swin.SWIN_LARGE_384.window_of(s) for s in range(4)] == [(12, 6), (12, 6), (12, 6), (12, 0)]
+
+
+def test_external_weights_build_the_same_graph_without_values() -> None:
+    """The bench's compile-only rows build Swin with ``weights="external"``: the same nodes and the same
+    initializers by name, type and shape, the weights' data never made."""
+    random, external = swin.swin(swin.TINY_SWIN), swin.swin(swin.TINY_SWIN, weights="external")
+    assert [(n.op_type, list(n.input)) for n in random.graph.node] == [
+        (n.op_type, list(n.input)) for n in external.graph.node
+    ]
+    assert [(t.name, t.data_type, list(t.dims)) for t in random.graph.initializer] == [
+        (t.name, t.data_type, list(t.dims)) for t in external.graph.initializer
+    ]
+    held = [t.name for t in external.graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL]
+    assert held and all(not t.startswith(("s0b", "patch_w", "head_w")) for t in held)  # constants only

@@ -25,6 +25,7 @@ of the whole resolution and no shift (Swin-large at 384: the last stage, 12 x 12
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 import onnx
@@ -32,6 +33,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from .examples import IR_VERSION, OPSET
 
+Weights = Literal["random", "external"]
 CHECK_BELOW = 64 << 20  # bytes: models below it go through onnx.checker (the tests' sizes)
 MASKED = -100.0  # the masked score of a shifted window (the paper's code and Hugging Face's get_attn_mask)
 
@@ -120,21 +122,34 @@ def shifted_window_mask(h: int, w: int, ws: int, shift: int) -> np.ndarray:
 class _Graph:
     """Nodes and initializers; names are given (``prefix``), so tests can find a block's weights."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, weights: Weights = "random") -> None:
         self.rng = np.random.default_rng(seed)
+        self.weights = weights
+        self.offset = 0  # next byte of the (never written) external data file
         self.nodes: list[onnx.NodeProto] = []
         self.inits: list[onnx.TensorProto] = []
         self.consts: dict[tuple[str, bytes], str] = {}
         self.count = 0
 
-    def node(self, op: str, inputs: list[str], prefix: str, **attrs: object) -> str:
+    def node(self, op: str, inputs: list[str], prefix: str, **attrs: Any) -> str:
         self.count += 1
         name = f"{prefix}_{self.count}"
         self.nodes.append(helper.make_node(op, inputs, [f"{name}_out"], name=name, **attrs))
         return f"{name}_out"
 
     def weight(self, name: str, shape: tuple[int, ...], std: float = 0.02, mean: float = 0.0) -> str:
-        """A float32 weight named ``name``: seeded normal values (std 0.02, Swin's trunc_normal_ std)."""
+        """A float32 weight named ``name``: seeded normal values (std 0.02, Swin's trunc_normal_ std), or
+        (``weights="external"``) a reference into a data file that is never written: shape and type only,
+        for compile-only imports (profiler.frontends.onnx.shapes), which read no weight."""
+        if self.weights == "external":
+            nbytes = 4 * int(np.prod(shape))
+            t = TensorProto(name=name, dims=shape, data_type=TensorProto.FLOAT, data_location=TensorProto.EXTERNAL)
+            for key, val in (("location", "weights.bin"), ("offset", str(self.offset)), ("length", str(nbytes))):
+                entry = t.external_data.add()
+                entry.key, entry.value = key, val
+            self.offset += nbytes
+            self.inits.append(t)
+            return name
         value = self.rng.standard_normal(shape, dtype=np.float32) * np.float32(std) + np.float32(mean)
         self.inits.append(numpy_helper.from_array(value, name))
         return name
@@ -237,21 +252,25 @@ def merge_patches(g: _Graph, x: str, r: int, c: int, eps: float, p: str) -> str:
     return g.dense(g.norm(y, 4 * c, f"{p}_ln", eps), 4 * c, 2 * c, f"{p}_reduction", bias=False)
 
 
-def _model(g: _Graph, name: str, inputs: list[onnx.ValueInfoProto], outputs: list[onnx.ValueInfoProto]) -> onnx.ModelProto:
+def _model(
+    g: _Graph, name: str, inputs: list[onnx.ValueInfoProto], outputs: list[onnx.ValueInfoProto]
+) -> onnx.ModelProto:
     graph = helper.make_graph(g.nodes, name, inputs, outputs, g.inits)
     g.inits.clear()  # the graph holds copies: Swin-L's 787 MB of float32 weights once, not twice
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="tilescope")
     m.ir_version = IR_VERSION
     # the checker serializes the whole model (another copy of the weights): small models only
-    if m.ByteSize() < CHECK_BELOW:
+    if m.ByteSize() < CHECK_BELOW and g.weights == "random":
         onnx.checker.check_model(m)
     return m
 
 
-def swin(config: SwinConfig = SWIN_LARGE_384, batch: int | str = "N", seed: int = 0) -> onnx.ModelProto:
+def swin(
+    config: SwinConfig = SWIN_LARGE_384, batch: int | str = "N", seed: int = 0, weights: Weights = "random"
+) -> onnx.ModelProto:
     """``config``'s classifier as ONNX: input ``pixel_values`` [batch, 3, image, image], output ``logits``
-    [batch, classes]."""
-    g = _Graph(seed)
+    [batch, classes]. ``weights="external"``: no weight values (see ``_Graph.weight``)."""
+    g = _Graph(seed, weights)
     c, r = config.embed, config.resolution(0)
     kernel = g.weight("patch_w", (c, 3, config.patch, config.patch))
     x = g.node("Conv", ["pixel_values", kernel, g.weight("patch_b", (c,))], "patch_embed",
