@@ -145,3 +145,21 @@ def test_external_weights_build_the_same_graph_without_values() -> None:
     ]
     held = [t.name for t in external.graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL]
     assert held and all(not t.startswith(("s0b", "patch_w", "head_w")) for t in held)  # constants only
+
+
+def test_swin_large_does_the_papers_work() -> None:
+    """Swin-L at 384 x 384: the multiply-adds of its MatMuls, Gemm and Conv (shapes by ONNX shape
+    inference, batch 1) are the paper's 103.9G "FLOPs" (Liu et al. 2021, Table 1, which counts
+    multiply-adds), so the windows, heads and merges are the published ones."""
+    m = swin.swin(weights="external", batch=1)
+    inferred = onnx.shape_inference.infer_shapes(m)
+    values = [*inferred.graph.value_info, *inferred.graph.output]
+    shape = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in values}
+    shape |= {t.name: list(t.dims) for t in m.graph.initializer}
+    macs = 0
+    for n in m.graph.node:
+        if n.op_type in ("MatMul", "Gemm"):  # output elements x the contracted length
+            macs += int(np.prod(shape[n.output[0]])) * shape[n.input[0]][-1]
+        elif n.op_type == "Conv":
+            macs += int(np.prod(shape[n.output[0]])) * int(np.prod(shape[n.input[1]][1:]))
+    assert round(macs / 1e9, 1) == 103.9
