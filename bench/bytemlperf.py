@@ -99,6 +99,9 @@ class Row:
     reduced: str = ""
     dtype: str = "float16"  # the import's --dtype: float16, or float8 (PopRT's FP8: e4m3 fnuz operands)
     seqs_per_row: float = 1.0  # packed rows: sequences a row holds (QPS counts sequences)
+    # no values (tilescope.compileOnly): cycles from the cost model, equal to a run's where nothing depends on
+    # data (tests/onnx/test_compile_only.py); host memory without weights or activations
+    compile_only: bool = False
 
 
 def _bert_like(**kw: Any) -> Callable[[], onnx.ModelProto]:
@@ -112,6 +115,18 @@ def _bert_like(**kw: Any) -> Callable[[], onnx.ModelProto]:
 
 def _packed_bert(**kw: Any) -> Callable[[], onnx.ModelProto]:
     return _bert_like(packed=True, **kw)
+
+
+def _swin_large(batch: int) -> Callable[[], onnx.ModelProto]:
+    """Swin-L without weight values (compile-only rows), built at its batch: a symbolic batch would have the
+    import rewrite shape constants, which reads small initializers' values."""
+
+    def build() -> onnx.ModelProto:
+        from profiler.frontends.onnx import swin
+
+        return swin.swin(batch=batch, weights="external")
+
+    return build
 
 
 def _resnet50() -> onnx.ModelProto:
@@ -137,6 +152,22 @@ _PACKED = (
 _HOST = (
     "batch 8 x 384 does not fit the tiles in tilescope (377 tiles over, worst 658,608 bytes, 151,100 of them "
     "exchange code) and batch 40 is past this machine's shared host memory; batch 4 fits"
+)
+# Hugging Face's SwinForImageClassification (ByteMLPerf's swin-large-torch-fp32 takes pixel_values, gives logits);
+# batch 2 (FP8: 4) and available_memory_proportion 0.2 from interact_infos/swin-large-torch-fp32.json (ByteMLPerf 7ed25996)
+_SWIN = (
+    "Swin-L 384 x 384, window 12 (Liu et al. 2021, arXiv 2103.14030; microsoft/swin-large-patch4-window12-384): patch "
+    "4, embed 192, depths (2, 2, 18, 2), heads (6, 12, 24, 48), shifted windows (Slice+Concat roll, constant -100 "
+    "mask), relative position bias (Gather of a table), 1000 classes, 196.7 M parameters (profiler.frontends.onnx.swin)"
+)
+_COMPILE_ONLY = (
+    "compile-only (tilescope.compileOnly): cycles estimated by the cost model, equal to a run's as nothing in Swin "
+    "depends on data; with values Swin-L's import and compile needed over 7 GB of this machine's shared host memory"
+)
+# Measured 2026-11-28 (compile-only, C600, float16, amp 0.2): Swin-L at batch 2 does not fit the tiles in tilescope
+_SWIN_TILES = (
+    "batch 2 does not fit the tiles in tilescope: 1,188 tiles over, worst 751,640 bytes: 483,804 variables (303,516 "
+    "always live: weights and constants), 138,964 internal exchange code, 45,944 control code"
 )
 ROWS: tuple[Row, ...] = (
     Row("albert", "albert-torch-fp32", "FP16", 3280, 40, "interact_infos pack_config.batch_size", "384", 0.5,
@@ -191,9 +222,13 @@ ROWS: tuple[Row, ...] = (
                "TFLOPS, above the C600's 280 FP16 TFLOPS (seed 000), so the benchmarked model is smaller"),
         run_batch=1, reduced="batch 12 x 1,024 is 2x BERT's batch 40 x 384 in tokens (see BERT's row) and batch 2 does "
         "not fit the tiles in tilescope (688 tiles over, worst 713,928 bytes, 460,428 of them variable)"),
-    Row("swin-fp8", "swin-large-torch-fp32", "FP8", 480, why="as swin: no shifted-window attention builder yet"),
-    Row("swin", "swin-large-torch-fp32", "FP16", 315, 2, "interact_infos batch_sizes", "384",
-        why="Swin-large (384 x 384, window 12) needs a shifted-window attention builder, not written yet"),
+    Row("swin-fp8", "swin-large-torch-fp32", "FP8", 480, 4, "interact_infos fp8_configs.batch_sizes", "384", 0.2,
+        _swin_large(2), ("pixel_values",), "as swin, MatMul/Gemm/Conv operands in float8 e4m3 fnuz (--dtype float8)",
+        notes=(_COMPILE_ONLY,), dtype="float8", compile_only=True, run_batch=2,
+        reduced="batch 4 does not fit the tiles in tilescope: 768 tiles over, worst 758,216 bytes, 487,736 of them "
+        "variable (2026-11-28)"),
+    Row("swin", "swin-large-torch-fp32", "FP16", 315, 2, "interact_infos batch_sizes", "384", 0.2, _swin_large(1),
+        ("pixel_values",), _SWIN, notes=(_COMPILE_ONLY,), compile_only=True, run_batch=1, reduced=_SWIN_TILES),
     Row("videobert", "videobert-onnx-fp32", "FP16", 3691,
         why="architecture not published: ByteMLPerf ships video-bert.onnx without its configuration"),
     Row("widedeep", "widedeep-tf-fp32", "FP16", 31_446_195, 20000, "interact_infos batch_sizes",
@@ -280,11 +315,15 @@ def run_row(row: Row, io_overlap: str = "none") -> dict[str, Any]:
         target = get_target(TARGET)
         batch = row.run_batch or row.batch
         io_tiles, per_step = POPRT_IO.get(row.model, (0, 1)) if io_overlap == "poprt" else (0, 1)
-        imported = import_model(load_model(model), target, batch_size=batch, dtype=row.dtype,
-                                partials=PARTIALS, available_memory_proportion=row.amp, io_tiles=io_tiles)  # fmt: skip
+        values = not row.compile_only
+        imported = import_model(load_model(model, values=values), target, batch_size=batch, dtype=row.dtype,
+                                partials=PARTIALS, available_memory_proportion=row.amp, io_tiles=io_tiles,
+                                values=values)  # fmt: skip
         del model
         stage = "compile"
-        options = {"debug.instrument": "false", "tilescope.batchesPerStep": str(per_step)}
+        options = {"debug.instrument": "false", "tilescope.batchesPerStep": str(per_step)} | (
+            {} if values else {"tilescope.compileOnly": "true"}
+        )
         session = Session(imported, options, name=f"bytemlperf_{row.key}")
         session.compile()
         engine = session.engine
