@@ -144,6 +144,20 @@ def test_a_1_gib_weight_whose_external_data_is_absent_imports_without_values(tmp
         load_model(path)
 
 
+def test_small_external_weights_absent_with_a_batch_override(tmp_path, capsys) -> None:
+    """An MLP (symbolic batch N) with every weight, small ones included, in an external file that is
+    absent: a compile-only run at --batch 4 imports (the batch tracing reads no small weight's values)
+    and profiles batch 4."""
+    path = tmp_path / "m.onnx"
+    onnx.save(examples.mlp((64, 32, 10)), path, save_as_external_data=True, all_tensors_to_one_file=True,
+              location="m.bin", size_threshold=0)  # fmt: skip
+    (tmp_path / "m.bin").unlink()
+    assert main(["run", str(path), "--compile-only", "--batch", "4", "--json",
+                 "--report-dir", str(tmp_path / "r")]) == 0  # fmt: skip
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["batch_size"] == 4 and doc["execution"]["estimated"]
+
+
 def test_compile_only_holds_no_values(tmp_path, monkeypatch) -> None:
     """The same model profiled with values holds at least its float16 weight's bytes more at its peak
     (the weight read, converted, uploaded, every value computed); compile-only holds no tensor value."""

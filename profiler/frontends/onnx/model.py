@@ -236,11 +236,21 @@ def _numel(dims: object) -> int:
     return n
 
 
+def _has_values(t: onnx.TensorProto) -> bool:
+    """Whether an initializer holds its values in the model (not external data left unloaded)."""
+    fields = (t.raw_data, t.float_data, t.int32_data, t.int64_data, t.double_data, t.uint64_data, t.string_data)
+    return _numel(t.dims) == 0 or any(len(f) for f in fields)
+
+
 def _constants(graph: onnx.GraphProto) -> dict[str, object]:
     """Literal values by name: initializers and Constant node outputs (as numpy arrays)."""
     from onnx import numpy_helper
 
-    out: dict[str, object] = {t.name: numpy_helper.to_array(t) for t in graph.initializer if _numel(t.dims) <= 4096}
+    # a small initializer whose data is external and not loaded (a compile-only import) has no values
+    # here: one that is a Reshape target would then pin the batch, which the rewrite below says
+    out: dict[str, object] = {
+        t.name: numpy_helper.to_array(t) for t in graph.initializer if _numel(t.dims) <= 4096 and _has_values(t)
+    }
     for n in graph.node:
         if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
             for a in n.attribute:
