@@ -18,6 +18,7 @@ from app.figures.common import (
     empty_figure,
     empty_figure_dict,
     figure_dict,
+    scatter_type,
     series_colour,
 )
 from app.units import format_bytes
@@ -69,7 +70,7 @@ def tile_memory_figure(
     if tiles_per_bin > 1:
         data.append(
             {
-                "type": "scattergl",
+                "type": scatter_type(len(x_list)),
                 "x": x_list,
                 "y": np.asarray(bin_max).tolist(),
                 "mode": "lines",

@@ -90,7 +90,6 @@ def test_memory_liveness_tree_and_operations_callbacks(pages):
     physical = mem.tab_body("tile_map", None, ["gaps"], None, "physical").figure
     assert "die column 0, island 0, tile 1 of the island" in physical["data"][1]["text"][1][0]  # tile 5
     assert "software order" in mem.tab_body("tile_map", None, ["gaps"]).figure["layout"]["title"]["text"]
-    assert mem.show_tile_map_controls("tile_map") == {} and mem.show_tile_map_controls("details")["display"] == "none"
     fig = go.Figure(mem.memory_figure("region", ["gaps"], "tile", [2]))
     assert [t.name for t in fig.data] == ["non_interleaved", "interleaved", "gaps"]
     assert "1,000" not in as_json(fig.layout.shapes)  # no max-memory line when not asked
