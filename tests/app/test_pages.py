@@ -41,7 +41,8 @@ def test_every_layout_renders_and_names_its_page(pages):
     for name, module in pages.items():
         text = as_json(module.layout())
         assert f'"children": "{titles[name]}"' in text, name
-    assert "96 B at program step 3" in as_json(pages["liveness"].layout())  # the peak, hand-computed
+    # the peak, hand-computed, named by its ONNX node (the PopLibs op in brackets)
+    assert "96 B at program step 3 (OnTileExecute MatMul_0 (matmul))" in as_json(pages["liveness"].layout())
 
 
 def _rows(fig) -> list[int]:  # type: ignore[no-untyped-def]
@@ -96,7 +97,8 @@ def test_memory_liveness_tree_and_operations_callbacks(pages):
     assert lv.next_selection([3], 5) == [3, 5] and lv.next_selection([3, 5], 6) == [5, 6]
     assert lv.next_selection([3], 3) == [3]
     body, text = lv.tab_body("cycles", [3])
-    assert text.startswith("Step 3: OnTileExecute matmul") and "busiest tile" in as_json(body)
+    # named by the model first (ONNX node MatMul_0), the PopLibs op in brackets: tests/app/test_model_names.py
+    assert text.startswith("Step 3: OnTileExecute MatMul_0 (matmul)") and "busiest tile" in as_json(body)
     tree = pt.tree_rows(pt.view.program_tree(state.report()), {0, 1, 5})
     assert tree["tree"].iloc[5].strip() == "▾ loop  ×2" and tree["step"].isna().sum() == 3
     grid, sentence = ops.table("onnx", "-1", ["cycles"])
