@@ -18,7 +18,6 @@ from app.figures.common import (
     empty_figure,
     empty_figure_dict,
     figure_dict,
-    scatter_type,
 )
 from app.views.execution_trace import KINDS
 
@@ -51,8 +50,9 @@ def timeline_dict(
 ) -> dict[str, Any]:
     """The timeline as a plain plotly figure dict. ``spans`` columns: row, start, end, kind, label,
     step, steps, and optionally hover (a flame's: the span's cycles, self cycles and steps). One
-    scatter per kind, each span a horizontal segment (segments separated by gaps), so 10^4 spans
-    stay one WebGL draw (SVG below ``common.WEBGL_ABOVE`` points)."""
+    Scattergl per kind, each span a horizontal segment (segments separated by gaps), so 10^4 spans
+    stay one WebGL draw. WebGL even for a few spans: with SVG markers plotly's click picks a
+    neighbouring span (docs/viewer.md, "Time in the browser")."""
     if spans.empty:
         return plain.empty("No executed steps in this range.")
     data: list[dict[str, Any]] = []
@@ -110,10 +110,6 @@ def timeline_dict(
                 "hovertemplate": "%{text}<extra>" + str(kind) + "</extra>",
             }
         )
-    # SVG below a few thousand points: a WebGL context costs more than it saves (common.WEBGL_ABOVE)
-    kind_of_trace = scatter_type(sum(len(t["x"]) for t in data))
-    for t in data:
-        t["type"] = kind_of_trace
     names = row_names or {}
     layout = _layout(max(180, 100 + len(rows) * (height_px + 8)))
     layout.update(

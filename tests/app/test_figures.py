@@ -55,11 +55,11 @@ def test_liveness_figure_marks_peak(small_report):
     assert [t.name for t in per_ipu.data][:2] == ["IPU 0", "IPU 1"]
 
 
-def test_timeline_figure_one_trace_per_kind(small_report):
+def test_timeline_figure_one_webgl_trace_per_kind(small_report):
     lod = et.level_of_detail(et.flat_spans(small_report, 0), 0, 230)
     fig = go.Figure(timeline_figure(lod.table, row_label="IPU", rows=[0, 1], x_range=(0, 230)))
     lines = [t for t in fig.data if t.mode == "lines"]
-    assert all(isinstance(t, go.Scatter) for t in fig.data)  # a few points: SVG, no WebGL context
+    assert all(isinstance(t, go.Scattergl) for t in fig.data)
     labels = [a.text for a in fig.layout.annotations]
     assert "in (StreamCopyMid)" in labels  # 40 of 230 cycles: wide enough to be named
     assert sorted(t.name for t in lines) == ["compute", "exchange", "stream copy", "sync"]
