@@ -148,7 +148,8 @@ def measure(report: Path, baseline: Path, repeat: int, loads_only: bool = False)
         runs = []
         for _ in range(repeat):
             load(page, base + "/memory")
-            runs.append(click(page, lambda: page.get_by_text("region", exact=True).first))
+            # the Breakdown radio's label (a bare "region" text is also a Details table's header)
+            runs.append(click(page, lambda: page.locator("#memory-breakdown label", has_text="by region").first))
         note("Memory: breakdown by region", runs)
         runs = []
         for _ in range(repeat):

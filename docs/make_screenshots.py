@@ -19,6 +19,12 @@ memory_tile_map_physical_<model>.png).
 
     python docs/make_screenshots.py --real /tmp/graph-demo
 
+With ``--pages DIR`` (the same samples) it shoots every page of ResNet-50 b32 and BERT-base, each
+served in compare mode against the other, at 1600x1000 (the window, not the whole page): the page's
+own view (<page>_<model>.png) and its compare tab (compare_<page>_<model>.png).
+
+    python docs/make_screenshots.py --pages sample_reports/demo
+
 With ``--sweep DIR`` (a sweep directory of ``tilescope sweep``, docs/sweep.md's ResNet-50 sweep) it
 shoots only the Sweep page, coloured by dtype (sweep.png).
 
@@ -40,11 +46,11 @@ from tests.app.browser import CHROMIUM, CHROMIUM_ARGS, click_centre, served, set
 OUT = ROOT / "docs" / "screenshots"
 
 
-def shoot(page, name: str) -> None:
+def shoot(page, name: str, full_page: bool = True) -> None:
     settle(page, 1200)
     page.mouse.move(2, 2)  # no hover label over the figures
     page.wait_for_timeout(300)
-    page.screenshot(path=str(OUT / f"{name}.png"), full_page=True)
+    page.screenshot(path=str(OUT / f"{name}.png"), full_page=full_page)
     print(f"wrote docs/screenshots/{name}.png")
 
 
@@ -54,6 +60,7 @@ def main() -> int:
     ap.add_argument("--graphs", type=Path, help="shoot only the Operations Graph of the real-size samples in DIR")
     ap.add_argument("--real", type=Path, help="shoot only the flame and physical tile map of the real-size samples")
     ap.add_argument("--sweep", type=Path, help="shoot only the Sweep page of the sweep directory DIR")
+    ap.add_argument("--pages", type=Path, help="shoot every page of the real-size samples in DIR, and its compare tab")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -61,6 +68,8 @@ def main() -> int:
         return graphs(args.graphs)
     if args.real is not None:
         return real_size(args.real)
+    if args.pages is not None:
+        return every_page(args.pages)
     if args.sweep is not None:
         return sweep(args.sweep)
 
@@ -168,6 +177,42 @@ def graphs(samples: Path) -> int:
             settle(page)
             page.locator("#operations-graph-heaviest .list-group-item").first.click()
             shoot(page, "compare_operations_graph")
+        browser.close()
+    return 0
+
+
+#: Each page of the viewer: its path and the file name's stem.
+PAGE_FILES = {
+    "/": "summary",
+    "/insights": "insights",
+    "/memory": "memory",
+    "/liveness": "liveness",
+    "/program-tree": "program_tree",
+    "/operations": "operations",
+    "/operations-graph": "operations_graph",
+    "/execution-trace": "execution_trace",
+}
+
+
+def every_page(samples: Path) -> int:
+    """Every page of the real-size ResNet-50 and BERT-base samples (each compared with the other):
+    its own view, then its compare tab, as the window shows them at 1600x1000."""
+    from playwright.sync_api import sync_playwright
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    pairs = (("resnet50_b32", "bert_base_b1", "resnet50"), ("bert_base_b1", "resnet50_b32", "bert"))
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        for sample, baseline, name in pairs:
+            with served(samples / sample, "--compare", str(samples / baseline)) as base:
+                for path, stem in PAGE_FILES.items():
+                    page.goto(base + path)
+                    shoot(page, f"{stem}_{name}", full_page=False)
+                    tab = page.get_by_role("tab", name=f"Compare with {baseline}", exact=True)
+                    if tab.count():  # the Operations Graph compares in its own chart (colour by Δ cycles)
+                        tab.click()
+                        shoot(page, f"compare_{stem}_{name}", full_page=False)
         browser.close()
     return 0
 

@@ -13,13 +13,19 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.figures.common import bytes_axis, si_axes
+from app.figures.common import WEBGL_ABOVE, bytes_axis, si_axes
 from app.units import format_bytes
 
 BASELINE = "#7F8C8D"
 ACTIVE = "#0072B2"
 UP = "#D55E00"
 DOWN = "#009E73"
+
+
+def _scatter(points: int) -> type[go.Scatter] | type[go.Scattergl]:
+    """SVG for a few thousand points in all, WebGL beyond (a WebGL context costs more than it
+    saves on small figures: ``app.figures.common.WEBGL_ABOVE``)."""
+    return go.Scattergl if points > WEBGL_ABOVE else go.Scatter
 
 
 def _layout(fig: go.Figure, title: str, height: int = 380) -> go.Figure:
@@ -113,10 +119,11 @@ def tile_memory_overlay_figure(
     if tiles.empty:
         return _empty(title, "no tiles")
     fig = go.Figure()
+    scatter = _scatter(2 * min(len(tiles), max_points))
     for side, colour in (("baseline", BASELINE), ("active", ACTIVE)):
         v = tiles[f"{side}_{column}"].to_numpy(dtype=np.int64)
         x, up, _, _ = bin_extremes(tiles["tile"].to_numpy(), v, max_points)
-        fig.add_trace(go.Scattergl(x=x, y=up, mode="lines", name=side, line={"color": colour, "width": 1}))
+        fig.add_trace(scatter(x=x, y=up, mode="lines", name=side, line={"color": colour, "width": 1}))
     fig.update_xaxes(title_text="tile")
     fig.update_yaxes(title_text="bytes")
     bytes_axis(fig, 0, float(max(tiles[f"{side}_{column}"].max() for side in ("baseline", "active"))))
@@ -153,6 +160,7 @@ def liveness_comparison_figure(liveness: pd.DataFrame, max_points: int = 2000) -
         return _empty(title, "no program steps")
     pos = np.arange(len(liveness))
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.65, 0.35], vertical_spacing=0.06)
+    scatter = _scatter(2 * min(len(liveness), max_points))
     if len(liveness) > max_points:
         # level of detail: on a long alignment each curve shows its maximum per bin of steps, so
         # the figure stays small (the delta below is binned the same way)
@@ -160,7 +168,7 @@ def liveness_comparison_figure(liveness: pd.DataFrame, max_points: int = 2000) -
             v = np.where(liveness[f"{side}_step"].to_numpy() >= 0, liveness[f"{side}_bytes"].to_numpy(), 0)
             x, top, _, width = bin_extremes(pos, v.astype(np.int64), max_points)
             fig.add_trace(
-                go.Scattergl(
+                scatter(
                     x=x,
                     y=top,
                     mode="lines",
@@ -172,7 +180,7 @@ def liveness_comparison_figure(liveness: pd.DataFrame, max_points: int = 2000) -
                 col=1,
             )
     else:
-        _exact_liveness_curves(fig, liveness, pos)
+        _exact_liveness_curves(fig, liveness, pos, scatter)
     # the delta as filled SVG step areas (largest increase / decrease per bin on long axes): a
     # filled WebGL line renders badly across gaps
     x, up, down, _ = bin_extremes(pos, liveness["delta_bytes"].to_numpy(dtype=np.int64), max_points)
@@ -187,14 +195,16 @@ def liveness_comparison_figure(liveness: pd.DataFrame, max_points: int = 2000) -
     return _layout(fig, title, height=480)
 
 
-def _exact_liveness_curves(fig: go.Figure, liveness: pd.DataFrame, pos: np.ndarray) -> None:
+def _exact_liveness_curves(
+    fig: go.Figure, liveness: pd.DataFrame, pos: np.ndarray, scatter: type[go.Scatter] | type[go.Scattergl]
+) -> None:
     """One point per aligned step, absent steps as gaps, the step's name on hover."""
     text = (liveness["type"].astype(str) + " " + liveness["name"].astype(str)).to_numpy()
     for side, colour in (("baseline", BASELINE), ("active", ACTIVE)):
         present = liveness[f"{side}_step"].to_numpy() >= 0
         y = np.where(present, liveness[f"{side}_bytes"].to_numpy(dtype=np.float64), np.nan)
         fig.add_trace(
-            go.Scattergl(
+            scatter(
                 x=pos,
                 y=y,
                 mode="lines",

@@ -51,7 +51,8 @@ def timeline_dict(
     """The timeline as a plain plotly figure dict. ``spans`` columns: row, start, end, kind, label,
     step, steps, and optionally hover (a flame's: the span's cycles, self cycles and steps). One
     Scattergl per kind, each span a horizontal segment (segments separated by gaps), so 10^4 spans
-    stay one WebGL draw."""
+    stay one WebGL draw. WebGL even for a few spans: with SVG markers plotly's click picks a
+    neighbouring span (docs/viewer.md, "Time in the browser")."""
     if spans.empty:
         return plain.empty("No executed steps in this range.")
     data: list[dict[str, Any]] = []

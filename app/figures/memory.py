@@ -18,6 +18,7 @@ from app.figures.common import (
     empty_figure,
     empty_figure_dict,
     figure_dict,
+    scatter_type,
     series_colour,
 )
 from app.units import format_bytes
@@ -44,6 +45,9 @@ def tile_memory_figure(
     A figure dict (``figure_dict``): every fresh Memory request builds one."""
     if binned.empty:
         return empty_figure_dict("No tile memory in this report.")
+    top = max(float(binned.sum(axis=1).max()), float(np.max(bin_max)) if len(bin_max) else 0.0)
+    axis_top = max(top, bytes_per_tile) if show_max_memory else top
+    binned, merged = merge_thin_series(binned, axis_top, PLOT_PX)
     x = np.arange(len(binned)) if sorted_order else binned.index.to_numpy()
     tiles = binned.index.to_numpy()
     x_list, tiles_list = x.tolist(), tiles.tolist()  # once, shared by every series
@@ -51,12 +55,13 @@ def tile_memory_figure(
     areas = len(binned) > bars_up_to
     data: list[dict[str, Any]] = []
     for col in binned.columns:
-        colour = series_colour(str(col))
+        colour = OTHER_COLOUR if col == OTHER else series_colour(str(col))
+        what = f"{len(merged)} series under a pixel ({', '.join(merged)})" if col == OTHER else col
         trace: dict[str, Any] = {
             "x": x_list,
             "y": binned[col].to_numpy().tolist(),
-            "name": str(col),
-            "hovertemplate": f"{col}: %{{y:,.0f}} B<br>tile %{{{tile}}}<extra></extra>",
+            "name": f"other ({len(merged)} series under 1 px)" if col == OTHER else str(col),
+            "hovertemplate": f"{what}: %{{y:,.0f}} B<br>tile %{{{tile}}}<extra></extra>",
         }
         if sorted_order:  # x is the rank: each series carries its tiles (in tile order x is the tile)
             trace["customdata"] = tiles_list
@@ -69,7 +74,7 @@ def tile_memory_figure(
     if tiles_per_bin > 1:
         data.append(
             {
-                "type": "scattergl",
+                "type": scatter_type(len(x_list)),
                 "x": x_list,
                 "y": np.asarray(bin_max).tolist(),
                 "mode": "lines",
@@ -107,8 +112,7 @@ def tile_memory_figure(
     xlabel = "tiles, fullest first" if sorted_order else "tile"
     if tiles_per_bin > 1:
         xlabel += f" (each column: mean of {tiles_per_bin} tiles)"
-    top = max(float(binned.sum(axis=1).max()), float(np.max(bin_max)) if len(bin_max) else 0.0)
-    yaxis = {"title": {"text": "bytes"}, **binary_axis(0, max(top, bytes_per_tile) if show_max_memory else top)}
+    yaxis = {"title": {"text": "bytes"}, **binary_axis(0, axis_top)}
     layout = {
         "barmode": "stack",
         "bargap": 0,
@@ -121,7 +125,32 @@ def tile_memory_figure(
         "xaxis": {"title": {"text": xlabel}},
         "yaxis": yaxis,
     }
-    return figure_dict(data, layout, height=430)
+    return figure_dict(data, layout, height=HEIGHT)
+
+
+#: The tile memory figure's height, and its plot's (less the top and bottom margins of
+#: ``common.figure_dict``: 20 + 50 px).
+HEIGHT = 430
+PLOT_PX = HEIGHT - 70
+#: The series that stands for the series too thin to see, and its colour.
+OTHER = "(other)"
+OTHER_COLOUR = "#999999"
+
+
+def merge_thin_series(binned: pd.DataFrame, axis_top: float, plot_px: float) -> tuple[pd.DataFrame, list[str]]:
+    """Series under one pixel tall on every column (at ``plot_px`` pixels for ``axis_top`` bytes)
+    summed into one series ``OTHER``, when there are two or more of them: the eye cannot tell them
+    apart, and each series costs the browser a filled path to stack and draw (13 categories on
+    1,472 tiles made the Memory page's heaviest render). Returns the frame and the merged names."""
+    if axis_top <= 0 or binned.shape[1] < 3:
+        return binned, []
+    tallest_px = binned.max(axis=0).to_numpy(dtype=np.float64) / axis_top * plot_px
+    thin = [str(c) for c, px in zip(binned.columns, tallest_px, strict=True) if px < 1.0]
+    if len(thin) < 2:
+        return binned, []
+    out = binned.drop(columns=thin)
+    out[OTHER] = binned[thin].sum(axis=1)
+    return out, thin
 
 
 def _selected_ranges(x: np.ndarray, tiles: np.ndarray, sel: np.ndarray, width: int) -> list[tuple[float, float]]:

@@ -17,7 +17,7 @@ from app import ids, resimulate, state
 from app.comparison.pages import insights as compare  # the page's compare tab
 from app.comparison.pages.components import compare_tabs
 from app.components import section
-from app.grid import small_grid
+from app.grid import plain_table, small_grid
 from app.views import insights as view
 from app.views import whatif
 
@@ -108,20 +108,22 @@ def layout(**_: object) -> html.Div:
                 "insights",
                 [
                     html.Div(_insights(report), id=ids.INSIGHTS_BODY),
-                    # filled by the first poll (the layout itself is cached: app.response_cache),
-                    # which stops polling unless a re-simulation is running
+                    # filled as the page loads (the layout itself is cached: app.response_cache);
+                    # the poll starts only while a re-simulation runs (a poll armed at load would
+                    # fire a second after it and keep the page busy that long)
                     html.Div(id=ids.INSIGHTS_WHATIF_STATUS),
-                    dcc.Interval(id=ids.INSIGHTS_WHATIF_POLL, interval=POLL_MS),
+                    dcc.Interval(id=ids.INSIGHTS_WHATIF_POLL, interval=POLL_MS, disabled=True),
                     dbc.Row(
                         [
-                            dbc.Col(section("Tiles using the most memory", small_grid(view.top_tiles(report))), lg=6),
+                            dbc.Col(section("Tiles using the most memory", plain_table(view.top_tiles(report))), lg=6),
                             dbc.Col(section(f"Over-memory tiles ({len(oom):,})", oom_block), lg=6),
                         ]
                     ),
                     # codelet names and exchange names are long: each table has the page's width, so
-                    # every column shows without scrolling (half the width cut both on the right)
-                    section("Vertices (codelets) using the most memory", small_grid(view.top_vertices(report))),
-                    section("Exchanges with the most code", small_grid(view.top_exchanges(report))),
+                    # every column shows without scrolling (half the width cut both on the right); top-N
+                    # lists are plain tables (no AG Grid to set up as the page loads)
+                    section("Vertices (codelets) using the most memory", plain_table(view.top_vertices(report))),
+                    section("Exchanges with the most code", plain_table(view.top_exchanges(report))),
                 ],
                 compare.section(),
             ),
@@ -134,11 +136,10 @@ def layout(**_: object) -> html.Div:
     Output(ids.INSIGHTS_WHATIF_POLL, "disabled"),
     Input({"type": ids.INSIGHTS_WHATIF_RUN, "index": ALL}, "n_clicks"),
     Input(ids.INSIGHTS_WHATIF_POLL, "n_intervals"),
-    prevent_initial_call=True,
 )
 def _resimulate(clicks: list[int | None], _ticks: int | None) -> tuple[Any, bool]:
-    """A click starts the proposal's re-simulation (one at a time; refused unless allowed); the
-    interval then shows its progress until it ends."""
+    """On load, the re-simulation's status; a click starts the proposal's re-simulation (one at a
+    time; refused unless allowed); the interval then shows its progress until it ends."""
     trigger = ctx.triggered_id
     if isinstance(trigger, dict):  # a button: dash also fires this when buttons appear, unclicked
         if not any(clicks):

@@ -16,7 +16,7 @@ from app.comparison.pages.components import compare_tabs
 from app.components import ipu_selector, key_values
 from app.figures.liveness import liveness_figure
 from app.units import format_bytes
-from app.views import ipus
+from app.views import ipus, model_names
 from app.views import liveness as view
 
 LIVE_KIND = "liveness-live"
@@ -39,14 +39,24 @@ def _diff_rows(a: int, b: int) -> Any:
     return view.step_difference(state.report(), a, b)
 
 
+def named(by_step: Any) -> Any:
+    """``by_step`` with each step named by the model first (its ONNX node, the PopLibs op in
+    brackets: ``s1b0_proj_conv_116 (matmul)``), where the report is of an ONNX model."""
+    model = model_names.of_programs(state.report()).reindex(by_step["program_id"].to_numpy()).fillna("")
+    return by_step.assign(name=model_names.with_model_name(model.to_numpy(), by_step["name"].to_numpy()))
+
+
 def headline(by_step: Any, ipu: int) -> str:
-    """The page's first line: the peak of not-always-live memory (of the selected IPU) and always-live memory."""
+    """The page's first line: the peak of not-always-live memory (of the selected IPU), the step's
+    name, and always-live memory."""
     if not len(by_step):
         return ""
     on = "" if ipu == ipus.ALL_IPUS else f" on IPU {ipu}"
+    peak = view.peak_step(by_step)
+    what = f"{by_step.at[peak, 'type']} {by_step.at[peak, 'name']}".strip()
     return (
         f"Peak not-always-live memory{on} {format_bytes(by_step['not_always_live'].max())} at program step "
-        f"{view.peak_step(by_step)}; always-live memory{on} {format_bytes(by_step['always_live'].iat[0])}."
+        f"{peak} ({what}); always-live memory{on} {format_bytes(by_step['always_live'].iat[0])}."
     )
 
 
@@ -59,7 +69,7 @@ def layout(**_: object) -> html.Div:
                 "liveness",
                 [
                     html.Div(
-                        headline(view.liveness_by_step(report), ipus.ALL_IPUS),
+                        headline(named(view.liveness_by_step(report)), ipus.ALL_IPUS),
                         id=ids.LIVENESS_HEADLINE,
                         className="mb-2",
                     ),  # fmt: skip
@@ -142,7 +152,7 @@ def next_selection(selected: list[int], step: int) -> list[int]:
 def figure(always: list[str], per_ipu: list[str], selected: list[int], ipu: str | None = None) -> tuple[Any, str]:
     """The liveness graph and headline of all IPUs or the selected one ("Per IPU" draws a line per IPU)."""
     chosen = ipus.selected_ipu(ipu)
-    by_step = view.liveness_on_ipu(state.report(), chosen)
+    by_step = named(view.liveness_on_ipu(state.report(), chosen))
     fig = liveness_figure(
         by_step,
         include_always_live=bool(always),
@@ -163,7 +173,7 @@ def figure(always: list[str], per_ipu: list[str], selected: list[int], ipu: str 
 def tab_body(tab: str, selected: list[int], ipu: str | None = None) -> tuple[Any, Any]:
     report = state.report()
     chosen = ipus.selected_ipu(ipu)
-    by_step = view.liveness_on_ipu(report, chosen)
+    by_step = named(view.liveness_on_ipu(report, chosen))
     if not selected:
         if tab == "always":
             return grid.big_grid(ALWAYS_KIND, {}, row_id="variable_id"), "No step selected"

@@ -7,7 +7,7 @@ from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import ALL, Input, Output, State, callback, ctx, dcc, html
+from dash import ALL, Input, Output, State, callback, clientside_callback, ctx, dcc, html
 
 from app import grid, ids, state
 from app.comparison.pages import memory as compare  # the page's compare tab
@@ -167,9 +167,12 @@ def _tile_map_controls() -> html.Div:
     )
 
 
-@callback(Output(ids.MEMORY_TILE_MAP_CONTROLS, "style"), Input(ids.MEMORY_TABS, "active_tab"))
-def show_tile_map_controls(tab: str) -> dict[str, str]:
-    return {} if tab == "tile_map" else {"display": "none"}
+# in the browser: a round trip to the server for a style would keep the page busy as it loads
+clientside_callback(
+    "function (tab) { return tab === 'tile_map' ? {} : {display: 'none'}; }",
+    Output(ids.MEMORY_TILE_MAP_CONTROLS, "style"),
+    Input(ids.MEMORY_TABS, "active_tab"),
+)
 
 
 def _tiles_of_points(points: list[dict[str, Any]], first_tiles: Any, width: int) -> list[int]:
@@ -303,8 +306,10 @@ def tab_body(
         body = [
             dbc.Row(
                 [
-                    dbc.Col(section(f"By region ({gaps.replace('_', ' ')})", grid.small_grid(reg)), md=5),
-                    dbc.Col(section("By category (excluding gaps)", grid.small_grid(cat, height=360)), md=7),
+                    # a few fixed rows each: plain tables (an AG Grid's setup would cost more than the rest
+                    # of the page's first render)
+                    dbc.Col(section(f"By region ({gaps.replace('_', ' ')})", grid.plain_table(reg)), md=5),
+                    dbc.Col(section("By category (excluding gaps)", grid.plain_table(cat)), md=7),
                 ]
             )
         ]

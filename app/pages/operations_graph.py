@@ -34,6 +34,7 @@ from app.figures.operations_graph import (
 from app.pages.operations import LAYER_NAMES, layers
 from app.units import format_bytes, format_si
 from app.views import operations_graph as og
+from app.views.runs import opening_run
 
 # dagre (the layered layout) ships in dash-cytoscape's extra bundle, served by the app like every asset
 cyto.load_extra_layouts()
@@ -220,6 +221,11 @@ def draw(h: og.Hierarchy, layer: str, colour: str, key: str | None, opened: froz
         if len(h.groups)
         else f"{len(h.ops):,} operations. Scroll to zoom, drag to pan. Edges are data flow."
     )
+    report = state.report()
+    if report.has_execution_profile:
+        run = opening_run(report)
+        name = str(report.runs().set_index("run").at[run, "name"]) if run in set(report.runs()["run"]) else ""
+        note += f" Cycles and FLOPs of run {run}{f' ({name})' if name else ''}, the run that computes."
     if len(h.edges) and (h.edges["kind"] == "order").all():
         note += " This report (format 1) records no data flow: edges join operations in the order they first ran."
     if h.ops.attrs.get("hidden"):
@@ -335,8 +341,10 @@ dash.clientside_callback(
 
 
 def cycle_deltas(key: str, layer: str, op_ids: Any) -> Any:
-    """Active − baseline cycles of each active operation (its own cycles where it is new)."""
-    c = baselines.comparison(key, layer=layer)
+    """Active − baseline cycles of each active operation (its own cycles where it is new), in the
+    run that computes, as the graph's own cycles (the Operations compare tab's default run too)."""
+    report = state.report()
+    c = baselines.comparison(key, layer=layer, run=opening_run(report) if report.has_execution_profile else None)
     key_of = c.operation_tables[1].set_index("debug_context_id")["key"]
     delta = c.operations.set_index("key")["delta_cycles"]
     return delta.reindex(key_of.reindex(op_ids).to_numpy()).fillna(0).to_numpy()

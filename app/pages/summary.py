@@ -14,7 +14,7 @@ from app import ids, state
 from app.comparison.pages import summary as compare  # the page's compare tab
 from app.comparison.pages.components import compare_tabs
 from app.components import key_values, provenance_note, section, stat_card
-from app.grid import small_grid
+from app.grid import plain_table, small_grid
 from app.units import format_bytes, format_count, format_flops, format_percent, format_seconds
 from app.views.ipus import ipu_execution, ipu_memory
 from app.views.provenance import estimated
@@ -165,8 +165,8 @@ def layout(**_: object) -> html.Div:
                     dbc.Row(
                         [
                             # option names run to 40 characters (autoReport.executionProfileProgramRunCount)
-                            dbc.Col(section("Engine options", small_grid(report.engine_options())), md=7),
-                            dbc.Col(section("Report files", small_grid(files)), md=5),
+                            dbc.Col(section("Engine options", plain_table(report.engine_options())), md=7),
+                            dbc.Col(section("Report files", plain_table(files)), md=5),
                         ]
                     ),
                 ],

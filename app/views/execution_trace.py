@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from app.units import plural
-from app.views import flame
+from app.views import flame, model_names
 from app.views.runs import run_figures, weighted_figures
 from app.views.step_kinds import KIND_OF_TYPE, KINDS
 from report_format.reader import Report
@@ -36,11 +36,14 @@ def trace_steps(report: Report, run: int) -> pd.DataFrame:
     es = report.execution_steps(run)
     p = report.programs().sort_values("program_id")
     pos = np.searchsorted(p["program_id"].to_numpy(), es["program_id"].to_numpy())
+    # the model's name first where the report is of an ONNX model: "s3b0_b_conv_365: matmul (OnTileExecute)"
+    model = model_names.of_programs(report).reindex(p["program_id"].to_numpy()).fillna("").to_numpy(dtype=object)
+    op = (p["name"] + " (" + p["type"] + ")").to_numpy(dtype=object)
     per_program = {
         "type": p["type"].to_numpy(dtype=object),
         "name": p["name"].to_numpy(dtype=object),
         "kind": kind_of(p["type"]).to_numpy(dtype=object),
-        "label": (p["name"] + " (" + p["type"] + ")").to_numpy(dtype=object),
+        "label": np.where((model != "") & (model != p["name"].to_numpy(dtype=object)), model + ": " + op, op),
     }
     for col, values in per_program.items():
         cats, codes = np.unique(values.astype(str), return_inverse=True)

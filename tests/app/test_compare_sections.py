@@ -145,7 +145,9 @@ def test_liveness_selects_an_aligned_step_and_compares_its_variables(pair):
     assert live[["name", "status", "baseline_bytes", "active_bytes"]].values.tolist() == [
         ["cast_out", "added", 0, 1024]
     ]
-    assert fig.layout.shapes[0].x0 == 6  # the selected step is marked
+    # the selected step is marked: only the figure's shapes are sent (a patch), not the figure again
+    assert isinstance(fig, dash.Patch) and cmp_liveness.marker(6)[0]["x0"] == 6
+    assert [s.x0 for s in cmp_liveness.figure(key, 6).layout.shapes] == [6]
     # aligned step 7: baseline step 6 and active step 7, act2 live in both
     grid_, step_text, _ = cmp_liveness.step_body(7, "live", key)
     assert "baseline step 6" in step_text and "active step 7" in step_text

@@ -8,7 +8,7 @@ import pytest
 
 from app.figures.execution_trace import proportions_figure, tile_steps_figure, timeline_figure
 from app.figures.liveness import liveness_figure
-from app.figures.memory import tile_map_figure, tile_memory_figure, variables_figure
+from app.figures.memory import OTHER, merge_thin_series, tile_map_figure, tile_memory_figure, variables_figure
 from app.views import execution_trace as et
 from app.views import liveness as lv
 from app.views import memory as mem
@@ -28,7 +28,23 @@ def test_tile_memory_figure_stacks_series_and_marks_max_memory(small_report):
     assert list(areas.data[0].y) == df.iloc[:, 0].tolist()
     binned, maxes, width = mem.bin_tiles(df, 3)
     fig = go.Figure(tile_memory_figure(binned, maxes, width, 1000))
-    assert any(isinstance(t, go.Scattergl) and list(t.y) == list(maxes) for t in fig.data)
+    # 3 columns: the fullest-tile line in SVG (WebGL only beyond common.WEBGL_ABOVE points)
+    assert any(isinstance(t, go.Scatter) and list(t.y) == list(maxes) for t in fig.data)
+
+
+def test_series_under_a_pixel_merge_into_one():
+    import pandas as pd
+
+    df = pd.DataFrame({"big": [1000, 900], "a": [1, 0], "b": [2, 3], "c": [500, 10]}, index=[0, 1])
+    # 100 px for 1,000 bytes: a (0.1 px) and b (0.3 px) are under a pixel on both tiles, c is not
+    out, merged = merge_thin_series(df, 1000.0, 100.0)
+    assert merged == ["a", "b"] and list(out.columns) == ["big", "c", OTHER]
+    assert out[OTHER].tolist() == [3, 3] and out.sum(axis=1).tolist() == df.sum(axis=1).tolist()
+    # one thin series alone stays itself (merging it would hide its name for nothing)
+    assert merge_thin_series(df.drop(columns="a"), 1000.0, 100.0)[1] == []
+    fig = tile_memory_figure(df, df.sum(axis=1).to_numpy(), 1, 100, show_max_memory=False)
+    names = [t["name"] for t in fig["data"]]
+    assert "other (2 series under 1 px)" in names and "a" not in names  # 1,503 B over 360 px: a, b thin
 
 
 def test_liveness_figure_marks_peak(small_report):

@@ -41,7 +41,8 @@ def test_every_layout_renders_and_names_its_page(pages):
     for name, module in pages.items():
         text = as_json(module.layout())
         assert f'"children": "{titles[name]}"' in text, name
-    assert "96 B at program step 3" in as_json(pages["liveness"].layout())  # the peak, hand-computed
+    # the peak, hand-computed, named by its ONNX node (the PopLibs op in brackets)
+    assert "96 B at program step 3 (OnTileExecute MatMul_0 (matmul))" in as_json(pages["liveness"].layout())
 
 
 def _rows(fig) -> list[int]:  # type: ignore[no-untyped-def]
@@ -90,14 +91,14 @@ def test_memory_liveness_tree_and_operations_callbacks(pages):
     physical = mem.tab_body("tile_map", None, ["gaps"], None, "physical").figure
     assert "die column 0, island 0, tile 1 of the island" in physical["data"][1]["text"][1][0]  # tile 5
     assert "software order" in mem.tab_body("tile_map", None, ["gaps"]).figure["layout"]["title"]["text"]
-    assert mem.show_tile_map_controls("tile_map") == {} and mem.show_tile_map_controls("details")["display"] == "none"
     fig = go.Figure(mem.memory_figure("region", ["gaps"], "tile", [2]))
     assert [t.name for t in fig.data] == ["non_interleaved", "interleaved", "gaps"]
     assert "1,000" not in as_json(fig.layout.shapes)  # no max-memory line when not asked
     assert lv.next_selection([3], 5) == [3, 5] and lv.next_selection([3, 5], 6) == [5, 6]
     assert lv.next_selection([3], 3) == [3]
     body, text = lv.tab_body("cycles", [3])
-    assert text.startswith("Step 3: OnTileExecute matmul") and "busiest tile" in as_json(body)
+    # named by the model first (ONNX node MatMul_0), the PopLibs op in brackets: tests/app/test_model_names.py
+    assert text.startswith("Step 3: OnTileExecute MatMul_0 (matmul)") and "busiest tile" in as_json(body)
     tree = pt.tree_rows(pt.view.program_tree(state.report()), {0, 1, 5})
     assert tree["tree"].iloc[5].strip() == "▾ loop  ×2" and tree["step"].isna().sum() == 3
     grid, sentence = ops.table("onnx", "-1", ["cycles"])

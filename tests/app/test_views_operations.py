@@ -78,3 +78,17 @@ def test_graph_layers_put_a_source_just_before_its_first_reader():
     assert depth.tolist() == [0, 1, 2, 3, 4, 2, 0, 0]
     # within a layer, ops are stacked in first-execution order, a source moved there below them
     assert y[6] < y[0] < y[7] and y[2] < y[5]
+
+
+def test_graph_counts_the_run_that_computes(small_report):
+    """The graph's cycles are those of the run Summary and Operations lead with (runs.opening_run),
+    not all runs': a one-off weight upload would otherwise outweigh the layers that compute."""
+    from app.views.runs import opening_run
+
+    run = opening_run(small_report)
+    nodes, _ = view.operations_graph(small_report, "onnx")
+    of_run = view.operations(small_report, "onnx", run).set_index("op_id")["cycles"]
+    all_runs = view.operations(small_report, "onnx").set_index("op_id")["cycles"]
+    got = nodes.set_index("op_id")["cycles"]
+    assert got.to_dict() == of_run.reindex(got.index).to_dict()
+    assert (all_runs.reindex(got.index) > got).any()  # the other run's cycles are left out

@@ -57,7 +57,12 @@ def run_rows(runs: Any) -> Any:
     return out
 
 
-@callback(Output(ids.COMPARE_TRACE, "children"), Input(shown("execution_trace"), "data"), Input(ids.TRACE_RUN, "value"))
+@callback(
+    Output(ids.COMPARE_TRACE, "children"),
+    Input(shown("execution_trace"), "data"),
+    Input(ids.TRACE_RUN, "value"),
+    prevent_initial_call=True,  # the pane starts empty and hidden: nothing to ask the server on load
+)
 def render(key: str | None, run: Any) -> Any:
     blocked = unavailable(key)
     if blocked is not None:

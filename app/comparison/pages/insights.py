@@ -23,7 +23,7 @@ def _topic(hint: str) -> str:
     return hint.split(":")[0].split(" tile ")[0].strip()
 
 
-@callback(Output(ids.COMPARE_INSIGHTS, "children"), Input(shown("insights"), "data"))
+@callback(Output(ids.COMPARE_INSIGHTS, "children"), Input(shown("insights"), "data"), prevent_initial_call=True)
 def render(key: str | None) -> Any:
     blocked = unavailable(key)
     if blocked is not None:

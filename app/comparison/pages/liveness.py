@@ -9,7 +9,7 @@ from typing import Any
 import dash
 import dash_bootstrap_components as dbc
 import pandas as pd
-from dash import Input, Output, State, callback, dcc, html
+from dash import Input, Output, Patch, State, callback, dcc, html
 
 from app import grid, ids
 from app.comparison.figures import ACTIVE, liveness_comparison_figure
@@ -45,10 +45,19 @@ def default_position(key: str) -> int | None:
     return None if pos is None else int(pos)
 
 
+def marker(position: int | None) -> list[dict[str, Any]]:
+    """The figure's shapes: a dotted line at the selected aligned step, across both panels."""
+    if position is None:
+        return []
+    return [
+        {"type": "line", "xref": "x", "yref": "paper", "x0": position, "x1": position, "y0": 0, "y1": 1,
+         "line": {"color": ACTIVE, "dash": "dot", "width": 1}}
+    ]  # fmt: skip
+
+
 def figure(key: str, position: int | None) -> Any:
     fig = liveness_comparison_figure(baselines.comparison(key).liveness, max_points=MAX_STEP_POINTS)
-    if position is not None:
-        fig.add_vline(x=position, line={"color": ACTIVE, "dash": "dot", "width": 1})
+    fig.update_layout(shapes=marker(position))
     return fig
 
 
@@ -56,6 +65,7 @@ def figure(key: str, position: int | None) -> Any:
     Output(ids.COMPARE_LIVENESS, "children"),
     Output(ids.COMPARE_LIVENESS_STEP, "data"),
     Input(shown("liveness"), "data"),
+    prevent_initial_call=True,  # the pane starts empty and hidden: nothing to ask the server on load
 )
 def render(key: str | None) -> tuple[Any, Any]:
     blocked = unavailable(key)
@@ -179,6 +189,14 @@ def step_text(key: str, position: int) -> str:
     )
 
 
+def moved_marker(position: int) -> Patch:
+    """Only the figure's marker moves (a patch of its shapes): the figure itself was sent once, with
+    the pane (sending it again would double what the browser draws when the tab opens)."""
+    patch = Patch()
+    patch["layout"]["shapes"] = marker(position)
+    return patch
+
+
 @callback(
     Output(ids.COMPARE_LIVENESS_TAB_BODY, "children"),
     Output(ids.COMPARE_LIVENESS_STEP_TEXT, "children"),
@@ -202,5 +220,5 @@ def step_body(position: int | None, tab: str, key: str | None) -> tuple[Any, Any
     return (
         grid.big_grid(STEP_VARIABLES_KIND, args, sample=rows, height=360, hidden=("always_live",), short=True),
         step_text(key, position),
-        figure(key, position),
+        moved_marker(position),
     )

@@ -54,6 +54,7 @@ def section() -> html.Div:
     Output(ids.COMPARE_MEMORY, "children"),
     Input(shown("memory"), "data"),
     State(ids.MEMORY_SELECTION, "data"),  # tiles selected before the tab opened
+    prevent_initial_call=True,  # the pane starts empty and hidden: nothing to ask the server on load
 )
 def render(key: str | None, tiles: list[int] | None = None) -> Any:
     blocked = unavailable(key)

@@ -59,6 +59,7 @@ def section() -> html.Div:
     Input(shown("operations"), "data"),
     Input(ids.OPERATIONS_LAYER, "value"),
     Input(ids.OPERATIONS_RUN, "value"),
+    prevent_initial_call=True,  # the pane starts empty and hidden: nothing to ask the server on load
 )
 def render(key: str | None, layer: str | None, run: Any) -> Any:
     blocked = unavailable(key)

@@ -29,7 +29,7 @@ def section() -> html.Div:
     return html.Div(id=ids.COMPARE_PROGRAM_TREE)
 
 
-@callback(Output(ids.COMPARE_PROGRAM_TREE, "children"), Input(shown("program_tree"), "data"))
+@callback(Output(ids.COMPARE_PROGRAM_TREE, "children"), Input(shown("program_tree"), "data"), prevent_initial_call=True)
 def render(key: str | None) -> Any:
     blocked = unavailable(key)
     if blocked is not None:

@@ -38,7 +38,7 @@ def section() -> html.Div:
     return html.Div(id=ids.COMPARE_SUMMARY)
 
 
-@callback(Output(ids.COMPARE_SUMMARY, "children"), Input(shown("summary"), "data"))
+@callback(Output(ids.COMPARE_SUMMARY, "children"), Input(shown("summary"), "data"), prevent_initial_call=True)
 def render(key: str | None) -> Any:
     blocked = unavailable(key)
     if blocked is not None:

@@ -1,0 +1,39 @@
+"""The model's names first on a report of an ONNX model (the small report: ONNX nodes MatMul_0 and
+Add_1 enclose PopLibs matMul and add): Liveness and the Execution Trace name a step by its ONNX node,
+the PopLibs op beside it; steps outside every node (the input stream copies, the sync) keep the
+op's name alone."""
+
+from __future__ import annotations
+
+from app.views import execution_trace as et
+from app.views import model_names
+
+
+def test_programs_take_their_enclosing_onnx_node(small_report):
+    # programs 6 and 7 (matmul, ex) have debug context 1 (matMul) inside MatMul_0; program 8 (add)
+    # context 3 inside Add_1; 2..4 (the "input" user context) and 9 (no context) lie in no node
+    names = model_names.of_programs(small_report)
+    assert names.to_dict() == {
+        0: "",
+        1: "",
+        2: "",
+        3: "",
+        4: "",
+        5: "",
+        6: "MatMul_0",
+        7: "MatMul_0",
+        8: "Add_1",
+        9: "",
+    }
+
+
+def test_model_name_first_op_in_brackets():
+    out = model_names.with_model_name(["MatMul_0", "", "relu_3"], ["matmul", "in", "relu_3"])
+    assert out.tolist() == ["MatMul_0 (matmul)", "in", "relu_3"]
+
+
+def test_trace_steps_named_by_the_model(small_report):
+    labels = et.trace_steps(small_report, 0).drop_duplicates("program_id").set_index("program_id")["label"]
+    assert labels[6] == "MatMul_0: matmul (OnTileExecute)" and labels[8] == "Add_1: add (OnTileExecute)"
+    assert labels[3] == "in (StreamCopyMid)"  # outside every ONNX node: the op alone
+    # Liveness's peak and selected step: tests/app/test_pages.py
