@@ -23,15 +23,24 @@ if TYPE_CHECKING:
     from profiler.executable.plans import BatchPlan
 
 
+# Bytes of copies in the stored type (``ReadCache``) one replica keeps: the copies made of weights
+# read in another order than stored (a 3x3 convolution's weights, [Cout, C/grp, kh, kw, grp], read
+# as its im2col product's [(i, j, c), Cout]: ResNet-50's are 45 MB in float). Beyond this they are
+# copied at each read, so a large model's host memory does not grow by a copy of its weights.
+KEPT_COPY_BYTES = 256 << 20
+
+
 class ReadCache:
-    """One replica's field values converted to a codelet's compute type (weights read as float
-    from half), kept while their variable is unwritten: a run converts each weight once, not at every
-    read. Only variables the running program does not write are kept (the engine says which); any
-    step that writes a variable, or a host write, drops its entries."""
+    """One replica's field values that a read converts to a codelet's compute type (weights read as
+    float from half) or copies into another order, kept while their variable is unwritten: a run
+    converts or copies each weight once, not at every read. Only variables the running program does
+    not write are kept (the engine says which); any step that writes a variable, or a host write,
+    drops its entries. Copies in the stored type are kept up to KEPT_COPY_BYTES."""
 
     def __init__(self) -> None:
         self._by_var: dict[int, dict[tuple[int, np.dtype], np.ndarray]] = {}
         self.volatile: frozenset[int] | set[int] = frozenset()  # variables the running program writes
+        self._copy_bytes: dict[int, int] = {}  # of the kept copies in the stored type, by variable
 
     def read(self, acc: Access, state: list[np.ndarray], dtype: np.dtype) -> np.ndarray:
         v = acc.variable
@@ -40,20 +49,27 @@ class ReadCache:
         kept = self._by_var.setdefault(v, {})
         key = (id(acc), dtype)
         if key not in kept:
-            kept[key] = acc.gather(state, dtype)
+            values = acc.gather(state, dtype)
+            if dtype == acc.dtype:  # a copy in another order: kept within the budget
+                if sum(self._copy_bytes.values()) + values.nbytes > KEPT_COPY_BYTES:
+                    return values
+                self._copy_bytes[v] = self._copy_bytes.get(v, 0) + values.nbytes
+            kept[key] = values
         return kept[key]
 
     def written(self, variables: Iterable[int]) -> None:
         for v in variables:
             self._by_var.pop(v, None)
+            self._copy_bytes.pop(v, None)
 
     def clear(self) -> None:
         self._by_var.clear()
+        self._copy_bytes.clear()
 
 
 def run_batch(b: BatchPlan, state: list[np.ndarray], cache: ReadCache | None = None) -> None:
     """Gather the batch's fields, run its codelet, scatter what it writes; fields read in another
-    type than stored come through ``cache`` when given."""
+    type than stored, or copied into another order, come through ``cache`` when given."""
     rows = b.aligned_rows
     if rows:
         n = int(np.prod(next(iter(b.fields.values())).shape, dtype=np.int64))
@@ -79,7 +95,7 @@ def _run_rows(b: BatchPlan, state: list[np.ndarray], rows: slice | None, cache: 
             values[f] = np.empty(acc.shape if rows is None else acc.rows_shape(rows), reads[f])
         elif window is not None and f == wf:
             values[f] = windows(window, state, reads[f])
-        elif rows is None and cache is not None and acc.dtype != reads[f]:
+        elif rows is None and cache is not None and (acc.dtype != reads[f] or acc.copies):
             values[f] = cache.read(acc, state, reads[f])
         else:
             values[f] = acc.gather(state, reads[f], rows)

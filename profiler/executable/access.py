@@ -26,7 +26,7 @@ class Access:
     written through it; any other view is gathered and scattered by element index.
     """
 
-    __slots__ = ("shape", "dtype", "groups", "strided", "window", "source", "flat_shape")
+    __slots__ = ("shape", "dtype", "groups", "strided", "window", "source", "flat_shape", "_copies")
 
     shape: tuple[int, ...]
     dtype: np.dtype
@@ -41,6 +41,7 @@ class Access:
         self.shape = t.shape
         self.dtype = t.dtype
         self.source = None
+        self._copies: bool | None = None
         self.window = t._lay if isinstance(t._lay, Window) else None
         if self.window is not None:
             self.strided, self.groups = None, []
@@ -81,6 +82,17 @@ class Access:
         if self.strided is not None:
             return self.strided[0]
         return self.groups[0][0] if len(self.groups) == 1 and self.groups[0][1] is None else None
+
+    @property
+    def copies(self) -> bool:
+        """Whether ``gather`` (in the stored type, all rows) makes a new array rather than a view: a
+        view read by element index, or a strided one whose shape merges dims numpy cannot merge."""
+        if self._copies is None:
+            if self.window is not None or self.strided is None:
+                self._copies = True
+            else:
+                self._copies = _merge_copies(self.flat_shape, self.strided[2], self.shape)
+        return self._copies
 
     def _view(self, state: list[np.ndarray], writeable: bool, rows: slice | None = None) -> np.ndarray:
         """A strided access's numpy view of its variable (``rows`` of its flat view when given)."""
