@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from profiler.executable import half_maps
-from profiler.executable.access import windows
-from profiler.host import parallel
+from profiler.executable.access import column_windows, windows
+from profiler.executable.convert import store
+from profiler.host import blas, parallel, scratch
 
 if TYPE_CHECKING:
     from profiler.executable.access import Access
@@ -71,6 +72,8 @@ def run_batch(b: BatchPlan, state: list[np.ndarray], cache: ReadCache | None = N
     """Gather the batch's fields, run its codelet, scatter what it writes; fields read in another
     type than stored, or copied into another order, come through ``cache`` when given."""
     rows = b.aligned_rows
+    if not rows and b.codelet.rows_field is not None and _run_in_row_parts(b, state, cache):
+        return
     if rows:
         n = int(np.prod(next(iter(b.fields.values())).shape, dtype=np.int64))
         # one pass over each element: a chunk per thread (no cache to stay within), of at least
@@ -102,3 +105,64 @@ def _run_rows(b: BatchPlan, state: list[np.ndarray], rows: slice | None, cache: 
     out = codelet.run_windows(values, b.params) if windowed else codelet.run_batch(values, b.params)
     for f in codelet.writes:
         b.fields[f].scatter(state, out[f], rows)
+
+
+def _run_in_row_parts(b: BatchPlan, state: list[np.ndarray], cache: ReadCache | None) -> bool:
+    """Run a batch whose outputs' rows follow its ``rows_field`` (a convolution's im2col product) in
+    parts of rows, one per run thread: each part copies its rows of the columns (converted), takes
+    their product and writes it into the result on its own thread, while the part is in its cache,
+    where the whole batch would hand each of the three passes to the threads in turn (or, below a
+    chunk, run them on one). The bits are the whole batch's: each row is computed alike whatever rows
+    it is computed with (``blas.matmul``). False (nothing done) where this does not apply: one
+    thread, BLAS not held to one, a product too small to split, a field read another way than a
+    one-group window of columns and a ``[1, m, n]`` result held with its rows as one dim."""
+    c = b.codelet
+    rf = c.rows_field
+    assert rf is not None, "run_batch tries row parts for a codelet with a rows_field"
+    fields, reads = b.fields, b.reads
+    acc = fields[rf]
+    w = acc.window
+    if w is None or w.groups != 1 or parallel.threads() < 2 or not blas.held_to_one_thread():
+        return False
+    if len(c.outputs) != 1 or c.inouts or c.reads_outputs:
+        return False
+    out = fields[c.outputs[0]]
+    st = out.strided
+    if st is None or not st[3] or len(out.shape) != 3 or out.shape[0] != 1 or out.flat_shape[0] != 1:
+        return False
+    m, n = out.shape[1:]
+    k = acc.shape[2]
+    if out.flat_shape[1] != m or m * k * n < blas.SPLIT_MACS:
+        return False
+    others: dict[str, np.ndarray] = {}
+    for f, a in fields.items():
+        if f in (rf, c.outputs[0]):
+            continue
+        others[f] = (
+            cache.read(a, state, reads[f])
+            if cache is not None and (a.dtype != reads[f] or a.copies)
+            else a.gather(state, reads[f])
+        )
+    win, row_dims = column_windows(w, state, reads[rf])
+    win = win[0]
+    lead = next((d for d in range(row_dims) if win.shape[d] > 1), None)
+    if lead is None:
+        return False
+    per = int(np.prod(win.shape[lead + 1 : row_dims], dtype=np.int64))  # columns' rows per index of ``lead``
+    result = out.view(state, writeable=True)[0]  # [m, ..]
+    placeholder = np.broadcast_to(np.empty((), reads[c.outputs[0]]), (1, 1, 1))
+
+    def part(sl: slice) -> None:
+        lo, hi, _ = sl.indices(win.shape[lead])
+        src = win[(slice(None),) * lead + (sl,)]
+        cols = scratch.buffer("columns", src.shape, reads[rf])
+        store(cols, src)
+        rows = (hi - lo) * per
+        values = {rf: cols.reshape(1, rows, k), **others, c.outputs[0]: np.broadcast_to(placeholder, (1, rows, n))}
+        got = c.run_batch(values, b.params)[c.outputs[0]]
+        dst = result[lo * per : hi * per]
+        store(dst, np.asarray(got).reshape(dst.shape))
+
+    size = win.shape[lead]
+    parallel.in_row_chunks(part, size, size, -(-size // parallel.threads()))
+    return True
