@@ -103,6 +103,10 @@ class Codelet:
     # (``access.windows``: [G, B.., Ho, Wo, C.., kh, kw]) rather than as copied columns: when that
     # field reads a Window, the engine calls ``run_windows`` with it instead of ``run_batch``
     window_field: str | None = None
+    # a field whose rows decide the same rows of every output and nothing else does (a matmul's
+    # lhs: out[g, rows] = a[g, rows] @ b[g]): the engine may compute an output in parts of rows,
+    # each part's columns, product and result written on one thread (``profiler.engine.batch_run``)
+    rows_field: str | None = None
     # an elementwise op ``profiler.executable.half_maps`` may run on stored halves in one compiled pass (when
     # every field is half and the result is another variable): a name in half_maps.LOOPS
     half_op: str | None = None

@@ -15,23 +15,41 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from profiler.executable import half_maps
-from profiler.executable.access import windows
-from profiler.host import parallel
+from profiler.executable.access import column_windows, windows
+from profiler.executable.convert import store
+from profiler.host import blas, parallel, scratch
 
 if TYPE_CHECKING:
     from profiler.executable.access import Access
     from profiler.executable.plans import BatchPlan
 
 
+# Bytes of copies in the stored type (``ReadCache``) one replica keeps: the copies made of weights
+# read in another order than stored (a 3x3 convolution's weights, [Cout, C/grp, kh, kw, grp], read
+# as its im2col product's [(i, j, c), Cout]: ResNet-50's are 45 MB in float). Beyond this they are
+# copied at each read, so a large model's host memory does not grow by a copy of its weights.
+KEPT_COPY_BYTES = 256 << 20
+
+
+# Elements a part of a compiled elementwise pass (``half_maps``) has at least when split over the run's
+# threads: the pass takes ~0.2-0.4 ns an element, so 64 Ki are ~15-25 us, about what handing a part
+# to a waiting thread costs (two empty parts: ~30 us of CPU, 36 wall, measured at load ~12); a smaller
+# pass runs on the calling thread. ResNet-50's 28 x 28 x 512 batch norms and relus (401,408
+# elements) then run on both cores, where the CHUNK_ELEMENTS floor of other passes kept them on one.
+PASS_PART_ELEMENTS = 1 << 16
+
+
 class ReadCache:
-    """One replica's field values converted to a codelet's compute type (weights read as float
-    from half), kept while their variable is unwritten: a run converts each weight once, not at every
-    read. Only variables the running program does not write are kept (the engine says which); any
-    step that writes a variable, or a host write, drops its entries."""
+    """One replica's field values that a read converts to a codelet's compute type (weights read as
+    float from half) or copies into another order, kept while their variable is unwritten: a run
+    converts or copies each weight once, not at every read. Only variables the running program does
+    not write are kept (the engine says which); any step that writes a variable, or a host write,
+    drops its entries. Copies in the stored type are kept up to KEPT_COPY_BYTES."""
 
     def __init__(self) -> None:
         self._by_var: dict[int, dict[tuple[int, np.dtype], np.ndarray]] = {}
         self.volatile: frozenset[int] | set[int] = frozenset()  # variables the running program writes
+        self._copy_bytes: dict[int, int] = {}  # of the kept copies in the stored type, by variable
 
     def read(self, acc: Access, state: list[np.ndarray], dtype: np.dtype) -> np.ndarray:
         v = acc.variable
@@ -40,26 +58,35 @@ class ReadCache:
         kept = self._by_var.setdefault(v, {})
         key = (id(acc), dtype)
         if key not in kept:
-            kept[key] = acc.gather(state, dtype)
+            values = acc.gather(state, dtype)
+            if dtype == acc.dtype:  # a copy in another order: kept within the budget
+                if sum(self._copy_bytes.values()) + values.nbytes > KEPT_COPY_BYTES:
+                    return values
+                self._copy_bytes[v] = self._copy_bytes.get(v, 0) + values.nbytes
+            kept[key] = values
         return kept[key]
 
     def written(self, variables: Iterable[int]) -> None:
         for v in variables:
             self._by_var.pop(v, None)
+            self._copy_bytes.pop(v, None)
 
     def clear(self) -> None:
         self._by_var.clear()
+        self._copy_bytes.clear()
 
 
 def run_batch(b: BatchPlan, state: list[np.ndarray], cache: ReadCache | None = None) -> None:
     """Gather the batch's fields, run its codelet, scatter what it writes; fields read in another
-    type than stored come through ``cache`` when given."""
+    type than stored, or copied into another order, come through ``cache`` when given."""
     rows = b.aligned_rows
+    if not rows and b.codelet.rows_field is not None and _run_in_row_parts(b, state, cache):
+        return
     if rows:
         n = int(np.prod(next(iter(b.fields.values())).shape, dtype=np.int64))
-        # one pass over each element: a chunk per thread (no cache to stay within), of at least
-        # CHUNK_ELEMENTS (a smaller one takes less time than handing it to a thread)
-        chunk = max(parallel.CHUNK_ELEMENTS, -(-n // parallel.threads())) if b.on_halves else None
+        # one pass over each element: a chunk per thread (no cache to stay within; n // threads
+        # makes as many), of at least PASS_PART_ELEMENTS
+        chunk = max(PASS_PART_ELEMENTS, n // parallel.threads()) if b.on_halves else None
         parallel.in_row_chunks(lambda part: _run_rows(b, state, part, cache), rows, n, chunk)
     else:
         _run_rows(b, state, None, cache)
@@ -79,10 +106,72 @@ def _run_rows(b: BatchPlan, state: list[np.ndarray], rows: slice | None, cache: 
             values[f] = np.empty(acc.shape if rows is None else acc.rows_shape(rows), reads[f])
         elif window is not None and f == wf:
             values[f] = windows(window, state, reads[f])
-        elif rows is None and cache is not None and acc.dtype != reads[f]:
+        elif rows is None and cache is not None and (acc.dtype != reads[f] or acc.copies):
             values[f] = cache.read(acc, state, reads[f])
         else:
             values[f] = acc.gather(state, reads[f], rows)
     out = codelet.run_windows(values, b.params) if windowed else codelet.run_batch(values, b.params)
     for f in codelet.writes:
         b.fields[f].scatter(state, out[f], rows)
+
+
+def _run_in_row_parts(b: BatchPlan, state: list[np.ndarray], cache: ReadCache | None) -> bool:
+    """Run a batch whose outputs' rows follow its ``rows_field`` (a convolution's im2col product) in
+    parts of rows, one per run thread: each part copies its rows of the columns (converted), takes
+    their product and writes it into the result on its own thread, while the part is in its cache,
+    where the whole batch would hand each of the three passes to the threads in turn (or, below a
+    chunk, run them on one). The bits are the whole batch's: each row is computed alike whatever rows
+    it is computed with (``blas.matmul``). False (nothing done) where this does not apply: one
+    thread, BLAS not held to one, a product too small to split, a field read another way than a
+    one-group window of columns and a ``[1, m, n]`` result held with its rows as one dim."""
+    c = b.codelet
+    rf = c.rows_field
+    assert rf is not None, "run_batch tries row parts for a codelet with a rows_field"
+    fields, reads = b.fields, b.reads
+    acc = fields[rf]
+    w = acc.window
+    if w is None or w.groups != 1 or parallel.threads() < 2 or not blas.held_to_one_thread():
+        return False
+    if len(c.outputs) != 1 or c.inouts or c.reads_outputs:
+        return False
+    out = fields[c.outputs[0]]
+    st = out.strided
+    if st is None or not st[3] or len(out.shape) != 3 or out.shape[0] != 1 or out.flat_shape[0] != 1:
+        return False
+    m, n = out.shape[1:]
+    k = acc.shape[2]
+    if out.flat_shape[1] != m or m * k * n < blas.SPLIT_MACS:
+        return False
+    others: dict[str, np.ndarray] = {}
+    for f, a in fields.items():
+        if f in (rf, c.outputs[0]):
+            continue
+        others[f] = (
+            cache.read(a, state, reads[f])
+            if cache is not None and (a.dtype != reads[f] or a.copies)
+            else a.gather(state, reads[f])
+        )
+    win, row_dims = column_windows(w, state, reads[rf])
+    win = win[0]
+    lead = next((d for d in range(row_dims) if win.shape[d] > 1), None)
+    if lead is None:
+        return False
+    per = int(np.prod(win.shape[lead + 1 : row_dims], dtype=np.int64))  # columns' rows per index of ``lead``
+    result = out.view(state, writeable=True)[0]  # [m, ..]
+    placeholder = np.broadcast_to(np.empty((), reads[c.outputs[0]]), (1, 1, 1))
+
+    def part(sl: slice) -> None:
+        lo, hi, _ = sl.indices(win.shape[lead])
+        src = win[(slice(None),) * lead + (sl,)]
+        cols = scratch.buffer("columns", src.shape, reads[rf])
+        store(cols, src)
+        rows = (hi - lo) * per
+        values = {rf: cols.reshape(1, rows, k), **others, c.outputs[0]: np.broadcast_to(placeholder, (1, rows, n))}
+        got = c.run_batch(values, b.params)[c.outputs[0]]
+        dst = result[lo * per : hi * per]
+        store(dst, np.asarray(got).reshape(dst.shape))
+
+    size = win.shape[lead]
+    # a part per thread (a chunk of size // threads makes as many: 7 rows over 2 threads are 3 + 4)
+    parallel.in_row_chunks(part, size, size, max(1, size // parallel.threads()))
+    return True

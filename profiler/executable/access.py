@@ -26,7 +26,7 @@ class Access:
     written through it; any other view is gathered and scattered by element index.
     """
 
-    __slots__ = ("shape", "dtype", "groups", "strided", "window", "source", "flat_shape")
+    __slots__ = ("shape", "dtype", "groups", "strided", "window", "source", "flat_shape", "_copies")
 
     shape: tuple[int, ...]
     dtype: np.dtype
@@ -41,6 +41,7 @@ class Access:
         self.shape = t.shape
         self.dtype = t.dtype
         self.source = None
+        self._copies: bool | None = None
         self.window = t._lay if isinstance(t._lay, Window) else None
         if self.window is not None:
             self.strided, self.groups = None, []
@@ -81,6 +82,22 @@ class Access:
         if self.strided is not None:
             return self.strided[0]
         return self.groups[0][0] if len(self.groups) == 1 and self.groups[0][1] is None else None
+
+    @property
+    def copies(self) -> bool:
+        """Whether ``gather`` (in the stored type, all rows) makes a new array rather than a view: a
+        view read by element index, or a strided one whose shape merges dims numpy cannot merge."""
+        if self._copies is None:
+            if self.window is not None or self.strided is None:
+                self._copies = True
+            else:
+                self._copies = _merge_copies(self.flat_shape, self.strided[2], self.shape)
+        return self._copies
+
+    def view(self, state: list[np.ndarray], writeable: bool = False) -> np.ndarray:
+        """A strided access's numpy view of its variable, in its flat shape (a factored view's
+        factor dims; writeable only for a one-to-one access's writer)."""
+        return self._view(state, writeable)
 
     def _view(self, state: list[np.ndarray], writeable: bool, rows: slice | None = None) -> np.ndarray:
         """A strided access's numpy view of its variable (``rows`` of its flat view when given)."""
@@ -212,10 +229,24 @@ def im2col(w: Window, state: list[np.ndarray], dtype: np.dtype | None = None) ->
     ``dtype`` when given (converted in storage order before a kernel's windows repeat the input's
     elements, else while copied). A channel-grouped input is windowed over its factor dims as
     stored: the one copy is the final gather of the columns."""
-    b, c = w.x.shape[:2]
-    grp, cg = w.channel_group, c // w.groups
     # kernel-major columns (i, j, c) read pixels' channels together; grouped ones (c // grp, i, j,
     # c % grp) of a store grouped alike read it in its own order: runs of kw x grp either way
+    win, _ = column_windows(w, state, dtype)
+    out = scratch.buffer("columns", win.shape, win.dtype if dtype is None else dtype)
+    copy_into(out, win)  # a 1x1 kernel's elements are converted here, in the one copy
+    (kh, kw), (ho, wo) = w.kernel, w.out
+    b, c = w.x.shape[:2]
+    return out.reshape(w.groups, b * ho * wo, c // w.groups * kh * kw)
+
+
+def column_windows(w: Window, state: list[np.ndarray], dtype: np.dtype | None = None) -> tuple[np.ndarray, int]:
+    """The strided view ``im2col`` copies its columns from: ``[G, B.., Ho, Wo, K..]`` whose row dims
+    (B.., Ho, Wo) flatten to the columns' rows and K dims to their elements in the columns' order
+    (padded and converted first where ``windows`` does that); and how many row dims it has. A part
+    of the columns' rows copied from a slice of the first row dim larger than one is their rows
+    ``[d0 * R, d1 * R)`` (R the later row dims' size)."""
+    c = w.x.shape[1]
+    grp, cg = w.channel_group, c // w.groups
     win = windows(w, state, dtype, channels_last=grp == cg > 1)  # [G, B.., Ho, Wo, C.., kh, kw]
     first_c = win.ndim - 2 - _factor_dims(w)[1]
     if grp == cg > 1:  # columns (i, j, c): the kernel dims before the channel dims
@@ -224,10 +255,7 @@ def im2col(w: Window, state: list[np.ndarray], dtype: np.dtype | None = None) ->
         if win.ndim - first_c != 4 or win.shape[first_c + 1] != grp:  # the channel dims as (C/G/grp, grp)
             win = win.reshape([*win.shape[:first_c], cg // grp, grp, *win.shape[-2:]])
         win = win.transpose([*range(first_c), first_c, first_c + 2, first_c + 3, first_c + 1])
-    (kh, kw), (ho, wo) = w.kernel, w.out
-    out = scratch.buffer("columns", win.shape, win.dtype if dtype is None else dtype)
-    copy_into(out, win)  # a 1x1 kernel's elements are converted here, in the one copy
-    return out.reshape(w.groups, b * ho * wo, c // w.groups * kh * kw)
+    return win, first_c - 1
 
 
 def windows(

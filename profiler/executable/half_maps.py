@@ -1,4 +1,4 @@
-"""Elementwise ops on half run as one compiled pass over the stored bits.
+"""Elementwise ops on half and float run as one compiled pass over the stored values.
 
 The general path reads each half operand into float, computes in float and rounds the result into
 half as it is written: three passes over every element, in chunks. For the ops a network spends
@@ -7,6 +7,10 @@ may be one element per row, as a softmax's row maximum and sum) ``profiler.host.
 the same arithmetic per element in one pass (~0.2 ns an element): float of each operand, the op
 in float, one rounding. The bits are the general path's; where a result is NaN the rows are
 computed again the general way, so NaN bits too follow numpy's rule.
+
+float32 fields take the same pass with no conversion: numpy walks a per-channel operand (16
+channels repeated along the positions) 16 elements per inner loop, and its result is then copied
+into the state; here the rows are joined and written in place (ResNet-50's batch norms and relus).
 """
 
 from __future__ import annotations
@@ -41,10 +45,12 @@ class BatchPlan(Protocol):
 
 
 _HALF = np.dtype(np.float16)
-# op name -> (loop, op code constant of the loop or None)
-LOOPS = {"add": ("binary_half", "ADD"), "subtract": ("binary_half", "SUBTRACT"),
-         "multiply": ("binary_half", "MULTIPLY"), "divide": ("binary_half", "DIVIDE"),
-         "relu": ("relu_half", None)}  # fmt: skip
+_FLOAT = np.dtype(np.float32)
+# op name -> (loop, op code constant of the loop or None); the loop's name ends in _half or _float
+# by the fields' type
+LOOPS = {"add": ("binary", "ADD"), "subtract": ("binary", "SUBTRACT"),
+         "multiply": ("binary", "MULTIPLY"), "divide": ("binary", "DIVIDE"),
+         "relu": ("relu", None)}  # fmt: skip
 # Elements a row should have at least: a vectorised loop takes 32-64 halves an iteration, and a
 # short row (16 channels of a per-channel scale) runs mostly in its scalar remainder (~0.5 ns an
 # element against ~0.2). Shorter rows of arrays laid out one after the other are joined, a
@@ -54,14 +60,15 @@ _LONG_ROW = 128
 
 def runs_on_halves(b: BatchPlan) -> bool:
     """Whether ``b`` can run here: a positionwise op named in LOOPS with no params, every field half
-    and a strided view (aligned in the result's storage order) that walks its last dim contiguously
+    (or every field float32) and a strided view (aligned in the result's storage order) that walks its last dim contiguously
     in at most 3 merged dims, the result another variable than every operand (the general path
     recomputes NaN rows from unchanged operands)."""
     c = b.codelet
     if c.half_op not in LOOPS or b.params or not b.aligned_rows or len(c.outputs) != 1 or c.inouts:
         return False
     fields = b.fields
-    if any(a.dtype != _HALF or a.strided is None for a in fields.values()):
+    dtype = next(iter(fields.values())).dtype
+    if dtype not in (_HALF, _FLOAT) or any(a.dtype != dtype or a.strided is None for a in fields.values()):
         return False
     accs = _in_order(b)
     result_var = _strided(accs[-1])[0]
@@ -71,7 +78,7 @@ def runs_on_halves(b: BatchPlan) -> bool:
     if len(shape) > 3 or any(st[-1] != 1 for i, st in enumerate(strides) if i != 1):
         return False
     # the second operand of a binary op may hold one element per row (a per-row maximum or sum)
-    return strides[1][-1] == 1 or (strides[1][-1] == 0 and LOOPS[c.half_op][0] == "binary_half")
+    return strides[1][-1] == 1 or (strides[1][-1] == 0 and LOOPS[c.half_op][0] == "binary")
 
 
 def run_rows(b: BatchPlan, state: list[np.ndarray], rows: slice) -> bool:
@@ -80,13 +87,18 @@ def run_rows(b: BatchPlan, state: list[np.ndarray], rows: slice) -> bool:
     plan = b.half_rows.get((rows.start, rows.stop))
     if plan is None:  # the same chunks come back every run: their geometry is worked out once
         plan = b.half_rows[rows.start, rows.stop] = _RowsPlan.of(_in_order(b), rows)
-    buffers = [state[_strided(a)[0]].view(np.uint16) for a in _in_order(b)]
+    accs = _in_order(b)
+    half = accs[0].dtype == _HALF
+    buffers = [state[_strided(a)[0]] for a in accs]
+    buffers = [x.view(np.uint16) for x in buffers] if half else buffers
+    size = buffers[0].itemsize
     for x, o, s0, distinct, n2, r in plan.repeated:  # a broadcast operand's rows, r times each
-        row = np.lib.stride_tricks.as_strided(buffers[x][o:], (distinct, n2), (s0 * _HALF.itemsize, _HALF.itemsize))
+        row = np.lib.stride_tricks.as_strided(buffers[x][o:], (distinct, n2), (s0 * size, size))
         buffers[x] = np.tile(row, (1, r)).reshape(-1)
     op = b.codelet.half_op
     assert op is not None, "run_rows runs a batch runs_on_halves took"
     name, code = LOOPS[op]
+    name += "_half" if half else "_float"
     loops = kernels()
     head = () if code is None else (getattr(loops, code),)
     loop = getattr(loops, name + "_per_row" if plan.per_row else name)
@@ -146,7 +158,7 @@ def _geometry(accs: list[Access], rows: slice) -> tuple[tuple[int, ...], list[tu
     """The merged shape of ``rows`` of the accesses' (aligned) views, each one's element strides over
     it and element offset in its variable."""
     start, stop, _ = rows.indices(accs[0].flat_shape[0])
-    element = [tuple(s // _HALF.itemsize for s in _strided(a)[2]) for a in accs]
+    element = [tuple(s // a.dtype.itemsize for s in _strided(a)[2]) for a in accs]
     offsets = [_strided(a)[1] + start * st[0] for a, st in zip(accs, element, strict=True)]
     shape, strides = merged_dims((stop - start, *accs[0].flat_shape[1:]), tuple(element))
     return shape, list(strides), offsets

@@ -115,6 +115,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
         return np.matmul(a, b, out=out)
     a2, o2 = a.reshape(a.shape[-2:]), out.reshape(out.shape[-2:])
     b2 = b.reshape(b.shape[-2:])
-    # one part per thread: a part of a matmul is already large beside the hand-off
-    parallel.in_row_chunks(lambda rows: np.matmul(a2[rows], b2, out=o2[rows]), m, m, -(-m // parallel.threads()))
+    # one part per thread: a part of a matmul is already large beside the hand-off (a chunk of
+    # m // threads rows makes as many parts; one of -(-m // threads) made one part of 49 rows)
+    parallel.in_row_chunks(lambda rows: np.matmul(a2[rows], b2, out=o2[rows]), m, m, max(1, m // parallel.threads()))
     return out

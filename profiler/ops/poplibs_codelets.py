@@ -391,6 +391,7 @@ class MatMulPartial(Codelet):
     outputs = ("out",)
     reads_outputs = False  # only out's shape and dtype
     code_bytes = MATMUL_CODE_BYTES
+    rows_field = "a"  # a product's rows are computed alike whatever rows they are computed with (blas.matmul)
 
     def __init__(self, method: str, nx1: bool = False) -> None:
         self.method, self.nx1 = method, nx1

@@ -136,6 +136,7 @@ def test_positionwise_ops_run_in_row_chunks_on_threads_give_the_whole_result(mon
     calls = []
     whole = batch_run._run_rows
     monkeypatch.setattr(parallel, "CHUNK_ELEMENTS", 64)
+    monkeypatch.setattr(batch_run, "PASS_PART_ELEMENTS", 64)
     monkeypatch.setattr(parallel, "threads", lambda: 2)  # chunks on threads even on a one-core machine
     monkeypatch.setattr(
         batch_run, "_run_rows", lambda b, s, rows, cache: calls.append((b, rows)) or whole(b, s, rows, cache)
@@ -151,11 +152,10 @@ def test_positionwise_ops_run_in_row_chunks_on_threads_give_the_whole_result(mon
     want = np.maximum((((a.astype(f) * b.T.astype(f)).astype(dtype)).astype(f) + c.astype(f)).astype(dtype), 0)
     assert np.array_equal(out["y"], want)
     # every batch walked in storage order (each op's, with kernels) ran in several chunks: a chunk
-    # per thread for those run on halves in one pass (profiler.executable.half_maps), else of CHUNK_ELEMENTS
+    # per thread for those run in one compiled pass (profiler.executable.half_maps), else of CHUNK_ELEMENTS
     chunked = {b: sum(1 for c, rows in calls if c is b) for b, rows in calls if rows is not None}
     assert chunked and min(chunked.values()) >= 2
-    if dtype == np.float16:
-        assert any(b.on_halves for b in chunked)
+    assert any(b.on_halves for b in chunked)  # half and float alike
 
 
 @pytest.mark.parametrize(

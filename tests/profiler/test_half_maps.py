@@ -83,11 +83,56 @@ def test_half_relu_gives_numpys_bits(special: bool) -> None:
     assert any(b.on_halves for b in batches)
 
 
-def test_float_ops_and_in_place_ops_keep_the_general_path() -> None:
+# floats that test the special cases: NaNs (quiet, signalling, both signs, with payloads),
+# infinities, the largest finite (whose sums overflow), subnormals (whose products underflow), both zeros
+SPECIAL_FLOAT = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFFA5A5A5, 0x7F800000, 0xFF800000, 0x7F7FFFFF,
+                          0xFF7FFFFF, 0x00000001, 0x807FFFFF, 0x00000000, 0x80000000], np.uint32).view(np.float32)  # fmt: skip
+
+
+def _float_values(shape: tuple[int, ...], seed: int, special: bool) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    v = (rng.standard_normal(shape) * 4).astype(np.float32)
+    if special:
+        flat = v.reshape(-1)
+        at = rng.choice(flat.size, min(flat.size, SPECIAL_FLOAT.size * 3), replace=False)
+        flat[at] = np.resize(SPECIAL_FLOAT, at.size)
+    return v
+
+
+@pytest.mark.parametrize("special", [False, True], ids=["finite", "special"])
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("name", list(NUMPY))
+def test_binary_float_ops_give_numpys_bits(name: str, layout: str, special: bool, monkeypatch) -> None:
+    from profiler.host import parallel
+
+    monkeypatch.setattr(parallel, "threads", lambda: 3)  # rows split unevenly over three chunks
+    shapes, compiled = LAYOUTS[layout]
+    values = [_float_values(s, i, special) for i, s in enumerate(shapes)]
+    transposed = layout == "transposed"
+
+    def build(g, ins, prog):
+        a = ins[0].transpose(2, 1, 0) if transposed else ins[0]
+        return ops.binary(g, name, a, ins[1], prog)
+
+    got, batches = _run(shapes, build, values, "float")
+    a = values[0].transpose(2, 1, 0) if transposed else values[0]
+    with np.errstate(all="ignore"):
+        want = NUMPY[name](a, values[1])
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert any(b.on_halves for b in batches) == compiled
+
+
+@pytest.mark.parametrize("special", [False, True], ids=["finite", "special"])
+def test_float_relu_gives_numpys_bits(special: bool) -> None:
+    v = _float_values((7, 33, 24), 9, special)
+    got, batches = _run([v.shape], lambda g, ins, prog: ops.relu(g, ins[0], prog), [v], "float")
+    assert np.array_equal(got.view(np.uint32), np.maximum(v, np.float32(0)).view(np.uint32))
+    assert any(b.on_halves for b in batches)
+
+
+def test_in_place_ops_keep_the_general_path() -> None:
     v = _values((6, 40, 16), 1, False)
     f = v.astype(np.float32)
-    got, batches = _run([v.shape, v.shape], lambda g, ins, prog: ops.add(g, ins[0], ins[1], prog), [f, f], "float")
-    assert np.array_equal(got, f + f) and not any(b.on_halves for b in batches)
 
     def in_place(g, ins, prog):
         ops.binary_in_place(g, "mul", ins[0], ins[1], prog)
@@ -95,3 +140,5 @@ def test_float_ops_and_in_place_ops_keep_the_general_path() -> None:
 
     got, batches = _run([v.shape, v.shape], in_place, [v, v])
     assert np.array_equal(got, (f * f).astype(np.float16)) and not any(b.on_halves for b in batches)
+    got, batches = _run([v.shape, v.shape], in_place, [f, f], "float")
+    assert np.array_equal(got, f * f) and not any(b.on_halves for b in batches)
