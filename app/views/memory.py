@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from app.views import tables
+from app.views.grouped import sums_and_tiles
 from report_format.reader import Report
 from report_format.vocabulary import MemoryRegion
 
@@ -122,13 +123,15 @@ def tile_compute_sets(report: Report, tiles: list[int] | None) -> pd.DataFrame:
     v = report.vertices(tiles)
     if v.empty:
         return pd.DataFrame(columns=["compute_set_id", "name", "vertices", "state_bytes", "cycles", "flops", "tiles"])
-    g = v.groupby("compute_set_id").agg(
-        vertices=("count", "sum"),
-        state_bytes=("state_bytes", "sum"),
-        cycles=("cycles", "max"),
-        flops=("flops", "sum"),
-        tiles=("tile", "nunique"),
-    )
+    g = sums_and_tiles(
+        v["compute_set_id"].to_numpy(),
+        v["tile"].to_numpy(),
+        sums={
+            c: v[s].to_numpy() for c, s in (("vertices", "count"), ("state_bytes", "state_bytes"), ("flops", "flops"))
+        },
+        maxes={"cycles": v["cycles"].to_numpy()},
+        index_name="compute_set_id",
+    )[["vertices", "state_bytes", "cycles", "flops", "tiles"]]
     cs = report.compute_sets().set_index("compute_set_id")["name"]
     g.insert(0, "name", cs.reindex(g.index).to_numpy())
     return g.reset_index().sort_values("state_bytes", ascending=False, kind="stable").reset_index(drop=True)
@@ -141,9 +144,12 @@ def tile_vertices(report: Report, tiles: list[int] | None) -> pd.DataFrame:
     cod = report.codelets().set_index("codelet_id")
     if v.empty:
         return pd.DataFrame(columns=["codelet_id", "name", "count", "state_bytes", "code_bytes", "tiles"])
-    g = v.groupby("codelet_id").agg(count=("count", "sum"), state_bytes=("state_bytes", "sum"))
-    tiles_using = v.drop_duplicates(["codelet_id", "tile"]).groupby("codelet_id").size()
-    g["tiles"] = tiles_using
+    g = sums_and_tiles(
+        v["codelet_id"].to_numpy(),
+        v["tile"].to_numpy(),
+        sums={"count": v["count"].to_numpy(), "state_bytes": v["state_bytes"].to_numpy()},
+        index_name="codelet_id",
+    )
     g["code_bytes"] = cod["code_bytes"].reindex(g.index).to_numpy() * g["tiles"]
     g.insert(0, "name", cod["name"].reindex(g.index).to_numpy())
     return g.reset_index().sort_values("state_bytes", ascending=False, kind="stable").reset_index(drop=True)
@@ -155,11 +161,11 @@ def tile_exchanges(report: Report, tiles: list[int] | None) -> pd.DataFrame:
     cols = ["program_id", "type", "name", "bytes_in", "bytes_out", "code_bytes", "tiles"]
     if x.empty:
         return pd.DataFrame(columns=cols)
-    g = x.groupby("program_id").agg(
-        bytes_in=("bytes_in", "sum"),
-        bytes_out=("bytes_out", "sum"),
-        code_bytes=("code_bytes", "sum"),
-        tiles=("tile", "nunique"),
+    g = sums_and_tiles(
+        x["program_id"].to_numpy(),
+        x["tile"].to_numpy(),
+        sums={c: x[c].to_numpy() for c in ("bytes_in", "bytes_out", "code_bytes")},
+        index_name="program_id",
     )
     p = report.programs().set_index("program_id")
     g["type"] = p["type"].reindex(g.index).to_numpy()
