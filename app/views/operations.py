@@ -15,6 +15,7 @@ import pandas as pd
 
 from app.units import plural
 from app.views import provenance
+from app.views.grouped import sums_and_tiles
 from report_format.reader import Report
 from report_format.vocabulary import Layer
 
@@ -134,9 +135,11 @@ def operations(report: Report, layer: str | None = Layer.POPLIBS, run: int | Non
         out["flops"] = (
             cs_flops.groupby(cs_op.reindex(cs_flops.index).fillna(-1).to_numpy()).sum().reindex(out.index).to_numpy()
         )
-    v["op"] = cs_op.reindex(v["compute_set_id"]).fillna(OUTSIDE_ID).to_numpy()
-    out["tiles"] = v.groupby("op")["tile"].nunique().reindex(out.index).to_numpy()
-    out["code_bytes"] = out["code_bytes"].fillna(0) + v.groupby("op")["state_bytes"].sum().reindex(out.index).fillna(0)
+    v_op = cs_op.reindex(v["compute_set_id"]).fillna(OUTSIDE_ID).to_numpy().astype(np.int64)
+    # numpy, not groupby().nunique(): a POD16 report has millions of vertex rows (grouped.py)
+    by_op = sums_and_tiles(v_op, v["tile"].to_numpy(), sums={"state_bytes": v["state_bytes"].to_numpy()})
+    out["tiles"] = by_op["tiles"].reindex(out.index).to_numpy()
+    out["code_bytes"] = out["code_bytes"].fillna(0) + by_op["state_bytes"].reindex(out.index).fillna(0)
     var = report.table("variables", ["variable_id", "bytes", "debug_context_id"]).to_pandas()
     var["op"] = _map(var["debug_context_id"].to_numpy(), op_of)
     vg = var.groupby("op").agg(memory_bytes=("bytes", "sum"), variables=("variable_id", "size"))
