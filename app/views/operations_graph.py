@@ -78,12 +78,15 @@ def name_scopes(name: str) -> list[str]:
 
     '/encoder/layer.0/attention/MatMul' -> ['/encoder', '/encoder/layer.0', '/encoder/layer.0/attention'];
     's0b0_a_conv_11' -> ['s0', 's0b0', 's0b0_a']; 'attn_out_bias_31' -> ['attn', 'attn_out'];
-    'softmax_24' -> [].
+    'present.3.key' -> ['present', 'present.3']; 'softmax_24' -> [].
     """
     s = stem(name)
     if "/" in s:
         parts = s.split("/")
         return ["/".join(parts[:i]) for i in range(1, len(parts)) if parts[i - 1]]
+    if "." in s:  # Hugging Face's graph outputs 'present.3.key': 64 of them on a 32-layer decoder
+        parts = s.split(".")
+        return [".".join(parts[:i]) for i in range(1, len(parts)) if parts[i - 1]]
     words = s.split("_")[:-1]
     out: list[str] = []
     for i, w in enumerate(words):
