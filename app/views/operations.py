@@ -15,7 +15,7 @@ import pandas as pd
 
 from app.units import plural
 from app.views import provenance
-from app.views.grouped import sums_and_tiles
+from app.views.grouped import executed_by_program, sums_and_tiles
 from report_format.reader import Report
 from report_format.vocabulary import Layer
 
@@ -72,34 +72,6 @@ def count_sentence(count: int, outside_cycles: int | None, total_cycles: int) ->
     return text
 
 
-def _program_cycles_and_flops(
-    report: Report, run: int | None, program_ids: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per program (in ``program_ids``' order): its executed steps' cycles (each step's longest IPU)
-    and FLOPs (summed over IPUs), over ``run`` or all runs. In numpy from Arrow: a POD16 report
-    has millions of (step, IPU) rows, where a pandas group-by on three keys took seconds."""
-    es = report.table("execution_steps", ["run", "step", "program_id", "cycles_from", "cycles_to", "flops"])
-    col = {c: es.column(c).to_numpy() for c in es.column_names}
-    keep = np.ones(len(col["run"]), dtype=bool) if run is None else col["run"] == run
-    runs, steps, pid = col["run"][keep].astype(np.int64), col["step"][keep].astype(np.int64), col["program_id"][keep]
-    cycles = (col["cycles_to"][keep] - col["cycles_from"][keep]).astype(np.int64)
-    flops = col["flops"][keep].astype(np.int64)
-    size = int(max(program_ids.max(initial=-1), pid.max(initial=-1))) + 1
-    if runs.size == 0:
-        return np.zeros(len(program_ids)), np.zeros(len(program_ids))
-    # one executed step = one (run, step): its rows are its IPUs, all of one program
-    key = runs * (int(steps.max()) + 1) + steps
-    order = np.argsort(key, kind="stable")
-    sk = key[order]
-    starts = np.flatnonzero(np.r_[True, sk[1:] != sk[:-1]])
-    step_cycles = np.maximum.reduceat(cycles[order], starts)
-    step_flops = np.add.reduceat(flops[order], starts)
-    step_prog = pid[order][starts]
-    by_cycles = np.bincount(step_prog, weights=step_cycles, minlength=size)
-    by_flops = np.bincount(step_prog, weights=step_flops, minlength=size)
-    return by_cycles[program_ids], by_flops[program_ids]
-
-
 @lru_cache(maxsize=16)
 def operations(report: Report, layer: str | None = Layer.POPLIBS, run: int | None = None) -> pd.DataFrame:
     """One row per operation of ``layer`` (every debug context if None), plus, when any work or
@@ -126,7 +98,9 @@ def operations(report: Report, layer: str | None = Layer.POPLIBS, run: int | Non
     out = pd.DataFrame(index=idx)
     # executions of each program leaf, its cycles and FLOPs
     if report.has_execution_profile:
-        cyc, prog_flops = _program_cycles_and_flops(report, run, prog["program_id"].to_numpy())
+        cycles_of, flops_of, _ = executed_by_program(report, run)
+        ids = prog["program_id"].to_numpy()
+        cyc, prog_flops = cycles_of[ids], flops_of[ids]
         source = "estimated run (compile-only: no values)" if provenance.estimated(report) else "executed (simulated)"
     else:
         cyc, prog_flops = prog["estimated_cycles"].to_numpy(), None
