@@ -22,6 +22,12 @@ from tests.app.browser import CHROMIUM, CHROMIUM_ARGS, served, settle  # noqa: E
 
 def shoot(page, out: Path, name: str) -> None:
     settle(page, 1200)
+    # a cold page's layout can take seconds on a POD16 report: wait for the page's own content
+    page.wait_for_function(
+        "() => { const c = document.getElementById('_pages_content'); return c && c.innerText.trim().length > 0; }",
+        timeout=120000,
+    )
+    settle(page, 600)
     page.mouse.move(2, 2)  # no hover label over the figures
     page.wait_for_timeout(300)
     path = out / f"{name}.png"
