@@ -118,18 +118,26 @@ def tile_details(report: Report, tiles: list[int] | None) -> dict[str, pd.DataFr
     return {"regions": regions, "categories": by_cat.reset_index(drop=True)}
 
 
+def _tile_rows(report: Report, table: str, columns: list[str], tiles: list[int] | None) -> dict[str, np.ndarray]:
+    """``columns`` of a per-tile table's rows on ``tiles`` (all rows for None) as numpy arrays: on a
+    POD16 report the vertex and exchange tables hold millions of rows, whose whole conversion to
+    pandas took seconds on every visit to the tab."""
+    t = report.table(table, columns)
+    if tiles is not None:
+        t = t.filter(pc.is_in(t["tile"], value_set=pa.array(tiles, type=pa.int32())))
+    return {c: t.column(c).to_numpy() for c in columns}
+
+
 def tile_compute_sets(report: Report, tiles: list[int] | None) -> pd.DataFrame:
     """Compute Sets tab: compute sets with vertices on the selected tiles."""
-    v = report.vertices(tiles)
-    if v.empty:
+    v = _tile_rows(report, "vertices", ["compute_set_id", "tile", "count", "state_bytes", "flops", "cycles"], tiles)
+    if v["tile"].size == 0:
         return pd.DataFrame(columns=["compute_set_id", "name", "vertices", "state_bytes", "cycles", "flops", "tiles"])
     g = sums_and_tiles(
-        v["compute_set_id"].to_numpy(),
-        v["tile"].to_numpy(),
-        sums={
-            c: v[s].to_numpy() for c, s in (("vertices", "count"), ("state_bytes", "state_bytes"), ("flops", "flops"))
-        },
-        maxes={"cycles": v["cycles"].to_numpy()},
+        v["compute_set_id"],
+        v["tile"],
+        sums={"vertices": v["count"], "state_bytes": v["state_bytes"], "flops": v["flops"]},
+        maxes={"cycles": v["cycles"]},
         index_name="compute_set_id",
     )[["vertices", "state_bytes", "cycles", "flops", "tiles"]]
     cs = report.compute_sets().set_index("compute_set_id")["name"]
@@ -140,14 +148,14 @@ def tile_compute_sets(report: Report, tiles: list[int] | None) -> pd.DataFrame:
 def tile_vertices(report: Report, tiles: list[int] | None) -> pd.DataFrame:
     """Vertices tab: per codelet on the selected tiles, instances, state bytes and code bytes
     (a codelet's code is stored once on every tile that uses it)."""
-    v = report.vertices(tiles)
+    v = _tile_rows(report, "vertices", ["codelet_id", "tile", "count", "state_bytes"], tiles)
     cod = report.codelets().set_index("codelet_id")
-    if v.empty:
+    if v["tile"].size == 0:
         return pd.DataFrame(columns=["codelet_id", "name", "count", "state_bytes", "code_bytes", "tiles"])
     g = sums_and_tiles(
-        v["codelet_id"].to_numpy(),
-        v["tile"].to_numpy(),
-        sums={"count": v["count"].to_numpy(), "state_bytes": v["state_bytes"].to_numpy()},
+        v["codelet_id"],
+        v["tile"],
+        sums={"count": v["count"], "state_bytes": v["state_bytes"]},
         index_name="codelet_id",
     )
     g["code_bytes"] = cod["code_bytes"].reindex(g.index).to_numpy() * g["tiles"]
@@ -157,14 +165,14 @@ def tile_vertices(report: Report, tiles: list[int] | None) -> pd.DataFrame:
 
 def tile_exchanges(report: Report, tiles: list[int] | None) -> pd.DataFrame:
     """Exchanges tab: exchange and stream-copy steps touching the selected tiles."""
-    x = report.exchanges(tiles)
+    x = _tile_rows(report, "exchanges", ["program_id", "tile", "bytes_in", "bytes_out", "code_bytes"], tiles)
     cols = ["program_id", "type", "name", "bytes_in", "bytes_out", "code_bytes", "tiles"]
-    if x.empty:
+    if x["tile"].size == 0:
         return pd.DataFrame(columns=cols)
     g = sums_and_tiles(
-        x["program_id"].to_numpy(),
-        x["tile"].to_numpy(),
-        sums={c: x[c].to_numpy() for c in ("bytes_in", "bytes_out", "code_bytes")},
+        x["program_id"],
+        x["tile"],
+        sums={c: x[c] for c in ("bytes_in", "bytes_out", "code_bytes")},
         index_name="program_id",
     )
     p = report.programs().set_index("program_id")
