@@ -9,6 +9,9 @@ Targets (issue 6): under 1 s each, under 5 MB per figure.
     python bench/viewer.py                       # writes the POD16 report under /tmp (~5 s once)
     python bench/viewer.py --report PATH         # an existing report
     python bench/viewer.py --quick               # 2 IPUs x 1472 tiles, 2,000 steps
+    python bench/viewer.py --report PATH --warm  # after the warm-up `tilescope serve` runs at start
+
+An out-of-memory report (no execution profile) is measured without the Execution Trace section.
 """
 
 from __future__ import annotations
@@ -52,6 +55,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--report", type=Path, help="an existing report (default: write a synthetic one under /tmp)")
     ap.add_argument("--quick", action="store_true", help="a smaller report, for a smoke run")
+    ap.add_argument(
+        "--warm",
+        action="store_true",
+        help="first run the start-up warm-up `tilescope serve` runs in the background (timed apart), "
+        "so each page is timed as a user meets it once the server is ready",
+    )
     args = ap.parse_args()
     path = args.report
     if path is None:
@@ -69,6 +78,12 @@ def main() -> int:
     t = time.perf_counter()
     create_app(path)
     print(f"create_app (open + validate report, import pages): {time.perf_counter() - t:.2f} s")
+    if args.warm:
+        from app.server import warm_caches
+
+        t = time.perf_counter()
+        warm_caches()
+        print(f"start-up warm-up (tilescope serve runs it in the background): {time.perf_counter() - t:.2f} s")
     from app import grid, state
     from app.pages import execution_trace, insights, liveness, memory, operations, operations_graph, program_tree
     from app.pages import summary as summary_page
@@ -196,22 +211,33 @@ def main() -> int:
         lambda: (operations_graph.layout(), operations_graph.graph(Layer.POPLIBS, "cycles")),
     )
 
+    if not report.has_execution_profile:  # an out-of-memory report: memory and liveness only
+        return summarise()
+    from app.views.runs import opening_run
+
+    first = opening_run(report)  # the run the page opens on (a real model's inference, not its weight upload)
+    run_ids = [int(r) for r in report.table("runs", ["run"]).column("run").to_pylist()]
+    other = next((r for r in run_ids if r != first), first)  # "switch run": another run when there is one
     measure(
         "Execution Trace",
         "first render: layout + summary + per-IPU table",
-        lambda: (execution_trace.layout(), execution_trace.summary("0"), execution_trace.ipus("0")),
+        lambda: (execution_trace.layout(), execution_trace.summary(str(first)), execution_trace.ipus(str(first))),
     )
     full = measure(
         "Execution Trace",
         "timeline flat, whole run (+ tiles x steps)",
-        lambda: execution_trace.render_trace(0, "flat", 0, None),
+        lambda: execution_trace.render_trace(first, "flat", 0, None),
     )
     print(f"{'':16s}   {full[1]}")
-    measure("Execution Trace", "switch run -> summary", lambda: execution_trace.summary("1"))
-    measure("Execution Trace", "switch run -> timeline", lambda: execution_trace.render_trace(1, "flat", 0, None))
+    measure("Execution Trace", f"switch run {other} -> summary", lambda: execution_trace.summary(str(other)))
+    measure(
+        "Execution Trace",
+        f"switch run {other} -> timeline",
+        lambda: execution_trace.render_trace(other, "flat", 0, None),
+    )
     from app.views import execution_trace as et
 
-    length = et.run_length(report, 0)
+    length = et.run_length(report, first)
     # IPUs 3 and 5 of a POD16; the last IPU of a smaller report (a real-size sample has one)
     zoom_ipu, flame_ipu = min(3, t.num_ipus - 1), min(5, t.num_ipus - 1)
     for frac in (0.1, 0.01, 0.001):
@@ -219,35 +245,30 @@ def main() -> int:
             "Execution Trace",
             f"zoom to {frac:.1%} of the run",
             lambda frac=frac: execution_trace.render_trace(
-                0, "flat", zoom_ipu, [int(length * 0.4), int(length * (0.4 + frac))]
+                first, "flat", zoom_ipu, [int(length * 0.4), int(length * (0.4 + frac))]
             ),
         )
         print(f"{'':16s}   {out[1]}")
     measure(
         "Execution Trace",
         "click a step -> its IPUs + per-tile split",
-        lambda: execution_trace.step_clicked({"points": [{"x": length * 0.5, "y": zoom_ipu}]}, "0", "flat", "0"),
+        lambda: execution_trace.step_clicked({"points": [{"x": length * 0.5, "y": zoom_ipu}]}, str(first), "flat", "0"),
     )
-    measure(
-        "Execution Trace",
-        f"flame view IPU {flame_ipu}, whole run",
-        lambda: execution_trace.render_trace(0, "flame", flame_ipu, None),
-    )
-    measure(
-        "Execution Trace",
-        "flame view zoom to 1%",
-        lambda: execution_trace.render_trace(0, "flame", flame_ipu, [int(length * 0.4), int(length * 0.41)]),
-    )
-    from app.views.runs import opening_run
-
-    first = opening_run(report)  # the run the page opens on (a real model's inference, not its weight upload)
     out = measure(
         "Execution Trace",
         f"flame view, run {first}, IPU {flame_ipu}, whole run",
         lambda: execution_trace.render_trace(first, "flame", flame_ipu, None),
     )
     print(f"{'':16s}   {out[1]}")
+    measure(
+        "Execution Trace",
+        "flame view zoom to 1%",
+        lambda: execution_trace.render_trace(first, "flame", flame_ipu, [int(length * 0.4), int(length * 0.41)]),
+    )
+    return summarise()
 
+
+def summarise() -> int:
     worst_t = max(rows, key=lambda r: r[2])
     worst_s = max(rows, key=lambda r: r[3])
     print(

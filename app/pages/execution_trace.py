@@ -179,7 +179,13 @@ def render_trace(run: int, mode: str, chosen: int, cycle_range: list[int] | None
         spans = view.flame_spans(report, run, ipu)
         rows = sorted(spans["row"].unique().tolist())
         lod = view.level_of_detail(spans, x0, x1, per_row(len(rows)))
-        fig = timeline_dict(lod.table, row_label="depth", rows=rows, x_range=(x0, x1), row_names=flame.row_names(spans))
+        fig = timeline_dict(
+            flame.with_hover(lod.table),
+            row_label="depth",
+            rows=rows,
+            x_range=(x0, x1),
+            row_names=flame.row_names(spans),
+        )
     else:
         rows = list(range(report.target_info.num_ipus)) if chosen == ipu_view.ALL_IPUS else [chosen]
         spans = view.flat_spans(report, run)

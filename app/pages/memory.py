@@ -348,12 +348,14 @@ def tab_body(
             ]
         )
     if tab == "tile_map":
+        tm = view.tile_map(report, "gaps" in options, map_layout)
+        chosen = ipus.selected_ipu(ipu)
+        if chosen != ipus.ALL_IPUS:  # the IPU picker's IPU alone: one readable panel, not 16 small ones
+            tm = tm[tm["ipu"].to_numpy() == chosen]
         return dcc.Graph(
             id=ids.MEMORY_TILE_MAP,
             config={"displaylogo": False},
-            figure=tile_map_figure(
-                view.tile_map(report, "gaps" in options, map_layout), report.target_info.bytes_per_tile, map_layout
-            ),
+            figure=tile_map_figure(tm, report.target_info.bytes_per_tile, map_layout),
         )
     return html.Div()
 

@@ -13,6 +13,7 @@ import pandas as pd
 from app.units import format_bytes, format_percent, plural
 from app.views.efficiency import operation_efficiency
 from app.views.execution_trace import trace_steps
+from app.views.grouped import sums_and_tiles
 from app.views.ipus import ipu_execution
 from app.views.liveness import live_variables
 from app.views.operations import _map, op_of_context
@@ -93,8 +94,11 @@ def top_vertices(report: Report, n: int = 10) -> pd.DataFrame:
     cod = report.codelets().set_index("codelet_id")
     if v.empty:
         return pd.DataFrame(columns=["name", "count", "state_bytes", "code_bytes", "bytes"])
-    g = v.groupby("codelet_id").agg(
-        count=("count", "sum"), state_bytes=("state_bytes", "sum"), tiles=("tile", "nunique")
+    g = sums_and_tiles(
+        v["codelet_id"].to_numpy(),
+        v["tile"].to_numpy(),
+        sums={"count": v["count"].to_numpy(), "state_bytes": v["state_bytes"].to_numpy()},
+        index_name="codelet_id",
     )
     g["code_bytes"] = cod["code_bytes"].reindex(g.index).to_numpy() * g["tiles"]
     g["bytes"] = g["state_bytes"] + g["code_bytes"]
@@ -107,11 +111,11 @@ def top_exchanges(report: Report, n: int = 10) -> pd.DataFrame:
     x = report.table("exchanges", ["program_id", "tile", "bytes_in", "bytes_out", "code_bytes"]).to_pandas()
     if x.empty:
         return pd.DataFrame(columns=["program_id", "type", "name", "code_bytes", "bytes_in", "bytes_out", "tiles"])
-    g = x.groupby("program_id").agg(
-        code_bytes=("code_bytes", "sum"),
-        bytes_in=("bytes_in", "sum"),
-        bytes_out=("bytes_out", "sum"),
-        tiles=("tile", "nunique"),
+    g = sums_and_tiles(
+        x["program_id"].to_numpy(),
+        x["tile"].to_numpy(),
+        sums={c: x[c].to_numpy() for c in ("code_bytes", "bytes_in", "bytes_out")},
+        index_name="program_id",
     )
     p = report.programs().set_index("program_id")
     g.insert(0, "name", p["name"].reindex(g.index).to_numpy())

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from app.views import tables
+from app.views.grouped import sums_and_tiles
 from report_format.reader import Report
 from report_format.vocabulary import MemoryRegion
 
@@ -117,18 +118,28 @@ def tile_details(report: Report, tiles: list[int] | None) -> dict[str, pd.DataFr
     return {"regions": regions, "categories": by_cat.reset_index(drop=True)}
 
 
+def _tile_rows(report: Report, table: str, columns: list[str], tiles: list[int] | None) -> dict[str, np.ndarray]:
+    """``columns`` of a per-tile table's rows on ``tiles`` (all rows for None) as numpy arrays: on a
+    POD16 report the vertex and exchange tables hold millions of rows, whose whole conversion to
+    pandas took seconds on every visit to the tab."""
+    t = report.table(table, columns)
+    if tiles is not None:
+        t = t.filter(pc.is_in(t["tile"], value_set=pa.array(tiles, type=pa.int32())))
+    return {c: t.column(c).to_numpy() for c in columns}
+
+
 def tile_compute_sets(report: Report, tiles: list[int] | None) -> pd.DataFrame:
     """Compute Sets tab: compute sets with vertices on the selected tiles."""
-    v = report.vertices(tiles)
-    if v.empty:
+    v = _tile_rows(report, "vertices", ["compute_set_id", "tile", "count", "state_bytes", "flops", "cycles"], tiles)
+    if v["tile"].size == 0:
         return pd.DataFrame(columns=["compute_set_id", "name", "vertices", "state_bytes", "cycles", "flops", "tiles"])
-    g = v.groupby("compute_set_id").agg(
-        vertices=("count", "sum"),
-        state_bytes=("state_bytes", "sum"),
-        cycles=("cycles", "max"),
-        flops=("flops", "sum"),
-        tiles=("tile", "nunique"),
-    )
+    g = sums_and_tiles(
+        v["compute_set_id"],
+        v["tile"],
+        sums={"vertices": v["count"], "state_bytes": v["state_bytes"], "flops": v["flops"]},
+        maxes={"cycles": v["cycles"]},
+        index_name="compute_set_id",
+    )[["vertices", "state_bytes", "cycles", "flops", "tiles"]]
     cs = report.compute_sets().set_index("compute_set_id")["name"]
     g.insert(0, "name", cs.reindex(g.index).to_numpy())
     return g.reset_index().sort_values("state_bytes", ascending=False, kind="stable").reset_index(drop=True)
@@ -137,13 +148,16 @@ def tile_compute_sets(report: Report, tiles: list[int] | None) -> pd.DataFrame:
 def tile_vertices(report: Report, tiles: list[int] | None) -> pd.DataFrame:
     """Vertices tab: per codelet on the selected tiles, instances, state bytes and code bytes
     (a codelet's code is stored once on every tile that uses it)."""
-    v = report.vertices(tiles)
+    v = _tile_rows(report, "vertices", ["codelet_id", "tile", "count", "state_bytes"], tiles)
     cod = report.codelets().set_index("codelet_id")
-    if v.empty:
+    if v["tile"].size == 0:
         return pd.DataFrame(columns=["codelet_id", "name", "count", "state_bytes", "code_bytes", "tiles"])
-    g = v.groupby("codelet_id").agg(count=("count", "sum"), state_bytes=("state_bytes", "sum"))
-    tiles_using = v.drop_duplicates(["codelet_id", "tile"]).groupby("codelet_id").size()
-    g["tiles"] = tiles_using
+    g = sums_and_tiles(
+        v["codelet_id"],
+        v["tile"],
+        sums={"count": v["count"], "state_bytes": v["state_bytes"]},
+        index_name="codelet_id",
+    )
     g["code_bytes"] = cod["code_bytes"].reindex(g.index).to_numpy() * g["tiles"]
     g.insert(0, "name", cod["name"].reindex(g.index).to_numpy())
     return g.reset_index().sort_values("state_bytes", ascending=False, kind="stable").reset_index(drop=True)
@@ -151,15 +165,15 @@ def tile_vertices(report: Report, tiles: list[int] | None) -> pd.DataFrame:
 
 def tile_exchanges(report: Report, tiles: list[int] | None) -> pd.DataFrame:
     """Exchanges tab: exchange and stream-copy steps touching the selected tiles."""
-    x = report.exchanges(tiles)
+    x = _tile_rows(report, "exchanges", ["program_id", "tile", "bytes_in", "bytes_out", "code_bytes"], tiles)
     cols = ["program_id", "type", "name", "bytes_in", "bytes_out", "code_bytes", "tiles"]
-    if x.empty:
+    if x["tile"].size == 0:
         return pd.DataFrame(columns=cols)
-    g = x.groupby("program_id").agg(
-        bytes_in=("bytes_in", "sum"),
-        bytes_out=("bytes_out", "sum"),
-        code_bytes=("code_bytes", "sum"),
-        tiles=("tile", "nunique"),
+    g = sums_and_tiles(
+        x["program_id"],
+        x["tile"],
+        sums={c: x[c] for c in ("bytes_in", "bytes_out", "code_bytes")},
+        index_name="program_id",
     )
     p = report.programs().set_index("program_id")
     g["type"] = p["type"].reindex(g.index).to_numpy()

@@ -15,6 +15,7 @@ import pandas as pd
 
 from app.units import plural
 from app.views import provenance
+from app.views.grouped import executed_by_program, sums_and_tiles
 from app.views.runs import opening_run
 from report_format.reader import Report
 from report_format.vocabulary import Layer
@@ -98,20 +99,9 @@ def operations(report: Report, layer: str | None = Layer.POPLIBS, run: int | Non
     out = pd.DataFrame(index=idx)
     # executions of each program leaf, its cycles and FLOPs
     if report.has_execution_profile:
-        es = report.table(
-            "execution_steps", ["run", "step", "program_id", "cycles_from", "cycles_to", "flops"]
-        ).to_pandas()
-        if run is not None:
-            es = es[es["run"] == run]
-        es["cycles"] = es["cycles_to"] - es["cycles_from"]
-        per_step = es.groupby(["run", "step", "program_id"], as_index=False).agg(
-            cycles=("cycles", "max"), flops=("flops", "sum")
-        )
-        by_prog = per_step.groupby("program_id").agg(
-            cycles=("cycles", "sum"), flops=("flops", "sum"), execs=("cycles", "size")
-        )
-        by_prog = by_prog.reindex(prog["program_id"]).fillna(0)
-        cyc, prog_flops = by_prog["cycles"].to_numpy(), by_prog["flops"].to_numpy()
+        cycles_of, flops_of, _ = executed_by_program(report, run)
+        ids = prog["program_id"].to_numpy()
+        cyc, prog_flops = cycles_of[ids], flops_of[ids]
         source = "estimated run (compile-only: no values)" if provenance.estimated(report) else "executed (simulated)"
     else:
         cyc, prog_flops = prog["estimated_cycles"].to_numpy(), None
@@ -135,9 +125,11 @@ def operations(report: Report, layer: str | None = Layer.POPLIBS, run: int | Non
         out["flops"] = (
             cs_flops.groupby(cs_op.reindex(cs_flops.index).fillna(-1).to_numpy()).sum().reindex(out.index).to_numpy()
         )
-    v["op"] = cs_op.reindex(v["compute_set_id"]).fillna(OUTSIDE_ID).to_numpy()
-    out["tiles"] = v.groupby("op")["tile"].nunique().reindex(out.index).to_numpy()
-    out["code_bytes"] = out["code_bytes"].fillna(0) + v.groupby("op")["state_bytes"].sum().reindex(out.index).fillna(0)
+    v_op = cs_op.reindex(v["compute_set_id"]).fillna(OUTSIDE_ID).to_numpy().astype(np.int64)
+    # numpy, not groupby().nunique(): a POD16 report has millions of vertex rows (grouped.py)
+    by_op = sums_and_tiles(v_op, v["tile"].to_numpy(), sums={"state_bytes": v["state_bytes"].to_numpy()})
+    out["tiles"] = by_op["tiles"].reindex(out.index).to_numpy()
+    out["code_bytes"] = out["code_bytes"].fillna(0) + by_op["state_bytes"].reindex(out.index).fillna(0)
     var = report.table("variables", ["variable_id", "bytes", "debug_context_id"]).to_pandas()
     var["op"] = _map(var["debug_context_id"].to_numpy(), op_of)
     vg = var.groupby("op").agg(memory_bytes=("bytes", "sum"), variables=("variable_id", "size"))

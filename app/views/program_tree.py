@@ -8,6 +8,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from app.views.grouped import executed_by_program
 from report_format.reader import Report
 
 
@@ -28,11 +29,9 @@ def program_tree(report: Report) -> pd.DataFrame:
     executed = np.zeros(n, dtype=np.int64)
     executions = np.zeros(n, dtype=np.int64)
     if report.has_execution_profile:
-        es = report.table("execution_steps", ["run", "step", "program_id", "cycles_from", "cycles_to"]).to_pandas()
-        es["cycles"] = es["cycles_to"] - es["cycles_from"]
-        per_step = es.groupby(["run", "step", "program_id"], as_index=False)["cycles"].max()
-        np.add.at(executed, per_step["program_id"].to_numpy(), per_step["cycles"].to_numpy())
-        np.add.at(executions, per_step["program_id"].to_numpy(), 1)
+        cycles_of, _, execs_of = executed_by_program(report)
+        ids = p["program_id"].to_numpy()
+        executed, executions = cycles_of[ids].copy(), execs_of[ids].copy()
     est = p["estimated_cycles"].to_numpy().astype(np.int64).copy()
     code = p["code_bytes"].to_numpy().astype(np.int64).copy()
     rolled_exec, rolled_est, rolled_code = executed.copy(), est.copy(), code.copy()

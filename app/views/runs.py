@@ -20,6 +20,7 @@ weighted mean over all runs' steps.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 
 import numpy as np
@@ -43,39 +44,45 @@ def run_table(report: Report) -> pd.DataFrame:
     es = report.table(
         "execution_steps",
         ["run", "program_id", "cycles_from", "cycles_to", "active_tiles", "tile_balance", "active_tile_balance"],
-    ).to_pandas()
-    w = weighted_figures(report, es, "run").reindex(runs["run"].to_numpy())
+    )
+    # columns as numpy arrays, not a DataFrame: a POD16 run has millions of step rows
+    cols = {c: es.column(c).to_numpy() for c in es.column_names}
+    w = weighted_figures(report, cols, "run").reindex(runs["run"].to_numpy())
     for f in WEIGHTED:
         runs[f] = w[f].to_numpy()
     runs["balance_cycles"] = w["balance_cycles"].fillna(0).to_numpy().astype(np.int64)
     return runs
 
 
-def weighted_figures(report: Report, steps: pd.DataFrame, by: str) -> pd.DataFrame:
+def weighted_figures(report: Report, steps: pd.DataFrame | Mapping[str, np.ndarray], by: str) -> pd.DataFrame:
     """The WEIGHTED figures of executed-step rows (``execution_steps`` columns program_id,
-    cycles_from, cycles_to, active_tiles, tile_balance, active_tile_balance) grouped by column
-    ``by`` (run, ipu): the one computation behind every tile balance the viewer shows. Indexed by
-    ``by``; columns WEIGHTED and balance_cycles; NaN where a group has no weighted cycles."""
-    if steps.empty:
+    cycles_from, cycles_to, active_tiles, tile_balance, active_tile_balance, as a DataFrame or
+    arrays by name) grouped by column ``by`` (run, ipu: small non-negative ids): the one
+    computation behind every tile balance the viewer shows. Indexed by ``by``; columns WEIGHTED
+    and balance_cycles; NaN where a group has no weighted cycles."""
+    key = np.asarray(steps[by]).astype(np.int64)
+    if key.size == 0:
         return pd.DataFrame(columns=[*WEIGHTED, "balance_cycles"], dtype=np.float64)
     prog = report.table("programs", ["program_id", "type"]).to_pandas()
     excluded = prog.loc[prog["type"].isin(NOT_BALANCED), "program_id"].to_numpy()
-    w = (steps["cycles_to"].to_numpy() - steps["cycles_from"].to_numpy()).astype(np.float64)
-    w[np.isin(steps["program_id"].to_numpy(), excluded)] = 0.0
-    key = steps[by].to_numpy()
+    pid = np.asarray(steps["program_id"]).astype(np.int64)
+    lut = np.zeros(int(max(pid.max(), excluded.max(initial=-1))) + 1, dtype=bool)
+    lut[excluded] = True  # a lookup table, not np.isin over millions of rows
+    w = (np.asarray(steps["cycles_to"]) - np.asarray(steps["cycles_from"])).astype(np.float64)
+    w[lut[pid]] = 0.0
     tiles = max(report.target_info.tiles_per_ipu, 1)
     values = {
-        "tile_balance": steps["tile_balance"].to_numpy().astype(np.float64),
-        "active_tile_balance": steps["active_tile_balance"].to_numpy().astype(np.float64),
-        "tile_utilisation": steps["active_tiles"].to_numpy().astype(np.float64) / tiles,
+        "tile_balance": np.asarray(steps["tile_balance"]).astype(np.float64),
+        "active_tile_balance": np.asarray(steps["active_tile_balance"]).astype(np.float64),
+        "tile_utilisation": np.asarray(steps["active_tiles"]).astype(np.float64) / tiles,
     }
-    weight = pd.Series(w).groupby(key).sum()
-    out = pd.DataFrame(index=weight.index)
+    present = np.flatnonzero(np.bincount(key))  # the groups with rows, ascending as groupby gives them
+    weight = np.bincount(key, weights=w)[present]
+    out = pd.DataFrame(index=pd.Index(present, name=by))
     for f, v in values.items():
-        s = pd.Series(v * w).groupby(key).sum()
-        out[f] = np.where(weight.to_numpy() > 0, s.to_numpy() / np.maximum(weight.to_numpy(), 1e-300), np.nan)
-    out["balance_cycles"] = weight.to_numpy()
-    out.index.name = by
+        s = np.bincount(key, weights=v * w)[present]
+        out[f] = np.where(weight > 0, s / np.maximum(weight, 1e-300), np.nan)
+    out["balance_cycles"] = weight
     return out
 
 

@@ -97,6 +97,7 @@ def test_name_scopes_and_stems():
     assert og.name_scopes("s0b0_a_conv_11") == ["s0", "s0b0", "s0b0_a"]
     assert og.name_scopes("attn_out_bias_31") == ["attn", "attn_out"]
     assert og.name_scopes("softmax_24") == []
+    assert og.name_scopes("present.3.key") == ["present", "present.3"]  # a decoder's KV outputs
     assert og.name_scopes("/encoder/layer.0/attention/MatMul") == [
         "/encoder",
         "/encoder/layer.0",
