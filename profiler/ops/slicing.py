@@ -14,15 +14,17 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import DTypeLike
 
+from profiler.chip import cost_model
 from profiler.ops.core import OpError, add_like, execute, groups_by_tile, linear_tiles, op
-from profiler.ops.elementwise import binary_in_place, copy, fill
-from profiler.ops.poplibs_codelets import DynamicSlice, DynamicUpdate, MultiSlice, MultiUpdateAdd
+from profiler.ops.elementwise import apply_map, binary_in_place, copy, fill
+from profiler.ops.poplibs_codelets import DynamicSlice, DynamicUpdate, MultiSlice, MultiUpdateAdd, map_codelet
 from profiler.poplar import shape_only
 from profiler.poplar.graph import Graph
 from profiler.poplar.programs import Sequence as Prog
 from profiler.poplar.tensor import Tensor
 
 _SLICE, _UPDATE, _GATHER, _SCATTER = DynamicSlice(), DynamicUpdate(), MultiSlice(), MultiUpdateAdd()
+_MUL, _ADD = cost_model.binary("multiply"), cost_model.binary("add")
 
 
 def _check_index(index: Tensor, what: str) -> None:
@@ -335,17 +337,88 @@ def _is_planned(graph: Graph, table: Tensor) -> bool:
     )
 
 
+def _stage1_index(i: np.ndarray, inner: np.ndarray, elems: np.ndarray, chunk: int) -> np.ndarray:
+    """PopLibs' adjustedIndicesStage1 map: _2 + (_1 / sElemsPerPartition) * _3 (lib/popops/DynamicSlice.cpp
+    multiSlice): the row of a lookup's right candidate among its block's ``elems`` x dict_split candidates."""
+    return (i // chunk) * elems + inner
+
+
+def _partition_store(graph: Graph, dtype: DTypeLike, parts: int, plan: LookupPlan, rows: int, name: str) -> Tensor:
+    """A [parts, col_split, rows, grain] variable, partition (p, u) one contiguous interval on tile
+    p * col_split + u (popops createPartitionableTensor: "each partition ... is a single contiguous region")."""
+    store = graph.add_variable(dtype, [parts, plan.col_split, rows, plan.grain], name)
+    k = np.arange(parts * plan.col_split, dtype=np.int64)
+    size = rows * plan.grain
+    graph.map_intervals(store, k * size, np.full(k.size, size, np.int64), k)
+    return store
+
+
 def _planned_gather(graph: Graph, table: Tensor, indices: Tensor, prog: Prog) -> Tensor:
-    """PopLibs' multiSlice over a split dictionary (lib/popops/DynamicSlice.cpp): stage 1, on each
+    """PopLibs' multiSlice over a split dictionary (lib/popops/DynamicSlice.cpp): stage 0, on each
     table block's tile, looks up every index among its rows (zeros for an index outside them), giving
-    one candidate row per dictionary chunk; stage 2 combines each lookup's candidates on the output's
-    tiles (PopLibs selects them with a second multiSlice; here they are added, exact as all but one are
-    zero). The output is laid out as createSliceTensor lays it out: its lookups split in as many blocks
-    as the dictionary, each block's columns in the table's grains, on the tiles of the table's blocks.
-    Left where the table's columns are (grains of one column), an [n, d] lookup held one element of every
-    row on each of d tiles, and every op after it inherited that layout: BERT-base at batch 8 x 384 spent
-    4,838 exchange regions a tile on each rearrangement into a matmul and gathered its layer norms'
-    partials onto a few tiles."""
+    one candidate row per dictionary chunk; stage 1, one compute set, selects each lookup's candidate
+    (a second MultiSlice by the adjusted indices) on the output's tiles. The candidates and the output
+    are created as PopLibs creates them (createPartitionableTensor, createSliceTensor): each tile's block
+    one contiguous region of its variable, so a tile's part of an exchange from or into them is a region
+    per peer tile. Held row by row instead (a row's grain an interval of its own), the lookup's output
+    and the adds after it cost BERT-base (packed, batch 8 x 384) ~2,600 regions a tile per exchange:
+    82 KB of exchange code on the fullest tile for the three embeddings. A table whose columns are not
+    whole grains takes ``_planned_gather_by_rows``."""
+    rows, cols = table.shape
+    n = indices.shape[0]
+    plan = lookup_plan(rows, cols, table.dtype.itemsize, graph.target.num_tiles)
+    if cols != plan.col_split * plan.grain:
+        return _planned_gather_by_rows(graph, table, indices, prog)
+    S, U, g = plan.dict_split, plan.col_split, plan.grain
+    # stage 0's output: partition (s, u) = every lookup's candidate from chunk s, grain u; with the
+    # dictionary whole (S 1) it is the output, and there is no second stage (multiSlice: sSplit 1)
+    cand = _partition_store(graph, table.dtype, S, plan, n, "gather out" if S == 1 else "multi slice stage0Output")
+    cols_u = np.arange(U, dtype=np.int64)[:, None] * g + np.arange(g)
+    cs = execute(graph, prog, "multi slice")
+    for s in range(S):
+        r0, r1 = s * plan.chunk, min(rows, (s + 1) * plan.chunk)
+        fields = {
+            "table": _column_blocks(table[r0:r1], cols_u),
+            "indices": indices.reshape(1, n).broadcast(U, 0),
+            "out": cand[s],
+        }
+        graph.add_vertices(cs, _GATHER, fields, s * U + np.arange(U), offset=r0)
+    if S == 1:
+        return cand[0].transpose(1, 0, 2).group_dims(1, 2)
+    # the output as createSliceTensor creates it: lookups in S blocks (the second stage's split), block
+    # (i, u) contiguous on block (i, u)'s tile; the last block padded to the others' size and sliced off
+    per = -(-n // S)
+    blocks = [(i * per, min(n, (i + 1) * per)) for i in range(-(-n // per))]
+    out_store = _partition_store(graph, table.dtype, len(blocks), plan, per, "gather out")
+    out = out_store.transpose(0, 2, 1, 3).group_dims(2, 2)[:n]
+    # the adjusted indices: innerIdx (0, 1, ... within a block; PopLibs iotas it, here a constant),
+    # innerElems (the block's lookups) and the map expression, one compute set
+    inner = graph.add_constant(indices.dtype, [per], np.arange(per), name="multi slice innerIdx")
+    graph.map_linearly(inner)
+    lens = np.array([b - a for a, b in blocks])
+    elems = graph.add_constant(indices.dtype, [lens.size], lens, name="multi slice innerElems")
+    graph.set_tile_mapping(elems, 0)
+    r = np.arange(n)
+    # costed as a multiply, a multiply and an add: popopsCycleEstimators.cpp has no integer DIVIDE entry,
+    # and a division by a compile-time constant is a multiply-high and a shift [INF]
+    codelet = map_codelet("popops::Map", _stage1_index, 3, (_MUL, _MUL, _ADD))
+    adjusted = apply_map(graph, codelet, [indices, inner[r % per], elems[r // per]], prog, "adjustedIndicesStage1",
+                         chunk=plan.chunk)  # fmt: skip
+    cs2 = execute(graph, prog, "multi slice")
+    for i, (a, b) in enumerate(blocks):
+        fields = {  # tile (i, u) reads its lookups' candidates from the S tiles (s, u): one region each
+            "table": cand[:, :, a:b, :].transpose(1, 0, 2, 3).group_dims(1, 2, 1),
+            "indices": adjusted[a:b].reshape(1, b - a).broadcast(U, 0),
+            "out": out_store[i, :, : b - a, :],
+        }
+        graph.add_vertices(cs2, _GATHER, fields, i * U + np.arange(U))
+    return out
+
+
+def _planned_gather_by_rows(graph: Graph, table: Tensor, indices: Tensor, prog: Prog) -> Tensor:
+    """The planned lookup with its candidates and output held row by row (a row's grain one interval),
+    the second stage as a copy and adds (exact: all candidates but one are zero); for a table whose
+    columns are not whole grains (more grains than tiles)."""
     rows, cols = table.shape
     n = indices.shape[0]
     plan = lookup_plan(rows, cols, table.dtype.itemsize, graph.target.num_tiles)

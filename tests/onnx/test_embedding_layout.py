@@ -90,3 +90,28 @@ def test_a_dictionary_that_does_not_divide_evenly_is_split_in_whole_chunks() -> 
     ids = np.array([[299, 0, 2, 3, 297, 298, 150, 1]], np.int64)
     got = Session(import_model(load_model(model), get_target("GC200", 1))).run({"input_ids": ids})["embeddings"]
     np.testing.assert_array_equal(got, numpy_helper.to_array(model.graph.initializer[0])[ids])
+
+
+def test_a_split_dictionarys_second_stage_is_one_exchange_of_a_region_per_peer() -> None:
+    # float32 on a GC200, 50 x 24: 12 column grains of 2, 25 dictionary chunks of 2 rows (as above). 30 lookups
+    # in blocks of ceil(30 / 25) = 2: 15 blocks. PopLibs' multiSlice (lib/popops/DynamicSlice.cpp) runs stage 0
+    # and stage 1 as two compute sets, its stage-0 output and the result created partition by partition
+    # contiguous (createPartitionableTensor), so tile (i, u) reads its 2 lookups' candidates from the 24 other
+    # chunks' tiles as 24 regions, and what it sends of its own chunk's candidates (every block's but its own)
+    # is one or two runs of its memory (a region sent is counted once, however many tiles receive it).
+    session, got, ref = _lookup(vocab=50, hidden=24, seq=30)
+    np.testing.assert_array_equal(got, ref["want"])
+    compiled = session.engine.compiled
+    assert compiled is not None
+    stages = [s for s in compiled.steps if s.name == "multi slice/Exchange"]
+    assert len(stages) == 2  # stage 0 (the indices to every block's tile), stage 1: not a copy and 24 adds
+    code = stages[1].cost.code_bytes
+    assert code is not None
+    # 4 B an instruction x (6 + 24 regions in + 1 or 2 out + the adjusted indices: at most 4 regions in and
+    # out); held row by row, each of the 2 rows from each peer and each row sent was a region
+    tiles = np.arange(15)[:, None] * 12 + np.arange(12)
+    assert code[tiles].max() <= 4 * (6 + 24 + 2 + 4)
+    assert code[tiles].min() >= 4 * (6 + 24 + 1)
+    # each tile's block of the result is one interval of its variable
+    (out,) = [v for v in session.model.graph.variables if v.name.endswith("gather out")]
+    assert np.unique(out.mapping.tiles).size == out.mapping.tiles.size == 15 * 12
