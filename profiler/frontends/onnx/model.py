@@ -44,7 +44,7 @@ def load_model(
     if check_operators:  # before the checker, which stops at the first operator it does not know
         check_supported(model, HANDLERS)
     if not values:
-        _drop_unread_data(model)
+        drop_unread_data(model)
     try:
         onnx.checker.check_model(model if values else _checkable(model))
     except Exception as exc:
@@ -78,10 +78,12 @@ def _load_external_data(model: onnx.ModelProto, path: Path) -> None:
         raise FrontendError(f"{path}: cannot read its external data ({first_line(exc)})") from None
 
 
-def _drop_unread_data(model: onnx.ModelProto) -> None:
+def drop_unread_data(model: onnx.ModelProto) -> None:
     """Clear the data of the initializers a compile-only import reads as shapes only, and their
     external-data records (their dims and type stay): the model then holds no weight bytes however
-    large it declares them, and nothing looks for a weights file."""
+    large it declares them, and nothing looks for a weights file. Also what an imported model's
+    ``onnx_model`` keeps once nothing will run it (profiler.frontends.onnx.profile): the graph holds
+    the weights it uploads itself."""
     from .shapes import DATA_FIELDS, keeps_value
 
     for t in model.graph.initializer:
