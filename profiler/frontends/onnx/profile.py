@@ -36,6 +36,7 @@ from profiler.frontends.onnx.errors import FrontendError
 from profiler.frontends.onnx.importer import import_model
 from profiler.frontends.onnx.model import drop_unread_data, load_model
 from profiler.frontends.onnx.operators import wrong_kernel
+from profiler.host.allocator import give_back_freed_memory
 from profiler.host.host_memory import HostMemoryError
 from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION
 from report_format.origin import Origin, make_origin
@@ -278,10 +279,12 @@ def profile_model(
     session.engine.origin = replace(origin, options={**origin.options, "batch": model.batch_size})
     result = RunResult(path, options, target, model, session, {} if options.compile_only else inputs(session))
     if reference is not None and not options.compile_only:
+        give_back_freed_memory()  # the import's freed temporaries, kept by the heap: not under the runtime's copy
         reference(model, result.inputs)
     if model.onnx_model is not None:
         drop_unread_data(model.onnx_model)
-        gc.collect()  # a reference runtime's session and buffers go before the simulation's values come
+    gc.collect()  # a reference runtime's session and buffers go before the simulation's values come
+    give_back_freed_memory()  # and what the import (or the runtime) freed but the heap kept goes back
     progress(f"compiling {model.nodes} nodes ({model.folded_nodes} folded at import)")
     t0 = time.perf_counter()
     try:
