@@ -17,7 +17,7 @@ memory, out of tile memory) prints why.
 --compile-only (tilescope.compileOnly) profiles without values: the weights are not read, no input
 is made, each run is estimated from the cost model, and onnxruntime is not run.
 
-    python bench/scale.py --models bert-large --batches 1 --target GC200 --dtype float32   # 4 IPUs, pipelined
+    python bench/scale.py --models bert-large --batches 1 --target GC200 --runs 1   # 4 IPUs, pipelined (float16: float32 is out of tile memory)
     python bench/scale.py --models gpt2-xl --batches 1 --layers 8 --seq 128 --target GC200 --dtype float16
     python bench/scale.py --models llama2-7b --batches 1 --layers 2 --ipus 2 --seq 128 --target GC200
 

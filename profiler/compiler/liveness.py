@@ -26,16 +26,25 @@ class Liveness:
     # variables live only inside calls of one function: -> (function id, first, last step) relative
     # to the start of a call (placed once for all the calls, profiler.compiler.memory)
     in_calls: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    # not-always-live variables whose value crosses a Repeat body's boundary or is carried from one
+    # iteration to the next (their spans extended over the body); the others are made anew each
+    # iteration, so the host may drop their values between iterations (profiler.engine)
+    carried: frozenset[int] = frozenset()
 
 
-def _extend_for_repeats(first: int, last: int, read_first: bool, repeats: list[tuple[int, int]]) -> tuple[int, int]:
+def _extend_for_repeats(
+    first: int, last: int, read_first: bool, repeats: list[tuple[int, int]]
+) -> tuple[int, int, bool]:
+    """(first, last) extended over every Repeat body the span crosses or, read first, is inside;
+    and whether any body extended it (the value is carried across a body's boundary)."""
+    carried = False
     # innermost bodies first: ranges are appended as bodies finish lowering, inner before outer
     for a, b in repeats:
         overlaps = first <= b and last >= a
         inside = a <= first and last <= b
         if overlaps and (not inside or read_first):
-            first, last = min(first, a), max(last, b)
-    return first, last
+            first, last, carried = min(first, a), max(last, b), True
+    return first, last, carried
 
 
 def analyse(c: CompiledGraph) -> Liveness:
@@ -59,6 +68,7 @@ def analyse(c: CompiledGraph) -> Liveness:
     always = np.zeros(nvars, dtype=bool)
     intervals: list[tuple[int, int, int]] = []
     hull: dict[int, tuple[int, int]] = {}
+    carried: set[int] = set()
     prog_of_step = np.zeros(len(c.steps), dtype=np.int64)
     for i, (a, b) in enumerate(c.program_ranges):
         prog_of_step[a : b + 1] = i
@@ -83,8 +93,10 @@ def analyse(c: CompiledGraph) -> Liveness:
         spans = []
         for seg in segments:
             if seg:
-                first, last = seg[0][0], seg[-1][0]
-                spans.append(_extend_for_repeats(first, last, seg[0][1] == "R", c.repeat_ranges))
+                first, last, over = _extend_for_repeats(seg[0][0], seg[-1][0], seg[0][1] == "R", c.repeat_ranges)
+                spans.append((first, last))
+                if over:
+                    carried.add(var.id)
         spans.sort()
         merged: list[list[int]] = []
         for a, b in spans:
@@ -100,7 +112,7 @@ def analyse(c: CompiledGraph) -> Liveness:
         intervals.extend((vid, a, b) for a, b in buf.spans)
         hull[vid] = (min(a for a, _ in buf.spans), max(b for _, b in buf.spans))
     always = np.concatenate([always, np.zeros(len(c.receive_buffers), dtype=bool)])
-    return Liveness(always, intervals, hull, _in_calls(intervals, c.call_ranges))
+    return Liveness(always, intervals, hull, _in_calls(intervals, c.call_ranges), frozenset(carried))
 
 
 def _in_calls(

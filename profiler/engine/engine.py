@@ -196,8 +196,10 @@ class Engine:
     def _plan_host_values(self, c: CompiledGraph, live: Liveness) -> None:
         """Which variables' values the host holds when: a value that is not always-live is made at
         the first step that touches it and dropped after the last, so host memory follows the live
-        values (as the device's does), not every tensor of the model. Steps inside a Repeat body
-        never drop (a value may be carried to the next iteration); condition variables are kept."""
+        values (as the device's does), not every tensor of the model. Inside a Repeat body (a
+        pipeline's micro-batches) a value is dropped after its last step of an iteration and made
+        again in the next unless the liveness says it is carried from one iteration to the next or
+        across the body's boundary; condition variables are kept."""
         needs: dict[int, set[int]] = {}
         last: dict[int, int] = {}
         for node in c.steps:
@@ -225,7 +227,7 @@ class Engine:
         release: dict[int, list[int]] = {}
         for v, step in last.items():
             var = self.graph.variables[v]
-            if live.always_live[v] or var.value is not None or v in kept or in_repeat[step]:
+            if live.always_live[v] or var.value is not None or v in kept or (in_repeat[step] and v in live.carried):
                 continue
             release.setdefault(step, []).append(v)
         # values made at a step that writes every element before reading any need no zeros: those

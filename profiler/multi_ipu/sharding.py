@@ -17,6 +17,7 @@ the work; its fully connected layers the opposite).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import onnx
@@ -76,8 +77,8 @@ def node_bytes(model: onnx.ModelProto) -> np.ndarray:
 
 def _inferred(model: onnx.ModelProto) -> dict[str, tuple[list[int], int]]:
     """(dims, element type) of each value ONNX shape inference knows (unknown dimensions as 1)."""
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    try:  # without the weights' data: inference serializes its input and output (4 copies of them)
+        inferred = onnx.shape_inference.infer_shapes(light_copy(model, INFERENCE_FLOAT_DATA)[0], data_prop=True)
     except Exception:  # shapes are an estimate only; a model shape inference cannot handle still shards by weights
         inferred = model
     out = {}
@@ -151,3 +152,44 @@ def assign_ipus(model: onnx.ModelProto, num_ipus: int, costs: np.ndarray | None 
             raise ShardingError(f"sharding: the model puts nodes on IPU(s) {bad}, the target has {num_ipus} IPU(s)")
         return manual
     return balance(node_bytes(model) if costs is None else costs, num_ipus).tolist()
+
+
+# Floating-point initializers of more than this many elements go into shape inference as their name,
+# type and dims only: no shape depends on their values (shape-like inputs are integers, or a few
+# floats: Resize scales, Range bounds)
+INFERENCE_FLOAT_DATA = 64
+_FLOAT_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16)
+
+
+def light_copy(model: onnx.ModelProto, elements: int) -> tuple[onnx.ModelProto, list[int]]:
+    """A copy of ``model`` whose inline floating-point initializers of more than ``elements`` elements
+    hold their name, type and dims only, and their indices. Copied field by field, so the weights'
+    bytes are never copied (a whole copy then stripped held them twice for a moment: BERT-large's 1.3 GB)."""
+    light = onnx.ModelProto()
+    for fd, value in model.ListFields():
+        if fd.name != "graph":
+            _copy_field(light, fd, value)
+    for fd, value in model.graph.ListFields():
+        if fd.name != "initializer":
+            _copy_field(light.graph, fd, value)
+    stripped = []
+    for i, t in enumerate(model.graph.initializer):
+        inline = t.data_location != onnx.TensorProto.EXTERNAL
+        if inline and t.data_type in _FLOAT_TYPES and int(np.prod(t.dims, dtype=np.int64)) > elements:
+            light.graph.initializer.append(
+                onnx.TensorProto(name=t.name, dims=t.dims, data_type=t.data_type, doc_string=t.doc_string)
+            )
+            stripped.append(i)
+        else:
+            light.graph.initializer.append(t)  # appending copies
+    return light, stripped
+
+
+def _copy_field(message: Any, fd: Any, value: Any) -> None:
+    """Copy one set field (from ``ListFields``) into ``message``."""
+    if fd.is_repeated:
+        getattr(message, fd.name).extend(value)
+    elif fd.type == fd.TYPE_MESSAGE:
+        getattr(message, fd.name).CopyFrom(value)
+    else:
+        setattr(message, fd.name, value)

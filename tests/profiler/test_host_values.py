@@ -79,3 +79,29 @@ def test_values_a_run_drops_are_reused_by_the_next_run_and_freed_at_close() -> N
     np.testing.assert_array_equal(e.read_tensor("y"), np.zeros(64, np.float32))
     e.close()
     assert not e._values._waiting
+
+
+def test_inside_a_repeat_a_value_made_each_iteration_is_dropped_and_a_carried_one_kept() -> None:
+    """A pipeline's micro-batches are a Repeat: a temporary written before it is read in each
+    iteration is made and dropped every iteration; a value from before the body (read in every
+    iteration) crosses the body's boundary and is kept, else the second iteration would read zeros."""
+    from profiler.poplar.programs import Repeat
+
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    prog, body = Sequence(), Sequence()
+    x = ops.add_mapped(g, "float", (64,), "x")
+    g.create_host_write("x", x)
+    c = ops.unary(g, "neg", x, prog)  # before the body, read in every iteration: carried
+    t = ops.add(g, x, x, body)  # made and last read inside one iteration
+    y = ops.add(g, ops.add(g, t, c, body), x, body)  # 2x - x + x
+    prog.add(Repeat(3, body))
+    g.create_host_read("y", y)
+    e = Engine(g, [prog])
+    xv = np.arange(1, 65, dtype=np.float32)
+    e.write_tensor("x", xv)
+    e.run(0)
+    np.testing.assert_array_equal(e.read_tensor("y"), 2 * xv)  # c dropped after iteration 1 would give 3x
+    assert e.liveness is not None
+    assert c._var in e.liveness.carried and t._var not in e.liveness.carried
+    assert t._var in e._dropped and e._state[t._var].size == 0
+    assert c._var not in e._dropped and e._state[c._var].size == 64

@@ -415,13 +415,15 @@ def _run_model(path: Path, args: argparse.Namespace) -> int:
                 follow_symlinks=args.force,
             )
 
+    # the model's batch per replica and micro-batch: the reference runs each of them
+    reference = _Reference(options.replicas * options.micro_batches) if args.check else None
     try:
         result = profile_model(path, options, lambda session: _load_inputs(session, args.inputs), progress=_progress,
-                               stage=Counter, before_report=save_outputs)  # fmt: skip
+                               stage=Counter, before_report=save_outputs, reference=reference)  # fmt: skip
     except ProfileError as exc:
         raise CommandError(str(exc)) from None
     doc = result.summary()
-    check = _check(result, args) if args.check else None
+    check = _check(result, args, reference) if reference is not None else None
     if check is not None:
         doc["check"] = check
     if result.out_of_memory and not args.outline and args.ipus == 1:  # would sharing the layers' code help?
@@ -473,28 +475,40 @@ def _identical_blocks(onnx_model: Any) -> list[int] | None:
     return [rep.count, rep.period] if rep is not None else None
 
 
-def _check(result: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """The simulated outputs against a reference runtime's on the same inputs (the --check summary)."""
-    model, inputs, outputs = result.model, result.inputs, result.outputs
-    import numpy as np
+class _Reference:
+    """The reference runtime's outputs for --check, computed when profile_model calls it: after the
+    inputs are made and before the simulation compiles, so the runtime's copy of the model is let
+    go before the simulator's values are made (host memory holds one of them at a time)."""
 
-    from profiler.frontends.onnx import FrontendError
-    from profiler.frontends.onnx.check import compare, default_tolerance, reference_run
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+        self.want: dict[str, Any] = {}
+        self.runtime = ""
+
+    def __call__(self, model: Any, inputs: Any) -> None:
+        import numpy as np
+
+        from profiler.frontends.onnx import FrontendError
+        from profiler.frontends.onnx.check import reference_run
+
+        _progress("running the reference runtime on the same inputs (--check)")
+        feeds = {s.name: np.asarray(inputs[s.name]).astype(s.host_dtype) for s in model.inputs}
+        try:
+            self.want, self.runtime = reference_run(model.onnx_model, feeds, parts=self.rows)
+        except FrontendError as exc:
+            raise CommandError(str(exc)) from None
+
+
+def _check(result: Any, args: argparse.Namespace, reference: _Reference) -> dict[str, Any]:
+    """The simulated outputs against the reference runtime's on the same inputs (the --check summary)."""
+    from profiler.frontends.onnx.check import compare, default_tolerance
 
     tol = args.check_tolerance or default_tolerance(args.dtype)
-    if not outputs:
+    if not result.outputs or not reference.runtime:
         return {"runtime": None, "tolerance": tol, "passed": False, "outputs": {}, "skipped": "not executed"}
-    _progress("checking the outputs against a reference runtime")
-    feeds = {s.name: np.asarray(inputs[s.name]).astype(s.host_dtype) for s in model.inputs}
-    rows = result.options.replicas * result.options.micro_batches  # the model's batch per replica and micro-batch
-    try:
-        parts = [reference_run(model.onnx_model, {k: np.split(v, rows)[i] for k, v in feeds.items()})
-                 for i in range(rows)]  # fmt: skip
-    except FrontendError as exc:
-        raise CommandError(str(exc)) from None
-    runtime = parts[0][1]
-    want = {k: np.concatenate([p[0][k] for p in parts]) for k in parts[0][0]}
-    checks = compare(outputs, want, tol)
+    _progress("checking the outputs against the reference runtime's")
+    runtime, want = reference.runtime, reference.want
+    checks = compare(result.outputs, want, tol)
     return {
         "runtime": runtime,
         "tolerance": tol,

@@ -255,7 +255,7 @@ def _import_model(
     # several IPUs: each node on its IPU (manual __ipu_number attributes, else balanced by ``split``);
     # a matmul larger than an IPU's share is first cut into parts the split can place apart
     sharding.check_split(split)
-    model = serialize_large_matmuls(model, g.target.num_ipus, opset)
+    model = serialize_large_matmuls(model, g.target.num_ipus, opset, in_place=True)  # the copy override_batch made
     costs = None
     if split == "compute" and g.target.num_ipus > 1 and sharding.manual_ipus(model) is None:
         # the memory split, compiled: each node's simulated cycles

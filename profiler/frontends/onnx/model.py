@@ -9,6 +9,8 @@ from typing import Any
 import onnx
 from onnx import shape_inference
 
+from profiler.multi_ipu.sharding import INFERENCE_FLOAT_DATA, light_copy
+
 from .errors import FrontendError, UnsupportedError, first_line
 from .operators import HANDLERS
 
@@ -44,7 +46,7 @@ def load_model(
     if check_operators:  # before the checker, which stops at the first operator it does not know
         check_supported(model, HANDLERS)
     if not values:
-        _drop_unread_data(model)
+        drop_unread_data(model)
     try:
         onnx.checker.check_model(model if values else _checkable(model))
     except Exception as exc:
@@ -78,10 +80,12 @@ def _load_external_data(model: onnx.ModelProto, path: Path) -> None:
         raise FrontendError(f"{path}: cannot read its external data ({first_line(exc)})") from None
 
 
-def _drop_unread_data(model: onnx.ModelProto) -> None:
+def drop_unread_data(model: onnx.ModelProto) -> None:
     """Clear the data of the initializers a compile-only import reads as shapes only, and their
     external-data records (their dims and type stay): the model then holds no weight bytes however
-    large it declares them, and nothing looks for a weights file."""
+    large it declares them, and nothing looks for a weights file. Also what an imported model's
+    ``onnx_model`` keeps once nothing will run it (profiler.frontends.onnx.profile): the graph holds
+    the weights it uploads itself."""
     from .shapes import DATA_FIELDS, keeps_value
 
     for t in model.graph.initializer:
@@ -140,8 +144,9 @@ def override_batch(model: onnx.ModelProto, batch: int | None) -> onnx.ModelProto
     """A copy of ``model`` whose graph inputs' first dimension (when 1 or symbolic) is ``batch``;
     constant Reshape targets that carry the old batch of 1 are rewritten to follow it (or a
     FrontendError names the node that pins the batch); output and intermediate shapes are re-inferred."""
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
+    # a light copy: large float initializers as name, type and dims only (shape inference and the batch
+    # rewrite never read them); their data is copied back once at the end, so the weights are copied once
+    m, stripped = light_copy(model, _CONSTANT_ELEMENTS)
     init_names = {t.name for t in m.graph.initializer}
     if batch is not None:
         if batch < 1:
@@ -168,34 +173,28 @@ def override_batch(model: onnx.ModelProto, batch: int | None) -> onnx.ModelProto
         if out.type.HasField("tensor_type"):
             out.type.tensor_type.ClearField("shape")
     try:
-        return infer_shapes(m)
+        inferred = infer_shapes(m)
     except Exception as exc:
         raise FrontendError(f"model {model.graph.name!r}: shape inference failed: {first_line(exc)}") from None
-
-
-# Floating-point initializers of more than this many elements are left out of the copy shape
-# inference serializes: no output shape depends on their values (shape-like inputs are integers, or
-# a few floats: Resize scales, Range bounds)
-_INFERENCE_FLOAT_DATA = 64
-_FLOAT_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16)
+    for i in stripped:  # the batch rewrite only appends initializers: the indices hold
+        inferred.graph.initializer[i].CopyFrom(model.graph.initializer[i])
+    return inferred
 
 
 def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     """``shape_inference.infer_shapes(model)``, without serializing the weights: large floating-point
     initializers go in as their name, type and dims only, and get their data back in the result (a
     BERT-base's 340 MB took 1.4 s to infer, most of it copying them there and back)."""
-    light = onnx.ModelProto()
-    light.CopyFrom(model)
-    stripped = []
-    for i, t in enumerate(light.graph.initializer):
-        inline = t.data_location != onnx.TensorProto.EXTERNAL
-        if inline and t.data_type in _FLOAT_TYPES and _numel(t.dims) > _INFERENCE_FLOAT_DATA:
-            t.CopyFrom(onnx.TensorProto(name=t.name, dims=t.dims, data_type=t.data_type, doc_string=t.doc_string))
-            stripped.append(i)
+    light, stripped = light_copy(model, INFERENCE_FLOAT_DATA)
     inferred = shape_inference.infer_shapes(light)
     for i in stripped:
         inferred.graph.initializer[i].CopyFrom(model.graph.initializer[i])
     return inferred
+
+
+# Elements a float initializer may have and still be copied whole into override_batch's working copy:
+# the batch rewrite reads constants up to this size (_constants); anything larger is a weight
+_CONSTANT_ELEMENTS = 4096
 
 
 def _probe(model: onnx.ModelProto, batched: list[str]) -> onnx.ModelProto:

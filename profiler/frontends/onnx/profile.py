@@ -13,6 +13,7 @@ not an error but a result (``RunResult.out_of_memory``), whose report shows the 
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import time
@@ -33,8 +34,9 @@ from profiler.frontends.onnx import Session
 from profiler.frontends.onnx.builder import ImportedModel
 from profiler.frontends.onnx.errors import FrontendError
 from profiler.frontends.onnx.importer import import_model
-from profiler.frontends.onnx.model import load_model
+from profiler.frontends.onnx.model import drop_unread_data, load_model
 from profiler.frontends.onnx.operators import wrong_kernel
+from profiler.host.allocator import give_back_freed_memory
 from profiler.host.host_memory import HostMemoryError
 from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION
 from report_format.origin import Origin, make_origin
@@ -242,12 +244,19 @@ def profile_model(
     progress: Report = lambda line: None,
     stage: Stage = _quiet,
     before_report: Callable[[Mapping[str, np.ndarray]], None] | None = None,
+    reference: Callable[[ImportedModel, Mapping[str, np.ndarray]], None] | None = None,
 ) -> RunResult:
     """Import ``path`` for ``options``, compile it, and when it fits upload the weights, run it
     ``options.runs`` times on ``inputs(session)`` and write the report its engine options ask for.
     ``progress`` gets a line per stage and ``stage(what)`` counts the long ones (nodes imported,
     compute sets planned). ``before_report(outputs)`` is called before the report is written (so a report that fails to
-    write never costs the outputs)."""
+    write never costs the outputs). ``reference(model, inputs)`` (a run with values only) is called
+    once the inputs are made and before compiling, so a reference runtime's copy of the model (``tilescope
+    run --check``) is made and let go before the simulation holds its values, not on top of them.
+
+    Once imported (and the reference run), the ONNX model's weight data is dropped from
+    ``RunResult.model.onnx_model`` (its structure, names, shapes and small constants stay): the graph
+    uploads its own copy, and the file's float32 one would otherwise be held through the run."""
     target = profile_target(options)
     # POPLAR_ENGINE_OPTIONS may ask for a compile-only profile too (and, as in Poplar, wins)
     try:
@@ -261,8 +270,8 @@ def profile_model(
     t0 = time.perf_counter()
     try:
         with wrong_kernel(options.wrong_kernel), stage("nodes") as count:
-            loaded = load_model(path, values=not options.compile_only)
-            model = import_model(loaded, target, options.batch, options.dtype, options.weights, progress=count, split=options.split, partials=options.partials,
+            # the loaded model is not kept: the import makes its own (batch-overridden) copy
+            model = import_model(load_model(path, values=not options.compile_only), target, options.batch, options.dtype, options.weights, progress=count, split=options.split, partials=options.partials,
                                  available_memory_proportion=options.available_memory_proportion,
                                  outline=options.outline, fp8_log2_scale=options.fp8_log2_scale,
                                  values=not options.compile_only, io_tiles=options.io_tiles)  # fmt: skip
@@ -294,6 +303,13 @@ def profile_model(
     # the batch it ran at: the same model with --batch of it imports the same (a fixed batch is kept)
     session.engine.origin = replace(origin, options={**origin.options, "batch": model.batch_size})
     result = RunResult(path, options, target, model, session, {} if options.compile_only else inputs(session))
+    if reference is not None and not options.compile_only:
+        give_back_freed_memory()  # the import's freed temporaries, kept by the heap: not under the runtime's copy
+        reference(model, result.inputs)
+    if model.onnx_model is not None:
+        drop_unread_data(model.onnx_model)
+    gc.collect()  # a reference runtime's session and buffers go before the simulation's values come
+    give_back_freed_memory()  # and what the import (or the runtime) freed but the heap kept goes back
     progress(f"compiling {model.nodes} nodes ({model.folded_nodes} folded at import)")
     t0 = time.perf_counter()
     try:

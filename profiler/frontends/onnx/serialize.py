@@ -23,10 +23,13 @@ from profiler.multi_ipu import sharding
 SERIALISED = ("MatMul", "Gemm")
 
 
-def serialize_large_matmuls(model: onnx.ModelProto, num_ipus: int, opset: int) -> onnx.ModelProto:
+def serialize_large_matmuls(
+    model: onnx.ModelProto, num_ipus: int, opset: int, in_place: bool = False
+) -> onnx.ModelProto:
     """``model`` with each MatMul / Gemm whose memory (sharding.node_bytes) exceeds an IPU's share of
     the model's total cut into ceil(its bytes / share) parts along the output channels; ``model``
-    itself when none is (or for one IPU, or a manual placement)."""
+    itself when none is (or for one IPU, or a manual placement). ``in_place``: ``model``'s nodes are
+    replaced rather than the model copied (the importer's own copy: a copy would hold the weights twice)."""
     if num_ipus < 2 or sharding.manual_ipus(model) is not None:
         return model
     costs = sharding.node_bytes(model)
@@ -44,10 +47,17 @@ def serialize_large_matmuls(model: onnx.ModelProto, num_ipus: int, opset: int) -
         changed = True
     if not changed:
         return model
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
+    if in_place:
+        kept = onnx.GraphProto()
+        kept.node.extend(nodes)  # copied out before the model's own are cleared
+        out = model
+    else:
+        out = onnx.ModelProto()
+        out.CopyFrom(model)
+        kept = onnx.GraphProto()
+        kept.node.extend(nodes)
     del out.graph.node[:]
-    out.graph.node.extend(nodes)
+    out.graph.node.extend(kept.node)
     out.graph.initializer.extend(inits)
     return out
 
