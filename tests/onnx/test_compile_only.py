@@ -144,10 +144,12 @@ def test_a_1_gib_weight_whose_external_data_is_absent_imports_without_values(tmp
         load_model(path)
 
 
-def test_small_external_weights_absent_with_a_batch_override(tmp_path, capsys) -> None:
+def test_small_external_weights_absent_with_a_batch_override(tmp_path, capsys, monkeypatch) -> None:
     """An MLP (symbolic batch N) with every weight, small ones included, in an external file that is
     absent: a compile-only run at --batch 4 imports (the batch tracing reads no small weight's values)
     and profiles batch 4."""
+    # the command merges its options into POPLAR_ENGINE_OPTIONS (for a script's engines): restored after
+    monkeypatch.setenv("POPLAR_ENGINE_OPTIONS", "{}")
     path = tmp_path / "m.onnx"
     onnx.save(examples.mlp((64, 32, 10)), path, save_as_external_data=True, all_tensors_to_one_file=True,
               location="m.bin", size_threshold=0)  # fmt: skip
