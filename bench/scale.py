@@ -75,7 +75,7 @@ def child(
                  "outline": outline, "ipus": n_ipus, "seq": seq, "compile_only": compile_only}  # fmt: skip
     values = not compile_only
     t0 = time.perf_counter()
-    onnx_model = _onnx_model(model, image, seq, layers, n_ipus)
+    onnx_model = _onnx_model(model, image, seq, layers, n_ipus, external=compile_only)
     out["onnx_build_s"] = time.perf_counter() - t0
     out["onnx_mib"] = onnx_model.ByteSize() / 2**20
     micro_batches = 2 * n_ipus if n_ipus > 1 else 1  # tilescope run --pipeline's default
@@ -103,8 +103,13 @@ def child(
         out["exchange_code_mib"] = (
             float(by_cat["bytes"][by_cat["category"] == MemoryCategory.INTERNAL_EXCHANGE_CODE].sum()) / 2**20
         )
-        if session.engine.out_of_memory:
+        if session.engine.out_of_memory:  # its memory-only report was written at compile, as tilescope run's
             out["stopped"] = "out of tile memory"
+            out["oom_tiles"] = int(session.engine.memory.out_of_memory_tiles().size)
+            session.close()
+            out["report_mib"] = sum(f.stat().st_size for f in (report / "r").rglob("*") if f.is_file()) / 2**20
+            out["total_cpu_s"] = time.process_time()
+            out["rss_peak_gib"] = _rss_gib()
             return out
         session.upload_weights()
         if model in PIPELINED:  # token ids (and masks): random_inputs, every micro-batch's rows
@@ -130,6 +135,7 @@ def child(
         del session
         if compile_only:  # no outputs to compare, and nothing a runtime would be timed against
             out["rss_peak_gib"] = _rss_gib()
+            out["total_cpu_s"] = time.process_time()
             return out
         import onnxruntime as ort
 
@@ -153,8 +159,9 @@ def child(
     return out
 
 
-def _onnx_model(model: str, image: int, seq: int, layers: int, ipus: int) -> onnx.ModelProto:
-    """The ONNX model of a case (seeded random weights)."""
+def _onnx_model(model: str, image: int, seq: int, layers: int, ipus: int, external: bool = False) -> onnx.ModelProto:
+    """The ONNX model of a case (seeded random weights; ``external``: a decoder's weights as references
+    into an absent data file, as ``tilescope model`` writes them, which compile-only reads as shapes)."""
     from dataclasses import replace
 
     from profiler.frontends.onnx import decoders, examples
@@ -166,6 +173,8 @@ def _onnx_model(model: str, image: int, seq: int, layers: int, ipus: int) -> onn
     if model == "bert-large":  # Devlin et al. 2019: L=24, H=1024, A=16; SQuAD heads, as tilescope model makes it
         return examples.bert(layers=layers, hidden=1024, heads=16, ff=4096, seq=seq, batch=1)
     config = replace(decoders.CONFIGS[model], layers=layers)
+    if external:
+        return decoders.decoder(config, "prefill", seq=seq, ipus=ipus, weights="external", data_file="absent.data")
     return decoders.decoder(config, "prefill", seq=seq, ipus=ipus)
 
 
@@ -243,8 +252,10 @@ def main() -> int:
             r = json.loads(line[4:])
             rows.append(r)
             if "run_s" not in r:
+                oom = f" ({r['oom_tiles']:,} tiles over; report {r['report_mib']:.1f} MiB)" if "oom_tiles" in r else ""
+                cpu_total = f", {r['total_cpu_s']:.0f} s CPU in all" if "total_cpu_s" in r else ""
                 print(f"{name:28} {r['import_s']:8.1f} {r['compile_s']:9.1f} {r['rss_import_compile_gib']:7.2f}G "
-                      f"stopped: {r.get('stopped', '?')}")  # fmt: skip
+                      f"stopped: {r.get('stopped', '?')}{oom}{cpu_total}")  # fmt: skip
                 continue
             if r["compile_only"]:  # nothing ran: no run time, no onnxruntime to compare with
                 ort_s, ratio, cpu = f"{'-':>7}", f"{'-':>6}", f"{'-':>8} {'-':>8} {'-':>6}"

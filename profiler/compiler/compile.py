@@ -127,8 +127,13 @@ class Compiler:
     """Lowers programs to the program tree and plans every step; ``compile_programs`` runs it and
     hands back a CompiledGraph."""
 
-    def __init__(self, graph: Graph, programs: list[P.Program], progress: Progress | None = None) -> None:
+    def __init__(
+        self, graph: Graph, programs: list[P.Program], progress: Progress | None = None, values: bool = True
+    ) -> None:
         self.graph = graph
+        # False for a compile-only engine: no step acts on values, so no Access (an element index for
+        # any view numpy strides cannot describe) is built for copies, streams or kernels
+        self.values = values
         self.progress = progress
         self.target = graph.target
         self.programs = programs
@@ -136,7 +141,7 @@ class Compiler:
         self.steps: list[Step] = []
         self.cs_plans: dict[int, ComputeSetPlan] = {}
         self.elements = ElementMap(graph)
-        self.compute_sets = ComputeSetPlanner(self.elements, self.target)
+        self.compute_sets = ComputeSetPlanner(self.elements, self.target, values)
         self.repeat_ranges: list[tuple[int, int]] = []  # step ranges of Repeat bodies
         # (first step, last step, Repeat node id, micro-batches) of pipelined bodies (profiler.multi_ipu.pipeline)
         self.pipeline_ranges: list[tuple[int, int, int, int]] = []
@@ -347,7 +352,7 @@ class Compiler:
         cross = (s_tile // t.tiles_per_ipu) != (d_tile // t.tiles_per_ipu)
         name = prog.name or f"Copy {src!r} -> {dst!r}"
         reads, writes = variables_of(src), variables_of(dst)
-        action = actions.Copy(Access(src), Access(dst))
+        action = actions.Copy(Access(src), Access(dst)) if self.values else None
         if cross.any():
             part = piece_bytes[cross] if piece_bytes is not None else item
             gplan = plan_transfers(s_tile[cross], d_tile[cross], part, t, global_=True)
@@ -416,11 +421,13 @@ class Compiler:
             external=True,
             debug_context_id=ctx,
         )
-        acc = Access(tensor)
-        if stream is None:  # PrintTensor
-            action: Action = actions.Print(print_title, acc)
-        else:
-            action = actions.ToHost(stream, acc) if to_host else actions.FromHost(stream, acc)
+        action: Action | None = None
+        if self.values:
+            acc = Access(tensor)
+            if stream is None:  # PrintTensor
+                action = actions.Print(print_title, acc)
+            else:
+                action = actions.ToHost(stream, acc) if to_host else actions.FromHost(stream, acc)
         self._add_step(parent, StepType.STREAM_COPY_MID, name, tile_cycles=cycles, bytes_in=self._zeros if to_host else per_tile,
                    bytes_out=per_tile if to_host else self._zeros, code_bytes=code, code_category=MemoryCategory.HOST_EXCHANGE_CODE,
                    reads=variables_of(tensor) if to_host else set(), writes=set() if to_host else variables_of(tensor),
@@ -461,12 +468,15 @@ class CompiledGraph:
         return self._variables
 
 
-def compile_programs(graph: Graph, programs: list[P.Program], progress: Progress | None = None) -> CompiledGraph:
+def compile_programs(
+    graph: Graph, programs: list[P.Program], progress: Progress | None = None, values: bool = True
+) -> CompiledGraph:
     """Lower and plan ``programs``; raises CompileError / GraphError with one clear line.
-    ``progress(done, total)`` is called as compute sets are planned (the slow part)."""
+    ``progress(done, total)`` is called as compute sets are planned (the slow part). ``values``
+    False (compile-only): the steps get no value accessors (nothing will run them)."""
     tiles = graph.target.num_tiles
     host_memory.ensure(HOST_BYTES_PER_TILE * tiles, f"compiling for {graph.target.num_ipus} IPUs ({tiles:,} tiles)")
-    c = Compiler(graph, programs, progress)
+    c = Compiler(graph, programs, progress, values)
     try:
         with small_pages():
             c.compile()

@@ -36,9 +36,10 @@ SHORT_PIECE_ELEMENTS = 2
 class ComputeSetPlanner:
     """Plans compute sets in program order, keeping the codelet types in use (each one's code once)."""
 
-    def __init__(self, elements: ElementMap, target: Target) -> None:
+    def __init__(self, elements: ElementMap, target: Target, values: bool = True) -> None:
         self.elements = elements
         self.target = target
+        self.values = values  # False (compile-only): kernels' accesses are not built (nothing runs them)
         self.codelets: list[tuple[str, Codelet]] = []  # (type name, codelet)
         self.code_bytes: list[int] = []  # each codelet type's code size (Codelet.code_size)
         self._codelet_ids: dict[str, int] = {}
@@ -189,7 +190,8 @@ class ComputeSetPlanner:
                     r = field_regions(t, self.elements.gid_base)
                     kernel_written.append((r.start, r.length))
             plan = BatchPlan(b.codelet, b.params, {f: b.fields[f] for f in b.codelet.fields})
-            plan.fields  # noqa: B018 - build the accesses at compile time
+            if self.values:
+                plan.fields  # noqa: B018 - build the accesses at compile time
             plans.append(plan)
         if cs.kernel and not _same_elements(written, kernel_written):
             n_want, n_got = (sum(int(x[1].sum()) for x in parts) for parts in (written, kernel_written))

@@ -142,7 +142,7 @@ class Engine:
             # refused now, in one line, rather than after a long compile and run.
             check_destination(capture.report_directory(self))
         start = time.perf_counter()
-        c = compile_programs(self.graph, self.programs, progress)
+        c = compile_programs(self.graph, self.programs, progress, values=not self.compile_only)
         self.liveness = analyse(c)
         opts = self.options
         self.memory = place(

@@ -103,6 +103,16 @@ def default_linear_tiles(n: int, itemsize: int, num_tiles: int, start: int = 0) 
     return linear_tiles(n, num_tiles, grain, start, -(-LINEAR_MIN_BYTES_PER_TILE // itemsize))
 
 
+def default_linear_runs(n: int, itemsize: int, num_tiles: int, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``default_linear_tiles`` as runs: (first element, tile) of each tile's consecutive elements,
+    one a tile used, so a weight's mapping costs its tiles, not its elements."""
+    grain = max(1, DATA_PATH_BYTES // itemsize)
+    min_elements = -(-LINEAR_MIN_BYTES_PER_TILE // itemsize)
+    per_tile = max(1, -(-max(1, -(-n // grain)) // num_tiles), -(-min_elements // grain))
+    starts = np.arange(0, max(n, 1), per_tile * grain, dtype=np.int64)
+    return starts, (np.arange(starts.size, dtype=np.int64) + start) % num_tiles
+
+
 def add_mapped(graph: Graph, dtype: object, shape: tuple[int, ...], name: str, grain: int = 1) -> Tensor:
     """A new variable mapped linearly over all tiles in ``grain``-element grains."""
     t = graph.add_variable(dtype, shape, name)

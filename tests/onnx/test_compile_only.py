@@ -187,6 +187,30 @@ def test_compile_only_holds_no_values(tmp_path, monkeypatch) -> None:
     assert peaks[0] - peaks[1] >= n * n * 2, [p / 2**20 for p in peaks]  # at least the float16 weight
 
 
+def test_compile_only_builds_no_value_accessors(tmp_path, monkeypatch) -> None:
+    """A compile-only engine's steps carry no value accessor (an element index for any view numpy
+    strides cannot describe: gigabytes at an LLM's attention sizes): copies and stream copies have no
+    action, and no compute-set batch built its fields. With values, the same graph has them all."""
+    from profiler.executable import actions
+
+    model, options = CASES["pipelined"]  # its stages' copies between IPUs, and a kernel per compute set
+    path = tmp_path / "mlp.onnx"
+    onnx.save(model, path)
+    monkeypatch.delenv("POPLAR_ENGINE_OPTIONS", raising=False)
+    for compile_only in (False, True):
+        opts = ProfileOptions(compile_only=compile_only, **options)  # type: ignore[arg-type]
+        result = profile_model(path, opts, lambda s: random_inputs(s.model, 0, rows=s.replicas * s.micro_batches))
+        steps = result.session.engine.compiled.steps
+        kinds = [type(st.action) for st in steps if st.action is not None]
+        built = [b for st in steps if isinstance(st.action, actions.Execute) for b in st.action.plan.kernel or []
+                 if b._fields is not None]  # fmt: skip
+        if compile_only:
+            assert not any(k in (actions.Copy, actions.FromHost, actions.ToHost) for k in kinds) and built == []
+        else:
+            assert actions.Copy in kinds and actions.FromHost in kinds and actions.ToHost in kinds and built
+        result.session.close()
+
+
 def test_data_dependent_steps_are_named_in_both_kinds_of_report(tmp_path, monkeypatch) -> None:
     """A Gather from a table (an embedding) runs popops::MultiSlice, whose real cycles follow the
     indices: simulated and compile-only reports both name those steps, and their traces agree."""

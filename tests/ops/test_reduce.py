@@ -228,6 +228,18 @@ def test_default_linear_mapping_keeps_128_bytes_per_tile_in_vector_grains():
     assert (np.bincount(t) == 100).all() and (np.diff(t.reshape(-1, 4), axis=1) == 0).all()
 
 
+def test_default_linear_runs_are_the_linear_mapping_as_one_interval_a_tile():
+    # the importer maps a weight no plan lays out by these runs (a tile per element of a 4,096 x 32,000
+    # LM head was 2 GB of host memory): the same tiles as default_linear_tiles, element for element
+    from profiler.ops.core import default_linear_runs, default_linear_tiles
+
+    for n, itemsize, start in [(1, 2, 0), (768, 2, 5), (100, 4, 1470), (1472 * 100 + 3, 2, 0), (10**6 + 1, 4, 1471)]:
+        first, tiles = default_linear_runs(n, itemsize, 1472, start)
+        assert first.size <= 1472 and first[0] == 0 and (np.diff(first) > 0).all()
+        got = np.repeat(tiles, np.diff(np.append(first, n)))
+        assert got.tolist() == default_linear_tiles(n, itemsize, 1472, start).tolist()
+
+
 def test_partials_are_stored_tile_by_tile_and_read_as_one_region_per_tile():
     """x[4, 8] float32 with columns 0-3 of every row on tile 0 and 4-7 on tile 1, summed over rows
     into y[4] on tile 2. Stage 1 reduces each row's part on its tile: 8 partials, (row, tile) in row

@@ -23,7 +23,7 @@ from profiler import ops
 from profiler.chip import cost_model
 from profiler.chip.dtypes import FLOAT8_E4M3, FLOAT8_E5M2, as_dtype, is_float, is_float8
 from profiler.ops.conv import WeightStorage
-from profiler.ops.core import default_linear_tiles
+from profiler.ops.core import default_linear_runs
 from profiler.ops.elementwise import apply_map
 from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION
 from profiler.ops.poplibs_codelets import map_codelet
@@ -217,13 +217,13 @@ class Builder:
             name = self._unique(name)
             t = view(g.add_variable(dt, shape, name))
             if mapper is None or not mapper(t):
-                g.set_tile_mapping(t, self._spread(t))
+                self._spread(t)
             upload = self._upload(t, name, data)
             self.created_weights.append(CreatedWeight(id(v), like, t, upload, v))
         else:
             t = view(g.add_constant(dt, shape, data if storage is None else storage.stored(data), name=name))
             if mapper is None or not mapper(t):
-                g.set_tile_mapping(t, self._spread(t))
+                self._spread(t)
         self._materialized[key] = t
         self._host_keep.append(v)  # keeps id(v) unique while the builder lives
         return t
@@ -259,15 +259,18 @@ class Builder:
         self.weights[stream] = shape_only.contiguous(data)
         return upload
 
-    def _spread(self, t: Tensor) -> np.ndarray:
-        """Linear mapping with poputil::mapTensorLinearly's defaults, starting where the previous
+    def _spread(self, t: Tensor) -> None:
+        """Map ``t`` linearly with poputil::mapTensorLinearly's defaults, starting where the previous
         weight or constant ended, so that the many small ones do not all start on tile 0 (which would
-        run out of memory first) - as PopART's LinearMapper offsets them."""
-        tiles = self.graph.target.num_tiles
-        mapping = default_linear_tiles(t.numel(), t.dtype.itemsize, tiles, start=self._next_tile)
-        used = int(mapping[-1] - self._next_tile) % tiles + 1  # consecutive tiles from the start
-        self._next_tile = (self._next_tile + used) % tiles
-        return mapping
+        run out of memory first) - as PopART's LinearMapper offsets them. As intervals (one a tile):
+        a tile per element of a 131 M-element LM head was 2 GB of host memory for a compile-only import."""
+        tiles, n, start = self.graph.target.num_tiles, t.numel(), self._next_tile
+        if n == 0:
+            return
+        starts, owners = default_linear_runs(n, t.dtype.itemsize, tiles, start=start)
+        self.graph.map_intervals(t, starts, np.diff(np.append(starts, n)), owners)
+        used = int(owners[-1] - start) % tiles + 1  # consecutive tiles from the start
+        self._next_tile = (start + used) % tiles
 
     def to_ipu(self, t: Tensor, ipu: int) -> Tensor:
         """``t`` on ``ipu``: itself if it is held there, else a copy laid out as it is, on that IPU's

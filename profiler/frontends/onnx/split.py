@@ -33,7 +33,7 @@ def node_cycles(model: ImportedModel) -> np.ndarray:
             owner[ctx.id] = index[ctx.name]
         elif ctx.parent_id >= 0:
             owner[ctx.id] = owner[ctx.parent_id]
-    compiled = compile_programs(g, model.programs)
+    compiled = compile_programs(g, model.programs, values=False)  # cycles only: no value accessors
     first, last = compiled.program_ranges[1]
     out = np.zeros(len(nodes), dtype=np.float64)
     previous = 0  # the node whose work came last: a host copy is charged to the stage it feeds or drains
