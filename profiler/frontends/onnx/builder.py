@@ -200,12 +200,9 @@ class Builder:
                 raise Unsupported("empty tensors")
             dt = device_dtype(arr.dtype, self.half)
             data = shape_only.astype(arr, dt)
+        data = self._saturated(host, data, self.names.get(id(v), name))
         if shape_only.is_placeholder(data):  # compile-only: no values to overflow
             pass
-        elif data.dtype.kind == "f" and host.dtype.kind == "f" and data.itemsize < host.itemsize:
-            data, saturated = saturate(host, data)
-            if saturated:
-                self.overflowed.append(self.names.get(id(v), name))
         elif is_float8(data.dtype) and host.dtype.kind == "f":  # FP8 has no infinities: overflow is NaN
             nan = np.isnan(data.astype(np.float32))
             if nan.any() and (nan & np.isfinite(host)).any():
@@ -237,14 +234,21 @@ class Builder:
         t = self.graph.clone(like, name)
         if t is None:
             raise FrontendError(f"weight {name!r}: cannot be laid out as {like!r}")
-        data = shape_only.astype(arr, dt)
-        if not shape_only.is_placeholder(data) and data.dtype.kind == "f" and arr.dtype.kind == "f":
-            data, saturated = saturate(np.asarray(v), data)
-            if saturated:
-                self.overflowed.append(name)
-        self._upload(t, name, data)
+        self._upload(t, name, self._saturated(np.asarray(v), shape_only.astype(arr, dt), name))
         self._host_keep.append(v)
         return t
+
+    def _saturated(self, host: np.ndarray, data: np.ndarray, name: str) -> np.ndarray:
+        """``data`` (``host`` cast to the device type) with the finite values past a narrower float
+        type's range saturated (``saturate``), ``name`` noted in ``overflowed`` if any was."""
+        if shape_only.is_placeholder(data) or not (data.dtype.kind == host.dtype.kind == "f"):
+            return data
+        if data.itemsize >= host.itemsize:
+            return data
+        data, hit = saturate(host, data)
+        if hit:
+            self.overflowed.append(name)
+        return data
 
     def _upload(self, t: Tensor, name: str, data: np.ndarray) -> Copy:
         """Make weight ``t`` (``data``-shaped) host-writable as ``name`` and filled by the
