@@ -18,6 +18,7 @@ from profiler.chip.targets import target_row
 from profiler.compiler.compile import ControlNode, Step
 from profiler.compiler.data_dependence import data_dependent_nodes
 from profiler.compiler.memory import control_code_bytes
+from profiler.compiler.tile_span import per_ipu_table, stacked
 from report_format.origin import Origin
 from report_format.vocabulary import ControlType, MemoryCategory, Provenance, StepType
 from report_format.writer import ReportWriter
@@ -100,25 +101,17 @@ def _step_stats(engine: Engine) -> dict[str, np.ndarray]:
     c = _compiled(engine)[0]
     t = engine.graph.target
     nl, ni, tpi = len(c.steps), t.num_ipus, t.tiles_per_ipu
-    cyc = np.stack([st.cost.tile_cycles for st in c.steps]).reshape(nl, ni, tpi) if nl else np.zeros((0, ni, tpi))
-    mx = cyc.max(axis=2)
-    active = (cyc > 0).sum(axis=2)
-    total = cyc.sum(axis=2)
+    spans = [st.cost.span("tile_cycles") for st in c.steps]
+    mx, active, total = (per_ipu_table(spans, tpi, ni, r) for r in ("max", "count", "sum"))
     with np.errstate(divide="ignore", invalid="ignore"):
         balance = np.where(mx > 0, total / tpi / np.maximum(mx, 1), 0.0)
         active_balance = np.where(mx > 0, total / np.maximum(active, 1) / np.maximum(mx, 1), 0.0)
 
     def per_ipu(attr: str) -> np.ndarray:
-        out = np.zeros((nl, ni), dtype=np.int64)
-        for i, st in enumerate(c.steps):
-            v = getattr(st.cost, attr)
-            if v is not None:
-                out[i] = v.reshape(ni, tpi).sum(axis=1)
-        return out
+        return per_ipu_table([st.cost.span(attr) for st in c.steps], tpi, ni, "sum")
 
     flops = per_ipu("flops") if engine.options.include_flop_estimates else np.zeros((nl, ni), np.int64)
     return {
-        "cycles": cyc,
         "active": active.astype(np.int32),
         "balance": balance.astype(np.float32),
         "active_balance": active_balance.astype(np.float32),
@@ -274,6 +267,7 @@ def _execution_tables(engine: Engine, w: ReportWriter) -> None:
     ni = t.num_ipus
     stats = _step_stats(engine)
     step_node = np.array([st.id for st in c.steps], dtype=np.int32)
+    spans = [st.cost.span("tile_cycles") for st in c.steps]
     top_ids = {nd.child_index: nd.id for nd in c.nodes if nd.parent_id == -1}
     runs: dict[str, list[Any]] = {k: [] for k in ("run", "program_id", "name", "cycles", "flops", "steps")}
     total_steps = 0
@@ -307,7 +301,11 @@ def _execution_tables(engine: Engine, w: ReportWriter) -> None:
         for a in range(0, k, TILE_CYCLES_CHUNK_STEPS):
             chunk = executed[a : a + TILE_CYCLES_CHUNK_STEPS]
             m = chunk.size
-            cyc = np.minimum(stats["cycles"][chunk], np.iinfo(np.int32).max).astype(np.int32)
+            cyc = (
+                np.minimum(stacked(spans, chunk, t.num_tiles), np.iinfo(np.int32).max)
+                .astype(np.int32)
+                .reshape(m, ni, -1)
+            )
             held = engine.step_durations(chunk) > 0  # a pipelined step costs nothing on IPUs it does not hold
             cyc = cyc * held[:, :, None].astype(np.int32)
             w.append("tile_cycles", {

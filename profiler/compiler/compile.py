@@ -11,7 +11,7 @@ placement then work on these steps (profiler.compiler.liveness, profiler.compile
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, TypeGuard
 
 import numpy as np
@@ -26,6 +26,7 @@ from profiler.compiler.exchange import (
     plan_transfers,
 )
 from profiler.compiler.receive_buffers import ReceiveBuffer, as_variables, record
+from profiler.compiler.tile_span import PerTile, PerTileRequired, TileSpan
 from profiler.executable import actions
 from profiler.executable.access import Access
 from profiler.executable.actions import Action
@@ -49,20 +50,94 @@ HOST_BYTES_PER_TILE = 4096
 COPY_DESCRIPTOR_BYTES_PER_REGION = 8
 
 
-@dataclass(eq=False)
 class StepCost:
-    """What the BSP model charges a program step, per global tile (None: the step has none of it)."""
+    """What the BSP model charges a program step, per global tile (None: the step has none of it).
 
-    tile_cycles: np.ndarray  # estimated cycles
-    bytes_in: np.ndarray | None = None
-    bytes_out: np.ndarray | None = None
-    flops: np.ndarray | None = None
-    code_bytes: np.ndarray | None = None  # the step's exchange code, of ``code_category``
-    code_category: MemoryCategory | None = None
-    descriptor_bytes: np.ndarray | None = None  # copy descriptors (on-tile copies)
+    Each figure is kept over the tiles the step touches (``TileSpan``) and read as the whole per-tile
+    array: a step of one IPU of a POD16 holds 1,472 tiles' figures, not 23,552."""
+
+    __slots__ = ("_tile_cycles", "_bytes_in", "_bytes_out", "_flops", "_code_bytes", "_descriptor_bytes",
+                 "code_category")  # fmt: skip
+    tile_cycles = PerTileRequired()  # estimated cycles
+    bytes_in = PerTile()
+    bytes_out = PerTile()
+    flops = PerTile()
+    code_bytes = PerTile()  # the step's exchange code, of ``code_category``
+    descriptor_bytes = PerTile()  # copy descriptors (on-tile copies)
+
+    def __init__(
+        self,
+        tile_cycles: np.ndarray | TileSpan,
+        bytes_in: np.ndarray | TileSpan | None = None,
+        bytes_out: np.ndarray | TileSpan | None = None,
+        flops: np.ndarray | TileSpan | None = None,
+        code_bytes: np.ndarray | TileSpan | None = None,
+        code_category: MemoryCategory | None = None,
+        descriptor_bytes: np.ndarray | TileSpan | None = None,
+    ) -> None:
+        self.tile_cycles, self.bytes_in, self.bytes_out, self.flops = tile_cycles, bytes_in, bytes_out, flops
+        self.code_bytes, self.code_category, self.descriptor_bytes = code_bytes, code_category, descriptor_bytes
+
+    def span(self, name: str) -> TileSpan | None:
+        """The figure ``name`` as held (no dense array made)."""
+        span: TileSpan | None = getattr(self, "_" + name)
+        return span
 
 
-_COST_FIELDS = frozenset(f.name for f in fields(StepCost))
+_COST_FIELDS = frozenset(
+    ("tile_cycles", "bytes_in", "bytes_out", "flops", "code_bytes", "code_category", "descriptor_bytes")
+)
+
+
+class HeldExchange:
+    """An exchange plan's per-tile figures (``ExchangePlan``) held as spans once the compute set is
+    planned; read as whole per-tile arrays."""
+
+    __slots__ = ("_bytes_in", "_bytes_out", "_messages", "_code_bytes", "_cycles", "_regions_in", "_regions_out")
+    bytes_in = PerTileRequired()
+    bytes_out = PerTileRequired()
+    messages = PerTileRequired()
+    code_bytes = PerTileRequired()
+    cycles = PerTileRequired()
+    regions_in = PerTile()
+    regions_out = PerTile()
+
+    def __init__(self, e: Any) -> None:
+        self.bytes_in, self.bytes_out, self.messages, self.code_bytes = (
+            e.bytes_in,
+            e.bytes_out,
+            e.messages,
+            e.code_bytes,
+        )
+        self.cycles, self.regions_in, self.regions_out = e.cycles, e.regions_in, e.regions_out
+
+    @property
+    def active(self) -> bool:
+        return bool(self.span("bytes_in").values.size or self.span("bytes_out").values.size)
+
+    def span(self, name: str) -> TileSpan:
+        span: TileSpan = getattr(self, "_" + name)
+        return span
+
+
+@dataclass(frozen=True)
+class _PlanCosts:
+    """The step figures of a planned compute set, as spans."""
+
+    tile_cycles: TileSpan
+    flops: TileSpan
+
+
+def _held_costs(plan: ComputeSetPlan) -> _PlanCosts:
+    """``plan``'s per-tile figures as spans: its exchanges become ``HeldExchange``s and its compute
+    figures move to the compiler (every later execution of the compute set reads the spans), so host
+    memory follows the tiles the compute set touches, not the target's."""
+    assert plan.tile_cycles is not None and plan.flops is not None, "a compute set's figures are held once"
+    costs = _PlanCosts(TileSpan.of(plan.tile_cycles), TileSpan.of(plan.flops))
+    plan.exchange = HeldExchange(plan.exchange)
+    plan.global_exchange = None if plan.global_exchange is None else HeldExchange(plan.global_exchange)
+    plan.tile_cycles = plan.flops = None
+    return costs
 
 
 @dataclass(eq=False, kw_only=True)
@@ -140,6 +215,7 @@ class Compiler:
         self.nodes: list[Node] = []
         self.steps: list[Step] = []
         self.cs_plans: dict[int, ComputeSetPlan] = {}
+        self._cs_costs: dict[int, _PlanCosts] = {}  # each plan's step figures, as spans (_held_costs)
         self.elements = ElementMap(graph)
         self.compute_sets = ComputeSetPlanner(self.elements, self.target, values)
         self.repeat_ranges: list[tuple[int, int]] = []  # step ranges of Repeat bodies
@@ -295,29 +371,32 @@ class Compiler:
         plan = self.cs_plans.get(cs.id)
         if plan is None:
             plan = self.cs_plans[cs.id] = self.compute_sets.plan(cs)
+            self._cs_costs[cs.id] = _held_costs(plan)
             if self.progress is not None:
                 self.progress(len(self.cs_plans), self._cs_total)
+        costs = self._cs_costs[cs.id]
         ctx = cs.debug_context_id
         received = []  # (first step, bytes in per tile) of the exchanges bringing the vertices' remote data
-        if plan.global_exchange is not None and plan.global_exchange.active:
+        g, e = plan.global_exchange, plan.exchange
+        if g is not None and g.active:
             self._sync(parent, "external")
-            g = plan.global_exchange
             node = self._add_step(parent, StepType.GLOBAL_EXCHANGE, f"{cs.name}/GlobalExchange", debug_context_id=ctx,
-                       tile_cycles=g.cycles, bytes_in=g.bytes_in, bytes_out=g.bytes_out, code_bytes=g.code_bytes,
-                       code_category=MemoryCategory.GLOBAL_EXCHANGE_CODE, external=True, reads=plan.reads)  # fmt: skip
-            received.append((node.step, g.bytes_in))
-        if plan.exchange.active:
+                       tile_cycles=g.span("cycles"), bytes_in=g.span("bytes_in"), bytes_out=g.span("bytes_out"),
+                       code_bytes=g.span("code_bytes"), code_category=MemoryCategory.GLOBAL_EXCHANGE_CODE, external=True,
+                       reads=plan.reads)  # fmt: skip
+            received.append((node.step, g.span("bytes_in")))
+        if e.active:
             self._sync(parent, "internal")
-            e = plan.exchange
-            node = self._add_step(parent, StepType.DO_EXCHANGE, f"{cs.name}/Exchange", debug_context_id=ctx, tile_cycles=e.cycles,
-                       bytes_in=e.bytes_in, bytes_out=e.bytes_out, code_bytes=e.code_bytes,
-                       code_category=MemoryCategory.INTERNAL_EXCHANGE_CODE, reads=plan.reads)  # fmt: skip
-            received.append((node.step, e.bytes_in))
+            node = self._add_step(parent, StepType.DO_EXCHANGE, f"{cs.name}/Exchange", debug_context_id=ctx,
+                       tile_cycles=e.span("cycles"), bytes_in=e.span("bytes_in"), bytes_out=e.span("bytes_out"),
+                       code_bytes=e.span("code_bytes"), code_category=MemoryCategory.INTERNAL_EXCHANGE_CODE,
+                       reads=plan.reads)  # fmt: skip
+            received.append((node.step, e.span("bytes_in")))
         node = self._add_step(parent, StepType.ON_TILE_EXECUTE, cs.name, debug_context_id=ctx, compute_set_id=cs.id,
-                   tile_cycles=plan.tile_cycles, flops=plan.flops, reads=plan.reads, writes=plan.writes,
+                   tile_cycles=costs.tile_cycles, flops=costs.flops, reads=plan.reads, writes=plan.writes,
                    action=actions.Execute(plan))  # fmt: skip
         if received:
-            total = sum((np.asarray(b, dtype=np.int64) for _, b in received), self._zeros)
+            total = sum((b.dense().astype(np.int64, copy=False) for _, b in received), self._zeros)
             record(self.receive_buffers, cs.id, cs.name, ctx, total, received[0][0], node.step)
 
     # -- copies and streams --------------------------------------------------------------------

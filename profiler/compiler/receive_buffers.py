@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from profiler.compiler.tile_span import TileSpan
 from profiler.poplar.variables import TileMapping, Variable
 
 RECEIVED_SUFFIX = "/received"
@@ -31,8 +32,12 @@ class ReceiveBuffer:
     compute_set_id: int
     name: str
     debug_context_id: int
-    tile_bytes: np.ndarray
+    received: TileSpan  # bytes per global tile, held over the receiving tiles
     spans: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def tile_bytes(self) -> np.ndarray:
+        return self.received.dense()
 
 
 def record(
@@ -45,9 +50,9 @@ def record(
         return
     buf = buffers.get(cs_id)
     if buf is None:
-        buf = buffers[cs_id] = ReceiveBuffer(cs_id, name + RECEIVED_SUFFIX, debug_context_id, tile_bytes.copy())
+        buf = buffers[cs_id] = ReceiveBuffer(cs_id, name + RECEIVED_SUFFIX, debug_context_id, TileSpan.of(tile_bytes))
     else:
-        np.maximum(buf.tile_bytes, tile_bytes, out=buf.tile_bytes)
+        buf.received = TileSpan.of(np.maximum(buf.tile_bytes, tile_bytes))
     buf.spans.append((first, last))
 
 
@@ -58,8 +63,8 @@ def as_variables(buffers: list[ReceiveBuffer], first_id: int) -> list[Variable]:
     out = []
     u8 = np.dtype(np.uint8)
     for k, buf in enumerate(buffers):
-        tiles = np.flatnonzero(buf.tile_bytes)
-        sizes = buf.tile_bytes[tiles].astype(np.int64)
+        nz = np.flatnonzero(buf.received.values)
+        tiles, sizes = nz + buf.received.lo, buf.received.values[nz].astype(np.int64)
         m = TileMapping(int(sizes.sum()))
         m.set_intervals(np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64), tiles)
         out.append(Variable(first_id + k, buf.name, u8, (m.n,), False, False, buf.debug_context_id, m))

@@ -33,6 +33,7 @@ from profiler.chip import cost_model
 from profiler.compiler.compile import CompiledGraph, ControlNode, Node, Step, compile_programs
 from profiler.compiler.liveness import Liveness, analyse
 from profiler.compiler.memory import MemoryLayout, place
+from profiler.compiler.tile_span import per_ipu_table
 from profiler.engine.batch_run import ReadCache, run_batch
 from profiler.executable import actions
 from profiler.executable.access import Access
@@ -153,8 +154,8 @@ class Engine:
         if not self.compile_only:  # which values the host makes and drops when: none without values
             self._plan_host_values(c, self.liveness)
         t = self.graph.target
-        cyc = np.stack([st.cost.tile_cycles for st in c.steps]) if c.steps else np.zeros((0, t.num_tiles), np.int64)
-        self._step_ipu_cycles = cyc.reshape(len(c.steps), t.num_ipus, t.tiles_per_ipu).max(axis=2)
+        spans = [st.cost.span("tile_cycles") for st in c.steps]
+        self._step_ipu_cycles = per_ipu_table(spans, t.tiles_per_ipu, t.num_ipus, "max")
         # inside a Pipeline a step holds back only the IPUs taking part (profiler.multi_ipu.pipeline)
         self._pipelined = np.zeros(len(c.steps), dtype=bool)
         for a, b, _, _ in c.pipeline_ranges:

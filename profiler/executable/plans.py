@@ -69,10 +69,12 @@ class ComputeSetPlan:
     compute_set: ComputeSet
     batches: list[BatchPlan]
     kernel: list[BatchPlan] | None  # see ComputeSet.kernel
+    # the planned per-tile figures; None once the compiler holds them as its steps' spans
+    # (profiler.compiler.compile._held_costs)
     exchange: Any  # ExchangePlan (on-IPU part)
     global_exchange: Any  # ExchangePlan (inter-IPU part) or None
-    tile_cycles: np.ndarray
-    flops: np.ndarray
+    tile_cycles: np.ndarray | None
+    flops: np.ndarray | None
     reads: set[int]
     writes: set[int]
     # vertices aggregated by (tile, codelet): arrays
