@@ -18,7 +18,7 @@ from profiler.chip.targets import target_row
 from profiler.compiler.compile import ControlNode, Step
 from profiler.compiler.data_dependence import data_dependent_nodes
 from profiler.compiler.memory import control_code_bytes
-from profiler.compiler.tile_span import per_ipu_table, stacked
+from profiler.compiler.tile_span import held_rows, per_ipu_table
 from report_format.origin import Origin
 from report_format.vocabulary import ControlType, MemoryCategory, Provenance, StepType
 from report_format.writer import ReportWriter
@@ -301,18 +301,13 @@ def _execution_tables(engine: Engine, w: ReportWriter) -> None:
         for a in range(0, k, TILE_CYCLES_CHUNK_STEPS):
             chunk = executed[a : a + TILE_CYCLES_CHUNK_STEPS]
             m = chunk.size
-            cyc = (
-                np.minimum(stacked(spans, chunk, t.num_tiles), np.iinfo(np.int32).max)
-                .astype(np.int32)
-                .reshape(m, ni, -1)
-            )
             held = engine.step_durations(chunk) > 0  # a pipelined step costs nothing on IPUs it does not hold
-            cyc = cyc * held[:, :, None].astype(np.int32)
+            cyc = held_rows(spans, chunk, held, t.tiles_per_ipu)
             w.append("tile_cycles", {
                 "run": np.full(m * ni, rec.run, np.int32),
                 "step": np.repeat(np.arange(a, a + m, dtype=np.int32), ni),
                 "ipu": np.tile(np.arange(ni, dtype=np.int32), m),
-                "cycles": cyc.reshape(m * ni, t.tiles_per_ipu),
+                "cycles": cyc,
             })  # fmt: skip
         if rec.total_steps > k:
             w.append("truncations", {

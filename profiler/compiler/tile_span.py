@@ -113,12 +113,22 @@ def per_ipu_table(spans: list[TileSpan | None], tiles_per_ipu: int, num_ipus: in
     return out
 
 
-def stacked(spans: list[TileSpan | None], rows: np.ndarray, n: int, dtype: type = np.int64) -> np.ndarray:
-    """[len(rows), n]: the dense arrays of ``spans[rows]`` (zeros where None; each distinct row made once)."""
-    uniq, inv = np.unique(np.asarray(rows, dtype=np.int64), return_inverse=True)
-    block: np.ndarray = np.zeros((uniq.size, n), dtype=dtype)
-    for k, r in enumerate(uniq):
-        s = spans[int(r)]
-        if s is not None:
-            block[k, s.lo : s.hi] = s.values
-    return block[inv.reshape(-1)]
+def held_rows(spans: list[TileSpan | None], rows: np.ndarray, held: np.ndarray, tiles_per_ipu: int) -> np.ndarray:
+    """[len(rows) x IPUs, tiles_per_ipu] int32: the spans of ``rows`` laid out per (row, IPU), clipped to
+    int32, and zero on the IPUs where ``held`` ([len(rows), IPUs]) is False. Only the spans are written
+    (one step at a time): the rest is the zeros the array starts as."""
+    m, ni = held.shape
+    out = np.zeros(m * ni * tiles_per_ipu, dtype=np.int32)
+    top = np.iinfo(np.int32).max
+    for k, r in enumerate(np.asarray(rows, dtype=np.int64).tolist()):
+        s = spans[r]
+        if s is None or not s.values.size:
+            continue
+        base = k * ni * tiles_per_ipu
+        out[base + s.lo : base + s.hi] = np.minimum(s.values, top)
+        first, last = s.lo // tiles_per_ipu, (s.hi - 1) // tiles_per_ipu
+        for ipu in range(first, last + 1):
+            if not held[k, ipu]:  # a pipelined step costs nothing on IPUs it does not hold
+                a = base + ipu * tiles_per_ipu
+                out[a : a + tiles_per_ipu] = 0
+    return out.reshape(m * ni, tiles_per_ipu)
