@@ -128,7 +128,14 @@ def add_like(graph: Graph, like: Tensor, name: str, dtype: object | None = None)
     if cloned is not None:
         return cloned
     t = graph.add_variable(like.dtype if dtype is None else dtype, like.shape, name)
-    graph.set_tile_mapping(t, graph.tile_of(like))
+    runs = graph.tile_runs(like)
+    if (
+        runs is not None and t.numel() and (runs[1] >= 0).all()
+    ):  # a range of one variable (x[i]): its intervals, not a tile per element
+        start, tiles = runs
+        graph.map_intervals(t, start, np.diff(np.append(start, t.numel())), tiles)
+    else:
+        graph.set_tile_mapping(t, graph.tile_of(like))
     graph.variable(t).clone_layout = True  # a clone of several variables' view: its tiles' memory as theirs
     return t
 

@@ -377,15 +377,42 @@ class Graph:
 
     def tile_runs(self, t: Tensor) -> tuple[np.ndarray, np.ndarray] | None:
         """(start, tile) of the maximal runs of ``t``'s flattened elements on one tile (UNMAPPED
-        too) when ``t`` is all of one variable in its own order, else None: ``tile_of(t)`` without a
-        tile per element (it is ``np.repeat(tile, np.diff(np.append(start, t.numel())))``)."""
+        too) when ``t`` is one contiguous range of one variable in its own order (all of it, or a
+        slice along its first dims, as ``x[i]``), else None: ``tile_of(t)`` without a tile per
+        element (it is ``np.repeat(tile, np.diff(np.append(start, t.numel())))``)."""
         var = self._whole_variable(t)
-        if var is None or var.numel == 0:
-            return None
-        tiles = self._from_device_tiles(var.mapping.tiles)
+        if var is not None:
+            if var.numel == 0:
+                return None
+            starts, tiles = var.mapping.starts, self._from_device_tiles(var.mapping.tiles)
+        else:
+            found = self._range_runs(t)
+            if found is None:
+                return None
+            starts, tiles = found
         keep = np.ones(tiles.size, dtype=bool)
         keep[1:] = tiles[1:] != tiles[:-1]  # neighbours on one tile are one run (as seen from here)
-        return var.mapping.starts[keep], tiles[keep]
+        return starts[keep], tiles[keep]
+
+    def _range_runs(self, t: Tensor) -> tuple[np.ndarray, np.ndarray] | None:
+        """(start, tile) of the mapping's intervals cut to ``t``, a contiguous range of one variable
+        in row-major order (offsets from the range's first element); None for any other view."""
+        lay, vid = t._lay, t.single_variable()
+        if vid is None or not isinstance(lay, Affine) or lay.size == 0:
+            return None
+        row_major = Affine.contiguous(lay.shape).strides  # a dim of one element: any stride (0 here)
+        if any(n != 1 and st != want for n, st, want in zip(lay.shape, lay.strides, row_major, strict=True)):
+            return None
+        var = self.variables[vid]
+        lo, hi = lay.offset, lay.offset + lay.size
+        if lo < 0 or hi > var.numel:
+            return None
+        m = var.mapping
+        first = int(np.searchsorted(m.starts, lo, side="right")) - 1
+        last = int(np.searchsorted(m.starts, hi, side="left"))
+        starts = m.starts[first:last] - lo
+        starts[0] = 0
+        return starts, self._from_device_tiles(m.tiles[first:last])
 
     def _whole_variable(self, t: Tensor) -> Variable | None:
         """The variable ``t`` is, when ``t`` is all of it in its own order (a contiguous view)."""
