@@ -207,7 +207,12 @@ def vertex_fields(
         sel = counts == c
         idx = order[starts[sel][:, None] + np.arange(c)]
         fields = {names[0]: flat.permuted_rows(order, breaks, starts[sel], int(c))}
-        fields |= {name: rows(t, idx) for name, t in zip(names[1:], tensors[1:], strict=True)}
+        for name, t in zip(names[1:], tensors[1:], strict=True):
+            if t.affine is not None and t.rank > 1 and t.reshape(-1).affine is None:
+                # a broadcast or transposed operand: runs of its inner dims, not an index per element
+                fields[name] = t.affine_rows(order, breaks, starts[sel], int(c))
+            else:
+                fields[name] = rows(t, idx)
         yield utiles[sel], fields
 
 
