@@ -22,9 +22,9 @@ from profiler.chip.dtypes import as_dtype
 from profiler.chip.targets import Target, replica_view, sharding_view
 from profiler.host import host_memory
 from profiler.poplar import shape_only
-from profiler.poplar.layout import Affine, Factored, covers_all
+from profiler.poplar.layout import Affine, Factored, covers_all, cut_ranges, inner_run
 from profiler.poplar.streams import DEVICE_TO_HOST, HOST_TO_DEVICE, DataStream
-from profiler.poplar.tensor import Tensor
+from profiler.poplar.tensor import RUNS_WORTH_IT, Tensor
 from profiler.poplar.variables import TileMapping, Variable
 from report_format.vocabulary import Layer
 
@@ -393,6 +393,33 @@ class Graph:
         keep = np.ones(tiles.size, dtype=bool)
         keep[1:] = tiles[1:] != tiles[:-1]  # neighbours on one tile are one run (as seen from here)
         return starts[keep], tiles[keep]
+
+    def view_runs(self, t: Tensor) -> tuple[np.ndarray, np.ndarray] | None:
+        """``tile_runs`` for any affine or factored view of one variable whose inner dims read runs of
+        it (a transposed or grouped view: a matmul's result store): each run of the inner dims cut
+        where the mapping's intervals end, neighbours on one tile merged. Per inner run and interval,
+        never per element; None when the view has no inner run worth it (or is none of these)."""
+        found = self.tile_runs(t)
+        if found is not None or not t.strided or t.numel() == 0:
+            return found
+        vid = t.single_variable()
+        lay = t._lay.flat if isinstance(t._lay, Factored) else t._lay
+        if vid is None or not isinstance(lay, Affine):
+            return None
+        inner, step = inner_run(lay)
+        if step != 1 or inner < RUNS_WORTH_IT or lay.size % inner:
+            return None
+        first_pos = np.arange(0, lay.size, inner, dtype=np.int64)
+        coords = np.unravel_index(first_pos, lay.shape)
+        elem = lay.offset + sum((c.astype(np.int64) * st for c, st in zip(coords, lay.strides, strict=True)),
+                                np.zeros(first_pos.size, np.int64))  # fmt: skip
+        m = self.variables[vid].mapping
+        sub, pieces = cut_ranges(m.starts, elem, np.full(elem.size, inner, dtype=np.int64))
+        pos = np.repeat(first_pos - elem, pieces) + sub  # each piece's first position in the view
+        tiles = self._from_device_tiles(m.tiles[np.searchsorted(m.starts, sub, side="right") - 1])
+        keep = np.ones(tiles.size, dtype=bool)
+        keep[1:] = tiles[1:] != tiles[:-1]
+        return pos[keep], tiles[keep]
 
     def _range_runs(self, t: Tensor) -> tuple[np.ndarray, np.ndarray] | None:
         """(start, tile) of the mapping's intervals cut to ``t``, a contiguous range of one variable

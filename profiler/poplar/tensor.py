@@ -23,6 +23,7 @@ from profiler.poplar.layout import (
     cut_ranges,
     factored,
     group_dims,
+    inner_run,
     piece_lengths,
     strided_layout,
 )
@@ -75,6 +76,11 @@ class Tensor:
             w = lay.window.materialised()
             return w.blocks([lay.g, lay.r0, lay.c0], (1, lay.rows, lay.cols), drop=(0,))
         return self
+
+    @property
+    def strided(self) -> bool:
+        """An affine or factored view: a few integers, whatever its size (``affine_rows`` reads it so)."""
+        return isinstance(self._lay, Affine | Factored)
 
     @property
     def affine(self) -> Affine | None:
@@ -337,17 +343,19 @@ class Tensor:
         return Tensor(self.graph, self._var, runs, self.dtype)
 
     def affine_rows(self, index: np.ndarray, breaks: np.ndarray, first: np.ndarray, width: int) -> Tensor:
-        """``permuted_rows`` for any affine view (a broadcast operand, a transposed one): each row's
+        """``permuted_rows`` for any affine or factored view (a broadcast operand, a transposed one, a
+        grouped matmul result): each row's
         runs of flattened positions cut where the view's innermost contiguous dims end (every
         ``inner`` positions), each piece one run of the variable (step 1, or step 0 over broadcast
         dims), built per piece rather than per element. A binary op's [1, S, 1] scale broadcast over
         [1, S, 4,096] is then one run per row and position, not 4,096 indices. Any other view, or too
         many pieces for runs to be worth it, indexes."""
         first = np.asarray(first, dtype=np.int64).reshape(-1)
-        aff = self.affine
+        # a grouped view (a matmul's result store) walks its elements in its factor view's order
+        aff = self._lay.flat if isinstance(self._lay, Factored) else self.affine
         if aff is None or len(aff.shape) < 2 or first.size == 0 or width < 1:
             return self.reshape(-1)[index[first[:, None] + np.arange(width)]]
-        inner, step = _inner_run(aff)
+        inner, step = inner_run(aff)
         if inner < 2:
             return self.reshape(-1)[index[first[:, None] + np.arange(width)]]
         widths = np.full(first.size, width, dtype=np.int64)
@@ -443,23 +451,6 @@ def _regular_rows(key: np.ndarray, aff: Affine) -> Blocks | None:
         return None
     s = aff.strides[0]
     return Blocks(aff.offset + first * s, Affine(0, pattern.shape, tuple(st * s for st in layout[1])))
-
-
-def _inner_run(aff: Affine) -> tuple[int, int]:
-    """(positions, step) of the longest run of ``aff``'s trailing dims that reads its variable with
-    one step of 0 or 1 (consecutive elements, or one element repeated): (1, 1) when none does."""
-    inner, step = 1, None
-    for n, st in zip(reversed(aff.shape), reversed(aff.strides), strict=True):
-        if n == 1:
-            continue
-        want = 0 if step == 0 else inner if step == 1 else st
-        if step is None and st not in (0, 1):
-            break
-        if step is not None and st != want:
-            break
-        step = 0 if st == 0 else 1
-        inner *= n
-    return inner, 1 if step is None else step
 
 
 def _merged_runs(start: np.ndarray, length: np.ndarray, step: int, row: np.ndarray, rows: int, width: int) -> Runs:
