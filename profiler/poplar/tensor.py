@@ -203,6 +203,9 @@ class Tensor:
                 rows = _merged_rows(aff, new)
                 if rows is not None:
                     return Tensor(self.graph, self._var, rows, self.dtype)
+                sizes = _merge_sizes(aff.shape, new)
+                if sizes is not None:  # only merges neighbouring dims (heads back into the hidden dim): factored
+                    return Tensor(self.graph, self._var, group_dims(aff, sizes), self.dtype)
             return self._view(lambda a: a.reshape(new), lambda a: a.reshape(new))
         except ValueError:
             raise ValueError(f"{self!r}: cannot reshape {self.shape} to {new}") from None
@@ -464,6 +467,24 @@ def _merged_runs(start: np.ndarray, length: np.ndarray, step: int, row: np.ndarr
     row_first = np.searchsorted(row[at], np.arange(rows + 1)).astype(np.int64)
     steps = np.broadcast_to(np.full(1, step, dtype=np.int64), at.shape)
     return Runs(start[at].astype(np.int64), merged.astype(np.int64), steps, row_first, width)
+
+
+def _merge_sizes(shape: tuple[int, ...], new: tuple[int, ...]) -> tuple[int, ...] | None:
+    """How many of ``shape``'s consecutive dims make each dim of ``new`` (``group_dims``' sizes), when
+    ``new`` only merges neighbouring dims (no dim split, none of length one added or dropped); else None."""
+    if -1 in new or not new or int(np.prod(shape, dtype=np.int64)) != int(np.prod(new, dtype=np.int64)):
+        return None
+    sizes, i = [], 0
+    for n in new:
+        k, p = 0, 1
+        while i + k < len(shape) and (p < n or k == 0):  # at least one dim each
+            p *= shape[i + k]
+            k += 1
+        if k == 0 or p != n:
+            return None
+        sizes.append(k)
+        i += k
+    return tuple(sizes) if i == len(shape) else None
 
 
 def _merged_rows(aff: Affine, new: tuple[int, ...]) -> Blocks | None:
