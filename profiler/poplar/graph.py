@@ -394,6 +394,16 @@ class Graph:
         keep[1:] = tiles[1:] != tiles[:-1]  # neighbours on one tile are one run (as seen from here)
         return starts[keep], tiles[keep]
 
+    def wholly_on_ipu(self, t: Tensor, ipu: int) -> bool:
+        """Every variable ``t`` views is mapped, all of it, on IPU ``ipu``'s tiles: then so is ``t``,
+        known from the variables' intervals, never a tile per element (False says nothing)."""
+        tpi = self.target.tiles_per_ipu
+        for vid in t.variable_ids():
+            tiles = self._from_device_tiles(self.variables[vid].mapping.tiles)
+            if (tiles < 0).any() or not bool((tiles // tpi == ipu).all()):
+                return False
+        return True
+
     def view_runs(self, t: Tensor) -> tuple[np.ndarray, np.ndarray] | None:
         """``tile_runs`` for any affine or factored view of one variable whose inner dims read runs of
         it (a transposed or grouped view: a matmul's result store): each run of the inner dims cut

@@ -285,6 +285,8 @@ class Builder:
         # the view's tiles as runs of its mapping when it has them (every node's every input is
         # checked: a tile per element here was the import's largest transient on a POD16 LLM)
         runs = g.view_runs(t) if t.numel() else None
+        if runs is None and t.numel() and g.wholly_on_ipu(t, ipu):  # a concatenation's parts, say
+            return t
         tiles = runs[1] if runs is not None else g.tile_of(t)
         if tiles.size == 0 or bool((tiles // tpi == ipu).all()):
             return t
