@@ -208,16 +208,16 @@ def vertex_fields(
         sel = counts == c
         idx = order[starts[sel][:, None] + np.arange(c)]
         if flat.affine is None:  # a transposed or grouped view (view_runs): runs of its inner dims
-            fields = {names[0]: tensors[0].affine_rows(order, breaks, starts[sel], int(c))}
+            named: dict[str, Tensor] = {names[0]: tensors[0].affine_rows(order, breaks, starts[sel], int(c))}
         else:
-            fields = {names[0]: flat.permuted_rows(order, breaks, starts[sel], int(c))}
+            named = {names[0]: flat.permuted_rows(order, breaks, starts[sel], int(c))}
         for name, t in zip(names[1:], tensors[1:], strict=True):
             if t.strided and t.rank > 1 and t.reshape(-1).affine is None:
                 # a broadcast or transposed operand: runs of its inner dims, not an index per element
-                fields[name] = t.affine_rows(order, breaks, starts[sel], int(c))
+                named[name] = t.affine_rows(order, breaks, starts[sel], int(c))
             else:
-                fields[name] = rows(t, idx)
-        yield utiles[sel], fields
+                named[name] = rows(t, idx)
+        yield utiles[sel], named
 
 
 def rows(t: Tensor, idx: np.ndarray) -> Tensor:

@@ -150,8 +150,9 @@ def _run_fields(
     of index arrays at 512 tokens). None when ``cand`` or ``flat`` is not a contiguous affine view."""
     s, per = cand.shape
     ca, fa = cand.affine, flat.reshape(-1).affine
+    cv, fv = cand.single_variable(), flat.single_variable()
     # contiguous slices (a dim of one element has stride 0 in an affine layout)
-    if ca is None or fa is None or (per > 1 and (ca.strides[1] != 1 or fa.strides[0] != 1)):
+    if ca is None or fa is None or cv is None or fv is None or (per > 1 and (ca.strides[1] != 1 or fa.strides[0] != 1)):
         return None
     length = np.diff(np.append(start, per))
     by_tile = np.argsort(tile, kind="stable")  # a tile's runs stay in element order
@@ -172,8 +173,8 @@ def _run_fields(
         src = _row_runs(
             ca.offset + (q // row_k) * ca.strides[0] + start[run], length[run], n_c, s * int(c), (s, int(c))
         )
-        out.append((utiles[rows], Tensor(cand.graph, cand.single_variable(), src, cand.dtype),
-                    Tensor(flat.graph, flat.single_variable(), pos, flat.dtype)))  # fmt: skip
+        out.append((utiles[rows], Tensor(cand.graph, cv, src, cand.dtype),
+                    Tensor(flat.graph, fv, pos, flat.dtype)))  # fmt: skip
     return out
 
 
