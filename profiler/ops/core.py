@@ -128,7 +128,14 @@ def add_like(graph: Graph, like: Tensor, name: str, dtype: object | None = None)
     if cloned is not None:
         return cloned
     t = graph.add_variable(like.dtype if dtype is None else dtype, like.shape, name)
-    graph.set_tile_mapping(t, graph.tile_of(like))
+    runs = graph.tile_runs(like)
+    if (
+        runs is not None and t.numel() and (runs[1] >= 0).all()
+    ):  # a range of one variable (x[i]): its intervals, not a tile per element
+        start, tiles = runs
+        graph.map_intervals(t, start, np.diff(np.append(start, t.numel())), tiles)
+    else:
+        graph.set_tile_mapping(t, graph.tile_of(like))
     graph.variable(t).clone_layout = True  # a clone of several variables' view: its tiles' memory as theirs
     return t
 
@@ -182,13 +189,14 @@ def vertex_fields(
     """One vertex per tile holding ``tensors[0]``, each field (named ``names``) that tile's part of
     one tensor (all of one shape): from mapping intervals when the tensors are affine views (see
     profiler.poplar.tile_fields), else by element - grouped per run of the mapping when ``tensors[0]`` is a
-    whole variable, whose own field then comes from those runs (Tensor.permuted_rows)."""
+    whole variable, a range or a strided view of one (Graph.view_runs), whose own field then comes from
+    those runs (Tensor.permuted_rows, affine_rows), as do strided operands' fields."""
     batches = fields_by_tile(graph, tensors)
     if batches is not None:
         for vtiles, fields in batches:
             yield vtiles, dict(zip(names, fields, strict=True))
         return
-    runs, n = graph.tile_runs(tensors[0]), tensors[0].numel()
+    runs, n = graph.view_runs(tensors[0]), tensors[0].numel()
     if runs is None:
         for vtiles, idx in groups_by_tile(graph.tile_of(tensors[0])):
             yield vtiles, {name: rows(t, idx) for name, t in zip(names, tensors, strict=True)}
@@ -199,9 +207,17 @@ def vertex_fields(
     for c in np.unique(counts):
         sel = counts == c
         idx = order[starts[sel][:, None] + np.arange(c)]
-        fields = {names[0]: flat.permuted_rows(order, breaks, starts[sel], int(c))}
-        fields |= {name: rows(t, idx) for name, t in zip(names[1:], tensors[1:], strict=True)}
-        yield utiles[sel], fields
+        if flat.affine is None:  # a transposed or grouped view (view_runs): runs of its inner dims
+            named: dict[str, Tensor] = {names[0]: tensors[0].affine_rows(order, breaks, starts[sel], int(c))}
+        else:
+            named = {names[0]: flat.permuted_rows(order, breaks, starts[sel], int(c))}
+        for name, t in zip(names[1:], tensors[1:], strict=True):
+            if t.strided and t.rank > 1 and t.reshape(-1).affine is None:
+                # a broadcast or transposed operand: runs of its inner dims, not an index per element
+                named[name] = t.affine_rows(order, breaks, starts[sel], int(c))
+            else:
+                named[name] = rows(t, idx)
+        yield utiles[sel], named
 
 
 def rows(t: Tensor, idx: np.ndarray) -> Tensor:

@@ -20,6 +20,7 @@ from profiler.ops.elementwise import apply_map, binary_in_place, copy, fill
 from profiler.ops.poplibs_codelets import DynamicSlice, DynamicUpdate, MultiSlice, MultiUpdateAdd, map_codelet
 from profiler.poplar import shape_only
 from profiler.poplar.graph import Graph
+from profiler.poplar.layout import Runs
 from profiler.poplar.programs import Sequence as Prog
 from profiler.poplar.tensor import Tensor
 
@@ -128,9 +129,66 @@ def _slice_fields(
                     idx = start[sel][:, None] + np.arange(n)
                     yield tile[sel], cand.reshape(-1)[np.arange(s)[None, :, None] * per + idx[:, None, :]], flat[idx]
             return
+        if (tile >= 0).all():
+            found = _run_fields(cand, flat, start, tile)
+            if found is not None:
+                yield from found
+                return
     tiles = graph.tile_of(like if like is not None else flat)
     for vtiles, idx in groups_by_tile(tiles):
         yield vtiles, cand.reshape(-1)[np.arange(s)[None, :, None] * per + idx[:, None, :]], flat.reshape(-1)[idx]
+
+
+def _run_fields(
+    cand: Tensor, flat: Tensor, start: np.ndarray, tile: np.ndarray
+) -> list[tuple[np.ndarray, Tensor, Tensor]] | None:
+    """``_slice_fields`` for tiles that hold several runs of the slice (a rearranged matmul operand
+    mapped slice by slice alike: each tile one run per inner slice), built run by run: the vertices
+    are those the per-element grouping (``groups_by_tile``) makes, in its order (by elements held,
+    then tile), each field a ``Runs`` of its tile's runs (the candidates' runs once per slice S).
+    Host memory follows runs x S, never elements x S (a 4,096 x 32,000 LM head's operand was 5.7 GB
+    of index arrays at 512 tokens). None when ``cand`` or ``flat`` is not a contiguous affine view."""
+    s, per = cand.shape
+    ca, fa = cand.affine, flat.reshape(-1).affine
+    cv, fv = cand.single_variable(), flat.single_variable()
+    # contiguous slices (a dim of one element has stride 0 in an affine layout)
+    if ca is None or fa is None or cv is None or fv is None or (per > 1 and (ca.strides[1] != 1 or fa.strides[0] != 1)):
+        return None
+    length = np.diff(np.append(start, per))
+    by_tile = np.argsort(tile, kind="stable")  # a tile's runs stay in element order
+    utiles, first_run, k = np.unique(tile[by_tile], return_index=True, return_counts=True)
+    held = np.add.reduceat(length[by_tile], first_run)
+    out = []
+    for c in np.unique(held):
+        rows = np.flatnonzero(held == c)  # the tiles holding c positions, ascending
+        kr = k[rows]
+        # the runs of those tiles, tile by tile
+        ri = by_tile[np.repeat(first_run[rows] - np.cumsum(kr) + kr, kr) + np.arange(int(kr.sum()))]
+        pos = _row_runs(fa.offset + start[ri], length[ri], kr, int(c), ())
+        # candidates: row v is slice 0's runs, then slice 1's, ... (each run once per slice)
+        n_c = s * kr
+        q = np.arange(int(n_c.sum())) - np.repeat(np.cumsum(n_c) - n_c, n_c)
+        row_k = np.repeat(kr, n_c)
+        run = ri[np.repeat(np.cumsum(kr) - kr, n_c) + q % row_k]
+        src = _row_runs(
+            ca.offset + (q // row_k) * ca.strides[0] + start[run], length[run], n_c, s * int(c), (s, int(c))
+        )
+        out.append((utiles[rows], Tensor(cand.graph, cv, src, cand.dtype),
+                    Tensor(flat.graph, fv, pos, flat.dtype)))  # fmt: skip
+    return out
+
+
+def _row_runs(start: np.ndarray, length: np.ndarray, per_row: np.ndarray, width: int, inner: tuple[int, ...]) -> Runs:
+    """Rows of step-1 runs (``per_row[v]`` runs in row v), neighbours that continue each other
+    within a row merged (as ``Runs.encode`` finds them from an index per element)."""
+    row = np.repeat(np.arange(per_row.size), per_row)
+    head = np.ones(start.size, dtype=bool)
+    head[1:] = (start[1:] != start[:-1] + length[:-1]) | (row[1:] != row[:-1])
+    first = np.flatnonzero(head)
+    merged = np.add.reduceat(length, first) if first.size else length[:0]
+    row_first = np.searchsorted(first, np.append(np.cumsum(per_row) - per_row, start.size))
+    step = np.broadcast_to(np.ones(1, dtype=np.int64), first.shape)
+    return Runs(start[first].astype(np.int64), merged.astype(np.int64), step, row_first.astype(np.int64), width, inner)
 
 
 def sliceable(graph: Graph, dtype: DTypeLike, shape: tuple[int, ...], name: str) -> Tensor:

@@ -22,9 +22,9 @@ from profiler.chip.dtypes import as_dtype
 from profiler.chip.targets import Target, replica_view, sharding_view
 from profiler.host import host_memory
 from profiler.poplar import shape_only
-from profiler.poplar.layout import Affine, Factored, covers_all
+from profiler.poplar.layout import Affine, Factored, covers_all, cut_ranges, inner_run
 from profiler.poplar.streams import DEVICE_TO_HOST, HOST_TO_DEVICE, DataStream
-from profiler.poplar.tensor import Tensor
+from profiler.poplar.tensor import RUNS_WORTH_IT, Tensor
 from profiler.poplar.variables import TileMapping, Variable
 from report_format.vocabulary import Layer
 
@@ -377,15 +377,79 @@ class Graph:
 
     def tile_runs(self, t: Tensor) -> tuple[np.ndarray, np.ndarray] | None:
         """(start, tile) of the maximal runs of ``t``'s flattened elements on one tile (UNMAPPED
-        too) when ``t`` is all of one variable in its own order, else None: ``tile_of(t)`` without a
-        tile per element (it is ``np.repeat(tile, np.diff(np.append(start, t.numel())))``)."""
+        too) when ``t`` is one contiguous range of one variable in its own order (all of it, or a
+        slice along its first dims, as ``x[i]``), else None: ``tile_of(t)`` without a tile per
+        element (it is ``np.repeat(tile, np.diff(np.append(start, t.numel())))``)."""
         var = self._whole_variable(t)
-        if var is None or var.numel == 0:
-            return None
-        tiles = self._from_device_tiles(var.mapping.tiles)
+        if var is not None:
+            if var.numel == 0:
+                return None
+            starts, tiles = var.mapping.starts, self._from_device_tiles(var.mapping.tiles)
+        else:
+            found = self._range_runs(t)
+            if found is None:
+                return None
+            starts, tiles = found
         keep = np.ones(tiles.size, dtype=bool)
         keep[1:] = tiles[1:] != tiles[:-1]  # neighbours on one tile are one run (as seen from here)
-        return var.mapping.starts[keep], tiles[keep]
+        return starts[keep], tiles[keep]
+
+    def wholly_on_ipu(self, t: Tensor, ipu: int) -> bool:
+        """Every variable ``t`` views is mapped, all of it, on IPU ``ipu``'s tiles: then so is ``t``,
+        known from the variables' intervals, never a tile per element (False says nothing)."""
+        tpi = self.target.tiles_per_ipu
+        for vid in t.variable_ids():
+            tiles = self._from_device_tiles(self.variables[vid].mapping.tiles)
+            if (tiles < 0).any() or not bool((tiles // tpi == ipu).all()):
+                return False
+        return True
+
+    def view_runs(self, t: Tensor) -> tuple[np.ndarray, np.ndarray] | None:
+        """``tile_runs`` for any affine or factored view of one variable whose inner dims read runs of
+        it (a transposed or grouped view: a matmul's result store): each run of the inner dims cut
+        where the mapping's intervals end, neighbours on one tile merged. Per inner run and interval,
+        never per element; None when the view has no inner run worth it (or is none of these)."""
+        found = self.tile_runs(t)
+        if found is not None or not t.strided or t.numel() == 0:
+            return found
+        vid = t.single_variable()
+        lay = t._lay.flat if isinstance(t._lay, Factored) else t._lay
+        if vid is None or not isinstance(lay, Affine):
+            return None
+        inner, step = inner_run(lay)
+        if step != 1 or inner < RUNS_WORTH_IT or lay.size % inner:
+            return None
+        first_pos = np.arange(0, lay.size, inner, dtype=np.int64)
+        coords = np.unravel_index(first_pos, lay.shape)
+        elem = lay.offset + sum((c.astype(np.int64) * st for c, st in zip(coords, lay.strides, strict=True)),
+                                np.zeros(first_pos.size, np.int64))  # fmt: skip
+        m = self.variables[vid].mapping
+        sub, pieces = cut_ranges(m.starts, elem, np.full(elem.size, inner, dtype=np.int64))
+        pos = np.repeat(first_pos - elem, pieces) + sub  # each piece's first position in the view
+        tiles = self._from_device_tiles(m.tiles[np.searchsorted(m.starts, sub, side="right") - 1])
+        keep = np.ones(tiles.size, dtype=bool)
+        keep[1:] = tiles[1:] != tiles[:-1]
+        return pos[keep], tiles[keep]
+
+    def _range_runs(self, t: Tensor) -> tuple[np.ndarray, np.ndarray] | None:
+        """(start, tile) of the mapping's intervals cut to ``t``, a contiguous range of one variable
+        in row-major order (offsets from the range's first element); None for any other view."""
+        lay, vid = t._lay, t.single_variable()
+        if vid is None or not isinstance(lay, Affine) or lay.size == 0:
+            return None
+        row_major = Affine.contiguous(lay.shape).strides  # a dim of one element: any stride (0 here)
+        if any(n != 1 and st != want for n, st, want in zip(lay.shape, lay.strides, row_major, strict=True)):
+            return None
+        var = self.variables[vid]
+        lo, hi = lay.offset, lay.offset + lay.size
+        if lo < 0 or hi > var.numel:
+            return None
+        m = var.mapping
+        first = int(np.searchsorted(m.starts, lo, side="right")) - 1
+        last = int(np.searchsorted(m.starts, hi, side="left"))
+        starts = m.starts[first:last] - lo
+        starts[0] = 0
+        return starts, self._from_device_tiles(m.tiles[first:last])
 
     def _whole_variable(self, t: Tensor) -> Variable | None:
         """The variable ``t`` is, when ``t`` is all of it in its own order (a contiguous view)."""

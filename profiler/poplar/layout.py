@@ -604,6 +604,23 @@ class Runs:
         return Runs(flat[first], length.astype(np.int64), step, row_first.astype(np.int64), width, inner)
 
 
+def inner_run(aff: Affine) -> tuple[int, int]:
+    """(positions, step) of the longest run of ``aff``'s trailing dims that reads its variable with
+    one step of 0 or 1 (consecutive elements, or one element repeated): (1, 1) when none does."""
+    inner, step = 1, None
+    for n, st in zip(reversed(aff.shape), reversed(aff.strides), strict=True):
+        if n == 1:
+            continue
+        want = 0 if step == 0 else inner if step == 1 else st
+        if step is None and st not in (0, 1):
+            break
+        if step is not None and st != want:
+            break
+        step = 0 if st == 0 else 1
+        inner *= n
+    return inner, 1 if step is None else step
+
+
 def cut_ranges(breaks: np.ndarray, first: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Ranges ``[first[r], first[r] + length[r])`` cut at the positions in ``breaks`` (sorted) that lie
     strictly inside them: (start of each piece, pieces per range), the pieces of each range one after

@@ -23,6 +23,7 @@ from profiler.poplar.layout import (
     cut_ranges,
     factored,
     group_dims,
+    inner_run,
     piece_lengths,
     strided_layout,
 )
@@ -75,6 +76,11 @@ class Tensor:
             w = lay.window.materialised()
             return w.blocks([lay.g, lay.r0, lay.c0], (1, lay.rows, lay.cols), drop=(0,))
         return self
+
+    @property
+    def strided(self) -> bool:
+        """An affine or factored view: a few integers, whatever its size (``affine_rows`` reads it so)."""
+        return isinstance(self._lay, Affine | Factored)
 
     @property
     def affine(self) -> Affine | None:
@@ -197,6 +203,9 @@ class Tensor:
                 rows = _merged_rows(aff, new)
                 if rows is not None:
                     return Tensor(self.graph, self._var, rows, self.dtype)
+                sizes = _merge_sizes(aff.shape, new)
+                if sizes is not None:  # only merges neighbouring dims (heads back into the hidden dim): factored
+                    return Tensor(self.graph, self._var, group_dims(aff, sizes), self.dtype)
             return self._view(lambda a: a.reshape(new), lambda a: a.reshape(new))
         except ValueError:
             raise ValueError(f"{self!r}: cannot reshape {self.shape} to {new}") from None
@@ -336,6 +345,42 @@ class Tensor:
         runs = Runs(aff.offset + value, length, step, row_first, int(width))
         return Tensor(self.graph, self._var, runs, self.dtype)
 
+    def affine_rows(self, index: np.ndarray, breaks: np.ndarray, first: np.ndarray, width: int) -> Tensor:
+        """``permuted_rows`` for any affine or factored view (a broadcast operand, a transposed one, a
+        grouped matmul result): each row's
+        runs of flattened positions cut where the view's innermost contiguous dims end (every
+        ``inner`` positions), each piece one run of the variable (step 1, or step 0 over broadcast
+        dims), built per piece rather than per element. A binary op's [1, S, 1] scale broadcast over
+        [1, S, 4,096] is then one run per row and position, not 4,096 indices. Any other view, or too
+        many pieces for runs to be worth it, indexes."""
+        first = np.asarray(first, dtype=np.int64).reshape(-1)
+        # a grouped view (a matmul's result store) walks its elements in its factor view's order
+        aff = self._lay.flat if isinstance(self._lay, Factored) else self.affine
+        if aff is None or len(aff.shape) < 2 or first.size == 0 or width < 1:
+            return self.reshape(-1)[index[first[:, None] + np.arange(width)]]
+        inner, step = inner_run(aff)
+        if inner < 2:
+            return self.reshape(-1)[index[first[:, None] + np.arange(width)]]
+        widths = np.full(first.size, width, dtype=np.int64)
+        start, pieces = cut_ranges(breaks, first, widths)
+        pos = index[start].astype(np.int64)  # each piece's first flattened position of this view
+        length = piece_lengths(start, pieces, first, widths)
+        # cut again where a run of the view's inner dims ends: per piece, never per element
+        cuts = (pos + length - 1) // inner - pos // inner + 1
+        if int(cuts.sum()) * RUNS_WORTH_IT > first.size * width:
+            return self.reshape(-1)[index[first[:, None] + np.arange(width)]]
+        head = np.repeat(np.cumsum(cuts) - cuts, cuts)
+        k = np.arange(int(cuts.sum())) - head  # the cut's rank within its piece
+        p_of = np.repeat(pos, cuts)
+        sub = np.where(k == 0, p_of, (p_of // inner + k) * inner)
+        end = np.minimum(np.repeat(pos + length, cuts), (sub // inner + 1) * inner)
+        coords = np.unravel_index(sub, aff.shape)
+        value = aff.offset + sum((c.astype(np.int64) * st for c, st in zip(coords, aff.strides, strict=True)),
+                                 np.zeros(sub.size, np.int64))  # fmt: skip
+        row = np.repeat(np.repeat(np.arange(first.size), pieces), cuts)
+        runs = _merged_runs(value, end - sub, step, row, first.size, int(width))
+        return Tensor(self.graph, self._var, runs, self.dtype)
+
     def head(self, k: int) -> Tensor | None:
         """The first ``k`` elements of this view flattened, with an index each (a probe of a large
         view, built without indexing all of it); None for a window view."""
@@ -409,6 +454,37 @@ def _regular_rows(key: np.ndarray, aff: Affine) -> Blocks | None:
         return None
     s = aff.strides[0]
     return Blocks(aff.offset + first * s, Affine(0, pattern.shape, tuple(st * s for st in layout[1])))
+
+
+def _merged_runs(start: np.ndarray, length: np.ndarray, step: int, row: np.ndarray, rows: int, width: int) -> Runs:
+    """Runs of one step (``row`` each's, rows in order), neighbours in a row that continue each
+    other merged: step 1 where one starts at the other's end, step 0 where both repeat one element."""
+    head = np.ones(start.size, dtype=bool)
+    cont = start[1:] == (start[:-1] + length[:-1] if step else start[:-1])
+    head[1:] = ~cont | (row[1:] != row[:-1])
+    at = np.flatnonzero(head)
+    merged = np.add.reduceat(length, at) if at.size else length[:0]
+    row_first = np.searchsorted(row[at], np.arange(rows + 1)).astype(np.int64)
+    steps = np.broadcast_to(np.full(1, step, dtype=np.int64), at.shape)
+    return Runs(start[at].astype(np.int64), merged.astype(np.int64), steps, row_first, width)
+
+
+def _merge_sizes(shape: tuple[int, ...], new: tuple[int, ...]) -> tuple[int, ...] | None:
+    """How many of ``shape``'s consecutive dims make each dim of ``new`` (``group_dims``' sizes), when
+    ``new`` only merges neighbouring dims (no dim split, none of length one added or dropped); else None."""
+    if -1 in new or not new or int(np.prod(shape, dtype=np.int64)) != int(np.prod(new, dtype=np.int64)):
+        return None
+    sizes, i = [], 0
+    for n in new:
+        k, p = 0, 1
+        while i + k < len(shape) and (p < n or k == 0):  # at least one dim each
+            p *= shape[i + k]
+            k += 1
+        if k == 0 or p != n:
+            return None
+        sizes.append(k)
+        i += k
+    return tuple(sizes) if i == len(shape) else None
 
 
 def _merged_rows(aff: Affine, new: tuple[int, ...]) -> Blocks | None:

@@ -535,7 +535,19 @@ def test_tile_runs_are_a_whole_variables_tiles_as_maximal_runs():
     start, tiles = g.tile_runs(v.reshape(2, 12))
     assert start.tolist() == [0, 8, 16, 20] and tiles.tolist() == [0, 2, 1, 3]
     assert np.repeat(tiles, np.diff(np.append(start, 24))).tolist() == g.tile_of(v).tolist()
-    assert g.tile_runs(v.transpose(1, 0)) is None and g.tile_runs(v[1:]) is None
+    assert g.tile_runs(v.transpose(1, 0)) is None and g.tile_runs(v[:, 1:]) is None
+
+
+def test_tile_runs_of_a_range_are_its_intervals_cut_to_it():
+    # a contiguous range of a variable (x[i], x[1:]): the mapping's intervals cut to it, offsets from its start
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    v = g.add_variable("float", [4, 6], "v")
+    g.set_tile_mapping(v, np.repeat([0, 0, 2, 2, 1, 3], 4))  # tiles 0 (0-7), 2 (8-15), 1 (16-19), 3 (20-23)
+    start, tiles = g.tile_runs(v[1:3])  # elements 6-17
+    assert start.tolist() == [0, 2, 10] and tiles.tolist() == [0, 2, 1]
+    for view in (v[1:3], v[2], v[3:], v[1:2, :]):
+        start, tiles = g.tile_runs(view)
+        assert np.repeat(tiles, np.diff(np.append(start, view.numel()))).tolist() == g.tile_of(view).tolist()
 
 
 def test_created_operands_stored_grouped_as_poplibs_creates_them():

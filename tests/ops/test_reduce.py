@@ -204,12 +204,13 @@ def test_runs_within_groups_from_the_mapping_or_per_element_are_the_same():
 
     g = Graph(ipu_model(tiles_per_ipu=4))
     x = _mapped(g, (6, 10), np.repeat([0, 0, 1, 3, 3, 2, 1, 1], [7, 5, 9, 3, 11, 8, 12, 5]))
-    for t, size in ((x.reshape(-1), 10), (x.reshape(-1), 7), (x[1:].reshape(-1), 5)):
+    for t, size in ((x.reshape(-1), 10), (x.reshape(-1), 7), (x[1:].reshape(-1), 5), (x[:, 1:].reshape(-1), 5)):
         tiles = g.tile_of(t)
         want = np.flatnonzero((np.arange(tiles.size) % size == 0) | (np.diff(tiles, prepend=-9) != 0))
         first, tile = _runs_and_groups(g, t, size)
         assert first.tolist() == want.tolist() and tile.tolist() == tiles[want].tolist()
-    assert g.tile_runs(x.reshape(-1)) is not None and g.tile_runs(x[1:].reshape(-1)) is None  # both paths ran
+    # both paths ran: a variable or a range of it (x[1:]) by its mapping, a strided view per element
+    assert g.tile_runs(x[1:].reshape(-1)) is not None and g.tile_runs(x[:, 1:].reshape(-1)) is None
 
 
 def test_default_linear_mapping_keeps_128_bytes_per_tile_in_vector_grains():

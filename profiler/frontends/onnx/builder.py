@@ -281,15 +281,23 @@ class Builder:
         tiles (made once per tensor and IPU). The copy moves each element over the IPU-Links once,
         where an op reading ``t`` remotely would receive it on every tile that reads it."""
         g = self.graph
-        tiles = g.tile_of(t)
         tpi = g.target.tiles_per_ipu
+        # the view's tiles as runs of its mapping when it has them (every node's every input is
+        # checked: a tile per element here was the import's largest transient on a POD16 LLM)
+        runs = g.view_runs(t) if t.numel() else None
+        if runs is None and t.numel() and g.wholly_on_ipu(t, ipu):  # a concatenation's parts, say
+            return t
+        tiles = runs[1] if runs is not None else g.tile_of(t)
         if tiles.size == 0 or bool((tiles // tpi == ipu).all()):
             return t
         key = (id(t), ipu)
         if key not in self._on_ipu:
             with g.virtual_graph(ipu):
                 copy = g.add_variable(t.dtype, t.shape, f"{self.names.get(id(t), 'value')}/ipu{ipu}")
-                g.set_tile_mapping(copy, tiles % tpi)
+                if runs is not None and (tiles >= 0).all():
+                    g.map_intervals(copy, runs[0], np.diff(np.append(runs[0], t.numel())), tiles % tpi)
+                else:
+                    g.set_tile_mapping(copy, (tiles if runs is None else g.tile_of(t)) % tpi)
             self.prog.add(Copy(t, copy, name=f"IpuCopy to IPU {ipu}"))
             self._on_ipu[key] = (t, copy)  # holds t: its id stays unique while the builder lives
         return self._on_ipu[key][1]
