@@ -30,10 +30,13 @@ def test_programs_take_their_enclosing_onnx_node(small_report):
 def test_model_name_first_op_in_brackets():
     out = model_names.with_model_name(["MatMul_0", "", "relu_3"], ["matmul", "in", "relu_3"])
     assert out.tolist() == ["MatMul_0 (matmul)", "in", "relu_3"]
+    typed = model_names.with_model_name(["MatMul_0", "", "relu_3"], ["matmul", "in", "relu_3"], ["A", "B", "C"])
+    assert typed.tolist() == ["MatMul_0 (matmul, A)", "in (B)", "relu_3 (C)"]
 
 
 def test_trace_steps_named_by_the_model(small_report):
     labels = et.trace_steps(small_report, 0).drop_duplicates("program_id").set_index("program_id")["label"]
-    assert labels[6] == "MatMul_0: matmul (OnTileExecute)" and labels[8] == "Add_1: add (OnTileExecute)"
+    # one format with Liveness's "MatMul_0 (matmul)": the program type inside the same brackets
+    assert labels[6] == "MatMul_0 (matmul, OnTileExecute)" and labels[8] == "Add_1 (add, OnTileExecute)"
     assert labels[3] == "in (StreamCopyMid)"  # outside every ONNX node: the op alone
     # Liveness's peak and selected step: tests/app/test_pages.py
