@@ -27,11 +27,7 @@ POLL_MS = 1000
 
 def _proposal(number: int, p: whatif.Proposal, can_run: str) -> html.Div:
     """One proposal: the change as the command line takes it, the prediction, and the button."""
-    pred = ", ".join(
-        f"{label.split(' (')[0]} {whatif.predicted_text(key, p.predicted[key])}"
-        for key, label, _ in whatif.FIGURES
-        if key in p.predicted
-    )
+    pred = whatif.predicted_line(p)
     action: Any = (
         dbc.Button("re-simulate", id={"type": ids.INSIGHTS_WHATIF_RUN, "index": number}, size="sm", className="ms-2")
         if not can_run

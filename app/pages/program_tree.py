@@ -58,7 +58,7 @@ def tree_rows(tree: pd.DataFrame, expanded: set[int], query: str = "") -> pd.Dat
     label = [
         "\u2003" * int(d) + m + (n or t) + (f"  ×{r:,}" if r else "") + f
         for d, m, n, t, r, f in zip(
-            vis["depth"], marker, vis["name"], vis["type"], vis["repeat_count"], folded, strict=True
+            vis["depth"], marker, vis["shown_name"], vis["type"], vis["repeat_count"], folded, strict=True
         )
     ]
     leaf = vis["step"] >= 0

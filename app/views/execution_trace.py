@@ -36,14 +36,14 @@ def trace_steps(report: Report, run: int) -> pd.DataFrame:
     es = report.execution_steps(run)
     p = report.programs().sort_values("program_id")
     pos = np.searchsorted(p["program_id"].to_numpy(), es["program_id"].to_numpy())
-    # the model's name first where the report is of an ONNX model: "s3b0_b_conv_365: matmul (OnTileExecute)"
+    # the model's name first where the report is of an ONNX model, as Liveness names a step:
+    # "s3b0_b_conv_365 (matmul, OnTileExecute)"
     model = model_names.of_programs(report).reindex(p["program_id"].to_numpy()).fillna("").to_numpy(dtype=object)
-    op = (p["name"] + " (" + p["type"] + ")").to_numpy(dtype=object)
     per_program = {
         "type": p["type"].to_numpy(dtype=object),
         "name": p["name"].to_numpy(dtype=object),
         "kind": kind_of(p["type"]).to_numpy(dtype=object),
-        "label": np.where((model != "") & (model != p["name"].to_numpy(dtype=object)), model + ": " + op, op),
+        "label": model_names.with_model_name(model, p["name"].to_numpy(dtype=object), p["type"].to_numpy(dtype=object)),
     }
     for col, values in per_program.items():
         cats, codes = np.unique(values.astype(str), return_inverse=True)

@@ -29,10 +29,19 @@ def of_programs(report: Report) -> pd.Series:
     return pd.Series(named, index=p["program_id"].to_numpy(), name="model_name")
 
 
-def with_model_name(model: pd.Series | np.ndarray, op: pd.Series | np.ndarray) -> np.ndarray:
+def with_model_name(
+    model: pd.Series | np.ndarray, op: pd.Series | np.ndarray, kind: pd.Series | np.ndarray | None = None
+) -> np.ndarray:
     """``"<model name> (<op>)"`` where the model names the step, else the op alone; no repeat when
-    both are the same name (a step the model and PopLibs both call ``relu_3``)."""
+    both are the same name (a step the model and PopLibs both call ``relu_3``). With ``kind`` (the
+    program type, as the trace shows it) inside the same brackets: ``"x (matmul, OnTileExecute)"``,
+    ``"in (StreamCopyMid)"`` - one format for Liveness and the trace."""
     m = np.asarray(model, dtype=object).astype(str)
     o = np.asarray(op, dtype=object).astype(str)
     both = (m != "") & (m != o)
-    return np.where(both, np.char.add(np.char.add(m.astype(str), " ("), np.char.add(o, ")")), o).astype(object)
+    if kind is None:
+        return np.where(both, np.char.add(np.char.add(m, " ("), np.char.add(o, ")")), o).astype(object)
+    k = np.asarray(kind, dtype=object).astype(str)
+    inner = np.where(both, np.char.add(np.char.add(o, ", "), k), k)
+    head = np.where(both, m, o)
+    return np.char.add(np.char.add(head, " ("), np.char.add(inner, ")")).astype(object)

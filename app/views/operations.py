@@ -207,16 +207,18 @@ def operations_graph(report: Report, layer: str) -> tuple[pd.DataFrame, pd.DataF
     pv = pv[pv["program_id"].isin(step_of.index)]
     if len(pv):
         pv = pv.assign(step=step_of.reindex(pv["program_id"]).to_numpy(), op=p_op.reindex(pv["program_id"]).to_numpy())
-        writes = pv[pv["access"] != "read"].sort_values("step")[["variable_id", "step", "op"]]
-        reads = pv[pv["access"] != "write"].sort_values("step")[["variable_id", "step", "op"]]
+        cols = ["variable_id", "step", "op", "program_id"]
+        writes = pv[pv["access"] != "read"].sort_values("step")[cols]
+        reads = pv[pv["access"] != "write"].sort_values("step")[cols]
         # the last write strictly before each read, per variable
         flow = pd.merge_asof(
             reads.assign(step=reads["step"] - 0.5).sort_values("step"),
-            writes.astype({"step": float}).rename(columns={"op": "source"}),
+            writes.astype({"step": float}).rename(columns={"op": "source", "program_id": "writer"}),
             on="step",
             by="variable_id",
             direction="backward",
         ).dropna(subset=["source"])
+        flow = _through_outside_steps(flow)
         flow = flow[(flow["source"] >= 0) & (flow["op"] >= 0) & (flow["source"] != flow["op"])]
         edges = (
             flow.astype({"source": np.int64})
@@ -236,6 +238,31 @@ def operations_graph(report: Report, layer: str) -> tuple[pd.DataFrame, pd.DataF
     nodes.attrs["hidden"] = int((~keep).sum())
     nodes["x"], nodes["y"] = _layers(nodes["op_id"].to_numpy(), edges, first_step)
     return nodes, edges.reset_index(drop=True)
+
+
+#: How many steps outside any operation a flow is followed through (an inter-IPU copy is one; a
+#: copy to a stage's I/O tiles and on to the next IPU would be two).
+OUTSIDE_HOPS = 4
+
+
+def _through_outside_steps(flow: pd.DataFrame) -> pd.DataFrame:
+    """Data that reaches an operation through a step outside any operation (the pipeline's
+    inter-IPU copy, ``IpuCopy to IPU 1``, which Poplar places outside the ops it joins) comes
+    from whatever that step read: follow such a writer back to the writers of its own reads, so
+    the layer on IPU 1 gets an edge from the layer on IPU 0 instead of none. ``flow`` has a row
+    per read (``program_id``, ``op``) with its last writer (``writer``, ``source``)."""
+    # what each step read and who wrote it, keyed by that step as a writer
+    own = flow[["program_id", "source", "writer"]].set_axis(["writer", "via_source", "via_writer"], axis=1)
+    for _ in range(OUTSIDE_HOPS):
+        outside = flow["source"] < 0
+        if not outside.any():
+            break
+        passed = flow[outside].merge(own, on="writer", how="inner")
+        passed = passed.assign(source=passed["via_source"], writer=passed["via_writer"]).drop(
+            columns=["via_source", "via_writer"]
+        )
+        flow = pd.concat([flow[~outside], passed], ignore_index=True)
+    return flow
 
 
 def _layers(ops: np.ndarray, edges: pd.DataFrame, first_step: pd.Series) -> tuple[np.ndarray, np.ndarray]:

@@ -1,5 +1,6 @@
-"""The program tree view: the compiled control program with, per node, its type, name, estimated
-cycles, executed cycles (summed over runs and over every execution) and code bytes."""
+"""The program tree view: the compiled control program with, per node, its type, name (with the
+model's own name first where the report is of an ONNX model, as Liveness and the trace show it),
+estimated cycles, executed cycles (summed over runs and over every execution) and code bytes."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from app.views import model_names
 from app.views.grouped import executed_by_program
 from report_format.reader import Report
 
@@ -18,6 +20,8 @@ def program_tree(report: Report) -> pd.DataFrame:
 
     ``executed_cycles`` of a leaf is the sum over every run and every execution of the step's
     length (max over IPUs of cycles_to - cycles_from); a control node sums its subtree.
+    ``model_name``: the ONNX node enclosing the program ("" where none); ``shown_name``: the name
+    the tree shows, "s3b0_b_conv_365 (matmul)" (``model_names.with_model_name``).
     """
     p = report.programs().sort_values("program_id").reset_index(drop=True)
     parent = p["parent_id"].to_numpy()
@@ -49,7 +53,13 @@ def program_tree(report: Report) -> pd.DataFrame:
         if parent[i] >= 0:
             steps[parent[i]] += steps[i]
             stream_steps[parent[i]] += stream_steps[i]
+    model = model_names.of_programs(report).reindex(p["program_id"].to_numpy()).fillna("").to_numpy(dtype=object)
+    names = p["name"].fillna("").astype(str).to_numpy(dtype=object)
+    # a nameless control node keeps its empty name: the page shows its type instead
+    shown = np.where(names != "", model_names.with_model_name(model, names), names)
     out = p.assign(
+        model_name=model,
+        shown_name=shown,
         depth=depth,
         children=children,
         executions=executions,
@@ -84,11 +94,11 @@ def default_expanded(tree: pd.DataFrame, depth: int = 2) -> set[int]:
 
 
 def search_rows(tree: pd.DataFrame, query: str) -> tuple[pd.DataFrame, int]:
-    """(rows, matches): the nodes whose name or type contains ``query`` (any case), with their
+    """(rows, matches): the nodes whose name, model name or type contains ``query`` (any case), with their
     ancestors so each match shows where it sits in the tree; pre-order kept."""
     q = query.strip().lower()
     hit = (
-        tree["name"].astype(str).str.lower().str.contains(q, regex=False)
+        tree["shown_name"].astype(str).str.lower().str.contains(q, regex=False)
         | tree["type"].astype(str).str.lower().str.contains(q, regex=False)
     ).to_numpy()
     shown = hit.copy()
@@ -121,6 +131,7 @@ def program_details(report: Report, program_id: int) -> dict[str, object]:
         "program_id": int(program_id),
         "type": row["type"],
         "name": row["name"],
+        **({"model_name": row["model_name"]} if row["model_name"] else {}),
         "estimated_cycles": int(row["estimated_cycles"]),
         "executed_cycles": int(row["executed_cycles"]),
         "code_bytes": int(row["code_bytes"]),

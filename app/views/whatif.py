@@ -128,6 +128,45 @@ def predicted_text(key: str, bounds: tuple[float | None, float | None] | None) -
     return "—"
 
 
+def predicted_phrase(key: str, bounds: tuple[float | None, float | None] | None) -> str:
+    """A predicted change in words, for a sentence: "falls by at most 187.2 KiB" rather than
+    "≥ -187.2 KiB", which reads as a negative memory peak when set after the figure's name."""
+    if bounds is None:
+        return "—"
+    lo, hi = bounds
+
+    def mag(v: float) -> str:
+        return format_figure(key, abs(v))
+
+    if lo is not None and hi is not None:
+        if lo == hi:
+            return "does not change" if lo == 0 else f"{'rises' if lo > 0 else 'falls'} by about {mag(lo)}"
+        if lo >= 0:
+            return f"rises by {mag(lo)} to {mag(hi)}"
+        if hi <= 0:
+            return f"falls by {mag(hi)} to {mag(lo)}"
+        return f"changes by {format_figure(key, lo, signed=True)} to {format_figure(key, hi, signed=True)}"
+    if lo is not None:
+        if lo < 0:
+            return f"falls by at most {mag(lo)}"
+        return "does not fall" if lo == 0 else f"rises by at least {mag(lo)}"
+    if hi is not None:
+        if hi > 0:
+            return f"rises by at most {mag(hi)}"
+        return "does not rise" if hi == 0 else f"falls by at least {mag(hi)}"
+    return "—"
+
+
+def predicted_line(p: Proposal) -> str:
+    """A proposal's predictions as one line: "memory peak falls by at most 2.0 KiB, cycles per run
+    does not fall" (the Insights page and ``tilescope whatif`` both print it)."""
+    return ", ".join(
+        f"{label.split(' (')[0]} {predicted_phrase(key, p.predicted[key])}"
+        for key, label, _ in FIGURES
+        if key in p.predicted
+    )
+
+
 def lower_memory_proportion(report: Report, insight: str) -> Proposal | None:
     """Halve availableMemoryProportion. PopLibs' planners keep each matmul's and convolution's
     temporaries on a tile within ``bytes_per_tile x proportion`` (profiler.ops.matmul.plan_matmul's

@@ -30,10 +30,29 @@ def test_programs_take_their_enclosing_onnx_node(small_report):
 def test_model_name_first_op_in_brackets():
     out = model_names.with_model_name(["MatMul_0", "", "relu_3"], ["matmul", "in", "relu_3"])
     assert out.tolist() == ["MatMul_0 (matmul)", "in", "relu_3"]
+    typed = model_names.with_model_name(["MatMul_0", "", "relu_3"], ["matmul", "in", "relu_3"], ["A", "B", "C"])
+    assert typed.tolist() == ["MatMul_0 (matmul, A)", "in (B)", "relu_3 (C)"]
 
 
 def test_trace_steps_named_by_the_model(small_report):
     labels = et.trace_steps(small_report, 0).drop_duplicates("program_id").set_index("program_id")["label"]
-    assert labels[6] == "MatMul_0: matmul (OnTileExecute)" and labels[8] == "Add_1: add (OnTileExecute)"
+    # one format with Liveness's "MatMul_0 (matmul)": the program type inside the same brackets
+    assert labels[6] == "MatMul_0 (matmul, OnTileExecute)" and labels[8] == "Add_1 (add, OnTileExecute)"
     assert labels[3] == "in (StreamCopyMid)"  # outside every ONNX node: the op alone
     # Liveness's peak and selected step: tests/app/test_pages.py
+
+
+def test_program_tree_names_steps_by_the_model(small_report):
+    from app.views import program_tree as pt
+
+    tree = pt.program_tree(small_report).set_index("program_id")
+    p = small_report.programs().set_index("program_id")
+    # the ONNX node first, the program's own name in brackets, as Liveness shows a step
+    assert tree.at[6, "shown_name"] == f"MatMul_0 ({p.at[6, 'name']})"
+    assert tree.at[8, "shown_name"] == f"Add_1 ({p.at[8, 'name']})"
+    assert tree.at[3, "shown_name"] == p.at[3, "name"]  # outside every node: its own name alone
+    assert tree.at[6, "model_name"] == "MatMul_0" and tree.at[3, "model_name"] == ""
+    rows, hits = pt.search_rows(pt.program_tree(small_report), "matmul_0")  # found by the model's name
+    assert hits == 2 and {6, 7} <= set(rows["program_id"])
+    assert pt.program_details(small_report, 6)["model_name"] == "MatMul_0"
+    assert "model_name" not in pt.program_details(small_report, 3)

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from app.views import operations as ops_view
 from app.views import operations_graph as og
 from report_format.fabricate import (
     DebugContexts,
@@ -234,3 +235,64 @@ def test_an_operation_alone_in_its_onnx_node_is_named_after_it(small_report):
     assert dict(zip(h.ops["name"], h.ops["label"], strict=True)) == {"matMul": "MatMul_0/matMul", "add": "Add_1/add"}
     nodes, _ = og.frontier(h, frozenset())
     assert sorted(nodes["label"]) == ["Add_1/add", "MatMul_0/matMul"]
+
+
+@pytest.fixture(scope="module")
+def two_ipus(tmp_path_factory):
+    """Layer 0 on IPU 0 writes v0; the pipeline's copy, outside any operation as Poplar places it,
+    moves v0 to v1 and a second outside step v1 to v2 (a stage's I/O tiles, then the next IPU);
+    layer 1 on IPU 1 reads v2 and writes v3."""
+    names = ["layer0_matmul_1", "layer1_matmul_2"]
+    programs = Programs(
+        parent_id=[-1, 0, 0, 0, 0],
+        child_index=[0, 0, 1, 2, 3],
+        type=["Sequence", "OnTileExecute", "GlobalExchange", "GlobalExchange", "OnTileExecute"],
+        name=["main", names[0], "IpuCopy to IPU 1", "IpuCopy to IPU 1", names[1]],
+        debug_context_id=[-1, 0, -1, -1, 1],
+        estimated_cycles=[0, 100, 10, 10, 200],
+    )
+    n = 4
+    variables = Variables(
+        name=[f"v{i}" for i in range(n)],
+        dtype=["float32"] * n,
+        shape=[[1]] * n,
+        debug_context_id=[0, -1, -1, 1],
+        first_step=list(range(n)),
+        last_step=[min(i + 1, n - 1) for i in range(n)],
+        constant=[False] * n,
+        interleaved=[False] * n,
+        placements=Placements(list(range(n)), [0, 0, 2, 2], [4] * n, [0, 4, 0, 4]),
+    )
+    pv = [(1, 0, "write"), (2, 0, "read"), (2, 1, "write"), (3, 1, "read"), (3, 2, "write"), (4, 2, "read")]
+    pv += [(4, 3, "write")]
+    cycles = np.array([[100, 100, 0, 0], [10, 10, 10, 10], [10, 10, 10, 10], [0, 0, 200, 200]])
+    spec = ReportSpec(
+        target=Target(2, 2, 1000),
+        programs=programs,
+        variables=variables,
+        memory=Memory.from_tiles([TileBytes(np.array([8, 0, 8, 0]), "variable", always_live=False)]),
+        program_variables=ProgramVariables(*zip(*pv, strict=True)),
+        debug_contexts=DebugContexts(
+            parent_id=[-1, -1],
+            layer=["onnx"] * 2,
+            name=names,
+            op_type=["MatMul"] * 2,
+            file=[""] * 2,
+            line=[0] * 2,
+            attributes=["{}"] * 2,
+        ),
+        execution=Execution([Run(list(range(4)), TileCycles(cycles), "run")]),
+    )
+    return open_report(write_report(tmp_path_factory.mktemp("graph") / "two_ipus", spec))
+
+
+def test_layers_on_two_ipus_are_joined_through_the_inter_ipu_copies(two_ipus):
+    """The copies are no operation, so before following them the two layers had no edge and the
+    layout stacked them apart; the data flows layer0 -> (copy, copy) -> layer1: one edge, one
+    variable (v2, what layer 1 reads)."""
+    nodes, edges = ops_view.operations_graph(two_ipus, "onnx")
+    name = dict(zip(nodes["op_id"], nodes["name"], strict=True))
+    assert sorted(name.values()) == ["layer0_matmul_1", "layer1_matmul_2"]
+    got = [(name[s], name[t], v) for s, t, v in edges[["source", "target", "variables"]].itertuples(index=False)]
+    assert got == [("layer0_matmul_1", "layer1_matmul_2", 1)]
+    assert nodes.set_index("name")["x"].to_dict() == {"layer0_matmul_1": 0, "layer1_matmul_2": 1}

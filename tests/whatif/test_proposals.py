@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.views import insights
-from app.views.whatif import figures, predicted_text, result_rows
+from app.views.whatif import Proposal, figures, predicted_line, predicted_phrase, predicted_text, result_rows
 from report_format.reader import open_report
 from report_format.synthetic import synthetic_report
 
@@ -87,3 +87,22 @@ def test_result_rows_say_whether_the_measured_change_is_within() -> None:
     assert rows[0] == {"figure": "cycles per run", "before": "100", "predicted change": "≥ 0",
                        "re-simulated": "90", "measured change": "-10", "within": "NO"}  # fmt: skip
     assert rows[1]["predicted change"] == "—" and rows[1]["within"] == "—"
+
+
+def test_predicted_phrase_never_reads_as_a_negative_figure() -> None:
+    # "memory peak ≥ -2.0 KiB" read as a negative peak; the sentence form says the change in words.
+    assert predicted_phrase("max_tile_bytes", (-2048.0, None)) == "falls by at most 2.0 KiB"
+    assert predicted_phrase("cycles", (0.0, None)) == "does not fall"
+    assert predicted_phrase("samples_per_second", (None, 0.0)) == "does not rise"
+    assert predicted_phrase("cycles", (None, 5.0)) == "rises by at most 5"
+    assert predicted_phrase("cycles", (3.0, None)) == "rises by at least 3"
+    assert predicted_phrase("cycles", (None, -4.0)) == "falls by at least 4"
+    assert predicted_phrase("cycles", (10.0, 20.0)) == "rises by 10 to 20"
+    assert predicted_phrase("cycles", (-20.0, -10.0)) == "falls by 10 to 20"
+    assert predicted_phrase("cycles", (-5.0, 5.0)) == "changes by -5 to +5"
+    assert predicted_phrase("cycles", (-7.0, -7.0)) == "falls by about 7"
+    assert predicted_phrase("cycles", None) == "—"
+    p = Proposal("x", {"batch": 2}, {"max_tile_bytes": (-2048.0, None), "cycles": (0.0, None)})
+    line = predicted_line(p)
+    assert line == "memory peak falls by at most 2.0 KiB, cycles per run does not fall"
+    assert "-" not in line

@@ -174,7 +174,7 @@ def _listing_json(report: Any, found: list[Any]) -> dict[str, Any]:
 
 
 def _listing(report: Any, found: list[Any]) -> str:
-    from app.views.whatif import FIGURES, change_text, origin, predicted_text
+    from app.views.whatif import change_text, origin, predicted_line
 
     o = origin(report)
     if o is None:
@@ -188,11 +188,7 @@ def _listing(report: Any, found: list[Any]) -> str:
         return head + "\n  no what-if proposals: no insight is answered by a change of run options"
     lines = [head]
     for i, p in enumerate(found, 1):
-        pred = ", ".join(
-            f"{label.split(' (')[0]} {predicted_text(key, p.predicted[key])}"
-            for key, label, _ in FIGURES
-            if key in p.predicted
-        )
+        pred = predicted_line(p)
         lines += [
             f"  {i}. {change_text(p.change)}",
             f"     insight    {p.insight}",
