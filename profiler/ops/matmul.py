@@ -39,7 +39,7 @@ from profiler.ops.poplibs_codelets import (
 from profiler.ops.slicing import dynamic_slice, dynamic_update, map_slices_alike, replicated_index, sliceable
 from profiler.poplar.graph import Graph
 from profiler.poplar.layout import Affine, Factored, Window, WindowBlocks
-from profiler.poplar.programs import Repeat, Sequence
+from profiler.poplar.programs import Repeat, Sequence, WriteUndef
 from profiler.poplar.programs import Sequence as Prog
 from profiler.poplar.tensor import Tensor
 from profiler.poplar.variables import FEW_ELEMENTS
@@ -1086,6 +1086,12 @@ def _serial_loop(
     fill(graph, ck, 0, prog)
     if sk_n > 1:
         fill(graph, store, 0.0, prog)
+    else:
+        # each out-chan step reads and writes the store (a dynamic update keeps what it does not write),
+        # but the loop writes all of it: PopLibs marks it undefined first so liveness does not carry it
+        # from the program's start (lib/poplin/Convolution.cpp: "WriteUndef the output as it is
+        # Read/Write in each iteration but in the course of the entire loop is completely written")
+        prog.add(WriteUndef(store, name="matmul out undefined"))
     # rearrange the operands once so every chunk of a position sits on one tile ("rearrangeBeforeSlice",
     # ref §4.4): the slices in the loops are then on-tile copies
     b_src = b3.reshape(G, sk_n, k_step, sn_n, n_step).transpose(1, 3, 0, 2, 4)

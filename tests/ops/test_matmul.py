@@ -606,3 +606,26 @@ def test_planned_operand_exchange_is_what_the_step_costs(m, k, n):
     e.compile()
     first = next(s for s in e.compiled.steps if s.type == "DoExchange")
     assert int(first.cost.tile_cycles.max()) == pytest.approx(float(planned), rel=0.03)
+
+
+def test_an_out_chan_serial_store_is_live_from_its_loop_not_from_the_programs_start():
+    # PopLibs marks the store of an out-chan serial loop undefined before the loop (WriteUndef,
+    # lib/poplin/Convolution.cpp): each step reads and writes it, but the loop writes all of it
+    r = rng(23)
+    a, b = r.standard_normal((8, 96)).astype(np.float16), r.standard_normal((96, 48)).astype(np.float16)
+
+    def build(g, t, p):
+        c = ops.matmul(g, t["a"], t["b"], p, available_memory_proportion=0.005, debug_name="mm")
+        return {"d": ops.unary(g, "relu", c, p)}  # the store is read by the device, not the host
+
+    out, g, e = run({"a": a, "b": b}, build, tiles=16, bytes_per_tile=65536)
+    attrs = json.loads(next(c for c in g.debug_contexts if c.name == "mm").attributes)
+    assert (attrs["in_chan_serial"], attrs["out_chan_serial"]) == (1, 16)
+    (store,) = [v for v in g.variables if v.name == "matmul out"]
+    assert not e.liveness.always_live[store.id]
+    first, _ = e.liveness.hull[store.id]
+    loop = next(nd for nd in e.compiled.nodes if nd.name == "out-chan serial")
+    before = [st.step for st in e.compiled.steps if st.id < loop.id]
+    assert first >= max(before)  # live from the loop's set-up on, not from the program's start
+    ref = np.maximum(a.astype(np.float64) @ b.astype(np.float64), 0)
+    np.testing.assert_allclose(out["d"], ref, rtol=tol(np.float16), atol=tol(np.float16) * np.sqrt(96) * 2)
