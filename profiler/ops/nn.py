@@ -97,11 +97,14 @@ def softmax(graph: Graph, x: Tensor, prog: Prog, axis: int = -1) -> Tensor:
 
     As popnn's softmaxImpl (lib/popnn/NonLinearity.cpp) does it: "as the divide is broadcast we
     compute 1/x first as there are a lot fewer elements", then multiply every element by its row's
-    inverse sum - a multiply costs PopLibs ~0.75 cycles an element where a half divide costs ~5."""
+    inverse sum - a multiply costs PopLibs ~0.75 cycles an element where a half divide costs ~5.
+    As there, only the subtract makes a new tensor: the exponential and the scaling by the inverse sum
+    are done in place on it (popops::expInPlace, popops::mulInPlace), so the op holds one tensor of
+    ``x``'s size beside ``x``, not three."""
     m = reduce_max(graph, x, axis, prog, keepdims=True)
-    e = ew.unary(graph, "exp", ew.sub(graph, x, m, prog), prog)
+    e = ew.unary_in_place(graph, "exp", ew.sub(graph, x, m, prog), prog)
     s = reduce_sum(graph, e, axis, prog, keepdims=True)
-    return ew.mul(graph, e, ew.unary(graph, "inv", s, prog), prog)
+    return ew.binary_in_place(graph, "mul", e, ew.unary(graph, "inv", s, prog), prog)
 
 
 @op("LogSoftmax")

@@ -62,6 +62,23 @@ def test_softmax_is_stable_and_its_gradient_is_right(shape, axis, dtype):
     np.testing.assert_allclose(out["dx"], fd, rtol=tol(dtype) * 5, atol=tol(dtype) * 5)
 
 
+def test_softmax_makes_one_tensor_of_its_inputs_size_as_popnn_does():
+    """popnn's softmaxImpl subtracts the row max into a new tensor, then takes the exponential and scales
+    by the inverse sum in place (popops::expInPlace, mulInPlace): one x-sized tensor, not three."""
+    x = rng(44).standard_normal((6, 10)).astype(np.float32)
+    made = []
+
+    def build(g, t, p):
+        before = len(g.variables)
+        y = ops.softmax(g, t["x"], p)
+        made.extend(v.shape for v in g.variables[before:])
+        return {"y": y}
+
+    out, _, _ = run({"x": x}, build, tiles=2)
+    assert [s for s in made if np.prod(s) >= x.size] == [(6, 10)]  # the shifted x (the rest: per-row values)
+    np.testing.assert_allclose(out["y"], np_softmax(x.astype(np.float64)), rtol=1e-6, atol=1e-7)
+
+
 def test_cross_entropy_nll_and_gradients():
     r = rng(42)
     logits = r.standard_normal((6, 5)).astype(np.float32)

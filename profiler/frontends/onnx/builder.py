@@ -170,6 +170,10 @@ class Builder:
         self._on_ipu: dict[tuple[int, int], tuple[Tensor, Tensor]] = {}  # (id of a tensor, IPU) -> (it, its copy)
         self.created_weights: list[CreatedWeight] = []  # weight variables, in the order device() made them
         self.overflowed: list[str] = []  # host tensors with finite values past the device type's range (saturated)
+        # In-place elementwise ops (see ``overwritable``): the index of the node being built (None: no node
+        # may overwrite an input), and for each variable an ONNX value views, the last node that reads one
+        self.node_index: int | None = None
+        self._var_last: dict[int, int] = {}
 
     # -- values ------------------------------------------------------------------------------
     def device(
@@ -316,6 +320,29 @@ class Builder:
         self._host_keep.append(value)
         return value
 
+    # -- in-place elementwise ops --------------------------------------------------------------
+    def note_value(self, t: Tensor, last_use: int) -> None:
+        """Record that an ONNX value viewing ``t``'s variables is read up to node ``last_use`` (a graph
+        input or output: past the last node)."""
+        for v in t.variable_ids():
+            self._var_last[v] = max(self._var_last.get(v, -1), last_use)
+
+    def overwritable(self, t: Tensor, *others: Tensor) -> bool:
+        """Whether the node being built may write its result into ``t``, an input, as PopART's inplace
+        transform does for the ops with an inplace variant (willow/src/ir.cpp ``Ir::applyInplacePattern``;
+        AddLhsInplace, MulRhsInplace, ReluInplace, ...): ``t`` views one activation variable (made by an
+        earlier node: not a graph input, weight or constant, which PopART never modifies in an
+        inference graph), each of its elements once, no ONNX value viewing that variable is read after
+        this node, and no other operand of the op views it (an input modified while another reads it)."""
+        i = self.node_index
+        v = t.single_variable()
+        if i is None or v is None or not t.strided or t.affine is None or not t.affine.one_to_one():
+            return False
+        var = self.graph.variables[v]
+        if var.constant or var.host_visible or self._var_last.get(v, i + 1) > i:
+            return False
+        return all(v not in o.variable_ids() for o in others)
+
     # -- elementwise helpers -------------------------------------------------------------------
     def map(
         self,
@@ -334,13 +361,24 @@ class Builder:
         out = apply_map(self.graph, codelet, ts, self.prog, name, out_dtype=out_dtype, **params)
         return out.reshape(shape)
 
-    def binary(self, name: str, a: Value, b: Value) -> Tensor:
-        """An ops.binary op with host operands made device tensors of the other operand's type."""
+    def binary(self, name: str, a: Value, b: Value, in_place: bool = False) -> Tensor:
+        """An ops.binary op with host operands made device tensors of the other operand's type.
+        ``in_place``: ``a`` and ``b`` are the node's own inputs and the op is the node's last use of
+        them, so the result may overwrite one (``overwritable``) where PopART has an inplace variant:
+        Add and Mul either operand, Pow its base (popart willow/include/popart/op/add.hpp, mul.hpp,
+        pow.hpp; Sub and Div have none). The operand written is the one the result is shaped like."""
         ta, tb = self.pair(a, b)
         shape = np.broadcast_shapes(ta.shape, tb.shape)
         if ta.dtype.kind != "f" and name in ("div", "pow"):
             return self.map(name.capitalize(), _INT_BINARY[name], [ta, tb], (cost_model.binary("multiply"),))
-        out = ops.binary(self.graph, name, at_least_1d(ta), at_least_1d(tb), self.prog, debug_name=name)
+        lhs, rhs = at_least_1d(ta), at_least_1d(tb)
+        if in_place and name in _LHS_IN_PLACE and ta.shape == shape and self.overwritable(ta, tb):
+            out = ops.binary_in_place(self.graph, name, lhs, rhs, self.prog)
+        elif in_place and name in _RHS_IN_PLACE and tb.shape == shape and self.overwritable(tb, ta):
+            # commutative (IEEE addition and multiplication are): the same values written into b
+            out = ops.binary_in_place(self.graph, name, rhs, lhs, self.prog)
+        else:
+            out = ops.binary(self.graph, name, lhs, rhs, self.prog, debug_name=name)
         return out.reshape(shape)
 
     def pair(self, a: Value, b: Value) -> tuple[Tensor, Tensor]:
@@ -354,8 +392,12 @@ class Builder:
             raise Unsupported(f"mixed operand types {ta.dtype.name} and {tb.dtype.name}")
         return ta, tb
 
-    def unary(self, name: str, x: Value) -> Tensor:
+    def unary(self, name: str, x: Value, in_place: bool = False) -> Tensor:
+        """An ops.unary op; ``in_place`` as for ``binary``: into ``x`` when ``overwritable`` and PopART
+        has an inplace variant (ReluInplace, SigmoidInplace, ExpInplace: willow/include/popart/op/)."""
         t = self.device(x)
+        if in_place and name in _UNARY_IN_PLACE and self.overwritable(t):
+            return ops.unary_in_place(self.graph, name, at_least_1d(t), self.prog).reshape(t.shape)
         return ops.unary(self.graph, name, at_least_1d(t), self.prog, debug_name=name).reshape(t.shape)
 
     def fp8_operand(self, x: Value) -> Value:
@@ -410,3 +452,8 @@ def _int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 _INT_BINARY = {"div": _int_div, "pow": _int_pow}
+# The elementwise ops PopART has inplace variants of (ElementWiseBinaryOp::hasLhsInplaceVariant /
+# hasRhsInplaceVariant, ElementWiseInplaceUnaryOp subclasses in willow/include/popart/op/), by ops name
+_LHS_IN_PLACE = frozenset({"add", "mul", "pow"})
+_RHS_IN_PLACE = frozenset({"add", "mul"})
+_UNARY_IN_PLACE = frozenset({"relu", "sigmoid", "exp"})

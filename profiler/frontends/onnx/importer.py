@@ -159,6 +159,33 @@ def _io_buffer(g: Graph, name: str, dtype: Any, shape: tuple[int, ...], io_tiles
     return buf
 
 
+def _last_uses(model: onnx.ModelProto) -> dict[str, int]:
+    """Each value's last reading node (its index); the graph's outputs are read past the last node."""
+    last: dict[str, int] = {}
+    for i, node in enumerate(model.graph.node):
+        for n in node.input:
+            if n:
+                last[n] = i
+    # a subgraph (If, Loop, Scan) may read an outer value: the node that holds it reads it
+    for i, node in enumerate(model.graph.node):
+        for a in node.attribute:
+            for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                for n in _subgraph_reads(sub):
+                    last[n] = max(last.get(n, -1), i)
+    for vi in model.graph.output:
+        last[vi.name] = len(model.graph.node)
+    return last
+
+
+def _subgraph_reads(graph: onnx.GraphProto) -> set[str]:
+    reads = {n for node in graph.node for n in node.input if n}
+    for node in graph.node:
+        for a in node.attribute:
+            for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                reads |= _subgraph_reads(sub)
+    return reads
+
+
 def import_model(
     model: onnx.ModelProto,
     target: Target,
@@ -314,6 +341,16 @@ def _import_model(
             else:
                 prog.add(Copy(stream, x, name=spec.name))
         b.values[spec.name] = x
+    n_nodes = len(model.graph.node)
+    rep = find_repeat(model, SMALL_CONSTANT) if outline else None
+    # the last node reading each value (graph outputs: past the last node), so that an elementwise node
+    # may write its result into an input no later node reads (Builder.overwritable); never in an
+    # outlined block, whose body runs once for every block
+    last_use = _last_uses(model)
+    for spec in inputs:
+        given = b.values[spec.name]
+        if isinstance(given, Tensor):
+            b.note_value(given, n_nodes)
     folded = 0
 
     def build_node(i: int) -> tuple[list[Any], bool]:
@@ -355,8 +392,15 @@ def _import_model(
                     except Exception:
                         raise exc from None
             else:
-                with _on_ipu(g, ipus[i] if ipus else None), g.debug_context(name, op_type=node.op_type, layer=LAYER):
-                    outs = HANDLERS[node.op_type](b, node, args)
+                b.node_index = None if rep is not None and rep.start <= i < rep.end else i
+                try:
+                    with (
+                        _on_ipu(g, ipus[i] if ipus else None),
+                        g.debug_context(name, op_type=node.op_type, layer=LAYER),
+                    ):
+                        outs = HANDLERS[node.op_type](b, node, args)
+                finally:
+                    b.node_index = None
         except Unsupported as exc:
             raise UnsupportedError([(node.op_type, name, str(exc))], opset) from None
         except FrontendError:
@@ -368,10 +412,10 @@ def _import_model(
         for out_name, v in zip(node.output, outs, strict=False):
             if out_name:
                 b.values[out_name] = b.host(out_name, v) if isinstance(v, np.ndarray) else v  # type: ignore[assignment]
+                if isinstance(v, Tensor):
+                    b.note_value(v, last_use.get(out_name, -1))
         return args, on_host
 
-    n_nodes = len(model.graph.node)
-    rep = find_repeat(model, SMALL_CONSTANT) if outline else None
     i = 0
     while i < n_nodes:
         if rep is not None and i == rep.start:

@@ -37,7 +37,7 @@ def _unary(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
         ]
     if x.dtype.kind != "f":
         raise Unsupported(f"integer input ({x.dtype.name})")
-    return [b.unary(name, x)]
+    return [b.unary(name, x, in_place=True)]
 
 
 def _clamp(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -81,8 +81,8 @@ def _binary(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
             c = b.cast(c, base.dtype)
         else:
             c = np.asarray(c).astype(np.float32 if base.dtype.kind == "f" else np.int64)
-        return [b.binary("pow", base, legacy_broadcast(b, node, base, c))]
-    return [b.binary(_BINARY[node.op_type], a, legacy_broadcast(b, node, a, c))]
+        return [b.binary("pow", base, legacy_broadcast(b, node, base, c), in_place=True)]
+    return [b.binary(_BINARY[node.op_type], a, legacy_broadcast(b, node, a, c), in_place=True)]
 
 
 def legacy_broadcast(b: Builder, node: onnx.NodeProto, a: Value, c: Value) -> Value:
