@@ -6,6 +6,12 @@ aligned offset where it overlaps no live allocation. The loop is sequential by n
 per distinct tile layout (about a thousand for BERT-base: a compute set's receive buffer differs
 from tile to tile), so it is compiled (numba, cached on disk like ``profiler.host.half_kernels``) rather
 than run per allocation in Python. Imported on first use (numba takes ~0.5 s to import).
+
+First-fit in order of first step places as a program runs, never knowing what comes later: on a tile
+of BERT-base at batch 40 its placement spanned 447,432 bytes where the most bytes live at one step were
+346,222 (a fifth more: a long-lived allocation made early lands above short ones and pins the space
+under it). ``greedy_by_size`` places the same allocations largest first (346,236 bytes on that tile);
+memory placement keeps whichever of the two spans less.
 """
 
 from __future__ import annotations
@@ -61,3 +67,56 @@ def first_fit(sizes: np.ndarray, firsts: np.ndarray, lasts: np.ndarray, align: i
     firsts, lasts = np.asarray(firsts, dtype=np.int64), np.asarray(lasts, dtype=np.int64)
     order = np.lexsort((np.arange(sizes.size), -sizes, firsts)).astype(np.int64)  # last key is the primary
     return _place(order, sizes, firsts, lasts, int(align))
+
+
+@njit(nogil=True, cache=True)
+def _place_by_size(
+    order: np.ndarray, sizes: np.ndarray, firsts: np.ndarray, lasts: np.ndarray, align: int
+) -> np.ndarray:
+    n = order.size
+    offsets = np.zeros(n, dtype=np.int64)
+    # the placed allocations, kept sorted by offset: each new one scans them for the lowest gap among the
+    # ones whose lifetimes overlap its own
+    placed = np.empty(n, dtype=np.int64)
+    k = 0
+    for idx in range(n):
+        i = order[idx]
+        f, la, size = firsts[i], lasts[i], sizes[i]
+        pos = 0
+        at = k
+        for j in range(k):
+            p = placed[j]
+            if lasts[p] < f or firsts[p] > la or sizes[p] == 0:
+                continue
+            if pos + size <= offsets[p]:
+                break
+            end = (offsets[p] + sizes[p] + align - 1) // align * align
+            if end > pos:
+                pos = end
+        offsets[i] = pos
+        for j in range(k):  # insertion point by offset
+            if offsets[placed[j]] > pos:
+                at = j
+                break
+        for j in range(k, at, -1):
+            placed[j] = placed[j - 1]
+        placed[at] = i
+        k += 1
+    return offsets
+
+
+def greedy_by_size(sizes: np.ndarray, firsts: np.ndarray, lasts: np.ndarray, align: int) -> np.ndarray:
+    """Offsets for the same problem as ``first_fit``, placing the largest allocations first (then by first
+    step, then index), each at the lowest ``align``-aligned offset where it overlaps no placed allocation
+    whose lifetime overlaps its own: the offline "greedy by size" heuristic (Pisarchyk and Lee 2020,
+    "Efficient Memory Management for Deep Neural Net Inference", arXiv 2001.03288, §4), which an allocator
+    that knows every lifetime before placing (Poplar allocates after the whole program is lowered) can use."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    firsts, lasts = np.asarray(firsts, dtype=np.int64), np.asarray(lasts, dtype=np.int64)
+    order = np.lexsort((np.arange(sizes.size), firsts, -sizes)).astype(np.int64)  # last key is the primary
+    return _place_by_size(order, sizes, firsts, lasts, int(align))
+
+
+def extent(sizes: np.ndarray, offsets: np.ndarray) -> int:
+    """The bytes a placement spans (the end of its highest allocation)."""
+    return int((np.asarray(offsets) + np.asarray(sizes)).max(initial=0))

@@ -72,10 +72,16 @@ class MemoryLayout:
 
 def _first_fit(sizes: np.ndarray, firsts: np.ndarray, lasts: np.ndarray) -> np.ndarray:
     """Offsets for allocations live over [first, last] steps; ones whose lifetimes overlap never share bytes
-    (``profiler.compiler.first_fit``, a compiled loop, imported on first use)."""
-    from profiler.compiler.first_fit import first_fit
+    (``profiler.compiler.first_fit``, compiled loops, imported on first use): first-fit in order of first
+    step or greedy by size, whichever spans fewer bytes (first-fit on a tie). Poplar allocates once the
+    whole program is lowered, knowing every lifetime (its lowered-vars report records interference between
+    liveness classes and an allocation order per tile: ref ipu_model.md §5), so it is not held to the
+    order in which a program runs."""
+    from profiler.compiler.first_fit import extent, first_fit, greedy_by_size
 
-    return first_fit(sizes, firsts, lasts, ALIGNMENT)
+    by_step = first_fit(sizes, firsts, lasts, ALIGNMENT)
+    by_size = greedy_by_size(sizes, firsts, lasts, ALIGNMENT)
+    return by_size if extent(sizes, by_size) < extent(sizes, by_step) else by_step
 
 
 def _allocate_shared(
