@@ -55,21 +55,22 @@ def test_a_node_overwrites_an_input_only_when_no_later_node_reads_it() -> None:
     np.testing.assert_array_equal(got, t3 + np.exp(t3))
 
 
-def test_the_right_operand_is_overwritten_when_only_it_dies_or_only_it_has_the_result_shape() -> None:
+def test_the_right_operand_is_overwritten_only_when_the_left_is_broadcast() -> None:
     m = _model(
         [
             h.make_node("Mul", ["x", "three"], ["t1"]),
             h.make_node("Add", ["b", "t1"], ["t2"]),  # b is [1, 8] (and an input): into t1, the right operand
-            h.make_node("Mul", ["t2", "t2"], ["y"]),  # one variable on both sides: never in place
+            h.make_node("Mul", ["t2", "t2"], ["t3"]),  # one variable on both sides: never in place
+            h.make_node("Mul", ["x", "t3"], ["y"]),  # x has the result's shape: the result is laid out as x
         ],
         ["y"],
         {"y": [4, 8]},
     )
     im = import_model(m, get_target("C600", 1))
-    assert _in_place(im) == [("mul", False), ("add", True), ("mul", False)]
+    assert _in_place(im) == [("mul", False), ("add", True), ("mul", False), ("mul", False)]
     x = np.arange(32, dtype=np.float32).reshape(4, 8) / 7
     b = np.full((1, 8), 0.5, np.float32)
-    np.testing.assert_array_equal(Session(im).run({"x": x, "b": b})["y"], (b + x * 3) ** 2)
+    np.testing.assert_array_equal(Session(im).run({"x": x, "b": b})["y"], x * (b + x * 3) ** 2)
 
 
 def test_a_view_of_the_same_variable_read_later_or_a_graph_output_keeps_it() -> None:

@@ -366,7 +366,7 @@ class Builder:
         ``in_place``: ``a`` and ``b`` are the node's own inputs and the op is the node's last use of
         them, so the result may overwrite one (``overwritable``) where PopART has an inplace variant:
         Add and Mul either operand, Pow its base (popart willow/include/popart/op/add.hpp, mul.hpp,
-        pow.hpp; Sub and Div have none). The operand written is the one the result is shaped like."""
+        pow.hpp; Sub and Div have none). The result keeps the layout the out-of-place op would give it."""
         ta, tb = self.pair(a, b)
         shape = np.broadcast_shapes(ta.shape, tb.shape)
         if ta.dtype.kind != "f" and name in ("div", "pow"):
@@ -374,8 +374,12 @@ class Builder:
         lhs, rhs = at_least_1d(ta), at_least_1d(tb)
         if in_place and name in _LHS_IN_PLACE and ta.shape == shape and self.overwritable(ta, tb):
             out = ops.binary_in_place(self.graph, name, lhs, rhs, self.prog)
-        elif in_place and name in _RHS_IN_PLACE and tb.shape == shape and self.overwritable(tb, ta):
-            # commutative (IEEE addition and multiplication are): the same values written into b
+        elif in_place and name in _RHS_IN_PLACE and ta.shape != shape and self.overwritable(tb, ta):
+            # commutative (IEEE addition and multiplication are): the same values written into b. Only
+            # where a is broadcast: the out-of-place result is laid out as a (ops.add_like of the first
+            # operand of the result's shape), so writing into b when a has that shape would give the
+            # result b's layout instead, a choice popops makes by the operands' layouts
+            # (createOutputForElementWiseOp) and tilescope does not model
             out = ops.binary_in_place(self.graph, name, rhs, lhs, self.prog)
         else:
             out = ops.binary(self.graph, name, lhs, rhs, self.prog, debug_name=name)
