@@ -374,7 +374,7 @@ class Builder:
         lhs, rhs = at_least_1d(ta), at_least_1d(tb)
         if in_place and name in _LHS_IN_PLACE and ta.shape == shape and self.overwritable(ta, tb):
             out = ops.binary_in_place(self.graph, name, lhs, rhs, self.prog)
-        elif in_place and name in _RHS_IN_PLACE and ta.shape != shape and self.overwritable(tb, ta):
+        elif in_place and name in _RHS_IN_PLACE and ta.shape != shape == tb.shape and self.overwritable(tb, ta):
             # commutative (IEEE addition and multiplication are): the same values written into b. Only
             # where a is broadcast: the out-of-place result is laid out as a (ops.add_like of the first
             # operand of the result's shape), so writing into b when a has that shape would give the
