@@ -75,32 +75,34 @@ def _place_by_size(
 ) -> np.ndarray:
     n = order.size
     offsets = np.zeros(n, dtype=np.int64)
-    # the placed allocations, kept sorted by offset: each new one scans them for the lowest gap among the
-    # ones whose lifetimes overlap its own
-    placed = np.empty(n, dtype=np.int64)
+    # the placed allocations (offset, end, first step, last step) in contiguous arrays sorted by offset:
+    # each new one scans them for the lowest gap among those whose lifetimes overlap its own
+    p_s = np.empty(n, dtype=np.int64)
+    p_e = np.empty(n, dtype=np.int64)
+    p_f = np.empty(n, dtype=np.int64)
+    p_l = np.empty(n, dtype=np.int64)
     k = 0
     for idx in range(n):
         i = order[idx]
         f, la, size = firsts[i], lasts[i], sizes[i]
         pos = 0
-        at = k
         for j in range(k):
-            p = placed[j]
-            if lasts[p] < f or firsts[p] > la or sizes[p] == 0:
+            if p_l[j] < f or p_f[j] > la or p_e[j] == p_s[j]:
                 continue
-            if pos + size <= offsets[p]:
+            if pos + size <= p_s[j]:
                 break
-            end = (offsets[p] + sizes[p] + align - 1) // align * align
+            end = (p_e[j] + align - 1) // align * align
             if end > pos:
                 pos = end
         offsets[i] = pos
+        at = k
         for j in range(k):  # insertion point by offset
-            if offsets[placed[j]] > pos:
+            if p_s[j] > pos:
                 at = j
                 break
         for j in range(k, at, -1):
-            placed[j] = placed[j - 1]
-        placed[at] = i
+            p_s[j], p_e[j], p_f[j], p_l[j] = p_s[j - 1], p_e[j - 1], p_f[j - 1], p_l[j - 1]
+        p_s[at], p_e[at], p_f[at], p_l[at] = pos, pos + size, f, la
         k += 1
     return offsets
 

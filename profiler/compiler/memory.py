@@ -80,8 +80,20 @@ def _first_fit(sizes: np.ndarray, firsts: np.ndarray, lasts: np.ndarray) -> np.n
     from profiler.compiler.first_fit import extent, first_fit, greedy_by_size
 
     by_step = first_fit(sizes, firsts, lasts, ALIGNMENT)
+    if extent(sizes, by_step) <= _live_peak(_align(sizes), firsts, lasts):  # nothing to gain (a lower bound
+        return by_step  # to within the alignment); greedy by size is the dearer of the two loops
     by_size = greedy_by_size(sizes, firsts, lasts, ALIGNMENT)
     return by_size if extent(sizes, by_size) < extent(sizes, by_step) else by_step
+
+
+def _live_peak(sizes: np.ndarray, firsts: np.ndarray, lasts: np.ndarray) -> int:
+    """The most bytes of allocations live at one step (each live over [first, last])."""
+    if sizes.size == 0:
+        return 0
+    steps = np.concatenate([firsts, np.asarray(lasts) + 1])
+    delta = np.concatenate([sizes, -np.asarray(sizes)])
+    order = np.lexsort((delta, steps))  # at one step, ends (negative) before starts
+    return int(np.cumsum(delta[order]).max(initial=0))
 
 
 def _allocate_shared(

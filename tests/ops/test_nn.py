@@ -66,7 +66,7 @@ def test_softmax_makes_one_tensor_of_its_inputs_size_as_popnn_does():
     """popnn's softmaxImpl subtracts the row max into a new tensor, then takes the exponential and scales
     by the inverse sum in place (popops::expInPlace, mulInPlace): one x-sized tensor, not three."""
     x = rng(44).standard_normal((6, 10)).astype(np.float32)
-    made = []
+    made: list[tuple[int, ...]] = []
 
     def build(g, t, p):
         before = len(g.variables)

@@ -81,3 +81,13 @@ def test_a_long_lived_allocation_made_early_pins_first_fit_but_not_greedy_by_siz
     assert by_step.tolist() == [0, 104, 120] and extent(sizes, by_step) == 320
     assert by_size.tolist() == [0, 200, 0] and extent(sizes, by_size) == 210
     assert _first_fit(sizes, firsts, lasts).tolist() == [0, 200, 0]  # memory placement keeps the smaller
+
+
+def test_first_fit_is_kept_when_it_already_spans_the_live_peak() -> None:
+    # a [0,1] 16 B, b [2,3] 24 B, c [1,2] 8 B: first-fit puts a at 0, c at 16, b at 0 (a is dead by then)
+    # but c is live at 16-24, so b goes to 24: 48 B. At most 24 + 8 = 32 B are live at once, so greedy
+    # by size (b at 0, a at 0, c at 24: 32 B) is tried and kept; with c gone first-fit spans the peak.
+    sizes, firsts, lasts = np.array([16, 24, 8]), np.array([0, 2, 1]), np.array([1, 3, 2])
+    assert _first_fit(sizes, firsts, lasts).tolist() == greedy_by_size(sizes, firsts, lasts, 8).tolist()
+    assert extent(sizes, _first_fit(sizes, firsts, lasts)) == 32
+    assert _first_fit(sizes[:2], firsts[:2], lasts[:2]).tolist() == [0, 0]
