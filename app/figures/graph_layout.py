@@ -35,6 +35,9 @@ GROUP_PAD, GROUP_LABEL = 10.0, 20.0
 FIT_PADDING = 24.0
 #: Rows tried when wrapping a level (a 1,000-operation flat layer stays a few dozen rows).
 MAX_ROWS = 40
+#: A level wraps only while the fit zoom is below this (labels at their own size): a graph that
+#: fits already stays one row, as data flows, rather than zoomed in further.
+ZOOM_ENOUGH = 1.0
 
 
 @dataclass(frozen=True)
@@ -232,7 +235,8 @@ def wrap(
     widths: list[float], tops: list[float], bottoms: list[float], viewport: tuple[float, float] = VIEWPORT
 ) -> list[tuple[int, int]]:
     """Cut the ranks (columns of ``widths``, each spanning ``tops``..``bottoms``) into rows, as
-    ranges [a, b), so that the drawing fits the panel at the largest zoom; fewer rows on a tie."""
+    ranges [a, b), so that the drawing fits the panel at the largest zoom up to ZOOM_ENOUGH; fewer
+    rows on a tie."""
     n = len(widths)
     total = sum(widths) + RANK_SEP * (n - 1)
     best: tuple[float, list[tuple[int, int]]] = (-1.0, [(0, n)])
@@ -249,7 +253,7 @@ def wrap(
         rows.append((a, n))
         w = max(sum(widths[i] for i in range(r0, r1)) + RANK_SEP * (r1 - r0 - 1) for r0, r1 in rows)
         h = sum(max(bottoms[r0:r1]) - min(tops[r0:r1]) for r0, r1 in rows) + ROW_SEP * (len(rows) - 1)
-        zoom = fit_zoom(w, h, viewport)
+        zoom = min(fit_zoom(w, h, viewport), ZOOM_ENOUGH)
         if zoom > best[0] * 1.02:
             best = (zoom, rows)
     return best[1]

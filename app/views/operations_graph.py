@@ -232,7 +232,7 @@ def _root_groups(
     block = repeated_block(stems)
     out: dict[int, list[tuple[str, str]]] = {}
     open_scopes: list[tuple[str, str]] = []  # (scope text, group id) from outermost
-    block_of = [None] * len(roots)
+    block_of: list[int | None] = [None] * len(roots)
     if block is not None:
         start, period, k = block
         for j in range(k):
