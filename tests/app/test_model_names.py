@@ -56,3 +56,24 @@ def test_program_tree_names_steps_by_the_model(small_report):
     assert hits == 2 and {6, 7} <= set(rows["program_id"])
     assert pt.program_details(small_report, 6)["model_name"] == "MatMul_0"
     assert "model_name" not in pt.program_details(small_report, 3)
+
+
+def test_compare_tables_name_steps_and_operations_by_the_model(small_report, compile_only_report):
+    """Compare mode names a step and an operation as the single-report pages do ("MatMul_0
+    (matmul)"), on an ONNX report pair (the small report against its compile-only twin): the
+    Liveness, Program Tree and Execution Trace compare tables (aligned steps), the peak sentence,
+    and the Operations compare grid on the PopLibs layer; matching still uses Poplar's names."""
+    from app.comparison.comparison import Comparison
+    from report_format.vocabulary import Layer
+
+    c = Comparison(compile_only_report, small_report, layer=Layer.POPLIBS)
+    steps = c.steps.set_index("active_step")
+    own = small_report.programs().set_index("program_id")
+    assert steps.at[own.at[6, "step"], "name"] == "MatMul_0 (matmul)"  # program 6: the matmul step
+    assert steps.at[own.at[8, "step"], "name"] == "Add_1 (add)"
+    assert all(not k.startswith("MatMul_0") for k in steps["key"])  # the key keeps Poplar's names
+    assert set(steps["status"]) == {"same"}  # paired as before
+    ex = c.executed_steps(run=0)
+    assert "MatMul_0 (matmul)" in set(ex["name"])
+    ops = c.operations.set_index("name")
+    assert {"MatMul_0 (matMul)", "Add_1 (add)"} <= set(ops.index)
