@@ -89,7 +89,8 @@ def test_memory_liveness_tree_and_operations_callbacks(pages):
     assert "memory-tile-address-map" in as_json(mem.tab_body("details", [0], ["gaps"]))  # one tile: its map
     assert "memory-tile-address-map" not in as_json(mem.tab_body("details", [0, 1], ["gaps"]))
     physical = mem.tab_body("tile_map", None, ["gaps"], None, "physical").figure
-    assert "die column 0, island 0, tile 1 of the island" in physical["data"][1]["text"][1][0]  # tile 5
+    assert "die column %{customdata[4]}, island %{customdata[5]}" in physical["data"][1]["hovertemplate"]
+    assert physical["data"][1]["customdata"][1][0].tolist()[3:] == [1, 0, 0, 1]  # tile 5: column 0, island 0, tile 1
     assert "software order" in mem.tab_body("tile_map", None, ["gaps"]).figure["layout"]["title"]["text"]
     fig = go.Figure(mem.memory_figure("region", ["gaps"], "tile", [2]))
     assert [t.name for t in fig.data] == ["non_interleaved", "interleaved", "gaps"]
