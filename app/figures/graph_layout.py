@@ -242,18 +242,31 @@ def wrap(
     best: tuple[float, list[tuple[int, int]]] = (-1.0, [(0, n)])
     for k in range(1, min(n, MAX_ROWS) + 1):
         target = total / k
-        rows, a, x = [], 0, 0.0
-        for c in range(n):
-            step = widths[c] + (RANK_SEP if c > a else 0.0)
-            if c > a and x + step > target + 1e-6:
-                rows.append((a, c))
-                a, x = c, widths[c]
-            else:
-                x += step
-        rows.append((a, n))
-        w = max(sum(widths[i] for i in range(r0, r1)) + RANK_SEP * (r1 - r0 - 1) for r0, r1 in rows)
+        rows = _fill(widths, target)
+        while len(rows) > k:  # ranks of unequal widths: rows a little longer, not a lone last rank
+            target *= 1.05
+            rows = _fill(widths, target)
+        w = max(_row_width(widths, r) for r in rows)
         h = sum(max(bottoms[r0:r1]) - min(tops[r0:r1]) for r0, r1 in rows) + ROW_SEP * (len(rows) - 1)
         zoom = min(fit_zoom(w, h, viewport), ZOOM_ENOUGH)
         if zoom > best[0] * 1.02:
             best = (zoom, rows)
     return best[1]
+
+
+def _fill(widths: list[float], target: float) -> list[tuple[int, int]]:
+    """Ranks into rows as words into lines: a row takes ranks while it stays within ``target``."""
+    rows, a, x = [], 0, 0.0
+    for c in range(len(widths)):
+        step = widths[c] + (RANK_SEP if c > a else 0.0)
+        if c > a and x + step > target + 1e-6:
+            rows.append((a, c))
+            a, x = c, widths[c]
+        else:
+            x += step
+    rows.append((a, len(widths)))
+    return rows
+
+
+def _row_width(widths: list[float], row: tuple[int, int]) -> float:
+    return sum(widths[row[0] : row[1]]) + RANK_SEP * (row[1] - row[0] - 1)
