@@ -42,8 +42,8 @@ ZOOM_ENOUGH = 1.0
 
 @dataclass(frozen=True)
 class Placed:
-    """Leaf centres (id -> (x, y)), the edges that span more than the next rank or change row
-    (drawn lighter: they are the long ones), and the whole drawing's size."""
+    """Leaf centres (id -> (x, y)), the edges that span more than the next rank (drawn lighter:
+    they are the long ones), and the whole drawing's size."""
 
     positions: dict[str, tuple[float, float]]
     far_edges: frozenset[tuple[str, str]]
@@ -208,7 +208,7 @@ def _layered(
             x += widths[c] + RANK_SEP
         width = max(width, x - RANK_SEP)
         oy += bottom - top + ROW_SEP
-    far = {(s, t) for s, t in edges if row_of[s] != row_of[t] or abs(rank[t] - rank[s]) > 1}
+    far = {(s, t) for s, t in edges if abs(rank[t] - rank[s]) > 1}  # a chain's turn to the next row is no long edge
     return centres, far, width, oy - ROW_SEP
 
 
