@@ -219,8 +219,7 @@ def every_page(samples: Path, only: list[str] | None = None, pages: list[str] | 
                         tab.click()
                         # a real-size comparison takes seconds: wait for its heading, not a fixed time
                         page.wait_for_function(
-                            "() => [...document.querySelectorAll('.tab-pane.active')]"
-                            ".some(p => p.innerText.includes('Compare:'))",
+                            "() => document.getElementById('_pages_content').innerText.includes('Compare:')",
                             timeout=120000,
                         )
                         shoot(page, f"compare_{stem}_{name}", full_page=False)
