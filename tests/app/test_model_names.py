@@ -77,3 +77,24 @@ def test_compare_tables_name_steps_and_operations_by_the_model(small_report, com
     assert "MatMul_0 (matmul)" in set(ex["name"])
     ops = c.operations.set_index("name")
     assert {"MatMul_0 (matMul)", "Add_1 (add)"} <= set(ops.index)
+
+
+def test_each_side_of_the_peak_sentence_is_named_by_its_own_report():
+    """Two models' steps aligned at one position have different names; the baseline's peak is named
+    by the baseline's step (BERT's 'ff2_matmul_50'), not by the active step aligned with it."""
+    import pandas as pd
+
+    from app.comparison.liveness import describe_peaks, liveness_peaks
+
+    lv = pd.DataFrame(
+        {
+            "baseline_step": [0, 1],
+            "active_step": [0, 1],
+            "name": ["a_0 (x)", "a_1 (y)"],  # the aligned row's name: the active's
+            "baseline_name": ["b_0 (x)", "b_1 (y)"],
+            "active_name": ["a_0 (x)", "a_1 (y)"],
+            "baseline_bytes": [5, 1],
+            "active_bytes": [1, 5],
+        }
+    )
+    assert describe_peaks(liveness_peaks(lv)) == "peak liveness moved from step 0 (b_0 (x)) to step 1 (a_1 (y))"
