@@ -250,8 +250,9 @@ def big_grid(
 
 #: A wrapped cell's line (14 px text at line-height 1.35, column_defs' cellStyle) and its padding.
 LINE_PX, ROW_PAD_PX = 19, 14
-#: At most this many lines per row: a longer text shows the rest on hover (tooltip).
-MAX_LINES = 3
+#: At most this many lines per row (a row of 3 shows a few rows only): the rest of a longer text
+#: shows on hover (the name column's tooltip).
+MAX_LINES = 2
 
 
 def wrapped_lines(df: pd.DataFrame, defs: list[dict[str, Any]]) -> int:
