@@ -168,10 +168,17 @@ class ElementMap:
         # each region counts only past the furthest end before it (the union's length, per variable)
         before = np.concatenate(([start[0]], np.maximum.accumulate(end)[:-1])) if start.size else start
         covered = np.maximum(end - np.maximum(start, before), 0)
-        var = np.searchsorted(self.gid_base, start, side="right") - 1
-        per_var = np.bincount(var, weights=covered, minlength=self.gid_base.size - 1)
+        var = np.searchsorted(self.gid_base, start, side="right") - 1  # sorted, as the starts are
+        # elements covered per variable the regions touch (summed over each run of one variable),
+        # not a count over every variable of the graph for each compute set
         ids = np.fromiter(candidates, np.int64, len(candidates))
-        whole = per_var[ids] == self.gid_base[ids + 1] - self.gid_base[ids]
+        per_id = np.zeros(ids.size, dtype=np.int64)
+        if var.size:
+            first = np.flatnonzero(np.concatenate(([True], var[1:] != var[:-1])))
+            touched, sums = var[first], np.add.reduceat(covered, first)
+            at = np.minimum(np.searchsorted(touched, ids), touched.size - 1)
+            per_id = np.where(touched[at] == ids, sums[at], 0)
+        whole = per_id == self.gid_base[ids + 1] - self.gid_base[ids]
         return frozenset(ids[whole].tolist())
 
     def whole_variables(self, src: Tensor, dst: Tensor) -> tuple[Variable, Variable] | None:
