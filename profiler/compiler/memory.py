@@ -10,7 +10,7 @@ general arena skips over it. Bytes past the end of the tile are *overflowed* (ou
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -276,7 +276,7 @@ def _pack_per_tile(items: Items, n: int) -> tuple[Items, np.ndarray, np.ndarray]
 
 
 def _lookup(
-    table: dict[int, tuple[int, ...]], ids: np.ndarray, width: int, default: tuple[int, ...] | None
+    table: Mapping[int, tuple[int, ...]], ids: np.ndarray, width: int, default: tuple[int, ...] | None
 ) -> np.ndarray:
     """``table[v]`` (``width`` integers) for each of ``ids`` as rows of an array (``default`` for ids it
     lacks; None: every id must be in it), by one dense array rather than a lookup per id."""
