@@ -179,3 +179,19 @@ def test_a_grouped_store_is_gathered_in_its_views_order(chunk, monkeypatch) -> N
     got = Access(view).gather(state)
     np.testing.assert_array_equal(got, values.transpose(1, 0, 2).reshape(40, 48))
     assert not np.shares_memory(got, state[0])
+
+
+@pytest.mark.parametrize("group", [3, 4, 8, 16])
+def test_grouped_layout_conversions_are_astypes_bits(group: int) -> None:
+    # a channel-grouped [C/g, HW, g] store read as [HW, C/g, g] (rows of g: a fixed-length row
+    # loop for 4, 8 and 16) and back, over every half pattern (NaNs, infs, subnormals included)
+    m = (1 << 16) // (4 * group)
+    halves = HALVES[: 4 * m * group].reshape(4, m, group)
+    got = np.empty((m, 4, group), np.float32)
+    copy_into(got, halves.transpose(1, 0, 2))
+    assert np.array_equal(got.view(np.uint32), halves.transpose(1, 0, 2).astype(np.float32).view(np.uint32))
+    floats = np.random.default_rng(group).integers(0, 1 << 32, got.size, dtype=np.uint64).astype(np.uint32)
+    floats = floats.view(np.float32).reshape(got.shape)
+    back = np.empty((4, m, group), np.float16)
+    copy_into(back.transpose(1, 0, 2), floats)
+    assert np.array_equal(back.view(np.uint16), floats.astype(np.float16).transpose(1, 0, 2).view(np.uint16))
