@@ -116,6 +116,32 @@ def to_float(src: np.ndarray, dst: np.ndarray) -> bool:
     return nan
 
 
+@njit(inline="always")
+def _copy_row(src: np.ndarray, dst: np.ndarray, i: int, j: int, n: int) -> None:
+    for k in range(n):
+        dst[i, j, k] = src[i, j, k]
+
+
+@njit(nogil=True, cache=True)
+def copy(src: np.ndarray, dst: np.ndarray) -> bool:
+    """``dst[...] = src`` over 3-d arrays of one shape and one unsigned type (values' bits as they
+    are) whose rows are short: numpy's strided copy pays its inner loop's call on every row, ~1 ns
+    an element on rows of 16 floats (a float32 layout conversion); rows of _ROWS elements are
+    copied with their length a constant, as ``to_float``'s. Returns False (nothing to rewrite)."""
+    n = src.shape[2]
+    for i in range(src.shape[0]):
+        for j in range(src.shape[1]):
+            if n == 8:
+                _copy_row(src, dst, i, j, 8)
+            elif n == 16:
+                _copy_row(src, dst, i, j, 16)
+            elif n == 4:
+                _copy_row(src, dst, i, j, 4)
+            else:
+                _copy_row(src, dst, i, j, n)
+    return False
+
+
 # The ops ``binary_half`` computes, by its ``op`` argument (one compiled loop for all four: the
 # branch is the same for every element, and LLVM hoists it out of the loop, which then vectorises).
 ADD, SUBTRACT, MULTIPLY, DIVIDE = range(4)

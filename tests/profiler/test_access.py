@@ -195,3 +195,17 @@ def test_grouped_layout_conversions_are_astypes_bits(group: int) -> None:
     back = np.empty((4, m, group), np.float16)
     copy_into(back.transpose(1, 0, 2), floats)
     assert np.array_equal(back.view(np.uint16), floats.astype(np.float16).transpose(1, 0, 2).view(np.uint16))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_strided_copies_of_short_rows_move_every_bit(dtype) -> None:
+    # a [C/g, HW, g] store copied into [HW, C/g, g] rows (the compiled copy, g <= 64) and a long-row
+    # one (numpy's copy), NaN payloads included: the same bits as numpy's assignment
+    bits = np.dtype(f"u{np.dtype(dtype).itemsize}")
+    raw = np.random.default_rng(4).integers(0, np.iinfo(bits).max, (6, 50, 16), dtype=np.uint64).astype(bits)
+    src = raw.view(dtype)
+    for g in (3, 8, 16, 100):
+        s = np.ascontiguousarray(np.resize(src, (6, 50, g)))
+        got = np.zeros((50, 6, g), dtype)
+        copy_into(got, s.transpose(1, 0, 2))
+        assert np.array_equal(got.view(bits), s.transpose(1, 0, 2).view(bits))
