@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -65,8 +67,12 @@ def test_column_split_writes_each_part_into_out(monkeypatch) -> None:
     parts: list[slice] = []
     chunks = parallel.in_row_chunks
 
-    def seen(work, rows, elements, chunk=None):  # type: ignore[no-untyped-def]
-        chunks(lambda sl: (parts.append(sl), work(sl)), rows, elements, chunk)
+    def seen(work: Callable[[slice], object], rows: int, elements: int, chunk: int | None = None) -> None:
+        def noted(sl: slice) -> None:
+            parts.append(sl)
+            work(sl)
+
+        chunks(noted, rows, elements, chunk)
 
     monkeypatch.setattr(parallel, "in_row_chunks", seen)
     rng = np.random.default_rng(3)
