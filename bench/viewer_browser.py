@@ -15,8 +15,12 @@ the compare baseline) and measures, ``--repeat`` times each, the median kept:
 "Idle" is when no Dash callback is in flight and nothing has happened for ``QUIET_MS``: no callback
 request or answer, no DOM change, no long task (> 50 ms, the browser's own report of a busy main
 thread). The time is that of the last such event, counted from the navigation's start
-(``performance.now()``) or the click. Work shorter than 50 ms after the last DOM change is not
-seen. The first load of each page fills the server's caches and is reported apart ("cold").
+(``performance.now()``) or the click; each figure's ``ended_by`` says what that event was. Work
+shorter than 50 ms after the last DOM change is not seen. A DOM change is a node added or removed or
+an attribute given a new value: since s23, an attribute written with the value it had, and AG Grid's
+flash of its hidden scrollbar (COSMETIC_CLASSES), are not (before, that flash ended the measure of
+every grid page ~400-550 ms after the page was drawn). The first load of each page fills the
+server's caches and is reported apart ("cold").
 
 Not a test: timing depends on the machine's load (``os.getloadavg()`` is written with the figures).
 """
