@@ -222,6 +222,9 @@ def big_grid(
         # columns are sized to their content, so a wide table scrolls sideways: render every column
         # (a dozen at most), so none is missing when scrolled to or searched for
         "suppressColumnVirtualisation": True,
+        # sizing the columns to fit (columnSize below) otherwise slides them for 200 ms (AG Grid's
+        # `ag-column-moving` transition) after the grid has its rows: the page settles that much later
+        "suppressColumnMoveAnimation": True,
     }
     defs = column_defs(df, hidden=hidden, short=short)
     lines = wrapped_lines(df, defs)
@@ -290,6 +293,7 @@ def small_grid(
             "tooltipShowDelay": 300,
             "rowSelection": {"mode": "singleRow", "checkboxes": False, "enableClickSelection": True},
             "suppressColumnVirtualisation": True,
+            "suppressColumnMoveAnimation": True,  # as big_grid: no 200 ms slide when sized to fit
         },
         getRowId=f'"" + params.data.{row_id}' if row_id else None,
         style={"height": f"{h}px", "width": "100%"},

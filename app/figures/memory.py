@@ -129,9 +129,9 @@ def tile_memory_figure(
 
 
 #: The tile memory figure's height, and its plot's (less the top and bottom margins of
-#: ``common.figure_dict``: 20 + 50 px).
+#: ``common.figure_dict``: ``plain.margin``).
 HEIGHT = 430
-PLOT_PX = HEIGHT - 70
+PLOT_PX = HEIGHT - plain.margin(None)["t"] - plain.margin(None)["b"]
 #: The series that stands for the series too thin to see, and its colour.
 OTHER = "(other)"
 OTHER_COLOUR = "#999999"

@@ -246,19 +246,3 @@ def test_program_tree_and_insights_sections(pair):
     hints = find(cmp_insights.render(key), ids.COMPARE_INSIGHTS_HINTS)
     assert "Baseline" in text(hints) and "Active" in text(hints)
     assert text(cmp_tree.render(None)) == "" and text(cmp_insights.render(None)) == ""
-
-
-def test_compare_tab_states(pair):
-    """(tab bar, tabs, active tab, own view, pane, shown baseline) of a page: no tabs while compare is
-    off; with a baseline the page's own view is in front until its compare tab opens, the pane's
-    baseline is set once (reopening does not rebuild it), and a new baseline brings the own view back."""
-    from app.comparison.pages.components import COMPARE_TAB, HIDDEN, REPORT_TAB, tab_state
-
-    key = pair["baseline"]
-    assert tab_state(None, COMPARE_TAB, True) == (HIDDEN, dash.no_update, REPORT_TAB, {}, HIDDEN, None)
-    bar, tabs, active, own, pane, shown = tab_state(key, REPORT_TAB, False)
-    assert (bar, active, own, pane, shown) == ({}, REPORT_TAB, {}, HIDDEN, dash.no_update)
-    assert [t.label for t in tabs] == ["This report", f"Compare with {baselines.label(key)}"]
-    assert tab_state(key, COMPARE_TAB, False)[2:] == (COMPARE_TAB, HIDDEN, {}, key)
-    assert tab_state(key, COMPARE_TAB, False, showing=key)[5] is dash.no_update
-    assert tab_state(key, COMPARE_TAB, True)[2:] == (REPORT_TAB, {}, HIDDEN, dash.no_update)

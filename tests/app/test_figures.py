@@ -44,7 +44,7 @@ def test_series_under_a_pixel_merge_into_one():
     assert merge_thin_series(df.drop(columns="a"), 1000.0, 100.0)[1] == []
     fig = tile_memory_figure(df, df.sum(axis=1).to_numpy(), 1, 100, show_max_memory=False)
     names = [t["name"] for t in fig["data"]]
-    assert "other (2 series under 1 px)" in names and "a" not in names  # 1,503 B over 360 px: a, b thin
+    assert "other (2 series under 1 px)" in names and "a" not in names  # 1,503 B over PLOT_PX (324 px): a, b thin
 
 
 def test_liveness_figure_marks_peak(small_report):
@@ -327,7 +327,7 @@ def test_figure_dict_has_the_common_look_and_merges_layout_one_level_deep() -> N
 
     trace = {"type": "bar", "x": [1, 2], "y": [3, 4]}
     fig = figure_dict([trace], {"margin": {"t": 30}, "yaxis": {"title": {"text": "bytes"}}}, height=300)
-    assert fig["layout"]["margin"] == {"l": 60, "r": 44, "t": 30, "b": 50}
+    assert fig["layout"]["margin"] == {"l": 86, "r": 44, "t": 30, "b": 56}
     assert fig["layout"]["yaxis"] == {"exponentformat": "SI", "title": {"text": "bytes"}}
     assert fig["layout"]["xaxis"] == {"exponentformat": "SI"} and fig["data"] == [trace]
     valid = go.Figure(fig)  # plotly accepts it as is

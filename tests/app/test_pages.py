@@ -54,9 +54,7 @@ def _rows(fig) -> list[int]:  # type: ignore[no-untyped-def]
 
 
 def test_trace_callbacks(pages):
-    et = pages["execution_trace"]
-    assert et.range_from_relayout({"xaxis.range[0]": 10.4, "xaxis.range[1]": 99.0}, None) == [10, 100]
-    assert et.range_from_relayout({"xaxis.autorange": True}, [10, 100]) is None
+    et = pages["execution_trace"]  # (zoom -> cycle range runs in the browser: test_browser_trace's zoom test)
     fig, detail, tiles = et.render_trace(0, "flat", -1, [50, 100])  # All IPUs
     fig = go.Figure(fig)  # a figure dict (app.figures.common.figure_dict): valid plotly
     # cycles 50..100: IPU 0 runs matmul (50-90) and the exchange (90-110); IPU 1 only matmul (50-110)
