@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -36,7 +36,7 @@ from profiler.ops.poplibs_codelets import (
     slic_allowed,
     slic_tile_cycles,
 )
-from profiler.ops.slicing import dynamic_slice, dynamic_update, map_slices_alike, replicated_index, sliceable
+from profiler.ops.slicing import dynamic_slice, dynamic_update, replicated_index
 from profiler.poplar.graph import Graph
 from profiler.poplar.layout import Affine, Factored, Window, WindowBlocks
 from profiler.poplar.programs import Repeat, Sequence, WriteUndef
@@ -1042,7 +1042,7 @@ def matmul(
     # float partials and PopLibs/PopXL return half (popxl matmul_pow2scaled: float8 x float8 -> float16)
     odt = (np.dtype(np.float16) if is_float8(a.dtype) else a.dtype) if out_dtype is None else as_dtype(out_dtype)
     if plan.in_chan_serial * plan.out_chan_serial > 1:
-        out = _serial_loop(graph, a3, b3, plan, odt, prog, log2_scale)
+        out = _serial_loop(graph, a3, b3, plan, odt, prog, log2_scale, grouped_out)
     else:
         shape = (G, M, K, N)
         a_in, b_in = a3, b3
@@ -1056,12 +1056,54 @@ def matmul(
     return out if grouped else out.reshape(M, N)
 
 
-def _sliceable(graph: Graph, dtype: np.dtype, shape: tuple[int, ...], levels: int) -> Tensor:
-    """A tensor whose first ``levels`` dims are slice indices: the positions of a slice are spread
-    linearly over the tiles, identically for every slice (so dynamic slices stay on-tile)."""
-    t = graph.add_variable(dtype, shape, "serial operand")
-    map_slices_alike(graph, t, levels)
+def _slices_mapped(graph: Graph, dtype: np.dtype, slices: tuple[int, ...], shape: list[int],
+                   runs: tuple[np.ndarray, np.ndarray, np.ndarray], name: str) -> Tensor:  # fmt: skip
+    """A new ``[*slices, *shape]`` variable whose every slice is mapped by ``runs`` (start, length,
+    tile of one slice's runs): popops::createSliceableTensorFromSlice, so a dynamic slice or update of
+    it moves no data between tiles. Mapped by runs, never a tile per element."""
+    t = graph.add_variable(dtype, [*slices, *shape], name)
+    start, length, tile = runs
+    per, n = int(np.prod(shape, dtype=np.int64)), int(np.prod(slices, dtype=np.int64))
+    graph.map_intervals(t, (np.arange(n, dtype=np.int64)[:, None] * per + start).ravel(), np.tile(length, n),
+                        np.tile(tile, n))  # fmt: skip
     return t
+
+
+def _slices_like(graph: Graph, dtype: np.dtype, slices: tuple[int, ...], like: Tensor, name: str) -> Tensor:
+    """``_slices_mapped`` with every slice mapped as ``like`` (a whole mapped variable) is."""
+    runs = graph.tile_runs(like)
+    assert runs is not None, "_slices_like copies the mapping of a whole variable"
+    start, tile = runs
+    return _slices_mapped(graph, dtype, slices, list(like.shape), (start, np.diff(np.append(start, like.numel())), tile),
+                          name)  # fmt: skip
+
+
+def _step_operand(graph: Graph, dtype: np.dtype, plan: MatMulPlan, shape: tuple[int, int, int, int], side: str,
+                  slices: tuple[int, ...], name: str) -> tuple[Tensor, Callable[[Tensor], Tensor]]:  # fmt: skip
+    """A serial loop's operand chunks, ``[*slices, <the step's operand>]``, each slice laid out as
+    ``create_matmul_lhs`` / ``_rhs`` lay out the step's operand (its grouped store where the plan groups
+    it), and the function that views one slice (or all of them) as ``[G, rows, cols]``. PopLibs creates
+    a serially split operand so (lib/poplin/Convolution.cpp ``createInputImpl`` / ``createWeightsImpl``
+    with ``serial``: the serial split leading, each slice's elements mapped by their use in the step),
+    so a step's exchange is the created operands' all-gather, a region or two a share, where a linear
+    spread of each slice made it a region per block row (BERT-base's feed-forward products at batch 40:
+    654 regions a tile)."""
+    G, M, K, N = shape
+    store = grouped_store(plan, shape, side, dtype, graph.target)
+    if store is not None:
+        dims, runs = list(store.dims), grouped_runs(plan, shape, side, store, dtype.itemsize)
+    else:
+        dims, runs = [G, *((M, K) if side == "lhs" else (K, N))], operand_runs(plan, shape, side, dtype.itemsize)
+    t = _slices_mapped(graph, dtype, slices, dims, runs, name)
+
+    def view(x: Tensor) -> Tensor:  # [*lead, *store dims] -> [*lead, G, rows, cols]
+        if store is None:
+            return x
+        lead = x.rank - len(store.dims)
+        v = x.transpose(*range(lead), *(a + lead for a in store.axes)).group_dims(*([1] * lead), *store.groups)
+        return v.expand(lead) if v.rank - lead < 3 else v
+
+    return t, view
 
 
 def _increment(x: np.ndarray) -> np.ndarray:
@@ -1069,20 +1111,50 @@ def _increment(x: np.ndarray) -> np.ndarray:
 
 
 def _serial_loop(
-    graph: Graph, a3: Tensor, b3: Tensor, plan: MatMulPlan, odt: np.dtype, prog: Prog, log2_scale: int = 0
-) -> Tensor:
-    """Serial splits as PopLibs runs them (ref §4.3): loops over in-chan chunks (outer) and out-chan
-    chunks (inner) whose bodies dynamically slice the operand chunks into temporaries, run the
-    per-step plan and dynamically update (accumulating over in-chan chunks) the result."""
+    graph: Graph, a3: Tensor, b3: Tensor, plan: MatMulPlan, odt: np.dtype, prog: Prog, log2_scale: int = 0,
+    grouped_out: bool = False,
+) -> Tensor:  # fmt: skip
+    """Serial splits as PopLibs runs them (ref §4.3; lib/poplin/Convolution.cpp): loops over in-chan
+    chunks (outer) and out-chan chunks (inner) whose bodies dynamically slice the operand chunks, run
+    the per-step plan and dynamically update (accumulating over in-chan chunks) the result. Operands
+    and result are laid out as PopLibs creates them for the step (``_step_operand``; the result a
+    sliceable tensor made from the step's output, ``createSliceableTensorFromSlice``), so slices and
+    updates stay on their tiles and the step's exchanges are those of a created operand."""
     G, M, K = a3.shape
     N = b3.shape[2]
     sk_n, sn_n = plan.in_chan_serial, plan.out_chan_serial
     k_step, n_step = K // sk_n, N // sn_n
-    # the result as sn_n slices mapped alike, so each tile updates its own positions of any slice
-    store = sliceable(graph, odt, (sn_n, G, M, n_step), "matmul out")
+    step = replace(plan, in_chan_serial=1, out_chan_serial=1)  # the plan of one serial step
+    shape = (G, M, k_step, n_step)
+    # the operands, rearranged once before the loops ("rearrangeBeforeSlice", ref §4.4): with the
+    # in-chans whole, the lhs is the step's (laid out as it wants, if it is not already); else in
+    # chunks, each laid out for the step
+    if sk_n > 1:
+        a_s, a_view = _step_operand(graph, a3.dtype, step, shape, "lhs", (sk_n,), "matmul lhs (serial)")
+        a_src = a3.reshape(G, M, sk_n, k_step).transpose(2, 0, 1, 3)
+        copy(graph, a_src, prog, dst=a_view(a_s), debug_name="rearrange lhs")
+    else:
+        a_chunk = _laid_out(graph, a3, step, shape, prog, "lhs")
+    b_s, b_view = _step_operand(graph, b3.dtype, step, shape, "rhs", (sk_n, sn_n), "matmul rhs (serial)")
+    b_src = b3.reshape(G, sk_n, k_step, sn_n, n_step).transpose(1, 3, 0, 2, 4)
+    copy(graph, b_src, prog, dst=b_view(b_s), debug_name="rearrange rhs")
     # loop counters replicated on every tile, so no slice waits for an index broadcast from one tile
     ck, cn = replicated_index(graph, "in-chan chunk"), replicated_index(graph, "out-chan chunk")
     inc = map_codelet("popops::AddScalarInPlace", _increment, 1, (cost_model.binary("add"),), True)
+    outer = Sequence(name="matmul in-chan serial loop")
+    if sk_n > 1:
+        a_chunk = a_view(dynamic_slice(graph, a_s, ck, outer))
+        b_chunk = dynamic_slice(graph, b_s, ck, outer)
+    else:
+        b_chunk = b_s[0]
+    inner = Sequence(name="matmul out-chan serial loop")
+    b_step = b_view(b_chunk[0] if sn_n == 1 else dynamic_slice(graph, b_chunk, cn, inner))
+    group = _store_group(step, n_step, a3.dtype, graph.target) if grouped_out else n_step
+    step_out, step_store = output_store(graph, odt, G, M, n_step, group, "matmul step out")
+    _run_step(graph, a_chunk, b_step, step_out, step, inner, "matmul step", step_store, log2_scale=log2_scale)
+    held = step_out if step_store is None else step_store  # the variable holding a step's result
+    # the result: sn_n slices each mapped as a step's result, so each tile updates its own positions
+    store = _slices_like(graph, odt, (sn_n,), held, "matmul out")
     fill(graph, ck, 0, prog)
     if sk_n > 1:
         fill(graph, store, 0.0, prog)
@@ -1092,34 +1164,18 @@ def _serial_loop(
         # from the program's start (lib/poplin/Convolution.cpp: "WriteUndef the output as it is
         # Read/Write in each iteration but in the course of the entire loop is completely written")
         prog.add(WriteUndef(store, name="matmul out undefined"))
-    # rearrange the operands once so every chunk of a position sits on one tile ("rearrangeBeforeSlice",
-    # ref §4.4): the slices in the loops are then on-tile copies
-    b_src = b3.reshape(G, sk_n, k_step, sn_n, n_step).transpose(1, 3, 0, 2, 4)
-    b_s = copy(graph, b_src, prog, dst=_sliceable(graph, b3.dtype, b_src.shape, 2), debug_name="rearrange rhs")
-    outer = Sequence(name="matmul in-chan serial loop")
-    if sk_n > 1:
-        a_src = a3.reshape(G, M, sk_n, k_step).transpose(2, 0, 1, 3)
-        a_s = copy(graph, a_src, prog, dst=_sliceable(graph, a3.dtype, a_src.shape, 1), debug_name="rearrange lhs")
-        a_chunk = dynamic_slice(graph, a_s, ck, outer)
-        b_chunk = dynamic_slice(graph, b_s, ck, outer)
-    else:
-        a_chunk, b_chunk = a3, b_s[0]
-    fill(graph, cn, 0, outer)
-    inner = Sequence(name="matmul out-chan serial loop")
-    b_step = b_chunk[0] if sn_n == 1 else dynamic_slice(graph, b_chunk, cn, inner)
-    step_out = graph.add_variable(odt, [G, M, n_step], "matmul step out")  # mapped by the step
-    _run_step(graph, a_chunk, b_step, step_out, plan, inner, "matmul step", log2_scale=log2_scale)
     if sk_n > 1:  # accumulate this in-chan chunk's contribution
         current = dynamic_slice(graph, store, cn, inner)
-        apply_map(graph, _binary_codelet("add", in_place=True), [current, step_out], inner, "accumulate")
-        step_out = current
-    dynamic_update(graph, store, step_out, cn, inner)
+        apply_map(graph, _binary_codelet("add", in_place=True), [current, held], inner, "accumulate")
+        held = current
+    dynamic_update(graph, store, held, cn, inner)
     apply_map(graph, inc, [cn], inner, "next out-chan chunk")
+    fill(graph, cn, 0, outer)
     outer.add(Repeat(sn_n, inner, name="out-chan serial"))
     apply_map(graph, inc, [ck], outer, "next in-chan chunk")
     prog.add(Repeat(sk_n, outer, name="in-chan serial"))
-    # the result as a grouped view of the store (as ``output_store``'s: PopLibs' conv output grouped by
-    # out channels, here the serial step's n_step): a reshape would merge dims whose strides do not
-    # chain, an index per element (25.7 M for ResNet-50's first conv at batch 32) carried by every
-    # op that reads it
-    return store.transpose(1, 2, 0, 3).group_dims(1, 1, 2)
+    # the result as a grouped view of the store: out channel s * n_step + j of slice s (a reshape would
+    # merge dims whose strides do not chain, an index per element carried by every op that reads it)
+    if step_store is None:  # [sn, G, M, n_step]
+        return store.transpose(1, 2, 0, 3).group_dims(1, 1, 2)
+    return store.transpose(1, 3, 0, 2, 4).group_dims(1, 1, 3)  # [sn, G, n_step/sg, M, sg]
