@@ -36,7 +36,7 @@ from profiler.ops.poplibs_codelets import (
     slic_allowed,
     slic_tile_cycles,
 )
-from profiler.ops.slicing import dynamic_slice, dynamic_update, replicated_index
+from profiler.ops.slicing import dynamic_slice, dynamic_update, map_slices_alike, replicated_index
 from profiler.poplar.graph import Graph
 from profiler.poplar.layout import Affine, Factored, Window, WindowBlocks
 from profiler.poplar.programs import Repeat, Sequence, WriteUndef
@@ -1056,54 +1056,27 @@ def matmul(
     return out if grouped else out.reshape(M, N)
 
 
-def _slices_mapped(graph: Graph, dtype: np.dtype, slices: tuple[int, ...], shape: list[int],
-                   runs: tuple[np.ndarray, np.ndarray, np.ndarray], name: str) -> Tensor:  # fmt: skip
-    """A new ``[*slices, *shape]`` variable whose every slice is mapped by ``runs`` (start, length,
-    tile of one slice's runs): popops::createSliceableTensorFromSlice, so a dynamic slice or update of
-    it moves no data between tiles. Mapped by runs, never a tile per element."""
-    t = graph.add_variable(dtype, [*slices, *shape], name)
-    start, length, tile = runs
-    per, n = int(np.prod(shape, dtype=np.int64)), int(np.prod(slices, dtype=np.int64))
-    graph.map_intervals(t, (np.arange(n, dtype=np.int64)[:, None] * per + start).ravel(), np.tile(length, n),
-                        np.tile(tile, n))  # fmt: skip
+def _sliceable(graph: Graph, dtype: np.dtype, shape: tuple[int, ...], levels: int) -> Tensor:
+    """A tensor whose first ``levels`` dims are slice indices: the positions of a slice are spread
+    linearly over the tiles, identically for every slice (so dynamic slices stay on-tile)."""
+    t = graph.add_variable(dtype, shape, "serial operand")
+    map_slices_alike(graph, t, levels)
     return t
 
 
 def _slices_like(graph: Graph, dtype: np.dtype, slices: tuple[int, ...], like: Tensor, name: str) -> Tensor:
-    """``_slices_mapped`` with every slice mapped as ``like`` (a whole mapped variable) is."""
+    """A new ``[*slices, *like.shape]`` variable whose every slice is mapped as ``like`` (a whole mapped
+    variable) is: popops::createSliceableTensorFromSlice, so a dynamic update of it from ``like``
+    moves no data between tiles. Mapped by ``like``'s runs, never a tile per element."""
+    t = graph.add_variable(dtype, [*slices, *like.shape], name)
     runs = graph.tile_runs(like)
     assert runs is not None, "_slices_like copies the mapping of a whole variable"
     start, tile = runs
-    return _slices_mapped(graph, dtype, slices, list(like.shape), (start, np.diff(np.append(start, like.numel())), tile),
-                          name)  # fmt: skip
-
-
-def _step_operand(graph: Graph, dtype: np.dtype, plan: MatMulPlan, shape: tuple[int, int, int, int], side: str,
-                  slices: tuple[int, ...], name: str) -> tuple[Tensor, Callable[[Tensor], Tensor]]:  # fmt: skip
-    """A serial loop's operand chunks, ``[*slices, <the step's operand>]``, each slice laid out as
-    ``create_matmul_lhs`` / ``_rhs`` lay out the step's operand (its grouped store where the plan groups
-    it), and the function that views one slice (or all of them) as ``[G, rows, cols]``. PopLibs creates
-    a serially split operand so (lib/poplin/Convolution.cpp ``createInputImpl`` / ``createWeightsImpl``
-    with ``serial``: the serial split leading, each slice's elements mapped by their use in the step),
-    so a step's exchange is the created operands' all-gather, a region or two a share, where a linear
-    spread of each slice made it a region per block row (BERT-base's feed-forward products at batch 40:
-    654 regions a tile)."""
-    G, M, K, N = shape
-    store = grouped_store(plan, shape, side, dtype, graph.target)
-    if store is not None:
-        dims, runs = list(store.dims), grouped_runs(plan, shape, side, store, dtype.itemsize)
-    else:
-        dims, runs = [G, *((M, K) if side == "lhs" else (K, N))], operand_runs(plan, shape, side, dtype.itemsize)
-    t = _slices_mapped(graph, dtype, slices, dims, runs, name)
-
-    def view(x: Tensor) -> Tensor:  # [*lead, *store dims] -> [*lead, G, rows, cols]
-        if store is None:
-            return x
-        lead = x.rank - len(store.dims)
-        v = x.transpose(*range(lead), *(a + lead for a in store.axes)).group_dims(*([1] * lead), *store.groups)
-        return v.expand(lead) if v.rank - lead < 3 else v
-
-    return t, view
+    per, n = like.numel(), int(np.prod(slices, dtype=np.int64))
+    length = np.diff(np.append(start, per))
+    graph.map_intervals(t, (np.arange(n, dtype=np.int64)[:, None] * per + start).ravel(), np.tile(length, n),
+                        np.tile(tile, n))  # fmt: skip
+    return t
 
 
 def _increment(x: np.ndarray) -> np.ndarray:
@@ -1116,39 +1089,40 @@ def _serial_loop(
 ) -> Tensor:  # fmt: skip
     """Serial splits as PopLibs runs them (ref §4.3; lib/poplin/Convolution.cpp): loops over in-chan
     chunks (outer) and out-chan chunks (inner) whose bodies dynamically slice the operand chunks, run
-    the per-step plan and dynamically update (accumulating over in-chan chunks) the result. Operands
-    and result are laid out as PopLibs creates them for the step (``_step_operand``; the result a
-    sliceable tensor made from the step's output, ``createSliceableTensorFromSlice``), so slices and
-    updates stay on their tiles and the step's exchanges are those of a created operand."""
+    the per-step plan and dynamically update (accumulating over in-chan chunks) the result. A whole lhs
+    is laid out as the step wants it, and the result is a sliceable tensor made from a step's
+    channel-grouped output (``createSliceableTensorFromSlice``), so the updates stay on their tiles and
+    the result's readers get it grouped, as a non-serial plan's."""
     G, M, K = a3.shape
     N = b3.shape[2]
     sk_n, sn_n = plan.in_chan_serial, plan.out_chan_serial
     k_step, n_step = K // sk_n, N // sn_n
     step = replace(plan, in_chan_serial=1, out_chan_serial=1)  # the plan of one serial step
     shape = (G, M, k_step, n_step)
-    # the operands, rearranged once before the loops ("rearrangeBeforeSlice", ref §4.4): with the
-    # in-chans whole, the lhs is the step's (laid out as it wants, if it is not already); else in
-    # chunks, each laid out for the step
+    # the operands, rearranged once before the loops ("rearrangeBeforeSlice", ref §4.4). With the
+    # in-chans whole the lhs is every step's: laid out as the step wants it (PopLibs' createInputImpl with
+    # ``serial``: mapped by its use in a step), if it is not already, as a non-serial plan's is. The
+    # chunks of a split lhs and the rhs chunks stay spread linearly slice by slice: laid out by use
+    # (grouped_runs per slice) their copies' fields and mappings followed the runs, 0.5 GB of host
+    # memory for a 4,096 x 32,000 LM head's weights (tests/onnx/test_host_cost.py)
     if sk_n > 1:
-        a_s, a_view = _step_operand(graph, a3.dtype, step, shape, "lhs", (sk_n,), "matmul lhs (serial)")
         a_src = a3.reshape(G, M, sk_n, k_step).transpose(2, 0, 1, 3)
-        copy(graph, a_src, prog, dst=a_view(a_s), debug_name="rearrange lhs")
+        a_s = copy(graph, a_src, prog, dst=_sliceable(graph, a3.dtype, a_src.shape, 1), debug_name="rearrange lhs")
     else:
         a_chunk = _laid_out(graph, a3, step, shape, prog, "lhs")
-    b_s, b_view = _step_operand(graph, b3.dtype, step, shape, "rhs", (sk_n, sn_n), "matmul rhs (serial)")
     b_src = b3.reshape(G, sk_n, k_step, sn_n, n_step).transpose(1, 3, 0, 2, 4)
-    copy(graph, b_src, prog, dst=b_view(b_s), debug_name="rearrange rhs")
+    b_s = copy(graph, b_src, prog, dst=_sliceable(graph, b3.dtype, b_src.shape, 2), debug_name="rearrange rhs")
     # loop counters replicated on every tile, so no slice waits for an index broadcast from one tile
     ck, cn = replicated_index(graph, "in-chan chunk"), replicated_index(graph, "out-chan chunk")
     inc = map_codelet("popops::AddScalarInPlace", _increment, 1, (cost_model.binary("add"),), True)
     outer = Sequence(name="matmul in-chan serial loop")
     if sk_n > 1:
-        a_chunk = a_view(dynamic_slice(graph, a_s, ck, outer))
+        a_chunk = dynamic_slice(graph, a_s, ck, outer)
         b_chunk = dynamic_slice(graph, b_s, ck, outer)
     else:
         b_chunk = b_s[0]
     inner = Sequence(name="matmul out-chan serial loop")
-    b_step = b_view(b_chunk[0] if sn_n == 1 else dynamic_slice(graph, b_chunk, cn, inner))
+    b_step = b_chunk[0] if sn_n == 1 else dynamic_slice(graph, b_chunk, cn, inner)
     group = _store_group(step, n_step, a3.dtype, graph.target) if grouped_out else n_step
     step_out, step_store = output_store(graph, odt, G, M, n_step, group, "matmul step out")
     _run_step(graph, a_chunk, b_step, step_out, step, inner, "matmul step", step_store, log2_scale=log2_scale)

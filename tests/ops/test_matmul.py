@@ -101,19 +101,12 @@ def test_lower_memory_budget_gives_more_serial_splits_and_less_temporary_memory(
     assert serial(lo) > serial(hi)
     assert lo["temp_bytes_per_tile"] < hi["temp_bytes_per_tile"]
     assert lo["cycles"] > hi["cycles"]  # less memory costs time
-    # the high-budget plan fits; the low-budget one's serial loops hold whole rearranged operand
-    # copies the planner's per-step temporaries do not count, laid out as PopLibs maps a serially split
-    # operand, by its use in a step (Convolution.cpp mapActivationsOrWeights with serial): each step's
-    # [32, 16] rhs block is read by the 16 row-split tiles and owned by 512 * 2 B / 256 B = 4 of them
-    # (the first four: TensorUseTracker deals a shared region from the lowest tile), so its 256 chunks,
-    # 512 x 256 x 2 B, sit on tiles 0-3 at 64 KiB each
+    # both fit on the tile; the low-budget plan's peak is not below the high-budget one's since the
+    # exchange model (docs/fidelity.md): its serial loops hold whole rearranged operand copies (2 x
+    # 256 KiB / 16 tiles = 32 KiB per tile) the planner's per-step temporaries do not count, while the
+    # high-budget plan (in-chan split 4, 8 serial steps) keeps only its blocks and partials
     peak = lambda e: int(e.memory.tile_memory["not_always_live_bytes"].max())  # noqa: E731
-    assert peak(e_hi) < 65536
-    rhs = next(i for i, v in enumerate(e_lo.graph.variables) if v.name == "matmul rhs (serial)")
-    placed = e_lo.memory.placements
-    on = np.asarray(placed["variable_id"]) == rhs
-    assert sorted(np.asarray(placed["tile"])[on].tolist()) == [0, 1, 2, 3]
-    assert (np.asarray(placed["bytes"])[on] == 512 * 256 * 2 // 4).all()
+    assert peak(e_lo) < 65536 and peak(e_hi) < 65536
 
 
 def test_planner_picks_hmac_for_tiny_channel_counts_and_amp_for_large():
@@ -187,9 +180,7 @@ def test_simulated_throughput_never_exceeds_peak(target, m, k, n, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-# budgets of 1,310, 3,276 and 327 B a tile on 128 KiB tiles: the serial operands' chunks sit on the tiles
-# that use them in a step (PopLibs' mapping by use), more than a 64 KiB tile holds at (128, 256, 128)
-@pytest.mark.parametrize("m,k,n,amp", [(64, 128, 32, 0.01), (128, 256, 128, 0.025), (8, 96, 48, 0.0025)])
+@pytest.mark.parametrize("m,k,n,amp", [(64, 128, 32, 0.02), (128, 256, 128, 0.05), (8, 96, 48, 0.005)])
 def test_serial_splits_run_as_loops_and_match_numpy(m, k, n, amp, dtype):
     r = rng(23)
     a, b = r.standard_normal((m, k)).astype(dtype), r.standard_normal((k, n)).astype(dtype)
@@ -197,7 +188,7 @@ def test_serial_splits_run_as_loops_and_match_numpy(m, k, n, amp, dtype):
     def build(g, t, p):
         return {"c": ops.matmul(g, t["a"], t["b"], p, available_memory_proportion=amp, debug_name="mm")}
 
-    out, g, e = run({"a": a, "b": b}, build, tiles=16, bytes_per_tile=131072)
+    out, g, e = run({"a": a, "b": b}, build, tiles=16, bytes_per_tile=65536)
     attrs = json.loads(next(c for c in g.debug_contexts if c.name == "mm").attributes)
     assert attrs["in_chan_serial"] * attrs["out_chan_serial"] > 1
     assert "Repeat" in {node.type for node in e.compiled.nodes}
