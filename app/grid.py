@@ -222,10 +222,19 @@ def big_grid(
         # columns are sized to their content, so a wide table scrolls sideways: render every column
         # (a dozen at most), so none is missing when scrolled to or searched for
         "suppressColumnVirtualisation": True,
+        # sizing the columns to fit (columnSize below) otherwise slides them for 200 ms (AG Grid's
+        # `ag-column-moving` transition) after the grid has its rows: the page settles that much later
+        "suppressColumnMoveAnimation": True,
     }
+    defs = column_defs(df, hidden=hidden, short=short)
+    lines = wrapped_lines(df, defs)
+    if lines > 1:
+        # the infinite row model gives every row one height (autoHeight does nothing): rows tall
+        # enough for the longest wrapped text, which was cut after its first line
+        options["rowHeight"] = ROW_PAD_PX + lines * LINE_PX
     return dag.AgGrid(
         id={"type": GRID_TYPE, "kind": kind, "args": args_json},
-        columnDefs=column_defs(df, hidden=hidden, short=short),
+        columnDefs=defs,
         defaultColDef={
             "flex": 1,
             "floatingFilter": True,
@@ -240,6 +249,23 @@ def big_grid(
         # hidden compare pane would otherwise keep its starting widths)
         columnSize="responsiveSizeToFit",
     )
+
+
+#: A wrapped cell's line (14 px text at line-height 1.35, column_defs' cellStyle) and its padding.
+LINE_PX, ROW_PAD_PX = 19, 14
+#: At most this many lines per row (a row of 3 shows a few rows only): the rest of a longer text
+#: shows on hover (the name column's tooltip).
+MAX_LINES = 2
+
+
+def wrapped_lines(df: pd.DataFrame, defs: list[dict[str, Any]]) -> int:
+    """Lines the longest text of a wrapping column (``wrapText``) takes at its width, up to MAX_LINES."""
+    lines = 1
+    for d in defs:
+        if d.get("wrapText") and not d.get("hide"):
+            need = _text_chars(df, d["field"]) * CHAR_PX + CELL_PAD_PX
+            lines = max(lines, -(-int(need) // max(int(d["width"]), 1)))
+    return min(lines, MAX_LINES)
 
 
 def fill_height(height: int, above: int | None) -> str:
@@ -267,6 +293,7 @@ def small_grid(
             "tooltipShowDelay": 300,
             "rowSelection": {"mode": "singleRow", "checkboxes": False, "enableClickSelection": True},
             "suppressColumnVirtualisation": True,
+            "suppressColumnMoveAnimation": True,  # as big_grid: no 200 ms slide when sized to fit
         },
         getRowId=f'"" + params.data.{row_id}' if row_id else None,
         style={"height": f"{h}px", "width": "100%"},

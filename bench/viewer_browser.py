@@ -15,8 +15,12 @@ the compare baseline) and measures, ``--repeat`` times each, the median kept:
 "Idle" is when no Dash callback is in flight and nothing has happened for ``QUIET_MS``: no callback
 request or answer, no DOM change, no long task (> 50 ms, the browser's own report of a busy main
 thread). The time is that of the last such event, counted from the navigation's start
-(``performance.now()``) or the click. Work shorter than 50 ms after the last DOM change is not
-seen. The first load of each page fills the server's caches and is reported apart ("cold").
+(``performance.now()``) or the click; each figure's ``ended_by`` says what that event was. Work
+shorter than 50 ms after the last DOM change is not seen. A DOM change is a node added or removed or
+an attribute given a new value: since s23, an attribute written with the value it had, and AG Grid's
+flash of its hidden scrollbar (COSMETIC_CLASSES), are not (before, that flash ended the measure of
+every grid page ~400-550 ms after the page was drawn). The first load of each page fills the
+server's caches and is reported apart ("cold").
 
 Not a test: timing depends on the machine's load (``os.getloadavg()`` is written with the figures).
 """
@@ -54,33 +58,58 @@ PAGES = {
 QUIET_MS = 600
 TARGET_MS = 1000.0
 
+#: Class changes that are not counted as activity: AG Grid flashes a scrollbar it draws itself over the
+#: OS's *invisible* (overlay) scrollbar on each scroll and removes the flash 400 ms after the scroll ends
+#: (ScrollbarComp.hideAndShowInvisibleScrollAsNeeded in dash_ag_grid's bundle). Headless Chromium hides
+#: every scrollbar (--hide-scrollbars), so the flash fires on a grid's first layout, on a scrollbar that is
+#: `ag-invisible` besides; a desktop browser with classic scrollbars never sets it. Counting it added
+#: ~400-550 ms to every page with a grid (bench before s23).
+COSMETIC_CLASSES = ("ag-scrollbar-scrolling", "ag-scrollbar-active")
+
 #: Installed before any page script: counts Dash requests (layout, callbacks) in flight and notes the time of
-#: the last activity (callback sent or answered, DOM change, long task).
+#: the last activity (callback sent or answered, DOM change, long task) and what it was. A DOM change is a
+#: node added or removed or an attribute given a new value; an attribute written with the value it
+#: had, or a class change only of COSMETIC_CLASSES, is not one.
 WATCH = """(() => {
-  window.__inflight = 0; window.__last = 0; window.__calls = [];
-  const note = () => { window.__last = performance.now(); };
+  window.__inflight = 0; window.__last = 0; window.__lastWhat = ''; window.__calls = [];
+  const note = (what) => { window.__last = performance.now(); window.__lastWhat = what; };
   const orig = window.fetch;
   window.fetch = function (input, init) {
     const url = typeof input === 'string' ? input : (input && input.url) || '';
     if (!url.includes('_dash-')) return orig.apply(this, arguments);
-    window.__inflight += 1; note();
+    window.__inflight += 1; note('request ' + url.split('/').pop().split('?')[0]);
     const t0 = performance.now();
     let what = url.split('/').pop();
     try { what = JSON.parse(init.body).output.slice(0, 60); } catch (e) { /* not a callback */ }
     return orig.apply(this, arguments).then(r => {
       r.clone().text().then(b => window.__calls.push([what, Math.round(t0), Math.round(performance.now() - t0), b.length]));
       return r;
-    }).finally(() => { window.__inflight -= 1; note(); });
+    }).finally(() => { window.__inflight -= 1; note('answer ' + what); });
   };
   new PerformanceObserver(list => {
     for (const e of list.getEntries()) {
-      window.__last = Math.max(window.__last, e.startTime + e.duration);
+      if (e.startTime + e.duration > window.__last) {
+        window.__last = e.startTime + e.duration; window.__lastWhat = 'long task';
+      }
       window.__calls.push(['long task', Math.round(e.startTime), Math.round(e.duration), 0]);
     }
   }).observe({type: 'longtask', buffered: true});
-  const start = () => new MutationObserver(note).observe(document, {subtree: true, childList: true, attributes: true});
+  const seen = (m) => {
+    if (m.type !== 'attributes') return true;
+    const now = m.target.getAttribute(m.attributeName);
+    if (now === m.oldValue) return false;  // written with the value it had: nothing changed
+    if (m.attributeName !== 'class') return true;
+    const before = new Set((m.oldValue || '').split(/\\s+/)), after = new Set((now || '').split(/\\s+/));
+    const changed = [...before].filter(c => !after.has(c)).concat([...after].filter(c => !before.has(c)));
+    return !changed.every(c => COSMETIC.includes(c));
+  };
+  const COSMETIC = __COSMETIC__;
+  const start = () => new MutationObserver(list => {
+    const m = list.find(seen);
+    if (m) note('DOM ' + m.type + ' ' + (m.attributeName || '') + ' on ' + (m.target.id || String(m.target.className || m.target.nodeName)).slice(0, 60));
+  }).observe(document, {subtree: true, childList: true, attributes: true, attributeOldValue: true});
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start); else start();
-})();"""
+})();""".replace("__COSMETIC__", json.dumps(COSMETIC_CLASSES))
 IDLE = """(quiet) => window.__inflight === 0 && window.__last > 0
   && !document.querySelector('[data-dash-is-loading="true"]') && !!document.getElementById('_pages_content')
   && performance.now() - window.__last > quiet"""
@@ -93,24 +122,33 @@ def _idle(page: Any) -> None:
 
 
 DETAIL = False
+#: One measurement: ms, and what its last activity was (the event that ends the measure).
+Run = tuple[float, str]
 
 
-def load(page: Any, url: str) -> float:
+def _ended(page: Any) -> str:
+    what = str(page.evaluate("() => window.__lastWhat"))
+    if DETAIL:  # each Dash request: what, sent at (ms), took (ms), bytes; and what ended the measure
+        for call in page.evaluate("() => window.__calls"):
+            print("      ", call)
+        print("       ended by:", what)
+    return what
+
+
+def load(page: Any, url: str) -> Run:
     """ms from a full navigation's start to idle."""
     page.goto(url, wait_until="commit")
     _idle(page)
-    if DETAIL:  # each Dash request: what, sent at (ms), took (ms), bytes
-        for call in page.evaluate("() => window.__calls"):
-            print("      ", call)
-    return float(page.evaluate("() => window.__last"))
+    return float(page.evaluate("() => window.__last")), _ended(page)
 
 
-def click(page: Any, target: Callable[[], Any]) -> float:
+def click(page: Any, target: Callable[[], Any]) -> Run:
     """ms from the click on ``target()`` to idle."""
     page.evaluate(CLICK_TIME)
+    page.evaluate("() => { window.__calls = []; }")  # this interaction's requests only (--detail)
     target().click()
     _idle(page)
-    return float(page.evaluate("() => window.__last - window.__clickAt"))
+    return float(page.evaluate("() => window.__last - window.__clickAt")), _ended(page)
 
 
 def measure(report: Path, baseline: Path, repeat: int, loads_only: bool = False) -> dict[str, dict[str, Any]]:
@@ -118,8 +156,13 @@ def measure(report: Path, baseline: Path, repeat: int, loads_only: bool = False)
 
     out: dict[str, dict[str, Any]] = {}
 
-    def note(name: str, values: list[float]) -> None:
-        out[name] = {"median_ms": round(statistics.median(values)), "runs_ms": [round(v) for v in values]}
+    def note(name: str, runs: list[Run]) -> None:
+        values = [ms for ms, _ in runs]
+        out[name] = {
+            "median_ms": round(statistics.median(values)),
+            "runs_ms": [round(v) for v in values],
+            "ended_by": [what for _, what in runs],  # each run's last activity
+        }
         print(f"  {name:42s} {out[name]['median_ms']:7,d} ms  {out[name]['runs_ms']}", flush=True)
 
     compare_tab = f"Compare with {baseline.name}"
@@ -128,22 +171,26 @@ def measure(report: Path, baseline: Path, repeat: int, loads_only: bool = False)
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         page.add_init_script(WATCH)
         cold = {name: load(page, base + path) for name, path in PAGES.items()}  # fills the server's caches
-        loads: dict[str, list[float]] = {name: [] for name in PAGES}
+        loads: dict[str, list[Run]] = {name: [] for name in PAGES}
         for _ in range(repeat):  # round robin: a page never follows itself (no browser cache of its figures)
             for name, path in PAGES.items():
                 loads[name].append(load(page, base + path))
         for name in PAGES:
             note(f"{name}: load", loads[name])
-            out[f"{name}: load"]["cold_ms"] = round(cold[name])
+            out[f"{name}: load"]["cold_ms"] = round(cold[name][0])
         if loads_only:
             browser.close()
             return out
+
+        def nav_link(name: str) -> Callable[[], Any]:
+            return lambda: page.locator(".navbar .nav-link", has_text=name).first
+
         for name in PAGES:  # in-app navigation: the navbar link, from Summary
-            runs = []
+            runs: list[Run] = []
             start = "/insights" if PAGES[name] == "/" else "/"  # a link to the page shown does nothing
             for _ in range(repeat):
                 load(page, base + start)
-                runs.append(click(page, lambda name=name: page.locator(".navbar .nav-link", has_text=name).first))
+                runs.append(click(page, nav_link(name)))
             note(f"{name}: visit", runs)
         runs = []
         for _ in range(repeat):

@@ -46,12 +46,14 @@ def main() -> int:
     ap.add_argument("--active", type=Path, help="active report (default: the sample MLP, batch 32)")
     ap.add_argument("--baseline", type=Path, help="baseline report (default: the sample MLP, batch 64)")
     ap.add_argument("--only", help="only this page path (e.g. /memory)")
+    ap.add_argument("--out", type=Path, default=OUT, help="directory of the PNGs (default docs/screenshots)")
+    ap.add_argument("--window", action="store_true", help="the 1600x1000 window only, not the whole page")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp:
         active, baseline = (args.active, args.baseline) if args.active else sample_pair(Path(tmp))
-        OUT.mkdir(parents=True, exist_ok=True)
+        args.out.mkdir(parents=True, exist_ok=True)
         with served(active, "--compare", str(baseline)) as base, sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1600, "height": 1000})
@@ -71,12 +73,13 @@ def main() -> int:
                 # the whole page at the 1000-pixel-high window: a taller window would stretch the
                 # window-filling grids instead
                 page.wait_for_function(
-                    f"() => (document.getElementById('{section}') || {{}}).innerText?.includes('Compare:')"
+                    f"() => (document.getElementById('{section}') || {{}}).innerText?.includes('Compare:')",
+                    timeout=180000,  # a POD16 pair's comparison takes a while on a busy machine
                 )
                 page.mouse.move(2, 2)
                 settle(page, 800)
-                page.screenshot(path=str(OUT / f"{name}.png"), full_page=True)
-                print(f"wrote docs/screenshots/{name}.png")
+                page.screenshot(path=str(args.out / f"{name}.png"), full_page=not args.window)
+                print(f"wrote {args.out / name}.png")
             browser.close()
     return 0
 

@@ -62,6 +62,8 @@ def main() -> int:
             settle(page)
             page.select_option("#memory-ipu", "15")  # the last IPU: the LM head's
             shoot(page, args.out, "memory_tile_map_ipu15")
+            page.check("#memory-tile-map-layout input[value='physical']", force=True)  # the die's columns
+            shoot(page, args.out, "memory_tile_map_physical_ipu15")
         if want("liveness"):
             page.goto(base + "/liveness")
             settle(page)

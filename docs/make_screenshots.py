@@ -61,6 +61,8 @@ def main() -> int:
     ap.add_argument("--real", type=Path, help="shoot only the flame and physical tile map of the real-size samples")
     ap.add_argument("--sweep", type=Path, help="shoot only the Sweep page of the sweep directory DIR")
     ap.add_argument("--pages", type=Path, help="shoot every page of the real-size samples in DIR, and its compare tab")
+    ap.add_argument("--models", nargs="*", help="with --pages: only these models (resnet50, bert)")
+    ap.add_argument("--stems", nargs="*", help="with --pages: only these pages (memory, liveness, ...)")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -69,7 +71,7 @@ def main() -> int:
     if args.real is not None:
         return real_size(args.real)
     if args.pages is not None:
-        return every_page(args.pages)
+        return every_page(args.pages, args.models, args.stems)
     if args.sweep is not None:
         return sweep(args.sweep)
 
@@ -194,24 +196,32 @@ PAGE_FILES = {
 }
 
 
-def every_page(samples: Path) -> int:
+def every_page(samples: Path, only: list[str] | None = None, pages: list[str] | None = None) -> int:
     """Every page of the real-size ResNet-50 and BERT-base samples (each compared with the other):
     its own view, then its compare tab, as the window shows them at 1600x1000."""
     from playwright.sync_api import sync_playwright
 
     OUT.mkdir(parents=True, exist_ok=True)
     pairs = (("resnet50_b32", "bert_base_b1", "resnet50"), ("bert_base_b1", "resnet50_b32", "bert"))
+    pairs = tuple(p for p in pairs if only is None or p[2] in only)
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         for sample, baseline, name in pairs:
             with served(samples / sample, "--compare", str(samples / baseline)) as base:
                 for path, stem in PAGE_FILES.items():
+                    if pages is not None and stem not in pages:
+                        continue
                     page.goto(base + path)
                     shoot(page, f"{stem}_{name}", full_page=False)
                     tab = page.get_by_role("tab", name=f"Compare with {baseline}", exact=True)
                     if tab.count():  # the Operations Graph compares in its own chart (colour by Δ cycles)
                         tab.click()
+                        # a real-size comparison takes seconds: wait for its heading, not a fixed time
+                        page.wait_for_function(
+                            "() => document.getElementById('_pages_content').innerText.includes('Compare:')",
+                            timeout=120000,
+                        )
                         shoot(page, f"compare_{stem}_{name}", full_page=False)
         browser.close()
     return 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from app.views import model_names
 from report_format.reader import Report
 
 SEP = " > "
@@ -52,11 +53,16 @@ def program_paths(programs: pd.DataFrame) -> list[str]:
 
 
 def step_keys(report: Report) -> pd.DataFrame:
-    """Program steps (leaves) in step order: step, program_id, type, name, key."""
+    """Program steps (leaves) in step order: step, program_id, type, name, key. ``name`` is the
+    step as the single-report pages name it, the model's name first ('s3b0_b_conv_365 (matmul)' on
+    an ONNX report, ``model_names.with_model_name``); ``key`` keeps Poplar's own names, so matching
+    two reports does not depend on the model's names."""
     prog = report.programs()
     paths = np.array(program_paths(prog), dtype=object)
     leaf = prog["step"].to_numpy() >= 0
     out = prog.loc[leaf, ["step", "program_id", "type", "name"]].copy()
+    model = model_names.of_programs(report).reindex(out["program_id"].to_numpy()).fillna("").to_numpy(dtype=object)
+    out["name"] = model_names.with_model_name(model, out["name"].to_numpy(dtype=object))
     out["key"] = paths[leaf]
     # repeated keys (every "Sync:Internal") stay equal: the alignment pairs them in order, where an
     # occurrence suffix would shift after any inserted repeat and unpair everything behind it

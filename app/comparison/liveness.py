@@ -14,6 +14,8 @@ LIVENESS_COLUMNS = (
     "status",
     "type",
     "name",
+    "baseline_name",
+    "active_name",
     "baseline_not_always_live_bytes",
     "active_not_always_live_bytes",
     "delta_not_always_live_bytes",
@@ -47,7 +49,8 @@ def liveness_peaks(liveness: pd.DataFrame) -> dict[str, Any]:
         out[side] = {
             "step": int(liveness[f"{side}_step"].iat[pos]),
             "bytes": int(vals[pos]),
-            "name": str(liveness["name"].iat[pos]),
+            # this side's own step name (the aligned row's name is the active's where it has one)
+            "name": str(liveness[f"{side}_name"].iat[pos] if f"{side}_name" in liveness else liveness["name"].iat[pos]),
             "position": pos,
         }
     b, a = out["baseline"], out["active"]

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from app.comparison.keys import context_paths
+from app.views.model_names import of_contexts, with_model_name
 from app.views.operations import OUTSIDE, OUTSIDE_ID, operations
 from report_format.reader import Report
 
@@ -33,7 +34,9 @@ def operation_table(report: Report, layer: str | None = None, run: int | None = 
             "debug_context_id": idx,
             "key": np.where(known, paths.reindex(idx).to_numpy(dtype=object), NO_CONTEXT),
             "layer": np.where(known, layers.reindex(idx).to_numpy(dtype=object), ""),
-            "name": ops["name"].to_numpy(dtype=object),
+            # named as the single-report pages name it: the model's name first (an ONNX node's
+            # PopLibs operation 's3b0_b_conv_365 (conv)'; an ONNX node is its own name)
+            "name": with_model_name(of_contexts(report, np.where(known, idx, -1)), ops["name"].to_numpy(dtype=object)),
             "op_type": ops["op_type"].to_numpy(dtype=object),
         }
     )

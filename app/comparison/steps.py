@@ -118,6 +118,9 @@ def step_comparison(baseline: pd.DataFrame, active: pd.DataFrame, alignment: Ali
         vb = baseline[col].to_numpy(dtype=object)[pick_b] if len(baseline) else np.full(len(al), "", dtype=object)
         va = active[col].to_numpy(dtype=object)[pick_a] if len(active) else np.full(len(al), "", dtype=object)
         out[col] = np.where(has_a, va, vb)
+        if col == "name":  # each side's own name too: two models' steps differ (the peak sentence)
+            out["baseline_name"] = np.where(has_b, vb, "")
+            out["active_name"] = np.where(has_a, va, "")
     for f in STEP_FIGURES:
         if f not in baseline.columns or f not in active.columns:
             continue

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
+from app.figures import plain
 from app.units import binary_ticks
 from report_format.vocabulary import MemoryCategory, MemoryRegion
 
@@ -101,7 +102,7 @@ def _common_layout(title: str | None, height: int) -> dict[str, Any]:
         "height": height,
         # the toolbar stands upright in the right margin, so it never covers a legend entry or data
         # a title sits above the legend (which stands just above the plot), never on it
-        "margin": {"l": 60, "r": 44, "t": 72 if title else 20, "b": 50},
+        "margin": plain.margin(title),  # room for automargin's usual needs: no redraw
         "modebar": {"orientation": "v"},
         "title": {"text": title, "x": 0.01, "font": {"size": 15}} if title else None,
         "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},

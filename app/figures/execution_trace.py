@@ -36,7 +36,7 @@ def _colour(kind: str) -> str:
 
 def _layout(height: int) -> dict[str, Any]:
     layout = plain.layout(height)
-    layout["margin"]["t"] = 30  # room for the legend above the rows
+    layout["margin"]["t"] = 46  # room for the legend above the rows (automargin took it to 43)
     return layout
 
 
@@ -172,6 +172,7 @@ def tile_steps_figure(cycles: np.ndarray, steps: np.ndarray, tile_starts: np.nda
     layout = {
         "xaxis": {"title": {"text": "executed step"}, "type": "category", "nticks": 20},
         "yaxis": {"title": {"text": ylab}, "autorange": "reversed"},
+        "margin": {"r": 140},  # the colour bar and its 3-line title (automargin took it to 134)
     }
     return figure_dict([heatmap], layout, title="Tiles x steps: cycles of each tile in each step (BSP)", height=360)
 
@@ -194,7 +195,9 @@ def proportions_figure(summary: dict[str, float | int]) -> go.Figure:
     # room right of 100 % for the labels, but ticks only up to 100 %
     fig.update_xaxes(title="% of the IPUs' time (run length x IPUs)", range=[0, 125], tickvals=[0, 25, 50, 75, 100])
     fig.update_yaxes(autorange="reversed")
-    return base_layout(fig, title="Cycle proportions", height=240)
+    base_layout(fig, title="Cycle proportions", height=240)
+    # the kinds' names ("global exchange") need 100 px: no automargin redraw (app.figures.plain.margin)
+    return fig.update_layout(margin={"l": 104})
 
 
 def _labels(spans: pd.DataFrame, x_range: tuple[int, int], max_labels: int = 80) -> list[dict[str, Any]]:

@@ -129,9 +129,9 @@ def tile_memory_figure(
 
 
 #: The tile memory figure's height, and its plot's (less the top and bottom margins of
-#: ``common.figure_dict``: 20 + 50 px).
+#: ``common.figure_dict``: ``plain.margin``).
 HEIGHT = 430
-PLOT_PX = HEIGHT - 70
+PLOT_PX = HEIGHT - plain.margin(None)["t"] - plain.margin(None)["b"]
 #: The series that stands for the series too thin to see, and its colour.
 OTHER = "(other)"
 OTHER_COLOUR = "#999999"
@@ -244,6 +244,8 @@ def tile_map_figure(tm: pd.DataFrame, bytes_per_tile: int, layout: str = "softwa
         }
         scale_note = f"coloured by rank: the middle half of the tiles hold {format_bytes(q[1])} to {format_bytes(q[3])}"
     physical = layout == "physical"
+    # the die's places in the hover of a few IPUs' panels; a POD's 16 small panels say tile and bytes
+    detail = len(ipus) <= DETAILED_IPUS
     data: list[dict[str, Any]] = []
     fig_layout: dict[str, Any] = {}
     width = (1.0 - MAP_GAP * (cols - 1)) / cols
@@ -254,21 +256,23 @@ def tile_map_figure(tm: pd.DataFrame, bytes_per_tile: int, layout: str = "softwa
         nr, nc = int(g["row"].max()) + 1, int(g["col"].max()) + 1
         r, c = g["row"].to_numpy(), g["col"].to_numpy()
         z = np.full((nr, nc), np.nan)
-        z[r, c] = colour[on]
-        text = np.full((nr, nc), "", dtype=object)
-        text[r, c] = _hover(g, values[on], physical)
+        # a rank to 0.1 of a percentile, bytes whole: a POD16's 23,552 tiles in full precision were
+        # a third of the figure
+        z[r, c] = np.round(colour[on], 1)
         axis = "" if k == 0 else str(k + 1)
         data.append(
             {
                 "type": "heatmap",
                 "z": z,
-                "text": text,
+                # numbers per tile, worded once by the template (a sentence per tile made the
+                # POD16's physical map 3 MB)
+                "customdata": _hover_data(g, values[on], physical and detail, (nr, nc)),
                 "zmin": zmin,
                 "zmax": zmax,
                 "colorscale": "Viridis",
                 "showscale": k == 0,
                 "colorbar": colorbar,
-                "hovertemplate": "%{text}<extra></extra>",
+                "hovertemplate": _hover_template(int(ipu), physical and detail),
                 "xgap": 2 if physical else 0,  # the die's columns drawn apart
                 "xaxis": f"x{axis}",
                 "yaxis": f"y{axis}",
@@ -310,18 +314,32 @@ def tile_map_figure(tm: pd.DataFrame, bytes_per_tile: int, layout: str = "softwa
     return {"data": data, "layout": base}
 
 
-def _hover(g: pd.DataFrame, values: np.ndarray, physical: bool) -> list[str]:
-    """Hover text of each tile: its id, its place on the die (physical layout) and its bytes."""
-    tiles = g["tile"].to_numpy()
+#: Up to this many IPUs in one tile map, a tile's hover gives its place on the die too.
+DETAILED_IPUS = 4
+
+
+def _hover_data(g: pd.DataFrame, values: np.ndarray, physical: bool, shape: tuple[int, int]) -> np.ndarray:
+    """Each grid cell's numbers for its hover (``_hover_template``), whole numbers (short in JSON):
+    tile, bytes, KiB; on the physical layout also the tile in its IPU, the die column, island and
+    place in it. An empty cell (a gap between islands) holds zeros and no colour: no hover shows."""
+    cols = [g["tile"].to_numpy(), values, np.round(values / 1024)]
+    if physical:
+        cols += [g[c].to_numpy() for c in ("tile_in_ipu", "column", "island", "in_island")]
+    out = np.zeros((*shape, len(cols)), dtype=np.int64)
+    out[g["row"].to_numpy(), g["col"].to_numpy()] = np.stack(cols, axis=1)
+    return out
+
+
+def _hover_template(ipu: int, physical: bool) -> str:
+    """The hover of a tile, from its ``_hover_data``: its id, its place on the die (physical) and
+    its bytes (binary KiB, as every byte figure)."""
+    size = "%{customdata[1]:,} B (%{customdata[2]:,} KiB)"
     if not physical:
-        return [f"tile {t}: {v:,.0f} B ({format_bytes(v)})" for t, v in zip(tiles, values, strict=True)]
-    return [
-        f"tile {t} (tile {ti} of IPU {i})<br>die column {c}, island {isl}, tile {s} of the island"
-        f"<br>{v:,.0f} B ({format_bytes(v)})"
-        for t, ti, i, c, isl, s, v in zip(
-            tiles, g["tile_in_ipu"], g["ipu"], g["column"], g["island"], g["in_island"], values, strict=True
-        )
-    ]
+        return f"tile %{{customdata[0]}} (IPU {ipu}): {size}<extra></extra>"
+    return (
+        f"tile %{{customdata[0]}} (tile %{{customdata[3]}} of IPU {ipu})<br>die column %{{customdata[4]}}, "
+        f"island %{{customdata[5]}}, tile %{{customdata[6]}} of the island<br>{size}<extra></extra>"
+    )
 
 
 #: Percentiles marked on a rank colour bar, and their names (quartiles: ticks closer than a quarter

@@ -1,8 +1,10 @@
 """The Operations Graph drawn with Cytoscape (dash-cytoscape): elements, style sheet and layout for
 the nodes and edges of ``app.views.operations_graph.frontier``, and the colour legend.
 
-Cytoscape draws, lays out (dagre: a layered, left-to-right layout, with open groups as boxes around
-their members), zooms and pans in the browser; only the visible nodes are sent.
+The server places the nodes (app.figures.graph_layout: layered, left to right, wrapped into rows so
+that a long chain of layers reads at the zoom that fits the panel); Cytoscape draws them at those
+places (its preset layout), with open groups as boxes around their members, and zooms and pans in
+the browser. Only the visible nodes are sent.
 """
 
 from __future__ import annotations
@@ -13,22 +15,18 @@ import numpy as np
 import pandas as pd
 from dash import html
 
+from app.figures.graph_layout import layout
 from app.units import format_bytes, format_si
 from app.views.operations_graph import ColourScale
 
 #: What each measure is called in labels and the legend.
 MEASURE_NAMES = {"cycles": "cycles", "flops": "FLOPs", "memory_bytes": "memory", "delta_cycles": "Δ cycles"}
-#: Dagre's layered layout, left to right in data-flow order; no animation (idle sooner).
-LAYOUT = {
-    "name": "dagre",
-    "rankDir": "LR",
-    "nodeSep": 12,
-    "rankSep": 36,
-    "edgeSep": 6,
-    "padding": 16,
-    "fit": True,
-    "animate": False,
-}
+#: The places come with the elements (``elements``); fit them to the panel, no animation (idle sooner).
+LAYOUT = {"name": "preset", "fit": True, "padding": 24, "animate": False}
+#: Label sizes in model units (px at zoom 1): the layout wraps the graph so that the zoom that fits
+#: it keeps them legible. A character is ~0.62 of the font size wide (DejaVu Sans, Chromium's).
+FONT_PX, OPEN_FONT_PX = 12, 13
+CHAR_PX, LINE_PX = 0.62 * FONT_PX, 1.3 * FONT_PX
 
 
 def format_value(measure: str, value: float) -> str:
@@ -71,7 +69,7 @@ def elements(
     edge per frontier edge. ``values``: the measure of each node; ``total``: the layer's total, for
     each node's share."""
     colours = scale.colours(values)
-    out: list[dict[str, Any]] = []
+    nodes_out: list[dict[str, Any]] = []
     for row, value, colour in zip(nodes.itertuples(index=False), values, colours, strict=True):
         share = f" · {share_text(value, total)}" if total > 0 and measure != "delta_cycles" and value > 0 else ""
         short = short_value(measure, value)  # the legend names the unit
@@ -85,9 +83,9 @@ def elements(
         data: dict[str, Any] = {
             "id": row.id,
             "label": label,
-            # the box fits its label (Cytoscape's width: label is deprecated): ~7 px a character at 11 px
-            "w": 7 * max(len(x) for x in lines) + 12,
-            "h": 14 * len(lines) + 10,
+            # the box fits its label (Cytoscape's width: label is deprecated)
+            "w": round(CHAR_PX * max(len(x) for x in lines) + 14),
+            "h": round(LINE_PX * len(lines) + 10),
             "kind": "open" if row.expanded else ("group" if row.is_group else "op"),
             "colour": colour,
             "text": _text_colour(colour),
@@ -96,9 +94,31 @@ def elements(
         }
         if row.parent:
             data["parent"] = row.parent
-        out.append({"data": data, "classes": data["kind"]})
-    for s, t, v in zip(edges["source"], edges["target"], edges["variables"], strict=True):
-        out.append({"data": {"id": f"{s}->{t}", "source": s, "target": t, "variables": int(v)}})
+        nodes_out.append({"data": data, "classes": data["kind"]})
+    links = list(zip(edges["source"], edges["target"], strict=True))
+    placed = layout(
+        [e["data"]["id"] for e in nodes_out],
+        [e["data"].get("parent", "") for e in nodes_out],
+        [
+            (OPEN_FONT_PX * 0.62 * len(e["data"]["label"]) + 8, 0.0)
+            if e["data"]["kind"] == "open"
+            else (e["data"]["w"], e["data"]["h"])
+            for e in nodes_out
+        ],
+        [e["data"]["kind"] == "open" for e in nodes_out],
+        [int(x) for x in nodes["first"]],
+        links,
+    )
+    for e in nodes_out:
+        if e["data"]["id"] in placed.positions:
+            x, y = placed.positions[e["data"]["id"]]
+            e["position"] = {"x": round(x, 1), "y": round(y, 1)}
+    out = nodes_out
+    for (s, t), v in zip(links, edges["variables"], strict=True):
+        edge: dict[str, Any] = {"data": {"id": f"{s}->{t}", "source": s, "target": t, "variables": int(v)}}
+        if (s, t) in placed.far_edges:
+            edge["classes"] = "far"  # a long edge (an input every layer reads): drawn lighter
+        out.append(edge)
     return out
 
 
@@ -114,7 +134,7 @@ STYLESHEET: list[dict[str, Any]] = [
             "text-max-width": "160px",
             "text-valign": "center",
             "text-halign": "center",
-            "font-size": "11px",
+            "font-size": f"{FONT_PX}px",
             "width": "data(w)",
             "height": "data(h)",
             "border-width": 1,
@@ -134,7 +154,7 @@ STYLESHEET: list[dict[str, Any]] = [
             "text-valign": "top",
             "text-halign": "center",
             "text-events": "yes",  # a click on the '▾ name' label above the box closes it too
-            "font-size": "12px",
+            "font-size": f"{OPEN_FONT_PX}px",
             "font-weight": "bold",
             "padding": "10px",
         },
@@ -151,6 +171,7 @@ STYLESHEET: list[dict[str, Any]] = [
             "curve-style": "bezier",
         },
     },
+    {"selector": "edge.far", "style": {"opacity": 0.25, "width": 0.8}},
 ]
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Input, Output, State, callback, ctx, dcc, html
+from dash import Input, Output, State, callback, clientside_callback, dcc, html
 
 from app import ids, state
 from app.comparison.pages import execution_trace as compare  # the page's compare tab
@@ -114,7 +114,22 @@ def layout(**_: object) -> html.Div:
     )
 
 
-@callback(
+# Zoom -> the visible cycle range [x0, x1] (null: the whole run), in the browser: plotly reports a
+# relayout on every first draw ({"autosize": true}), and a server round trip for it came after the
+# page had drawn, answered "no change" (s23's bench). A reset or another run shows the whole run.
+clientside_callback(
+    """function (relayout, _reset, _run, current) {
+        const no = window.dash_clientside.no_update;
+        const ids = (window.dash_clientside.callback_context.triggered || []).map(t => t.prop_id.split(".")[0]);
+        if (ids.includes("__RESET__") || ids.includes("__RUN__")) return null;
+        const r = relayout || {};
+        if (r["xaxis.autorange"]) return null;
+        let range = null;
+        if ("xaxis.range[0]" in r && "xaxis.range[1]" in r) range = [r["xaxis.range[0]"], r["xaxis.range[1]"]];
+        else if (Array.isArray(r["xaxis.range"])) range = r["xaxis.range"];
+        if (range === null) return no;
+        return [Math.trunc(Number(range[0])), Math.trunc(Number(range[1])) + 1];
+    }""".replace("__RESET__", ids.TRACE_RESET).replace("__RUN__", ids.TRACE_RUN),
     Output(ids.TRACE_RANGE, "data"),
     Input(ids.TRACE_TIMELINE, "relayoutData"),
     Input(ids.TRACE_RESET, "n_clicks"),
@@ -122,23 +137,6 @@ def layout(**_: object) -> html.Div:
     State(ids.TRACE_RANGE, "data"),
     prevent_initial_call=True,
 )
-def zoom(relayout: dict | None, _reset: Any, _run: Any, current: list[int] | None) -> Any:
-    if ctx.triggered_id in (ids.TRACE_RESET, ids.TRACE_RUN):
-        return None
-    return range_from_relayout(relayout, current)
-
-
-def range_from_relayout(relayout: dict | None, current: list[int] | None) -> Any:
-    """Plotly relayout event -> visible cycle range [x0, x1] (None = whole run)."""
-    r = relayout or {}
-    if r.get("xaxis.autorange"):
-        return None
-    if "xaxis.range[0]" in r and "xaxis.range[1]" in r:
-        return [int(float(r["xaxis.range[0]"])), int(float(r["xaxis.range[1]"])) + 1]
-    if isinstance(r.get("xaxis.range"), list):
-        a, b = r["xaxis.range"]
-        return [int(float(a)), int(float(b)) + 1]
-    return dash.no_update if current is not None or r else dash.no_update
 
 
 @callback(

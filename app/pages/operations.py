@@ -117,11 +117,21 @@ def table(layer: str, run: Any, columns: list[str]) -> tuple[Any, str]:
     hidden = tuple(c for c in view.COLUMNS if c not in (columns or []))
     src = (
         f"{view.count_sentence(view.operation_count(df), outside_cycles(df), int(df['cycles'].sum()))}. "
-        f"Cycles: {df.attrs.get('cycles_source', '')}. "
+        f"Cycles: {df.attrs.get('cycles_source', '')}{_concurrency_note(state.report().target_info.num_ipus)}. "
         "Filter in the row under the headers; click a header to sort; click a row for details."
     )
     table = grid.big_grid(KIND, args, sample=df, row_id="op_id", hidden=(*hidden, "file", "line"), height=420, fill=300)
     return table, src
+
+
+def _concurrency_note(num_ipus: int) -> str:
+    """Why, over several IPUs, the operations' cycles can add up to more than the run's."""
+    if num_ipus < 2:
+        return ""
+    return (
+        ", each step's slowest IPU; IPUs that run steps at the same time (a pipeline's stages) are each "
+        "counted, so the column can add up to more than the run"
+    )
 
 
 def outside_cycles(df: Any) -> int | None:

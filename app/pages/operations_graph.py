@@ -1,6 +1,6 @@
 """Operations Graph: the operations of a layer grouped by the model's structure (repeated blocks,
-name scopes, debug contexts: app.views.operations_graph), drawn with Cytoscape in a layered layout,
-coloured by cycles, memory, FLOPs or Δ cycles against a baseline on a log scale.
+name scopes, debug contexts: app.views.operations_graph), drawn with Cytoscape at the places of a
+layered layout wrapped into rows (app.figures.graph_layout), coloured by cycles, memory, FLOPs or Δ cycles against a baseline on a log scale.
 
 Groups start closed; a click on a group opens it (server-side: only the visible nodes are sent), a
 click on an open group's box closes it. Beside the graph, the heaviest nodes of the group opened
@@ -36,8 +36,8 @@ from app.units import format_bytes, format_si
 from app.views import operations_graph as og
 from app.views.runs import opening_run
 
-# dagre (the layered layout) ships in dash-cytoscape's extra bundle, served by the app like every asset
-cyto.load_extra_layouts()
+# The server places the nodes (app.figures.graph_layout; Cytoscape's preset layout): no layout
+# library in the browser, so dash-cytoscape's 1.4 MB extra bundle (dagre and others) is not loaded.
 
 #: Items in the "heaviest" list.
 HEAVIEST = 10

@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
 import pandas as pd
 
-from app.units import format_bytes, format_percent, plural
+from app.units import format_bytes, format_count, format_percent, plural
 from app.views.efficiency import operation_efficiency
 from app.views.execution_trace import trace_steps
 from app.views.grouped import sums_and_tiles
@@ -37,6 +38,11 @@ PEAK_VARIABLE_SHARE = 0.5
 PEAK_MEMORY_SHARE = 0.1
 #: ... when an IPU computes for less than this share of what the busiest IPU does in the run.
 IDLE_IPU_SHARE = 0.05
+# a pipeline stage busy this many times the median stage's cycles a micro-batch sets the pipeline's pace
+# (every other stage waits for it once a micro-batch)
+SLOW_STAGE_RATIO = 1.25
+# the IPUs' mean compute share of the run below which a pipeline's idle time is worth a sentence
+LOW_PIPELINE_UTILISATION = 0.5
 #: ... when an operation takes at least this share of the computing run's cycles (Operations page
 #: figures) and reaches less than LOW_EFFICIENCY of its class's reference (app.views.efficiency:
 #: the target's peak for AMP classes, else the class's best operation); at most MAX_SLOW_OPERATIONS
@@ -266,7 +272,43 @@ def execution_insights(report: Report) -> list[Insight]:
                     "little to do."
                 )
                 out.append(_insight(text, compute_split(report, text)))
+    out += pipeline_insights(report, run)
     out += slow_operation_insights(report, run)
+    return out
+
+
+def pipeline_insights(report: Report, run: int) -> list[Insight]:
+    """Each pipeline whose slowest stage sets its pace or whose IPUs mostly wait: the stage, its busy
+    cycles a micro-batch against the median stage's, and the part of the wait that filling and draining
+    S stages over M micro-batches explains, (S - 1) / (M + S - 1) of the run."""
+    stages = report.pipeline_stages()
+    if not len(stages):
+        return []
+    ex = ipu_execution(report, run)
+    util = ex.set_index("ipu")["utilisation"] if len(ex) else None
+    out = []
+    for _, pipe in stages.groupby("program_id", sort=True):
+        busy = pipe["busy_cycles"].to_numpy(dtype=np.float64)
+        ipus = pipe["ipu"].to_numpy()
+        slowest, median = int(np.argmax(busy)), float(np.median(busy))
+        mean_util = float(util.reindex(np.unique(ipus)).fillna(0).mean()) if util is not None else 1.0
+        slow = median > 0 and busy[slowest] > SLOW_STAGE_RATIO * median
+        if not (slow or mean_util < LOW_PIPELINE_UTILISATION):
+            continue
+        s, m = len(pipe), int(pipe["micro_batches"].iat[0])
+        text = (
+            f"The pipeline's {s} IPUs compute {format_percent(mean_util)} of run {run} on average. "
+            f"Filling and draining {plural(s, 'stage')} over {plural(m, 'micro-batch', 'micro-batches')} explains at most "
+            f"{format_percent((s - 1) / (m + s - 1))} of idle time ((S - 1) / (M + S - 1)); more micro-batches a run "
+            "shrink that part."
+        )
+        if slow:
+            text += (
+                f" Stage {int(pipe['stage'].iat[slowest])} (IPU {int(ipus[slowest])}) sets the pace: busy "
+                f"{format_count(busy[slowest])} cycles a micro-batch, {busy[slowest] / median:.1f}x the median stage's "
+                f"{format_count(median)}, so the other stages wait for it; moving work off it balances the pipeline."
+            )
+        out.append(Insight(text))
     return out
 
 

@@ -19,14 +19,20 @@ def of_programs(report: Report) -> pd.Series:
     """Program id -> the name of the ONNX node enclosing its debug context ("" where none: a report
     of no ONNX model, or a step outside every node)."""
     p = report.programs()[["program_id", "debug_context_id"]]
+    named = of_contexts(report, p["debug_context_id"].to_numpy(dtype=np.int64))
+    return pd.Series(named, index=p["program_id"].to_numpy(), name="model_name")
+
+
+def of_contexts(report: Report, ctx: np.ndarray) -> np.ndarray:
+    """For each debug context id in ``ctx``, the name of the ONNX node enclosing it (itself
+    included; "" for none, or -1: work outside every operation)."""
     dc = report.debug_contexts().sort_values("debug_context_id")
     names = dc["name"].astype(str).to_numpy(dtype=object)
     node = op_of_context(report, Layer.ONNX)  # context -> its ONNX node's context, or -1
-    ctx = p["debug_context_id"].to_numpy(dtype=np.int64)
+    ctx = np.asarray(ctx, dtype=np.int64)
     ok = (ctx >= 0) & (ctx < len(node))
     owner = np.where(ok, node[np.clip(ctx, 0, max(len(node) - 1, 0))] if len(node) else -1, -1)
-    named = np.where(owner >= 0, names[np.maximum(owner, 0)] if len(names) else "", "")
-    return pd.Series(named, index=p["program_id"].to_numpy(), name="model_name")
+    return np.where(owner >= 0, names[np.maximum(owner, 0)] if len(names) else "", "").astype(object)
 
 
 def with_model_name(

@@ -38,6 +38,9 @@ from report_format.vocabulary import Layer
 
 #: Measures a node can be coloured by (summed over a group's operations).
 MEASURES = ("cycles", "flops", "memory_bytes")
+#: Operation types of uploads from the host (a weight, a constant table): outside every name scope,
+#: they do not end the scope run they are uploaded in (``_root_groups``).
+UPLOADS = frozenset({"WeightsFromHost", "Constant"})
 #: A repeated block must cover at least this share of the outermost operations to be used.
 MIN_BLOCK_COVER = 0.5
 #: Sequential colour scale (low -> high) and the diverging one for a delta: the Compare banner's
@@ -78,9 +81,11 @@ def name_scopes(name: str) -> list[str]:
 
     '/encoder/layer.0/attention/MatMul' -> ['/encoder', '/encoder/layer.0', '/encoder/layer.0/attention'];
     's0b0_a_conv_11' -> ['s0', 's0b0', 's0b0_a']; 'attn_out_bias_31' -> ['attn', 'attn_out'];
-    'present.3.key' -> ['present', 'present.3']; 'softmax_24' -> [].
+    'present.3.key' -> ['present', 'present.3']; 'softmax_24' -> []; 'stem_bn_7/scale' -> ['stem'].
     """
     s = stem(name)
+    if "/" in s and not s.startswith("/"):  # 'stem_bn_7/scale', a node's weight upload: the node's scopes
+        return name_scopes(s.split("/", 1)[0])
     if "/" in s:
         parts = s.split("/")
         return ["/".join(parts[:i]) for i in range(1, len(parts)) if parts[i - 1]]
@@ -151,7 +156,8 @@ def hierarchy(report: Report, layer: str) -> Hierarchy:
     anc = {int(o): ancestors(int(o)) for o in op_ids}
     root = {o: (a[0] if a else o) for o, a in anc.items()}
     roots = sorted(set(root.values()))  # debug contexts are made in program order: ids order them
-    root_chain = _root_groups(roots, names)
+    uploads = {c for c in roots if dc["op_type"].get(c, "") in UPLOADS}
+    root_chain = _root_groups(roots, names, uploads)
 
     labels: dict[str, str] = {}
     parents: dict[str, str] = {}
@@ -215,19 +221,30 @@ def hierarchy(report: Report, layer: str) -> Hierarchy:
     return Hierarchy(ops=ops, groups=groups, edges=edges)
 
 
-def _root_groups(roots: list[int], names: dict[int, str]) -> dict[int, list[tuple[str, str]]]:
+def _root_groups(
+    roots: list[int], names: dict[int, str], uploads: frozenset[int] | set[int] = frozenset()
+) -> dict[int, list[tuple[str, str]]]:
     """For each outermost context (in program order), its groups above it: a repeated block, then
-    name scopes that span a contiguous run of roots. Ids: 'b<i>' blocks, 's<n>' scopes."""
+    name scopes that span a contiguous run of roots. Ids: 'b<i>' blocks, 's<n>' scopes. An upload
+    in ``uploads`` from outside the run it sits in (a RoPE table, a causal mask: read by every layer,
+    uploaded where layer 0 first needs it) stays outside and leaves the run unbroken."""
     stems = [stem(names[r]) for r in roots]
     block = repeated_block(stems)
     out: dict[int, list[tuple[str, str]]] = {}
     open_scopes: list[tuple[str, str]] = []  # (scope text, group id) from outermost
-    block_of = [None] * len(roots)
+    block_of: list[int | None] = [None] * len(roots)
     if block is not None:
         start, period, k = block
         for j in range(k):
             for i in range(start + j * period, start + (j + 1) * period):
                 block_of[i] = j
+    # the scopes of the next root that is no upload, for each root (to see a run go on past an upload)
+    next_scopes: list[list[str]] = [[] for _ in roots]
+    ahead: list[str] = []
+    for i in range(len(roots) - 1, -1, -1):
+        next_scopes[i] = ahead
+        if roots[i] not in uploads:
+            ahead = name_scopes(names[roots[i]])
     count = 0
     prev_block = None
     for i, r in enumerate(roots):
@@ -236,6 +253,9 @@ def _root_groups(roots: list[int], names: dict[int, str]) -> dict[int, list[tupl
             open_scopes = []  # scopes never cross a block's edge
             prev_block = b
         scopes = name_scopes(names[r])
+        if r in uploads and _interrupts(scopes, open_scopes, next_scopes[i]):
+            out[r] = [(f"b{b}", f"block {b + 1}") for _ in (0,) if b is not None]
+            continue
         if not scopes and open_scopes and open_scopes[-1][0] == stems[i]:
             scopes = [s for s, _ in open_scopes]  # 'gelu_47' closes the run of 'gelu_*' it ends
         keep = 0
@@ -249,6 +269,14 @@ def _root_groups(roots: list[int], names: dict[int, str]) -> dict[int, list[tupl
         chain += [(gid, scope_label(s)) for s, gid in open_scopes]
         out[r] = chain
     return out
+
+
+def _interrupts(scopes: list[str], open_scopes: list[tuple[str, str]], after: list[str]) -> bool:
+    """An upload whose scopes share nothing with the run it is uploaded in, which the next root
+    goes on with: it would cut the run in two."""
+    if not open_scopes or (scopes and scopes[0] == open_scopes[0][0]):
+        return False
+    return bool(after) and after[0] == open_scopes[0][0]
 
 
 def _drop_single_member_groups(chains: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
@@ -282,24 +310,25 @@ def frontier(h: Hierarchy, expanded: frozenset[str]) -> tuple[pd.DataFrame, pd.D
 
     Nodes: ``id`` ('g<group>' or 'op<op_id>'), ``parent`` (the open group drawn around it, '' at
     the top), ``label``, ``is_group``, ``expanded`` (an open group: a box around its members, no
-    edges), ``operations`` and the MEASURES. Each operation is shown by its outermost closed group,
+    edges), ``operations``, ``first`` (program order: the row in ``h.ops`` of its first operation)
+    and the MEASURES. Each operation is shown by its outermost closed group,
     or by itself when every group around it is open. Edges: ``source``, ``target``, ``variables``
     (summed over the operations' edges between them), self-loops dropped.
     """
-    node_cols = ["id", "parent", "label", "title", "is_group", "expanded", "operations", *MEASURES]
+    node_cols = ["id", "parent", "label", "title", "is_group", "expanded", "operations", "first", *MEASURES]
     if h.ops.empty:
         return pd.DataFrame(columns=node_cols), pd.DataFrame(columns=["source", "target", "variables"])
     reps: list[str] = []
-    shown_groups: dict[str, None] = {}
-    open_groups: dict[str, None] = {}
-    for op, chain in zip(h.ops["op_id"], h.ops["chain"], strict=True):
+    shown_groups: dict[str, int] = {}  # group -> its first operation's row (dicts keep that order)
+    open_groups: dict[str, int] = {}
+    for row, (op, chain) in enumerate(zip(h.ops["op_id"], h.ops["chain"], strict=True)):
         rep = f"op{op}"
         for g in chain:
             if g not in expanded:
                 rep = f"g{g}"
-                shown_groups[g] = None
+                shown_groups.setdefault(g, row)
                 break
-            open_groups[g] = None
+            open_groups.setdefault(g, row)
         reps.append(rep)
     ops = h.ops.assign(id=reps)
     is_op = ops["id"].str.startswith("op")
@@ -316,13 +345,14 @@ def frontier(h: Hierarchy, expanded: frozenset[str]) -> tuple[pd.DataFrame, pd.D
             "is_group": False,
             "expanded": False,
             "operations": 1,
+            "first": np.flatnonzero(is_op.to_numpy()),
             **{m: ops.loc[is_op, m] for m in MEASURES},
         }
     )
     g = h.groups
 
-    def group_rows(which: list[str], is_open: bool) -> pd.DataFrame:
-        sub = g.loc[which]
+    def group_rows(which: dict[str, int], is_open: bool) -> pd.DataFrame:
+        sub = g.loc[list(which)]
         return pd.DataFrame(
             {
                 "id": ["g" + x for x in which],
@@ -332,13 +362,12 @@ def frontier(h: Hierarchy, expanded: frozenset[str]) -> tuple[pd.DataFrame, pd.D
                 "is_group": True,
                 "expanded": is_open,
                 "operations": sub["operations"].to_numpy(),
+                "first": np.fromiter(which.values(), dtype=np.int64, count=len(which)),
                 **{m: sub[m].to_numpy() for m in MEASURES},
             }
         )
 
-    nodes = pd.concat(
-        [group_rows(list(open_groups), True), group_rows(list(shown_groups), False), op_rows], ignore_index=True
-    )
+    nodes = pd.concat([group_rows(open_groups, True), group_rows(shown_groups, False), op_rows], ignore_index=True)
     rep_of = pd.Series(reps, index=h.ops["op_id"].to_numpy())
     e = h.edges.assign(
         source=rep_of.reindex(h.edges["source"]).to_numpy(), target=rep_of.reindex(h.edges["target"]).to_numpy()

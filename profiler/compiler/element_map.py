@@ -72,22 +72,25 @@ class ElementMap:
         0 for every interval of a variable laid out by intervals (not a clone), or with no tile
         holding two of its intervals."""
         ms, me, mt = self.mapping()
-        if not any(x.clone_layout for x in self.graph.variables):  # no clone laid out as its sources
-            return np.zeros(ms.size, dtype=np.int64)
+        clones = np.fromiter((x.clone_layout for x in self.graph.variables), bool, len(self.graph.variables))
+        delta = np.zeros(ms.size, dtype=np.int64)
+        if not clones.any():  # no clone laid out as its sources
+            return delta
         counts = np.diff(self._map_first)
         var = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
-        order = np.lexsort((ms, mt, var))  # by variable, tile, then position
+        # only clones' intervals can be packed: the rest keep 0 (a group never spans two variables,
+        # so the clones' intervals alone give their ranks)
+        sub = np.flatnonzero(clones[var])
+        order = sub[np.lexsort((ms[sub], mt[sub], var[sub]))]  # by variable, tile, then position
         v, t, length = var[order], mt[order], (me - ms)[order]
         group_start = np.ones(order.size, dtype=bool)
         group_start[1:] = (v[1:] != v[:-1]) | (t[1:] != t[:-1])
         csum = np.cumsum(length) - length  # exclusive prefix sums
         rank = csum - np.maximum.accumulate(np.where(group_start, csum, 0))
-        delta = np.zeros(ms.size, dtype=np.int64)
         delta[order] = self.gid_base[v] + rank - ms[order]
         # variables whose tiles each hold one interval: their global ids serve (no lookups for them)
         packed = np.zeros(counts.size, dtype=bool)
         packed[v[1:][~group_start[1:]]] = True
-        packed &= np.fromiter((x.clone_layout for x in self.graph.variables), bool, counts.size)
         delta[~packed[var]] = 0
         return delta
 
@@ -165,10 +168,17 @@ class ElementMap:
         # each region counts only past the furthest end before it (the union's length, per variable)
         before = np.concatenate(([start[0]], np.maximum.accumulate(end)[:-1])) if start.size else start
         covered = np.maximum(end - np.maximum(start, before), 0)
-        var = np.searchsorted(self.gid_base, start, side="right") - 1
-        per_var = np.bincount(var, weights=covered, minlength=self.gid_base.size - 1)
+        var = np.searchsorted(self.gid_base, start, side="right") - 1  # sorted, as the starts are
+        # elements covered per variable the regions touch (summed over each run of one variable),
+        # not a count over every variable of the graph for each compute set
         ids = np.fromiter(candidates, np.int64, len(candidates))
-        whole = per_var[ids] == self.gid_base[ids + 1] - self.gid_base[ids]
+        per_id = np.zeros(ids.size, dtype=np.int64)
+        if var.size:
+            first = np.flatnonzero(np.concatenate(([True], var[1:] != var[:-1])))
+            touched, sums = var[first], np.add.reduceat(covered, first)
+            at = np.minimum(np.searchsorted(touched, ids), touched.size - 1)
+            per_id = np.where(touched[at] == ids, sums[at], 0)
+        whole = per_id == self.gid_base[ids + 1] - self.gid_base[ids]
         return frozenset(ids[whole].tolist())
 
     def whole_variables(self, src: Tensor, dst: Tensor) -> tuple[Variable, Variable] | None:

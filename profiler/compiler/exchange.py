@@ -258,7 +258,9 @@ def piece_receives(
     key += start  # one sort key: (receiving tile, start)
     order = np.argsort(key, kind="stable")  # timsort: pieces arrive as ascending runs
     key = key[order]
-    one_ipu = tpi >= n
+    # pieces that all stay on their IPU (a pipeline stage's compute set) are planned as on one IPU:
+    # the inter-IPU part is empty, and the sent figures come from the distinct pieces
+    one_ipu = tpi >= n or not bool(np.any(src // tpi != dst // tpi))
     parts = [_PartSums(n), _PartSums(n)]  # on-IPU, inter-IPU
     # receiving tiles are independent (but for supertile partners): planned a chunk of them at a
     # time, so the temporaries stay small enough for the allocator to reuse (profiler.host.allocator)

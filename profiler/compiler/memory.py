@@ -9,7 +9,8 @@ general arena skips over it. Bytes past the end of the tile are *overflowed* (ou
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -105,15 +106,18 @@ def _allocate_shared(
     if tile.size == 0:
         return out
     order = np.lexsort((var, tile))
-    t_sorted = tile[order]
+    # sorted once, so each tile's rows are slices (views), not a fancy-indexed copy per tile
+    t_sorted, v_sorted, s_sorted = tile[order], var[order], size[order]
+    f_sorted, l_sorted = first[order], last[order]
     cuts = np.flatnonzero(t_sorted[1:] != t_sorted[:-1]) + 1
+    placed = np.zeros(tile.size, dtype=np.int64)  # offsets in sorted order
     cache: dict[bytes, np.ndarray] = {}
-    for a, b in zip(np.concatenate(([0], cuts)), np.append(cuts, t_sorted.size), strict=True):
-        rows = order[a:b]
-        key = np.stack([var[rows], size[rows]]).tobytes()
+    for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), t_sorted.size], strict=True):
+        key = v_sorted[a:b].tobytes() + s_sorted[a:b].tobytes()  # the tile's (variables, sizes)
         if key not in cache:
-            cache[key] = _first_fit(size[rows], first[rows], last[rows])
-        out[rows] = cache[key]
+            cache[key] = _first_fit(s_sorted[a:b], f_sorted[a:b], l_sorted[a:b])
+        placed[a:b] = cache[key]
+    out[order] = placed
     return out
 
 
@@ -289,6 +293,26 @@ def _pack_per_tile(items: Items, n: int) -> tuple[Items, np.ndarray, np.ndarray]
     return items, offset, end
 
 
+def _lookup(
+    table: Mapping[int, tuple[int, ...]], ids: np.ndarray, width: int, default: tuple[int, ...] | None
+) -> np.ndarray:
+    """``table[v]`` (``width`` integers) for each of ``ids`` as rows of an array (``default`` for ids it
+    lacks; None: every id must be in it), by one dense array rather than a lookup per id."""
+    if ids.size == 0:
+        return np.zeros((0, width), dtype=np.int64)
+    keys = np.fromiter(table.keys(), np.int64, len(table))
+    values = np.fromiter(itertools.chain.from_iterable(table.values()), np.int64, width * len(table))
+    size = max(int(ids.max()), int(keys.max()) if keys.size else 0) + 1
+    dense = np.empty((size, width), dtype=np.int64)
+    dense[:] = default if default is not None else 0
+    found = np.zeros(size, dtype=bool)
+    dense[keys] = values.reshape(-1, width)
+    found[keys] = True
+    if default is None and not found[ids].all():
+        raise KeyError(int(ids[~found[ids]][0]))
+    return dense[ids]
+
+
 def _share_by_liveness(shared: Items, interleaved: np.ndarray, live: Liveness) -> np.ndarray:
     """Offsets of not-always-live variables relative to their arena's free space: variables whose
     lifetimes overlap never share bytes; interleaved-required and general ones share within their
@@ -298,9 +322,9 @@ def _share_by_liveness(shared: Items, interleaved: np.ndarray, live: Liveness) -
     # one lookup per distinct variable, not per (variable, tile) item
     ids, item_of = np.unique(np.asarray(shared.var, dtype=np.int64), return_inverse=True)
     item_of = item_of.reshape(-1)
-    hull = np.array([live.hull[int(v)] for v in ids], dtype=np.int64).reshape(-1, 2)
+    hull = _lookup(live.hull, ids, 2, None)
     first, last = hull[item_of, 0], hull[item_of, 1]
-    fn = np.array([live.in_calls.get(int(v), (-1, 0, 0)) for v in ids], dtype=np.int64).reshape(-1, 3)[item_of]
+    fn = _lookup(live.in_calls, ids, 3, (-1, 0, 0))[item_of]
     rel = np.zeros(shared.tile.size, dtype=np.int64)
     for arena in (interleaved, ~interleaved):
         tile, var, size, f, la = shared.tile[arena], shared.var[arena], shared.size[arena], first[arena], last[arena]
@@ -392,6 +416,27 @@ def _address_ranges(p: Placed, ilstart: int, bpt: int) -> tuple[np.ndarray, ...]
     return tuple(np.concatenate(col) for col in cols)
 
 
+def _groups_by_start(key: np.ndarray, lo: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(distinct keys sorted, each sorted range's group, the order) of ranges sorted by (key, lo):
+    one sort of a packed key where both fit 62 bits, else a unique and a two-key sort. Ranges of
+    equal (key, lo) may come in either order: a group's union does not depend on it."""
+    if key.size == 0:
+        z = np.zeros(0, np.int64)
+        return z, z, z
+    lo_bits = max(int(lo.max()), 0).bit_length()
+    if int(lo.min()) >= 0 and int(key.min()) >= 0 and lo_bits + int(key.max()).bit_length() <= 62:
+        packed = key << lo_bits
+        packed |= lo
+        order = np.argsort(packed)
+        k = key[order]
+        starts = np.ones(k.size, dtype=bool)
+        np.not_equal(k[1:], k[:-1], out=starts[1:])
+        return k[starts], np.cumsum(starts) - 1, order
+    ukey, grp = np.unique(key, return_inverse=True)
+    order = np.lexsort((lo, grp))
+    return ukey, grp[order], order
+
+
 def _memory_tables(
     ranges: tuple[np.ndarray, ...], n: int, tiles_per_ipu: int, ilstart: int
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -399,13 +444,12 @@ def _memory_tables(
     union of address ranges), gaps included up to the highest address used."""
     r_tile, r_cat, r_al, r_reg, r_lo, r_hi = ranges
     key = ((r_tile * len(MEMORY_CATEGORIES) + r_cat) * 3 + r_reg) * 2 + r_al
-    ukey, grp = np.unique(key, return_inverse=True)
-    order = np.lexsort((r_lo, grp))
-    lo_s = r_lo[order] + grp[order] * _BIG
-    hi_s = r_hi[order] + grp[order] * _BIG
+    ukey, grp_s, order = _groups_by_start(key, r_lo)
+    lo_s = r_lo[order] + grp_s * _BIG
+    hi_s = r_hi[order] + grp_s * _BIG
     prev = np.concatenate(([np.int64(-1)], np.maximum.accumulate(hi_s)[:-1]))
     contrib = np.maximum(0, hi_s - np.maximum(lo_s, prev))
-    cat_bytes = np.bincount(grp[order], weights=contrib, minlength=ukey.size).astype(np.int64)
+    cat_bytes = np.bincount(grp_s, weights=contrib, minlength=ukey.size).astype(np.int64)
     u_al = (ukey % 2).astype(bool)
     u_reg = (ukey // 2) % 3
     u_cat = (ukey // 6) % len(MEMORY_CATEGORIES)
@@ -457,7 +501,9 @@ def _placements(p: Placed, ilstart: int, bpt: int) -> dict[str, np.ndarray]:
         pil, np.where(phys < bpt, INTERLEAVED, OVERFLOWED),
         np.where(po < ilstart, NON_INTERLEAVED, np.where(po < pcap, INTERLEAVED, OVERFLOWED)),
     )  # fmt: skip
-    order = np.lexsort((pt, pv))
+    # by (variable, tile): one stable sort of a packed key (a tile number is below its count)
+    n = int(pt.max()) + 1 if pt.size else 1
+    order = np.argsort(pv * n + pt, kind="stable")
     return {
         "variable_id": pv[order].astype(np.int32),
         "tile": pt[order].astype(np.int32),

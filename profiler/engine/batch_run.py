@@ -122,7 +122,8 @@ def _run_in_row_parts(b: BatchPlan, state: list[np.ndarray], cache: ReadCache | 
     where the whole batch would hand each of the three passes to the threads in turn (or, below a
     chunk, run them on one). The bits are the whole batch's: each row is computed alike whatever rows
     it is computed with (``blas.matmul``). False (nothing done) where this does not apply: one
-    thread, BLAS not held to one, a product too small to split, a field read another way than a
+    thread, BLAS not held to one, a product too small to split or of few rows (split by columns
+    instead, ``blas.split_columns``), a field read another way than a
     one-group window of columns and a ``[1, m, n]`` result held with its rows as one dim."""
     c = b.codelet
     rf = c.rows_field
@@ -140,8 +141,8 @@ def _run_in_row_parts(b: BatchPlan, state: list[np.ndarray], cache: ReadCache | 
         return False
     m, n = out.shape[1:]
     k = acc.shape[2]
-    if out.flat_shape[1] != m or m * k * n < blas.SPLIT_MACS:
-        return False
+    if out.flat_shape[1] != m or m * k * n < blas.SPLIT_MACS or blas.split_columns(m, n):
+        return False  # too small to split, or few rows: whole, its product split by columns (blas.matmul)
     others: dict[str, np.ndarray] = {}
     for f, a in fields.items():
         if f in (rf, c.outputs[0]):

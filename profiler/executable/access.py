@@ -9,6 +9,7 @@ through sliding windows.
 from __future__ import annotations
 
 import itertools
+import weakref
 
 import numpy as np
 
@@ -235,7 +236,7 @@ def im2col(w: Window, state: list[np.ndarray], dtype: np.dtype | None = None) ->
     out = scratch.buffer("columns", win.shape, win.dtype if dtype is None else dtype)
     copy_into(out, win)  # a 1x1 kernel's elements are converted here, in the one copy
     (kh, kw), (ho, wo) = w.kernel, w.out
-    b, c = w.x.shape[:2]
+    b, c = _x_shape(w)[:2]
     return out.reshape(w.groups, b * ho * wo, c // w.groups * kh * kw)
 
 
@@ -245,7 +246,7 @@ def column_windows(w: Window, state: list[np.ndarray], dtype: np.dtype | None = 
     (padded and converted first where ``windows`` does that); and how many row dims it has. A part
     of the columns' rows copied from a slice of the first row dim larger than one is their rows
     ``[d0 * R, d1 * R)`` (R the later row dims' size)."""
-    c = w.x.shape[1]
+    c = _x_shape(w)[1]
     grp, cg = w.channel_group, c // w.groups
     win = windows(w, state, dtype, channels_last=grp == cg > 1)  # [G, B.., Ho, Wo, C.., kh, kw]
     first_c = win.ndim - 2 - _factor_dims(w)[1]
@@ -275,7 +276,7 @@ def windows(
     (kh, kw), (sh, sw), (ph, pw), (dh, dw), (ho, wo) = w.kernel, w.stride, w.padding, w.dilation, w.out
     nb, nc = _factor_dims(w)
     if xv.ndim != nb + nc + 2:
-        xv = xv.reshape(w.x.shape)
+        xv = xv.reshape(_x_shape(w))
     # windows repeat elements: convert once
     convert_to = dtype if dtype is not None and dtype != xv.dtype and kh * kw > 1 else None
     if ph or pw or convert_to is not None:
@@ -285,12 +286,26 @@ def windows(
     win = win[..., : (ho - 1) * sh + 1 : sh, : (wo - 1) * sw + 1 : sw, :, :][
         ..., ::dh, ::dw
     ]  # [B.., C.., Ho, Wo, kh, kw]
-    c, g = w.x.shape[1], w.groups
+    c, g = _x_shape(w)[1], w.groups
     # split channel c into (group, c): one dim when not factored, else one group (_factor_dims)
     win = win.reshape(win.shape[:nb] + (g, c // g) + win.shape[nb + 1 :]) if nc == 1 else np.expand_dims(win, nb)
     bs, cs = list(range(nb)), list(range(nb + 1, nb + 1 + nc))
     oh = nb + 1 + nc
     return win.transpose([nb, *bs, oh, oh + 1, *cs, oh + 2, oh + 3])
+
+
+# A window's input shape by window: a channel-grouped input's shape is a product over its factor
+# dims, worked out at each read (3 times a convolution, ~15 us each); the windows live as long as
+# their compiled graph
+_X_SHAPES: weakref.WeakKeyDictionary[Window, tuple[int, ...]] = weakref.WeakKeyDictionary()
+
+
+def _x_shape(w: Window) -> tuple[int, ...]:
+    """``w.x.shape``, worked out once per window."""
+    shape = _X_SHAPES.get(w)
+    if shape is None:
+        shape = _X_SHAPES[w] = w.x.shape
+    return shape
 
 
 def _factor_dims(w: Window) -> tuple[int, int]:

@@ -40,6 +40,18 @@ _saved = 1
 # multiply-adds below which a matmul is not split: ~20 us of BLAS, about what handing a part to a
 # thread and waiting for it costs
 SPLIT_MACS = 1 << 21
+# Rows below which a product is split by columns (out channels) rather than rows: OpenBLAS's sgemm
+# (SkylakeX kernels) runs a part of few rows far below its rate - ResNet-50's 7x7 layers, 49 rows
+# as 21 + 28: ~75-79 GFLOP/s a thread, 98-99 as two halves of the columns; 196 rows: 126-137
+# against 140-147 (bench: one thread, thread CPU time, the layers' (m, k, n)). From 784 rows on
+# a half of the rows is as fast or faster (146-153 against 136-163).
+COLUMN_SPLIT_ROWS = 256
+# Fewest columns a part has when split by columns: a part of a few columns is a GEMV-like product
+# that runs in another kernel (numpy's GEMV for one column), whose bits may differ
+COLUMN_PART_MIN = 32
+# Fewest rows for a split by columns: below it a product is nearly a GEMV (one row runs numpy's
+# GEMV, whose bits depend on n's blocking)
+COLUMN_SPLIT_MIN_ROWS = 16
 
 
 def _libraries() -> list[str]:
@@ -106,16 +118,27 @@ def held_to_one_thread() -> bool:
 
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     """``np.matmul(a, b, out=out)``; while BLAS is held to one thread (``one_thread``) a large
-    product's rows are split over the run's threads (``profiler.host.parallel``). Each row of a
-    product is computed alike whichever rows it is computed with (OpenBLAS blocks over k, not m), so
-    the bits do not depend on the split (checked in tests/profiler/test_blas.py)."""
+    product's rows are split over the run's threads (``profiler.host.parallel``), or its columns
+    when it has few rows (``split_columns``). Each element of a product is computed alike whichever
+    rows and columns it is computed with (OpenBLAS blocks over k, not m or n), so the bits do not
+    depend on the split (checked in tests/profiler/test_blas.py)."""
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     lead = out.shape[:-2]
     if not held_to_one_thread() or m < 2 or m * k * n < SPLIT_MACS or any(d != 1 for d in lead):
         return np.matmul(a, b, out=out)
     a2, o2 = a.reshape(a.shape[-2:]), out.reshape(out.shape[-2:])
     b2 = b.reshape(b.shape[-2:])
+    if split_columns(m, n):
+        parts = parallel.threads()
+        parallel.in_row_chunks(lambda cols: np.matmul(a2, b2[:, cols], out=o2[:, cols]), n, n, max(1, n // parts))
+        return out
     # one part per thread: a part of a matmul is already large beside the hand-off (a chunk of
     # m // threads rows makes as many parts; one of -(-m // threads) made one part of 49 rows)
     parallel.in_row_chunks(lambda rows: np.matmul(a2[rows], b2, out=o2[rows]), m, m, max(1, m // parallel.threads()))
     return out
+
+
+def split_columns(m: int, n: int) -> bool:
+    """Whether a product of ``m`` rows and ``n`` columns large enough to split (SPLIT_MACS) is split
+    over the run's threads by columns (few rows: COLUMN_SPLIT_ROWS) rather than by rows."""
+    return COLUMN_SPLIT_MIN_ROWS <= m < COLUMN_SPLIT_ROWS and n >= COLUMN_PART_MIN * parallel.threads()

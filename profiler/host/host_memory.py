@@ -8,6 +8,8 @@ stops with one line saying how much is needed and how much is available.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 MEMINFO = "/proc/meminfo"
 CGROUP = "/sys/fs/cgroup"  # cgroup v2: a container's limit (memory.max) can be below the host's
 GB = 1e9
@@ -43,9 +45,30 @@ def available_bytes() -> int:
     return available
 
 
+# Needs summed since the last reading of /proc/meminfo below which a check trusts that reading: a
+# compile checks before every compute-set field (tens of thousands for GPT-2 XL, each a read of three
+# files); the reading is taken again past this, and always before an error is raised.
+TRUSTED_BYTES = 256 * 2**20
+
+
+class _Reading:
+    """The last reading: bytes available, the needs checked against it since, and the function that
+    read it (a reader replaced, as tests do, is read afresh)."""
+
+    available = 0.0
+    since = float("inf")
+    reader: Callable[[], int] | None = None
+
+
 def ensure(need_bytes: float, what: str) -> None:
     """Raise HostMemoryError unless about ``need_bytes`` more are available for ``what``."""
+    last = _Reading
+    since = last.since + max(need_bytes, 0)
+    if last.reader is available_bytes and since <= TRUSTED_BYTES and since + MARGIN_BYTES <= last.available:
+        last.since = since  # a recent reading had room for this and every need since
+        return
     available = available_bytes()
+    last.available, last.since, last.reader = available, max(need_bytes, 0), available_bytes
     if need_bytes + MARGIN_BYTES > available:
         raise HostMemoryError(
             f"{what} needs about {_amount(need_bytes)} more host memory and {_amount(MARGIN_BYTES)} kept free; "

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -36,7 +36,7 @@ from profiler.ops.poplibs_codelets import (
     slic_allowed,
     slic_tile_cycles,
 )
-from profiler.ops.slicing import dynamic_slice, dynamic_update, map_slices_alike, replicated_index, sliceable
+from profiler.ops.slicing import dynamic_slice, dynamic_update, map_slices_alike, replicated_index
 from profiler.poplar.graph import Graph
 from profiler.poplar.layout import Affine, Factored, Window, WindowBlocks
 from profiler.poplar.programs import Repeat, Sequence, WriteUndef
@@ -1042,7 +1042,7 @@ def matmul(
     # float partials and PopLibs/PopXL return half (popxl matmul_pow2scaled: float8 x float8 -> float16)
     odt = (np.dtype(np.float16) if is_float8(a.dtype) else a.dtype) if out_dtype is None else as_dtype(out_dtype)
     if plan.in_chan_serial * plan.out_chan_serial > 1:
-        out = _serial_loop(graph, a3, b3, plan, odt, prog, log2_scale)
+        out = _serial_loop(graph, a3, b3, plan, odt, prog, log2_scale, grouped_out)
     else:
         shape = (G, M, K, N)
         a_in, b_in = a3, b3
@@ -1064,25 +1064,71 @@ def _sliceable(graph: Graph, dtype: np.dtype, shape: tuple[int, ...], levels: in
     return t
 
 
+def _slices_like(graph: Graph, dtype: np.dtype, slices: tuple[int, ...], like: Tensor, name: str) -> Tensor:
+    """A new ``[*slices, *like.shape]`` variable whose every slice is mapped as ``like`` (a whole mapped
+    variable) is: popops::createSliceableTensorFromSlice, so a dynamic update of it from ``like``
+    moves no data between tiles. Mapped by ``like``'s runs, never a tile per element."""
+    t = graph.add_variable(dtype, [*slices, *like.shape], name)
+    runs = graph.tile_runs(like)
+    assert runs is not None, "_slices_like copies the mapping of a whole variable"
+    start, tile = runs
+    per, n = like.numel(), int(np.prod(slices, dtype=np.int64))
+    length = np.diff(np.append(start, per))
+    graph.map_intervals(t, (np.arange(n, dtype=np.int64)[:, None] * per + start).ravel(), np.tile(length, n),
+                        np.tile(tile, n))  # fmt: skip
+    return t
+
+
 def _increment(x: np.ndarray) -> np.ndarray:
     return x + 1
 
 
 def _serial_loop(
-    graph: Graph, a3: Tensor, b3: Tensor, plan: MatMulPlan, odt: np.dtype, prog: Prog, log2_scale: int = 0
-) -> Tensor:
-    """Serial splits as PopLibs runs them (ref §4.3): loops over in-chan chunks (outer) and out-chan
-    chunks (inner) whose bodies dynamically slice the operand chunks into temporaries, run the
-    per-step plan and dynamically update (accumulating over in-chan chunks) the result."""
+    graph: Graph, a3: Tensor, b3: Tensor, plan: MatMulPlan, odt: np.dtype, prog: Prog, log2_scale: int = 0,
+    grouped_out: bool = False,
+) -> Tensor:  # fmt: skip
+    """Serial splits as PopLibs runs them (ref §4.3; lib/poplin/Convolution.cpp): loops over in-chan
+    chunks (outer) and out-chan chunks (inner) whose bodies dynamically slice the operand chunks, run
+    the per-step plan and dynamically update (accumulating over in-chan chunks) the result. A whole lhs
+    is laid out as the step wants it, and the result is a sliceable tensor made from a step's
+    channel-grouped output (``createSliceableTensorFromSlice``), so the updates stay on their tiles and
+    the result's readers get it grouped, as a non-serial plan's."""
     G, M, K = a3.shape
     N = b3.shape[2]
     sk_n, sn_n = plan.in_chan_serial, plan.out_chan_serial
     k_step, n_step = K // sk_n, N // sn_n
-    # the result as sn_n slices mapped alike, so each tile updates its own positions of any slice
-    store = sliceable(graph, odt, (sn_n, G, M, n_step), "matmul out")
+    step = replace(plan, in_chan_serial=1, out_chan_serial=1)  # the plan of one serial step
+    shape = (G, M, k_step, n_step)
+    # the operands, rearranged once before the loops ("rearrangeBeforeSlice", ref §4.4). With the
+    # in-chans whole the lhs is every step's: laid out as the step wants it (PopLibs' createInputImpl with
+    # ``serial``: mapped by its use in a step), if it is not already, as a non-serial plan's is. The
+    # chunks of a split lhs and the rhs chunks stay spread linearly slice by slice: laid out by use
+    # (grouped_runs per slice) their copies' fields and mappings followed the runs, 0.5 GB of host
+    # memory for a 4,096 x 32,000 LM head's weights (tests/onnx/test_host_cost.py)
+    if sk_n > 1:
+        a_src = a3.reshape(G, M, sk_n, k_step).transpose(2, 0, 1, 3)
+        a_s = copy(graph, a_src, prog, dst=_sliceable(graph, a3.dtype, a_src.shape, 1), debug_name="rearrange lhs")
+    else:
+        a_chunk = _laid_out(graph, a3, step, shape, prog, "lhs")
+    b_src = b3.reshape(G, sk_n, k_step, sn_n, n_step).transpose(1, 3, 0, 2, 4)
+    b_s = copy(graph, b_src, prog, dst=_sliceable(graph, b3.dtype, b_src.shape, 2), debug_name="rearrange rhs")
     # loop counters replicated on every tile, so no slice waits for an index broadcast from one tile
     ck, cn = replicated_index(graph, "in-chan chunk"), replicated_index(graph, "out-chan chunk")
     inc = map_codelet("popops::AddScalarInPlace", _increment, 1, (cost_model.binary("add"),), True)
+    outer = Sequence(name="matmul in-chan serial loop")
+    if sk_n > 1:
+        a_chunk = dynamic_slice(graph, a_s, ck, outer)
+        b_chunk = dynamic_slice(graph, b_s, ck, outer)
+    else:
+        b_chunk = b_s[0]
+    inner = Sequence(name="matmul out-chan serial loop")
+    b_step = b_chunk[0] if sn_n == 1 else dynamic_slice(graph, b_chunk, cn, inner)
+    group = _store_group(step, n_step, a3.dtype, graph.target) if grouped_out else n_step
+    step_out, step_store = output_store(graph, odt, G, M, n_step, group, "matmul step out")
+    _run_step(graph, a_chunk, b_step, step_out, step, inner, "matmul step", step_store, log2_scale=log2_scale)
+    held = step_out if step_store is None else step_store  # the variable holding a step's result
+    # the result: sn_n slices each mapped as a step's result, so each tile updates its own positions
+    store = _slices_like(graph, odt, (sn_n,), held, "matmul out")
     fill(graph, ck, 0, prog)
     if sk_n > 1:
         fill(graph, store, 0.0, prog)
@@ -1092,34 +1138,18 @@ def _serial_loop(
         # from the program's start (lib/poplin/Convolution.cpp: "WriteUndef the output as it is
         # Read/Write in each iteration but in the course of the entire loop is completely written")
         prog.add(WriteUndef(store, name="matmul out undefined"))
-    # rearrange the operands once so every chunk of a position sits on one tile ("rearrangeBeforeSlice",
-    # ref §4.4): the slices in the loops are then on-tile copies
-    b_src = b3.reshape(G, sk_n, k_step, sn_n, n_step).transpose(1, 3, 0, 2, 4)
-    b_s = copy(graph, b_src, prog, dst=_sliceable(graph, b3.dtype, b_src.shape, 2), debug_name="rearrange rhs")
-    outer = Sequence(name="matmul in-chan serial loop")
-    if sk_n > 1:
-        a_src = a3.reshape(G, M, sk_n, k_step).transpose(2, 0, 1, 3)
-        a_s = copy(graph, a_src, prog, dst=_sliceable(graph, a3.dtype, a_src.shape, 1), debug_name="rearrange lhs")
-        a_chunk = dynamic_slice(graph, a_s, ck, outer)
-        b_chunk = dynamic_slice(graph, b_s, ck, outer)
-    else:
-        a_chunk, b_chunk = a3, b_s[0]
-    fill(graph, cn, 0, outer)
-    inner = Sequence(name="matmul out-chan serial loop")
-    b_step = b_chunk[0] if sn_n == 1 else dynamic_slice(graph, b_chunk, cn, inner)
-    step_out = graph.add_variable(odt, [G, M, n_step], "matmul step out")  # mapped by the step
-    _run_step(graph, a_chunk, b_step, step_out, plan, inner, "matmul step", log2_scale=log2_scale)
     if sk_n > 1:  # accumulate this in-chan chunk's contribution
         current = dynamic_slice(graph, store, cn, inner)
-        apply_map(graph, _binary_codelet("add", in_place=True), [current, step_out], inner, "accumulate")
-        step_out = current
-    dynamic_update(graph, store, step_out, cn, inner)
+        apply_map(graph, _binary_codelet("add", in_place=True), [current, held], inner, "accumulate")
+        held = current
+    dynamic_update(graph, store, held, cn, inner)
     apply_map(graph, inc, [cn], inner, "next out-chan chunk")
+    fill(graph, cn, 0, outer)
     outer.add(Repeat(sn_n, inner, name="out-chan serial"))
     apply_map(graph, inc, [ck], outer, "next in-chan chunk")
     prog.add(Repeat(sk_n, outer, name="in-chan serial"))
-    # the result as a grouped view of the store (as ``output_store``'s: PopLibs' conv output grouped by
-    # out channels, here the serial step's n_step): a reshape would merge dims whose strides do not
-    # chain, an index per element (25.7 M for ResNet-50's first conv at batch 32) carried by every
-    # op that reads it
-    return store.transpose(1, 2, 0, 3).group_dims(1, 1, 2)
+    # the result as a grouped view of the store: out channel s * n_step + j of slice s (a reshape would
+    # merge dims whose strides do not chain, an index per element carried by every op that reads it)
+    if step_store is None:  # [sn, G, M, n_step]
+        return store.transpose(1, 2, 0, 3).group_dims(1, 1, 2)
+    return store.transpose(1, 3, 0, 2, 4).group_dims(1, 1, 3)  # [sn, G, n_step/sg, M, sg]

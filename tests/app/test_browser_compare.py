@@ -202,7 +202,7 @@ def test_operations_deltas_sort_and_filter(page, base, comparison):
     grid = page.locator("#compare-operations .ag-root-wrapper")
     ops = comparison.operations
     by_size = ops.loc[ops["delta_cycles"].abs().sort_values(ascending=False, kind="stable").index]
-    expect(grid.locator(".ag-row[row-index='0'] [col-id='name']")).to_have_text(by_size["key"].iat[0])
+    expect(grid.locator(".ag-row[row-index='0'] [col-id='name']")).to_have_text(by_size["name"].iat[0])
     grid.locator(".ag-header-cell[col-id='delta_cycles'] .ag-header-cell-label").click()  # ascending
     settle(page, 900)
     expect(grid.locator(".ag-row[row-index='0'] [col-id='delta_cycles']")).to_have_text(

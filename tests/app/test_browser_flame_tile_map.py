@@ -64,6 +64,10 @@ def test_tile_map_physical_layout(page, base):
     gd = page.evaluate_handle(FIGURE, "#memory-tile-map")
     assert "laid out on the die" in page.evaluate("gd => gd.layout.title.text", gd)
     # IPU 1's panel: its 4 tiles are one island of one column; tile 5 is its tile 1
-    text = page.evaluate("gd => gd.data[1].text[1][0]", gd)
-    assert text.startswith("tile 5 (tile 1 of IPU 1)<br>die column 0, island 0, tile 1 of the island<br>")
+    cell = page.evaluate(
+        "gd => gd.data[1].customdata[1][0]", gd
+    )  # tile, bytes, KiB, tile in IPU, column, island, place
+    assert cell[0] == 5 and cell[3:] == [1, 0, 0, 1]
+    template = page.evaluate("gd => gd.data[1].hovertemplate", gd)
+    assert template.startswith("tile %{customdata[0]} (tile %{customdata[3]} of IPU 1)<br>die column %{customdata[4]}")
     assert page.watch.errors == [] and page.watch.external == []

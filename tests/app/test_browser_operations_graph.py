@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.figures.operations_graph import FONT_PX
 from app.views import operations_graph as og
 from report_format.reader import open_report
 from tests.app.browser import served, settle
@@ -63,6 +64,8 @@ def test_groups_open_and_close_on_click(wide, resnet):
         labels = wide.evaluate(f"() => {CY}.nodes().map(n => n.data('label'))")
         assert all(label.startswith("▸ block") and "%" in label for label in labels)  # name, cycles, share
         assert wide.locator("#operations-graph-legend").inner_text().startswith("cycles (log scale")
+        # the server's places, fitted to the panel: labels at least 9 px on screen
+        assert wide.evaluate(f"() => {CY}.zoom()") * FONT_PX >= 9
 
         first = next(n for n in top if blocks[n] == "block0")
         click_node(wide, first)

@@ -140,7 +140,7 @@ def test_liveness_selects_an_aligned_step_and_compares_its_variables(pair):
     # so the peak is the first aligned step, where act1 is live in both
     assert position == 0 and "stayed at step 0" in text(body)
     grid_, step_text, fig = cmp_liveness.step_body(6, "live", key)
-    assert step_text.startswith("Aligned step 6 (only in active): OnTileExecute cast_1 — no baseline step")
+    assert step_text.startswith("Aligned step 6 (only in active): OnTileExecute model (cast_1) — no baseline step")
     live = rows(cmp_liveness.STEP_VARIABLES_KIND, json.loads(grid_.id["args"]))
     assert live[["name", "status", "baseline_bytes", "active_bytes"]].values.tolist() == [
         ["cast_out", "added", 0, 1024]
@@ -174,7 +174,8 @@ def test_operations_deltas_grid(pair):
     )
     ops = cmp_operations.operation_rows(pair["baseline"], "poplibs", None)
     first = ops.iloc[0]  # sorted by the size of the cycle change
-    assert first["name"].endswith("cast_1(Cast)") and first["status"] == "added"
+    # named as the Operations page names it, the model's name first; matched by its path
+    assert first["name"] == "model (cast_1)" and first["key"].endswith("cast_1(Cast)") and first["status"] == "added"
     assert (first["baseline_cycles"], first["active_cycles"], first["delta_cycles"], first["delta_flops"]) == (
         0,
         300,
@@ -191,7 +192,7 @@ def test_execution_trace_step_deltas_of_the_run(pair):
         "baseline); the run's cycles changed by +300 (2,390 → 2,690)."
     )
     steps = find(out, ids.COMPARE_TRACE_STEPS).rowData
-    assert [(s["status"], s["name"], s["delta_cycles"]) for s in steps] == [("added", "cast_1", 300)]
+    assert [(s["status"], s["name"], s["delta_cycles"]) for s in steps] == [("added", "model (cast_1)", 300)]
     runs = find(out, ids.COMPARE_TRACE_RUNS).rowData
     assert [(r["run"], r["baseline_cycles"], r["active_cycles"], r["delta_cycles"]) for r in runs] == [
         (0, BASE_CYCLES, BASE_CYCLES + 300, 300)
@@ -223,7 +224,7 @@ def test_memory_variables_of_selected_tiles(pair):
 def test_operation_details_card(pair):
     key = pair["baseline"]
     ops = cmp_operations.operation_rows(key, "poplibs", None)
-    cast = ops.loc[ops["status"] == "added", "name"].iat[0]
+    cast = ops.loc[ops["status"] == "added", "key"].iat[0]
     card = cmp_operations.operation_details(key, "poplibs", None, cast)
     table = card.children[2]
     body = {text(r.children[0]): [text(c) for c in r.children[1:]] for r in table.children[1].children}
@@ -241,23 +242,7 @@ def test_program_tree_and_insights_sections(pair):
     counts = text(find(cmp_tree.render(key), ids.COMPARE_PROGRAM_TREE_COUNTS))
     assert counts.startswith("12 program steps in both, 1 only in active, 0 only in baseline")
     added = cmp_tree.step_rows(key).set_index("status").loc["added"]
-    assert (added["name"], added["active_cycles"], added["delta_cycles"]) == ("cast_1", 300, 300)
+    assert (added["name"], added["active_cycles"], added["delta_cycles"]) == ("model (cast_1)", 300, 300)
     hints = find(cmp_insights.render(key), ids.COMPARE_INSIGHTS_HINTS)
     assert "Baseline" in text(hints) and "Active" in text(hints)
     assert text(cmp_tree.render(None)) == "" and text(cmp_insights.render(None)) == ""
-
-
-def test_compare_tab_states(pair):
-    """(tab bar, tabs, active tab, own view, pane, shown baseline) of a page: no tabs while compare is
-    off; with a baseline the page's own view is in front until its compare tab opens, the pane's
-    baseline is set once (reopening does not rebuild it), and a new baseline brings the own view back."""
-    from app.comparison.pages.components import COMPARE_TAB, HIDDEN, REPORT_TAB, tab_state
-
-    key = pair["baseline"]
-    assert tab_state(None, COMPARE_TAB, True) == (HIDDEN, dash.no_update, REPORT_TAB, {}, HIDDEN, None)
-    bar, tabs, active, own, pane, shown = tab_state(key, REPORT_TAB, False)
-    assert (bar, active, own, pane, shown) == ({}, REPORT_TAB, {}, HIDDEN, dash.no_update)
-    assert [t.label for t in tabs] == ["This report", f"Compare with {baselines.label(key)}"]
-    assert tab_state(key, COMPARE_TAB, False)[2:] == (COMPARE_TAB, HIDDEN, {}, key)
-    assert tab_state(key, COMPARE_TAB, False, showing=key)[5] is dash.no_update
-    assert tab_state(key, COMPARE_TAB, True)[2:] == (REPORT_TAB, {}, HIDDEN, dash.no_update)

@@ -44,7 +44,7 @@ def test_series_under_a_pixel_merge_into_one():
     assert merge_thin_series(df.drop(columns="a"), 1000.0, 100.0)[1] == []
     fig = tile_memory_figure(df, df.sum(axis=1).to_numpy(), 1, 100, show_max_memory=False)
     names = [t["name"] for t in fig["data"]]
-    assert "other (2 series under 1 px)" in names and "a" not in names  # 1,503 B over 360 px: a, b thin
+    assert "other (2 series under 1 px)" in names and "a" not in names  # 1,503 B over PLOT_PX (324 px): a, b thin
 
 
 def test_liveness_figure_marks_peak(small_report):
@@ -248,7 +248,7 @@ def test_tile_map_colours_by_rank_when_most_tiles_hold_nearly_the_same():
     assert (heat["zmin"], heat["zmax"]) == (0, 100) and bar["title"]["text"] == "bytes<br>(by rank)"
     assert bar["ticktext"][0] == "min 19.5 KiB" and bar["ticktext"][-1] == "max 488.2 KiB"
     assert heat["z"][0][0] == 0 and heat["z"][9][9] == 100  # smallest and largest tile: the scale's two ends
-    assert heat["text"][9][9] == "tile 99: 499,900 B (488.2 KiB)"  # hover: the bytes
+    assert hover(heat, 9, 9) == "tile 99 (IPU 0): 499,900 B (488 KiB)"  # hover: the bytes
     # spread over a good part of the scale: linear, as before
     wide = tile_map_figure(tm.assign(bytes=np.arange(n) * 5_000), 638976)["data"][0]
     assert wide["colorbar"]["title"]["text"] == "bytes<br>(capacity<br>624.0 KiB)" and wide["zmax"] == 495_000
@@ -272,12 +272,50 @@ def test_physical_tile_map_draws_the_die_and_names_each_tiles_place():
     heat = fig["data"][0]
     assert heat["z"].shape == (79, 23) and np.isnan(heat["z"][4]).all()  # row 4: the gap after island 0
     assert (
-        heat["text"][11][3]
-        == "tile 201 (tile 201 of IPU 0)<br>die column 3, island 2, tile 1 of the island<br>3,010 B (2.9 KiB)"
+        hover(heat, 11, 3)
+        == "tile 201 (tile 201 of IPU 0)<br>die column 3, island 2, tile 1 of the island<br>3,010 B (3 KiB)"
     )
     assert "laid out on the die" in fig["layout"]["title"]["text"]
     software = tile_map_figure(tm.assign(row=np.arange(n) // 39, col=np.arange(n) % 39), 638976)
-    assert software["data"][0]["text"][5][6] == "tile 201: 3,010 B (2.9 KiB)"  # 201 = 5 x 39 + 6
+    assert hover(software["data"][0], 5, 6) == "tile 201 (IPU 0): 3,010 B (3 KiB)"  # 201 = 5 x 39 + 6
+
+
+def hover(heat: dict, row: int, col: int) -> str:
+    """A heatmap cell's hover as plotly.js words it: its hovertemplate over its customdata."""
+    import re
+
+    cell = heat["customdata"][row][col]
+
+    def fill(m: re.Match) -> str:
+        v = cell[int(m.group(1))]
+        return f"{v:,}" if m.group(2) else str(v)
+
+    return re.sub(r"%\{customdata\[(\d+)\](:,)?\}", fill, heat["hovertemplate"]).replace("<extra></extra>", "")
+
+
+def test_a_pod_tile_map_sends_numbers_not_a_sentence_per_tile():
+    """16 IPUs x 1,472 tiles on the physical layout (the POD16 report's map was 3.0 MB, a hover
+    sentence per tile): no per-tile text; each tile's hover is 3 whole numbers (tile, bytes, KiB),
+    the rank colour to 0.1; the figure under 1 MB as Dash sends it."""
+    import json
+
+    import pandas as pd
+    import plotly.utils
+
+    from app.views.memory import physical_position
+
+    tpi, ipus = 1472, 16
+    t = np.arange(tpi * ipus)
+    column, island, in_island = physical_position(t % tpi, tpi)
+    b = 500_000 + (t * 7919) % 5_000  # close together: coloured by rank
+    tm = pd.DataFrame({"tile": t, "ipu": t // tpi, "tile_in_ipu": t % tpi, "bytes": b}).assign(
+        row=island * 5 + in_island, col=column, column=column, island=island, in_island=in_island
+    )
+    fig = tile_map_figure(tm, 638976, "physical")
+    assert len(fig["data"]) == 16 and all("text" not in d for d in fig["data"])
+    last = fig["data"][15]
+    assert last["customdata"].shape == (79, 23, 3) and hover(last, 0, 0).startswith("tile 22080 (IPU 15): ")
+    assert len(json.dumps(fig, cls=plotly.utils.PlotlyJSONEncoder)) < 1_000_000
 
 
 def test_figure_dict_has_the_common_look_and_merges_layout_one_level_deep() -> None:
@@ -289,7 +327,7 @@ def test_figure_dict_has_the_common_look_and_merges_layout_one_level_deep() -> N
 
     trace = {"type": "bar", "x": [1, 2], "y": [3, 4]}
     fig = figure_dict([trace], {"margin": {"t": 30}, "yaxis": {"title": {"text": "bytes"}}}, height=300)
-    assert fig["layout"]["margin"] == {"l": 60, "r": 44, "t": 30, "b": 50}
+    assert fig["layout"]["margin"] == {"l": 86, "r": 44, "t": 30, "b": 56}
     assert fig["layout"]["yaxis"] == {"exponentformat": "SI", "title": {"text": "bytes"}}
     assert fig["layout"]["xaxis"] == {"exponentformat": "SI"} and fig["data"] == [trace]
     valid = go.Figure(fig)  # plotly accepts it as is

@@ -80,3 +80,18 @@ def test_a_filter_of_thousands_of_conditions_or_a_huge_slice_is_refused_before_a
         apply_request(DF, {"startRow": 0, "endRow": 10**9})
     with pytest.raises(ValueError, match="0 <= start <= end"):
         apply_request(DF, {"startRow": 5, "endRow": 2})
+
+
+def test_an_infinite_grid_with_wrapped_names_has_rows_tall_enough():
+    """The infinite row model gives all rows one height (autoHeight does nothing there), so a name
+    that wraps was cut after its first line: a compare grid's 60-character name ('x (op)') in the
+    260 px short column needs 2 lines (60 x 8 + 36 = 516 px), so the rows are 14 + 2 x 19 px."""
+    import pandas as pd
+
+    from app import grid
+
+    df = pd.DataFrame({"name": ["p" * 60, "q"], "delta_cycles": [1, 2]})
+    defs = grid.column_defs(df, short=True)
+    assert grid.wrapped_lines(df, defs) == 2
+    assert grid.wrapped_lines(df.assign(name="short"), grid.column_defs(df.assign(name="short"), short=True)) == 1
+    assert grid.wrapped_lines(df.assign(name="x" * 400), grid.column_defs(df.assign(name="x" * 400))) == grid.MAX_LINES

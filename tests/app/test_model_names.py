@@ -56,3 +56,45 @@ def test_program_tree_names_steps_by_the_model(small_report):
     assert hits == 2 and {6, 7} <= set(rows["program_id"])
     assert pt.program_details(small_report, 6)["model_name"] == "MatMul_0"
     assert "model_name" not in pt.program_details(small_report, 3)
+
+
+def test_compare_tables_name_steps_and_operations_by_the_model(small_report, compile_only_report):
+    """Compare mode names a step and an operation as the single-report pages do ("MatMul_0
+    (matmul)"), on an ONNX report pair (the small report against its compile-only twin): the
+    Liveness, Program Tree and Execution Trace compare tables (aligned steps), the peak sentence,
+    and the Operations compare grid on the PopLibs layer; matching still uses Poplar's names."""
+    from app.comparison.comparison import Comparison
+    from report_format.vocabulary import Layer
+
+    c = Comparison(compile_only_report, small_report, layer=Layer.POPLIBS)
+    steps = c.steps.set_index("active_step")
+    own = small_report.programs().set_index("program_id")
+    assert steps.at[own.at[6, "step"], "name"] == "MatMul_0 (matmul)"  # program 6: the matmul step
+    assert steps.at[own.at[8, "step"], "name"] == "Add_1 (add)"
+    assert all(not k.startswith("MatMul_0") for k in steps["key"])  # the key keeps Poplar's names
+    assert set(steps["status"]) == {"same"}  # paired as before
+    ex = c.executed_steps(run=0)
+    assert "MatMul_0 (matmul)" in set(ex["name"])
+    ops = c.operations.set_index("name")
+    assert {"MatMul_0 (matMul)", "Add_1 (add)"} <= set(ops.index)
+
+
+def test_each_side_of_the_peak_sentence_is_named_by_its_own_report():
+    """Two models' steps aligned at one position have different names; the baseline's peak is named
+    by the baseline's step (BERT's 'ff2_matmul_50'), not by the active step aligned with it."""
+    import pandas as pd
+
+    from app.comparison.liveness import describe_peaks, liveness_peaks
+
+    lv = pd.DataFrame(
+        {
+            "baseline_step": [0, 1],
+            "active_step": [0, 1],
+            "name": ["a_0 (x)", "a_1 (y)"],  # the aligned row's name: the active's
+            "baseline_name": ["b_0 (x)", "b_1 (y)"],
+            "active_name": ["a_0 (x)", "a_1 (y)"],
+            "baseline_bytes": [5, 1],
+            "active_bytes": [1, 5],
+        }
+    )
+    assert describe_peaks(liveness_peaks(lv)) == "peak liveness moved from step 0 (b_0 (x)) to step 1 (a_1 (y))"

@@ -75,3 +75,32 @@ def test_the_headline_is_the_run_that_computes_and_the_weight_upload_is_apart(pi
     assert (h["run"], h["cycles"]) == (1, engine.last_run_cycles)
     assert h["data_only_runs"] == [0] and h["data_only_cycles"] == int(runs["cycles"].iat[0])
     assert f"{engine.last_run_cycles:,} cycles" in headline_line(h) and "run 0, data only" in headline_line(h)
+
+
+def test_a_pipeline_that_mostly_waits_is_explained(pipelined):  # type: ignore[no-untyped-def]
+    """The pipeline's sentence: the IPUs' mean compute share (the engine's own cycles), the fill and
+    drain bound (S - 1) / (M + S - 1) = 2 / 5 for 3 stages over 3 micro-batches, and the stage whose busy
+    cycles a micro-batch set the pace."""
+    from app.views import insights
+
+    report, engine = pipelined
+    stages = report.pipeline_stages()
+    busy = stages["busy_cycles"].to_numpy(dtype=float)
+    mean_util = float(np.mean(engine.compute_cycles / engine.last_run_cycles))
+    assert mean_util < insights.LOW_PIPELINE_UTILISATION  # a 3-IPU pipeline of 3 micro-batches mostly waits
+    said = [h for h in insights.execution_hints(report) if h.startswith("The pipeline's")]
+    assert len(said) == 1
+    assert said[0].startswith(f"The pipeline's 3 IPUs compute {100 * mean_util:.1f}% of run 1 on average.")
+    assert "Filling and draining 3 stages over 3 micro-batches explains at most 40.0% of idle time" in said[0]
+    slow = busy.max() > insights.SLOW_STAGE_RATIO * np.median(busy)
+    k = int(np.argmax(busy))
+    assert (
+        f"Stage {k} (IPU {int(stages['ipu'].iat[k])}) sets the pace: busy {int(busy[k]):,} cycles" in said[0]
+    ) == slow
+
+
+def test_a_report_without_a_pipeline_has_no_pipeline_sentence(tmp_path):  # type: ignore[no-untyped-def]
+    from app.views import insights
+
+    fresh = open_report(synthetic_report(tmp_path / "s", num_ipus=2, tiles_per_ipu=16, seed=0))
+    assert insights.pipeline_insights(fresh, 1) == []

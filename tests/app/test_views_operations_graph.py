@@ -105,6 +105,22 @@ def test_name_scopes_and_stems():
         "/encoder/layer.0/attention",
     ]
     assert og.scope_label("/encoder/layer.0") == "layer.0" and og.scope_label("s0b0_a") == "s0b0_a"
+    # a node's weight upload ('stem_bn_7/scale') sits in the node's scopes, not in a scope of its own
+    assert og.name_scopes("stem_bn_7/scale") == og.name_scopes("stem_bn_7") == ["stem"]
+
+
+def test_an_upload_does_not_split_the_layer_it_is_uploaded_in():
+    """The POD16 decoder uploads its RoPE tables where layer 0 first reads them: layer0's run of
+    roots goes on past them (one 'layer0' group, not three), the tables stay outside it; an upload
+    of the run's own scope joins it; an upload between two runs is not taken into either."""
+    names = {0: "layer0_q_cos_40", 1: "rope_cos_8", 2: "layer0_q_sin_41", 3: "layer0_w_3", 4: "tbl_x_9", 5: "x_y_1"}
+    chains = og._root_groups(list(names), names, uploads={1, 3, 4})
+    assert chains[0] == chains[2] and [label for _, label in chains[0]] == ["layer0", "layer0_q"]
+    assert chains[3] == chains[0][:1]  # layer0_w_3: in the same 'layer0' group
+    assert chains[1] == [] and [label for _, label in chains[4]] == ["tbl"]
+    # without the uploads' rule, rope_cos_8 ends layer0's run: layer0_q_sin_41 starts another
+    before = og._root_groups(list(names), names)
+    assert before[0][0][0] != before[2][0][0]
 
 
 def test_repeated_block_finds_the_layers_of_a_stack():

@@ -49,7 +49,7 @@ def test_json_contract(pair: tuple[str, str], capsys: pytest.CaptureFixture[str]
     assert doc["metrics"]["memory.out_of_memory_tiles"]["ratio"] is None  # 0 -> 0
     assert doc["steps"] == {"same": 12, "added": 1, "removed": 0}
     assert doc["top"]["steps_added_removed"] == [
-        {"baseline_step": -1, "active_step": 6, "status": "added", "type": "OnTileExecute", "name": "cast_1"}
+        {"baseline_step": -1, "active_step": 6, "status": "added", "type": "OnTileExecute", "name": "model (cast_1)"}
     ]
     assert doc["top"]["variables"][0]["name"] == "c" and len(doc["top"]["operations_by_cycles"]) == 1
     assert doc["thresholds"] == []
@@ -61,7 +61,7 @@ def test_text_output(pair: tuple[str, str], capsys: pytest.CaptureFixture[str]) 
     assert "parity: same target and engine options" in out
     assert "execution.total_cycles" in out and "+300 (+12.55%)" in out
     assert "program steps: 12 in both, 1 only in active, 0 only in baseline" in out
-    assert "added    active step 6 OnTileExecute cast_1" in out
+    assert "added    active step 6 OnTileExecute model (cast_1)" in out  # the model's name first
 
 
 @pytest.mark.parametrize(

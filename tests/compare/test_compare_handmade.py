@@ -52,7 +52,9 @@ def test_inserted_op_is_aligned_as_one_added_step(inserted: Comparison) -> None:
     st = inserted.steps
     assert inserted.step_counts() == {"same": 12, "added": 1, "removed": 0}
     added = st[st["status"] == "added"]
-    assert added[["baseline_step", "active_step", "name"]].values.tolist() == [[-1, 6, "cast_1"]]
+    assert added[["baseline_step", "active_step", "name"]].values.tolist() == [
+        [-1, 6, "model (cast_1)"]
+    ]  # as Liveness names it
     same = st[st["status"] == "same"]
     # baseline step k pairs with active step k before the insertion and k + 1 after it
     expected = [k if k < 6 else k + 1 for k in range(12)]
@@ -96,12 +98,16 @@ def test_inserted_op_operations_match_by_path_despite_shifted_ids(inserted: Comp
     # cast_1 takes debug-context id 3 in active, so relu_1 and matmul_2 moved ids: still "same"
     b_ids = inserted.operation_tables[0].set_index("name")["debug_context_id"]
     a_ids = inserted.operation_tables[1].set_index("name")["debug_context_id"]
-    assert b_ids["relu_1"] != a_ids["relu_1"]
-    assert ops.loc["cast_1", "status"] == "added"
-    assert ops.loc["cast_1", "delta_cycles"] == 300 and ops.loc["cast_1", "delta_memory_bytes"] == 1024
-    for name in ("matmul_1", "add_1", "relu_1", "matmul_2"):
+    assert b_ids["model (relu_1)"] != a_ids["model (relu_1)"]
+    assert ops.loc["model (cast_1)", "status"] == "added"
+    assert ops.loc["model (cast_1)", "delta_cycles"] == 300 and ops.loc["model (cast_1)", "delta_memory_bytes"] == 1024
+    for op in ("matmul_1", "add_1", "relu_1", "matmul_2"):  # named as Liveness names them: 'model (relu_1)'
+        name = f"model ({op})"
         assert ops.loc[name, "status"] == "same", name
-    assert ops.loc["relu_1", "baseline_cycles"] == 210 and ops.loc["matmul_1", "active_memory_bytes"] == 8192
+    assert (
+        ops.loc["model (relu_1)", "baseline_cycles"] == 210
+        and ops.loc["model (matmul_1)", "active_memory_bytes"] == 8192
+    )
     assert inserted.operations["key"].iat[0] == "onnx:model(Model) > poplibs:cast_1(Cast)"
 
 
@@ -110,11 +116,11 @@ def test_removed_op(tmp_path: Path) -> None:
     c = compare(tmp_path, Spec(mlp_steps(), base_vars()), Spec(mlp_steps(drop=[3, 4, 5]), []))
     st = c.steps
     removed = st[st["status"] == "removed"]
-    assert removed["baseline_step"].tolist() == [3, 4, 5] and removed["name"].tolist()[0] == "add_1"
+    assert removed["baseline_step"].tolist() == [3, 4, 5] and removed["name"].tolist()[0] == "model (add_1)"
     assert c.metrics["execution.total_cycles"]["delta"] == -260
     assert c.metrics["execution.total_flops"]["delta"] == -2000
     ops = c.operations.set_index("name")
-    assert ops.loc["add_1", "status"] == "removed" and ops.loc["add_1", "delta_cycles"] == -260
+    assert ops.loc["model (add_1)", "status"] == "removed" and ops.loc["model (add_1)", "delta_cycles"] == -260
     assert c.parity == []
 
 
@@ -207,9 +213,9 @@ def test_peak_liveness_moves(tmp_path: Path) -> None:
     p = c.liveness_peaks
     assert p["moved"] is True
     assert (p["baseline"]["step"], p["baseline"]["bytes"]) == (0, 4096)
-    assert (p["active"]["step"], p["active"]["bytes"], p["active"]["name"]) == (6, 8192, "relu_1")
+    assert (p["active"]["step"], p["active"]["bytes"], p["active"]["name"]) == (6, 8192, "model (relu_1)")
     assert p["delta_bytes"] == 4096
-    assert c.peak_sentence() == "peak liveness moved from step 0 (matmul_1) to step 6 (relu_1)"
+    assert c.peak_sentence() == ("peak liveness moved from step 0 (model (matmul_1)) to step 6 (model (relu_1))")
     assert c.metrics["liveness.peak_step"]["delta"] == 6
 
 
@@ -237,7 +243,7 @@ def test_executed_steps_align_in_execution_order(inserted: Comparison) -> None:
     ex = inserted.executed_steps(run=0)
     assert ex["status"].tolist().count("added") == 1
     row = ex[ex["status"] == "added"].iloc[0]
-    assert (row["active_step"], row["name"], row["active_cycles"]) == (6, "cast_1", 300)
+    assert (row["active_step"], row["name"], row["active_cycles"]) == (6, "model (cast_1)", 300)
     same = ex[ex["status"] == "same"]
     # steps after the insertion start 300 cycles later; before it, at the same cycle
     drift = same["delta_cycles_from"].to_numpy()

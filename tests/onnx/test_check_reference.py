@@ -117,3 +117,48 @@ def test_pipelined_outputs_equal_each_micro_batch_run_alone(tiny_bert: Path, tmp
     np.testing.assert_array_equal(piped.outputs["output"], np.concatenate([r.outputs["output"] for r in alone]))
     engine = piped.session.engine
     assert engine.liveness is not None and engine._dropped - engine.liveness.carried  # some made per micro-batch
+
+
+def _matmul_model(w: np.ndarray, b: np.ndarray) -> onnx.ModelProto:
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Add", ["h", "b"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, w.shape[0]])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, w.shape[1]])],
+        [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "b")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_large_weights_reach_onnxruntime_as_arrays_and_give_the_same_numbers() -> None:
+    from profiler.frontends.onnx.check import WEIGHTS_APART_BYTES, _without_weights
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((256, 128)).astype(np.float32)  # 128 KiB: given apart
+    b = rng.standard_normal(128).astype(np.float32)  # 512 B: stays in the model
+    assert w.nbytes >= WEIGHTS_APART_BYTES > b.nbytes
+    model = _matmul_model(w, b)
+    light, weights = _without_weights(model)
+    assert list(weights) == ["W"] and np.array_equal(weights["W"], w)
+    assert len(light.SerializeToString()) < 2048 < w.nbytes  # the graph without the large weight's bytes
+    assert len(model.graph.initializer[0].raw_data) == w.nbytes  # the caller's model is left whole
+    x = rng.standard_normal((3, 256)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got, runtime = reference_run(model, {"x": x})
+    assert runtime.startswith("onnxruntime")
+    np.testing.assert_array_equal(got["y"], want)  # bit for bit
+    np.testing.assert_allclose(got["y"], x @ w + b, rtol=1e-4, atol=1e-4)
+
+
+def test_a_fallback_to_onnx_reference_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("no memory for the session")
+
+    monkeypatch.setattr(ort, "InferenceSession", refuse)
+    w = np.eye(4, dtype=np.float32)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    got, runtime = reference_run(_matmul_model(w, np.ones(4, np.float32)), {"x": x})
+    assert runtime.startswith("onnx.reference") and "no memory for the session" in runtime
+    np.testing.assert_array_equal(got["y"], x + 1)

@@ -179,3 +179,33 @@ def test_a_grouped_store_is_gathered_in_its_views_order(chunk, monkeypatch) -> N
     got = Access(view).gather(state)
     np.testing.assert_array_equal(got, values.transpose(1, 0, 2).reshape(40, 48))
     assert not np.shares_memory(got, state[0])
+
+
+@pytest.mark.parametrize("group", [3, 4, 8, 16])
+def test_grouped_layout_conversions_are_astypes_bits(group: int) -> None:
+    # a channel-grouped [C/g, HW, g] store read as [HW, C/g, g] (rows of g: a fixed-length row
+    # loop for 4, 8 and 16) and back, over every half pattern (NaNs, infs, subnormals included)
+    m = (1 << 16) // (4 * group)
+    halves = HALVES[: 4 * m * group].reshape(4, m, group)
+    got = np.empty((m, 4, group), np.float32)
+    copy_into(got, halves.transpose(1, 0, 2))
+    assert np.array_equal(got.view(np.uint32), halves.transpose(1, 0, 2).astype(np.float32).view(np.uint32))
+    patterns = np.random.default_rng(group).integers(0, 1 << 32, got.size, dtype=np.uint64).astype(np.uint32)
+    floats = patterns.view(np.float32).reshape(got.shape)
+    back = np.empty((4, m, group), np.float16)
+    copy_into(back.transpose(1, 0, 2), floats)
+    assert np.array_equal(back.view(np.uint16), floats.astype(np.float16).transpose(1, 0, 2).view(np.uint16))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_strided_copies_of_short_rows_move_every_bit(dtype) -> None:
+    # a [C/g, HW, g] store copied into [HW, C/g, g] rows (the compiled copy, g <= 64) and a long-row
+    # one (numpy's copy), NaN payloads included: the same bits as numpy's assignment
+    bits = np.dtype(f"u{np.dtype(dtype).itemsize}")
+    raw = np.random.default_rng(4).integers(0, np.iinfo(bits).max, (6, 50, 16), dtype=np.uint64).astype(bits)
+    src = raw.view(dtype)
+    for g in (3, 8, 16, 100):
+        s = np.ascontiguousarray(np.resize(src, (6, 50, g)))
+        got = np.zeros((50, 6, g), dtype)
+        copy_into(got, s.transpose(1, 0, 2))
+        assert np.array_equal(got.view(bits), s.transpose(1, 0, 2).view(bits))

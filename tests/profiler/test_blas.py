@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -48,3 +50,37 @@ def test_split_matmul_writes_out_and_keeps_batched_products_whole() -> None:
         got = blas.matmul(a, b, out)
     assert got is out
     np.testing.assert_allclose(out, np.einsum("bmk,bkn->bmn", a.astype(np.float64), b), rtol=1e-4, atol=1e-3)
+
+
+def test_few_rows_split_by_columns_many_rows_by_rows(monkeypatch) -> None:
+    monkeypatch.setattr(parallel, "threads", lambda: 2)
+    assert blas.split_columns(49, 512) and blas.split_columns(196, 256)  # ResNet-50's 7x7 and 14x14 layers
+    assert not blas.split_columns(3136, 64)  # many rows: by rows
+    assert not blas.split_columns(7, 1024)  # nearly a GEMV: never by columns
+    assert not blas.split_columns(49, 40)  # parts of 20 columns: too narrow
+
+
+def test_column_split_writes_each_part_into_out(monkeypatch) -> None:
+    if blas._openblas() is None:
+        pytest.skip("numpy's BLAS is not OpenBLAS: it is never held to one thread, nor split")
+    monkeypatch.setattr(parallel, "threads", lambda: 2)
+    parts: list[slice] = []
+    chunks = parallel.in_row_chunks
+
+    def seen(work: Callable[[slice], object], rows: int, elements: int, chunk: int | None = None) -> None:
+        def noted(sl: slice) -> None:
+            parts.append(sl)
+            work(sl)
+
+        chunks(noted, rows, elements, chunk)
+
+    monkeypatch.setattr(parallel, "in_row_chunks", seen)
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((1, 49, 2048)).astype(np.float32)
+    b = rng.standard_normal((1, 2048, 512)).astype(np.float32)
+    with blas.one_thread():
+        want = np.matmul(a, b)
+        got = blas.matmul(a, b, np.full((1, 49, 512), np.nan, np.float32))
+    assert blas.held_to_one_thread() is False
+    assert sorted((p.start, p.stop) for p in parts) == [(0, 256), (256, 512)]  # two halves of the columns
+    assert np.array_equal(got, want)

@@ -146,6 +146,42 @@ def test_interval_exchange_matches_a_per_element_reference(
     assert checked >= 4  # the graphs above do exchange
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_compute_set_within_one_ipu_of_several_matches_the_per_element_reference(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a pipeline stage's compute set: every element it reads and writes on IPU 1 of 2, so no
+    # inter-IPU part, and what each tile sends is found from the distinct pieces (as on one IPU)
+    monkeypatch.setattr(compute_sets, "SHORT_PIECE_ELEMENTS", 0)  # planned as intervals
+    rng = np.random.default_rng(seed)
+    g = Graph(ipu_model(tiles_per_ipu=8, num_ipus=2))
+    prog = Sequence()
+    a = g.add_variable("half", (12, 20), "a")
+    b = g.add_variable("half", (20, 6), "b")
+    c = g.add_variable("float", (6, 40), "c")
+    for t in (a, b, c):
+        n = t.numel()
+        cuts = np.sort(rng.choice(np.arange(1, n), size=n // 3, replace=False))
+        tiles = rng.integers(8, 16, cuts.size + 1)  # IPU 1's tiles
+        g.set_tile_mapping(t, np.repeat(tiles, np.diff(np.concatenate(([0], cuts, [n])))))
+    ops.add(g, a, a[::-1], prog)
+    ops.add(g, b.T, b[::-1].T, prog)
+    ops.add(g, c, c.T.reshape(6, 40)[::-1], prog)
+    compiled = compile_programs(g, [prog])
+    checked = 0
+    for plan in compiled.cs_plans.values():
+        assert plan.global_exchange is None
+        want_in, want_out, want_msg, _, want_rin, want_rout = _reference(g, plan.compute_set)
+        e = plan.exchange
+        np.testing.assert_array_equal(e.bytes_in, want_in)
+        np.testing.assert_array_equal(e.bytes_out, want_out)
+        np.testing.assert_array_equal(e.messages, want_msg)
+        np.testing.assert_array_equal(e.regions_in, want_rin)
+        np.testing.assert_array_equal(e.regions_out, want_rout)
+        checked += int(want_in.sum() > 0)
+    assert checked >= 2
+
+
 def test_piece_receives_on_graphs_past_int32_element_ids() -> None:
     # a BERT-base at batch 8 has over 2^31 elements: tile ids (int32) times the id span must not wrap
     from profiler.compiler.exchange import piece_receives

@@ -79,3 +79,30 @@ def test_compiling_switches_numpys_huge_page_advice_off_and_back() -> None:
         assert _set_madvise_hugepage(True) is True  # back on after
     finally:
         _set_madvise_hugepage(before)
+
+
+def test_small_needs_trust_a_recent_reading_and_an_error_comes_only_from_a_fresh_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    readings = []
+    free = [host_memory.MARGIN_BYTES + 300 * 2**20]  # 300 MiB beyond the margin
+
+    def reader() -> int:
+        readings.append(free[0])
+        return free[0]
+
+    monkeypatch.setattr(host_memory, "available_bytes", reader)
+    mib = 2**20
+    host_memory.ensure(100 * mib, "a")  # read: the reader is new
+    host_memory.ensure(100 * mib, "b")  # 200 MiB since the reading, which had 300: trusted
+    assert len(readings) == 1
+    host_memory.ensure(100 * mib, "c")  # 300 MiB since: past TRUSTED_BYTES (256 MiB), read again
+    assert len(readings) == 2
+    free[0] = host_memory.MARGIN_BYTES + 50 * mib  # the machine filled up meanwhile
+    host_memory.ensure(10 * mib, "d")  # 10 MiB since the last reading (of 300): trusted, no error yet
+    assert len(readings) == 2
+    host_memory.ensure(100 * mib, "e")  # 210 MiB since, within the reading's 300: still trusted
+    assert len(readings) == 2
+    with pytest.raises(HostMemoryError, match="f needs about 0.1 GB more"):  # 310 MiB since: read (50 left), refused
+        host_memory.ensure(100 * mib, "f")
+    assert len(readings) == 3

@@ -6,9 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import dash
 import dash_bootstrap_components as dbc
-from dash import ALL, Input, Output, State, callback, ctx, dcc, html
+from dash import ALL, Input, Output, State, clientside_callback, dcc, html
 
 from app import ids
 from app.comparison.figures import DOWN, UP
@@ -135,41 +134,70 @@ def compare_tabs(page: str, own_view: list[Any], section: Any) -> html.Div:
                 id={"type": ids.COMPARE_TAB_BAR, "page": page},
                 style=HIDDEN,
             ),
-            dcc.Store(id=shown(page), data=None),
+            # "" (none yet), not None: a memory dcc.Store whose data is None sets it again (to
+            # undefined) when it mounts, which runs its listeners, prevent_initial_call or not: the
+            # page's compare section was fetched (empty) after every page load (s23's bench)
+            dcc.Store(id=shown(page), data=""),
             html.Div(own_view, id={"type": ids.COMPARE_OWN_VIEW, "page": page}),
             html.Div(section, id={"type": ids.COMPARE_PANE, "page": page}, style=HIDDEN),
         ]
     )
 
 
-def tab_state(key: str | None, active: str | None, turned_off: bool, showing: str | None = None) -> tuple[Any, ...]:
-    """(tab bar style, tabs, active tab, own view style, pane style, shown baseline) of one page for
-    baseline ``key`` (None: compare off), the ``active`` tab and the baseline the pane is ``showing``;
-    ``dash.no_update`` keeps the pane as it is (its comparison is not rebuilt on each switch)."""
-    if not key:
-        return HIDDEN, dash.no_update, REPORT_TAB, {}, HIDDEN, None
-    tabs = [
-        dbc.Tab(label="This report", tab_id=REPORT_TAB),
-        dbc.Tab(label=f"Compare with {baselines.label(key)}", tab_id=COMPARE_TAB),
-    ]
-    if turned_off or active != COMPARE_TAB:
-        return {}, tabs, REPORT_TAB, {}, HIDDEN, dash.no_update
-    return {}, tabs, COMPARE_TAB, HIDDEN, {}, dash.no_update if showing == key else key
-
-
-@callback(
+# The tab bar, the tabs' labels and which of the page's two views shows, for baseline ``key`` (null:
+# compare off), each page's ``active`` tab and the baseline its pane is ``showing``. In the browser: it
+# runs on every page load and every tab click, and a server round trip (one more request after the
+# page's layout arrives, ~100-200 ms on a busy 2-core machine) bought nothing but these few styles.
+# A new baseline (or none) brings the page's own view to the front; the pane's baseline (the
+# ``shown`` store its section listens to) is set only when the compare tab opens on a baseline it
+# does not show yet, so the comparison is built once, when first looked at. Labels come from the
+# baseline names the server listed (``shell.banner``'s store).
+clientside_callback(
+    """function (key, active, url) {
+        const no = window.dash_clientside.no_update;
+        const hidden = {display: "none"};
+        const changed = (window.dash_clientside.callback_context.triggered || [])
+            .some(t => t.prop_id === "__BASELINE__.data");
+        const n = active.length;
+        const all = v => Array(n).fill(v);
+        // an active tab already right is not written again (that would wake the pane's store below)
+        const tabTo = want => active.map((a, i) => (want[i] === a ? no : want[i]));
+        if (!key) return [all(hidden), all(no), tabTo(all("__REPORT__")), all({}), all(hidden)];
+        const name = (url && url.names && url.names[key]) || key.split("/").pop();
+        const tab = (label, id) => ({namespace: "dash_bootstrap_components", type: "Tab",
+                                     props: {label: label, tab_id: id}});
+        const tabs = [tab("This report", "__REPORT__"), tab("Compare with " + name, "__COMPARE__")];
+        const open = active.map(a => !changed && a === "__COMPARE__");
+        return [
+            all({}),
+            all(tabs),
+            tabTo(open.map(o => (o ? "__COMPARE__" : "__REPORT__"))),
+            open.map(o => o ? hidden : {}),
+            open.map(o => o ? {} : hidden),
+        ];
+    }""".replace("__BASELINE__", ids.COMPARE_BASELINE)
+    .replace("__REPORT__", REPORT_TAB)
+    .replace("__COMPARE__", COMPARE_TAB),
     Output({"type": ids.COMPARE_TAB_BAR, "page": ALL}, "style"),
     Output({"type": ids.COMPARE_TABS, "page": ALL}, "children"),
     Output({"type": ids.COMPARE_TABS, "page": ALL}, "active_tab"),
     Output({"type": ids.COMPARE_OWN_VIEW, "page": ALL}, "style"),
     Output({"type": ids.COMPARE_PANE, "page": ALL}, "style"),
-    Output({"type": ids.COMPARE_SHOWN, "page": ALL}, "data"),
     Input(ids.COMPARE_BASELINE, "data"),
     Input({"type": ids.COMPARE_TABS, "page": ALL}, "active_tab"),
-    State({"type": ids.COMPARE_SHOWN, "page": ALL}, "data"),
+    State(ids.COMPARE_URL, "data"),
 )
-def switch_tab(key: str | None, active: list[str | None], showing: list[str | None]) -> tuple[list[Any], ...]:
-    # a new baseline (or none) brings the page's own view to the front
-    baseline_changed = ctx.triggered_id == ids.COMPARE_BASELINE
-    states = [tab_state(key, a, baseline_changed, s) for a, s in zip(active, showing, strict=True)]
-    return tuple([s[i] for s in states] for i in range(6))
+# The pane's baseline: set when the compare tab opens on a baseline it does not show yet (so its
+# section is built once, when first looked at), cleared when compare is off; never on a page's
+# first render (the section's request would come back empty).
+clientside_callback(
+    """function (active, key, showing) {
+        const no = window.dash_clientside.no_update;
+        return active.map((a, i) => key && a === "__COMPARE__" && showing[i] !== key ? key : (key ? no : null));
+    }""".replace("__COMPARE__", COMPARE_TAB),
+    Output({"type": ids.COMPARE_SHOWN, "page": ALL}, "data"),
+    Input({"type": ids.COMPARE_TABS, "page": ALL}, "active_tab"),
+    State(ids.COMPARE_BASELINE, "data"),
+    State({"type": ids.COMPARE_SHOWN, "page": ALL}, "data"),
+    prevent_initial_call=True,
+)

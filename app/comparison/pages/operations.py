@@ -12,6 +12,7 @@ from dash import ALL, Input, Output, State, callback, html
 
 from app import grid, ids
 from app.comparison.figures import top_delta_figure
+from app.comparison.keys import disambiguate
 from app.comparison.operations import NO_CONTEXT
 from app.comparison.pages import baselines
 from app.comparison.pages.components import delta_table, frame, graph, shown, unavailable
@@ -19,7 +20,8 @@ from app.views.operations import count_sentence
 from report_format.vocabulary import Layer
 
 OPERATIONS_KIND = "compare-operations"
-#: The grid's columns: the debug-context path (as "name": the wide column), then the deltas.
+#: The grid's columns: the operation as the Operations page names it (the model's name first), then
+#: the deltas; its debug-context path ("key", what matches the two reports) is the row's id, hidden.
 COLUMNS = [
     "name",
     "status",
@@ -33,6 +35,7 @@ COLUMNS = [
     "delta_memory_bytes",
     "delta_variables",
     "delta_steps",
+    "key",
 ]
 TOP = 15
 
@@ -43,11 +46,12 @@ def _run(run: Any) -> int | None:
 
 @grid.producer(OPERATIONS_KIND)
 def operation_rows(baseline: str, layer: str, run: int | None) -> pd.DataFrame:
-    """The operations comparison, biggest cycle change first; ``name`` is the debug-context path
-    (unique; the op's own name is its last part)."""
+    """The operations comparison, biggest cycle change first; ``name`` is the operation's label
+    ('s3b0_b_conv_365 (conv)', a repeat given '#2'), ``key`` its debug-context path (unique)."""
     ops = baselines.comparison(baseline, layer=layer, run=run).operations
     order = ops["delta_cycles"].abs().sort_values(ascending=False, kind="stable").index
-    return ops.loc[order].drop(columns=["name"]).rename(columns={"key": "name"})[COLUMNS].reset_index(drop=True)
+    out = ops.loc[order, COLUMNS].reset_index(drop=True)
+    return out.assign(name=disambiguate(out["name"].astype(str).tolist()))
 
 
 def section() -> html.Div:
@@ -68,7 +72,7 @@ def render(key: str | None, layer: str | None, run: Any) -> Any:
     args = {"baseline": key, "layer": layer or Layer.POPLIBS, "run": _run(run)}
     ops = grid.frame(OPERATIONS_KIND, grid.json.dumps(args, sort_keys=True))
     status = ops["status"].value_counts()
-    is_op = (ops["name"] != NO_CONTEXT).to_numpy()
+    is_op = (ops["key"] != NO_CONTEXT).to_numpy()
     in_active = (ops["status"] != "removed").to_numpy()
     out_rows = ops.loc[~is_op & in_active, "active_cycles"]
     outside = int(out_rows.iat[0]) if len(out_rows) else None
@@ -85,7 +89,7 @@ def render(key: str | None, layer: str | None, run: Any) -> Any:
             className="small text-muted mb-1",
             id=ids.COMPARE_OPERATIONS_COUNTS,
         ),
-        grid.big_grid(OPERATIONS_KIND, args, sample=ops, height=380, row_id="name", short=True),
+        grid.big_grid(OPERATIONS_KIND, args, sample=ops, height=380, row_id="key", hidden=("key",), short=True),
         html.Div(id=ids.COMPARE_OPERATIONS_DETAILS, className="mt-2"),
         dbc.Row(
             [
@@ -115,7 +119,7 @@ DETAILS = {
 
 def operation_details(key: str, layer: str, run: int | None, name: str) -> Any:
     """Baseline / active / delta / ratio of one operation (``name`` is its debug-context path)."""
-    ops = operation_rows(key, layer, run).set_index("name")
+    ops = operation_rows(key, layer, run).set_index("key")
     full = baselines.comparison(key, layer=layer, run=run).operations.set_index("key")
     if name not in full.index:
         return None

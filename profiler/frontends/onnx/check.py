@@ -62,9 +62,13 @@ def reference_run(
         try:
             opts = ort.SessionOptions()
             opts.log_severity_level = 3  # no warnings about initializers listed as inputs
-            data = model.SerializeToString()
-            sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
-            del data  # the session holds its own copy of the weights
+            light, weights = _without_weights(model)
+            if weights:  # used in place by the session (OrtValues over the arrays: no copy)
+                opts.add_external_initializers(
+                    list(weights), [ort.OrtValue.ortvalue_from_numpy(w) for w in weights.values()]
+                )
+            sess = ort.InferenceSession(light.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+            del light
             runs = [sess.run(names, batch) for batch in batches]
             return _joined(names, runs), f"onnxruntime {ort.__version__}"
         except Exception as exc:  # e.g. an IR version newer than the installed onnxruntime reads
@@ -80,7 +84,63 @@ def reference_run(
     except Exception as exc:
         why = f"; onnxruntime: {fallback}" if fallback else ""
         raise FrontendError(f"--check: the reference runtime cannot run the model: {first_line(exc)}{why}") from None
-    return _joined(names, runs), f"onnx.reference {onnx.__version__}"
+    # said with the runtime's name: onnx.reference is pure Python and can take minutes on a big model
+    why = f" (onnxruntime could not run it: {fallback})" if fallback else ""
+    return _joined(names, runs), f"onnx.reference {onnx.__version__}{why}"
+
+
+#: Initializers at least this large go to onnxruntime as arrays rather than inside the serialized model.
+WEIGHTS_APART_BYTES = 1 << 16
+
+
+def _without_weights(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """``model`` with its large raw-data initializers marked external, and their values as arrays by name.
+
+    onnxruntime copies every initializer of a model it is given as bytes, so a serialized model held the
+    weights three times at once (the proto, its bytes, the session's copy: 3.9 GB for BERT-large in
+    float32). Given as external initializers (``SessionOptions.add_external_initializers``) the session
+    uses the arrays in place, and the model it parses holds only the graph."""
+    light = onnx.ModelProto()
+    for field, value in model.ListFields():
+        if field.name != "graph":
+            _copy_field(light, field, value)
+    weights: dict[str, np.ndarray] = {}
+    for field, value in model.graph.ListFields():
+        if field.name != "initializer":
+            _copy_field(light.graph, field, value)
+            continue
+        for t in value:
+            dtype = _plain_dtype(t)
+            if dtype is None or len(t.raw_data) < WEIGHTS_APART_BYTES:
+                light.graph.initializer.append(t)
+                continue
+            weights[t.name] = np.frombuffer(t.raw_data, dtype).reshape(tuple(t.dims))
+            stub = light.graph.initializer.add(name=t.name, data_type=t.data_type, dims=t.dims)
+            stub.data_location = onnx.TensorProto.EXTERNAL
+            stub.external_data.add(key="location", value=f"{len(weights)}.bin")  # never read: supplied above
+    return light, weights
+
+
+def _copy_field(into: object, field: object, value: object) -> None:
+    """Sets ``field`` of the message ``into`` to ``value`` (a repeated field, a message or a scalar)."""
+    name = field.name  # type: ignore[attr-defined]
+    if hasattr(value, "extend"):  # a repeated field's container
+        getattr(into, name).extend(value)
+    elif hasattr(value, "CopyFrom"):
+        getattr(into, name).CopyFrom(value)
+    else:
+        setattr(into, name, value)
+
+
+def _plain_dtype(t: onnx.TensorProto) -> np.dtype | None:
+    """numpy's dtype for a raw-data initializer numpy holds natively (not bfloat16, float8, int4, strings)."""
+    if t.data_location == onnx.TensorProto.EXTERNAL or not t.HasField("raw_data"):
+        return None
+    try:
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return dtype if dtype.kind in "fiub" and dtype.itemsize in (1, 2, 4, 8) and dtype.fields is None else None
 
 
 def _joined(names: list[str], runs: list[list[np.ndarray]]) -> dict[str, np.ndarray]:
