@@ -18,6 +18,7 @@ from profiler.poplar.layout import (
     Blocks,
     Factored,
     Runs,
+    VarRuns,
     Window,
     WindowBlocks,
     cut_ranges,
@@ -33,7 +34,9 @@ if TYPE_CHECKING:
 
 
 # What a view holds (see Tensor): a layout of one variable, or the flat element index of each element
-TensorLayout: TypeAlias = "Affine | Factored | Blocks | Runs | Window[Tensor] | WindowBlocks[Tensor] | np.ndarray"
+TensorLayout: TypeAlias = (
+    "Affine | Factored | Blocks | Runs | VarRuns | Window[Tensor] | WindowBlocks[Tensor] | np.ndarray"
+)
 
 # A [rows, width] field is kept as runs (profiler.poplar.layout.Runs) when its runs average at least this
 # many elements: three int64 per run against one int32 index (and maybe a variable id) per element.
@@ -64,8 +67,10 @@ class Tensor:
 
     @property
     def structured(self) -> bool:
-        """A convolution window (or blocks of one): held by its geometry, see profiler.poplar.layout.Window."""
-        return isinstance(self._lay, Window | WindowBlocks)
+        """A convolution window (or blocks of one): held by its geometry, see profiler.poplar.layout.Window;
+        or runs of several variables (profiler.poplar.layout.VarRuns). Both give an index per element
+        only when asked (``_explicit``)."""
+        return isinstance(self._lay, Window | WindowBlocks | VarRuns)
 
     def _explicit(self) -> Tensor:
         """The same view with an index per element (windows materialise on first use)."""
@@ -75,6 +80,9 @@ class Tensor:
         if isinstance(lay, WindowBlocks):
             w = lay.window.materialised()
             return w.blocks([lay.g, lay.r0, lay.c0], (1, lay.rows, lay.cols), drop=(0,))
+        if isinstance(lay, VarRuns):
+            var, idx = lay.elements(index_dtype(max(self.graph.variables[v].numel for v in self.variable_ids())))
+            return Tensor(self.graph, var, idx, self.dtype)
         return self
 
     @property
@@ -93,7 +101,7 @@ class Tensor:
         lay = self._lay
         if isinstance(lay, np.ndarray):
             return lay
-        if isinstance(lay, Window | WindowBlocks):  # structured
+        if isinstance(lay, Window | WindowBlocks | VarRuns):  # structured
             return self._explicit()._idx
         var = self.graph.variables[self._var]
         return lay.indices(index_dtype(var.numel))
@@ -123,6 +131,8 @@ class Tensor:
 
     # -- elements ------------------------------------------------------------------------
     def variable_ids(self) -> list[int]:
+        if isinstance(self._lay, VarRuns):
+            return [int(v) for v in np.unique(self._lay.var)]
         if isinstance(self._lay, Window | WindowBlocks):  # structured
             w = self._lay.window if isinstance(self._lay, WindowBlocks) else self._lay
             return sorted({w.x_var} | ({w.pad_var} if w.pad_var >= 0 else set()))
@@ -198,6 +208,13 @@ class Tensor:
         # reshape(2, 3) or reshape((2, 3)): ints, unless one sequence
         new = tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], int) else cast("tuple[int, ...]", shape)
         try:
+            if isinstance(self._lay, VarRuns) and new and new[0] == self.shape[0] and new.count(-1) <= 1:
+                # a field's rows regrouped (a reduction's [vertices, k, partials] as [vertices, k * partials])
+                n_rows, inner = new[0], list(new[1:])
+                if -1 in inner:
+                    known = int(np.prod([n for n in inner if n != -1], dtype=np.int64))
+                    inner[inner.index(-1)] = self.numel() // max(n_rows * known, 1)
+                return Tensor(self.graph, self._var, self._lay.reshaped(n_rows, tuple(inner)), self.dtype)
             aff = self.affine
             if aff is not None and aff.reshape(new) is None:
                 rows = _merged_rows(aff, new)
