@@ -164,8 +164,10 @@ class Tensor:
         if self.structured:
             return self._explicit()._apply(fn)
         idx = fn(self._idx)
-        var = self._var if isinstance(self._var, int) else fn(self._var)
-        return Tensor(self.graph, var, idx, self.dtype)
+        if isinstance(self._var, int):
+            return Tensor(self.graph, self._var, idx, self.dtype)
+        var = fn(self._var)
+        return _var_runs(self.graph, var, idx, self.dtype) or Tensor(self.graph, var, idx, self.dtype)
 
     def _view(
         self, affine: Callable[[Affine | Factored], Affine | Factored | None], fn: Callable[[np.ndarray], np.ndarray]
@@ -537,4 +539,22 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     var = np.concatenate(
         [np.full(t.shape, t._var, dtype=np.int32) if isinstance(t._var, int) else t._var for t in tensors], axis=axis
     )
-    return Tensor(first.graph, var, idx, first.dtype)
+    return _var_runs(first.graph, var, idx, first.dtype) or Tensor(first.graph, var, idx, first.dtype)
+
+
+def _var_runs(graph: VariableStore, var: np.ndarray, idx: np.ndarray, dtype: np.dtype) -> Tensor | None:
+    """A view of several variables (``var``, ``idx``: each element's variable and index, shaped like it)
+    kept as runs of its rows (profiler.poplar.layout.VarRuns) when they average ``RUNS_WORTH_IT``
+    elements: a rotary embedding's [-x2, x1] halves, and the fields of the ops that read it, are two
+    runs a row where an index and a variable id per element grow with the sequence (issue 38)."""
+    if idx.ndim < 2 or idx.size == 0:
+        return None
+    # one key per element, consecutive only within a variable (no index reaches big - 1): the runs
+    # Runs.encode cuts are runs of one variable
+    big = int(idx.max()) + 2
+    runs = Runs.encode(var.astype(np.int64) * big + idx.astype(np.int64))
+    if runs.start.size * RUNS_WORTH_IT > idx.size:
+        return None
+    start, of = runs.start % big, (runs.start // big).astype(np.int32)
+    kept = Runs(start, runs.length, runs.step, runs.row_first, runs.width, runs.inner)
+    return Tensor(graph, -1, VarRuns(kept, of), dtype)  # its variables are the runs' (variable_ids)
