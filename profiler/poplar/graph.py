@@ -561,7 +561,9 @@ class Graph:
         out = np.empty(idx.size, dtype=np.int32)
         for vid in np.unique(var_ids):
             sel = var_ids == vid
-            out[sel] = self.variables[vid].mapping.tile_of(idx[sel])
+            # not cached: a view of several variables is looked up once (a clone of a concatenation
+            # at import), and a tile per element of each kept would follow the elements (issue 38)
+            out[sel] = self.variables[vid].mapping.tile_of(idx[sel], cache=False)
         return self._from_device_tiles(out)
 
     def get_tile_mapping(self, t: Tensor) -> dict[int, list[tuple[int, int]]]:
