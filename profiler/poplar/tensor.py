@@ -412,6 +412,14 @@ class Tensor:
             idx = Blocks(lay.offsets[: -(-k // lay.inner.size)], lay.inner).indices().reshape(-1)[:k]
         elif isinstance(lay, np.ndarray):
             idx = lay.reshape(-1)[:k]
+        elif isinstance(lay, VarRuns):  # the runs that hold the first k elements
+            r = lay.runs
+            n = int(np.searchsorted(np.cumsum(r.length), k, side="left")) + 1 if k else 0
+            length = r.length[:n]
+            within = np.arange(int(length.sum()), dtype=np.int64) - np.repeat(np.cumsum(length) - length, length)
+            first = np.repeat(r.start[:n].astype(np.int64), length) + within * np.repeat(r.step[:n], length)
+            var = np.repeat(lay.var[:n], length)[:k].astype(np.int32)
+            return Tensor(self.graph, var, first[:k], self.dtype)
         else:
             return None
         var = self._var if isinstance(self._var, int) else self._var.reshape(-1)[:k]
