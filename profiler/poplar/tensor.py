@@ -418,8 +418,8 @@ class Tensor:
             length = r.length[:n]
             within = np.arange(int(length.sum()), dtype=np.int64) - np.repeat(np.cumsum(length) - length, length)
             first = np.repeat(r.start[:n].astype(np.int64), length) + within * np.repeat(r.step[:n], length)
-            var = np.repeat(lay.var[:n], length)[:k].astype(np.int32)
-            return Tensor(self.graph, var, first[:k], self.dtype)
+            of = np.repeat(lay.var[:n], length)[:k].astype(np.int32)
+            return Tensor(self.graph, of, first[:k], self.dtype)
         else:
             return None
         var = self._var if isinstance(self._var, int) else self._var.reshape(-1)[:k]
