@@ -38,7 +38,7 @@ from profiler.ops.poplibs_codelets import (
 )
 from profiler.ops.slicing import dynamic_slice, dynamic_update, map_slices_alike, replicated_index
 from profiler.poplar.graph import Graph
-from profiler.poplar.layout import Affine, Factored, Window, WindowBlocks
+from profiler.poplar.layout import Affine, Factored, VarRuns, Window, WindowBlocks
 from profiler.poplar.programs import Repeat, Sequence, WriteUndef
 from profiler.poplar.programs import Sequence as Prog
 from profiler.poplar.tensor import Tensor
@@ -693,7 +693,7 @@ def output_store(
 
 def _explicit(t: Tensor) -> int:
     """1 when a vertex's block of ``t`` is an index per element (not an affine, blocked or window view)."""
-    return int(isinstance(t._lay, np.ndarray))
+    return int(isinstance(t._lay, np.ndarray | VarRuns))  # runs of several variables: an index per element held per run
 
 
 def _rearrangeable(t: Tensor) -> bool:

@@ -22,6 +22,7 @@ from profiler.ops.core import (
     float_accumulator,
     op,
     padded_rows,
+    padded_runs,
     rows,
     set_attributes,
 )
@@ -270,9 +271,11 @@ class _RunPairs:
             start = self.start[outs]
             count = self.count[outs]
             if not (count == lb).all():  # padded (ragged) outputs: one each
-                valid = np.arange(lb) < count[:, :, None]
-                idx = np.where(valid, start[:, :, None] + np.arange(lb), 0)
-                field = padded_rows(self.flat, idx, valid, pad, self.tile[outs[:, 0]])
+                field = padded_runs(self.flat, start, count, lb, pad, self.tile[outs[:, 0]])
+                if field is None:  # not runs of one variable: an index per element
+                    valid = np.arange(lb) < count[:, :, None]
+                    idx = np.where(valid, start[:, :, None] + np.arange(lb), 0)
+                    field = padded_rows(self.flat, idx, valid, pad, self.tile[outs[:, 0]])
                 _add_reduce_vertices(graph, cs, op_name, field, out, outs, self.tile, scale)
                 continue
             # a run's outputs a constant stride apart: one pattern per vertex, no index per element

@@ -22,7 +22,7 @@ from profiler.chip.dtypes import as_dtype
 from profiler.chip.targets import Target, replica_view, sharding_view
 from profiler.host import host_memory
 from profiler.poplar import shape_only
-from profiler.poplar.layout import Affine, Factored, covers_all, cut_ranges, inner_run
+from profiler.poplar.layout import Affine, Factored, VarRuns, covers_all, cut_ranges, inner_run
 from profiler.poplar.streams import DEVICE_TO_HOST, HOST_TO_DEVICE, DataStream
 from profiler.poplar.tensor import RUNS_WORTH_IT, Tensor
 from profiler.poplar.variables import TileMapping, Variable
@@ -501,7 +501,7 @@ class Graph:
         PRESERVE_ORDER_UNLESS_ALIASES``, poplar/Graph.hpp). Its mapping stays the sources' intervals;
         one variable mapped element by element (DenseNet's concatenations: 0.6 intervals per element)
         would make host cost follow the elements. None when a variable is viewed in part or twice."""
-        if like.structured:
+        if like.structured and not isinstance(like._lay, VarRuns):  # a window; runs of variables: as by element
             return None
         var, idx = like.elements()
         ids, first = np.unique(var, return_index=True)
@@ -561,7 +561,9 @@ class Graph:
         out = np.empty(idx.size, dtype=np.int32)
         for vid in np.unique(var_ids):
             sel = var_ids == vid
-            out[sel] = self.variables[vid].mapping.tile_of(idx[sel])
+            # not cached: a view of several variables is looked up once (a clone of a concatenation
+            # at import), and a tile per element of each kept would follow the elements (issue 38)
+            out[sel] = self.variables[vid].mapping.tile_of(idx[sel], cache=False)
         return self._from_device_tiles(out)
 
     def get_tile_mapping(self, t: Tensor) -> dict[int, list[tuple[int, int]]]:

@@ -604,6 +604,40 @@ class Runs:
         return Runs(flat[first], length.astype(np.int64), step, row_first.astype(np.int64), width, inner)
 
 
+@dataclass(frozen=True, eq=False)
+class VarRuns:
+    """``Runs`` over several variables: run i reads variable ``var[i]`` (a ragged reduction's rows: a
+    run of its input, then its tile's padding element repeated). Poplar connects a field to a list of
+    regions of any tensors; this keeps a field of two variables per run, where an index and a variable
+    id per element grow with the field (a softmax over [heads, S, S] scores: with S squared).
+    ``elements`` gives them per element, for a consumer that asks (Tensor._explicit)."""
+
+    runs: Runs
+    var: np.ndarray  # int32, one per run of ``runs``
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.runs.shape
+
+    @property
+    def size(self) -> int:
+        return self.runs.size
+
+    def elements(self, dtype: np.dtype | type = np.int64) -> tuple[np.ndarray, np.ndarray]:
+        """(variable id, element index) of every element, each shaped like the field."""
+        var = np.repeat(self.var.astype(np.int32), self.runs.length).reshape(self.shape)
+        return var, self.runs.indices(dtype)
+
+    def reshaped(self, rows: int, inner: tuple[int, ...]) -> VarRuns:
+        """The same runs as ``rows`` rows of shape ``inner`` (a row's elements kept in order)."""
+        width = int(np.prod(inner, dtype=np.int64))
+        if rows != self.runs.row_first.size - 1 or width != self.runs.width:
+            raise ValueError(f"cannot reshape runs of shape {self.shape} to {(rows, *inner)}")
+        r = self.runs
+        kept = () if len(inner) == 1 else tuple(int(n) for n in inner)
+        return VarRuns(Runs(r.start, r.length, r.step, r.row_first, r.width, kept, r.period), self.var)
+
+
 def inner_run(aff: Affine) -> tuple[int, int]:
     """(positions, step) of the longest run of ``aff``'s trailing dims that reads its variable with
     one step of 0 or 1 (consecutive elements, or one element repeated): (1, 1) when none does."""

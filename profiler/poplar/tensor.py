@@ -18,6 +18,7 @@ from profiler.poplar.layout import (
     Blocks,
     Factored,
     Runs,
+    VarRuns,
     Window,
     WindowBlocks,
     cut_ranges,
@@ -33,7 +34,9 @@ if TYPE_CHECKING:
 
 
 # What a view holds (see Tensor): a layout of one variable, or the flat element index of each element
-TensorLayout: TypeAlias = "Affine | Factored | Blocks | Runs | Window[Tensor] | WindowBlocks[Tensor] | np.ndarray"
+TensorLayout: TypeAlias = (
+    "Affine | Factored | Blocks | Runs | VarRuns | Window[Tensor] | WindowBlocks[Tensor] | np.ndarray"
+)
 
 # A [rows, width] field is kept as runs (profiler.poplar.layout.Runs) when its runs average at least this
 # many elements: three int64 per run against one int32 index (and maybe a variable id) per element.
@@ -64,8 +67,10 @@ class Tensor:
 
     @property
     def structured(self) -> bool:
-        """A convolution window (or blocks of one): held by its geometry, see profiler.poplar.layout.Window."""
-        return isinstance(self._lay, Window | WindowBlocks)
+        """A convolution window (or blocks of one): held by its geometry, see profiler.poplar.layout.Window;
+        or runs of several variables (profiler.poplar.layout.VarRuns). Both give an index per element
+        only when asked (``_explicit``)."""
+        return isinstance(self._lay, Window | WindowBlocks | VarRuns)
 
     def _explicit(self) -> Tensor:
         """The same view with an index per element (windows materialise on first use)."""
@@ -75,6 +80,9 @@ class Tensor:
         if isinstance(lay, WindowBlocks):
             w = lay.window.materialised()
             return w.blocks([lay.g, lay.r0, lay.c0], (1, lay.rows, lay.cols), drop=(0,))
+        if isinstance(lay, VarRuns):
+            var, idx = lay.elements(index_dtype(max(self.graph.variables[v].numel for v in self.variable_ids())))
+            return Tensor(self.graph, var, idx, self.dtype)
         return self
 
     @property
@@ -93,7 +101,7 @@ class Tensor:
         lay = self._lay
         if isinstance(lay, np.ndarray):
             return lay
-        if isinstance(lay, Window | WindowBlocks):  # structured
+        if isinstance(lay, Window | WindowBlocks | VarRuns):  # structured
             return self._explicit()._idx
         var = self.graph.variables[self._var]
         return lay.indices(index_dtype(var.numel))
@@ -123,6 +131,8 @@ class Tensor:
 
     # -- elements ------------------------------------------------------------------------
     def variable_ids(self) -> list[int]:
+        if isinstance(self._lay, VarRuns):
+            return [int(v) for v in np.unique(self._lay.var)]
         if isinstance(self._lay, Window | WindowBlocks):  # structured
             w = self._lay.window if isinstance(self._lay, WindowBlocks) else self._lay
             return sorted({w.x_var} | ({w.pad_var} if w.pad_var >= 0 else set()))
@@ -154,8 +164,10 @@ class Tensor:
         if self.structured:
             return self._explicit()._apply(fn)
         idx = fn(self._idx)
-        var = self._var if isinstance(self._var, int) else fn(self._var)
-        return Tensor(self.graph, var, idx, self.dtype)
+        if isinstance(self._var, int):
+            return Tensor(self.graph, self._var, idx, self.dtype)
+        var = fn(self._var)
+        return _var_runs(self.graph, var, idx, self.dtype) or Tensor(self.graph, var, idx, self.dtype)
 
     def _view(
         self, affine: Callable[[Affine | Factored], Affine | Factored | None], fn: Callable[[np.ndarray], np.ndarray]
@@ -198,6 +210,13 @@ class Tensor:
         # reshape(2, 3) or reshape((2, 3)): ints, unless one sequence
         new = tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], int) else cast("tuple[int, ...]", shape)
         try:
+            if isinstance(self._lay, VarRuns) and new and new[0] == self.shape[0] and new.count(-1) <= 1:
+                # a field's rows regrouped (a reduction's [vertices, k, partials] as [vertices, k * partials])
+                n_rows, inner = new[0], list(new[1:])
+                if -1 in inner:
+                    known = int(np.prod([n for n in inner if n != -1], dtype=np.int64))
+                    inner[inner.index(-1)] = self.numel() // max(n_rows * known, 1)
+                return Tensor(self.graph, self._var, self._lay.reshaped(n_rows, tuple(inner)), self.dtype)
             aff = self.affine
             if aff is not None and aff.reshape(new) is None:
                 rows = _merged_rows(aff, new)
@@ -393,6 +412,14 @@ class Tensor:
             idx = Blocks(lay.offsets[: -(-k // lay.inner.size)], lay.inner).indices().reshape(-1)[:k]
         elif isinstance(lay, np.ndarray):
             idx = lay.reshape(-1)[:k]
+        elif isinstance(lay, VarRuns):  # the runs that hold the first k elements
+            r = lay.runs
+            n = int(np.searchsorted(np.cumsum(r.length), k, side="left")) + 1 if k else 0
+            length = r.length[:n]
+            within = np.arange(int(length.sum()), dtype=np.int64) - np.repeat(np.cumsum(length) - length, length)
+            first = np.repeat(r.start[:n].astype(np.int64), length) + within * np.repeat(r.step[:n], length)
+            of = np.repeat(lay.var[:n], length)[:k].astype(np.int32)
+            return Tensor(self.graph, of, first[:k], self.dtype)
         else:
             return None
         var = self._var if isinstance(self._var, int) else self._var.reshape(-1)[:k]
@@ -520,4 +547,22 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     var = np.concatenate(
         [np.full(t.shape, t._var, dtype=np.int32) if isinstance(t._var, int) else t._var for t in tensors], axis=axis
     )
-    return Tensor(first.graph, var, idx, first.dtype)
+    return _var_runs(first.graph, var, idx, first.dtype) or Tensor(first.graph, var, idx, first.dtype)
+
+
+def _var_runs(graph: VariableStore, var: np.ndarray, idx: np.ndarray, dtype: np.dtype) -> Tensor | None:
+    """A view of several variables (``var``, ``idx``: each element's variable and index, shaped like it)
+    kept as runs of its rows (profiler.poplar.layout.VarRuns) when they average ``RUNS_WORTH_IT``
+    elements: a rotary embedding's [-x2, x1] halves, and the fields of the ops that read it, are two
+    runs a row where an index and a variable id per element grow with the sequence (issue 38)."""
+    if idx.ndim < 2 or idx.size == 0:
+        return None
+    # one key per element, consecutive only within a variable (no index reaches big - 1): the runs
+    # Runs.encode cuts are runs of one variable
+    big = int(idx.max()) + 2
+    runs = Runs.encode(var.astype(np.int64) * big + idx.astype(np.int64))
+    if runs.start.size * RUNS_WORTH_IT > idx.size:
+        return None
+    start, of = runs.start % big, (runs.start // big).astype(np.int32)
+    kept = Runs(start, runs.length, runs.step, runs.row_first, runs.width, runs.inner)
+    return Tensor(graph, -1, VarRuns(kept, of), dtype)  # its variables are the runs' (variable_ids)

@@ -79,12 +79,14 @@ class TileMapping:
         view[...] = tiles.reshape(lay.shape) if tiles.ndim else tiles
         self.set_dense(dense)
 
-    def tile_of(self, idx: np.ndarray) -> np.ndarray:
+    def tile_of(self, idx: np.ndarray, cache: bool = True) -> np.ndarray:
         """Tile of each given element: a gather from a cached per-element tile array (compile looks up
-        hundreds of millions of elements; a gather is several times faster than a binary search)."""
+        hundreds of millions of elements; a gather is several times faster than a binary search).
+        ``cache=False``: no array is kept when there is none yet (a one-off lookup)."""
         if self.tiles.size == 1:
             return np.full(np.shape(idx), self.tiles[0], dtype=np.int32)
-        if self._lookup is None and (self.n > LOOKUP_MAX_ELEMENTS or np.size(idx) * FEW_ELEMENTS <= self.n):
+        few = np.size(idx) * FEW_ELEMENTS <= self.n
+        if self._lookup is None and (not cache or self.n > LOOKUP_MAX_ELEMENTS or few):
             # no 4 B per element kept, or not worth building for a few: search the intervals
             return self.tiles[np.searchsorted(self.starts, idx, side="right") - 1]
         if self._lookup is None:

@@ -65,7 +65,10 @@ def rng(seed: int = 0) -> np.random.Generator:
 
 def _tensor_snapshot(t: object) -> tuple:
     var, idx = t.elements()  # type: ignore[attr-defined]
-    return type(t._lay).__name__, t.shape, t.dtype.str, var.tolist(), idx.tolist()  # type: ignore[attr-defined]
+    kind = type(t._lay).__name__  # type: ignore[attr-defined]
+    if kind == "VarRuns":  # runs of several variables: an index per element held per run, the same field
+        kind = "ndarray"
+    return kind, t.shape, t.dtype.str, var.tolist(), idx.tolist()  # type: ignore[attr-defined]
 
 
 def _batch_snapshot(b: object) -> tuple:

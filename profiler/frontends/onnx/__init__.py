@@ -45,9 +45,13 @@ class Session:
         self.engine = Engine(model.graph, programs, options, name=name)
         self.replicas = model.graph.replication_factor
         rows = self.replicas * self.micro_batches  # host rows per device row of an input or output
-        self._inputs = {s.name: np.zeros(_scaled(s.shape, rows), dtype=s.device_dtype) for s in model.inputs}
+        # a compile-only engine never moves a value (its streams are not read), so it gets no host buffers:
+        # a prefill's logits alone would be S x vocab x micro-batches elements (issue 38)
+        values = not self.engine.compile_only
+        self._inputs = {s.name: np.zeros(_scaled(s.shape, rows), dtype=s.device_dtype)
+                        for s in model.inputs if values}  # fmt: skip
         self._outputs = {s.name: np.zeros(_scaled(s.shape, rows), dtype=s.device_dtype) for s in model.outputs
-                         if s.name not in model.host_outputs}  # fmt: skip
+                         if values and s.name not in model.host_outputs}  # fmt: skip
         self._weights_loaded = False
         self.cycles: list[int] = []  # simulated cycles of each inference run
 
