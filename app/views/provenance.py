@@ -41,8 +41,14 @@ def data_dependent_sentence(report: Report, shown: int = 3) -> str:
     dd = data_dependent(report)
     if not len(dd):
         return ""
-    named = "; ".join(f"{n or f'program {p}'}: {r}" for p, n, r in dd.head(shown).itertuples(index=False))
-    more = f"; and {len(dd) - shown} more" if len(dd) > shown else ""
+    # nodes of one name and reason said once, with their count (a POD16 decoder's lookups repeat per stage)
+    dd = dd.assign(label=[n or f"program {p}" for p, n in zip(dd["program_id"], dd["name"], strict=True)])
+    kinds = dd.groupby(["label", "reason"], sort=False).size().reset_index(name="count")
+    named = "; ".join(
+        f"{label}: {reason}" + (f" ({count} nodes)" if count > 1 else "")
+        for label, reason, count in kinds.head(shown).itertuples(index=False)
+    )
+    more = f"; and {len(kinds) - shown} more" if len(kinds) > shown else ""
     many = len(dd) != 1
     return (
         f"{len(dd)} program node{'s' if many else ''} ha{'ve' if many else 's'} cycles that depend on data, charged "

@@ -112,7 +112,15 @@ def test_summary_headline_deltas(pair):
     table = find(out, ids.COMPARE_SUMMARY_TABLE)
     body = {text(r.children[0]): [text(c) for c in r.children[1:]] for r in table.children[1].children}
     ratio = (BASE_CYCLES + 300) / BASE_CYCLES
-    assert body["Total cycles"] == ["2,390", "2,690", "+300", f"×{ratio:.4g} (+{(ratio - 1) * 100:.2f}%)"]
+    assert body["Total cycles (all runs)"] == ["2,390", "2,690", "+300", f"×{ratio:.4g} (+{(ratio - 1) * 100:.2f}%)"]
+    # the rows lead with the run that computes: the same figure Summary's headline and `tilescope summary` give
+    from app.views.summary import summary
+    from report_format.reader import open_report
+
+    head = [summary(open_report(pair[side]))["execution"]["headline"]["cycles"] for side in ("baseline", "active")]
+    assert body["Cycles of the run that computes"][:3] == [f"{head[0]:,}", f"{head[1]:,}", f"+{head[1] - head[0]:,}"]
+    assert head[1] - head[0] == 300  # the cast step is in the run that computes
+    assert list(body).index("Cycles of the run that computes") < list(body).index("Total cycles (all runs)")
     assert body["Program steps"][2] == "+1"
     # cast_out (+1024 B on tile 3) and old_w (-512 B): +512 B of variables in all
     assert body["Total memory (excl. gaps)"][2] == "+512 B"

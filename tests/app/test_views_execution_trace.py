@@ -93,3 +93,23 @@ def test_step_at_a_cycle(small_report):
     # run 0, IPU 1: matmul 50-110, exchange 110-130; IPU 0: matmul 50-90, exchange 90-110
     assert view.step_at(small_report, 0, 1, 100) == 3 and view.step_at(small_report, 0, 0, 100) == 4
     assert view.step_at(small_report, 0, 0, 10_000) == 9  # past the end: the nearest (last) step
+
+
+def test_data_dependent_nodes_of_one_name_and_reason_are_said_once(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import pandas as pd
+
+    from app.views import provenance
+
+    dd = pd.DataFrame(
+        {
+            "program_id": [4, 9, 12],
+            "name": ["multi slice", "multi slice", ""],
+            "reason": ["MultiSlice: indices decide", "MultiSlice: indices decide", "If: the condition decides"],
+        }
+    )
+    monkeypatch.setattr(provenance, "data_dependent", lambda report: dd)
+    assert provenance.data_dependent_sentence(None) == (  # type: ignore[arg-type]
+        "3 program nodes have cycles that depend on data, charged the cost model's estimate whatever the values "
+        "(multi slice: MultiSlice: indices decide (2 nodes); program 12: If: the condition decides)."
+    )
+    assert provenance.data_dependent_sentence(None, shown=1).endswith("(2 nodes); and 1 more).")  # type: ignore[arg-type]
