@@ -9,6 +9,7 @@ import importlib
 import json
 import math
 import re
+from pathlib import Path
 
 import pytest
 
@@ -50,6 +51,11 @@ def grid_rows(component) -> list[dict]:
     return component.rowData
 
 
+def text_of_percent(report: Path, run: int) -> str:
+    """The baseline's tile balance of the run that computes, as the compare table writes it."""
+    return format_percent(run_figures(open_report(report), run)["tile_balance"])
+
+
 def test_tile_balance(demo_pair, pages, capsys):
     active, baseline = demo_pair
     summary = cli_json(capsys, "summary", str(active), "--json")["execution"]
@@ -59,14 +65,19 @@ def test_tile_balance(demo_pair, pages, capsys):
     assert diff["metrics"]["execution.tile_balance"]["active"] == pytest.approx(overall)
     assert summary["tile_balance_per_run"][run] == pytest.approx(per_run)
     assert not math.isclose(overall, per_run)  # all runs and one run are told apart, not confused
-    # all runs: the compare headline table, the diff's text, the CLI summary's execution line
+    # all runs: the CLI summary's execution line
+    assert f"tile balance {format_percent(overall)}" in cli_text(capsys, "summary", str(active))
+    # the run that computes: the compare headline table and the diff's text lead with it
     headline = text(find(pages["compare_summary"].render(pages["key"]), ids.COMPARE_SUMMARY_TABLE))
-    assert format_percent(overall) in headline
+    assert (
+        f"Execution tile balance (run that computes) {text_of_percent(baseline, run)} {format_percent(per_run)}"
+        in headline
+    )
+    assert diff["metrics"]["execution.headline.tile_balance"]["active"] == pytest.approx(per_run)
     assert re.search(
-        rf"execution\.tile_balance\s+\S+\s+{re.escape(format_percent(overall))}",
+        rf"execution\.headline\.tile_balance\s+\S+\s+{re.escape(format_percent(per_run))}",
         cli_text(capsys, "diff", str(baseline), str(active)),
     )
-    assert f"tile balance {format_percent(overall)}" in cli_text(capsys, "summary", str(active))
     # one run: the Summary's headline card (the opening run), the Execution Trace card, the Summary's
     # runs table, the compare runs table, the CLI's headline and per-run lines
     assert f"Tile balance {format_percent(per_run)} run {run}" in text(
