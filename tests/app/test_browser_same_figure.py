@@ -68,7 +68,7 @@ def test_every_page_shows_the_same_figures(page, base, figures, demo_pair, capsy
     f, run = figures, figures["run"]
     active, baseline = demo_pair
     # Summary: the cards (the opening run, as the Execution Trace opens on it), the runs table (one
-    # run); its compare tab's headline table (all runs)
+    # run); its compare tab's headline table (the run that computes, as the cards)
     page.goto(base + "/")
     settle(page, 600)
     expect(page.locator("#summary-body")).to_contain_text(f"Tile balance{f['run_balance']}run {run}")
@@ -76,8 +76,8 @@ def test_every_page_shows_the_same_figures(page, base, figures, demo_pair, capsy
     expect(grid_cell(page, "summary-runs", run, "tile_balance")).to_have_text(f["run_balance"])
     expect(grid_cell(page, "summary-runs", run, "executed steps")).to_have_text(f"{f['steps']:,}")
     compare_tab(page)
-    row = page.locator("#compare-summary-table tr", has_text="Execution tile balance").locator("td")
-    expect(row.nth(2)).to_have_text(f["balance"])
+    row = page.locator("#compare-summary-table tr", has_text="Execution tile balance (run that computes)").locator("td")
+    expect(row.nth(2)).to_have_text(f["run_balance"])
     # Execution Trace (opens on the longest run): its cards and detail line; its compare tab's runs
     page.goto(base + "/execution-trace")
     settle(page, 800)
@@ -108,6 +108,7 @@ def test_every_page_shows_the_same_figures(page, base, figures, demo_pair, capsy
     text = cli(capsys, "summary", str(active))
     assert f"tile balance {f['balance']}" in text and f"{f['steps']:,} executed steps" in text
     assert re.search(
-        rf"execution\.tile_balance\s+\S+\s+{re.escape(f['balance'])}", cli(capsys, "diff", str(baseline), str(active))
-    )
+        rf"execution\.headline\.tile_balance\s+\S+\s+{re.escape(f['run_balance'])}",
+        cli(capsys, "diff", str(baseline), str(active)),
+    )  # the diff leads with the run that computes, as the compare table does
     assert page.watch.errors == []
