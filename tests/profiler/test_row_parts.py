@@ -53,3 +53,27 @@ def test_conv_in_row_parts_gives_the_whole_batchs_bits(case, dtype, monkeypatch)
     ref = ref_conv(x.astype(np.float64), wt.astype(np.float64), s, p, 1, 1)
     tol = 1e-5 if dtype == np.float32 else 2e-2
     np.testing.assert_allclose(split, ref, rtol=tol, atol=tol * 4)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_a_products_weights_are_read_row_major_once_per_run(dtype, monkeypatch) -> None:
+    """A 1x1 convolution's weights [Cout, C] are its product's rhs as [C, Cout]: the engine hands
+    BLAS a row-major copy (kept while unwritten, batch_run._product_operands), not the transposed view,
+    and the result is the convolution's."""
+    seen: list[bool] = []
+    matmul = blas.matmul
+
+    def spy(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+        seen.append(b.reshape(b.shape[-2:]).flags.c_contiguous)
+        return matmul(a, b, out)
+
+    monkeypatch.setattr(blas, "matmul", spy)
+    r = rng(3)
+    x = r.standard_normal((1, 16, 5, 6)).astype(dtype)
+    wt = (r.standard_normal((24, 16, 1, 1)) * 0.3).astype(dtype)
+    build = lambda g, t, prog: {"y": ops.conv2d(g, t["x"], t["w"], prog)}  # noqa: E731
+    out, _, _ = run({"x": x, "w": wt}, build, tiles=4)
+    assert seen and all(seen)
+    ref = ref_conv(x.astype(np.float64), wt.astype(np.float64), 1, 0, 1, 1)
+    tol = 1e-5 if dtype == np.float32 else 2e-2
+    np.testing.assert_allclose(out["y"], ref, rtol=tol, atol=tol * 4)
