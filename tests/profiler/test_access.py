@@ -209,3 +209,26 @@ def test_strided_copies_of_short_rows_move_every_bit(dtype) -> None:
         got = np.zeros((50, 6, g), dtype)
         copy_into(got, s.transpose(1, 0, 2))
         assert np.array_equal(got.view(bits), s.transpose(1, 0, 2).view(bits))
+
+
+def test_walks_are_worked_out_once_per_geometry_and_give_the_same_copy(monkeypatch) -> None:
+    """convert._walk keeps each geometry's order and merged shape: a second copy of the same
+    geometry takes the kept walk and copies the same elements; the kept walks are bounded."""
+    from profiler.executable import convert
+
+    monkeypatch.setattr(convert, "_WALKS", {})
+    monkeypatch.setattr(convert, "_WALKS_KEPT", 2)
+    src = np.arange(4 * 6 * 8, dtype=np.float32).reshape(4, 6, 8).transpose(1, 0, 2)  # [6, 4, 8], strided
+    dst = np.empty((4, 6, 8), np.float32).transpose(1, 0, 2)
+    convert.store(dst, src)
+    assert len(convert._WALKS) == 1
+    assert next(iter(convert._WALKS.values())) == ((1, 0, 2), (1, 1, 192))  # walked in dst's order: one row
+    again = np.empty((4, 6, 8), np.float32).transpose(1, 0, 2)
+    convert.store(again, src)
+    assert len(convert._WALKS) == 1 and np.array_equal(again, src) and np.array_equal(dst, src)
+    for shape in ((3, 5, 2), (5, 3, 2)):  # two more geometries: the third clears the kept walks first
+        a = np.ones(shape, np.float16).transpose(1, 0, 2)
+        b = np.empty(shape, np.float32).transpose(1, 0, 2)
+        convert.store(b, a)
+        assert np.array_equal(b, a.astype(np.float32))
+    assert len(convert._WALKS) <= 2
