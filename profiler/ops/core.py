@@ -129,10 +129,10 @@ def add_like(graph: Graph, like: Tensor, name: str, dtype: object | None = None)
     if cloned is not None:
         return cloned
     t = graph.add_variable(like.dtype if dtype is None else dtype, like.shape, name)
-    runs = graph.tile_runs(like)
+    runs = graph.view_runs(like)
     if (
         runs is not None and t.numel() and (runs[1] >= 0).all()
-    ):  # a range of one variable (x[i]): its intervals, not a tile per element
+    ):  # a range of one variable (x[i]), a strided view or runs of several: intervals, not a tile per element
         start, tiles = runs
         graph.map_intervals(t, start, np.diff(np.append(start, t.numel())), tiles)
     else:
@@ -207,7 +207,8 @@ def vertex_fields(
     flat = tensors[0].reshape(-1)
     for c in np.unique(counts):
         sel = counts == c
-        idx = order[starts[sel][:, None] + np.arange(c)]
+        # the rows' elements, an index each: only for a field that is none of the views below
+        at: np.ndarray | None = None
         if flat.affine is None:  # a transposed or grouped view (view_runs): runs of its inner dims
             named: dict[str, Tensor] = {names[0]: tensors[0].affine_rows(order, breaks, starts[sel], int(c))}
         else:
@@ -216,8 +217,12 @@ def vertex_fields(
             if t.strided and t.rank > 1 and t.reshape(-1).affine is None:
                 # a broadcast or transposed operand: runs of its inner dims, not an index per element
                 named[name] = t.affine_rows(order, breaks, starts[sel], int(c))
-            else:
-                named[name] = rows(t, idx)
+                continue
+            found = t.var_runs_rows(order, breaks, starts[sel], int(c))  # runs of several variables stay runs
+            if found is None:
+                at = order[starts[sel][:, None] + np.arange(c)] if at is None else at
+                found = rows(t, at)
+            named[name] = found
         yield utiles[sel], named
 
 

@@ -637,6 +637,30 @@ class VarRuns:
         kept = () if len(inner) == 1 else tuple(int(n) for n in inner)
         return VarRuns(Runs(r.start, r.length, r.step, r.row_first, r.width, kept, r.period), self.var)
 
+    def take_ranges(self, first: np.ndarray, length: np.ndarray, row_first: np.ndarray, width: int) -> VarRuns | None:
+        """The field whose row v reads, one after another, the ranges ``[row_first[v], row_first[v + 1])``
+        of this one's flattened positions, range i ``[first[i], first[i] + length[i])`` (``width``
+        positions a row): each range cut where a run ends, each piece a run of the same variable. Per
+        range and run, never per element; None for periodic runs."""
+        r = self.runs
+        if r.period is not None:
+            return None
+        first, length = np.asarray(first, dtype=np.int64), np.asarray(length, dtype=np.int64)
+        run_pos = np.cumsum(r.length, dtype=np.int64) - r.length  # each run's first flattened position
+        sub, pieces = cut_ranges(run_pos, first, length)
+        j = np.searchsorted(run_pos, sub, side="right") - 1  # the run each piece lies in
+        step = np.asarray(r.step)[j].astype(np.int64)
+        start = r.start[j].astype(np.int64) + (sub - run_pos[j]) * step
+        piece_first = np.append(0, np.cumsum(pieces))[np.asarray(row_first, dtype=np.int64)]
+        runs = Runs(start, piece_lengths(sub, pieces, first, length), step, piece_first.astype(np.int64), int(width))
+        return VarRuns(runs, self.var[j])
+
+    def one_row(self) -> VarRuns:
+        """The same runs as a single row of this field's shape (a kernel's whole-tensor field)."""
+        r = self.runs
+        rows = np.array([0, r.start.size], dtype=np.int64)
+        return VarRuns(Runs(r.start, r.length, r.step, rows, r.size, self.shape, r.period), self.var)
+
 
 def inner_run(aff: Affine) -> tuple[int, int]:
     """(positions, step) of the longest run of ``aff``'s trailing dims that reads its variable with

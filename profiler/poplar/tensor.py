@@ -248,6 +248,8 @@ class Tensor:
         return self.transpose()
 
     def expand(self, axis: int) -> Tensor:
+        if isinstance(self._lay, VarRuns) and axis == 0:  # one row of runs (a kernel's field), not an index each
+            return Tensor(self.graph, self._var, self._lay.one_row(), self.dtype)
         return self._view(lambda a: a.expand(axis), lambda a: np.expand_dims(a, axis))
 
     def broadcast_to(self, shape: Sequence[int]) -> Tensor:
@@ -399,6 +401,20 @@ class Tensor:
         row = np.repeat(np.repeat(np.arange(first.size), pieces), cuts)
         runs = _merged_runs(value, end - sub, step, row, first.size, int(width))
         return Tensor(self.graph, self._var, runs, self.dtype)
+
+    def var_runs_rows(self, index: np.ndarray, breaks: np.ndarray, first: np.ndarray, width: int) -> Tensor | None:
+        """``permuted_rows`` for runs of several variables (a rotary embedding's [-x2, x1]): each row's
+        pieces of ``index`` (cut at ``breaks``) read as ranges of this view's runs, per piece and run,
+        never per element. None when this view is not such runs (or they cycle)."""
+        if not isinstance(self._lay, VarRuns):
+            return None
+        first = np.asarray(first, dtype=np.int64).reshape(-1)
+        widths = np.full(first.size, width, dtype=np.int64)
+        start, pieces = cut_ranges(breaks, first, widths)
+        length = piece_lengths(start, pieces, first, widths)
+        row_first = np.append(0, np.cumsum(pieces)).astype(np.int64)
+        lay = self._lay.take_ranges(index[start], length, row_first, int(width))
+        return None if lay is None else Tensor(self.graph, -1, lay, self.dtype)
 
     def head(self, k: int) -> Tensor | None:
         """The first ``k`` elements of this view flattened, with an index each (a probe of a large
