@@ -438,7 +438,7 @@ class Graph:
         intervals end (a repeated element is one piece), neighbours on one tile merged. Per run and
         interval, never per element; None for periodic runs."""
         r = lay.runs
-        if r.period is not None:
+        if r.period is not None or r.block:
             return None
         length = r.length.astype(np.int64)
         at = np.cumsum(length) - length  # each run's first position in the view
