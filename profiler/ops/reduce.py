@@ -86,7 +86,10 @@ def _worker_runs(tile: np.ndarray, count: np.ndarray, workers: int) -> np.ndarra
     nv = tile.size
     if nv == 0:
         return np.zeros(0, dtype=np.int64)
-    order = np.lexsort((np.arange(nv), count, tile))
+    # np.lexsort((np.arange(nv), count, tile)) as one stable sort of a combined key (a third of the
+    # time over a million outputs: an RMSNorm's (row, tile) pairs)
+    count64 = count.astype(np.int64)
+    order = np.argsort(tile.astype(np.int64) * (int(count64.max()) + 1) + count64, kind="stable")
     t, c = tile[order], count[order]
     new_seg = np.ones(nv, dtype=bool)
     new_seg[1:] = (t[1:] != t[:-1]) | (c[1:] != c[:-1])
