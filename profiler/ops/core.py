@@ -129,10 +129,10 @@ def add_like(graph: Graph, like: Tensor, name: str, dtype: object | None = None)
     if cloned is not None:
         return cloned
     t = graph.add_variable(like.dtype if dtype is None else dtype, like.shape, name)
-    runs = graph.tile_runs(like)
+    runs = graph.view_runs(like)
     if (
         runs is not None and t.numel() and (runs[1] >= 0).all()
-    ):  # a range of one variable (x[i]): its intervals, not a tile per element
+    ):  # a range of one variable (x[i]), a strided view or runs of several: intervals, not a tile per element
         start, tiles = runs
         graph.map_intervals(t, start, np.diff(np.append(start, t.numel())), tiles)
     else:
@@ -207,7 +207,8 @@ def vertex_fields(
     flat = tensors[0].reshape(-1)
     for c in np.unique(counts):
         sel = counts == c
-        idx = order[starts[sel][:, None] + np.arange(c)]
+        # the rows' elements, an index each: only for a field that is none of the views below
+        at: np.ndarray | None = None
         if flat.affine is None:  # a transposed or grouped view (view_runs): runs of its inner dims
             named: dict[str, Tensor] = {names[0]: tensors[0].affine_rows(order, breaks, starts[sel], int(c))}
         else:
@@ -216,8 +217,12 @@ def vertex_fields(
             if t.strided and t.rank > 1 and t.reshape(-1).affine is None:
                 # a broadcast or transposed operand: runs of its inner dims, not an index per element
                 named[name] = t.affine_rows(order, breaks, starts[sel], int(c))
-            else:
-                named[name] = rows(t, idx)
+                continue
+            found = t.var_runs_rows(order, breaks, starts[sel], int(c))  # runs of several variables stay runs
+            if found is None:
+                at = order[starts[sel][:, None] + np.arange(c)] if at is None else at
+                found = rows(t, at)
+            named[name] = found
         yield utiles[sel], named
 
 
@@ -249,52 +254,73 @@ def padded_rows(src: Tensor, idx: np.ndarray, valid: np.ndarray, pad: Tensor, pa
 
 
 def padded_runs(
-    src: Tensor, start: np.ndarray, count: np.ndarray, width: int, pad: Tensor, pad_tile: np.ndarray
+    src: Tensor,
+    start: np.ndarray,
+    count: np.ndarray,
+    width: int,
+    pad: Tensor,
+    pad_tile: np.ndarray,
+    ranges: np.ndarray | None = None,
 ) -> Tensor | None:
     """``padded_rows`` for rows of ranges, kept per run: row v's part j reads ``src``'s flattened
     positions ``[start[v, j], start[v, j] + count[v, j])``, then ``pad[pad_tile[v]]`` up to ``width``
     (a ragged reduction's field, shape ``[V, k, width]``), as runs of the two variables
     (profiler.poplar.layout.VarRuns): each range cut where ``src``'s inner contiguous dims end, plus
-    one repeated pad element, never an index per element. None when ``src`` is not an affine or
-    factored view whose inner dims read its variable with step 1, ``pad`` is not one variable, or
-    runs are not worth it (``RUNS_WORTH_IT``)."""
+    one repeated pad element, never an index per element. With ``ranges`` ([V, k]), part (v, j) is
+    ``ranges[v, j]`` ranges read one after another, and ``start`` and ``count`` are one per range,
+    part by part (a reduction's output whose members on one tile are several runs: a row of
+    attention scores computed in column chunks). None when ``src`` is not an affine or factored view
+    whose inner dims read its variable with step 1, ``pad`` is not one variable, or runs are not
+    worth it (``RUNS_WORTH_IT``)."""
     flat = src.reshape(-1)
     aff = flat._lay.flat if isinstance(flat._lay, Factored) else flat.affine
     sv, pv = flat.single_variable(), pad.single_variable()
     start, count = np.asarray(start, dtype=np.int64), np.asarray(count, dtype=np.int64)
-    if not isinstance(aff, Affine) or sv is None or pv is None or sv == pv or start.ndim != 2 or start.size == 0:
+    shape = start.shape if ranges is None else np.shape(ranges)
+    if not isinstance(aff, Affine) or sv is None or pv is None or sv == pv or len(shape) != 2 or start.size == 0:
         return None
     inner, step = inner_run(aff)
-    if step != 1 or (count < 0).any() or (count > width).any():
-        return None
     p, c = start.reshape(-1), count.reshape(-1)
-    # each part: the pieces of its range cut at multiples of ``inner`` (a run of the variable each), then its padding
+    per = np.ones(p.size, np.int64) if ranges is None else np.asarray(ranges, dtype=np.int64).reshape(-1)
+    if step != 1 or (c < 0).any() or (per < 0).any() or int(per.sum()) != p.size:
+        return None
+    end_range = np.cumsum(per)  # one past each part's last range
+    c_sum = np.append(0, np.cumsum(c))
+    filled = c_sum[end_range] - c_sum[end_range - per]  # positions each part reads from ``src``
+    if (filled > width).any():
+        return None
+    # each range: its pieces cut at multiples of ``inner`` (a run of the variable each); each part: its
+    # ranges' pieces in order, then its padding
     cuts = np.where(c > 0, (p + c - 1) // inner - p // inner + 1, 0)
-    padded = (c < width).astype(np.int64)
-    per_part = cuts + padded
+    cuts_sum = np.append(0, np.cumsum(cuts))
+    part_cuts = cuts_sum[end_range] - cuts_sum[end_range - per]
+    padded = (filled < width).astype(np.int64)
+    per_part = part_cuts + padded
     total = int(per_part.sum())
-    if total * RUNS_WORTH_IT > start.size * width:
+    if total * RUNS_WORTH_IT > per.size * width:
         return None
     first_run = np.cumsum(per_part) - per_part
-    part = np.repeat(np.arange(p.size), cuts)
-    k = np.arange(part.size) - np.repeat(np.cumsum(cuts) - cuts, cuts)  # the piece's rank within its range
-    sub = np.where(k == 0, p[part], (p[part] // inner + k) * inner)
-    end = np.minimum(p[part] + c[part], (sub // inner + 1) * inner)
+    part_of = np.repeat(np.arange(per.size), per)  # the part of each range
+    base = first_run[part_of] + cuts_sum[:-1] - cuts_sum[(end_range - per)[part_of]]  # each range's first slot
+    rng = np.repeat(np.arange(p.size), cuts)  # the range of each piece
+    k = np.arange(rng.size) - cuts_sum[rng]  # the piece's rank within its range
+    sub = np.where(k == 0, p[rng], (p[rng] // inner + k) * inner)
+    end = np.minimum(p[rng] + c[rng], (sub // inner + 1) * inner)
     coords = np.unravel_index(sub, aff.shape)
     elem = aff.offset + sum((x.astype(np.int64) * st for x, st in zip(coords, aff.strides, strict=True)),
                             np.zeros(sub.size, np.int64))  # fmt: skip
     _, pad_idx = pad.elements()
-    tile = np.repeat(np.asarray(pad_tile, dtype=np.int64).reshape(-1), start.shape[1])  # per part
+    tile = np.repeat(np.asarray(pad_tile, dtype=np.int64).reshape(-1), shape[1])  # per part
     pads = np.flatnonzero(padded)
     run_start, length = np.empty(total, np.int64), np.empty(total, np.int64)
     run_step, var = np.ones(total, np.int64), np.full(total, sv, np.int32)
-    slot = first_run[part] + k
+    slot = base[rng] + k
     run_start[slot], length[slot] = elem, end - sub
-    slot = first_run[pads] + cuts[pads]
-    run_start[slot], length[slot] = pad_idx[tile[pads]], width - c[pads]
+    slot = first_run[pads] + part_cuts[pads]
+    run_start[slot], length[slot] = pad_idx[tile[pads]], width - filled[pads]
     run_step[slot], var[slot] = 0, pv
-    row_first = np.append(0, np.cumsum(per_part.reshape(start.shape).sum(axis=1))).astype(np.int64)
-    runs = Runs(run_start, length, run_step, row_first, start.shape[1] * width, (start.shape[1], width))
+    row_first = np.append(0, np.cumsum(per_part.reshape(shape).sum(axis=1))).astype(np.int64)
+    runs = Runs(run_start, length, run_step, row_first, shape[1] * width, (shape[1], width))
     return Tensor(src.graph, -1, VarRuns(runs, var), src.dtype)  # its variables are the runs' (variable_ids)
 
 

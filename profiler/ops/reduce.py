@@ -86,7 +86,10 @@ def _worker_runs(tile: np.ndarray, count: np.ndarray, workers: int) -> np.ndarra
     nv = tile.size
     if nv == 0:
         return np.zeros(0, dtype=np.int64)
-    order = np.lexsort((np.arange(nv), count, tile))
+    # np.lexsort((np.arange(nv), count, tile)) as one stable sort of a combined key (a third of the
+    # time over a million outputs: an RMSNorm's (row, tile) pairs)
+    count64 = count.astype(np.int64)
+    order = np.argsort(tile.astype(np.int64) * (int(count64.max()) + 1) + count64, kind="stable")
     t, c = tile[order], count[order]
     new_seg = np.ones(nv, dtype=bool)
     new_seg[1:] = (t[1:] != t[:-1]) | (c[1:] != c[:-1])
@@ -232,31 +235,41 @@ class _ElementPairs:
 class _RunPairs:
     """Stage 1's (group, tile) pairs of groups of ``size`` consecutive elements of a one-dimensional
     affine view, found per run of elements on one tile: the pairs, their fields and the kernel come
-    out as ``_ElementPairs`` gives them when each pair's members are consecutive, without an array
-    per element beyond the tiles (an attention score tensor at batch 8 has 14 M elements per layer)."""
+    out as ``_ElementPairs`` gives them, without an array per element beyond the tiles (an attention
+    score tensor at batch 8 has 14 M elements per layer). A pair is one run, or several when a
+    group leaves a tile and comes back (scores computed in column chunks: each chunk of a row on
+    the same tiles); its members are then its runs, in order."""
 
     def __init__(self, graph: Graph, flat: Tensor, size: int, pair_group: np.ndarray, pair_tile: np.ndarray,
-                 start: np.ndarray, count: np.ndarray) -> None:  # fmt: skip
+                 start: np.ndarray, count: np.ndarray,
+                 ranges: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:  # fmt: skip
         self.graph, self.flat, self.size = graph, flat, size
         self.group, self.tile, self.start, self.count = pair_group, pair_tile, start, count
+        # with several runs to a pair: (first run, runs) per pair and each run's elements; ``start``
+        # is then per run and ``count`` per pair (its runs' sum)
+        self.ranges = ranges
 
     @classmethod
     def find(cls, graph: Graph, src: Tensor, size: int) -> _RunPairs | None:
-        """The pairs, or None when a group's members on one tile are not consecutive (it leaves a
-        tile and comes back) or ``src`` flattened is neither affine nor a grouped (factored) view, e.g.
-        a layer norm's input held in a matmul result's channel groups."""
+        """The pairs, or None when ``src`` flattened is neither affine nor a grouped (factored) view,
+        e.g. a layer norm's input held in a matmul result's channel groups."""
         flat = src.reshape(-1)
         if not isinstance(flat._lay, Affine | Factored) or flat.numel() == 0:
             return None
         nt, n = graph.target.num_tiles, flat.numel()
         first, tile = _runs_and_groups(graph, flat, size)
         key = (first // size) * nt + tile.astype(np.int64)
-        order = np.argsort(key, kind="stable")
+        order = np.argsort(key, kind="stable")  # a pair's runs stay in order of their first element
         sk = key[order]
-        if (sk[1:] == sk[:-1]).any():  # a pair of several runs
-            return None
-        count = np.diff(np.append(first, n))
-        return cls(graph, flat, size, sk // nt, sk % nt, first[order], count[order])
+        count = np.diff(np.append(first, n))[order]
+        new = np.ones(sk.size, dtype=bool)
+        new[1:] = sk[1:] != sk[:-1]
+        if new.all():  # a run to a pair
+            return cls(graph, flat, size, sk // nt, sk % nt, first[order], count)
+        head = np.flatnonzero(new)
+        runs = np.diff(np.append(head, sk.size))
+        total = np.add.reduceat(count, head)
+        return cls(graph, flat, size, sk[head] // nt, sk[head] % nt, first[order], total, (head, runs, count))
 
     def stage(self, out: Tensor, op_name: str, prog: Prog, name: str, scale: float = 1.0) -> ComputeSet:
         """``_reduce_stage`` of consecutive members: each batch of vertices reducing as many members
@@ -267,6 +280,10 @@ class _RunPairs:
         cs = execute(graph, prog, name)
         run = _worker_runs(self.tile, self.count, graph.target.num_worker_contexts)
         for lb, outs in _runs_by_shape(run, self.count, length):
+            if self.ranges is not None:
+                field = self._ranges_field(outs, lb, pad)
+                _add_reduce_vertices(graph, cs, op_name, field, out, outs, self.tile, scale)
+                continue
             k = outs.shape[1]
             start = self.start[outs]
             count = self.count[outs]
@@ -292,6 +309,29 @@ class _RunPairs:
                 _add_reduce_vertices(graph, cs, op_name, rows(self.flat, idx), out, outs[rs], self.tile, scale)
         return cs
 
+    def _ranges_field(self, outs: np.ndarray, lb: int, pad: Tensor) -> Tensor:
+        """The field [runs, k, lb] of outputs ``outs`` whose pairs are several runs each: the runs one
+        after another, padded to ``lb``; by element only where runs are not worth it."""
+        assert self.ranges is not None
+        head, runs, run_count = self.ranges
+        parts = outs.reshape(-1)
+        per = runs[parts]
+        before = np.cumsum(per) - per
+        ridx = np.repeat(head[parts] - before, per) + np.arange(int(per.sum()))  # the parts' runs, in order
+        rstart, rcount = self.start[ridx], run_count[ridx]
+        field = padded_runs(self.flat, rstart, rcount, lb, pad, self.tile[outs[:, 0]], per.reshape(outs.shape))
+        if field is not None:
+            return field
+        # an index per element: each part's runs' positions, then padding
+        pos = np.repeat(rstart - np.cumsum(rcount) + rcount, rcount) + np.arange(int(rcount.sum()))
+        filled = self.count[parts]
+        valid = (np.arange(lb) < filled[:, None]).reshape(*outs.shape, lb)
+        idx = np.zeros(valid.shape, np.int64)
+        idx[valid] = pos
+        if valid.all():
+            return rows(self.flat, idx)
+        return padded_rows(self.flat, idx, valid, pad, self.tile[outs[:, 0]])
+
     def kernel(self, cs: ComputeSet, out: Tensor, op_name: str, scale: float) -> None:
         """``_add_kernel``: every group has ``size`` members, one row of the flattened source each."""
         n = out.numel()
@@ -306,9 +346,10 @@ class _RunPairs:
 def _runs_and_groups(graph: Graph, flat: Tensor, size: int) -> tuple[np.ndarray, np.ndarray]:
     """(first element, tile) of each run of ``flat``'s elements that lie on one tile within one group of
     ``size``: a run starts where a group begins or the tile changes. From the mapping's runs when
-    ``flat`` is a whole variable, else from a tile per element."""
+    ``flat`` is a whole variable or a view whose inner dims read runs of it (Graph.view_runs: scores
+    stored in column chunks), else from a tile per element."""
     n = flat.numel()
-    runs = graph.tile_runs(flat)
+    runs = graph.view_runs(flat)
     if runs is not None:
         mapped, tiles = runs
         first = np.concatenate([mapped, np.arange(0, n, size)])

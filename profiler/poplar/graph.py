@@ -410,6 +410,8 @@ class Graph:
         where the mapping's intervals end, neighbours on one tile merged. Per inner run and interval,
         never per element; None when the view has no inner run worth it (or is none of these)."""
         found = self.tile_runs(t)
+        if found is None and isinstance(t._lay, VarRuns) and t.numel():
+            return self._var_runs_tiles(t._lay)
         if found is not None or not t.strided or t.numel() == 0:
             return found
         vid = t.single_variable()
@@ -430,6 +432,33 @@ class Graph:
         keep = np.ones(tiles.size, dtype=bool)
         keep[1:] = tiles[1:] != tiles[:-1]
         return pos[keep], tiles[keep]
+
+    def _var_runs_tiles(self, lay: VarRuns) -> tuple[np.ndarray, np.ndarray] | None:
+        """``view_runs`` of runs of several variables: each run cut where its variable's mapping
+        intervals end (a repeated element is one piece), neighbours on one tile merged. Per run and
+        interval, never per element; None for periodic runs."""
+        r = lay.runs
+        if r.period is not None or r.block:
+            return None
+        length = r.length.astype(np.int64)
+        at = np.cumsum(length) - length  # each run's first position in the view
+        step = np.broadcast_to(np.asarray(r.step, dtype=np.int64), length.shape)
+        span = np.where(step == 0, 1, length)  # the variable's elements each run reads
+        start = r.start.astype(np.int64)
+        pos, tiles = [], []
+        for vid in np.unique(lay.var).tolist():  # a few variables
+            sel = np.flatnonzero(lay.var == vid)
+            m = self.variables[vid].mapping
+            sub, pieces = cut_ranges(m.starts, start[sel], span[sel])
+            of = np.repeat(sel, pieces)
+            pos.append(at[of] + (sub - start[of]) * step[of])
+            tiles.append(m.tiles[np.searchsorted(m.starts, sub, side="right") - 1])
+        p, tl = np.concatenate(pos), self._from_device_tiles(np.concatenate(tiles))
+        order = np.argsort(p, kind="stable")
+        p, tl = p[order], tl[order]
+        keep = np.ones(tl.size, dtype=bool)
+        keep[1:] = tl[1:] != tl[:-1]
+        return p[keep], tl[keep]
 
     def _range_runs(self, t: Tensor) -> tuple[np.ndarray, np.ndarray] | None:
         """(start, tile) of the mapping's intervals cut to ``t``, a contiguous range of one variable
@@ -503,6 +532,10 @@ class Graph:
         would make host cost follow the elements. None when a variable is viewed in part or twice."""
         if like.structured and not isinstance(like._lay, VarRuns):  # a window; runs of variables: as by element
             return None
+        if isinstance(like._lay, VarRuns):  # the sizes' check below, from the runs' variables
+            total = sum(self.variables[v].numel for v in like.variable_ids())
+            if total != like.numel():
+                return None
         var, idx = like.elements()
         ids, first = np.unique(var, return_index=True)
         numel = np.array([self.variables[int(v)].numel for v in ids], dtype=np.int64)

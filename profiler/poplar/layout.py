@@ -545,7 +545,10 @@ class Runs:
     is the runs ``[row_first[v], row_first[v + 1])`` laid end to end, ``width`` elements in all.
     With ``period``, a step-1 run cycles through its first ``period`` elements (element i reads
     ``start + i % period``): a per-channel operand over channel-grouped data, one run per group of
-    positions where it would take one per position (PopLibs' BroadcastVectorInner reads it so)."""
+    positions where it would take one per position (PopLibs' BroadcastVectorInner reads it so).
+    With ``block``, a step-1 run reads blocks of ``block`` consecutive elements ``stride`` apart
+    (element i reads ``start + (i // block) * stride + i % block``): a row of a matmul result stored
+    in groups of 4 or 16 columns is one run, where runs of consecutive elements take one a group."""
 
     start: np.ndarray  # int64 (int32 where the variable's offsets fit), one per run
     length: np.ndarray  # as start, one per run
@@ -554,6 +557,8 @@ class Runs:
     width: int
     inner: tuple[int, ...] = ()  # a row's shape when not flat (a matmul vertex's [rows, cols] block)
     period: np.ndarray | None = None  # as start, one per run: the elements a run cycles through; None: its length
+    block: int = 0  # > 0: every step-1 run reads blocks of this many elements ...
+    stride: int = 0  # ... this far apart (one value for the whole field)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -568,6 +573,8 @@ class Runs:
         within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(self.length) - self.length, self.length)
         if self.period is not None:
             within %= np.repeat(self.period.astype(np.int64), self.length)
+        if self.block:
+            within = (within // self.block) * self.stride + within % self.block
         idx = np.repeat(self.start.astype(np.int64), self.length) + within * np.repeat(self.step, self.length)
         return idx.astype(dtype).reshape(self.shape)
 
@@ -635,7 +642,33 @@ class VarRuns:
             raise ValueError(f"cannot reshape runs of shape {self.shape} to {(rows, *inner)}")
         r = self.runs
         kept = () if len(inner) == 1 else tuple(int(n) for n in inner)
-        return VarRuns(Runs(r.start, r.length, r.step, r.row_first, r.width, kept, r.period), self.var)
+        return VarRuns(
+            Runs(r.start, r.length, r.step, r.row_first, r.width, kept, r.period, r.block, r.stride), self.var
+        )
+
+    def take_ranges(self, first: np.ndarray, length: np.ndarray, row_first: np.ndarray, width: int) -> VarRuns | None:
+        """The field whose row v reads, one after another, the ranges ``[row_first[v], row_first[v + 1])``
+        of this one's flattened positions, range i ``[first[i], first[i] + length[i])`` (``width``
+        positions a row): each range cut where a run ends, each piece a run of the same variable. Per
+        range and run, never per element; None for periodic runs."""
+        r = self.runs
+        if r.period is not None or r.block:
+            return None
+        first, length = np.asarray(first, dtype=np.int64), np.asarray(length, dtype=np.int64)
+        run_pos = np.cumsum(r.length, dtype=np.int64) - r.length  # each run's first flattened position
+        sub, pieces = cut_ranges(run_pos, first, length)
+        j = np.searchsorted(run_pos, sub, side="right") - 1  # the run each piece lies in
+        step = np.asarray(r.step)[j].astype(np.int64)
+        start = r.start[j].astype(np.int64) + (sub - run_pos[j]) * step
+        piece_first = np.append(0, np.cumsum(pieces))[np.asarray(row_first, dtype=np.int64)]
+        runs = Runs(start, piece_lengths(sub, pieces, first, length), step, piece_first.astype(np.int64), int(width))
+        return VarRuns(runs, self.var[j])
+
+    def one_row(self) -> VarRuns:
+        """The same runs as a single row of this field's shape (a kernel's whole-tensor field)."""
+        r = self.runs
+        rows = np.array([0, r.start.size], dtype=np.int64)
+        return VarRuns(Runs(r.start, r.length, r.step, rows, r.size, self.shape, r.period, r.block, r.stride), self.var)
 
 
 def inner_run(aff: Affine) -> tuple[int, int]:

@@ -109,6 +109,8 @@ def field_regions(t: Tensor, base: np.ndarray) -> Regions:
         # reads its period's elements
         start = lay.start.astype(np.int64) + int(base[t._var])  # int32 runs: global ids may pass 2^31
         length = np.where(lay.step == 0, 1, lay.length if lay.period is None else lay.period).astype(np.int64)
+        if lay.block:  # runs of blocks: each block a region (the compiler cuts them at tile intervals)
+            start, length, owner = _blocks(start, length, owner, lay.block, lay.stride)
         # a row's runs laid end to end in memory (an elementwise operand over whole rows) or reading
         # the same elements again (a broadcast operand, once per pixel) are one region
         keep, length = _joined(start, length, owner)
@@ -157,6 +159,17 @@ def field_regions(t: Tensor, base: np.ndarray) -> Regions:
         alt = _explicit_runs(np.moveaxis(gid.reshape(t.shape), 1, -1).reshape(-1), v)
         best = alt if alt[0].size < best[0].size else best
     return Regions(*best)
+
+
+def _blocks(
+    start: np.ndarray, length: np.ndarray, owner: np.ndarray, block: int, stride: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Runs of blocks (``Runs.block``) as one run per block, in order: block k of a run starts
+    ``k * stride`` after it and holds ``block`` elements, the last what is left."""
+    n = -(-length // block)
+    run = np.repeat(np.arange(start.size), n)
+    k = np.arange(run.size, dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
+    return start[run] + k * stride, np.minimum(block, length[run] - k * block), owner[run]
 
 
 def _explicit_runs(gid: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

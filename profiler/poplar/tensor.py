@@ -248,6 +248,8 @@ class Tensor:
         return self.transpose()
 
     def expand(self, axis: int) -> Tensor:
+        if isinstance(self._lay, VarRuns) and axis == 0:  # one row of runs (a kernel's field), not an index each
+            return Tensor(self.graph, self._var, self._lay.one_row(), self.dtype)
         return self._view(lambda a: a.expand(axis), lambda a: np.expand_dims(a, axis))
 
     def broadcast_to(self, shape: Sequence[int]) -> Tensor:
@@ -386,7 +388,10 @@ class Tensor:
         length = piece_lengths(start, pieces, first, widths)
         # cut again where a run of the view's inner dims ends: per piece, never per element
         cuts = (pos + length - 1) // inner - pos // inner + 1
-        if int(cuts.sum()) * RUNS_WORTH_IT > first.size * width:
+        # short inner runs (a matmul result stored in groups of 4 columns) may still make runs of
+        # blocks, one a row where they take one a group
+        blocks = _block_stride(aff, inner) if step == 1 else None
+        if blocks is None and int(cuts.sum()) * RUNS_WORTH_IT > first.size * width:
             return self.reshape(-1)[index[first[:, None] + np.arange(width)]]
         head = np.repeat(np.cumsum(cuts) - cuts, cuts)
         k = np.arange(int(cuts.sum())) - head  # the cut's rank within its piece
@@ -397,8 +402,28 @@ class Tensor:
         value = aff.offset + sum((c.astype(np.int64) * st for c, st in zip(coords, aff.strides, strict=True)),
                                  np.zeros(sub.size, np.int64))  # fmt: skip
         row = np.repeat(np.repeat(np.arange(first.size), pieces), cuts)
+        if int(cuts.sum()) * RUNS_WORTH_IT > first.size * width:
+            assert blocks is not None
+            found = _block_runs(value, end - sub, row, first.size, int(width), inner, blocks)
+            if found is None:
+                return self.reshape(-1)[index[first[:, None] + np.arange(width)]]
+            return Tensor(self.graph, self._var, found, self.dtype)
         runs = _merged_runs(value, end - sub, step, row, first.size, int(width))
         return Tensor(self.graph, self._var, runs, self.dtype)
+
+    def var_runs_rows(self, index: np.ndarray, breaks: np.ndarray, first: np.ndarray, width: int) -> Tensor | None:
+        """``permuted_rows`` for runs of several variables (a rotary embedding's [-x2, x1]): each row's
+        pieces of ``index`` (cut at ``breaks``) read as ranges of this view's runs, per piece and run,
+        never per element. None when this view is not such runs (or they cycle)."""
+        if not isinstance(self._lay, VarRuns):
+            return None
+        first = np.asarray(first, dtype=np.int64).reshape(-1)
+        widths = np.full(first.size, width, dtype=np.int64)
+        start, pieces = cut_ranges(breaks, first, widths)
+        length = piece_lengths(start, pieces, first, widths)
+        row_first = np.append(0, np.cumsum(pieces)).astype(np.int64)
+        lay = self._lay.take_ranges(index[start], length, row_first, int(width))
+        return None if lay is None else Tensor(self.graph, -1, lay, self.dtype)
 
     def head(self, k: int) -> Tensor | None:
         """The first ``k`` elements of this view flattened, with an index each (a probe of a large
@@ -481,6 +506,40 @@ def _regular_rows(key: np.ndarray, aff: Affine) -> Blocks | None:
         return None
     s = aff.strides[0]
     return Blocks(aff.offset + first * s, Affine(0, pattern.shape, tuple(st * s for st in layout[1])))
+
+
+def _block_stride(aff: Affine, inner: int) -> int | None:
+    """The stride between consecutive runs of ``inner`` elements of a one-to-one view (that of the
+    dim just outside them), when it is at least ``inner`` (blocks never overlap); else None."""
+    if not aff.one_to_one():
+        return None
+    span = 1
+    for n, st in zip(reversed(aff.shape), reversed(aff.strides), strict=True):
+        if n == 1:
+            continue
+        if span >= inner:
+            return int(st) if st >= inner else None
+        span *= n
+    return None
+
+
+def _block_runs(
+    start: np.ndarray, length: np.ndarray, row: np.ndarray, rows: int, width: int, block: int, stride: int
+) -> Runs | None:
+    """Pieces of at most ``block`` elements (``row`` each's, rows in order) as runs of blocks
+    (``Runs.block``): a piece joins the one before it in its row when that one is a whole block
+    and it starts ``stride`` after it. None when the runs would still be short."""
+    head = np.ones(start.size, dtype=bool)
+    head[1:] = (row[1:] != row[:-1]) | (length[:-1] != block) | (start[1:] != start[:-1] + stride)
+    at = np.flatnonzero(head)
+    if at.size * RUNS_WORTH_IT > rows * width:
+        return None
+    merged = np.add.reduceat(length, at) if at.size else length[:0]
+    row_first = np.searchsorted(row[at], np.arange(rows + 1)).astype(np.int64)
+    steps = np.broadcast_to(np.ones(1, dtype=np.int64), at.shape)
+    return Runs(
+        start[at].astype(np.int64), merged.astype(np.int64), steps, row_first, width, block=block, stride=stride
+    )
 
 
 def _merged_runs(start: np.ndarray, length: np.ndarray, step: int, row: np.ndarray, rows: int, width: int) -> Runs:

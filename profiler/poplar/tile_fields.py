@@ -17,6 +17,10 @@ from profiler.poplar.layout import Affine, Factored, Runs, common_factors
 from profiler.poplar.tensor import RUNS_WORTH_IT, Tensor
 from profiler.poplar.variables import VariableStore
 
+# Storage rows shorter than this (a matmul result stored in groups of 16 columns) are read as runs
+# of blocks across rows (Runs.block), not a run a row: 16 elements a run was ~6 B an element kept
+SHORT_ROW = 64
+
 
 def _storage_dims(affs: Sequence[Affine]) -> tuple[list[int], list[list[int]]] | None:
     """The views' common shape in the first view's storage order (dims by decreasing stride), with
@@ -168,6 +172,7 @@ def _batches(
         lengths = length[take].astype(itype)  # shared by the fields: their runs line up
         fields = []
         made: dict[tuple[int, tuple[int, ...], int], np.ndarray] = {}  # fields laid out alike share starts
+        blocked: dict[tuple[int, tuple[int, ...], int], Runs] = {}
         for t, vid, a, off, st, p in zip(tensors, vids, affs, row_off, strides, periods, strict=True):
             step = st[-1]
             # one step for all of a field's runs: a read-only broadcast, no array per run
@@ -175,11 +180,35 @@ def _batches(
             key = (a.offset, tuple(st), p)  # an op's output is laid out as its input (a clone): same runs
             if key not in made:
                 made[key] = (off[piece_row[take]] + (0 if p else begin[take] * step)).astype(itype)
+            if last < SHORT_ROW and len(st) > 1 and step == 1 and not p:
+                if key not in blocked:
+                    blocked[key] = _row_blocks(made[key], lengths, begin[take], row_first, int(w), last, st[-2])
+                fields.append(Tensor(t.graph, vid, blocked[key], t.dtype))
+                continue
             period = np.broadcast_to(itype(p), lengths.shape) if p else None
             runs = Runs(made[key], lengths, steps, row_first, int(w), period=period)
             fields.append(Tensor(t.graph, vid, runs, t.dtype))
         batches.append((utiles[sel].astype(np.int64), fields))
     return batches
+
+
+def _row_blocks(
+    start: np.ndarray, length: np.ndarray, begin: np.ndarray, row_first: np.ndarray, width: int, last: int, stride: int
+) -> Runs:
+    """A field's pieces of short storage rows (``last`` elements: a store in groups of 16 columns)
+    as runs of blocks (``Runs.block``): a piece joins the one before it on its vertex when that
+    one is a whole row and it starts a row ``stride`` after it; contiguous rows (``stride`` equal
+    to ``last``) make plain runs. One run per vertex and stretch of rows, not one a row."""
+    cont = np.zeros(start.size, dtype=bool)
+    if start.size > 1:
+        cont[1:] = (length[:-1] == last) & (begin[1:] == 0) & (np.diff(start.astype(np.int64)) == stride)
+    cont[row_first[:-1][row_first[:-1] < start.size]] = False  # a vertex's first piece starts a run
+    at = np.flatnonzero(~cont)
+    merged = np.add.reduceat(length, at).astype(length.dtype) if at.size else length[:0]
+    steps = np.broadcast_to(np.int64(1), at.shape)
+    block, by = (0, 0) if stride == last else (last, stride)
+    firsts = np.searchsorted(at, row_first).astype(np.int64)
+    return Runs(start[at], merged, steps, firsts, width, block=block, stride=by)
 
 
 def _ranges(first: np.ndarray, count: np.ndarray) -> np.ndarray:

@@ -142,11 +142,11 @@ def test_reduce_consecutive_builds_what_reduce_groups_builds(case, op_name):
 
 
 @pytest.mark.parametrize(
-    "case,planned_by_runs",
-    [("equal runs", True), ("ragged runs (padded rows)", True), ("tiles falling within a group", True),
-     ("a group leaves a tile and comes back", False)],
-)  # fmt: skip
-def test_consecutive_groups_are_planned_by_runs_unless_a_tile_holds_two_runs_of_one(case, planned_by_runs):
+    "case",
+    ["equal runs", "ragged runs (padded rows)", "tiles falling within a group", "a group leaves a tile and comes back"],
+)
+def test_consecutive_groups_are_planned_by_runs(case):
+    # a group that leaves a tile and comes back is a pair of several runs (it was planned per element)
     from profiler import Graph, ipu_model
     from profiler.ops.core import linear_tiles
     from profiler.ops.reduce import _RunPairs
@@ -154,8 +154,75 @@ def test_consecutive_groups_are_planned_by_runs_unless_a_tile_holds_two_runs_of_
     shape, tiles, nt = CONSECUTIVE_CASES[case]
     g = Graph(ipu_model(tiles_per_ipu=nt))
     x = _mapped(g, shape, linear_tiles(int(np.prod(shape)), nt) if tiles is None else tiles)
-    assert (_RunPairs.find(g, x, shape[-1]) is not None) is planned_by_runs
+    pairs = _RunPairs.find(g, x, shape[-1])
+    assert pairs is not None and (pairs.ranges is not None) is (case == "a group leaves a tile and comes back")
     assert _RunPairs.find(g, x.transpose(1, 0), shape[0]) is None  # flattened, not an affine view
+
+
+def _elements_only(snapshot: list) -> list:
+    """A graph snapshot with each field's (kind, shape, dtype, vars, elements) less its kind."""
+
+    def strip(batches):  # type: ignore[no-untyped-def]
+        return None if batches is None else [b[:3] + ({k: f[1:] for k, f in b[3].items()},) for b in batches]
+
+    return [x if len(x) != 3 or not isinstance(x[1], list) else (x[0], strip(x[1]), strip(x[2])) for x in snapshot]
+
+
+def _column_chunks(g, rows: int, chunk: int, runs: list[int]):  # type: ignore[no-untyped-def]
+    """Attention scores [rows, 2 * chunk] computed in two column chunks, the store [2, rows, chunk]
+    (a serial matmul's result), each chunk's rows mapped over tiles 0, 1, ... in ``runs`` elements:
+    row r's members on a tile are two runs, one per chunk."""
+    store = g.add_variable(np.float16, (2, rows, chunk), "scores")
+    g.set_tile_mapping(store, np.tile(np.repeat(np.arange(len(runs)), runs), 2 * rows))
+    return store.transpose(1, 0, 2).group_dims(1, 2)
+
+
+@pytest.mark.parametrize(("runs", "op_name"), [([13, 13, 14], "max"), ([16, 16, 8], "add")], ids=["padded", "exact"])
+def test_scores_in_column_chunks_are_planned_by_runs_as_per_element(runs, op_name):
+    """Each row's members on a tile are two runs of the store (26 or 28 members: 26 padded to 28;
+    32 and 16 exactly): planned by runs, the pairs' fields runs of the store, into the same variables,
+    mappings, vertices and kernel elements as the per-element reference (an index per score before:
+    S^2 at a decoder's prefill, 1 GiB at S = 2,048)."""
+    from profiler import Graph, Sequence, ipu_model
+    from profiler.ops.reduce import _RunPairs, reduce_consecutive, reduce_groups
+    from profiler.poplar.layout import VarRuns
+    from tests.ops.helpers import graph_snapshot
+
+    rows, chunk = 12, sum(runs)
+    snaps = []
+    for fast in (True, False):
+        g = Graph(ipu_model(tiles_per_ipu=4))
+        x, prog = _column_chunks(g, rows, chunk, runs), Sequence()
+        pairs = _RunPairs.find(g, x, 2 * chunk)
+        assert pairs is not None and pairs.ranges is not None and pairs.count.tolist() == [2 * n for n in runs] * rows
+        out = ops.add_mapped(g, np.float16, (rows,), "out")
+        if fast:
+            plan = reduce_consecutive(g, x, 2 * chunk, out, op_name, prog, scale=0.5)
+            stage1 = g.compute_sets[0].batches
+            assert all(isinstance(b.fields["in"]._lay, VarRuns) for b in stage1)  # runs, not an index each
+        else:
+            n = rows * 2 * chunk
+            plan = reduce_groups(g, x, np.arange(n), np.arange(n) // (2 * chunk), out, op_name, prog, scale=0.5)
+        snaps.append((plan, _elements_only(graph_snapshot(g))))
+    assert snaps[0] == snaps[1]
+    assert snaps[0][0]["stages"] == 2  # each row's 3 partials (one per tile) reduced on its output's tile
+
+
+@pytest.mark.parametrize("op_name", ["add", "max"])
+def test_scores_in_column_chunks_reduce_as_numpy(op_name):
+    from profiler import Copy
+
+    x = rng(21).standard_normal((12, 80)).astype(np.float32)
+
+    def build(g, t, p):  # type: ignore[no-untyped-def]
+        scores = _column_chunks(g, 12, 40, [13, 13, 14])
+        p.add(Copy(t["x"], scores))
+        return {"y": ops.reduce(g, scores, 1, p, op_name=op_name)}
+
+    out, _, _ = run({"x": x.astype(np.float16)}, build)
+    want = x.astype(np.float16).astype(np.float32)
+    want = want.sum(axis=1) if op_name == "add" else want.max(axis=1)
+    np.testing.assert_allclose(out["y"].astype(np.float32), want, rtol=2e-2, atol=2e-2)
 
 
 def test_a_channel_grouped_view_is_planned_by_runs_as_per_element():

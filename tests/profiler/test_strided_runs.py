@@ -49,3 +49,41 @@ def test_view_runs_are_the_tiles_of_a_transposed_view() -> None:
         start, tiles = runs
         assert np.array_equal(np.repeat(tiles, np.diff(np.append(start, t.numel()))), g.tile_of(t).reshape(-1))
     assert g.view_runs(v.transpose(2, 0, 1)) is None  # inner dim of stride 64: no run worth it
+
+
+def test_a_result_stored_in_groups_of_4_columns_is_read_as_runs_of_blocks() -> None:
+    """x[S, N] held as its store [N/4, S, 4] (a matmul result in groups of 4 columns), read in rows of
+    row-major positions (an in-place residual add's operand): each row of a tile's positions is one
+    run of blocks of 4, 4 S apart (Runs.block), not a run a group (too short: an index each before),
+    with the elements and the regions (profiler.poplar.regions) indexing gives."""
+    from profiler.poplar.layout import Runs
+    from profiler.poplar.regions import field_regions
+
+    s, n = 6, 32
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    store = g.add_variable("float16", [n // 4, s, 4], "store")
+    x = store.transpose(1, 0, 2).group_dims(1, 2)  # [S, N]: (s, n) at (n // 4) * 4 S + 4 s + n % 4
+    # the positions of rows 1-4, columns 8-31, in row-major order, as 4 rows of one row each
+    index = np.arange(s * n)
+    first = np.array([1, 2, 3, 4]) * n + 8
+    breaks = np.zeros(0, np.int64)
+    got = x.affine_rows(index, breaks, first, n - 8)
+    want = x.reshape(-1)[index[first[:, None] + np.arange(n - 8)]]
+    assert isinstance(got._lay, Runs) and got._lay.block == 4 and got._lay.stride == 4 * s
+    assert got._lay.start.size == 4  # one run of 6 blocks a row
+    assert got.shape == want.shape and np.array_equal(got._idx, want._idx)
+    base = np.zeros(len(g.variables), np.int64)
+    a, b = field_regions(got, base), field_regions(want, base)
+    assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("start", "length", "owner"))
+    assert a.count == 4 * 6  # a region a block: what the exchange reads is unchanged
+
+
+def test_runs_of_blocks_are_not_made_over_a_broadcast() -> None:
+    # a block read again (stride 0) would join regions the explicit path keeps apart: indexed instead
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    v = g.add_variable("float16", [1, 4], "v")
+    t = v.broadcast_to((6, 4))
+    index = np.arange(24)
+    got = t.affine_rows(index, np.zeros(0, np.int64), np.array([0]), 24)
+    assert not isinstance(got._lay, type(None)) and getattr(got._lay, "block", 0) == 0
+    assert np.array_equal(got._idx.reshape(-1), np.tile(np.arange(4), 6))

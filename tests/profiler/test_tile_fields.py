@@ -155,3 +155,39 @@ def test_fields_of_a_whole_variable_by_runs_are_those_by_element(seed: int) -> N
         for k in wf:
             assert type(gf[k]._lay) is type(wf[k]._lay) and gf[k].shape == wf[k].shape
             assert [a.tolist() for a in gf[k].elements()] == [a.tolist() for a in wf[k].elements()]
+
+
+def test_short_storage_rows_are_runs_of_blocks_with_the_same_elements_and_regions(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A result stored in groups of 16 columns ([N/16, S, 16], seen as [S, N]) beside a row-major
+    operand: its fields are a run per vertex and stretch of rows (plain: its rows are contiguous)
+    and the operand's a run of blocks of 16, 64 apart (Runs.block), not a run per 16 elements; the
+    elements and the compiler's regions are those of a run a row (SHORT_ROW = 0)."""
+    import profiler.poplar.tile_fields as tf
+    from profiler.poplar.regions import field_regions
+
+    def build(short_row: int) -> list:  # type: ignore[type-arg]
+        monkeypatch.setattr(tf, "SHORT_ROW", short_row)
+        g = Graph(ipu_model(tiles_per_ipu=4, bytes_per_tile=1 << 20))
+        store = g.add_variable("float16", (4, 6, 16), "store")
+        g.set_tile_mapping(store, np.repeat([0, 1, 2, 3, 1], [100, 92, 96, 64, 32]))
+        grouped = store.transpose(1, 0, 2).group_dims(1, 2)  # [6, 64]
+        plain = g.add_variable("float16", (6, 64), "plain")
+        got = fields_by_tile(g, [grouped, plain])
+        assert got is not None
+        want = _by_element(g, [grouped, plain])
+        base = np.zeros(len(g.variables), np.int64)
+        out = []
+        for vtiles, fields in got:
+            for v, tile in enumerate(vtiles.tolist()):
+                assert _as_sets([f[v : v + 1].elements() for f in fields]) == _as_sets(want[tile])
+            regions = [field_regions(f, base) for f in fields]
+            out.append([[r.start.tolist(), r.length.tolist(), r.owner.tolist()] for r in regions])
+            out.append((vtiles.tolist(), [(f._lay.start.size, f._lay.block, f._lay.stride) for f in fields]))
+        return out
+
+    blocks, rows_ = build(tf.SHORT_ROW), build(0)
+    assert blocks[0::2] == rows_[0::2]  # the same regions
+    # tile 0 holds group 0's 6 rows and 4 elements of group 1's row 0: the store's part one run (7 a
+    # row before), the operand's a run of 6 blocks and one of 4 elements (2 of 7 before)
+    assert ([0], [(1, 0, 0), (2, 16, 64)]) in blocks[1::2] and ([0], [(7, 0, 0), (7, 0, 0)]) in rows_[1::2]
+    assert sum(n for _, f in blocks[1::2] for n, _, _ in f) < sum(n for _, f in rows_[1::2] for n, _, _ in f) / 3

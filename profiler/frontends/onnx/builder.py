@@ -286,11 +286,14 @@ class Builder:
         where an op reading ``t`` remotely would receive it on every tile that reads it."""
         g = self.graph
         tpi = g.target.tiles_per_ipu
-        # the view's tiles as runs of its mapping when it has them (every node's every input is
-        # checked: a tile per element here was the import's largest transient on a POD16 LLM)
-        runs = g.view_runs(t) if t.numel() else None
-        if runs is None and t.numel() and g.wholly_on_ipu(t, ipu):  # a concatenation's parts, say
+        # every node's every input is checked: first from its variables' intervals (all of each on
+        # ``ipu``: so is any view of them), the usual case; runs of the view cut at every interval
+        # (a POD16 decoder's attention scores: a million) only when a variable is elsewhere
+        if t.numel() and g.wholly_on_ipu(t, ipu):
             return t
+        # the view's tiles as runs of its mapping when it has them (a tile per element here was the
+        # import's largest transient on a POD16 LLM)
+        runs = g.view_runs(t) if t.numel() else None
         tiles = runs[1] if runs is not None else g.tile_of(t)
         if tiles.size == 0 or bool((tiles // tpi == ipu).all()):
             return t
