@@ -87,8 +87,9 @@ def test_a_function_called_twice_holds_its_code_once():
     once, twice = engine(1), engine(2)
     assert _category_total(once, "internalExchangeCode") > 0
     assert _category_total(twice, "internalExchangeCode") == _category_total(once, "internalExchangeCode")
-    # nodes of one call: Program, Sequence, Call, then the body: Sync, DoExchange, OnTileExecute
-    assert _category_total(once, "controlCode") == (3 * 8 + 3 * 8) * 4
+    # nodes of one call: Program, Sequence, Call (on every tile), then the body: Sync (every tile),
+    # DoExchange (tiles 0 and 1, sending and receiving), OnTileExecute (tile 1, the vertex's)
+    assert _category_total(once, "controlCode") == (3 + 1) * 8 * 4 + 2 * 8 + 1 * 8
     assert _category_total(twice, "controlCode") == _category_total(once, "controlCode") + 8 * 4
     shared = [n for n in twice.compiled.nodes if n.shares_code]
     assert [n.type for n in shared] == ["Sync", "DoExchange", "OnTileExecute"]
