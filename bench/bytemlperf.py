@@ -224,10 +224,10 @@ ROWS: tuple[Row, ...] = (
         run_batch=2, reduced="batch 12 x 1,024 is 4x BERT's batch 8 x 384 in tokens and past this machine's shared host "
         "memory; batch 2 fits the tiles since the lookup layout fix (worst tile 556,264 bytes; before, 688 tiles over)"),
     Row("swin-fp8", "swin-large-torch-fp32", "FP8", 480, 4, "interact_infos fp8_configs.batch_sizes", "384", 0.2,
-        _swin_large(2), ("pixel_values",), "as swin, MatMul/Gemm/Conv operands in float8 e4m3 fnuz (--dtype float8)",
-        notes=(_COMPILE_ONLY,), dtype="float8", compile_only=True, run_batch=2,
-        reduced="batch 4 does not fit the tiles in tilescope: 768 tiles over, worst 758,216 bytes, 487,736 of them "
-        "variable (2026-11-28)"),
+        # batch 4 did not fit before the in-place nodes, the placement and per-tile control code (768 tiles over, worst
+        # 758,216 bytes, 487,736 of them variable); since, its worst tile needs 617,422 (compile-only, 2026-11-28)
+        _swin_large(4), ("pixel_values",), "as swin, MatMul/Gemm/Conv operands in float8 e4m3 fnuz (--dtype float8)",
+        notes=(_COMPILE_ONLY,), dtype="float8", compile_only=True),
     Row("swin", "swin-large-torch-fp32", "FP16", 315, 2, "interact_infos batch_sizes", "384", 0.2, _swin_large(1),
         ("pixel_values",), _SWIN, notes=(_COMPILE_ONLY,), compile_only=True, run_batch=1, reduced=_SWIN_TILES),
     Row("videobert", "videobert-onnx-fp32", "FP16", 3691,
