@@ -367,7 +367,9 @@ def _chunk_bounds(dst: np.ndarray, n: int) -> list[int]:
     found from the pieces each supertile receives, so no sorted copy of the pieces is needed."""
     if dst.size <= PIECE_CHUNK:
         return [0, dst.size]
-    per_supertile = np.bincount(dst // TILES_PER_SUPERTILE, minlength=-(-n // TILES_PER_SUPERTILE) + 1)
+    supertiles = -(-n // TILES_PER_SUPERTILE)  # counted per tile, then per supertile: no quotient per piece
+    per_tile = np.bincount(dst, minlength=supertiles * TILES_PER_SUPERTILE)
+    per_supertile = per_tile.reshape(-1, TILES_PER_SUPERTILE).sum(axis=1)
     supertile_first = np.concatenate(([0], np.cumsum(per_supertile)))
     near = np.searchsorted(supertile_first, np.arange(PIECE_CHUNK, dst.size, PIECE_CHUNK))
     cuts = np.unique(supertile_first[np.minimum(near, supertile_first.size - 1)])
