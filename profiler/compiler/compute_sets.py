@@ -130,8 +130,10 @@ class ComputeSetPlanner:
                 if f in cl.reads:
                     reads |= variables_of(tensor)
                     if remote.any():
-                        piece = RemoteReads(start[remote], length[remote], src[remote], dst[remote], tensor.dtype.itemsize,
-                                            sent_pieces(start, length, src, remote, shared))  # fmt: skip
+                        rs, rl, rsrc = start[remote], length[remote], src[remote]
+                        # unshared blocks send what is read: the same arrays, not a second copy of them
+                        sent = (rs, rl, rsrc) if shared is None else sent_pieces(start, length, src, remote, shared)
+                        piece = RemoteReads(rs, rl, rsrc, dst[remote], tensor.dtype.itemsize, sent)
                         short = int(piece.length.sum()) < SHORT_PIECE_ELEMENTS * piece.start.size
                         (short_reads if short else receives).append(piece)
                         (short_vars if short else piece_vars).update(variables_of(tensor))

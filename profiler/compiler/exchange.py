@@ -200,7 +200,41 @@ def _sent(
     out once however many tiles read it (multicast): the union of its intervals, and that union's
     runs in the tile's memory (touching intervals make one run). ``shift``: each interval's tile
     address minus its global id (``ElementMap.addresses``; None: the same), which keeps a tile's
-    order and so only decides where runs touch."""
+    order and so only decides where runs touch.
+
+    Sending tiles are independent, so the intervals are planned a chunk of tiles at a time (about
+    PIECE_CHUNK intervals): the sorted temporaries follow the chunk, not the compute set (an
+    attention's rearranging copy sends ~10^6 intervals of 16 elements)."""
+    sent, regions = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    if src.size <= PIECE_CHUNK:
+        _sent_chunk(src, first, length, itemsize, span, shift, sent, regions)
+        return sent, regions
+    # by sending tile (a stable radix sort of 16-bit tiles), cut at tile boundaries
+    by_tile = np.argsort(src.astype(np.int16 if n <= 1 << 15 else np.int32), kind="stable")
+    tile_first = np.concatenate(([0], np.cumsum(np.bincount(src, minlength=n))))
+    cuts = np.unique(tile_first[np.searchsorted(tile_first, np.arange(0, src.size, PIECE_CHUNK))])
+    bounds = [*(int(c) for c in cuts if 0 < c < src.size), src.size]
+    a = 0
+    for b in bounds:
+        o = by_tile[a:b]
+        w = itemsize[o] if _per_piece(itemsize) else itemsize
+        _sent_chunk(src[o], first[o], length[o], w, span, None if shift is None else shift[o], sent, regions)
+        a = b
+    return sent, regions
+
+
+def _sent_chunk(
+    src: np.ndarray,
+    first: np.ndarray,
+    length: np.ndarray,
+    itemsize: np.ndarray | int,
+    span: int,
+    shift: np.ndarray | None,
+    sent: np.ndarray,
+    regions: np.ndarray,
+) -> None:
+    """``_sent`` of the intervals of some sending tiles (all of each), added to ``sent`` and ``regions``."""
+    n = sent.size
     key = src * span + first
     order = np.argsort(key, kind="stable")
     key, ln, s = key[order], length[order], src[order]
@@ -213,8 +247,8 @@ def _sent(
     covered = np.maximum.accumulate(end)
     starts = np.ones(key.size, dtype=bool)
     np.greater(key[1:], covered[:-1], out=starts[1:])  # a gap before it: a new run
-    sent = np.bincount(s, weights=_weighted(new, itemsize, order), minlength=n).astype(np.int64)
-    return sent, np.bincount(s[starts], minlength=n).astype(np.int64)
+    sent += np.bincount(s, weights=_weighted(new, itemsize, order), minlength=n).astype(np.int64)
+    regions += np.bincount(s[starts], minlength=n).astype(np.int64)
 
 
 def _bytes_per_tile(tile: np.ndarray, count: np.ndarray, itemsize: np.ndarray | int, n: int) -> np.ndarray:
@@ -251,25 +285,28 @@ def piece_receives(
     if start.size == 0:
         return None, None
     span = int((start + length).max()) + 1
-    shift = None if address is None else address(start) - start  # constant within a piece (one interval)
+    shift = _shift(address, start)  # constant within a piece (one interval)
     # tile * span passes int32 on graphs of 2^31+ elements (in place: these arrays run to millions)
     key = dst.astype(np.int64)
     key *= span
     key += start  # one sort key: (receiving tile, start)
     order = np.argsort(key, kind="stable")  # timsort: pieces arrive as ascending runs
-    key = key[order]
+    del key  # each chunk's keys are made again from its pieces: no sorted copy of all of them is held
     # pieces that all stay on their IPU (a pipeline stage's compute set) are planned as on one IPU:
     # the inter-IPU part is empty, and the sent figures come from the distinct pieces
     one_ipu = tpi >= n or not bool(np.any(src // tpi != dst // tpi))
     parts = [_PartSums(n), _PartSums(n)]  # on-IPU, inter-IPU
     # receiving tiles are independent (but for supertile partners): planned a chunk of them at a
     # time, so the temporaries stay small enough for the allocator to reuse (profiler.host.allocator)
-    bounds = _chunk_bounds(key, span, n)
+    bounds = _chunk_bounds(dst, n)
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):
         o = order[a:b]
         w = itemsize[o] if _per_piece(itemsize) else itemsize
         sh = None if shift is None else shift[o]
-        first, ln, sr, d, w, sh = _new_parts(key[a:b], length[o], src[o].astype(np.int64, copy=False), w, span, sh)
+        key = dst[o].astype(np.int64)
+        key *= span
+        key += start[o]
+        first, ln, sr, d, w, sh = _new_parts(key, length[o], src[o].astype(np.int64, copy=False), w, span, sh)
         split = (slice(None), None) if one_ipu else _parts(sr, d, tpi)
         for sums, part in zip(parts, split, strict=True):
             if part is None or (not isinstance(part, slice) and not part.any()):
@@ -286,6 +323,8 @@ def piece_receives(
                 local=sums is parts[0],
                 keep=not one_ipu or sent is None,
             )
+    # the last chunk's temporaries and the order: not needed for the sent figures, which sort their own chunks
+    del order, o, key, first, ln, sr, d, sh
     out: list[_Receives | None] = []
     for sums in parts:
         if not sums.any:
@@ -293,7 +332,7 @@ def piece_receives(
             continue
         if sent is not None and one_ipu:
             s_start, s_len, s_src, s_w = sent
-            s_shift = None if address is None else address(s_start) - s_start
+            s_shift = _shift(address, s_start)
             sent_bytes, regions_out = _sent(s_src.astype(np.int64, copy=False), s_start, s_len, s_w, n, span, s_shift)
         else:
             h_src, h_first, h_len, h_w, h_shift = sums.held()
@@ -303,21 +342,38 @@ def piece_receives(
     return out[0], out[1]
 
 
-# Pieces planned per chunk of receiving tiles, about: 2^20 pieces keep each temporary at 8 MiB,
-# below glibc's mmap threshold as profiler.host.allocator sets it, so freed ones are reused rather than
-# faulted in afresh (ResNet-50 at batch 32 plans compute sets of 14 M pieces).
-PIECE_CHUNK = 1 << 20
+def _shift(address: Addresses | None, start: np.ndarray) -> np.ndarray | None:
+    """Each piece's tile address minus its global id; None where they are the same (no address, or
+    a graph without packed clones: ``ElementMap.addresses`` gives the ids back), which plans the same
+    regions (a sender's parts that touch in memory are then neighbours in global-id order too)
+    without an array of zeros and a sort by sender per chunk."""
+    if address is None:
+        return None
+    found = address(start)
+    return None if found is start else found - start
 
 
-def _chunk_bounds(key: np.ndarray, span: int, n: int) -> list[int]:
-    """Cuts of pieces sorted by (receiving tile, start) into chunks of about PIECE_CHUNK, each
-    starting at a supertile's first tile (the two receivers of a supertile are planned together)."""
-    if key.size <= PIECE_CHUNK:
-        return [0, key.size]
-    supertile_first = np.searchsorted(key, np.arange(0, n + TILES_PER_SUPERTILE, TILES_PER_SUPERTILE) * span)
-    near = np.searchsorted(supertile_first, np.arange(PIECE_CHUNK, key.size, PIECE_CHUNK))
+# Pieces planned per chunk of receiving (or sending) tiles, about: 2^18 pieces keep each temporary
+# at 2 MiB, below glibc's mmap threshold as profiler.host.allocator sets it, so freed ones are reused
+# rather than faulted in afresh (ResNet-50 at batch 32 plans compute sets of 14 M pieces), and the
+# ~10 temporaries of a chunk (~20 MiB) stay small next to the pieces themselves (an attention's
+# rearranging copy at sequence 1,024: 0.6 M pieces, whose chunk of 2^20 made the compile's peak).
+PIECE_CHUNK = 1 << 18
+
+
+def _chunk_bounds(dst: np.ndarray, n: int) -> list[int]:
+    """Cuts of pieces sorted by (receiving tile ``dst``, start) into chunks of about PIECE_CHUNK, each
+    starting at a supertile's first tile (the two receivers of a supertile are planned together):
+    found from the pieces each supertile receives, so no sorted copy of the pieces is needed."""
+    if dst.size <= PIECE_CHUNK:
+        return [0, dst.size]
+    supertiles = -(-n // TILES_PER_SUPERTILE)  # counted per tile, then per supertile: no quotient per piece
+    per_tile = np.bincount(dst, minlength=supertiles * TILES_PER_SUPERTILE)
+    per_supertile = per_tile.reshape(-1, TILES_PER_SUPERTILE).sum(axis=1)
+    supertile_first = np.concatenate(([0], np.cumsum(per_supertile)))
+    near = np.searchsorted(supertile_first, np.arange(PIECE_CHUNK, dst.size, PIECE_CHUNK))
     cuts = np.unique(supertile_first[np.minimum(near, supertile_first.size - 1)])
-    return [0, *(int(c) for c in cuts if 0 < c < key.size), key.size]
+    return [0, *(int(c) for c in cuts if 0 < c < dst.size), dst.size]
 
 
 def _new_parts(

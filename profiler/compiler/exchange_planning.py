@@ -116,6 +116,14 @@ def cat_parts(parts: list[np.ndarray]) -> np.ndarray:
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
+def _take_column(columns: list[list[np.ndarray]], i: int) -> np.ndarray:
+    """Column ``i`` of every field's arrays as one array (``cat_parts``), dropping the fields' own."""
+    whole = cat_parts([c[i] for c in columns])
+    for c in columns:
+        c[i] = whole[:0]
+    return whole
+
+
 def plan_compute_set_receives(
     pieces: list[RemoteReads],
     short: list[RemoteReads],
@@ -124,16 +132,12 @@ def plan_compute_set_receives(
     address: Addresses | None = None,
 ) -> tuple[ExchangePlan, ExchangePlan | None]:
     """The (on-IPU, inter-IPU) exchange plans of a compute set's remote reads: ``pieces`` and
-    ``short`` per field of long and of short runs; ``num_elements``: the graph's global ids;
+    ``short`` per field of long and of short runs (``pieces`` is emptied: its arrays are taken
+    over, so that they are not held twice); ``num_elements``: the graph's global ids;
     ``address``: their tile-memory addresses, in which regions are runs (``ElementMap.addresses``)."""
     n, tpi = target.num_tiles, target.tiles_per_ipu
     parts = []
     if pieces:
-        start = cat_parts([r.start for r in pieces])
-        length = cat_parts([r.length for r in pieces])
-        src = cat_parts([r.src for r in pieces])
-        dst = cat_parts([r.dst for r in pieces])
-        s_start, s_length, s_src = (cat_parts([r.sent[i] for r in pieces]) for i in range(3))
         sizes = {r.itemsize for r in pieces}
         # one element size (the usual case): a plain int, no array of sizes per piece
         size: np.ndarray | int
@@ -143,6 +147,15 @@ def plan_compute_set_receives(
         else:
             size = np.concatenate([np.full(r.start.size, r.itemsize, np.int64) for r in pieces])
             sent_size = np.concatenate([np.full(r.sent[0].size, r.itemsize, np.int64) for r in pieces])
+        # the fields' arrays taken over column by column, each field's let go once its column is
+        # whole, so the compute set's pieces are held once, not per field and concatenated too
+        columns = [[r.start, r.length, r.src, r.dst, *r.sent] for r in pieces]
+        # the pieces sent are those read where no field shares blocks (compute_sets: the same arrays)
+        same = all(c[4] is c[0] and c[5] is c[1] and c[6] is c[2] for c in columns)
+        pieces.clear()
+        start, length, src, dst = (_take_column(columns, i) for i in range(4))
+        s_start, s_length, s_src = (start, length, src) if same else (_take_column(columns, i) for i in range(4, 7))
+        del columns  # (when ``same``, its sent columns are the fields' arrays just taken over)
         parts.append(piece_receives(start, length, src, dst, size, n, tpi, sent=(s_start, s_length, s_src, sent_size),
                                     address=address))  # fmt: skip
     if short:
