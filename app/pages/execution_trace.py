@@ -143,13 +143,25 @@ clientside_callback(
     Output(ids.TRACE_TIMELINE, "figure"),
     Output(ids.TRACE_DETAIL, "children"),
     Output(ids.TRACE_TILES, "figure"),
+    Output(ids.TRACE_IPU, "options"),
     Input(ids.TRACE_RUN, "value"),
     Input(ids.TRACE_VIEW, "value"),
     Input(ids.TRACE_IPU, "value"),
     Input(ids.TRACE_RANGE, "data"),
 )
-def timeline(run: Any, mode: str, ipu: Any, cycle_range: list[int] | None) -> tuple[Any, str, Any]:
-    return render_trace(int(run), mode, ipu_view.selected_ipu(ipu), cycle_range)
+def timeline(run: Any, mode: str, ipu: Any, cycle_range: list[int] | None) -> tuple[Any, str, Any, Any]:
+    chosen = ipu_view.selected_ipu(ipu)
+    return (*render_trace(int(run), mode, chosen, cycle_range), ipu_options(int(run), mode))
+
+
+def ipu_options(run: int, mode: str) -> list[dict[str, str]]:
+    """The IPU selector's options, saying what is drawn: the flame shows one IPU, so its "All IPUs"
+    choice reads as that IPU, the run's busiest ("IPU 3 (busiest)"); the flat view shows all."""
+    report = state.report()
+    options = [{"label": o["label"], "value": str(o["value"])} for o in ipu_view.ipu_choices(report)]
+    if mode == "flame" and report.target_info.num_ipus > 1:
+        options[0]["label"] = f"IPU {view.busiest_ipu(report, run)} (busiest)"
+    return options
 
 
 def per_row(rows: int) -> int:
@@ -217,19 +229,28 @@ def render_trace(run: int, mode: str, chosen: int, cycle_range: list[int] | None
 )
 def step_clicked(click: dict | None, run: Any, mode: str, ipu: Any) -> Any:
     points = (click or {}).get("points", [])
-    if not points or points[0].get("x") is None:
+    span = points[0].get("customdata") if points else None
+    if not isinstance(span, list) or len(span) != 3:
         return dash.no_update
-    # the flat view's rows are IPUs; the flame view shows the chosen IPU (the busiest for "All IPUs")
-    row = (
-        int(round(points[0].get("y", 0)))
-        if mode == "flat"
-        else one_ipu(state.report(), int(run), ipu_view.selected_ipu(ipu))
-    )
-    step = view.step_at(state.report(), int(run), row, float(points[0]["x"]))
-    d = view.step_details(state.report(), int(run), int(step))
+    return span_panel(int(run), mode, ipu_view.selected_ipu(ipu), [int(v) for v in span])
+
+
+def clicked_step(run: int, mode: str, chosen: int, span: list[int]) -> tuple[int, int]:
+    """(executed step, IPU) of a clicked span, from the span's own customdata [row, step, cycle]
+    (``timeline_dict``): an exact step is itself; a bin or a flame's frame (step -1) gives the step
+    running at the middle of its visible part. The flat view's rows are IPUs; the flame shows the
+    chosen IPU (the busiest for "All IPUs")."""
+    row, step, cycle = span
+    ipu = row if mode == "flat" else one_ipu(state.report(), run, chosen)
+    return (step if step >= 0 else view.step_at(state.report(), run, ipu, cycle)), ipu
+
+
+def span_panel(run: int, mode: str, chosen: int, span: list[int]) -> Any:
+    step, ipu = clicked_step(run, mode, chosen, span)
+    d = view.step_details(state.report(), run, step)
     if d.empty:
         return dash.no_update
-    return step_panel(int(run), int(step), row, d)
+    return step_panel(run, step, ipu, d)
 
 
 def step_panel(run: int, step: int, ipu: int, d: Any) -> html.Div:
