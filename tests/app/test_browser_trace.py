@@ -124,3 +124,15 @@ def test_zoom_gives_finer_detail(page, report_path):
     page.click("#trace-reset")
     settle(page)
     expect(detail).to_contain_text("binned")
+
+
+def test_tiles_x_steps_draws_when_opened(page):
+    """The tiles x steps heatmap is not drawn with the page; one click on its panel draws it."""
+    assert page.locator("#trace-tiles").count() == 0
+    page.get_by_role("button", name=re.compile("Tiles x steps")).click()
+    settle(page)
+    shape = page.evaluate(
+        "() => { const z = document.querySelector('#trace-tiles .js-plotly-plot')._fullData[0].z; return [z.length, z[0].length]; }"
+    )
+    assert shape[0] == 16 and shape[1] > 1  # 16 tiles of the busiest IPU, by the steps shown
+    assert page.watch.errors == []

@@ -68,6 +68,11 @@ def test_trace_callbacks(pages):
     assert "executed steps. exact: 1 executed step in cycles 50..100" in detail
     assert "IPU 1, steps 3..3" in detail and np.shape(tiles.data[0].z) == (4, 1)
     assert _rows(fig) == [1]
+    # the page draws tiles x steps only in its open panel: the same figure, for the same view
+    import dash
+
+    assert et.tiles_panel(None, "0", "1", [50, 100]) is dash.no_update  # closed: nothing drawn
+    assert go.Figure(et.tiles_panel("tiles", "0", "1", [50, 100]).figure) == tiles
     fig, detail, _ = et.render_trace(0, "flame", 1, None)  # IPU 1's flame: the same 10 steps, nested
     assert "exact: 10 executed steps in cycles 0..230 (under 12 enclosing spans" in detail
     names = dict(zip(fig["layout"]["yaxis"]["tickvals"], fig["layout"]["yaxis"]["ticktext"], strict=True))
