@@ -96,7 +96,9 @@ def layout(**_: object) -> html.Div:
             compare_tabs(
                 "execution_trace",
                 [
-                    dcc.Store(id=ids.TRACE_RANGE, data=None),
+                    # "": the whole run. A None store sets itself again when it mounts, which calls its
+                    # listeners (the timeline a second time), prevent_initial_call or not
+                    dcc.Store(id=ids.TRACE_RANGE, data=""),
                     html.Div(id=ids.TRACE_SUMMARY),
                     html.Div(id=ids.TRACE_DETAIL, className="small text-muted"),
                     dcc.Loading(
@@ -161,8 +163,9 @@ clientside_callback(
     Input(ids.TRACE_IPU, "value"),
     Input(ids.TRACE_RANGE, "data"),
 )
-def timeline(run: Any, mode: str, ipu: Any, cycle_range: list[int] | None) -> tuple[Any, str, Any]:
-    fig, detail, _ = render_trace(int(run), mode, ipu_view.selected_ipu(ipu), cycle_range, tiles=False)
+def timeline(run: Any, mode: str, ipu: Any, cycle_range: list[int] | str | None) -> tuple[Any, str, Any]:
+    zoom = cycle_range or None  # "": the whole run (the store's first value)
+    fig, detail, _ = render_trace(int(run), mode, ipu_view.selected_ipu(ipu), zoom, tiles=False)
     return fig, detail, ipu_options(int(run), mode)
 
 
@@ -174,12 +177,12 @@ def timeline(run: Any, mode: str, ipu: Any, cycle_range: list[int] | None) -> tu
     Input(ids.TRACE_RANGE, "data"),
     prevent_initial_call=True,  # the panel opens closed
 )
-def tiles_panel(open_item: Any, run: Any, ipu: Any, cycle_range: list[int] | None) -> Any:
+def tiles_panel(open_item: Any, run: Any, ipu: Any, cycle_range: list[int] | str | None) -> Any:
     """The tiles x steps heatmap, only while its panel is open (reopening redraws it for the view
     then shown: run, IPU, zoom)."""
     if open_item != TILES_ITEM:
         return dash.no_update
-    fig = render_tiles(int(run), ipu_view.selected_ipu(ipu), cycle_range)
+    fig = render_tiles(int(run), ipu_view.selected_ipu(ipu), cycle_range or None)
     return dcc.Graph(id=ids.TRACE_TILES, figure=fig, config={"displaylogo": False})
 
 
