@@ -104,7 +104,8 @@ def int_or_none(v: Any) -> str | None:
 
 
 def range_or_none(v: Any) -> str | None:
-    if v is None or (isinstance(v, list) and len(v) == 2 and all(_is_number(x) for x in v)):
+    # "" is the trace's store before any zoom (a None store is set again when it mounts: app.pages.execution_trace)
+    if v is None or v == "" or (isinstance(v, list) and len(v) == 2 and all(_is_number(x) for x in v)):
         return None
     return "must be two numbers"
 

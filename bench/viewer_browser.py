@@ -151,7 +151,9 @@ def click(page: Any, target: Callable[[], Any]) -> Run:
     return float(page.evaluate("() => window.__last - window.__clickAt")), _ended(page)
 
 
-def measure(report: Path, baseline: Path, repeat: int, loads_only: bool = False) -> dict[str, dict[str, Any]]:
+def measure(
+    report: Path, baseline: Path, repeat: int, loads_only: bool = False, visits: bool = False
+) -> dict[str, dict[str, Any]]:
     from playwright.sync_api import sync_playwright
 
     out: dict[str, dict[str, Any]] = {}
@@ -178,7 +180,7 @@ def measure(report: Path, baseline: Path, repeat: int, loads_only: bool = False)
         for name in PAGES:
             note(f"{name}: load", loads[name])
             out[f"{name}: load"]["cold_ms"] = round(cold[name][0])
-        if loads_only:
+        if loads_only and not visits:
             browser.close()
             return out
 
@@ -192,6 +194,15 @@ def measure(report: Path, baseline: Path, repeat: int, loads_only: bool = False)
                 load(page, base + start)
                 runs.append(click(page, nav_link(name)))
             note(f"{name}: visit", runs)
+        if loads_only and "Execution Trace" in PAGES:  # --pages with --visits
+            runs = []
+            for _ in range(repeat):
+                load(page, base + "/execution-trace")
+                runs.append(click(page, lambda: page.locator("#trace-view label").nth(1)))
+            note("Execution Trace: flame view", runs)
+        if loads_only:
+            browser.close()
+            return out
         runs = []
         for _ in range(repeat):
             load(page, base + "/memory")
@@ -222,6 +233,9 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "viewer_browser.json")
     ap.add_argument("--detail", action="store_true", help="print each Dash request of each page load")
     ap.add_argument("--pages", help="only these pages (comma-separated names), loads only")
+    ap.add_argument(
+        "--visits", action="store_true", help="with --pages: their visits too (and the trace's flame click)"
+    )
     args = ap.parse_args()
     global DETAIL
     DETAIL = args.detail
@@ -239,7 +253,7 @@ def main() -> int:
         baseline = args.reports[(k + 1) % len(args.reports)]
         print(f"{report.name} (compare baseline {baseline.name}), median of {args.repeat}:", flush=True)
         t = time.time()
-        result[report.name] = measure(report, baseline, args.repeat, loads_only=bool(args.pages))
+        result[report.name] = measure(report, baseline, args.repeat, loads_only=bool(args.pages), visits=args.visits)
         print(f"  ({time.time() - t:.0f} s)")
         args.out.write_text(json.dumps(result, indent=1) + "\n")  # what is measured so far
     result["load_after"] = os.getloadavg()

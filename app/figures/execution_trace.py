@@ -1,5 +1,5 @@
 """Execution trace figures: the BSP timeline (flat: a row per IPU; flame: a row per program-tree
-depth), drawn as thick WebGL line segments per step kind, and the tiles x steps cycles heatmap."""
+depth), drawn as horizontal SVG bars, one trace per step kind, and the tiles x steps cycles heatmap."""
 
 from __future__ import annotations
 
@@ -49,15 +49,24 @@ def timeline_dict(
     row_names: dict[int, str] | None = None,
 ) -> dict[str, Any]:
     """The timeline as a plain plotly figure dict. ``spans`` columns: row, start, end, kind, label,
-    step, steps, and optionally hover (a flame's: the span's cycles, self cycles and steps). One
-    Scattergl per kind, each span a horizontal segment (segments separated by gaps), so 10^4 spans
-    stay one WebGL draw. WebGL even for a few spans: with SVG markers plotly's click picks a
-    neighbouring span (docs/viewer.md, "Time in the browser")."""
+    step, steps, and optionally hover (a flame's: the span's cycles, self cycles and steps).
+
+    One SVG bar trace per kind, each span a horizontal bar from its start (``base``) for its length,
+    carrying ``customdata`` [row, step, cycle]: its row, its executed step (-1 for a bin or an
+    enclosing frame) and the middle of its visible part. A click reads the clicked bar's own
+    customdata, so it names the span under the pointer. Bars, not WebGL lines: in this GPU-less
+    headless Chromium a WebGL timeline drew in 2-4x the time (docs/viewer.md, "Time in the
+    browser"); and not SVG scatter markers, whose hover ties every marker within its radius of the
+    pointer and so picked a neighbouring span."""
     if spans.empty:
         return plain.empty("No executed steps in this range.")
     data: list[dict[str, Any]] = []
     # rows tall enough for a readable label (PopVision's flame boxes); the figure grows instead
     height_px = max(24, min(34, 480 // max(len(rows), 1)))
+    height = max(180, 100 + len(rows) * (height_px + 8))
+    layout = _layout(height)
+    band_px = (height - layout["margin"]["t"] - layout["margin"]["b"]) / max(max(rows) - min(rows) + 1, 1)
+    bar_width = min(0.9, height_px / band_px)  # in rows: height_px of each row's band, as the lines had
     hover = spans["hover"].fillna(spans["label"]) if "hover" in spans else spans["label"]
     # one pixel (of ~1,500 across the plot) left blank at the end of every span at least 3 px long,
     # so neighbouring spans of one kind (a flame's layers, back-to-back compute steps) stay apart
@@ -65,65 +74,46 @@ def timeline_dict(
     by_kind = spans.assign(_hover=hover.to_numpy()).groupby("kind", sort=False)
     for kind in sorted(by_kind.groups, key=lambda k: LEGEND_ORDER.index(k) if k in LEGEND_ORDER else len(LEGEND_ORDER)):
         g = by_kind.get_group(kind)
-        n = len(g)
         start, end = g["start"].to_numpy(np.float64), g["end"].to_numpy(np.float64)
-        row = g["row"].to_numpy(np.float64)
-        xs = np.empty(3 * n)
-        xs[0::3], xs[1::3], xs[2::3] = start, np.where(end - start >= 3 * gap, end - gap, end), np.nan
-        ys = np.repeat(row, 3)
-        ys[2::3] = np.nan
-        # invisible points along each span carry its hover text and take its clicks: one at the
-        # middle, more along a wide span (a click lands on the nearest point, so anywhere on it works)
-        lo, hi = np.maximum(start, x_range[0]), np.minimum(end, x_range[1])
-        per_span = np.clip(np.ceil((hi - lo) / max(x_range[1] - x_range[0], 1) * 120), 1, 60).astype(np.int64)
-        owner = np.repeat(np.arange(n), per_span)
-        k = np.arange(len(owner)) - np.repeat(np.cumsum(per_span) - per_span, per_span)
-        mid = lo[owner] + (hi[owner] - lo[owner]) * (k + 0.5) / per_span[owner]
-        texts = np.array(
-            [
-                f"{h}<br>cycles {int(s):,}..{int(e):,} ({int(e - s):,})"
-                for h, s, e in zip(g["_hover"], start, end, strict=True)
-            ],
-            dtype=object,
-        )
+        drawn = np.where(end - start >= 3 * gap, end - gap, end) - start
+        mid = (np.maximum(start, x_range[0]) + np.minimum(end, x_range[1])) // 2
+        # a span of several steps (a flame's merged leaf, a bin) names no one step: the click finds
+        # the step at its middle
+        step = np.where(g["steps"].to_numpy() == 1, g["step"].to_numpy(), -1) if "steps" in g else g["step"].to_numpy()
+        texts = [
+            f"{h}<br>cycles {int(s):,}..{int(e):,} ({int(e - s):,})"
+            for h, s, e in zip(g["_hover"], start, end, strict=True)
+        ]
         data.append(
             {
-                "type": "scattergl",
-                "x": xs,
-                "y": ys,
-                "mode": "lines",
+                "type": "bar",
+                "orientation": "h",
                 "name": str(kind),
-                "hoverinfo": "skip",
-                "line": {"color": _colour(str(kind)), "width": height_px},
-            }
-        )
-        data.append(
-            {
-                "type": "scattergl",
-                "x": mid,
-                "y": row[owner],
-                "mode": "markers",
-                "showlegend": False,
-                "name": str(kind),
-                "marker": {"size": height_px, "opacity": 0},
-                "text": texts[owner],
+                "base": g["start"].to_numpy(np.int64),
+                "x": np.round(drawn).astype(np.int64),  # whole cycles: a pixel is >= 100s of cycles
+                "y": g["row"].to_numpy(),
+                "width": bar_width,
+                "marker": {"color": _colour(str(kind)), "line": {"width": 0}},
+                "customdata": np.column_stack([g["row"].to_numpy(), step, mid]).astype(np.int64),
+                "text": texts,
+                "textposition": "none",  # the text is the hover's; names are drawn as annotations
                 "hovertemplate": "%{text}<extra>" + str(kind) + "</extra>",
             }
         )
     names = row_names or {}
-    layout = _layout(max(180, 100 + len(rows) * (height_px + 8)))
     layout.update(
         annotations=_labels(spans, x_range),
         yaxis={
             "tickvals": rows,
             "ticktext": [names.get(r, f"{row_label} {r}") for r in rows],
-            # each row exactly one band of the plot: the segment width (px) then fills its band
+            # each row exactly one band of the plot
             "range": [max(rows) + 0.5, min(rows) - 0.5],
             "fixedrange": True,
             "showgrid": False,
             "zeroline": False,
         },
         xaxis={"title": {"text": "cycles"}, "range": list(x_range), "tickformat": ",d"},
+        barmode="overlay",  # kinds share a row: no side-by-side offset
         dragmode="zoom",
         hovermode="closest",
     )
@@ -202,7 +192,7 @@ def proportions_figure(summary: dict[str, float | int]) -> go.Figure:
 
 def _labels(spans: pd.DataFrame, x_range: tuple[int, int], max_labels: int = 80) -> list[dict[str, Any]]:
     """Names of the spans wide enough to hold text (as PopVision labels its flame boxes), as
-    annotations: WebGL traces are drawn above SVG text, below annotations."""
+    annotations (drawn above the bars; a bar's own text would be measured for every span)."""
     width = max(x_range[1] - x_range[0], 1)
     lo = np.maximum(spans["start"].to_numpy(np.float64), x_range[0])
     hi = np.minimum(spans["end"].to_numpy(np.float64), x_range[1])

@@ -28,11 +28,15 @@ from app.views import flame
 from app.views import ipus as ipu_view
 from app.views.runs import opening_run, run_figures
 
-#: At most this many spans per timeline row, and in all rows, reach the browser (level of detail).
+#: At most this many spans per timeline row, and in all rows, reach the browser (level of detail):
+#: ~1 a pixel column in one row, ~2 a pixel column over all rows of the ~1,450 px plot at 1600 px
+#: (each span is an SVG bar: 6,000 over a POD16's 16 rows made a 470 KB answer, 290 KB at 3,000)
 MAX_PER_ROW = 1500
-MAX_SPANS = 6000
+MAX_SPANS = 3000
 #: The tiles x steps view reads at most this many steps (sampled evenly beyond that).
 MAX_TILE_STEPS = 120
+#: The tiles x steps panel's item id: the panel's active_item when it is open.
+TILES_ITEM = "tiles"
 
 
 def layout(**_: object) -> html.Div:
@@ -94,7 +98,9 @@ def layout(**_: object) -> html.Div:
             compare_tabs(
                 "execution_trace",
                 [
-                    dcc.Store(id=ids.TRACE_RANGE, data=None),
+                    # "": the whole run. A None store sets itself again when it mounts, which calls its
+                    # listeners (the timeline a second time), prevent_initial_call or not
+                    dcc.Store(id=ids.TRACE_RANGE, data=""),
                     html.Div(id=ids.TRACE_SUMMARY),
                     html.Div(id=ids.TRACE_DETAIL, className="small text-muted"),
                     dcc.Loading(
@@ -106,7 +112,18 @@ def layout(**_: object) -> html.Div:
                         className="mb-2 small text-muted",
                     ),
                     html.Div(id=ids.TRACE_IPUS, className="mb-2"),
-                    dcc.Loading(dcc.Graph(id=ids.TRACE_TILES, config={"displaylogo": False}), type="dot"),
+                    # drawn when opened (one click): the heatmap was a third of the page's drawing time
+                    dbc.Accordion(
+                        dbc.AccordionItem(
+                            dcc.Loading(html.Div(id=ids.TRACE_TILES_BODY), type="dot"),
+                            title="Tiles x steps: cycles of each tile in each step (BSP)",
+                            item_id=TILES_ITEM,
+                        ),
+                        id=ids.TRACE_TILES_PANEL,
+                        start_collapsed=True,
+                        active_item=None,
+                        className="mb-3",
+                    ),
                 ],
                 compare.section(),
             ),
@@ -142,14 +159,43 @@ clientside_callback(
 @callback(
     Output(ids.TRACE_TIMELINE, "figure"),
     Output(ids.TRACE_DETAIL, "children"),
-    Output(ids.TRACE_TILES, "figure"),
+    Output(ids.TRACE_IPU, "options"),
     Input(ids.TRACE_RUN, "value"),
     Input(ids.TRACE_VIEW, "value"),
     Input(ids.TRACE_IPU, "value"),
     Input(ids.TRACE_RANGE, "data"),
 )
-def timeline(run: Any, mode: str, ipu: Any, cycle_range: list[int] | None) -> tuple[Any, str, Any]:
-    return render_trace(int(run), mode, ipu_view.selected_ipu(ipu), cycle_range)
+def timeline(run: Any, mode: str, ipu: Any, cycle_range: list[int] | str | None) -> tuple[Any, str, Any]:
+    zoom = cycle_range or None  # "": the whole run (the store's first value)
+    fig, detail, _ = render_trace(int(run), mode, ipu_view.selected_ipu(ipu), zoom, tiles=False)
+    return fig, detail, ipu_options(int(run), mode)
+
+
+@callback(
+    Output(ids.TRACE_TILES_BODY, "children"),
+    Input(ids.TRACE_TILES_PANEL, "active_item"),
+    Input(ids.TRACE_RUN, "value"),
+    Input(ids.TRACE_IPU, "value"),
+    Input(ids.TRACE_RANGE, "data"),
+    prevent_initial_call=True,  # the panel opens closed
+)
+def tiles_panel(open_item: Any, run: Any, ipu: Any, cycle_range: list[int] | str | None) -> Any:
+    """The tiles x steps heatmap, only while its panel is open (reopening redraws it for the view
+    then shown: run, IPU, zoom)."""
+    if open_item != TILES_ITEM:
+        return dash.no_update
+    fig = render_tiles(int(run), ipu_view.selected_ipu(ipu), cycle_range or None)
+    return dcc.Graph(id=ids.TRACE_TILES, figure=fig, config={"displaylogo": False})
+
+
+def ipu_options(run: int, mode: str) -> list[dict[str, str]]:
+    """The IPU selector's options, saying what is drawn: the flame shows one IPU, so its "All IPUs"
+    choice reads as that IPU, the run's busiest ("IPU 3 (busiest)"); the flat view shows all."""
+    report = state.report()
+    options = [{"label": o["label"], "value": str(o["value"])} for o in ipu_view.ipu_choices(report)]
+    if mode == "flame" and report.target_info.num_ipus > 1:
+        options[0]["label"] = f"IPU {view.busiest_ipu(report, run)} (busiest)"
+    return options
 
 
 def per_row(rows: int) -> int:
@@ -165,14 +211,31 @@ def one_ipu(report: Any, run: int, chosen: int) -> int:
     return chosen if chosen != ipu_view.ALL_IPUS else view.busiest_ipu(report, run)
 
 
-def render_trace(run: int, mode: str, chosen: int, cycle_range: list[int] | None) -> tuple[Any, str, Any]:
-    """The timeline figure, its level-of-detail sentence and the tiles x steps figure, of every IPU or
-    the chosen one (the IPU selector): the flat view shows the chosen IPU's row; the flame and tiles
-    x steps views show one IPU, the chosen one (the busiest for "All IPUs")."""
+def _cycles(report: Any, run: int, cycle_range: list[int] | None) -> tuple[int, int]:
+    """The visible cycles [x0, x1]: the whole run, or the zoom clipped to it."""
+    length = view.run_length(report, run)
+    return (0, max(length, 1)) if cycle_range is None else (max(0, cycle_range[0]), min(length, cycle_range[1]))
+
+
+def render_tiles(run: int, chosen: int, cycle_range: list[int] | None) -> Any:
+    """The tiles x steps heatmap of the one-IPU view's IPU over the visible cycles."""
     report = state.report()
     ipu = one_ipu(report, run, chosen)
-    length = view.run_length(report, run)
-    x0, x1 = (0, max(length, 1)) if cycle_range is None else (max(0, cycle_range[0]), min(length, cycle_range[1]))
+    first, last = view.steps_in_cycle_range(report, run, ipu, *_cycles(report, run, cycle_range))
+    cyc, steps, tile_starts, width = view.tile_step_cycles(report, run, ipu, first, last, MAX_TILE_STEPS)
+    return tile_steps_figure(cyc, steps, tile_starts, width)
+
+
+def render_trace(
+    run: int, mode: str, chosen: int, cycle_range: list[int] | None, tiles: bool = True
+) -> tuple[Any, str, Any]:
+    """The timeline figure, its level-of-detail sentence and (``tiles``, else None) the tiles x steps
+    figure, of every IPU or the chosen one (the IPU selector): the flat view shows the chosen IPU's
+    row; the flame and tiles x steps views show one IPU, the chosen one (the busiest for "All
+    IPUs")."""
+    report = state.report()
+    ipu = one_ipu(report, run, chosen)
+    x0, x1 = _cycles(report, run, cycle_range)
     if mode == "flame":
         spans = view.flame_spans(report, run, ipu)
         rows = sorted(spans["row"].unique().tolist())
@@ -192,9 +255,8 @@ def render_trace(run: int, mode: str, chosen: int, cycle_range: list[int] | None
         lod = view.level_of_detail(spans, x0, x1, per_row(len(rows)))
         fig = timeline_dict(lod.table, row_label="IPU", rows=rows, x_range=(x0, x1))
     first, last = view.steps_in_cycle_range(report, run, ipu, x0, x1)
-    cyc, steps, tile_starts, width = view.tile_step_cycles(report, run, ipu, first, last, MAX_TILE_STEPS)
-    tiles_fig = tile_steps_figure(cyc, steps, tile_starts, width)
-    sampled = last - first > len(steps)
+    # as many steps as tile_step_cycles reads: all, or MAX_TILE_STEPS evenly spaced (> 1 apart, so distinct)
+    shown = min(last - first, MAX_TILE_STEPS)
     detail = (
         f"Run {run}: {run_figures(report, run)['steps']:,} executed steps. "
         + lod.detail
@@ -202,9 +264,9 @@ def render_trace(run: int, mode: str, chosen: int, cycle_range: list[int] | None
         + f". Tiles x steps: IPU {ipu}"
         + (BUSIEST if chosen == ipu_view.ALL_IPUS and report.target_info.num_ipus > 1 else "")
         + f", steps {first:,}..{max(last - 1, first):,}"
-        + (f" ({len(steps)} sampled of {last - first:,}; zoom in for every step)." if sampled else ".")
+        + (f" ({shown} sampled of {last - first:,}; zoom in for every step)." if last - first > shown else ".")
     )
-    return fig, detail, tiles_fig
+    return fig, detail, (render_tiles(run, chosen, cycle_range) if tiles else None)
 
 
 @callback(
@@ -217,19 +279,28 @@ def render_trace(run: int, mode: str, chosen: int, cycle_range: list[int] | None
 )
 def step_clicked(click: dict | None, run: Any, mode: str, ipu: Any) -> Any:
     points = (click or {}).get("points", [])
-    if not points or points[0].get("x") is None:
+    span = points[0].get("customdata") if points else None
+    if not isinstance(span, list) or len(span) != 3:
         return dash.no_update
-    # the flat view's rows are IPUs; the flame view shows the chosen IPU (the busiest for "All IPUs")
-    row = (
-        int(round(points[0].get("y", 0)))
-        if mode == "flat"
-        else one_ipu(state.report(), int(run), ipu_view.selected_ipu(ipu))
-    )
-    step = view.step_at(state.report(), int(run), row, float(points[0]["x"]))
-    d = view.step_details(state.report(), int(run), int(step))
+    return span_panel(int(run), mode, ipu_view.selected_ipu(ipu), [int(v) for v in span])
+
+
+def clicked_step(run: int, mode: str, chosen: int, span: list[int]) -> tuple[int, int]:
+    """(executed step, IPU) of a clicked span, from the span's own customdata [row, step, cycle]
+    (``timeline_dict``): an exact step is itself; a bin or a flame's frame (step -1) gives the step
+    running at the middle of its visible part. The flat view's rows are IPUs; the flame shows the
+    chosen IPU (the busiest for "All IPUs")."""
+    row, step, cycle = span
+    ipu = row if mode == "flat" else one_ipu(state.report(), run, chosen)
+    return (step if step >= 0 else view.step_at(state.report(), run, ipu, cycle)), ipu
+
+
+def span_panel(run: int, mode: str, chosen: int, span: list[int]) -> Any:
+    step, ipu = clicked_step(run, mode, chosen, span)
+    d = view.step_details(state.report(), run, step)
     if d.empty:
         return dash.no_update
-    return step_panel(int(run), int(step), row, d)
+    return step_panel(run, step, ipu, d)
 
 
 def step_panel(run: int, step: int, ipu: int, d: Any) -> html.Div:

@@ -19,14 +19,14 @@ MICRO_BATCHES = 4
 #: Screenshots of the pages these tests change, for a look (tmp, not the docs'; docs/make_screenshots.py makes those).
 SHOTS = Path(tempfile.gettempdir()) / "tilescope_multi_ipu_shots"
 SHOTS.mkdir(exist_ok=True)
-#: Compute segments of the timeline per IPU row: [[start, end], ...] from the drawn Plotly traces.
+#: Compute spans of the timeline per IPU row: [[start, end], ...] from the drawn Plotly bars.
 COMPUTE_SEGMENTS = """() => {
   const gd = document.querySelector('#trace-timeline .js-plotly-plot');
   const rows = {};
   for (const t of gd._fullData) {
-    if (t.mode !== 'lines' || t.name !== 'compute') continue;
-    for (let i = 0; i + 1 < t.x.length; i += 3) {
-      (rows[t.y[i]] = rows[t.y[i]] || []).push([t.x[i], t.x[i + 1]]);
+    if (t.type !== 'bar' || t.name !== 'compute') continue;
+    for (let i = 0; i < t.base.length; i++) {
+      (rows[t.y[i]] = rows[t.y[i]] || []).push([t.base[i], t.base[i] + t.x[i]]);
     }
   }
   return rows;

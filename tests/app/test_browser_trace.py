@@ -17,21 +17,22 @@ from tests.app.browser import PageWatch, served, settle
 
 pytestmark = pytest.mark.browser
 
-#: Page coordinates of a hover marker of the timeline (a span's midpoint) well inside the view, and its
-#: (cycle, IPU).
-CLICK_TARGET = """() => {
+#: Page coordinates of the middle of each timeline bar (a span) drawn at least 4 px wide well inside the
+#: view, with its (middle cycle, row, step): [[x, y, cycle, row, step], ...], in drawing order.
+BAR_TARGETS = """() => {
   const gd = document.querySelector('#trace-timeline .js-plotly-plot');
   const fl = gd._fullLayout, box = gd.getBoundingClientRect(), [x0, x1] = fl.xaxis.range;
+  const out = [];
   for (const t of gd._fullData) {
-    if (t.mode !== 'markers') continue;
-    for (let i = 0; i < t.x.length; i++) {
-      if (t.x[i] > x0 + 0.1 * (x1 - x0) && t.x[i] < x1 - 0.1 * (x1 - x0)) {
-        return [box.left + fl._size.l + fl.xaxis.l2p(t.x[i]), box.top + fl._size.t + fl.yaxis.l2p(t.y[i]),
-                t.x[i], t.y[i]];
-      }
+    if (t.type !== 'bar') continue;
+    for (let i = 0; i < t.base.length; i++) {
+      const a = t.base[i], b = t.base[i] + t.x[i], mid = (a + b) / 2;
+      if (fl.xaxis.l2p(b) - fl.xaxis.l2p(a) < 4 || mid < x0 + 0.05 * (x1 - x0) || mid > x1 - 0.05 * (x1 - x0)) continue;
+      out.push([box.left + fl._size.l + fl.xaxis.l2p(mid), box.top + fl._size.t + fl.yaxis.l2p(t.y[i]),
+                mid, t.y[i], t.customdata[i][1]]);
     }
   }
-  return null;
+  return out.sort((p, q) => p[3] - q[3] || p[2] - q[2]);
 }"""
 
 
@@ -96,16 +97,20 @@ def test_zoom_gives_finer_detail(page, report_path):
     longest = int(report.runs().set_index("run")["cycles"].idxmax())
     lod = et.level_of_detail(et.flat_spans(report, longest), x0, x1)
     assert lod.exact and lod.visible_steps == spans
-    # click one exact span -> that step's details on every IPU
-    px, py, cycle, ipu = page.evaluate(CLICK_TARGET)
-    page.mouse.click(px, py)
-    settle(page)
-    step = et.step_at(report, longest, int(ipu), cycle)
-    row = et.step_details(report, longest, step).set_index("ipu").loc[int(ipu)]
-    assert row["cycles_from"] <= cycle < row["cycles_to"]
+    # click exact spans, neighbours of each other -> each names the step under the pointer (the report's
+    # own step at that cycle on that IPU), with its details on every IPU
+    targets = page.evaluate(BAR_TARGETS)
+    assert len(targets) >= 6
     details = page.locator("#trace-step-details")
-    expect(details).to_contain_text(f"Executed step {step:,}: {row['name']}")
-    expect(details).to_contain_text(f"{row['cycles_to']:,}")
+    for px, py, cycle, ipu, step in targets[:3] + targets[-3:]:
+        page.mouse.click(px, py)
+        settle(page)
+        assert step == et.step_at(report, longest, int(ipu), cycle)  # the bar drawn there is that step
+        row = et.step_details(report, longest, step).set_index("ipu").loc[int(ipu)]
+        assert row["cycles_from"] <= cycle < row["cycles_to"]
+        expect(details).to_contain_text(f"Executed step {step:,}: {row['name']}")
+        expect(details).to_contain_text(f"Step {step:,} on IPU {int(ipu)}, per tile")
+        expect(details).to_contain_text(f"{row['cycles_to']:,}")
     # ...and on the clicked IPU, each tile's busy and waiting cycles (they add up to the step)
     split = page.locator("#trace-step-tiles .js-plotly-plot")
     expect(split).to_be_visible()
@@ -119,3 +124,15 @@ def test_zoom_gives_finer_detail(page, report_path):
     page.click("#trace-reset")
     settle(page)
     expect(detail).to_contain_text("binned")
+
+
+def test_tiles_x_steps_draws_when_opened(page):
+    """The tiles x steps heatmap is not drawn with the page; one click on its panel draws it."""
+    assert page.locator("#trace-tiles").count() == 0
+    page.get_by_role("button", name=re.compile("Tiles x steps")).click()
+    settle(page)
+    shape = page.evaluate(
+        "() => { const z = document.querySelector('#trace-tiles .js-plotly-plot')._fullData[0].z; return [z.length, z[0].length]; }"
+    )
+    assert shape[0] == 16 and shape[1] > 1  # 16 tiles of the busiest IPU, by the steps shown
+    assert page.watch.errors == []

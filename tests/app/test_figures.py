@@ -55,16 +55,25 @@ def test_liveness_figure_marks_peak(small_report):
     assert [t.name for t in per_ipu.data][:2] == ["IPU 0", "IPU 1"]
 
 
-def test_timeline_figure_one_webgl_trace_per_kind(small_report):
+def test_timeline_figure_one_bar_trace_per_kind(small_report):
     lod = et.level_of_detail(et.flat_spans(small_report, 0), 0, 230)
     fig = go.Figure(timeline_figure(lod.table, row_label="IPU", rows=[0, 1], x_range=(0, 230)))
-    lines = [t for t in fig.data if t.mode == "lines"]
-    assert all(isinstance(t, go.Scattergl) for t in fig.data)
+    assert all(isinstance(t, go.Bar) and t.orientation == "h" for t in fig.data)
+    assert fig.layout.barmode == "overlay"  # kinds share a row, no side-by-side offset
     labels = [a.text for a in fig.layout.annotations]
     assert "in (StreamCopyMid)" in labels  # 40 of 230 cycles: wide enough to be named
-    assert sorted(t.name for t in lines) == ["compute", "exchange", "stream copy", "sync"]
-    compute = [t for t in lines if t.name == "compute"][0]
-    assert len(compute.x) == 3 * 8  # 4 compute steps per IPU, 3 points per segment
+    assert [t.name for t in fig.data] == ["compute", "exchange", "stream copy", "sync"]
+    compute = fig.data[0]
+    # steps 3, 5, 6, 8 on IPU 0 then IPU 1 (small_report's flat spans), each a bar from its start
+    assert list(compute.base) == [50, 50, 110, 130, 115, 135, 175, 215]
+    assert list(compute.y) == [0, 1, 0, 1, 0, 1, 0, 1]
+    # lengths less a 230/1500-cycle gap at the end, whole cycles: 40 - 0.15 -> 40, 5 - 0.15 -> 5
+    assert list(compute.x) == [40, 60, 5, 5, 40, 60, 5, 5]
+    # each bar's own [row, step, middle cycle]: what a click on it reads
+    assert [list(c) for c in compute.customdata] == [[0, 3, 70], [1, 3, 80], [0, 5, 112], [1, 5, 132],
+                                                     [0, 6, 135], [1, 6, 165], [0, 8, 177], [1, 8, 217]]  # fmt: skip
+    assert compute.text[0] == "MatMul_0 (matmul, OnTileExecute)<br>cycles 50..90 (40)"
+    assert compute.textposition == "none"  # hover text only: names are annotations
     assert list(fig.layout.xaxis.range) == [0, 230]
 
 

@@ -169,6 +169,13 @@ def test_every_store_a_callback_reads_has_a_check(client) -> None:  # type: igno
     )
 
 
+def test_trace_range_store_takes_a_zoom_or_the_whole_run() -> None:
+    # None or "" (the store's first value): the whole run; a zoom is two numbers
+    assert guard.range_or_none(None) is None and guard.range_or_none("") is None
+    assert guard.range_or_none([0, 10]) is None
+    assert guard.range_or_none("0..10") == guard.range_or_none([1]) == "must be two numbers"
+
+
 def test_a_loopback_viewer_refuses_other_host_names_without_echoing_them(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from app import guard
     from app.server import create_app

@@ -68,6 +68,11 @@ def test_trace_callbacks(pages):
     assert "executed steps. exact: 1 executed step in cycles 50..100" in detail
     assert "IPU 1, steps 3..3" in detail and np.shape(tiles.data[0].z) == (4, 1)
     assert _rows(fig) == [1]
+    # the page draws tiles x steps only in its open panel: the same figure, for the same view
+    import dash
+
+    assert et.tiles_panel(None, "0", "1", [50, 100]) is dash.no_update  # closed: nothing drawn
+    assert go.Figure(et.tiles_panel("tiles", "0", "1", [50, 100]).figure) == tiles
     fig, detail, _ = et.render_trace(0, "flame", 1, None)  # IPU 1's flame: the same 10 steps, nested
     assert "exact: 10 executed steps in cycles 0..230 (under 12 enclosing spans" in detail
     names = dict(zip(fig["layout"]["yaxis"]["tickvals"], fig["layout"]["yaxis"]["ticktext"], strict=True))
@@ -77,6 +82,29 @@ def test_trace_callbacks(pages):
     from app.views.runs import longest_run, opening_run
 
     assert longest_run(state.report()) == opening_run(state.report()) == 1  # run 1 is the longer; both compute
+
+
+def test_trace_click_names_the_clicked_span(pages):
+    """A click reads the clicked bar's own customdata [row, step, cycle]: an exact span is its own
+    step; a bin or a flame's frame (step -1) is the step at its middle cycle, on the row's IPU (flat)
+    or on the flame's IPU (hand-computed from small_report's run 0)."""
+    et = pages["execution_trace"]
+    assert et.clicked_step(0, "flat", -1, [1, 6, 165]) == (6, 1)
+    assert et.clicked_step(0, "flat", -1, [0, -1, 100]) == (4, 0)  # IPU 0 exchanges in cycles 90..110
+    assert et.clicked_step(0, "flat", -1, [1, -1, 100]) == (3, 1)  # IPU 1 computes in cycles 50..110
+    assert et.clicked_step(0, "flame", 1, [4, -1, 200]) == (7, 1)  # IPU 1's flame: its exchange, 195..215
+    assert et.clicked_step(0, "flame", -1, [2, -1, 200]) == (7, 1)  # "All IPUs": the busiest, IPU 1
+    panel = as_json(et.step_clicked({"points": [{"customdata": [0, 5, 112], "x": 5, "y": 0}]}, "0", "flat", "-1"))
+    assert "Executed step 5: add (OnTileExecute), run 0" in panel
+    assert "Step 5 on IPU 0, per tile" in panel
+
+
+def test_trace_ipu_selector_says_what_is_drawn(pages):
+    """The flame shows one IPU: with "All IPUs" chosen, the selector reads as the IPU drawn."""
+    et = pages["execution_trace"]
+    assert [o["label"] for o in et.ipu_options(0, "flat")] == ["All IPUs", "IPU 0", "IPU 1"]
+    flame = et.ipu_options(0, "flame")
+    assert flame[0] == {"label": "IPU 1 (busiest)", "value": "-1"} and flame[2]["label"] == "IPU 1"
 
 
 def test_memory_liveness_tree_and_operations_callbacks(pages):
