@@ -42,7 +42,9 @@ def binary_ticks(lo: float, hi: float, target: int = 6) -> tuple[list[float], li
     decimals = 0
     while decimals < 4 and round(step / scale, decimals) != step / scale:
         decimals += 1
-    return vals, ["0" if v == 0 else f"{_trim(f'{v / scale:,.{decimals}f}')} {BYTE_UNITS[power]}" for v in vals]
+    # a negative tick (a delta axis) with the minus sign, as plotly.js writes its own ticks
+    labels = ["0" if v == 0 else with_minus(f"{_trim(f'{v / scale:,.{decimals}f}')} {BYTE_UNITS[power]}") for v in vals]
+    return vals, labels
 
 
 def _trim(number: str) -> str:

@@ -29,7 +29,7 @@ def test_byte_ticks_are_binary_and_cover_the_peak():
         (0, 638_976, ["0", "128 KiB", "256 KiB", "384 KiB", "512 KiB", "640 KiB"]),  # a C600 tile: 624 KiB
         (0, 3000, ["0", "0.5 KiB", "1 KiB", "1.5 KiB", "2 KiB", "2.5 KiB", "3 KiB"]),
         (0, 100, ["0", "32 B", "64 B", "96 B", "128 B"]),
-        (-2_000_000, 5_000_000, ["-2 MiB", "0", "2 MiB", "4 MiB", "6 MiB"]),  # a delta axis
+        (-2_000_000, 5_000_000, ["\u22122 MiB", "0", "2 MiB", "4 MiB", "6 MiB"]),  # a delta axis, U+2212 as plotly
         (0, 1.3 * 1024**3, ["0", "0.25 GiB", "0.5 GiB", "0.75 GiB", "1 GiB", "1.25 GiB", "1.5 GiB"]),
     ],
 )

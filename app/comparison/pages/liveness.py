@@ -79,7 +79,7 @@ def render(key: str | None) -> tuple[Any, Any]:
         + "; peak "
         + (
             f"{format_bytes(c.liveness_peaks['baseline']['bytes'])} → {format_bytes(c.liveness_peaks['active']['bytes'])}"
-            f" ({'+' if c.liveness_peaks['delta_bytes'] > 0 else ''}{format_bytes(c.liveness_peaks['delta_bytes'])})."
+            f" ({signed_bytes(c.liveness_peaks['delta_bytes'])})."
         )
     )
     if always is not None:
