@@ -123,11 +123,14 @@ def _compare_steps(key: str, report: Any) -> list:
     def c() -> Any:
         return baselines.comparison(key)
 
-    run = opening_run(report)  # the Operations page's (and its compare tab's) first run
+    from app.pages.operations import layers
+
+    run = opening_run(report)  # the Operations page's (and its compare tab's) first run and layer
+    layer = layers()[0]
     return [
         lambda: (c().parity, c().step_counts(), c().liveness_peaks, c().metrics),  # Summary
         lambda: (c().memory_totals, c().tile_memory, c().source_target),  # Memory
-        lambda: baselines.comparison(key, layer=Layer.POPLIBS, run=run).operations,  # Operations
+        lambda: baselines.comparison(key, layer=layer, run=run).operations,  # Operations
         lambda: (c().runs, c().executed_steps(run)),  # Execution Trace
     ]
 
