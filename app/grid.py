@@ -9,7 +9,7 @@ server-side callback (``register_callbacks``) turns a grid's row request into ro
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from functools import lru_cache
 from typing import Any
 
@@ -18,6 +18,8 @@ import dash_bootstrap_components as dbc
 import numpy as np
 import pandas as pd
 from dash import MATCH, Input, Output, State, callback, html
+
+from app.units import format_bytes
 
 GRID_TYPE = "big-grid"
 _PRODUCERS: dict[str, Callable[..., pd.DataFrame]] = {}
@@ -318,11 +320,13 @@ def _cell_text(value: Any) -> str:
     return str(value)
 
 
-def plain_table(df: pd.DataFrame) -> html.Div:
+def plain_table(df: pd.DataFrame, bytes_columns: Collection[str] = ()) -> html.Div:
     """A small table of a few fixed rows as plain HTML: no sorting or filtering, but nothing for the
     browser to set up (an AG Grid costs a few hundred ms on a busy machine, even for four rows).
-    Numbers right-aligned with thousands separators, as the grids write them; cells never wrap, so
-    the table is as wide as its widest cell (its parent scrolls sideways rather than cut one)."""
+    Numbers right-aligned with thousands separators, as the grids write them; ``bytes_columns`` in
+    binary units (``app.units.format_bytes``, as the sentences beside the table write them); cells
+    never wrap, so the table is as wide as its widest cell (its parent scrolls sideways rather than
+    cut one)."""
     numeric = {c for c in df.columns if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])}
     head = html.Tr(
         [
@@ -334,8 +338,11 @@ def plain_table(df: pd.DataFrame) -> html.Div:
     rows = [
         html.Tr(
             [
-                html.Td(_cell_text(v), className="text-end text-nowrap" if num else "text-nowrap")
-                for (_, num), v in zip(cols, r, strict=True)
+                html.Td(
+                    format_bytes(v) if c in bytes_columns and num and pd.notna(v) else _cell_text(v),
+                    className="text-end text-nowrap" if num else "text-nowrap",
+                )
+                for (c, num), v in zip(cols, r, strict=True)
             ]
         )
         for r in df.itertuples(index=False, name=None)

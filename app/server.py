@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
@@ -101,11 +102,37 @@ def warm_caches() -> None:
     ]
     if report.has_execution_profile:
         steps += [lambda: execution_trace.flat_spans(report, runs.opening_run(report))]
+    baseline = state.started_with()["baseline"]
+    if baseline:
+        steps += _compare_steps(baseline, report)
     for step in steps:
         try:
             step()
         except Exception:  # noqa: BLE001 - a page will show the error when visited
             return
+
+
+def _compare_steps(key: str, report: Any) -> list:
+    """With ``serve --compare``: the comparison each page's compare tab shows first, against the
+    baseline it was started with. Without this the session's first compare tab computed the
+    baseline's per-report views (operations, program steps, runs...) and their alignment: 2-5 s on
+    the real-size pair, a second or less for every tab after it (the pair's Comparison is cached)."""
+    from app.comparison.pages import baselines
+    from app.views.runs import opening_run
+
+    def c() -> Any:
+        return baselines.comparison(key)
+
+    from app.pages.operations import layers
+
+    run = opening_run(report)  # the Operations page's (and its compare tab's) first run and layer
+    layer = layers()[0]
+    return [
+        lambda: (c().parity, c().step_counts(), c().liveness_peaks, c().metrics),  # Summary
+        lambda: (c().memory_totals, c().tile_memory, c().source_target),  # Memory
+        lambda: baselines.comparison(key, layer=layer, run=run).operations,  # Operations
+        lambda: (c().runs, c().executed_steps(run)),  # Execution Trace
+    ]
 
 
 def shell() -> html.Div:

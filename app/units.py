@@ -6,6 +6,7 @@ percentage points (``format_pp``), counts with their noun pluralised (``plural``
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 
@@ -41,7 +42,9 @@ def binary_ticks(lo: float, hi: float, target: int = 6) -> tuple[list[float], li
     decimals = 0
     while decimals < 4 and round(step / scale, decimals) != step / scale:
         decimals += 1
-    return vals, ["0" if v == 0 else f"{_trim(f'{v / scale:,.{decimals}f}')} {BYTE_UNITS[power]}" for v in vals]
+    # a negative tick (a delta axis) with the minus sign, as plotly.js writes its own ticks
+    labels = ["0" if v == 0 else with_minus(f"{_trim(f'{v / scale:,.{decimals}f}')} {BYTE_UNITS[power]}") for v in vals]
+    return vals, labels
 
 
 def _trim(number: str) -> str:
@@ -117,12 +120,27 @@ def format_percent(value: float | None) -> str:
     return f"{100 * float(value):.1f}%"
 
 
+#: The sign of a negative change, in text as in the grids (d3-format writes U+2212, the minus sign).
+MINUS = "\u2212"
+
+
+def with_minus(text: str) -> str:
+    """``text`` with each hyphen-minus before a number written as the minus sign: '-1.5 KiB (-2.00%)'
+    -> '−1.5 KiB (−2.00%)', so a sentence's changes read like the grids' columns beside it."""
+    return re.sub(r"-(?=[\d.])", MINUS, text)
+
+
+def signed_bytes(delta: float) -> str:
+    """A change of bytes with its sign: 1536 -> '+1.5 KiB', -1536 -> '−1.5 KiB', 0 -> '0 B'."""
+    return with_minus(("+" if delta > 0 else "") + format_bytes(delta))
+
+
 def format_pp(delta: float | None) -> str:
     """A change of a fraction shown as a percentage, in percentage points: 0.079 -> '+7.9 pp'
     (a tile balance going from 75% to 82.9% has grown 7.9 points, not 7.9%)."""
     if delta is None or not math.isfinite(float(delta)):
         return "-"
-    return f"{100 * float(delta):+.1f} pp"
+    return with_minus(f"{100 * float(delta):+.1f} pp")
 
 
 def format_metric(name: str, value: Any) -> str:
@@ -155,4 +173,4 @@ def format_delta(name: str, delta: Any, ratio: float | None = None) -> str:
     text = text if text.startswith("-") or delta == 0 else "+" + text
     if ratio is not None and math.isfinite(ratio) and delta != 0:
         text += f" ({(ratio - 1) * 100:+.2f}%)"
-    return text
+    return with_minus(text)

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.figures.common import WEBGL_ABOVE, bytes_axis, si_axes
-from app.units import format_bytes
+from app.units import signed_bytes, with_minus
 
 BASELINE = "#7F8C8D"
 ACTIVE = "#0072B2"
@@ -259,7 +259,7 @@ def top_delta_figure(table: pd.DataFrame, label: str, delta: str, title: str, n:
             customdata=labels,
             hovertemplate="%{customdata}<br>%{x:+,} " + unit + "<extra></extra>",
             # every bar's value written beside it: one big change must not leave the others unreadable
-            text=[_signed_bytes(v) if unit == "B" else f"{v:+,.0f}" for v in d[keep]],
+            text=[_signed_bytes(v) if unit == "B" else with_minus(f"{v:+,.0f}") for v in d[keep]],
             textposition="auto",  # inside a long bar, beside a short one
         )
     )
@@ -286,4 +286,4 @@ def _top(y: np.ndarray) -> float:
 
 def _signed_bytes(v: float) -> str:
     """+1536 -> '+1.5 KiB' (a bar's change in the unit of the page's totals)."""
-    return ("+" if v > 0 else "-" if v < 0 else "") + format_bytes(abs(v))
+    return signed_bytes(v)

@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 
 from app.figures.common import PALETTE, FigureDict, binary_axis, empty_figure_dict, figure_dict, scatter_type
+from app.figures.decimate import envelope, typed_array
+from app.views.liveness import peak_step
 
 
 def liveness_figure(
@@ -24,46 +26,50 @@ def liveness_figure(
     if by_step.empty:
         return empty_figure_dict("No liveness in this report.")
     steps = by_step.index.to_numpy()
-    steps_list = steps.tolist()
     extra = by_step["always_live"].to_numpy() if include_always_live else 0
     label = "always live + not always live" if include_always_live else "not always live"
-    custom = (by_step["type"] + " " + by_step["name"]).tolist()
+    names = (by_step["type"] + " " + by_step["name"]).to_numpy()
     data: list[dict[str, Any]] = []
     tops: list[float] = []
     ipu_cols = [c for c in by_step.columns if c.startswith("ipu")] if per_ipu else []
     if per_ipu:
         n_ipus = len(ipu_cols)
+        # whole bytes: an IPU's share of always-live memory is drawn to the byte
+        lines = by_step[ipu_cols].to_numpy() + (
+            np.rint(extra / n_ipus).astype(np.int64)[:, None] if include_always_live else 0
+        )
+        # each line keeps its own envelope (its minima and maxima per pixel column, its peak exact)
+        kept = [envelope(lines[:, i]) for i in range(n_ipus)]
+        kind = scatter_type(sum(k.size for k in kept))
         for i, c in enumerate(ipu_cols):
-            # whole bytes: a POD16's 16 lines of ~7,000 steps were 5.4 MB with float text and the
-            # step names repeated on every line; the names ride on the first line only
-            y = np.rint(by_step[c].to_numpy() + (extra / n_ipus if include_always_live else 0)).astype(np.int64)
-            tops.append(float(y.max(initial=0)))
-            named = i == 0
-            data.append({"type": scatter_type(len(steps) * n_ipus), "x": steps_list, "y": y.tolist(), "mode": "lines",
-                         "name": f"IPU {c[3:]}", "line": {"color": PALETTE[i % len(PALETTE)], "width": 1.5},
-                         **({"customdata": custom} if named else {}),
+            at = kept[i]
+            tops.append(float(lines[at, i].max(initial=0)))
+            named = i == 0  # the step names ride on the first line only: the same for every line
+            data.append({"type": kind, "x": typed_array(steps[at]), "y": typed_array(lines[at, i]),
+                         "mode": "lines", "name": f"IPU {c[3:]}", "line": {"color": PALETTE[i % len(PALETTE)], "width": 1.5},
+                         **({"customdata": names[at].tolist()} if named else {}),
                          "hovertemplate": "step %{x}: %{y:,.0f} B" + ("<br>%{customdata}" if named else "")
                          + "<extra>IPU " + c[3:] + "</extra>"})  # fmt: skip
+        # the peak of the fullest IPU, on the lines drawn (not the all-IPU total): the first step
+        # reaching it, which that line's envelope keeps
+        at_step, col = np.unravel_index(int(lines.argmax()), lines.shape)
+        peak, peak_y, where = int(at_step), int(lines[at_step, col]), f"IPU {ipu_cols[col][3:]}, "
     else:
-        y = by_step["not_always_live"].to_numpy() + extra
-        tops.append(float(np.nanmax(y, initial=0.0)))
-        data.append({"type": scatter_type(len(steps)), "x": steps_list, "y": y.tolist(),
-                     "mode": "lines+markers" if len(steps) < 400 else "lines", "name": label,
+        total = by_step["not_always_live"].to_numpy()
+        at = envelope(total)  # every pixel column's lowest and highest step; the peak among them
+        y = (total + extra)[at]
+        tops.append(float(y.max(initial=0.0)))
+        data.append({"type": scatter_type(at.size), "x": typed_array(steps[at]), "y": typed_array(y),
+                     "mode": "lines+markers" if at.size < 400 else "lines", "name": label,
                      "line": {"color": PALETTE[0], "width": 2}, "marker": {"size": 5}, "fill": "tozeroy",
-                     "customdata": custom, "hovertemplate": "step %{x}: %{y:,.0f} B<br>%{customdata}<extra></extra>"})  # fmt: skip
-    if ipu_cols:  # the peak of the fullest IPU, on the lines drawn (not the all-IPU total)
-        lines = by_step[ipu_cols].to_numpy() + ((extra / n_ipus)[:, None] if include_always_live else 0)
-        at, col = np.unravel_index(int(lines.argmax()), lines.shape)
-        peak, peak_y, where = int(at), int(lines[at, col]), f"IPU {ipu_cols[col][3:]}, "
-    else:
-        peak = int(by_step["not_always_live"].to_numpy().argmax())
-        peak_y = int(
-            by_step["not_always_live"].iat[peak] + (by_step["always_live"].iat[peak] if include_always_live else 0)
-        )
+                     "customdata": names[at].tolist(),
+                     "hovertemplate": "step %{x}: %{y:,.0f} B<br>%{customdata}<extra></extra>"})  # fmt: skip
+        peak = peak_step(by_step)  # the Summary's and the CLI's peak step (one definition)
+        peak_y = int(total[peak] + (by_step["always_live"].iat[peak] if include_always_live else 0))
         where = ""
     tops.append(float(peak_y))
-    data.append({"type": "scatter", "x": [steps_list[peak]], "y": [peak_y], "mode": "markers+text", "name": "peak",
-                 "text": [f"peak: {where}step {steps_list[peak]}"], "textposition": "top center",
+    data.append({"type": "scatter", "x": [int(steps[peak])], "y": [peak_y], "mode": "markers+text", "name": "peak",
+                 "text": [f"peak: {where}step {int(steps[peak])}"], "textposition": "top center",
                  "marker": {"symbol": "triangle-down", "size": 12, "color": "#C0392B"},
                  "hovertemplate": "peak at step %{x}: %{y:,.0f} B<extra></extra>"})  # fmt: skip
     # selected steps: what plotly's add_vline draws

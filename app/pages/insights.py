@@ -111,15 +111,27 @@ def layout(**_: object) -> html.Div:
                     dcc.Interval(id=ids.INSIGHTS_WHATIF_POLL, interval=POLL_MS, disabled=True),
                     dbc.Row(
                         [
-                            dbc.Col(section("Tiles using the most memory", plain_table(view.top_tiles(report))), lg=6),
+                            dbc.Col(
+                                section(
+                                    "Tiles using the most memory",
+                                    plain_table(view.top_tiles(report), view.TOP_TILES_BYTES),
+                                ),
+                                lg=6,
+                            ),
                             dbc.Col(section(f"Over-memory tiles ({len(oom):,})", oom_block), lg=6),
                         ]
                     ),
                     # codelet names and exchange names are long: each table has the page's width, so
                     # every column shows without scrolling (half the width cut both on the right); top-N
                     # lists are plain tables (no AG Grid to set up as the page loads)
-                    section("Vertices (codelets) using the most memory", plain_table(view.top_vertices(report))),
-                    section("Exchanges with the most code", plain_table(view.top_exchanges(report))),
+                    section(
+                        "Vertices (codelets) using the most memory",
+                        plain_table(view.top_vertices(report), ("state_bytes", "code_bytes", "bytes")),
+                    ),
+                    section(
+                        "Exchanges with the most code",
+                        plain_table(view.top_exchanges(report), ("code_bytes", "bytes_in", "bytes_out")),
+                    ),
                 ],
                 compare.section(),
             ),

@@ -66,6 +66,10 @@ def _insight(text: str, *proposals: Proposal | None) -> Insight:
     return Insight(text, tuple(p for p in proposals if p is not None))
 
 
+#: The columns of ``top_tiles`` that hold bytes.
+TOP_TILES_BYTES = ("bytes", "always_live", "not_always_live")
+
+
 def top_tiles(report: Report, n: int = 10) -> pd.DataFrame:
     tm = report.tile_memory()
     bpt = report.target_info.bytes_per_tile

@@ -20,6 +20,7 @@ from app.comparison.pages.memory import tile_variable_rows
 from app.comparison.pages.summary import HEADLINE
 from app.comparison.variables import step_variable_comparison
 from app.render.html import _fmt
+from app.units import with_minus
 from report_format.reader import open_report
 from tests.app.browser import served, settle
 
@@ -97,7 +98,7 @@ def test_summary_headline_deltas(page, base, comparison):
     assert cells[1:4] == [
         _fmt("c", m["baseline"]),
         _fmt("c", m["active"]),
-        _fmt("c", m["delta"]),  # a negative delta carries its own sign
+        with_minus(_fmt("c", m["delta"])),  # a negative delta carries its own sign: U+2212, as the grids
     ]
     assert m["delta"] < 0  # batch 32 runs fewer cycles than batch 64
     expect(page.locator("#compare-summary-parity")).to_have_text("Same target and engine options.")

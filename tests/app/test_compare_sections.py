@@ -254,3 +254,15 @@ def test_program_tree_and_insights_sections(pair):
     hints = find(cmp_insights.render(key), ids.COMPARE_INSIGHTS_HINTS)
     assert "Baseline" in text(hints) and "Active" in text(hints)
     assert text(cmp_tree.render(None)) == "" and text(cmp_insights.render(None)) == ""
+
+
+def test_a_fall_is_written_with_the_grids_minus_sign(pair):
+    """Reversed, the run's cycles fall by 300: the sentence writes −300 with U+2212, as the step
+    grid's d3-format writes its delta column beside it (never the hyphen-minus '-300')."""
+    state.configure(pair["baseline"], None)  # the baseline as the active report, so the change is a fall
+    try:
+        out = cmp_trace.render(pair["active"], "0")
+        sentence = text(find(out, ids.COMPARE_TRACE_TEXT))
+        assert sentence.endswith("the run's cycles changed by \u2212300 (2,690 → 2,390).") and "-300" not in sentence
+    finally:
+        state.configure(pair["active"], None)

@@ -186,3 +186,45 @@ def test_report_without_debug_info(pages, small_report, tmp_path):
         assert "debug_context" not in pages["program_tree"].view.program_details(state.report(), 6)
     finally:
         state.configure(small_report.path)
+
+
+def _tables(component) -> list:
+    """Every html.Table in a component tree (dbc.Table renders one)."""
+    import dash_bootstrap_components as dbc
+    from dash import html
+
+    found = []
+    if isinstance(component, (list, tuple)):
+        for c in component:
+            found += _tables(c)
+        return found
+    if isinstance(component, (html.Table, dbc.Table)):
+        return [component]
+    if hasattr(component, "_prop_names"):
+        return _tables(getattr(component, "children", None))
+    return found
+
+
+def test_insights_tables_write_bytes_in_binary_units(pages, small_report):
+    """The Insights page's top lists write bytes as its sentences do ('1.2 KiB', app.units.format_bytes),
+    never as exact integers ('1,216') in a bytes column."""
+    import re
+
+    from app.units import format_bytes
+    from tests.app.dash_tree import text
+
+    byte_headers = {"bytes", "always live", "not always live", "state bytes", "code bytes", "bytes in", "bytes out"}
+    seen = 0
+    for table in _tables(pages["insights"].layout()):
+        head, body = table.children
+        headers = [text(th) for th in head.children.children]
+        for row in body.children:
+            for header, cell in zip(headers, row.children, strict=True):
+                if header in byte_headers:
+                    seen += 1
+                    assert not re.fullmatch(r"[\d,]+", text(cell)), (header, text(cell))
+                    assert re.fullmatch(r"-?[\d.]+ (B|KiB|MiB|GiB)", text(cell)), (header, text(cell))
+    assert seen >= 3  # the test saw byte columns of the tables it is about
+    top = pages["insights"].view.top_tiles(small_report)
+    first = _tables(pages["insights"].layout())[0].children[1].children[0]
+    assert text(first.children[2]) == format_bytes(top["bytes"].iat[0])

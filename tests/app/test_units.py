@@ -29,7 +29,7 @@ def test_byte_ticks_are_binary_and_cover_the_peak():
         (0, 638_976, ["0", "128 KiB", "256 KiB", "384 KiB", "512 KiB", "640 KiB"]),  # a C600 tile: 624 KiB
         (0, 3000, ["0", "0.5 KiB", "1 KiB", "1.5 KiB", "2 KiB", "2.5 KiB", "3 KiB"]),
         (0, 100, ["0", "32 B", "64 B", "96 B", "128 B"]),
-        (-2_000_000, 5_000_000, ["-2 MiB", "0", "2 MiB", "4 MiB", "6 MiB"]),  # a delta axis
+        (-2_000_000, 5_000_000, ["\u22122 MiB", "0", "2 MiB", "4 MiB", "6 MiB"]),  # a delta axis, U+2212 as plotly
         (0, 1.3 * 1024**3, ["0", "0.25 GiB", "0.5 GiB", "0.75 GiB", "1 GiB", "1.25 GiB", "1.5 GiB"]),
     ],
 )
@@ -64,11 +64,22 @@ def test_flops():
 
 def test_percentage_changes_are_points():
     assert format_pp(0.079) == "+7.9 pp"
-    assert format_pp(-0.0125) == "-1.2 pp"
+    assert format_pp(-0.0125) == "\u22121.2 pp"  # the minus sign, as the grids (d3-format) write it
     assert format_pp(None) == "-"
     # a tile balance from 75% to 82.9%: +7.9 points, with no relative change beside it
     assert format_delta("execution.tile_balance", 0.079, 0.829 / 0.75) == "+7.9 pp"
     # bytes keep their relative change
     assert format_delta("memory.total_bytes_including_gaps", 1536, 1.1055) == "+1.5 KiB (+10.55%)"
-    assert format_delta("execution.total_cycles", -200, 0.8) == "-200 (-20.00%)"
+    assert format_delta("execution.total_cycles", -200, 0.8) == "\u2212200 (\u221220.00%)"
     assert format_delta("execution.total_cycles", 0, 1.0) == "0"
+
+
+def test_changes_in_text_use_the_grids_minus_sign() -> None:
+    """Sentences and delta cells write a negative change with U+2212, as AG Grid's d3-format does in
+    the compare grids beside them; a hyphen inside a name is left alone."""
+    from app.units import MINUS, signed_bytes, with_minus
+
+    assert MINUS == "\u2212"
+    assert signed_bytes(-1536) == "\u22121.5 KiB" and signed_bytes(1536) == "+1.5 KiB" and signed_bytes(0) == "0 B"
+    assert with_minus("-3 (-0.50%) s3b0-conv") == "\u22123 (\u22120.50%) s3b0-conv"
+    assert "-" not in format_delta("memory.total_bytes_including_gaps", -2048, 0.5)

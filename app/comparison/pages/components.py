@@ -13,7 +13,11 @@ from app import ids
 from app.comparison.figures import DOWN, UP
 from app.comparison.pages import baselines
 from app.grid import short_header  # noqa: F401 - compare tables' headers, re-exported
-from app.units import format_delta, format_metric  # one formatting of metric values for the CLI, HTML and app
+from app.units import (
+    format_delta,
+    format_metric,
+    with_minus,
+)  # one formatting of metric values for the CLI, HTML and app
 
 #: Figures of the compare sections: no logo, same as the pages.
 GRAPH_CONFIG = {"displaylogo": False}
@@ -58,7 +62,7 @@ def signed(name: str, delta: float | None) -> str:
 def ratio_text(ratio: float | None, delta: float | None) -> str:
     if ratio is None or not math.isfinite(ratio):
         return "-"
-    return f"×{ratio:.4g}" + (f" ({(ratio - 1) * 100:+.2f}%)" if delta else "")
+    return with_minus(f"×{ratio:.4g}" + (f" ({(ratio - 1) * 100:+.2f}%)" if delta else ""))
 
 
 def delta_style(delta: float | None, name: str = "") -> dict[str, str]:

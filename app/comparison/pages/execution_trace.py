@@ -15,7 +15,7 @@ from app.comparison.pages import baselines
 from app.comparison.pages.components import frame, graph, shown, unavailable
 from app.comparison.steps import STEP_DELTA_COLUMNS
 from app.render.html import RUN_COLUMNS
-from app.units import format_percent
+from app.units import format_percent, with_minus
 from app.views.runs import run_figures
 
 TOP = 15
@@ -85,14 +85,14 @@ def render(key: str | None, run: Any) -> Any:
     delta = fa["cycles"] - fb["cycles"]
     top = top_steps(key, run)
     fig = step_cycles_delta_figure(ex, max_points=MAX_STEP_POINTS)
-    fig.update_layout(title_text=f"Run {run}: cycles per executed step, active - baseline")
+    fig.update_layout(title_text=f"Run {run}: cycles per executed step, active − baseline")
     fig.update_xaxes(title_text="executed step, aligned (execution order)")
     body += [
         html.Div(
             f"Run {run}: {fa['steps']:,} executed steps in active, {fb['steps']:,} in baseline "
             f"({int(counts.get('same', 0)):,} in both, {int(counts.get('added', 0)):,} only in active, "
             f"{int(counts.get('removed', 0)):,} only in baseline); the run's cycles changed by "
-            f"{'+' if delta > 0 else ''}{delta:,} ({fb['cycles']:,} → {fa['cycles']:,}).",
+            f"{with_minus(f'{delta:+,}' if delta else '0')} ({fb['cycles']:,} → {fa['cycles']:,}).",
             className="mt-2",
             id=ids.COMPARE_TRACE_TEXT,
         ),

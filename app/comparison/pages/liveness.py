@@ -16,7 +16,7 @@ from app.comparison.figures import ACTIVE, liveness_comparison_figure
 from app.comparison.pages import baselines
 from app.comparison.pages.components import GRAPH_CONFIG, frame, shown, unavailable
 from app.comparison.variables import step_variable_comparison
-from app.units import format_bytes
+from app.units import format_bytes, signed_bytes
 
 STEP_VARIABLES_KIND = "compare-step-variables"
 #: Aligned steps drawn at most (largest change per bin beyond that).
@@ -79,7 +79,7 @@ def render(key: str | None) -> tuple[Any, Any]:
         + "; peak "
         + (
             f"{format_bytes(c.liveness_peaks['baseline']['bytes'])} → {format_bytes(c.liveness_peaks['active']['bytes'])}"
-            f" ({'+' if c.liveness_peaks['delta_bytes'] > 0 else ''}{format_bytes(c.liveness_peaks['delta_bytes'])})."
+            f" ({signed_bytes(c.liveness_peaks['delta_bytes'])})."
         )
     )
     if always is not None:
@@ -182,10 +182,9 @@ def step_text(key: str, position: int) -> str:
     }.get(p["status"], "")
     b = f"baseline step {p['baseline_step']}" if p["baseline_step"] >= 0 else "no baseline step"
     a = f"active step {p['active_step']}" if p["active_step"] >= 0 else "no active step"
-    sign = "+" if p["delta_bytes"] > 0 else ""
     return (
         f"Aligned step {position}{side}: {p['label']} — {b} {format_bytes(p['baseline_bytes'])}, "
-        f"{a} {format_bytes(p['active_bytes'])} (delta {sign}{format_bytes(p['delta_bytes'])})"
+        f"{a} {format_bytes(p['active_bytes'])} (delta {signed_bytes(p['delta_bytes'])})"
     )
 
 
