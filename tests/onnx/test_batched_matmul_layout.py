@@ -1,4 +1,4 @@
-"""How the importer holds a batched MatMul's result ([G, M, K] x [G, K, N], attention's two products).
+"""How the importer lays out products: a batched MatMul's result ([G, M, K] x [G, K, N], attention's two products).
 PopLibs holds every product's result channel-grouped (lib/poplin/Convolution.cpp getPartialOutputShape:
 ``{C/ocpg, batch, ocpg}``); tilescope does so for a product that narrows (N <= K: the attention's context,
 whose reader is the output projection's lhs) and keeps one that widens (N > K: the scores, whose rows the
@@ -39,3 +39,31 @@ def test_a_narrowing_batched_product_is_held_channel_grouped_and_a_widening_one_
         np.testing.assert_allclose(got.astype(np.float64), ref, rtol=2e-2, atol=2e-2 * np.sqrt(k))
         shapes = [tuple(v.shape) for v in session.model.graph.variables if v.name == "matmul out"]
         assert shapes == [want]
+
+
+def test_an_imported_weight_of_a_serial_product_is_stored_per_serial_slice_and_the_product_is_exact() -> None:
+    # x[128, 256] @ w[256, 256] in fp16 with half partials at AMP 0.05 on a 16-tile IPU-Model: the plan runs
+    # 8 out-chan serial steps (ops.plan_matmul), so the importer creates w as PopLibs creates a serial plan's
+    # weights (createWeightsImpl: a grouped store per serial slice, ops.matmul.serial_rhs_store) and the
+    # loops slice it where it lies; the weights' host values land in that order and the product is numpy's
+    from profiler import ops
+
+    t = ipu_model(tiles_per_ipu=16, bytes_per_tile=262144)
+    plan = ops.plan_matmul(t, 1, 128, 256, 256, "float16", "float16", 0.05)
+    assert (plan.in_chan_serial, plan.out_chan_serial) == (1, 8)
+    r = np.random.default_rng(3)
+    wv = r.standard_normal((256, 256)).astype(np.float32)
+    xv = r.standard_normal((128, 256)).astype(np.float32)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [128, 256])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [128, 256])
+    w = onnx.numpy_helper.from_array(wv, "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "mm", [x], [y], initializer=[w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    imported = import_model(load_model(model), t, dtype="float16", partials="float16", available_memory_proportion=0.05)
+    session = Session(imported)
+    got = session.run({"x": xv})["y"]
+    (var,) = [v for v in session.model.graph.variables if v.name.startswith("w")]
+    assert tuple(var.shape) == (1, 8, 2, 16, 16, 16)  # [sk, sn, N/sn/16, K/16, 16, 16]
+    assert not [v for v in session.model.graph.variables if v.name == "serial operand"]  # no copy of w
+    ref = xv.astype(np.float16).astype(np.float64) @ wv.astype(np.float16).astype(np.float64)
+    np.testing.assert_allclose(got.astype(np.float64), ref, rtol=2e-2, atol=2e-2 * np.sqrt(256))
