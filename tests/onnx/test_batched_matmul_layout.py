@@ -1,8 +1,8 @@
-"""How the importer lays out products: a batched MatMul's result ([G, M, K] x [G, K, N], attention's two products).
-PopLibs holds every product's result channel-grouped (lib/poplin/Convolution.cpp getPartialOutputShape:
+"""How the importer lays out products. A batched MatMul's result ([G, M, K] x [G, K, N], attention's two
+products): PopLibs holds every product's result channel-grouped (lib/poplin/Convolution.cpp getPartialOutputShape:
 ``{C/ocpg, batch, ocpg}``); tilescope does so for a product that narrows (N <= K: the attention's context,
 whose reader is the output projection's lhs) and keeps one that widens (N > K: the scores, whose rows the
-softmax reduces) row by row, for the host's time."""
+softmax reduces) row by row, for the host's time. A serial product's weights: stored per serial slice."""
 
 from __future__ import annotations
 
