@@ -29,7 +29,7 @@ import numpy as np
 from bench import end_to_end, op_costs
 from profiler import Copy, Engine, Graph, Sequence, get_target, ops
 from profiler.chip import cost_model
-from profiler.compiler.memory import CONTROL_CODE_BYTES_PER_STEP
+from profiler.compiler.memory import control_code_by_tile
 from profiler.ops.conv import channel_group
 from profiler.ops.matmul import output_store
 from profiler.ops.seed import SEED_STREAM
@@ -140,7 +140,7 @@ def dense_layer() -> dict[str, float]:
         if s.type in (StepType.DO_EXCHANGE, StepType.ON_TILE_EXECUTE) and s.debug_context_id not in runtime
     ]  # fmt: skip
     out: dict[str, float] = {"cycles": float(sum(int(s.cost.tile_cycles.max()) for s in layer))}
-    out["layerControlCode"] = float(CONTROL_CODE_BYTES_PER_STEP * GC200.num_tiles * len(layer))
+    out["layerControlCode"] = float(control_code_by_tile(layer, GC200.num_tiles).sum())
     for cat, b_ in zip(bc["category"], bc["bytes"], strict=True):
         out[str(cat)] = out.get(str(cat), 0.0) + float(b_)
     out["total"] = float(np.sum(e.memory.tile_memory["total_bytes_excluding_gaps"]))
@@ -494,11 +494,12 @@ _TF2019_WHY = (
 _TF2019_FIGURES: tuple[tuple[str, str, float, str], ...] = (
     ("stack", MemoryCategory.STACK, 3_852_288, ""),
     ("control_code", MemoryCategory.CONTROL_CODE, 851_272,
-     "700 B a tile against tilescope's 152 (8 B a program step [INF] over this program's 19 steps): most of "
-     "the report's is the runtime's own control program, a fixed share per tile no later source confirms: "
-     "the SDK 3.0 dense layer's programs hold ~70 B a tile (row dense_control_code) and the PopTorch basics "
-     "classifier's whole program 2.1 KiB a tile, below tilescope's per-step sum already (row "
-     "poptorch_basics_control_code, 1.66); adding 700 B a tile would take that row to 2.0, so it is not added"),
+     "700 B a tile against tilescope's 73 (8 B for each of this program's 19 steps a tile takes part in [INF]): "
+     "most of the report's is the runtime's own control program, a fixed share per tile no later source "
+     "confirms: the SDK 3.0 dense layer's programs hold ~70 B a tile (row dense_control_code) and the PopTorch "
+     "basics classifier's whole program 2.1 KiB a tile, which tilescope's per-step sum gives within its band "
+     "(row poptorch_basics_control_code, 0.85); adding 700 B a tile would take that row to 1.2 and the dense "
+     "layer's whole report further from its own, so it is not added"),
     ("host_exchange_code", MemoryCategory.HOST_EXCHANGE_CODE, 351_328,
      "289 B on every tile against tilescope's code on the few tiles the streams reach (the seed's tile and "
      "the inputs' and output's): SDK 1.0's runtime held host exchange code on every tile; the PopTorch "
@@ -552,10 +553,6 @@ _BASICS_OFF: dict[str, str] = {
     "matmul (row bert_large_matmul_exchange_code), so the likelier cause is exchanges PopTorch's program "
     "has and this rebuild lacks: PopART's random-seed, loss-scaling and outlining copies, its optimizer "
     "lowered as separate accumulate and update ops, its norms as popnn's",
-    "control_code": "8 B per program step on every tile [INF, read off the dense layer's exchanges and compute "
-    "sets] over 437 steps (the training step's 129 compute sets, 88 exchanges and 88 syncs, and 44 stream "
-    "copies of three steps each, 40 of them PopART's weight programs) against 3.0 MiB, 267 steps' worth: "
-    "syncs and stream-copy steps, half of these, likely cost less than a compute set's call",
     "vertex_state": "0.85 KiB a tile against 1.32: the codelets' structs are PopLibs' where counted, but "
     "PopTorch's program also holds vertices this rebuild lacks (a PopTorch report's random-seed operation "
     "alone: 53 KB, graphcore/popliner tests/test_profile.py), and popnn's norm and PopART's loss vertices "
@@ -569,9 +566,9 @@ _BASICS_OFF: dict[str, str] = {
     "gradient and optimizer tensors' copies), which are not rebuilt",
     "host_packet_headers": "one 8 B header per tile taking part in any stream copy [INF] against ~140 B a tile: "
     "a header per stream (or per copy) per tile would fit, but no source gives the rule",
-    "always_live": "-7.8 MiB, mostly the rows above: vertex code -2.5 MiB (0.79, within), internal exchange "
-    "code -5.1 MiB, host exchange code -0.7 MiB, vertex state -0.7 MiB, copy descriptors and packet headers "
-    "-0.4 MiB, against control code +2.0 MiB; the rest is in categories the screenshot lists without a figure",
+    "always_live": "-10.3 MiB, mostly the rows above: vertex code -2.5 MiB (0.79, within), internal exchange "
+    "code -5.1 MiB, host exchange code -0.7 MiB, vertex state -0.7 MiB, control code -0.4 MiB (0.85, within), "
+    "copy descriptors and packet headers -0.4 MiB; the rest is in categories the screenshot lists without a figure",
 }
 
 _BERT_MM_SRC = (

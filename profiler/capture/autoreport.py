@@ -17,7 +17,7 @@ import pyarrow as pa
 from profiler.chip.targets import target_row
 from profiler.compiler.compile import ControlNode, Step
 from profiler.compiler.data_dependence import data_dependent_nodes
-from profiler.compiler.memory import control_code_bytes
+from profiler.compiler.memory import control_code_span
 from profiler.compiler.tile_span import held_rows, per_ipu_table
 from report_format.origin import Origin
 from report_format.vocabulary import ControlType, MemoryCategory, Provenance, StepType
@@ -153,14 +153,17 @@ def _graph_tables(engine: Engine, w: ReportWriter) -> None:
     n = t.num_tiles
     code_bytes, code_tiles, est = [], [], []
     for nd in c.nodes:
+        ctrl = control_code_span(nd, n)
+        code = np.zeros(n, np.int64)
+        code[ctrl.lo : ctrl.hi] = ctrl.values
         if isinstance(nd, Step):
-            xb = nd.cost.code_bytes if nd.cost.code_bytes is not None else np.zeros(n, np.int64)
-            code_bytes.append(int(xb.sum()) + control_code_bytes(nd) * n)
+            if nd.cost.code_bytes is not None:
+                code += nd.cost.code_bytes
             est.append(int(nd.cost.tile_cycles.max()) if opts.include_cycle_estimates and n else 0)
         else:
-            code_bytes.append(control_code_bytes(nd) * n)
             est.append(0)
-        code_tiles.append(n)  # control code is on every tile
+        code_bytes.append(int(code.sum()))
+        code_tiles.append(int(np.count_nonzero(code)))  # the tiles holding its control or exchange code
     w.write("programs", {
         "program_id": [nd.id for nd in c.nodes],
         "parent_id": [nd.parent_id for nd in c.nodes],

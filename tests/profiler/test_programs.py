@@ -69,6 +69,29 @@ def _category_total(e: Engine, category: str) -> int:
     return int(bc["bytes"][bc["category"] == category].sum())
 
 
+def _control_code_by_tile(e: Engine) -> list[int]:
+    bc = e.memory.by_category
+    on = bc["category"] == "controlCode"
+    return np.bincount(bc["tile"][on], weights=bc["bytes"][on], minlength=4).astype(int).tolist()
+
+
+def test_control_code_is_held_by_the_tiles_taking_part_in_each_step():
+    # a host copy into ``a`` (tile 0) then a compute set on tile 2 reading it. Per tile: Program and
+    # Sequence (8 B each, every tile); StreamCopyBegin, the host sync (8 B, every tile); StreamCopyMid
+    # (tile 0, which receives); StreamCopyEnd (no tile spends a cycle: none); the Sync before the
+    # exchange (every tile); DoExchange (tiles 0 and 2, sending and receiving); OnTileExecute (tile 2).
+    g, a, _ = _graph()
+    out = g.add_variable("float", [4], "out")
+    g.set_tile_mapping(out, 2)
+    cs = g.add_compute_set("neg")
+    g.add_vertex(cs, "popops::Neg", {"in": a, "out": out}, tile=2)
+    feed = g.add_host_to_device_fifo("feed", "float", [4])
+    e = Engine(g, [Sequence(Copy(feed, a), Execute(cs))])
+    e.load()
+    every = 8 * 4  # Program, Sequence, StreamCopyBegin, Sync
+    assert _control_code_by_tile(e) == [every + 8 + 8, every, every + 8 + 8, every]
+
+
 def test_a_function_called_twice_holds_its_code_once():
     # the body reads ``a`` (tile 0) on tile 1: an exchange then a compute set. Poplar compiles a
     # function's body once, so a second Call adds only its own call node (8 B of control code on
@@ -87,8 +110,9 @@ def test_a_function_called_twice_holds_its_code_once():
     once, twice = engine(1), engine(2)
     assert _category_total(once, "internalExchangeCode") > 0
     assert _category_total(twice, "internalExchangeCode") == _category_total(once, "internalExchangeCode")
-    # nodes of one call: Program, Sequence, Call, then the body: Sync, DoExchange, OnTileExecute
-    assert _category_total(once, "controlCode") == (3 * 8 + 3 * 8) * 4
+    # nodes of one call: Program, Sequence, Call (on every tile), then the body: Sync (every tile),
+    # DoExchange (tiles 0 and 1, sending and receiving), OnTileExecute (tile 1, the vertex's)
+    assert _category_total(once, "controlCode") == (3 + 1) * 8 * 4 + 2 * 8 + 1 * 8
     assert _category_total(twice, "controlCode") == _category_total(once, "controlCode") + 8 * 4
     shared = [n for n in twice.compiled.nodes if n.shares_code]
     assert [n.type for n in shared] == ["Sync", "DoExchange", "OnTileExecute"]
