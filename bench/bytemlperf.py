@@ -151,13 +151,18 @@ _PACKED = (
 # 592,648 bytes, 85,484 of them internal exchange code; before, 377 tiles over, worst 658,608 and 151,100);
 # batch 40 is 5x its activations and its compile past this machine's shared host memory (batch 8: 4.4 GB).
 _HOST = "batch 40 x 384 is past this machine's shared host memory; batch 8 fits the tiles"
-# Measured 2026-11-28 (compile-only, 1 and 2 layers of packed BERT-base at batch 40; docs/fidelity.md "Three
-# components of the memory model were wrong"): a layer adds 23,168 B always live on the worst tile, so 12 layers
-# would need ~657,556 B there and 1,272 tiles would be over (not run at 12 layers: the 2-layer figures say so)
-_B40 = (
-    "batch 40 x 384 does not fit the tiles in tilescope: 12 layers extrapolated from compile-only runs of 1 and 2 "
-    "(2026-11-28) need ~657,556 bytes on the worst tile, 1,272 tiles over (a layer adds 23 KB a tile: weights 10 KB, "
-    "exchange code, vertex state and control code 12.5 KB); batch 8 fits"
+# Every row runs with debug.instrument false (run_row's options): no cycle counters on the tiles, as PopRT's benchmark
+# runs are not instrumented. BERT-base at batch 40 fits with ~4 KB a tile to spare (12 layers extrapolated from
+# compile-only runs of 1 and 2 layers, 2026-11-28: 635,182 B on the worst tile of 638,976; with counters it would not)
+_UNINSTRUMENTED = "uninstrumented (debug.instrument false: no cycle counters on the tiles, as PopRT's benchmark runs)"
+# With values, batch 40's import and compile needed more than this machine's shared host memory (2026-11-28: a
+# MemoryError at compile, 10.7 GB peak RSS under an 11 GB limit); compile-only holds none. Not data-independent:
+# the lookups' MultiSlice is estimated as if every index fell in each tile's rows (report: data_dependent_programs)
+_BERT_COMPILE_ONLY = (
+    "compile-only (tilescope.compileOnly): cycles estimated by the cost model; the three lookups' MultiSlice steps "
+    "are charged as if every index fell in each tile's rows, an upper bound (a run charges the rows the indices "
+    "hit), so the QPS is a lower bound; with values batch 40's compile needed more than this machine's shared host "
+    "memory"
 )
 # Hugging Face's SwinForImageClassification (ByteMLPerf's swin-large-torch-fp32 takes pixel_values, gives logits);
 # batch 2 (FP8: 4) and available_memory_proportion 0.2 from interact_infos/swin-large-torch-fp32.json (ByteMLPerf 7ed25996)
@@ -184,7 +189,7 @@ ROWS: tuple[Row, ...] = (
     Row("bert", "bert-torch-fp32", "FP16", 3134, 40, "interact_infos pack_config.batch_size", "384", 0.4,
         _packed_bert(), _SQUAD,
         "BERT-base uncased: 12 layers, hidden 768, 12 heads, FF 3072, vocabulary 30,522, SQuAD start/end head",
-        notes=(_PACKED,), run_batch=8, reduced=_B40, seqs_per_row=_PACK_BOUND),
+        notes=(_PACKED, _UNINSTRUMENTED, _BERT_COMPILE_ONLY), seqs_per_row=_PACK_BOUND, compile_only=True),
     Row("bert-fp8", "bert-torch-fp32", "FP8", 4464, 40, "interact_infos pack_config.batch_size (the FP16 row's; "
         "ByteMLPerf's FP8 setting is not in the repository)", "384", 0.4, _packed_bert(), _SQUAD,
         "as bert, MatMul/Gemm operands in float8 e4m3 fnuz (--dtype float8: PopRT's FP8, half partials)",
