@@ -156,13 +156,13 @@ _HOST = "batch 40 x 384 is past this machine's shared host memory; batch 8 fits 
 # compile-only runs of 1 and 2 layers, 2026-11-28: 635,182 B on the worst tile of 638,976; with counters it would not)
 _UNINSTRUMENTED = "uninstrumented (debug.instrument false: no cycle counters on the tiles, as PopRT's benchmark runs)"
 # With values, batch 40's import and compile needed more than this machine's shared host memory (2026-11-28: a
-# MemoryError at compile, 10.7 GB peak RSS under an 11 GB limit); compile-only holds none. Not data-independent:
-# the lookups' MultiSlice is estimated as if every index fell in each tile's rows (report: data_dependent_programs)
+# MemoryError at compile, 10.7 GB peak RSS under an 11 GB limit); compile-only holds none. Its cycles are a run's:
+# packed BERT-base at 1 layer and batch 40 ran 11,243,536 cycles with the bench's inputs and estimated as many
+# compile-only (the lookups' MultiSlice is charged alike either way: as if every index fell in each tile's rows)
 _BERT_COMPILE_ONLY = (
-    "compile-only (tilescope.compileOnly): cycles estimated by the cost model; the three lookups' MultiSlice steps "
-    "are charged as if every index fell in each tile's rows, an upper bound (a run charges the rows the indices "
-    "hit), so the QPS is a lower bound; with values batch 40's compile needed more than this machine's shared host "
-    "memory"
+    "compile-only (tilescope.compileOnly): cycles estimated by the cost model, equal to a run's (1 layer at batch 40: "
+    "11,243,536 cycles either way; the lookups' MultiSlice is charged as if every index fell in each tile's rows, "
+    "run or estimated); with values batch 40's compile needed more than this machine's shared host memory"
 )
 # Hugging Face's SwinForImageClassification (ByteMLPerf's swin-large-torch-fp32 takes pixel_values, gives logits);
 # batch 2 (FP8: 4) and available_memory_proportion 0.2 from interact_infos/swin-large-torch-fp32.json (ByteMLPerf 7ed25996)
