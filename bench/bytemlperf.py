@@ -152,8 +152,8 @@ _PACKED = (
 # batch 40 is 5x its activations and its compile past this machine's shared host memory (batch 8: 4.4 GB).
 _HOST = "batch 40 x 384 is past this machine's shared host memory; batch 8 fits the tiles"
 # Every row runs with debug.instrument false (run_row's options): no cycle counters on the tiles, as PopRT's benchmark
-# runs are not instrumented. BERT-base at batch 40 fits with ~4 KB a tile to spare (12 layers extrapolated from
-# compile-only runs of 1 and 2 layers, 2026-11-28: 635,182 B on the worst tile of 638,976; with counters it would not)
+# runs are not instrumented. BERT-base at batch 40 fits with ~3.6 KB a tile to spare (2026-11-28, compile-only, 12
+# layers: 635,346 B on the worst tile of 638,976, extrapolated from 1 and 2 layers 635,182; with counters it would not)
 _UNINSTRUMENTED = "uninstrumented (debug.instrument false: no cycle counters on the tiles, as PopRT's benchmark runs)"
 # With values, batch 40's import and compile needed more than this machine's shared host memory (2026-11-28: a
 # MemoryError at compile, 10.7 GB peak RSS under an 11 GB limit); compile-only holds none. Its cycles are a run's:
