@@ -151,6 +151,19 @@ _PACKED = (
 # 592,648 bytes, 85,484 of them internal exchange code; before, 377 tiles over, worst 658,608 and 151,100);
 # batch 40 is 5x its activations and its compile past this machine's shared host memory (batch 8: 4.4 GB).
 _HOST = "batch 40 x 384 is past this machine's shared host memory; batch 8 fits the tiles"
+# Every row runs with debug.instrument false (run_row's options): no cycle counters on the tiles, as PopRT's benchmark
+# runs are not instrumented. BERT-base at batch 40 fits with ~3.6 KB a tile to spare (2026-11-28, compile-only, 12
+# layers: 635,346 B on the worst tile of 638,976, extrapolated from 1 and 2 layers 635,182; with counters it would not)
+_UNINSTRUMENTED = "uninstrumented (debug.instrument false: no cycle counters on the tiles, as PopRT's benchmark runs)"
+# With values, batch 40's import and compile needed more than this machine's shared host memory (2026-11-28: a
+# MemoryError at compile, 10.7 GB peak RSS under an 11 GB limit); compile-only holds none. Its cycles are a run's:
+# packed BERT-base at 1 layer and batch 40 ran 11,243,536 cycles with the bench's inputs and estimated as many
+# compile-only (the lookups' MultiSlice is charged alike either way: as if every index fell in each tile's rows)
+_BERT_COMPILE_ONLY = (
+    "compile-only (tilescope.compileOnly): cycles estimated by the cost model, equal to a run's (1 layer at batch 40: "
+    "11,243,536 cycles either way; the lookups' MultiSlice is charged as if every index fell in each tile's rows, "
+    "run or estimated); with values batch 40's compile needed more than this machine's shared host memory"
+)
 # Hugging Face's SwinForImageClassification (ByteMLPerf's swin-large-torch-fp32 takes pixel_values, gives logits);
 # batch 2 (FP8: 4) and available_memory_proportion 0.2 from interact_infos/swin-large-torch-fp32.json (ByteMLPerf 7ed25996)
 _SWIN = (
@@ -176,7 +189,7 @@ ROWS: tuple[Row, ...] = (
     Row("bert", "bert-torch-fp32", "FP16", 3134, 40, "interact_infos pack_config.batch_size", "384", 0.4,
         _packed_bert(), _SQUAD,
         "BERT-base uncased: 12 layers, hidden 768, 12 heads, FF 3072, vocabulary 30,522, SQuAD start/end head",
-        notes=(_PACKED,), run_batch=8, reduced=_HOST, seqs_per_row=_PACK_BOUND),
+        notes=(_PACKED, _UNINSTRUMENTED, _BERT_COMPILE_ONLY), seqs_per_row=_PACK_BOUND, compile_only=True),
     Row("bert-fp8", "bert-torch-fp32", "FP8", 4464, 40, "interact_infos pack_config.batch_size (the FP16 row's; "
         "ByteMLPerf's FP8 setting is not in the repository)", "384", 0.4, _packed_bert(), _SQUAD,
         "as bert, MatMul/Gemm operands in float8 e4m3 fnuz (--dtype float8: PopRT's FP8, half partials)",

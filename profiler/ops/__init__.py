@@ -68,7 +68,7 @@ from profiler.ops.nn import (
 )
 from profiler.ops.optim import AdamState, adam, init_state, sgd, state_like
 from profiler.ops.pooling import avg_pool2d, avg_pool2d_grad, max_pool2d, max_pool2d_grad
-from profiler.ops.reduce import reduce, reduce_max, reduce_mean, reduce_sum, reduce_sum_grad
+from profiler.ops.reduce import reduce, reduce_many, reduce_max, reduce_mean, reduce_sum, reduce_sum_grad
 from profiler.ops.seed import set_seed, set_seed_from_host
 from profiler.ops.slicing import (
     dynamic_slice,
@@ -89,7 +89,7 @@ __all__ = [
     "fill", "gather", "gather_grad", "gelu", "group_norm", "group_norm_grad", "init_state", "layer_norm",
     "layer_norm_grad", "linear_tiles", "log_softmax", "matmul", "max_pool2d", "max_pool2d_grad", "mse_loss",
     "mse_loss_grad", "mul", "nll_loss", "nll_loss_grad", "nonlinearity_grad", "one_hot", "op", "parameter",
-    "plan_matmul", "operand_storage", "create_matmul_lhs", "create_matmul_rhs", "reduce", "reduce_max", "reduce_mean", "reduce_sum", "reduce_sum_grad", "relu", "pow2scale_cast", "replicated_index", "scale", "scaled_add",
+    "plan_matmul", "operand_storage", "create_matmul_lhs", "create_matmul_rhs", "reduce", "reduce_many", "reduce_max", "reduce_mean", "reduce_sum", "reduce_sum_grad", "relu", "pow2scale_cast", "replicated_index", "scale", "scaled_add",
     "set_attributes", "set_seed", "set_seed_from_host", "sgd", "sigmoid", "sliceable", "softmax", "softmax_grad", "state_like", "sub", "tanh", "unary",
     "unary_in_place",
 ]  # fmt: skip

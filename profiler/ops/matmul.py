@@ -803,11 +803,17 @@ def map_for_matmul(
 ) -> bool:  # fmt: skip
     """Map ``t`` (unmapped; the lhs or rhs of ``matmul(a[a_shape], b[b_shape])``) as that matmul's plan
     wants it (createMatMulInputLHS / RHS); False (nothing mapped) for a serial plan, whose loops
-    rearrange their operands anyway."""
+    rearrange their operands anyway, unless ``t`` is the rhs stored as ``serial_rhs_store`` (mapped a
+    step's layout per slice: the loops then slice it where it lies)."""
     a_shape, b_shape = tuple(a_shape), tuple(b_shape)
     plan, shape = _operand_plan(graph, a_shape, b_shape, t.dtype, partials_dtype, available_memory_proportion)
     if plan.in_chan_serial * plan.out_chan_serial > 1:
-        return False
+        serial = serial_rhs_store(plan, shape, t.dtype, graph.target) if side == "rhs" else None
+        whole = serial.whole(t) if serial is not None else None
+        if whole is None:
+            return False
+        graph.map_intervals(whole, *serial_rhs_runs(plan, shape, t.dtype, graph.target))
+        return True
     store = grouped_store(plan, shape, side, t.dtype, graph.target)
     whole = store.whole(t) if store is not None else None
     if whole is not None:  # a variable stored as PopLibs creates the operand (operand_storage)
@@ -951,6 +957,55 @@ def _grouped_as_planned(graph: Graph, t: Tensor, plan: MatMulPlan, shape: tuple[
     return whole is not None and _runs_mapped_as(graph, whole, grouped_runs(plan, shape, side, store, t.dtype.itemsize))
 
 
+def serial_rhs_store(plan: MatMulPlan, shape: tuple[int, int, int, int], dtype: np.dtype,
+                     target: Target) -> GroupedStore | None:  # fmt: skip
+    """The rhs (weights) of a plan with serial splits as PopLibs creates it: a grouped store per serial
+    slice, the slices outermost (lib/poplin/Convolution.cpp ``createWeightsImpl`` with ``serial``:
+    weightsShape ``{outChanSerialSplit, inChanSerialSplit, G, outChanGroupsPerSerialSplit,
+    inChanGroupsPerSerialSplit, .., ocpg, icpg}``, each slice mapped by its use in a step), here
+    ``[sk, sn, *step store]`` as the loops slice in-chan chunks outermost. A step's dynamic slice is then
+    laid out as the step reads it: its shares are a region or two, not a region per block row. None for
+    a non-serial plan, a grouped matmul, or a step whose rhs is not grouped (``grouped_store``)."""
+    G, M, K, N = shape
+    sk, sn = plan.in_chan_serial, plan.out_chan_serial
+    if sk * sn == 1 or G != 1 or K % sk or N % sn:
+        return None
+    one = _step_rhs_store(plan, shape, dtype, target)
+    if one is None:
+        return None
+    rows = one.groups[0]  # the step store's dims merged into its rows (in chans), then its columns
+    axes = [a + 2 for a in one.axes]
+    return GroupedStore((sk, sn, *one.dims), (0, *axes[:rows], 1, *axes[rows:]), (1 + rows, 1 + one.groups[1]))
+
+
+def _step_rhs_store(plan: MatMulPlan, shape: tuple[int, int, int, int], dtype: np.dtype,
+                    target: Target) -> GroupedStore | None:  # fmt: skip
+    """The grouped store of one serial step's rhs (``grouped_store`` of the step's plan)."""
+    G, M, K, N = shape
+    step = replace(plan, in_chan_serial=1, out_chan_serial=1)
+    return grouped_store(step, (G, M, K // plan.in_chan_serial, N // plan.out_chan_serial), "rhs", dtype, target)
+
+
+def serial_rhs_runs(plan: MatMulPlan, shape: tuple[int, int, int, int], dtype: np.dtype,
+                    target: Target) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """(start, length, tile) of ``serial_rhs_store``'s runs: every slice mapped as one step's rhs is
+    (``grouped_runs`` of the step's plan), so each tile holds the same positions of every slice and the
+    dynamic slices stay on their tiles. Built from one slice's runs (host cost follows the runs)."""
+    G, M, K, N = shape
+    sk, sn = plan.in_chan_serial, plan.out_chan_serial
+    one = _step_rhs_store(plan, shape, dtype, target)
+    assert one is not None, "serial_rhs_runs maps a serial_rhs_store"
+    step = replace(plan, in_chan_serial=1, out_chan_serial=1)
+    start, length, tile = grouped_runs(step, (G, M, K // sk, N // sn), "rhs", one, dtype.itemsize)
+    per, n = int(np.prod(one.dims)), sk * sn
+    start = (np.arange(n, dtype=np.int64)[:, None] * per + start[None, :]).reshape(-1)
+    tile = np.tile(tile, n)
+    keep = np.ones(start.size, dtype=bool)
+    keep[1:] = tile[1:] != tile[:-1]  # a slice's last run and the next one's first on one tile are one run
+    start, tile = start[keep], tile[keep]
+    return start, np.diff(np.append(start, n * per)), tile
+
+
 def operand_storage(
     graph: Graph, side: str, dtype: object, a_shape: Iterable[int], b_shape: Iterable[int],
     partials_dtype: object = "float32", available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
@@ -961,6 +1016,8 @@ def operand_storage(
     a_shape, b_shape = tuple(a_shape), tuple(b_shape)
     dt = as_dtype(dtype)
     plan, shape = _operand_plan(graph, a_shape, b_shape, dt, partials_dtype, available_memory_proportion)
+    if plan.in_chan_serial * plan.out_chan_serial > 1:
+        return serial_rhs_store(plan, shape, dt, graph.target) if side == "rhs" else None
     return grouped_store(plan, shape, side, dt, graph.target)
 
 
@@ -1104,14 +1161,26 @@ def _serial_loop(
     # ``serial``: mapped by its use in a step), if it is not already, as a non-serial plan's is. The
     # chunks of a split lhs and the rhs chunks stay spread linearly slice by slice: laid out by use
     # (grouped_runs per slice) their copies' fields and mappings followed the runs, 0.5 GB of host
-    # memory for a 4,096 x 32,000 LM head's weights (tests/onnx/test_host_cost.py)
+    # memory for a 4,096 x 32,000 LM head's weights (tests/onnx/test_host_cost.py), unless the rhs was
+    # created so (``serial_rhs_store``, as PopLibs creates a serial plan's weights): nothing to copy then
     if sk_n > 1:
         a_src = a3.reshape(G, M, sk_n, k_step).transpose(2, 0, 1, 3)
         a_s = copy(graph, a_src, prog, dst=_sliceable(graph, a3.dtype, a_src.shape, 1), debug_name="rearrange lhs")
     else:
         a_chunk = _laid_out(graph, a3, step, shape, prog, "lhs")
-    b_src = b3.reshape(G, sk_n, k_step, sn_n, n_step).transpose(1, 3, 0, 2, 4)
-    b_s = copy(graph, b_src, prog, dst=_sliceable(graph, b3.dtype, b_src.shape, 2), debug_name="rearrange rhs")
+    # an rhs created as PopLibs creates a serial plan's weights (``serial_rhs_store``: the importer's
+    # weights) is sliced where it lies, each step's chunk a view of its slice in the step's grouped order
+    b_store = serial_rhs_store(plan, (G, M, K, N), b3.dtype, graph.target)
+    b_var = b_store.whole(b3) if b_store is not None else None
+    if b_var is not None and not _runs_mapped_as(graph, b_var, serial_rhs_runs(plan, (G, M, K, N), b3.dtype,
+                                                                                graph.target)):  # fmt: skip
+        b_var = None
+    if b_var is None:
+        b_src = b3.reshape(G, sk_n, k_step, sn_n, n_step).transpose(1, 3, 0, 2, 4)
+        b_s = copy(graph, b_src, prog, dst=_sliceable(graph, b3.dtype, b_src.shape, 2), debug_name="rearrange rhs")
+    else:
+        b_s = b_var  # [sk, sn, *step store]
+    step_rhs = _step_rhs_store(plan, (G, M, K, N), b3.dtype, graph.target) if b_var is not None else None
     # loop counters replicated on every tile, so no slice waits for an index broadcast from one tile
     ck, cn = replicated_index(graph, "in-chan chunk"), replicated_index(graph, "out-chan chunk")
     inc = map_codelet("popops::AddScalarInPlace", _increment, 1, (cost_model.binary("add"),), True)
@@ -1123,6 +1192,8 @@ def _serial_loop(
         b_chunk = b_s[0]
     inner = Sequence(name="matmul out-chan serial loop")
     b_step = b_chunk[0] if sn_n == 1 else dynamic_slice(graph, b_chunk, cn, inner)
+    if step_rhs is not None:  # the step store's [K, N] view of the chunk, as the step's [G, K, N] rhs
+        b_step = step_rhs.view(b_step).expand(0)
     group = _store_group(step, n_step, a3.dtype, graph.target) if grouped_out else n_step
     step_out, step_store = output_store(graph, odt, G, M, n_step, group, "matmul step out")
     _run_step(graph, a_chunk, b_step, step_out, step, inner, "matmul step", step_store, log2_scale=log2_scale)

@@ -14,8 +14,9 @@ import numpy as np
 from profiler.chip import cost_model
 from profiler.ops import elementwise as ew
 from profiler.ops.core import OpError, add_mapped, op
-from profiler.ops.poplibs_codelets import map_codelet
-from profiler.ops.reduce import reduce, reduce_max, reduce_mean, reduce_sum
+from profiler.ops.elementwise import apply_map
+from profiler.ops.poplibs_codelets import INVERSE_STD_DEVIATION, map_codelet
+from profiler.ops.reduce import reduce, reduce_many, reduce_max, reduce_mean, reduce_sum
 from profiler.poplar.graph import Graph
 from profiler.poplar.programs import Sequence as Prog
 from profiler.poplar.tensor import Tensor
@@ -219,9 +220,38 @@ def _norm_grad(
 def layer_norm(
     graph: Graph, x: Tensor, gamma: Tensor | None, beta: Tensor | None, prog: Prog, eps: float = 1e-5
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Normalise over the last axis; returns (y, xhat, invstd) - xhat and invstd are for backward."""
-    xhat, _, invstd = _norm_core(graph, x, [x.rank - 1], eps, prog)
-    return _affine(graph, xhat, gamma, beta, prog), xhat, invstd
+    """Normalise over the last axis; returns (y, xhat, invstd) - xhat and invstd are for backward.
+
+    Built as popnn builds it (popnn::ln over poplin's norms, lib/poplin/Norms.cpp, the non-stable
+    statistics PopART uses by default): ``normStatisticsImpl`` takes the mean and the mean square in
+    one ``popops::reduceMany`` (ADD and SQUARE_ADD, each stage one compute set; the mean in x's type,
+    the square in float, the layer-norm statistics' default partials type), ``computeInvStdDev`` one
+    compute set of poplin::InverseStdDeviation; ``normWhiten`` subtracts the mean then multiplies by
+    the inverse deviation in place; ``normalise`` multiplies by gamma and adds beta in place."""
+    mean, invstd = _layer_norm_statistics(graph, x, eps, prog)
+    xhat = ew.sub(graph, x, mean, prog, debug_name="Whiten/mean")
+    ew.binary_in_place(graph, "mul", xhat, invstd, prog, debug_name="Whiten/istdDev")
+    y = xhat if gamma is None else ew.mul(graph, xhat, gamma, prog, debug_name="Norm/normalise/gamma")
+    if beta is not None:
+        if y is xhat:  # keep xhat (the backward pass's) apart from the result
+            y = ew.add(graph, y, beta, prog, debug_name="Norm/normalise/beta")
+        else:
+            ew.binary_in_place(graph, "add", y, beta, prog, debug_name="Norm/normalise/beta")
+    return y, xhat, invstd
+
+
+def _layer_norm_statistics(graph: Graph, x: Tensor, eps: float, prog: Prog) -> tuple[Tensor, Tensor]:
+    """(mean, invstd) over the last axis, kept as a size-1 dim: one reduction of both moments, then
+    the inverse deviation where they lie (poplin ``normStatisticsImpl`` + ``computeInvStdDev``)."""
+    count = x.shape[-1]
+    # the statistics mapped where their rows lie (Norms.cpp: createBroadcastOperand of the acts)
+    mean, power = reduce_many(graph, x, [x.rank - 1], prog,
+                              [("add", 1.0 / count, None), ("square_add", 1.0 / count, "float32")],
+                              by_use=True, debug_name="Norm/statistics/reduceMany")  # fmt: skip
+    invstd = apply_map(graph, INVERSE_STD_DEVIATION, [mean, power], prog, "iStdDev", out_dtype=x.dtype,
+                       eps=float(eps), scale_var=1.0)  # fmt: skip
+    keep = x.shape[:-1] + (1,)
+    return mean.reshape(keep), invstd.reshape(keep)
 
 
 @op("LayerNormGrad")

@@ -18,6 +18,7 @@ from profiler.chip import cost_model
 from profiler.chip.codelets import (
     MATMUL_CODE_BYTES,
     ONE_PTR_BYTES,
+    SPAN_BYTES,
     Codelet,
     VertexBytes,
     elementwise_state_bytes,
@@ -172,6 +173,40 @@ def map_codelet(
     return Map(name, fn, arity, cost, in_place)
 
 
+def _inverse_std_dev(mean: np.ndarray, power: np.ndarray, eps: float = 0.0, scale_var: float = 1.0) -> np.ndarray:
+    # non-stable estimate: E[x^2] - E[x]^2, clamped at 0 as rounding can take it below
+    var = np.maximum(power - mean * mean, 0) + np.float32(eps)
+    return 1 / np.sqrt(var * np.float32(scale_var))
+
+
+class InverseStdDeviation(Map):
+    """poplin::InverseStdDeviation (lib/poplin/codelets/InverseStdDeviation.cpp, the non-stable form):
+    ``iStdDev = 1 / sqrt((max(power - mean^2, 0) + eps) * scaleVar)`` in float from a norm's mean and
+    mean square (``in1``, ``in2``); one vertex a tile here (PopLibs splits a tile's regions between
+    workers, ``computeInvStdDev``). Cycles are PopLibs' estimate (lib/poplin/poplinCycleEstimators.cpp
+    ``InverseStdDeviation``): 6 + per region 4 + (3 + w) x ceil(n / w), w = dataPathWidth / 32 = 2."""
+
+    kind = "Vertex"
+
+    def __init__(self) -> None:
+        super().__init__("poplin::InverseStdDeviation", _inverse_std_dev, 2, ())
+
+    def type_name(self, dtypes):  # type: ignore[override]
+        return f"{self.name}<{dtypes['in1'].name},{dtypes['in2'].name},{dtypes['out'].name},false>"
+
+    def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
+        n = _n(shapes["out"])
+        w = 2  # 64-bit data path / 32: float intermediates
+        return 6 + 4 + (3 + w) * -(-n // w), 4 * n  # FLOPs: eps, scale, division, inverse square root
+
+    def vertex_bytes(self, shapes, dtypes, params, target):  # type: ignore[override]
+        # mean a Vector of SPAN regions, power and iStdDev ONE_PTR Vectors, scaleVar and eps floats
+        return VertexBytes(vertex_state_bytes(one_ptr=2, words=2) + SPAN_BYTES)
+
+
+INVERSE_STD_DEVIATION = InverseStdDeviation()
+
+
 class ReducePartial(Codelet):
     """A single-worker Reduce vertex: ``out[0] = op(in[:])`` accumulated in float (ref §3.5)."""
 
@@ -184,7 +219,7 @@ class ReducePartial(Codelet):
 
     def __init__(self, op: str, fn: Callable[..., np.ndarray]) -> None:
         self.op, self.fn = op, fn
-        self.name = self.vertex.format(op=op.capitalize())
+        self.name = self.vertex.format(op=op.title().replace("_", ""))  # square_add: ReduceSquareAdd
 
     def type_name(self, dtypes):  # type: ignore[override]
         return f"{self.name}<{dtypes['in'].name},{dtypes['out'].name}>"
@@ -251,7 +286,7 @@ def _scaled(r: np.ndarray, params: Mapping[str, Any]) -> np.ndarray:
 
 def reduce_identity(op: str, dtype: np.dtype) -> float | int:
     """The value that never changes a reduction: 0, or the type's lowest / highest for max / min."""
-    if op == "add":
+    if op in ("add", "square_add"):
         return 0
     if dtype.kind == "b":
         return int(op == "min")
@@ -264,7 +299,7 @@ def reduce_identity(op: str, dtype: np.dtype) -> float | int:
 def _accumulator_dtype(dtype: np.dtype, op: str, float_acc: type) -> np.dtype:
     """The type a reduction accumulates in: sums of floats in at least ``float_acc``, of integers in
     int64; max and min need no wider type (they pick an element)."""
-    if op != "add":
+    if op not in ("add", "square_add"):
         return dtype
     return np.promote_types(dtype, float_acc) if dtype.kind == "f" else np.dtype(np.int64)
 
@@ -286,30 +321,41 @@ class ReduceSegments(Codelet):
 
     def __init__(self, op: str, ufunc: np.ufunc) -> None:
         self.op, self.ufunc = op, ufunc
-        self.name = f"popops::Reduce{op.capitalize()}Segments"
+        self.name = f"popops::Reduce{op.title().replace('_', '')}Segments"
 
     def read_dtypes(self, dtypes):  # type: ignore[override]
         return dtypes | {"in": _accumulator_dtype(dtypes["in"], self.op, np.float64)}
 
     def run_batch(self, values, params):  # type: ignore[override]
         v, out = values["in"], values["out"]
-        r = self.ufunc.reduceat(_accumulator(v, self.op, np.float64), params["starts"], axis=1)
+        acc = _accumulator(v, self.op, np.float64)
+        if self.op == "square_add":
+            acc = acc * acc
+        r = self.ufunc.reduceat(acc, params["starts"], axis=1)
         return {"out": _scaled(r, params).astype(out.dtype).reshape(out.shape)}
+
+
+def _sum_of_squares(v: np.ndarray, axis: int) -> np.ndarray:
+    return np.sum(v * v, axis=axis)
 
 
 REDUCE_SEGMENT_CODELETS = {
     "add": ReduceSegments("add", np.add),
+    "square_add": ReduceSegments("square_add", np.add),  # squares first (run_batch)
     "max": ReduceSegments("max", np.maximum),
     "min": ReduceSegments("min", np.minimum),
 }
 
 REDUCE_CODELETS = {
     "add": ReducePartial("add", np.sum),
+    # popops' SQUARE_ADD: the sum of the squares (popnn's layer-norm statistics, Norms.cpp)
+    "square_add": ReducePartial("square_add", _sum_of_squares),
     "max": ReducePartial("max", np.max),
     "min": ReducePartial("min", np.min),
 }
 CONTINUOUS_REDUCE_CODELETS = {
     "add": ContinuousReduce("add", np.sum),
+    "square_add": ContinuousReduce("square_add", _sum_of_squares),
     "max": ContinuousReduce("max", np.max),
     "min": ContinuousReduce("min", np.min),
 }

@@ -11,6 +11,7 @@ writes the result on the output's tile.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 
 import numpy as np
 
@@ -18,7 +19,6 @@ from profiler.chip.dtypes import as_dtype
 from profiler.ops.core import (
     OpError,
     constant_per_tile,
-    execute,
     float_accumulator,
     op,
     padded_rows,
@@ -26,6 +26,7 @@ from profiler.ops.core import (
     rows,
     set_attributes,
 )
+from profiler.ops.core import execute as new_compute_set
 from profiler.ops.elementwise import broadcast
 from profiler.ops.elementwise import scale as scale_op
 from profiler.ops.poplibs_codelets import (
@@ -41,6 +42,38 @@ from profiler.poplar.tensor import Tensor
 
 # ref §3.5 ConvReducePlan: one stage below 16 partials per output.
 SINGLE_STAGE_MAX_PARTIALS = 16
+
+
+class _SharedSets:
+    """The compute sets of the first of several reductions of one input, handed in order to the
+    others (``reduce_many``): popops::reduceMany puts every reduction's vertices of a stage in one
+    compute set (lib/popops/Reduce.cpp ``reduceMany``; popnn's layer norm takes its mean and mean
+    square so, lib/poplin/Norms.cpp ``normStatisticsImpl``)."""
+
+    def __init__(self) -> None:
+        self.sets: list[ComputeSet] = []
+        self.next: int | None = None  # None: recording the first reduction's; else the next to hand out
+
+    def take(self, graph: Graph, prog: Prog, name: str) -> ComputeSet:
+        if self.next is None:
+            cs = new_compute_set(graph, prog, name)
+            self.sets.append(cs)
+            return cs
+        if self.next >= len(self.sets):
+            raise OpError("reduce_many: a reduction planned more stages than the first one")
+        cs = self.sets[self.next]
+        self.next += 1
+        return cs
+
+
+_SHARED: ContextVar[_SharedSets | None] = ContextVar("reduce_shared_sets", default=None)
+
+
+def execute(graph: Graph, prog: Prog, name: str) -> ComputeSet:
+    """A new compute set appended to ``prog`` (ops.core.execute), or, inside ``reduce_many``, the
+    first reduction's compute set of this stage."""
+    shared = _SHARED.get()
+    return new_compute_set(graph, prog, name) if shared is None else shared.take(graph, prog, name)
 
 
 def _bucket(counts: np.ndarray) -> np.ndarray:
@@ -432,6 +465,9 @@ def _reduce_pairs(
         return {"stages": 1, "max_partials_per_output": 1}
     partial = _per_tile(graph, pdt, pair_tile, "reduce partials")
     graph.defer_kernel(pairs.stage(partial, op_name, prog, "reduce/stage1"))
+    # the first stage squares (SQUARE_ADD), the later ones add its partials (popops' reduction
+    # stages apply the operation's own first step only to the input, lib/popops/reduction)
+    later = "add" if op_name == "square_add" else op_name
     cur, cur_group, cur_tile = partial, pair_group, pair_tile
     while True:
         stages += 1
@@ -440,7 +476,7 @@ def _reduce_pairs(
         max_partials = max(max_partials, depth)
         if depth < SINGLE_STAGE_MAX_PARTIALS:
             cs = _reduce_stage(
-                graph, cur, np.arange(cur.numel()), cur_group, out_tiles, flat_out, op_name, prog,
+                graph, cur, np.arange(cur.numel()), cur_group, out_tiles, flat_out, later, prog,
                 f"reduce/stage{stages}", scale,
             )  # fmt: skip
             pairs.kernel(cs, flat_out, op_name, scale)
@@ -459,7 +495,7 @@ def _reduce_pairs(
         nxt = _per_tile(graph, pdt, ctile, f"reduce partials {stages}")
         members = order
         graph.defer_kernel(
-            _reduce_stage(graph, cur, members, chunk_of, ctile, nxt, op_name, prog, f"reduce/stage{stages}")
+            _reduce_stage(graph, cur, members, chunk_of, ctile, nxt, later, prog, f"reduce/stage{stages}")
         )
         cur, cur_group, cur_tile = nxt, cur_group[chunk_first], ctile
 
@@ -517,6 +553,64 @@ def reduce(
     if keepdims:
         return out.reshape(tuple(1 if a in ax else s for a, s in enumerate(x.shape)))
     return out
+
+
+def _by_use(graph: Graph, src: Tensor, size: int) -> np.ndarray:
+    """A tile for each group of ``size`` consecutive elements of ``src``: the one holding most of
+    them (the first such), as poputil's ``createBroadcastOperand`` maps a norm's statistics to the
+    tiles using them (TileMapping.cpp: by use, constrained to the used tiles), so the whitening's
+    broadcasts are mostly on-tile. PopLibs balances a group used on several tiles among them, in
+    grains of a data-path width; here each group takes one tile [INF]."""
+    flat, nt = src.reshape(-1), graph.target.num_tiles
+    first, tile = _runs_and_groups(graph, flat, size)
+    count = np.diff(np.append(first, flat.numel()))
+    # elements of each (group, tile), a group's runs on one tile summed
+    pair, inverse = np.unique((first // size) * nt + tile.astype(np.int64), return_inverse=True)
+    held = np.bincount(inverse, weights=count).astype(np.int64)
+    group, on = pair // nt, pair % nt
+    best = np.lexsort((-held, group))  # by group, the tile holding most first
+    lead = np.ones(best.size, dtype=bool)
+    lead[1:] = group[best][1:] != group[best][:-1]
+    return on[best[lead]]
+
+
+@op("ReduceMany")
+def reduce_many(
+    graph: Graph, x: Tensor, axes: int | Sequence[int] | None, prog: Prog,
+    reductions: Sequence[tuple[str, float, object | None]], by_use: bool = False,
+) -> list[Tensor]:  # fmt: skip
+    """Several reductions of ``x`` over ``axes`` at once, as popops::reduceMany runs them: each
+    ``(op, scale, out_dtype)`` gives ``scale * op(x)`` (op "add", "square_add", "max" or "min";
+    out_dtype None: x's), each stage of all of them one compute set (so one exchange and one sync a
+    stage, not one per reduction). The results are mapped linearly like ``reduce``'s, or with
+    ``by_use`` each where its group of ``x`` lies (``_by_use``)."""
+    ax = _axes(x.rank, axes)
+    kept = tuple(a for a in range(x.rank) if a not in ax)
+    out_shape = tuple(x.shape[a] for a in kept)
+    r = int(np.prod([x.shape[a] for a in ax], dtype=np.int64))
+    if r == 0 or not reductions:
+        raise OpError(f"reduce_many: nothing to reduce over axes {ax} of shape {x.shape}")
+    xt = x.transpose(*(kept + ax)) if x.rank else x
+    shared, outs, plans = _SharedSets(), [], []
+    where = _by_use(graph, xt, r) if by_use else None
+    for i, (op_name, scale, out_dtype) in enumerate(reductions):
+        dt = x.dtype if out_dtype is None else as_dtype(out_dtype)
+        out = graph.add_variable(dt, out_shape, f"reduce {op_name}")
+        if where is None:
+            graph.map_linearly(out)
+        else:
+            graph.set_tile_mapping(out, where)
+        shared.next = None if i == 0 else 0
+        token = _SHARED.set(shared)
+        try:  # the same input, groups and output mapping: the same stages as the first
+            plans.append(reduce_consecutive(graph, xt, r, out, op_name, prog, scale))
+        finally:
+            _SHARED.reset(token)
+        if i and shared.next != len(shared.sets):
+            raise OpError("reduce_many: a reduction planned fewer stages than the first one")
+        outs.append(out)
+    set_attributes(graph, {"ops": [op for op, _, _ in reductions], "axes": list(ax), **plans[0]})
+    return outs
 
 
 def reduce_sum(graph: Graph, x: Tensor, axes, prog: Prog, debug_name: str = "", **kw) -> Tensor:  # type: ignore[no-untyped-def]

@@ -115,3 +115,18 @@ def test_a_split_dictionarys_second_stage_is_one_exchange_of_a_region_per_peer()
     # each tile's block of the result is one interval of its variable
     (out,) = [v for v in session.model.graph.variables if v.name.endswith("gather out")]
     assert np.unique(out.mapping.tiles).size == out.mapping.tiles.size == 15 * 12
+
+
+def test_the_lookups_indices_input_is_created_as_create_indices_tensor_maps_it() -> None:
+    # a graph input a Gather reads as its indices is PopART's to create (GatherOpx::createInput:
+    # popops::createIndicesTensor): linear with at least 32 indices a tile (DynamicSlice.cpp
+    # minIndicesPerTile), so the 200 lookups sit on tiles 0-6 (32 each, 8 on the last), and every table
+    # tile reads them from 7 tiles, not from 200; the lookup stays exact
+    session, got, ref = _lookup(vocab=50, hidden=24, seq=200)
+    np.testing.assert_array_equal(got, ref["want"])
+    (ids,) = [v for v in session.model.graph.variables if v.name == "input_ids"]
+    np.testing.assert_array_equal(_element_tiles(ids), np.arange(200) // 32)
+    stage0 = next(s for s in session.engine.compiled.steps if s.name == "multi slice/Exchange")
+    # a table tile holding no index (tile 299) receives the 200 in 7 regions, one from each tile holding
+    # them: 4 B x (6 + 7) of exchange code (cost_model.exchange_code_bytes)
+    assert int(stage0.cost.code_bytes[299]) == 4 * (6 + 7)

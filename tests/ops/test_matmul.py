@@ -629,3 +629,48 @@ def test_an_out_chan_serial_store_is_live_from_its_loop_not_from_the_programs_st
     assert first >= max(before)  # live from the loop's set-up on, not from the program's start
     ref = np.maximum(a.astype(np.float64) @ b.astype(np.float64), 0)
     np.testing.assert_allclose(out["d"], ref, rtol=tol(np.float16), atol=tol(np.float16) * np.sqrt(96) * 2)
+
+
+@pytest.mark.parametrize("m,k,n,amp", [(128, 256, 256, 0.05), (512, 128, 512, 0.1), (256, 256, 512, 0.05)])
+def test_a_serial_plans_created_rhs_is_sliced_where_it_lies(m, k, n, amp):
+    """A serial plan's rhs created for it (create_matmul_rhs, as the importer creates weights) is stored
+    as PopLibs' createWeightsImpl stores serial weights: a grouped store per serial slice, the slices
+    outermost ([sk, sn, N'/16, K'/16, 16, 16] for fp16), each slice mapped as one step's rhs. The loops
+    slice it where it lies: no copy of it (a linear rhs is copied into the loops' store first, "rearrange
+    rhs"), and each step's rhs all-gather takes fewer regions than from the linear store's slices.
+    The products are equal to numpy's (fp16 operands, half partials)."""
+    t = ipu_model(tiles_per_ipu=16, bytes_per_tile=262144)
+    plan = ops.plan_matmul(t, 1, m, k, n, "float16", "float16", amp)
+    sk, sn = plan.in_chan_serial, plan.out_chan_serial
+    assert sn > 1 and plan.method == "AMP" and not plan.swap_operands
+    r = rng(25)
+    av, bv = r.standard_normal((m, k)).astype(np.float16), r.standard_normal((k, n)).astype(np.float16)
+    kw = {"available_memory_proportion": amp, "partials_dtype": "float16"}
+    outs, copies, code = {}, {}, {}
+    for way in ("linear", "created"):
+        g = Graph(t)
+        a = ops.create_matmul_lhs(g, "float16", (m, k), (k, n), "a", **kw)
+        if way == "linear":
+            b = ops.add_mapped(g, "float16", (k, n), "b")
+        else:
+            b = ops.create_matmul_rhs(g, "float16", (m, k), (k, n), "b", **kw)
+            (var,) = [v for v in g.variables if v.name == "b"]
+            assert var.shape == (sk, sn, n // sn // 16, k // sk // 16, 16, 16)
+        g.create_host_write("a", a)
+        g.create_host_write("b", b)
+        prog = Sequence()
+        g.create_host_read("c", ops.matmul(g, a, b, prog, debug_name="mm", **kw))
+        e = Engine(g, prog, {"debug.instrument": "false"})
+        e.load()
+        e.write_tensor("a", av)
+        e.write_tensor("b", bv)
+        e.run(0)
+        outs[way] = e.read_tensor("c")
+        copies[way] = [v.name for v in g.variables if v.name == "serial operand"]  # the loops' copy of b
+        code[way] = sum(int(s.cost.code_bytes.sum()) for s in e.compiled.steps if s.name == "matmul step/Exchange")
+    # (with in-chan chunks the lhs is copied into one too, either way)
+    assert len(copies["created"]) == len(copies["linear"]) - 1 == int(sk > 1)
+    assert code["created"] < code["linear"]
+    ref = av.astype(np.float64) @ bv.astype(np.float64)
+    for way in outs:
+        np.testing.assert_allclose(outs[way], ref, rtol=tol(np.float16), atol=tol(np.float16) * np.sqrt(k) * 2)

@@ -110,6 +110,19 @@ def node_error(name: str, op_type: str, opset: int, exc: BaseException) -> Front
     return FrontendError(f"node {printable(name)!r} ({printable(op_type)}, opset {opset}): {printable(what, 200)}")
 
 
+# A graph input a Gather reads as its indices is created by the Gather (PopART GatherOpx::createInput:
+# popops::createIndicesTensor), which maps it linearly with at least 32 indices a tile (graphcore/poplibs
+# lib/popops/DynamicSlice.cpp minIndicesPerTile). Every tile of the table reads all of them, so spread
+# one or two a tile it read a region from nearly every tile (packed BERT-base at batch 40: 1,397
+# regions, 5.6 KB of exchange code on each table tile per lookup, docs/fidelity.md).
+MIN_INDICES_PER_TILE = 32
+
+
+def _lookup_indices(model: onnx.ModelProto) -> set[str]:
+    """Names of the graph inputs some Gather reads directly as its indices."""
+    return {n.input[1] for n in model.graph.node if n.op_type == "Gather" and len(n.input) > 1}
+
+
 def _input_specs(model: onnx.ModelProto, half: bool) -> list[IOSpec]:
     init = {t.name for t in model.graph.initializer}
     specs = []
@@ -326,13 +339,15 @@ def _import_model(
             b.values[t.name] = b.host(t.name, value)
         except (ValueError, TypeError, KeyError, IndexError) as exc:  # dims that do not match its data, ...
             raise FrontendError(f"initializer {printable(t.name)!r}: {printable(_message(exc), 200)}") from None
+    lookup_indices = _lookup_indices(model)
     for spec in inputs:
         if 0 in spec.shape:  # no elements, so no data: a host value, and nodes on it fold on the host
             b.values[spec.name] = b.host(spec.name, np.zeros(spec.shape, spec.host_dtype))
             continue
         with _on_ipu(g, ipus[0] if ipus else None):  # inputs arrive on the first node's IPU
             x = g.add_variable(spec.device_dtype, spec.shape, spec.name)
-            g.set_tile_mapping(x, linear_tiles(x.numel(), g.target.num_tiles))
+            least = MIN_INDICES_PER_TILE if spec.name in lookup_indices else 1
+            g.set_tile_mapping(x, linear_tiles(x.numel(), g.target.num_tiles, min_elements=least))
         with g.debug_context(spec.name, op_type=INPUT_OP, layer=LAYER):
             stream = g.add_host_to_device_fifo(spec.name, spec.device_dtype, list(spec.shape))
             if spec.name in io_in:  # host -> I/O tiles, then I/O tiles -> compute tiles (an internal exchange)

@@ -73,11 +73,15 @@ def matmul(b: Builder, a: Value, c: Value) -> Tensor:
         g = int(np.prod(batch, dtype=np.int64))
         xa = ta.broadcast_to(batch + (m, k)).reshape(g, m, k)
         xc = tc.broadcast_to(batch + (k, n)).reshape(g, k, n)
-        # held row by row: a grouped result here (PopLibs holds it so) makes the softmax after the
-        # attention's scores read and reduce a factored view, 1.8x the host time of the whole import
-        # at BERT-base batch 8 for 1.6 of 8.6 MiB of exchange code a layer (docs/fidelity.md)
+        # PopLibs holds every product's result channel-grouped (getPartialOutputShape, as above). A product
+        # that widens (n > k: the attention's scores, [S, d] x [d, S]) is held row by row instead: grouped,
+        # the softmax after it reads and reduces a factored view, 1.8x the host time of the whole import
+        # at BERT-base batch 8 for 1.6 of 8.6 MiB of exchange code a layer (docs/fidelity.md). One that
+        # narrows (the context, [S, S] x [S, d]) is held grouped: its reader is the next product's lhs,
+        # which then arrives a run per channel group and sequence, not one per row (packed BERT-base
+        # at batch 40: the output projection's lhs copy read 385 regions a tile, docs/fidelity.md)
         out = ops.matmul(b.graph, xa, xc, b.prog, partials_dtype=b.partials, available_memory_proportion=b.amp,
-                         log2_scale=unscale).reshape(*batch, m, n)  # fmt: skip
+                         grouped_out=n <= k, log2_scale=unscale).reshape(*batch, m, n)  # fmt: skip
     shape = out.shape
     if a1:
         shape = shape[:-2] + shape[-1:]
