@@ -115,7 +115,7 @@ def warm_caches() -> None:
 def _compare_steps(key: str, report: Any) -> list:
     """With ``serve --compare``: the comparison each page's compare tab shows first, against the
     baseline it was started with. Without this the session's first compare tab computed the
-    baseline's per-report views (operations, program steps, runs...) and their alignment: 2-5 s on
+    baseline's per-report views (operations, program steps, runs, insights...) and their alignment: 2-5 s on
     the real-size pair, a second or less for every tab after it (the pair's Comparison is cached)."""
     from app.comparison.pages import baselines
     from app.views.runs import opening_run
@@ -124,11 +124,14 @@ def _compare_steps(key: str, report: Any) -> list:
         return baselines.comparison(key)
 
     from app.pages.operations import layers
+    from app.views.insights import hints
 
     run = opening_run(report)  # the Operations page's (and its compare tab's) first run and layer
     layer = layers()[0]
     return [
         lambda: (c().parity, c().step_counts(), c().liveness_peaks, c().metrics),  # Summary
+        lambda: hints(c().baseline),  # Insights (the active report's hints are warmed above)
+        lambda: c().liveness,  # Liveness
         lambda: (c().memory_totals, c().tile_memory, c().source_target),  # Memory
         lambda: baselines.comparison(key, layer=layer, run=run).operations,  # Operations
         lambda: (c().runs, c().executed_steps(run)),  # Execution Trace

@@ -266,3 +266,26 @@ def test_a_fall_is_written_with_the_grids_minus_sign(pair):
         assert sentence.endswith("the run's cycles changed by \u2212300 (2,690 → 2,390).") and "-300" not in sentence
     finally:
         state.configure(pair["active"], None)
+
+
+def test_the_warm_up_fills_what_each_compare_tab_reads_first(pair, monkeypatch):
+    """``serve --compare`` warms each compare tab's first section, so the session's first tab does not
+    compute the baseline's views (its Insights tab took 2.8 s cold on the real-size BERT report)."""
+    from app import server
+
+    server.create_app(pair["active"], pair["baseline"])  # the pages the steps read register with an app
+    try:
+        import app.views.insights as insights_view
+
+        seen: list = []
+        real = insights_view.hints
+        monkeypatch.setattr(insights_view, "hints", lambda report: seen.append(report) or real(report))
+        c = baselines.comparison(pair["baseline"])
+        for step in server._compare_steps(pair["baseline"], state.report()):
+            step()
+        assert seen == [c.baseline]  # the Insights tab's baseline hints
+        cached = vars(c)
+        for name in ("liveness_peaks", "metrics", "memory_totals", "tile_memory", "liveness", "runs"):
+            assert name in cached, name
+    finally:
+        state.configure(pair["active"], None)
