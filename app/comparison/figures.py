@@ -259,7 +259,7 @@ def top_delta_figure(table: pd.DataFrame, label: str, delta: str, title: str, n:
             customdata=labels,
             hovertemplate="%{customdata}<br>%{x:+,} " + unit + "<extra></extra>",
             # every bar's value written beside it: one big change must not leave the others unreadable
-            text=[_signed_bytes(v) if unit == "B" else with_minus(f"{v:+,.0f}") for v in d[keep]],
+            text=[signed_bytes(v) if unit == "B" else with_minus(f"{v:+,.0f}") for v in d[keep]],
             textposition="auto",  # inside a long bar, beside a short one
         )
     )
@@ -282,8 +282,3 @@ def _short(label: str, keep: int = 60) -> str:
 def _top(y: np.ndarray) -> float:
     """The largest finite value of a curve (0 for none: an absent report's gaps are NaN)."""
     return float(np.nanmax(y, initial=0.0))
-
-
-def _signed_bytes(v: float) -> str:
-    """+1536 -> '+1.5 KiB' (a bar's change in the unit of the page's totals)."""
-    return signed_bytes(v)
