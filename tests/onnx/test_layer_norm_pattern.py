@@ -123,10 +123,17 @@ def _run(model: onnx.ModelProto, target=SMALL, dtype: str = "float32") -> tuple[
 
 @pytest.mark.parametrize(
     ("opset", "square", "scale", "affine"),
-    [(11, "Pow", "Div", "after"), (13, "Mul", "Div", "before"), (13, "Pow", "Reciprocal", "after"),
-     (18, "Pow", "Div", "none"), (12, "Mul", "Reciprocal", "before")],  # fmt: skip
+    [
+        (11, "Pow", "Div", "after"),
+        (13, "Mul", "Div", "before"),
+        (13, "Pow", "Reciprocal", "after"),
+        (18, "Pow", "Div", "none"),
+        (12, "Mul", "Reciprocal", "before"),
+    ],  # fmt: skip
 )
-def test_each_exporter_variant_is_fused_and_matches_onnxruntime(opset: int, square: str, scale: str, affine: str) -> None:
+def test_each_exporter_variant_is_fused_and_matches_onnxruntime(
+    opset: int, square: str, scale: str, affine: str
+) -> None:
     model = decomposed(opset=opset, square=square, scale=scale, affine=affine)
     assert _fused_count(model) == 1
     _run(model)
