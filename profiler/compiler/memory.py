@@ -124,20 +124,23 @@ def _live_peak(sizes: np.ndarray, firsts: np.ndarray, lasts: np.ndarray) -> int:
 def _allocate_shared(
     tile: np.ndarray, var: np.ndarray, size: np.ndarray, first: np.ndarray, last: np.ndarray
 ) -> np.ndarray:
-    """Relative offsets of not-always-live allocations per tile; tiles with the same set of
-    (variable, size) get the same layout, computed once."""
+    """Relative offsets of not-always-live allocations per tile; tiles with the same sizes and
+    lifetimes (up to a shift of every step, which no comparison of the placement sees: each layer
+    of a pipelined decoder on its own tiles, later in the program) get the same layout, computed once."""
     out = np.zeros(tile.size, dtype=np.int64)
     if tile.size == 0:
         return out
     order = np.lexsort((var, tile))
     # sorted once, so each tile's rows are slices (views), not a fancy-indexed copy per tile
-    t_sorted, v_sorted, s_sorted = tile[order], var[order], size[order]
+    t_sorted, s_sorted = tile[order], size[order]
     f_sorted, l_sorted = first[order], last[order]
     cuts = np.flatnonzero(t_sorted[1:] != t_sorted[:-1]) + 1
     placed = np.zeros(tile.size, dtype=np.int64)  # offsets in sorted order
     cache: dict[bytes, np.ndarray] = {}
     for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), t_sorted.size], strict=True):
-        key = v_sorted[a:b].tobytes() + s_sorted[a:b].tobytes()  # the tile's (variables, sizes)
+        f = f_sorted[a:b]
+        origin = f.min()  # the placement compares steps only with each other: keyed from the first
+        key = s_sorted[a:b].tobytes() + (f - origin).tobytes() + (l_sorted[a:b] - origin).tobytes()
         if key not in cache:
             cache[key] = _first_fit(s_sorted[a:b], f_sorted[a:b], l_sorted[a:b])
         placed[a:b] = cache[key]
