@@ -12,7 +12,7 @@ of those tiles. Poplar makes the same use of repetition when it compiles identic
 (``poplar::Graph`` reuses vertex code for identical vertex types); the exchange code itself still
 counts once per tile and step here, as each tile's exchange program is its own.
 
-The reads are recognised by a digest (BLAKE2b, 160 bits) of every array they are planned from, so a
+The reads are recognised by a digest (SHA-256: the fastest of hashlib's here, ~1.4 GB/s) of every array they are planned from, so a
 plan is reused only for reads equal element by element, and nothing of the reads is held.
 """
 
@@ -61,9 +61,15 @@ class _Held:
         return ExchangePlan(**out)  # type: ignore[arg-type]
 
 
-def _from(a: np.ndarray, origin: int) -> np.ndarray:
-    """``a`` counted from ``origin``, in int64 (the same values whatever the array's own type)."""
-    return np.subtract(a, origin, dtype=np.int64)
+def _narrow(a: np.ndarray, origin: int = 0) -> np.ndarray:
+    """``a`` counted from ``origin`` (non-negative), in the narrowest of int16, int32 and int64 that
+    holds it: the same values give the same bytes whatever the array's own type, and the digest
+    reads fewer bytes (tiles fit 16 bits; an element id past 2**31 from the lowest is rare)."""
+    if a.size == 0:
+        return np.zeros(0, np.int16)
+    top = int(a.max()) - origin
+    dtype = np.int16 if top < 2**15 else np.int32 if top < 2**31 else np.int64
+    return np.subtract(a, origin, dtype=np.int64).astype(dtype) if origin else a.astype(dtype)
 
 
 class ExchangeReuse:
@@ -84,20 +90,21 @@ class ExchangeReuse:
         origin = min(int(a.min()) for r in reads for a in (r.start, r.sent[0]) if a.size)
         lowest = min(int(a.min()) for r in reads for a in (r.src, r.dst, r.sent[2]) if a.size)
         base = lowest // self.tiles_per_ipu * self.tiles_per_ipu
-        h = hashlib.blake2b(digest_size=20)
+        h = hashlib.sha256()
         h.update(f"{len(pieces)},{len(short)}".encode())
         for r in reads:
             same = r.sent[0] is r.start and r.sent[1] is r.length and r.sent[2] is r.src
             h.update(f"|{r.itemsize},{r.start.size},{r.sent[0].size},{same}".encode())
-            arrays = [_from(r.start, origin), r.length, _from(r.src, base), _from(r.dst, base)]
+            arrays = [_narrow(r.start, origin), _narrow(r.length), _narrow(r.src, base), _narrow(r.dst, base)]
             if not same:
-                arrays += [_from(r.sent[0], origin), r.sent[1], _from(r.sent[2], base)]
+                arrays += [_narrow(r.sent[0], origin), _narrow(r.sent[1]), _narrow(r.sent[2], base)]
             for start in (r.start,) if same else (r.start, r.sent[0]):
-                # where each piece sits in tile memory, from its global id (constant within a piece)
+                # where each piece sits in tile memory, from its global id (constant within a piece):
+                # none but the id itself on most graphs (ElementMap.addresses gives the ids back)
                 found = start if address is None else address(start)
-                arrays.append(np.subtract(found, start, dtype=np.int64))
+                arrays.append(np.zeros(0, np.int8) if found is start else np.subtract(found, start, dtype=np.int64))
             for a in arrays:
-                h.update(a.dtype.str.encode())
+                h.update(f"{a.dtype.str}{a.size}".encode())
                 h.update(np.ascontiguousarray(a).data)
         return h.digest(), base
 

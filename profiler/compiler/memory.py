@@ -125,7 +125,7 @@ def _allocate_shared(
     tile: np.ndarray, var: np.ndarray, size: np.ndarray, first: np.ndarray, last: np.ndarray
 ) -> np.ndarray:
     """Relative offsets of not-always-live allocations per tile; tiles with the same sizes and
-    lifetimes (up to a shift of every step, which no comparison of the placement sees: each layer
+    lifetimes in the same order (the same comparisons between their first and last steps: each layer
     of a pipelined decoder on its own tiles, later in the program) get the same layout, computed once."""
     out = np.zeros(tile.size, dtype=np.int64)
     if tile.size == 0:
@@ -138,9 +138,11 @@ def _allocate_shared(
     placed = np.zeros(tile.size, dtype=np.int64)  # offsets in sorted order
     cache: dict[bytes, np.ndarray] = {}
     for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), t_sorted.size], strict=True):
-        f = f_sorted[a:b]
-        origin = f.min()  # the placement compares steps only with each other: keyed from the first
-        key = s_sorted[a:b].tobytes() + (f - origin).tobytes() + (l_sorted[a:b] - origin).tobytes()
+        # the placement only compares steps with each other, so the steps' ranks among the tile's
+        # first and last steps stand for them (a layer's lifetimes end at other steps than another's
+        # where they outlive the layer: the pipeline's copies to the next stage)
+        rank = np.unique(np.concatenate((f_sorted[a:b], l_sorted[a:b])), return_inverse=True)[1]
+        key = s_sorted[a:b].tobytes() + rank.astype(np.int64, copy=False).tobytes()
         if key not in cache:
             cache[key] = _first_fit(s_sorted[a:b], f_sorted[a:b], l_sorted[a:b])
         placed[a:b] = cache[key]
