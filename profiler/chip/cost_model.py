@@ -1047,11 +1047,14 @@ def tile_compute_cycles(
     multi_sum = np.bincount(tile[multi], weights=cycles[multi], minlength=num_tiles).astype(np.int64)
 
     single_tile, single_cycles = tile[~multi], cycles[~multi]
-    order = np.argsort(single_tile, kind="stable")
-    sorted_tile = single_tile[order]
-    starts = np.searchsorted(sorted_tile, sorted_tile, side="left")
-    context = (np.arange(sorted_tile.size) - starts) % w  # rank on the tile, round-robin
-    per_context = np.bincount(sorted_tile * w + context, weights=single_cycles[order], minlength=num_tiles * w)
+    if single_tile.size > 1 and not bool((single_tile[1:] >= single_tile[:-1]).all()):
+        order = np.argsort(single_tile, kind="stable")
+        single_tile, single_cycles = single_tile[order], single_cycles[order]
+    # (vertices come by tile, as a compute set's batches are made: then no sort is needed)
+    count = np.bincount(single_tile, minlength=num_tiles)
+    starts = (np.cumsum(count) - count)[single_tile]  # each tile's first vertex
+    context = (np.arange(single_tile.size) - starts) % w  # rank on the tile, round-robin
+    per_context = np.bincount(single_tile * w + context, weights=single_cycles, minlength=num_tiles * w)
     single = w * per_context.reshape(num_tiles, w).max(axis=1).astype(np.int64)
 
     active = np.bincount(tile, minlength=num_tiles) > 0
