@@ -352,17 +352,18 @@ def _share_by_liveness(shared: Items, interleaved: np.ndarray, live: Liveness) -
     item_of = item_of.reshape(-1)
     hull = _lookup(live.hull, ids, 2, None)
     first, last = hull[item_of, 0], hull[item_of, 1]
-    fn = _lookup(live.in_calls, ids, 3, (-1, 0, 0))[item_of]
+    fn = _lookup(live.in_calls, ids, 3, (-1, 0, 0))  # per distinct variable, looked up per item below
     rel = np.zeros(shared.tile.size, dtype=np.int64)
     for arena in (interleaved, ~interleaved):
         tile, var, size, f, la = shared.tile[arena], shared.var[arena], shared.size[arena], first[arena], last[arena]
-        fid = fn[arena, 0]
+        in_arena = item_of[arena]
+        fid = fn[in_arena, 0]
         inner = np.zeros(tile.size, dtype=np.int64)
         members: list[np.ndarray] = []  # per function: which items are its temporaries
         blocks: list[tuple[np.ndarray, ...]] = []  # (tile, pseudo variable, size, first, last) per function
         for k, f_id in enumerate(np.unique(fid[fid >= 0]).tolist()):
             m = fid == f_id
-            inner[m] = _allocate_shared(tile[m], var[m], size[m], fn[arena][m, 1], fn[arena][m, 2])
+            inner[m] = _allocate_shared(tile[m], var[m], size[m], fn[in_arena[m], 1], fn[in_arena[m], 2])
             end = np.zeros(int(tile.max()) + 1, dtype=np.int64)
             np.maximum.at(end, tile[m], inner[m] + _align(size[m]))
             b_tiles = np.flatnonzero(end)
@@ -371,8 +372,15 @@ def _share_by_liveness(shared: Items, interleaved: np.ndarray, live: Liveness) -
             blocks.append((b_tiles, pseudo, end[b_tiles], np.full(b_tiles.size, f[m].min()),
                            np.full(b_tiles.size, la[m].max())))  # fmt: skip
         own = fid < 0
-        cols = [np.concatenate([x[own], *(blk[i] for blk in blocks)]) for i, x in enumerate((tile, var, size, f, la))]
+        if blocks:
+            cols = [
+                np.concatenate([x[own], *(blk[i] for blk in blocks)]) for i, x in enumerate((tile, var, size, f, la))
+            ]
+        else:  # no function's temporaries (the usual case): the arena's own arrays, not copies of them
+            cols = [tile, var, size, f, la]
+        del in_arena, fid
         placed = _allocate_shared(*cols)
+        del cols
         out = np.zeros(tile.size, dtype=np.int64)
         at = int(own.sum())
         out[own] = placed[:at]
@@ -423,25 +431,38 @@ def _place_arenas(rows: VariableRows, general: Items, live: Liveness, n: int) ->
 def _address_ranges(p: Placed, ilstart: int, bpt: int) -> tuple[np.ndarray, ...]:
     """Each allocation cut into its pieces per region: (tile, category, always_live, region, lo, hi)."""
     a = p.items
-    isz = p.interleaved_size[a.tile]
-    cap = bpt - isz  # end of the general arena in virtual addresses
-    end = p.offset + a.size
-    g = ~p.interleaved
-    p0, p1 = ilstart + p.offset, ilstart + end
-    pieces = [
-        (NON_INTERLEAVED, g, p.offset, np.minimum(end, ilstart)),
-        (INTERLEAVED, g, np.maximum(p.offset, ilstart) + isz, np.minimum(end, cap) + isz),
-        (OVERFLOWED, g, np.maximum(p.offset, cap) - cap, end - cap),
-        (INTERLEAVED, p.interleaved, p0, np.minimum(p1, bpt)),  # interleaved arena (relative to ilstart)
-        (OVERFLOWED, p.interleaved, np.maximum(p0, bpt) - bpt + _BIG // 2, p1 - bpt + _BIG // 2),
-    ]
     cols: list[list[np.ndarray]] = [[], [], [], [], [], []]
-    for reg, mask, lo, hi in pieces:
-        m = mask & (hi > lo)
-        for col, v in zip(cols, (a.tile[m], a.cat[m], p.always_live[m], np.full(int(m.sum()), reg, np.int64), lo[m],
+
+    def add(reg: int, rows: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
+        """The pieces of ``rows`` (allocation indices, ascending) in region ``reg``: those not empty."""
+        m = hi > lo
+        at = rows[m]
+        for col, v in zip(cols, (a.tile[at], a.cat[at], p.always_live[at], np.full(at.size, reg, np.int64), lo[m],
                                  hi[m]), strict=True):  # fmt: skip
             col.append(v)
-    return tuple(np.concatenate(col) for col in cols)
+
+    # each arena's rows and each region's bounds made in turn, not all of them over every allocation
+    # at once (the memory placement's host peak: millions of (variable, tile) allocations on a POD16)
+    g = np.flatnonzero(~p.interleaved)
+    off = p.offset[g]
+    end = off + a.size[g]
+    isz = p.interleaved_size[a.tile[g]]
+    cap = bpt - isz  # end of the general arena in virtual addresses
+    add(NON_INTERLEAVED, g, off, np.minimum(end, ilstart))
+    add(INTERLEAVED, g, np.maximum(off, ilstart) + isz, np.minimum(end, cap) + isz)
+    add(OVERFLOWED, g, np.maximum(off, cap) - cap, end - cap)
+    del g, off, end, isz, cap
+    il = np.flatnonzero(p.interleaved)  # the interleaved arena (relative to ilstart)
+    p0 = ilstart + p.offset[il]
+    p1 = p0 + a.size[il]
+    add(INTERLEAVED, il, p0, np.minimum(p1, bpt))
+    add(OVERFLOWED, il, np.maximum(p0, bpt) - bpt + _BIG // 2, p1 - bpt + _BIG // 2)
+    del il, p0, p1
+    out = []
+    for col in cols:  # each column's pieces let go once it is whole
+        out.append(np.concatenate(col))
+        col.clear()
+    return tuple(out)
 
 
 def _groups_by_start(key: np.ndarray, lo: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
