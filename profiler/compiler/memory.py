@@ -542,23 +542,27 @@ def _memory_tables(
 
 def _placements(p: Placed, ilstart: int, bpt: int) -> dict[str, np.ndarray]:
     """Where each variable sits on each tile (physical offset and region)."""
-    is_v = p.items.var >= 0
-    pv, pt, po, ps, pil = p.items.var[is_v], p.items.tile[is_v], p.offset[is_v], p.items.size[is_v], p.interleaved[is_v]
-    pcap = bpt - p.interleaved_size[pt]
-    phys = np.where(pil, ilstart + po, np.where(po >= ilstart, po + p.interleaved_size[pt], po))
+    is_v = np.flatnonzero(p.items.var >= 0)
+    pv, pt = p.items.var[is_v], p.items.tile[is_v]
+    # by (variable, tile): one stable sort of a packed key (a tile number is below its count); the
+    # allocations taken in that order first, so each column below is made once, already in order
+    n = int(pt.max()) + 1 if pt.size else 1
+    at = is_v[np.argsort(pv * n + pt, kind="stable")]
+    del is_v, pv, pt
+    pt, po, pil = p.items.tile[at], p.offset[at], p.interleaved[at]
+    isz = p.interleaved_size[pt]
+    phys = np.where(pil, ilstart + po, np.where(po >= ilstart, po + isz, po))
     region = np.where(
         pil, np.where(phys < bpt, INTERLEAVED, OVERFLOWED),
-        np.where(po < ilstart, NON_INTERLEAVED, np.where(po < pcap, INTERLEAVED, OVERFLOWED)),
+        np.where(po < ilstart, NON_INTERLEAVED, np.where(po < bpt - isz, INTERLEAVED, OVERFLOWED)),
     )  # fmt: skip
-    # by (variable, tile): one stable sort of a packed key (a tile number is below its count)
-    n = int(pt.max()) + 1 if pt.size else 1
-    order = np.argsort(pv * n + pt, kind="stable")
+    del po, pil, isz
     return {
-        "variable_id": pv[order].astype(np.int32),
-        "tile": pt[order].astype(np.int32),
-        "offset": phys[order].astype(np.int64),
-        "bytes": ps[order].astype(np.int64),
-        "region": np.array(MEMORY_REGIONS, dtype=object)[region[order]],
+        "variable_id": p.items.var[at].astype(np.int32),
+        "tile": pt.astype(np.int32),
+        "offset": phys.astype(np.int64, copy=False),
+        "bytes": p.items.size[at].astype(np.int64, copy=False),
+        "region": np.array(MEMORY_REGIONS, dtype=object)[region],
     }
 
 
