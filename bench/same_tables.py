@@ -29,7 +29,7 @@ def _without_own_directory(t: pa.Table) -> pa.Table:
     """``engine_options`` without its ``autoReport.directory`` row: each report names its own."""
     import pyarrow.compute as pc
 
-    return t.filter(pc.not_equal(t["name"], "autoReport.directory"))
+    return t.filter(pc.not_equal(t["name"], pa.scalar("autoReport.directory")))
 
 
 def table_differences(a: pa.Table, b: pa.Table) -> list[str]:
