@@ -20,6 +20,7 @@ is made, each run is estimated from the cost model, and onnxruntime is not run.
     python bench/scale.py --models bert-large --batches 1 --target GC200 --runs 1   # 4 IPUs, pipelined (float16: float32 is out of tile memory)
     python bench/scale.py --models gpt2-xl --batches 1 --layers 8 --seq 128 --target GC200 --dtype float16
     python bench/scale.py --models llama2-7b --batches 1 --layers 2 --ipus 2 --seq 128 --target GC200
+    python bench/scale.py --models llama2-7b --batches 1 --seq 2048 --target POD16 --compile-only --timeout 3600  # issue 38: <= 180 s, <= 8 GiB
 
 The LLM-size models (profiler.frontends.onnx.decoders, examples.bert) are pipelined over --ipus IPUs
 (default: BERT-large and GPT-2 XL 4, Llama-2-7B 16, a POD16), 2 x --ipus micro-batches, with their

@@ -1047,12 +1047,25 @@ def tile_compute_cycles(
     multi_sum = np.bincount(tile[multi], weights=cycles[multi], minlength=num_tiles).astype(np.int64)
 
     single_tile, single_cycles = tile[~multi], cycles[~multi]
-    order = np.argsort(single_tile, kind="stable")
-    sorted_tile = single_tile[order]
-    starts = np.searchsorted(sorted_tile, sorted_tile, side="left")
-    context = (np.arange(sorted_tile.size) - starts) % w  # rank on the tile, round-robin
-    per_context = np.bincount(sorted_tile * w + context, weights=single_cycles[order], minlength=num_tiles * w)
-    single = w * per_context.reshape(num_tiles, w).max(axis=1).astype(np.int64)
+    if single_tile.size > 1 and not bool((single_tile[1:] >= single_tile[:-1]).all()):
+        order = np.argsort(single_tile, kind="stable")
+        single_tile, single_cycles = single_tile[order], single_cycles[order]
+    # (vertices come by tile, as a compute set's batches are made: then no sort is needed)
+    single = np.zeros(num_tiles, dtype=np.int64)
+    if single_tile.size:
+        # counted over the tiles from the first to the last with such vertices (one IPU's of a POD's,
+        # for a pipeline stage's compute set), not over every tile of the target
+        lo = int(single_tile[0])
+        local = single_tile - lo
+        span = int(local[-1]) + 1
+        count = np.bincount(local, minlength=span)
+        starts = (np.cumsum(count) - count)[local]  # each tile's first vertex
+        context = (np.arange(local.size) - starts) % w  # rank on the tile, round-robin
+        per_context = np.bincount(local * w + context, weights=single_cycles, minlength=span * w).reshape(span, w)
+        most = per_context[:, 0].copy()
+        for c in range(1, w):  # a maximum over the few contexts, column by column
+            np.maximum(most, per_context[:, c], out=most)
+        single[lo : lo + span] = w * most.astype(np.int64)
 
     active = np.bincount(tile, minlength=num_tiles) > 0
     return multi_sum + single + np.where(active, COMPUTE_SET_SUPERVISOR_CYCLES, 0)

@@ -14,7 +14,9 @@ from profiler.chip.codelets import Codelet
 from profiler.chip.targets import Target
 from profiler.compiler.element_map import ElementMap
 from profiler.compiler.errors import CompileError
+from profiler.compiler.exchange import ExchangePlan
 from profiler.compiler.exchange_planning import RemoteReads, plan_compute_set_receives, sent_pieces
+from profiler.compiler.exchange_reuse import ExchangeReuse
 from profiler.executable.plans import BatchPlan, ComputeSetPlan
 from profiler.host import host_memory
 from profiler.poplar.graph import ComputeSet, VertexBatch
@@ -36,8 +38,10 @@ SHORT_PIECE_ELEMENTS = 2
 class ComputeSetPlanner:
     """Plans compute sets in program order, keeping the codelet types in use (each one's code once)."""
 
-    def __init__(self, elements: ElementMap, target: Target, values: bool = True) -> None:
+    def __init__(self, elements: ElementMap, target: Target, values: bool = True, reuse_exchanges: bool = True) -> None:
         self.elements = elements
+        # exchange plans reused between compute sets reading alike on other IPUs (exchange_reuse)
+        self.exchanges = ExchangeReuse(target.tiles_per_ipu) if reuse_exchanges else None
         self.target = target
         self.values = values  # False (compile-only): kernels' accesses are not built (nothing runs them)
         self.codelets: list[tuple[str, Codelet]] = []  # (type name, codelet)
@@ -165,15 +169,29 @@ class ComputeSetPlanner:
         agg = lambda w: np.bincount(inv, weights=w, minlength=ukey.size).astype(np.int64)  # noqa: E731
         if short_vars & piece_vars:  # an element set may not be split between the two ways
             short_reads, receives = short_reads + receives, []
-        exchange, global_exchange = plan_compute_set_receives(
-            receives, short_reads, int(self.elements.gid_base[-1]), t, self.elements.addresses
-        )
+        exchange, global_exchange = self._exchange(receives, short_reads)
         return ComputeSetPlan(
             cs, batches, kernel, exchange, global_exchange, tile_cycles, tile_flops, reads, writes,
             (ukey // ncl).astype(np.int32), (ukey % ncl).astype(np.int32), agg(np.ones(key.size)),
             agg(state), agg(cycles), agg(flops), agg(cat(vconst, np.int64)), agg(cat(vfield, np.int64)),
             self.elements.fully_written(all_written, writes - reads - _kernel_reads(cs)),
         )  # fmt: skip
+
+    def _exchange(
+        self, receives: list[RemoteReads], short_reads: list[RemoteReads]
+    ) -> tuple[ExchangePlan, ExchangePlan | None]:
+        """The compute set's (on-IPU, inter-IPU) exchange plans: planned, or an earlier compute set's
+        moved to its tiles when it reads alike (``exchange_reuse``)."""
+        address = self.elements.addresses
+        key = None if self.exchanges is None else self.exchanges.key(receives, short_reads, address)
+        if key is not None and self.exchanges is not None:
+            found = self.exchanges.get(key, self.target.num_tiles)
+            if found is not None:
+                return found
+        plans = plan_compute_set_receives(receives, short_reads, int(self.elements.gid_base[-1]), self.target, address)
+        if key is not None and self.exchanges is not None:
+            self.exchanges.put(key, plans)
+        return plans
 
     def plan_kernel(
         self, cs: ComputeSet, written: list[tuple[np.ndarray, np.ndarray]], touched: set[int]

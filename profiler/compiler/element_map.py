@@ -162,22 +162,22 @@ class ElementMap:
         within one variable; they may overlap) cover."""
         if not candidates or not parts:
             return frozenset()
-        start, length = (np.concatenate([p[i] for p in parts]).astype(np.int64) for i in range(2))
-        order = np.argsort(start, kind="stable")
-        start, end = start[order], start[order] + length[order]
+        start, length = (np.concatenate([p[i] for p in parts]).astype(np.int64, copy=False) for i in range(2))
+        # fields write their rows in order (the usual case): a linear check spares the sort
+        if start.size > 1 and not bool((start[1:] >= start[:-1]).all()):
+            order = np.argsort(start, kind="stable")
+            start, length = start[order], length[order]
+        end = start + length
         # each region counts only past the furthest end before it (the union's length, per variable)
         before = np.concatenate(([start[0]], np.maximum.accumulate(end)[:-1])) if start.size else start
         covered = np.maximum(end - np.maximum(start, before), 0)
-        var = np.searchsorted(self.gid_base, start, side="right") - 1  # sorted, as the starts are
-        # elements covered per variable the regions touch (summed over each run of one variable),
-        # not a count over every variable of the graph for each compute set
+        # elements covered per candidate: the sum over the sorted regions starting inside it (a
+        # region lies in one variable), two binary searches per candidate rather than a variable
+        # looked up for every region
         ids = np.fromiter(candidates, np.int64, len(candidates))
-        per_id = np.zeros(ids.size, dtype=np.int64)
-        if var.size:
-            first = np.flatnonzero(np.concatenate(([True], var[1:] != var[:-1])))
-            touched, sums = var[first], np.add.reduceat(covered, first)
-            at = np.minimum(np.searchsorted(touched, ids), touched.size - 1)
-            per_id = np.where(touched[at] == ids, sums[at], 0)
+        total = np.concatenate(([0], np.cumsum(covered)))
+        lo, hi = np.searchsorted(start, self.gid_base[ids]), np.searchsorted(start, self.gid_base[ids + 1])
+        per_id = total[hi] - total[lo]
         whole = per_id == self.gid_base[ids + 1] - self.gid_base[ids]
         return frozenset(ids[whole].tolist())
 

@@ -124,20 +124,25 @@ def _live_peak(sizes: np.ndarray, firsts: np.ndarray, lasts: np.ndarray) -> int:
 def _allocate_shared(
     tile: np.ndarray, var: np.ndarray, size: np.ndarray, first: np.ndarray, last: np.ndarray
 ) -> np.ndarray:
-    """Relative offsets of not-always-live allocations per tile; tiles with the same set of
-    (variable, size) get the same layout, computed once."""
+    """Relative offsets of not-always-live allocations per tile; tiles with the same sizes and
+    lifetimes in the same order (the same comparisons between their first and last steps: each layer
+    of a pipelined decoder on its own tiles, later in the program) get the same layout, computed once."""
     out = np.zeros(tile.size, dtype=np.int64)
     if tile.size == 0:
         return out
     order = np.lexsort((var, tile))
     # sorted once, so each tile's rows are slices (views), not a fancy-indexed copy per tile
-    t_sorted, v_sorted, s_sorted = tile[order], var[order], size[order]
+    t_sorted, s_sorted = tile[order], size[order]
     f_sorted, l_sorted = first[order], last[order]
     cuts = np.flatnonzero(t_sorted[1:] != t_sorted[:-1]) + 1
     placed = np.zeros(tile.size, dtype=np.int64)  # offsets in sorted order
     cache: dict[bytes, np.ndarray] = {}
     for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), t_sorted.size], strict=True):
-        key = v_sorted[a:b].tobytes() + s_sorted[a:b].tobytes()  # the tile's (variables, sizes)
+        # the placement only compares steps with each other, so the steps' ranks among the tile's
+        # first and last steps stand for them (a layer's lifetimes end at other steps than another's
+        # where they outlive the layer: the pipeline's copies to the next stage)
+        rank = np.unique(np.concatenate((f_sorted[a:b], l_sorted[a:b])), return_inverse=True)[1]
+        key = s_sorted[a:b].tobytes() + rank.astype(np.int64, copy=False).tobytes()
         if key not in cache:
             cache[key] = _first_fit(s_sorted[a:b], f_sorted[a:b], l_sorted[a:b])
         placed[a:b] = cache[key]
@@ -347,17 +352,18 @@ def _share_by_liveness(shared: Items, interleaved: np.ndarray, live: Liveness) -
     item_of = item_of.reshape(-1)
     hull = _lookup(live.hull, ids, 2, None)
     first, last = hull[item_of, 0], hull[item_of, 1]
-    fn = _lookup(live.in_calls, ids, 3, (-1, 0, 0))[item_of]
+    fn = _lookup(live.in_calls, ids, 3, (-1, 0, 0))  # per distinct variable, looked up per item below
     rel = np.zeros(shared.tile.size, dtype=np.int64)
     for arena in (interleaved, ~interleaved):
         tile, var, size, f, la = shared.tile[arena], shared.var[arena], shared.size[arena], first[arena], last[arena]
-        fid = fn[arena, 0]
+        in_arena = item_of[arena]
+        fid = fn[in_arena, 0]
         inner = np.zeros(tile.size, dtype=np.int64)
         members: list[np.ndarray] = []  # per function: which items are its temporaries
         blocks: list[tuple[np.ndarray, ...]] = []  # (tile, pseudo variable, size, first, last) per function
         for k, f_id in enumerate(np.unique(fid[fid >= 0]).tolist()):
             m = fid == f_id
-            inner[m] = _allocate_shared(tile[m], var[m], size[m], fn[arena][m, 1], fn[arena][m, 2])
+            inner[m] = _allocate_shared(tile[m], var[m], size[m], fn[in_arena[m], 1], fn[in_arena[m], 2])
             end = np.zeros(int(tile.max()) + 1, dtype=np.int64)
             np.maximum.at(end, tile[m], inner[m] + _align(size[m]))
             b_tiles = np.flatnonzero(end)
@@ -366,8 +372,15 @@ def _share_by_liveness(shared: Items, interleaved: np.ndarray, live: Liveness) -
             blocks.append((b_tiles, pseudo, end[b_tiles], np.full(b_tiles.size, f[m].min()),
                            np.full(b_tiles.size, la[m].max())))  # fmt: skip
         own = fid < 0
-        cols = [np.concatenate([x[own], *(blk[i] for blk in blocks)]) for i, x in enumerate((tile, var, size, f, la))]
+        if blocks:
+            cols = [
+                np.concatenate([x[own], *(blk[i] for blk in blocks)]) for i, x in enumerate((tile, var, size, f, la))
+            ]
+        else:  # no function's temporaries (the usual case): the arena's own arrays, not copies of them
+            cols = [tile, var, size, f, la]
+        del in_arena, fid
         placed = _allocate_shared(*cols)
+        del cols
         out = np.zeros(tile.size, dtype=np.int64)
         at = int(own.sum())
         out[own] = placed[:at]
@@ -418,25 +431,38 @@ def _place_arenas(rows: VariableRows, general: Items, live: Liveness, n: int) ->
 def _address_ranges(p: Placed, ilstart: int, bpt: int) -> tuple[np.ndarray, ...]:
     """Each allocation cut into its pieces per region: (tile, category, always_live, region, lo, hi)."""
     a = p.items
-    isz = p.interleaved_size[a.tile]
-    cap = bpt - isz  # end of the general arena in virtual addresses
-    end = p.offset + a.size
-    g = ~p.interleaved
-    p0, p1 = ilstart + p.offset, ilstart + end
-    pieces = [
-        (NON_INTERLEAVED, g, p.offset, np.minimum(end, ilstart)),
-        (INTERLEAVED, g, np.maximum(p.offset, ilstart) + isz, np.minimum(end, cap) + isz),
-        (OVERFLOWED, g, np.maximum(p.offset, cap) - cap, end - cap),
-        (INTERLEAVED, p.interleaved, p0, np.minimum(p1, bpt)),  # interleaved arena (relative to ilstart)
-        (OVERFLOWED, p.interleaved, np.maximum(p0, bpt) - bpt + _BIG // 2, p1 - bpt + _BIG // 2),
-    ]
     cols: list[list[np.ndarray]] = [[], [], [], [], [], []]
-    for reg, mask, lo, hi in pieces:
-        m = mask & (hi > lo)
-        for col, v in zip(cols, (a.tile[m], a.cat[m], p.always_live[m], np.full(int(m.sum()), reg, np.int64), lo[m],
+
+    def add(reg: int, rows: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
+        """The pieces of ``rows`` (allocation indices, ascending) in region ``reg``: those not empty."""
+        m = hi > lo
+        at = rows[m]
+        for col, v in zip(cols, (a.tile[at], a.cat[at], p.always_live[at], np.full(at.size, reg, np.int64), lo[m],
                                  hi[m]), strict=True):  # fmt: skip
             col.append(v)
-    return tuple(np.concatenate(col) for col in cols)
+
+    # each arena's rows and each region's bounds made in turn, not all of them over every allocation
+    # at once (the memory placement's host peak: millions of (variable, tile) allocations on a POD16)
+    g = np.flatnonzero(~p.interleaved)
+    off = p.offset[g]
+    end = off + a.size[g]
+    isz = p.interleaved_size[a.tile[g]]
+    cap = bpt - isz  # end of the general arena in virtual addresses
+    add(NON_INTERLEAVED, g, off, np.minimum(end, ilstart))
+    add(INTERLEAVED, g, np.maximum(off, ilstart) + isz, np.minimum(end, cap) + isz)
+    add(OVERFLOWED, g, np.maximum(off, cap) - cap, end - cap)
+    del g, off, end, isz, cap
+    il = np.flatnonzero(p.interleaved)  # the interleaved arena (relative to ilstart)
+    p0 = ilstart + p.offset[il]
+    p1 = p0 + a.size[il]
+    add(INTERLEAVED, il, p0, np.minimum(p1, bpt))
+    add(OVERFLOWED, il, np.maximum(p0, bpt) - bpt + _BIG // 2, p1 - bpt + _BIG // 2)
+    del il, p0, p1
+    out = []
+    for col in cols:  # each column's pieces let go once it is whole
+        out.append(np.concatenate(col))
+        col.clear()
+    return tuple(out)
 
 
 def _groups_by_start(key: np.ndarray, lo: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -516,23 +542,27 @@ def _memory_tables(
 
 def _placements(p: Placed, ilstart: int, bpt: int) -> dict[str, np.ndarray]:
     """Where each variable sits on each tile (physical offset and region)."""
-    is_v = p.items.var >= 0
-    pv, pt, po, ps, pil = p.items.var[is_v], p.items.tile[is_v], p.offset[is_v], p.items.size[is_v], p.interleaved[is_v]
-    pcap = bpt - p.interleaved_size[pt]
-    phys = np.where(pil, ilstart + po, np.where(po >= ilstart, po + p.interleaved_size[pt], po))
+    is_v = np.flatnonzero(p.items.var >= 0)
+    pv, pt = p.items.var[is_v], p.items.tile[is_v]
+    # by (variable, tile): one stable sort of a packed key (a tile number is below its count); the
+    # allocations taken in that order first, so each column below is made once, already in order
+    n = int(pt.max()) + 1 if pt.size else 1
+    at = is_v[np.argsort(pv * n + pt, kind="stable")]
+    del is_v, pv, pt
+    pt, po, pil = p.items.tile[at], p.offset[at], p.interleaved[at]
+    isz = p.interleaved_size[pt]
+    phys = np.where(pil, ilstart + po, np.where(po >= ilstart, po + isz, po))
     region = np.where(
         pil, np.where(phys < bpt, INTERLEAVED, OVERFLOWED),
-        np.where(po < ilstart, NON_INTERLEAVED, np.where(po < pcap, INTERLEAVED, OVERFLOWED)),
+        np.where(po < ilstart, NON_INTERLEAVED, np.where(po < bpt - isz, INTERLEAVED, OVERFLOWED)),
     )  # fmt: skip
-    # by (variable, tile): one stable sort of a packed key (a tile number is below its count)
-    n = int(pt.max()) + 1 if pt.size else 1
-    order = np.argsort(pv * n + pt, kind="stable")
+    del po, pil, isz
     return {
-        "variable_id": pv[order].astype(np.int32),
-        "tile": pt[order].astype(np.int32),
-        "offset": phys[order].astype(np.int64),
-        "bytes": ps[order].astype(np.int64),
-        "region": np.array(MEMORY_REGIONS, dtype=object)[region[order]],
+        "variable_id": p.items.var[at].astype(np.int32),
+        "tile": pt.astype(np.int32),
+        "offset": phys.astype(np.int64, copy=False),
+        "bytes": p.items.size[at].astype(np.int64, copy=False),
+        "region": np.array(MEMORY_REGIONS, dtype=object)[region],
     }
 
 

@@ -261,10 +261,13 @@ def test_tile_compute_edge_cases():
         cm.tile_compute_cycles(np.array([0, 1]), np.array([1]), np.array([True]), 2, T)
 
 
-def test_tile_compute_large_matches_direct_computation():
+@pytest.mark.parametrize("by_tile", [False, True])  # vertices in any order, or already by tile (no sort)
+def test_tile_compute_large_matches_direct_computation(by_tile: bool):
     rng = np.random.default_rng(0)
     n, tiles = 20_000, 50
     tile = rng.integers(0, tiles, n)
+    if by_tile:
+        tile.sort()
     cycles = rng.integers(0, 500, n)
     multi = rng.random(n) < 0.3
     out = cm.tile_compute_cycles(tile, cycles, multi, tiles, T)
