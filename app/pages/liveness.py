@@ -188,9 +188,17 @@ def figure(
         per_ipu=bool(per_ipu) and chosen == ipus.ALL_IPUS,
         selected=selected,
         y_title=None if chosen == ipus.ALL_IPUS else f"bytes (IPU {chosen})",
-        x_range=(float(step_range[0]), float(step_range[1])) if isinstance(step_range, list) else None,
+        x_range=_zoom(step_range),
     )
     return fig, headline(by_step, chosen)
+
+
+def _zoom(step_range: list[float] | str | None) -> tuple[float, float] | None:
+    """The zoom store's [x0, x1] as an ascending pair; None (the whole line) for "" or null."""
+    if not isinstance(step_range, list):
+        return None
+    lo, hi = sorted(float(x) for x in step_range)
+    return lo, hi
 
 
 @callback(
