@@ -292,7 +292,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("reports", nargs="*", type=Path, default=list(REPORTS))
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "viewer_browser.json")
+    ap.add_argument("--out", type=Path, help="default bench/viewer_browser.json (--first-graph: _first_graph.json)")
     ap.add_argument("--detail", action="store_true", help="print each Dash request of each page load")
     ap.add_argument("--pages", help="only these pages (comma-separated names), loads only")
     ap.add_argument(
@@ -304,6 +304,8 @@ def main() -> int:
         help="only the Operations compare tab as a fresh browser's first graph (plotly.js not yet loaded)",
     )
     args = ap.parse_args()
+    if args.out is None:  # --first-graph alone never overwrites the full run's figures
+        args.out = ROOT / "bench" / ("viewer_browser_first_graph.json" if args.first_graph else "viewer_browser.json")
     global DETAIL
     DETAIL = args.detail
     if args.pages:
