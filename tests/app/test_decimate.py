@@ -104,3 +104,12 @@ def test_a_zoom_draws_every_step_it_shows_and_a_wide_zoom_its_own_envelope() -> 
     assert x.tolist() == kept.tolist() and x.size <= 2 * 1500 + 2
     # the peak marker stays the whole line's, wherever the zoom is
     assert liveness_figure(by_step, x_range=(0, 10))["data"][-1]["x"] == [peak_step(by_step)]
+
+
+def test_a_zoom_of_the_per_ipu_lines_draws_each_lines_steps() -> None:
+    by_step = _long_by_step(20_000)
+    fig = liveness_figure(by_step, per_ipu=True, x_range=(5_000, 5_100))
+    for i, trace in enumerate(fig["data"][:4]):
+        x, y = decode_typed_array(trace["x"]), decode_typed_array(trace["y"])
+        assert x.tolist() == list(range(4_999, 5_102))  # the 101 steps shown and one beyond each edge
+        assert (y == by_step[f"ipu{i}"].to_numpy()[x]).all()
