@@ -104,7 +104,8 @@ def int_or_none(v: Any) -> str | None:
 
 
 def range_or_none(v: Any) -> str | None:
-    # "" is the trace's store before any zoom (a None store is set again when it mounts: app.pages.execution_trace)
+    # "" is a zoom store before any zoom (a None store is set again when it mounts: app.pages.execution_trace,
+    # app.pages.liveness)
     if v is None or v == "" or (isinstance(v, list) and len(v) == 2 and all(_is_number(x) for x in v)):
         return None
     return "must be two numbers"
@@ -160,6 +161,7 @@ STORE_DATA: dict[str, Check] = {
     ids.MEMORY_VARIABLES_PICK: ints(limit=1000),
     ids.PROGRAM_TREE_EXPANDED: ints(),
     ids.TRACE_RANGE: range_or_none,
+    ids.LIVENESS_RANGE: range_or_none,  # the liveness zoom: "" / null (whole line) or [x0, x1] in steps
     ids.COMPARE_LIVENESS_STEP: int_or_none,
     ids.OPERATIONS_GRAPH_OPEN: graph_groups,
     ids.COMPARE_BASELINE: text_or_none,

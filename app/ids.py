@@ -42,6 +42,7 @@ LIVENESS_ALWAYS_LIVE = "liveness-always-live"
 LIVENESS_PER_IPU = "liveness-per-ipu"
 LIVENESS_IPU = "liveness-ipu"
 LIVENESS_HEADLINE = "liveness-headline"
+LIVENESS_RANGE = "liveness-range"
 LIVENESS_SELECTION = "liveness-selection"
 LIVENESS_SELECTION_TEXT = "liveness-selection-text"
 LIVENESS_TABS = "liveness-tabs"
@@ -101,6 +102,8 @@ COMPARE_OFF = "compare-off"
 COMPARE_URL = "compare-url"  # dcc.Store: baseline keys -> their names in the URL (?compare=NAME), read in the browser
 COMPARE_URL_SINK = "compare-url-sink"  # the browser's URL writer's (unused) output
 SHELL_LOCATION = "shell-location"
+#: A hidden graph in the shell: loads plotly.js with the first page (app/server.py).
+PLOTLY_PRELOAD = "plotly-preload"
 # pattern-matching types, one of each per page with a comparison (key "page"): the tab bar
 # ("This report" | "Compare with <baseline>"), the page's own view, the comparison pane, and the
 # store of the baseline the pane shows (set when its tab is first opened)

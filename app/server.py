@@ -174,5 +174,12 @@ def shell() -> html.Div:
             compare_shell.banner(),  # names both reports while compare is on
             dbc.Container(dash.page_container, fluid=True),
             dcc.Location(id=ids.SHELL_LOCATION),
+            # never shown: it makes dcc load plotly.js (~4.6 MB, evaluated in 1-1.6 s on this
+            # machine's headless Chromium) with the app's first page, whatever that page is. Without
+            # it a page with no graph of its own (Operations, a grid) left the load to its first
+            # graph: its compare tab took 2.1-2.6 s in a fresh browser, plotly.js fetched by the
+            # click (bench/viewer_browser.py --first-graph). dash's eager_loading would also load
+            # every other lazy dcc bundle (MathJax alone 2 MB) that no page uses.
+            html.Div(dcc.Graph(id=ids.PLOTLY_PRELOAD, config={"staticPlot": True}), style={"display": "none"}),
         ]
     )

@@ -9,6 +9,9 @@ the compare baseline) and measures, ``--repeat`` times each, the median kept:
 
 * **page loads**: a full navigation to each page until idle (the browser loads the app's scripts);
 * **visits**: from the Summary (Summary: from Insights), a click on the page's navbar link until idle (the app is loaded);
+* **the first graph of a fresh browser**: the Operations page (no graph of its own) in a new
+  browser context, then its compare tab (``--first-graph``: only this), with the click's longest
+  long task and whether plotly.js was fetched by the click;
 * **interactions**: a click (timed from its event's time stamp) until idle: Memory's breakdown by
   region, the Execution Trace's flame view, and each page's "Compare with ..." tab; the session's
   first compare tab (which computes the comparison) once, apart, before the compare tabs' medians.
@@ -152,8 +155,43 @@ def click(page: Any, target: Callable[[], Any]) -> Run:
     return float(page.evaluate("() => window.__last - window.__clickAt")), _ended(page)
 
 
+#: The plotly.js bundle's URL, as dash serves it (``package_data/plotly.min.js``, namespace plotly).
+PLOTLY_JS = "plotly.min.js"
+
+
+def first_graph(browser: Any, base: str, compare_tab: str, repeat: int) -> dict[str, list[Any]]:
+    """The Operations page (a grid, no graph of its own) in a fresh browser context (an empty cache,
+    as a new browser), then its compare tab: the session's first graph. Per run: the load and the
+    click (``Run``), the click's longest long task (ms) and whether plotly.js was fetched after the
+    page's load, i.e. by the click. One run first, not returned, so the server's caches are warm."""
+    out: dict[str, list[Any]] = {"load": [], "click": [], "longest_task_ms": [], "plotly_js_by_click": []}
+    for k in range(repeat + 1):
+        ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
+        page = ctx.new_page()
+        page.add_init_script(WATCH)
+        fetched: list[str] = []
+        page.on("request", lambda r, into=fetched: into.append(r.url))
+        loaded = load(page, base + "/operations")
+        seen = len(fetched)
+        clicked = click(page, lambda pg=page: pg.get_by_role("tab", name=compare_tab, exact=True))
+        tasks = [c[2] for c in page.evaluate("() => window.__calls") if c[0] == "long task"]
+        ctx.close()
+        if k == 0:
+            continue
+        out["load"].append(loaded)
+        out["click"].append(clicked)
+        out["longest_task_ms"].append(max(tasks, default=0))
+        out["plotly_js_by_click"].append(any(PLOTLY_JS in u for u in fetched[seen:]))
+    return out
+
+
 def measure(
-    report: Path, baseline: Path, repeat: int, loads_only: bool = False, visits: bool = False
+    report: Path,
+    baseline: Path,
+    repeat: int,
+    loads_only: bool = False,
+    visits: bool = False,
+    first_graph_only: bool = False,
 ) -> dict[str, dict[str, Any]]:
     from playwright.sync_api import sync_playwright
 
@@ -171,6 +209,22 @@ def measure(
     compare_tab = f"Compare with {baseline.name}"
     with served(report, "--compare", str(baseline)) as base, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+        def first_graph_measure() -> None:
+            fresh = first_graph(browser, base, compare_tab, repeat)
+            note("Operations: load in a fresh browser", fresh["load"])
+            note("Operations: compare tab, the fresh browser's first graph", fresh["click"])
+            out["Operations: compare tab, the fresh browser's first graph"].update(
+                longest_task_ms=fresh["longest_task_ms"], plotly_js_by_click=fresh["plotly_js_by_click"]
+            )
+            print(
+                f"    longest task {fresh['longest_task_ms']} ms, plotly.js fetched by the click {fresh['plotly_js_by_click']}"
+            )
+
+        if first_graph_only:
+            first_graph_measure()
+            browser.close()
+            return out
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         page.add_init_script(WATCH)
         cold = {name: load(page, base + path) for name, path in PAGES.items()}  # fills the server's caches
@@ -228,6 +282,8 @@ def measure(
                 load(page, base + path)
                 runs.append(click(page, lambda: page.get_by_role("tab", name=compare_tab, exact=True)))
             note(f"{name}: compare tab", runs)
+        if "Operations" in tabbed:
+            first_graph_measure()
         browser.close()
     return out
 
@@ -236,13 +292,20 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("reports", nargs="*", type=Path, default=list(REPORTS))
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "viewer_browser.json")
+    ap.add_argument("--out", type=Path, help="default bench/viewer_browser.json (--first-graph: _first_graph.json)")
     ap.add_argument("--detail", action="store_true", help="print each Dash request of each page load")
     ap.add_argument("--pages", help="only these pages (comma-separated names), loads only")
     ap.add_argument(
         "--visits", action="store_true", help="with --pages: their visits too (and the trace's flame click)"
     )
+    ap.add_argument(
+        "--first-graph",
+        action="store_true",
+        help="only the Operations compare tab as a fresh browser's first graph (plotly.js not yet loaded)",
+    )
     args = ap.parse_args()
+    if args.out is None:  # --first-graph alone never overwrites the full run's figures
+        args.out = ROOT / "bench" / ("viewer_browser_first_graph.json" if args.first_graph else "viewer_browser.json")
     global DETAIL
     DETAIL = args.detail
     if args.pages:
@@ -259,7 +322,14 @@ def main() -> int:
         baseline = args.reports[(k + 1) % len(args.reports)]
         print(f"{report.name} (compare baseline {baseline.name}), median of {args.repeat}:", flush=True)
         t = time.time()
-        result[report.name] = measure(report, baseline, args.repeat, loads_only=bool(args.pages), visits=args.visits)
+        result[report.name] = measure(
+            report,
+            baseline,
+            args.repeat,
+            loads_only=bool(args.pages),
+            visits=args.visits,
+            first_graph_only=args.first_graph,
+        )
         print(f"  ({time.time() - t:.0f} s)")
         args.out.write_text(json.dumps(result, indent=1) + "\n")  # what is measured so far
     result["load_after"] = os.getloadavg()

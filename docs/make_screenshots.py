@@ -3,7 +3,10 @@ report (2 IPUs x 1472 tiles, 2,000 executed steps), each page in a typical state
 selected, the peak liveness step clicked, one IPU's liveness, an operation selected, a zoomed
 trace), and the Execution Trace of a pipelined training run (4 IPUs, 8 micro-batches).
 
-    python docs/make_screenshots.py [--report PATH]
+    python docs/make_screenshots.py [--report PATH] [--only NAME ...]
+
+It also shoots the Execution Trace of a pipelined GPT-2-style block (4 IPUs, 6 micro-batches) and
+the Liveness page zoomed into a 6,000-step report (redrawn step by step at the zoom).
 
 With ``--graphs DIR`` (the samples of ``tilescope demo --real-size --no-serve --out DIR``) it
 shoots only the Operations Graph at real-model scale: ResNet-50 b32 and BERT-base closed, then
@@ -46,9 +49,21 @@ from tests.app.browser import CHROMIUM, CHROMIUM_ARGS, click_centre, served, set
 OUT = ROOT / "docs" / "screenshots"
 
 
+#: With --only: the screenshots to write (the others' pages are still driven, not shot).
+ONLY: set[str] = set()
+
+
+def wanted(name: str) -> bool:
+    return not ONLY or name in ONLY
+
+
 def shoot(page, name: str, full_page: bool = True) -> None:
+    if not wanted(name):
+        return
     settle(page, 1200)
     page.mouse.move(2, 2)  # no hover label over the figures
+    # nor plotly's "Double-click to zoom back out" notice after a zoom (it fades after a few seconds)
+    page.evaluate("() => document.querySelectorAll('.plotly-notifier').forEach(n => n.remove())")
     page.wait_for_timeout(300)
     page.screenshot(path=str(OUT / f"{name}.png"), full_page=full_page)
     print(f"wrote docs/screenshots/{name}.png")
@@ -63,7 +78,9 @@ def main() -> int:
     ap.add_argument("--pages", type=Path, help="shoot every page of the real-size samples in DIR, and its compare tab")
     ap.add_argument("--models", nargs="*", help="with --pages: only these models (resnet50, bert)")
     ap.add_argument("--stems", nargs="*", help="with --pages: only these pages (memory, liveness, ...)")
+    ap.add_argument("--only", nargs="*", help="the default shots: only these names (execution_trace_zoomed, ...)")
     args = ap.parse_args()
+    ONLY.update(args.only or [])
     from playwright.sync_api import sync_playwright
 
     if args.graphs is not None:
@@ -139,12 +156,34 @@ def main() -> int:
             shoot(page, "execution_trace_zoomed")
             page.check("#trace-view input[value='flame']", force=True)
             shoot(page, "execution_trace_flame")
-            training = _training_report(Path(tmp))
-            with served(training) as train_base:
-                page.goto(train_base + "/execution-trace")
-                settle(page)
-                page.select_option("#trace-run", "1")  # the training step (run 0 initialises)
-                shoot(page, "execution_trace_training")
+            if wanted("execution_trace_training"):
+                training = _training_report(Path(tmp))
+                with served(training) as train_base:
+                    page.goto(train_base + "/execution-trace")
+                    settle(page)
+                    page.select_option("#trace-run", "1")  # the training step (run 0 initialises)
+                    shoot(page, "execution_trace_training")
+            if wanted("execution_trace_pipelined"):
+                with served(_pipelined_report(Path(tmp))) as pipe_base:
+                    page.goto(pipe_base + "/execution-trace")
+                    settle(page)
+                    page.select_option("#trace-run", "1")  # the pipelined inference (run 0 uploads the weights)
+                    shoot(page, "execution_trace_pipelined")
+            if wanted("liveness_zoomed"):
+                from report_format.synthetic import synthetic_report
+
+                # 6,000 program steps, four per pixel column: zoomed in, the line is re-drawn step by step
+                long = synthetic_report(Path(tmp) / "long", program_steps=6000, executed_steps=6000, runs=1, seed=5)
+                with served(long) as long_base:
+                    page.goto(long_base + "/liveness")
+                    settle(page)
+                    box = page.locator("#liveness-graph .nsewdrag").first.bounding_box()
+                    y = box["y"] + box["height"] / 2
+                    page.mouse.move(box["x"] + box["width"] * 0.40, y)
+                    page.mouse.down()
+                    page.mouse.move(box["x"] + box["width"] * 0.42, y, steps=5)
+                    page.mouse.up()
+                    shoot(page, "liveness_zoomed")
             browser.close()
     return 0
 
@@ -274,6 +313,21 @@ def sweep(directory: Path) -> int:
         shoot(page, "sweep")
         browser.close()
     return 0
+
+
+def _pipelined_report(tmp: Path) -> Path:
+    """A GPT-2-style block pipelined over 4 IPUs, 6 micro-batches (as ``tilescope run model.onnx
+    --ipus 4 --pipeline --micro-batches 6``; tests/app/test_browser_multi_ipu.py's model)."""
+    from profiler import ipu_model
+    from profiler.frontends.onnx import Session, examples, import_model, random_inputs
+
+    model = import_model(examples.gpt2_block(seq=8, hidden=32, heads=2, batch=1),
+                         ipu_model(tiles_per_ipu=16, bytes_per_tile=1 << 20, num_ipus=4))  # fmt: skip
+    with Session(
+        model, {"autoReport.all": "true", "autoReport.directory": str(tmp / "pipelined")}, micro_batches=6
+    ) as s:
+        s.run(random_inputs(model, rows=6))
+    return tmp / "pipelined"
 
 
 def _training_report(tmp: Path) -> Path:

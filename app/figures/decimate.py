@@ -43,6 +43,26 @@ def envelope(y: np.ndarray, columns: int = SCREEN_COLUMNS) -> np.ndarray:
     return np.unique(keep)
 
 
+def visible(x: np.ndarray, lo: float | None, hi: float | None) -> tuple[int, int]:
+    """The slice ``[start, stop)`` of ascending ``x`` a window over ``[lo, hi]`` shows: the points
+    inside it and the one just outside each edge, so the line runs on to the window's borders.
+    The whole of ``x`` when ``lo`` or ``hi`` is None (no zoom)."""
+    if lo is None or hi is None:
+        return 0, len(x)
+    start = max(int(np.searchsorted(x, lo, side="left")) - 1, 0)
+    stop = min(int(np.searchsorted(x, hi, side="right")) + 1, len(x))
+    return start, max(stop, start)
+
+
+def envelope_in(x: np.ndarray, y: np.ndarray, x_range: tuple[float, float] | None = None,
+                columns: int = SCREEN_COLUMNS) -> np.ndarray:  # fmt: skip
+    """``envelope`` of the part of ``y`` (at ascending ``x``) that a zoom to ``x_range`` shows, as
+    indices into the whole ``y``: zoomed into fewer points than two per column, every point there;
+    ``x_range`` None: the whole line."""
+    start, stop = visible(x, *(x_range or (None, None)))
+    return start + envelope(np.asarray(y)[start:stop], columns)
+
+
 def typed_array(values: np.ndarray) -> dict[str, str]:
     """``values`` (1-D) as plotly.js's typed-array spec: ``{"dtype": "u4", "bdata": <base64>}``.
     Integers go in the narrowest type that holds them (steps in 2 bytes, a tile's bytes in 4), as

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from app.figures.common import PALETTE, FigureDict, binary_axis, empty_figure_dict, figure_dict, scatter_type
-from app.figures.decimate import envelope, typed_array
+from app.figures.decimate import envelope_in, typed_array
 from app.views.liveness import peak_step
 
 
@@ -19,9 +19,11 @@ def liveness_figure(
     per_ipu: bool = False,
     selected: list[int] | None = None,
     y_title: str | None = None,
+    x_range: tuple[float, float] | None = None,
 ) -> FigureDict:
     """Not-always-live bytes per program step (or a line per IPU), the peak marked, ``selected``
-    steps as vertical lines; ``y_title`` names the y axis (default: all tiles or per IPU).
+    steps as vertical lines; ``y_title`` names the y axis (default: all tiles or per IPU);
+    ``x_range`` (a zoom, in steps) draws that range at the screen's level of detail, None the whole.
     A figure dict (``figure_dict``): every step selection builds one."""
     if by_step.empty:
         return empty_figure_dict("No liveness in this report.")
@@ -39,7 +41,7 @@ def liveness_figure(
             np.rint(extra / n_ipus).astype(np.int64)[:, None] if include_always_live else 0
         )
         # each line keeps its own envelope (its minima and maxima per pixel column, its peak exact)
-        kept = [envelope(lines[:, i]) for i in range(n_ipus)]
+        kept = [envelope_in(steps, lines[:, i], x_range) for i in range(n_ipus)]
         kind = scatter_type(sum(k.size for k in kept))
         for i, c in enumerate(ipu_cols):
             at = kept[i]
@@ -56,7 +58,8 @@ def liveness_figure(
         peak, peak_y, where = int(at_step), int(lines[at_step, col]), f"IPU {ipu_cols[col][3:]}, "
     else:
         total = by_step["not_always_live"].to_numpy()
-        at = envelope(total)  # every pixel column's lowest and highest step; the peak among them
+        # every pixel column's lowest and highest step of the range shown; the peak among them
+        at = envelope_in(steps, total, x_range)
         y = (total + extra)[at]
         tops.append(float(y.max(initial=0.0)))
         data.append({"type": scatter_type(at.size), "x": typed_array(steps[at]), "y": typed_array(y),
@@ -76,8 +79,10 @@ def liveness_figure(
     shapes = [{"type": "line", "xref": "x", "yref": "y domain", "x0": s, "x1": s, "y0": 0, "y1": 1,
                "line": {"color": "#F39C12", "width": 2}} for s in selected or []]  # fmt: skip
     title = y_title or ("bytes per IPU" if per_ipu else "bytes (all tiles)")
+    # zoomed: the range asked for, drawn as it is (the user's zoom); whole: plotly's autorange
+    zoom = {"range": list(x_range), "autorange": False} if x_range is not None else {}
     layout = {
-        "xaxis": {"title": {"text": "program step"}},
+        "xaxis": {"title": {"text": "program step"}, **zoom},
         "yaxis": {"title": {"text": title}, "rangemode": "tozero", **binary_axis(0, max(tops))},
         "shapes": shapes,
         "clickmode": "event",

@@ -8,7 +8,7 @@ from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Input, Output, State, callback, dcc, html
+from dash import Input, Output, State, callback, clientside_callback, dcc, html
 
 from app import grid, ids, state
 from app.comparison.pages import liveness as compare  # the page's compare tab
@@ -93,6 +93,8 @@ def layout(**_: object) -> html.Div:
                         ],
                         className="d-flex gap-3 align-items-center",
                     ),
+                    # the zoomed step range ("": the whole; a None store sets itself again on mount)
+                    dcc.Store(id=ids.LIVENESS_RANGE, data=""),
                     dcc.Graph(id=ids.LIVENESS_GRAPH, config={"displaylogo": False}),
                     html.Div(
                         "Click a step to see what is live; click a second step to compare the two.",
@@ -141,6 +143,25 @@ def next_selection(selected: list[int], step: int) -> list[int]:
     return [s for s in selected if s != step][-1:] + [step]
 
 
+# Zoom or pan -> the visible step range [x0, x1] (null: the whole line, after a double-click), in
+# the browser: plotly reports a relayout on every first draw ({"autosize": true}) and on y-only
+# changes, which need no new points (the Execution Trace's zoom does the same).
+clientside_callback(
+    """function (relayout) {
+        const r = relayout || {};
+        if (r["xaxis.autorange"]) return null;
+        let range = null;
+        if ("xaxis.range[0]" in r && "xaxis.range[1]" in r) range = [r["xaxis.range[0]"], r["xaxis.range[1]"]];
+        else if (Array.isArray(r["xaxis.range"])) range = r["xaxis.range"];
+        if (range === null) return window.dash_clientside.no_update;
+        return [Number(range[0]), Number(range[1])];
+    }""",
+    Output(ids.LIVENESS_RANGE, "data"),
+    Input(ids.LIVENESS_GRAPH, "relayoutData"),
+    prevent_initial_call=True,
+)
+
+
 @callback(
     Output(ids.LIVENESS_GRAPH, "figure"),
     Output(ids.LIVENESS_HEADLINE, "children"),
@@ -148,9 +169,17 @@ def next_selection(selected: list[int], step: int) -> list[int]:
     Input(ids.LIVENESS_PER_IPU, "value"),
     Input(ids.LIVENESS_SELECTION, "data"),
     Input(ids.LIVENESS_IPU, "value"),
+    Input(ids.LIVENESS_RANGE, "data"),
 )
-def figure(always: list[str], per_ipu: list[str], selected: list[int], ipu: str | None = None) -> tuple[Any, str]:
-    """The liveness graph and headline of all IPUs or the selected one ("Per IPU" draws a line per IPU)."""
+def figure(
+    always: list[str],
+    per_ipu: list[str],
+    selected: list[int],
+    ipu: str | None = None,
+    step_range: list[float] | str | None = None,
+) -> tuple[Any, str]:
+    """The liveness graph and headline of all IPUs or the selected one ("Per IPU" draws a line per
+    IPU); zoomed (``step_range``), the visible steps re-decimated, so a narrow zoom shows every step."""
     chosen = ipus.selected_ipu(ipu)
     by_step = named(view.liveness_on_ipu(state.report(), chosen))
     fig = liveness_figure(
@@ -159,8 +188,17 @@ def figure(always: list[str], per_ipu: list[str], selected: list[int], ipu: str 
         per_ipu=bool(per_ipu) and chosen == ipus.ALL_IPUS,
         selected=selected,
         y_title=None if chosen == ipus.ALL_IPUS else f"bytes (IPU {chosen})",
+        x_range=_zoom(step_range),
     )
     return fig, headline(by_step, chosen)
+
+
+def _zoom(step_range: list[float] | str | None) -> tuple[float, float] | None:
+    """The zoom store's [x0, x1] as an ascending pair; None (the whole line) for "" or null."""
+    if not isinstance(step_range, list):
+        return None
+    lo, hi = sorted(float(x) for x in step_range)
+    return lo, hi
 
 
 @callback(

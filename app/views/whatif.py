@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from app.units import format_bytes, format_count
+from app.units import format_bytes, format_count, signed_bytes, with_minus
 from app.views.runs import computing_runs
 from report_format.origin import Origin
 from report_format.reader import Report
@@ -101,19 +101,18 @@ def change_text(change: dict[str, Any]) -> str:
 
 
 def format_figure(key: str, value: float | None, signed: bool = False) -> str:
+    """A what-if figure in its unit; ``signed``: a change, with "+" or the minus sign the rest of the
+    app and the CLI write ("+1.5 KiB", "−1.5 KiB", "−10": ``app.units.signed_bytes`` / ``with_minus``)."""
     if value is None:
         return "—"
-    sign = "+" if signed and value > 0 else "-" if signed and value < 0 else ""
-    v = abs(value) if signed else value
     if key.endswith("bytes"):
-        return sign + format_bytes(v)
-    if key == "samples_per_second":
-        return f"{sign}{v:,.1f}"
-    return sign + format_count(int(round(v)))
+        return signed_bytes(value) if signed else format_bytes(value)
+    text = f"{value:,.1f}" if key == "samples_per_second" else format_count(int(round(value)))
+    return with_minus(("+" if value > 0 else "") + text) if signed else text
 
 
 def predicted_text(key: str, bounds: tuple[float | None, float | None] | None) -> str:
-    """A predicted change as a reader says it: "≥ -187.2 KiB", "≤ +0", "+1,024 to +2,048", "≈ +5"."""
+    """A predicted change as a reader says it: "≥ −187.2 KiB", "≤ +0", "+1,024 to +2,048", "≈ +5"."""
     if bounds is None:
         return "—"
     lo, hi = bounds
@@ -130,7 +129,7 @@ def predicted_text(key: str, bounds: tuple[float | None, float | None] | None) -
 
 def predicted_phrase(key: str, bounds: tuple[float | None, float | None] | None) -> str:
     """A predicted change in words, for a sentence: "falls by at most 187.2 KiB" rather than
-    "≥ -187.2 KiB", which reads as a negative memory peak when set after the figure's name."""
+    "≥ −187.2 KiB", which reads as a negative memory peak when set after the figure's name."""
     if bounds is None:
         return "—"
     lo, hi = bounds

@@ -45,5 +45,5 @@ def test_estimated_report_pages_show_the_trace_labelled(chromium, tmp_path):
         settle(page)
         body = page.locator("body").inner_text()
         assert "Execution Trace (estimated)" in body and "Estimated trace: a compile-only profile" in body
-        assert "depend on data" in body and page.locator(".js-plotly-plot").count() > 0
+        assert "depend on data" in body and page.locator("#_pages_content .js-plotly-plot").count() > 0
         ctx.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from app.figures.decimate import decode_typed_array, envelope, typed_array
+from app.figures.decimate import decode_typed_array, envelope, typed_array, visible
 from app.figures.liveness import liveness_figure
 from app.views.liveness import peak_step
 
@@ -77,3 +77,39 @@ def test_per_ipu_lines_each_keep_their_own_peak() -> None:
         assert (int(x[y.argmax()]), int(y.max())) == (int(col.argmax()), int(col.max()))
     lines = by_step[[f"ipu{i}" for i in range(4)]].to_numpy()
     assert fig["data"][-1]["y"] == [int(lines.max())]
+
+
+def test_visible_is_the_window_and_one_point_beyond_each_edge() -> None:
+    x = np.arange(10, 30)  # steps 10..29
+    assert visible(x, 14.5, 17.2) == (4, 9)  # steps 14 (just left of 14.5) .. 18 (just right of 17.2)
+    assert visible(x, 15, 17) == (4, 9)  # an edge on a step keeps it, and its outer neighbour too
+    assert visible(x, -5, 3) == (0, 1)  # before the line: its first point only
+    assert visible(x, None, None) == (0, 20)
+
+
+def test_a_zoom_draws_every_step_it_shows_and_a_wide_zoom_its_own_envelope() -> None:
+    by_step = _long_by_step(40_000)
+    total = by_step["not_always_live"].to_numpy()
+    zoomed = liveness_figure(by_step, x_range=(20_000.4, 20_900.6))
+    assert zoomed["layout"]["xaxis"]["range"] == [20_000.4, 20_900.6]  # drawn over the zoom asked for
+    assert "range" not in liveness_figure(by_step)["layout"]["xaxis"]
+    narrow = zoomed["data"][0]
+    x, y = decode_typed_array(narrow["x"]), decode_typed_array(narrow["y"])
+    assert x.tolist() == list(range(20_000, 20_902))  # every step from just left to just right of the zoom
+    assert (y == total[x]).all()
+    assert narrow["mode"] == "lines"  # 902 points: no markers (those are for under 400)
+    wide = liveness_figure(by_step, x_range=(10_000, 30_000))["data"][0]
+    x = decode_typed_array(wide["x"])
+    kept = 9_999 + envelope(total[9_999:30_002])  # the envelope of the zoom alone, not of the whole
+    assert x.tolist() == kept.tolist() and x.size <= 2 * 1500 + 2
+    # the peak marker stays the whole line's, wherever the zoom is
+    assert liveness_figure(by_step, x_range=(0, 10))["data"][-1]["x"] == [peak_step(by_step)]
+
+
+def test_a_zoom_of_the_per_ipu_lines_draws_each_lines_steps() -> None:
+    by_step = _long_by_step(20_000)
+    fig = liveness_figure(by_step, per_ipu=True, x_range=(5_000, 5_100))
+    for i, trace in enumerate(fig["data"][:4]):
+        x, y = decode_typed_array(trace["x"]), decode_typed_array(trace["y"])
+        assert x.tolist() == list(range(4_999, 5_102))  # the 101 steps shown and one beyond each edge
+        assert (y == by_step[f"ipu{i}"].to_numpy()[x]).all()

@@ -69,11 +69,15 @@ def test_figures_of_a_report(oom: Path) -> None:
 
 
 def test_predicted_text() -> None:
-    assert predicted_text("max_tile_bytes", (-2048.0, None)) == "≥ -2.0 KiB"
+    assert predicted_text("max_tile_bytes", (-2048.0, None)) == "≥ −2.0 KiB"
     assert predicted_text("cycles", (0.0, None)) == "≥ 0"
     assert predicted_text("cycles", (None, 5.0)) == "≤ +5"
     assert predicted_text("cycles", (10.0, 20.0)) == "+10 to +20"
     assert predicted_text("cycles", None) == "—"
+    # a fall is written with the minus sign, as the rest of the app and the CLI write it
+    assert predicted_text("samples_per_second", (-3.25, -1.0)) == "−3.2 to −1.0"
+    assert predicted_text("total_bytes", (-1536.0, -1536.0)) == "≈ −1.5 KiB"
+    assert "-" not in predicted_text("cycles", (-20.0, -10.0))
 
 
 def test_result_rows_say_whether_the_measured_change_is_within() -> None:
@@ -85,7 +89,7 @@ def test_result_rows_say_whether_the_measured_change_is_within() -> None:
     }}  # fmt: skip
     rows = result_rows(doc)
     assert rows[0] == {"figure": "cycles per run", "before": "100", "predicted change": "≥ 0",
-                       "re-simulated": "90", "measured change": "-10", "within": "NO"}  # fmt: skip
+                       "re-simulated": "90", "measured change": "−10", "within": "NO"}  # fmt: skip
     assert rows[1]["predicted change"] == "—" and rows[1]["within"] == "—"
 
 
@@ -99,10 +103,23 @@ def test_predicted_phrase_never_reads_as_a_negative_figure() -> None:
     assert predicted_phrase("cycles", (None, -4.0)) == "falls by at least 4"
     assert predicted_phrase("cycles", (10.0, 20.0)) == "rises by 10 to 20"
     assert predicted_phrase("cycles", (-20.0, -10.0)) == "falls by 10 to 20"
-    assert predicted_phrase("cycles", (-5.0, 5.0)) == "changes by -5 to +5"
+    assert predicted_phrase("cycles", (-5.0, 5.0)) == "changes by −5 to +5"
     assert predicted_phrase("cycles", (-7.0, -7.0)) == "falls by about 7"
     assert predicted_phrase("cycles", None) == "—"
     p = Proposal("x", {"batch": 2}, {"max_tile_bytes": (-2048.0, None), "cycles": (0.0, None)})
     line = predicted_line(p)
     assert line == "memory peak falls by at most 2.0 KiB, cycles per run does not fall"
-    assert "-" not in line
+    assert "-" not in line and "−" not in line
+
+
+def test_the_cli_table_writes_a_fall_with_the_minus_sign() -> None:
+    from tilescope.commands.whatif import render
+
+    doc = {"proposal": 1, "change": {"batch": 8}, "insight": "i", "basis": "b", "report": "r", "whatif_report": "w",
+           "executed": True, "notes": [], "figures": {
+               "max_tile_bytes": {"label": "memory peak (fullest tile)", "before": 4096.0, "after": 2048.0,
+                                  "measured_change": -2048.0, "predicted": {"low": -3072.0, "high": None},
+                                  "within_prediction": True}}}  # fmt: skip
+    row = render(doc).splitlines()[-1]
+    assert row.split() == ["memory", "peak", "(fullest", "tile)", "4.0", "KiB", "≥", "\u22123.0", "KiB", "2.0", "KiB",
+                           "\u22122.0", "KiB", "yes"]  # fmt: skip
