@@ -290,8 +290,11 @@ def padded_runs(
     if (filled > width).any():
         return None
     # each range: its pieces cut at multiples of ``inner`` (a run of the variable each); each part: its
-    # ranges' pieces in order, then its padding
-    cuts = np.where(c > 0, (p + c - 1) // inner - p // inner + 1, 0)
+    # ranges' pieces in order, then its padding. Over a store in groups of ``inner`` columns (a matmul
+    # result held as PopLibs creates it, {C/ocpg, rows, ocpg}) a range of whole groups within one row is
+    # one run of blocks (``Runs.block``): its groups lie a fixed stride apart
+    block, stride = _blocked(aff, inner, p, c)
+    cuts = np.where(c > 0, 1 if block else (p + c - 1) // inner - p // inner + 1, 0)
     cuts_sum = np.append(0, np.cumsum(cuts))
     part_cuts = cuts_sum[end_range] - cuts_sum[end_range - per]
     padded = (filled < width).astype(np.int64)
@@ -305,7 +308,7 @@ def padded_runs(
     rng = np.repeat(np.arange(p.size), cuts)  # the range of each piece
     k = np.arange(rng.size) - cuts_sum[rng]  # the piece's rank within its range
     sub = np.where(k == 0, p[rng], (p[rng] // inner + k) * inner)
-    end = np.minimum(p[rng] + c[rng], (sub // inner + 1) * inner)
+    end = p[rng] + c[rng] if block else np.minimum(p[rng] + c[rng], (sub // inner + 1) * inner)
     coords = np.unravel_index(sub, aff.shape)
     elem = aff.offset + sum((x.astype(np.int64) * st for x, st in zip(coords, aff.strides, strict=True)),
                             np.zeros(sub.size, np.int64))  # fmt: skip
@@ -320,8 +323,26 @@ def padded_runs(
     run_start[slot], length[slot] = pad_idx[tile[pads]], width - filled[pads]
     run_step[slot], var[slot] = 0, pv
     row_first = np.append(0, np.cumsum(per_part.reshape(shape).sum(axis=1))).astype(np.int64)
-    runs = Runs(run_start, length, run_step, row_first, shape[1] * width, (shape[1], width))
-    return Tensor(src.graph, -1, VarRuns(runs, var), src.dtype)  # its variables are the runs' (variable_ids)
+    runs = Runs(run_start, length, run_step, row_first, shape[1] * width, (shape[1], width), block=block, stride=stride)
+    return Tensor(src.graph, -1, VarRuns(runs, var), src.dtype)
+
+
+def _blocked(aff: Affine, inner: int, start: np.ndarray, count: np.ndarray) -> tuple[int, int]:
+    """(block, stride) when every range ``[start, start + count)`` of ``aff``'s positions is whole runs of
+    its ``inner`` trailing positions lying a fixed ``stride`` apart (whole groups of a grouped store,
+    within one index of the dim outside the next one), else (0, 0)."""
+    dims = [(n, st) for n, st in zip(aff.shape, aff.strides, strict=True) if n != 1]
+    size = 1
+    while dims and size < inner:
+        size *= dims.pop()[0]
+    if size != inner or not dims or inner < 2:
+        return 0, 0
+    n_next, stride = dims[-1]
+    if stride <= 0 or (start % inner).any() or (count % inner).any():
+        return 0, 0
+    if ((start // inner) % n_next + count // inner > n_next).any():
+        return 0, 0
+    return inner, int(stride)  # its variables are the runs' (variable_ids)
 
 
 def check_same_graph(graph: Graph, *tensors: Tensor, what: str) -> None:

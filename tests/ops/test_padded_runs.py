@@ -90,3 +90,45 @@ def test_ragged_reduction_values(op_name: str) -> None:
     out, _, _ = run({"x": x}, lambda g, t, p: {"y": ops.reduce(g, t["x"], 1, p, op_name=op_name)})
     want = x.sum(axis=1) if op_name == "add" else x.max(axis=1)
     np.testing.assert_allclose(out["y"], want, rtol=1e-4, atol=1e-4)
+
+
+def test_padded_runs_over_a_grouped_store_are_a_run_of_blocks_a_range() -> None:
+    """A [4 rows, 16 cols] view of a store in groups of 4 columns ([16/4, 4 rows, 4], as PopLibs creates
+    a matmul's result: {C/ocpg, rows, ocpg}): a range of whole groups of one row reads 4-element blocks
+    16 apart, one run of blocks (Runs.block), not a run a group; the same elements as indexing."""
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    store = g.add_variable("float16", [4, 4, 4], "store")
+    view = store.transpose(1, 0, 2).group_dims(1, 2)  # [rows, cols]: (r, c) at (c // 4) * 16 + r * 4 + c % 4
+    pad = g.add_variable("float16", [4], "pad")
+    g.set_tile_mapping(pad, np.arange(4))
+    # part 0: row 1, cols 4..11 (groups 1, 2), then padding to 12; part 1: row 2, cols 0..11 (groups 0-2)
+    start, count = np.array([[1 * 16 + 4], [2 * 16 + 0]]), np.array([[8], [12]])
+    field = padded_runs(view, start, count, 12, pad, np.array([3, 0]))
+    assert field is not None and isinstance(field._lay, VarRuns)
+    runs = field._lay.runs
+    assert (runs.block, runs.stride) == (4, 16)
+    assert runs.start.size == 3  # row 1's groups, its padding, row 2's groups: 6 runs a group before
+    want_idx = np.array([[20, 21, 22, 23, 36, 37, 38, 39, 3, 3, 3, 3], [8, 9, 10, 11, 24, 25, 26, 27, 40, 41, 42, 43]])
+    var, idx = field.elements()
+    assert np.array_equal(idx.reshape(2, 12), want_idx)
+    sv, pv = store.single_variable(), pad.single_variable()
+    assert np.array_equal(var.reshape(2, 12)[0], [sv] * 8 + [pv] * 4) and (var.reshape(2, 12)[1] == sv).all()
+    valid = np.arange(12) < count[:, :, None]
+    old = padded_rows(view, np.where(valid, start[:, :, None] + np.arange(12), 0), valid, pad, np.array([3, 0]))
+    assert all(np.array_equal(a, b) for a, b in zip(field.elements(), old.elements(), strict=True))
+
+
+def test_padded_runs_across_a_grouped_row_stay_a_run_a_group() -> None:
+    """A range that runs past a row's last group (into the next row) is not evenly spaced blocks: a run
+    a group, as before."""
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    store = g.add_variable("float16", [4, 4, 8], "store")  # [4 rows, 32 cols] in groups of 8
+    view = store.transpose(1, 0, 2).group_dims(1, 2)
+    pad = g.add_variable("float16", [4], "pad")
+    g.set_tile_mapping(pad, np.arange(4))
+    start, count = np.array([[16]]), np.array([[32]])  # row 0's groups 2, 3 and row 1's groups 0, 1
+    field = padded_runs(view, start, count, 32, pad, np.array([0]))
+    assert field is not None and field._lay.runs.block == 0 and field._lay.runs.start.size == 4
+    valid = np.ones((1, 1, 32), bool)
+    old = padded_rows(view, start[:, :, None] + np.arange(32), valid, pad, np.array([0]))
+    assert np.array_equal(field.elements()[1].reshape(-1), old.elements()[1].reshape(-1))
