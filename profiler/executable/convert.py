@@ -143,6 +143,8 @@ def _run_merged(loop: Callable[..., bool], arrays: list[np.ndarray], shape: tupl
     views = [a.reshape(shape, copy=False) for a in arrays]
     for v in views[:-1]:  # read-only whatever they came as: numba compiles one loop per layout
         v.flags.writeable = False
+    if len(shape) == 3:  # the common case, one call: np.ndindex(), ~2 us, a fifth of a small call's Python
+        return bool(loop(*head, *views))
     flagged = False
     for lead in np.ndindex(*shape[:-3]):
         flagged |= loop(*head, *(v[lead] for v in views))
