@@ -46,7 +46,10 @@ def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
         store(dst, src)
         return
     parallel.in_row_chunks(
-        lambda rows: store(dst[rows], src[rows]), dst.shape[0], dst.size, parallel.COPY_CHUNK_ELEMENTS
+        lambda rows: store(dst[rows], src[rows]),
+        dst.shape[0],
+        dst.size,
+        parallel.chunk_for(dst.size, parallel.COPY_CHUNK_ELEMENTS),
     )
 
 
