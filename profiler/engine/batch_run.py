@@ -91,8 +91,13 @@ def run_batch(b: BatchPlan, state: list[np.ndarray], cache: ReadCache | None = N
     if rows:
         n = int(np.prod(next(iter(b.fields.values())).shape, dtype=np.int64))
         # one pass over each element: a chunk per thread (no cache to stay within; n // threads
-        # makes as many), of at least PASS_PART_ELEMENTS
-        chunk = max(PASS_PART_ELEMENTS, n // parallel.threads()) if b.on_halves else None
+        # makes as many), of at least PASS_PART_ELEMENTS; other batches (several numpy passes) in
+        # chunks that stay in cache, or a part per thread where they are under two chunks
+        chunk = (
+            max(PASS_PART_ELEMENTS, n // parallel.threads())
+            if b.on_halves
+            else parallel.chunk_for(n, parallel.CHUNK_ELEMENTS)
+        )
         parallel.in_row_chunks(lambda part: _run_rows(b, state, part, cache), rows, n, chunk)
     else:
         _run_rows(b, state, None, cache)

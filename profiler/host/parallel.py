@@ -19,6 +19,21 @@ from concurrent.futures import ThreadPoolExecutor, wait
 CHUNK_ELEMENTS = 1 << 18
 # Elements per chunk of a single pass (a copy or a cast): enough to amortise a thread hand-off
 COPY_CHUNK_ELEMENTS = 1 << 18
+# Fewest elements a part of a split operation has: a pass over 64 Ki elements takes ~15-25 us at
+# 0.2-0.4 ns an element (a strided conversion 0.7-4 ns: more), about what handing a part to a
+# waiting thread costs (two empty parts: ~30 us of CPU, 36 wall, measured at load ~12)
+PART_ELEMENTS = 1 << 16
+
+
+def chunk_for(elements: int, chunk: int) -> int:
+    """The chunk ``in_row_chunks`` is given for an operation of ``elements``: ``chunk`` where the
+    operation has several, else a part per thread down to PART_ELEMENTS. Under 2 x ``chunk`` the
+    operation was one chunk and ran wholly on the calling thread while the others waited: ResNet-50
+    batch 1's 100-400 Ki-element copies, conversions and float32 elementwise passes, ~13 of the main
+    thread's ~95 CPU-ms a run (bench/run_threads.py), the main thread being the run's critical path."""
+    return min(chunk, max(PART_ELEMENTS, elements // threads()))
+
+
 _pool: ThreadPoolExecutor | None = None
 _PREFIX = "tilescope-run"
 _inside = threading.local()  # ``working``: this thread is running a chunk (nested splits run inline)

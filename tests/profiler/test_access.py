@@ -1,6 +1,8 @@
 """The engine's reads and writes of tensor values (profiler.executable.access) and the conversions they make,
 checked against plain numpy on the same views."""
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -113,6 +115,32 @@ def test_work_split_in_chunks_on_threads_covers_every_row_once_even_when_nested(
     dst = np.zeros((700, 300), np.float16).T[None]  # a transposed destination of another type
     monkeypatch.setattr(parallel, "COPY_CHUNK_ELEMENTS", 1000)
     copy_into(dst, src)
+    assert np.array_equal(dst, src.astype(np.float16))
+
+
+def test_an_operation_under_two_chunks_is_split_a_part_per_thread_down_to_part_elements(monkeypatch) -> None:
+    from profiler.host import parallel
+
+    monkeypatch.setattr(parallel, "threads", lambda: 2)
+    chunk = 1 << 18
+    assert parallel.chunk_for(100_000, chunk) == 1 << 16  # 100,000 // 65,536: one part, on this thread
+    assert parallel.chunk_for(400_000, chunk) == 200_000  # two parts (was one chunk of 400,000)
+    assert parallel.chunk_for(10**6, chunk) == chunk  # several chunks: as before
+    parts: list[slice] = []
+    real = parallel.in_row_chunks
+
+    def seen(work: Callable[[slice], object], rows: int, elements: int, chunk: int | None = None) -> None:
+        def recorded(r: slice) -> None:
+            parts.append(r)
+            work(r)
+
+        real(recorded, rows, elements, chunk)
+
+    monkeypatch.setattr(parallel, "in_row_chunks", seen)
+    src = np.random.default_rng(3).standard_normal((1, 400, 1000)).astype(np.float32)  # 400,000 elements
+    dst = np.zeros((1000, 400), np.float16).T[None]
+    copy_into(dst, src)
+    assert sorted((p.start, p.stop) for p in parts) == [(0, 200), (200, 400)]
     assert np.array_equal(dst, src.astype(np.float16))
 
 
