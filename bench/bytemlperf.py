@@ -146,11 +146,6 @@ _PACKED = (
     "restarting per sequence; Graphcore's packed BERT, arXiv 2107.02027); QPS = rows/s x 2.5, pack_config's "
     "max_pack_num 100 over batch_size 40, the most sequences a row holds (an upper bound)"
 )
-# Measured 2026-11-28 (/usr/bin/time -v): packed BERT-base at batch 8 x 384 fits the tiles since the lookups'
-# candidates and output are created as PopLibs creates them (profiler.ops.slicing._planned_gather: worst tile
-# 592,648 bytes, 85,484 of them internal exchange code; before, 377 tiles over, worst 658,608 and 151,100);
-# batch 40 is 5x its activations and its compile past this machine's shared host memory (batch 8: 4.4 GB).
-_HOST = "batch 40 x 384 is past this machine's shared host memory; batch 8 fits the tiles"
 # Every row runs with debug.instrument false (run_row's options): no cycle counters on the tiles, as PopRT's benchmark
 # runs are not instrumented. BERT-base at batch 40 fits with ~3.6 KB a tile to spare (2026-11-28, compile-only, 12
 # layers: 635,346 B on the worst tile of 638,976, extrapolated from 1 and 2 layers 635,182; with counters it would not)
@@ -163,6 +158,12 @@ _BERT_COMPILE_ONLY = (
     "compile-only (tilescope.compileOnly): cycles estimated by the cost model, equal to a run's (1 layer at batch 40: "
     "11,243,536 cycles either way; the lookups' MultiSlice is charged as if every index fell in each tile's rows, "
     "run or estimated); with values batch 40's compile needed more than this machine's shared host memory"
+)
+# ALBERT, RoBERTa and BERT in FP8 run as BERT's row: batch 40 compile-only (they share its lookups and layers, so
+# their estimated cycles are a run's as BERT's are); with values batch 40 x 384 is past this machine's host memory
+_PACKED_COMPILE_ONLY = (
+    "compile-only (tilescope.compileOnly) at batch 40 as bert's row: cycles estimated by the cost model, a run's as "
+    "bert's are (the same lookups and layers)"
 )
 # Hugging Face's SwinForImageClassification (ByteMLPerf's swin-large-torch-fp32 takes pixel_values, gives logits);
 # batch 2 (FP8: 4) and available_memory_proportion 0.2 from interact_infos/swin-large-torch-fp32.json (ByteMLPerf 7ed25996)
@@ -185,7 +186,8 @@ ROWS: tuple[Row, ...] = (
     Row("albert", "albert-torch-fp32", "FP16", 3280, 40, "interact_infos pack_config.batch_size", "384", 0.5,
         _packed_bert(embedding=128, shared_layers=True, vocab=30_000), _SQUAD,
         "ALBERT-base v2: 12 layers sharing one layer's weights, hidden 768, 12 heads, FF 3072, embedding 128, "
-        "vocabulary 30,000", notes=(_PACKED,), run_batch=8, reduced=_HOST, seqs_per_row=_PACK_BOUND),
+        "vocabulary 30,000", notes=(_PACKED, _UNINSTRUMENTED, _PACKED_COMPILE_ONLY), seqs_per_row=_PACK_BOUND,
+        compile_only=True),
     Row("bert", "bert-torch-fp32", "FP16", 3134, 40, "interact_infos pack_config.batch_size", "384", 0.4,
         _packed_bert(), _SQUAD,
         "BERT-base uncased: 12 layers, hidden 768, 12 heads, FF 3072, vocabulary 30,522, SQuAD start/end head",
@@ -193,9 +195,8 @@ ROWS: tuple[Row, ...] = (
     Row("bert-fp8", "bert-torch-fp32", "FP8", 4464, 40, "interact_infos pack_config.batch_size (the FP16 row's; "
         "ByteMLPerf's FP8 setting is not in the repository)", "384", 0.4, _packed_bert(), _SQUAD,
         "as bert, MatMul/Gemm operands in float8 e4m3 fnuz (--dtype float8: PopRT's FP8, half partials)",
-        notes=(_PACKED,), run_batch=8, dtype="float8", seqs_per_row=_PACK_BOUND,
-        reduced="batch 40 x 384 is past this machine's shared host memory; in FP8 batch 8 fits the tiles (worst tile "
-        "473,144 bytes, 2026-11-28), its weights and matmul operands a byte an element"),
+        notes=(_PACKED, _UNINSTRUMENTED, _PACKED_COMPILE_ONLY), dtype="float8", seqs_per_row=_PACK_BOUND,
+        compile_only=True),
     Row("clip", "clip-onnx-fp32", "FP16", 7305, 40, "interact_infos batch_sizes (the seed's QPS is batch 40's)",
         "77", 0.8, _bert_like(vocab=49_408, seq=77, max_positions=77, token_types=0, causal=True, pre_norm=True,
                               quick_gelu=True, head=0), ("input_ids",),
@@ -225,7 +226,7 @@ ROWS: tuple[Row, ...] = (
     Row("roberta", "roberta-torch-fp32", "FP16", 3088, 40, "interact_infos pack_config.batch_size", "384", 0.4,
         _packed_bert(vocab=50_265, max_positions=514, token_types=1), _SQUAD,
         "RoBERTa-base: 12 layers, hidden 768, 12 heads, FF 3072, vocabulary 50,265, 514 positions, one token type",
-        notes=(_PACKED,), run_batch=8, reduced=_HOST, seqs_per_row=_PACK_BOUND),
+        notes=(_PACKED, _UNINSTRUMENTED, _PACKED_COMPILE_ONLY), seqs_per_row=_PACK_BOUND, compile_only=True),
     Row("roformer", "roformer-tf-fp32", "FP16", 2520, 12, "interact_infos batch_sizes (the seed's QPS is "
         "batch 12's)", "1024", 0.6, _bert_like(vocab=50_000, seq=1024, rotary=True), _SQUAD[:3],
         "RoFormer chinese base: 12 layers, hidden 768, 12 heads, FF 3072, vocabulary 50,000, rotary position "
@@ -282,10 +283,12 @@ def _oom_component(engine: Any) -> str:
     cats: dict[str, int] = {}
     for cat, b in zip(bc["category"][on], bc["bytes"][on], strict=True):
         cats[str(cat)] = cats.get(str(cat), 0) + int(b)
-    top = max(cats, key=lambda k: cats[k]) if cats else "?"
+    # the three largest, so a row that does not fit names where its worst tile's bytes go, not only the first
+    top = sorted(cats, key=lambda k: -cats[k])[:3]
+    parts = ", ".join(f"{cats[k]:,} {k}" for k in top) or "?"
     over = int(mem.out_of_memory_tiles().size)
     return (f"out of memory: {over:,} tile(s) over {engine.graph.target.bytes_per_tile:,} bytes; worst tile {worst} "
-            f"needs {int(need[worst]):,} bytes, {cats.get(top, 0):,} of them {top}")  # fmt: skip
+            f"needs {int(need[worst]):,} bytes: {parts}")  # fmt: skip
 
 
 def shares(engine: Any) -> dict[str, float]:
