@@ -311,12 +311,14 @@ def _serial_overhead(
     operand chunks sliced into temporaries; per step, the result chunk updated (and, with in-chan
     chunks, sliced and accumulated first); each spread over the tiles, moved at the exchange rate."""
     tiles, xbpc, eb = target.num_tiles, target.exchange_bytes_per_cycle, dt.itemsize
+    # the result chunks are in the matmul's output type: half for FP8 operands (``matmul``'s odt)
+    rdt = np.dtype(np.float16) if isinstance(dt, Float8) or is_float8(dt) else dt
     sync = 2 * cost_model.sync_cycles("internal", target)
     per_outer = (groups * (m + n) * k_step * eb / tiles / xbpc + sync) if ks_ser > 1 else 0.0
     chunk = -(-groups * m * n_step // tiles)
-    per_step = chunk * eb / xbpc + dynamic_slice_cycles(chunk, dt, target) + sync
+    per_step = chunk * rdt.itemsize / xbpc + dynamic_slice_cycles(chunk, rdt, target) + sync
     if ks_ser > 1:
-        per_step = 2 * per_step + float(cost_model.binary_cycles("add", chunk, dt, target, in_place=True))
+        per_step = 2 * per_step + float(cost_model.binary_cycles("add", chunk, rdt, target, in_place=True))
     rearrange = groups * (m * k_step * ks_ser * (ks_ser > 1) + k_step * ks_ser * n) * eb / tiles / xbpc + sync
     return rearrange + ks_ser * per_outer + ks_ser * ns_ser * per_step
 
