@@ -77,7 +77,8 @@ class ModelSample:
 
 
 # tilescope demo --real-size: the settings of the published C600 benchmarks (seed 000: ResNet-50
-# and BERT-base inference in float16 with half partials); 12-24 s of host time each (the whole demo's
+# and BERT-base inference in float16 with half partials); 12-24 s of host time each, the packed batch-40
+# BERT (ByteMLPerf's BERT row) ~3 minutes and ~7.6 GiB (the whole demo's
 # time and memory: tilescope.measured). ResNet-50 at the benchmark's batch 32 uses ~665 of the C600's
 # 897 MiB.
 REAL_SIZE_SAMPLES: tuple[ModelSample, ...] = (
