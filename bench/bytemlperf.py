@@ -159,11 +159,21 @@ _BERT_COMPILE_ONLY = (
     "11,243,536 cycles either way; the lookups' MultiSlice is charged as if every index fell in each tile's rows, "
     "run or estimated); with values batch 40's compile needed more than this machine's shared host memory"
 )
-# ALBERT, RoBERTa and BERT in FP8 at batch 40 as BERT: compile-only (with values batch 40 x 384 takes ~18 GB of host
-# memory, 2026-11-28), their cycles the cost model's, as a run's (the same lookups and layers as BERT's)
+# ALBERT, RoBERTa and BERT in FP8 run as BERT's row: batch 40 compile-only (they share its lookups and layers, so
+# their estimated cycles are a run's as BERT's are); with values batch 40 x 384 is past this machine's host memory
 _PACKED_COMPILE_ONLY = (
-    "compile-only (tilescope.compileOnly): cycles estimated by the cost model, as bert's row (the lookups' MultiSlice "
-    "charged as if every index fell in each tile's rows, run or estimated)"
+    "compile-only (tilescope.compileOnly) at batch 40 as bert's row: cycles estimated by the cost model, a run's as "
+    "bert's are (the same lookups and layers)"
+)
+# Measured 2026-11-28 (python -m bench.bytemlperf --rows roberta at batch 40, compile-only, uninstrumented): the
+# worst tile's categories. The excess is RoBERTa's word-embedding table: 50,265 x 768 half = 77.2 MB spread over
+# the 1,472 tiles as PopLibs' createSliceableTensor spreads it (52.4 KB a tile) against BERT's 30,522 words (31.8 KB),
+# 20.6 KB a tile more, where BERT at 40 has ~3.6 KB to spare (_UNINSTRUMENTED's note); no component found that
+# PopLibs would place differently, so the row runs at batch 32 (the only smaller batch tried)
+_ROBERTA_TILES = (
+    "batch 40 does not fit the tiles in tilescope: 1,272 tiles over, worst 658,122 bytes: 501,882 variables, 55,120 "
+    "internal exchange code, 38,196 vertex field data; its 50,265-word embedding table, spread over the tiles as "
+    "PopLibs spreads it, holds 20.6 KB a tile more than BERT's, which fits at 40 with ~3.6 KB to spare"
 )
 # Hugging Face's SwinForImageClassification (ByteMLPerf's swin-large-torch-fp32 takes pixel_values, gives logits);
 # batch 2 (FP8: 4) and available_memory_proportion 0.2 from interact_infos/swin-large-torch-fp32.json (ByteMLPerf 7ed25996)
@@ -181,13 +191,6 @@ _COMPILE_ONLY = (
 _SWIN_TILES = (
     "batch 2 does not fit the tiles in tilescope: 1,152 tiles over, worst 689,976 bytes: 428,188 variables (303,516 "
     "always live: weights and constants), 138,964 internal exchange code, 40,480 control code"
-)
-# Measured 2026-11-28 (compile-only, uninstrumented, C600, float16, amp 0.4): RoBERTa at batch 40 is BERT at batch
-# 40 (which fits with 3.6 KB a tile to spare) with a 50,265-word embedding table in place of 30,522 words: 30.3 MB
-# more, spread over the tiles 20.6 KB a tile (popops::createSliceableTensor)
-_ROBERTA_TILES = (
-    "batch 40 does not fit the tiles in tilescope: 1,272 tiles over, worst 658,122 bytes (501,882 variables), its "
-    "50,265-word embedding table 20.6 KB a tile more than BERT's, which fits at 40 with 3.6 KB to spare"
 )
 ROWS: tuple[Row, ...] = (
     Row("albert", "albert-torch-fp32", "FP16", 3280, 40, "interact_infos pack_config.batch_size", "384", 0.5,
@@ -291,10 +294,12 @@ def _oom_component(engine: Any) -> str:
     cats: dict[str, int] = {}
     for cat, b in zip(bc["category"][on], bc["bytes"][on], strict=True):
         cats[str(cat)] = cats.get(str(cat), 0) + int(b)
-    top = max(cats, key=lambda k: cats[k]) if cats else "?"
+    # the three largest, so a row that does not fit names where its worst tile's bytes go, not only the first
+    top = sorted(cats, key=lambda k: -cats[k])[:3]
+    parts = ", ".join(f"{cats[k]:,} {k}" for k in top) or "?"
     over = int(mem.out_of_memory_tiles().size)
     return (f"out of memory: {over:,} tile(s) over {engine.graph.target.bytes_per_tile:,} bytes; worst tile {worst} "
-            f"needs {int(need[worst]):,} bytes, {cats.get(top, 0):,} of them {top}")  # fmt: skip
+            f"needs {int(need[worst]):,} bytes: {parts}")  # fmt: skip
 
 
 def shares(engine: Any) -> dict[str, float]:

@@ -960,9 +960,6 @@ if end_to_end.RECORD.exists():
 
 # Published figures that cannot be reproduced yet: kept out of the ratio table (no ratio to state).
 PENDING = [
-    ("ByteMLPerf reports/IPU/bert-torch-fp32 (seed 000; ref §6)", "BERT-base SQuAD seq 384, packed (40 packs), C600, FP16",
-     "3,134 QPS", ("packing is modelled (`examples.bert(packed=True)`), but batch 40 x 384 is not run: see the ByteMLPerf "
-      "table below (batch 8 of 40, QPS at PopRT's pack bound)")),
     ("ByteMLPerf (seed 000; ref §6)", "ResNet-50, C600, FP16: achieved FLOP rate", "≈111 TFLOP/s (≈40 % of 280)",
      "derived from the img/s row (same ratio), not an independent figure"),
 ]  # fmt: skip

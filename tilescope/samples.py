@@ -67,16 +67,37 @@ class ModelSample:
     image: int = 224  # ResNet-50's input size
     seq: int = 384  # BERT's sequence length
     layers: int = 12  # BERT's encoder layers
+    # BERT as ByteMLPerf's C600 row ran it (bench.bytemlperf's bert row): sequences packed into rows,
+    # PopRT's availableMemoryProportion, no cycle counters on the tiles, and compile-only (no values:
+    # with them batch 40's compile is past this machine's host memory; cycles from the cost model)
+    packed: bool = False
+    available_memory_proportion: float | None = None  # None: tilescope's default
+    instrument: bool = True
+    compile_only: bool = False
 
 
 # tilescope demo --real-size: the settings of the published C600 benchmarks (seed 000: ResNet-50
-# and BERT-base inference in float16 with half partials); 12-24 s of host time each (the whole demo's
+# and BERT-base inference in float16 with half partials); 12-24 s of host time each, the packed batch-40
+# BERT (ByteMLPerf's BERT row) ~3 minutes and ~7.6 GiB (the whole demo's
 # time and memory: tilescope.measured). ResNet-50 at the benchmark's batch 32 uses ~665 of the C600's
 # 897 MiB.
 REAL_SIZE_SAMPLES: tuple[ModelSample, ...] = (
     ModelSample("resnet50_b32", "resnet50", "ResNet-50 inference on C600, batch 32, float16, half partials", 32),
     ModelSample(
         "bert_base_b1", "bert_base", "BERT-base inference on C600, seq 384, batch 1, float16, half partials", 1
+    ),
+    # ByteMLPerf's BERT row (seed 000: 3,134 QPS on C600): PopRT's pack_config batch_size 40 and
+    # available_memory_proportion 0.4 (interact_infos/bert-torch-fp32.json, as bench.bytemlperf cites)
+    ModelSample(
+        "bert_base_packed_b40",
+        "bert_base",
+        "BERT-base as ByteMLPerf ran it on C600: packed, seq 384, batch 40, float16, half partials, "
+        "uninstrumented, compile-only (cycles estimated, no values)",
+        40,
+        packed=True,
+        available_memory_proportion=0.4,
+        instrument=False,
+        compile_only=True,
     ),
 )
 
@@ -109,7 +130,7 @@ def model_file_problem(sample: ModelSample, out: Path) -> str:
 
 def _make_model_sample(sample: ModelSample, out: Path) -> str:
     import hashlib
-    from dataclasses import asdict
+    from dataclasses import asdict, replace
 
     from profiler.chip.targets import get_target
     from profiler.frontends.onnx import Session, examples, import_model, load_model, random_inputs
@@ -119,26 +140,41 @@ def _make_model_sample(sample: ModelSample, out: Path) -> str:
 
     if sample.model == "resnet50":
         onnx_model = examples.resnet(image=sample.image)
+    elif sample.packed:  # the whole model (embeddings, packed mask, SQuAD head), as bench.bytemlperf builds it
+        onnx_model = examples.bert(seq=sample.seq, layers=sample.layers, packed=True)
     else:
         onnx_model = examples.bert_layer(seq=sample.seq, layers=sample.layers)
     # the report records how it was made: this model, saved beside its tables once the report is
     # written (a file written into the directory first would make it "not a tilescope report"), and
     # the `tilescope run` options that import it the same way
     data = onnx_model.SerializeToString()
-    opts = ProfileOptions(target=sample.target, batch=sample.batch, dtype=sample.dtype, partials=sample.partials)
+    amp = sample.available_memory_proportion
+    opts = ProfileOptions(target=sample.target, batch=sample.batch, dtype=sample.dtype, partials=sample.partials,
+                          compile_only=sample.compile_only)  # fmt: skip
+    if amp is not None:
+        opts = replace(opts, available_memory_proportion=amp)
     options = {k: v for k, v in asdict(opts).items() if not (k == "wrong_kernel" and v is None)}
     model_path = (out / sample.name / MODEL_FILE).absolute()
-    origin = Origin("model", str(model_path), hashlib.sha256(data).hexdigest(), len(data), options)
+    # an uninstrumented sample's re-run (tilescope whatif) is uninstrumented too: the option goes with its origin
+    engine = {} if sample.instrument else {"debug.instrument": "false"}
+    origin = Origin("model", str(model_path), hashlib.sha256(data).hexdigest(), len(data), options, engine)
     with Counter("nodes imported", prefix="     ") as nodes:
-        model = import_model(load_model(onnx_model), get_target(sample.target), sample.batch, sample.dtype,
-                             progress=nodes, partials=sample.partials)  # fmt: skip
-    session = Session(model, {"autoReport.all": "true", "autoReport.directory": str(out)}, name=sample.name)
+        values = not sample.compile_only
+        model = import_model(load_model(onnx_model, values=values), get_target(sample.target), sample.batch,
+                             sample.dtype, progress=nodes, partials=sample.partials, values=values,
+                             available_memory_proportion=opts.available_memory_proportion)  # fmt: skip
+    del onnx_model  # the serialized copy (data) is all that is left to write
+    engine_options = {"autoReport.all": "true", "autoReport.directory": str(out)} | engine
+    if sample.compile_only:
+        engine_options["tilescope.compileOnly"] = "true"
+    session = Session(model, engine_options, name=sample.name)
     session.engine.origin = origin
     with Counter("compute sets planned", prefix="     ") as planned:
         session.compile(progress=planned)
     if not session.engine.out_of_memory:
         session.upload_weights()
-        session.run(random_inputs(model))
+        # compile-only: no inputs, the run estimated from the cost model (as `tilescope run --compile-only`)
+        session.run({} if sample.compile_only else random_inputs(model))
     session.close()
     _write_model(model_path, data)
     if session.engine.out_of_memory:

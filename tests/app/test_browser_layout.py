@@ -118,7 +118,8 @@ def real_size(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("real")
     for sample in REAL_SIZE_SAMPLES:
-        make_sample(sample, out)
+        if sample.name in ("resnet50_b32", "bert_base_b1"):  # not the packed batch-40 BERT (~9 GB of host memory)
+            make_sample(sample, out)
     return out / "resnet50_b32", out / "bert_base_b1"
 
 

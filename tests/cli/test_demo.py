@@ -51,6 +51,15 @@ def test_a_model_sample_runs_a_built_in_onnx_model(tmp_path: Path) -> None:
         ("bert_base", "float16", "float16", "C600"),
     }
     assert all(m.image == 224 and m.seq == 384 and m.layers == 12 for m in REAL_SIZE_SAMPLES)
+    # BERT-base as ByteMLPerf's row ran it (bench.bytemlperf's bert row): packed, batch 40, amp 0.4,
+    # uninstrumented and compile-only, the quick BERT-base sample as it was
+    packed = {m.name: m for m in REAL_SIZE_SAMPLES if m.packed}
+    assert list(packed) == ["bert_base_packed_b40"]
+    p = packed["bert_base_packed_b40"]
+    assert (p.batch, p.available_memory_proportion, p.instrument, p.compile_only) == (40, 0.4, False, True)
+    assert "compile-only" in p.what and "uninstrumented" in p.what
+    b1 = next(m for m in REAL_SIZE_SAMPLES if m.name == "bert_base_b1")
+    assert (b1.batch, b1.packed, b1.compile_only, b1.instrument) == (1, False, False, True)
     # it records its origin: the model, saved inside the report's own directory, and the options of
     # `tilescope run` that import it the same way, so `tilescope whatif` can re-run it
     from report_format.origin import file_sha256
@@ -69,6 +78,28 @@ def test_a_model_sample_runs_a_built_in_onnx_model(tmp_path: Path) -> None:
     # made again, the report is replaced and the model file (the demo's own: the origin names it) too
     make_sample(sample, tmp_path)
     assert open_report(tmp_path / "resnet_small").manifest.origin == o and file_sha256(model) == o.sha256
+
+
+@pytest.mark.slow  # ~15 s: BERT's full embeddings (30,522 words) even at 1 layer
+def test_a_packed_compile_only_sample_is_estimated_and_uninstrumented(tmp_path: Path) -> None:
+    # the packed batch-40 BERT sample's path at a small size: 1 layer, seq 64, batch 2
+    from tilescope.samples import ModelSample, make_sample
+
+    sample = ModelSample("bert_small", "bert_base", "packed BERT", 2, seq=64, layers=1, packed=True,
+                         available_memory_proportion=0.4, instrument=False, compile_only=True)  # fmt: skip
+    make_sample(sample, tmp_path)
+    report = open_report(tmp_path / "bert_small")
+    s = summary(report)
+    # compile-only: the runs are estimated by the cost model (the Summary says so), nothing ran on values
+    assert s["execution"]["captured"] and s["execution"]["estimated"] and s["execution"]["total_cycles"] > 0
+    # the packed model's inputs: ids, per-token sequence numbers, token types, restarting positions
+    inputs = {str(n) for n in report.streams()["name"]}
+    assert any("position_ids" in n for n in inputs) and any("attention_mask" in n for n in inputs)
+    o = report.manifest.origin
+    assert o is not None
+    assert (o.options["compile_only"], o.options["available_memory_proportion"], o.options["batch"]) == (True, 0.4, 2)
+    # uninstrumented: the option goes into the report's engine options and with its origin (whatif re-runs alike)
+    assert o.engine_options == {"debug.instrument": "false"}
 
 
 def test_a_users_file_where_a_model_sample_saves_its_model_stops_the_demo(tmp_path: Path) -> None:
