@@ -14,7 +14,6 @@ import numpy as np
 import onnx
 
 from .errors import FrontendError, first_line
-from .layer_norm_pattern import as_written, has_rewrites
 
 DEFAULT_TOLERANCE = 1e-3
 # --check's default tolerance by the type the model is built in (ImportedModel's dtype option). float16:
@@ -64,7 +63,6 @@ def reference_run(
             opts = ort.SessionOptions()
             opts.log_severity_level = 3  # no warnings about initializers listed as inputs
             light, weights = _without_weights(model)
-            as_written(light)  # the model as its exporter wrote it, not the importer's rewrites
             if weights:  # used in place by the session (OrtValues over the arrays: no copy)
                 opts.add_external_initializers(
                     list(weights), [ort.OrtValue.ortvalue_from_numpy(w) for w in weights.values()]
@@ -81,7 +79,7 @@ def reference_run(
 
     try:
         with np.errstate(all="ignore"):
-            evaluator = ReferenceEvaluator(_written_copy(model))
+            evaluator = ReferenceEvaluator(model)
             runs = [evaluator.run(names, batch) for batch in batches]
     except Exception as exc:
         why = f"; onnxruntime: {fallback}" if fallback else ""
@@ -93,16 +91,6 @@ def reference_run(
 
 #: Initializers at least this large go to onnxruntime as arrays rather than inside the serialized model.
 WEIGHTS_APART_BYTES = 1 << 16
-
-
-def _written_copy(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model`` as its exporter wrote it: itself, or a copy with the importer's rewrites undone."""
-    if not has_rewrites(model):
-        return model
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    as_written(copy)
-    return copy
 
 
 def _without_weights(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:

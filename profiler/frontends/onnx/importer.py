@@ -40,7 +40,6 @@ from .builder import (
     elem_np_dtype,
 )
 from .errors import FrontendError, Unsupported, UnsupportedError
-from .layer_norm_pattern import fuse_layer_norms
 from .limits import check_output_size
 from .model import check_supported, opset_version, override_batch
 from .operators import HANDLERS
@@ -285,8 +284,6 @@ def _import_model(
         raise FrontendError(f"I/O tiles: {io_tiles} of the IPU's {target.tiles_per_ipu} tiles; give 1 to tiles - 1")
     check_supported(model, HANDLERS)
     model = override_batch(model, batch_size)
-    # exporters' decomposed layer norms imported as popnn builds a layer norm (the copy override_batch made)
-    model, _ = fuse_layer_norms(model)
     # FP8: the matmuls' and convolutions' operands in FP8, everything else in float16 (Builder.fp8_operand)
     half, fp8 = dtype != "float32", FP8_MODEL_TYPES[dtype]
     opset = opset_version(model)

@@ -34,7 +34,6 @@ from profiler.poplar.tensor import Tensor
 from report_format.vocabulary import ControlType
 
 from .builder import LAYER, Builder, CreatedWeight, Value
-from .layer_norm_pattern import SOURCE
 from .operators import HANDLERS
 
 # a block must hold at least one of these: outlining a run of cheap elementwise nodes saves little
@@ -98,8 +97,7 @@ def _inputs(model: onnx.ModelProto, small: int) -> _Inputs:
     init = np.full((n, MAX_INPUTS), -1, dtype=np.int64)
     floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE)
     for i, nd in enumerate(nodes):
-        # a fused node's record of the nodes it replaced names their values: not its signature
-        attrs = tuple(sorted((a.name, a.SerializeToString()) for a in nd.attribute if a.name != SOURCE))
+        attrs = tuple(sorted((a.name, a.SerializeToString()) for a in nd.attribute))
         local[i] = code(("node", nd.op_type, nd.domain, attrs, len(nd.input), len(nd.output)))
         if len(nd.input) > MAX_INPUTS:  # rare: the rest compared by name
             local[i] = code((int(local[i]), tuple(nd.input[MAX_INPUTS:])))

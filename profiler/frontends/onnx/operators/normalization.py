@@ -64,8 +64,7 @@ def _layer_norm(b: Builder, node: onnx.NodeProto, inputs: list[Any]) -> list[Any
         return (t.broadcast_to(inner_shape) if t.shape != inner_shape else t).reshape(inner)
 
     x2 = x.reshape(outer, inner)
-    y, _, invstd = ops.layer_norm(b.graph, x2, param(inputs[1] if len(inputs) > 1 else None),
-                                  param(inputs[2] if len(inputs) > 2 else None),
+    y, _, invstd = ops.layer_norm(b.graph, x2, param(inputs[1]), param(inputs[2] if len(inputs) > 2 else None),
                                   b.prog, eps=eps)  # fmt: skip
     stat_shape = x.shape[:axis] + (1,) * (x.rank - axis)
     outs: list[Any] = [y.reshape(x.shape)]
