@@ -13,7 +13,7 @@ from onnx import TensorProto, numpy_helper
 from onnx import helper as h
 
 from profiler.chip.targets import get_target
-from profiler.frontends.onnx import Session, import_model
+from profiler.frontends.onnx import Session, import_model, load_model
 from profiler.frontends.onnx.fusion import layer_norms
 
 
@@ -157,3 +157,12 @@ def test_a_near_miss_stays_unfused_and_correct(variant: dict) -> None:
     else:
         assert layer_norms(m) == {}
     assert not any("fused" in n for n in ops)
+
+
+def test_a_compile_only_load_still_fuses() -> None:
+    """Without weight values (gamma and beta shapes only) the chain is recognised from the small constants."""
+    shape = [1, 128, 768]
+    m = load_model(_decomposed(shape), values=False)
+    assert len(layer_norms(m)) == 1
+    im = import_model(m, get_target("C600", 1), values=False)
+    assert len(im.graph.compute_sets) == _run(_native(shape), _x(shape))[2]

@@ -24,6 +24,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from .shapes import holds_data
+
 
 @dataclass
 class Fusion:
@@ -45,10 +47,11 @@ def _scalar(name: str, consts: dict[str, np.ndarray]) -> float | None:
 
 
 def _constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
-    """Small initializers and Constant nodes' values by name (epsilon, exponent, axes, gamma, beta)."""
+    """Small initializers and Constant nodes' values by name (epsilon, exponent, axes); an initializer
+    whose data is not loaded (compile-only, external) is left out."""
     out: dict[str, np.ndarray] = {}
     for t in model.graph.initializer:
-        if t.data_location != onnx.TensorProto.EXTERNAL and np.prod(t.dims, dtype=np.int64) <= 1 << 16:
+        if np.prod(t.dims, dtype=np.int64) <= 16 and holds_data(t):
             out[t.name] = numpy_helper.to_array(t)
     for node in model.graph.node:
         if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
