@@ -54,6 +54,7 @@ MODELS: dict[str, tuple[str, str, dict]] = {
 EXPORT = """
 import sys, time, torch, transformers as T
 name, cfg_cls, model_cls, kw, seq, out = sys.argv[1], sys.argv[2], sys.argv[3], eval(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+opset = int(sys.argv[7])
 torch.manual_seed(0)
 cfg = getattr(T, cfg_cls)(**kw)
 cfg._attn_implementation = "eager"  # the attention as matmuls and a softmax, as exported models have it
@@ -70,15 +71,15 @@ ids = torch.randint(5, cfg.vocab_size, (1, seq))
 mask = torch.ones(1, seq, dtype=torch.int64)
 t = time.time()
 torch.onnx.export(Encoder(model).eval(), (ids, mask), out, input_names=["input_ids", "attention_mask"],
-                  output_names=["last_hidden_state"], opset_version=17, dynamo=False)
+                  output_names=["last_hidden_state"], opset_version=opset, dynamo=False)
 print(sum(p.numel() for p in model.parameters()), time.time() - t, torch.__version__, T.__version__)
 """
 
 
-def export(torch_python: str, name: str, seq: int, out: Path) -> dict:
-    """Export one model with ``torch_python``; its parameter count and versions."""
+def export(torch_python: str, name: str, seq: int, out: Path, opset: int = 17) -> dict:
+    """Export one model with ``torch_python`` at ``opset``; its parameter count and versions."""
     cfg_cls, model_cls, kw = MODELS[name]
-    proc = subprocess.run([torch_python, "-c", EXPORT, name, cfg_cls, model_cls, repr(kw), str(seq), str(out)],
+    proc = subprocess.run([torch_python, "-c", EXPORT, name, cfg_cls, model_cls, repr(kw), str(seq), str(out), str(opset)],
                           capture_output=True, text=True)  # fmt: skip
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
@@ -125,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seq", type=int, default=128, help="sequence length (batch 1)")
     p.add_argument("--target", default="GC200")
     p.add_argument("--dtype", default="float32", choices=["float32", "float16"])
+    p.add_argument("--opset", type=int, default=17,
+                   help="the export's opset (below 17 layer norm is exported decomposed)")  # fmt: skip
     args = p.parse_args(argv)
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     unknown = [n for n in names if n not in MODELS]
@@ -136,15 +139,16 @@ def main(argv: list[str] | None = None) -> int:
             model = Path(tmp) / name / f"{name}_{args.seq}.onnx"
             model.parent.mkdir()
             try:
-                row = export(args.torch_python, name, args.seq, model)
+                row = export(args.torch_python, name, args.seq, model, args.opset)
             except RuntimeError as exc:
                 print(f"{name}: {exc}", file=sys.stderr)
                 return 1
             row.update(run(model, args, Path(tmp) / name / "report"))
-            row.update(seq=args.seq, target=args.target, dtype=args.dtype,
+            row.update(seq=args.seq, target=args.target, dtype=args.dtype, opset=args.opset,
                        date=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"))  # fmt: skip
-            record[f"{name}/{args.target}/{args.dtype}/{args.seq}"] = row
-            print(f"{name:11s} {args.target} {args.dtype} seq {args.seq}: exit {row['exit']}, "
+            opset = "" if args.opset == 17 else f"/opset{args.opset}"  # opset 17 rows keep their keys
+            record[f"{name}/{args.target}/{args.dtype}/{args.seq}{opset}"] = row
+            print(f"{name:11s} {args.target} {args.dtype} seq {args.seq} opset {args.opset}: exit {row['exit']}, "
                   f"{row.get('cycles', '-')} cycles, check {verdict(row)}, "
                   f"{row['wall_s']:.0f} s, {row['peak_rss_gib']} GiB", flush=True)  # fmt: skip
             RECORD.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")

@@ -26,6 +26,7 @@ from profiler.poplar.shape_only import astype, is_placeholder
 from profiler.poplar.tensor import Tensor
 from report_format.text import printable
 
+from . import fusion
 from .builder import (
     FP8_MODEL_TYPES,
     INPUT_OP,
@@ -367,12 +368,23 @@ def _import_model(
         if isinstance(given, Tensor):
             b.note_value(given, n_nodes)
     folded = 0
+    # decomposed layer norms built as popnn's (profiler.frontends.onnx.fusion); not inside an outlined
+    # block, whose call plan reads every node's arguments
+    fusions = {} if outline else fusion.layer_norms(model)
+    skipped: set[int] = set()
 
     def build_node(i: int) -> tuple[list[Any], bool]:
         """Node ``i`` folded on the host or built on the device (its outputs into ``b.values``):
         (its arguments, whether they were all host values)."""
         nonlocal folded
+        if i in skipped:
+            return [], False
         node = model.graph.node[i]
+        plan = fusions.get(i)
+        x = b.values.get(node.input[0]) if plan is not None else None
+        if plan is not None and isinstance(x, Tensor) and plan.axis in (-1, x.rank - 1):
+            node = plan.node  # only over the last axis: the explicit axis is checked against x's rank here
+            skipped.update(plan.skip)
         name = node.name or f"{node.op_type}_{i}"
         args = [b.values.get(n) if n else None for n in node.input]
         if ipus:  # inputs held on another IPU cross once, by an inter-IPU copy (PopART's IpuCopy)
