@@ -42,17 +42,23 @@ def _plans(g: Graph, prog: Sequence) -> list:
     return [(p.exchange, p.global_exchange) for p in compiled.cs_plans.values()]
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_reused_exchange_plans_equal_plans_made_anew(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    reused: list[int] = []
+def _count_reuse(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each exchange-plan lookup found a plan to reuse, in order (filled as compiles run)."""
+    reused: list[bool] = []
     real_get = ExchangeReuse.get
 
-    def counting_get(self: ExchangeReuse, key: tuple[bytes, int], n: int):
+    def counting_get(self: ExchangeReuse, key: tuple[bytes, int], n: int):  # type: ignore[no-untyped-def]
         found = real_get(self, key, n)
         reused.append(found is not None)
         return found
 
     monkeypatch.setattr(ExchangeReuse, "get", counting_get)
+    return reused
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_reused_exchange_plans_equal_plans_made_anew(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    reused = _count_reuse(monkeypatch)
     got = _plans(*_stages(seed, ipus=3))
     monkeypatch.setattr(ExchangeReuse, "get", lambda self, key, n: None)  # every plan made anew
     want = _plans(*_stages(seed, ipus=3))
@@ -66,15 +72,7 @@ def test_reused_exchange_plans_equal_plans_made_anew(seed: int, monkeypatch: pyt
 
 
 def test_a_stage_mapped_otherwise_is_planned_anew(monkeypatch: pytest.MonkeyPatch) -> None:
-    reused: list[bool] = []
-    real_get = ExchangeReuse.get
-
-    def counting_get(self: ExchangeReuse, key: tuple[bytes, int], n: int):
-        found = real_get(self, key, n)
-        reused.append(found is not None)
-        return found
-
-    monkeypatch.setattr(ExchangeReuse, "get", counting_get)
+    reused = _count_reuse(monkeypatch)
     got = _plans(*_stages(3, ipus=2, odd_one=1))
     assert reused and not any(reused)  # IPU 1's reads differ from IPU 0's: nothing to reuse
     monkeypatch.setattr(ExchangeReuse, "get", lambda self, key, n: None)
