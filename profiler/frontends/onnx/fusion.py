@@ -24,6 +24,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from .operators.common import attrs
 from .shapes import holds_data
 
 
@@ -60,7 +61,7 @@ def _constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
 
 
 def _reduce_axes(node: onnx.NodeProto, consts: dict[str, np.ndarray]) -> list[int] | None:
-    a = {x.name: helper.get_attribute_value(x) for x in node.attribute}
+    a = attrs(node)
     if int(a.get("keepdims", 1)) != 1:
         return None  # the broadcast back over the last axis needs the kept dimension
     if "axes" in a:
