@@ -102,9 +102,9 @@ COMPARE_OFF = "compare-off"
 COMPARE_URL = "compare-url"  # dcc.Store: baseline keys -> their names in the URL (?compare=NAME), read in the browser
 COMPARE_URL_SINK = "compare-url-sink"  # the browser's URL writer's (unused) output
 SHELL_LOCATION = "shell-location"
-#: A hidden slot in the shell that gets a graph once the first page is idle, so plotly.js loads then (app/server.py).
+#: A hidden slot in the shell that the browser gives a graph once the page is quiet, so plotly.js loads then
+#: (app/assets/plotly_preload.js names it too).
 PLOTLY_PRELOAD = "plotly-preload"
-PLOTLY_PRELOAD_TIMER = "plotly-preload-timer"  # dcc.Interval: fires once, PRELOAD_AFTER_MS after the app loads
 # pattern-matching types, one of each per page with a comparison (key "page"): the tab bar
 # ("This report" | "Compare with <baseline>"), the page's own view, the comparison pane, and the
 # store of the baseline the pane shows (set when its tab is first opened)

@@ -63,8 +63,6 @@ def create_app(
     from app import grid
 
     grid.register_callbacks()
-    dash.callback(dash.Output(ids.PLOTLY_PRELOAD, "children"), dash.Input(ids.PLOTLY_PRELOAD_TIMER, "n_intervals"),
-                  prevent_initial_call=True)(_preload_plotly)  # fmt: skip
     guard.install(app)  # request limits and argument checks for every callback registered above
     # a function, so the navbar names the report of the moment (a sweep's viewer switches it)
     app.layout = shell
@@ -73,16 +71,6 @@ def create_app(
 
         threading.Thread(target=warm_caches, name="tilescope-warm", daemon=True).start()
     return app
-
-
-#: When the hidden graph that loads plotly.js is drawn, after the app's first load: past a grid page's
-#: load (0.3-0.6 s, bench/viewer_browser.json), before a user's first click on most pages.
-PRELOAD_AFTER_MS = 1500
-
-
-def _preload_plotly(_fired: int | None) -> dcc.Graph:
-    """The hidden graph whose drawing makes dcc load plotly.js, while the user reads the first page."""
-    return dcc.Graph(config={"staticPlot": True})
 
 
 def warm_caches() -> None:
@@ -190,8 +178,7 @@ def shell() -> html.Div:
             # first graph drawn. A page with no graph of its own (Operations, a grid) left it to a click: its
             # compare tab took 2.1-2.6 s in a fresh browser (bench/viewer_browser.py --first-graph). A graph
             # in the shell itself made every full load of a grid page pay it (Operations 1.7 -> 3.1 s fresh),
-            # so the hidden slot gets its graph once the first page has drawn (``_preload_plotly``).
+            # so the browser puts a graph in this hidden slot once the page is quiet (assets/plotly_preload.js).
             html.Div(id=ids.PLOTLY_PRELOAD, style={"display": "none"}),
-            dcc.Interval(id=ids.PLOTLY_PRELOAD_TIMER, interval=PRELOAD_AFTER_MS, max_intervals=1),
         ]
     )
