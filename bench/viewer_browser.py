@@ -160,8 +160,8 @@ PLOTLY_JS = "plotly.min.js"
 
 
 #: --first-graph: the pause between the Operations page's load and the click on its compare tab, a user's
-#: first look at the page. The viewer loads plotly.js in it (app.server.PRELOAD_AFTER_MS after the load, then
-#: ~1-1.6 s to evaluate); without a pause the click lands before any preload could.
+#: first look at the page. The viewer loads plotly.js in it (app/assets/plotly_preload.js: once the page has
+#: been quiet 1.5 s, then ~0.4-1.6 s to fetch and evaluate); without a pause the click lands before any preload could.
 READ_MS = 3000
 
 
