@@ -71,39 +71,58 @@ def first_fit(sizes: np.ndarray, firsts: np.ndarray, lasts: np.ndarray, align: i
 
 @njit(nogil=True, cache=True)
 def _place_by_size(
-    order: np.ndarray, sizes: np.ndarray, firsts: np.ndarray, lasts: np.ndarray, align: int
+    order: np.ndarray, sizes: np.ndarray, firsts: np.ndarray, lasts: np.ndarray, align: int, width: int
 ) -> np.ndarray:
     n = order.size
     offsets = np.zeros(n, dtype=np.int64)
-    # the placed allocations (offset, end, first step, last step) in contiguous arrays sorted by offset:
-    # each new one scans them for the lowest gap among those whose lifetimes overlap its own
-    p_s = np.empty(n, dtype=np.int64)
-    p_e = np.empty(n, dtype=np.int64)
-    p_f = np.empty(n, dtype=np.int64)
-    p_l = np.empty(n, dtype=np.int64)
-    k = 0
+    if n == 0:
+        return offsets
+    # The placed allocations are found by time, not scanned all: each is listed in the buckets of
+    # ``width`` steps its lifetime touches (a linked list per bucket), so one allocation looks only at
+    # those placed in its own buckets. A tile of DenseNet-121 holds ~2,800 allocations living ~6 of
+    # ~2,650 steps each; scanning every placed one made this loop O(n^2), 18 s of its compile.
+    lo = firsts.min()
+    b_first = (firsts - lo) // width
+    b_last = (lasts - lo) // width
+    head = np.full(b_last.max() + 1, -1, dtype=np.int64)
+    nxt = np.empty(int((b_last - b_first + 1).sum()), dtype=np.int64)
+    who = np.empty(nxt.size, dtype=np.int64)
+    seen = np.full(n, -1, dtype=np.int64)  # the allocation last looked at for each placed one (no repeats)
+    near_s = np.empty(n, dtype=np.int64)
+    near_e = np.empty(n, dtype=np.int64)
+    e = 0
     for idx in range(n):
         i = order[idx]
         f, la, size = firsts[i], lasts[i], sizes[i]
+        m = 0
+        for b in range(b_first[i], b_last[i] + 1):
+            q = head[b]
+            while q >= 0:
+                j = who[q]
+                q = nxt[q]
+                if seen[j] == idx:
+                    continue
+                seen[j] = idx
+                if lasts[j] < f or firsts[j] > la or sizes[j] == 0:
+                    continue
+                near_s[m], near_e[m] = offsets[j], offsets[j] + sizes[j]
+                m += 1
+        # the lowest gap among the overlapping ones in order of offset (the order among equal offsets
+        # does not change the result: once one is passed, pos + size already exceeds their offset)
+        by_offset = np.argsort(near_s[:m])
         pos = 0
-        for j in range(k):
-            if p_l[j] < f or p_f[j] > la or p_e[j] == p_s[j]:
-                continue
-            if pos + size <= p_s[j]:
+        for t in range(m):
+            k = by_offset[t]
+            if pos + size <= near_s[k]:
                 break
-            end = (p_e[j] + align - 1) // align * align
+            end = (near_e[k] + align - 1) // align * align
             if end > pos:
                 pos = end
         offsets[i] = pos
-        at = k
-        for j in range(k):  # insertion point by offset
-            if p_s[j] > pos:
-                at = j
-                break
-        for j in range(k, at, -1):
-            p_s[j], p_e[j], p_f[j], p_l[j] = p_s[j - 1], p_e[j - 1], p_f[j - 1], p_l[j - 1]
-        p_s[at], p_e[at], p_f[at], p_l[at] = pos, pos + size, f, la
-        k += 1
+        for b in range(b_first[i], b_last[i] + 1):
+            who[e], nxt[e] = i, head[b]
+            head[b] = e
+            e += 1
     return offsets
 
 
@@ -116,7 +135,10 @@ def greedy_by_size(sizes: np.ndarray, firsts: np.ndarray, lasts: np.ndarray, ali
     sizes = np.asarray(sizes, dtype=np.int64)
     firsts, lasts = np.asarray(firsts, dtype=np.int64), np.asarray(lasts, dtype=np.int64)
     order = np.lexsort((np.arange(sizes.size), firsts, -sizes)).astype(np.int64)  # last key is the primary
-    return _place_by_size(order, sizes, firsts, lasts, int(align))
+    # buckets as wide as the median lifetime: most allocations touch one or two (only a speed choice:
+    # every width gives the same offsets)
+    width = max(1, int(np.median(lasts - firsts + 1))) if sizes.size else 1
+    return _place_by_size(order, sizes, firsts, lasts, int(align), width)
 
 
 def extent(sizes: np.ndarray, offsets: np.ndarray) -> int:
