@@ -684,3 +684,19 @@ def test_a_serial_plans_created_rhs_is_sliced_where_it_lies(m, k, n, amp):
     ref = av.astype(np.float64) @ bv.astype(np.float64)
     for way in outs:
         np.testing.assert_allclose(outs[way], ref, rtol=tol(np.float16), atol=tol(np.float16) * np.sqrt(k) * 2)
+
+
+def test_an_operand_of_several_variables_is_rearrangeable_only_without_repeats() -> None:
+    # matmul._rearrangeable: a concatenation of two variables, shuffled, holds each element once; taking
+    # an element twice (a gather with a repeat) would be copied twice over, so it is not rearranged
+    from profiler import Graph, ipu_model
+    from profiler.ops.matmul import _rearrangeable
+    from profiler.poplar.tensor import concat
+
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    a, b = g.add_variable("float32", (3, 4), "a"), g.add_variable("float32", (5, 4), "b")
+    both = concat([a, b], 0)  # [8, 4] over two variables
+    shuffled = both[np.array([7, 0, 3, 5, 1, 6, 2, 4])]
+    assert _rearrangeable(shuffled)
+    assert not _rearrangeable(both[np.array([7, 0, 3, 5, 1, 6, 2, 7])])  # row 7 twice
+    assert not _rearrangeable(both[np.array([[0, 1], [2, 0]])].reshape(4, 4))  # row 0 twice, from a
