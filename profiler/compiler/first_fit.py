@@ -105,17 +105,21 @@ def _place_by_size(
                 seen[j] = idx
                 if lasts[j] < f or firsts[j] > la or sizes[j] == 0:
                     continue
-                near_s[m], near_e[m] = offsets[j], offsets[j] + sizes[j]
+                # kept in order of offset as they are found (a few tens: an insertion, no sort call)
+                s_j, e_j = offsets[j], offsets[j] + sizes[j]
+                t = m
+                while t > 0 and near_s[t - 1] > s_j:
+                    near_s[t], near_e[t] = near_s[t - 1], near_e[t - 1]
+                    t -= 1
+                near_s[t], near_e[t] = s_j, e_j
                 m += 1
         # the lowest gap among the overlapping ones in order of offset (the order among equal offsets
         # does not change the result: once one is passed, pos + size already exceeds their offset)
-        by_offset = np.argsort(near_s[:m])
         pos = 0
         for t in range(m):
-            k = by_offset[t]
-            if pos + size <= near_s[k]:
+            if pos + size <= near_s[t]:
                 break
-            end = (near_e[k] + align - 1) // align * align
+            end = (near_e[t] + align - 1) // align * align
             if end > pos:
                 pos = end
         offsets[i] = pos
