@@ -4,6 +4,7 @@ reference written here and a hand-worked case."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from profiler.compiler.first_fit import extent, first_fit, greedy_by_size
 from profiler.compiler.memory import _first_fit
@@ -61,31 +62,31 @@ def _reference_by_size(sizes: list[int], firsts: list[int], lasts: list[int], al
     return offsets
 
 
-def test_greedy_by_size_matches_a_brute_force_reference() -> None:
-    rng = np.random.default_rng(8)
-    for _ in range(200):
-        n = int(rng.integers(0, 40))
-        sizes = rng.integers(0, 300, n) * (rng.random(n) > 0.1)
-        firsts = rng.integers(0, 20, n)
-        lasts = firsts + rng.integers(0, 8, n)
-        got = greedy_by_size(sizes, firsts, lasts, 8).tolist()
-        assert got == _reference_by_size(sizes.tolist(), firsts.tolist(), lasts.tolist(), 8)
+def _short_programs(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    n = int(rng.integers(0, 40))
+    firsts = rng.integers(0, 20, n)
+    return rng.integers(0, 300, n) * (rng.random(n) > 0.1), firsts, firsts + rng.integers(0, 8, n)
 
 
-def test_greedy_by_size_finds_the_placed_ones_by_time_whatever_the_bucket_width() -> None:
-    # long programs with short lifetimes and a few allocations living throughout (as on a DenseNet tile):
-    # the placed ones are found through buckets of steps; every width must give the reference's offsets
+def _long_programs(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    # short lifetimes and a few allocations living throughout, as on a DenseNet tile
+    n = int(rng.integers(1, 200))
+    firsts = rng.integers(0, 300, n)
+    lasts = firsts + np.where(rng.random(n) < 0.05, rng.integers(0, 300, n), rng.integers(0, 6, n))
+    return rng.integers(0, 500, n) * (rng.random(n) > 0.05), firsts, lasts
+
+
+@pytest.mark.parametrize("make", [_short_programs, _long_programs], ids=["short", "long"])
+def test_greedy_by_size_matches_a_brute_force_reference(make) -> None:
+    # the placed allocations are found through buckets of steps: every bucket width gives the same offsets
     from profiler.compiler.first_fit import _place_by_size
 
-    rng = np.random.default_rng(9)
-    for _ in range(40):
-        n = int(rng.integers(1, 200))
-        sizes = rng.integers(0, 500, n) * (rng.random(n) > 0.05)
-        firsts = rng.integers(0, 300, n)
-        lasts = firsts + np.where(rng.random(n) < 0.05, rng.integers(0, 300, n), rng.integers(0, 6, n))
+    rng = np.random.default_rng(8)
+    for _ in range(100):
+        sizes, firsts, lasts = make(rng)
         want = _reference_by_size(sizes.tolist(), firsts.tolist(), lasts.tolist(), 8)
         assert greedy_by_size(sizes, firsts, lasts, 8).tolist() == want
-        order = np.lexsort((np.arange(n), firsts, -sizes)).astype(np.int64)
+        order = np.lexsort((np.arange(sizes.size), firsts, -sizes)).astype(np.int64)
         s, f, la = (a.astype(np.int64) for a in (sizes, firsts, lasts))
         for width in (1, 7, 1000):
             assert _place_by_size(order, s, f, la, 8, width).tolist() == want, width
