@@ -57,6 +57,11 @@ def test_a_narrow_zoom_draws_each_steps_own_value(page, base, report_path):
     assert len(steps) > 3 * SCREEN_COLUMNS
     page.goto(base + "/liveness")
     settle(page)
+    # plotly.js evaluates in 1-1.6 s after the page's first answer; on a loaded machine that can end
+    # after settle's quiet pause (the graph's div not yet there): wait for the drawn line itself
+    page.wait_for_function(
+        "() => document.querySelector('#liveness-graph .js-plotly-plot')?._fullData?.length > 0", timeout=30_000
+    )
     whole = page.evaluate(DRAWN)
     assert len(whole["x"]) <= 2 * SCREEN_COLUMNS + 2 < len(steps)  # the envelope
     drag_zoom(page, 0.40, 0.43)  # ~3 % of the plot: ~180 steps, far fewer than the columns
