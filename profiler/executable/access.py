@@ -9,6 +9,7 @@ through sliding windows.
 from __future__ import annotations
 
 import itertools
+import math
 import weakref
 
 import numpy as np
@@ -140,7 +141,7 @@ class Access:
         if len(self.groups) == 1 and self.groups[0][1] is None:
             var, _, idx = self.groups[0]
             return np.take(state[var], idx, mode="clip").reshape(self.shape)
-        out = np.empty(int(np.prod(self.shape, dtype=np.int64)), dtype=self.dtype)
+        out = np.empty(math.prod(self.shape), dtype=self.dtype)
         for var, pos, idx in self.groups:
             out[pos] = np.take(state[var], idx, mode="clip")
         return out.reshape(self.shape)
@@ -179,7 +180,7 @@ def align_positionwise(fields: dict[str, Access], written: tuple[str, ...]) -> b
     laid = {f: a.strided for f, a in fields.items() if a.strided is not None}
     if not written or len(laid) != len(fields) or any(not laid[f][3] for f in written):
         return False
-    if len({a.shape for a in acc}) != 1 or int(np.prod(acc[0].shape, dtype=np.int64)) == 0:
+    if len({a.shape for a in acc}) != 1 or math.prod(acc[0].shape) == 0:
         return False
     refined = _common_refinement([a.flat_shape for a in acc])
     if not refined:  # cuts that do not nest, or one element
