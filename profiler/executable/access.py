@@ -15,6 +15,7 @@ import weakref
 import numpy as np
 
 from profiler.executable.convert import converted, copy_into
+from profiler.executable.strided import strided_view
 from profiler.host import scratch
 from profiler.poplar.layout import Affine, Factored, Window, memory_order, merged_dims, strided_layout
 from profiler.poplar.tensor import Tensor
@@ -105,7 +106,7 @@ class Access:
         """A strided access's numpy view of its variable (``rows`` of its flat view when given)."""
         assert self.strided is not None, "a strided access's view"
         var, offset, strides, _ = self.strided
-        view = np.lib.stride_tricks.as_strided(state[var][offset:], self.flat_shape, strides, writeable=writeable)
+        view = strided_view(state[var], offset, self.flat_shape, strides, writeable)
         return view if rows is None else view[rows]
 
     def rows_shape(self, rows: slice) -> tuple[int, ...]:
@@ -271,9 +272,7 @@ def windows(
     whose ``(j, c)`` elements are then one contiguous run of kw x C)."""
     x = state[w.x_var]
     flat = w.x.flat if isinstance(w.x, Factored) else w.x
-    xv = np.lib.stride_tricks.as_strided(
-        x[flat.offset :], flat.shape, tuple(st * x.itemsize for st in flat.strides), writeable=False
-    )
+    xv = strided_view(x, flat.offset, flat.shape, tuple(st * x.itemsize for st in flat.strides))
     (kh, kw), (sh, sw), (ph, pw), (dh, dw), (ho, wo) = w.kernel, w.stride, w.padding, w.dilation, w.out
     nb, nc = _factor_dims(w)
     if xv.ndim != nb + nc + 2:
