@@ -9,6 +9,7 @@ BLAS's own threads).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -89,7 +90,7 @@ def run_batch(b: BatchPlan, state: list[np.ndarray], cache: ReadCache | None = N
     if not rows and b.codelet.rows_field is not None and _run_in_row_parts(b, state, cache):
         return
     if rows:
-        n = int(np.prod(next(iter(b.fields.values())).shape, dtype=np.int64))
+        n = math.prod(next(iter(b.fields.values())).shape)
         # one pass over each element: a chunk per thread (no cache to stay within; n // threads
         # makes as many), of at least PASS_PART_ELEMENTS; other batches (several numpy passes) in
         # chunks that stay in cache, or a part per thread where they are under two chunks
@@ -170,7 +171,7 @@ def _run_in_row_parts(b: BatchPlan, state: list[np.ndarray], cache: ReadCache | 
     lead = next((d for d in range(row_dims) if win.shape[d] > 1), None)
     if lead is None:
         return False
-    per = int(np.prod(win.shape[lead + 1 : row_dims], dtype=np.int64))  # columns' rows per index of ``lead``
+    per = math.prod(win.shape[lead + 1 : row_dims])  # columns' rows per index of ``lead``
     result = out.view(state, writeable=True)[0]  # [m, ..]
     placeholder = np.broadcast_to(np.empty((), reads[c.outputs[0]]), (1, 1, 1))
 

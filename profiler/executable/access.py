@@ -9,11 +9,13 @@ through sliding windows.
 from __future__ import annotations
 
 import itertools
+import math
 import weakref
 
 import numpy as np
 
 from profiler.executable.convert import converted, copy_into
+from profiler.executable.strided import strided_view
 from profiler.host import scratch
 from profiler.poplar.layout import Affine, Factored, Window, memory_order, merged_dims, strided_layout
 from profiler.poplar.tensor import Tensor
@@ -104,7 +106,7 @@ class Access:
         """A strided access's numpy view of its variable (``rows`` of its flat view when given)."""
         assert self.strided is not None, "a strided access's view"
         var, offset, strides, _ = self.strided
-        view = np.lib.stride_tricks.as_strided(state[var][offset:], self.flat_shape, strides, writeable=writeable)
+        view = strided_view(state[var], offset, self.flat_shape, strides, writeable)
         return view if rows is None else view[rows]
 
     def rows_shape(self, rows: slice) -> tuple[int, ...]:
@@ -140,7 +142,7 @@ class Access:
         if len(self.groups) == 1 and self.groups[0][1] is None:
             var, _, idx = self.groups[0]
             return np.take(state[var], idx, mode="clip").reshape(self.shape)
-        out = np.empty(int(np.prod(self.shape, dtype=np.int64)), dtype=self.dtype)
+        out = np.empty(math.prod(self.shape), dtype=self.dtype)
         for var, pos, idx in self.groups:
             out[pos] = np.take(state[var], idx, mode="clip")
         return out.reshape(self.shape)
@@ -179,7 +181,7 @@ def align_positionwise(fields: dict[str, Access], written: tuple[str, ...]) -> b
     laid = {f: a.strided for f, a in fields.items() if a.strided is not None}
     if not written or len(laid) != len(fields) or any(not laid[f][3] for f in written):
         return False
-    if len({a.shape for a in acc}) != 1 or int(np.prod(acc[0].shape, dtype=np.int64)) == 0:
+    if len({a.shape for a in acc}) != 1 or math.prod(acc[0].shape) == 0:
         return False
     refined = _common_refinement([a.flat_shape for a in acc])
     if not refined:  # cuts that do not nest, or one element
@@ -270,9 +272,7 @@ def windows(
     whose ``(j, c)`` elements are then one contiguous run of kw x C)."""
     x = state[w.x_var]
     flat = w.x.flat if isinstance(w.x, Factored) else w.x
-    xv = np.lib.stride_tricks.as_strided(
-        x[flat.offset :], flat.shape, tuple(st * x.itemsize for st in flat.strides), writeable=False
-    )
+    xv = strided_view(x, flat.offset, flat.shape, tuple(st * x.itemsize for st in flat.strides))
     (kh, kw), (sh, sw), (ph, pw), (dh, dw), (ho, wo) = w.kernel, w.stride, w.padding, w.dilation, w.out
     nb, nc = _factor_dims(w)
     if xv.ndim != nb + nc + 2:

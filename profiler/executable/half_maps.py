@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from profiler.executable.convert import kernels
+from profiler.executable.strided import strided_view
 from profiler.poplar.layout import merged_dims
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ def run_rows(b: BatchPlan, state: list[np.ndarray], rows: slice) -> bool:
     buffers = [x.view(np.uint16) for x in buffers] if half else buffers
     size = buffers[0].itemsize
     for x, o, s0, distinct, n2, r in plan.repeated:  # a broadcast operand's rows, r times each
-        row = np.lib.stride_tricks.as_strided(buffers[x][o:], (distinct, n2), (s0 * size, size))
+        row = strided_view(buffers[x], o, (distinct, n2), (s0 * size, size))
         buffers[x] = np.tile(row, (1, r)).reshape(-1)
     op = b.codelet.half_op
     assert op is not None, "run_rows runs a batch runs_on_halves took"

@@ -11,7 +11,6 @@ import itertools
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
 
 # Elements per chunk of work that makes several passes (gather, convert, compute, scatter): about
 # 1 MiB of float per operand, so a chunk's passes stay in the shared L3 (32 MiB on this machine's
@@ -34,10 +33,67 @@ def chunk_for(elements: int, chunk: int) -> int:
     return min(chunk, max(PART_ELEMENTS, elements // threads()))
 
 
-_pool: ThreadPoolExecutor | None = None
 _PREFIX = "tilescope-run"
 _inside = threading.local()  # ``working``: this thread is running a chunk (nested splits run inline)
 _cores: int | None = None
+
+
+class _Helper:
+    """A run thread that takes a split's chunks when handed them. It waits on a lock, not on a
+    ``ThreadPoolExecutor``'s queue: a hand-off is a lock release and the join a lock acquire, both
+    in C, where a ``ThreadPoolExecutor``'s ``submit`` and ``wait`` built a Future, a work item and
+    waiters in Python on the caller's thread: ~6 % of the main thread's samples at ResNet-50 batch 1
+    fp16 (py-spy, ~316 splits a run), the main thread being the run's critical path
+    (bench/run_threads.py)."""
+
+    def __init__(self, index: int) -> None:
+        self._start = threading.Lock()
+        self._start.acquire()  # released by ``hand``
+        self._done = threading.Lock()
+        self._done.acquire()  # released when the handed work is done
+        self._work: Callable[[], None] | None = None
+        self._error: BaseException | None = None
+        threading.Thread(target=self._loop, name=f"{_PREFIX}_{index}", daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            self._start.acquire()
+            try:
+                assert self._work is not None, "a helper is woken only with work"
+                self._work()
+            except BaseException as e:  # re-raised on the caller's thread by ``join``
+                self._error = e
+            finally:
+                self._work = None
+                self._done.release()
+
+    def hand(self, work: Callable[[], None]) -> None:
+        self._work = work
+        self._start.release()
+
+    def join(self) -> None:
+        """Wait for the handed work; re-raise its error here."""
+        self._done.acquire()
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+
+_helpers: list[_Helper] = []
+# held while a split's chunks are on the helpers: a second thread splitting at the same time (two
+# engines run from two threads) runs its chunks itself rather than hand work to a busy helper
+_busy = threading.Lock()
+
+
+def _after_fork() -> None:
+    """A forked child has none of its parent's threads: it starts its own helpers when it splits."""
+    global _busy
+    _helpers.clear()
+    _busy = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 def threads() -> int:
@@ -51,12 +107,12 @@ def threads() -> int:
 
 def in_row_chunks(work: Callable[[slice], object], rows: int, elements: int, chunk: int | None = None) -> None:
     """Call ``work(rows_slice)`` over ``rows`` rows in chunks of about ``chunk`` (default
-    CHUNK_ELEMENTS) of the ``elements`` in all: the calling thread and the pool's threads take the
-    chunks in turn, or one after the other on this thread with one core (still in cache) or when
-    called from a chunk (a worker waiting on the pool could wait on itself; a chunk is small
-    already: whole).
+    CHUNK_ELEMENTS) of the ``elements`` in all: the calling thread and the helper threads take the
+    chunks in turn, or one after the other on this thread with one core (still in cache), while
+    another thread's split holds the helpers, or when called from a chunk (a helper waiting on the
+    helpers could wait on itself; a chunk is small already: whole).
 
-    The calling thread works too rather than waiting: each chunk handed to a pool thread costs a
+    The calling thread works too rather than waiting: each chunk handed to a helper costs a
     hand-off (~80 us of the caller's time at ResNet-50 batch 1, its queue's put waiting for the GIL
     while the woken thread runs the chunk's Python), and the caller would only wait."""
     if getattr(_inside, "working", False) or threading.current_thread().name.startswith(_PREFIX):
@@ -69,21 +125,33 @@ def in_row_chunks(work: Callable[[slice], object], rows: int, elements: int, chu
         for part in parts:
             work(part)
         return
+    if not _busy.acquire(blocking=False):  # another thread's split holds the helpers
+        for part in parts:
+            work(part)
+        return
     taken = itertools.count()  # next() on a count is atomic under the GIL: each chunk is taken once
 
     def drain() -> None:
         while (i := next(taken)) < n:
             work(parts[i])
 
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=threads() - 1, thread_name_prefix=_PREFIX)
-    helping = [_pool.submit(drain) for _ in range(helpers)]
-    _inside.working = True
     try:
-        drain()
+        while len(_helpers) < helpers:
+            _helpers.append(_Helper(len(_helpers)))
+        for h in _helpers[:helpers]:
+            h.hand(drain)
+        _inside.working = True
+        try:
+            drain()
+        finally:
+            _inside.working = False
+            errors = []
+            for h in _helpers[:helpers]:  # every chunk done before returning, even when this thread's failed
+                try:
+                    h.join()
+                except BaseException as e:
+                    errors.append(e)
+        if errors:
+            raise errors[0]  # a chunk's error, re-raised here
     finally:
-        _inside.working = False
-        wait(helping)  # every chunk done before returning, even when this thread's failed
-    for done in helping:
-        done.result()  # re-raises a chunk's error here
+        _busy.release()

@@ -14,6 +14,7 @@ within one batch (the engine runs a batch's gathers, codelet and scatters before
 
 from __future__ import annotations
 
+import math
 import threading
 
 import numpy as np
@@ -24,7 +25,7 @@ _local = threading.local()
 def buffer(slot: str, shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
     """An uninitialised C-contiguous array of ``shape`` and ``dtype`` over this thread's ``slot``."""
     dtype = np.dtype(dtype)
-    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    n = math.prod(shape) * dtype.itemsize  # math.prod: ~0.3 us, np.prod ~5 (many calls a run)
     held: dict[str, np.ndarray] = _local.__dict__.setdefault("held", {})
     raw = held.get(slot)
     if raw is None or raw.size < n:

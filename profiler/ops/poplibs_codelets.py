@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -71,7 +72,7 @@ REDUCE_ADD_SINGLE_CODE_BYTES = {
 
 
 def _n(shape: tuple[int, ...]) -> int:
-    return int(np.prod(shape, dtype=np.int64))
+    return math.prod(shape)
 
 
 def _compute_dtype(dt: np.dtype) -> np.dtype:
