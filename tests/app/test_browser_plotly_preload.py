@@ -25,13 +25,20 @@ def base(tmp_path_factory):
 
 def test_plotly_waits_while_the_user_acts_then_loads_when_quiet(page, base):
     page.goto(base + "/operations")
-    settle(page, 0)
-    assert page.locator(".ag-root").count() > 0, "the Operations grid should be drawn"
-    # The pointer moving every 300 ms for 3 s: past the quiet window (1.5 s) twice over, no preload.
-    for i in range(10):
+    # The pointer moves every 300 ms from the page's load on (past the 1.5 s quiet window twice
+    # over once the grid is drawn): no preload. On a loaded machine the grid can take seconds to
+    # draw after the last request; the pointer moving throughout keeps that time from reading as
+    # quiet.
+    moves_after_grid = 0
+    for i in range(100):
         page.mouse.move(100 + 10 * (i % 2), 300)
         page.wait_for_timeout(300)
         assert not page.evaluate(LOADED), f"plotly.js loaded while the pointer moved ({i * 300} ms in)"
+        if page.locator(".ag-root").count() > 0:
+            moves_after_grid += 1
+            if moves_after_grid == 10:
+                break
+    assert moves_after_grid == 10, "the Operations grid should be drawn within 30 s"
     # Then still: it loads (quiet 1.5 s, then the bundle's fetch and evaluation).
     page.wait_for_function(LOADED, timeout=15_000, polling=100)
     assert page.locator("#plotly-preload .js-plotly-plot").count() == 1, "the hidden slot holds the graph"
