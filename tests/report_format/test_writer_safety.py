@@ -189,7 +189,8 @@ def test_stale_temporaries_are_cleaned_only_when_provably_ours(tmp_path: Path) -
     dest = tmp_path / "r"
     dead = _fake_tmp(tmp_path, dest, _dead_pid())
     alive = _fake_tmp(tmp_path, dest, os.getppid())  # a writer that is still running
-    unmarked = _fake_tmp(tmp_path, dest, 1, marker=False)
+    # its own suffix: a test run whose parent has exited has parent pid 1, the alive one's name
+    unmarked = _fake_tmp(tmp_path, dest, 1, marker=False, extra="n")
     with_user_file = _fake_tmp(tmp_path, dest, _dead_pid(), extra="u")
     (with_user_file / "mine.txt").write_text("keep")
     with ReportWriter(dest) as w:
