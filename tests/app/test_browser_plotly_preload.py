@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from report_format.fabricate import write_report
-from tests.app.browser import served, settle
+from tests.app.browser import served
 from tests.app.small_report import small_spec
 
 pytestmark = pytest.mark.browser
