@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from profiler import ipu_model
 from profiler.frontends.onnx import Session, examples, import_model, random_inputs
@@ -81,9 +82,11 @@ def test_pipelined_stages_overlap_across_ipus_in_the_execution_trace(page, base,
 def test_memory_ipu_selector_shows_one_ipus_tiles(page, base):
     page.goto(base + "/memory")
     settle(page)
-    assert page.locator("#memory-ipus").get_by_text("fullest tile bytes").count() == 1
+    # the per-IPU table draws after the page's callbacks settle on a loaded machine: wait for it
+    expect(page.locator("#memory-ipus").get_by_text("fullest tile bytes")).to_have_count(1, timeout=15_000)
     page.select_option("#memory-ipu", "2")
     settle(page, 800)
+    expect(page.locator("#memory-selection-text")).to_have_text("IPU 2: tiles 32..47", timeout=15_000)
     ticks = page.evaluate(
         "() => { const fl = document.querySelector('#memory-graph .js-plotly-plot')._fullLayout;"
         " return fl.xaxis.range; }"
