@@ -86,11 +86,32 @@ class PageWatch:
         )
 
 
-def settle(page, ms: int = 400) -> None:
-    """Wait until Dash has no callback in flight."""
+# Dash's renderer is idle: its store exists and the initial layout is hydrated, no callback is
+# requested, queued, running or waiting to be applied, and no component is marked loading.
+# (window.store and the callbacks queues are dash-renderer's own; dash.testing reads the same.)
+_DASH_IDLE = """() => {
+  const s = window.store && window.store.getState();
+  if (!s || s.appLifecycle !== 'HYDRATED' || s.isLoading) return false;
+  const c = s.callbacks || {};
+  for (const k of ['requested', 'prioritized', 'blocked', 'executing', 'watched', 'executed'])
+    if (c[k] && c[k].length) return false;
+  return !document.querySelector('[data-dash-is-loading="true"]');
+}"""
+
+
+def settle(page, ms: int = 400, timeout_s: float = 60.0) -> None:
+    """Wait until Dash has no callback in flight and has stayed so for ``ms``.
+
+    Idle is checked again after the pause: on a loaded machine the renderer may start (or chain)
+    callbacks after the network first goes quiet, so one idle moment is not enough."""
     page.wait_for_load_state("networkidle")
-    page.wait_for_function("() => !document.querySelector('[data-dash-is-loading=\"true\"]')", timeout=15000)
-    page.wait_for_timeout(ms)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left_ms = max(1000, int((deadline - time.monotonic()) * 1000))
+        page.wait_for_function(_DASH_IDLE, timeout=left_ms)
+        page.wait_for_timeout(ms)
+        if page.evaluate(_DASH_IDLE) or time.monotonic() > deadline:
+            return
 
 
 def click_centre(page, locator) -> None:
