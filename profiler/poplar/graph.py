@@ -22,6 +22,7 @@ from profiler.chip.dtypes import as_dtype
 from profiler.chip.targets import Target, replica_view, sharding_view
 from profiler.host import host_memory
 from profiler.poplar import shape_only
+from profiler.poplar.bands import band_runs
 from profiler.poplar.layout import Affine, Factored, VarRuns, covers_all, cut_ranges, inner_run
 from profiler.poplar.streams import DEVICE_TO_HOST, HOST_TO_DEVICE, DataStream
 from profiler.poplar.tensor import RUNS_WORTH_IT, Tensor
@@ -421,11 +422,14 @@ class Graph:
         inner, step = inner_run(lay)
         if step != 1 or inner < RUNS_WORTH_IT or lay.size % inner:
             return None
+        m = self.variables[vid].mapping
+        banded = band_runs(lay, inner, m.starts, self._from_device_tiles(m.tiles))  # a grouped store's rows
+        if banded is not None:
+            return banded
         first_pos = np.arange(0, lay.size, inner, dtype=np.int64)
         coords = np.unravel_index(first_pos, lay.shape)
         elem = lay.offset + sum((c.astype(np.int64) * st for c, st in zip(coords, lay.strides, strict=True)),
                                 np.zeros(first_pos.size, np.int64))  # fmt: skip
-        m = self.variables[vid].mapping
         sub, pieces = cut_ranges(m.starts, elem, np.full(elem.size, inner, dtype=np.int64))
         pos = np.repeat(first_pos - elem, pieces) + sub  # each piece's first position in the view
         tiles = self._from_device_tiles(m.tiles[np.searchsorted(m.starts, sub, side="right") - 1])
@@ -438,7 +442,7 @@ class Graph:
         intervals end (a repeated element is one piece), neighbours on one tile merged. Per run and
         interval, never per element; None for periodic runs."""
         r = lay.runs
-        if r.period is not None or r.block:
+        if r.period is not None or r.block or r.repeat:
             return None
         length = r.length.astype(np.int64)
         at = np.cumsum(length) - length  # each run's first position in the view

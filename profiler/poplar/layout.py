@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, SupportsIndex, TypeGuard, TypeVar
 
 import numpy as np
@@ -548,7 +548,10 @@ class Runs:
     positions where it would take one per position (PopLibs' BroadcastVectorInner reads it so).
     With ``block``, a step-1 run reads blocks of ``block`` consecutive elements ``stride`` apart
     (element i reads ``start + (i // block) * stride + i % block``): a row of a matmul result stored
-    in groups of 4 or 16 columns is one run, where runs of consecutive elements take one a group."""
+    in groups of 4 or 16 columns is one run, where runs of consecutive elements take one a group.
+    With ``repeat``, a step-0 run reads consecutive elements, each ``repeat`` times (element i reads
+    ``start + i // repeat``): a per-row operand (a softmax's row max) broadcast along rows held in
+    groups of ``repeat`` columns is one run a stretch of rows, where a repeated element takes one a group."""
 
     start: np.ndarray  # int64 (int32 where the variable's offsets fit), one per run
     length: np.ndarray  # as start, one per run
@@ -559,6 +562,11 @@ class Runs:
     period: np.ndarray | None = None  # as start, one per run: the elements a run cycles through; None: its length
     block: int = 0  # > 0: every step-1 run reads blocks of this many elements ...
     stride: int = 0  # ... this far apart (one value for the whole field)
+    repeat: int = 0  # > 0: every step-0 run reads consecutive elements this many times each (not with block)
+
+    def __post_init__(self) -> None:
+        if self.repeat and self.block:  # the compiler's regions read one or the other (regions.field_regions)
+            raise ValueError("Runs: repeat and block in one field")
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -573,9 +581,13 @@ class Runs:
         within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(self.length) - self.length, self.length)
         if self.period is not None:
             within %= np.repeat(self.period.astype(np.int64), self.length)
+        moved = within // self.repeat if self.repeat else None  # a step-0 run's element, ``repeat`` reads each
         if self.block:
             within = (within // self.block) * self.stride + within % self.block
-        idx = np.repeat(self.start.astype(np.int64), self.length) + within * np.repeat(self.step, self.length)
+        step = np.repeat(np.asarray(self.step, dtype=np.int64), self.length)
+        idx = np.repeat(self.start.astype(np.int64), self.length) + within * step
+        if moved is not None:
+            idx += np.where(step == 0, moved, 0)
         return idx.astype(dtype).reshape(self.shape)
 
     @staticmethod
@@ -642,9 +654,7 @@ class VarRuns:
             raise ValueError(f"cannot reshape runs of shape {self.shape} to {(rows, *inner)}")
         r = self.runs
         kept = () if len(inner) == 1 else tuple(int(n) for n in inner)
-        return VarRuns(
-            Runs(r.start, r.length, r.step, r.row_first, r.width, kept, r.period, r.block, r.stride), self.var
-        )
+        return VarRuns(replace(r, inner=kept), self.var)
 
     def take_ranges(self, first: np.ndarray, length: np.ndarray, row_first: np.ndarray, width: int) -> VarRuns | None:
         """The field whose row v reads, one after another, the ranges ``[row_first[v], row_first[v + 1])``
@@ -652,7 +662,7 @@ class VarRuns:
         positions a row): each range cut where a run ends, each piece a run of the same variable. Per
         range and run, never per element; None for periodic runs."""
         r = self.runs
-        if r.period is not None or r.block:
+        if r.period is not None or r.block or r.repeat:
             return None
         first, length = np.asarray(first, dtype=np.int64), np.asarray(length, dtype=np.int64)
         run_pos = np.cumsum(r.length, dtype=np.int64) - r.length  # each run's first flattened position
@@ -668,7 +678,7 @@ class VarRuns:
         """The same runs as a single row of this field's shape (a kernel's whole-tensor field)."""
         r = self.runs
         rows = np.array([0, r.start.size], dtype=np.int64)
-        return VarRuns(Runs(r.start, r.length, r.step, rows, r.size, self.shape, r.period, r.block, r.stride), self.var)
+        return VarRuns(replace(r, row_first=rows, width=r.size, inner=self.shape), self.var)
 
 
 def inner_run(aff: Affine) -> tuple[int, int]:

@@ -111,6 +111,8 @@ def field_regions(t: Tensor, base: np.ndarray) -> Regions:
         length = np.where(lay.step == 0, 1, lay.length if lay.period is None else lay.period).astype(np.int64)
         if lay.block:  # runs of blocks: each block a region (the compiler cuts them at tile intervals)
             start, length, owner = _blocks(start, length, owner, lay.block, lay.stride)
+        if lay.repeat:  # never made with ``block`` (tile_fields): a field is one or the other
+            start, length, owner = _repeated(start, length, owner, lay)
         # a row's runs laid end to end in memory (an elementwise operand over whole rows) or reading
         # the same elements again (a broadcast operand, once per pixel) are one region
         keep, length = _joined(start, length, owner)
@@ -170,6 +172,29 @@ def _blocks(
     run = np.repeat(np.arange(start.size), n)
     k = np.arange(run.size, dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
     return start[run] + k * stride, np.minimum(block, length[run] - k * block), owner[run]
+
+
+def _repeated(
+    start: np.ndarray, length: np.ndarray, owner: np.ndarray, lay: Runs
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Regions with each step-0 run of ``Runs.repeat`` (``lay``; ``length`` is 1 there) given the
+    consecutive elements it reads, ``n`` of them, as two regions: ``[start, n - 1)`` and the last
+    element. A run a repeated element (a run per group) made ``n`` one-element regions, which
+    ``_joined`` merges by comparing each with the region just before it; two keep those comparisons,
+    the first element's with what precedes and the last's with what follows, so the joined regions
+    are the same."""
+    n = np.where(np.asarray(lay.step) == 0, -(-lay.length.astype(np.int64) // lay.repeat), 1)
+    two = n > 1  # a region for the last element after a run of several
+    if not two.any():
+        return start, length, owner
+    at = np.arange(start.size, dtype=np.int64) + np.cumsum(two) - two  # each run's first region
+    total = start.size + int(two.sum())
+    out_start, out_length = np.empty(total, np.int64), np.empty(total, np.int64)
+    out_owner = np.empty(total, owner.dtype)
+    out_start[at], out_length[at], out_owner[at] = start, np.where(two, n - 1, length), owner
+    last = at[two] + 1
+    out_start[last], out_length[last], out_owner[last] = start[two] + n[two] - 1, 1, owner[two]
+    return out_start, out_length, out_owner
 
 
 def _explicit_runs(gid: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -87,3 +87,54 @@ def test_runs_of_blocks_are_not_made_over_a_broadcast() -> None:
     got = t.affine_rows(index, np.zeros(0, np.int64), np.array([0]), 24)
     assert not isinstance(got._lay, type(None)) and getattr(got._lay, "block", 0) == 0
     assert np.array_equal(got._idx.reshape(-1), np.tile(np.arange(4), 6))
+
+
+def _rectangles(g: Graph, store, bands: list[int], rng: np.random.Generator) -> None:  # type: ignore[no-untyped-def]
+    """Map ``store`` [groups, S, 8] as a matmul maps its result: each group's rows cut at ``bands``
+    (the same rows for every group), each rectangle of rows x groups on one tile."""
+    groups, s, c = store.shape
+    per_group = np.zeros(s, np.int64)
+    per_group[bands] = 1
+    band = np.cumsum(per_group)  # each row's band
+    group_block = np.arange(groups) // 3  # three groups a tile
+    tile = (group_block[:, None] * (len(bands) + 1) + band[None, :]) % 4
+    g.set_tile_mapping(store, np.repeat(tile.reshape(-1), c))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_view_runs_of_a_grouped_store_by_bands_are_its_tiles(seed: int) -> None:
+    """The scores held as PopLibs creates a product's result ([2 heads, N/8, S, 8] seen as [2, S, N]),
+    mapped by rectangles of rows x groups: view_runs (by bands of rows, profiler.poplar.bands) gives
+    each run of positions on one tile, maximal, as the tile of every element says; with one tile
+    everywhere, one run a band of rows. A mapping cut inside a group's run of 8 is declined."""
+    from profiler.poplar.bands import band_runs
+
+    rng = np.random.default_rng(seed)
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    heads, groups, s = 2, int(rng.integers(2, 7)), int(rng.integers(4, 30))
+    store = g.add_variable("float16", [heads * groups, s, 8], "store")
+    _rectangles(g, store, sorted(set(rng.integers(1, s, int(rng.integers(0, 4))).tolist())), rng)
+    view = store.reshape(heads, groups, s, 8).transpose(0, 2, 1, 3).group_dims(1, 1, 2)  # [2, S, 8 groups]
+    runs = g.view_runs(view)
+    assert runs is not None
+    start, tiles = runs
+    assert start[0] == 0 and (np.diff(start) > 0).all() and (tiles[1:] != tiles[:-1]).all()
+    assert np.array_equal(np.repeat(tiles, np.diff(np.append(start, view.numel()))), g.tile_of(view).reshape(-1))
+    m = g.variables[store.single_variable()].mapping
+    lay = view._lay.flat
+    assert band_runs(lay, 8, m.starts, m.tiles) is not None
+    cut = m.starts.copy()
+    cut[1:] += 3  # intervals starting inside a group's 8 elements
+    assert band_runs(lay, 8, np.unique(cut), m.tiles[: np.unique(cut).size]) is None
+
+
+def test_view_runs_by_bands_hand_worked() -> None:
+    # [1 head, 2 groups, S = 4 rows, 8]: group 0's rows 0-1 on tile 1, rows 2-3 on tile 2; group 1 on
+    # tile 1 throughout. Row-major over [S, 16]: rows 0-1 are 32 positions on tile 1 (one run); rows
+    # 2 and 3 each 8 positions on tile 2 then 8 on tile 1
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    store = g.add_variable("float16", [2, 4, 8], "store")
+    g.set_tile_mapping(store, np.repeat([1, 2, 1], [16, 16, 32]))
+    view = store.transpose(1, 0, 2).group_dims(1, 2)
+    start, tiles = g.view_runs(view)  # type: ignore[misc]
+    assert start.tolist() == [0, 32, 40, 48, 56] and tiles.tolist() == [1, 2, 1, 2, 1]

@@ -191,3 +191,91 @@ def test_short_storage_rows_are_runs_of_blocks_with_the_same_elements_and_region
     # row before), the operand's a run of 6 blocks and one of 4 elements (2 of 7 before)
     assert ([0], [(1, 0, 0), (2, 16, 64)]) in blocks[1::2] and ([0], [(7, 0, 0), (7, 0, 0)]) in rows_[1::2]
     assert sum(n for _, f in blocks[1::2] for n, _, _ in f) < sum(n for _, f in rows_[1::2] for n, _, _ in f) / 3
+
+
+def _grouped_case(short_row: int, monkeypatch, starts: list[int], tiles: list[int]):  # type: ignore[no-untyped-def]
+    """x[S=6, N=64] held as a matmul result in groups of 16 columns ([N/16, S, 16]: element (s, n) at
+    96 (n // 16) + 16 s + n % 16), mapped by ``starts``/``tiles``, with the operands a softmax reads
+    with it: its row max [S, 1] broadcast along the row, a row-major [S, N] mask, one scalar, and a
+    per-column [1, N] vector; fields_by_tile with SHORT_ROW = ``short_row`` (0: a piece a row)."""
+    import profiler.poplar.tile_fields as tf
+
+    monkeypatch.setattr(tf, "SHORT_ROW", short_row)
+    g = Graph(ipu_model(tiles_per_ipu=4, bytes_per_tile=1 << 20))
+    store = g.add_variable("float16", (4, 6, 16), "store")
+    g.variables[store.single_variable()].mapping.set_intervals(np.array(starts, np.int64), np.array(tiles, np.int32))
+    x = store.transpose(1, 0, 2).group_dims(1, 2)
+    row_max = ops.add_mapped(g, "float16", (6, 1), "row max").broadcast_to((6, 64))
+    mask = ops.add_mapped(g, "float16", (6, 64), "mask")
+    scalar = ops.add_mapped(g, "float16", (1, 1), "scalar").broadcast_to((6, 64))
+    column = ops.add_mapped(g, "float16", (1, 64), "column").broadcast_to((6, 64))
+    tensors = [x, row_max, mask, scalar, column]
+    return g, tensors, fields_by_tile(g, tensors)
+
+
+def _regions(g: Graph, batches: list) -> list:  # type: ignore[type-arg]
+    from profiler.poplar.regions import field_regions
+
+    base = np.zeros(len(g.variables), np.int64)
+    out = []
+    for _, fields in batches:
+        for f in fields:
+            r = field_regions(f, base)
+            out.append([r.start.tolist(), r.length.tolist(), r.owner.tolist()])
+    return out
+
+
+def test_a_grouped_store_is_a_run_an_interval_of_every_operand_a_softmax_reads(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Hand-worked: tile 0 holds group 0 ([0, 96): rows 0-5), tile 1 group 1 and the first 8 elements
+    of group 2's row 0 ([96, 200)), tile 2 the rest ([200, 384)). On tile 2 the row max is 3 runs
+    each reading consecutive rows 16 times each (Runs.repeat): row 0 for 8 elements (the piece
+    starting inside a row), rows 1-5 (80), rows 0-5 (96); the store's part is one run; the mask's
+    and the per-column vector's are runs of blocks of 16, 64 and 0 apart (Runs.block). A run a row
+    gave the row max 25 runs in all (12 on tile 2), not 7. The elements are those of the per-element
+    path, and the compiler's regions those of a run a row."""
+    cut = ([0, 96, 200], [0, 1, 2])
+    g, tensors, got = _grouped_case(64, monkeypatch, *cut)
+    assert got is not None
+    want = _by_element(g, tensors)
+    runs = {}
+    for vtiles, fields in got:
+        for v, tile in enumerate(vtiles.tolist()):
+            assert _as_sets([f[v : v + 1].elements() for f in fields]) == _as_sets(want[tile])
+            lo_hi = [(f._lay.row_first[v], f._lay.row_first[v + 1]) for f in fields]
+            runs[tile] = [(f._lay.start[lo:hi].tolist(), f._lay.length[lo:hi].tolist())
+                          for f, (lo, hi) in zip(fields, lo_hi, strict=True)]  # fmt: skip
+    x_runs, max_runs, mask_runs, scalar_runs, column_runs = runs[2]
+    assert x_runs == ([200], [184])
+    assert max_runs == ([0, 1, 0], [8, 80, 96])
+    assert mask_runs == ([40, 96, 48], [8, 80, 96])  # (row 0, column 40), (row 1, column 32), (row 0, column 48)
+    assert scalar_runs == ([0], [184])
+    assert column_runs == ([40, 32, 48], [8, 80, 96])
+    assert runs[1][0] == ([96], [104]) and runs[1][1] == ([0, 0], [96, 8])  # group 2's row 0: rows from 0 again
+    kinds = [(f._lay.block, f._lay.stride, f._lay.repeat, int(np.asarray(f._lay.step)[0])) for f in got[0][1]]
+    assert kinds == [(0, 0, 0, 1), (0, 0, 16, 0), (16, 64, 0, 1), (0, 0, 0, 0), (16, 0, 0, 1)]
+    assert sum(f._lay.start.size for _, fs in got for f in fs[1:2]) == 1 + 2 + 3
+    g0, _, by_row = _grouped_case(0, monkeypatch, *cut)
+    assert by_row is not None
+    assert sum(f._lay.start.size for _, fs in by_row for f in fs[1:2]) == 6 + 7 + 12
+    assert _regions(g, got) == _regions(g0, by_row)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_grouped_store_fields_by_interval_are_those_a_row_at_a_time(monkeypatch, seed: int) -> None:  # type: ignore[no-untyped-def]
+    # intervals cut anywhere (inside rows, across groups), a tile holding several: the same vertices,
+    # elements in the same order and compiler regions as a piece a row (SHORT_ROW = 0), in no more runs
+    rng = np.random.default_rng(seed)
+    cuts = np.unique(np.concatenate([[0], rng.integers(1, 384, int(rng.integers(1, 10)))]))
+    cut = (cuts.tolist(), rng.integers(0, 4, cuts.size).tolist())
+    g, tensors, got = _grouped_case(64, monkeypatch, *cut)
+    g0, _, by_row = _grouped_case(0, monkeypatch, *cut)
+    assert got is not None and by_row is not None
+    want = _by_element(g, tensors)
+    for (vt, fields), (vt0, fields0) in zip(got, by_row, strict=True):
+        assert vt.tolist() == vt0.tolist()
+        for v, tile in enumerate(vt.tolist()):
+            assert _as_sets([f[v : v + 1].elements() for f in fields]) == _as_sets(want[tile])
+        for f, f0 in zip(fields, fields0, strict=True):
+            assert np.array_equal(f._idx, f0._idx)
+            assert f._lay.start.size <= f0._lay.start.size
+    assert _regions(g, got) == _regions(g0, by_row)
