@@ -20,6 +20,7 @@ from profiler.compiler.exchange_reuse import ExchangeReuse
 from profiler.executable.plans import BatchPlan, ComputeSetPlan
 from profiler.host import host_memory
 from profiler.poplar.graph import ComputeSet, VertexBatch
+from profiler.poplar.layout import covers_all
 from profiler.poplar.regions import canonical, field_regions
 from profiler.poplar.tensor import Tensor, concat
 
@@ -87,7 +88,6 @@ class ComputeSetPlanner:
         vt, vc, vstate, vconst, vfield, vcyc, vflops, vmulti = [], [], [], [], [], [], [], []
         reads: set[int] = set()
         writes: set[int] = set()
-        written: list[tuple[np.ndarray, np.ndarray]] = []  # regions the vertices write (checked against a kernel)
         all_written: list[tuple[np.ndarray, np.ndarray]] = []  # every write field's regions (ComputeSetPlan.fills)
         merged = self.merged_batches(cs)
         for b in merged:
@@ -122,8 +122,6 @@ class ComputeSetPlanner:
                 if f in cl.writes:
                     writes |= variables_of(tensor)
                     all_written.append((regions.start, regions.length))
-                    if cs.kernel:
-                        written.append((regions.start, regions.length))
                     if remote.any():
                         i = int(np.flatnonzero(remote)[0])
                         raise CompileError(
@@ -142,11 +140,12 @@ class ComputeSetPlanner:
                         (short_reads if short else receives).append(piece)
                         (short_vars if short else piece_vars).update(variables_of(tensor))
             batches.append(BatchPlan(cl, b.params, {f: b.fields[f] for f in cl.fields}))
-        kernel = None
+        kernel: list[BatchPlan] | None = None
+        kernel_writes: list[Tensor] = []
         if cs.kernel is not None:
             # a kernel may read what the compute sets deferring to it read
             self._deferred_touched |= reads | writes
-            kernel = self.plan_kernel(cs, written, self._deferred_touched)
+            kernel, kernel_writes = self.plan_kernel(cs, self._deferred_touched)
             if cs.kernel:
                 self._deferred_touched = set()
 
@@ -174,7 +173,7 @@ class ComputeSetPlanner:
             cs, batches, kernel, exchange, global_exchange, tile_cycles, tile_flops, reads, writes,
             (ukey // ncl).astype(np.int32), (ukey % ncl).astype(np.int32), agg(np.ones(key.size)),
             agg(state), agg(cycles), agg(flops), agg(cat(vconst, np.int64)), agg(cat(vfield, np.int64)),
-            self.elements.fully_written(all_written, writes - reads - _kernel_reads(cs)),
+            self._fully_written(cs, all_written, writes - reads - _kernel_reads(cs), kernel_writes),
         )  # fmt: skip
 
     def _exchange(
@@ -193,13 +192,11 @@ class ComputeSetPlanner:
             self.exchanges.put(key, plans)
         return plans
 
-    def plan_kernel(
-        self, cs: ComputeSet, written: list[tuple[np.ndarray, np.ndarray]], touched: set[int]
-    ) -> list[BatchPlan]:
-        """The kernel's batches, with field accesses built now (they run every time); a kernel must
-        write exactly the elements the vertices write (checked when values run: compile-only runs no
-        kernel) and read only what the vertices touch."""
-        plans, kernel_written = [], []
+    def plan_kernel(self, cs: ComputeSet, touched: set[int]) -> tuple[list[BatchPlan], list[Tensor]]:
+        """The kernel's batches, with field accesses built now (they run every time), and the fields
+        it writes (when values run: compile-only runs no kernel); a kernel must read only what the
+        vertices touch, and write exactly what they write (``_fully_written`` checks)."""
+        plans, kernel_writes = [], []
         for b in cs.kernel or []:
             for f in b.codelet.fields:
                 t = b.fields[f]
@@ -208,19 +205,79 @@ class ComputeSetPlanner:
                         f"compute set {cs.name!r}: its kernel field {f!r} uses variables its vertices do not"
                     )
                 if f in b.codelet.writes and self.values:  # compile-only: no kernel runs, none to check
-                    r = field_regions(t, self.elements.gid_base)
-                    kernel_written.append((r.start, r.length))
+                    kernel_writes.append(t)
             plan = BatchPlan(b.codelet, b.params, {f: b.fields[f] for f in b.codelet.fields})
             if self.values:
                 plan.fields  # noqa: B018 - build the accesses at compile time
             plans.append(plan)
-        if cs.kernel and self.values and not _same_elements(written, kernel_written):
-            n_want, n_got = (sum(int(x[1].sum()) for x in parts) for parts in (written, kernel_written))
+        return plans, kernel_writes
+
+    def _fully_written(
+        self,
+        cs: ComputeSet,
+        written: list[tuple[np.ndarray, np.ndarray]],
+        candidates: set[int],
+        kernel_writes: list[Tensor],
+    ) -> frozenset[int]:
+        """The ``candidates`` the vertices' ``written`` regions cover whole (ElementMap.fully_written);
+        and, with a kernel's written fields, CompileError unless those cover the same elements as
+        many times. When the kernel writes whole variables, each once (the usual case: its output),
+        the regions are the same elements if they cover every one of those variables and hold no
+        more elements than they do: found in the same pass, no regions of the kernel's are made."""
+        if not (cs.kernel and self.values):
+            return self.elements.fully_written(written, candidates)
+        n_want = sum(int(w[1].sum()) for w in written)
+        whole = _whole_variables(self.elements, kernel_writes)
+        if whole is not None:
+            n_got = sum(self.elements.graph.variables[v].numel for v in whole)
+            full = self.elements.fully_written(written, candidates | whole)
+            same = n_got == n_want and whole <= full
+            full = full & candidates
+        else:
+            full = self.elements.fully_written(written, candidates)
+            regions = [field_regions(t, self.elements.gid_base) for t in kernel_writes]
+            kernel_written = [(r.start, r.length) for r in regions]
+            n_got = sum(int(r.length.sum()) for r in regions)
+            same = _same_elements(written, kernel_written)
+        if not same:
             raise CompileError(
                 f"compute set {cs.name!r}: its kernel writes {n_got} elements, its vertices {n_want}"
                 + ("" if n_want != n_got else " (different ones)")
             )
-        return plans
+        return full
+
+
+def _whole_variables(elements: ElementMap, tensors: list[Tensor]) -> set[int] | None:
+    """The variables ``tensors`` write when together they take every element of each once (a whole
+    variable's view, or elements of several: a concatenation's), no variable in two; else None.
+    Elements are marked in a bitmap over those variables: no sort."""
+    out: set[int] = set()
+    listed: list[Tensor] = []
+    for t in tensors:
+        v = t.single_variable()
+        if v is None or not covers_all(t._lay, elements.graph.variables[v].numel):
+            listed.append(t)
+        elif v in out:
+            return None
+        else:
+            out.add(v)
+    if listed:
+        parts = [t.elements() for t in listed]
+        var = np.concatenate([p[0] for p in parts]).astype(np.int64, copy=False)
+        idx = np.concatenate([p[1] for p in parts]).astype(np.int64, copy=False)
+        counts = np.bincount(var)
+        ids = np.flatnonzero(counts)
+        numel = elements.gid_base[ids + 1] - elements.gid_base[ids]
+        if not out.isdisjoint(ids.tolist()) or (counts[ids] != numel).any():
+            return None
+        first = np.zeros(counts.size, np.int64)
+        first[ids] = np.cumsum(numel) - numel
+        seen = np.zeros(int(numel.sum()), bool)
+        seen[first[var] + idx] = True
+        if not seen.all():  # as many elements as the variables hold, so one missing means one twice
+            return None
+        out.update(ids.tolist())
+    return out
 
 
 def _kernel_reads(cs: ComputeSet) -> set[int]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from profiler.host.sorting import stable_order
 from profiler.poplar.graph import Graph
 from profiler.poplar.layout import Affine, covers_all
 from profiler.poplar.regions import Regions, rows_of_blocks
@@ -165,7 +166,7 @@ class ElementMap:
         start, length = (np.concatenate([p[i] for p in parts]).astype(np.int64, copy=False) for i in range(2))
         # fields write their rows in order (the usual case): a linear check spares the sort
         if start.size > 1 and not bool((start[1:] >= start[:-1]).all()):
-            order = np.argsort(start, kind="stable")
+            order = stable_order(start)
             start, length = start[order], length[order]
         end = start + length
         # each region counts only past the furthest end before it (the union's length, per variable)

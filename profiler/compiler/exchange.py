@@ -20,6 +20,7 @@ import numpy as np
 
 from profiler.chip import cost_model, ipu_links
 from profiler.chip.targets import Target
+from profiler.host.sorting import stable_order
 from profiler.poplar.regions import union_length
 
 # ref §1 "Tiles sharing an exchange bus": 2 (a supertile; popops ExchangeEstimator.cpp asserts it).
@@ -236,7 +237,7 @@ def _sent_chunk(
     """``_sent`` of the intervals of some sending tiles (all of each), added to ``sent`` and ``regions``."""
     n = sent.size
     key = src * span + first
-    order = np.argsort(key, kind="stable")
+    order = stable_order(key)
     key, ln, s = key[order], length[order], src[order]
     end = key + ln
     new = union_length(key, end)
@@ -290,7 +291,7 @@ def piece_receives(
     key = dst.astype(np.int64)
     key *= span
     key += start  # one sort key: (receiving tile, start)
-    order = np.argsort(key, kind="stable")  # timsort: pieces arrive as ascending runs
+    order = stable_order(key)  # timsort: pieces arrive as ascending runs
     del key  # each chunk's keys are made again from its pieces: no sorted copy of all of them is held
     # pieces that all stay on their IPU (a pipeline stage's compute set) are planned as on one IPU:
     # the inter-IPU part is empty, and the sent figures come from the distinct pieces
@@ -425,7 +426,7 @@ class _PartSums:
             # elements both tiles of a supertile receive: the parts' total minus their union per supertile
             st = pd // TILES_PER_SUPERTILE
             sh2 = pf + st * span
-            o2 = np.argsort(sh2, kind="stable")  # two sorted runs per supertile: a merge
+            o2 = stable_order(sh2)  # two sorted runs per supertile: a merge
             sh2, pl2 = sh2[o2], pl[o2]
             twice = pl2 - union_length(sh2, sh2 + pl2)
             both = np.bincount(st[o2], weights=_weighted(twice, pw, o2), minlength=n)
@@ -553,7 +554,7 @@ def _element_runs(tile: np.ndarray, addr: np.ndarray, other: np.ndarray, n: int,
     """Runs per ``tile`` of elements given in address order within each group of ``by`` (a stable
     sort by ``by`` keeps that order): a run continues while the group and ``other`` stay the same
     and the address steps by one."""
-    o = np.argsort(by, kind="stable")
+    o = stable_order(by)
     b, a, t = by[o], addr[o], tile[o]
     new = np.ones(o.size, dtype=bool)
     np.not_equal(a[1:], a[:-1] + 1, out=new[1:])

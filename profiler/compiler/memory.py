@@ -20,6 +20,7 @@ from profiler.compiler.compile import CompiledGraph, Node, Step
 from profiler.compiler.liveness import Liveness
 from profiler.compiler.tile_span import TileSpan
 from profiler.executable.plans import ComputeSetPlan
+from profiler.host.sorting import stable_order
 from report_format.schema import MEMORY_CATEGORIES, MEMORY_REGIONS
 from report_format.vocabulary import ControlType, MemoryCategory, StepType
 
@@ -310,7 +311,7 @@ def _counters(c: CompiledGraph, level: str) -> np.ndarray:
 def _pack_per_tile(items: Items, n: int) -> tuple[Items, np.ndarray, np.ndarray]:
     """Lay items out one after another on each tile, in the order given (aligned): the items
     sorted by tile, their offsets from the arena's start, and each tile's arena end."""
-    order = np.argsort(items.tile, kind="stable")  # stable: keeps the layout order within a tile
+    order = stable_order(items.tile)  # stable: keeps the layout order within a tile
     items = items[order]
     span = _align(items.size)
     cum = np.cumsum(span)
@@ -547,7 +548,7 @@ def _placements(p: Placed, ilstart: int, bpt: int) -> dict[str, np.ndarray]:
     # by (variable, tile): one stable sort of a packed key (a tile number is below its count); the
     # allocations taken in that order first, so each column below is made once, already in order
     n = int(pt.max()) + 1 if pt.size else 1
-    at = is_v[np.argsort(pv * n + pt, kind="stable")]
+    at = is_v[stable_order(pv * n + pt)]
     del is_v, pv, pt
     pt, po, pil = p.items.tile[at], p.offset[at], p.interleaved[at]
     isz = p.interleaved_size[pt]

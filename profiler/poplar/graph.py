@@ -21,6 +21,7 @@ from profiler.chip.codelets import Codelet, resolve_codelet
 from profiler.chip.dtypes import as_dtype
 from profiler.chip.targets import Target, replica_view, sharding_view
 from profiler.host import host_memory
+from profiler.host.sorting import stable_order
 from profiler.poplar import shape_only
 from profiler.poplar.bands import band_runs
 from profiler.poplar.layout import Affine, Factored, VarRuns, covers_all, cut_ranges, inner_run
@@ -342,7 +343,7 @@ class Graph:
         given in any order, together covering ``t`` once (a planner's blocks). When ``t`` is all of one
         variable in its own order the mapping is built from them, never from a tile per element."""
         tiles = np.asarray(tiles, dtype=np.int64).reshape(-1)
-        order = np.argsort(starts, kind="stable")
+        order = stable_order(starts)
         s, ln, tl = np.asarray(starts, dtype=np.int64)[order], np.asarray(lengths, dtype=np.int64)[order], tiles[order]
         n = t.numel()
         if (
@@ -458,7 +459,7 @@ class Graph:
             pos.append(at[of] + (sub - start[of]) * step[of])
             tiles.append(m.tiles[np.searchsorted(m.starts, sub, side="right") - 1])
         p, tl = np.concatenate(pos), self._from_device_tiles(np.concatenate(tiles))
-        order = np.argsort(p, kind="stable")
+        order = stable_order(p)
         p, tl = p[order], tl[order]
         keep = np.ones(tl.size, dtype=bool)
         keep[1:] = tl[1:] != tl[:-1]

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from profiler.host.sorting import stable_order
 from profiler.poplar.layout import Affine, Factored, Runs, common_factors
 from profiler.poplar.tensor import RUNS_WORTH_IT, Tensor
 from profiler.poplar.variables import TileMapping, VariableStore
@@ -201,7 +202,7 @@ def _cut(mapping: TileMapping, p0: np.ndarray, last: int) -> tuple[np.ndarray, n
 def _tile_rows(piece_tile: np.ndarray, length: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, int]]:
     """The vertices over the pieces, a tile each, batched by width (ascending): (tiles, the pieces of
     each tile in turn, each vertex's first piece among them and one past the last, width)."""
-    order = np.argsort(piece_tile, kind="stable")
+    order = stable_order(piece_tile)
     utiles, first, per_tile = np.unique(piece_tile[order], return_index=True, return_counts=True)
     width = np.add.reduceat(length[order], first)
     for w in np.unique(width):

@@ -5,9 +5,11 @@ import numpy as np
 import pytest
 
 from profiler import CompileError, Engine, Graph, GraphError, Sequence, ipu_model, ops
+from profiler.compiler import compute_sets
 from profiler.executable.access import Access
 from profiler.poplar.layout import strided_layout
 from profiler.poplar.programs import Execute
+from profiler.poplar.tensor import concat
 
 VIEWS = {
     "whole": lambda a: a,
@@ -102,6 +104,61 @@ def test_a_kernel_must_write_what_the_vertices_write() -> None:
     g.add_kernel(cs, "popops::Relu", {"in": x[[0, 1, 2, 2]].expand(0), "out": y[[0, 1, 2, 2]].expand(0)})
     with pytest.raises(CompileError, match="writes 4 elements, its vertices 4 \\(different ones\\)"):
         Engine(g, [Execute(cs)]).compile()
+
+
+@pytest.mark.parametrize(
+    ("vertex_out", "message"),
+    [
+        (lambda y, z: y[:2].reshape(1, 2), "its kernel writes 4 elements, its vertices 2"),
+        (lambda y, z: y[[0, 1, 2, 2]].reshape(2, 2), "writes 4 elements, its vertices 4 \\(different ones\\)"),
+        (lambda y, z: concat([y[:2], z[2:]]).reshape(2, 2), "writes 4 elements, its vertices 4 \\(different ones\\)"),
+    ],
+    ids=["fewer", "one-twice", "another-variable"],
+)
+def test_a_kernel_writing_a_whole_variable_must_write_what_the_vertices_write(vertex_out, message) -> None:
+    # the kernel's output is all of y, each element once: checked without the kernel's regions
+    g = Graph(ipu_model(tiles_per_ipu=2))
+    x, y, z = (g.add_variable("float", [4], n) for n in "xyz")
+    for t in (x, y, z):
+        g.map_linearly(t)
+    out = vertex_out(y, z)
+    cs = g.add_compute_set("relu")
+    g.add_vertices(
+        cs, "popops::Relu", {"in": x[: out.numel()].reshape(out.shape), "out": out}, list(range(out.shape[0]))
+    )
+    g.add_kernel(cs, "popops::Relu", {"in": x.expand(0), "out": y.expand(0)})
+    with pytest.raises(CompileError, match=message):
+        Engine(g, [Execute(cs)]).compile()
+
+
+@pytest.mark.parametrize(
+    ("kernel_out", "message"),
+    [
+        (lambda y, z: concat([z[[3, 2]], y[[1, 0, 3, 2]], z[[1, 0]]]), None),  # each element once, in any order
+        (
+            lambda y, z: concat([z[[3, 2]], y[[1, 0, 3, 3]], z[[1, 0]]]),
+            "writes 8 elements, its vertices 8 \\(different ones\\)",
+        ),
+        (lambda y, z: concat([y[[1, 0, 3, 2]], z[[1, 0]]]), "its kernel writes 6 elements, its vertices 8"),
+    ],
+    ids=["each-once", "one-twice", "fewer"],
+)
+def test_a_kernel_writing_elements_of_several_variables(kernel_out, message, monkeypatch) -> None:
+    g = Graph(ipu_model(tiles_per_ipu=2))
+    x, y, z = (g.add_variable("float", [4], n) for n in "xyz")
+    for t in (x, y, z):
+        g.map_linearly(t)
+    cs = g.add_compute_set("relu")
+    out = concat([y[:2], z[:2], y[2:], z[2:]]).reshape(2, 4)  # tile 0 writes y[:2], z[:2]; tile 1 the rest
+    g.add_vertices(cs, "popops::Relu", {"in": concat([x, x]).reshape(2, 4), "out": out}, [0, 1])
+    kout = kernel_out(y, z)
+    g.add_kernel(cs, "popops::Relu", {"in": concat([x, x])[: kout.numel()].expand(0), "out": kout.expand(0)})
+    if message is None:  # found by the bitmap of the variables' elements, without the regions' sort
+        monkeypatch.setattr(compute_sets, "_same_elements", lambda a, b: pytest.fail("regions compared"))
+        Engine(g, [Execute(cs)]).compile()
+    else:
+        with pytest.raises(CompileError, match=message):
+            Engine(g, [Execute(cs)]).compile()
 
 
 def test_a_kernel_must_read_what_the_vertices_read() -> None:

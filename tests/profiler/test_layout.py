@@ -4,6 +4,8 @@ exactly the elements numpy's own view selects, and its regions must cover exactl
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from profiler import Graph, ipu_model
 from profiler.executable.access import Access
@@ -382,3 +384,19 @@ def test_a_few_elements_are_searched_without_building_the_lookup() -> None:
     assert m.tile_of(few).tolist() == (few // 7 % 4).tolist() and m._lookup is None
     every = np.arange(m.n)
     assert m.tile_of(every).tolist() == (every // 7 % 4).tolist() and m._lookup is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 8)), min_size=1, max_size=40))
+def test_canonical_is_the_union_element_by_element(pieces) -> None:
+    # against a set of the covered elements (independent of both ways canonical takes: in order and not)
+    start = np.array([p[0] for p in pieces], dtype=np.int64)
+    length = np.array([p[1] for p in pieces], dtype=np.int64)
+    s, e = canonical(start, length)
+    covered = {x for a, n in pieces for x in range(a, a + n)}
+    assert {x for a, b in zip(s.tolist(), e.tolist(), strict=True) for x in range(a, b)} == covered
+    assert (s[1:] > e[:-1]).all() and (e >= s).all()  # sorted, disjoint and not touching
+    # pieces of no element only where no other piece covers or touches them
+    for a, b in zip(s.tolist(), e.tolist(), strict=True):
+        if a == b:
+            assert a not in covered and a - 1 not in covered

@@ -1,0 +1,42 @@
+"""A stable sorting order of integer keys, faster than ``np.argsort(kind="stable")`` on the
+compiler's keys (piece starts, tile-and-start keys), the same order.
+
+numpy sorts int64 *values* with SIMD (x86-simd-sort, numpy >= 2.0) but its stable argsort is a
+timsort: 5-12x slower on shuffled keys of 10^4-10^6 (measured here: 1 M random keys, 232 ms
+against 32). So each key is packed with its index in the low bits of one int64 and the packed
+values are sorted: equal keys keep their index order (stable), and the order is read back from the
+low bits. Keys already in order, or in a few long ascending runs (which timsort merges in one
+pass), keep the argsort; so do keys too wide to pack beside their index.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: below this, argsort's own cost is a few microseconds: nothing to win
+_SMALL = 2048
+#: at most one descent per this many keys: long ascending runs, which timsort merges faster
+#: (1 M keys in runs of 10^4: timsort 15 ms, packed 22 ms; runs of 10^3: 21 against 20)
+_LONG_RUNS = 1000
+
+
+def stable_order(key: np.ndarray) -> np.ndarray:
+    """``np.argsort(key, kind="stable")`` of a 1-D integer array (int64 indices)."""
+    n = key.size
+    if n < _SMALL or key.dtype.kind not in "iu":
+        return np.argsort(key, kind="stable")
+    descents = np.count_nonzero(key[1:] < key[:-1])
+    if descents == 0:
+        return np.arange(n, dtype=np.int64)
+    if descents * _LONG_RUNS < n:
+        return np.argsort(key, kind="stable")
+    bits = (n - 1).bit_length()
+    lo = int(key.min())
+    if int(key.max()) - lo >= 1 << (63 - bits):
+        return np.argsort(key, kind="stable")
+    packed = np.subtract(key, lo, dtype=np.int64)
+    packed <<= bits
+    packed |= np.arange(n, dtype=np.int64)
+    packed.sort()
+    packed &= (1 << bits) - 1
+    return packed
