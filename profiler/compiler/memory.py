@@ -20,6 +20,7 @@ from profiler.compiler.compile import CompiledGraph, Node, Step
 from profiler.compiler.liveness import Liveness
 from profiler.compiler.tile_span import TileSpan
 from profiler.executable.plans import ComputeSetPlan
+from profiler.host.parallel import in_row_chunks, threads
 from profiler.host.sorting import stable_order
 from report_format.schema import MEMORY_CATEGORIES, MEMORY_REGIONS
 from report_format.vocabulary import ControlType, MemoryCategory, StepType
@@ -137,16 +138,33 @@ def _allocate_shared(
     f_sorted, l_sorted = first[order], last[order]
     cuts = np.flatnonzero(t_sorted[1:] != t_sorted[:-1]) + 1
     placed = np.zeros(tile.size, dtype=np.int64)  # offsets in sorted order
-    cache: dict[bytes, np.ndarray] = {}
-    for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), t_sorted.size], strict=True):
+    bounds = list(zip([0, *cuts.tolist()], [*cuts.tolist(), t_sorted.size], strict=True))
+    distinct: dict[bytes, int] = {}  # a layout's key -> its index among the tiles' distinct layouts
+    first_tile: list[tuple[int, int]] = []  # each distinct layout's first tile's rows
+    layout_of: list[int] = []  # each tile's
+    for a, b in bounds:
         # the placement only compares steps with each other, so the steps' ranks among the tile's
         # first and last steps stand for them (a layer's lifetimes end at other steps than another's
         # where they outlive the layer: the pipeline's copies to the next stage)
         rank = np.unique(np.concatenate((f_sorted[a:b], l_sorted[a:b])), return_inverse=True)[1]
         key = s_sorted[a:b].tobytes() + rank.astype(np.int64, copy=False).tobytes()
-        if key not in cache:
-            cache[key] = _first_fit(s_sorted[a:b], f_sorted[a:b], l_sorted[a:b])
-        placed[a:b] = cache[key]
+        if key not in distinct:
+            distinct[key] = len(first_tile)
+            first_tile.append((a, b))
+        layout_of.append(distinct[key])
+    layouts: list[np.ndarray] = [np.zeros(0, np.int64)] * len(first_tile)
+
+    def place(rows: slice) -> None:
+        for k in range(rows.start, rows.stop):
+            a, b = first_tile[k]
+            layouts[k] = _first_fit(s_sorted[a:b], f_sorted[a:b], l_sorted[a:b])
+
+    # the layouts are independent and their loops compiled without the GIL (first_fit's njit
+    # nogil): side by side on the cores, a few layouts a part so the parts even out; the same offsets
+    # whichever thread places a layout
+    in_row_chunks(place, len(first_tile), len(first_tile), max(1, len(first_tile) // (4 * threads())))
+    for (a, b), k in zip(bounds, layout_of, strict=True):
+        placed[a:b] = layouts[k]
     out[order] = placed
     return out
 
