@@ -291,7 +291,7 @@ def piece_receives(
     key = dst.astype(np.int64)
     key *= span
     key += start  # one sort key: (receiving tile, start)
-    order = stable_order(key)  # timsort: pieces arrive as ascending runs
+    order = stable_order(key)  # pieces often arrive as ascending runs: stable_order then keeps timsort
     del key  # each chunk's keys are made again from its pieces: no sorted copy of all of them is held
     # pieces that all stay on their IPU (a pipeline stage's compute set) are planned as on one IPU:
     # the inter-IPU part is empty, and the sent figures come from the distinct pieces

@@ -343,8 +343,9 @@ class Graph:
         given in any order, together covering ``t`` once (a planner's blocks). When ``t`` is all of one
         variable in its own order the mapping is built from them, never from a tile per element."""
         tiles = np.asarray(tiles, dtype=np.int64).reshape(-1)
+        starts = np.asarray(starts, dtype=np.int64).reshape(-1)  # a planner may give a list
         order = stable_order(starts)
-        s, ln, tl = np.asarray(starts, dtype=np.int64)[order], np.asarray(lengths, dtype=np.int64)[order], tiles[order]
+        s, ln, tl = starts[order], np.asarray(lengths, dtype=np.int64).reshape(-1)[order], tiles[order]
         n = t.numel()
         if (
             s.size == 0

@@ -225,18 +225,14 @@ def canonical(start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.nda
     if start.size == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     if bool((start[1:] >= start[:-1]).all()):  # regions mostly come in order: no sort
-        s, e = start, start + length
-        covered = np.maximum.accumulate(e)
-        new = np.ones(s.size, dtype=bool)
-        new[1:] = s[1:] > covered[:-1]
-        first = np.flatnonzero(new)
-        last = np.append(first[1:], s.size) - 1
-        return s[first], covered[last]
-    # Starts and ends sorted apart (numpy sorts values with SIMD; an argsort to keep the pairs is
-    # ~7x dearer): between the i-th end and the (i+1)-th start nothing is covered exactly when
-    # i starts and i ends lie at or before a point, so the union is cut where a start lies past
-    # the end before it in the other order
-    s, e = np.sort(start), np.sort(start + length)
+        # each start against the furthest end before it (a running maximum, itself in order)
+        s, e = start, np.maximum.accumulate(start + length)
+    else:
+        # starts and ends sorted apart (numpy sorts values with SIMD; an argsort to keep the pairs
+        # is ~7x dearer): between the i-th end and the (i+1)-th start nothing is covered exactly
+        # when i starts and i ends lie at or before a point
+        s, e = np.sort(start), np.sort(start + length)
+    # the union is cut where a start lies past the end before it
     new = np.ones(s.size, dtype=bool)
     np.greater(s[1:], e[:-1], out=new[1:])
     first = np.flatnonzero(new)
