@@ -422,12 +422,15 @@ class Graph:
         if vid is None or not isinstance(lay, Affine):
             return None
         inner, step = inner_run(lay)
-        if step != 1 or inner < RUNS_WORTH_IT or lay.size % inner:
+        if step != 1 or inner < 2 or lay.size % inner:
             return None
         m = self.variables[vid].mapping
-        banded = band_runs(lay, inner, m.starts, self._from_device_tiles(m.tiles))  # a grouped store's rows
+        # a grouped store's rows: bands of rows even when its groups are short (4 channels)
+        banded = band_runs(lay, inner, m.starts, self._from_device_tiles(m.tiles))
         if banded is not None:
             return banded
+        if inner < RUNS_WORTH_IT:
+            return None
         first_pos = np.arange(0, lay.size, inner, dtype=np.int64)
         coords = np.unravel_index(first_pos, lay.shape)
         elem = lay.offset + sum((c.astype(np.int64) * st for c, st in zip(coords, lay.strides, strict=True)),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from profiler.host.sorting import stable_order
-from profiler.poplar.layout import Affine, Blocks, Factored, Runs, WindowBlocks
+from profiler.poplar.layout import Affine, Blocks, Factored, Runs, VarRuns, WindowBlocks
 from profiler.poplar.tensor import Tensor
 
 
@@ -103,12 +103,17 @@ def field_regions(t: Tensor, base: np.ndarray) -> Regions:
     """Regions of field ``t`` (leading dimension = vertices); ``base[v]`` is the global id of
     variable v's first element."""
     lay = t._lay
+    var_base: np.ndarray | int = 0
+    if isinstance(lay, VarRuns):  # runs of several variables (a rotary embedding's [-x2, x1]): per run
+        var_base, lay = base[lay.var], lay.runs
+    elif isinstance(lay, Runs):
+        var_base = int(base[t._var])
     if isinstance(lay, Runs):
         per_row = np.diff(lay.row_first)
         owner = np.repeat(np.arange(per_row.size, dtype=np.int64), per_row)
         # a repeated element (step 0) is one element, however often the row reads it; a periodic run
         # reads its period's elements
-        start = lay.start.astype(np.int64) + int(base[t._var])  # int32 runs: global ids may pass 2^31
+        start = lay.start.astype(np.int64) + var_base  # int32 runs: global ids may pass 2^31
         length = np.where(lay.step == 0, 1, lay.length if lay.period is None else lay.period).astype(np.int64)
         if lay.block:  # runs of blocks: each block a region (the compiler cuts them at tile intervals)
             start, length, owner = _blocks(start, length, owner, lay.block, lay.stride)

@@ -380,8 +380,11 @@ class Tensor:
         if aff is None or len(aff.shape) < 2 or first.size == 0 or width < 1:
             return self.reshape(-1)[index[first[:, None] + np.arange(width)]]
         inner, step = inner_run(aff)
-        if inner < 2:
+        spread = _spread_inner(aff) if inner < 2 else None
+        if inner < 2 and spread is None:
             return self.reshape(-1)[index[first[:, None] + np.arange(width)]]
+        if spread is not None:  # the inner dim reads every ``spread``-th element: runs of 1-blocks
+            inner = int(next(n for n in reversed(aff.shape) if n != 1))
         widths = np.full(first.size, width, dtype=np.int64)
         start, pieces = cut_ranges(breaks, first, widths)
         pos = index[start].astype(np.int64)  # each piece's first flattened position of this view
@@ -391,8 +394,6 @@ class Tensor:
         # short inner runs (a matmul result stored in groups of 4 columns) may still make runs of
         # blocks, one a row where they take one a group
         blocks = _block_stride(aff, inner) if step == 1 else None
-        if blocks is None and int(cuts.sum()) * RUNS_WORTH_IT > first.size * width:
-            return self.reshape(-1)[index[first[:, None] + np.arange(width)]]
         head = np.repeat(np.cumsum(cuts) - cuts, cuts)
         k = np.arange(int(cuts.sum())) - head  # the cut's rank within its piece
         p_of = np.repeat(pos, cuts)
@@ -402,13 +403,27 @@ class Tensor:
         value = aff.offset + sum((c.astype(np.int64) * st for c, st in zip(coords, aff.strides, strict=True)),
                                  np.zeros(sub.size, np.int64))  # fmt: skip
         row = np.repeat(np.repeat(np.arange(first.size), pieces), cuts)
-        if int(cuts.sum()) * RUNS_WORTH_IT > first.size * width:
-            assert blocks is not None
-            found = _block_runs(value, end - sub, row, first.size, int(width), inner, blocks)
+        if spread is not None:  # a transposed read (a serial matmul's rhs rearranged): a run a piece
+            found = _block_runs(value, end - sub, row, first.size, int(width), 1, spread)
             if found is None:
                 return self.reshape(-1)[index[first[:, None] + np.arange(width)]]
             return Tensor(self.graph, self._var, found, self.dtype)
+        # pieces that continue each other in memory are one run (a tile's rows of one group of 4
+        # columns of a grouped store: the group's rows are consecutive elements); else runs of
+        # blocks; else an index per element
         runs = _merged_runs(value, end - sub, step, row, first.size, int(width))
+        if runs.start.size * RUNS_WORTH_IT > first.size * width:
+            if step == 0:  # a per-row operand over a tile's rows of a short group: repeats of consecutive elements
+                found = _repeat_runs(value, end - sub, row, first.size, int(width))
+            else:
+                found = (
+                    None
+                    if blocks is None
+                    else _block_runs(value, end - sub, row, first.size, int(width), inner, blocks)
+                )
+            if found is None:
+                return self.reshape(-1)[index[first[:, None] + np.arange(width)]]
+            return Tensor(self.graph, self._var, found, self.dtype)
         return Tensor(self.graph, self._var, runs, self.dtype)
 
     def var_runs_rows(self, index: np.ndarray, breaks: np.ndarray, first: np.ndarray, width: int) -> Tensor | None:
@@ -508,6 +523,16 @@ def _regular_rows(key: np.ndarray, aff: Affine) -> Blocks | None:
     return Blocks(aff.offset + first * s, Affine(0, pattern.shape, tuple(st * s for st in layout[1])))
 
 
+def _spread_inner(aff: Affine) -> int | None:
+    """The stride of a one-to-one view's innermost dim (not of length one) when it is over 1 and the
+    dim holds at least ``RUNS_WORTH_IT`` positions: a transposed read, each run along it one element
+    every stride (``Runs.block`` of 1); else None."""
+    dims = [(int(n), int(st)) for n, st in zip(aff.shape, aff.strides, strict=True) if n != 1]
+    if not dims or dims[-1][1] < 2 or dims[-1][0] < RUNS_WORTH_IT or not aff.one_to_one():
+        return None
+    return dims[-1][1]
+
+
 def _block_stride(aff: Affine, inner: int) -> int | None:
     """The stride between consecutive runs of ``inner`` elements of a one-to-one view (that of the
     dim just outside them), when it is at least ``inner`` (blocks never overlap); else None."""
@@ -540,6 +565,26 @@ def _block_runs(
     return Runs(
         start[at].astype(np.int64), merged.astype(np.int64), steps, row_first, width, block=block, stride=stride
     )
+
+
+def _repeat_runs(start: np.ndarray, length: np.ndarray, row: np.ndarray, rows: int, width: int) -> Runs | None:
+    """Step-0 pieces (``row`` each's, rows in order), each one element repeated, as runs of repeats
+    (``Runs.repeat``: element i of a run reads ``start + i // repeat``): a piece joins the one before
+    it in its row when that one repeats its element ``repeat`` times (the most any piece does) and it
+    reads the next element, so only a run's last piece may be shorter. None when the runs would still
+    be short."""
+    if start.size == 0:
+        return None
+    rep = int(length.max())
+    head = np.ones(start.size, dtype=bool)
+    head[1:] = (row[1:] != row[:-1]) | (length[:-1] != rep) | (start[1:] != start[:-1] + 1)
+    at = np.flatnonzero(head)
+    if rep < 2 or at.size * RUNS_WORTH_IT > rows * width:
+        return None
+    merged = np.add.reduceat(length, at)
+    row_first = np.searchsorted(row[at], np.arange(rows + 1)).astype(np.int64)
+    steps = np.broadcast_to(np.zeros(1, dtype=np.int64), at.shape)
+    return Runs(start[at].astype(np.int64), merged.astype(np.int64), steps, row_first, width, repeat=rep)
 
 
 def _merged_runs(start: np.ndarray, length: np.ndarray, step: int, row: np.ndarray, rows: int, width: int) -> Runs:

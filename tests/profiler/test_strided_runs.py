@@ -18,10 +18,13 @@ def _views(g: Graph, a: int, b: int, c: int):
         "broadcast-inner": v[:, :, :1].broadcast_to((a, b, c)),
         "inner-transposed": v.transpose(2, 0, 1),
         "grouped": v.transpose(1, 0, 2).group_dims(2, 1),
+        "inner-strided": g.add_variable("float16", [a, 8 + b, c], "w").transpose(0, 2, 1),
     }
 
 
-@pytest.mark.parametrize("kind", ["transposed", "broadcast-rows", "broadcast-inner", "inner-transposed", "grouped"])
+@pytest.mark.parametrize(
+    "kind", ["transposed", "broadcast-rows", "broadcast-inner", "inner-transposed", "grouped", "inner-strided"]
+)
 def test_affine_rows_equal_indexing_by_element(kind: str) -> None:
     rng = np.random.default_rng(7)
     g = Graph(ipu_model(tiles_per_ipu=4))
@@ -78,6 +81,65 @@ def test_a_result_stored_in_groups_of_4_columns_is_read_as_runs_of_blocks() -> N
     assert a.count == 4 * 6  # a region a block: what the exchange reads is unchanged
 
 
+def test_a_tiles_rows_of_one_group_of_4_columns_are_one_run() -> None:
+    """x[S, N] held as its store [N/4, S, 4], a tile holding one group's rows (more tiles than
+    groups: a decoder's [2,048, 4,096] projection over 1,472 tiles): the tile's positions, row-major,
+    are 4 columns a row, a break every 4 positions, but the group's rows are consecutive elements of
+    the store: one run, not an index per element (issue 38: 192 MiB of a 2-layer decoder's import)."""
+    from profiler.poplar.layout import Runs
+
+    s, n = 6, 32
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    store = g.add_variable("float16", [n // 4, s, 4], "store")
+    x = store.transpose(1, 0, 2).group_dims(1, 2)  # [S, N]
+    index = (np.arange(s)[:, None] * n + 8 + np.arange(4)).reshape(-1)  # group 2's rows, row by row
+    breaks = np.arange(4, index.size, 4)
+    got = x.affine_rows(index, breaks, np.array([0]), index.size)
+    want = x.reshape(-1)[index[None, :]]
+    assert isinstance(got._lay, Runs) and got._lay.start.tolist() == [2 * 4 * s]
+    assert got.shape == want.shape and np.array_equal(got._idx, want._idx)
+
+
+def test_a_per_row_operand_over_a_tiles_rows_of_one_group_is_one_run_of_repeats() -> None:
+    """A per-row operand [S, 1] broadcast over [S, N] (RMSNorm's 1 / rms), read by the vertex of a
+    tile holding rows 1-4 of one group of 4 columns: 4 positions a row, each row's element repeated
+    4 times, is one run of repeats (Runs.repeat), not an index per element."""
+    from profiler.poplar.layout import Runs
+
+    s, n = 6, 32
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    scale = g.add_variable("float16", [s, 1], "scale").broadcast_to((s, n))
+    index = (np.arange(s)[:, None] * n + 8 + np.arange(4)).reshape(-1)
+    breaks = np.arange(4, index.size, 4)
+    got = scale.affine_rows(index, breaks, np.array([4, 0]), 16)  # rows 1-4, then rows 0-3
+    want = scale.reshape(-1)[index[np.array([4, 0])[:, None] + np.arange(16)]]
+    assert isinstance(got._lay, Runs) and got._lay.repeat == 4 and got._lay.start.tolist() == [1, 0]
+    assert got.shape == want.shape and np.array_equal(got._idx, want._idx)
+    ragged = scale.affine_rows(index, np.sort(np.r_[breaks, 1]), np.array([1]), 8)  # starts inside a row's repeats
+    assert np.array_equal(ragged._idx, scale.reshape(-1)[index[1:9][None, :]]._idx)
+
+
+def test_a_transposed_read_is_runs_of_one_element_blocks() -> None:
+    """A view whose inner dim reads every 16th element (a serial matmul's rhs K^T rearranged from K's
+    store in groups of 16): a run a piece of the inner dim, one element every 16 (Runs.block 1),
+    not an index per element (issue 38: 192 MiB of a 2-layer decoder's import), with the elements
+    and the compiler's regions indexing gives."""
+    from profiler.poplar.layout import Runs
+    from profiler.poplar.regions import field_regions
+
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    kt = g.add_variable("float16", [2, 40, 16], "k").transpose(0, 2, 1)  # [2, 16, 40]: 40 positions 16 apart
+    index = np.arange(kt.numel())
+    got = kt.affine_rows(index, np.array([50, 700]), np.array([0, 640]), 640)
+    want = kt.reshape(-1)[index[np.array([0, 640])[:, None] + np.arange(640)]]
+    assert isinstance(got._lay, Runs) and got._lay.block == 1 and got._lay.stride == 16
+    assert got._lay.start.size == 2 * 16 + 2  # a run a row of 40, and the pieces cut at 50 and 700
+    assert got.shape == want.shape and np.array_equal(got._idx, want._idx)
+    base = np.zeros(len(g.variables), np.int64)
+    a, b = field_regions(got, base), field_regions(want, base)
+    assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("start", "length", "owner"))
+
+
 def test_runs_of_blocks_are_not_made_over_a_broadcast() -> None:
     # a block read again (stride 0) would join regions the explicit path keeps apart: indexed instead
     g = Graph(ipu_model(tiles_per_ipu=4))
@@ -101,9 +163,11 @@ def _rectangles(g: Graph, store, bands: list[int], rng: np.random.Generator) -> 
     g.set_tile_mapping(store, np.repeat(tile.reshape(-1), c))
 
 
+@pytest.mark.parametrize("width", [8, 4])
 @pytest.mark.parametrize("seed", range(6))
-def test_view_runs_of_a_grouped_store_by_bands_are_its_tiles(seed: int) -> None:
-    """The scores held as PopLibs creates a product's result ([2 heads, N/8, S, 8] seen as [2, S, N]),
+def test_view_runs_of_a_grouped_store_by_bands_are_its_tiles(seed: int, width: int) -> None:
+    """The scores held as PopLibs creates a product's result ([2 heads, N/8, S, 8] seen as [2, S, N];
+    groups of 4 too, shorter than runs are worth per row: a decoder's projections before a residual add),
     mapped by rectangles of rows x groups: view_runs (by bands of rows, profiler.poplar.bands) gives
     each run of positions on one tile, maximal, as the tile of every element says; with one tile
     everywhere, one run a band of rows. A mapping cut inside a group's run of 8 is declined."""
@@ -112,9 +176,9 @@ def test_view_runs_of_a_grouped_store_by_bands_are_its_tiles(seed: int) -> None:
     rng = np.random.default_rng(seed)
     g = Graph(ipu_model(tiles_per_ipu=4))
     heads, groups, s = 2, int(rng.integers(2, 7)), int(rng.integers(4, 30))
-    store = g.add_variable("float16", [heads * groups, s, 8], "store")
+    store = g.add_variable("float16", [heads * groups, s, width], "store")
     _rectangles(g, store, sorted(set(rng.integers(1, s, int(rng.integers(0, 4))).tolist())), rng)
-    view = store.reshape(heads, groups, s, 8).transpose(0, 2, 1, 3).group_dims(1, 1, 2)  # [2, S, 8 groups]
+    view = store.reshape(heads, groups, s, width).transpose(0, 2, 1, 3).group_dims(1, 1, 2)  # [2, S, N]
     runs = g.view_runs(view)
     assert runs is not None
     start, tiles = runs
@@ -122,10 +186,10 @@ def test_view_runs_of_a_grouped_store_by_bands_are_its_tiles(seed: int) -> None:
     assert np.array_equal(np.repeat(tiles, np.diff(np.append(start, view.numel()))), g.tile_of(view).reshape(-1))
     m = g.variables[store.single_variable()].mapping
     lay = view._lay.flat
-    assert band_runs(lay, 8, m.starts, m.tiles) is not None
+    assert band_runs(lay, width, m.starts, m.tiles) is not None
     cut = m.starts.copy()
-    cut[1:] += 3  # intervals starting inside a group's 8 elements
-    assert band_runs(lay, 8, np.unique(cut), m.tiles[: np.unique(cut).size]) is None
+    cut[1:] += 3  # intervals starting inside a group's elements
+    assert band_runs(lay, width, np.unique(cut), m.tiles[: np.unique(cut).size]) is None
 
 
 def test_view_runs_by_bands_hand_worked() -> None:
