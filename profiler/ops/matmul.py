@@ -1130,6 +1130,25 @@ def _sliceable(graph: Graph, dtype: np.dtype, shape: tuple[int, ...], levels: in
     return t
 
 
+def _slices_as_step_rhs(
+    graph: Graph, dtype: np.dtype, plan: MatMulPlan, shape: tuple[int, int, int, int], one: GroupedStore
+) -> Tensor:
+    """``[sk, sn, *one.dims]``: a serial plan's rhs slices, each stored and mapped as one step creates
+    its rhs (``one``, the step's grouped store, mapped by ``grouped_runs``), as PopLibs' createWeightsImpl
+    with ``serial`` creates the tensor it rearranges an rhs it did not create into
+    (lib/poplin/Convolution.cpp: ``weightsRearranged``), so each step's dynamic slice is laid out as
+    the step reads it. Mapped by one slice's runs, repeated: host cost follows the runs."""
+    G, M, K, N = shape
+    sk, sn = plan.in_chan_serial, plan.out_chan_serial
+    step = replace(plan, in_chan_serial=1, out_chan_serial=1)
+    start, length, tile = grouped_runs(step, (G, M, K // sk, N // sn), "rhs", one, dtype.itemsize)
+    per, n = int(np.prod(one.dims, dtype=np.int64)), sk * sn
+    t = graph.add_variable(dtype, [sk, sn, *one.dims], "serial operand")
+    graph.map_intervals(t, (np.arange(n, dtype=np.int64)[:, None] * per + start).ravel(), np.tile(length, n),
+                        np.tile(tile, n))  # fmt: skip
+    return t
+
+
 def _slices_like(graph: Graph, dtype: np.dtype, slices: tuple[int, ...], like: Tensor, name: str) -> Tensor:
     """A new ``[*slices, *like.shape]`` variable whose every slice is mapped as ``like`` (a whole mapped
     variable) is: popops::createSliceableTensorFromSlice, so a dynamic update of it from ``like``
@@ -1184,12 +1203,26 @@ def _serial_loop(
     if b_var is not None and not _runs_mapped_as(graph, b_var, serial_rhs_runs(plan, (G, M, K, N), b3.dtype,
                                                                                 graph.target)):  # fmt: skip
         b_var = None
+    step_rhs = _step_rhs_store(plan, (G, M, K, N), b3.dtype, graph.target)
     if b_var is None:
         b_src = b3.reshape(G, sk_n, k_step, sn_n, n_step).transpose(1, 3, 0, 2, 4)
-        b_s = copy(graph, b_src, prog, dst=_sliceable(graph, b3.dtype, b_src.shape, 2), debug_name="rearrange rhs")
+        if step_rhs is not None and G > 1:
+            # a grouped matmul's rhs it did not create (attention's K^T) is copied into slices stored
+            # and mapped as a step creates its rhs (PopLibs' createWeightsImpl with ``serial``),
+            # walked in the store's order so the copy moves channel groups, not an element at a time.
+            # One group's rhs stays spread linearly: every slice would sit on the step's tiles (a
+            # 256 x 512 rhs at 16 x 16 serial steps: 64 KiB on each of 4 of 16 tiles)
+            b_s = _slices_as_step_rhs(graph, b3.dtype, plan, (G, M, K, N), step_rhs)
+            in_store = b_src.reshape(sk_n, sn_n, *(step_rhs.dims[a] for a in step_rhs.axes))
+            back = np.argsort(step_rhs.axes)
+            copy(
+                graph, in_store.transpose(0, 1, *(int(a) + 2 for a in back)), prog, dst=b_s, debug_name="rearrange rhs"
+            )
+        else:
+            step_rhs = None
+            b_s = copy(graph, b_src, prog, dst=_sliceable(graph, b3.dtype, b_src.shape, 2), debug_name="rearrange rhs")
     else:
         b_s = b_var  # [sk, sn, *step store]
-    step_rhs = _step_rhs_store(plan, (G, M, K, N), b3.dtype, graph.target) if b_var is not None else None
     # loop counters replicated on every tile, so no slice waits for an index broadcast from one tile
     ck, cn = replicated_index(graph, "in-chan chunk"), replicated_index(graph, "out-chan chunk")
     inc = map_codelet("popops::AddScalarInPlace", _increment, 1, (cost_model.binary("add"),), True)
@@ -1202,7 +1235,8 @@ def _serial_loop(
     inner = Sequence(name="matmul out-chan serial loop")
     b_step = b_chunk[0] if sn_n == 1 else dynamic_slice(graph, b_chunk, cn, inner)
     if step_rhs is not None:  # the step store's [K, N] view of the chunk, as the step's [G, K, N] rhs
-        b_step = step_rhs.view(b_step).expand(0)
+        b_step = step_rhs.view(b_step)
+        b_step = b_step.expand(0) if b_step.rank == 2 else b_step
     group = _store_group(step, n_step, a3.dtype, graph.target) if grouped_out else n_step
     step_out, step_store = output_store(graph, odt, G, M, n_step, group, "matmul step out")
     _run_step(graph, a_chunk, b_step, step_out, step, inner, "matmul step", step_store, log2_scale=log2_scale)

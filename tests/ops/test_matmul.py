@@ -700,3 +700,35 @@ def test_an_operand_of_several_variables_is_rearrangeable_only_without_repeats()
     assert _rearrangeable(shuffled)
     assert not _rearrangeable(both[np.array([7, 0, 3, 5, 1, 6, 2, 7])])  # row 7 twice
     assert not _rearrangeable(both[np.array([[0, 1], [2, 0]])].reshape(4, 4))  # row 0 twice, from a
+
+
+def test_a_grouped_serial_plans_rhs_is_rearranged_into_slices_stored_as_a_steps():
+    """A grouped matmul with out-chan serial steps whose rhs it did not create (attention's K^T, K a
+    projection's result in its grouped store) is copied into slices each stored and mapped as a step
+    creates its rhs (PopLibs' createWeightsImpl with ``serial``), walked in that store's order: the
+    copy reads K's groups as runs and its exchange moves whole blocks, a region per block row of 16
+    rather than one an element (issue 38: K^T of a decoder at S = 2,048); the result is numpy's."""
+    from profiler.poplar.regions import field_regions
+
+    r = rng(31)
+    x, w = r.standard_normal((2, 512, 32)).astype(np.float32), r.standard_normal((2, 32, 64)).astype(np.float32)
+    q = r.standard_normal((2, 128, 64)).astype(np.float32)
+
+    def build(g, t, p):
+        k = ops.matmul(g, t["x"], t["w"], p)  # [2, 512, 64], held as PopLibs holds a product
+        return {"c": ops.matmul(g, t["q"], k.transpose(0, 2, 1), p, available_memory_proportion=0.02, debug_name="mm")}
+
+    out, g, _ = run({"x": x, "w": w, "q": q}, build, tiles=8, bytes_per_tile=1 << 20)
+    attrs = json.loads(next(c for c in g.debug_contexts if c.name == "mm").attributes)
+    assert attrs["in_chan_serial"] == 1 and attrs["out_chan_serial"] > 1
+    slices = [v for v in g.variables if v.name == "serial operand"]
+    assert len(slices) == 1 and len(slices[0].shape) == 7  # [sk, sn, G, N/og, K/ig, og, ig]
+    into = lambda cs: {g.variables[v].name for b in cs.batches for v in b.fields["out"].variable_ids()}  # noqa: E731
+    copy = next(cs for cs in g.compute_sets if cs.name == "copy" and into(cs) == {"serial operand"})
+    base = np.cumsum([0] + [v.numel for v in g.variables], dtype=np.int64)
+    fields = [b.fields["in"] for b in copy.batches]
+    assert not any(isinstance(f._lay, np.ndarray) for f in fields)  # runs, no index per element
+    regions = sum(field_regions(f, base).count for f in fields)
+    assert regions * 8 <= 2 * 512 * 64
+    want = np.matmul(q.astype(np.float64), np.matmul(x.astype(np.float64), w).transpose(0, 2, 1))
+    np.testing.assert_allclose(out["c"], want, rtol=1e-4, atol=1e-3)

@@ -123,7 +123,7 @@ def test_a_transposed_read_is_runs_of_one_element_blocks() -> None:
     """A view whose inner dim reads every 16th element (a serial matmul's rhs K^T rearranged from K's
     store in groups of 16): a run a piece of the inner dim, one element every 16 (Runs.block 1),
     not an index per element (issue 38: 192 MiB of a 2-layer decoder's import), with the elements
-    and the compiler's regions indexing gives."""
+    indexing gives; the compiler's regions are each row's set of elements, not a region an element."""
     from profiler.poplar.layout import Runs
     from profiler.poplar.regions import field_regions
 
@@ -135,9 +135,18 @@ def test_a_transposed_read_is_runs_of_one_element_blocks() -> None:
     assert isinstance(got._lay, Runs) and got._lay.block == 1 and got._lay.stride == 16
     assert got._lay.start.size == 2 * 16 + 2  # a run a row of 40, and the pieces cut at 50 and 700
     assert got.shape == want.shape and np.array_equal(got._idx, want._idx)
+    # the compiler's regions: each row's set of elements, consecutive ones one region (a field is a
+    # set of elements to the exchange): here each row reads a whole [40, 16] block, one region
     base = np.zeros(len(g.variables), np.int64)
-    a, b = field_regions(got, base), field_regions(want, base)
-    assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("start", "length", "owner"))
+    regions = field_regions(got, base)
+    rows = want._idx.reshape(2, -1)
+    want_regions = []
+    for r, elements in enumerate(rows):
+        e = np.unique(elements)
+        cut = np.flatnonzero(np.diff(e) != 1) + 1
+        want_regions += [(r, int(p[0]), p.size) for p in np.split(e, cut)]
+    got_regions = list(zip(regions.owner.tolist(), regions.start.tolist(), regions.length.tolist(), strict=True))
+    assert got_regions == want_regions == [(0, 0, 640), (1, 640, 640)]
 
 
 def test_runs_of_blocks_are_not_made_over_a_broadcast() -> None:
@@ -202,3 +211,26 @@ def test_view_runs_by_bands_hand_worked() -> None:
     view = store.transpose(1, 0, 2).group_dims(1, 2)
     start, tiles = g.view_runs(view)  # type: ignore[misc]
     assert start.tolist() == [0, 32, 40, 48, 56] and tiles.tolist() == [1, 2, 1, 2, 1]
+
+
+def test_regions_of_runs_of_blocks_read_across_groups_are_each_rows_set() -> None:
+    """Runs of blocks a stride past their block (a store in groups of 16 read across its groups: the
+    lhs of attention's P.V rearranged) give each row's set of elements, touching blocks one region:
+    three runs of two 16-blocks 48 apart at starts 0, 16, 32 cover 0-95, one region (and 96-191 for
+    the second row); runs reading every other block keep a region a block. The elements are those the
+    runs list one by one."""
+    from profiler.poplar.layout import Runs
+    from profiler.poplar.regions import field_regions
+    from profiler.poplar.tensor import Tensor
+
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    v = g.add_variable("float16", [192], "store")
+    base = np.zeros(1, np.int64)
+    step = np.ones(6, np.int64)
+    rows = Runs(np.array([0, 16, 32, 96, 112, 128]), np.full(6, 32), step, np.array([0, 3, 6]), 96, block=16, stride=48)
+    r = field_regions(Tensor(g, v.single_variable(), rows, v.dtype), base)
+    assert list(zip(r.owner.tolist(), r.start.tolist(), r.length.tolist(), strict=True)) == [(0, 0, 96), (1, 96, 96)]
+    assert [sorted(row) for row in rows.indices().tolist()] == [list(range(96)), list(range(96, 192))]
+    apart = Runs(np.array([0, 32]), np.full(2, 32), step[:2], np.array([0, 2]), 64, block=16, stride=64)
+    r = field_regions(Tensor(g, v.single_variable(), apart, v.dtype), base)
+    assert r.start.tolist() == [0, 32, 64, 96] and r.length.tolist() == [16] * 4
