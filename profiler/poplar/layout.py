@@ -567,6 +567,15 @@ class Runs:
     def __post_init__(self) -> None:
         if self.repeat and self.block:  # the compiler's regions read one or the other (regions.field_regions)
             raise ValueError("Runs: repeat and block in one field")
+        # starts and lengths held as int32 where they fit: half the host memory of a graph's fields
+        # (a decoder layer at S = 2,048 holds ~10^7 runs); readers widen them where sums may pass 2^31
+        for name in ("start", "length"):
+            a = getattr(self, name)
+            if a.dtype == np.int64 and a.size and int(a.max()) < 2**31 and int(a.min()) >= -(2**31):
+                object.__setattr__(self, name, a.astype(np.int32))
+        step = self.step
+        if isinstance(step, np.ndarray) and step.ndim and step.strides[0] and step.dtype.itemsize > 1:
+            object.__setattr__(self, "step", step.astype(np.int8))  # 0 or 1 a run: a byte each
 
     @property
     def shape(self) -> tuple[int, ...]:
