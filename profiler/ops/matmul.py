@@ -1130,22 +1130,15 @@ def _sliceable(graph: Graph, dtype: np.dtype, shape: tuple[int, ...], levels: in
     return t
 
 
-def _slices_as_step_rhs(
-    graph: Graph, dtype: np.dtype, plan: MatMulPlan, shape: tuple[int, int, int, int], one: GroupedStore
-) -> Tensor:
+def _slices_as_step_rhs(graph: Graph, dtype: np.dtype, plan: MatMulPlan, shape: tuple[int, int, int, int],
+                        one: GroupedStore) -> Tensor:  # fmt: skip
     """``[sk, sn, *one.dims]``: a serial plan's rhs slices, each stored and mapped as one step creates
-    its rhs (``one``, the step's grouped store, mapped by ``grouped_runs``), as PopLibs' createWeightsImpl
+    its rhs (``one``, the step's grouped store; ``serial_rhs_runs``), as PopLibs' createWeightsImpl
     with ``serial`` creates the tensor it rearranges an rhs it did not create into
     (lib/poplin/Convolution.cpp: ``weightsRearranged``), so each step's dynamic slice is laid out as
-    the step reads it. Mapped by one slice's runs, repeated: host cost follows the runs."""
-    G, M, K, N = shape
-    sk, sn = plan.in_chan_serial, plan.out_chan_serial
-    step = replace(plan, in_chan_serial=1, out_chan_serial=1)
-    start, length, tile = grouped_runs(step, (G, M, K // sk, N // sn), "rhs", one, dtype.itemsize)
-    per, n = int(np.prod(one.dims, dtype=np.int64)), sk * sn
-    t = graph.add_variable(dtype, [sk, sn, *one.dims], "serial operand")
-    graph.map_intervals(t, (np.arange(n, dtype=np.int64)[:, None] * per + start).ravel(), np.tile(length, n),
-                        np.tile(tile, n))  # fmt: skip
+    the step reads it."""
+    t = graph.add_variable(dtype, [plan.in_chan_serial, plan.out_chan_serial, *one.dims], "serial operand")
+    graph.map_intervals(t, *serial_rhs_runs(plan, shape, dtype, graph.target))
     return t
 
 
@@ -1203,10 +1196,11 @@ def _serial_loop(
     if b_var is not None and not _runs_mapped_as(graph, b_var, serial_rhs_runs(plan, (G, M, K, N), b3.dtype,
                                                                                 graph.target)):  # fmt: skip
         b_var = None
-    step_rhs = _step_rhs_store(plan, (G, M, K, N), b3.dtype, graph.target)
+    # the step's rhs store: the created rhs's, or a grouped matmul's rearranged into it (below)
+    step_rhs = _step_rhs_store(plan, (G, M, K, N), b3.dtype, graph.target) if b_var is not None or G > 1 else None
     if b_var is None:
         b_src = b3.reshape(G, sk_n, k_step, sn_n, n_step).transpose(1, 3, 0, 2, 4)
-        if step_rhs is not None and G > 1:
+        if step_rhs is not None:
             # a grouped matmul's rhs it did not create (attention's K^T) is copied into slices stored
             # and mapped as a step creates its rhs (PopLibs' createWeightsImpl with ``serial``),
             # walked in the store's order so the copy moves channel groups, not an element at a time.
@@ -1219,7 +1213,6 @@ def _serial_loop(
                 graph, in_store.transpose(0, 1, *(int(a) + 2 for a in back)), prog, dst=b_s, debug_name="rearrange rhs"
             )
         else:
-            step_rhs = None
             b_s = copy(graph, b_src, prog, dst=_sliceable(graph, b3.dtype, b_src.shape, 2), debug_name="rearrange rhs")
     else:
         b_s = b_var  # [sk, sn, *step store]

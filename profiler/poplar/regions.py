@@ -118,7 +118,9 @@ def field_regions(t: Tensor, base: np.ndarray) -> Regions:
         if lay.block:  # runs of blocks: each block a region (the compiler cuts them at tile intervals)
             start, length, owner = _blocks(start, length, owner, lay.block, lay.stride)
             if lay.stride > lay.block:  # read across a store's groups: the set each row reads
-                return _row_sets(start, length, owner)
+                found = _row_sets(start, length, owner)
+                if found is not None:
+                    return found
         if lay.repeat:  # never made with ``block`` (tile_fields): a field is one or the other
             start, length, owner = _repeated(start, length, owner, lay)
         # a row's runs laid end to end in memory (an elementwise operand over whole rows) or reading
@@ -171,34 +173,22 @@ def field_regions(t: Tensor, base: np.ndarray) -> Regions:
     return Regions(*best)
 
 
-def _row_sets(start: np.ndarray, length: np.ndarray, owner: np.ndarray) -> Regions:
+def _row_sets(start: np.ndarray, length: np.ndarray, owner: np.ndarray) -> Regions | None:
     """Regions of blocks read across a store's groups (``Runs.block`` with a stride past the block: a
     transposed read of a store in groups of 16, one element or one group every ``stride``) as each
-    row's set of elements, sorted, touching ones one region: a field is a set of elements to the
-    exchange, and a row's runs at neighbouring starts cover whole blocks of the source (PopLibs moves
-    them so and transposes on the tile, popops::rearrange::regroupTensor), where a region a block
-    made up to 16 times the regions. Rows in order (``owner`` does not decrease)."""
+    row's set of elements, sorted, touching ones one region (``canonical`` of each row's, the rows
+    packed apart in one key): a field is a set of elements to the exchange, and a row's runs at
+    neighbouring starts cover whole blocks of the source (PopLibs moves them so and transposes on the
+    tile, popops::rearrange::regroupTensor), where a region a block made up to 16 times the regions.
+    Rows in order (``owner`` does not decrease); None when the packed key would pass int64."""
     if start.size == 0:
         return Regions(start, length, owner)
-    owner = owner.astype(np.int64)
     lo = int(start.min())
-    span = int((start + length).max()) - lo + 1
-    if (int(owner[-1]) + 1) * span < 2**62:  # (row, start) packed in one int64
-        key = owner * span + (start - lo)
-        if length.min() == length.max():  # equal lengths: numpy's SIMD sort of the keys says it all
-            key = np.sort(key)
-            r, s, n = key // span, key % span + lo, np.broadcast_to(length[:1], key.shape)
-        else:
-            at = stable_order(key)
-            r, s, n = owner[at], start[at], length[at]
-    else:
-        at = np.lexsort((start, owner))
-        r, s, n = owner[at], start[at], length[at]
-    end = s + n
-    brk = np.ones(s.size, dtype=bool)
-    brk[1:] = (s[1:] > end[:-1]) | (r[1:] != r[:-1])
-    first = np.flatnonzero(brk)
-    return Regions(s[first], np.maximum.reduceat(end, first) - s[first], r[first])
+    span = int((start + length).max()) - lo + 1  # a row's elements never reach the next row's key
+    if (int(owner[-1]) + 1) * span >= 2**62:
+        return None
+    s, e = canonical(owner.astype(np.int64) * span + (start - lo), length)
+    return Regions(s % span + lo, e - s, s // span)
 
 
 def _blocks(

@@ -380,11 +380,12 @@ class Tensor:
         if aff is None or len(aff.shape) < 2 or first.size == 0 or width < 1:
             return self.reshape(-1)[index[first[:, None] + np.arange(width)]]
         inner, step = inner_run(aff)
-        spread = _spread_inner(aff) if inner < 2 else None
-        if inner < 2 and spread is None:
+        spread_dim = _spread_inner(aff) if inner < 2 else None
+        if inner < 2 and spread_dim is None:
             return self.reshape(-1)[index[first[:, None] + np.arange(width)]]
-        if spread is not None:  # the inner dim reads every ``spread``-th element: runs of 1-blocks
-            inner = int(next(n for n in reversed(aff.shape) if n != 1))
+        spread: int | None = None
+        if spread_dim is not None:  # the inner dim reads one element every ``spread``: runs of 1-blocks
+            inner, spread = spread_dim
         widths = np.full(first.size, width, dtype=np.int64)
         start, pieces = cut_ranges(breaks, first, widths)
         pos = index[start].astype(np.int64)  # each piece's first flattened position of this view
@@ -523,14 +524,14 @@ def _regular_rows(key: np.ndarray, aff: Affine) -> Blocks | None:
     return Blocks(aff.offset + first * s, Affine(0, pattern.shape, tuple(st * s for st in layout[1])))
 
 
-def _spread_inner(aff: Affine) -> int | None:
-    """The stride of a one-to-one view's innermost dim (not of length one) when it is over 1 and the
-    dim holds at least ``RUNS_WORTH_IT`` positions: a transposed read, each run along it one element
-    every stride (``Runs.block`` of 1); else None."""
+def _spread_inner(aff: Affine) -> tuple[int, int] | None:
+    """(positions, stride) of a one-to-one view's innermost dim (not of length one) when its stride is
+    over 1 and it holds at least ``RUNS_WORTH_IT`` positions: a transposed read, each run along it
+    one element every stride (``Runs.block`` of 1); else None."""
     dims = [(int(n), int(st)) for n, st in zip(aff.shape, aff.strides, strict=True) if n != 1]
     if not dims or dims[-1][1] < 2 or dims[-1][0] < RUNS_WORTH_IT or not aff.one_to_one():
         return None
-    return dims[-1][1]
+    return dims[-1]
 
 
 def _block_stride(aff: Affine, inner: int) -> int | None:
@@ -559,12 +560,7 @@ def _block_runs(
     at = np.flatnonzero(head)
     if at.size * RUNS_WORTH_IT > rows * width:
         return None
-    merged = np.add.reduceat(length, at) if at.size else length[:0]
-    row_first = np.searchsorted(row[at], np.arange(rows + 1)).astype(np.int64)
-    steps = np.broadcast_to(np.ones(1, dtype=np.int64), at.shape)
-    return Runs(
-        start[at].astype(np.int64), merged.astype(np.int64), steps, row_first, width, block=block, stride=stride
-    )
+    return _runs_from(start, length, row, rows, width, at, 1, block=block, stride=stride)
 
 
 def _repeat_runs(start: np.ndarray, length: np.ndarray, row: np.ndarray, rows: int, width: int) -> Runs | None:
@@ -581,10 +577,7 @@ def _repeat_runs(start: np.ndarray, length: np.ndarray, row: np.ndarray, rows: i
     at = np.flatnonzero(head)
     if rep < 2 or at.size * RUNS_WORTH_IT > rows * width:
         return None
-    merged = np.add.reduceat(length, at)
-    row_first = np.searchsorted(row[at], np.arange(rows + 1)).astype(np.int64)
-    steps = np.broadcast_to(np.zeros(1, dtype=np.int64), at.shape)
-    return Runs(start[at].astype(np.int64), merged.astype(np.int64), steps, row_first, width, repeat=rep)
+    return _runs_from(start, length, row, rows, width, at, 0, repeat=rep)
 
 
 def _merged_runs(start: np.ndarray, length: np.ndarray, step: int, row: np.ndarray, rows: int, width: int) -> Runs:
@@ -593,11 +586,20 @@ def _merged_runs(start: np.ndarray, length: np.ndarray, step: int, row: np.ndarr
     head = np.ones(start.size, dtype=bool)
     cont = start[1:] == (start[:-1] + length[:-1] if step else start[:-1])
     head[1:] = ~cont | (row[1:] != row[:-1])
-    at = np.flatnonzero(head)
+    return _runs_from(start, length, row, rows, width, np.flatnonzero(head), step)
+
+
+def _runs_from(
+    start: np.ndarray, length: np.ndarray, row: np.ndarray, rows: int, width: int, at: np.ndarray, step: int,
+    block: int = 0, stride: int = 0, repeat: int = 0,
+) -> Runs:  # fmt: skip
+    """Pieces (``row`` each's, rows in order) joined into runs at the pieces ``at`` (each run's first),
+    all of one ``step``, with Runs' ``block`` and ``stride`` or ``repeat``."""
     merged = np.add.reduceat(length, at) if at.size else length[:0]
     row_first = np.searchsorted(row[at], np.arange(rows + 1)).astype(np.int64)
     steps = np.broadcast_to(np.full(1, step, dtype=np.int64), at.shape)
-    return Runs(start[at].astype(np.int64), merged.astype(np.int64), steps, row_first, width)
+    return Runs(start[at].astype(np.int64), merged.astype(np.int64), steps, row_first, width,
+                block=block, stride=stride, repeat=repeat)  # fmt: skip
 
 
 def _merge_sizes(shape: tuple[int, ...], new: tuple[int, ...]) -> tuple[int, ...] | None:
