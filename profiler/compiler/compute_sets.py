@@ -17,6 +17,7 @@ from profiler.compiler.errors import CompileError
 from profiler.compiler.exchange import ExchangePlan
 from profiler.compiler.exchange_planning import RemoteReads, plan_compute_set_receives, sent_pieces
 from profiler.compiler.exchange_reuse import ExchangeReuse
+from profiler.compiler.plan_reuse import HeldComputeSetPlan, plan_key
 from profiler.executable.plans import BatchPlan, ComputeSetPlan
 from profiler.host import host_memory
 from profiler.poplar.graph import ComputeSet, VertexBatch
@@ -39,10 +40,16 @@ SHORT_PIECE_ELEMENTS = 2
 class ComputeSetPlanner:
     """Plans compute sets in program order, keeping the codelet types in use (each one's code once)."""
 
-    def __init__(self, elements: ElementMap, target: Target, values: bool = True, reuse_exchanges: bool = True) -> None:
+    def __init__(
+        self, elements: ElementMap, target: Target, values: bool = True, reuse_exchanges: bool = True,
+        reuse_plans: bool = True,
+    ) -> None:  # fmt: skip
         self.elements = elements
         # exchange plans reused between compute sets reading alike on other IPUs (exchange_reuse)
         self.exchanges = ExchangeReuse(target.tiles_per_ipu) if reuse_exchanges else None
+        # whole plans reused between compute sets built alike (plan_reuse); how many were
+        self.plans: dict[bytes, HeldComputeSetPlan] | None = {} if reuse_plans else None
+        self.plans_reused = 0
         self.target = target
         self.values = values  # False (compile-only): kernels' accesses are not built (nothing runs them)
         self.codelets: list[tuple[str, Codelet]] = []  # (type name, codelet)
@@ -78,6 +85,39 @@ class ComputeSetPlanner:
         return merged
 
     def plan(self, cs: ComputeSet) -> ComputeSetPlan:
+        """``cs``'s plan: an earlier compute set's moved to its tiles and variables when it is built
+        alike (``plan_reuse``), else planned."""
+        merged = self.merged_batches(cs)
+        if self.plans is None:
+            return self._plan(cs, merged)
+        graph = self.elements.graph
+        e = self.elements
+        key = plan_key(merged, cs.kernel, graph.variables, e.gid_base, e.packing, self.target.tiles_per_ipu)
+        held = None if key is None else self.plans.get(key.digest)
+        if key is not None and held is not None:
+            self.plans_reused += 1
+            batches = [BatchPlan(b.codelet, b.params, {f: b.fields[f] for f in b.codelet.fields}) for b in merged]
+            plan = held.at(key, self.target.num_tiles, cs, batches, None)
+            plan.kernel = self._kernel(cs, plan.reads, plan.writes)[0]
+            return plan
+        plan = self._plan(cs, merged)
+        if key is not None and {*plan.reads, *plan.writes} <= set(key.variables):
+            self.plans[key.digest] = HeldComputeSetPlan(plan, key)
+        return plan
+
+    def _kernel(self, cs: ComputeSet, reads: set[int], writes: set[int]) -> tuple[list[BatchPlan] | None, list[Tensor]]:
+        """The compute set's kernel (``plan_kernel``) and the fields it writes, once its vertices'
+        ``reads`` and ``writes`` are known; None when it has none."""
+        if cs.kernel is None:
+            return None, []
+        # a kernel may read what the compute sets deferring to it read
+        self._deferred_touched |= reads | writes
+        kernel, kernel_writes = self.plan_kernel(cs, self._deferred_touched)
+        if cs.kernel:
+            self._deferred_touched = set()
+        return kernel, kernel_writes
+
+    def _plan(self, cs: ComputeSet, merged: list[VertexBatch]) -> ComputeSetPlan:
         t = self.target
         n = t.num_tiles
         batches: list[BatchPlan] = []
@@ -89,7 +129,6 @@ class ComputeSetPlanner:
         reads: set[int] = set()
         writes: set[int] = set()
         all_written: list[tuple[np.ndarray, np.ndarray]] = []  # every write field's regions (ComputeSetPlan.fills)
-        merged = self.merged_batches(cs)
         for b in merged:
             cl = b.codelet
             shapes = {f: b.fields[f].shape[1:] for f in cl.fields}
@@ -140,14 +179,7 @@ class ComputeSetPlanner:
                         (short_reads if short else receives).append(piece)
                         (short_vars if short else piece_vars).update(variables_of(tensor))
             batches.append(BatchPlan(cl, b.params, {f: b.fields[f] for f in cl.fields}))
-        kernel: list[BatchPlan] | None = None
-        kernel_writes: list[Tensor] = []
-        if cs.kernel is not None:
-            # a kernel may read what the compute sets deferring to it read
-            self._deferred_touched |= reads | writes
-            kernel, kernel_writes = self.plan_kernel(cs, self._deferred_touched)
-            if cs.kernel:
-                self._deferred_touched = set()
+        kernel, kernel_writes = self._kernel(cs, reads, writes)
 
         def cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
             return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)

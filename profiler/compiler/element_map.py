@@ -58,8 +58,8 @@ class ElementMap:
             return gid
         ms, _, _ = self.mapping()
         if self._map_delta is None:
-            self._map_delta = self._packing_offsets()
-            self._packed = bool(self._map_delta.any())
+            self.packing(0)
+        assert self._map_delta is not None
         if not self._packed:  # no clone laid out as its sources: every address is its global id
             return gid
         near = self.interval_range(int(gid.min()), int(gid.max()) + 1)
@@ -94,6 +94,15 @@ class ElementMap:
         packed[v[1:][~group_start[1:]]] = True
         delta[~packed[var]] = 0
         return delta
+
+    def packing(self, v: int) -> np.ndarray:
+        """Variable ``v``'s tile-mapping intervals' packed address minus first global id
+        (``addresses``): a function of the variable alone (its elements' ranks on their tiles)."""
+        self.mapping()
+        if self._map_delta is None:
+            self._map_delta = self._packing_offsets()
+            self._packed = bool(self._map_delta.any())
+        return self._map_delta[int(self._map_first[v]) : int(self._map_first[v + 1])]
 
     def interval_range(self, lo: int, hi: int) -> slice:
         """The tile-mapping intervals of the variables holding global elements [lo, hi): a field's

@@ -32,7 +32,7 @@ from profiler.compiler.exchange_planning import RemoteReads
 _FIELDS = tuple(f.name for f in fields(ExchangePlan))
 
 
-class _Held:
+class HeldPlan:
     """A plan's per-tile arrays over the tiles from its first non-zero to its last, and the base
     tile (first tile of the lowest IPU read or written) they are relative to."""
 
@@ -79,7 +79,7 @@ class ExchangeReuse:
 
     def __init__(self, tiles_per_ipu: int) -> None:
         self.tiles_per_ipu = tiles_per_ipu
-        self._plans: dict[bytes, tuple[_Held, _Held | None]] = {}
+        self._plans: dict[bytes, tuple[HeldPlan, HeldPlan | None]] = {}
         self.reused = 0
 
     def key(
@@ -120,4 +120,4 @@ class ExchangeReuse:
 
     def put(self, key: tuple[bytes, int], plans: tuple[ExchangePlan, ExchangePlan | None]) -> None:
         local, cross = plans
-        self._plans[key[0]] = (_Held(local, key[1]), None if cross is None else _Held(cross, key[1]))
+        self._plans[key[0]] = (HeldPlan(local, key[1]), None if cross is None else HeldPlan(cross, key[1]))

@@ -188,7 +188,12 @@ class Builder:
             return v
         key = (id(v), None if like is None else np.dtype(like).name)
         if key in self._materialized:
-            return self._materialized[key]
+            # made on another IPU (a table every pipeline stage reads, e.g. a decoder's rotary sin and
+            # cos): it crosses once to this one, as an activation does (``to_ipu``, PopART's IpuCopy),
+            # and is read there, not over the IPU-Links by every op that uses it
+            t = self._materialized[key]
+            ipu = self.graph.current_ipu
+            return t if ipu is None else self.to_ipu(t, ipu)
         # A finite value beyond float16's range saturates to +-65,504, as the converters that turn an
         # exported float32 model into float16 do ("without changing sign or finiteness": onnxruntime's
         # transformers/float16.py convert_np_to_float16, max_finite_val=65504): a float32 mask constant
