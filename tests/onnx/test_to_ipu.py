@@ -34,3 +34,19 @@ def test_an_input_on_another_ipu_is_copied_once_laid_out_as_it_is() -> None:
     copy = b.to_ipu(view, 1)
     assert copy is not view and b.to_ipu(view, 1) is copy
     assert (g.tile_of(copy) == g.tile_of(view) + 4).all()  # the same tiles of IPU 1
+
+
+def test_a_host_value_used_on_two_ipus_is_made_on_the_first_and_copied_once_to_the_second() -> None:
+    # a table every pipeline stage reads (a decoder's rotary sin and cos): IPU 1's ops read their own
+    # copy of it, made by one inter-IPU copy, not the first IPU's over the IPU-Links
+    b, g = _builder()
+    table = np.arange(6 * 64, dtype=np.float32).reshape(6, 64)
+    with g.virtual_graph(0):
+        on_0 = b.device(table, "table")
+    with g.virtual_graph(1):
+        on_1 = b.device(table, "table")
+        assert b.device(table, "table") is on_1  # once per IPU
+    with g.virtual_graph(0):
+        assert b.device(table, "table") is on_0
+    assert set((g.tile_of(on_0) // 4).tolist()) == {0} and set((g.tile_of(on_1) // 4).tolist()) == {1}
+    assert [p.name for p in b.prog.programs] == ["IpuCopy to IPU 1"]
