@@ -142,7 +142,6 @@ def _methods(dtype: np.dtype, partials: np.dtype, target: Target, slic: bool = F
     return methods
 
 
-@functools.lru_cache(maxsize=256)  # the same layer shape recurs (ResNet blocks, transformer layers)
 def plan_matmul(
     target: Target,
     groups: int,
@@ -154,6 +153,28 @@ def plan_matmul(
     available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
     conv: ConvWindow | None = None,
     slic_stride: int = 0,
+) -> MatMulPlan:
+    """``_plan_matmul``, planned once per problem however it is asked for (a convolution's weights
+    are mapped by keyword and its product planned by position: one cache entry, not two)."""
+    pdt = partials_dtype if isinstance(partials_dtype, str) else as_dtype(partials_dtype).name
+    dt = dtype if isinstance(dtype, str) else _plan_dtype(dtype).name
+    conv = None if conv is None else tuple(int(c) for c in conv)  # type: ignore[assignment]
+    return _plan_matmul(target, int(groups), int(m), int(k), int(n), dt, pdt, float(available_memory_proportion),
+                        conv, int(slic_stride))  # fmt: skip
+
+
+@functools.lru_cache(maxsize=256)  # the same layer shape recurs (ResNet blocks, transformer layers)
+def _plan_matmul(
+    target: Target,
+    groups: int,
+    m: int,
+    k: int,
+    n: int,
+    dtype: object,
+    partials_dtype: object,
+    available_memory_proportion: float,
+    conv: ConvWindow | None,
+    slic_stride: int,
 ) -> MatMulPlan:
     """The plan for ``groups`` independent ``[m,k] x [k,n]`` products on ``target`` (see module doc).
 
