@@ -20,7 +20,15 @@ from profiler.chip import cost_model
 from profiler.chip.dtypes import as_dtype
 from profiler.ops import elementwise as ew
 from profiler.ops.core import OpError, add_like, constant_per_tile, linear_tiles, op, padded_rows, set_attributes
-from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION, by_columns, matmul, operand_tiles, plan_matmul
+from profiler.ops.matmul import (
+    DEFAULT_AVAILABLE_MEMORY_PROPORTION,
+    by_columns,
+    columns_view,
+    matmul,
+    operand_runs,
+    operand_tiles,
+    plan_matmul,
+)
 from profiler.ops.reduce import reduce_groups
 from profiler.poplar import layout
 from profiler.poplar.graph import Graph
@@ -262,7 +270,10 @@ def map_conv_weights(
     if plan.in_chan_serial * plan.out_chan_serial > 1:
         return False
     rhs = _weights(w, groups, grp)
-    graph.set_tile_mapping(rhs, operand_tiles(plan, shape, "rhs", w.dtype.itemsize, by_columns(rhs)))
+    if by_columns(rhs):  # [Cout, Cg, kh, kw] in its own order: mapped by intervals
+        graph.map_intervals(columns_view(rhs), *operand_runs(plan, shape, "rhs", w.dtype.itemsize, columns=True))
+    else:
+        graph.set_tile_mapping(rhs, operand_tiles(plan, shape, "rhs", w.dtype.itemsize))
     return True
 
 

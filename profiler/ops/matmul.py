@@ -436,14 +436,18 @@ def operand_tiles(
 
 
 def operand_runs(
-    plan: MatMulPlan, shape: tuple[int, int, int, int], side: str, elem_bytes: int
+    plan: MatMulPlan, shape: tuple[int, int, int, int], side: str, elem_bytes: int, columns: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``operand_tiles`` (shares by rows) as its maximal runs of elements on one tile: (start,
-    length, tile) of each, in element order. Built per row and column block (per element only in
-    rows of blocks with fewer rows than owners), so mapping an operand or comparing its mapping
-    takes no tile per element."""
+    """``operand_tiles`` as its maximal runs of elements on one tile: (start, length, tile) of each,
+    in element order; with ``columns`` (shares by block columns, an operand stored column by column)
+    in the order of the operand transposed, its storage order (``columns_view``). Built per row and
+    column block (per element only in rows of blocks with fewer rows than owners), so mapping an
+    operand or comparing its mapping takes no tile per element."""
     rows, rb, cols, cb, owners, tile, group = _share_plan(plan, shape, side, elem_bytes)
-    start, _, tiles = _share_pieces(rows, rb, cols, cb, owners, tile)
+    if columns:  # the transposed grid's pieces: row-major over [cols, rows]
+        start, _, tiles = _share_pieces(cols, cb, rows, rb, owners, lambda c, r, share: tile(r, c, share))
+    else:
+        start, _, tiles = _share_pieces(rows, rb, cols, cb, owners, tile)
     start = (np.arange(group.size)[:, None] * (rows * cols) + start[None, :]).reshape(-1)
     tiles = (group[:, None] + tiles[None, :]).reshape(-1)
     keep = np.ones(tiles.size, dtype=bool)
@@ -782,7 +786,7 @@ def _laid_out(
         return t
     runs = operand_runs(plan, shape, side, t.dtype.itemsize)  # shares by rows: also a rearranged copy's
     if by_columns(t):
-        if _mapped_as(graph, t, operand_tiles(plan, shape, side, t.dtype.itemsize, columns=True)):
+        if _runs_mapped_as(graph, columns_view(t), operand_runs(plan, shape, side, t.dtype.itemsize, columns=True)):
             return t
     elif _runs_mapped_as(graph, t, runs):
         return t
@@ -807,6 +811,15 @@ def _runs_mapped_as(graph: Graph, t: Tensor, runs: tuple[np.ndarray, np.ndarray,
     if _head_differs(graph, t, lambda k: tiles[np.searchsorted(start, np.arange(k), side="right") - 1]):
         return False
     return bool(np.array_equal(graph.tile_of(t).reshape(-1), np.repeat(tiles, length)))
+
+
+def columns_view(t: Tensor) -> Tensor:
+    """A matmul operand stored column by column (``by_columns``) seen transposed, in its storage
+    order: ``operand_runs(columns=True)``'s runs are its elements' (a convolution's weights
+    ``[Cout, Cg, kh, kw]``: all of the variable, mapped and compared by intervals)."""
+    axes = list(range(t.rank))
+    axes[-2:] = axes[-1], axes[-2]
+    return t.transpose(*axes)
 
 
 def _map_runs(graph: Graph, t: Tensor, runs: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
@@ -850,7 +863,7 @@ def map_for_matmul(
         graph.map_intervals(whole, *grouped_runs(plan, shape, side, store, t.dtype.itemsize))
         return True
     if by_columns(t):
-        graph.set_tile_mapping(t, operand_tiles(plan, shape, side, t.dtype.itemsize, columns=True))
+        _map_runs(graph, columns_view(t), operand_runs(plan, shape, side, t.dtype.itemsize, columns=True))
     else:
         _map_runs(graph, t, operand_runs(plan, shape, side, t.dtype.itemsize))
     return True

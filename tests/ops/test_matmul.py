@@ -538,6 +538,47 @@ def test_operand_runs_are_operand_tiles_as_maximal_runs(G, M, K, N, side):
         assert start.tolist() == np.flatnonzero(np.diff(want, prepend=-1) != 0).tolist()  # maximal runs
 
 
+@pytest.mark.parametrize("G,M,K,N", [(1, 64, 48, 40), (3, 20, 8, 12), (1, 7, 300, 5), (2, 96, 64, 8)])
+@pytest.mark.parametrize("side", ["lhs", "rhs"])
+def test_operand_runs_by_columns_are_the_transposed_operands_tiles_in_storage_order(G, M, K, N, side):
+    # an operand stored column by column (a convolution's weights) is mapped by intervals of its
+    # storage, [G, cols, rows]: the per-element tiles of operand_tiles(columns=True), transposed
+    from profiler.ops.matmul import operand_runs, operand_tiles
+
+    plan = ops.plan_matmul(ipu_model(tiles_per_ipu=16), G, M, K, N, "float16", "float32")
+    rows, cols = (M, K) if side == "lhs" else (K, N)
+    for itemsize in (2, 4):
+        want = operand_tiles(plan, (G, M, K, N), side, itemsize, columns=True)
+        want = want.reshape(G, rows, cols).transpose(0, 2, 1).reshape(-1)
+        start, length, tiles = operand_runs(plan, (G, M, K, N), side, itemsize, columns=True)
+        assert np.repeat(tiles, length).tolist() == want.tolist()
+        assert start.tolist() == np.flatnonzero(np.diff(want, prepend=-1) != 0).tolist()
+
+
+def test_pointwise_convolution_weights_are_mapped_by_intervals_as_their_plan_wants(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    # a 1x1 convolution's weights [Cout, Cin, 1, 1] are its matmul rhs [1, Cin, Cout] stored column by
+    # column: mapped from runs of their storage, never a tile per element, each element to the tile
+    # operand_tiles(columns=True) gives it
+    from profiler.ops import conv
+    from profiler.ops.matmul import operand_tiles
+
+    g = Graph(ipu_model(tiles_per_ipu=16))
+    w = g.add_variable("float16", [64, 48, 1, 1], "w")
+    asked = []
+    real_runs = conv.operand_runs
+    monkeypatch.setattr(conv, "operand_runs", lambda *a, **k: asked.append(a) or real_runs(*a, **k))
+    monkeypatch.setattr(Graph, "set_tile_mapping", lambda *a: pytest.fail("a tile per element"))
+    assert conv.map_conv_weights(g, w, (2, 48, 12, 12))
+    monkeypatch.undo()
+    ((plan, shape, side, itemsize),) = asked
+    want = operand_tiles(plan, shape, side, itemsize, columns=True)
+    got = g.tile_of(conv._weights(w, 1, 48)).reshape(-1)
+    assert got.tolist() == want.tolist() and len(set(want.tolist())) > 1
+    assert g.variables[w.single_variable()].mapping.starts.size < got.size // 8  # intervals, not elements
+
+
 def test_tile_runs_are_a_whole_variables_tiles_as_maximal_runs():
     g = Graph(ipu_model(tiles_per_ipu=4))
     v = g.add_variable("float", [4, 6], "v")
