@@ -34,6 +34,7 @@ import numpy as np
 import xxhash
 
 from profiler.compiler.exchange_reuse import HeldPlan
+from profiler.compiler.tile_span import TileSpan
 from profiler.executable.plans import BatchPlan, ComputeSetPlan
 from profiler.poplar.graph import ComputeSet, VertexBatch
 from profiler.poplar.layout import Affine, Blocks, Factored, Runs, VarRuns, Window, WindowBlocks
@@ -219,23 +220,6 @@ def _frozen(a: np.ndarray) -> np.ndarray:
     return a
 
 
-class _Span:
-    """A per-tile array's values from its first non-zero tile to its last, that tile counted from
-    the plan's base."""
-
-    __slots__ = ("lo", "values")
-
-    def __init__(self, dense: np.ndarray, base: int) -> None:
-        nz = np.flatnonzero(dense)
-        lo, hi = (int(nz[0]), int(nz[-1]) + 1) if nz.size else (base, base)
-        self.lo, self.values = lo - base, _frozen(dense[lo:hi].copy())
-
-    def at(self, base: int, n: int) -> np.ndarray:
-        out = np.zeros(n, dtype=self.values.dtype)
-        out[base + self.lo : base + self.lo + self.values.size] = self.values
-        return out
-
-
 class HeldComputeSetPlan:
     """A compute set's plan held relative to its key: tiles from its base, variables by first use."""
 
@@ -245,7 +229,8 @@ class HeldComputeSetPlan:
         assert plan.tile_cycles is not None and plan.flops is not None, "held before the compiler takes its figures"
         self.exchange = HeldPlan(plan.exchange, base)
         self.global_exchange = None if plan.global_exchange is None else HeldPlan(plan.global_exchange, base)
-        self.tile_cycles, self.flops = _Span(plan.tile_cycles, base), _Span(plan.flops, base)
+        self.base = base
+        self.tile_cycles, self.flops = TileSpan.of(plan.tile_cycles), TileSpan.of(plan.flops)
         self.reads = [local[v] for v in sorted(plan.reads)]
         self.writes = [local[v] for v in sorted(plan.writes)]
         self.fills = [local[v] for v in sorted(plan.fills)]
@@ -254,6 +239,9 @@ class HeldComputeSetPlan:
             name: None if getattr(plan, name) is None else _frozen(getattr(plan, name))
             for name in ("v_codelet", "v_count", "v_state", "v_cycles", "v_flops", "v_constant", "v_field_data")
         }
+
+    def _moved(self, span: TileSpan, base: int) -> np.ndarray:
+        return TileSpan(span.lo + base - self.base, span.values, span.n).dense()
 
     def at(
         self, key: PlanKey, n: int, cs: ComputeSet, batches: list[BatchPlan], kernel: list[BatchPlan] | None
@@ -264,7 +252,7 @@ class HeldComputeSetPlan:
         return ComputeSetPlan(
             cs, batches, kernel, self.exchange.at(base, n),
             None if self.global_exchange is None else self.global_exchange.at(base, n),
-            self.tile_cycles.at(base, n), self.flops.at(base, n),
+            self._moved(self.tile_cycles, base), self._moved(self.flops, base),
             {names[i] for i in self.reads}, {names[i] for i in self.writes},
             (self.v_tile + base).astype(np.int32), **self.vertices,  # type: ignore[arg-type]
             fills=frozenset(names[i] for i in self.fills),

@@ -142,6 +142,10 @@ def _methods(dtype: np.dtype, partials: np.dtype, target: Target, slic: bool = F
     return methods
 
 
+# the same layer shape recurs (ResNet blocks, transformer layers); ``conv`` and ``slic_stride`` are
+# keyword-only, so every caller asks alike and a problem takes one cache entry (a convolution's
+# weights mapped by keyword and its product planned by position took two)
+@functools.lru_cache(maxsize=256)
 def plan_matmul(
     target: Target,
     groups: int,
@@ -151,30 +155,9 @@ def plan_matmul(
     dtype: object,
     partials_dtype: object = "float32",
     available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
+    *,
     conv: ConvWindow | None = None,
     slic_stride: int = 0,
-) -> MatMulPlan:
-    """``_plan_matmul``, planned once per problem however it is asked for (a convolution's weights
-    are mapped by keyword and its product planned by position: one cache entry, not two)."""
-    pdt = partials_dtype if isinstance(partials_dtype, str) else as_dtype(partials_dtype).name
-    dt = dtype if isinstance(dtype, str) else _plan_dtype(dtype).name
-    conv = None if conv is None else tuple(int(c) for c in conv)  # type: ignore[assignment]
-    return _plan_matmul(target, int(groups), int(m), int(k), int(n), dt, pdt, float(available_memory_proportion),
-                        conv, int(slic_stride))  # fmt: skip
-
-
-@functools.lru_cache(maxsize=256)  # the same layer shape recurs (ResNet blocks, transformer layers)
-def _plan_matmul(
-    target: Target,
-    groups: int,
-    m: int,
-    k: int,
-    n: int,
-    dtype: object,
-    partials_dtype: object,
-    available_memory_proportion: float,
-    conv: ConvWindow | None,
-    slic_stride: int,
 ) -> MatMulPlan:
     """The plan for ``groups`` independent ``[m,k] x [k,n]`` products on ``target`` (see module doc).
 
@@ -1135,8 +1118,8 @@ def matmul(
     a3, b3 = (a, b) if grouped else (a.expand(0), b.expand(0))
     G, M, K = a3.shape
     N = b3.shape[2]
-    plan = plan_matmul(graph.target, G, M, K, N, a.dtype, partials_dtype, available_memory_proportion, conv,
-                       slic_stride)  # fmt: skip
+    plan = plan_matmul(graph.target, G, M, K, N, a.dtype, partials_dtype, available_memory_proportion, conv=conv,
+                       slic_stride=slic_stride)  # fmt: skip
     set_attributes(graph, {"shape": {"G": G, "M": M, "K": K, "N": N}, "dtype": a.dtype.name, **plan.attributes()})
     # FP8 operands give a half result unless told otherwise: the quarter AMP accumulates into half or
     # float partials and PopLibs/PopXL return half (popxl matmul_pow2scaled: float8 x float8 -> float16)
