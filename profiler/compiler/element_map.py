@@ -25,21 +25,34 @@ class ElementMap:
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
         self.gid_base = np.cumsum([0] + [v.numel for v in graph.variables], dtype=np.int64)
-        self._map_start: np.ndarray | None = None  # every variable's tile-mapping intervals, by global id
-        self._map_delta: np.ndarray | None = None  # per interval: packed tile address minus global id
-        self._packed = False  # whether any interval's address differs from its global id
+        # variables laid out as clones of their sources (``addresses``), counted up to each id
+        clones = np.fromiter((v.clone_layout for v in graph.variables), bool, len(graph.variables))
+        self._clones_before = np.concatenate(([0], np.cumsum(clones)))
+        self._packing: dict[int, np.ndarray] = {}  # a clone's intervals' packed address minus first id
+        self._ranges: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # recent ranges
 
-    def mapping(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(start, end, tile) of every tile-mapping interval of every variable, by global element id
-        (each variable starts a new interval), built once when the first compute set is planned."""
-        if self._map_start is None:
-            vs = self.graph.variables
-            starts = [v.mapping.starts + self.gid_base[v.id] for v in vs]
-            self._map_start = np.concatenate(starts) if starts else np.zeros(0, np.int64)
-            self._map_tile = np.concatenate([v.mapping.tiles for v in vs]).astype(np.int64) if vs else self._map_start
-            self._map_end = np.append(self._map_start[1:], self.gid_base[-1])
-            self._map_first = np.cumsum([0] + [v.mapping.starts.size for v in vs], dtype=np.int64)
-        return self._map_start, self._map_end, self._map_tile
+    def _variables(self, lo: int, hi: int) -> tuple[int, int]:
+        """The first and last variables holding global elements [lo, hi)."""
+        v0, v1 = np.searchsorted(self.gid_base, [lo, hi - 1], side="right") - 1
+        return int(v0), int(v1)
+
+    def intervals(self, v0: int, v1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(start, end, tile) by global element id of the tile-mapping intervals of variables ``v0``
+        to ``v1`` (each variable starts a new interval). Made for the variables a field reads (most
+        read one), never for the whole graph at once: a decoder of 32 layers at S = 2,048 over a
+        POD16 has ~10^8 intervals, 24 bytes each as one table. The last few ranges asked are kept
+        (a compute set's fields read the same few variables)."""
+        found = self._ranges.get((v0, v1))
+        if found is not None:
+            return found
+        vs = self.graph.variables[v0 : v1 + 1]
+        ms = np.concatenate([v.mapping.starts + self.gid_base[v.id] for v in vs])
+        mt = np.concatenate([v.mapping.tiles for v in vs]).astype(np.int64)
+        me = np.append(ms[1:], self.gid_base[v1 + 1])
+        if len(self._ranges) >= 8:
+            self._ranges.pop(next(iter(self._ranges)))
+        self._ranges[(v0, v1)] = found = (ms, me, mt)
+        return found
 
     def addresses(self, gid: np.ndarray) -> np.ndarray:
         """The tile-memory address of each global element: where it sits on its tile, in the units
@@ -56,79 +69,58 @@ class ElementMap:
         gid = np.asarray(gid, dtype=np.int64)
         if gid.size == 0:
             return gid
-        ms, _, _ = self.mapping()
-        if self._map_delta is None:
-            self.packing(0)
-        assert self._map_delta is not None
-        if not self._packed:  # no clone laid out as its sources: every address is its global id
+        v0, v1 = self._variables(int(gid.min()), int(gid.max()) + 1)
+        if self._clones_before[v1 + 1] == self._clones_before[v0]:  # no clone among them: the ids serve
             return gid
-        near = self.interval_range(int(gid.min()), int(gid.max()) + 1)
-        delta = self._map_delta[near]
+        delta = np.concatenate([self.packing(v) for v in range(v0, v1 + 1)])
         if not delta.any():
             return gid
-        return gid + delta[np.searchsorted(ms[near], gid, side="right") - 1]
-
-    def _packing_offsets(self) -> np.ndarray:
-        """Per tile-mapping interval: its packed address minus its first global id (``addresses``);
-        0 for every interval of a variable laid out by intervals (not a clone), or with no tile
-        holding two of its intervals."""
-        ms, me, mt = self.mapping()
-        clones = np.fromiter((x.clone_layout for x in self.graph.variables), bool, len(self.graph.variables))
-        delta = np.zeros(ms.size, dtype=np.int64)
-        if not clones.any():  # no clone laid out as its sources
-            return delta
-        counts = np.diff(self._map_first)
-        var = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
-        # only clones' intervals can be packed: the rest keep 0 (a group never spans two variables,
-        # so the clones' intervals alone give their ranks)
-        sub = np.flatnonzero(clones[var])
-        order = sub[np.lexsort((ms[sub], mt[sub], var[sub]))]  # by variable, tile, then position
-        v, t, length = var[order], mt[order], (me - ms)[order]
-        group_start = np.ones(order.size, dtype=bool)
-        group_start[1:] = (v[1:] != v[:-1]) | (t[1:] != t[:-1])
-        csum = np.cumsum(length) - length  # exclusive prefix sums
-        rank = csum - np.maximum.accumulate(np.where(group_start, csum, 0))
-        delta[order] = self.gid_base[v] + rank - ms[order]
-        # variables whose tiles each hold one interval: their global ids serve (no lookups for them)
-        packed = np.zeros(counts.size, dtype=bool)
-        packed[v[1:][~group_start[1:]]] = True
-        delta[~packed[var]] = 0
-        return delta
+        ms, _, _ = self.intervals(v0, v1)
+        return gid + delta[np.searchsorted(ms, gid, side="right") - 1]
 
     def packing(self, v: int) -> np.ndarray:
         """Variable ``v``'s tile-mapping intervals' packed address minus first global id
-        (``addresses``): a function of the variable alone (its elements' ranks on their tiles)."""
-        self.mapping()
-        if self._map_delta is None:
-            self._map_delta = self._packing_offsets()
-            self._packed = bool(self._map_delta.any())
-        return self._map_delta[int(self._map_first[v]) : int(self._map_first[v + 1])]
-
-    def interval_range(self, lo: int, hi: int) -> slice:
-        """The tile-mapping intervals of the variables holding global elements [lo, hi): a field's
-        regions lie in one variable, whose intervals are searched far faster than all (cache)."""
-        v0, v1 = np.searchsorted(self.gid_base, [lo, hi - 1], side="right") - 1
-        return slice(int(self._map_first[v0]), int(self._map_first[v1 + 1]))
+        (``addresses``): the rank of an interval's first element among the variable's elements on
+        its tile, less its own index; 0 for a variable that is not a clone laid out as its sources,
+        or whose tiles each hold one of its intervals. A function of the variable alone."""
+        found = self._packing.get(v)
+        if found is not None:
+            return found
+        var = self.graph.variables[v]
+        starts, tiles = var.mapping.starts, var.mapping.tiles
+        delta = np.zeros(starts.size, dtype=np.int64)
+        if var.clone_layout and starts.size > 1:
+            order = np.lexsort((starts, tiles))  # by tile, then position
+            t = tiles[order]
+            length = np.diff(np.append(starts, var.numel))[order]
+            group_start = np.ones(order.size, dtype=bool)
+            group_start[1:] = t[1:] != t[:-1]
+            if not group_start.all():  # some tile holds two of its intervals
+                csum = np.cumsum(length) - length  # exclusive prefix sums
+                rank = csum - np.maximum.accumulate(np.where(group_start, csum, 0))
+                delta[order] = rank - starts[order]
+        self._packing[v] = delta
+        return delta
 
     def pieces(
         self, start: np.ndarray, length: np.ndarray, dst: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Regions cut where the tile mapping changes: (start, length, holding tile, reading tile) per piece."""
-        ms, me, mt = self.mapping()
         keep = length > 0
         if not keep.all():
             start, length, dst = start[keep], length[keep], dst[keep]
         if start.size == 0:
-            return start, length, mt[:0], dst
+            return start, length, np.zeros(0, np.int64), dst
         end = start + length
-        near = self.interval_range(int(start.min()), int(end.max()))
-        first = np.searchsorted(ms[near], start, side="right") - 1 + near.start
+        # a field's regions lie in few variables (most in one), whose intervals alone are searched
+        ms, me, mt = self.intervals(*self._variables(int(start.min()), int(end.max())))
+        first = np.searchsorted(ms, start, side="right") - 1
         # most regions end in the interval they start in: search only the others' ends
         cut = np.flatnonzero(end > me[first])
         if cut.size == 0:
             return start, length, mt[first], dst
         count = np.ones(start.size, dtype=np.int64)
-        count[cut] += np.searchsorted(ms[near], end[cut] - 1, side="right") - 1 + near.start - first[cut]
+        count[cut] += np.searchsorted(ms, end[cut] - 1, side="right") - 1 - first[cut]
         rep = np.repeat(np.arange(start.size), count)
         iv = first[rep] + (np.arange(rep.size) - np.repeat(np.cumsum(count) - count, count))
         s = np.maximum(start[rep], ms[iv])

@@ -69,8 +69,10 @@ def test_an_ordinary_convolution_keeps_its_amp_plan() -> None:
     """64 -> 64 channels, 3x3, one group: more than 4 channels a group, so SLIC is not a candidate and the
     plan is the AMP plan it was."""
     t = get_target("C600")
-    args = (t, 1, 2 * 14 * 14, 64 * 9, 64, np.dtype(np.float16), "float16", 0.6, (3, 3, 14, 64))
-    assert plan_matmul(*args, slic_stride=1) == plan_matmul(*args) and plan_matmul(*args).method == "AMP"
+    args = (t, 1, 2 * 14 * 14, 64 * 9, 64, np.dtype(np.float16), "float16", 0.6)
+    conv = (3, 3, 14, 64)
+    assert plan_matmul(*args, conv=conv, slic_stride=1) == plan_matmul(*args, conv=conv)
+    assert plan_matmul(*args, conv=conv).method == "AMP"
 
 
 def test_conv2d_passes_the_slic_geometry() -> None:
