@@ -17,7 +17,7 @@ from profiler.compiler.errors import CompileError
 from profiler.compiler.exchange import ExchangePlan
 from profiler.compiler.exchange_planning import RemoteReads, plan_compute_set_receives, sent_pieces
 from profiler.compiler.exchange_reuse import ExchangeReuse
-from profiler.compiler.plan_reuse import HeldComputeSetPlan, plan_key
+from profiler.compiler.plan_reuse import HeldComputeSetPlan, VariableFacts, plan_key
 from profiler.executable.plans import BatchPlan, ComputeSetPlan
 from profiler.host import host_memory
 from profiler.poplar.graph import ComputeSet, VertexBatch
@@ -50,6 +50,7 @@ class ComputeSetPlanner:
         # whole plans reused between compute sets built alike (plan_reuse); how many were
         self.plans: dict[bytes, HeldComputeSetPlan] | None = {} if reuse_plans else None
         self.plans_reused = 0
+        self._facts: VariableFacts | None = None  # what plan keys read of each variable (plan_reuse)
         self.target = target
         self.values = values  # False (compile-only): kernels' accesses are not built (nothing runs them)
         self.codelets: list[tuple[str, Codelet]] = []  # (type name, codelet)
@@ -90,9 +91,9 @@ class ComputeSetPlanner:
         merged = self.merged_batches(cs)
         if self.plans is None:
             return self._plan(cs, merged)
-        graph = self.elements.graph
-        e = self.elements
-        key = plan_key(merged, cs.kernel, graph.variables, e.gid_base, e.packing, self.target.tiles_per_ipu)
+        if self._facts is None:
+            self._facts = VariableFacts(self.elements.graph.variables, self.elements.packing)
+        key = plan_key(merged, cs.kernel, self._facts, self.elements.gid_base, self.target.tiles_per_ipu)
         held = None if key is None else self.plans.get(key.digest)
         if key is not None and held is not None:
             self.plans_reused += 1

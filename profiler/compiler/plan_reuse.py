@@ -31,6 +31,7 @@ from dataclasses import is_dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import xxhash
 
 from profiler.compiler.exchange_reuse import HeldPlan
@@ -84,15 +85,19 @@ class _Describer:
         return self.local.setdefault(int(v), len(self.local))
 
     def var_array(self, vs: np.ndarray) -> None:
-        """An array of variable ids, as first-use numbers."""
+        """An array of variable ids, as first-use numbers: where each stretch of one variable
+        begins, and its variable (a ragged field over a concatenation names a variable a run,
+        millions of runs, most of them in long stretches of one variable)."""
         vs = np.asarray(vs)
-        uniq, inv = np.unique(vs, return_inverse=True)
-        first = np.full(uniq.size, vs.size, dtype=np.int64)
-        np.minimum.at(first, inv.reshape(-1), np.arange(vs.size, dtype=np.int64))
-        for u in uniq[np.argsort(first, kind="stable")]:  # numbered in order of first appearance
-            self.var(int(u))
-        table = np.array([self.local[int(u)] for u in uniq], dtype=np.int64)
-        self.array(table[inv.reshape(vs.shape)])
+        flat = vs.reshape(-1)
+        self.text(f"ids{vs.shape}")
+        if flat.size == 0:
+            return
+        begins = np.flatnonzero(np.concatenate(([True], flat[1:] != flat[:-1])))
+        codes, uniq = pd.factorize(flat[begins])  # numbered by first appearance
+        table = np.fromiter((self.var(int(u)) for u in uniq), np.int64, len(uniq))
+        self.array(begins)
+        self.array(table[codes])
 
     def value(self, x: Any) -> None:
         """A layout or one of its parts."""
@@ -167,17 +172,50 @@ def _batch(b: VertexBatch) -> str:
     return f"B{type(cl).__module__}.{type(cl).__qualname__}:{cl.name}:{_items(vars(cl))}|{_items(b.params)}"
 
 
+class VariableFacts:
+    """What a plan key reads of each variable, found once per variable: its lowest mapped tile, and a
+    digest of its size, its mapping counted from a base tile and its packed addresses (a dense
+    block's concatenated features are read by every later layer of the block)."""
+
+    def __init__(self, variables: Sequence[Variable], packing: Callable[[int], np.ndarray]) -> None:
+        self.variables, self.packing = variables, packing
+        self._lowest: dict[int, int | None] = {}
+        self._digests: dict[tuple[int, int], bytes] = {}
+
+    def lowest(self, v: int) -> int | None:
+        """The lowest tile holding an element of variable ``v`` (None: none is mapped)."""
+        if v not in self._lowest:
+            tiles = self.variables[v].mapping.tiles
+            mapped = tiles[tiles >= 0]
+            self._lowest[v] = int(mapped.min()) if mapped.size else None
+        return self._lowest[v]
+
+    def digest(self, v: int, base: int) -> bytes:
+        """Variable ``v``'s size and mapping, tiles counted from ``base``, and packed addresses."""
+        found = self._digests.get((v, base))
+        if found is None:
+            var = self.variables[v]
+            tiles = var.mapping.tiles.astype(np.int64)
+            d = _Describer()
+            d.text(f"V{var.numel}")
+            d.array(var.mapping.starts)
+            d.array(np.where(tiles >= 0, tiles - base, tiles))
+            if var.clone_layout:
+                d.array(self.packing(v))
+            self._digests[(v, base)] = found = d.h.digest()
+        return found
+
+
 def plan_key(
     batches: Sequence[VertexBatch],
     kernel: Sequence[VertexBatch] | None,
-    variables: Sequence[Variable],
+    facts: VariableFacts,
     gid_base: np.ndarray,
-    packing: Callable[[int], np.ndarray],
     tiles_per_ipu: int,
 ) -> PlanKey | None:
-    """The key of a compute set with vertex ``batches`` (merged as planned) and ``kernel`` over
-    ``variables`` (global ids from ``gid_base``; ``packing``: ``ElementMap.packing``); None when it
-    cannot be described (``Unknown``)."""
+    """The key of a compute set with vertex ``batches`` (merged as planned) and ``kernel``, over the
+    variables ``facts`` describes (global ids from ``gid_base``); None when it cannot be described
+    (``Unknown``)."""
     d = _Describer()
     try:
         for b in batches:
@@ -188,29 +226,22 @@ def plan_key(
     except Unknown:
         return None
     order = list(d.local)
-    used = [variables[v] for v in order]
-    lowest = min((int(b.tiles.min()) for b in batches if b.tiles.size), default=0)
-    for v in used:
-        mapped = v.mapping.tiles[v.mapping.tiles >= 0]
-        if mapped.size:
-            lowest = min(lowest, int(mapped.min()))
+    lows = [low for low in (facts.lowest(v) for v in order) if low is not None]
+    tiles = [int(b.tiles.min()) for b in batches if b.tiles.size]
+    lowest = min(lows + tiles, default=0)
     base = lowest // tiles_per_ipu * tiles_per_ipu
     for b in batches:  # (a kernel's tiles are not planned: it is run whole, ComputeSet.kernel)
         d.array(np.subtract(b.tiles, base, dtype=np.int64))
     # where each variable's elements lie relative to the others': their order, and which of them
     # end where the next begins (all the planner can tell of the gaps between them)
-    gids = gid_base[np.asarray(order, dtype=np.int64)] if order else np.zeros(0, np.int64)
+    ids = np.asarray(order, dtype=np.int64)
+    gids = gid_base[ids] if order else np.zeros(0, np.int64)
     by_id = np.argsort(gids, kind="stable")
-    ends = gids + np.array([v.numel for v in used], dtype=np.int64)
+    ends = gid_base[ids + 1] if order else gids
     d.array(by_id)
     d.array(ends[by_id][:-1] == gids[by_id][1:])
-    for v in used:
-        tiles = v.mapping.tiles.astype(np.int64)
-        d.text(f"V{v.numel}")
-        d.array(v.mapping.starts)
-        d.array(np.where(tiles >= 0, tiles - base, tiles))
-        if v.clone_layout:
-            d.array(packing(v.id))
+    for v in order:
+        d.h.update(facts.digest(v, base))
     return PlanKey(d.h.digest(), base, order)
 
 
