@@ -97,7 +97,7 @@ class ComputeSetPlanner:
         held = None if key is None else self.plans.get(key.digest)
         if key is not None and held is not None:
             self.plans_reused += 1
-            batches = [BatchPlan(b.codelet, b.params, {f: b.fields[f] for f in b.codelet.fields}) for b in merged]
+            batches = [_batch_plan(b) for b in merged]
             plan = held.at(key, self.target.num_tiles, cs, batches, None)
             plan.kernel = self._kernel(cs, plan.reads, plan.writes)[0]
             return plan
@@ -179,7 +179,7 @@ class ComputeSetPlanner:
                         short = int(piece.length.sum()) < SHORT_PIECE_ELEMENTS * piece.start.size
                         (short_reads if short else receives).append(piece)
                         (short_vars if short else piece_vars).update(variables_of(tensor))
-            batches.append(BatchPlan(cl, b.params, {f: b.fields[f] for f in cl.fields}))
+            batches.append(_batch_plan(b))
         kernel, kernel_writes = self._kernel(cs, reads, writes)
 
         def cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
@@ -239,7 +239,7 @@ class ComputeSetPlanner:
                     )
                 if f in b.codelet.writes and self.values:  # compile-only: no kernel runs, none to check
                     kernel_writes.append(t)
-            plan = BatchPlan(b.codelet, b.params, {f: b.fields[f] for f in b.codelet.fields})
+            plan = _batch_plan(b)
             if self.values:
                 plan.fields  # noqa: B018 - build the accesses at compile time
             plans.append(plan)
@@ -334,6 +334,11 @@ def _same_elements(a: list[tuple[np.ndarray, np.ndarray]], b: list[tuple[np.ndar
         return True
     ua, ub = canonical(sa, la), canonical(sb, lb)
     return all(np.array_equal(x, y) for x, y in zip(ua, ub, strict=True))
+
+
+def _batch_plan(b: VertexBatch) -> BatchPlan:
+    """What the engine runs of a vertex batch: its codelet, parameters and fields."""
+    return BatchPlan(b.codelet, b.params, {f: b.fields[f] for f in b.codelet.fields})
 
 
 def variables_of(t: Tensor) -> set[int]:

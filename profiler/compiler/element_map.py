@@ -25,10 +25,10 @@ class ElementMap:
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
         self.gid_base = np.cumsum([0] + [v.numel for v in graph.variables], dtype=np.int64)
-        # variables laid out as clones of their sources (``addresses``), counted up to each id
-        clones = np.fromiter((v.clone_layout for v in graph.variables), bool, len(graph.variables))
-        self._clones_before = np.concatenate(([0], np.cumsum(clones)))
+        # which variables are laid out as clones of their sources (``addresses``)
+        self._clone = np.fromiter((v.clone_layout for v in graph.variables), bool, len(graph.variables))
         self._packing: dict[int, np.ndarray] = {}  # a clone's intervals' packed address minus first id
+        self._unpacked: set[int] = set()  # clones whose tiles each hold one interval: ids are addresses
         self._ranges: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # recent ranges
 
     def _variables(self, lo: int, hi: int) -> tuple[int, int]:
@@ -70,26 +70,34 @@ class ElementMap:
         if gid.size == 0:
             return gid
         v0, v1 = self._variables(int(gid.min()), int(gid.max()) + 1)
-        if self._clones_before[v1 + 1] == self._clones_before[v0]:  # no clone among them: the ids serve
-            return gid
-        delta = np.concatenate([self.packing(v) for v in range(v0, v1 + 1)])
-        if not delta.any():
-            return gid
-        ms, _, _ = self.intervals(v0, v1)
-        return gid + delta[np.searchsorted(ms, gid, side="right") - 1]
+        out = gid
+        # only a clone's elements can sit elsewhere: its own intervals are searched, no other's
+        for v in (np.flatnonzero(self._clone[v0 : v1 + 1]) + v0).tolist():
+            delta = self.packing(v)
+            if v in self._unpacked:
+                continue
+            lo = int(self.gid_base[v])
+            inside = np.flatnonzero((gid >= lo) & (gid < int(self.gid_base[v + 1])))
+            if inside.size:
+                out = out.copy() if out is gid else out
+                local = gid[inside] - lo
+                out[inside] += delta[np.searchsorted(self.graph.variables[v].mapping.starts, local, side="right") - 1]
+        return out
 
     def packing(self, v: int) -> np.ndarray:
         """Variable ``v``'s tile-mapping intervals' packed address minus first global id
         (``addresses``): the rank of an interval's first element among the variable's elements on
         its tile, less its own index; 0 for a variable that is not a clone laid out as its sources,
         or whose tiles each hold one of its intervals. A function of the variable alone."""
+        var = self.graph.variables[v]
+        if not var.clone_layout:
+            return np.zeros(var.mapping.starts.size, dtype=np.int64)
         found = self._packing.get(v)
         if found is not None:
             return found
-        var = self.graph.variables[v]
         starts, tiles = var.mapping.starts, var.mapping.tiles
         delta = np.zeros(starts.size, dtype=np.int64)
-        if var.clone_layout and starts.size > 1:
+        if starts.size > 1:
             order = np.lexsort((starts, tiles))  # by tile, then position
             t = tiles[order]
             length = np.diff(np.append(starts, var.numel))[order]
@@ -100,6 +108,8 @@ class ElementMap:
                 rank = csum - np.maximum.accumulate(np.where(group_start, csum, 0))
                 delta[order] = rank - starts[order]
         self._packing[v] = delta
+        if not delta.any():  # its global ids serve
+            self._unpacked.add(v)
         return delta
 
     def pieces(
