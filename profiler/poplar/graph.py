@@ -25,6 +25,7 @@ from profiler.host.sorting import stable_order
 from profiler.poplar import shape_only
 from profiler.poplar.bands import band_runs
 from profiler.poplar.layout import Affine, Factored, VarRuns, covers_all, cut_ranges, inner_run
+from profiler.poplar.shared_arrays import shared
 from profiler.poplar.streams import DEVICE_TO_HOST, HOST_TO_DEVICE, DataStream
 from profiler.poplar.tensor import RUNS_WORTH_IT, Tensor
 from profiler.poplar.variables import TileMapping, Variable
@@ -642,7 +643,9 @@ class Graph:
         self._check_tile(tile_arr, f"compute set {cs.name!r}")
         cl.check_fields(cs.name, {k: v.shape[1:] for k, v in fields.items()}, params)
         self._check_fields(cs, cl, fields, tile_arr.size)
-        batch = VertexBatch(cl, self._to_device_tiles(tile_arr), dict(fields), dict(params), self._current_context())
+        # a copy (the caller's array stays its own to write), held once for a repeated layer on one IPU
+        tile_arr = shared(np.array(self._to_device_tiles(tile_arr), dtype=np.int32))
+        batch = VertexBatch(cl, tile_arr, dict(fields), dict(params), self._current_context())
         cs.batches.append(batch)
         return batch
 

@@ -15,6 +15,8 @@ from typing import Generic, SupportsIndex, TypeGuard, TypeVar
 
 import numpy as np
 
+from profiler.poplar.shared_arrays import shared
+
 # The explicit form of a Window (a profiler.poplar.tensor.Tensor, which imports this module)
 View = TypeVar("View")
 
@@ -576,6 +578,11 @@ class Runs:
         step = self.step
         if isinstance(step, np.ndarray) and step.ndim and step.strides[0] and step.dtype.itemsize > 1:
             object.__setattr__(self, "step", step.astype(np.int8))  # 0 or 1 a run: a byte each
+        # a repeated layer's runs equal the first one's (offsets within its variables): held once
+        for name in ("start", "length", "step", "row_first", "period"):
+            a = getattr(self, name)
+            if isinstance(a, np.ndarray):
+                object.__setattr__(self, name, shared(a))
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -13,6 +13,7 @@ import numpy as np
 
 from profiler.chip.targets import Target
 from profiler.poplar.layout import Affine
+from profiler.poplar.shared_arrays import shared
 
 UNMAPPED = -1
 
@@ -43,8 +44,8 @@ class TileMapping:
         if per_element.size == 0:
             return
         change = np.flatnonzero(per_element[1:] != per_element[:-1]) + 1
-        self.starts = np.concatenate(([0], change)).astype(np.int64)
-        self.tiles = per_element[self.starts].astype(np.int32)
+        starts = np.concatenate(([0], change)).astype(np.int64)
+        self.starts, self.tiles = shared(starts), shared(per_element[starts].astype(np.int32))
         self._lookup = None
 
     def set_intervals(self, starts: np.ndarray, tiles: np.ndarray) -> None:
@@ -52,7 +53,8 @@ class TileMapping:
         one tile merge, so the mapping is the same however it was given."""
         keep = np.ones(starts.size, dtype=bool)
         keep[1:] = tiles[1:] != tiles[:-1]
-        self.starts, self.tiles = starts[keep].astype(np.int64), tiles[keep].astype(np.int32)
+        # a repeated layer's mapping equals the first one's (its tiles too, on the same IPU): held once
+        self.starts, self.tiles = shared(starts[keep].astype(np.int64)), shared(tiles[keep].astype(np.int32))
         self._lookup = None
 
     def fill(self, tile: int) -> None:

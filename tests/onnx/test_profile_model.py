@@ -55,3 +55,33 @@ def test_profile_model_says_what_is_wrong_in_one_line(mlp_path: Path) -> None:
         profile_model(mlp_path, ProfileOptions(replicas=0), lambda s: {})
     with pytest.raises(ProfileError, match="--outline builds on one IPU"):
         profile_model(mlp_path, ProfileOptions(ipus=2, outline=True), lambda s: {})
+
+
+def test_the_origin_hashed_beside_the_import_is_the_file_s(mlp_path: Path) -> None:
+    """The model is hashed on a thread while it is imported; the report's origin is still the
+    file's own sha256 and size (hashlib over the bytes, worked here apart)."""
+    import hashlib
+
+    result = profile_model(mlp_path, ProfileOptions(target="GC200", batch=2), lambda s: random_inputs(s.model, 0))
+    origin = result.session.engine.origin
+    assert origin is not None and origin.sha256 == hashlib.sha256(mlp_path.read_bytes()).hexdigest()
+    assert origin.bytes == mlp_path.stat().st_size and origin.options["batch"] == 2
+
+
+def test_a_model_changed_while_it_is_imported_is_refused(mlp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hash might be of other bytes than those imported: one line, no report named after it."""
+    import os
+
+    from profiler.frontends.onnx import profile
+
+    real = profile.import_model
+
+    def import_then_touch(*args: object, **kwargs: object):  # noqa: ANN202
+        model = real(*args, **kwargs)
+        st = mlp_path.stat()
+        os.utime(mlp_path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # as a save would
+        return model
+
+    monkeypatch.setattr(profile, "import_model", import_then_touch)
+    with pytest.raises(ProfileError, match="changed while it was being imported"):
+        profile_model(mlp_path, ProfileOptions(target="GC200"), lambda s: random_inputs(s.model, 0))
