@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +36,7 @@ from profiler.ops.poplibs_codelets import (
     REDUCE_SEGMENT_CODELETS,
     reduce_identity,
 )
+from profiler.poplar import recall
 from profiler.poplar.graph import ComputeSet, Graph
 from profiler.poplar.layout import Affine, Factored
 from profiler.poplar.programs import Sequence as Prog
@@ -289,20 +291,14 @@ class _RunPairs:
         flat = src.reshape(-1)
         if not isinstance(flat._lay, Affine | Factored) or flat.numel() == 0:
             return None
-        nt, n = graph.target.num_tiles, flat.numel()
-        first, tile = _runs_and_groups(graph, flat, size)
-        key = (first // size) * nt + tile.astype(np.int64)
-        order = np.argsort(key, kind="stable")  # a pair's runs stay in order of their first element
-        sk = key[order]
-        count = np.diff(np.append(first, n))[order]
-        new = np.ones(sk.size, dtype=bool)
-        new[1:] = sk[1:] != sk[:-1]
-        if new.all():  # a run to a pair
-            return cls(graph, flat, size, sk // nt, sk % nt, first[order], count)
-        head = np.flatnonzero(new)
-        runs = np.diff(np.append(head, sk.size))
-        total = np.add.reduceat(count, head)
-        return cls(graph, flat, size, sk[head] // nt, sk[head] % nt, first[order], total, (head, runs, count))
+        # a repeated layer's reduction over a view mapped alike finds the same pairs, tiles moved
+        # (profiler.poplar.recall): worked out once for a decoder's 32 softmaxes
+        found = recall.remembered(
+            graph, [flat], ("run_pairs", size), lambda: _pairs_of_runs(graph, flat, size),
+            _kept_pairs, lambda p, base: (p[0], p[1] + base, *p[2:]),
+        )  # fmt: skip
+        assert found is not None
+        return cls(graph, flat, size, *found)
 
     def stage(self, out: Tensor, op_name: str, prog: Prog, name: str, scale: float = 1.0) -> ComputeSet:
         """``_reduce_stage`` of consecutive members: each batch of vertices reducing as many members
@@ -374,6 +370,36 @@ class _RunPairs:
             members = self.flat.pattern_rows(np.arange(n) * self.size, (self.size,), (1,))
         fields = {"in": members, "out": out.reshape(n, 1)}
         self.graph.add_kernel(cs, REDUCE_CODELETS[op_name], fields, scale=float(scale))
+
+
+def _kept_pairs(pairs: tuple[Any, ...], base: int) -> tuple[Any, ...]:
+    """Pairs as remembered: tiles counted from ``base``; the other arrays, now read by every layer
+    that finds these pairs, made read-only."""
+    group, tile, start, count, ranges = pairs
+    for a in (group, start, count, *(ranges or ())):
+        a.flags.writeable = False
+    return group, tile - base, start, count, ranges
+
+
+def _pairs_of_runs(
+    graph: Graph, flat: Tensor, size: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray] | None]:
+    """``_RunPairs.find``'s pairs of ``flat`` (an affine or grouped view): (group, tile, start,
+    count, ranges) as ``_RunPairs`` takes them."""
+    nt, n = graph.target.num_tiles, flat.numel()
+    first, tile = _runs_and_groups(graph, flat, size)
+    key = (first // size) * nt + tile.astype(np.int64)
+    order = np.argsort(key, kind="stable")  # a pair's runs stay in order of their first element
+    sk = key[order]
+    count = np.diff(np.append(first, n))[order]
+    new = np.ones(sk.size, dtype=bool)
+    new[1:] = sk[1:] != sk[:-1]
+    if new.all():  # a run to a pair
+        return sk // nt, sk % nt, first[order], count, None
+    head = np.flatnonzero(new)
+    runs = np.diff(np.append(head, sk.size))
+    total = np.add.reduceat(count, head)
+    return sk[head] // nt, sk[head] % nt, first[order], total, (head, runs, count)
 
 
 def _runs_and_groups(graph: Graph, flat: Tensor, size: int) -> tuple[np.ndarray, np.ndarray]:

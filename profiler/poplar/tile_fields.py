@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from profiler.host.sorting import stable_order
+from profiler.poplar import recall
 from profiler.poplar.layout import Affine, Factored, Runs, common_factors
 from profiler.poplar.tensor import RUNS_WORTH_IT, Tensor
 from profiler.poplar.variables import TileMapping, VariableStore
@@ -57,13 +58,34 @@ def _row_offsets(offset: int, shape: Sequence[int], strides: Sequence[int]) -> n
     return off
 
 
-def fields_by_tile(graph: VariableStore, tensors: Sequence[Tensor]) -> list[tuple[np.ndarray, list[Tensor]]] | None:
+Batches = list[tuple[np.ndarray, list[Tensor]]]
+
+
+def fields_by_tile(graph: VariableStore, tensors: Sequence[Tensor]) -> Batches | None:
     """Vertex batches over the tiles holding ``tensors[0]``: for each distinct number of elements
     per tile (ascending), (tiles ascending, [field of each tensor, shaped [vertices, elements]]),
     vertex v's fields holding the same positions of every tensor - those of tensors[0] on tiles[v].
 
     All tensors have one shape and are affine views of one variable each. None when that does not
-    hold, or when the runs would be short (the caller's per-element path is then as small)."""
+    hold, or when the runs would be short (the caller's per-element path is then as small).
+
+    What this reads is the views, which of them share a variable, the variables' sizes and the first
+    one's mapping; a call reading all of them as an earlier call did, its mapping's tiles a whole
+    number of IPUs on, takes that call's fields (runs of offsets, held once) on its own variables and
+    tiles (``profiler.poplar.recall``): a decoder's repeated layers make the same elementwise ops 32 times."""
+    return recall.remembered(
+        graph, tensors, ("fields_by_tile",), lambda: _fields_by_tile(graph, tensors),
+        lambda batches, base: [(tiles - base, [f._lay for f in fields]) for tiles, fields in batches],
+        lambda kept, base: [
+            (tiles + base, [Tensor(t.graph, t.single_variable(), lay, t.dtype)  # type: ignore[arg-type]
+                            for t, lay in zip(tensors, lays, strict=True)])
+            for tiles, lays in kept
+        ],
+    )  # fmt: skip
+
+
+def _fields_by_tile(graph: VariableStore, tensors: Sequence[Tensor]) -> Batches | None:
+    """``fields_by_tile`` worked out."""
     lays: list[Affine | Factored] = []
     vids: list[int] = []
     for t in tensors:

@@ -1,0 +1,87 @@
+"""Building work remembered by what it reads of the graph (``profiler.poplar.recall``): a layer on
+another IPU, or again on the same tiles, takes the first layer's vertex fields and reduction pairs
+moved to its own variables and tiles; each answer must be what working it out anew gives, and a
+layer mapped otherwise must be worked out anew."""
+
+import importlib
+
+import numpy as np
+import pytest
+
+from profiler import Engine, Graph, Sequence, ipu_model, ops
+from profiler.poplar import tile_fields
+
+TPI = 8  # tiles per IPU
+SHAPE = (16, 96)
+
+
+def _mapped(g: Graph, layer: int, ipu: int, chunks: np.ndarray):  # type: ignore[no-untyped-def]
+    """Two variables of one layer, mapped 8 elements a tile by ``chunks`` on ``ipu``."""
+    a = g.add_variable("float", SHAPE, f"a{layer}")
+    b = g.add_variable("float", SHAPE, f"b{layer}")
+    for v in (a, b):
+        g.set_tile_mapping(v, np.repeat(chunks, 8) + ipu * TPI)
+    return a, b
+
+
+def _explicit(t) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]
+    """(variable, element) of every element of a field."""
+    var, idx = t.elements()
+    return np.broadcast_to(var, idx.shape), idx
+
+
+@pytest.mark.parametrize("ipus, odd", [(2, False), (1, False), (2, True)])
+def test_fields_recalled_are_the_fields_worked_out(ipus: int, odd: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Layer 1 on the other IPU (or the same tiles) reads as layer 0: it is recalled, and its
+    fields and tiles are what working them out gives; mapped otherwise (``odd``), it is worked out."""
+    worked: list[int] = []
+    real = tile_fields._fields_by_tile
+    monkeypatch.setattr(tile_fields, "_fields_by_tile", lambda g, ts: worked.append(1) or real(g, ts))
+    g = Graph(ipu_model(tiles_per_ipu=TPI, num_ipus=2))
+    chunks = np.random.default_rng(3).integers(0, TPI, int(np.prod(SHAPE)) // 8)
+    a0, b0 = _mapped(g, 0, 0, chunks)
+    other = np.roll(chunks, 1) if odd else chunks
+    a1, b1 = _mapped(g, 1, ipus - 1, other)
+    first = tile_fields.fields_by_tile(g, [a0, b0.T.T])
+    assert first is not None and len(worked) == 1
+    got = tile_fields.fields_by_tile(g, [a1, b1])
+    assert len(worked) == (2 if odd else 1)
+    want = real(g, [a1, b1])
+    assert got is not None and want is not None and len(got) == len(want)
+    for (gt, gf), (wt, wf) in zip(got, want, strict=True):
+        np.testing.assert_array_equal(gt, wt)
+        assert gt.min() >= (ipus - 1) * TPI  # on layer 1's own IPU
+        for x, y in zip(gf, wf, strict=True):
+            for p, q in zip(_explicit(x), _explicit(y), strict=True):
+                np.testing.assert_array_equal(p, q)
+
+
+def test_a_softmax_a_layer_finds_its_pairs_once_and_each_computes_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four layers' softmaxes over two IPUs: the reduction pairs are found for the first max only
+    (the sum reads a clone of it, the other layers are mapped alike), and every layer's values are
+    numpy's."""
+    found: list[int] = []
+    reduce_mod = importlib.import_module("profiler.ops.reduce")  # the module (ops.reduce is the op)
+    real = reduce_mod._pairs_of_runs
+    monkeypatch.setattr(reduce_mod, "_pairs_of_runs", lambda g, f, s: found.append(1) or real(g, f, s))
+    g = Graph(ipu_model(tiles_per_ipu=TPI, num_ipus=2))
+    prog = Sequence()
+    chunks = np.random.default_rng(4).integers(0, TPI, int(np.prod(SHAPE)) // 8)
+    layers = []
+    for layer in range(4):
+        x, _ = _mapped(g, layer, layer // 2, chunks)
+        y = ops.softmax(g, x, prog)
+        g.create_host_write(f"x{layer}", x)
+        g.create_host_read(f"y{layer}", y)
+        layers.append(x)
+    assert len(found) == 1
+    e = Engine(g, [prog])
+    e.load()
+    rng = np.random.default_rng(5)
+    data = [rng.standard_normal(SHAPE).astype(np.float32) for _ in layers]
+    for i, x in enumerate(data):
+        e.write_tensor(f"x{i}", x)
+    e.run(0)
+    for i, x in enumerate(data):
+        z = np.exp(x - x.max(axis=-1, keepdims=True))
+        np.testing.assert_allclose(e.read_tensor(f"y{i}"), z / z.sum(axis=-1, keepdims=True), rtol=1e-6, atol=1e-7)
