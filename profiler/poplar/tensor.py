@@ -642,6 +642,9 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
         raise ValueError("concat: tensors must share a graph and an element type")
     if len(tensors) == 1:
         return first
+    blocks = _concat_blocks(tensors, axis)
+    if blocks is not None:
+        return blocks
     tensors = [t._explicit() for t in tensors]
     try:
         idx = np.concatenate([t._idx for t in tensors], axis=axis)
@@ -654,6 +657,73 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
         [np.full(t.shape, t._var, dtype=np.int32) if isinstance(t._var, int) else t._var for t in tensors], axis=axis
     )
     return _var_runs(first.graph, var, idx, first.dtype) or Tensor(first.graph, var, idx, first.dtype)
+
+
+def _concat_blocks(tensors: Sequence[Tensor], axis: int) -> Tensor | None:
+    """``concat`` of views of several variables along a dim after the first, each an affine or grouped
+    view whose part from ``axis`` on is stretches of consecutive elements (``_stretches``): the runs
+    ``_var_runs`` would cut, made from the views' integers, never an index per element (a rotary
+    embedding's [-x2, x1] at S = 2,048: 8 M elements a layer). None where that does not hold, where a
+    run would join its neighbour's, or where runs are not worth it: the general path then."""
+    if not all(isinstance(t._var, int) for t in tensors):
+        return None
+    ids = [int(t._var) for t in tensors]
+    shape = tensors[0].shape
+    nd = len(shape)
+    if nd < 2 or not -nd <= axis < nd or len(set(ids)) == 1:
+        return None
+    axis %= nd
+    if axis == 0 or any(len(t.shape) != nd or t.shape[:axis] != shape[:axis] or t.shape[axis + 1 :] != shape[axis + 1 :] for t in tensors):  # fmt: skip
+        return None
+    parts = [_stretches(t._lay, axis) for t in tensors]
+    if any(p is None for p in parts):
+        return None
+    offsets = [p[0] for p in parts if p is not None]  # [outer positions, runs of a block] each
+    start = np.concatenate(offsets, axis=1).reshape(-1)
+    per_outer = np.concatenate([np.full(o.shape[1], p[1], np.int64) for o, p in zip(offsets, parts, strict=True) if p])
+    outer = offsets[0].shape[0]
+    length = np.tile(per_outer, outer)
+    var = np.tile(np.concatenate([np.full(o.shape[1], v, np.int32) for o, v in zip(offsets, ids, strict=True)]), outer)
+    total = start.size
+    joined = (*shape[:axis], sum(t.shape[axis] for t in tensors), *shape[axis + 1 :])
+    width = int(np.prod(joined[1:], dtype=np.int64))
+    rows = joined[0]
+    if total * RUNS_WORTH_IT > rows * width:
+        return None
+    # a run continuing its neighbour in one variable (the next starting where it ends, or on its
+    # last element) would be cut otherwise by Runs.encode: left to the general path
+    gap = start[1:] - (start[:-1] + length[:-1] - 1)
+    same_row = (np.arange(1, total) % (total // rows)) != 0
+    if ((var[1:] == var[:-1]) & same_row & ((gap == 0) | (gap == 1))).any():
+        return None
+    row_first = np.arange(rows + 1, dtype=np.int64) * (total // rows)
+    steps = np.broadcast_to(np.ones(1, np.int64), (total,))
+    runs = Runs(start, length, steps, row_first, width, tuple(joined[1:]) if nd > 2 else ())
+    return Tensor(tensors[0].graph, -1, VarRuns(runs, var), tensors[0].dtype)
+
+
+def _stretches(lay: TensorLayout, axis: int) -> tuple[np.ndarray, int] | None:
+    """An affine or grouped view's part from ``axis`` on, at each position of the dims before it, as
+    runs of consecutive elements of its variable: (first element of each run, [positions, runs]) and
+    the runs' length (the longest innermost stretch of its dims laid out as one; a grouped view's
+    factor dims, so a matmul result stored in groups of columns is a run a group). None for another
+    view, or runs of one element (Runs.encode's runs of repeats could form)."""
+    if isinstance(lay, Factored):
+        a, first = lay.flat, sum(lay.groups[:axis])  # its factor dims: the same elements in the same order
+    elif isinstance(lay, Affine):
+        a, first = lay, axis
+    else:
+        return None
+    shape, strides = a.shape[first:], a.strides[first:]
+    k, step = len(shape), 1
+    while k and (shape[k - 1] == 1 or strides[k - 1] == step):
+        step *= shape[k - 1]
+        k -= 1
+    if step < 2:
+        return None
+    runs = Affine(0, shape[:k], strides[:k]).indices(np.int64).reshape(-1)
+    outer = Affine(a.offset, a.shape[:first], a.strides[:first]).indices(np.int64).reshape(-1)
+    return outer[:, None] + runs[None, :], step
 
 
 def _var_runs(graph: VariableStore, var: np.ndarray, idx: np.ndarray, dtype: np.dtype) -> Tensor | None:

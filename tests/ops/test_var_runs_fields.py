@@ -106,3 +106,89 @@ def test_the_compilers_regions_of_runs_are_the_elements_indexing_gives(monkeypat
         by_index = field_regions(f._explicit(), base)
         assert by_runs.start.size < f.numel() // 4
         assert _elements_by_row(by_runs) == _elements_by_row(by_index)
+
+
+def _general(g: Graph, parts: list[Tensor], axis: int) -> Tensor:
+    """``concat`` worked out element by element (its general path), to hold the block path to."""
+    from profiler.poplar import tensor as tensor_mod
+
+    explicit = [t._explicit() for t in parts]
+    idx = np.concatenate([t._idx for t in explicit], axis=axis)
+    if len({t._var for t in explicit}) == 1:  # one variable: an index per element, as concat keeps it
+        return Tensor(g, explicit[0]._var, idx, parts[0].dtype)
+    var = np.concatenate([np.full(t.shape, t._var, np.int32) for t in explicit], axis=axis)
+    found = tensor_mod._var_runs(g, var, idx, parts[0].dtype)
+    return found if found is not None else Tensor(g, var, idx, parts[0].dtype)
+
+
+def _assert_same_view(got: Tensor, want: Tensor) -> None:
+    """The same elements, and, as runs, the same runs with the same types."""
+    gv, gi = got.elements()
+    wv, wi = want.elements()
+    np.testing.assert_array_equal(np.broadcast_to(gv, gi.shape), np.broadcast_to(wv, wi.shape))
+    np.testing.assert_array_equal(gi, wi)
+    assert type(got._lay) is type(want._lay)
+    if isinstance(got._lay, VarRuns):
+        a, b = got._lay, want._lay
+        assert isinstance(b, VarRuns)
+        for f in ("start", "length", "row_first"):
+            np.testing.assert_array_equal(getattr(a.runs, f), getattr(b.runs, f))
+            assert getattr(a.runs, f).dtype == getattr(b.runs, f).dtype
+        np.testing.assert_array_equal(np.broadcast_to(a.runs.step, a.runs.length.shape), b.runs.step)
+        np.testing.assert_array_equal(a.var, b.var)
+        assert (a.runs.width, a.runs.inner) == (b.runs.width, b.runs.inner)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_concatenation_of_blocks_is_the_runs_indexing_finds(seed: int) -> None:
+    """Views of several variables joined along a dim after the first (halves of a row, slices of a
+    [B, H, S, D] head dim, a view joined with itself between others): the runs made from the views'
+    integers are exactly those ``_var_runs`` cuts from an index per element, or the view is left to
+    that path (a block continuing its neighbour, a one-element block)."""
+    r = np.random.default_rng(seed)
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    shape = [int(r.integers(1, 4)), int(r.integers(1, 5)), int(r.integers(2, 9)), 2 * int(r.integers(1, 9))]
+    axis = int(r.integers(1, 4))
+    variables = [g.add_variable(np.float16, shape, f"v{i}") for i in range(3)]
+    for v in variables:
+        g.map_linearly(v)
+    parts = []
+    for _ in range(int(r.integers(2, 5))):
+        v = variables[int(r.integers(0, 3))]
+        n = shape[axis]
+        lo = int(r.integers(0, n))
+        hi = int(r.integers(lo + 1, n + 1))
+        parts.append(v.slice(lo, hi, axis))
+    _assert_same_view(concat(parts, axis=axis), _general(g, parts, axis))
+
+
+def test_the_rotary_halves_are_joined_as_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """[-x2, x1] of [B, H, S, D] heads: the block path takes it (no index per element is made)."""
+    from profiler.poplar import tensor as tensor_mod
+
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    x = ops.add_mapped(g, np.float16, (1, 2, 16, 64), "x")
+    neg = ops.unary(g, "neg", x.slice(32, 64, 3), Sequence())
+    monkeypatch.setattr(tensor_mod, "_var_runs", lambda *a: pytest.fail("an index per element was made"))
+    turned = concat([neg, x.slice(0, 32, 3)], axis=3)
+    assert isinstance(turned._lay, VarRuns) and turned._lay.runs.start.size == 2 * 2 * 16
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_a_concatenation_with_grouped_views_is_the_runs_indexing_finds(seed: int) -> None:
+    """As above with views of a store held in groups of columns (a matmul result, [C/G][rows][G] seen
+    as [rows, C], profiler.poplar.layout.Factored): a run a group of each row."""
+    r = np.random.default_rng(100 + seed)
+    g = Graph(ipu_model(tiles_per_ipu=4))
+    group, n_groups = int(r.choice([2, 4, 8])), int(r.integers(2, 5))
+    d0, d1 = int(r.integers(1, 3)), int(r.integers(2, 40))
+    store = g.add_variable(np.float16, (n_groups, d0, d1, group), "store")
+    g.map_linearly(store)
+    grouped = store.transpose(1, 2, 0, 3).group_dims(1, 1, 2)  # [d0, d1, n_groups * group]
+    plain = g.add_variable(np.float16, (d0, d1, n_groups * group), "plain")
+    g.map_linearly(plain)
+    cut = group * int(r.integers(1, n_groups))
+    parts = [plain.slice(cut, n_groups * group, 2), grouped.slice(0, cut, 2)]
+    if r.integers(0, 2):
+        parts = parts[::-1]
+    _assert_same_view(concat(parts, axis=2), _general(g, parts, 2))
