@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
-import xxhash
 
 from profiler.chip.targets import AUTO_SUPERVISOR_STACK_BYTES, AUTO_WORKER_STACK_BYTES
 from profiler.compiler.compile import CompiledGraph, Node, Step
@@ -23,6 +22,7 @@ from profiler.compiler.tile_span import TileSpan
 from profiler.executable.plans import ComputeSetPlan
 from profiler.host.parallel import in_row_chunks, threads
 from profiler.host.sorting import stable_order
+from profiler.poplar.recall import tiles_key
 from report_format.schema import MEMORY_CATEGORIES, MEMORY_REGIONS
 from report_format.vocabulary import ControlType, MemoryCategory, StepType
 
@@ -179,15 +179,14 @@ def _var_tile_bytes(c: CompiledGraph) -> tuple[np.ndarray, np.ndarray, np.ndarra
     counted: dict[tuple[int, int, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for v in c.variables:
         m = v.mapping
-        lowest = int(m.tiles.min()) if m.tiles.size else 0
-        base = lowest - lowest % tpi if lowest >= 0 else 0
-        rel = m.tiles - base
-        key = (id(m.starts), m.n, xxhash.xxh3_128_digest(np.ascontiguousarray(rel).data))
+        # unmapped elements: counted as given (bincount refuses their negative tiles, as before)
+        base, digest = tiles_key(m.tiles, tpi) or (0, b"")
+        key = (id(m.starts), m.n, digest)
         found = counted.get(key)
-        if found is None or found[0] is not m.starts:  # the entry holds the starts: their id stays theirs
+        if found is None or found[0] is not m.starts or not digest:  # the entry holds the starts: their id stays theirs
             lengths = np.diff(np.append(m.starts, m.n))
             keep = lengths > 0
-            per_tile = np.bincount(rel[keep], weights=lengths[keep], minlength=1).astype(np.int64)
+            per_tile = np.bincount(m.tiles[keep] - base, weights=lengths[keep], minlength=1).astype(np.int64)
             held = np.flatnonzero(per_tile)
             found = counted[key] = (m.starts, held, per_tile[held])
         _, held, elements = found

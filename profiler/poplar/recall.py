@@ -47,7 +47,7 @@ class _Memory:
 
     def __init__(self) -> None:
         self.entries: OrderedDict[tuple[Hashable, ...], tuple[np.ndarray, Any]] = OrderedDict()
-        self.digests: dict[tuple[int, int], tuple[np.ndarray, bytes]] = {}
+        self.digests: dict[int, tuple[np.ndarray, int, bytes]] = {}  # by the tiles' id: (tiles, tiles_key)
 
     def read(self, graph: VariableStore, tensors: Sequence[Tensor], what: tuple[Hashable, ...]) -> _Read | None:
         """The key of a call about ``tensors`` (affine or grouped views of one variable each), or None
@@ -62,21 +62,31 @@ class _Memory:
         variables = graph.variables
         mapping = variables[vids[0]].mapping
         tiles = mapping.tiles
-        lowest = int(tiles.min()) if tiles.size else -1
-        if lowest < 0:
-            return None  # partly unmapped: the work reports it
-        base = lowest - lowest % graph.target.tiles_per_ipu
-        held = self.digests.get((id(tiles), base))
+        held = self.digests.get(id(tiles))
         if held is None or held[0] is not tiles:
-            held = (tiles, xxhash.xxh3_128_digest(np.ascontiguousarray(tiles - base, dtype=np.int32).data))
+            found = tiles_key(tiles, graph.target.tiles_per_ipu)
+            if found is None:
+                return None  # partly unmapped: the work reports it
+            held = (tiles, *found)
             if len(self.digests) >= KEPT:
                 self.digests.clear()
-            self.digests[(id(tiles), base)] = held
+            self.digests[id(tiles)] = held
+        _, base, digest = held
         shares = tuple(vids.index(v) for v in vids)  # which tensors view one variable
         numels = tuple(variables[v].numel for v in vids)  # index types follow them
         dtypes = tuple(t.dtype.str for t in tensors)
-        key = (what, tuple(lays), shares, numels, dtypes, id(mapping.starts), mapping.n, held[1])
+        key = (what, tuple(lays), shares, numels, dtypes, id(mapping.starts), mapping.n, digest)
         return _Read(key, base, mapping.starts)
+
+
+def tiles_key(tiles: np.ndarray, tiles_per_ipu: int) -> tuple[int, bytes] | None:
+    """A mapping's tiles counted from the first tile of their lowest IPU: (that tile, a digest of
+    them), equal for mappings a whole number of IPUs apart; None when an element is unmapped."""
+    lowest = int(tiles.min()) if tiles.size else 0
+    if lowest < 0:
+        return None
+    base = lowest - lowest % tiles_per_ipu
+    return base, xxhash.xxh3_128_digest(np.ascontiguousarray(tiles - base, dtype=np.int32).data)
 
 
 _memories: weakref.WeakKeyDictionary[Any, _Memory] = weakref.WeakKeyDictionary()

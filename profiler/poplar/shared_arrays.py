@@ -40,8 +40,3 @@ def shared(a: np.ndarray) -> np.ndarray:
     a.flags.writeable = False
     _held[key] = a
     return a
-
-
-def held_count() -> int:
-    """How many distinct arrays are held shared now (for tests and benchmarks)."""
-    return len(_held)

@@ -676,14 +676,15 @@ def _concat_blocks(tensors: Sequence[Tensor], axis: int) -> Tensor | None:
     if axis == 0 or any(len(t.shape) != nd or t.shape[:axis] != shape[:axis] or t.shape[axis + 1 :] != shape[axis + 1 :] for t in tensors):  # fmt: skip
         return None
     parts = [_stretches(t._lay, axis) for t in tensors]
-    if any(p is None for p in parts):
+    found = [p for p in parts if p is not None]  # ([outer positions, runs of a block], run length) each
+    if len(found) < len(parts):
         return None
-    offsets = [p[0] for p in parts if p is not None]  # [outer positions, runs of a block] each
-    start = np.concatenate(offsets, axis=1).reshape(-1)
-    per_outer = np.concatenate([np.full(o.shape[1], p[1], np.int64) for o, p in zip(offsets, parts, strict=True) if p])
-    outer = offsets[0].shape[0]
-    length = np.tile(per_outer, outer)
-    var = np.tile(np.concatenate([np.full(o.shape[1], v, np.int32) for o, v in zip(offsets, ids, strict=True)]), outer)
+    start = np.concatenate([o for o, _ in found], axis=1).reshape(-1)
+    outer = found[0][0].shape[0]
+    length = np.tile(np.concatenate([np.full(o.shape[1], n, np.int64) for o, n in found]), outer)
+    var = np.tile(
+        np.concatenate([np.full(o.shape[1], v, np.int32) for (o, _), v in zip(found, ids, strict=True)]), outer
+    )
     total = start.size
     joined = (*shape[:axis], sum(t.shape[axis] for t in tensors), *shape[axis + 1 :])
     width = int(np.prod(joined[1:], dtype=np.int64))
