@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from profiler.chip.dtypes import as_dtype
+from profiler.poplar import recall
 from profiler.poplar.graph import Graph
 from profiler.poplar.layout import Affine, Factored, Runs, VarRuns, inner_run
 from profiler.poplar.programs import Execute, Sequence
@@ -191,16 +192,29 @@ def vertex_fields(
     one tensor (all of one shape): from mapping intervals when the tensors are affine views (see
     profiler.poplar.tile_fields), else by element - grouped per run of the mapping when ``tensors[0]`` is a
     whole variable, a range or a strided view of one (Graph.view_runs), whose own field then comes from
-    those runs (Tensor.permuted_rows, affine_rows), as do strided operands' fields."""
+    those runs (Tensor.permuted_rows, affine_rows), as do strided operands' fields.
+
+    What this reads is the views, which variables they read and the first one's mapping: a call
+    reading them as an earlier one did, its mapping's tiles a whole number of IPUs on, takes that
+    call's fields on its own variables and tiles (``profiler.poplar.recall``): a decoder's repeated
+    layers make the same elementwise ops 32 times, a rotary product's operand runs of two variables."""
+    batches = recall.remembered_batches(
+        graph, tensors, ("vertex_fields",), lambda: list(_vertex_fields(graph, tensors))
+    )
+    for vtiles, fields in batches:
+        yield vtiles, dict(zip(names, fields, strict=True))
+
+
+def _vertex_fields(graph: Graph, tensors: list[Tensor]) -> Iterator[tuple[np.ndarray, list[Tensor]]]:
+    """``vertex_fields`` worked out: each batch's tiles and fields in the order of ``tensors``."""
     batches = fields_by_tile(graph, tensors)
     if batches is not None:
-        for vtiles, fields in batches:
-            yield vtiles, dict(zip(names, fields, strict=True))
+        yield from batches
         return
     runs, n = graph.view_runs(tensors[0]), tensors[0].numel()
     if runs is None:
         for vtiles, idx in groups_by_tile(graph.tile_of(tensors[0])):
-            yield vtiles, {name: rows(t, idx) for name, t in zip(names, tensors, strict=True)}
+            yield vtiles, [rows(t, idx) for t in tensors]
         return
     utiles, counts, order, breaks = tile_order(*runs, n)
     starts = np.cumsum(counts) - counts
@@ -210,20 +224,20 @@ def vertex_fields(
         # the rows' elements, an index each: only for a field that is none of the views below
         at: np.ndarray | None = None
         if flat.affine is None:  # a transposed or grouped view (view_runs): runs of its inner dims
-            named: dict[str, Tensor] = {names[0]: tensors[0].affine_rows(order, breaks, starts[sel], int(c))}
+            fields = [tensors[0].affine_rows(order, breaks, starts[sel], int(c))]
         else:
-            named = {names[0]: flat.permuted_rows(order, breaks, starts[sel], int(c))}
-        for name, t in zip(names[1:], tensors[1:], strict=True):
+            fields = [flat.permuted_rows(order, breaks, starts[sel], int(c))]
+        for t in tensors[1:]:
             if t.strided and t.rank > 1 and t.reshape(-1).affine is None:
                 # a broadcast or transposed operand: runs of its inner dims, not an index per element
-                named[name] = t.affine_rows(order, breaks, starts[sel], int(c))
+                fields.append(t.affine_rows(order, breaks, starts[sel], int(c)))
                 continue
             found = t.var_runs_rows(order, breaks, starts[sel], int(c))  # runs of several variables stay runs
             if found is None:
                 at = order[starts[sel][:, None] + np.arange(c)] if at is None else at
                 found = rows(t, at)
-            named[name] = found
-        yield utiles[sel], named
+            fields.append(found)
+        yield utiles[sel], fields
 
 
 def rows(t: Tensor, idx: np.ndarray) -> Tensor:

@@ -10,6 +10,7 @@ writes the result on the output's tile.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any
@@ -38,7 +39,7 @@ from profiler.ops.poplibs_codelets import (
 )
 from profiler.poplar import recall
 from profiler.poplar.graph import ComputeSet, Graph
-from profiler.poplar.layout import Affine, Factored
+from profiler.poplar.layout import Affine, Factored, VarRuns
 from profiler.poplar.programs import Sequence as Prog
 from profiler.poplar.tensor import Tensor
 
@@ -295,7 +296,7 @@ class _RunPairs:
         # (profiler.poplar.recall): worked out once for a decoder's 32 softmaxes
         found = recall.remembered(
             graph, [flat], ("run_pairs", size), lambda: _pairs_of_runs(graph, flat, size),
-            _kept_pairs, lambda p, base: (p[0], p[1] + base, *p[2:]),
+            _kept_pairs, lambda p, read: (p[0], read.tiles(p[1]), *p[2:]),
         )  # fmt: skip
         assert found is not None
         return cls(graph, flat, size, *found)
@@ -304,14 +305,30 @@ class _RunPairs:
         """``_reduce_stage`` of consecutive members: each batch of vertices reducing as many members
         takes blocks of ``self.flat`` (what indexing it by members finds), padded rows element by element."""
         graph = self.graph
-        length = _bucket(self.count)
         pad = constant_per_tile(graph, self.flat.dtype, reduce_identity(op_name, self.flat.dtype))
         cs = execute(graph, prog, name)
-        run = _worker_runs(self.tile, self.count, graph.target.num_worker_contexts)
+        for field, outs in self._fields(pad):
+            _add_reduce_vertices(graph, cs, op_name, field, out, outs, self.tile, scale)
+        return cs
+
+    def _fields(self, pad: Tensor) -> list[tuple[Tensor, np.ndarray]]:
+        """The stage's (field, outputs) batches. A repeated layer's reduction over a view mapped alike
+        takes the same fields (``profiler.poplar.recall``) on its own variables, its padding (the
+        element of ``pad`` on each tile, whose offset is the tile) moved with its tiles."""
+        found = recall.remembered(
+            self.graph, [self.flat, pad], ("reduce_stage_fields", self.size), lambda: list(self._fields_worked(pad)),
+            _kept_stage_fields, lambda kept, read: _stage_fields_rebuilt(self.graph, kept, read),
+        )  # fmt: skip
+        assert found is not None
+        return found
+
+    def _fields_worked(self, pad: Tensor) -> Iterator[tuple[Tensor, np.ndarray]]:
+        """``_fields`` worked out."""
+        length = _bucket(self.count)
+        run = _worker_runs(self.tile, self.count, self.graph.target.num_worker_contexts)
         for lb, outs in _runs_by_shape(run, self.count, length):
             if self.ranges is not None:
-                field = self._ranges_field(outs, lb, pad)
-                _add_reduce_vertices(graph, cs, op_name, field, out, outs, self.tile, scale)
+                yield self._ranges_field(outs, lb, pad), outs
                 continue
             k = outs.shape[1]
             start = self.start[outs]
@@ -322,7 +339,7 @@ class _RunPairs:
                     valid = np.arange(lb) < count[:, :, None]
                     idx = np.where(valid, start[:, :, None] + np.arange(lb), 0)
                     field = padded_rows(self.flat, idx, valid, pad, self.tile[outs[:, 0]])
-                _add_reduce_vertices(graph, cs, op_name, field, out, outs, self.tile, scale)
+                yield field, outs
                 continue
             # a run's outputs a constant stride apart: one pattern per vertex, no index per element
             step = np.diff(start, axis=1) if k > 1 else np.zeros((start.shape[0], 0), np.int64)
@@ -330,13 +347,11 @@ class _RunPairs:
             regular = (step == stride[:, None]).all(axis=1) & (stride >= 0)
             for s in np.unique(stride[regular]):
                 rs = np.flatnonzero(regular & (stride == s))
-                field = self.flat.pattern_rows(start[rs, 0], (k, lb), (int(s), 1))
-                _add_reduce_vertices(graph, cs, op_name, field, out, outs[rs], self.tile, scale)
+                yield self.flat.pattern_rows(start[rs, 0], (k, lb), (int(s), 1)), outs[rs]
             rs = np.flatnonzero(~regular)
             if rs.size:
                 idx = start[rs][:, :, None] + np.arange(lb)
-                _add_reduce_vertices(graph, cs, op_name, rows(self.flat, idx), out, outs[rs], self.tile, scale)
-        return cs
+                yield rows(self.flat, idx), outs[rs]
 
     def _ranges_field(self, outs: np.ndarray, lb: int, pad: Tensor) -> Tensor:
         """The field [runs, k, lb] of outputs ``outs`` whose pairs are several runs each: the runs one
@@ -372,13 +387,65 @@ class _RunPairs:
         self.graph.add_kernel(cs, REDUCE_CODELETS[op_name], fields, scale=float(scale))
 
 
-def _kept_pairs(pairs: tuple[Any, ...], base: int) -> tuple[Any, ...]:
-    """Pairs as remembered: tiles counted from ``base``; the other arrays, now read by every layer
+def _kept_stage_fields(batches: list[tuple[Tensor, np.ndarray]], read: recall.Read) -> list[Any] | None:
+    """A stage's batches as remembered: fields by ``recall.unbound``, the padding's offsets (its
+    tiles) counted from ``read.pad_base``; None when a field cannot be."""
+    kept = []
+    for field, outs in batches:
+        unbound = recall.unbound(field, read.variables)
+        moved = None if unbound is None else _pad_moved(unbound, -read.pad_base)
+        if moved is None:
+            return None
+        outs.flags.writeable = False
+        kept.append((moved, outs))
+    return kept
+
+
+def _stage_fields_rebuilt(graph: Graph, kept: list[Any], read: recall.Read) -> list[tuple[Tensor, np.ndarray]]:
+    rebuilt = []
+    for unbound, outs in kept:
+        moved = _pad_moved(unbound, read.pad_base)
+        assert moved is not None, "a kept stage field was moved once already"
+        rebuilt.append((recall.bound(graph, moved, read.variables), outs))
+    return rebuilt
+
+
+# the padding's place among a stage's variables (``_RunPairs._fields`` asks about [flat, pad]): after
+# the flattened source's one variable
+_PAD_PLACE = 1
+
+
+def _pad_moved(unbound: tuple[Any, Any, np.dtype], delta: int) -> tuple[Any, Any, np.dtype] | None:
+    """A field as ``recall.unbound`` keeps it with the padding's offsets moved by ``delta`` (the
+    padding variable holds a tile's element at the tile's offset); None for a field held otherwise."""
+    var, lay, dtype = unbound
+    if delta == 0:
+        return unbound
+    if isinstance(lay, VarRuns):
+        on_pad = lay.var == _PAD_PLACE
+        if not on_pad.any():
+            return unbound
+        start = lay.runs.start.astype(np.int64)
+        start[on_pad] += delta
+        return var, VarRuns(dataclasses.replace(lay.runs, start=start), lay.var), dtype
+    if isinstance(var, np.ndarray) and isinstance(lay, np.ndarray):
+        idx = lay.astype(np.int64)
+        idx[var == _PAD_PLACE] += delta
+        idx = idx.astype(lay.dtype)
+        idx.flags.writeable = False
+        return var, idx, dtype
+    if isinstance(var, int) and var != _PAD_PLACE:
+        return unbound
+    return None
+
+
+def _kept_pairs(pairs: tuple[Any, ...], read: recall.Read) -> tuple[Any, ...]:
+    """Pairs as remembered: tiles by ``read.kept_tiles``; the other arrays, now read by every layer
     that finds these pairs, made read-only."""
     group, tile, start, count, ranges = pairs
     for a in (group, start, count, *(ranges or ())):
         a.flags.writeable = False
-    return group, tile - base, start, count, ranges
+    return group, read.kept_tiles(tile), start, count, ranges
 
 
 def _pairs_of_runs(

@@ -18,7 +18,7 @@ from profiler.chip import cost_model
 from profiler.ops.core import OpError, add_like, execute, groups_by_tile, linear_tiles, op
 from profiler.ops.elementwise import apply_map, binary_in_place, copy, fill
 from profiler.ops.poplibs_codelets import DynamicSlice, DynamicUpdate, MultiSlice, MultiUpdateAdd, map_codelet
-from profiler.poplar import shape_only
+from profiler.poplar import recall, shape_only
 from profiler.poplar.graph import Graph
 from profiler.poplar.layout import Runs
 from profiler.poplar.programs import Sequence as Prog
@@ -60,9 +60,14 @@ def dynamic_slice(graph: Graph, t: Tensor, index: Tensor, prog: Prog, out: Tenso
         out = add_like(graph, t[0], "dynamic slice")
     elif out.shape != t.shape[1:] or out.dtype != t.dtype:
         raise OpError(f"dynamic_slice: out {out.shape} {out.dtype} is not a slice of {t.shape} {t.dtype}")
-    cand = t.reshape(s, -1)
+    cand, flat = t.reshape(s, -1), out.reshape(-1)
     cs = execute(graph, prog, "dynamic slice")
-    for vtiles, src, dst in _slice_fields(graph, cand, out.reshape(-1), graph.tile_runs(out)):
+    # a repeated layer's serial matmul slices its operands alike (profiler.poplar.recall)
+    batches = recall.remembered_batches(
+        graph, [flat, cand], ("slice_fields",),
+        lambda: [(v, [dst, src]) for v, src, dst in _slice_fields(graph, cand, flat, graph.tile_runs(out))],
+    )  # fmt: skip
+    for vtiles, (dst, src) in batches:
         graph.add_vertices(cs, _SLICE, {"in": src, "index": _index_field(index, vtiles), "out": dst}, vtiles)
     return out
 
@@ -82,7 +87,12 @@ def dynamic_update(graph: Graph, t: Tensor, update: Tensor, index: Tensor, prog:
         if (tiles != tiles[0]).any():
             raise OpError(f"dynamic_update: {t!r} is not mapped slice by slice alike; create it with sliceable()")
     cs = execute(graph, prog, "dynamic update")
-    for vtiles, dst, src in _slice_fields(graph, base, update.reshape(-1), runs, t[0]):
+    flat = update.reshape(-1)
+    batches = recall.remembered_batches(
+        graph, [base, flat], ("update_fields",),
+        lambda: [(v, [dst, src]) for v, dst, src in _slice_fields(graph, base, flat, runs, t[0])],
+    )  # fmt: skip
+    for vtiles, (dst, src) in batches:
         graph.add_vertices(cs, _UPDATE, {"base": dst, "update": src, "index": _index_field(index, vtiles)}, vtiles)
     return t
 

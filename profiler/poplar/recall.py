@@ -23,7 +23,7 @@ from typing import Any, NamedTuple, TypeVar
 import numpy as np
 import xxhash
 
-from profiler.poplar.layout import Affine, Factored
+from profiler.poplar.layout import Affine, Factored, Runs, VarRuns, Window, WindowBlocks
 from profiler.poplar.tensor import Tensor
 from profiler.poplar.variables import VariableStore
 
@@ -33,13 +33,34 @@ T = TypeVar("T")
 KEPT = 512
 
 
-class _Read(NamedTuple):
+class Read(NamedTuple):
     """What a call reads: ``key``; ``base``, the first tile of the lowest IPU of the first tensor's
-    mapping; ``starts``, that mapping's interval starts (keyed by identity)."""
+    mapping; ``starts``, that mapping's interval starts (keyed by identity); ``variables``, the
+    variables the tensors view in order of first appearance (the key names them by that place)."""
 
     key: tuple[Hashable, ...]
     base: int
     starts: np.ndarray
+    variables: list[int]
+    tiles_per_ipu: int
+    local: bool  # inside a virtual graph: tile ids are given and read as positions within its IPU
+
+    def kept_tiles(self, tiles: np.ndarray) -> np.ndarray:
+        """An answer's tile ids as remembered: counted from ``base``, or, inside a virtual graph
+        (where an answer may hold positions or device ids), as positions within the IPU."""
+        kept = tiles % self.tiles_per_ipu if self.local else tiles - self.base
+        kept.flags.writeable = False
+        return kept
+
+    def tiles(self, kept: np.ndarray) -> np.ndarray:
+        """``kept_tiles``' ids for this call: as the work gives them, or positions inside a virtual graph."""
+        return kept if self.local else kept + self.base
+
+    @property
+    def pad_base(self) -> int:
+        """Where a tile's element of a one-element-a-tile variable lies relative to the tile's kept id
+        (``profiler.ops.core.constant_per_tile``: the element's offset is the tile's id)."""
+        return 0 if self.local else self.base
 
 
 class _Memory:
@@ -49,16 +70,16 @@ class _Memory:
         self.entries: OrderedDict[tuple[Hashable, ...], tuple[np.ndarray, Any]] = OrderedDict()
         self.digests: dict[int, tuple[np.ndarray, int, bytes]] = {}  # by the tiles' id: (tiles, tiles_key)
 
-    def read(self, graph: VariableStore, tensors: Sequence[Tensor], what: tuple[Hashable, ...]) -> _Read | None:
-        """The key of a call about ``tensors`` (affine or grouped views of one variable each), or None
-        when it reads something else (it is then worked out each time)."""
-        lays, vids = [], []
-        for t in tensors:
-            vid = t.single_variable()
-            if not isinstance(t._lay, Affine | Factored) or vid is None:
-                return None
-            lays.append(t._lay)
-            vids.append(vid)
+    def read(self, graph: VariableStore, tensors: Sequence[Tensor], what: tuple[Hashable, ...]) -> Read | None:
+        """The key of a call about ``tensors`` (the first a view of one variable, the others any view
+        ``_described`` names), or None when it reads something else (it is then worked out each time)."""
+        first = tensors[0]._var if tensors else None
+        if not isinstance(first, int) or first < 0:
+            return None
+        described = _described(tensors)
+        if described is None:
+            return None
+        views, vids = described
         variables = graph.variables
         mapping = variables[vids[0]].mapping
         tiles = mapping.tiles
@@ -72,11 +93,108 @@ class _Memory:
                 self.digests.clear()
             self.digests[id(tiles)] = held
         _, base, digest = held
-        shares = tuple(vids.index(v) for v in vids)  # which tensors view one variable
         numels = tuple(variables[v].numel for v in vids)  # index types follow them
         dtypes = tuple(t.dtype.str for t in tensors)
-        key = (what, tuple(lays), shares, numels, dtypes, id(mapping.starts), mapping.n, digest)
-        return _Read(key, base, mapping.starts)
+        key = (what, views, numels, dtypes, id(mapping.starts), mapping.n, digest)
+        local = getattr(graph, "current_ipu", None) is not None
+        return Read(key, base, mapping.starts, vids, graph.target.tiles_per_ipu, local)
+
+
+def _described(tensors: Sequence[Tensor]) -> tuple[tuple[Hashable, ...], list[int]] | None:
+    """How ``tensors`` view their variables, each variable named by its place in the returned list
+    (first appearance first): affine and grouped views by their layout, runs and index arrays by a
+    digest. None for a view held otherwise (a convolution window)."""
+    vids: list[int] = []
+    places: dict[int, int] = {}
+    views: list[Hashable] = []
+    for t in tensors:
+        lay, var = t._lay, t._var
+        if isinstance(lay, VarRuns):
+            views.append(("var_runs", _runs_digest(lay.runs), _digest(_places(lay.var, places, vids))))
+        elif isinstance(var, np.ndarray) and isinstance(lay, np.ndarray):
+            views.append(("elements", lay.shape, _digest(lay), _digest(_places(var, places, vids))))
+        elif not isinstance(var, int) or var < 0:
+            return None
+        elif isinstance(lay, Affine | Factored):
+            views.append((lay, _place(var, places, vids)))
+        elif isinstance(lay, Runs):
+            views.append(("runs", _runs_digest(lay), _place(var, places, vids)))
+        elif isinstance(lay, np.ndarray):
+            views.append(("index", lay.shape, _digest(lay), _place(var, places, vids)))
+        else:
+            return None
+    return tuple(views), vids
+
+
+def _place(v: int, places: dict[int, int], vids: list[int]) -> int:
+    if v not in places:
+        places[v] = len(vids)
+        vids.append(v)
+    return places[v]
+
+
+def _places(var: np.ndarray, places: dict[int, int], vids: list[int]) -> np.ndarray:
+    """``var`` (variable ids) as places in ``vids``, variables new to it added in order of first appearance."""
+    u, first, inverse = np.unique(var, return_index=True, return_inverse=True)
+    for j in np.argsort(first, kind="stable"):
+        _place(int(u[j]), places, vids)
+    return np.array([places[int(v)] for v in u], dtype=np.int32)[inverse.reshape(var.shape)]
+
+
+def _digest(a: np.ndarray) -> tuple[str, tuple[int, ...], bytes]:
+    if a.ndim and a.size and a.strides[0] == 0 and (a.ndim == 1):  # a broadcast step: one value
+        return (a.dtype.str, a.shape, a[:1].tobytes())
+    return (a.dtype.str, a.shape, xxhash.xxh3_128_digest(np.ascontiguousarray(a).data))
+
+
+def _runs_digest(r: Runs) -> Hashable:
+    arrays = tuple(
+        None if a is None else _digest(np.asarray(a)) for a in (r.start, r.length, r.step, r.row_first, r.period)
+    )
+    return (arrays, r.width, r.inner, r.block, r.stride, r.repeat)
+
+
+def unbound(t: Tensor, variables: Sequence[int]) -> tuple[Any, Any, np.dtype] | None:
+    """A field as remembered: its variables named by their place in ``variables`` (a call's, ``Read``),
+    index arrays made read-only (now read by every call that recalls it); None when it views a
+    variable not among them or is held otherwise (it is then not remembered)."""
+    places = {v: i for i, v in enumerate(variables)}
+    lay, var = t._lay, t._var
+    if isinstance(lay, VarRuns):
+        named = _named(lay.var, places)
+        return None if named is None else (-1, VarRuns(lay.runs, named), t.dtype)
+    if isinstance(lay, Window | WindowBlocks):
+        return None
+    if isinstance(var, np.ndarray):
+        named = _named(var, places)
+        if named is None:
+            return None
+        var_kept: Any = named
+    elif var in places:
+        var_kept = places[var]
+    else:
+        return None
+    if isinstance(lay, np.ndarray):
+        lay.flags.writeable = False
+    return var_kept, lay, t.dtype
+
+
+def _named(var: np.ndarray, places: dict[int, int]) -> np.ndarray | None:
+    u, inverse = np.unique(var, return_inverse=True)
+    if any(int(v) not in places for v in u):
+        return None
+    named = np.array([places[int(v)] for v in u], dtype=np.int32)[inverse.reshape(var.shape)]
+    named.flags.writeable = False
+    return named
+
+
+def bound(graph: VariableStore, kept: tuple[Any, Any, np.dtype], variables: Sequence[int]) -> Tensor:
+    """``unbound``'s field on a call's own ``variables``."""
+    var, lay, dtype = kept
+    ids = np.asarray(variables, dtype=np.int32)
+    if isinstance(lay, VarRuns):
+        return Tensor(graph, -1, VarRuns(lay.runs, ids[lay.var]), dtype)
+    return Tensor(graph, ids[var] if isinstance(var, np.ndarray) else int(ids[var]), lay, dtype)
 
 
 def tiles_key(tiles: np.ndarray, tiles_per_ipu: int) -> tuple[int, bytes] | None:
@@ -97,13 +215,15 @@ def remembered(
     tensors: Sequence[Tensor],
     what: tuple[Hashable, ...],
     work: Callable[[], T | None],
-    keep: Callable[[T, int], Any],
-    rebuild: Callable[[Any, int], T],
+    keep: Callable[[T, Read], Any],
+    rebuild: Callable[[Any, Read], T],
 ) -> T | None:
     """``work()``, or the answer an earlier call about tensors read alike (``what``: the question and
-    its other arguments) gave, rebuilt: ``keep(answer, base)`` makes what is remembered of an answer,
-    ``rebuild(kept, base)`` the answer for this call (``base``: the first tile of the lowest IPU its
-    first tensor's mapping uses). A None answer is remembered as None."""
+    its other arguments) gave, rebuilt: ``keep(answer, read)`` makes what is remembered of an answer
+    (None: not to be remembered), ``rebuild(kept, read)`` the answer for this call (``read.base``:
+    the first tile of the lowest IPU its first tensor's mapping uses; ``read.variables``: the
+    variables its tensors view, ``unbound`` and ``bound`` move fields between calls'). A None answer
+    is remembered as None."""
     try:
         memory = _memories.get(graph)
         if memory is None:
@@ -116,9 +236,41 @@ def remembered(
     entry = memory.entries.get(read.key)
     if entry is not None and entry[0] is read.starts:
         memory.entries.move_to_end(read.key)
-        return None if entry[1] is None else rebuild(entry[1], read.base)
+        return None if entry[1] is None else rebuild(entry[1], read)
     answer = work()
-    memory.entries[read.key] = (read.starts, None if answer is None else keep(answer, read.base))
+    kept = None if answer is None else keep(answer, read)
+    if answer is not None and kept is None:
+        return answer  # not to be remembered (keep said so)
+    memory.entries[read.key] = (read.starts, kept)
     if len(memory.entries) > KEPT:
         memory.entries.popitem(last=False)
     return answer
+
+
+Batches = list[tuple[np.ndarray, list[Tensor]]]
+
+
+def kept_batches(batches: Batches, read: Read) -> list[tuple[np.ndarray, list[Any]]] | None:
+    """Vertex batches (tiles, fields) as remembered: tiles by ``read.kept_tiles``, fields by
+    ``unbound``; None when a field cannot be (a window)."""
+    kept = []
+    for tiles, fields in batches:
+        unbound_fields = [unbound(f, read.variables) for f in fields]
+        if any(u is None for u in unbound_fields):
+            return None
+        kept.append((read.kept_tiles(tiles), unbound_fields))
+    return kept
+
+
+def rebuilt_batches(graph: VariableStore, kept: list[tuple[np.ndarray, list[Any]]], read: Read) -> Batches:
+    """``kept_batches``' batches on a call's own tiles and variables."""
+    return [(read.tiles(tiles), [bound(graph, f, read.variables) for f in fields]) for tiles, fields in kept]
+
+
+def remembered_batches(
+    graph: VariableStore, tensors: Sequence[Tensor], what: tuple[Hashable, ...], work: Callable[[], Batches]
+) -> Batches:
+    """``remembered`` for vertex batches whose fields view ``tensors``."""
+    found = remembered(graph, tensors, what, work, kept_batches, lambda kept, read: rebuilt_batches(graph, kept, read))
+    assert found is not None
+    return found

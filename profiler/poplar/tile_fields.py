@@ -14,7 +14,6 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from profiler.host.sorting import stable_order
-from profiler.poplar import recall
 from profiler.poplar.layout import Affine, Factored, Runs, common_factors
 from profiler.poplar.tensor import RUNS_WORTH_IT, Tensor
 from profiler.poplar.variables import TileMapping, VariableStore
@@ -70,22 +69,7 @@ def fields_by_tile(graph: VariableStore, tensors: Sequence[Tensor]) -> Batches |
     hold, or when the runs would be short (the caller's per-element path is then as small).
 
     What this reads is the views, which of them share a variable, the variables' sizes and the first
-    one's mapping; a call reading all of them as an earlier call did, its mapping's tiles a whole
-    number of IPUs on, takes that call's fields (runs of offsets, held once) on its own variables and
-    tiles (``profiler.poplar.recall``): a decoder's repeated layers make the same elementwise ops 32 times."""
-    return recall.remembered(
-        graph, tensors, ("fields_by_tile",), lambda: _fields_by_tile(graph, tensors),
-        lambda batches, base: [(tiles - base, [f._lay for f in fields]) for tiles, fields in batches],
-        lambda kept, base: [
-            (tiles + base, [Tensor(t.graph, t.single_variable(), lay, t.dtype)  # type: ignore[arg-type]
-                            for t, lay in zip(tensors, lays, strict=True)])
-            for tiles, lays in kept
-        ],
-    )  # fmt: skip
-
-
-def _fields_by_tile(graph: VariableStore, tensors: Sequence[Tensor]) -> Batches | None:
-    """``fields_by_tile`` worked out."""
+    one's mapping (``profiler.ops.core.vertex_fields`` remembers it so)."""
     lays: list[Affine | Factored] = []
     vids: list[int] = []
     for t in tensors:

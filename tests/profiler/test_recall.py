@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from profiler import Engine, Graph, Sequence, ipu_model, ops
-from profiler.poplar import tile_fields
+from profiler.ops import core
+from profiler.poplar.layout import VarRuns
+from profiler.poplar.tensor import concat
 
 TPI = 8  # tiles per IPU
 SHAPE = (16, 96)
@@ -35,19 +37,19 @@ def test_fields_recalled_are_the_fields_worked_out(ipus: int, odd: bool, monkeyp
     """Layer 1 on the other IPU (or the same tiles) reads as layer 0: it is recalled, and its
     fields and tiles are what working them out gives; mapped otherwise (``odd``), it is worked out."""
     worked: list[int] = []
-    real = tile_fields._fields_by_tile
-    monkeypatch.setattr(tile_fields, "_fields_by_tile", lambda g, ts: worked.append(1) or real(g, ts))
+    real = core._vertex_fields
+    monkeypatch.setattr(core, "_vertex_fields", lambda g, ts: worked.append(1) or real(g, ts))
     g = Graph(ipu_model(tiles_per_ipu=TPI, num_ipus=2))
     chunks = np.random.default_rng(3).integers(0, TPI, int(np.prod(SHAPE)) // 8)
     a0, b0 = _mapped(g, 0, 0, chunks)
     other = np.roll(chunks, 1) if odd else chunks
     a1, b1 = _mapped(g, 1, ipus - 1, other)
-    first = tile_fields.fields_by_tile(g, [a0, b0.T.T])
-    assert first is not None and len(worked) == 1
-    got = tile_fields.fields_by_tile(g, [a1, b1])
+    first = list(core.vertex_fields(g, [a0, b0.T.T], ("a", "b")))
+    assert first and len(worked) == 1
+    got = [(t, list(f.values())) for t, f in core.vertex_fields(g, [a1, b1], ("a", "b"))]
     assert len(worked) == (2 if odd else 1)
-    want = real(g, [a1, b1])
-    assert got is not None and want is not None and len(got) == len(want)
+    want = list(real(g, [a1, b1]))
+    assert len(got) == len(want)
     for (gt, gf), (wt, wf) in zip(got, want, strict=True):
         np.testing.assert_array_equal(gt, wt)
         assert gt.min() >= (ipus - 1) * TPI  # on layer 1's own IPU
@@ -61,9 +63,12 @@ def test_a_softmax_a_layer_finds_its_pairs_once_and_each_computes_its_own(monkey
     (the sum reads a clone of it, the other layers are mapped alike), and every layer's values are
     numpy's."""
     found: list[int] = []
+    staged: list[int] = []
     reduce_mod = importlib.import_module("profiler.ops.reduce")  # the module (ops.reduce is the op)
     real = reduce_mod._pairs_of_runs
     monkeypatch.setattr(reduce_mod, "_pairs_of_runs", lambda g, f, s: found.append(1) or real(g, f, s))
+    worked = reduce_mod._RunPairs._fields_worked
+    monkeypatch.setattr(reduce_mod._RunPairs, "_fields_worked", lambda p, pad: staged.append(1) or worked(p, pad))
     g = Graph(ipu_model(tiles_per_ipu=TPI, num_ipus=2))
     prog = Sequence()
     chunks = np.random.default_rng(4).integers(0, TPI, int(np.prod(SHAPE)) // 8)
@@ -74,7 +79,9 @@ def test_a_softmax_a_layer_finds_its_pairs_once_and_each_computes_its_own(monkey
         g.create_host_write(f"x{layer}", x)
         g.create_host_read(f"y{layer}", y)
         layers.append(x)
-    assert len(found) == 1
+    # the pairs and the stage's fields are found once: the sum's stage takes the max's fields with
+    # its own padding (the identity 0, not -inf), layers 2 and 3 with their padding on IPU 1
+    assert len(found) == 1 and len(staged) == 1
     e = Engine(g, [prog])
     e.load()
     rng = np.random.default_rng(5)
@@ -85,3 +92,43 @@ def test_a_softmax_a_layer_finds_its_pairs_once_and_each_computes_its_own(monkey
     for i, x in enumerate(data):
         z = np.exp(x - x.max(axis=-1, keepdims=True))
         np.testing.assert_allclose(e.read_tensor(f"y{i}"), z / z.sum(axis=-1, keepdims=True), rtol=1e-6, atol=1e-7)
+
+
+def test_a_rotary_product_over_runs_of_two_variables_is_recalled_and_computes_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Four layers' rotate-half products ([-x2, x1] * sin, the concatenation runs of two variables)
+    over two IPUs: the product's fields are worked out for the first layer only, and every layer's
+    values are numpy's."""
+    worked: list[int] = []
+    real = core._vertex_fields
+    monkeypatch.setattr(core, "_vertex_fields", lambda g, ts: worked.append(1) or real(g, ts))
+    g = Graph(ipu_model(tiles_per_ipu=TPI, num_ipus=2))
+    prog = Sequence()
+    chunks = np.random.default_rng(6).integers(0, TPI, int(np.prod(SHAPE)) // 8)
+    half = SHAPE[1] // 2
+    sin = g.add_variable("float", SHAPE, "sin")
+    g.set_tile_mapping(sin, np.repeat(chunks, 8))
+    g.create_host_write("sin", sin)
+    for layer in range(4):
+        x, _ = _mapped(g, layer, layer // 2, chunks)
+        neg = ops.unary(g, "neg", x[:, half:], prog)
+        rotated = concat([neg, x[:, :half]], axis=1)
+        assert isinstance(rotated._lay, VarRuns)  # the case asked about: runs of two variables
+        y = ops.mul(g, rotated, sin, prog)
+        g.create_host_write(f"x{layer}", x)
+        g.create_host_read(f"y{layer}", y)
+    calls = len(worked)
+    assert calls == 2, calls  # the first layer's neg and product; the others recall both
+    e = Engine(g, [prog])
+    e.load()
+    rng = np.random.default_rng(7)
+    s = rng.standard_normal(SHAPE).astype(np.float32)
+    e.write_tensor("sin", s)
+    data = [rng.standard_normal(SHAPE).astype(np.float32) for _ in range(4)]
+    for i, x in enumerate(data):
+        e.write_tensor(f"x{i}", x)
+    e.run(0)
+    for i, x in enumerate(data):
+        want = np.concatenate([-x[:, half:], x[:, :half]], axis=1) * s
+        np.testing.assert_array_equal(e.read_tensor(f"y{i}"), want)
