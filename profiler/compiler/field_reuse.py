@@ -30,12 +30,12 @@ KEPT = 512
 
 class FieldPieces(NamedTuple):
     """A field's regions (global ids: what the compute set writes, ``_fully_written``) and pieces
-    (``ElementMap.field_pieces``); ``region_count``: its regions before the rows' copies of shared blocks;
+    (``ElementMap.field_pieces``); ``count``: its regions before the rows' copies of shared blocks;
     ``kept``: whether it may be remembered (one variable, no padding, every piece mapped)."""
 
     regions_start: np.ndarray
     regions_length: np.ndarray
-    region_count: int
+    count: int
     start: np.ndarray
     length: np.ndarray
     src: np.ndarray
@@ -50,7 +50,7 @@ class _Held:
     def __init__(self, p: FieldPieces, gid0: int, base: int) -> None:
         self.regions_start = _frozen(p.regions_start - gid0)
         self.regions_length = _frozen(p.regions_length)
-        self.region_count = p.region_count
+        self.count = p.count
         self.start, self.length = _frozen(p.start - gid0), _frozen(p.length)
         self.src, self.dst = _frozen(p.src - base), _frozen(p.dst - base)
         self.dtypes = (p.regions_start.dtype, p.start.dtype, p.src.dtype, p.dst.dtype)
@@ -68,7 +68,7 @@ class _Held:
             ssd, ssrcd = self.shared_dtypes
             shared = ((s_start + gid0).astype(ssd), s_length, (s_src + base).astype(ssrcd), s_idx)
         return FieldPieces(
-            (self.regions_start + gid0).astype(rd), self.regions_length, self.region_count, (self.start + gid0).astype(sd),
+            (self.regions_start + gid0).astype(rd), self.regions_length, self.count, (self.start + gid0).astype(sd),
             self.length, (self.src + base).astype(srcd), (self.dst + base).astype(dstd), shared, True,
         )  # fmt: skip
 
