@@ -17,7 +17,6 @@ from profiler.compiler.errors import CompileError
 from profiler.compiler.exchange import ExchangePlan
 from profiler.compiler.exchange_planning import RemoteReads, plan_compute_set_receives, sent_pieces
 from profiler.compiler.exchange_reuse import ExchangeReuse
-from profiler.compiler.field_reuse import FieldPieces, FieldReuse
 from profiler.compiler.plan_reuse import HeldComputeSetPlan, VariableFacts, plan_key
 from profiler.executable.plans import BatchPlan, ComputeSetPlan
 from profiler.host import host_memory
@@ -52,7 +51,6 @@ class ComputeSetPlanner:
         self.plans: dict[bytes, HeldComputeSetPlan] | None = {} if reuse_plans else None
         self.plans_reused = 0
         self._facts: VariableFacts | None = None  # what plan keys read of each variable (plan_reuse)
-        self._fields: FieldReuse | None = None  # fields of compute sets planned anew (field_reuse)
         self.target = target
         self.values = values  # False (compile-only): kernels' accesses are not built (nothing runs them)
         self.codelets: list[tuple[str, Codelet]] = []  # (type name, codelet)
@@ -93,7 +91,9 @@ class ComputeSetPlanner:
         merged = self.merged_batches(cs)
         if self.plans is None:
             return self._plan(cs, merged)
-        key = plan_key(merged, cs.kernel, self._variable_facts(), self.elements.gid_base, self.target.tiles_per_ipu)
+        if self._facts is None:
+            self._facts = VariableFacts(self.elements.graph.variables, self.elements.packing)
+        key = plan_key(merged, cs.kernel, self._facts, self.elements.gid_base, self.target.tiles_per_ipu)
         held = None if key is None else self.plans.get(key.digest)
         if key is not None and held is not None:
             self.plans_reused += 1
@@ -105,11 +105,6 @@ class ComputeSetPlanner:
         if key is not None and {*plan.reads, *plan.writes} <= set(key.variables):
             self.plans[key.digest] = HeldComputeSetPlan(plan, key)
         return plan
-
-    def _variable_facts(self) -> VariableFacts:
-        if self._facts is None:
-            self._facts = VariableFacts(self.elements.graph.variables, self.elements.packing)
-        return self._facts
 
     def _kernel(self, cs: ComputeSet, reads: set[int], writes: set[int]) -> tuple[list[BatchPlan] | None, list[Tensor]]:
         """The compute set's kernel (``plan_kernel``) and the fields it writes, once its vertices'
@@ -155,12 +150,18 @@ class ComputeSetPlanner:
                 tensor = b.fields[f]
                 if f not in cl.writes and f not in cl.reads:
                     continue
-                fp = self._field_pieces(cs, f, tensor, b.tiles, f in cl.writes)
-                start, length, src, dst, shared = fp.start, fp.length, fp.src, fp.dst, fp.shared
+                regions = field_regions(tensor, self.elements.gid_base)
+                host_memory.ensure(
+                    PLAN_BYTES_PER_REGION * regions.count,
+                    f"compiling compute set {cs.name!r} ({regions.count:,} regions of field {f!r})",
+                )
+                if f in cl.writes:
+                    regions = regions.per_row()
+                start, length, src, dst, shared = self.elements.field_pieces(regions, b.tiles)
                 remote = src != dst
                 if f in cl.writes:
                     writes |= variables_of(tensor)
-                    all_written.append((fp.regions_start, fp.regions_length))
+                    all_written.append((regions.start, regions.length))
                     if remote.any():
                         i = int(np.flatnonzero(remote)[0])
                         raise CompileError(
@@ -207,29 +208,6 @@ class ComputeSetPlanner:
             agg(state), agg(cycles), agg(flops), agg(cat(vconst, np.int64)), agg(cat(vfield, np.int64)),
             self._fully_written(cs, all_written, writes - reads - _kernel_reads(cs), kernel_writes),
         )  # fmt: skip
-
-    def _field_pieces(self, cs: ComputeSet, f: str, tensor: Tensor, tiles: np.ndarray, write: bool) -> FieldPieces:
-        """Field ``f``'s regions and pieces (``ElementMap.field_pieces``), or an earlier field's read
-        alike (``field_reuse``) when plans are reused."""
-
-        def work() -> FieldPieces:
-            regions = field_regions(tensor, self.elements.gid_base)
-            host_memory.ensure(
-                PLAN_BYTES_PER_REGION * regions.count,
-                f"compiling compute set {cs.name!r} ({regions.count:,} regions of field {f!r})",
-            )
-            kept = regions.pad is None
-            count = regions.count
-            if write:
-                regions = regions.per_row()
-            start, length, src, dst, shared = self.elements.field_pieces(regions, tiles)
-            return FieldPieces(regions.start, regions.length, count, start, length, src, dst, shared, kept)
-
-        if self.plans is None:
-            return work()
-        if self._fields is None:
-            self._fields = FieldReuse(self._variable_facts(), self.elements.gid_base, self.target.tiles_per_ipu)
-        return self._fields.pieces(tensor, tiles, write, work)
 
     def _exchange(
         self, receives: list[RemoteReads], short_reads: list[RemoteReads]

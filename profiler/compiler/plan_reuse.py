@@ -62,7 +62,7 @@ class PlanKey:
         self.digest, self.base, self.variables = digest, base, variables
 
 
-class Describer:
+class _Describer:
     """Feeds a compute set's description to one digest, numbering variables by first use."""
 
     def __init__(self) -> None:
@@ -196,7 +196,7 @@ class VariableFacts:
         if found is None:
             var = self.variables[v]
             tiles = var.mapping.tiles.astype(np.int64)
-            d = Describer()
+            d = _Describer()
             d.text(f"V{var.numel}")
             d.array(var.mapping.starts)
             d.array(np.where(tiles >= 0, tiles - base, tiles))
@@ -216,7 +216,7 @@ def plan_key(
     """The key of a compute set with vertex ``batches`` (merged as planned) and ``kernel``, over the
     variables ``facts`` describes (global ids from ``gid_base``); None when it cannot be described
     (``Unknown``)."""
-    d = Describer()
+    d = _Describer()
     try:
         for b in batches:
             d.batch(b)
