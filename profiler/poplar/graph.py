@@ -197,13 +197,24 @@ class Graph:
         if self._ipu is None:
             return tiles
         tpi = self._target.tiles_per_ipu
-        return np.where(tiles < 0, tiles, tiles % tpi + self._ipu * tpi).astype(tiles.dtype, copy=False)
+        first = self._ipu * tpi
+        if tiles.size:  # the usual cases, without a division per id: all on this IPU, or all positions
+            lo, hi = int(tiles.min()), int(tiles.max())
+            if first <= lo and hi < first + tpi:
+                return tiles
+            if lo >= 0 and hi < tpi:
+                return (tiles + first).astype(tiles.dtype, copy=False)
+        return np.where(tiles < 0, tiles, tiles % tpi + first).astype(tiles.dtype, copy=False)
 
     def _from_device_tiles(self, tiles: np.ndarray) -> np.ndarray:
         """Device-global tile ids as seen inside a virtual graph (position within the IPU); unmapped stays."""
         if self._ipu is None:
             return tiles
         tpi = self._target.tiles_per_ipu
+        if tiles.size:  # the usual case, without a division per id: all on one IPU
+            lo, hi = int(tiles.min()), int(tiles.max())
+            if lo >= 0 and lo // tpi == hi // tpi:
+                return (tiles - lo // tpi * tpi).astype(tiles.dtype, copy=False)
         return np.where(tiles < 0, tiles, tiles % tpi).astype(tiles.dtype, copy=False)
 
     # -- debug contexts ------------------------------------------------------------------------

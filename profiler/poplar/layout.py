@@ -8,6 +8,8 @@ that is not affine (fancy indexing, most concatenations) falls back to an explic
 
 from __future__ import annotations
 
+import functools
+import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -196,9 +198,9 @@ class Factored:
     def offset(self) -> int:
         return self.flat.offset
 
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(int(np.prod([n for n, _ in g], dtype=np.int64)) for g in self.factors())
+    @functools.cached_property
+    def shape(self) -> tuple[int, ...]:  # asked often (every Tensor.shape): worked out once
+        return tuple(int(math.prod(n for n, _ in g)) for g in self.factors())
 
     @property
     def size(self) -> int:
