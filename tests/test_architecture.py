@@ -148,3 +148,36 @@ def test_package_docstring_says_what_it_may_import(package: str) -> None:
 def test_the_rule_reader_sees_a_forbidden_layer(tmp_path: Path) -> None:
     (tmp_path / "m.py").write_text("def f():\n    from profiler.engine.engine import Engine\n")
     assert imports_of("profiler.chip.m", tmp_path / "m.py", {"profiler.engine.engine"}) == {"profiler.engine.engine"}
+
+
+def _plain_unique_calls(text: str) -> list[str]:
+    """The ``np.unique(...)`` / ``np.union1d(...)`` calls in ``text`` that take numpy 2.3+'s hash
+    path: no ``return_*`` and no ``axis`` argument (``profiler.host.sorting.unique`` instead)."""
+    found = []
+    for m in re.finditer(r"np\.(unique|union1d)\(", text):
+        depth, k = 1, m.end()
+        while depth and k < len(text):
+            depth += {"(": 1, ")": -1}.get(text[k], 0)
+            k += 1
+        call = text[m.start() : k]
+        if m.group(1) == "union1d" or ("return_" not in call and "axis=" not in call):
+            found.append(call)
+    return found
+
+
+def test_the_simulator_takes_sorted_unique_not_numpys_hash_unique() -> None:
+    """numpy 2.3+'s ``np.unique`` without ``return_*`` hashes, 50x slower than a sort on many
+    distinct integers (``profiler.host.sorting.unique``): the simulator's hot paths use the sort."""
+    offenders = {
+        str(p.relative_to(ROOT)): calls
+        for p in sorted((ROOT / "profiler").rglob("*.py"))
+        if p != ROOT / "profiler" / "host" / "sorting.py" and (calls := _plain_unique_calls(p.read_text()))
+    }
+    assert not offenders, offenders
+
+
+def test_the_unique_finder_sees_a_plain_call() -> None:
+    assert _plain_unique_calls("a = np.unique(x)\nb = np.unique(y, return_counts=True)\nc = np.union1d(p, q)") == [
+        "np.unique(x)",
+        "np.union1d(p, q)",
+    ]

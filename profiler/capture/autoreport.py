@@ -19,6 +19,7 @@ from profiler.compiler.compile import ControlNode, Step
 from profiler.compiler.data_dependence import data_dependent_nodes
 from profiler.compiler.memory import control_code_span
 from profiler.compiler.tile_span import held_rows, per_ipu_table
+from profiler.host import sorting
 from report_format.origin import Origin
 from report_format.vocabulary import ControlType, MemoryCategory, Provenance, StepType
 from report_format.writer import ReportWriter
@@ -204,7 +205,7 @@ def _graph_tables(engine: Engine, w: ReportWriter) -> None:
         "name": [cs.name for cs in css],
         "debug_context_id": [cs.debug_context_id for cs in css],
         "vertices": [cs.num_vertices for cs in css],
-        "tiles": [int(np.unique(np.concatenate([b.tiles for b in cs.batches])).size) if cs.batches else 0 for cs in css],
+        "tiles": [int(sorting.unique(np.concatenate([b.tiles for b in cs.batches])).size) if cs.batches else 0 for cs in css],
     })  # fmt: skip
     w.write("codelets", {
         "codelet_id": list(range(len(c.codelets))),

@@ -31,7 +31,7 @@ from profiler.executable import actions
 from profiler.executable.access import Access
 from profiler.executable.actions import Action
 from profiler.executable.plans import ComputeSetPlan
-from profiler.host import host_memory
+from profiler.host import host_memory, sorting
 from profiler.host.allocator import small_pages
 from profiler.poplar import programs as P
 from profiler.poplar.graph import Graph, GraphError
@@ -421,6 +421,8 @@ class Compiler:
         t = self.target
         item = src.dtype.itemsize
         pieces = self.elements.whole_pieces(src, dst)
+        if pieces is None:
+            pieces = self._cross_ipu_pieces(src, dst)
         piece_bytes: np.ndarray | None = None
         if pieces is not None:  # all of one variable into all of another: by the mappings' intervals
             s_tile, d_tile, length = pieces
@@ -468,6 +470,25 @@ class Compiler:
                    bytes_out=plan.bytes_out, code_bytes=plan.code_bytes, code_category=MemoryCategory.INTERNAL_EXCHANGE_CODE,
                    reads=reads, writes=writes, action=action, debug_context_id=ctx,
                    descriptor_bytes=regions * COPY_DESCRIPTOR_BYTES_PER_REGION)  # fmt: skip
+
+    def _cross_ipu_pieces(self, src: Tensor, dst: Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(source tile, destination tile, elements) of the pieces of a copy between views that
+        ``Graph.view_runs`` reads as runs (a pipeline stage's activations, held in a matmul result's
+        column groups, copied to the next IPU), cut where either side's tile changes; None unless
+        every piece crosses IPUs. An inter-IPU copy's plan counts bytes and messages per tile pair
+        and regions as runs of one pair in the copy's order (``plan_transfers``, global), so its
+        pieces plan as its elements do; a copy within an IPU also judges runs by tile-memory
+        address, and is planned element by element."""
+        a, b = self.graph.view_runs(src), self.graph.view_runs(dst)
+        if a is None or b is None:
+            return None
+        starts = sorting.union(a[0], b[0])
+        s_tile = a[1][np.searchsorted(a[0], starts, side="right") - 1].astype(np.int64)
+        d_tile = b[1][np.searchsorted(b[0], starts, side="right") - 1].astype(np.int64)
+        tpi = self.target.tiles_per_ipu
+        if (s_tile < 0).any() or (d_tile < 0).any() or ((s_tile // tpi) == (d_tile // tpi)).any():
+            return None
+        return s_tile, d_tile, np.diff(np.append(starts, src.numel()))
 
     def _lower_stream(
         self,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from profiler.host import sorting
 from profiler.host.sorting import stable_order
 from profiler.poplar.graph import Graph
 from profiler.poplar.layout import Affine, covers_all
@@ -215,7 +216,7 @@ class ElementMap:
         if whole is None:
             return None
         a, b = whole
-        starts = np.union1d(a.mapping.starts, b.mapping.starts)
+        starts = sorting.union(a.mapping.starts, b.mapping.starts)
         starts = starts[starts < a.numel]
         length = np.diff(np.append(starts, a.numel))
         s_tile = a.mapping.tiles[np.searchsorted(a.mapping.starts, starts, side="right") - 1].astype(np.int64)

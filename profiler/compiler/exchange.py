@@ -20,6 +20,7 @@ import numpy as np
 
 from profiler.chip import cost_model, ipu_links
 from profiler.chip.targets import Target
+from profiler.host import sorting
 from profiler.host.sorting import stable_order
 from profiler.poplar.regions import union_length
 
@@ -213,7 +214,7 @@ def _sent(
     # by sending tile (a stable radix sort of 16-bit tiles), cut at tile boundaries
     by_tile = np.argsort(src.astype(np.int16 if n <= 1 << 15 else np.int32), kind="stable")
     tile_first = np.concatenate(([0], np.cumsum(np.bincount(src, minlength=n))))
-    cuts = np.unique(tile_first[np.searchsorted(tile_first, np.arange(0, src.size, PIECE_CHUNK))])
+    cuts = sorting.unique(tile_first[np.searchsorted(tile_first, np.arange(0, src.size, PIECE_CHUNK))])
     bounds = [*(int(c) for c in cuts if 0 < c < src.size), src.size]
     a = 0
     for b in bounds:
@@ -373,7 +374,7 @@ def _chunk_bounds(dst: np.ndarray, n: int) -> list[int]:
     per_supertile = per_tile.reshape(-1, TILES_PER_SUPERTILE).sum(axis=1)
     supertile_first = np.concatenate(([0], np.cumsum(per_supertile)))
     near = np.searchsorted(supertile_first, np.arange(PIECE_CHUNK, dst.size, PIECE_CHUNK))
-    cuts = np.unique(supertile_first[np.minimum(near, supertile_first.size - 1)])
+    cuts = sorting.unique(supertile_first[np.minimum(near, supertile_first.size - 1)])
     return [0, *(int(c) for c in cuts if 0 < c < dst.size), dst.size]
 
 

@@ -20,6 +20,7 @@ from profiler.compiler.compile import CompiledGraph, Node, Step
 from profiler.compiler.liveness import Liveness
 from profiler.compiler.tile_span import TileSpan
 from profiler.executable.plans import ComputeSetPlan
+from profiler.host import sorting
 from profiler.host.parallel import in_row_chunks, threads
 from profiler.host.sorting import stable_order
 from profiler.poplar.recall import tiles_key
@@ -261,7 +262,9 @@ def _always_live_items(
     code_bytes = np.array(c.code_bytes or [0], dtype=np.int64)
     plans = list(c.cs_plans.values())
     if plans:
-        pair = np.unique(np.concatenate([p.v_tile.astype(np.int64) * len(code_bytes) + p.v_codelet for p in plans]))
+        pair = sorting.unique(
+            np.concatenate([p.v_tile.astype(np.int64) * len(code_bytes) + p.v_codelet for p in plans])
+        )
         parts.append(Items.of(MemoryCategory.VERTEX_CODE, pair // len(code_bytes), code_bytes[pair % len(code_bytes)]))
     parts.append(Items.of(MemoryCategory.CONTROL_CODE, all_tiles, control_code_by_tile(c.nodes, n)))
     # controlId: a sync id per host synchronisation and a branch id per If/Switch, on each IPU's first tile
@@ -392,7 +395,7 @@ def _share_by_liveness(shared: Items, interleaved: np.ndarray, live: Liveness) -
         inner = np.zeros(tile.size, dtype=np.int64)
         members: list[np.ndarray] = []  # per function: which items are its temporaries
         blocks: list[tuple[np.ndarray, ...]] = []  # (tile, pseudo variable, size, first, last) per function
-        for k, f_id in enumerate(np.unique(fid[fid >= 0]).tolist()):
+        for k, f_id in enumerate(sorting.unique(fid[fid >= 0]).tolist()):
             m = fid == f_id
             inner[m] = _allocate_shared(tile[m], var[m], size[m], fn[in_arena[m], 1], fn[in_arena[m], 2])
             end = np.zeros(int(tile.max()) + 1, dtype=np.int64)

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from profiler.chip.dtypes import as_dtype
+from profiler.host import sorting
 from profiler.poplar import recall
 from profiler.poplar.graph import Graph
 from profiler.poplar.layout import Affine, Factored, Runs, VarRuns, inner_run
@@ -164,7 +165,7 @@ def groups_by_tile(tiles: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]
         return
     order = np.argsort(tiles, kind="stable")
     utiles, starts, counts = np.unique(tiles[order], return_index=True, return_counts=True)
-    for c in np.unique(counts):
+    for c in sorting.unique(counts):
         sel = counts == c
         yield utiles[sel], order[starts[sel][:, None] + np.arange(c)]
 
@@ -219,7 +220,7 @@ def _vertex_fields(graph: Graph, tensors: list[Tensor]) -> Iterator[tuple[np.nda
     utiles, counts, order, breaks = tile_order(*runs, n)
     starts = np.cumsum(counts) - counts
     flat = tensors[0].reshape(-1)
-    for c in np.unique(counts):
+    for c in sorting.unique(counts):
         sel = counts == c
         # the rows' elements, an index each: only for a field that is none of the views below
         at: np.ndarray | None = None

@@ -23,7 +23,7 @@ import numpy as np
 from profiler.chip import cost_model
 from profiler.chip.dtypes import as_dtype, is_float8
 from profiler.chip.targets import Target
-from profiler.host import host_memory
+from profiler.host import host_memory, sorting
 from profiler.ops.core import OpError, cdiv, check_same_graph, execute, linear_tiles, op, set_attributes
 from profiler.ops.elementwise import _binary_codelet, _cast, apply_map, copy, fill, map_codelet
 from profiler.ops.matmul_reduce import BlockGrid, reduce_block_major, stage_depths
@@ -122,11 +122,11 @@ def _candidates(n_grains: int, limit: int) -> np.ndarray:
     """Split counts to try for a dimension of ``n_grains`` grains: every split giving a distinct
     block size, thinned to at most MAX_CANDIDATES (keeping 1 and the finest)."""
     top = max(1, min(n_grains, limit))
-    blocks = np.unique(-(-n_grains // np.arange(1, top + 1)))
-    splits = np.unique(-(-n_grains // blocks))
+    blocks = sorting.unique(-(-n_grains // np.arange(1, top + 1)))
+    splits = sorting.unique(-(-n_grains // blocks))
     splits = splits[splits <= top]
     if splits.size > MAX_CANDIDATES:
-        pick = np.unique(np.round(np.geomspace(1, splits.size, MAX_CANDIDATES)).astype(int) - 1)
+        pick = sorting.unique(np.round(np.geomspace(1, splits.size, MAX_CANDIDATES)).astype(int) - 1)
         splits = splits[pick]
     return splits
 
@@ -286,7 +286,7 @@ def _costed(
     exchange = operand_exchange_cycles(gb * mb * kb * eb, gb * kb * nb * eb, ns, ms, target)
     partial_bytes = gb * mb * nb * pb
     red = np.zeros(gs.size, dtype=np.int64)
-    for depth in np.unique(ks[ks > 1]):  # the reduction's stages depend on its depth
+    for depth in sorting.unique(ks[ks > 1]):  # the reduction's stages depend on its depth
         sel = ks == depth
         red[sel] = reduce_cost(gb[sel] * mb[sel] * nb[sel], int(depth), pdt, target)
     step = compute + exchange + red + cost_model.sync_cycles("internal", target)
@@ -955,7 +955,7 @@ def grouped_runs(plan: MatMulPlan, shape: tuple[int, int, int, int], side: str, 
         sel = np.flatnonzero((n_runs == nr) & (run_len == ln) & (own == o))
         e = nr * ln
         # cuts in the block's concatenated runs: run ends and share ends, each interval in one of each
-        cuts = np.union1d(np.arange(nr + 1) * ln, (np.arange(o + 1) * e) // o)
+        cuts = sorting.union(np.arange(nr + 1) * ln, (np.arange(o + 1) * e) // o)
         lo, hi = cuts[:-1], cuts[1:]
         run, share = lo // ln, np.searchsorted((np.arange(o + 1) * e) // o, lo, side="right") - 1
         starts.append((first[sel][:, None] + run[None, :] * step + (lo - run * ln)[None, :]).reshape(-1))

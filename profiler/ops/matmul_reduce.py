@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from profiler.host import sorting
 from profiler.ops.core import execute
 from profiler.ops.poplibs_codelets import CONV_REDUCE, conv_reduce_codelet
 from profiler.poplar.graph import ComputeSet, Graph
@@ -177,7 +178,7 @@ def reduce_partials(
             start = np.flatnonzero(brk)
             length = np.diff(np.append(start, e_total))
             src_rows = rows[qs][:, None] + np.arange(size)  # [Q, size] partial rows of each group
-            for ln in np.unique(length):
+            for ln in sorting.unique(length):
                 sel = start[length == ln]
                 elems = order[sel[:, None] + np.arange(ln)]  # [R, ln] output elements of each chunk
                 idx = (src_rows[:, None, :, None] * e_total + col[elems][None, :, None, :]).reshape(-1, size, ln)
@@ -274,7 +275,7 @@ def reduce_block_major(
             )
         dest = out_flat if last else nxt_flat
         for size, qs, r_start, r_len, r_tile in classes:
-            for ln in np.unique(r_len):
+            for ln in sorting.unique(r_len):
                 run = r_len == ln
                 sel = r_start[run]
                 # a chunk is one run of each partial row: blocks from its first column

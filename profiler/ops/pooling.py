@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from profiler.chip import cost_model
+from profiler.host import sorting
 from profiler.ops import elementwise as ew
 from profiler.ops.conv import Window, _channel_grouped, _pair, _scatter_add, _window_view, window
 from profiler.ops.core import OpError, cdiv, execute, op, set_attributes
@@ -111,7 +112,7 @@ def _add_vertices(graph: Graph, cs: object, cols: Tensor, out_rows: Tensor, m: i
     pos, chan = (first, np.zeros_like(first)) if cc == c else (first // (c // cc), first % (c // cc) * cc)
     segments = (pos + rows - 1) // wo - pos // wo + 1  # output rows each vertex's positions lie in
     key = rows * (m + 1) + segments
-    for kv in np.unique(key):
+    for kv in sorting.unique(key):
         sel = np.flatnonzero(key == kv)
         n, seg = int(rows[sel[0]]), int(segments[sel[0]])
         zeros = np.zeros(sel.size, dtype=np.int64)

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from profiler.chip.dtypes import as_dtype
+from profiler.host import sorting
 from profiler.ops.core import (
     OpError,
     constant_per_tile,
@@ -190,7 +191,7 @@ def _reduce_stage(
     pos = np.arange(member.size) - starts[vertex]
     row_of = np.full(nv, -1, dtype=np.int64)
     idx_of, valid_of = {}, {}
-    for lb in np.unique(length):  # each output's members as a row of its length's index matrix
+    for lb in sorting.unique(length):  # each output's members as a row of its length's index matrix
         vs = np.flatnonzero(length == lb)
         row_of[vs] = np.arange(vs.size)
         sel = length[vertex] == lb
@@ -345,7 +346,7 @@ class _RunPairs:
             step = np.diff(start, axis=1) if k > 1 else np.zeros((start.shape[0], 0), np.int64)
             stride = step[:, 0] if k > 1 else np.zeros(start.shape[0], np.int64)
             regular = (step == stride[:, None]).all(axis=1) & (stride >= 0)
-            for s in np.unique(stride[regular]):
+            for s in sorting.unique(stride[regular]):
                 rs = np.flatnonzero(regular & (stride == s))
                 yield self.flat.pattern_rows(start[rs, 0], (k, lb), (int(s), 1)), outs[rs]
             rs = np.flatnonzero(~regular)

@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from profiler.chip import cost_model
+from profiler.host import sorting
 from profiler.ops.core import OpError, add_like, execute, groups_by_tile, linear_tiles, op
 from profiler.ops.elementwise import apply_map, binary_in_place, copy, fill
 from profiler.ops.poplibs_codelets import DynamicSlice, DynamicUpdate, MultiSlice, MultiUpdateAdd, map_codelet
@@ -128,8 +129,8 @@ def _slice_fields(
     if runs is not None:
         start, tile = runs
         length = np.diff(np.append(start, per))
-        if np.unique(tile).size == tile.size and (tile >= 0).all():  # one run a tile
-            for n in np.unique(length):
+        if sorting.unique(tile).size == tile.size and (tile >= 0).all():  # one run a tile
+            for n in sorting.unique(length):
                 sel = np.flatnonzero(length == n)
                 o, v = int(start[sel[0]]), sel.size
                 if (np.diff(start[sel]) == n).all():  # consecutive runs: one strided view
@@ -169,7 +170,7 @@ def _run_fields(
     utiles, first_run, k = np.unique(tile[by_tile], return_index=True, return_counts=True)
     held = np.add.reduceat(length[by_tile], first_run)
     out = []
-    for c in np.unique(held):
+    for c in sorting.unique(held):
         rows = np.flatnonzero(held == c)  # the tiles holding c positions, ascending
         kr = k[rows]
         # the runs of those tiles, tile by tile
@@ -497,7 +498,7 @@ def _planned_gather_by_rows(graph: Graph, table: Tensor, indices: Tensor, prog: 
     first = np.arange(plan.col_split, dtype=np.int64) * plan.grain
     width = np.diff(np.append(first, cols))
     by_width = [
-        (us, first[us][:, None] + np.arange(w)) for w in np.unique(width) for us in [np.flatnonzero(width == w)]
+        (us, first[us][:, None] + np.arange(w)) for w in sorting.unique(width) for us in [np.flatnonzero(width == w)]
     ]
     cs = execute(graph, prog, "multi slice")
     for s in range(plan.dict_split):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from profiler.host import sorting
 from profiler.poplar.layout import Affine, cut_ranges
 
 
@@ -53,7 +54,7 @@ def band_runs(
     piece_tile = tiles[np.searchsorted(starts, sub, side="right") - 1]
     # the bands of each pre index: every row where any of its columns' pieces starts
     pre_of = column // n_post
-    key = np.unique(pre_of * rows + piece_row)
+    key = sorting.unique(pre_of * rows + piece_row)
     band_pre, band_row = key // rows, key % rows
     n_bands = np.bincount(band_pre, minlength=n_pre)
     if int(n_bands.sum()) * n_post * 2 > lay.size // inner:

@@ -20,7 +20,7 @@ from numpy.typing import DTypeLike
 from profiler.chip.codelets import Codelet, resolve_codelet
 from profiler.chip.dtypes import as_dtype
 from profiler.chip.targets import Target, replica_view, sharding_view
-from profiler.host import host_memory
+from profiler.host import host_memory, sorting
 from profiler.host.sorting import stable_order
 from profiler.poplar import shape_only
 from profiler.poplar.bands import band_runs
@@ -346,7 +346,7 @@ class Graph:
                 mapping.assign(t._idx.reshape(-1), int(tiles) if tiles.ndim == 0 else tiles.reshape(-1))
             return
         var_ids, idx = t.elements()
-        for vid in np.unique(var_ids):
+        for vid in sorting.unique(var_ids):
             sel = var_ids == vid
             self.variables[vid].mapping.assign(idx[sel], int(tiles) if tiles.ndim == 0 else tiles.reshape(-1)[sel])
 
@@ -467,7 +467,7 @@ class Graph:
         span = np.where(step == 0, 1, length)  # the variable's elements each run reads
         start = r.start.astype(np.int64)
         pos, tiles = [], []
-        for vid in np.unique(lay.var).tolist():  # a few variables
+        for vid in sorting.unique(lay.var).tolist():  # a few variables
             sel = np.flatnonzero(lay.var == vid)
             m = self.variables[vid].mapping
             sub, pieces = cut_ranges(m.starts, start[sel], span[sel])
@@ -615,7 +615,7 @@ class Graph:
             return self._from_device_tiles(mapping.tile_of(t._idx.reshape(-1)))  # TODO intervals
         var_ids, idx = t.elements()
         out = np.empty(idx.size, dtype=np.int32)
-        for vid in np.unique(var_ids):
+        for vid in sorting.unique(var_ids):
             sel = var_ids == vid
             # not cached: a view of several variables is looked up once (a clone of a concatenation
             # at import), and a tile per element of each kept would follow the elements (issue 38)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, TypeAlias, cast
 
 import numpy as np
 
+from profiler.host import sorting
 from profiler.poplar.layout import (
     Affine,
     Blocks,
@@ -132,7 +133,7 @@ class Tensor:
     # -- elements ------------------------------------------------------------------------
     def variable_ids(self) -> list[int]:
         if isinstance(self._lay, VarRuns):
-            return [int(v) for v in np.unique(self._lay.var)]
+            return [int(v) for v in sorting.unique(self._lay.var)]
         if isinstance(self._lay, Window | WindowBlocks):  # structured
             w = self._lay.window if isinstance(self._lay, WindowBlocks) else self._lay
             return sorted({w.x_var} | ({w.pad_var} if w.pad_var >= 0 else set()))
@@ -141,7 +142,7 @@ class Tensor:
         v = self._var.reshape(-1)  # runs of one variable (a concatenation's parts): unique over run heads
         heads = np.ones(v.size, dtype=bool)
         np.not_equal(v[1:], v[:-1], out=heads[1:])
-        return [int(x) for x in np.unique(v[heads])]
+        return [int(x) for x in sorting.unique(v[heads])]
 
     def elements(self) -> tuple[np.ndarray, np.ndarray]:
         """(variable id, flat element index) of every element, flattened in row-major order."""

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from profiler.host import sorting
 from profiler.host.sorting import stable_order
 from profiler.poplar.layout import Affine, Factored, Runs, common_factors
 from profiler.poplar.tensor import RUNS_WORTH_IT, Tensor
@@ -211,7 +212,7 @@ def _tile_rows(piece_tile: np.ndarray, length: np.ndarray) -> Iterator[tuple[np.
     order = stable_order(piece_tile)
     utiles, first, per_tile = np.unique(piece_tile[order], return_index=True, return_counts=True)
     width = np.add.reduceat(length[order], first)
-    for w in np.unique(width):
+    for w in sorting.unique(width):
         sel = np.flatnonzero(width == w)
         take = order[_ranges(first[sel], per_tile[sel])]  # the selected tiles' pieces, tile by tile
         row_first = np.concatenate(([0], np.cumsum(per_tile[sel]))).astype(np.int64)

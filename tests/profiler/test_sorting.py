@@ -1,10 +1,11 @@
-"""profiler.host.sorting.stable_order is numpy's stable argsort, whichever way it takes."""
+"""profiler.host.sorting: stable_order is numpy's stable argsort, whichever way it takes; unique and union are numpy's."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from profiler.host import sorting
 from profiler.host.sorting import stable_order
 
 
@@ -40,3 +41,27 @@ def test_same_order_as_numpys_stable_argsort(make):
 def test_any_keys(values, repeat):
     key = np.repeat(np.array(values, dtype=np.int64), repeat + 1)
     assert np.array_equal(stable_order(key), np.argsort(key, kind="stable"))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.zeros(0, np.int64),
+        np.array([7], np.int32),
+        np.random.default_rng(1).integers(-(10**12), 10**12, 50_000),
+        np.random.default_rng(2).integers(0, 5, (40, 30)).astype(np.int32),  # few values, 2-D: flattened
+        np.arange(10_000)[::-1].copy(),
+        np.random.default_rng(3).integers(0, 2, 1000).astype(bool),
+        np.array([2.5, np.nan, 1.0, np.nan]),  # floats: numpy's own (NaNs collapse)
+    ],
+    ids=["empty", "one", "wide", "few-2d", "descending", "bool", "float-nan"],
+)
+def test_unique_and_union_are_numpys(values: np.ndarray) -> None:
+    """``unique`` and ``union`` give exactly numpy's values, type and order (sorted distinct)."""
+    got, want = sorting.unique(values), np.unique(values)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    other = values[::-1].ravel()[: values.size // 2] if values.size else values
+    got, want = sorting.union(values, other), np.union1d(values, other)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
