@@ -135,14 +135,17 @@ def _place(v: int, places: dict[int, int], vids: list[int]) -> int:
 
 def _places(var: np.ndarray, places: dict[int, int], vids: list[int]) -> np.ndarray:
     """``var`` (variable ids) as places in ``vids``, variables new to it added in order of first appearance."""
-    u, first, inverse = np.unique(var, return_index=True, return_inverse=True)
+    u, first = np.unique(var, return_index=True)
     for j in np.argsort(first, kind="stable"):
         _place(int(u[j]), places, vids)
-    return np.array([places[int(v)] for v in u], dtype=np.int32)[inverse.reshape(var.shape)]
+    named = _named(var, places)
+    assert named is not None, "every variable was just placed"
+    return named
 
 
 def _digest(a: np.ndarray) -> tuple[str, tuple[int, ...], bytes]:
-    if a.ndim and a.size and a.strides[0] == 0 and (a.ndim == 1):  # a broadcast step: one value
+    """An array by its type, shape and bytes (a broadcast run step, one value repeated: by that value)."""
+    if a.ndim == 1 and a.size and a.strides[0] == 0:
         return (a.dtype.str, a.shape, a[:1].tobytes())
     return (a.dtype.str, a.shape, xxhash.xxh3_128_digest(np.ascontiguousarray(a).data))
 
@@ -180,6 +183,7 @@ def unbound(t: Tensor, variables: Sequence[int]) -> tuple[Any, Any, np.dtype] | 
 
 
 def _named(var: np.ndarray, places: dict[int, int]) -> np.ndarray | None:
+    """``var`` (variable ids) as their ``places`` (read-only); None when one has none."""
     u, inverse = np.unique(var, return_inverse=True)
     if any(int(v) not in places for v in u):
         return None

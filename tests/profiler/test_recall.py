@@ -132,3 +132,31 @@ def test_a_rotary_product_over_runs_of_two_variables_is_recalled_and_computes_it
     for i, x in enumerate(data):
         want = np.concatenate([-x[:, half:], x[:, :half]], axis=1) * s
         np.testing.assert_array_equal(e.read_tensor(f"y{i}"), want)
+
+
+def test_layers_built_inside_virtual_graphs_recall_positions_not_device_ids() -> None:
+    """Pipeline stages build inside ``virtual_graph(ipu)``, where tiles are given and read as positions
+    within the IPU. Four layers' softmaxes over two IPUs, each on its stage's virtual graph: the
+    layers on IPU 1 recall IPU 0's pairs and stage fields as positions (a device id there indexed a
+    one-IPU table of padding elements past its end: BERT-large's pipelined LayerNorm failed so), and
+    every layer computes numpy's values."""
+    g = Graph(ipu_model(tiles_per_ipu=TPI, num_ipus=2))
+    prog = Sequence()
+    chunks = np.random.default_rng(8).integers(0, TPI, int(np.prod(SHAPE)) // 3)  # ragged: padded rows
+    for layer in range(4):
+        with g.virtual_graph(layer // 2):
+            x = g.add_variable("float", SHAPE, f"x{layer}")
+            g.set_tile_mapping(x, np.repeat(chunks, 3))  # positions: on the stage's own IPU
+            y = ops.softmax(g, x, prog)
+        g.create_host_write(f"x{layer}", x)
+        g.create_host_read(f"y{layer}", y)
+    e = Engine(g, [prog])
+    e.load()
+    rng = np.random.default_rng(9)
+    data = [rng.standard_normal(SHAPE).astype(np.float32) for _ in range(4)]
+    for i, x in enumerate(data):
+        e.write_tensor(f"x{i}", x)
+    e.run(0)
+    for i, x in enumerate(data):
+        z = np.exp(x - x.max(axis=-1, keepdims=True))
+        np.testing.assert_allclose(e.read_tensor(f"y{i}"), z / z.sum(axis=-1, keepdims=True), rtol=1e-6, atol=1e-7)
