@@ -26,6 +26,20 @@ def _mapped(g: Graph, layer: int, ipu: int, chunks: np.ndarray):  # type: ignore
     return a, b
 
 
+def _assert_softmaxes(g: Graph, prog: Sequence, layers: int, seed: int) -> None:
+    """Run ``prog`` on random ``x{i}`` and hold every layer's ``y{i}`` to numpy's softmax of it."""
+    e = Engine(g, [prog])
+    e.load()
+    rng = np.random.default_rng(seed)
+    data = [rng.standard_normal(SHAPE).astype(np.float32) for _ in range(layers)]
+    for i, x in enumerate(data):
+        e.write_tensor(f"x{i}", x)
+    e.run(0)
+    for i, x in enumerate(data):
+        z = np.exp(x - x.max(axis=-1, keepdims=True))
+        np.testing.assert_allclose(e.read_tensor(f"y{i}"), z / z.sum(axis=-1, keepdims=True), rtol=1e-6, atol=1e-7)
+
+
 def _explicit(t) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]
     """(variable, element) of every element of a field."""
     var, idx = t.elements()
@@ -82,16 +96,7 @@ def test_a_softmax_a_layer_finds_its_pairs_once_and_each_computes_its_own(monkey
     # the pairs and the stage's fields are found once: the sum's stage takes the max's fields with
     # its own padding (the identity 0, not -inf), layers 2 and 3 with their padding on IPU 1
     assert len(found) == 1 and len(staged) == 1
-    e = Engine(g, [prog])
-    e.load()
-    rng = np.random.default_rng(5)
-    data = [rng.standard_normal(SHAPE).astype(np.float32) for _ in layers]
-    for i, x in enumerate(data):
-        e.write_tensor(f"x{i}", x)
-    e.run(0)
-    for i, x in enumerate(data):
-        z = np.exp(x - x.max(axis=-1, keepdims=True))
-        np.testing.assert_allclose(e.read_tensor(f"y{i}"), z / z.sum(axis=-1, keepdims=True), rtol=1e-6, atol=1e-7)
+    _assert_softmaxes(g, prog, len(layers), seed=5)
 
 
 def test_a_rotary_product_over_runs_of_two_variables_is_recalled_and_computes_its_own(
@@ -150,13 +155,4 @@ def test_layers_built_inside_virtual_graphs_recall_positions_not_device_ids() ->
             y = ops.softmax(g, x, prog)
         g.create_host_write(f"x{layer}", x)
         g.create_host_read(f"y{layer}", y)
-    e = Engine(g, [prog])
-    e.load()
-    rng = np.random.default_rng(9)
-    data = [rng.standard_normal(SHAPE).astype(np.float32) for _ in range(4)]
-    for i, x in enumerate(data):
-        e.write_tensor(f"x{i}", x)
-    e.run(0)
-    for i, x in enumerate(data):
-        z = np.exp(x - x.max(axis=-1, keepdims=True))
-        np.testing.assert_allclose(e.read_tensor(f"y{i}"), z / z.sum(axis=-1, keepdims=True), rtol=1e-6, atol=1e-7)
+    _assert_softmaxes(g, prog, 4, seed=9)
