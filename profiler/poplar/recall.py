@@ -25,6 +25,7 @@ import xxhash
 
 from profiler.poplar.layout import Affine, Factored, Runs, VarRuns, Window, WindowBlocks
 from profiler.poplar.tensor import Tensor
+from profiler.poplar.tile_fields import Batches
 from profiler.poplar.variables import VariableStore
 
 T = TypeVar("T")
@@ -135,12 +136,10 @@ def _place(v: int, places: dict[int, int], vids: list[int]) -> int:
 
 def _places(var: np.ndarray, places: dict[int, int], vids: list[int]) -> np.ndarray:
     """``var`` (variable ids) as places in ``vids``, variables new to it added in order of first appearance."""
-    u, first = np.unique(var, return_index=True)
+    u, first, inverse = np.unique(var, return_index=True, return_inverse=True)
     for j in np.argsort(first, kind="stable"):
         _place(int(u[j]), places, vids)
-    named = _named(var, places)
-    assert named is not None, "every variable was just placed"
-    return named
+    return _renamed(u, inverse, var.shape, places)
 
 
 def _digest(a: np.ndarray) -> tuple[str, tuple[int, ...], bytes]:
@@ -187,7 +186,12 @@ def _named(var: np.ndarray, places: dict[int, int]) -> np.ndarray | None:
     u, inverse = np.unique(var, return_inverse=True)
     if any(int(v) not in places for v in u):
         return None
-    named = np.array([places[int(v)] for v in u], dtype=np.int32)[inverse.reshape(var.shape)]
+    return _renamed(u, inverse, var.shape, places)
+
+
+def _renamed(u: np.ndarray, inverse: np.ndarray, shape: tuple[int, ...], places: dict[int, int]) -> np.ndarray:
+    """The places of ids ``u[inverse]`` (``np.unique``'s), shaped ``shape``, read-only."""
+    named = np.array([places[int(v)] for v in u], dtype=np.int32)[inverse.reshape(shape)]
     named.flags.writeable = False
     return named
 
@@ -249,9 +253,6 @@ def remembered(
     if len(memory.entries) > KEPT:
         memory.entries.popitem(last=False)
     return answer
-
-
-Batches = list[tuple[np.ndarray, list[Tensor]]]
 
 
 def kept_batches(batches: Batches, read: Read) -> list[tuple[np.ndarray, list[Any]]] | None:
