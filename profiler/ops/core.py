@@ -158,16 +158,40 @@ def constant_per_tile(graph: Graph, dtype: object, value: float | int) -> Tensor
 
 
 # -- vertex fields -----------------------------------------------------------------------------
-def groups_by_tile(tiles: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def groups_by_tile(tiles: np.ndarray, within: np.ndarray | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Split elements by tile into vertex batches of equal size: yields (vertex tiles, element-index
-    matrix [vertices, elements per vertex]) with one vertex per tile holding elements."""
+    matrix [vertices, elements per vertex]) with one vertex per tile holding elements, a tile's
+    elements in the order ``within`` (a permutation of them; default: their own)."""
     if tiles.size == 0:
         return
-    order = np.argsort(tiles, kind="stable")
+    order = np.argsort(tiles, kind="stable") if within is None else within[np.argsort(tiles[within], kind="stable")]
     utiles, starts, counts = np.unique(tiles[order], return_index=True, return_counts=True)
     for c in sorting.unique(counts):
         sel = counts == c
         yield utiles[sel], order[starts[sel][:, None] + np.arange(c)]
+
+
+def memory_order(t: Tensor) -> np.ndarray | None:
+    """The order of ``t``'s flattened elements in memory: by variable, then by element (a tile holds
+    a variable's elements on it in their order); None when that is their own order. PopLibs' vertices
+    over a tensor's elements take a tile's regions sorted by address (poplar
+    ``Graph::getSortedContiguousRegions``, as popops' elementwise ops do), so that a view whose
+    neighbours lie apart in memory (a concatenation of channels-last and channel-grouped stores seen
+    as NCHW, DenseNet's batch norms) reads runs, not an element a region."""
+    var, idx = t.elements()
+    if var.size < 2:
+        return None
+    idx = idx.astype(np.int64, copy=False)
+    if int(var.min()) == int(var.max()):
+        key = idx
+    else:  # variables' ids and elements packed in one key: numpy's sort of int64 keys is SIMD
+        width = int(idx.max()) + 1
+        if int(var.max()) >= (1 << 62) // width:
+            return np.lexsort((idx, var))
+        key = var.astype(np.int64) * width + idx
+    if bool((key[1:] >= key[:-1]).all()):
+        return None
+    return np.argsort(key, kind="stable")
 
 
 def tile_order(start: np.ndarray, tile: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
@@ -214,7 +238,7 @@ def _vertex_fields(graph: Graph, tensors: list[Tensor]) -> Iterator[tuple[np.nda
         return
     runs, n = graph.view_runs(tensors[0]), tensors[0].numel()
     if runs is None:
-        for vtiles, idx in groups_by_tile(graph.tile_of(tensors[0])):
+        for vtiles, idx in groups_by_tile(graph.tile_of(tensors[0]), memory_order(tensors[0])):
             yield vtiles, [rows(t, idx) for t in tensors]
         return
     utiles, counts, order, breaks = tile_order(*runs, n)
