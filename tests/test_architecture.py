@@ -181,3 +181,25 @@ def test_the_unique_finder_sees_a_plain_call() -> None:
         "np.unique(x)",
         "np.union1d(p, q)",
     ]
+
+
+def test_building_and_running_a_graph_imports_no_pandas() -> None:
+    """pandas takes ~0.4 s to import: the simulator does without it (the report's reader and the
+    viewer use it; pyarrow itself imports it when a report is written), and so does ``--help``."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np\n"
+        "from profiler import Engine, Graph, Sequence, ipu_model, ops\n"
+        "g = Graph(ipu_model(tiles_per_ipu=4))\n"
+        "x = ops.add_mapped(g, 'float', (8, 16), 'x')\n"
+        "p = Sequence()\n"
+        "y = ops.add(g, x, x, p)\n"
+        "e = Engine(g, [p], {'autoReport.all': 'false'})\n"
+        "e.load(); e.run(0)\n"
+        "import tilescope.cli\n"
+        "assert 'pandas' not in sys.modules, 'pandas imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

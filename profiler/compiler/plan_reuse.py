@@ -31,12 +31,12 @@ from dataclasses import is_dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import xxhash
 
 from profiler.compiler.exchange_reuse import HeldPlan
 from profiler.compiler.tile_span import TileSpan
 from profiler.executable.plans import BatchPlan, ComputeSetPlan
+from profiler.host import sorting
 from profiler.poplar.graph import ComputeSet, VertexBatch
 from profiler.poplar.layout import Affine, Blocks, Factored, Runs, VarRuns, Window, WindowBlocks
 from profiler.poplar.tensor import Tensor
@@ -94,7 +94,7 @@ class _Describer:
         if flat.size == 0:
             return
         begins = np.flatnonzero(np.concatenate(([True], flat[1:] != flat[:-1])))
-        codes, uniq = pd.factorize(flat[begins])  # numbered by first appearance
+        codes, uniq = sorting.first_appearance(flat[begins])  # numbered by first appearance
         table = np.fromiter((self.var(int(u)) for u in uniq), np.int64, len(uniq))
         self.array(begins)
         self.array(table[codes])

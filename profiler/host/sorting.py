@@ -59,3 +59,22 @@ def unique(a: np.ndarray) -> np.ndarray:
 def union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``np.union1d(a, b)`` by one sort (``unique``)."""
     return unique(np.concatenate([np.ravel(a), np.ravel(b)]))
+
+
+def first_appearance(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, distinct values) of a 1-D integer array, the values numbered in the order they first
+    appear (``pandas.factorize``'s order): ``distinct[codes]`` is ``a``. By one stable sort, so the
+    simulator needs no pandas (its import is ~0.4 s of every ``tilescope run``)."""
+    a = np.asarray(a).reshape(-1)
+    if a.size == 0:
+        return np.zeros(0, dtype=np.int64), a
+    order = stable_order(a) if a.dtype.kind in "iu" else np.argsort(a, kind="stable")
+    s = a[order]
+    head = np.concatenate(([True], s[1:] != s[:-1]))
+    group = np.cumsum(head) - 1  # each sorted element's distinct value, in sorted order
+    first = order[head]  # where each distinct value first appears (stable: the lowest index)
+    rank = np.empty(first.size, dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+    codes = np.empty(a.size, dtype=np.int64)
+    codes[order] = rank[group]
+    return codes, a[np.sort(first)]

@@ -65,3 +65,15 @@ def test_unique_and_union_are_numpys(values: np.ndarray) -> None:
     got, want = sorting.union(values, other), np.union1d(values, other)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("n, distinct", [(0, 1), (1, 1), (7, 3), (5_000, 40), (100_000, 100_000)])
+def test_first_appearance_numbers_values_as_pandas_factorize_does(n: int, distinct: int) -> None:
+    import pandas as pd  # the reference: pandas' own factorize, written independently
+
+    a = np.random.default_rng(n).integers(-distinct, distinct, n)
+    codes, values = sorting.first_appearance(a)
+    want_codes, want_values = pd.factorize(a)
+    np.testing.assert_array_equal(codes, want_codes)
+    np.testing.assert_array_equal(values, want_values)
+    np.testing.assert_array_equal(values[codes], a)
