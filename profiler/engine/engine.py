@@ -47,7 +47,7 @@ from profiler.poplar.programs import Program
 from profiler.poplar.streams import DataStream
 from report_format.origin import Origin
 from report_format.vocabulary import ControlType, StepType
-from report_format.writer import check_destination
+from report_format.writer import check_destination, preload
 
 # Executed steps captured per run at most; beyond it a truncation is recorded (never silent).
 MAX_CAPTURED_STEPS_PER_RUN = 1_000_000
@@ -372,6 +372,8 @@ class Engine:
         # the next run, as onnxruntime keeps its arena: a run repeated needs no fresh memory (~10 % of
         # a ResNet-50 batch-1 run); close() frees them. BLAS is held to one thread (its spinning
         # workers fight the run's own threads for the cores: profiler.host.blas)
+        if capture_run:  # the report's writer's imports, beside the run (report_format.writer.preload)
+            preload()
         with blas.one_thread():
             self._exec(top)
         record.cycles = int(self._clock.max())
