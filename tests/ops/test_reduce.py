@@ -377,3 +377,24 @@ def test_a_tiles_reductions_run_as_popops_hands_them_to_its_workers(rows, runs, 
     got = sorted(tuple(r.tolist()) for o in outs for r in o)
     first = np.cumsum([0, *runs[:-1]])
     assert got == sorted(tuple(range(f, f + k)) for f, k in zip(first, runs, strict=True))
+
+
+@pytest.mark.parametrize("op_name", ["add", "square_add", "max", "min"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_reduce_vertices_split_over_threads_give_each_rows_own_value(op_name, dtype):
+    """A batch of single-worker Reduce vertices large enough to split over the run's threads
+    (``parallel.in_row_chunks``) gives every vertex the value numpy gives its row alone, bit for bit."""
+    from profiler.host import parallel
+    from profiler.ops.poplibs_codelets import REDUCE_CODELETS
+
+    rows, k = 96, 4096  # over two parts' worth of elements: split wherever there are two cores
+    assert rows * k >= 2 * parallel.PART_ELEMENTS
+    x = rng(12).standard_normal((rows, k)).astype(dtype)
+    codelet = REDUCE_CODELETS[op_name]
+    read = codelet.read_dtypes({"in": np.dtype(dtype), "out": np.dtype(dtype)})["in"]
+    got = codelet.run_batch({"in": x.astype(read), "out": np.empty((rows, 1), dtype)}, {"scale": 0.5})["out"]
+    wide = x.astype(read).astype(np.float64) if op_name in ("add", "square_add") else x.astype(read)
+    want = {"add": lambda r: r.sum(), "square_add": lambda r: (r * r).sum(), "max": np.max, "min": np.min}[op_name]
+    for i in (0, rows // 2, rows - 1):
+        assert got[i, 0] == np.asarray(want(wide[i]) * 0.5).astype(dtype)
+    assert got.dtype == dtype and got.shape == (rows, 1)
