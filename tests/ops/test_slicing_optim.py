@@ -187,3 +187,32 @@ def test_slicing_a_sliceable_tensor_builds_fields_from_its_intervals_not_per_ele
     expect[5] = u
     np.testing.assert_array_equal(e.read_tensor("t"), expect)
     np.testing.assert_array_equal(e.read_tensor("s"), u)  # sliced after the update
+
+
+@pytest.mark.parametrize("offset", [None, 40])
+def test_multi_slice_vertices_split_over_threads_take_each_vertexs_own_rows(offset):
+    """A batch of MultiSlice vertices large enough to split over the run's threads gives what
+    numpy's indexing of each vertex's own table rows gives (zeros where an index falls outside the
+    rows the vertex holds, with a split dictionary's ``offset``)."""
+    from profiler.host import parallel
+    from profiler.ops.poplibs_codelets import MultiSlice
+
+    vertices, held, n, d = 64, 100, 24, 128  # out: 196,608 elements, over two parts' worth
+    assert vertices * n * d >= 2 * parallel.PART_ELEMENTS
+    r = np.random.default_rng(3)
+    table = r.standard_normal((vertices, held, d)).astype(np.float32)
+    idx = r.integers(0, 180, (vertices, n)).astype(np.int32)
+    params = {} if offset is None else {"offset": offset}
+    got = MultiSlice().run_batch(
+        {"table": table, "indices": idx, "out": np.empty((vertices, n, d), np.float16)}, params
+    )["out"]
+    assert got.dtype == np.float16 and got.shape == (vertices, n, d)
+    base = offset or 0
+    for v in (0, vertices // 2, vertices - 1):
+        for j in range(n):
+            row = int(idx[v, j]) - base
+            if offset is not None and not 0 <= row < held:
+                want = np.zeros(d, np.float32)
+            else:
+                want = table[v, min(max(row, 0), held - 1)]
+            np.testing.assert_array_equal(got[v, j], want.astype(np.float16))
