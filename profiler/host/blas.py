@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import glob
+import math
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -124,7 +125,17 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     depend on the split (checked in tests/profiler/test_blas.py)."""
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     lead = out.shape[:-2]
-    if not held_to_one_thread() or m < 2 or m * k * n < SPLIT_MACS or any(d != 1 for d in lead):
+    if any(d != 1 for d in lead):  # a stack of products (a batch of matmul vertices): split by product
+        count = math.prod(lead)
+        if not held_to_one_thread() or len(lead) != 1 or a.ndim != 3 or b.ndim != 3 or count * m * k * n < SPLIT_MACS:
+            return np.matmul(a, b, out=out)
+
+        def products(sl: slice) -> None:  # each product alone: numpy's one call made them one by one
+            np.matmul(a[sl] if a.shape[0] > 1 else a, b[sl] if b.shape[0] > 1 else b, out=out[sl])
+
+        parallel.in_row_chunks(products, count, count, max(1, count // parallel.threads()))
+        return out
+    if not held_to_one_thread() or m < 2 or m * k * n < SPLIT_MACS:
         return np.matmul(a, b, out=out)
     a2, o2 = a.reshape(a.shape[-2:]), out.reshape(out.shape[-2:])
     b2 = b.reshape(b.shape[-2:])

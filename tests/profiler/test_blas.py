@@ -41,15 +41,32 @@ def test_split_matmul_is_bit_for_bit_numpys(m: int, k: int, n: int) -> None:
     assert np.array_equal(got, want)
 
 
-def test_split_matmul_writes_out_and_keeps_batched_products_whole() -> None:
+@pytest.mark.parametrize("shared_b", [False, True])
+def test_a_stack_of_products_is_split_by_product_and_is_bit_for_bit_numpys(shared_b: bool, monkeypatch) -> None:
+    """A batch of matmul vertices (a stack of products, or of products by one shared operand) is
+    split over the run's threads, products a part: each product's bits are numpy's one call's."""
+    if blas._openblas() is None:
+        pytest.skip("numpy's BLAS is not OpenBLAS: it is never held to one thread, nor split")
+    monkeypatch.setattr(parallel, "threads", lambda: 2)
+    parts: list[slice] = []
+    chunks = parallel.in_row_chunks
+
+    def seen(work: Callable[[slice], object], rows: int, elements: int, chunk: int | None = None) -> None:
+        chunks(lambda sl: parts.append(sl) or work(sl), rows, elements, chunk)
+
+    monkeypatch.setattr(parallel, "in_row_chunks", seen)
     rng = np.random.default_rng(1)
-    a = rng.standard_normal((3, 200, 300)).astype(np.float32)
-    b = rng.standard_normal((3, 300, 100)).astype(np.float32)
-    out = np.empty((3, 200, 100), np.float32)
+    a = rng.standard_normal((6, 200, 300)).astype(np.float32)
+    b = rng.standard_normal((1 if shared_b else 6, 300, 100)).astype(np.float32)
+    out = np.empty((6, 200, 100), np.float32)
     with blas.one_thread():
+        want = np.matmul(a, b)
         got = blas.matmul(a, b, out)
     assert got is out
-    np.testing.assert_allclose(out, np.einsum("bmk,bkn->bmn", a.astype(np.float64), b), rtol=1e-4, atol=1e-3)
+    assert sorted((p.start, p.stop) for p in parts) == [(0, 3), (3, 6)]  # three products a thread
+    assert np.array_equal(out, want)
+    np.testing.assert_allclose(out, np.einsum("bmk,bkn->bmn", a.astype(np.float64), np.broadcast_to(b, (6, 300, 100))),
+                               rtol=1e-4, atol=1e-3)  # fmt: skip
 
 
 def test_few_rows_split_by_columns_many_rows_by_rows(monkeypatch) -> None:
