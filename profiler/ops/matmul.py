@@ -574,7 +574,7 @@ def _run_step(
     glen_v = np.minimum(gb, G - (gi // gb) * gb) if slic else np.zeros_like(gi)
     first_v = (gi % gb == 0) if slic else np.zeros_like(gi)
     shapes = np.stack([ml[mi], kl[ki], nl[ni], glen_v, first_v], axis=1)
-    for shape in np.unique(shapes, axis=0):
+    for shape in sorting.unique_rows(shapes):
         sel = np.flatnonzero((shapes == shape).all(axis=1))
         ms_, ks_, ns_ = (int(s) for s in shape[:3])
         # operands held as views cost a few integers per vertex; only explicit ones an index per element

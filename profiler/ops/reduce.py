@@ -155,7 +155,7 @@ def _runs_by_shape(run: np.ndarray, count: np.ndarray, length: np.ndarray) -> It
     first = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     lead = order[first]
     run_len = np.where(sizes > 1, count[lead], length[lead])
-    for k, lb in np.unique(np.stack([sizes, run_len], axis=1), axis=0).tolist():  # the shapes, sorted
+    for k, lb in sorting.unique_rows(np.stack([sizes, run_len], axis=1)).tolist():  # the shapes, sorted
         rs = np.flatnonzero((sizes == k) & (run_len == lb))
         yield lb, order[first[rs][:, None] + np.arange(k)]
 

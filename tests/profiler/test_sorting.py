@@ -77,3 +77,21 @@ def test_first_appearance_numbers_values_as_pandas_factorize_does(n: int, distin
     np.testing.assert_array_equal(codes, want_codes)
     np.testing.assert_array_equal(values, want_values)
     np.testing.assert_array_equal(values[codes], a)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda r: r.integers(0, 5, (10_000, 5)),  # a matmul's vertex shapes: few distinct rows
+        lambda r: r.integers(0, 1 << 20, (5_000, 3)),  # many distinct rows
+        lambda r: r.integers(0, 3, (7, 1)).astype(np.int32),
+        lambda r: r.integers(0, 1 << 40, (1_000, 2)),  # too wide for one int64 key: numpy's way
+        lambda r: r.integers(-3, 3, (500, 2)),  # negative: numpy's way
+        lambda r: np.zeros((0, 4), np.int64),
+    ],
+)
+def test_unique_rows_are_numpys_unique_along_axis_0(make) -> None:  # type: ignore[no-untyped-def]
+    a = make(np.random.default_rng(9))
+    got, want = sorting.unique_rows(a), np.unique(a, axis=0)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
