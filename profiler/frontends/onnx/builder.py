@@ -22,6 +22,7 @@ from onnx import helper
 from profiler import ops
 from profiler.chip import cost_model
 from profiler.chip.dtypes import FLOAT8_E4M3, FLOAT8_E5M2, as_dtype, is_float, is_float8
+from profiler.executable.convert import copy_into
 from profiler.ops.conv import WeightStorage
 from profiler.ops.core import default_linear_runs
 from profiler.ops.elementwise import apply_map
@@ -100,6 +101,23 @@ def saturate(host: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, bool]:
         return data, False
     top = np.finfo(data.dtype).max
     return np.where(over, np.where(host > 0, top, -top).astype(data.dtype), data), True
+
+
+def device_values(host: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``host`` in the device type (``astype``'s bits; a shape-only placeholder stays one). float32 to
+    float16, a model's weights in a half run, goes through the run's compiled conversion over its
+    threads (``profiler.executable.convert``: ~0.3 ns an element against numpy's 2.5-9; BERT-large's
+    335 M weights took ~2.8 s of its import)."""
+    if (
+        host.dtype == np.float32
+        and np.dtype(dtype) == np.float16
+        and host.flags.c_contiguous
+        and not shape_only.is_placeholder(host)
+    ):
+        out = np.empty(host.shape, np.float16)
+        copy_into(out, host)
+        return out
+    return shape_only.astype(host, dtype)
 
 
 def device_dtype(dt: np.dtype, half: bool) -> np.dtype:
@@ -208,7 +226,7 @@ class Builder:
             if arr.size == 0:
                 raise Unsupported("empty tensors")
             dt = device_dtype(arr.dtype, self.half)
-            data = shape_only.astype(arr, dt)
+            data = device_values(arr, dt)
         data = self._saturated(host, data, self.names.get(id(v), name))
         if shape_only.is_placeholder(data):  # compile-only: no values to overflow
             pass
@@ -243,7 +261,7 @@ class Builder:
         t = self.graph.clone(like, name)
         if t is None:
             raise FrontendError(f"weight {name!r}: cannot be laid out as {like!r}")
-        self._upload(t, name, self._saturated(np.asarray(v), shape_only.astype(arr, dt), name))
+        self._upload(t, name, self._saturated(np.asarray(v), device_values(arr, dt), name))
         self._host_keep.append(v)
         return t
 
