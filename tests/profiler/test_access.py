@@ -1,8 +1,6 @@
 """The engine's reads and writes of tensor values (profiler.executable.access) and the conversions they make,
 checked against plain numpy on the same views."""
 
-from collections.abc import Callable
-
 import numpy as np
 import pytest
 
@@ -10,6 +8,7 @@ from profiler import Graph, ipu_model
 from profiler.executable.access import Access, align_positionwise
 from profiler.executable.convert import converted, copy_into
 from profiler.ops.elementwise import _relu
+from tests.split_parts import record_parts
 
 HALVES = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)  # every half bit pattern
 
@@ -126,17 +125,7 @@ def test_an_operation_under_two_chunks_is_split_a_part_per_thread_down_to_part_e
     assert parallel.chunk_for(100_000, chunk) == 1 << 16  # 100,000 // 65,536: one part, on this thread
     assert parallel.chunk_for(400_000, chunk) == 200_000  # two parts (was one chunk of 400,000)
     assert parallel.chunk_for(10**6, chunk) == chunk  # several chunks: as before
-    parts: list[slice] = []
-    real = parallel.in_row_chunks
-
-    def seen(work: Callable[[slice], object], rows: int, elements: int, chunk: int | None = None) -> None:
-        def recorded(r: slice) -> None:
-            parts.append(r)
-            work(r)
-
-        real(recorded, rows, elements, chunk)
-
-    monkeypatch.setattr(parallel, "in_row_chunks", seen)
+    parts = record_parts(monkeypatch)
     src = np.random.default_rng(3).standard_normal((1, 400, 1000)).astype(np.float32)  # 400,000 elements
     dst = np.zeros((1000, 400), np.float16).T[None]
     copy_into(dst, src)

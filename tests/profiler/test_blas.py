@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 import pytest
 
 from profiler.host import blas, parallel
+from tests.split_parts import record_parts
 
 
 def test_one_thread_holds_and_restores_the_count() -> None:
@@ -41,20 +40,19 @@ def test_split_matmul_is_bit_for_bit_numpys(m: int, k: int, n: int) -> None:
     assert np.array_equal(got, want)
 
 
+def _parts_on_two_threads(monkeypatch: pytest.MonkeyPatch) -> list[slice]:
+    """The parts of later splits on two run threads (skips where numpy's BLAS is not OpenBLAS: it is
+    then never held to one thread, nor split)."""
+    if blas._openblas() is None:
+        pytest.skip("numpy's BLAS is not OpenBLAS: it is never held to one thread, nor split")
+    return record_parts(monkeypatch)
+
+
 @pytest.mark.parametrize("shared_b", [False, True])
 def test_a_stack_of_products_is_split_by_product_and_is_bit_for_bit_numpys(shared_b: bool, monkeypatch) -> None:
     """A batch of matmul vertices (a stack of products, or of products by one shared operand) is
     split over the run's threads, products a part: each product's bits are numpy's one call's."""
-    if blas._openblas() is None:
-        pytest.skip("numpy's BLAS is not OpenBLAS: it is never held to one thread, nor split")
-    monkeypatch.setattr(parallel, "threads", lambda: 2)
-    parts: list[slice] = []
-    chunks = parallel.in_row_chunks
-
-    def seen(work: Callable[[slice], object], rows: int, elements: int, chunk: int | None = None) -> None:
-        chunks(lambda sl: parts.append(sl) or work(sl), rows, elements, chunk)
-
-    monkeypatch.setattr(parallel, "in_row_chunks", seen)
+    parts = _parts_on_two_threads(monkeypatch)
     rng = np.random.default_rng(1)
     a = rng.standard_normal((6, 200, 300)).astype(np.float32)
     b = rng.standard_normal((1 if shared_b else 6, 300, 100)).astype(np.float32)
@@ -78,20 +76,7 @@ def test_few_rows_split_by_columns_many_rows_by_rows(monkeypatch) -> None:
 
 
 def test_column_split_writes_each_part_into_out(monkeypatch) -> None:
-    if blas._openblas() is None:
-        pytest.skip("numpy's BLAS is not OpenBLAS: it is never held to one thread, nor split")
-    monkeypatch.setattr(parallel, "threads", lambda: 2)
-    parts: list[slice] = []
-    chunks = parallel.in_row_chunks
-
-    def seen(work: Callable[[slice], object], rows: int, elements: int, chunk: int | None = None) -> None:
-        def noted(sl: slice) -> None:
-            parts.append(sl)
-            work(sl)
-
-        chunks(noted, rows, elements, chunk)
-
-    monkeypatch.setattr(parallel, "in_row_chunks", seen)
+    parts = _parts_on_two_threads(monkeypatch)
     rng = np.random.default_rng(3)
     a = rng.standard_normal((1, 49, 2048)).astype(np.float32)
     b = rng.standard_normal((1, 2048, 512)).astype(np.float32)
