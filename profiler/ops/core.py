@@ -171,8 +171,8 @@ def groups_by_tile(tiles: np.ndarray, within: np.ndarray | None = None) -> Itera
         yield utiles[sel], order[starts[sel][:, None] + np.arange(c)]
 
 
-def memory_order(t: Tensor) -> np.ndarray | None:
-    """The order of ``t``'s flattened elements in memory: by variable, then by element (a tile holds
+def address_order(t: Tensor) -> np.ndarray | None:
+    """The order of ``t``'s flattened elements by address: by variable, then by element (a tile holds
     a variable's elements on it in their order); None when that is their own order. PopLibs' vertices
     over a tensor's elements take a tile's regions sorted by address (poplar
     ``Graph::getSortedContiguousRegions``, as popops' elementwise ops do), so that a view whose
@@ -238,7 +238,7 @@ def _vertex_fields(graph: Graph, tensors: list[Tensor]) -> Iterator[tuple[np.nda
         return
     runs, n = graph.view_runs(tensors[0]), tensors[0].numel()
     if runs is None:
-        for vtiles, idx in groups_by_tile(graph.tile_of(tensors[0]), memory_order(tensors[0])):
+        for vtiles, idx in groups_by_tile(graph.tile_of(tensors[0]), address_order(tensors[0])):
             yield vtiles, [rows(t, idx) for t in tensors]
         return
     utiles, counts, order, breaks = tile_order(*runs, n)
