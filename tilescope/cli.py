@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="tilescope",
+        # no abbreviated options: `run --out DIR` (tilescope model's --out) was taken as --outline,
+        # and the error named only DIR
+        allow_abbrev=False,
         description="An open, PopVision-style profiler for a simulated Graphcore IPU.",
         epilog=EPILOG.replace("{demo}", str(default_out())),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -83,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
             raise
         p = sub.add_parser(
             verb,
+            allow_abbrev=False,
             help=module.HELP,
             description=getattr(module, "DESCRIPTION", module.__doc__),
             formatter_class=argparse.RawDescriptionHelpFormatter,

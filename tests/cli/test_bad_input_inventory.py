@@ -260,6 +260,8 @@ ROWS = [
     # -- options ---------------------------------------------------------------------------------
     Row("run-no-model", ["run"], 2, "no model given", []),
     Row("runs-zero", ["run", "{model}", "--runs", "0"], 2, "--runs must be between 1 and 100,000, got 0", M),
+    # tilescope model's --out given to run: named as given, not taken as an abbreviation of --outline
+    Row("run-out", ["run", "{model}", "--out", "{tmp}/rep"], 2, "unrecognized arguments: --out", M),
     Row("runs-huge", ["run", "{model}", "--runs", "9" * 20], 2, "--runs must be between 1 and 100,000", M),
     Row(
         "micro-batches-zero",

@@ -113,6 +113,6 @@ def run(args: argparse.Namespace) -> int:
         "--port",
         str(args.port),
     ]
-    parser = argparse.ArgumentParser(prog="tilescope serve")
+    parser = argparse.ArgumentParser(prog="tilescope serve", allow_abbrev=False)
     serve.add_arguments(parser)
     return serve.run(parser.parse_args(argv + (["--no-browser"] if args.no_browser else [])))

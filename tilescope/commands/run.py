@@ -289,7 +289,7 @@ def run(args: argparse.Namespace) -> int:
     if path.suffix == ".py":
         script_args = rest[1:] if rest[:1] == ["--"] else rest
     else:  # options given after the model path
-        again = argparse.ArgumentParser(prog="tilescope run", add_help=False)
+        again = argparse.ArgumentParser(prog="tilescope run", add_help=False, allow_abbrev=False)
         _add_options(again)
         extra, unknown = again.parse_known_args(rest, namespace=argparse.Namespace())
         if unknown:
