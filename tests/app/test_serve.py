@@ -27,6 +27,7 @@ def test_the_warm_up_reads_what_the_memory_tabs_read(tmp_path, monkeypatch):
     path = synthetic_report(tmp_path / "r", num_ipus=2, tiles_per_ipu=16)
     server.create_app(path)
     from app.pages import memory  # a page registers with an app: imported after one is made
+
     server.warm_caches()
     reads: list[str] = []
     real = Report._read
