@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from app.units import format_bytes, format_count, format_percent, plural
+from app.views.capacity import over_capacity
 from app.views.efficiency import operation_efficiency
 from app.views.execution_trace import trace_steps
 from app.views.grouped import sums_and_tiles
@@ -167,7 +168,12 @@ def _insight_list(report: Report) -> list[Insight]:
             f"{len(oom):,} tiles are out of memory; the worst, tile {int(worst['tile'])}, needs "
             f"{format_bytes(worst['total_bytes_including_gaps'])} of {format_bytes(bpt)}."
         )
-        out.append(_insight(text, lower_memory_proportion(report, text), more_ipus(report, text)))
+        over = over_capacity(int(incl.sum()), bpt, incl.size, report.target_info.tiles_per_ipu)
+        if over:  # no memory proportion can make it fit: not proposed
+            text += f" {over[0].upper()}{over[1:]}."
+            out.append(_insight(text, more_ipus(report, text)))
+        else:
+            out.append(_insight(text, lower_memory_proportion(report, text), more_ipus(report, text)))
     else:
         bound = _peak_memory_bound(report)
         if bound:

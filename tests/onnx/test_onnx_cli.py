@@ -216,6 +216,17 @@ def test_a_model_that_does_not_fit_gives_its_memory_report_and_exit_1(
         assert "not executed: the graph does not fit in tile memory" in out and "outputs       none" in out
     mem = open_report(report).tile_memory()
     assert (mem["total_bytes_including_gaps"] > 4096).all()
+    # both tiles over: together they need more than the 2 x 4096 B they hold, whatever the mapping,
+    # and the line says so (and how many IPUs' memory it needs) rather than propose a memory proportion
+    total = int(mem["total_bytes_including_gaps"].sum())
+    ipus = -(-total // 8192)
+    assert ipus >= 2
+    if as_json:
+        assert doc["memory"]["total_bytes"] == total and doc["memory"]["tiles"] == 2
+    else:
+        line = next(x for x in out.splitlines() if x.startswith("cycles/run"))
+        assert f"{total / 8192:.1f}x the 8.0 KiB that 1 IPU holds" in line, line
+        assert f"the memory of at least {ipus:,} IPUs" in line and "--available-memory-proportion" not in line
 
 
 def test_unsupported_operators_listed_before_anything_runs(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -333,7 +344,7 @@ def test_a_transformer_that_does_not_fit_is_pointed_to_outline(tmp_path: Path, m
     onnx.save(model, path)
     assert main(["run", str(path), "--batch", "2"]) == 1
     per_layer = len(model.graph.node) // 3
-    assert f"or --outline: 3 identical blocks of {per_layer} nodes)" in capsys.readouterr().out
+    assert f"try --outline: 3 identical blocks of {per_layer} nodes)" in capsys.readouterr().out
 
 
 def test_an_onnx_report_opens_on_its_inference_not_the_weight_upload(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

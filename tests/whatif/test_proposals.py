@@ -123,3 +123,22 @@ def test_the_cli_table_writes_a_fall_with_the_minus_sign() -> None:
     row = render(doc).splitlines()[-1]
     assert row.split() == ["memory", "peak", "(fullest", "tile)", "4.0", "KiB", "≥", "\u22123.0", "KiB", "2.0", "KiB",
                            "\u22122.0", "KiB", "yes"]  # fmt: skip
+
+
+def test_a_graph_over_its_ipus_memory_in_all_is_not_proposed_a_memory_proportion(tmp_path: Path) -> None:
+    """Every tile over: together they need more than they hold, so no memory proportion (which frees
+    at most a plan budget's difference a tile) can make it fit; the insight says how many IPUs'
+    memory it needs at least (total / (bytes per tile x tiles per IPU), rounded up)."""
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"model")
+    r = with_origin(synthetic_report(tmp_path / "r", num_ipus=1, tiles_per_ipu=16, oom_tiles=16), model,
+                    available_memory_proportion=0.6, ipus=1)  # fmt: skip
+    report = open_report(r)
+    total = int(report.tile_memory()["total_bytes_including_gaps"].sum())
+    bpt = report.target_info.bytes_per_tile
+    assert total > 16 * bpt  # precondition: every tile over
+    first = insights.insights(report)[0]
+    assert first.text.startswith("16 tiles are out of memory")
+    assert f"{total / (16 * bpt):.1f}x the " in first.text and "that 1 IPU holds" in first.text
+    assert f"the memory of at least {-(-total // (16 * bpt))} IPUs" in first.text
+    assert [p.change for p in first.proposals] == [{"ipus": 2}]

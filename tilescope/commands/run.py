@@ -532,6 +532,7 @@ def _no_outputs(doc: dict[str, Any]) -> str:
 
 def _render(doc: dict[str, Any]) -> str:
     from app.units import format_bytes, format_count, plural
+    from app.views.capacity import over_capacity
 
     ex, m, t = doc["execution"], doc["memory"], doc["timing"]
     tg = doc["target"]
@@ -556,11 +557,17 @@ def _render(doc: dict[str, Any]) -> str:
             )
     else:
         blocks = ex.get("identical_blocks")
+        outline = f"--outline: {blocks[0]} identical blocks of {blocks[1]} nodes" if blocks else ""
+        over = over_capacity(m["total_bytes"], m["bytes_per_tile"], m["tiles"], m["tiles_per_ipu"])
         execution = [
             "cycles/run    not executed: the graph does not fit in tile memory"
-            f" (try a lower --available-memory-proportion than {doc['available_memory_proportion']:g}"
-            + (f", or --outline: {blocks[0]} identical blocks of {blocks[1]} nodes" if blocks else "")
-            + ")"
+            + (
+                f": {over}" + (f" (or try {outline})" if outline else "")
+                if over
+                else f" (try a lower --available-memory-proportion than {doc['available_memory_proportion']:g}"
+                + (f", or {outline}" if outline else "")
+                + ")"
+            )
         ]
     lines = [
         f"model         {doc['model']}  (batch {doc['batch_size']}, {doc['dtype']}, partials {doc['partials']}"

@@ -195,6 +195,8 @@ class RunResult:
                 "max_tile_bytes": int(mem.max()),
                 "max_tile": int(mem.argmax()),
                 "bytes_per_tile": t.bytes_per_tile,
+                "tiles": int(mem.size),
+                "tiles_per_ipu": t.tiles_per_ipu,
                 "total_bytes": int(mem.sum()),
                 "out_of_memory_tiles": int(e.memory.out_of_memory_tiles().size),
             },
