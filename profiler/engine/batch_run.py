@@ -34,11 +34,13 @@ KEPT_COPY_BYTES = 256 << 20
 
 
 # Elements a part of a compiled elementwise pass (``half_maps``) has at least when split over the run's
-# threads: the pass takes ~0.2-0.4 ns an element, so 64 Ki are ~15-25 us, about what handing a part
-# to a waiting thread costs (two empty parts: ~30 us of CPU, 36 wall, measured at load ~12); a smaller
-# pass runs on the calling thread. ResNet-50's 28 x 28 x 512 batch norms and relus (401,408
-# elements) then run on both cores, where the CHUNK_ELEMENTS floor of other passes kept them on one.
-PASS_PART_ELEMENTS = 1 << 16
+# threads; a smaller pass runs on the calling thread. In cache the pass takes ~0.2-0.4 ns an element,
+# but in a run its operands come from memory (ResNet-50 b1's batch norms: 1-1.8 ns an element, 8x
+# the same call repeated in cache), so two threads share the memory's bandwidth and a split gains
+# less than its hand-off and GIL turns cost: 64 Ki made ResNet-50 b1 runs 5 % slower than 256 Ki (fp16
+# C600 and fp32 GC200, quiet and with one core busy; batch 32 and a 4-layer BERT-large unchanged;
+# 2026-11-29, /tmp A/B in one process, same bits).
+PASS_PART_ELEMENTS = 1 << 18
 
 
 class ReadCache:

@@ -18,10 +18,13 @@ from collections.abc import Callable
 CHUNK_ELEMENTS = 1 << 18
 # Elements per chunk of a single pass (a copy or a cast): enough to amortise a thread hand-off
 COPY_CHUNK_ELEMENTS = 1 << 18
-# Fewest elements a part of a split operation has: a pass over 64 Ki elements takes ~15-25 us at
-# 0.2-0.4 ns an element (a strided conversion 0.7-4 ns: more), about what handing a part to a
-# waiting thread costs (two empty parts: ~30 us of CPU, 36 wall, measured at load ~12)
-PART_ELEMENTS = 1 << 16
+# Fewest elements a part of a split operation has. A pass over 64 Ki elements takes ~15-25 us at
+# 0.2-0.4 ns an element in cache, about what handing a part to a waiting thread costs (two empty
+# parts: ~30 us of CPU, 36 wall, measured at load ~12); but a run's copies and conversions read
+# from memory, where two threads share the bandwidth: parts of 64 Ki made ResNet-50 b1 runs 3-4 %
+# slower than parts of 128 Ki or 256 Ki, which ran alike (2026-11-29, with PASS_PART_ELEMENTS at
+# 256 Ki; batch 32 unchanged)
+PART_ELEMENTS = 1 << 17
 
 
 def chunk_for(elements: int, chunk: int) -> int:

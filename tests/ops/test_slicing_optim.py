@@ -197,7 +197,7 @@ def test_multi_slice_vertices_split_over_threads_take_each_vertexs_own_rows(offs
     from profiler.host import parallel
     from profiler.ops.poplibs_codelets import MultiSlice
 
-    vertices, held, n, d = 64, 100, 24, 128  # out: 196,608 elements, over two parts' worth
+    vertices, held, n, d = 64, 100, 48, 128  # out: 393,216 elements, over two parts' worth
     assert vertices * n * d >= 2 * parallel.PART_ELEMENTS
     r = np.random.default_rng(3)
     table = r.standard_normal((vertices, held, d)).astype(np.float32)

@@ -122,7 +122,7 @@ def test_an_operation_under_two_chunks_is_split_a_part_per_thread_down_to_part_e
 
     monkeypatch.setattr(parallel, "threads", lambda: 2)
     chunk = 1 << 18
-    assert parallel.chunk_for(100_000, chunk) == 1 << 16  # 100,000 // 65,536: one part, on this thread
+    assert parallel.chunk_for(200_000, chunk) == 1 << 17  # 200,000 // 131,072: one part, on this thread
     assert parallel.chunk_for(400_000, chunk) == 200_000  # two parts (was one chunk of 400,000)
     assert parallel.chunk_for(10**6, chunk) == chunk  # several chunks: as before
     parts = record_parts(monkeypatch)
