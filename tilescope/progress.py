@@ -18,11 +18,16 @@ LOG_EVERY_S = 15.0
 ETA_AFTER_S = 2.0
 
 
-def remaining(elapsed: float, done: int, total: int) -> float | None:
-    """Seconds left at the mean rate so far (None before any progress, or when done)."""
+def remaining(elapsed: float, done: int, total: int, work: float | None = None) -> float | None:
+    """Seconds left at the mean rate so far (None before any progress, or when done): of ``work``,
+    the fraction of the stage's work done, where the caller knows it (a compile's planning:
+    ``profiler.compiler.pace``), else of ``done`` of ``total``."""
     if done <= 0 or done >= total:
         return None
-    return elapsed * (total - done) / done
+    fraction = done / total if work is None else work
+    if fraction <= 0:
+        return None
+    return elapsed * (1 - fraction) / fraction
 
 
 def format_eta(seconds: float) -> str:
@@ -47,30 +52,30 @@ class Counter:
         self.last, self.shown, self.width = -1e9, False, 0
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
 
-    def text(self, done: int, total: int, now: float) -> str:
+    def text(self, done: int, total: int, now: float, work: float | None = None) -> str:
         """The progress line (without the carriage return)."""
         line = f"{self.prefix}   {done}/{total} {self.what}"
         if total > 0 and done < total:
             line += f" ({done / total:.0%}"
-            left = remaining(now - self.start, done, total)
+            left = remaining(now - self.start, done, total, work)
             if left is not None and now - self.start >= ETA_AFTER_S:
                 line += f", ~{format_eta(left)} left"
             line += ")"
         return line
 
-    def __call__(self, done: int, total: int) -> None:
+    def __call__(self, done: int, total: int, work: float | None = None) -> None:
         now = self.clock()
         if self.tty:
             if now - self.last < 0.2 and done < total:
                 return
             self.last, self.shown = now, True
-            line = self.text(done, total, now)
+            line = self.text(done, total, now, work)
             self.stream.write("\r" + line.ljust(self.width))  # spaces clear a longer previous line
             self.width = len(line)
             self.stream.flush()
         elif now - self.start >= LOG_EVERY_S and now - self.last >= LOG_EVERY_S and done < total:
             self.last = now
-            self.stream.write(self.text(done, total, now) + "\n")
+            self.stream.write(self.text(done, total, now, work) + "\n")
             self.stream.flush()
 
     def close(self) -> None:

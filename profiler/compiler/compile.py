@@ -10,7 +10,6 @@ placement then work on these steps (profiler.compiler.liveness, profiler.compile
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, TypeGuard
 
@@ -25,6 +24,7 @@ from profiler.compiler.errors import CompileError
 from profiler.compiler.exchange import (
     plan_transfers,
 )
+from profiler.compiler.pace import PlanningPace
 from profiler.compiler.receive_buffers import ReceiveBuffer, as_variables, record
 from profiler.compiler.tile_span import PerTile, PerTileRequired, TileSpan
 from profiler.executable import actions
@@ -183,7 +183,11 @@ class Step(Node):
     is_step: ClassVar[bool] = True
 
 
-Progress = Callable[[int, int], None]
+class Progress(Protocol):
+    """``progress(done, total, work)``: compute sets planned of those the programs run, and the
+    fraction of the planning work done (``pace.PlanningPace``), which paces the time left."""
+
+    def __call__(self, done: int, total: int, work: float | None = None) -> None: ...
 
 
 class _PipelinedRepeat(Protocol):
@@ -233,9 +237,9 @@ class Compiler:
     def compile(self) -> None:
         self._check_mapped()
         if self.progress is not None:
-            self._cs_total = len(
-                set().union(*(P.compute_sets_run(p) for p in self.programs if isinstance(p, P.Program)))
-            )
+            run = set().union(*(P.compute_sets_run(p) for p in self.programs if isinstance(p, P.Program)))
+            self._cs_total = len(run)
+            self._pace = PlanningPace(self.graph.compute_sets[i] for i in sorted(run))
         for i, prog in enumerate(self.programs):
             if not isinstance(prog, P.Program):
                 raise CompileError(f"program {i} is {type(prog).__name__}, not a Program")
@@ -373,7 +377,7 @@ class Compiler:
             plan = self.cs_plans[cs.id] = self.compute_sets.plan(cs)
             self._cs_costs[cs.id] = _held_costs(plan)
             if self.progress is not None:
-                self.progress(len(self.cs_plans), self._cs_total)
+                self.progress(len(self.cs_plans), self._cs_total, self._pace.planned(cs))
         costs = self._cs_costs[cs.id]
         ctx = cs.debug_context_id
         received = []  # (first step, bytes in per tile) of the exchanges bringing the vertices' remote data

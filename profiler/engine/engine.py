@@ -31,7 +31,7 @@ from profiler.capture import autoreport as capture
 from profiler.capture.autoreport import RunRecord
 from profiler.capture.options import EngineOptions, resolve_options
 from profiler.chip import cost_model
-from profiler.compiler.compile import CompiledGraph, ControlNode, Node, Step, compile_programs
+from profiler.compiler.compile import CompiledGraph, ControlNode, Node, Progress, Step, compile_programs
 from profiler.compiler.liveness import Liveness, analyse
 from profiler.compiler.memory import MemoryLayout, place
 from profiler.compiler.tile_span import per_ipu_table
@@ -139,7 +139,7 @@ class Engine:
         self._volatile: dict[int, set[int]] = {}  # program -> variables a run of it writes or drops
 
     # -- compile / load ------------------------------------------------------------------------
-    def compile(self, progress: Callable[[int, int], None] | None = None) -> None:
+    def compile(self, progress: Progress | None = None) -> None:
         """Compile, place memory and (with capture on) arrange the report; ``progress(done, total)``
         follows the compute sets being planned."""
         if self.options.capture_enabled:

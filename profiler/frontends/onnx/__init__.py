@@ -8,11 +8,12 @@ with Session(m) as s:               # compiles, uploads the weights (program 0)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from profiler.compiler.compile import Progress
 from profiler.engine.engine import Engine
 from profiler.multi_ipu.pipeline import Pipeline
 
@@ -55,8 +56,8 @@ class Session:
         self._weights_loaded = False
         self.cycles: list[int] = []  # simulated cycles of each inference run
 
-    def compile(self, progress: Callable[[int, int], None] | None = None) -> None:
-        """Compile (``progress(done, total)`` over compute sets) and connect the streams."""
+    def compile(self, progress: Progress | None = None) -> None:
+        """Compile (``progress(done, total, work)`` over compute sets: ``compile.Progress``) and connect the streams."""
         e = self.engine
         e.compile(progress)
         e.load()

@@ -43,13 +43,13 @@ from profiler.ops.matmul import DEFAULT_AVAILABLE_MEMORY_PROPORTION
 from report_format.origin import Origin, make_origin
 
 Report = Callable[[str], None]  # a line of progress for the user
-Count = Callable[[int, int], None]  # (done, total) of a long stage
+Count = Callable[..., None]  # (done, total) of a long stage, and for a compile the work done (compile.Progress)
 #: A long stage's counter, made for the stage (``what`` it counts) and closed when it ends.
 Stage = Callable[[str], AbstractContextManager[Count]]
 
 
 def _quiet(what: str) -> AbstractContextManager[Count]:
-    return nullcontext(lambda done, total: None)
+    return nullcontext(lambda done, total, work=None: None)
 
 
 class ProfileError(ValueError):
