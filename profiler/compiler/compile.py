@@ -24,7 +24,7 @@ from profiler.compiler.errors import CompileError
 from profiler.compiler.exchange import (
     plan_transfers,
 )
-from profiler.compiler.pace import PlanningPace
+from profiler.compiler.pace import planning_pace
 from profiler.compiler.receive_buffers import ReceiveBuffer, as_variables, record
 from profiler.compiler.tile_span import PerTile, PerTileRequired, TileSpan
 from profiler.executable import actions
@@ -185,7 +185,7 @@ class Step(Node):
 
 class Progress(Protocol):
     """``progress(done, total, work)``: compute sets planned of those the programs run, and the
-    fraction of the planning work done (``pace.PlanningPace``), which paces the time left."""
+    fraction of the planning work done (``pace.planning_pace``), which paces the time left."""
 
     def __call__(self, done: int, total: int, work: float | None = None) -> None: ...
 
@@ -239,7 +239,7 @@ class Compiler:
         if self.progress is not None:
             run = set().union(*(P.compute_sets_run(p) for p in self.programs if isinstance(p, P.Program)))
             self._cs_total = len(run)
-            self._pace = PlanningPace(self.graph.compute_sets[i] for i in sorted(run))
+            self._pace = planning_pace(self.graph.compute_sets[i] for i in sorted(run))
         for i, prog in enumerate(self.programs):
             if not isinstance(prog, P.Program):
                 raise CompileError(f"program {i} is {type(prog).__name__}, not a Program")
@@ -377,7 +377,7 @@ class Compiler:
             plan = self.cs_plans[cs.id] = self.compute_sets.plan(cs)
             self._cs_costs[cs.id] = _held_costs(plan)
             if self.progress is not None:
-                self.progress(len(self.cs_plans), self._cs_total, self._pace.planned(cs))
+                self.progress(len(self.cs_plans), self._cs_total, self._pace.done(cs.id))
         costs = self._cs_costs[cs.id]
         ctx = cs.debug_context_id
         received = []  # (first step, bytes in per tile) of the exchanges bringing the vertices' remote data

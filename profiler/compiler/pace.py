@@ -1,13 +1,13 @@
-"""How much of a compile's planning is done, for its progress line's time left.
+"""How much of a long stage's work is done, for its progress line's time left.
 
-Planning costs follow the compute sets that are new, not their count: a model's repeated layers
-plan a compute set built like an earlier one from that earlier plan (``plan_reuse``) in a few ms,
-where a new one takes tens to hundreds. Counted alike, the first layer's slow compute sets made the
-time left of BERT-base packed at batch 40 (904 compute sets, 12 alike layers) ~4.5 min when 2.5 s
-were left (the demo's progress line, 2026-11-29). Here a compute set whose shape (codelets, vertex
-counts, field shapes and types, parameters) an earlier one had counts REPEAT_WEIGHT of a new one.
-The shape is a guess at what ``plan_reuse`` will recognise, made without the element map; it only
-paces the progress line, never what is planned.
+An import's and a compile's costs follow the items that are new, not their count: a model's
+repeated layers plan a compute set built like an earlier one from that earlier plan (``plan_reuse``)
+in a few ms, where a new one takes tens to hundreds, and import a node like an earlier one (the same
+operator, attributes and weight shapes) from its remembered plans. Counted alike, the first layer's
+slow items made the time left of BERT-base packed at batch 40 (904 compute sets, 12 alike layers)
+~4.5 min when 2.5 s were left (the demo's progress line, 2026-11-29). Here an item whose shape an
+earlier one had counts REPEAT_WEIGHT of a new one. A shape is a guess at what will be reused, made
+before the work; it only paces the progress line, never what is built or planned.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from collections.abc import Hashable, Iterable
 
 from profiler.poplar.graph import ComputeSet
 
-# The cost of planning a compute set built like an earlier one, against a new one's: BERT-base
-# packed b40's 848 repeats took 1.4 s after its first 56 compute sets took 17 s (~1.7 against ~300
-# ms: 0.006); the weight errs long, as a repeat on other tiles is planned afresh
+# The cost of an item shaped like an earlier one, against a new one's: BERT-base packed b40's 848
+# repeated compute sets took 1.4 s after its first 56 took 17 s (~1.7 against ~300 ms: 0.006); the
+# weight errs long, as a repeat on other tiles is planned afresh
 REPEAT_WEIGHT = 0.02
 
 
-def shape_of(cs: ComputeSet) -> Hashable:
+def compute_set_shape(cs: ComputeSet) -> Hashable:
     """What two compute sets built alike share: per vertex batch its codelet, vertex count, fields'
     shapes and types, and parameters (scalars by value, others by type)."""
     return tuple(
@@ -39,21 +39,24 @@ def shape_of(cs: ComputeSet) -> Hashable:
     )
 
 
-class PlanningPace:
-    """The fraction of a compile's planning work done as its compute sets are planned."""
+class Pace:
+    """The fraction of a stage's work done as its items (keyed by ``shapes``: item -> shape) are done."""
 
-    def __init__(self, compute_sets: Iterable[ComputeSet]) -> None:
-        self._shapes = {cs.id: shape_of(cs) for cs in compute_sets}
-        distinct = len(set(self._shapes.values()))
-        self._total = distinct + REPEAT_WEIGHT * (len(self._shapes) - distinct)
+    def __init__(self, shapes: dict[int, Hashable]) -> None:
+        self._shapes = shapes
+        distinct = len(set(shapes.values()))
+        self._total = distinct + REPEAT_WEIGHT * (len(shapes) - distinct)
         self._seen: set[Hashable] = set()
         self._done = 0.0
 
-    def planned(self, cs: ComputeSet) -> float:
-        """Count ``cs`` as planned; the fraction of the work done (0 to 1)."""
-        shape = self._shapes.get(cs.id)
-        if shape is None:
-            shape = self._shapes[cs.id] = shape_of(cs)
+    def done(self, item: int) -> float:
+        """Count ``item`` as done; the fraction of the work done (0 to 1)."""
+        shape = self._shapes.get(item, ("item", item))
         self._done += REPEAT_WEIGHT if shape in self._seen else 1.0
         self._seen.add(shape)
         return min(1.0, self._done / self._total) if self._total else 1.0
+
+
+def planning_pace(compute_sets: Iterable[ComputeSet]) -> Pace:
+    """A compile's pace over the compute sets it plans (by id)."""
+    return Pace({cs.id: compute_set_shape(cs) for cs in compute_sets})

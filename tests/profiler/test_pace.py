@@ -1,5 +1,6 @@
-"""The compile's planning pace: compute sets built alike count REPEAT_WEIGHT of a new one, so the
-progress line's time left follows the new ones (a model's first layer), not the count."""
+"""The pace of a long stage: compute sets (and imported nodes) shaped like earlier ones count
+REPEAT_WEIGHT of a new one, so the progress line's time left follows the new ones (a model's first
+layer), not the count."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import io
 import numpy as np
 import pytest
 
-from profiler.compiler.pace import REPEAT_WEIGHT, PlanningPace
+from profiler.compiler.pace import REPEAT_WEIGHT, planning_pace
 from profiler.frontends.onnx import examples
 from tilescope.progress import Counter, remaining
 
@@ -36,9 +37,9 @@ class _CS:
 def test_compute_sets_built_alike_count_a_repeat_weight() -> None:
     # shapes A, A, B, A: two new (1 each) and two repeats (REPEAT_WEIGHT each)
     sets = [_CS(0, 4), _CS(1, 4), _CS(2, 6), _CS(3, 4)]
-    pace = PlanningPace(sets)  # type: ignore[arg-type]
+    pace = planning_pace(sets)  # type: ignore[arg-type]
     total = 2 + 2 * REPEAT_WEIGHT
-    got = [pace.planned(cs) for cs in sets]  # type: ignore[arg-type]
+    got = [pace.done(cs.id) for cs in sets]
     want = [1 / total, (1 + REPEAT_WEIGHT) / total, (2 + REPEAT_WEIGHT) / total, 1.0]
     assert got == pytest.approx(want)
 
@@ -72,3 +73,22 @@ def test_a_compile_of_alike_layers_reports_the_work_done() -> None:
     small = steps < steps.max() / 2  # repeats: REPEAT_WEIGHT of a new one
     assert small.sum() > total[0] / 3  # the second and third layers' compute sets, at least
     assert steps[small] == pytest.approx(REPEAT_WEIGHT * steps.max())
+
+
+def test_an_import_of_alike_layers_reports_the_work_done() -> None:
+    """The same three layers imported: a node like an earlier one (operator, attributes, weight
+    shapes) advances the work by REPEAT_WEIGHT of a new one's, and the work ends at 1."""
+    from profiler.chip.targets import ipu_model
+    from profiler.frontends.onnx import import_model, load_model
+
+    onnx_model = examples.bert_layer(seq=8, hidden=32, heads=4, ff=64, layers=3)
+    seen: list[tuple[int, int, float]] = []
+    import_model(load_model(onnx_model), ipu_model(tiles_per_ipu=16),
+                 progress=lambda d, t, work=None: seen.append((d, t, work)))  # fmt: skip
+    done, total, work = (np.array(x) for x in zip(*seen, strict=True))
+    n = len(onnx_model.graph.node)
+    assert list(done) == list(range(1, n + 1)) and work[-1] == pytest.approx(1.0)
+    steps = np.diff(np.concatenate([[0.0], work]))
+    per_layer = n // 3
+    new = steps.max()
+    assert steps[per_layer : 2 * per_layer] == pytest.approx(REPEAT_WEIGHT * new)  # the second layer: all repeats

@@ -15,6 +15,7 @@ from onnx import helper, numpy_helper
 from profiler import ops
 from profiler.chip.dtypes import is_float8
 from profiler.chip.targets import Target
+from profiler.compiler.pace import Pace
 from profiler.host.allocator import heap_only
 from profiler.multi_ipu import sharding
 from profiler.ops.core import linear_tiles
@@ -200,13 +201,24 @@ def _subgraph_reads(graph: onnx.GraphProto) -> set[str]:
     return reads
 
 
+def node_pace(model: onnx.ModelProto) -> Pace:
+    """An import's pace over its nodes (by index): a node like an earlier one (the same operator,
+    attributes and initializer shapes: a repeated layer's) imports from the plans that one left."""
+    dims = {t.name: tuple(t.dims) for t in model.graph.initializer}
+    return Pace({
+        i: (n.op_type, tuple(a.SerializeToString() for a in n.attribute), len(n.input),
+            tuple(dims.get(x) for x in n.input))
+        for i, n in enumerate(model.graph.node)
+    })  # fmt: skip
+
+
 def import_model(
     model: onnx.ModelProto,
     target: Target,
     batch_size: int | None = None,
     dtype: str = "float32",
     weights: str = "variables",
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[..., None] | None = None,
     split: str = "memory",
     partials: str = "float32",
     available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
@@ -216,7 +228,8 @@ def import_model(
     io_tiles: int = 0,
 ) -> ImportedModel:
     """Build ``model`` (already loaded and checked) on a new graph for ``target``;
-    ``progress(done, total)`` after each node; on several IPUs ``split`` says what the automatic
+    ``progress(done, total, work)`` after each node (``work``: the fraction of the import's work done,
+    ``node_pace``; None in an outlined import); on several IPUs ``split`` says what the automatic
     split balances (profiler.multi_ipu.sharding: "memory" or "compute"). ``partials`` is the type matmuls and
     convolutions accumulate partial sums in: float32 (PopLibs' and PopART's default) or float16
     (what ByteMLPerf's IPU backend compiles with through PopRT). ``available_memory_proportion`` is
@@ -257,7 +270,7 @@ def _import_model(
     batch_size: int | None,
     dtype: str,
     weights: str,
-    progress: Callable[[int, int], None] | None,
+    progress: Callable[..., None] | None,
     split: str = "memory",
     partials: str = "float32",
     available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
@@ -443,6 +456,7 @@ def _import_model(
                     b.note_value(v, last_use.get(out_name, -1))
         return args, on_host
 
+    pace = node_pace(model) if progress is not None and rep is None else None
     i = 0
     while i < n_nodes:
         if rep is not None and i == rep.start:
@@ -452,7 +466,7 @@ def _import_model(
         build_node(i)
         i += 1
         if progress is not None:
-            progress(i, n_nodes)
+            progress(i, n_nodes, None if pace is None else pace.done(i - 1))
     building.close()  # the I/O tiles are the graph's again
     outputs, host_outputs = [], {}
     for vi in model.graph.output:
