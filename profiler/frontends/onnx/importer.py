@@ -205,9 +205,16 @@ def node_pace(model: onnx.ModelProto) -> Pace:
     """An import's pace over its nodes (by index): a node like an earlier one (the same operator,
     attributes and initializer shapes: a repeated layer's) imports from the plans that one left."""
     dims = {t.name: tuple(t.dims) for t in model.graph.initializer}
+
+    def attribute(a: onnx.AttributeProto) -> object:  # a tensor or graph by its shape, never its bytes
+        if a.type == onnx.AttributeProto.TENSOR:
+            return a.name, tuple(a.t.dims), a.t.data_type
+        if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS, onnx.AttributeProto.TENSORS):
+            return a.name, a.type
+        return a.SerializeToString()
+
     return Pace({
-        i: (n.op_type, tuple(a.SerializeToString() for a in n.attribute), len(n.input),
-            tuple(dims.get(x) for x in n.input))
+        i: (n.op_type, tuple(attribute(a) for a in n.attribute), len(n.input), tuple(dims.get(x) for x in n.input))
         for i, n in enumerate(model.graph.node)
     })  # fmt: skip
 
