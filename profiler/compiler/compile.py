@@ -24,7 +24,7 @@ from profiler.compiler.errors import CompileError
 from profiler.compiler.exchange import (
     plan_transfers,
 )
-from profiler.compiler.pace import planning_pace
+from profiler.compiler.pace import planning_pace, with_work
 from profiler.compiler.receive_buffers import ReceiveBuffer, as_variables, record
 from profiler.compiler.tile_span import PerTile, PerTileRequired, TileSpan
 from profiler.executable import actions
@@ -213,7 +213,7 @@ class Compiler:
         # False for a compile-only engine: no step acts on values, so no Access (an element index for
         # any view numpy strides cannot describe) is built for copies, streams or kernels
         self.values = values
-        self.progress = progress
+        self.progress = with_work(progress)
         self.target = graph.target
         self.programs = programs
         self.nodes: list[Node] = []

@@ -12,7 +12,8 @@ before the work; it only paces the progress line, never what is built or planned
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+import inspect
+from collections.abc import Callable, Hashable, Iterable
 
 from profiler.poplar.graph import ComputeSet
 
@@ -60,3 +61,16 @@ class Pace:
 def planning_pace(compute_sets: Iterable[ComputeSet]) -> Pace:
     """A compile's pace over the compute sets it plans (by id)."""
     return Pace({cs.id: compute_set_shape(cs) for cs in compute_sets})
+
+
+def with_work(progress: Callable[..., None] | None) -> Callable[..., None] | None:
+    """``progress`` called as ``(done, total, work)``: a callback of ``(done, total)`` alone (as the
+    import and compile took before they reported their work) is given the counts only."""
+    if progress is None:
+        return None
+    try:
+        inspect.signature(progress).bind(0, 0, None)
+    except (TypeError, ValueError):  # ValueError: a builtin without a signature, called as before
+        count = progress
+        return lambda done, total, work=None: count(done, total)
+    return progress

@@ -9,7 +9,7 @@ import io
 import numpy as np
 import pytest
 
-from profiler.compiler.pace import REPEAT_WEIGHT, planning_pace
+from profiler.compiler.pace import REPEAT_WEIGHT, planning_pace, with_work
 from profiler.frontends.onnx import examples
 from tilescope.progress import Counter, remaining
 
@@ -92,3 +92,10 @@ def test_an_import_of_alike_layers_reports_the_work_done() -> None:
     per_layer = n // 3
     new = steps.max()
     assert steps[per_layer : 2 * per_layer] == pytest.approx(REPEAT_WEIGHT * new)  # the second layer: all repeats
+
+
+def test_a_callback_of_the_counts_alone_is_given_the_counts() -> None:
+    got: list[tuple] = []
+    with_work(lambda d, t: got.append((d, t)))(3, 9, 0.5)  # type: ignore[misc]
+    with_work(lambda d, t, work=None: got.append((d, t, work)))(3, 9, 0.5)  # type: ignore[misc]
+    assert got == [(3, 9), (3, 9, 0.5)] and with_work(None) is None

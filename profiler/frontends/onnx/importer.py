@@ -15,7 +15,7 @@ from onnx import helper, numpy_helper
 from profiler import ops
 from profiler.chip.dtypes import is_float8
 from profiler.chip.targets import Target
-from profiler.compiler.pace import Pace
+from profiler.compiler.pace import Pace, with_work
 from profiler.host.allocator import heap_only
 from profiler.multi_ipu import sharding
 from profiler.ops.core import linear_tiles
@@ -463,6 +463,7 @@ def _import_model(
                     b.note_value(v, last_use.get(out_name, -1))
         return args, on_host
 
+    progress = with_work(progress)
     pace = node_pace(model) if progress is not None and rep is None else None
     i = 0
     while i < n_nodes:
