@@ -63,7 +63,10 @@ class Counter:
             line += ")"
         return line
 
-    def __call__(self, done: int, total: int, work: float | None = None) -> None:
+    def __call__(self, done: int, total: int, work: float | None = None, what: str | None = None) -> None:
+        if what is not None and what != self.what:  # the next stage of the work: its own line and clock
+            self.close()
+            self.what, self.start, self.last, self.shown, self.width = what, self.clock(), -1e9, False, 0
         now = self.clock()
         if self.tty:
             if now - self.last < 0.2 and done < total:

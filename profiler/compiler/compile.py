@@ -185,9 +185,10 @@ class Step(Node):
 
 class Progress(Protocol):
     """``progress(done, total, work)``: compute sets planned of those the programs run, and the
-    fraction of the planning work done (``pace.planning_pace``), which paces the time left."""
+    fraction of the planning work done (``pace.planning_pace``), which paces the time left; a later
+    stage of the compile (memory placement, ``Engine.compile``) names what it counts in ``what``."""
 
-    def __call__(self, done: int, total: int, work: float | None = None) -> None: ...
+    def __call__(self, done: int, total: int, work: float | None = None, what: str | None = None) -> None: ...
 
 
 class _PipelinedRepeat(Protocol):

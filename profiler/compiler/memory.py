@@ -10,6 +10,7 @@ general arena skips over it. Bytes past the end of the tile are *overflowed* (ou
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -126,7 +127,12 @@ def _live_peak(sizes: np.ndarray, firsts: np.ndarray, lasts: np.ndarray) -> int:
 
 
 def _allocate_shared(
-    tile: np.ndarray, var: np.ndarray, size: np.ndarray, first: np.ndarray, last: np.ndarray
+    tile: np.ndarray,
+    var: np.ndarray,
+    size: np.ndarray,
+    first: np.ndarray,
+    last: np.ndarray,
+    progress: Callable[[int, int], None] | None = None,
 ) -> np.ndarray:
     """Relative offsets of not-always-live allocations per tile; tiles with the same sizes and
     lifetimes in the same order (the same comparisons between their first and last steps: each layer
@@ -155,16 +161,23 @@ def _allocate_shared(
             first_tile.append((a, b))
         layout_of.append(distinct[key])
     layouts: list[np.ndarray] = [np.zeros(0, np.int64)] * len(first_tile)
+    placed_count = itertools.count(1)  # next() is atomic under the GIL: each layout counted once
+    main = threading.main_thread()
 
     def place(rows: slice) -> None:
         for k in range(rows.start, rows.stop):
             a, b = first_tile[k]
             layouts[k] = _first_fit(s_sorted[a:b], f_sorted[a:b], l_sorted[a:b])
+            done = next(placed_count)
+            if progress is not None and threading.current_thread() is main:  # the caller's line, one thread
+                progress(done, len(first_tile))
 
     # the layouts are independent and their loops compiled without the GIL (first_fit's njit
     # nogil): side by side on the cores, a few layouts a part so the parts even out; the same offsets
     # whichever thread places a layout
     in_row_chunks(place, len(first_tile), len(first_tile), max(1, len(first_tile) // (4 * threads())))
+    if progress is not None and first_tile:  # the last may have been placed on another thread
+        progress(len(first_tile), len(first_tile))
     for (a, b), k in zip(bounds, layout_of, strict=True):
         placed[a:b] = layouts[k]
     out[order] = placed
@@ -375,7 +388,9 @@ def _lookup(
     return dense[ids]
 
 
-def _share_by_liveness(shared: Items, interleaved: np.ndarray, live: Liveness) -> np.ndarray:
+def _share_by_liveness(
+    shared: Items, interleaved: np.ndarray, live: Liveness, progress: Callable[[int, int], None] | None = None
+) -> np.ndarray:
     """Offsets of not-always-live variables relative to their arena's free space: variables whose
     lifetimes overlap never share bytes; interleaved-required and general ones share within their
     own arena only. A function's temporaries (live only inside its calls) are placed once, by their
@@ -413,7 +428,7 @@ def _share_by_liveness(shared: Items, interleaved: np.ndarray, live: Liveness) -
         else:  # no function's temporaries (the usual case): the arena's own arrays, not copies of them
             cols = [tile, var, size, f, la]
         del in_arena, fid
-        placed = _allocate_shared(*cols)
+        placed = _allocate_shared(cols[0], cols[1], cols[2], cols[3], cols[4], progress)
         del cols
         out = np.zeros(tile.size, dtype=np.int64)
         at = int(own.sum())
@@ -439,7 +454,9 @@ class Placed:
     interleaved_size: np.ndarray  # per tile
 
 
-def _place_arenas(rows: VariableRows, general: Items, live: Liveness, n: int) -> tuple[Placed, Items]:
+def _place_arenas(
+    rows: VariableRows, general: Items, live: Liveness, n: int, progress: Callable[[int, int], None] | None = None
+) -> tuple[Placed, Items]:
     """The general arena (always-live data, then shared variables after it) and the interleaved
     arena (always-live interleaved variables, then shared interleaved ones)."""
     g_items, g_off, al_end = _pack_per_tile(general, n)
@@ -450,7 +467,7 @@ def _place_arenas(rows: VariableRows, general: Items, live: Liveness, n: int) ->
     sel = ~rows.always_live
     shared = Items.of(MemoryCategory.VARIABLE, rows.tile[sel], rows.bytes[sel], rows.var[sel])
     s_il = rows.interleaved[sel][rows.bytes[sel] > 0]
-    rel = _share_by_liveness(shared, s_il, live)
+    rel = _share_by_liveness(shared, s_il, live, progress)
     s_off = np.where(s_il, il_al_end[shared.tile] + rel, al_end[shared.tile] + rel)
     il_size = il_al_end.copy()
     if shared.tile.size:
@@ -620,15 +637,17 @@ def place(
     instrument: bool = False,
     instrumentation_level: str = "tile",
     stacks: tuple[int, int] = (AUTO_WORKER_STACK_BYTES, AUTO_SUPERVISOR_STACK_BYTES),
+    progress: Callable[[int, int], None] | None = None,
 ) -> MemoryLayout:
     """Place everything on the tiles: always-live items, packed per tile; not-always-live variables
     shared by liveness; the arenas cut into regions; the memory tables, placements and liveness.
     ``stacks``: each worker context's and the supervisor's stack bytes (engine options
-    ``target.workerStackSizeInBytes`` / ``target.supervisorStackSizeInBytes``)."""
+    ``target.workerStackSizeInBytes`` / ``target.supervisorStackSizeInBytes``). ``progress(done,
+    total)``: the tiles' distinct layouts of shared variables placed (the slow part)."""
     t = c.target
     rows = _variable_rows(c, live)
     placed, shared = _place_arenas(rows, _always_live_items(c, rows, instrument, instrumentation_level, stacks), live,
-                                   t.num_tiles)  # fmt: skip
+                                   t.num_tiles, progress)  # fmt: skip
     ranges = _address_ranges(placed, t.interleaved_memory_start, t.bytes_per_tile)
     tile_memory, by_category = _memory_tables(ranges, t.num_tiles, t.tiles_per_ipu, t.interleaved_memory_start)
     variables = c.variables

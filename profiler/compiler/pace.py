@@ -64,13 +64,30 @@ def planning_pace(compute_sets: Iterable[ComputeSet]) -> Pace:
 
 
 def with_work(progress: Callable[..., None] | None) -> Callable[..., None] | None:
-    """``progress`` called as ``(done, total, work)``: a callback of ``(done, total)`` alone (as the
-    import and compile took before they reported their work) is given the counts only."""
+    """``progress`` called as ``(done, total, work, what=...)`` (``compile.Progress``): a callback of
+    ``(done, total)`` alone or of ``(done, total, work)`` (as the import and compile called before they
+    reported their work and their later stages) gets what it takes, and no later stage's counts."""
     if progress is None:
         return None
+    if _binds(progress, 0, 0, None, what=""):
+        return progress
+    takes_work = _binds(progress, 0, 0, None)
+    count = progress
+
+    def adapted(done: int, total: int, work: float | None = None, what: str | None = None) -> None:
+        if what is not None:  # another stage's counts (memory placement): not this callback's
+            return
+        if takes_work:
+            count(done, total, work)
+        else:
+            count(done, total)
+
+    return adapted
+
+
+def _binds(f: Callable[..., None], *args: object, **kwargs: object) -> bool:
     try:
-        inspect.signature(progress).bind(0, 0, None)
-    except (TypeError, ValueError):  # ValueError: a builtin without a signature, called as before
-        count = progress
-        return lambda done, total, work=None: count(done, total)
-    return progress
+        inspect.signature(f).bind(*args, **kwargs)
+    except (TypeError, ValueError):  # ValueError: a builtin without a signature
+        return False
+    return True

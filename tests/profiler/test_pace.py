@@ -99,3 +99,37 @@ def test_a_callback_of_the_counts_alone_is_given_the_counts() -> None:
     with_work(lambda d, t: got.append((d, t)))(3, 9, 0.5)  # type: ignore[misc]
     with_work(lambda d, t, work=None: got.append((d, t, work)))(3, 9, 0.5)  # type: ignore[misc]
     assert got == [(3, 9), (3, 9, 0.5)] and with_work(None) is None
+
+
+def test_a_compile_counts_its_memory_layouts_after_its_compute_sets() -> None:
+    """After the planning, the compile's progress counts the tiles' distinct memory layouts placed
+    (``what=PLACING``), up to their number, on the caller's line; a Counter starts a line for it."""
+    from profiler.chip.targets import ipu_model
+    from profiler.engine.engine import PLACING
+    from profiler.frontends.onnx import Session, import_model, load_model
+
+    model = import_model(load_model(examples.bert_layer(seq=8, hidden=32, heads=4, ff=64, layers=2)),
+                         ipu_model(tiles_per_ipu=16))  # fmt: skip
+    seen: list[tuple[int, int, str | None]] = []
+    Session(model).compile(progress=lambda d, t, work=None, what=None: seen.append((d, t, what)))
+    whats = [w for _, _, w in seen]
+    first = whats.index(PLACING)
+    assert set(whats[:first]) == {None} and set(whats[first:]) == {PLACING}  # planning, then placing
+    placing = [(d, t) for d, t, w in seen if w == PLACING]
+    assert placing[-1][0] == placing[-1][1] > 0 and all(d <= t for d, t in placing)
+    log = io.StringIO()
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    term = Terminal()
+    for stream in (log, term):
+        c = Counter("compute sets planned", stream)
+        c(4, 4)
+        c(1, 2, None, what=PLACING)
+        c(2, 2, None, what=PLACING)
+        c.close()
+    assert log.getvalue() == ""  # a quick compile prints nothing extra to a log
+    lines = term.getvalue().split("\n")
+    assert lines[0].endswith("4/4 compute sets planned") and lines[1].rstrip().endswith("2/2 memory layouts placed")
