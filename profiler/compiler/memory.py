@@ -162,14 +162,14 @@ def _allocate_shared(
         layout_of.append(distinct[key])
     layouts: list[np.ndarray] = [np.zeros(0, np.int64)] * len(first_tile)
     placed_count = itertools.count(1)  # next() is atomic under the GIL: each layout counted once
-    main = threading.main_thread()
+    caller = threading.current_thread()  # the progress line is the caller's: reported from its thread
 
     def place(rows: slice) -> None:
         for k in range(rows.start, rows.stop):
             a, b = first_tile[k]
             layouts[k] = _first_fit(s_sorted[a:b], f_sorted[a:b], l_sorted[a:b])
             done = next(placed_count)
-            if progress is not None and threading.current_thread() is main:  # the caller's line, one thread
+            if progress is not None and threading.current_thread() is caller:
                 progress(done, len(first_tile))
 
     # the layouts are independent and their loops compiled without the GIL (first_fit's njit
