@@ -155,7 +155,7 @@ class Engine:
         c = compile_programs(self.graph, self.programs, progress, values=not self.compile_only)
         self.liveness = analyse(c)
         opts = self.options
-        report = progress  # the placement's own count follows the planning's on the same line
+        report = progress  # the placement's count, after the planning's, named: a Counter gives it a line of its own
         placing = None if report is None else (lambda done, total: report(done, total, None, what=PLACING))
         self.memory = place(
             c, self.liveness, opts.instrument, opts.compute_instrumentation_level,
