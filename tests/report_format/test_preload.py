@@ -22,8 +22,9 @@ from report_format import writer
 started = writer._preloading
 if started is not None:
     started.join()
+imported = 'pandas' in sys.modules  # before the call below, whose thread (without a report: a new one) imports it
 writer.preload()  # once a process: no second thread
-print(started is not None and writer._preloading is started, 'pandas' in sys.modules)
+print(started is not None and writer._preloading is started, imported)
 """
 
 
