@@ -37,6 +37,7 @@ from profiler.compiler.memory import MemoryLayout, place
 from profiler.compiler.pace import with_work
 from profiler.compiler.tile_span import per_ipu_table
 from profiler.engine.batch_run import ReadCache, run_batch
+from profiler.engine.step_chains import ChainedSteps, group_steps, run_chain, unwritten
 from profiler.executable import actions
 from profiler.executable.access import Access
 from profiler.host import blas, scratch
@@ -116,6 +117,8 @@ class Engine:
         self._needs: dict[int, list[int]] = {}  # step -> variables it touches (see _plan_host_values)
         self._release: dict[int, list[int]] = {}  # step -> variables whose values are dropped after it
         self._values = ValuePool()  # dropped values, handed to the next variable of their type and size
+        self._chains: dict[int, list[Step | ChainedSteps]] = {}  # by block: its steps, chains grouped
+        self._spares: dict[int, list[np.ndarray]] = {}  # half arrays chains write results into, by size
         self._dropped: set[int] = set()
         # replication (profiler.multi_ipu.replication): one state per replica, run in lockstep
         self.replicas = graph.replication_factor
@@ -414,9 +417,64 @@ class Engine:
         """Consecutive steps: each one's effect in order, then their cycles at once (the cycles never
         depend on the values, nor the values on the clocks)."""
         if not self.compile_only:
-            for node in block.acting:
-                self._act_step(node)
+            for item in self._chained(block):
+                if isinstance(item, ChainedSteps):
+                    if not self._act_chain(item):  # a NaN: the steps one by one, for numpy's NaN bits
+                        for node in item.nodes:
+                            self._act_step(node)
+                else:
+                    self._act_step(item)
         self._time_steps(block.steps)
+
+    def _chained(self, block: _StepBlock) -> list[Step | ChainedSteps]:
+        """The block's acting steps with its chains of elementwise steps grouped (worked out once;
+        one replica only: replicas' states would each need the bookkeeping)."""
+        items = self._chains.get(id(block))
+        if items is None:
+            items = list(block.acting)
+            if self.replicas == 1 and not self.options.execute_vertices:
+                items = group_steps(block.acting, self._release, self._unzeroed, False)
+            self._chains[id(block)] = items
+        return items
+
+    def _act_chain(self, item: ChainedSteps) -> bool:
+        """Run a chain's steps in one pass (``profiler.engine.step_chains``), each step's values made,
+        cached reads invalidated and values dropped in the steps' order; False (nothing changed) at a
+        NaN."""
+        state, variables, chain = self._states[0], self.graph.variables, item.chain
+        for node in item.nodes:  # the chain's operands, made at their first use as _act_step makes them
+            for v in self._needs.get(node.step, ()):
+                if v in chain.reads and state[v].size != variables[v].numel:
+                    state[v] = self._values.zeros(variables[v].numel, variables[v].dtype)
+        spares = [
+            self._spare(variables[v].numel) if kept else unwritten()
+            for v, kept in zip(chain.results, item.stored, strict=True)
+        ]
+        reads = chain.buffers([state[v].view(np.uint16) for v in chain.reads])
+        buffers = tuple(reads) + tuple(s.view(np.uint16) for s in spares)
+        if not run_chain(item, buffers):
+            for s, kept in zip(spares, item.stored, strict=True):
+                if kept:
+                    self._spares.setdefault(s.size, []).append(s)
+            return False
+        for k, node in enumerate(item.nodes):
+            v = chain.results[k]
+            if item.stored[k]:  # the spare becomes the value; the array it replaces, the next spare
+                var = variables[v]
+                old = state[v] if state[v].size == var.numel else self._values.zeros(var.numel, var.dtype, False)
+                state[v] = spares[k]
+                self._spares.setdefault(old.size, []).append(old)
+            for cache in self._read_caches:
+                cache.written(node.writes)
+            for u in self._release.get(node.step, ()):
+                self._values.drop(state[u])
+                state[u] = np.zeros(0, dtype=variables[u].dtype)
+        return True
+
+    def _spare(self, n: int) -> np.ndarray:
+        """A half array of ``n`` a chain writes a result into (``_act_chain``)."""
+        kept = self._spares.get(n)
+        return kept.pop() if kept else np.empty(n, np.float16)
 
     def _branch(self, node: ControlNode) -> Node:
         """The child an If or a Switch runs, from its condition's value."""
@@ -614,6 +672,7 @@ class Engine:
             self.write_report()
         scratch.release()
         self._values.clear()
+        self._spares.clear()
         if self in _LIVE:  # nothing left to write at exit: let the engine be freed
             _LIVE.remove(self)
 

@@ -288,3 +288,72 @@ def relu_float(src: np.ndarray, dst: np.ndarray, shape: np.ndarray, geo: np.ndar
                 x = rs[k]
                 rd[k] = np.float32(0) if x <= 0 else x
     return False
+
+
+# A chain of elementwise steps on half (``profiler.executable.half_chains``), one pass: a block of
+# rows (~4 Ki elements, in L1) goes through every op before the next block, each op by the loop its
+# own step runs (``binary_half``, ``binary_half_per_row``, ``relu_half``), so the bits are the
+# steps' own. A result nothing after the chain reads is held in a block buffer only. Rows of the op
+# table: (kind, op code, operand buffer, result buffer or -1, operand one element per row); the
+# chain's value starts as buffer 0. One op per row of a block, as a per-element interpreter would
+# be, ran at ~0.6-1 ns an element (its short loops do not vectorise); this ~0.3 in cache.
+CHAIN_LEFT, CHAIN_RIGHT, CHAIN_RELU, CHAIN_CAST = range(4)  # CHAIN_CAST: float32 to half, the first op
+_CHAIN_BLOCK = 4096
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def chain_half(
+    bufs: tuple[np.ndarray, ...], ops: np.ndarray, geo: np.ndarray, shape: np.ndarray, lo: int, hi: int
+) -> bool:
+    """Rows ``lo`` to ``hi`` (of ``shape[0] * shape[1]``) of a chain of half ops over the flat
+    half-bit buffers ``bufs`` (a tuple; geometry rows as ``binary_half``'s). Stops and returns True
+    at the first block with a NaN result: the caller then runs the steps the general way, whose NaN
+    bits follow numpy's rule."""
+    n1, n2 = shape[1], shape[2]
+    block = max(1, _CHAIN_BLOCK // n2)
+    temp = (np.empty(block * n2, np.uint16), np.empty(block * n2, np.uint16))
+    g = np.zeros((3, 3), np.int64)  # one op's geometry over the block: (offset, 0, row stride)
+    sh = np.ones(3, np.int64)
+    sh[2] = n2
+    nan = False
+    t = lo
+    while t < hi:
+        i, j = t // n1, t % n1
+        rows = min(block, n1 - j, hi - t)  # rows of one i: each buffer's block is (offset, stride)
+        sh[1] = rows
+        cur, c0, c2 = bufs[0], geo[0, 0] + i * geo[0, 1] + j * geo[0, 2], geo[0, 2]
+        for o in range(ops.shape[0]):
+            kind, code, src, dst, per_row = ops[o, 0], ops[o, 1], ops[o, 2], ops[o, 3], ops[o, 4]
+            if dst >= 0:
+                res, r0, r2 = bufs[dst], geo[dst, 0] + i * geo[dst, 1] + j * geo[dst, 2], geo[dst, 2]
+            else:
+                res, r0, r2 = temp[o % 2], 0, n2
+            if kind == CHAIN_CAST:  # buffer 0 holds float32 (its geometry in floats)
+                xf = cur.view(np.float32)
+                for r in range(rows):
+                    ps, pr = c0 + r * c2, r0 + r * r2
+                    for k in range(n2):
+                        x = xf[ps + k]
+                        nan |= x != x
+                        res[pr + k] = _half_bits(x)
+            elif kind == CHAIN_RELU:
+                g[0, 0], g[0, 2], g[1, 0], g[1, 2] = c0, c2, r0, r2
+                relu_half(cur, res, sh, g)
+            else:
+                s0, s2 = geo[src, 0] + i * geo[src, 1] + j * geo[src, 2], geo[src, 2]
+                if kind == CHAIN_LEFT:
+                    a, b = cur, bufs[src]
+                    g[0, 0], g[0, 2], g[1, 0], g[1, 2] = c0, c2, s0, s2
+                else:
+                    a, b = bufs[src], cur
+                    g[0, 0], g[0, 2], g[1, 0], g[1, 2] = s0, s2, c0, c2
+                g[2, 0], g[2, 2] = r0, r2
+                if per_row:
+                    nan |= binary_half_per_row(code, a, b, res, sh, g)
+                else:
+                    nan |= binary_half(code, a, b, res, sh, g)
+            cur, c0, c2 = res, r0, r2
+        if nan:
+            return True
+        t += rows
+    return nan

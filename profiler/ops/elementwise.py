@@ -235,6 +235,9 @@ def _cast(x: np.ndarray) -> np.ndarray:
     return x
 
 
+HALF_OPS[_cast] = "cast"  # a chain's first step from float to half (profiler.executable.half_chains)
+
+
 @op("Cast")
 def cast(graph: Graph, x: Tensor, dtype: object, prog: Prog) -> Tensor:
     """``x`` converted to ``dtype`` (popops::Cast)."""

@@ -89,6 +89,7 @@ def _computed_in(dtypes: Mapping[str, np.dtype], fields: tuple[str, ...]) -> dic
 # stored type they give what float then rounding would, with no conversion either way.
 EXACT_IN_STORED_TYPE: set[Callable[..., np.ndarray]] = {np.negative, np.abs, np.maximum, np.minimum}
 # Functions ``profiler.executable.half_maps`` computes on stored halves in one compiled pass, by name.
+# (ops.elementwise adds its relu; and its cast, which no half loop runs: half_maps.LOOPS names the ones that do)
 HALF_OPS: dict[Callable[..., np.ndarray], str] = {
     np.add: "add", np.subtract: "subtract", np.multiply: "multiply", np.divide: "divide"
 }  # fmt: skip
@@ -124,6 +125,7 @@ class Map(Codelet):
             self.inputs, self.outputs, self.inouts = names, ("out",), ()
         self.out_dtype = out_dtype
         self.half_op = None if in_place else HALF_OPS.get(fn)
+        self.chain_op = HALF_OPS.get(fn)
 
     @property
     def result(self) -> str:

@@ -1,0 +1,128 @@
+"""A block's consecutive elementwise steps on half, grouped into chains the engine runs in one pass.
+
+``profiler.executable.half_chains`` says which consecutive steps make a chain and how its pass walks
+them; this module groups a block's acting steps and runs a chain's pass on the run's threads. The
+engine keeps each step's own bookkeeping around the pass, in the steps' order: the values a step
+makes, the read caches it invalidates and the values dropped after it (``Engine._act_chain``). A
+step's result the program reads later is written into a spare array that then becomes the
+variable's value (the array it replaces becomes the next spare), so no value array is made beyond
+what the steps one by one make; a result only the chain's next step reads is never written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from profiler.engine.batch_run import PASS_PART_ELEMENTS
+from profiler.executable import actions
+from profiler.executable.convert import kernels
+from profiler.executable.half_chains import HalfChain, chain_of, step_kind
+from profiler.executable.half_maps import _in_order, _strided
+from profiler.host import parallel
+
+if TYPE_CHECKING:
+    from profiler.compiler.compile import Step
+    from profiler.executable.plans import BatchPlan
+
+# the result buffer of a step whose result is not written (the pass never touches it)
+_UNWRITTEN = np.zeros(1, np.uint16)
+
+
+@dataclass(frozen=True, eq=False)
+class ChainedSteps:
+    """Consecutive steps run as one chain: the chain, its op table with only the ``stored``
+    results written (per step: whether the program reads its result after the chain)."""
+
+    nodes: tuple[Step, ...]
+    chain: HalfChain
+    table: np.ndarray
+    stored: tuple[bool, ...]
+
+
+def group_steps(
+    acting: Sequence[Step],
+    release: Mapping[int, Sequence[int]],
+    filled: Mapping[int, set[int] | frozenset[int]],
+    execute_vertices: bool,
+) -> list[Step | ChainedSteps]:
+    """``acting`` (a block's steps with an action, in order) with each chain of two or more steps
+    as one ``ChainedSteps``. ``release``: the variables dropped after each step; ``filled``: those
+    a step writes every element of (a chained step's result must be one: its spare array holds
+    nothing else)."""
+    out: list[Step | ChainedSteps] = []
+    nodes: list[Step] = []
+    batches: list[BatchPlan] = []
+    chain: HalfChain | None = None
+
+    def close() -> None:
+        if chain is not None:
+            dropped = [set(release.get(n.step, ())) for n in nodes]
+            # a result is written unless dropped within the chain or written again by a later step
+            stored = tuple(
+                chain.results[k] not in set().union(*dropped[k:]) and chain.results[k] not in chain.results[k + 1 :]
+                for k in range(len(nodes))
+            )
+            keep = {k for k, s in enumerate(stored) if s}
+            out.append(ChainedSteps(tuple(nodes), chain, chain.table(keep), stored))
+        else:
+            out.extend(nodes)
+
+    for node in acting:
+        b = _half_batch(node, filled, execute_vertices)
+        if b is not None and nodes:
+            longer = chain_of([*batches, b])
+            if longer is not None:
+                nodes.append(node)
+                batches.append(b)
+                chain = longer
+                continue
+        close()
+        nodes, batches, chain = ([node], [b], None) if b is not None else ([], [], None)
+        if b is None:
+            out.append(node)
+    close()
+    return out
+
+
+def _half_batch(
+    node: Step, filled: Mapping[int, set[int] | frozenset[int]], execute_vertices: bool
+) -> BatchPlan | None:
+    """The step's one batch where it can run in a chain (``half_chains.step_kind``) and fills its
+    result, else None."""
+    action = node.action
+    if not isinstance(action, actions.Execute):
+        return None
+    plan = action.plan
+    batches = plan.batches if plan.kernel is None or execute_vertices else plan.kernel
+    if len(batches) != 1:
+        return None
+    b = batches[0]
+    kind = step_kind(b)
+    if kind == "relu in place":  # its variable the previous step's result, which that step fills (chain_of)
+        return b
+    return b if kind is not None and _strided(_in_order(b)[-1])[0] in filled.get(node.step, ()) else None
+
+
+def run_chain(steps: ChainedSteps, buffers: tuple[np.ndarray, ...]) -> bool:
+    """The chain's pass over ``buffers`` (half bits: its reads, then a result buffer per step), its
+    rows split over the run's threads as an elementwise pass is (``batch_run.PASS_PART_ELEMENTS``).
+    False where a value is NaN: the results are then incomplete, and the steps are to run one by one."""
+    chain, loop = steps.chain, kernels().chain_half
+    nan: list[bool] = []
+    n = chain.elements
+    parallel.in_row_chunks(
+        lambda rows: nan.append(loop(buffers, steps.table, chain.geo, chain.shape, rows.start, rows.stop)),
+        chain.rows,
+        n,
+        max(PASS_PART_ELEMENTS, n // parallel.threads()),
+    )
+    return not any(nan)
+
+
+def unwritten() -> np.ndarray:
+    """The buffer given for a result the pass does not write."""
+    return _UNWRITTEN
