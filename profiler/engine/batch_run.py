@@ -10,7 +10,7 @@ BLAS's own threads).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -51,7 +51,7 @@ class ReadCache:
     drops its entries. Copies in the stored type are kept up to KEPT_COPY_BYTES."""
 
     def __init__(self) -> None:
-        self._by_var: dict[int, dict[tuple[int, np.dtype, bool], np.ndarray]] = {}
+        self._by_var: dict[int, dict[object, np.ndarray]] = {}
         self.volatile: frozenset[int] | set[int] = frozenset()  # variables the running program writes
         self._copy_bytes: dict[int, int] = {}  # of the kept copies in the stored type, by variable
 
@@ -73,6 +73,17 @@ class ReadCache:
                     return values
                 self._copy_bytes[v] = self._copy_bytes.get(v, 0) + values.nbytes
             kept[key] = values
+        return kept[key]
+
+    def kept(self, variable: int, key: object, make: Callable[[], np.ndarray]) -> np.ndarray:
+        """``make()``, an array made from ``variable``'s values (a chain's joined rows of a
+        per-channel operand, ``half_chains.HalfChain.buffers``), kept under ``key`` while the
+        variable is unwritten."""
+        if variable in self.volatile:
+            return make()
+        kept = self._by_var.setdefault(variable, {})
+        if key not in kept:
+            kept[key] = make()
         return kept[key]
 
     def written(self, variables: Iterable[int]) -> None:

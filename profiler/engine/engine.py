@@ -442,15 +442,18 @@ class Engine:
         cached reads invalidated and values dropped in the steps' order; False (nothing changed) at a
         NaN."""
         state, variables, chain = self._states[0], self.graph.variables, item.chain
-        for node in item.nodes:  # the chain's operands, made at their first use as _act_step makes them
-            for v in self._needs.get(node.step, ()):
-                if v in chain.reads and state[v].size != variables[v].numel:
-                    state[v] = self._values.zeros(variables[v].numel, variables[v].dtype)
+        for v in chain.reads:  # the chain's operands, made at their first use as _act_step makes them
+            if state[v].size != variables[v].numel:
+                state[v] = self._values.zeros(variables[v].numel, variables[v].dtype)
         spares = [
             self._spare(variables[v].numel) if kept else unwritten()
             for v, kept in zip(chain.results, item.stored, strict=True)
         ]
-        reads = chain.buffers([state[v].view(np.uint16) for v in chain.reads])
+        cache = self._read_caches[0]
+        reads = chain.buffers(
+            [state[v].view(np.uint16) for v in chain.reads],
+            lambda x, make: cache.kept(chain.reads[x], ("repeated", id(chain), x), make),
+        )
         buffers = tuple(reads) + tuple(s.view(np.uint16) for s in spares)
         if not run_chain(item, buffers):
             for s, kept in zip(spares, item.stored, strict=True):

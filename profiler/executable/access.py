@@ -273,19 +273,26 @@ def windows(
     x = state[w.x_var]
     flat = w.x.flat if isinstance(w.x, Factored) else w.x
     xv = strided_view(x, flat.offset, flat.shape, tuple(st * x.itemsize for st in flat.strides))
+    base: tuple[np.ndarray, int] | None = (x, flat.offset)  # xv's 1-d storage and its first element there
     (kh, kw), (sh, sw), (ph, pw), (dh, dw), (ho, wo) = w.kernel, w.stride, w.padding, w.dilation, w.out
     nb, nc = _factor_dims(w)
     if xv.ndim != nb + nc + 2:
-        xv = xv.reshape(_x_shape(w))
+        xv, base = xv.reshape(_x_shape(w)), None
     # windows repeat elements: convert once
     convert_to = dtype if dtype is not None and dtype != xv.dtype and kh * kw > 1 else None
     if ph or pw or convert_to is not None:
         fill = state[w.pad_var][w.pad.offset] if w.pad is not None else 0  # every pad element holds the constant
-        xv = _padded(xv, xv.dtype if convert_to is None else convert_to, ph, pw, fill, nb if channels_last else None)
-    win = np.lib.stride_tricks.sliding_window_view(xv, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(-2, -1))
-    win = win[..., : (ho - 1) * sh + 1 : sh, : (wo - 1) * sw + 1 : sw, :, :][
-        ..., ::dh, ::dw
-    ]  # [B.., C.., Ho, Wo, kh, kw]
+        xv, storage = _padded(
+            xv, xv.dtype if convert_to is None else convert_to, ph, pw, fill, nb if channels_last else None
+        )
+        base = (storage, 0)
+    # [B.., C.., Ho, Wo, kh, kw]: each window position steps the stride, each kernel position the dilation
+    (s_h, s_w), lead = xv.strides[-2:], xv.shape[:-2]
+    shape, strides = (*lead, ho, wo, kh, kw), (*xv.strides[:-2], s_h * sh, s_w * sw, s_h * dh, s_w * dw)
+    if base is not None:  # np.ndarray over the storage: sliding_window_view's checks cost ~10 us a call
+        win = strided_view(base[0], base[1], shape, strides)
+    else:
+        win = np.lib.stride_tricks.as_strided(xv, shape, strides, writeable=False)
     c, g = _x_shape(w)[1], w.groups
     # split channel c into (group, c): one dim when not factored, else one group (_factor_dims)
     win = win.reshape(win.shape[:nb] + (g, c // g) + win.shape[nb + 1 :]) if nc == 1 else np.expand_dims(win, nb)
@@ -322,18 +329,19 @@ def _factor_dims(w: Window) -> tuple[int, int]:
 
 def _padded(
     x: np.ndarray, dtype: np.dtype, ph: int, pw: int, fill: object, batch_dims: int | None = None
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """``x`` in ``dtype`` with ``ph`` / ``pw`` elements of ``fill`` on both sides of its last two
     dims, in a scratch buffer laid out in ``x``'s memory order (so the copy streams both sides), or
     with ``batch_dims``: ``x`` is ``[B.., C.., H, W]`` and the buffer ``[B.., H, W, C..]`` (B dims
-    in their memory order, a pixel's channels together in their own order)."""
+    in their memory order, a pixel's channels together in their own order); and the buffer, 1-d."""
     if batch_dims is None:
         perm = memory_order(x)
     else:
         b = sorted(range(batch_dims), key=lambda d: -abs(x.strides[d]))
         perm = [*b, x.ndim - 2, x.ndim - 1, *range(batch_dims, x.ndim - 2)]
     shape = (*x.shape[:-2], x.shape[-2] + 2 * ph, x.shape[-1] + 2 * pw)
-    out = scratch.buffer("padded", tuple(shape[d] for d in perm), dtype).transpose(np.argsort(perm))
+    storage = scratch.buffer("padded", (math.prod(shape),), dtype)
+    out = storage.reshape(tuple(shape[d] for d in perm)).transpose(np.argsort(perm))
     h, w = x.shape[-2:]
     for edge in (
         np.s_[..., :ph, :],
@@ -343,7 +351,7 @@ def _padded(
     ):
         out[edge] = fill
     copy_into(out[..., ph : ph + h, pw : pw + w], x)
-    return out
+    return out, storage
 
 
 def _merge_copies(shape: tuple[int, ...], strides: tuple[int, ...], to: tuple[int, ...]) -> bool:

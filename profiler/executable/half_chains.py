@@ -16,6 +16,7 @@ earlier step's result.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -52,20 +53,27 @@ class HalfChain:
     # 0, distinct rows, row length, times), as ``half_maps._RowsPlan`` repeats them
     repeated: tuple[tuple[int, int, int, int, int, int], ...] = ()
 
-    def buffers(self, reads: list[np.ndarray]) -> list[np.ndarray]:
-        """The pass's read buffers from the read variables' half bits (rows repeated where joined)."""
+    def buffers(
+        self, reads: list[np.ndarray], keep: Callable[[int, Callable[[], np.ndarray]], np.ndarray] | None = None
+    ) -> list[np.ndarray]:
+        """The pass's read buffers from the read variables' half bits, rows repeated where joined;
+        ``keep(read index, make)``: the repeated rows kept while their variable is unwritten."""
         for x, o, s0, distinct, n2, r in self.repeated:
             row = strided_view(reads[x], o, (distinct, n2), (s0 * 2, 2))
-            reads[x] = np.tile(row, (1, r)).reshape(-1)
+
+            def make(row: np.ndarray = row, r: int = r) -> np.ndarray:
+                return np.tile(row, (1, r)).reshape(-1)
+
+            reads[x] = make() if keep is None else keep(x, make)
         return reads
 
     @property
     def rows(self) -> int:
-        return int(self.shape[0] * self.shape[1])
+        return int(self.shape[0]) * int(self.shape[1])
 
     @property
     def elements(self) -> int:
-        return int(np.prod(self.shape))
+        return self.rows * int(self.shape[2])
 
     def table(self, stored: set[int] | frozenset[int]) -> np.ndarray:
         """The op table with only the steps whose result is ``stored`` (by step index) writing it."""
