@@ -415,10 +415,20 @@ class Pooling(Codelet):
         # the running maximum laid out as the input is (each pass then streams both)
         perm = memory_order(first)
         r = np.empty([first.shape[d] for d in perm], first.dtype).transpose(np.argsort(perm))
-        r[...] = first
-        for i, j in itertools.product(range(win.shape[-2]), range(win.shape[-1])):
-            if i or j:
-                np.maximum(r, win[..., i, j], out=r)
+        # in slabs of r's outermost dim on the run's threads, each slab's passes while it is in
+        # cache (ResNet-50's 3x3 max pool: 9 passes over 200 Ki elements, ~3 ms on one thread)
+        axis = perm[0]
+
+        def slab(part: slice) -> None:
+            at = (slice(None),) * axis + (part,)
+            rs, ws = r[at], win[at]
+            rs[...] = ws[..., 0, 0]
+            for i, j in itertools.product(range(win.shape[-2]), range(win.shape[-1])):
+                if i or j:
+                    np.maximum(rs, ws[..., i, j], out=rs)
+
+        rows = r.shape[axis]
+        parallel.in_row_chunks(slab, rows, r.size, parallel.chunk_for(r.size, parallel.CHUNK_ELEMENTS))
         return {"out": r.reshape(out.shape)}  # [G, B*Ho*Wo, C] as the columns would give it
 
     def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]

@@ -169,6 +169,36 @@ def test_pooling_of_channels_innermost_input(k, s, p, d):
     assert all(b.fields["out"].shape[2] == 5 for b in pools)  # a vertex's positions with all their channels
 
 
+def test_max_pooling_in_slabs_on_threads_gives_the_whole_result(monkeypatch, request):
+    # the windows' maximum is taken in slabs of its outermost dim, one chunk at a time on each
+    # thread: slabs of a few rows, uneven over three threads
+    from profiler.host import parallel
+
+    slabs = []
+    chunks = parallel.in_row_chunks
+    monkeypatch.setattr(parallel, "CHUNK_ELEMENTS", 64)
+    monkeypatch.setattr(parallel, "PART_ELEMENTS", 64)
+    monkeypatch.setattr(parallel, "threads", lambda: 3)
+    monkeypatch.setattr(
+        parallel,
+        "in_row_chunks",
+        lambda work, rows, n, chunk=None: (
+            (slabs.append(min(rows, n // chunk)) if work.__name__ == "slab" else None) or chunks(work, rows, n, chunk)
+        ),
+    )
+    r = rng(41)
+    x_nhwc = r.standard_normal((3, 11, 10, 6)).astype(np.float32)
+    x = x_nhwc.transpose(0, 3, 1, 2)
+
+    def build(g, t, prog):
+        return {"mp": ops.max_pool2d(g, t["x"].transpose(0, 3, 1, 2), 3, prog, stride=2, padding=1)}
+
+    out, _, _ = run({"x": x_nhwc}, build, tiles=2)
+    np.testing.assert_array_equal(out["mp"], ref_pool(x.astype(np.float64), 3, 2, 1, "max").astype(np.float32))
+    if "vertices" not in request.node.name:  # the kernel's windows (each vertex's batch has none)
+        assert slabs == [3]  # a slab of the batch on each of the three threads
+
+
 def test_global_pooling_spreads_channel_chunks_over_tiles():
     # fewer positions (one per image) than tiles: vertices take chunks of channels so every tile works
     x_nhwc = rng(38).standard_normal((2, 3, 4, 16)).astype(np.float32)
