@@ -417,7 +417,7 @@ class Pooling(Codelet):
         r = np.empty([first.shape[d] for d in perm], first.dtype).transpose(np.argsort(perm))
         # in slabs of r's outermost dim on the run's threads, each slab's passes while it is in
         # cache (ResNet-50's 3x3 max pool: 9 passes over 200 Ki elements, ~3 ms on one thread)
-        axis = perm[0]
+        axis = next((d for d in perm if r.shape[d] > 1), perm[0])  # the outermost dim of several (not batch 1's)
 
         def slab(part: slice) -> None:
             at = (slice(None),) * axis + (part,)
@@ -428,7 +428,7 @@ class Pooling(Codelet):
                     np.maximum(rs, ws[..., i, j], out=rs)
 
         rows = r.shape[axis]
-        parallel.in_row_chunks(slab, rows, r.size, parallel.chunk_for(r.size, parallel.CHUNK_ELEMENTS))
+        parallel.in_row_chunks(slab, rows, r.size, max(POOL_PART_ELEMENTS, r.size // parallel.threads()))
         return {"out": r.reshape(out.shape)}  # [G, B*Ho*Wo, C] as the columns would give it
 
     def estimate(self, shapes, dtypes, params, target):  # type: ignore[override]
@@ -439,6 +439,11 @@ class Pooling(Codelet):
         flops = cost_model.reduce_flops(self.op, rows * channels * kernel, rows * channels, dtypes["in"])
         return int(cyc), int(flops)
 
+
+# Fewest result elements a slab of a max pooling's windows has on a thread of its own: each takes a
+# pass per window element (9 for 3x3), ~9x a single pass's work, so a split pays from a ninth of a
+# single pass's part (parallel.PART_ELEMENTS)
+POOL_PART_ELEMENTS = 1 << 14
 
 POOLING_CODELETS = {"max": Pooling("max", np.max), "add": Pooling("add", np.sum)}
 

@@ -176,8 +176,9 @@ def test_max_pooling_in_slabs_on_threads_gives_the_whole_result(monkeypatch, req
 
     slabs = []
     chunks = parallel.in_row_chunks
-    monkeypatch.setattr(parallel, "CHUNK_ELEMENTS", 64)
-    monkeypatch.setattr(parallel, "PART_ELEMENTS", 64)
+    from profiler.ops import poplibs_codelets
+
+    monkeypatch.setattr(poplibs_codelets, "POOL_PART_ELEMENTS", 16)
     monkeypatch.setattr(parallel, "threads", lambda: 3)
     monkeypatch.setattr(
         parallel,
@@ -187,7 +188,7 @@ def test_max_pooling_in_slabs_on_threads_gives_the_whole_result(monkeypatch, req
         ),
     )
     r = rng(41)
-    x_nhwc = r.standard_normal((3, 11, 10, 6)).astype(np.float32)
+    x_nhwc = r.standard_normal((1, 11, 10, 6)).astype(np.float32)  # batch 1: slabs of another dim
     x = x_nhwc.transpose(0, 3, 1, 2)
 
     def build(g, t, prog):
@@ -196,7 +197,7 @@ def test_max_pooling_in_slabs_on_threads_gives_the_whole_result(monkeypatch, req
     out, _, _ = run({"x": x_nhwc}, build, tiles=2)
     np.testing.assert_array_equal(out["mp"], ref_pool(x.astype(np.float64), 3, 2, 1, "max").astype(np.float32))
     if "vertices" not in request.node.name:  # the kernel's windows (each vertex's batch has none)
-        assert slabs == [3]  # a slab of the batch on each of the three threads
+        assert slabs and slabs[0] >= 2  # in several slabs (with batch 1 too)
 
 
 def test_global_pooling_spreads_channel_chunks_over_tiles():
