@@ -111,7 +111,7 @@ class Codelet:
     # every field is half and the result is another variable): a name in half_maps.LOOPS
     half_op: str | None = None
     # the elementwise op a ``Map`` performs whether in place or not (half_op's names, and "cast"):
-    # a step of a chain (``profiler.executable.half_chains``)
+    # a step of a chain (``profiler.executable.elementwise_chains``)
     chain_op: str | None = None
     # why this codelet's real cycles depend on the data it reads ("" when they do not): the cost
     # model charges it one estimate whatever the values, and the report says so per step

@@ -77,7 +77,7 @@ class ReadCache:
 
     def kept(self, variable: int, key: object, make: Callable[[], np.ndarray]) -> np.ndarray:
         """``make()``, an array made from ``variable``'s values (a chain's joined rows of a
-        per-channel operand, ``half_chains.HalfChain.buffers``), kept under ``key`` while the
+        per-channel operand, ``elementwise_chains.Chain.buffers``), kept under ``key`` while the
         variable is unwritten."""
         if variable in self.volatile:
             return make()

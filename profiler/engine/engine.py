@@ -118,7 +118,8 @@ class Engine:
         self._release: dict[int, list[int]] = {}  # step -> variables whose values are dropped after it
         self._values = ValuePool()  # dropped values, handed to the next variable of their type and size
         self._chains: dict[int, list[Step | ChainedSteps]] = {}  # by block: its steps, chains grouped
-        self._spares: dict[int, list[np.ndarray]] = {}  # half arrays chains write results into, by size
+        # arrays chains write results into, by type and size
+        self._spares: dict[tuple[np.dtype, int], list[np.ndarray]] = {}
         self._dropped: set[int] = set()
         # replication (profiler.multi_ipu.replication): one state per replica, run in lockstep
         self.replicas = graph.replication_factor
@@ -446,19 +447,20 @@ class Engine:
             if state[v].size != variables[v].numel:
                 state[v] = self._values.zeros(variables[v].numel, variables[v].dtype)
         spares = [
-            self._spare(variables[v].numel) if kept else unwritten()
+            self._spare(variables[v].numel, chain.dtype) if kept else unwritten(chain.dtype)
             for v, kept in zip(chain.results, item.stored, strict=True)
         ]
         cache = self._read_caches[0]
+        bits = np.uint16 if chain.dtype == np.float16 else np.float32  # a half chain's buffers as half bits
         reads = chain.buffers(
-            [state[v].view(np.uint16) for v in chain.reads],
+            [state[v].view(bits) for v in chain.reads],
             lambda x, make: cache.kept(chain.reads[x], ("repeated", id(chain), x), make),
         )
-        buffers = tuple(reads) + tuple(s.view(np.uint16) for s in spares)
+        buffers = tuple(reads) + tuple(s.view(bits) for s in spares)
         if not run_chain(item, buffers):
             for s, kept in zip(spares, item.stored, strict=True):
                 if kept:
-                    self._spares.setdefault(s.size, []).append(s)
+                    self._spares.setdefault((s.dtype, s.size), []).append(s)
             return False
         for k, node in enumerate(item.nodes):
             v = chain.results[k]
@@ -466,7 +468,7 @@ class Engine:
                 var = variables[v]
                 old = state[v] if state[v].size == var.numel else self._values.zeros(var.numel, var.dtype, False)
                 state[v] = spares[k]
-                self._spares.setdefault(old.size, []).append(old)
+                self._spares.setdefault((old.dtype, old.size), []).append(old)
             for cache in self._read_caches:
                 cache.written(node.writes)
             for u in self._release.get(node.step, ()):
@@ -474,10 +476,10 @@ class Engine:
                 state[u] = np.zeros(0, dtype=variables[u].dtype)
         return True
 
-    def _spare(self, n: int) -> np.ndarray:
-        """A half array of ``n`` a chain writes a result into (``_act_chain``)."""
-        kept = self._spares.get(n)
-        return kept.pop() if kept else np.empty(n, np.float16)
+    def _spare(self, n: int, dtype: np.dtype) -> np.ndarray:
+        """An array of ``n`` of ``dtype`` a chain writes a result into (``_act_chain``)."""
+        kept = self._spares.get((dtype, n))
+        return kept.pop() if kept else np.empty(n, dtype)
 
     def _branch(self, node: ControlNode) -> Node:
         """The child an If or a Switch runs, from its condition's value."""

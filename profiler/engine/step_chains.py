@@ -1,6 +1,6 @@
 """A block's consecutive elementwise steps on half, grouped into chains the engine runs in one pass.
 
-``profiler.executable.half_chains`` says which consecutive steps make a chain and how its pass walks
+``profiler.executable.elementwise_chains`` says which consecutive steps make a chain and how its pass walks
 them; this module groups a block's acting steps and runs a chain's pass on the run's threads. The
 engine keeps each step's own bookkeeping around the pass, in the steps' order: the values a step
 makes, the read caches it invalidates and the values dropped after it (``Engine._act_chain``). A
@@ -19,7 +19,7 @@ import numpy as np
 
 from profiler.executable import actions
 from profiler.executable.convert import kernels
-from profiler.executable.half_chains import HalfChain, chain_of, step_kind
+from profiler.executable.elementwise_chains import Chain, chain_of, step_kind
 from profiler.executable.half_maps import _in_order, _strided
 from profiler.host import parallel
 
@@ -32,8 +32,11 @@ if TYPE_CHECKING:
 # from smaller passes than a single op's (batch_run.PASS_PART_ELEMENTS, 256 Ki): ResNet-50 b1 fp16
 # C600 medians 100.0 against 101.1 ms (five alternations in one process, 2026-11-30)
 CHAIN_PART_ELEMENTS = 1 << 16
-# the result buffer of a step whose result is not written (the pass never touches it)
-_UNWRITTEN = np.zeros(1, np.uint16)
+# the result buffer of a step whose result is not written (the pass never touches it), by chain type
+_UNWRITTEN: dict[np.dtype, np.ndarray] = {
+    np.dtype(np.float16): np.zeros(1, np.uint16),
+    np.dtype(np.float32): np.zeros(1, np.float32),
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,7 +45,7 @@ class ChainedSteps:
     results written (per step: whether the program reads its result after the chain)."""
 
     nodes: tuple[Step, ...]
-    chain: HalfChain
+    chain: Chain
     table: np.ndarray
     stored: tuple[bool, ...]
 
@@ -60,7 +63,7 @@ def group_steps(
     out: list[Step | ChainedSteps] = []
     nodes: list[Step] = []
     batches: list[BatchPlan] = []
-    chain: HalfChain | None = None
+    chain: Chain | None = None
 
     def close() -> None:
         if chain is not None:
@@ -95,7 +98,7 @@ def group_steps(
 def _half_batch(
     node: Step, filled: Mapping[int, set[int] | frozenset[int]], execute_vertices: bool
 ) -> BatchPlan | None:
-    """The step's one batch where it can run in a chain (``half_chains.step_kind``) and fills its
+    """The step's one batch where it can run in a chain (``elementwise_chains.step_kind``) and fills its
     result, else None."""
     action = node.action
     if not isinstance(action, actions.Execute):
@@ -112,10 +115,11 @@ def _half_batch(
 
 
 def run_chain(steps: ChainedSteps, buffers: tuple[np.ndarray, ...]) -> bool:
-    """The chain's pass over ``buffers`` (half bits: its reads, then a result buffer per step), its
+    """The chain's pass over ``buffers`` (its reads, a half's as its bits, then a result buffer per step), its
     rows split over the run's threads in parts of at least CHAIN_PART_ELEMENTS.
     False where a value is NaN: the results are then incomplete, and the steps are to run one by one."""
-    chain, loop = steps.chain, kernels().chain_half
+    chain = steps.chain
+    loop = kernels().chain_half if chain.dtype == np.float16 else kernels().chain_float
     nan: list[bool] = []
     n = chain.elements
     parallel.in_row_chunks(
@@ -127,6 +131,6 @@ def run_chain(steps: ChainedSteps, buffers: tuple[np.ndarray, ...]) -> bool:
     return not any(nan)
 
 
-def unwritten() -> np.ndarray:
-    """The buffer given for a result the pass does not write."""
-    return _UNWRITTEN
+def unwritten(dtype: np.dtype) -> np.ndarray:
+    """The buffer given for a result a chain of ``dtype`` does not write."""
+    return _UNWRITTEN[dtype]

@@ -290,7 +290,7 @@ def relu_float(src: np.ndarray, dst: np.ndarray, shape: np.ndarray, geo: np.ndar
     return False
 
 
-# A chain of elementwise steps on half (``profiler.executable.half_chains``), one pass: a block of
+# A chain of elementwise steps on half (``profiler.executable.elementwise_chains``), one pass: a block of
 # rows (~4 Ki elements, in L1) goes through every op before the next block, each op by the loop its
 # own step runs (``binary_half``, ``binary_half_per_row``, ``relu_half``), so the bits are the
 # steps' own. A result nothing after the chain reads is held in a block buffer only. Rows of the op
@@ -352,6 +352,55 @@ def chain_half(
                     nan |= binary_half_per_row(code, a, b, res, sh, g)
                 else:
                     nan |= binary_half(code, a, b, res, sh, g)
+            cur, c0, c2 = res, r0, r2
+        if nan:
+            return True
+        t += rows
+    return nan
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def chain_float(
+    bufs: tuple[np.ndarray, ...], ops: np.ndarray, geo: np.ndarray, shape: np.ndarray, lo: int, hi: int
+) -> bool:
+    """``chain_half`` over float32 buffers: each op by its own step's loop (``binary_float``,
+    ``binary_float_per_row``, ``relu_float``), so the bits are numpy's; True at the first block with
+    a NaN result (the steps are then run the general way)."""
+    n1, n2 = shape[1], shape[2]
+    block = max(1, _CHAIN_BLOCK // n2)
+    temp = (np.empty(block * n2, np.float32), np.empty(block * n2, np.float32))
+    g = np.zeros((3, 3), np.int64)
+    sh = np.ones(3, np.int64)
+    sh[2] = n2
+    nan = False
+    t = lo
+    while t < hi:
+        i, j = t // n1, t % n1
+        rows = min(block, n1 - j, hi - t)
+        sh[1] = rows
+        cur, c0, c2 = bufs[0], geo[0, 0] + i * geo[0, 1] + j * geo[0, 2], geo[0, 2]
+        for o in range(ops.shape[0]):
+            kind, code, src, dst, per_row = ops[o, 0], ops[o, 1], ops[o, 2], ops[o, 3], ops[o, 4]
+            if dst >= 0:
+                res, r0, r2 = bufs[dst], geo[dst, 0] + i * geo[dst, 1] + j * geo[dst, 2], geo[dst, 2]
+            else:
+                res, r0, r2 = temp[o % 2], 0, n2
+            if kind == CHAIN_RELU:
+                g[0, 0], g[0, 2], g[1, 0], g[1, 2] = c0, c2, r0, r2
+                relu_float(cur, res, sh, g)
+            else:
+                s0, s2 = geo[src, 0] + i * geo[src, 1] + j * geo[src, 2], geo[src, 2]
+                if kind == CHAIN_LEFT:
+                    a, b = cur, bufs[src]
+                    g[0, 0], g[0, 2], g[1, 0], g[1, 2] = c0, c2, s0, s2
+                else:
+                    a, b = bufs[src], cur
+                    g[0, 0], g[0, 2], g[1, 0], g[1, 2] = s0, s2, c0, c2
+                g[2, 0], g[2, 2] = r0, r2
+                if per_row:
+                    nan |= binary_float_per_row(code, a, b, res, sh, g)
+                else:
+                    nan |= binary_float(code, a, b, res, sh, g)
             cur, c0, c2 = res, r0, r2
         if nan:
             return True

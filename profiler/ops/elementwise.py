@@ -235,7 +235,7 @@ def _cast(x: np.ndarray) -> np.ndarray:
     return x
 
 
-HALF_OPS[_cast] = "cast"  # a chain's first step from float to half (profiler.executable.half_chains)
+HALF_OPS[_cast] = "cast"  # a chain's first step from float to half (profiler.executable.elementwise_chains)
 
 
 @op("Cast")

@@ -138,7 +138,7 @@ def test_positionwise_ops_run_in_row_chunks_on_threads_give_the_whole_result(mon
     monkeypatch.setattr(parallel, "CHUNK_ELEMENTS", 64)
     monkeypatch.setattr(batch_run, "PASS_PART_ELEMENTS", 64)
     monkeypatch.setattr(parallel, "threads", lambda: 2)  # chunks on threads even on a one-core machine
-    # each step on its own (half steps would otherwise run as one chain: tests/profiler/test_half_chains.py)
+    # each step on its own (half steps would otherwise run as one chain: tests/profiler/test_elementwise_chains.py)
     monkeypatch.setattr(Engine, "_chained", lambda self, block: list(block.acting))
     monkeypatch.setattr(
         batch_run, "_run_rows", lambda b, s, rows, cache: calls.append((b, rows)) or whole(b, s, rows, cache)

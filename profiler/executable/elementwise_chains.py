@@ -1,16 +1,18 @@
-"""Consecutive elementwise steps on half run as one compiled pass: a chain.
+"""Consecutive elementwise steps on half or float32 run as one compiled pass: a chain.
 
 A network's elementwise steps come in runs: ResNet-50's batch norms are a multiply and an add per
 channel, then a relu (PopLibs' channelMul, addToChannel and NonLinearity compute sets), three steps
-each read from and written to memory (``profiler.executable.half_maps``). A chain computes each row
-of the steps' common walk through them all while it is in registers (``half_kernels.chain_half``),
-each op computed and rounded to half as its own step would, so the bits are the steps'. Only the
-results the program reads later are written, into spare arrays the engine then takes as the
-variables' values (``profiler.engine.engine``); a result only the chain reads is never made.
+each read from and written to memory (``profiler.executable.half_maps``). A chain takes a block of
+rows of the steps' common walk through them all while it is in cache (``half_kernels.chain_half``,
+``chain_float``), each op computed by its own step's loop (on half: in float and rounded to half),
+so the bits are the steps'. Only the results the program reads later are written, into spare
+arrays the engine then takes as the variables' values (``profiler.engine.engine``); a result only
+the chain reads is never made.
 
-A step extends a chain when its one batch runs on halves (``half_maps.runs_on_halves``), one of its
-operands is the previous step's result walked in the same order, and its other operand is no
-earlier step's result.
+A step extends a chain when its one batch runs in one pass (``half_maps.runs_on_halves``; also a
+relu in place, and a cast from float32 as a half chain's first step), its fields are of the chain's
+type, one of its operands is the previous step's result walked in the same order, and its other
+operand is no earlier step's result.
 """
 
 from __future__ import annotations
@@ -38,12 +40,14 @@ _FLAT_ROW = 2048
 
 
 @dataclass(frozen=True)
-class HalfChain:
-    """How ``half_kernels.chain_half`` runs some steps: the variables it reads (buffer 0 the chain's
-    first value), each step's result variable, and the walk: its shape (rows x columns of ``shape``'s
-    last two dims, under the first), each buffer's geometry (reads, then one per step's result),
-    and the op table (kind, op code, operand buffer, result buffer, per-row operand)."""
+class Chain:
+    """How ``half_kernels.chain_half`` or ``chain_float`` (by ``dtype``, the results' type) runs
+    some steps: the variables it reads (buffer 0 the chain's first value), each step's result
+    variable, and the walk: its shape (rows x columns of ``shape``'s last two dims, under the
+    first), each buffer's geometry (reads, then one per step's result), and the op table (kind, op
+    code, operand buffer, result buffer, per-row operand)."""
 
+    dtype: np.dtype
     reads: tuple[int, ...]
     results: tuple[int, ...]
     shape: np.ndarray
@@ -56,10 +60,12 @@ class HalfChain:
     def buffers(
         self, reads: list[np.ndarray], keep: Callable[[int, Callable[[], np.ndarray]], np.ndarray] | None = None
     ) -> list[np.ndarray]:
-        """The pass's read buffers from the read variables' half bits, rows repeated where joined;
-        ``keep(read index, make)``: the repeated rows kept while their variable is unwritten."""
+        """The pass's read buffers from the read variables' values (a half's as its bits), rows
+        repeated where joined; ``keep(read index, make)``: the repeated rows kept while their
+        variable is unwritten."""
         for x, o, s0, distinct, n2, r in self.repeated:
-            row = strided_view(reads[x], o, (distinct, n2), (s0 * 2, 2))
+            size = reads[x].itemsize
+            row = strided_view(reads[x], o, (distinct, n2), (s0 * size, size))
 
             def make(row: np.ndarray = row, r: int = r) -> np.ndarray:
                 return np.tile(row, (1, r)).reshape(-1)
@@ -85,20 +91,20 @@ class HalfChain:
 
 
 def step_kind(b: BatchPlan) -> str | None:
-    """How a batch runs as a chain's step: "map" (a binary op or a relu on halves into another
-    variable, ``half_maps.runs_on_halves``), "cast" (float32 to half, a chain's first step), "relu in
-    place" (on halves, a chain's later step), or None."""
+    """How a batch runs as a chain's step: "map" (a binary op or a relu into another variable, in
+    one pass: ``half_maps.runs_on_halves``), "cast" (float32 to half, a chain's first step), "relu in
+    place" (on half or float32, a chain's later step), or None."""
     c = b.codelet
     if c.chain_op is None or b.params or not b.aligned_rows:
         return None
     fields = b.fields
     if b.on_halves:
-        return "map" if next(iter(fields.values())).dtype == _HALF else None
+        return "map"
     if any(a.strided is None for a in fields.values()):
         return None
     if c.chain_op == "cast" and not c.inouts and fields["in"].dtype == _FLOAT and fields["out"].dtype == _HALF:
         return "cast"
-    if c.chain_op == "relu" and c.inouts == ("data",) and not c.inputs and fields["data"].dtype == _HALF:
+    if c.chain_op == "relu" and c.inouts == ("data",) and not c.inputs and fields["data"].dtype in (_HALF, _FLOAT):
         return "relu in place"
     return None
 
@@ -108,17 +114,21 @@ def _accesses(b: BatchPlan, kind: str) -> list[Access]:
     return [b.fields["data"]] * 2 if kind == "relu in place" else _in_order(b)
 
 
-def chain_of(batches: list[BatchPlan]) -> HalfChain | None:
+def chain_of(batches: list[BatchPlan]) -> Chain | None:
     """The chain of consecutive steps with these batches (one a step), or None where they do not
     make one (see the module's doc)."""
     if len(batches) < 2:
         return None
     walks = []
+    dtype = _HALF
     for k, b in enumerate(batches):
         kind = step_kind(b)
         if kind is None or (kind != "map" and (kind == "cast") != (k == 0)):
             return None  # a cast only first, an in-place relu never first
         accs = _accesses(b, kind)
+        dtype = accs[-1].dtype if k == 0 else dtype  # the chain's type: its first result's
+        if any(a.dtype != dtype for a in (accs[1:] if kind == "cast" else accs)):
+            return None  # every field of the chain's type (a cast's result)
         shape, strides, offsets = _geometry(accs, slice(0, b.aligned_rows))
         if len(shape) > 3 or any(st[-1] not in (0, 1) for st in strides):
             return None
@@ -207,7 +217,8 @@ def chain_of(batches: list[BatchPlan]) -> HalfChain | None:
                 repeated.append((x, o, s0, n0 if s0 else 1, n2, r))
                 geo[x] = (0, r * n2 if s0 else 0, 0)
         common = (n0, n1 // r, r * n2)
-    return HalfChain(
+    return Chain(
+        dtype,
         tuple(reads),
         tuple(results),
         np.array(common, np.int64),

@@ -1,6 +1,7 @@
-"""Consecutive elementwise steps on half run as one chain (profiler.executable.half_chains,
-profiler.engine.step_chains): numpy's bits, op by op rounded to half, whether the steps run as a
-chain or one by one; results read after the chain kept, NaNs left to the general path."""
+"""Consecutive elementwise steps on half or float32 run as one chain
+(profiler.executable.elementwise_chains, profiler.engine.step_chains): numpy's bits, op by op (on
+half rounded to half), whether the steps run as a chain or one by one; results read after the
+chain kept, NaNs left to the general path."""
 
 import numpy as np
 import pytest
@@ -11,12 +12,12 @@ from profiler.engine.step_chains import ChainedSteps
 from tests.profiler.test_half_maps import _values
 
 
-def _run(shapes, build, values, reads=("out",), chained=True, monkeypatch=None):
+def _run(shapes, build, values, reads=("out",), chained=True, monkeypatch=None, dtype="half"):
     if not chained:
         monkeypatch.setattr(engine_module.Engine, "_chained", lambda self, block: list(block.acting))
     g = Graph(ipu_model(tiles_per_ipu=4, bytes_per_tile=1 << 20))
     prog = Sequence()
-    ins = [ops.add_mapped(g, "half", s, f"in{i}", grain=8) for i, s in enumerate(shapes)]
+    ins = [ops.add_mapped(g, dtype, s, f"in{i}", grain=8) for i, s in enumerate(shapes)]
     for i, t in enumerate(ins):
         g.create_host_write(f"in{i}", t)
     outs = build(g, ins, prog)
@@ -135,3 +136,25 @@ def test_a_cast_from_float_then_an_in_place_relu_chain_with_the_half_steps(speci
     nan = np.isnan(want)
     assert np.array_equal(np.isnan(chained["out"]), nan)
     assert np.array_equal(chained["out"][~nan].view(np.uint16), want[~nan].view(np.uint16))
+
+
+@pytest.mark.parametrize("special", [False, True], ids=["finite", "special"])
+def test_a_float_chain_gives_the_bits_of_its_steps_one_by_one(special: bool, monkeypatch) -> None:
+    shapes = [(5, 24, 32), (32,), (5, 24, 32), (5, 24, 1)]
+    values = [_values(s, 50 + i, special).astype(np.float32) for i, s in enumerate(shapes)]
+
+    def build(g, ins, prog):
+        outs = _residual(g, ins, prog)
+        ops.unary_in_place(g, "relu", outs["out"], prog)  # a relu in place on float too
+        return outs
+
+    chained, chains = _run(shapes, build, values, dtype="float")
+    one_by_one, none = _run(shapes, build, values, chained=False, monkeypatch=monkeypatch, dtype="float")
+    assert np.array_equal(chained["out"].view(np.uint32), one_by_one["out"].view(np.uint32))
+    assert [len(c.nodes) for c in chains] == [5] and chains[0].chain.dtype == np.float32 and not none
+    x, s, c, d = values
+    with np.errstate(all="ignore"):
+        want = np.maximum(np.maximum((c - x * s) / d, 0), 0)
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(chained["out"]), nan)
+    assert np.array_equal(chained["out"][~nan], want[~nan])
