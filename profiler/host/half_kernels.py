@@ -20,7 +20,7 @@ from typing import cast
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 
 @intrinsic
@@ -301,17 +301,42 @@ CHAIN_LEFT, CHAIN_RIGHT, CHAIN_RELU, CHAIN_CAST = range(4)  # CHAIN_CAST: float3
 _CHAIN_BLOCK = 4096
 
 
-@njit(nogil=True, cache=True, error_model="numpy")
-def chain_half(
-    bufs: tuple[np.ndarray, ...], ops: np.ndarray, geo: np.ndarray, shape: np.ndarray, lo: int, hi: int
-) -> bool:
-    """Rows ``lo`` to ``hi`` (of ``shape[0] * shape[1]``) of a chain of half ops over the flat
-    half-bit buffers ``bufs`` (a tuple; geometry rows as ``binary_half``'s). Stops and returns True
-    at the first block with a NaN result: the caller then runs the steps the general way, whose NaN
-    bits follow numpy's rule."""
+def _binary_loop(op, a, b, out, shape, geo):
+    """``binary_half`` or ``binary_float`` by the buffers' type (in compiled code only)."""
+
+
+def _binary_per_row_loop(op, a, b, out, shape, geo):
+    """``binary_half_per_row`` or ``binary_float_per_row`` by the buffers' type."""
+
+
+def _relu_loop(src, dst, shape, geo):
+    """``relu_half`` or ``relu_float`` by the buffers' type."""
+
+
+# resolved when compiling (a function handed as an argument would keep the chain from numba's cache)
+@overload(_binary_loop)
+def _binary_loop_of(op, a, b, out, shape, geo):
+    loop = binary_half if a.dtype == types.uint16 else binary_float
+    return lambda op, a, b, out, shape, geo: loop(op, a, b, out, shape, geo)
+
+
+@overload(_binary_per_row_loop)
+def _binary_per_row_loop_of(op, a, b, out, shape, geo):
+    loop = binary_half_per_row if a.dtype == types.uint16 else binary_float_per_row
+    return lambda op, a, b, out, shape, geo: loop(op, a, b, out, shape, geo)
+
+
+@overload(_relu_loop)
+def _relu_loop_of(src, dst, shape, geo):
+    loop = relu_half if src.dtype == types.uint16 else relu_float
+    return lambda src, dst, shape, geo: loop(src, dst, shape, geo)
+
+
+@njit(nogil=True, error_model="numpy")
+def _chain(bufs, ops, geo, shape, lo, hi, temp):
+    """``chain_half``'s and ``chain_float``'s walk, by the loops of the buffers' type."""
     n1, n2 = shape[1], shape[2]
-    block = max(1, _CHAIN_BLOCK // n2)
-    temp = (np.empty(block * n2, np.uint16), np.empty(block * n2, np.uint16))
+    block = temp[0].size // n2
     g = np.zeros((3, 3), np.int64)  # one op's geometry over the block: (offset, 0, row stride)
     sh = np.ones(3, np.int64)
     sh[2] = n2
@@ -338,7 +363,7 @@ def chain_half(
                         res[pr + k] = _half_bits(x)
             elif kind == CHAIN_RELU:
                 g[0, 0], g[0, 2], g[1, 0], g[1, 2] = c0, c2, r0, r2
-                relu_half(cur, res, sh, g)
+                _relu_loop(cur, res, sh, g)
             else:
                 s0, s2 = geo[src, 0] + i * geo[src, 1] + j * geo[src, 2], geo[src, 2]
                 if kind == CHAIN_LEFT:
@@ -349,9 +374,9 @@ def chain_half(
                     g[0, 0], g[0, 2], g[1, 0], g[1, 2] = s0, s2, c0, c2
                 g[2, 0], g[2, 2] = r0, r2
                 if per_row:
-                    nan |= binary_half_per_row(code, a, b, res, sh, g)
+                    nan |= _binary_per_row_loop(code, a, b, res, sh, g)
                 else:
-                    nan |= binary_half(code, a, b, res, sh, g)
+                    nan |= _binary_loop(code, a, b, res, sh, g)
             cur, c0, c2 = res, r0, r2
         if nan:
             return True
@@ -360,49 +385,24 @@ def chain_half(
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
+def chain_half(
+    bufs: tuple[np.ndarray, ...], ops: np.ndarray, geo: np.ndarray, shape: np.ndarray, lo: int, hi: int
+) -> bool:
+    """Rows ``lo`` to ``hi`` (of ``shape[0] * shape[1]``) of a chain of half ops over the flat
+    half-bit buffers ``bufs`` (a tuple; geometry rows as ``binary_half``'s). Stops and returns True
+    at the first block with a NaN result: the caller then runs the steps the general way, whose NaN
+    bits follow numpy's rule."""
+    n = max(1, _CHAIN_BLOCK // shape[2]) * shape[2]
+    temp = (np.empty(n, np.uint16), np.empty(n, np.uint16))
+    return _chain(bufs, ops, geo, shape, lo, hi, temp)
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
 def chain_float(
     bufs: tuple[np.ndarray, ...], ops: np.ndarray, geo: np.ndarray, shape: np.ndarray, lo: int, hi: int
 ) -> bool:
     """``chain_half`` over float32 buffers: each op by its own step's loop (``binary_float``,
-    ``binary_float_per_row``, ``relu_float``), so the bits are numpy's; True at the first block with
-    a NaN result (the steps are then run the general way)."""
-    n1, n2 = shape[1], shape[2]
-    block = max(1, _CHAIN_BLOCK // n2)
-    temp = (np.empty(block * n2, np.float32), np.empty(block * n2, np.float32))
-    g = np.zeros((3, 3), np.int64)
-    sh = np.ones(3, np.int64)
-    sh[2] = n2
-    nan = False
-    t = lo
-    while t < hi:
-        i, j = t // n1, t % n1
-        rows = min(block, n1 - j, hi - t)
-        sh[1] = rows
-        cur, c0, c2 = bufs[0], geo[0, 0] + i * geo[0, 1] + j * geo[0, 2], geo[0, 2]
-        for o in range(ops.shape[0]):
-            kind, code, src, dst, per_row = ops[o, 0], ops[o, 1], ops[o, 2], ops[o, 3], ops[o, 4]
-            if dst >= 0:
-                res, r0, r2 = bufs[dst], geo[dst, 0] + i * geo[dst, 1] + j * geo[dst, 2], geo[dst, 2]
-            else:
-                res, r0, r2 = temp[o % 2], 0, n2
-            if kind == CHAIN_RELU:
-                g[0, 0], g[0, 2], g[1, 0], g[1, 2] = c0, c2, r0, r2
-                relu_float(cur, res, sh, g)
-            else:
-                s0, s2 = geo[src, 0] + i * geo[src, 1] + j * geo[src, 2], geo[src, 2]
-                if kind == CHAIN_LEFT:
-                    a, b = cur, bufs[src]
-                    g[0, 0], g[0, 2], g[1, 0], g[1, 2] = c0, c2, s0, s2
-                else:
-                    a, b = bufs[src], cur
-                    g[0, 0], g[0, 2], g[1, 0], g[1, 2] = s0, s2, c0, c2
-                g[2, 0], g[2, 2] = r0, r2
-                if per_row:
-                    nan |= binary_float_per_row(code, a, b, res, sh, g)
-                else:
-                    nan |= binary_float(code, a, b, res, sh, g)
-            cur, c0, c2 = res, r0, r2
-        if nan:
-            return True
-        t += rows
-    return nan
+    ``binary_float_per_row``, ``relu_float``), so the bits are numpy's; no cast."""
+    n = max(1, _CHAIN_BLOCK // shape[2]) * shape[2]
+    temp = (np.empty(n, np.float32), np.empty(n, np.float32))
+    return _chain(bufs, ops, geo, shape, lo, hi, temp)
