@@ -309,6 +309,9 @@ class _Copy(Codelet):
     kind = "MultiVertex"
     inputs = ("in",)
     outputs = ("out",)
+    # out[i] = in[i]: walked in out's storage order where the two have one shape (align_positionwise),
+    # and a copy out of a concatenation in its parts (BatchPlan.pieces); else whole, reshaped
+    positionwise = True
 
     def type_name(self, dtypes: Mapping[str, np.dtype]) -> str:
         a, b = dtypes["in"].name, dtypes["out"].name

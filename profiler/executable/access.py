@@ -51,6 +51,9 @@ class Access:
             return
         t = t._explicit()
         single = t.single_variable()
+        if single is None and isinstance(t._var, np.ndarray) and t._var.size:  # one variable's elements
+            v = t._var.reshape(-1)  # held as an id each (a slice of a concatenation): read as that one
+            single = int(v[0]) if (v == v[0]).all() else None
         self.strided = None
         self.flat_shape = self.shape
         if single is not None:
