@@ -434,7 +434,7 @@ class Engine:
         if items is None:
             items = list(block.acting)
             if self.replicas == 1 and not self.options.execute_vertices:
-                items = group_steps(block.acting, self._release, self._unzeroed, False)
+                items = group_steps(block.acting, self._release, self._unzeroed)
             self._chains[id(block)] = items
         return items
 
@@ -469,11 +469,7 @@ class Engine:
                 old = state[v] if state[v].size == var.numel else self._values.zeros(var.numel, var.dtype, False)
                 state[v] = spares[k]
                 self._spares.setdefault((old.dtype, old.size), []).append(old)
-            for cache in self._read_caches:
-                cache.written(node.writes)
-            for u in self._release.get(node.step, ()):
-                self._values.drop(state[u])
-                state[u] = np.zeros(0, dtype=variables[u].dtype)
+            self._after_step(node)
         return True
 
     def _spare(self, n: int, dtype: np.dtype) -> np.ndarray:
@@ -525,13 +521,18 @@ class Engine:
             self._act(node.action)
         if isinstance(node.action, AllReduceAction):  # across replicas: once, over every state
             node.action.run(self._states)
+        self._after_step(node)
+        self._state, self._replica = self._states[self.profiled_replica], self.profiled_replica
+
+    def _after_step(self, node: Step) -> None:
+        """A step's values done: the reads cached of what it wrote dropped, and the values no later
+        step reads handed back (``ValuePool``)."""
         for cache in self._read_caches:
             cache.written(node.writes)
         for state in self._states:
             for v in self._release.get(node.step, ()):
                 self._values.drop(state[v])
-                state[v] = np.zeros(0, dtype=variables[v].dtype)
-        self._state, self._replica = self._states[self.profiled_replica], self.profiled_replica
+                state[v] = np.zeros(0, dtype=self.graph.variables[v].dtype)
 
     def _time_steps(self, steps: np.ndarray) -> None:
         """Advance the IPUs' clocks over consecutive program steps (``steps``, their indices in the

@@ -1,4 +1,4 @@
-"""A block's consecutive elementwise steps on half, grouped into chains the engine runs in one pass.
+"""A block's consecutive elementwise steps, grouped into chains the engine runs in one pass.
 
 ``profiler.executable.elementwise_chains`` says which consecutive steps make a chain and how its pass walks
 them; this module groups a block's acting steps and runs a chain's pass on the run's threads. The
@@ -54,12 +54,11 @@ def group_steps(
     acting: Sequence[Step],
     release: Mapping[int, Sequence[int]],
     filled: Mapping[int, set[int] | frozenset[int]],
-    execute_vertices: bool,
 ) -> list[Step | ChainedSteps]:
     """``acting`` (a block's steps with an action, in order) with each chain of two or more steps
     as one ``ChainedSteps``. ``release``: the variables dropped after each step; ``filled``: those
     a step writes every element of (a chained step's result must be one: its spare array holds
-    nothing else)."""
+    nothing else). For the engine's kernels' batches (not with ``tilescope.executeVertices``)."""
     out: list[Step | ChainedSteps] = []
     nodes: list[Step] = []
     batches: list[BatchPlan] = []
@@ -79,7 +78,7 @@ def group_steps(
             out.extend(nodes)
 
     for node in acting:
-        b = _half_batch(node, filled, execute_vertices)
+        b = _chain_batch(node, filled)
         if b is not None and nodes:
             longer = chain_of([*batches, b])
             if longer is not None:
@@ -95,16 +94,14 @@ def group_steps(
     return out
 
 
-def _half_batch(
-    node: Step, filled: Mapping[int, set[int] | frozenset[int]], execute_vertices: bool
-) -> BatchPlan | None:
+def _chain_batch(node: Step, filled: Mapping[int, set[int] | frozenset[int]]) -> BatchPlan | None:
     """The step's one batch where it can run in a chain (``elementwise_chains.step_kind``) and fills its
     result, else None."""
     action = node.action
     if not isinstance(action, actions.Execute):
         return None
     plan = action.plan
-    batches = plan.batches if plan.kernel is None or execute_vertices else plan.kernel
+    batches = plan.batches if plan.kernel is None else plan.kernel
     if len(batches) != 1:
         return None
     b = batches[0]

@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from profiler.executable.convert import kernels
-from profiler.executable.half_maps import _LONG_ROW, LOOPS, _geometry, _in_order, _strided
-from profiler.executable.strided import strided_view
+from profiler.executable.half_maps import LOOPS, _geometry, _in_order, _strided, join_rows, repeated_rows
 
 if TYPE_CHECKING:
     from profiler.executable.access import Access
@@ -64,11 +63,9 @@ class Chain:
         repeated where joined; ``keep(read index, make)``: the repeated rows kept while their
         variable is unwritten."""
         for x, o, s0, distinct, n2, r in self.repeated:
-            size = reads[x].itemsize
-            row = strided_view(reads[x], o, (distinct, n2), (s0 * size, size))
 
-            def make(row: np.ndarray = row, r: int = r) -> np.ndarray:
-                return np.tile(row, (1, r)).reshape(-1)
+            def make(buffer: np.ndarray = reads[x], at: tuple[int, ...] = (o, s0, distinct, n2, r)) -> np.ndarray:
+                return repeated_rows(buffer, *at)
 
             reads[x] = make() if keep is None else keep(x, make)
         return reads
@@ -201,22 +198,11 @@ def chain_of(batches: list[BatchPlan]) -> Chain | None:
     table = np.array(ops, np.int64)
     table[:, 3] = len(reads) + np.arange(len(ops))  # each step's result buffer follows the reads
     geo = read_geo + result_geo
-    # short rows (a layout's channel groups of 8 or 16) joined r at a time where every buffer lays
-    # its rows out one after the other or repeats one row, as half_maps joins a step's rows: the
-    # pass's per-row work stays small beside its elements (rows of 8: ~18 ns an element)
-    r = 1
-    if not table[:, 4].any() and all(g[2] in (n2, 0) for g in geo):
-        while r * n2 < _LONG_ROW and n1 % (2 * r) == 0:
-            r *= 2
-    repeated = []
-    if r > 1:
-        for x, (o, s0, s1) in enumerate(geo):
-            if s1 == n2:
-                geo[x] = (o, s0, r * n2)
-            else:
-                repeated.append((x, o, s0, n0 if s0 else 1, n2, r))
-                geo[x] = (0, r * n2 if s0 else 0, 0)
-        common = (n0, n1 // r, r * n2)
+    # short rows (a layout's channel groups of 8 or 16) joined as half_maps joins a step's rows:
+    # the pass's per-row work stays small beside its elements (rows of 8: ~18 ns an element)
+    repeated: tuple[tuple[int, int, int, int, int, int], ...] = ()
+    if not table[:, 4].any():  # no operand one element per row
+        common, geo, repeated = join_rows(common, geo)
     return Chain(
         dtype,
         tuple(reads),
@@ -224,5 +210,5 @@ def chain_of(batches: list[BatchPlan]) -> Chain | None:
         np.array(common, np.int64),
         np.array(geo, np.int64),
         table,
-        tuple(repeated),
+        repeated,
     )

@@ -92,10 +92,8 @@ def run_rows(b: BatchPlan, state: list[np.ndarray], rows: slice) -> bool:
     half = accs[0].dtype == _HALF
     buffers = [state[_strided(a)[0]] for a in accs]
     buffers = [x.view(np.uint16) for x in buffers] if half else buffers
-    size = buffers[0].itemsize
     for x, o, s0, distinct, n2, r in plan.repeated:  # a broadcast operand's rows, r times each
-        row = strided_view(buffers[x], o, (distinct, n2), (s0 * size, size))
-        buffers[x] = np.tile(row, (1, r)).reshape(-1)
+        buffers[x] = repeated_rows(buffers[x], o, s0, distinct, n2, r)
     op = b.codelet.half_op
     assert op is not None, "run_rows runs a batch runs_on_halves took"
     name, code = LOOPS[op]
@@ -123,24 +121,44 @@ class _RowsPlan:
         shape, strides, offsets = _geometry(accs, rows)
         shape = (1,) * (3 - len(shape)) + shape
         strides = [(0,) * (3 - len(st)) + st for st in strides]
-        n0, n1, n2 = shape
-        # short rows joined r at a time where every array lays its rows out one after the other or
-        # repeats one row (a broadcast operand, copied r times into a new buffer)
-        r = 1
-        if all(st[1] in (n2, 0) and st[2] == 1 for st in strides):
-            while r * n2 < _LONG_ROW and n1 % (2 * r) == 0:
-                r *= 2
-        if r == 1:
-            geo = [(o, st[0], st[1]) for o, st in zip(offsets, strides, strict=True)]
-            return _RowsPlan(np.array(shape, np.int64), np.array(geo, np.int64), (), strides[1][2] == 0)
-        geo, repeated = [], []
-        for x, (o, st) in enumerate(zip(offsets, strides, strict=True)):
-            if st[1] == n2:
-                geo.append((o, st[0], r * n2))
-            else:
-                repeated.append((x, o, st[0], n0 if st[0] else 1, n2, r))
-                geo.append((0, r * n2 if st[0] else 0, 0))
-        return _RowsPlan(np.array((n0, n1 // r, r * n2), np.int64), np.array(geo, np.int64), tuple(repeated))
+        geo = [(o, st[0], st[1]) for o, st in zip(offsets, strides, strict=True)]
+        repeated: tuple[tuple[int, int, int, int, int, int], ...] = ()
+        if all(st[2] == 1 for st in strides):  # no operand one element per row
+            shape, geo, repeated = join_rows(shape, geo)
+        return _RowsPlan(np.array(shape, np.int64), np.array(geo, np.int64), repeated, strides[1][2] == 0)
+
+
+def join_rows(
+    shape: tuple[int, ...], geo: list[tuple[int, int, int]]
+) -> tuple[tuple[int, ...], list[tuple[int, int, int]], tuple[tuple[int, int, int, int, int, int], ...]]:
+    """A 3-d walk's short rows joined r at a time where every array (geometry ``(offset, stride 0,
+    stride 1)``) lays its rows out one after the other or repeats one row (a broadcast operand,
+    copied r times into a new buffer: ``repeated_rows``): the walk's shape, the arrays' geometry
+    over it and the repeated ones (array, offset, stride 0, distinct rows, row length, times); as
+    given when no join applies."""
+    n0, n1, n2 = shape
+    r = 1
+    if all(s1 in (n2, 0) for _, _, s1 in geo):
+        while r * n2 < _LONG_ROW and n1 % (2 * r) == 0:
+            r *= 2
+    if r == 1:
+        return shape, geo, ()
+    joined, repeated = [], []
+    for x, (o, s0, s1) in enumerate(geo):
+        if s1 == n2:
+            joined.append((o, s0, r * n2))
+        else:
+            repeated.append((x, o, s0, n0 if s0 else 1, n2, r))
+            joined.append((0, r * n2 if s0 else 0, 0))
+    return (n0, n1 // r, r * n2), joined, tuple(repeated)
+
+
+def repeated_rows(buffer: np.ndarray, offset: int, s0: int, distinct: int, n: int, times: int) -> np.ndarray:
+    """``distinct`` rows of ``n`` elements of a flat buffer (from ``offset``, ``s0`` apart), each
+    repeated ``times`` along itself (``join_rows``' repeated arrays)."""
+    size = buffer.itemsize
+    row = strided_view(buffer, offset, (distinct, n), (s0 * size, size))
+    return np.tile(row, (1, times)).reshape(-1)
 
 
 def _in_order(b: BatchPlan) -> list[Access]:
