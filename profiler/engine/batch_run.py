@@ -148,7 +148,97 @@ def _run_rows(b: BatchPlan, state: list[np.ndarray], rows: slice | None, cache: 
         b.fields[f].scatter(state, out[f], rows)
 
 
-def _run_in_row_parts(b: BatchPlan, state: list[np.ndarray], cache: ReadCache | None) -> bool:
+def run_product_in_parts(
+    b: BatchPlan,
+    state: list[np.ndarray],
+    cache: ReadCache | None,
+    rows_done: Callable[[int, int], None],
+    groups_done: Callable[[int, int], None],
+) -> bool:
+    """Run a product batch (a codelet with a ``rows_field``) split over the run's threads as
+    ``run_batch`` would: in parts of rows (``_run_in_row_parts``), calling ``rows_done(first, end)``
+    on each part's thread once its rows ``first`` to ``end`` of the result are written; or, a
+    product of few rows, in parts of its channel groups (``_run_in_column_parts``), calling
+    ``groups_done(first, end)`` alike. (The next step's chain over them while they are in cache:
+    ``Engine._act_product_chain``.) False (nothing done) where the batch is not split so."""
+    if b.pieces or b.aligned_rows or b.codelet.rows_field is None:
+        return False
+    return _run_in_row_parts(b, state, cache, rows_done) or _run_in_column_parts(b, state, cache, groups_done)
+
+
+def _run_in_column_parts(
+    b: BatchPlan, state: list[np.ndarray], cache: ReadCache | None, groups_done: Callable[[int, int], None]
+) -> bool:
+    """A product of few rows (``blas.split_columns``) whose result is held row-major ``[m, n]`` or
+    in channel groups ``[n/g, m, g]``: its columns split over the run's threads by whole groups,
+    each part multiplying, writing its groups of the result (its own planes) and calling
+    ``groups_done``. The bits are ``blas.matmul``'s (its column split computes each element alike).
+    False (nothing done) where this does not apply."""
+    c = b.codelet
+    rf = c.rows_field
+    operands = _product_operands(c)
+    if rf is None or len(operands) != 1 or len(c.outputs) != 1 or c.inouts or c.reads_outputs:
+        return False
+    if b.params and (b.params.get("log2_scale") or b.params.get("out_group")):
+        return False  # as MatMulPartial.run_batch: a plain product into a result of its own shape
+    if parallel.threads() < 2 or not blas.held_to_one_thread():
+        return False
+    out = b.fields[c.outputs[0]]
+    shape = grouped_result(out)
+    if shape is None:
+        return False
+    m, groups, g = shape
+    n = groups * g
+    fields, reads = b.fields, b.reads
+    k = fields[rf].shape[-1]
+    acc_type = reads[rf]  # the product's accumulation type (MatMulPartial.read_dtypes)
+    if m * k * n < blas.SPLIT_MACS or not blas.split_columns(m, n) or groups < 2 or acc_type.kind != "f":
+        return False
+    if math.prod(fields[rf].shape) != m * k or reads[operands[0]] != acc_type:
+        return False
+    values = {}
+    for f in (rf, operands[0]):
+        acc = fields[f]
+        values[f] = (
+            cache.read(acc, state, reads[f], contiguous=f in operands)
+            if cache is not None and (acc.dtype != reads[f] or acc.copies or f in operands)
+            else acc.gather(state, reads[f])
+        )
+    a = values[rf].reshape(m, k)
+    w = values[operands[0]].reshape(k, n)
+    product = scratch.buffer("product", (m, n), acc_type)
+    result = out.view(state, writeable=True)[0].reshape(m, groups, g)
+
+    def part(sl: slice) -> None:
+        lo, hi, _ = sl.indices(groups)
+        cols = slice(lo * g, hi * g)
+        np.matmul(a, w[:, cols], out=product[:, cols])
+        store(result[:, lo:hi], product[:, cols].reshape(m, hi - lo, g))
+        groups_done(lo, hi)
+
+    parallel.in_row_chunks(part, groups, groups, max(1, groups // parallel.threads()))
+    return True
+
+
+def grouped_result(out: Access) -> tuple[int, int, int] | None:
+    """(m, n/g, g) of a product's result held row-major ``[1, m, n]`` (g = n) or channel-grouped
+    ``[n/g, m, g]`` in its variable from its start, else None."""
+    if out.strided is None or out.window is not None:
+        return None
+    _, offset, strides, one_to_one = out.strided
+    size, fs = out.dtype.itemsize, out.flat_shape
+    if offset != 0 or not one_to_one:
+        return None
+    if len(fs) == 3 and fs[0] == 1 and tuple(strides[1:]) == (fs[2] * size, size):
+        return fs[1], 1, fs[2]
+    if len(fs) == 4 and fs[0] == 1 and tuple(strides[1:]) == (fs[3] * size, fs[1] * fs[3] * size, size):
+        return fs[1], fs[2], fs[3]
+    return None
+
+
+def _run_in_row_parts(
+    b: BatchPlan, state: list[np.ndarray], cache: ReadCache | None, after: Callable[[int, int], None] | None = None
+) -> bool:
     """Run a batch whose outputs' rows follow its ``rows_field`` (a convolution's im2col product) in
     parts of rows, one per run thread: each part copies its rows of the columns (converted), takes
     their product and writes it into the result on its own thread, while the part is in its cache,
@@ -205,6 +295,8 @@ def _run_in_row_parts(b: BatchPlan, state: list[np.ndarray], cache: ReadCache | 
         got = c.run_batch(values, b.params)[c.outputs[0]]
         dst = result[lo * per : hi * per]
         store(dst, np.asarray(got).reshape(dst.shape))
+        if after is not None:
+            after(lo * per, hi * per)
 
     size = win.shape[lead]
     # a part per thread (a chunk of size // threads makes as many: 7 rows over 2 threads are 3 + 4)

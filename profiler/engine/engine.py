@@ -36,8 +36,16 @@ from profiler.compiler.liveness import Liveness, analyse
 from profiler.compiler.memory import MemoryLayout, place
 from profiler.compiler.pace import with_work
 from profiler.compiler.tile_span import per_ipu_table
-from profiler.engine.batch_run import ReadCache, run_batch
-from profiler.engine.step_chains import ChainedSteps, group_steps, run_chain, unwritten
+from profiler.engine.batch_run import ReadCache, run_batch, run_product_in_parts
+from profiler.engine.step_chains import (
+    ChainedSteps,
+    ProductThenChain,
+    group_steps,
+    pair_products,
+    run_chain,
+    run_chain_span,
+    unwritten,
+)
 from profiler.executable import actions
 from profiler.executable.access import Access
 from profiler.host import blas, scratch
@@ -117,7 +125,8 @@ class Engine:
         self._needs: dict[int, list[int]] = {}  # step -> variables it touches (see _plan_host_values)
         self._release: dict[int, list[int]] = {}  # step -> variables whose values are dropped after it
         self._values = ValuePool()  # dropped values, handed to the next variable of their type and size
-        self._chains: dict[int, list[Step | ChainedSteps]] = {}  # by block: its steps, chains grouped
+        # by block: its steps, chains grouped, a product and the chain over its result paired
+        self._chains: dict[int, list[Step | ChainedSteps | ProductThenChain]] = {}
         # arrays chains write results into, by type and size
         self._spares: dict[tuple[np.dtype, int], list[np.ndarray]] = {}
         self._dropped: set[int] = set()
@@ -419,29 +428,88 @@ class Engine:
         depend on the values, nor the values on the clocks)."""
         if not self.compile_only:
             for item in self._chained(block):
-                if isinstance(item, ChainedSteps):
-                    if not self._act_chain(item):  # a NaN: the steps one by one, for numpy's NaN bits
-                        for node in item.nodes:
-                            self._act_step(node)
+                if isinstance(item, ProductThenChain):
+                    self._act_product_chain(item)
+                elif isinstance(item, ChainedSteps):
+                    self._act_chain_or_steps(item)
                 else:
                     self._act_step(item)
         self._time_steps(block.steps)
 
-    def _chained(self, block: _StepBlock) -> list[Step | ChainedSteps]:
-        """The block's acting steps with its chains of elementwise steps grouped (worked out once;
-        one replica only: replicas' states would each need the bookkeeping)."""
+    def _chained(self, block: _StepBlock) -> list[Step | ChainedSteps | ProductThenChain]:
+        """The block's acting steps with its chains of elementwise steps grouped, and each product
+        followed by a chain over its result paired with it (worked out once; one replica only:
+        replicas' states would each need the bookkeeping)."""
         items = self._chains.get(id(block))
         if items is None:
             items = list(block.acting)
             if self.replicas == 1 and not self.options.execute_vertices:
-                items = group_steps(block.acting, self._release, self._unzeroed)
+                items = pair_products(group_steps(block.acting, self._release, self._unzeroed))
             self._chains[id(block)] = items
         return items
+
+    def _act_chain_or_steps(self, item: ChainedSteps) -> None:
+        if not self._act_chain(item):  # a NaN: the steps one by one, for numpy's NaN bits
+            for node in item.nodes:
+                self._act_step(node)
 
     def _act_chain(self, item: ChainedSteps) -> bool:
         """Run a chain's steps in one pass (``profiler.engine.step_chains``), each step's values made,
         cached reads invalidated and values dropped in the steps' order; False (nothing changed) at a
         NaN."""
+        buffers, spares = self._chain_buffers(item)
+        if not run_chain(item, buffers):
+            self._chain_undone(item, spares)
+            return False
+        self._chain_done(item, spares)
+        return True
+
+    def _act_product_chain(self, item: ProductThenChain) -> None:
+        """A product and the chain over its result (``step_chains.ProductThenChain``): each part of
+        the product, once its rows (or channel groups) are written, runs the chain over them on its
+        thread; rows of the chain's walk that straddle two parts' rows run after. Where the product
+        does not run in parts or a value is NaN, the chain runs after the product as on its own."""
+        node, chained, r = item.product, item.chained, item.rows_per_chain_row
+        assert isinstance(node.action, actions.Execute), "a paired product is an Execute step"
+        state, variables = self._states[0], self.graph.variables
+        unzeroed = self._unzeroed.get(node.step, ())
+        for v in self._needs.get(node.step, ()):  # the product's values, made as _act_step makes them
+            if state[v].size != variables[v].numel:
+                state[v] = self._values.zeros(variables[v].numel, variables[v].dtype, v not in unzeroed)
+        buffers, spares = self._chain_buffers(chained)
+        rows, n1 = chained.chain.rows, int(chained.chain.shape[1])
+        done: list[tuple[bool, int, int]] = []  # per part: no NaN, and the walk's second-dim span it ran
+
+        def rows_done(first: int, end: int) -> None:  # the walk's rows wholly within the part's
+            lo, hi = -(-first // r), end // r
+            done.append((lo >= hi or run_chain_span(chained, buffers, 0, rows, lo, hi), lo, max(lo, hi)))
+
+        def groups_done(first: int, end: int) -> None:  # every walk row of the part's groups
+            done.append((run_chain_span(chained, buffers, first * n1, end * n1, 0, n1), 0, n1))
+
+        plan = node.action.plan
+        (b,) = plan.batches if plan.kernel is None else plan.kernel
+        self._state, self._replica = state, 0
+        if not run_product_in_parts(b, state, self._read_caches[0], rows_done, groups_done):
+            run_batch(b, state, self._read_caches[0])
+        self._after_step(node)
+        ok = bool(done) and all(d[0] for d in done)
+        at = 0
+        for _, lo, hi in sorted(done, key=lambda d: d[1]):  # the rows between the parts' spans
+            if ok and lo > at:
+                ok = run_chain_span(chained, buffers, 0, rows, at, lo)
+            at = max(at, hi)
+        if ok and at < n1:
+            ok = run_chain_span(chained, buffers, 0, rows, at, n1)
+        if ok:
+            self._chain_done(chained, spares)
+        else:
+            self._chain_undone(chained, spares)
+            self._act_chain_or_steps(chained)
+
+    def _chain_buffers(self, item: ChainedSteps) -> tuple[tuple[np.ndarray, ...], list[np.ndarray]]:
+        """A chain's pass's buffers (its reads, made at their first use as _act_step makes them,
+        then a result buffer per step) and the spare arrays its written results go into."""
         state, variables, chain = self._states[0], self.graph.variables, item.chain
         for v in chain.reads:  # the chain's operands, made at their first use as _act_step makes them
             if state[v].size != variables[v].numel:
@@ -456,12 +524,18 @@ class Engine:
             [state[v].view(bits) for v in chain.reads],
             lambda x, make: cache.kept(chain.reads[x], ("repeated", id(chain), x), make),
         )
-        buffers = tuple(reads) + tuple(s.view(bits) for s in spares)
-        if not run_chain(item, buffers):
-            for s, kept in zip(spares, item.stored, strict=True):
-                if kept:
-                    self._spares.setdefault((s.dtype, s.size), []).append(s)
-            return False
+        return tuple(reads) + tuple(s.view(bits) for s in spares), spares
+
+    def _chain_undone(self, item: ChainedSteps, spares: list[np.ndarray]) -> None:
+        """A chain's spare arrays kept for the next (its pass stopped at a NaN or did not run)."""
+        for s, kept in zip(spares, item.stored, strict=True):
+            if kept:
+                self._spares.setdefault((s.dtype, s.size), []).append(s)
+
+    def _chain_done(self, item: ChainedSteps, spares: list[np.ndarray]) -> None:
+        """A chain's pass done: each step's written result (its spare) becomes its variable's value,
+        and each step's bookkeeping in order."""
+        state, variables, chain = self._states[0], self.graph.variables, item.chain
         for k, node in enumerate(item.nodes):
             v = chain.results[k]
             if item.stored[k]:  # the spare becomes the value; the array it replaces, the next spare
@@ -470,7 +544,6 @@ class Engine:
                 state[v] = spares[k]
                 self._spares.setdefault((old.dtype, old.size), []).append(old)
             self._after_step(node)
-        return True
 
     def _spare(self, n: int, dtype: np.dtype) -> np.ndarray:
         """An array of ``n`` of ``dtype`` a chain writes a result into (``_act_chain``)."""

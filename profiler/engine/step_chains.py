@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from profiler.engine.batch_run import grouped_result
 from profiler.executable import actions
 from profiler.executable.convert import kernels
 from profiler.executable.elementwise_chains import Chain, chain_of, step_kind
@@ -119,13 +120,85 @@ def run_chain(steps: ChainedSteps, buffers: tuple[np.ndarray, ...]) -> bool:
     loop = kernels().chain_half if chain.dtype == np.float16 else kernels().chain_float
     nan: list[bool] = []
     n = chain.elements
+    n1 = int(chain.shape[1])
     parallel.in_row_chunks(
-        lambda rows: nan.append(loop(buffers, steps.table, chain.geo, chain.shape, rows.start, rows.stop)),
+        lambda rows: nan.append(loop(buffers, steps.table, chain.geo, chain.shape, rows.start, rows.stop, 0, n1)),
         chain.rows,
         n,
         max(CHAIN_PART_ELEMENTS, n // parallel.threads()),
     )
     return not any(nan)
+
+
+@dataclass(frozen=True, eq=False)
+class ProductThenChain:
+    """A product step (a convolution's im2col matmul) and the chain that reads its result next (the
+    batch norm after it): each of the product's parts of rows runs the chain over those rows on
+    its own thread right after writing them (``Engine._act_product_chain``), while they are in
+    cache, rather than the chain making its own pass over the whole result from memory.
+    ``rows_per_chain_row``: the product's rows in one row of the chain's walk (its rows of a
+    channel group joined, ``elementwise_chains``)."""
+
+    product: Step
+    chained: ChainedSteps
+    rows_per_chain_row: int
+
+
+def pair_products(items: list[Step | ChainedSteps]) -> list[Step | ChainedSteps | ProductThenChain]:
+    """``items`` (``group_steps``'s) with each product step followed by a chain over its result
+    (``chain_rows_of_product``) paired as one ``ProductThenChain``."""
+    out: list[Step | ChainedSteps | ProductThenChain] = []
+    for item in items:
+        prev = out[-1] if out else None
+        if (
+            isinstance(item, ChainedSteps)
+            and prev is not None
+            and not isinstance(prev, (ChainedSteps, ProductThenChain))
+        ):
+            r = chain_rows_of_product(prev, item.chain)
+            if r:
+                out[-1] = ProductThenChain(prev, item, r)
+                continue
+        out.append(item)
+    return out
+
+
+def chain_rows_of_product(node: Step, chain: Chain) -> int | None:
+    """The product's rows per row of ``chain``'s walk where ``node`` is a product step (one batch
+    of a codelet with a ``rows_field``) whose result the chain reads first (buffer 0) in a walk of
+    whole rows of it: its result ``[1, m, n]`` held row-major, or channel-grouped ``[n/g, m, g]``
+    (PopLibs' partials), the walk's first dim over the channel groups and each walk row ``r``
+    product rows of one group. None otherwise."""
+    action = node.action
+    if not isinstance(action, actions.Execute):
+        return None
+    plan = action.plan
+    batches = plan.batches if plan.kernel is None else plan.kernel
+    if len(batches) != 1:
+        return None
+    b = batches[0]
+    c = b.codelet
+    if c.rows_field is None or len(c.outputs) != 1 or b.pieces or b.aligned_rows:
+        return None
+    out = b.fields[c.outputs[0]]
+    held = grouped_result(out)
+    if held is None or out.variable != chain.reads[0]:
+        return None
+    m, groups, g = held
+    n0, n1, n2 = (int(x) for x in chain.shape)
+    o0, s0, s1 = (int(x) for x in chain.geo[0])
+    if o0 != 0 or s1 != n2 or (n0 > 1 and s0 != n1 * n2) or n0 != groups or n1 * n2 != m * g or n2 % g:
+        return None
+    return n2 // g
+
+
+def run_chain_span(steps: ChainedSteps, buffers: tuple[np.ndarray, ...], lo: int, hi: int, jlo: int, jhi: int) -> bool:
+    """The chain's pass over rows ``lo`` to ``hi`` of its walk (``Chain.rows``) whose second index
+    lies in ``[jlo, jhi)`` (a product's part: its rows in every channel group, or its groups: a
+    ``ProductThenChain``), on this thread. False where a value is NaN (as ``run_chain``)."""
+    chain = steps.chain
+    loop = kernels().chain_half if chain.dtype == np.float16 else kernels().chain_float
+    return not loop(buffers, steps.table, chain.geo, chain.shape, lo, hi, jlo, jhi)
 
 
 def unwritten(dtype: np.dtype) -> np.ndarray:

@@ -384,25 +384,55 @@ def _chain(bufs, ops, geo, shape, lo, hi, temp):
     return nan
 
 
+@njit(nogil=True, error_model="numpy")
+def _chain_span(bufs, ops, geo, shape, lo, hi, jlo, jhi, temp):
+    """``_chain`` over rows ``lo`` to ``hi`` of the walk, only those whose second index lies in
+    ``[jlo, jhi)``: with ``jlo, jhi`` of ``0, shape[1]`` every row."""
+    n1 = shape[1]
+    if jlo == 0 and jhi == n1:
+        return _chain(bufs, ops, geo, shape, lo, hi, temp)
+    for i in range(lo // n1, (hi + n1 - 1) // n1):
+        a, b = max(lo, i * n1 + jlo), min(hi, i * n1 + jhi)
+        if a < b and _chain(bufs, ops, geo, shape, a, b, temp):
+            return True
+    return False
+
+
 @njit(nogil=True, cache=True, error_model="numpy")
 def chain_half(
-    bufs: tuple[np.ndarray, ...], ops: np.ndarray, geo: np.ndarray, shape: np.ndarray, lo: int, hi: int
+    bufs: tuple[np.ndarray, ...],
+    ops: np.ndarray,
+    geo: np.ndarray,
+    shape: np.ndarray,
+    lo: int,
+    hi: int,
+    jlo: int,
+    jhi: int,
 ) -> bool:
-    """Rows ``lo`` to ``hi`` (of ``shape[0] * shape[1]``) of a chain of half ops over the flat
-    half-bit buffers ``bufs`` (a tuple; geometry rows as ``binary_half``'s). Stops and returns True
-    at the first block with a NaN result: the caller then runs the steps the general way, whose NaN
-    bits follow numpy's rule."""
+    """Rows ``lo`` to ``hi`` (of ``shape[0] * shape[1]``) whose second index lies in ``[jlo, jhi)``
+    (``0, shape[1]``: all of them; a product's rows in every channel plane,
+    ``profiler.engine.step_chains.run_chain_span``) of a chain of half ops over the flat half-bit
+    buffers ``bufs`` (a tuple; geometry rows as ``binary_half``'s). Stops and returns True at the
+    first block with a NaN result: the caller then runs the steps the general way, whose NaN bits
+    follow numpy's rule."""
     n = max(1, _CHAIN_BLOCK // shape[2]) * shape[2]
     temp = (np.empty(n, np.uint16), np.empty(n, np.uint16))
-    return _chain(bufs, ops, geo, shape, lo, hi, temp)
+    return _chain_span(bufs, ops, geo, shape, lo, hi, jlo, jhi, temp)
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
 def chain_float(
-    bufs: tuple[np.ndarray, ...], ops: np.ndarray, geo: np.ndarray, shape: np.ndarray, lo: int, hi: int
+    bufs: tuple[np.ndarray, ...],
+    ops: np.ndarray,
+    geo: np.ndarray,
+    shape: np.ndarray,
+    lo: int,
+    hi: int,
+    jlo: int,
+    jhi: int,
 ) -> bool:
     """``chain_half`` over float32 buffers: each op by its own step's loop (``binary_float``,
     ``binary_float_per_row``, ``relu_float``), so the bits are numpy's; no cast."""
     n = max(1, _CHAIN_BLOCK // shape[2]) * shape[2]
     temp = (np.empty(n, np.float32), np.empty(n, np.float32))
-    return _chain(bufs, ops, geo, shape, lo, hi, temp)
+    return _chain_span(bufs, ops, geo, shape, lo, hi, jlo, jhi, temp)
