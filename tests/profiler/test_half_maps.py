@@ -45,6 +45,7 @@ def _run(shapes: list[tuple[int, ...]], build, values: list[np.ndarray], dtype: 
 LAYOUTS = {
     "same-shape": ([(6, 40, 16), (6, 40, 16)], True),
     "per-channel, short rows joined": ([(6, 40, 16), (16,)], True),  # a 16-element row repeated
+    "per-channel, odd rows joined": ([(3, 49, 8), (8,)], True),  # 147 rows of 8: joined 21 at a time
     "per-row": ([(6, 40, 16), (6, 40, 1)], True),  # the second operand one element per row
     "per-row first": ([(6, 40, 1), (6, 40, 16)], False),  # the first operand's last dim broadcast: general path
     "transposed": ([(16, 40, 6), (6, 40, 16)], False),  # not walked contiguously alike: general path
@@ -142,3 +143,16 @@ def test_in_place_ops_keep_the_general_path() -> None:
     assert np.array_equal(got, (f * f).astype(np.float16)) and not any(b.on_halves for b in batches)
     got, batches = _run([v.shape, v.shape], in_place, [f, f], "float")
     assert np.array_equal(got, f * f) and not any(b.on_halves for b in batches)
+
+
+def test_short_rows_are_joined_by_the_fewest_that_divide_the_walk_and_make_a_long_row() -> None:
+    from profiler.executable.half_maps import _LONG_ROW, join_rows
+
+    # a 7x7 image's 49 rows of a channel group of 8 (one plane a walk row), a per-channel operand repeated
+    shape, geo, repeated = join_rows((4, 49, 8), [(0, 392, 8), (0, 8, 0), (0, 392, 8)])
+    assert shape == (4, 1, 392) and geo == [(0, 392, 392), (0, 392, 0), (0, 392, 392)]
+    assert repeated == ((1, 0, 8, 4, 8, 49),)
+    # 196 rows of 8: 28 of them (224 elements), where doubling stopped at 4 (196 = 4 x 49)
+    assert join_rows((2, 196, 8), [(0, 1568, 8)])[0] == (2, 7, 224)
+    assert join_rows((1, 64, 16), [(0, 0, 16)])[0] == (1, 8, _LONG_ROW)  # powers of two as before
+    assert join_rows((1, 5, 200), [(0, 0, 200)])[0] == (1, 5, 200)  # long rows as they are
