@@ -20,7 +20,7 @@ from __future__ import annotations
 import atexit
 import itertools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -268,6 +268,11 @@ class Engine:
         }  # fmt: skip
         self._needs = {k: sorted(v) for k, v in needs.items()}
         self._release = release
+        # each variable's element count and its values' empty stand-in (one per type) once dropped:
+        # looked up at every step of a run (a Variable's numel is a property, np.zeros a call)
+        self._numel = [var.numel for var in self.graph.variables]
+        empty = {dt: np.zeros(0, dt) for dt in {var.dtype for var in self.graph.variables}}
+        self._empty = [empty[var.dtype] for var in self.graph.variables]
         self._dropped = {v for vs in release.values() for v in vs}  # made on first use
         # nor is a value no running step touches (e.g. partials only stages deferring to a kernel write)
         self._dropped |= {
@@ -471,11 +476,8 @@ class Engine:
         does not run in parts or a value is NaN, the chain runs after the product as on its own."""
         node, chained, r = item.product, item.chained, item.rows_per_chain_row
         assert isinstance(node.action, actions.Execute), "a paired product is an Execute step"
-        state, variables = self._states[0], self.graph.variables
-        unzeroed = self._unzeroed.get(node.step, ())
-        for v in self._needs.get(node.step, ()):  # the product's values, made as _act_step makes them
-            if state[v].size != variables[v].numel:
-                state[v] = self._values.zeros(variables[v].numel, variables[v].dtype, v not in unzeroed)
+        state = self._states[0]
+        self._make_values(state, self._needs.get(node.step, ()), self._unzeroed.get(node.step, ()))
         buffers, spares = self._chain_buffers(chained)
         rows, n1 = chained.chain.rows, int(chained.chain.shape[1])
         done: list[tuple[bool, int, int]] = []  # per part: no NaN, and the walk's second-dim span it ran
@@ -510,12 +512,10 @@ class Engine:
     def _chain_buffers(self, item: ChainedSteps) -> tuple[tuple[np.ndarray, ...], list[np.ndarray]]:
         """A chain's pass's buffers (its reads, made at their first use as _act_step makes them,
         then a result buffer per step) and the spare arrays its written results go into."""
-        state, variables, chain = self._states[0], self.graph.variables, item.chain
-        for v in chain.reads:  # the chain's operands, made at their first use as _act_step makes them
-            if state[v].size != variables[v].numel:
-                state[v] = self._values.zeros(variables[v].numel, variables[v].dtype)
+        state, chain = self._states[0], item.chain
+        self._make_values(state, chain.reads)  # the chain's operands, made at their first use
         spares = [
-            self._spare(variables[v].numel, chain.dtype) if kept else unwritten(chain.dtype)
+            self._spare(self._numel[v], chain.dtype) if kept else unwritten(chain.dtype)
             for v, kept in zip(chain.results, item.stored, strict=True)
         ]
         cache = self._read_caches[0]
@@ -539,8 +539,8 @@ class Engine:
         for k, node in enumerate(item.nodes):
             v = chain.results[k]
             if item.stored[k]:  # the spare becomes the value; the array it replaces, the next spare
-                var = variables[v]
-                old = state[v] if state[v].size == var.numel else self._values.zeros(var.numel, var.dtype, False)
+                n = self._numel[v]
+                old = state[v] if state[v].size == n else self._values.zeros(n, variables[v].dtype, False)
                 state[v] = spares[k]
                 self._spares.setdefault((old.dtype, old.size), []).append(old)
             self._after_step(node)
@@ -581,13 +581,11 @@ class Engine:
     def _act_step(self, node: Step) -> None:
         """The step's effect on the values of every replica (never its cycles: ``_time_steps``)."""
         assert node.action is not None
-        variables = self.graph.variables
         self._fetched: dict[int, Any] = {}
         unzeroed = self._unzeroed.get(node.step, ())
+        needs = self._needs.get(node.step, ())
         for r, state in enumerate(self._states):  # replicas in lockstep (one state each)
-            for v in self._needs.get(node.step, ()):
-                if state[v].size != variables[v].numel:  # made at first use (zeros, as at load)
-                    state[v] = self._values.zeros(variables[v].numel, variables[v].dtype, v not in unzeroed)
+            self._make_values(state, needs, unzeroed)
             if isinstance(node.action, AllReduceAction):
                 continue
             self._state, self._replica = state, r
@@ -600,12 +598,24 @@ class Engine:
     def _after_step(self, node: Step) -> None:
         """A step's values done: the reads cached of what it wrote dropped, and the values no later
         step reads handed back (``ValuePool``)."""
-        for cache in self._read_caches:
-            cache.written(node.writes)
-        for state in self._states:
-            for v in self._release.get(node.step, ()):
-                self._values.drop(state[v])
-                state[v] = np.zeros(0, dtype=self.graph.variables[v].dtype)
+        if node.writes:
+            for cache in self._read_caches:
+                cache.written(node.writes)
+        released = self._release.get(node.step)
+        if released:
+            empty = self._empty
+            for state in self._states:
+                for v in released:
+                    self._values.drop(state[v])
+                    state[v] = empty[v]
+
+    def _make_values(self, state: list[np.ndarray], variables: Iterable[int], unzeroed: Container[int] = ()) -> None:
+        """The values of ``variables`` not yet made in ``state``, made (zeros, as at load; any
+        values for those in ``unzeroed``, which the step writes whole before reading)."""
+        numel, dtypes = self._numel, self.graph.variables
+        for v in variables:
+            if state[v].size != numel[v]:
+                state[v] = self._values.zeros(numel[v], dtypes[v].dtype, v not in unzeroed)
 
     def _time_steps(self, steps: np.ndarray) -> None:
         """Advance the IPUs' clocks over consecutive program steps (``steps``, their indices in the
