@@ -18,7 +18,7 @@ import numpy as np
 from profiler.executable import half_maps
 from profiler.executable.access import column_windows, windows
 from profiler.executable.convert import store
-from profiler.host import blas, parallel, scratch
+from profiler.host import blas, packed, parallel, scratch
 
 if TYPE_CHECKING:
     from profiler.chip.codelets import Codelet
@@ -54,6 +54,7 @@ class ReadCache:
         self._by_var: dict[int, dict[object, np.ndarray]] = {}
         self.volatile: frozenset[int] | set[int] = frozenset()  # variables the running program writes
         self._copy_bytes: dict[int, int] = {}  # of the kept copies in the stored type, by variable
+        self._packed_bytes: dict[int, int] = {}  # of the kept weights multiplied packed, by variable
 
     def read(self, acc: Access, state: list[np.ndarray], dtype: np.dtype, contiguous: bool = False) -> np.ndarray:
         """``acc``'s values in ``dtype``, kept while unwritten; ``contiguous``: laid out row-major
@@ -72,6 +73,11 @@ class ReadCache:
                 if sum(self._copy_bytes.values()) + values.nbytes > KEPT_COPY_BYTES:
                     return values
                 self._copy_bytes[v] = self._copy_bytes.get(v, 0) + values.nbytes
+            if contiguous:  # a product's weights: multiplied through a packed copy within its budget
+                packable = sum(self._packed_bytes.values()) + values.nbytes <= packed.PACKED_BYTES
+                values = packed.weights(values, packable)
+                if isinstance(values, packed.Weights):
+                    self._packed_bytes[v] = self._packed_bytes.get(v, 0) + values.nbytes
             kept[key] = values
         return kept[key]
 
@@ -90,10 +96,12 @@ class ReadCache:
         for v in variables:
             self._by_var.pop(v, None)
             self._copy_bytes.pop(v, None)
+            self._packed_bytes.pop(v, None)
 
     def clear(self) -> None:
         self._by_var.clear()
         self._copy_bytes.clear()
+        self._packed_bytes.clear()
 
 
 def run_batch(b: BatchPlan, state: list[np.ndarray], cache: ReadCache | None = None) -> None:
@@ -206,14 +214,13 @@ def _run_in_column_parts(
         )
     a = values[rf].reshape(m, k)
     w = values[operands[0]].reshape(k, n)
-    product = scratch.buffer("product", (m, n), acc_type)
     result = out.view(state, writeable=True)[0].reshape(m, groups, g)
 
     def part(sl: slice) -> None:
         lo, hi, _ = sl.indices(groups)
-        cols = slice(lo * g, hi * g)
-        np.matmul(a, w[:, cols], out=product[:, cols])
-        store(result[:, lo:hi], product[:, cols].reshape(m, hi - lo, g))
+        block = scratch.buffer("product", (m, (hi - lo) * g), acc_type)  # this part's columns, in a run
+        packed.multiply(a, w[:, lo * g : hi * g], block)
+        store(result[:, lo:hi], block.reshape(m, hi - lo, g))
         groups_done(lo, hi)
 
     parallel.in_row_chunks(part, groups, groups, max(1, groups // parallel.threads()))

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from profiler.host import parallel
+from profiler.host import packed, parallel
 
 # set/get pairs as the OpenBLAS builds name them: numpy's scipy-openblas (64-bit ints, prefixed),
 # then a plain OpenBLAS, 64-bit or not
@@ -135,17 +135,20 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
 
         parallel.in_row_chunks(products, count, count, max(1, count // parallel.threads()))
         return out
-    if not held_to_one_thread() or m < 2 or m * k * n < SPLIT_MACS:
+    if a.ndim != 3 or b.ndim != 3 or out.ndim != 3:  # (a product's operands are [1, m, k] and [1, k, n])
         return np.matmul(a, b, out=out)
     a2, o2 = a.reshape(a.shape[-2:]), out.reshape(out.shape[-2:])
     b2 = b.reshape(b.shape[-2:])
+    if not held_to_one_thread() or m < 2 or m * k * n < SPLIT_MACS:
+        packed.multiply(a2, b2, o2)  # a layer's weights through their packed copy (profiler.host.packed)
+        return out
     if split_columns(m, n):
         parts = parallel.threads()
-        parallel.in_row_chunks(lambda cols: np.matmul(a2, b2[:, cols], out=o2[:, cols]), n, n, max(1, n // parts))
+        parallel.in_row_chunks(lambda cols: packed.multiply(a2, b2[:, cols], o2[:, cols]), n, n, max(1, n // parts))
         return out
     # one part per thread: a part of a matmul is already large beside the hand-off (a chunk of
     # m // threads rows makes as many parts; one of -(-m // threads) made one part of 49 rows)
-    parallel.in_row_chunks(lambda rows: np.matmul(a2[rows], b2, out=o2[rows]), m, m, max(1, m // parallel.threads()))
+    parallel.in_row_chunks(lambda rows: packed.multiply(a2[rows], b2, o2[rows]), m, m, max(1, m // parallel.threads()))
     return out
 
 
