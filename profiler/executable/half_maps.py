@@ -62,7 +62,7 @@ _LONG_ROW = 128
 def runs_on_halves(b: BatchPlan) -> bool:
     """Whether ``b`` can run here: a positionwise op named in LOOPS with no params, every field half
     (or every field float32) and a strided view (aligned in the result's storage order) that walks its last dim contiguously
-    in at most 3 merged dims, the result another variable than every operand (the general path
+    in at most 4 merged dims, the result another variable than every operand (the general path
     recomputes NaN rows from unchanged operands)."""
     c = b.codelet
     if c.half_op not in LOOPS or b.params or not b.aligned_rows or len(c.outputs) != 1 or c.inouts:
@@ -76,8 +76,10 @@ def runs_on_halves(b: BatchPlan) -> bool:
     if any(_strided(a)[0] == result_var for a in accs[:-1]):
         return False
     shape, strides = _geometry(accs, slice(0, b.aligned_rows))[:2]
-    if len(shape) > 3 or any(st[-1] != 1 for i, st in enumerate(strides) if i != 1):
+    if len(shape) > 4 or any(st[-1] != 1 for i, st in enumerate(strides) if i != 1):
         return False
+    if len(shape) == 4:  # walked as 3-d passes, one per index of the first dim (_RowsPlan.leads)
+        return strides[1][-1] == 1
     # the second operand of a binary op may hold one element per row (a per-row maximum or sum)
     return strides[1][-1] == 1 or (strides[1][-1] == 0 and LOOPS[c.half_op][0] == "binary")
 
@@ -101,7 +103,9 @@ def run_rows(b: BatchPlan, state: list[np.ndarray], rows: slice) -> bool:
     loops = kernels()
     head = () if code is None else (getattr(loops, code),)
     loop = getattr(loops, name + "_per_row" if plan.per_row else name)
-    return not loop(*head, *buffers, plan.shape, plan.geo)
+    if plan.leads is None:
+        return not loop(*head, *buffers, plan.shape, plan.geo)
+    return not any(loop(*head, *buffers, plan.shape, geo) for geo in plan.leads)
 
 
 @dataclass(frozen=True)
@@ -109,16 +113,26 @@ class _RowsPlan:
     """How the compiled loop walks some rows of a batch: its 3-d shape, each array's (offset,
     stride 0, stride 1) in elements, the broadcast operands whose rows are repeated into a new
     buffer first (array, offset, stride 0, distinct rows, row length, times), and whether the second
-    operand is one element per row (``binary_half_per_row``)."""
+    operand is one element per row (``binary_half_per_row``). A 4-d walk (fields held in different
+    channel groupings: a residual add of a [C/8, HW, 8] and a [C/16, HW, 16] tensor) is a 3-d pass
+    per index of its first dim: ``leads``, each pass's geometry."""
 
     shape: np.ndarray
     geo: np.ndarray
     repeated: tuple[tuple[int, int, int, int, int, int], ...]
     per_row: bool = False
+    leads: tuple[np.ndarray, ...] | None = None
 
     @staticmethod
     def of(accs: list[Access], rows: slice) -> _RowsPlan:
         shape, strides, offsets = _geometry(accs, rows)
+        if len(shape) == 4:  # a pass per index of the first dim (runs_on_halves: no row joined, none repeated)
+            lead, shape = shape[0], shape[1:]
+            geos = [
+                np.array([(o + t * st[0], st[1], st[2]) for o, st in zip(offsets, strides, strict=True)], np.int64)
+                for t in range(lead)
+            ]
+            return _RowsPlan(np.array(shape, np.int64), geos[0], (), False, tuple(geos))
         shape = (1,) * (3 - len(shape)) + shape
         strides = [(0,) * (3 - len(st)) + st for st in strides]
         geo = [(o, st[0], st[1]) for o, st in zip(offsets, strides, strict=True)]

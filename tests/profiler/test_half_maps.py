@@ -156,3 +156,25 @@ def test_short_rows_are_joined_by_the_fewest_that_divide_the_walk_and_make_a_lon
     assert join_rows((2, 196, 8), [(0, 1568, 8)])[0] == (2, 7, 224)
     assert join_rows((1, 64, 16), [(0, 0, 16)])[0] == (1, 8, _LONG_ROW)  # powers of two as before
     assert join_rows((1, 5, 200), [(0, 0, 200)])[0] == (1, 5, 200)  # long rows as they are
+
+
+@pytest.mark.parametrize("special", [False, True], ids=["finite", "special"])
+def test_operands_held_in_different_channel_groupings_run_as_a_pass_per_group(special: bool, monkeypatch) -> None:
+    # a residual add of a [C/16, HW, 16] and a [C/8, HW, 8] tensor (ResNet-50's first 28x28 block):
+    # a 4-d walk, a 3-d pass per index of its first dim
+    from profiler.host import parallel
+
+    monkeypatch.setattr(parallel, "threads", lambda: 2)
+    shapes = [(4, 5, 16), (4, 2, 5, 8)]
+    values = [_values(s, 40 + i, special) for i, s in enumerate(shapes)]
+
+    def build(g, ins, prog):
+        grouped16 = ins[0].reshape(4, 5, 2, 8).transpose(0, 2, 1, 3)  # as [4, 2, 5, 8]
+        return ops.binary(g, "add", grouped16, ins[1], prog)
+
+    got, batches = _run(shapes, build, values)
+    a = values[0].reshape(4, 5, 2, 8).transpose(0, 2, 1, 3).astype(np.float32)
+    with np.errstate(all="ignore"):
+        want = (a + values[1].astype(np.float32)).astype(np.float16)
+    assert any(b.on_halves for b in batches)
+    assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
