@@ -95,17 +95,23 @@ def group_steps(
     return out
 
 
-def _chain_batch(node: Step, filled: Mapping[int, set[int] | frozenset[int]]) -> BatchPlan | None:
-    """The step's one batch where it can run in a chain (``elementwise_chains.step_kind``) and fills its
-    result, else None."""
+def _one_batch(node: Step) -> BatchPlan | None:
+    """The one batch an Execute step runs (its kernel's, or its vertices' where it has no kernel),
+    else None."""
     action = node.action
     if not isinstance(action, actions.Execute):
         return None
     plan = action.plan
     batches = plan.batches if plan.kernel is None else plan.kernel
-    if len(batches) != 1:
+    return batches[0] if len(batches) == 1 else None
+
+
+def _chain_batch(node: Step, filled: Mapping[int, set[int] | frozenset[int]]) -> BatchPlan | None:
+    """The step's one batch where it can run in a chain (``elementwise_chains.step_kind``) and fills its
+    result, else None."""
+    b = _one_batch(node)
+    if b is None:
         return None
-    b = batches[0]
     kind = step_kind(b)
     if kind == "relu in place":  # its variable the previous step's result, which that step fills (chain_of)
         return b
@@ -117,7 +123,7 @@ def run_chain(steps: ChainedSteps, buffers: tuple[np.ndarray, ...]) -> bool:
     rows split over the run's threads in parts of at least CHAIN_PART_ELEMENTS.
     False where a value is NaN: the results are then incomplete, and the steps are to run one by one."""
     chain = steps.chain
-    loop = kernels().chain_half if chain.dtype == np.float16 else kernels().chain_float
+    loop = kernels().chain
     nan: list[bool] = []
     n = chain.elements
     n1 = int(chain.shape[1])
@@ -169,14 +175,9 @@ def chain_rows_of_product(node: Step, chain: Chain) -> int | None:
     whole rows of it: its result ``[1, m, n]`` held row-major, or channel-grouped ``[n/g, m, g]``
     (PopLibs' partials), the walk's first dim over the channel groups and each walk row ``r``
     product rows of one group. None otherwise."""
-    action = node.action
-    if not isinstance(action, actions.Execute):
+    b = _one_batch(node)
+    if b is None:
         return None
-    plan = action.plan
-    batches = plan.batches if plan.kernel is None else plan.kernel
-    if len(batches) != 1:
-        return None
-    b = batches[0]
     c = b.codelet
     if c.rows_field is None or len(c.outputs) != 1 or b.pieces or b.aligned_rows:
         return None
@@ -197,8 +198,7 @@ def run_chain_span(steps: ChainedSteps, buffers: tuple[np.ndarray, ...], lo: int
     lies in ``[jlo, jhi)`` (a product's part: its rows in every channel group, or its groups: a
     ``ProductThenChain``), on this thread. False where a value is NaN (as ``run_chain``)."""
     chain = steps.chain
-    loop = kernels().chain_half if chain.dtype == np.float16 else kernels().chain_float
-    return not loop(buffers, steps.table, chain.geo, chain.shape, lo, hi, jlo, jhi)
+    return not kernels().chain(buffers, steps.table, chain.geo, chain.shape, lo, hi, jlo, jhi)
 
 
 def unwritten(dtype: np.dtype) -> np.ndarray:

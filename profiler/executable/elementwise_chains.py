@@ -3,8 +3,8 @@
 A network's elementwise steps come in runs: ResNet-50's batch norms are a multiply and an add per
 channel, then a relu (PopLibs' channelMul, addToChannel and NonLinearity compute sets), three steps
 each read from and written to memory (``profiler.executable.half_maps``). A chain takes a block of
-rows of the steps' common walk through them all while it is in cache (``half_kernels.chain_half``,
-``chain_float``), each op computed by its own step's loop (on half: in float and rounded to half),
+rows of the steps' common walk through them all while it is in cache (``half_kernels.chain``),
+each op computed by its own step's loop (on half: in float and rounded to half),
 so the bits are the steps'. Only the results the program reads later are written, into spare
 arrays the engine then takes as the variables' values (``profiler.engine.engine``); a result only
 the chain reads is never made.
@@ -40,7 +40,7 @@ _FLAT_ROW = 2048
 
 @dataclass(frozen=True)
 class Chain:
-    """How ``half_kernels.chain_half`` or ``chain_float`` (by ``dtype``, the results' type) runs
+    """How ``half_kernels.chain`` (by ``dtype``, the results' type: on half or float32) runs
     some steps: the variables it reads (buffer 0 the chain's first value), each step's result
     variable, and the walk: its shape (rows x columns of ``shape``'s last two dims, under the
     first), each buffer's geometry (reads, then one per step's result), and the op table (kind, op

@@ -334,7 +334,7 @@ def _relu_loop_of(src, dst, shape, geo):
 
 @njit(nogil=True, error_model="numpy")
 def _chain(bufs, ops, geo, shape, lo, hi, temp):
-    """``chain_half``'s and ``chain_float``'s walk, by the loops of the buffers' type."""
+    """``chain``'s walk, by the loops of the buffers' type."""
     n1, n2 = shape[1], shape[2]
     block = temp[0].size // n2
     g = np.zeros((3, 3), np.int64)  # one op's geometry over the block: (offset, 0, row stride)
@@ -402,7 +402,7 @@ def _chain_span(bufs, ops, geo, shape, lo, hi, jlo, jhi, temp):
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
-def chain_half(
+def chain(
     bufs: tuple[np.ndarray, ...],
     ops: np.ndarray,
     geo: np.ndarray,
@@ -414,28 +414,12 @@ def chain_half(
 ) -> bool:
     """Rows ``lo`` to ``hi`` (of ``shape[0] * shape[1]``) whose second index lies in ``[jlo, jhi)``
     (``0, shape[1]``: all of them; a product's rows in every channel plane,
-    ``profiler.engine.step_chains.run_chain_span``) of a chain of half ops over the flat half-bit
-    buffers ``bufs`` (a tuple; geometry rows as ``binary_half``'s). Stops and returns True at the
-    first block with a NaN result: the caller then runs the steps the general way, whose NaN bits
+    ``profiler.engine.step_chains.run_chain_span``) of a chain of ops over the flat buffers ``bufs``
+    (a tuple; geometry rows as ``binary_half``'s): half ops over half bits (uint16 buffers; a cast
+    chain's float32 first buffer viewed so) or float32 ops over float32, each by its own step's loop
+    (``binary_half`` or ``binary_float``, ...), so the bits are numpy's. Stops and returns True at
+    the first block with a NaN result: the caller then runs the steps the general way, whose NaN bits
     follow numpy's rule."""
     n = max(1, _CHAIN_BLOCK // shape[2]) * shape[2]
-    temp = (np.empty(n, np.uint16), np.empty(n, np.uint16))
-    return _chain_span(bufs, ops, geo, shape, lo, hi, jlo, jhi, temp)
-
-
-@njit(nogil=True, cache=True, error_model="numpy")
-def chain_float(
-    bufs: tuple[np.ndarray, ...],
-    ops: np.ndarray,
-    geo: np.ndarray,
-    shape: np.ndarray,
-    lo: int,
-    hi: int,
-    jlo: int,
-    jhi: int,
-) -> bool:
-    """``chain_half`` over float32 buffers: each op by its own step's loop (``binary_float``,
-    ``binary_float_per_row``, ``relu_float``), so the bits are numpy's; no cast."""
-    n = max(1, _CHAIN_BLOCK // shape[2]) * shape[2]
-    temp = (np.empty(n, np.float32), np.empty(n, np.float32))
+    temp = (np.empty(n, bufs[0].dtype), np.empty(n, bufs[0].dtype))
     return _chain_span(bufs, ops, geo, shape, lo, hi, jlo, jhi, temp)
