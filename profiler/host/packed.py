@@ -28,6 +28,7 @@ import numpy as np
 PACKED_BYTES = 256 << 20
 
 _ort: Any = None  # onnxruntime, imported at the first packing (~0.3 s)
+_UNMADE: Any = object()  # a span not packed yet (None: one onnxruntime could not pack)
 _looked = False
 _lock = threading.Lock()
 
@@ -91,7 +92,7 @@ class Weights(np.ndarray):
     kept by a read cache: its column spans' packed copies are made at their first product and kept
     with it (views of it share them). ``packable``: within the cache's ``PACKED_BYTES``."""
 
-    _packs: dict[tuple[int, int], PackedMatrix]
+    _packs: dict[tuple[int, int], PackedMatrix | None]
     _whole: np.ndarray | None
     packable: bool
 
@@ -115,21 +116,29 @@ def weights(values: np.ndarray, packable: bool) -> np.ndarray:
 
 def packed_of(b: np.ndarray) -> PackedMatrix | None:
     """The packed copy of ``b`` (a 2-d view of ``Weights``: whole rows, a span of its columns),
-    made at its first use; None where ``b`` is not such a view."""
+    made at its first use; None where ``b`` is not such a view (an array computed from one is not:
+    it lies outside the weights' memory), or onnxruntime could not pack it (numpy's then)."""
     if not isinstance(b, Weights) or not b.packable or b.ndim != 2 or b._whole is None:
         return None
     whole = b._whole
     rows = whole.reshape(-1, whole.shape[-1])
     if b.shape[0] != rows.shape[0] or b.strides[0] != rows.strides[0] or b.strides[1] != 4:
         return None
-    start = (b.__array_interface__["data"][0] - rows.__array_interface__["data"][0]) // 4
+    start_byte = b.__array_interface__["data"][0] - rows.__array_interface__["data"][0]
+    start = start_byte // 4
+    if not 0 <= start_byte < rows.strides[0] or start + b.shape[1] > rows.shape[1]:
+        return None  # not a span of the weights' columns
     key = (start, start + b.shape[1])
-    packed = b._packs.get(key)
-    if packed is None:
+    packed = b._packs.get(key, _UNMADE)
+    if packed is _UNMADE:
         with _lock:  # two threads' spans are packed one at a time (each session made once)
-            packed = b._packs.get(key)
-            if packed is None:
-                packed = b._packs[key] = PackedMatrix(np.asarray(rows[:, key[0] : key[1]]))
+            packed = b._packs.get(key, _UNMADE)
+            if packed is _UNMADE:
+                try:
+                    packed = PackedMatrix(np.asarray(rows[:, key[0] : key[1]]))
+                except Exception:  # onnxruntime refused it (memory, a build without MLAS's kernel):
+                    packed = None  # this span multiplies as numpy does, every run
+                b._packs[key] = packed
     return packed
 
 

@@ -81,3 +81,22 @@ def test_a_read_cache_packs_kept_weights_within_its_budget(monkeypatch) -> None:
     state[0] = state[0] * 2
     again = cache.read(Access(ws[0]), state, np.dtype(np.float32), contiguous=True)
     assert isinstance(again, packed.Weights) and np.array_equal(again, state[0].reshape(300, 256))
+
+
+def test_an_array_computed_from_kept_weights_or_a_refused_span_multiplies_as_numpy(monkeypatch) -> None:
+    a, b = _operands(49, 256, 128)
+    w = packed.weights(b, packable=True).reshape(256, 128)
+    doubled = w * 2  # a Weights by numpy's subclassing, but in memory of its own
+    assert isinstance(doubled, packed.Weights) and packed.packed_of(doubled) is None
+    out = np.empty((49, 128), np.float32)
+    packed.multiply(a[0], doubled, out)
+    assert np.array_equal(out, np.matmul(a[0], b[0] * 2))
+
+    def refuse(self, values):
+        raise RuntimeError("no session")
+
+    monkeypatch.setattr(packed.PackedMatrix, "__init__", refuse)
+    fresh = packed.weights(b.copy(), packable=True).reshape(256, 128)
+    packed.multiply(a[0], fresh, out)
+    assert np.array_equal(out, np.matmul(a[0], b[0]))
+    assert fresh._packs == {(0, 128): None}  # asked once: the span multiplies as numpy's from then on
