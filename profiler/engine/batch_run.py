@@ -147,8 +147,8 @@ def _run_rows(b: BatchPlan, state: list[np.ndarray], rows: slice | None, cache: 
             values[f] = np.empty(acc.shape if rows is None else acc.rows_shape(rows), reads[f])
         elif window is not None and f == wf:
             values[f] = windows(window, state, reads[f])
-        elif rows is None and cache is not None and (acc.dtype != reads[f] or acc.copies or f in product_operands):
-            values[f] = cache.read(acc, state, reads[f], contiguous=f in product_operands)
+        elif rows is None:
+            values[f] = _read(acc, state, reads[f], cache, f in product_operands)
         else:
             values[f] = acc.gather(state, reads[f], rows)
     out = codelet.run_windows(values, b.params) if windowed else codelet.run_batch(values, b.params)
@@ -204,16 +204,8 @@ def _run_in_column_parts(
         return False
     if math.prod(fields[rf].shape) != m * k or reads[operands[0]] != acc_type:
         return False
-    values = {}
-    for f in (rf, operands[0]):
-        acc = fields[f]
-        values[f] = (
-            cache.read(acc, state, reads[f], contiguous=f in operands)
-            if cache is not None and (acc.dtype != reads[f] or acc.copies or f in operands)
-            else acc.gather(state, reads[f])
-        )
-    a = values[rf].reshape(m, k)
-    w = values[operands[0]].reshape(k, n)
+    a = _read(fields[rf], state, acc_type, cache, False).reshape(m, k)
+    w = _read(fields[operands[0]], state, acc_type, cache, True).reshape(k, n)
     result = out.view(state, writeable=True)[0].reshape(m, groups, g)
 
     def part(sl: slice) -> None:
@@ -276,13 +268,8 @@ def _run_in_row_parts(
     others: dict[str, np.ndarray] = {}
     product_operands = _product_operands(c)
     for f, a in fields.items():
-        if f in (rf, c.outputs[0]):
-            continue
-        others[f] = (
-            cache.read(a, state, reads[f], contiguous=f in product_operands)
-            if cache is not None and (a.dtype != reads[f] or a.copies or f in product_operands)
-            else a.gather(state, reads[f])
-        )
+        if f not in (rf, c.outputs[0]):
+            others[f] = _read(a, state, reads[f], cache, f in product_operands)
     win, row_dims = column_windows(w, state, reads[rf])
     win = win[0]
     lead = next((d for d in range(row_dims) if win.shape[d] > 1), None)
@@ -309,6 +296,14 @@ def _run_in_row_parts(
     # a part per thread (a chunk of size // threads makes as many: 7 rows over 2 threads are 3 + 4)
     parallel.in_row_chunks(part, size, size, max(1, size // parallel.threads()))
     return True
+
+
+def _read(acc: Access, state: list[np.ndarray], dtype: np.dtype, cache: ReadCache | None, operand: bool) -> np.ndarray:
+    """A whole field's values in ``dtype``: through ``cache`` where they are converted, copied into
+    another order or a product's operand (laid out row-major, ``_product_operands``), else gathered."""
+    if cache is not None and (acc.dtype != dtype or acc.copies or operand):
+        return cache.read(acc, state, dtype, contiguous=operand)
+    return acc.gather(state, dtype)
 
 
 def _product_operands(c: Codelet) -> tuple[str, ...]:

@@ -290,7 +290,7 @@ def relu_float(src: np.ndarray, dst: np.ndarray, shape: np.ndarray, geo: np.ndar
     return False
 
 
-# A chain of elementwise steps on half (``profiler.executable.elementwise_chains``), one pass: a block of
+# A chain of elementwise steps on half or float32 (``profiler.executable.elementwise_chains``), one pass: a block of
 # rows (~4 Ki elements, in L1) goes through every op before the next block, each op by the loop its
 # own step runs (``binary_half``, ``binary_half_per_row``, ``relu_half``), so the bits are the
 # steps' own. A result nothing after the chain reads is held in a block buffer only. Rows of the op

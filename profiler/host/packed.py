@@ -23,11 +23,13 @@ from typing import Any
 
 import numpy as np
 
+from profiler.host import scratch
+
 # Bytes of packed weights one read cache holds (ResNet-50's: ~100 MB in float32); a weight beyond
 # it multiplies through numpy's BLAS, so a large model's host memory does not grow by its weights
 PACKED_BYTES = 256 << 20
 
-_ort: Any = None  # onnxruntime, imported at the first packing (~0.3 s)
+_ort: Any = None  # onnxruntime, imported at the first packing
 _UNMADE: Any = object()  # a span not packed yet (None: one onnxruntime could not pack)
 _looked = False
 _lock = threading.Lock()
@@ -77,7 +79,6 @@ class PackedMatrix:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         self._session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
         self.shape = (k, n)
-        self.nbytes = w.nbytes
 
     def multiply(self, a: np.ndarray, out: np.ndarray) -> None:
         """``out[...] = a @ w``: ``a`` ``[m, k]`` and ``out`` ``[m, n]``, both C-contiguous float32."""
@@ -149,8 +150,8 @@ def multiply(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     if packed is not None and a.flags.c_contiguous and a.dtype == np.float32:
         if out.flags.c_contiguous:
             packed.multiply(a, out)
-        else:  # a span of out's columns: through a buffer of its own
-            tmp = np.empty(out.shape, np.float32)
+        else:  # a span of out's columns: through this thread's buffer
+            tmp = scratch.buffer("packed", out.shape, np.float32)
             packed.multiply(a, tmp)
             out[...] = tmp
         return
