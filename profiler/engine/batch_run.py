@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from profiler.executable import half_maps
-from profiler.executable.access import column_windows, windows
+from profiler.executable.access import blocked_input, column_windows, windows
 from profiler.executable.convert import store
-from profiler.host import blas, packed, parallel, scratch
+from profiler.host import blas, nchwc, packed, parallel, scratch
 
 if TYPE_CHECKING:
     from profiler.chip.codelets import Codelet
@@ -115,7 +115,11 @@ def run_batch(b: BatchPlan, state: list[np.ndarray], cache: ReadCache | None = N
             run_batch(piece, state, cache)
         return
     rows = b.aligned_rows
-    if not rows and b.codelet.rows_field is not None and _run_in_row_parts(b, state, cache):
+    if (
+        not rows
+        and b.codelet.rows_field is not None
+        and (_run_as_blocked_conv(b, state, cache, None) or _run_in_row_parts(b, state, cache))
+    ):
         return
     if rows:
         n = math.prod(next(iter(b.fields.values())).shape)
@@ -171,7 +175,107 @@ def run_product_in_parts(
     ``Engine._act_product_chain``.) False (nothing done) where the batch is not split so."""
     if b.pieces or b.aligned_rows or b.codelet.rows_field is None:
         return False
-    return _run_in_row_parts(b, state, cache, rows_done) or _run_in_column_parts(b, state, cache, groups_done)
+    return (
+        _run_as_blocked_conv(b, state, cache, groups_done)
+        or _run_in_row_parts(b, state, cache, rows_done)
+        or _run_in_column_parts(b, state, cache, groups_done)
+    )
+
+
+def _run_as_blocked_conv(
+    b: BatchPlan, state: list[np.ndarray], cache: ReadCache | None, groups_done: Callable[[int, int], None] | None
+) -> bool:
+    """A convolution at batch 1 whose input's and result's channels come in whole blocks of MLAS's
+    NCHWc kernel (``profiler.host.nchwc``), its float32 weights kept by ``cache``: convolved by that
+    kernel on the input as held (converted to float, or regrouped, first where it is not), its
+    output channels split over the run's threads by whole channel groups, each part writing its
+    groups of the result and calling ``groups_done`` (a result held row-major: by blocks, the
+    chain after). False (nothing done) where this does not apply."""
+    c = b.codelet
+    rf = c.rows_field
+    operands = _product_operands(c)
+    if cache is None or rf is None or len(operands) != 1 or len(c.outputs) != 1 or c.inouts or c.reads_outputs:
+        return False
+    if b.params and (b.params.get("log2_scale") or b.params.get("out_group")):
+        return False  # as MatMulPartial.run_batch: a plain product into a result of its own shape
+    fields, reads = b.fields, b.reads
+    w = fields[rf].window
+    f32 = np.dtype(np.float32)
+    if w is None or reads[rf] != f32 or reads[operands[0]] != f32:
+        return False
+    v = fields[operands[0]].variable
+    if v is None or v in cache.volatile:
+        return False  # weights the program writes (training) are not kept: a session a run would be made
+    block = nchwc.block()
+    out = fields[c.outputs[0]]
+    held = grouped_result(out) if block else None
+    if held is None:
+        return False
+    m, groups, g = held
+    n = groups * g
+    if n % block or (block % g and g % block) or m != w.out[0] * w.out[1]:
+        return False
+    if w.pad_var >= 0 and w.pad is not None and state[w.pad_var][w.pad.offset] != 0:
+        return False  # MLAS pads with zeros
+    x = blocked_input(w, state, block)
+    if x is None:
+        return False
+    _, cin, h, wd = w.x.shape
+    kh, kw = w.kernel
+    (sh, sw), (ph, pw), (dh, dw) = w.stride, w.padding, w.dilation
+    if w.out != ((h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1):
+        return False  # not the output MLAS works out from the geometry
+    weights = _read(fields[operands[0]], state, f32, cache, True).reshape(cin * kh * kw, n)
+    # the channel blocks a part takes: whole groups, or blocks of a result held row-major
+    unit = block if groups == 1 else max(g, block)
+    units = n // unit
+    parts = max(1, min(units, parallel.threads()))
+    spans = [(unit * (units * i // parts), unit * (units * (i + 1) // parts)) for i in range(parts)]
+    columns, geometry = (cin, kh, kw, w.channel_group), (w.stride, w.padding, w.dilation)
+    made = [nchwc.conv_of(weights, lo, hi, columns, geometry) for lo, hi in spans]
+    convs = [cv for cv in made if cv is not None]
+    if len(convs) != len(spans):
+        return False
+    if x.flags.c_contiguous and x.dtype == f32:
+        xb = x.reshape(cin // block, h, wd, block)
+    else:  # converted from half, or regrouped, into the NCHWc layout
+        xb = scratch.buffer("blocked input", (cin // block, h, wd, block), f32)
+        dst = xb.reshape(x.shape)
+        # a part per thread down to PART_ELEMENTS (copy_into's chunks made three parts of ResNet-50's
+        # 56x56 inputs on two threads)
+        cuts = max(1, min(parallel.threads(), x.size // parallel.PART_ELEMENTS))
+        parallel.in_row_chunks(lambda sl: store(dst[sl], x[sl]), len(x), len(x), max(1, len(x) // cuts))
+    ho, wo = w.out
+    result = out.view(state, writeable=True)[0].reshape(m, groups, g)
+    # each part's groups are contiguous planes of the result: its blocks written there
+    direct = g == block and result.dtype == f32 and result.transpose(1, 0, 2).flags.c_contiguous
+
+    def part(sl: slice) -> None:
+        for (lo, hi), conv in zip(spans[sl], convs[sl], strict=True):
+            kb = (hi - lo) // block
+            if direct:
+                conv.run(xb, result[:, lo // g : hi // g].transpose(1, 0, 2).reshape(kb, ho, wo, block))  # a view
+            else:
+                y = scratch.buffer("blocked output", (kb, m, block), f32)
+                conv.run(xb, y.reshape(kb, ho, wo, block))
+                if g <= block:  # a block is block // g groups
+                    store(
+                        result[:, lo // g : hi // g].reshape(m, kb, block // g, g),
+                        y.transpose(1, 0, 2).reshape(m, kb, block // g, g),
+                    )
+                elif groups == 1:  # a span of a row-major result's columns
+                    store(result[:, 0, lo:hi].reshape(m, kb, block), y.transpose(1, 0, 2))
+                else:  # a group is g // block blocks
+                    ng = (hi - lo) // g
+                    store(
+                        result[:, lo // g : hi // g].reshape(m, ng, g // block, block),
+                        y.reshape(ng, g // block, m, block).transpose(2, 0, 1, 3),
+                    )
+            if groups_done is not None and groups > 1:
+                groups_done(lo // g, hi // g)
+
+    parallel.in_row_chunks(part, parts, parts, 1)
+    return True
 
 
 def _run_in_column_parts(

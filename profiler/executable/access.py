@@ -304,6 +304,41 @@ def windows(
     return win.transpose([nb, *bs, oh, oh + 1, *cs, oh + 2, oh + 3])
 
 
+def blocked_input(w: Window, state: list[np.ndarray], block: int) -> np.ndarray | None:
+    """A Window's input ``[1, C, H, W]`` as a strided view whose C-contiguous copy is its NCHWc layout
+    ``[C/block, H, W, block]`` (``profiler.host.nchwc``): ``[C/block, H, W, r, g]`` for channels held
+    in groups of ``g`` (``r * g == block``), ``[C/g, r, H, W, block]`` for groups of ``g = r *
+    block``, ``[C/block, H, W, block]`` else; the view is that layout itself where the input is
+    held so. None for a batch over one, channels not in blocks, or a window split in groups."""
+    if w.groups != 1:
+        return None
+    x = state[w.x_var]
+    flat = w.x.flat if isinstance(w.x, Factored) else w.x
+    nb, nc = _factor_dims(w)
+    if len(flat.shape) != nb + nc + 2 or any(n != 1 for n in flat.shape[:nb]):
+        return None
+    xv = strided_view(x, flat.offset, flat.shape, tuple(st * x.itemsize for st in flat.strides))
+    shape = tuple(int(n) for n in flat.shape[nb:])  # [C.., H, W]: the batch's unit dims dropped
+    xv = xv.reshape(shape)  # a view
+    h, wd = shape[-2], shape[-1]
+    if nc == 1:
+        c = shape[0]
+        if c % block:
+            return None
+        return xv.reshape(c // block, block, h, wd).transpose(0, 2, 3, 1)
+    if nc != 2:
+        return None
+    c1, g = shape[0], shape[1]
+    if g == block:
+        return xv.transpose(0, 2, 3, 1)
+    if block % g == 0 and c1 % (block // g) == 0:
+        r = block // g
+        return xv.reshape(c1 // r, r, g, h, wd).transpose(0, 3, 4, 1, 2)
+    if g % block == 0:
+        return xv.reshape(c1, g // block, block, h, wd).transpose(0, 1, 3, 4, 2)
+    return None
+
+
 # A window's input shape by window: a channel-grouped input's shape is a product over its factor
 # dims, worked out at each read (3 times a convolution, ~15 us each); the windows live as long as
 # their compiled graph

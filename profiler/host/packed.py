@@ -32,7 +32,7 @@ PACKED_BYTES = 256 << 20
 _ort: Any = None  # onnxruntime, imported at the first packing
 _UNMADE: Any = object()  # a span not packed yet (None: one onnxruntime could not pack)
 _looked = False
-_lock = threading.Lock()
+lock = threading.Lock()  # held while a kept span's session is made (each made once)
 
 
 def _onnxruntime() -> Any:
@@ -53,13 +53,25 @@ def available() -> bool:
     return _onnxruntime() is not None
 
 
+def session(model: Any) -> Any:
+    """An onnxruntime session of ``model`` (an ``onnx.ModelProto``) on one thread with no spinning
+    workers, unoptimised: the run's own threads split the work (``profiler.host.parallel``)."""
+    ort = _onnxruntime()
+    assert ort is not None, "a session needs onnxruntime (packed.available())"
+    model.ir_version = 8  # what every onnxruntime since 1.10 reads
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
 class PackedMatrix:
     """``a @ w`` for a fixed float32 ``w`` ``[k, n]``: an onnxruntime session of one MatMul whose
     constant operand MLAS packed when the session was made; one thread, no spinning workers."""
 
     def __init__(self, w: np.ndarray) -> None:
-        ort = _onnxruntime()
-        assert ort is not None, "PackedMatrix needs onnxruntime (packed.available())"
         from onnx import TensorProto, helper, numpy_helper
 
         k, n = w.shape
@@ -71,13 +83,7 @@ class PackedMatrix:
             initializer=[numpy_helper.from_array(np.ascontiguousarray(w, np.float32), "w")],
         )
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-        model.ir_version = 8  # what every onnxruntime since 1.10 reads
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1  # the run's own threads split a product
-        options.inter_op_num_threads = 1
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        self._session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        self._session = session(model)
         self.shape = (k, n)
 
     def multiply(self, a: np.ndarray, out: np.ndarray) -> None:
@@ -93,7 +99,7 @@ class Weights(np.ndarray):
     kept by a read cache: its column spans' packed copies are made at their first product and kept
     with it (views of it share them). ``packable``: within the cache's ``PACKED_BYTES``."""
 
-    _packs: dict[tuple[int, int], PackedMatrix | None]
+    _packs: dict[object, Any]  # by span: its PackedMatrix, or its nchwc.NchwcConv (None: refused)
     _whole: np.ndarray | None
     packable: bool
 
@@ -132,7 +138,7 @@ def packed_of(b: np.ndarray) -> PackedMatrix | None:
     key = (start, start + b.shape[1])
     packed = b._packs.get(key, _UNMADE)
     if packed is _UNMADE:
-        with _lock:  # two threads' spans are packed one at a time (each session made once)
+        with lock:  # two threads' spans are packed one at a time (each session made once)
             packed = b._packs.get(key, _UNMADE)
             if packed is _UNMADE:
                 try:

@@ -1,0 +1,131 @@
+"""profiler.host.nchwc: convolutions through onnxruntime's NCHWc kernel on inputs held in channel
+blocks (``batch_run._run_as_blocked_conv``). Checked against a float64 numpy convolution written
+here; the bits do not depend on how a convolution's output channels are split over threads."""
+
+import numpy as np
+import pytest
+
+from profiler import Engine, Graph, Sequence, ipu_model, ops
+from profiler.host import nchwc, parallel
+from tests.ops.helpers import rng, run
+from tests.ops.test_conv import ref_conv
+
+pytestmark = pytest.mark.skipif(nchwc.block() == 0, reason="no onnxruntime NCHWc kernel on this machine")
+
+# (stride, padding, dilation, kernel)
+GEOMETRIES = [(1, 0, 1, 1), (1, 1, 1, 3), (2, 1, 1, 3), (1, 2, 2, 3), (2, 0, 1, 1)]
+
+
+def _blocked(x: np.ndarray, b: int) -> np.ndarray:
+    c, h, w = x.shape
+    return np.ascontiguousarray(x.reshape(c // b, b, h, w).transpose(0, 2, 3, 1))
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES)
+def test_the_kernel_is_a_convolution_whatever_span_of_output_channels_a_session_takes(geometry) -> None:
+    s, p, d, k = geometry
+    b = nchwc.block()
+    c, o, h = 2 * b, 4 * b, 9
+    r = rng(3)
+    x = r.standard_normal((c, h, h)).astype(np.float32)
+    w = (r.standard_normal((o, c, k, k)) * 0.2).astype(np.float32)
+    want = ref_conv(x[None].astype(np.float64), w.astype(np.float64), s, p, d, 1)[0]
+    ho = want.shape[1]
+    whole = np.empty((o // b, ho, ho, b), np.float32)
+    nchwc.NchwcConv(w, (s, s), (p, p), (d, d), b).run(_blocked(x, b), whole)
+    got = whole.transpose(0, 3, 1, 2).reshape(o, ho, ho)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    split = np.empty_like(whole)  # a block, then the other three: each session its own weights
+    nchwc.NchwcConv(w[:b], (s, s), (p, p), (d, d), b).run(_blocked(x, b), split[:1])
+    nchwc.NchwcConv(w[b:], (s, s), (p, p), (d, d), b).run(_blocked(x, b), split[1:])
+    assert np.array_equal(split.view(np.uint32), whole.view(np.uint32))
+
+
+def _run(inputs, monkeypatch, threads: int, blocked: bool = True):
+    """A strided 3x3 convolution whose result (channel-grouped, as PopLibs holds it: 16 channels a
+    group) a 1x1 reads, whose result (8 a group) a 3x3 reads; their weights laid out for them (poplin::createWeights: not rearranged by the program, so kept): the
+    output of a second run (the first makes the sessions) and the blocked convolutions' count."""
+    calls: list[int] = []
+    with monkeypatch.context() as m:
+        m.setattr(parallel, "threads", lambda: threads)
+        if not blocked:
+            m.setattr(nchwc, "_block", 0)
+        run_conv = nchwc.NchwcConv.run
+        m.setattr(nchwc.NchwcConv, "run", lambda self, x, out: calls.append(1) or run_conv(self, x, out))
+        g = Graph(ipu_model(tiles_per_ipu=4, bytes_per_tile=1 << 22))
+        prog = Sequence()
+        dtype = inputs["x"].dtype
+        x = ops.add_mapped(g, dtype, inputs["x"].shape, "x")
+        w1 = ops.create_conv_weights(g, dtype, x.shape, inputs["w1"].shape, "w1", stride=2, padding=1)
+        y = ops.relu(g, ops.conv2d(g, x, w1, prog, stride=2, padding=1), prog)
+        grp = ops.conv.channel_group(y)
+        w2 = ops.create_conv_weights(g, dtype, y.shape, inputs["w2"].shape, "w2", channel_group=grp)
+        z = ops.conv2d(g, y, w2, prog)
+        w3 = ops.create_conv_weights(
+            g, dtype, z.shape, inputs["w3"].shape, "w3", padding=1, channel_group=ops.conv.channel_group(z)
+        )
+        out = ops.conv2d(g, z, w3, prog, padding=1)
+        for name, t in (("x", x), ("w1", w1), ("w2", w2), ("w3", w3)):
+            g.create_host_write(name, t)
+        g.create_host_read("out", out)
+        engine = Engine(g, [prog])
+        engine.load()
+        for name, value in inputs.items():
+            engine.write_tensor(name, value)
+        engine.run(0)
+        calls.clear()
+        engine.run(0)
+        return engine.read_tensor("out"), len(calls)
+
+
+def _inputs(dtype) -> dict[str, np.ndarray]:
+    r = rng(5)
+    return {
+        "x": r.standard_normal((1, 32, 30, 30)).astype(dtype),
+        "w1": (r.standard_normal((64, 32, 3, 3)) * 0.1).astype(dtype),
+        "w2": (r.standard_normal((48, 64, 1, 1)) * 0.1).astype(dtype),
+        "w3": (r.standard_normal((32, 48, 3, 3)) * 0.1).astype(dtype),
+    }
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_a_convolution_held_in_channel_blocks_runs_blocked_with_the_bits_of_any_split(dtype, monkeypatch) -> None:
+    inputs = _inputs(dtype)
+    one, calls = _run(inputs, monkeypatch, threads=1)
+    assert calls == 3  # each convolution: the first from an input held [C, H, W], the others grouped
+    for threads in (2, 3):
+        got, _ = _run(inputs, monkeypatch, threads)
+        assert np.array_equal(got.view(np.uint8), one.view(np.uint8))
+    f = np.float64
+    y = np.maximum(ref_conv(inputs["x"].astype(f), inputs["w1"].astype(f), 2, 1, 1, 1), 0)
+    if dtype == np.float16:
+        y = y.astype(np.float16).astype(f)  # the first result is stored in half
+    z = ref_conv(y, inputs["w2"].astype(f), 1, 0, 1, 1)
+    if dtype == np.float16:
+        z = z.astype(np.float16).astype(f)
+    want = ref_conv(z, inputs["w3"].astype(f), 1, 1, 1, 1)
+    tol = 2e-2 if dtype == np.float16 else 1e-4
+    np.testing.assert_allclose(one.astype(f), want, rtol=tol, atol=tol)
+
+
+def test_without_the_kernel_a_convolution_is_its_columns_product(monkeypatch) -> None:
+    inputs = _inputs(np.float32)
+    blocked, _ = _run(inputs, monkeypatch, threads=2)
+    columns, calls = _run(inputs, monkeypatch, threads=2, blocked=False)
+    assert calls == 0
+    np.testing.assert_allclose(columns, blocked, rtol=1e-5, atol=1e-5)  # another order of the sums
+
+
+def test_the_blocked_path_declines_what_it_cannot_run(monkeypatch) -> None:
+    # channels not in whole blocks (3 in): the columns' product, no session made
+    r = rng(2)
+    inputs = {
+        "x": r.standard_normal((1, 3, 12, 12)).astype(np.float32),
+        "w": r.standard_normal((16, 3, 3, 3)).astype(np.float32),
+    }
+    made: list[int] = []
+    conv_of = nchwc.conv_of
+    monkeypatch.setattr(nchwc, "conv_of", lambda *a: made.append(1) or conv_of(*a))
+    out, _, _ = run(inputs, lambda g, t, prog: {"y": ops.conv2d(g, t["x"], t["w"], prog, padding=1)}, tiles=4)
+    assert not made
+    np.testing.assert_allclose(out["y"], ref_conv(inputs["x"], inputs["w"], 1, 1, 1, 1), rtol=1e-4, atol=1e-4)
