@@ -55,6 +55,7 @@ class ReadCache:
         self.volatile: frozenset[int] | set[int] = frozenset()  # variables the running program writes
         self._copy_bytes: dict[int, int] = {}  # of the kept copies in the stored type, by variable
         self._packed_bytes: dict[int, int] = {}  # of the kept weights multiplied packed, by variable
+        self._last: dict[int, tuple[object, np.ndarray]] = {}  # a conversion of a written variable, by variable
 
     def read(self, acc: Access, state: list[np.ndarray], dtype: np.dtype, contiguous: bool = False) -> np.ndarray:
         """``acc``'s values in ``dtype``, kept while unwritten; ``contiguous``: laid out row-major
@@ -92,13 +93,25 @@ class ReadCache:
             kept[key] = make()
         return kept[key]
 
+    def last(self, variable: int, key: object, make: Callable[[], np.ndarray]) -> np.ndarray:
+        """``make()``, an array made from ``variable``'s values (a convolution's input in NCHWc blocks),
+        kept under ``key`` until the variable is written, whether or not the program writes it: the
+        next read alike takes it (a ResNet stage's first two convolutions read one input). One a
+        variable."""
+        got = self._last.get(variable)
+        if got is None or got[0] != key:
+            got = self._last[variable] = (key, make())
+        return got[1]
+
     def written(self, variables: Iterable[int]) -> None:
         for v in variables:
+            self._last.pop(v, None)
             self._by_var.pop(v, None)
             self._copy_bytes.pop(v, None)
             self._packed_bytes.pop(v, None)
 
     def clear(self) -> None:
+        self._last.clear()
         self._by_var.clear()
         self._copy_bytes.clear()
         self._packed_bytes.clear()
@@ -239,12 +252,17 @@ def _run_as_blocked_conv(
     if x.flags.c_contiguous and x.dtype == f32:
         xb = x.reshape(cin // block, h, wd, block)
     else:  # converted from half, or regrouped, into the NCHWc layout
-        xb = scratch.buffer("blocked input", (cin // block, h, wd, block), f32)
-        dst = xb.reshape(x.shape)
-        # a part per thread down to PART_ELEMENTS (copy_into's chunks made three parts of ResNet-50's
-        # 56x56 inputs on two threads)
-        cuts = max(1, min(parallel.threads(), x.size // parallel.PART_ELEMENTS))
-        parallel.in_row_chunks(lambda sl: store(dst[sl], x[sl]), len(x), len(x), max(1, len(x) // cuts))
+
+        def blocked() -> np.ndarray:
+            xb = np.empty((cin // block, h, wd, block), f32)
+            dst = xb.reshape(x.shape)
+            # a part per thread down to PART_ELEMENTS (copy_into's chunks made three parts of
+            # ResNet-50's 56x56 inputs on two threads)
+            cuts = max(1, min(parallel.threads(), x.size // parallel.PART_ELEMENTS))
+            parallel.in_row_chunks(lambda sl: store(dst[sl], x[sl]), len(x), len(x), max(1, len(x) // cuts))
+            return xb
+
+        xb = cache.last(w.x_var, (x.ctypes.data, x.shape, x.strides, x.dtype), blocked)
     ho, wo = w.out
     result = out.view(state, writeable=True)[0].reshape(m, groups, g)
     # each part's groups are contiguous planes of the result: its blocks written there

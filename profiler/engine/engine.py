@@ -603,6 +603,8 @@ class Engine:
                 cache.written(node.writes)
         released = self._release.get(node.step)
         if released:
+            for cache in self._read_caches:  # their memory may come back as another value's
+                cache.written(released)
             empty = self._empty
             for state in self._states:
                 for v in released:

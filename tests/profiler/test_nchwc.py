@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from profiler import Engine, Graph, Sequence, ipu_model, ops
+from profiler.engine import batch_run
 from profiler.host import nchwc, parallel
 from tests.ops.helpers import rng, run
 from tests.ops.test_conv import ref_conv
@@ -129,3 +130,39 @@ def test_the_blocked_path_declines_what_it_cannot_run(monkeypatch) -> None:
     out, _, _ = run(inputs, lambda g, t, prog: {"y": ops.conv2d(g, t["x"], t["w"], prog, padding=1)}, tiles=4)
     assert not made
     np.testing.assert_allclose(out["y"], ref_conv(inputs["x"], inputs["w"], 1, 1, 1, 1), rtol=1e-4, atol=1e-4)
+
+
+def test_two_convolutions_of_one_input_convert_it_once_a_run_and_again_once_it_is_written(monkeypatch) -> None:
+    # a ResNet stage's first block: its downsample and its first convolution read one half input
+    monkeypatch.setattr(parallel, "threads", lambda: 2)
+    r = rng(8)
+    shapes = {"x": (1, 32, 12, 12), "wa": (32, 32, 3, 3), "wb": (16, 32, 1, 1)}
+    values = {k: (r.standard_normal(s) * (1 if k == "x" else 0.1)).astype(np.float16) for k, s in shapes.items()}
+    g = Graph(ipu_model(tiles_per_ipu=4, bytes_per_tile=1 << 22))
+    prog = Sequence()
+    x = ops.add_mapped(g, np.float16, shapes["x"], "x")
+    wa = ops.create_conv_weights(g, np.float16, shapes["x"], shapes["wa"], "wa", padding=1)
+    wb = ops.create_conv_weights(g, np.float16, shapes["x"], shapes["wb"], "wb")
+    g.create_host_read("a", ops.conv2d(g, x, wa, prog, padding=1))
+    g.create_host_read("b", ops.conv2d(g, x, wb, prog))
+    for name, t in (("x", x), ("wa", wa), ("wb", wb)):
+        g.create_host_write(name, t)
+    engine = Engine(g, [prog])
+    engine.load()
+    for name, value in values.items():
+        engine.write_tensor(name, value)
+    made: list[int] = []
+    last = batch_run.ReadCache.last
+    monkeypatch.setattr(
+        batch_run.ReadCache, "last", lambda self, v, key, make: last(self, v, key, lambda: made.append(1) or make())
+    )
+    f = np.float64
+    for scale in (1, -3):  # the second run's input written anew: converted again, not the first's
+        engine.write_tensor("x", values["x"] * scale)
+        made.clear()
+        engine.run(0)
+        assert len(made) == 1
+        xs = (values["x"] * scale).astype(f)
+        for name, w, p in (("a", "wa", 1), ("b", "wb", 0)):
+            want = ref_conv(xs, values[w].astype(f), 1, p, 1, 1)
+            np.testing.assert_allclose(engine.read_tensor(name).astype(f), want, rtol=2e-2, atol=2e-2)
