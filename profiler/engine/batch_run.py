@@ -249,12 +249,13 @@ def _run_as_blocked_conv(
     convs = [cv for cv in made if cv is not None]
     if len(convs) != len(spans):
         return False
+    layout = (cin // block, h, wd, block) if cin >= block else (cin, h, wd)  # NCHWc, or NCHW (nchwc.NchwcConv)
     if x.flags.c_contiguous and x.dtype == f32:
-        xb = x.reshape(cin // block, h, wd, block)
+        xb = x.reshape(layout)
     else:  # converted from half, or regrouped, into the NCHWc layout
 
         def blocked() -> np.ndarray:
-            xb = np.empty((cin // block, h, wd, block), f32)
+            xb = np.empty(layout, f32)
             dst = xb.reshape(x.shape)
             # a part per thread down to PART_ELEMENTS (copy_into's chunks made three parts of
             # ResNet-50's 56x56 inputs on two threads)

@@ -306,7 +306,8 @@ def windows(
 
 def blocked_input(w: Window, state: list[np.ndarray], block: int) -> np.ndarray | None:
     """A Window's input ``[1, C, H, W]`` as a strided view whose C-contiguous copy is its NCHWc layout
-    ``[C/block, H, W, block]`` (``profiler.host.nchwc``): ``[C/block, H, W, r, g]`` for channels held
+    ``[C/block, H, W, block]`` (``profiler.host.nchwc``; ``[C, H, W]`` for fewer channels than a
+    block, which MLAS reads as NCHW): ``[C/block, H, W, r, g]`` for channels held
     in groups of ``g`` (``r * g == block``), ``[C/g, r, H, W, block]`` for groups of ``g = r *
     block``, ``[C/block, H, W, block]`` else; the view is that layout itself where the input is
     held so. None for a batch over one, channels not in blocks, or a window split in groups."""
@@ -323,6 +324,8 @@ def blocked_input(w: Window, state: list[np.ndarray], block: int) -> np.ndarray 
     h, wd = shape[-2], shape[-1]
     if nc == 1:
         c = shape[0]
+        if c < block:  # read as NCHW
+            return xv
         if c % block:
             return None
         return xv.reshape(c // block, block, h, wd).transpose(0, 2, 3, 1)

@@ -31,9 +31,10 @@ _UNMADE: Any = object()
 
 
 class NchwcConv:
-    """A convolution of an NCHWc float32 input ``[C/B, H, W, B]`` (batch 1) by fixed weights ``[O, C,
-    kh, kw]``: an onnxruntime session of one ``com.microsoft.nchwc`` Conv, one thread, no spinning
-    workers; its result ``[O/B, Ho, Wo, B]``. Weights are laid out as MLAS reads them (OIHWBiBo)."""
+    """A convolution of an NCHWc float32 input ``[C/B, H, W, B]`` (batch 1; ``[C, H, W]`` when C is
+    under a block, as a network's first layer reads its image) by fixed weights ``[O, C, kh, kw]``: an
+    onnxruntime session of one ``com.microsoft.nchwc`` Conv, one thread, no spinning workers; its
+    result ``[O/B, Ho, Wo, B]``. Weights are laid out as MLAS reads them (OIHWBiBo, or OIHWBo)."""
 
     def __init__(
         self,
@@ -46,8 +47,11 @@ class NchwcConv:
         from onnx import TensorProto, helper
 
         o, c, kh, kw = w.shape
-        # OIHWBiBo: [O/B, C/B, kh, kw, B (input channel), B (output channel)] (MlasReorderFilterOIHWBiBo)
-        blocked = w.reshape(o // block, block, c // block, block, kh, kw).transpose(0, 2, 4, 5, 3, 1)
+        if c < block:  # an input of fewer channels than a block is read as NCHW (MLAS's NCHW algorithm):
+            # OIHWBo, [O/B, C, kh, kw, B (output channel)] (MlasReorderFilterOIHWBo)
+            blocked = w.reshape(o // block, block, c, kh, kw).transpose(0, 2, 3, 4, 1)
+        else:  # OIHWBiBo: [O/B, C/B, kh, kw, B (input channel), B (output channel)] (MlasReorderFilterOIHWBiBo)
+            blocked = w.reshape(o // block, block, c // block, block, kh, kw).transpose(0, 2, 4, 5, 3, 1)
         weights = helper.make_tensor(
             "w", TensorProto.FLOAT, [o, c, kh, kw], np.ascontiguousarray(blocked, np.float32).tobytes(), raw=True
         )
@@ -77,8 +81,8 @@ class NchwcConv:
         self.channels, self.block = (o, c), block
 
     def run(self, x: np.ndarray, out: np.ndarray) -> None:
-        """``out`` ``[O/B, Ho, Wo, B]`` = the convolution of ``x`` ``[C/B, H, W, B]``; both C-contiguous
-        float32 (their memory is bound to the session: nothing is copied)."""
+        """``out`` ``[O/B, Ho, Wo, B]`` = the convolution of ``x`` ``[C/B, H, W, B]`` (``[C, H, W]``); both
+        C-contiguous float32 (their memory is bound to the session: nothing is copied)."""
         o, c = self.channels
         io = self._session.io_binding()
         io.bind_input("x", "cpu", 0, np.float32, [1, c, x.shape[1], x.shape[2]], x.ctypes.data)

@@ -23,22 +23,24 @@ def _blocked(x: np.ndarray, b: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("geometry", GEOMETRIES)
-def test_the_kernel_is_a_convolution_whatever_span_of_output_channels_a_session_takes(geometry) -> None:
+@pytest.mark.parametrize("blocks_in", [2, 0])  # 0: three channels in, read as NCHW (a network's first layer)
+def test_the_kernel_is_a_convolution_whatever_span_of_output_channels_a_session_takes(geometry, blocks_in) -> None:
     s, p, d, k = geometry
     b = nchwc.block()
-    c, o, h = 2 * b, 4 * b, 9
+    c, o, h = blocks_in * b or 3, 4 * b, 9
     r = rng(3)
     x = r.standard_normal((c, h, h)).astype(np.float32)
     w = (r.standard_normal((o, c, k, k)) * 0.2).astype(np.float32)
     want = ref_conv(x[None].astype(np.float64), w.astype(np.float64), s, p, d, 1)[0]
     ho = want.shape[1]
+    xb = _blocked(x, b) if blocks_in else x
     whole = np.empty((o // b, ho, ho, b), np.float32)
-    nchwc.NchwcConv(w, (s, s), (p, p), (d, d), b).run(_blocked(x, b), whole)
+    nchwc.NchwcConv(w, (s, s), (p, p), (d, d), b).run(xb, whole)
     got = whole.transpose(0, 3, 1, 2).reshape(o, ho, ho)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     split = np.empty_like(whole)  # a block, then the other three: each session its own weights
-    nchwc.NchwcConv(w[:b], (s, s), (p, p), (d, d), b).run(_blocked(x, b), split[:1])
-    nchwc.NchwcConv(w[b:], (s, s), (p, p), (d, d), b).run(_blocked(x, b), split[1:])
+    nchwc.NchwcConv(w[:b], (s, s), (p, p), (d, d), b).run(xb, split[:1])
+    nchwc.NchwcConv(w[b:], (s, s), (p, p), (d, d), b).run(xb, split[1:])
     assert np.array_equal(split.view(np.uint32), whole.view(np.uint32))
 
 
@@ -79,19 +81,20 @@ def _run(inputs, monkeypatch, threads: int, blocked: bool = True):
         return engine.read_tensor("out"), len(calls)
 
 
-def _inputs(dtype) -> dict[str, np.ndarray]:
+def _inputs(dtype, cin: int = 32) -> dict[str, np.ndarray]:
     r = rng(5)
     return {
-        "x": r.standard_normal((1, 32, 30, 30)).astype(dtype),
-        "w1": (r.standard_normal((64, 32, 3, 3)) * 0.1).astype(dtype),
+        "x": r.standard_normal((1, cin, 30, 30)).astype(dtype),
+        "w1": (r.standard_normal((64, cin, 3, 3)) * 0.1).astype(dtype),
         "w2": (r.standard_normal((48, 64, 1, 1)) * 0.1).astype(dtype),
         "w3": (r.standard_normal((32, 48, 3, 3)) * 0.1).astype(dtype),
     }
 
 
+@pytest.mark.parametrize("cin", [32, 3])  # 3: the first convolution reads an image's channels as NCHW
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-def test_a_convolution_held_in_channel_blocks_runs_blocked_with_the_bits_of_any_split(dtype, monkeypatch) -> None:
-    inputs = _inputs(dtype)
+def test_a_convolution_held_in_channel_blocks_runs_blocked_with_the_bits_of_any_split(dtype, cin, monkeypatch) -> None:
+    inputs = _inputs(dtype, cin)
     one, calls = _run(inputs, monkeypatch, threads=1)
     assert calls == 3  # each convolution: the first from an input held [C, H, W], the others grouped
     for threads in (2, 3):
@@ -118,11 +121,11 @@ def test_without_the_kernel_a_convolution_is_its_columns_product(monkeypatch) ->
 
 
 def test_the_blocked_path_declines_what_it_cannot_run(monkeypatch) -> None:
-    # channels not in whole blocks (3 in): the columns' product, no session made
+    # channels neither in whole blocks nor fewer than one (20 in): the columns' product, no session made
     r = rng(2)
     inputs = {
-        "x": r.standard_normal((1, 3, 12, 12)).astype(np.float32),
-        "w": r.standard_normal((16, 3, 3, 3)).astype(np.float32),
+        "x": r.standard_normal((1, 20, 12, 12)).astype(np.float32),
+        "w": r.standard_normal((16, 20, 3, 3)).astype(np.float32),
     }
     made: list[int] = []
     conv_of = nchwc.conv_of
