@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from profiler.executable import half_maps
-from profiler.executable.access import blocked_input, column_windows, windows
-from profiler.executable.convert import store
+from profiler.executable.access import blocked_input, column_windows, grouped_input, windows
+from profiler.executable.convert import kernels, store
 from profiler.host import blas, nchwc, packed, parallel, scratch
 
 if TYPE_CHECKING:
@@ -253,14 +253,27 @@ def _run_as_blocked_conv(
     if x.flags.c_contiguous and x.dtype == f32:
         xb = x.reshape(layout)
     else:  # converted from half, or regrouped, into the NCHWc layout
+        grouped = grouped_input(w) if cin >= block else None
 
         def blocked() -> np.ndarray:
             xb = np.empty(layout, f32)
             dst = xb.reshape(x.shape)
             # a part per thread down to PART_ELEMENTS (copy_into's chunks made three parts of
-            # ResNet-50's 56x56 inputs on two threads)
+            # ResNet-50's 56x56 inputs on two threads), each a span of whole blocks and groups
             cuts = max(1, min(parallel.threads(), x.size // parallel.PART_ELEMENTS))
-            parallel.in_row_chunks(lambda sl: store(dst[sl], x[sl]), len(x), len(x), max(1, len(x) // cuts))
+            if grouped is None:
+                parallel.in_row_chunks(lambda sl: store(dst[sl], x[sl]), len(x), len(x), max(1, len(x) // cuts))
+                return xb
+            offset, gi = grouped
+            src, whole = state[w.x_var][offset : offset + x.size], max(gi, block)
+
+            def span(sl: slice) -> None:  # channels sl of cin, in units of ``whole``
+                first, end = sl.start * whole, sl.stop * whole
+                if not _regrouped(src, xb.reshape(-1), h * wd, gi, block, first, end, 0):
+                    unit = cin // len(x)  # a NaN: this span as numpy converts it (x's first dim: channels)
+                    store(dst[first // unit : end // unit], x[first // unit : end // unit])
+
+            parallel.in_row_chunks(span, cin // whole, cin // whole, max(1, cin // whole // cuts))
             return xb
 
         xb = cache.last(w.x_var, (x.ctypes.data, x.shape, x.strides, x.dtype), blocked)
@@ -268,6 +281,7 @@ def _run_as_blocked_conv(
     result = out.view(state, writeable=True)[0].reshape(m, groups, g)
     # each part's groups are contiguous planes of the result: its blocks written there
     direct = g == block and result.dtype == f32 and result.transpose(1, 0, 2).flags.c_contiguous
+    flat = state[out.strided[0]] if out.strided is not None else result  # [groups, m, g] from its start
 
     def part(sl: slice) -> None:
         for (lo, hi), conv in zip(spans[sl], convs[sl], strict=True):
@@ -277,7 +291,9 @@ def _run_as_blocked_conv(
             else:
                 y = scratch.buffer("blocked output", (kb, m, block), f32)
                 conv.run(xb, y.reshape(kb, ho, wo, block))
-                if g <= block:  # a block is block // g groups
+                if _regrouped(y.reshape(-1), flat, m, block, g, lo, hi, lo):
+                    pass
+                elif g <= block:  # a NaN: as numpy converts it; a block is block // g groups
                     store(
                         result[:, lo // g : hi // g].reshape(m, kb, block // g, g),
                         y.transpose(1, 0, 2).reshape(m, kb, block // g, g),
@@ -340,6 +356,21 @@ def _run_in_column_parts(
 
     parallel.in_row_chunks(part, groups, groups, max(1, groups // parallel.threads()))
     return True
+
+
+def _regrouped(src: np.ndarray, dst: np.ndarray, m: int, gi: int, go: int, first: int, end: int, shift: int) -> bool:
+    """Channels ``first`` to ``end`` of ``dst`` (flat ``[C/go, m, go]``) from channels ``first -
+    shift`` on of ``src`` (flat ``[C'/gi, m, gi]``), converted to dst's type, in one compiled pass
+    (``half_kernels.regroup_copy``); False where it does not apply or a value is NaN (the caller
+    then stores them as numpy converts them)."""
+    loops = kernels()
+    if src.dtype == dst.dtype:
+        return not loops.regroup_copy(src, dst, m, gi, go, first, end, shift)
+    if src.dtype == np.float32 and dst.dtype == np.float16:
+        return not loops.regroup_to_half(src, dst.view(np.uint16), m, gi, go, first, end, shift)
+    if src.dtype == np.float16 and dst.dtype == np.float32:
+        return not loops.regroup_to_float(src.view(np.uint16), dst, m, gi, go, first, end, shift)
+    return False
 
 
 def grouped_result(out: Access) -> tuple[int, int, int] | None:

@@ -342,6 +342,24 @@ def blocked_input(w: Window, state: list[np.ndarray], block: int) -> np.ndarray 
     return None
 
 
+def grouped_input(w: Window) -> tuple[int, int] | None:
+    """``(offset, g)`` of a Window's input ``[1, C, H, W]`` held ``[C/g, H, W, g]`` in its variable
+    from element ``offset`` on, one channel group after the other (PopLibs' grouped layout at batch
+    1), else None."""
+    if not isinstance(w.x, Factored):
+        return None
+    nb, nc = _factor_dims(w)
+    shape, strides = w.x.flat.shape, w.x.flat.strides
+    if nc != 2 or len(shape) != nb + 4 or any(n != 1 for n in shape[:nb]):
+        return None
+    c1, g, h, wd = shape[nb:]
+    if tuple(strides[nb:]) != (h * wd * g, 1, wd * g, g) and c1 > 1:
+        return None
+    if c1 == 1 and tuple(strides[nb + 1 :]) != (1, wd * g, g):
+        return None
+    return w.x.flat.offset, g
+
+
 # A window's input shape by window: a channel-grouped input's shape is a product over its factor
 # dims, worked out at each read (3 times a convolution, ~15 us each); the windows live as long as
 # their compiled graph

@@ -148,8 +148,14 @@ def _run_merged(loop: Callable[..., bool], arrays: list[np.ndarray], shape: tupl
         v.flags.writeable = False
     if len(shape) == 3:  # the common case, one call: np.ndindex(), ~2 us, a fifth of a small call's Python
         return bool(loop(*head, *views))
+    # a call per index of the smallest outer dims, the others walked in the loop: a convolution's
+    # result of 8-channel groups written from 16-channel blocks walks [blocks, 2, rows, 8], and a
+    # call per block (49 rows: 784 elements a call) ran at ~3-4.5 ns an element against ~0.4
+    outer = sorted(range(len(shape) - 1), key=lambda d: (shape[d], d))[: len(shape) - 3]
+    order = outer + [d for d in range(len(shape)) if d not in outer]
+    views = [v.transpose(order) for v in views]
     flagged = False
-    for lead in np.ndindex(*shape[:-3]):
+    for lead in np.ndindex(*(shape[d] for d in outer)):
         flagged |= loop(*head, *(v[lead] for v in views))
     return flagged
 

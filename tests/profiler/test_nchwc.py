@@ -169,3 +169,44 @@ def test_two_convolutions_of_one_input_convert_it_once_a_run_and_again_once_it_i
         for name, w, p in (("a", "wa", 1), ("b", "wb", 0)):
             want = ref_conv(xs, values[w].astype(f), 1, p, 1, 1)
             np.testing.assert_allclose(engine.read_tensor(name).astype(f), want, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize(("gi", "go"), [(8, 16), (16, 8), (16, 16), (16, 64), (64, 16)])
+@pytest.mark.parametrize("kind", ["copy", "to_half", "to_float"])
+def test_a_regroup_of_channels_is_numpys_reshape_and_astype(gi, go, kind) -> None:
+    from profiler.executable.convert import kernels
+
+    m, c = 21, 128
+    src_type, dst_type = {"copy": (np.float32, np.float32), "to_half": (np.float32, np.float16)}.get(
+        kind, (np.float16, np.float32)
+    )
+    r = rng(4)
+    x = (r.standard_normal((c // gi, m, gi)) * 1e3).astype(src_type)
+    x.reshape(-1)[:4] = [np.inf, -np.inf, 0.0, -0.0]
+    logical = x.transpose(1, 0, 2).reshape(m, c)  # [m, C]
+    out = np.full((c // go, m, go), 7, dst_type)
+    first, end = 32, 96  # a span of channels, read from the start of a source holding them alone
+    src = np.ascontiguousarray(logical[:, first:end].reshape(m, (end - first) // gi, gi).transpose(1, 0, 2))
+    bits = {np.float16: np.uint16, np.float32: np.float32}
+    loop = getattr(kernels(), f"regroup_{kind}")
+    nan = loop(src.reshape(-1).view(bits[src_type]), out.reshape(-1).view(bits[dst_type]), m, gi, go, first, end, first)
+    assert not nan
+    want = np.full((m, c), 7, dst_type)
+    want[:, first:end] = logical[:, first:end].astype(dst_type)
+    got = out.transpose(1, 0, 2).reshape(m, c)
+    assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+    src.reshape(-1)[5] = np.nan
+    assert loop(
+        src.reshape(-1).view(bits[src_type]), out.reshape(-1).view(bits[dst_type]), m, gi, go, first, end, first
+    ) == (kind != "copy")
+
+
+def test_a_nan_in_a_blocked_convolutions_input_gives_the_columns_products_nans(monkeypatch) -> None:
+    inputs = _inputs(np.float16)
+    inputs["x"].reshape(-1)[100] = np.nan
+    blocked, calls = _run(inputs, monkeypatch, threads=2)
+    columns, _ = _run(inputs, monkeypatch, threads=2, blocked=False)
+    assert calls and np.isnan(blocked).any()
+    assert np.array_equal(np.isnan(blocked), np.isnan(columns))
+    ok = ~np.isnan(blocked)
+    np.testing.assert_allclose(blocked[ok].astype(np.float64), columns[ok].astype(np.float64), rtol=2e-2, atol=2e-2)
