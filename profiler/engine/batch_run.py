@@ -361,16 +361,12 @@ def _run_in_column_parts(
 def _regrouped(src: np.ndarray, dst: np.ndarray, m: int, gi: int, go: int, first: int, end: int, shift: int) -> bool:
     """Channels ``first`` to ``end`` of ``dst`` (flat ``[C/go, m, go]``) from channels ``first -
     shift`` on of ``src`` (flat ``[C'/gi, m, gi]``), converted to dst's type, in one compiled pass
-    (``half_kernels.regroup_copy``); False where it does not apply or a value is NaN (the caller
-    then stores them as numpy converts them)."""
-    loops = kernels()
-    if src.dtype == dst.dtype:
-        return not loops.regroup_copy(src, dst, m, gi, go, first, end, shift)
-    if src.dtype == np.float32 and dst.dtype == np.float16:
-        return not loops.regroup_to_half(src, dst.view(np.uint16), m, gi, go, first, end, shift)
-    if src.dtype == np.float16 and dst.dtype == np.float32:
-        return not loops.regroup_to_float(src.view(np.uint16), dst, m, gi, go, first, end, shift)
-    return False
+    (``half_kernels.regroup``); False where it does not apply or a value is NaN (the caller then
+    stores them as numpy converts them)."""
+    bits = {np.dtype(np.float16): np.uint16, np.dtype(np.float32): np.float32}
+    if src.dtype not in bits or dst.dtype not in bits:
+        return False
+    return not kernels().regroup(src.view(bits[src.dtype]), dst.view(bits[dst.dtype]), m, gi, go, first, end, shift)
 
 
 def grouped_result(out: Access) -> tuple[int, int, int] | None:

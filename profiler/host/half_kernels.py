@@ -149,89 +149,87 @@ def copy(src: np.ndarray, dst: np.ndarray) -> bool:
 # block, ~3-4.5 ns an element on a 7x7 layer's 49 rows against ~0.3 here.
 
 
+# A run is sliced out of the flat buffers first: indexed by an offset LLVM cannot prove non-negative,
+# each element pays numba's wraparound select and the loop does not vectorise (~2x slower)
 @njit(inline="always")
 def _copy_run(src: np.ndarray, dst: np.ndarray, s: int, d: int, n: int) -> bool:
+    a, o = src[s : s + n], dst[d : d + n]
     for k in range(n):
-        dst[d + k] = src[s + k]
+        o[k] = a[k]
     return False
 
 
 @njit(inline="always")
 def _to_half_run(src: np.ndarray, dst: np.ndarray, s: int, d: int, n: int) -> bool:
+    a, o = src[s : s + n], dst[d : d + n]
     nan = False
     for k in range(n):
-        x = src[s + k]
+        x = a[k]
         nan |= x != x
-        dst[d + k] = _half_bits(x)
+        o[k] = _half_bits(x)
     return nan
 
 
 @njit(inline="always")
 def _to_float_run(src: np.ndarray, dst: np.ndarray, s: int, d: int, n: int) -> bool:
+    a, o = src[s : s + n], dst[d : d + n]
     nan = False
     for k in range(n):
-        h = src[s + k]
+        h = a[k]
         nan |= (h & 0x7FFF) > 0x7C00
-        dst[d + k] = _from_half_bits(h)
+        o[k] = _from_half_bits(h)
     return nan
 
 
+def _convert_run(src, dst, s, d, n):
+    """``_copy_run``, ``_to_half_run`` or ``_to_float_run`` by the buffers' types."""
+
+
+@overload(_convert_run)  # resolved when compiling: one kernel a pair of types, cached
+def _convert_run_of(src, dst, s, d, n):
+    if src.dtype == types.float32 and dst.dtype == types.uint16:
+        return lambda src, dst, s, d, n: _to_half_run(src, dst, s, d, n)
+    if src.dtype == types.uint16 and dst.dtype == types.float32:
+        return lambda src, dst, s, d, n: _to_float_run(src, dst, s, d, n)
+    return lambda src, dst, s, d, n: _copy_run(src, dst, s, d, n)
+
+
 @njit(inline="always")
-def _regroup_runs(run, src, dst, m, gi, go, first, end, shift, w):
-    # in dst's memory order (plane, row, the plane's runs): writes stream, each source plane is read
-    # row by row; the runs' offsets worked out once a plane (an integer division a run cost more
-    # than its copy)
+def _regroup_runs(src, dst, m, gi, go, first, end, shift, w):
+    # each run's offsets in row 0 worked out once (an integer division a run cost more than its copy)
+    runs = (end - first) // w
+    src_at = np.empty(runs, np.int64)
+    dst_at = np.empty(runs, np.int64)
+    for j in range(runs):
+        c = first + j * w
+        cs = c - shift  # its channel in src
+        src_at[j] = (cs // gi) * m * gi + cs % gi
+        dst_at[j] = (c // go) * m * go + c % go
     nan = False
-    starts = np.empty(max(1, go // w), np.int64)
-    c = first
-    while c < end:
-        hi = min(end, (c // go + 1) * go)  # this span's channels in dst's plane of channel c
-        plane = (c // go) * m * go + c % go
-        runs = (hi - c) // w
-        for j in range(runs):
-            cc = c + j * w - shift  # its channel in src
-            starts[j] = (cc // gi) * m * gi + cc % gi
+    j0 = 0
+    while j0 < runs:  # a destination plane's runs at a time: written row by row, as they lie
+        j1 = min(runs, j0 + (go - (first + j0 * w) % go) // w)
         for r in range(m):
-            d = plane + r * go
-            for j in range(runs):
-                nan |= run(src, dst, starts[j] + r * gi, d + j * w, w)
-        c = hi
+            for j in range(j0, j1):
+                nan |= _convert_run(src, dst, src_at[j] + r * gi, dst_at[j] + r * go, w)
+        j0 = j1
     return nan
 
 
-@njit(inline="always")
-def _regroup(run, src, dst, m, gi, go, first, end, shift):
+@njit(nogil=True, cache=True)
+def regroup(src: np.ndarray, dst: np.ndarray, m: int, gi: int, go: int, first: int, end: int, shift: int) -> bool:
+    """Channels ``first`` to ``end`` of ``m`` rows of ``dst`` (flat ``[C/go, m, go]``) from channels
+    ``first - shift`` on of ``src`` (flat ``[C'/gi, m, gi]``; ``first - shift`` a multiple of ``gi``
+    or of ``go``): copied (one type), float32 to half bits or half bits to float32. True if a
+    converted source element is NaN (the caller rewrites those)."""
     w = min(gi, go)
+    if gi == go and (end - first) % go == 0 and first % go == 0:  # whole planes alike: one run a plane
+        return _regroup_runs(src, dst, 1, m * go, m * go, first * m, end * m, shift * m, m * go)
     if w == 8:  # the run's length a constant where it is one of _ROWS (see above)
-        return _regroup_runs(run, src, dst, m, gi, go, first, end, shift, 8)
+        return _regroup_runs(src, dst, m, gi, go, first, end, shift, 8)
     if w == 16:
-        return _regroup_runs(run, src, dst, m, gi, go, first, end, shift, 16)
-    return _regroup_runs(run, src, dst, m, gi, go, first, end, shift, w)
-
-
-@njit(nogil=True, cache=True)
-def regroup_copy(src: np.ndarray, dst: np.ndarray, m: int, gi: int, go: int, first: int, end: int, shift: int) -> bool:
-    """Channels ``first`` to ``end`` of ``m`` rows of ``dst`` (flat ``[C/go, m, go]``) copied from
-    channels ``first - shift`` on of ``src`` (flat ``[C'/gi, m, gi]``, the same type; ``first - shift``
-    a multiple of ``gi`` or of ``go``). Returns False (nothing to rewrite)."""
-    return _regroup(_copy_run, src, dst, m, gi, go, first, end, shift)
-
-
-@njit(nogil=True, cache=True)
-def regroup_to_half(
-    src: np.ndarray, dst: np.ndarray, m: int, gi: int, go: int, first: int, end: int, shift: int
-) -> bool:
-    """``regroup_copy`` from float32 into half bits; True if a source element is NaN (the caller
-    rewrites those)."""
-    return _regroup(_to_half_run, src, dst, m, gi, go, first, end, shift)
-
-
-@njit(nogil=True, cache=True)
-def regroup_to_float(
-    src: np.ndarray, dst: np.ndarray, m: int, gi: int, go: int, first: int, end: int, shift: int
-) -> bool:
-    """``regroup_copy`` from half bits into float32; True if a source element is NaN."""
-    return _regroup(_to_float_run, src, dst, m, gi, go, first, end, shift)
+        return _regroup_runs(src, dst, m, gi, go, first, end, shift, 16)
+    return _regroup_runs(src, dst, m, gi, go, first, end, shift, w)
 
 
 # The ops ``binary_half`` computes, by its ``op`` argument (one compiled loop for all four: the

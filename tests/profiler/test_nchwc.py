@@ -188,7 +188,7 @@ def test_a_regroup_of_channels_is_numpys_reshape_and_astype(gi, go, kind) -> Non
     first, end = 32, 96  # a span of channels, read from the start of a source holding them alone
     src = np.ascontiguousarray(logical[:, first:end].reshape(m, (end - first) // gi, gi).transpose(1, 0, 2))
     bits = {np.float16: np.uint16, np.float32: np.float32}
-    loop = getattr(kernels(), f"regroup_{kind}")
+    loop = kernels().regroup
     nan = loop(src.reshape(-1).view(bits[src_type]), out.reshape(-1).view(bits[dst_type]), m, gi, go, first, end, first)
     assert not nan
     want = np.full((m, c), 7, dst_type)
