@@ -280,14 +280,14 @@ def _run_as_blocked_conv(
     ho, wo = w.out
     result = out.view(state, writeable=True)[0].reshape(m, groups, g)
     # each part's groups are contiguous planes of the result: its blocks written there
-    direct = g == block and result.dtype == f32 and result.transpose(1, 0, 2).flags.c_contiguous
     flat = state[out.strided[0]] if out.strided is not None else result  # [groups, m, g] from its start
+    direct = g == block and flat.dtype == f32 and flat.ndim == 1 and flat.flags.c_contiguous
 
     def part(sl: slice) -> None:
         for (lo, hi), conv in zip(spans[sl], convs[sl], strict=True):
             kb = (hi - lo) // block
-            if direct:
-                conv.run(xb, result[:, lo // g : hi // g].transpose(1, 0, 2).reshape(kb, ho, wo, block))  # a view
+            if direct:  # the result's planes of these groups, sliced out of its variable: a view
+                conv.run(xb, flat[lo * m : hi * m].reshape(kb, ho, wo, block))
             else:
                 y = scratch.buffer("blocked output", (kb, m, block), f32)
                 conv.run(xb, y.reshape(kb, ho, wo, block))
@@ -365,6 +365,12 @@ def _regrouped(src: np.ndarray, dst: np.ndarray, m: int, gi: int, go: int, first
     stores them as numpy converts them)."""
     bits = {np.dtype(np.float16): np.uint16, np.dtype(np.float32): np.float32}
     if src.dtype not in bits or dst.dtype not in bits:
+        return False
+    w = min(gi, go)  # the kernel walks runs of w channels and does not check its bounds
+    if first % w or (end - first) % w or (first - shift) % w or first < shift or end <= first:
+        return False
+    last = end - 1 - shift
+    if (last // gi + 1) * m * gi > src.size or (end - 1) // go * m * go + (m - 1) * go + (end - 1) % go >= dst.size:
         return False
     return not kernels().regroup(src.view(bits[src.dtype]), dst.view(bits[dst.dtype]), m, gi, go, first, end, shift)
 

@@ -145,12 +145,12 @@ def conv_of(
             if made is _UNMADE:
                 c, kh, kw, grp = columns
                 whole = weights._whole.reshape(-1, weights._whole.shape[-1])
-                # rows (c // grp, i, j, c % grp) by columns -> [O, C, kh, kw]
-                span = whole[:, first:end].reshape(c // grp, kh, kw, grp, end - first)
-                oihw = span.transpose(4, 0, 3, 1, 2).reshape(end - first, c, kh, kw)
                 try:
+                    # rows (c // grp, i, j, c % grp) by columns -> [O, C, kh, kw]
+                    span = whole[:, first:end].reshape(c // grp, kh, kw, grp, end - first)
+                    oihw = span.transpose(4, 0, 3, 1, 2).reshape(end - first, c, kh, kw)
                     made = NchwcConv(oihw, *geometry, block())
-                except Exception:  # onnxruntime refused it (memory): the columns' product, every run
+                except Exception:  # onnxruntime refused it (memory), or columns not so ordered: the columns' product
                     made = None
                 weights._packs[key] = made
     return made

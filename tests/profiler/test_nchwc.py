@@ -210,3 +210,13 @@ def test_a_nan_in_a_blocked_convolutions_input_gives_the_columns_products_nans(m
     assert np.array_equal(np.isnan(blocked), np.isnan(columns))
     ok = ~np.isnan(blocked)
     np.testing.assert_allclose(blocked[ok].astype(np.float64), columns[ok].astype(np.float64), rtol=2e-2, atol=2e-2)
+
+
+def test_a_regroup_the_kernel_cannot_walk_in_whole_runs_or_within_the_buffers_is_declined() -> None:
+    # the compiled loop checks no bounds: a span not in runs of min(gi, go) channels, or reaching past
+    # either buffer, is left to numpy (False) rather than walked
+    src, dst = np.ones(32 * 4, np.float32), np.zeros(32 * 4, np.float16)  # 32 channels, 4 rows
+    assert not batch_run._regrouped(src, dst, 4, 16, 16, 8, 24, 8)  # half a run of 16 in
+    assert not batch_run._regrouped(src, dst, 4, 16, 8, 0, 20, 0)  # ends within a run of 8
+    assert not batch_run._regrouped(src, dst, 4, 16, 16, 0, 48, 0)  # 48 channels of a 32-channel buffer
+    assert batch_run._regrouped(src, dst, 4, 16, 8, 0, 32, 0) and (dst == 1).all()
