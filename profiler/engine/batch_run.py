@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from profiler.chip.codelets import Codelet
     from profiler.executable.access import Access
     from profiler.executable.plans import BatchPlan
+    from profiler.poplar.layout import Window
 
 
 # Bytes of copies in the stored type (``ReadCache``) one replica keeps: the copies made of weights
@@ -252,35 +253,14 @@ def _run_as_blocked_conv(
     layout = (cin // block, h, wd, block) if cin >= block else (cin, h, wd)  # NCHWc, or NCHW (nchwc.NchwcConv)
     if x.flags.c_contiguous and x.dtype == f32:
         xb = x.reshape(layout)
-    else:  # converted from half, or regrouped, into the NCHWc layout
-        grouped = grouped_input(w) if cin >= block else None
-
-        def blocked() -> np.ndarray:
-            xb = np.empty(layout, f32)
-            dst = xb.reshape(x.shape)
-            # a part per thread down to PART_ELEMENTS (copy_into's chunks made three parts of
-            # ResNet-50's 56x56 inputs on two threads), each a span of whole blocks and groups
-            cuts = max(1, min(parallel.threads(), x.size // parallel.PART_ELEMENTS))
-            if grouped is None:
-                parallel.in_row_chunks(lambda sl: store(dst[sl], x[sl]), len(x), len(x), max(1, len(x) // cuts))
-                return xb
-            offset, gi = grouped
-            src, whole = state[w.x_var][offset : offset + x.size], max(gi, block)
-
-            def span(sl: slice) -> None:  # channels sl of cin, in units of ``whole``
-                first, end = sl.start * whole, sl.stop * whole
-                if not _regrouped(src, xb.reshape(-1), h * wd, gi, block, first, end, 0):
-                    unit = cin // len(x)  # a NaN: this span as numpy converts it (x's first dim: channels)
-                    store(dst[first // unit : end // unit], x[first // unit : end // unit])
-
-            parallel.in_row_chunks(span, cin // whole, cin // whole, max(1, cin // whole // cuts))
-            return xb
-
-        xb = cache.last(w.x_var, (x.ctypes.data, x.shape, x.strides, x.dtype), blocked)
+    else:  # converted from half, or regrouped: kept until the input is written (a stage's two convolutions)
+        key = (x.ctypes.data, x.shape, x.strides, x.dtype)
+        xb = cache.last(w.x_var, key, lambda: _float_blocks(w, x, state, layout, block))
     ho, wo = w.out
+    assert out.strided is not None, "grouped_result holds a strided result"
+    flat = state[out.strided[0]]  # the result's variable: [groups, m, g] from its start
     result = out.view(state, writeable=True)[0].reshape(m, groups, g)
-    # each part's groups are contiguous planes of the result: its blocks written there
-    flat = state[out.strided[0]] if out.strided is not None else result  # [groups, m, g] from its start
+    # each part's groups are contiguous planes of the result where g is the block: written there
     direct = g == block and flat.dtype == f32 and flat.ndim == 1 and flat.flags.c_contiguous
 
     def part(sl: slice) -> None:
@@ -291,21 +271,7 @@ def _run_as_blocked_conv(
             else:
                 y = scratch.buffer("blocked output", (kb, m, block), f32)
                 conv.run(xb, y.reshape(kb, ho, wo, block))
-                if _regrouped(y.reshape(-1), flat, m, block, g, lo, hi, lo):
-                    pass
-                elif g <= block:  # a NaN: as numpy converts it; a block is block // g groups
-                    store(
-                        result[:, lo // g : hi // g].reshape(m, kb, block // g, g),
-                        y.transpose(1, 0, 2).reshape(m, kb, block // g, g),
-                    )
-                elif groups == 1:  # a span of a row-major result's columns
-                    store(result[:, 0, lo:hi].reshape(m, kb, block), y.transpose(1, 0, 2))
-                else:  # a group is g // block blocks
-                    ng = (hi - lo) // g
-                    store(
-                        result[:, lo // g : hi // g].reshape(m, ng, g // block, block),
-                        y.reshape(ng, g // block, m, block).transpose(2, 0, 1, 3),
-                    )
+                _store_blocks(result, flat, y, lo, hi)
             if groups_done is not None and groups > 1:
                 groups_done(lo // g, hi // g)
 
@@ -356,6 +322,51 @@ def _run_in_column_parts(
 
     parallel.in_row_chunks(part, groups, groups, max(1, groups // parallel.threads()))
     return True
+
+
+def _float_blocks(w: Window, x: np.ndarray, state: list[np.ndarray], layout: tuple[int, ...], block: int) -> np.ndarray:
+    """A convolution's input ``x`` (``access.blocked_input``'s view) as a new float32 array in MLAS's
+    ``layout``: regrouped and converted by one compiled pass per part where the input is held in
+    channel groups, else copied as numpy would; a part per thread down to PART_ELEMENTS (copy_into's
+    chunks made three parts of ResNet-50's 56x56 inputs on two threads)."""
+    xb = np.empty(layout, np.float32)
+    dst = xb.reshape(x.shape)
+    cuts = max(1, min(parallel.threads(), x.size // parallel.PART_ELEMENTS))
+    grouped = grouped_input(w) if len(layout) == 4 else None
+    if grouped is None:
+        parallel.in_row_chunks(lambda sl: store(dst[sl], x[sl]), len(x), len(x), max(1, len(x) // cuts))
+        return xb
+    offset, gi = grouped
+    src, whole = state[w.x_var][offset : offset + x.size], max(gi, block)
+    cin, h, wd = layout[0] * block, layout[1], layout[2]
+
+    def span(sl: slice) -> None:  # channels sl of cin, in units of ``whole``
+        first, end = sl.start * whole, sl.stop * whole
+        if not _regrouped(src, xb.reshape(-1), h * wd, gi, block, first, end, 0):
+            unit = cin // len(x)  # a NaN: this span as numpy converts it (x's first dim: channels)
+            store(dst[first // unit : end // unit], x[first // unit : end // unit])
+
+    parallel.in_row_chunks(span, cin // whole, cin // whole, max(1, cin // whole // cuts))
+    return xb
+
+
+def _store_blocks(result: np.ndarray, flat: np.ndarray, y: np.ndarray, lo: int, hi: int) -> None:
+    """Output channels ``lo`` to ``hi`` of a convolution, ``y`` (float32 NCHWc blocks ``[(hi-lo)/B,
+    m, B]``), into its result ``[m, groups, g]`` (``flat``: its variable) in the result's type."""
+    m, groups, g = result.shape
+    kb, block = y.shape[0], y.shape[2]
+    if _regrouped(y.reshape(-1), flat, m, block, g, lo, hi, lo):
+        return
+    # a NaN, or a type the compiled pass does not take: as numpy converts it
+    if g <= block:  # a block is block // g groups
+        dst, src = result[:, lo // g : hi // g].reshape(m, kb, block // g, g), y.transpose(1, 0, 2)
+        store(dst, src.reshape(m, kb, block // g, g))
+    elif groups == 1:  # a span of a row-major result's columns
+        store(result[:, 0, lo:hi].reshape(m, kb, block), y.transpose(1, 0, 2))
+    else:  # a group is g // block blocks
+        ng = (hi - lo) // g
+        dst = result[:, lo // g : hi // g].reshape(m, ng, g // block, block)
+        store(dst, y.reshape(ng, g // block, m, block).transpose(2, 0, 1, 3))
 
 
 def _regrouped(src: np.ndarray, dst: np.ndarray, m: int, gi: int, go: int, first: int, end: int, shift: int) -> bool:
