@@ -208,10 +208,8 @@ def _run_as_blocked_conv(
     c = b.codelet
     rf = c.rows_field
     operands = _product_operands(c)
-    if cache is None or rf is None or len(operands) != 1 or len(c.outputs) != 1 or c.inouts or c.reads_outputs:
+    if cache is None or rf is None or not _plain_product(b):
         return False
-    if b.params and (b.params.get("log2_scale") or b.params.get("out_group")):
-        return False  # as MatMulPartial.run_batch: a plain product into a result of its own shape
     fields, reads = b.fields, b.reads
     w = fields[rf].window
     f32 = np.dtype(np.float32)
@@ -290,10 +288,8 @@ def _run_in_column_parts(
     c = b.codelet
     rf = c.rows_field
     operands = _product_operands(c)
-    if rf is None or len(operands) != 1 or len(c.outputs) != 1 or c.inouts or c.reads_outputs:
+    if rf is None or not _plain_product(b):
         return False
-    if b.params and (b.params.get("log2_scale") or b.params.get("out_group")):
-        return False  # as MatMulPartial.run_batch: a plain product into a result of its own shape
     if parallel.threads() < 2 or not blas.held_to_one_thread():
         return False
     out = b.fields[c.outputs[0]]
@@ -471,6 +467,15 @@ def _read(acc: Access, state: list[np.ndarray], dtype: np.dtype, cache: ReadCach
     if cache is not None and (acc.dtype != dtype or acc.copies or operand):
         return cache.read(acc, state, dtype, contiguous=operand)
     return acc.gather(state, dtype)
+
+
+def _plain_product(b: BatchPlan) -> bool:
+    """Whether ``b`` is a product of one operand besides its rows into one result of its own shape
+    (as ``MatMulPartial.run_batch`` computes one without a scale or an output grouping)."""
+    c = b.codelet
+    if len(_product_operands(c)) != 1 or len(c.outputs) != 1 or c.inouts or c.reads_outputs:
+        return False
+    return not (b.params and (b.params.get("log2_scale") or b.params.get("out_group")))
 
 
 def _product_operands(c: Codelet) -> tuple[str, ...]:

@@ -19,7 +19,6 @@ neither matches (no MLAS NCHWc kernels, or no onnxruntime), convolutions take th
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 import numpy as np
 
@@ -27,7 +26,6 @@ from profiler.host import packed
 
 _block: int | None = None  # MLAS's channel block: 16 (AVX-512), 8 (AVX2), 0 when unavailable
 _lock = threading.Lock()
-_UNMADE: Any = object()
 
 
 class NchwcConv:
@@ -137,20 +135,12 @@ def conv_of(
         return None
     if weights.size != weights._whole.size or weights.ctypes.data != weights._whole.ctypes.data:
         return None  # a part of the kept weights: their columns are not its columns
-    key = ("nchwc", first, end, columns, geometry)
-    made = weights._packs.get(key, _UNMADE)
-    if made is _UNMADE:
-        with packed.lock:
-            made = weights._packs.get(key, _UNMADE)
-            if made is _UNMADE:
-                c, kh, kw, grp = columns
-                whole = weights._whole.reshape(-1, weights._whole.shape[-1])
-                try:
-                    # rows (c // grp, i, j, c % grp) by columns -> [O, C, kh, kw]
-                    span = whole[:, first:end].reshape(c // grp, kh, kw, grp, end - first)
-                    oihw = span.transpose(4, 0, 3, 1, 2).reshape(end - first, c, kh, kw)
-                    made = NchwcConv(oihw, *geometry, block())
-                except Exception:  # onnxruntime refused it (memory), or columns not so ordered: the columns' product
-                    made = None
-                weights._packs[key] = made
-    return made
+    c, kh, kw, grp = columns
+    whole = weights._whole.reshape(-1, weights._whole.shape[-1])
+
+    def make() -> NchwcConv:  # rows (c // grp, i, j, c % grp) by columns -> [O, C, kh, kw]
+        span = whole[:, first:end].reshape(c // grp, kh, kw, grp, end - first)
+        return NchwcConv(span.transpose(4, 0, 3, 1, 2).reshape(end - first, c, kh, kw), *geometry, block())
+
+    # refused (memory, or columns not so ordered): None, the columns' product
+    return packed.kept_session(weights, ("nchwc", first, end, columns, geometry), make)

@@ -19,6 +19,7 @@ Without onnxruntime, every product is numpy's.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -135,18 +136,26 @@ def packed_of(b: np.ndarray) -> PackedMatrix | None:
     start = start_byte // 4
     if not 0 <= start_byte < rows.strides[0] or start + b.shape[1] > rows.shape[1]:
         return None  # not a span of the weights' columns
-    key = (start, start + b.shape[1])
-    packed = b._packs.get(key, _UNMADE)
-    if packed is _UNMADE:
-        with lock:  # two threads' spans are packed one at a time (each session made once)
-            packed = b._packs.get(key, _UNMADE)
-            if packed is _UNMADE:
+    first, end = start, start + b.shape[1]
+    return kept_session(b, (first, end), lambda: PackedMatrix(np.asarray(rows[:, first:end])))
+
+
+def kept_session(weights: Weights, key: object, make: Callable[[], Any]) -> Any:
+    """``make()`` (a session made from ``weights``: a span packed, or a convolution's), made at its
+    first use under ``key`` and kept with the weights; None, kept alike, where onnxruntime refused it
+    (memory, a build without the kernel): that span is then numpy's every run. Two threads' sessions
+    are made one at a time (each once)."""
+    made = weights._packs.get(key, _UNMADE)
+    if made is _UNMADE:
+        with lock:
+            made = weights._packs.get(key, _UNMADE)
+            if made is _UNMADE:
                 try:
-                    packed = PackedMatrix(np.asarray(rows[:, key[0] : key[1]]))
-                except Exception:  # onnxruntime refused it (memory, a build without MLAS's kernel):
-                    packed = None  # this span multiplies as numpy does, every run
-                b._packs[key] = packed
-    return packed
+                    made = make()
+                except Exception:
+                    made = None
+                weights._packs[key] = made
+    return made
 
 
 def multiply(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
